@@ -1,0 +1,207 @@
+// Command gradual-testbed starts and stops a local fleet for the demo and for people: a management
+// cluster holding Cluster API objects and kwok workload clusters (see internal/testbed).
+//
+//	gradual-testbed up     [--dir DIR] [--workloads 3] [--namespace fleet]   # last stdout line: management kubeconfig
+//	gradual-testbed down   [--dir DIR]
+//	gradual-testbed status [--dir DIR]
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"maps"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/gradual-dev/terraform-provider-gradual/internal/testbed"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "gradual-testbed:", err)
+		if errors.Is(err, flag.ErrHelp) {
+			os.Exit(2)
+		}
+		os.Exit(1)
+	}
+}
+
+const usage = `usage: gradual-testbed <command> [flags]
+
+  up      start a management cluster and workload clusters; prints the management kubeconfig
+          path as the last line of stdout (progress goes to stderr). Idempotent: a fleet that is
+          already up in DIR is reused.
+  down    stop exactly what up started in DIR and remove its files
+  status  show the fleet in DIR and whether its API servers answer
+
+flags:
+  --dir DIR          state directory (default ~/.cache/terraform-provider-gradual/testbed/default)
+  --workloads N      up: number of workload clusters (default 3: prod-eu-1, prod-us-1, staging-eu-1)
+  --namespace NS     up: namespace of the Cluster objects (default fleet)
+`
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		fmt.Fprint(stderr, usage)
+		return flag.ErrHelp
+	}
+	cmd := args[0]
+	fs := flag.NewFlagSet(cmd, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprint(stderr, usage) }
+	dir := fs.String("dir", "", "state directory")
+	workloads := fs.Int("workloads", 3, "number of workload clusters")
+	namespace := fs.String("namespace", testbed.DefaultNamespace, "namespace of the Cluster objects")
+	if err := fs.Parse(args[1:]); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
+	}
+	if *dir == "" {
+		cache, err := testbed.CacheDir()
+		if err != nil {
+			return err
+		}
+		*dir = filepath.Join(cache, "testbed", "default")
+	}
+	logf := func(format string, a ...any) {
+		fmt.Fprintf(stderr, "[testbed %s] %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, a...))
+	}
+	switch cmd {
+	case "up":
+		return up(ctx, *dir, *namespace, *workloads, logf, stdout)
+	case "down":
+		f, err := testbed.Load(*dir)
+		if err != nil {
+			if errors.Is(err, os.ErrNotExist) {
+				logf("no fleet in %s; nothing to do", *dir)
+				return nil
+			}
+			return err
+		}
+		f.SetLogf(logf)
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 3*time.Minute)
+		defer cancel()
+		return f.Down(ctx)
+	case "status":
+		return status(ctx, *dir, stdout)
+	default:
+		fmt.Fprint(stderr, usage)
+		return fmt.Errorf("unknown command %q", cmd)
+	}
+}
+
+// DefaultWorkloads is the demo fleet; more than three get names workload-4, workload-5, ...
+func defaultWorkloads(n int) []testbed.WorkloadSpec {
+	base := []testbed.WorkloadSpec{
+		{Name: "prod-eu-1", Labels: map[string]string{"env": "prod", "region": "eu"}, Ready: true},
+		{Name: "prod-us-1", Labels: map[string]string{"env": "prod", "region": "us"}, Ready: true},
+		{Name: "staging-eu-1", Labels: map[string]string{"env": "staging", "region": "eu"}, Ready: true},
+	}
+	if n <= len(base) {
+		return base[:max(n, 0)]
+	}
+	for i := len(base); i < n; i++ {
+		base = append(base, testbed.WorkloadSpec{
+			Name: fmt.Sprintf("workload-%d", i+1), Labels: map[string]string{"env": "dev"}, Ready: true,
+		})
+	}
+	return base
+}
+
+func up(ctx context.Context, dir, namespace string, workloads int, logf func(string, ...any), stdout io.Writer) error {
+	if f, err := testbed.Load(dir); err == nil {
+		if err := testbed.Check(ctx, f.Management); err == nil {
+			logf("fleet %s is already up in %s", f.Name, dir)
+			fmt.Fprintln(stdout, f.Management.KubeconfigPath)
+			return nil
+		}
+		logf("fleet %s in %s does not answer; replacing it", f.Name, dir)
+		f.SetLogf(logf)
+		if err := f.Down(ctx); err != nil {
+			return err
+		}
+	}
+	tc, err := testbed.ToolchainFromEnv()
+	if err != nil {
+		return err
+	}
+	f, err := testbed.Up(ctx, tc, testbed.Options{
+		Dir:       dir,
+		Namespace: namespace,
+		Workloads: defaultWorkloads(workloads),
+		Logf:      logf,
+	})
+	if err != nil {
+		return err
+	}
+	logf("management kubeconfig (context %q): %s", testbed.ManagementContext, f.Management.KubeconfigPath)
+	logf("tear down with: gradual-testbed down --dir %s", dir)
+	fmt.Fprintln(stdout, f.Management.KubeconfigPath)
+	return nil
+}
+
+func status(ctx context.Context, dir string, stdout io.Writer) error {
+	f, err := testbed.Load(dir)
+	if err != nil {
+		return err
+	}
+	procs := f.Processes()
+	fmt.Fprintf(stdout, "fleet %s in %s (namespace %s, created %s)\n\n", f.Name, f.Dir, f.Namespace, f.Created.Format(time.RFC3339))
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "CLUSTER\tKWOK NAME\tSERVER\tPROCESSES\tAPI\tREADY\tLABELS")
+	row := func(c testbed.Cluster, ready, labels string) {
+		api := "-"
+		if c.KubeconfigPath != "" {
+			api = "ok"
+			if err := testbed.Check(ctx, c); err != nil {
+				api = "down"
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", c.Name, dash(c.KwokName), dash(c.Server), len(procs[c.KwokName]), api, ready, labels)
+	}
+	row(f.Management, "-", "-")
+	for _, name := range slices.Sorted(maps.Keys(f.Workloads)) {
+		w := f.Workloads[name]
+		var labels []string
+		for _, k := range slices.Sorted(maps.Keys(w.Spec.Labels)) {
+			labels = append(labels, k+"="+w.Spec.Labels[k])
+		}
+		ready := fmt.Sprint(w.Spec.Ready)
+		switch {
+		case w.Spec.NoKubeconfig:
+			ready += " (no kubeconfig)"
+		case w.Spec.ExecKubeconfig:
+			ready += " (exec kubeconfig)"
+		}
+		if w.Spec.Paused {
+			ready += " (paused)"
+		}
+		row(w.Cluster, ready, dash(strings.Join(labels, ",")))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "\nmanagement kubeconfig: %s\n", f.Management.KubeconfigPath)
+	return nil
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}

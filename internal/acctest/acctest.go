@@ -1,0 +1,111 @@
+// Package acctest connects acceptance tests to the real things: the provider served in-process to
+// a real OpenTofu or Terraform CLI (chosen by TF_ACC_TERRAFORM_PATH), and a real local fleet from
+// internal/testbed.
+//
+// `make testacc` starts one fleet for every test package and both CLIs and names it in
+// GRADUAL_TESTBED_DIR; a test binary run by hand starts its own fleet and stops it in Main.
+package acctest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/terraform-plugin-framework/providerserver"
+	"github.com/hashicorp/terraform-plugin-go/tfprotov6"
+
+	"github.com/gradual-dev/terraform-provider-gradual/internal/provider"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/testbed"
+)
+
+// TestbedDirEnv names a running test bed (see cmd/gradual-testbed) for tests to share.
+const TestbedDirEnv = "GRADUAL_TESTBED_DIR"
+
+// ProviderFactories serve the provider in-process to the CLI under test.
+var ProviderFactories = map[string]func() (tfprotov6.ProviderServer, error){
+	"gradual": providerserver.NewProtocol6WithError(provider.New("test")()),
+}
+
+var shared struct {
+	once    sync.Once
+	fleet   *testbed.Fleet
+	err     error
+	started bool
+}
+
+// Main runs the package's tests and then stops the fleet this binary started, if any.
+func Main(m *testing.M) {
+	code := m.Run()
+	if shared.started && shared.fleet != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		if err := shared.fleet.Down(ctx); err != nil {
+			fmt.Fprintf(os.Stderr, "acctest: stopping the test bed: %v\n", err)
+		}
+		cancel()
+	}
+	os.Exit(code)
+}
+
+// Fleet returns the shared test bed, starting it on first use when none is named in the
+// environment. It skips the test unless TF_ACC is set, as terraform-plugin-testing does.
+func Fleet(t *testing.T) *testbed.Fleet {
+	t.Helper()
+	PreCheck(t)
+	shared.once.Do(func() {
+		if dir := os.Getenv(TestbedDirEnv); dir != "" {
+			shared.fleet, shared.err = testbed.Load(dir)
+			return
+		}
+		tc, err := testbed.ToolchainFromEnv()
+		if err != nil {
+			shared.err = err
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+		defer cancel()
+		shared.fleet, shared.err = testbed.Up(ctx, tc, testbed.Options{Workloads: DefaultWorkloads(), Logf: t.Logf})
+		shared.started = shared.err == nil
+	})
+	if shared.err != nil {
+		t.Fatalf("test bed: %v", shared.err)
+	}
+	return shared.fleet
+}
+
+// DefaultWorkloads is the fleet acceptance tests expect: two prod clusters and one staging.
+func DefaultWorkloads() []testbed.WorkloadSpec {
+	return []testbed.WorkloadSpec{
+		{Name: "prod-eu-1", Labels: map[string]string{"env": "prod", "region": "eu"}, Ready: true},
+		{Name: "prod-us-1", Labels: map[string]string{"env": "prod", "region": "us"}, Ready: true},
+		{Name: "staging-eu-1", Labels: map[string]string{"env": "staging", "region": "eu"}, Ready: true},
+	}
+}
+
+// PreCheck skips the test unless acceptance tests are enabled and a CLI is chosen.
+func PreCheck(t *testing.T) {
+	t.Helper()
+	if os.Getenv("TF_ACC") == "" {
+		t.Skip("acceptance test: set TF_ACC=1 (make testacc does)")
+	}
+	if os.Getenv("TF_ACC_TERRAFORM_PATH") == "" {
+		t.Fatal("TF_ACC_TERRAFORM_PATH must name the tofu or terraform binary to test with (make testacc sets it)")
+	}
+}
+
+// ProviderConfig is a provider block connected to the fleet's management cluster.
+func ProviderConfig(f *testbed.Fleet) string {
+	return fmt.Sprintf("provider \"gradual\" {\n  kubeconfig_path = %q\n}\n", f.Management.KubeconfigPath)
+}
+
+// UniqueLabel returns a label value unique to this test run, so that tests sharing a fleet can
+// pick only the clusters they made.
+func UniqueLabel(prefix string) string {
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	return prefix + "-" + hex.EncodeToString(b)
+}

@@ -1,0 +1,98 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+var epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+func TestFakeClockFiresInOrder(t *testing.T) {
+	c := NewFakeClock(epoch)
+	var fired []string
+	c.AfterFunc(2*time.Second, func() { fired = append(fired, "b") })
+	c.AfterFunc(time.Second, func() { fired = append(fired, "a") })
+	c.AfterFunc(2*time.Second, func() { fired = append(fired, "c") })
+	stop := c.AfterFunc(1500*time.Millisecond, func() { fired = append(fired, "stopped") })
+	if !stop() || stop() {
+		t.Error("stop should succeed exactly once")
+	}
+	c.Advance(1500 * time.Millisecond)
+	if !slices.Equal(fired, []string{"a"}) || !c.Now().Equal(epoch.Add(1500*time.Millisecond)) {
+		t.Fatalf("after 1.5s: fired %q at %s", fired, c.Now())
+	}
+	if !c.AdvanceToNext() || !slices.Equal(fired, []string{"a", "b", "c"}) || !c.Now().Equal(epoch.Add(2*time.Second)) {
+		t.Fatalf("after next: fired %q at %s", fired, c.Now())
+	}
+	if c.AdvanceToNext() || c.Pending() != 0 {
+		t.Error("timers left over")
+	}
+}
+
+func TestFakeClockSleepAndTimeout(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := NewFakeClock(epoch)
+		ctx := context.Background()
+
+		done := make(chan error)
+		go func() { done <- c.Sleep(ctx, time.Minute) }()
+		synctest.Wait()
+		c.Advance(59 * time.Second)
+		synctest.Wait()
+		select {
+		case <-done:
+			t.Fatal("Sleep returned early")
+		default:
+		}
+		c.Advance(time.Second)
+		if err := <-done; err != nil {
+			t.Fatalf("Sleep: %v", err)
+		}
+
+		tctx, cancel := c.WithTimeout(ctx, 5*time.Minute)
+		defer cancel()
+		if d, ok := tctx.Deadline(); !ok || !d.Equal(epoch.Add(time.Minute+5*time.Minute)) {
+			t.Errorf("Deadline = %s, %v", d, ok)
+		}
+		go func() { done <- c.Sleep(tctx, time.Hour) }()
+		synctest.Wait()
+		c.Advance(5 * time.Minute)
+		if err := <-done; !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("Sleep past the timeout returned %v", err)
+		}
+		if !errors.Is(tctx.Err(), context.DeadlineExceeded) {
+			t.Errorf("Err = %v, want DeadlineExceeded", tctx.Err())
+		}
+		if c.Pending() != 0 {
+			t.Errorf("%d timers pending after the sleep was interrupted", c.Pending())
+		}
+
+		// Cancelling the timeout early stops its timer and is not a timeout.
+		tctx, cancel = c.WithTimeout(ctx, time.Second)
+		cancel()
+		if c.Pending() != 0 || errors.Is(tctx.Err(), context.DeadlineExceeded) || tctx.Err() == nil {
+			t.Errorf("after cancel: %d pending, Err %v", c.Pending(), tctx.Err())
+		}
+	})
+}
+
+func TestSystemClock(t *testing.T) {
+	var c Clock = SystemClock{}
+	if err := c.Sleep(context.Background(), 0); err != nil {
+		t.Errorf("Sleep(0) = %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := c.Sleep(ctx, time.Hour); !errors.Is(err, context.Canceled) {
+		t.Errorf("Sleep on a cancelled context = %v", err)
+	}
+	tctx, cancel := c.WithTimeout(context.Background(), time.Hour)
+	defer cancel()
+	if _, ok := tctx.Deadline(); !ok {
+		t.Error("WithTimeout without a deadline")
+	}
+}

@@ -1,0 +1,241 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+)
+
+// Execute carries out plan against world and returns what happened.
+//
+// It first settles the targets an earlier run left unsettled (plan.Resume),
+// then runs plan.Waves in order. The targets of a batch run concurrently, so
+// at most plan.UpdateLimit targets are in flight; a wave is verified and
+// baked (policy.BakeTime, then verified again) before the next starts.
+// Every failure counts against plan.MaxFailures and the failed target is
+// restored to its backup; a failed verification also records the revision
+// invalid there. Once failures exceed the budget no new wave starts and,
+// with on_failure = rollback, every target this run moved to the revision
+// is restored.
+//
+// When ctx is cancelled nothing new starts; targets in flight are restored
+// to their backup on a fresh context bounded by policy.RollbackTimeout, so
+// that each ends recorded on a known revision (or recorded unsettled, for
+// the next run to resume). Execute returns once all work has stopped; it
+// never returns while a World call it made is still running.
+//
+// The limits come from plan, which PlanRollout resolved; policy supplies
+// the timeouts, the bake time and on_failure.
+func Execute(ctx context.Context, plan Plan, world World, clock Clock, policy Policy) Result {
+	r := newRun(plan, world, clock, policy.withDefaults())
+	r.execute(ctx)
+	return r.res
+}
+
+// run is the state of one Execute. Each Outcome is written only by the
+// goroutine working on its target, and read by the driving goroutine after
+// the batch is joined; mu guards what batches share.
+type run struct {
+	plan   Plan
+	world  World
+	clock  Clock
+	policy Policy
+	limit  int
+	res    Result
+
+	mu        sync.Mutex
+	failures  int
+	cancelled atomic.Bool
+}
+
+func newRun(plan Plan, world World, clock Clock, policy Policy) *run {
+	r := &run{plan: plan, world: world, clock: clock, policy: policy, limit: max(plan.UpdateLimit, 1)}
+	r.res = Result{
+		Desired:     plan.Desired,
+		MaxFailures: plan.MaxFailures,
+		Outcomes:    make([]Outcome, len(plan.Order)),
+		index:       make(map[string]int, len(plan.Order)),
+	}
+	for i, name := range plan.Order {
+		in := plan.Intents[name]
+		o := Outcome{Target: name, Intent: in.Action, Wave: in.Wave, Revision: in.Current, Backup: in.RestoreTo}
+		switch in.Action {
+		case ActionSkip:
+			o.Status = StatusSkipped
+		case ActionAlreadyCurrent:
+			o.Status = StatusAlreadyCurrent
+			o.Backup = ""
+		default:
+			o.Status = StatusNotStarted
+		}
+		if in.Provisioning != "" {
+			o.Unsettled, o.Provisioning = true, in.Provisioning
+		}
+		r.res.Outcomes[i] = o
+		r.res.index[name] = i
+	}
+	return r
+}
+
+func (r *run) execute(ctx context.Context) {
+	r.res.Started = r.clock.Now()
+	r.recordRun(ctx, Event{Kind: EventRunStarted, Revision: r.plan.Desired, Reason: fmt.Sprintf(
+		"%d waves of up to %d targets, max_failures %d, on_failure %s",
+		len(r.plan.Waves), r.limit, r.plan.MaxFailures, r.policy.OnFailure)})
+
+	resume := chunk(r.plan.Resume, r.limit)
+	for i, names := range resume {
+		if r.stop(ctx) {
+			break
+		}
+		r.batch(ctx, PhaseResume, i+1, len(resume), names, r.resumeTarget)
+	}
+	for i, wave := range r.plan.Waves {
+		if r.stop(ctx) || r.overBudget() {
+			break
+		}
+		r.wave(ctx, i+1, r.ready(wave))
+	}
+
+	finish := "completed"
+	if r.overBudget() {
+		r.res.Aborted = true
+		r.res.AbortReason = fmt.Sprintf("%d failures exceed max_failures %d", r.failures, r.plan.MaxFailures)
+		finish = "aborted: " + r.res.AbortReason
+		if r.policy.OnFailure == Rollback {
+			r.rollback(ctx)
+		}
+	}
+	r.res.Failures = r.failures
+	if r.cancelled.Load() {
+		r.res.Cancelled = true
+		r.res.CancelCause = context.Cause(ctx).Error()
+		finish += "; cancelled: " + r.res.CancelCause
+	}
+	r.res.Finished = r.clock.Now()
+	r.recordRun(ctx, Event{Kind: EventRunFinished, Revision: r.plan.Desired, Reason: finish})
+}
+
+// stop reports whether ctx is done, noting that cancellation cut the run.
+func (r *run) stop(ctx context.Context) bool {
+	if ctx.Err() != nil {
+		r.cancelled.Store(true)
+		return true
+	}
+	return false
+}
+
+func (r *run) overBudget() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.failures > r.plan.MaxFailures
+}
+
+func (r *run) countFailure(o *Outcome) {
+	r.mu.Lock()
+	r.failures++
+	r.mu.Unlock()
+	o.Failed = true
+}
+
+// ready drops from a wave the targets whose resume failed: they are
+// unsettled (or gone) and must not be changed further in this run.
+func (r *run) ready(wave []string) []string {
+	var out []string
+	for i, name := range wave {
+		o := r.outcome(name)
+		if o.Intent != ActionRestore || o.Status == StatusRestored {
+			if out != nil {
+				out = append(out, name)
+			}
+			continue
+		}
+		if out == nil {
+			out = append(make([]string, 0, len(wave)), wave[:i]...)
+		}
+	}
+	if out == nil {
+		return wave
+	}
+	return out
+}
+
+func (r *run) outcome(name string) *Outcome { return &r.res.Outcomes[r.res.index[name]] }
+
+// batch runs fn for names concurrently, bracketed by batch events.
+func (r *run) batch(ctx context.Context, phase Phase, k, of int, names []string, fn func(context.Context, *Outcome)) {
+	r.recordRun(ctx, Event{Kind: EventBatchStarted, Phase: phase, Batch: k, Batches: of, Targets: names})
+	r.each(ctx, names, fn)
+	r.recordRun(ctx, Event{Kind: EventBatchDone, Phase: phase, Batch: k, Batches: of})
+}
+
+func (r *run) each(ctx context.Context, names []string, fn func(context.Context, *Outcome)) {
+	var wg sync.WaitGroup
+	for _, name := range names {
+		o := r.outcome(name)
+		wg.Go(func() { fn(ctx, o) })
+	}
+	wg.Wait()
+}
+
+// wave applies the desired revision to names, then bakes: waits BakeTime
+// and verifies the wave again, so a revision that turns bad after becoming
+// ready is caught before it spreads.
+func (r *run) wave(ctx context.Context, k int, names []string) {
+	if len(names) == 0 {
+		return
+	}
+	of := len(r.plan.Waves)
+	r.recordRun(ctx, Event{Kind: EventBatchStarted, Phase: PhaseWave, Batch: k, Batches: of, Targets: names})
+	r.each(ctx, names, r.applyTarget)
+
+	done := ""
+	var baking []string
+	for _, name := range names {
+		if r.outcome(name).Status == StatusSucceeded {
+			baking = append(baking, name)
+		}
+	}
+	switch {
+	case ctx.Err() != nil:
+		r.cancelled.Store(true)
+		done = "cancelled"
+	case r.overBudget():
+		// No wave follows; baking would only delay the rollback.
+		done = "failure budget exceeded"
+	case len(baking) > 0 && r.policy.BakeTime > 0:
+		if err := r.clock.Sleep(ctx, r.policy.BakeTime); err != nil {
+			r.cancelled.Store(true)
+			done = "cancelled while baking"
+			break
+		}
+		r.each(ctx, baking, r.reverifyTarget)
+		if ctx.Err() != nil {
+			r.cancelled.Store(true)
+			done = "cancelled while verifying after bake"
+		}
+	}
+	if done == "" {
+		r.res.WavesDone++
+	}
+	r.recordRun(ctx, Event{Kind: EventBatchDone, Phase: PhaseWave, Batch: k, Batches: of, Reason: done})
+}
+
+// rollback restores every target this run moved to the desired revision.
+func (r *run) rollback(ctx context.Context) {
+	var names []string
+	for _, o := range r.res.Outcomes {
+		if o.Status == StatusSucceeded {
+			names = append(names, o.Target)
+		}
+	}
+	batches := chunk(names, r.limit)
+	for i, b := range batches {
+		if r.stop(ctx) {
+			return
+		}
+		r.batch(ctx, PhaseRollback, i+1, len(batches), b, r.rollbackTarget)
+	}
+	r.res.RolledBack = len(names) > 0
+}

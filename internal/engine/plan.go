@@ -1,0 +1,273 @@
+package engine
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// Action is what a plan intends to do with one target.
+type Action string
+
+const (
+	// ActionApply applies the desired revision in the target's wave.
+	ActionApply Action = "apply"
+	// ActionSkip leaves the target alone; Intent.Reason says why.
+	ActionSkip Action = "skip"
+	// ActionAlreadyCurrent leaves a target that already runs the revision.
+	ActionAlreadyCurrent Action = "already-current"
+	// ActionVerifyInterrupted verifies a target an earlier run left while
+	// applying the desired revision: success settles it on the revision,
+	// failure restores it like any failure.
+	ActionVerifyInterrupted Action = "verify-interrupted"
+	// ActionRestore restores a target an earlier run left while applying
+	// some other revision to its backup, before the waves start. If the
+	// backup is not the desired revision the target is then applied in its
+	// wave like any other.
+	ActionRestore Action = "restore"
+)
+
+// Intent is the plan for one target.
+type Intent struct {
+	Action Action
+	// Reason explains a skip or an interruption ("" otherwise).
+	Reason string
+	// RestoreTo is the revision the target returns to if its change fails
+	// or is rolled back ("" = remove what the rollout applied).
+	RestoreTo string
+	// Current is the revision recorded current on the target at plan time.
+	Current string
+	// Provisioning is the revision an earlier run left the target applying
+	// ("" when it left the target settled).
+	Provisioning string
+	// Wave is the 1-based wave that applies the desired revision to the
+	// target, or 0 when no wave does.
+	Wave int
+	// Canary is set for targets listed in Policy.Canary.
+	Canary bool
+}
+
+// Plan is what PlanRollout decided. Execute carries it out; resources show
+// Waves and Notes at plan time.
+type Plan struct {
+	// Desired is the revision being rolled out.
+	Desired string
+	// Eligible counts targets that are not skipped; percentages resolve
+	// against it.
+	Eligible int
+	// UpdateLimit is the resolved number of targets changed at once.
+	UpdateLimit int
+	// MaxFailures is the resolved number of failures tolerated before no
+	// new wave starts.
+	MaxFailures int
+	// Order lists every target once: canary targets first in the order
+	// given, then the rest sorted by name.
+	Order []string
+	// Resume lists the targets an earlier run left unsettled (intents
+	// ActionVerifyInterrupted and ActionRestore), in Order. Execute settles
+	// them, at most UpdateLimit at a time, before the first wave.
+	Resume []string
+	// Waves lists, in order, the targets each wave applies the desired
+	// revision to. No wave holds more than UpdateLimit targets, and canary
+	// targets have waves of their own (the first CanaryWaves).
+	Waves [][]string
+	// CanaryWaves is how many leading waves hold canary targets.
+	CanaryWaves int
+	// Intents holds the intent for every target in Order.
+	Intents map[string]Intent
+	// Invalid lists the targets whose records show Desired as invalid.
+	Invalid []Invalidity
+	// UnknownCanaries lists canary names that are not among the targets.
+	UnknownCanaries []string
+	// Duplicates lists target names given more than once; the first wins.
+	Duplicates []string
+	// Notes are short human-readable lines describing the plan.
+	Notes []string
+}
+
+// Changes reports whether executing the plan would touch any target.
+func (p Plan) Changes() bool { return len(p.Resume) > 0 || len(p.Waves) > 0 }
+
+// PlanRollout decides how to roll desired out to targets under policy. It
+// is pure and deterministic: the same input gives the same plan, so the plan
+// Terraform shows is the plan Execute carries out.
+func PlanRollout(targets []Target, desired string, policy Policy) Plan {
+	p := Plan{Desired: desired, Intents: make(map[string]Intent, len(targets))}
+
+	byName := make(map[string]*Target, len(targets))
+	for i := range targets {
+		t := &targets[i]
+		if _, dup := byName[t.Name]; dup {
+			p.Duplicates = append(p.Duplicates, t.Name)
+			continue
+		}
+		byName[t.Name] = t
+		if t.SkipReason == "" {
+			p.Eligible++
+		}
+	}
+	p.UpdateLimit = max(policy.UpdateLimit.Resolve(p.Eligible), 1)
+	p.MaxFailures = policy.MaxFailures.Resolve(p.Eligible)
+
+	// Canary targets first, in the order the user gave: that order is the
+	// point of listing them.
+	p.Order = make([]string, 0, len(byName))
+	canary := make(map[string]bool, len(policy.Canary))
+	for _, name := range policy.Canary {
+		if canary[name] {
+			continue
+		}
+		if _, ok := byName[name]; !ok {
+			p.UnknownCanaries = append(p.UnknownCanaries, name)
+			continue
+		}
+		canary[name] = true
+		p.Order = append(p.Order, name)
+	}
+	rest := make([]string, 0, len(byName)-len(p.Order))
+	for name := range byName {
+		if !canary[name] {
+			rest = append(rest, name)
+		}
+	}
+	slices.Sort(rest)
+	p.Order = append(p.Order, rest...)
+
+	var canaryMembers, members []string
+	for _, name := range p.Order {
+		in := intentFor(byName[name], desired)
+		in.Canary = canary[name]
+		p.Intents[name] = in
+		switch {
+		case in.Action == ActionVerifyInterrupted:
+			p.Resume = append(p.Resume, name)
+			continue
+		case in.Action == ActionRestore:
+			p.Resume = append(p.Resume, name)
+			if in.RestoreTo == desired {
+				continue
+			}
+		case in.Action != ActionApply:
+			continue
+		}
+		if in.Canary {
+			canaryMembers = append(canaryMembers, name)
+		} else {
+			members = append(members, name)
+		}
+	}
+	p.Waves = append(p.Waves, chunk(canaryMembers, p.UpdateLimit)...)
+	p.CanaryWaves = len(p.Waves)
+	p.Waves = append(p.Waves, chunk(members, p.UpdateLimit)...)
+	for i, wave := range p.Waves {
+		for _, name := range wave {
+			in := p.Intents[name]
+			in.Wave = i + 1
+			p.Intents[name] = in
+		}
+	}
+	p.Invalid = KnownInvalid(targets, desired)
+	p.Notes = notes(&p, policy)
+	return p
+}
+
+func intentFor(t *Target, desired string) Intent {
+	in := intentAction(t, desired)
+	in.Current = t.Record.Current
+	in.Provisioning = t.Record.Provisioning
+	return in
+}
+
+func intentAction(t *Target, desired string) Intent {
+	rec := t.Record
+	switch {
+	case t.SkipReason != "" && rec.Provisioning != "":
+		// Say so: the target stays unsettled until it can be reached.
+		return Intent{Action: ActionSkip, Reason: t.SkipReason + " (left while applying " + rec.Provisioning + "; settled once reachable)", RestoreTo: rec.Backup}
+	case t.SkipReason != "":
+		return Intent{Action: ActionSkip, Reason: t.SkipReason}
+	case rec.Provisioning == desired:
+		// The provisioning record carried the restore point, so Backup (not
+		// Current) is where a failed verification returns to.
+		return Intent{Action: ActionVerifyInterrupted, Reason: "interrupted while applying " + desired, RestoreTo: rec.Backup}
+	case rec.Provisioning != "":
+		return Intent{Action: ActionRestore, Reason: "interrupted while applying " + rec.Provisioning, RestoreTo: rec.Backup}
+	case rec.Current == desired:
+		return Intent{Action: ActionAlreadyCurrent}
+	default:
+		return Intent{Action: ActionApply, RestoreTo: rec.Current}
+	}
+}
+
+// chunk cuts names into consecutive slices of at most n. The slices share
+// names' backing array; callers never append to them.
+func chunk(names []string, n int) [][]string {
+	if len(names) == 0 {
+		return nil
+	}
+	out := make([][]string, 0, (len(names)+n-1)/n)
+	for len(names) > n {
+		out = append(out, names[:n:n])
+		names = names[n:]
+	}
+	return append(out, names)
+}
+
+func notes(p *Plan, policy Policy) []string {
+	var out []string
+	add := func(format string, args ...any) { out = append(out, fmt.Sprintf(format, args...)) }
+
+	total := len(p.Order)
+	add("%s to %d eligible of %d targets: up to %d at a time (update_limit %s), tolerating %d failures (max_failures %s)",
+		p.Desired, p.Eligible, total, p.UpdateLimit, policy.UpdateLimit, p.MaxFailures, policy.MaxFailures)
+	for _, name := range p.Duplicates {
+		add("duplicate target %s: ignored", name)
+	}
+	for _, name := range p.UnknownCanaries {
+		add("canary %s: not among the targets", name)
+	}
+	for _, inv := range p.Invalid {
+		add("%s recorded invalid on %s: %s", p.Desired, inv.Target, inv.Reason)
+	}
+	for _, name := range p.Resume {
+		in := p.Intents[name]
+		if in.Action == ActionVerifyInterrupted {
+			add("resume %s: verify %s (%s)", name, p.Desired, in.Reason)
+		} else {
+			add("resume %s: restore to %s (%s)", name, show(in.RestoreTo), in.Reason)
+		}
+	}
+	for i, wave := range p.Waves {
+		label := ""
+		if i < p.CanaryWaves {
+			label = " (canary)"
+		}
+		add("wave %d/%d%s: %s", i+1, len(p.Waves), label, strings.Join(wave, ", "))
+	}
+	var current []string
+	for _, name := range p.Order {
+		in := p.Intents[name]
+		switch in.Action {
+		case ActionAlreadyCurrent:
+			current = append(current, name)
+		case ActionSkip:
+			add("skip %s: %s", name, in.Reason)
+		}
+	}
+	if len(current) > 0 {
+		add("already on %s: %s", p.Desired, strings.Join(current, ", "))
+	}
+	if !p.Changes() {
+		add("nothing to do")
+	}
+	return out
+}
+
+// show names a revision in messages; the empty revision is "nothing
+// installed", which a bare "" would hide.
+func show(rev string) string {
+	if rev == "" {
+		return "(none)"
+	}
+	return rev
+}

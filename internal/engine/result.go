@@ -1,0 +1,177 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Status is how a target ended up after Execute.
+type Status string
+
+const (
+	// StatusSucceeded: the target now runs the desired revision, verified
+	// (and baked) by this run.
+	StatusSucceeded Status = "succeeded"
+	// StatusAlreadyCurrent: the target already ran the desired revision.
+	StatusAlreadyCurrent Status = "already-current"
+	// StatusSkipped: the plan skipped the target.
+	StatusSkipped Status = "skipped"
+	// StatusNotStarted: the target was due to change but the run stopped
+	// (budget exceeded or cancelled) before its turn; it is unchanged.
+	StatusNotStarted Status = "not-started"
+	// StatusRestored: an earlier run left the target unsettled and this run
+	// restored it to its backup; no wave applied the desired revision since.
+	StatusRestored Status = "restored"
+	// StatusFailed: the change failed and the target was restored to its
+	// backup. It counted against the failure budget.
+	StatusFailed Status = "failed"
+	// StatusRolledBack: the target succeeded, then was restored to its
+	// backup because the run exceeded its failure budget (on_failure =
+	// rollback).
+	StatusRolledBack Status = "rolled-back"
+	// StatusCancelled: the target was in flight when the run was cancelled
+	// and was restored to its backup.
+	StatusCancelled Status = "cancelled"
+	// StatusUnsettled: the target could not be brought to a known revision
+	// (its restore failed); its record still shows it provisioning, so the
+	// next run restores it.
+	StatusUnsettled Status = "unsettled"
+	// StatusGone: the target vanished during the run.
+	StatusGone Status = "gone"
+)
+
+// Outcome is what happened to one target.
+type Outcome struct {
+	Target string
+	// Intent is the planned action; Wave the target's wave (0 if none).
+	Intent Action
+	Wave   int
+	Status Status
+	// Revision is the revision the target ended on ("" = nothing
+	// installed); meaningless when Status is StatusUnsettled or StatusGone.
+	Revision string
+	// Backup is the revision the target returns to if its current change
+	// is undone (for a target that succeeded: what it ran before).
+	Backup string
+	// Failed is set when the target counted against the failure budget.
+	Failed bool
+	// Invalid is set when this run recorded the desired revision invalid
+	// on the target (its verification failed).
+	Invalid bool
+	// Unsettled is set when the target's record still shows it
+	// provisioning (Provisioning): its restore failed, or its final record
+	// could not be written. The next run verifies or restores it.
+	Unsettled    bool
+	Provisioning string
+	// Started and Finished bound the work done on the target (zero if
+	// none was done).
+	Started, Finished time.Time
+	Duration          time.Duration
+	// Error says what went wrong, if anything did.
+	Error string
+}
+
+// Result is what Execute did.
+type Result struct {
+	Desired string
+	// Outcomes holds one entry per target, in Plan.Order.
+	Outcomes []Outcome
+	// Failures counts targets that counted against the budget of
+	// MaxFailures.
+	Failures    int
+	MaxFailures int
+	// WavesDone counts waves that ran to completion (verified and baked).
+	WavesDone int
+	// Aborted is set when failures exceeded the budget; AbortReason says
+	// so, and RolledBack whether targets were then rolled back.
+	Aborted     bool
+	AbortReason string
+	RolledBack  bool
+	// Cancelled is set when cancellation stopped or cut work short;
+	// CancelCause is the context's cause.
+	Cancelled   bool
+	CancelCause string
+	// RecordErrors lists run and batch events that could not be recorded.
+	// Target records are reported on their outcome instead.
+	RecordErrors []string
+	Started      time.Time
+	Finished     time.Time
+
+	index map[string]int
+}
+
+// Outcome returns the outcome for target.
+func (r *Result) Outcome(target string) (Outcome, bool) {
+	i, ok := r.index[target]
+	if !ok {
+		return Outcome{}, false
+	}
+	return r.Outcomes[i], true
+}
+
+// Counts tallies outcomes by status.
+func (r *Result) Counts() map[Status]int {
+	c := make(map[Status]int)
+	for _, o := range r.Outcomes {
+		c[o.Status]++
+	}
+	return c
+}
+
+// Err summarises, for a diagnostic, a run that did not finish its job: it
+// was aborted, was cancelled, or left targets unsettled. Its first line is
+// the headline; each further line concerns one target. Failures within the
+// budget are not errors; Warnings reports them.
+func (r *Result) Err() error {
+	var headline []string
+	if r.Aborted {
+		h := "aborted: " + r.AbortReason
+		if r.RolledBack {
+			h += "; targets changed by this run were rolled back"
+		}
+		headline = append(headline, h)
+	}
+	if r.Cancelled {
+		headline = append(headline, "cancelled ("+r.CancelCause+")")
+	}
+	var details []error
+	unsettled := 0
+	for _, o := range r.Outcomes {
+		if o.Unsettled {
+			unsettled++
+		}
+		if o.Error != "" && (o.Unsettled || r.Aborted) && o.Status != StatusGone {
+			details = append(details, fmt.Errorf("%s: %s", o.Target, o.Error))
+		}
+	}
+	if unsettled > 0 {
+		headline = append(headline, fmt.Sprintf("%d targets left unsettled (the next apply restores them)", unsettled))
+	}
+	if len(headline) == 0 {
+		return nil
+	}
+	c := r.Counts()
+	head := fmt.Errorf("rollout of %s %s: %d succeeded, %d failed, %d not started",
+		r.Desired, strings.Join(headline, "; "), c[StatusSucceeded], r.Failures, c[StatusNotStarted])
+	return errors.Join(append([]error{head}, details...)...)
+}
+
+// Warnings lists what went wrong without failing the run: failures within
+// the budget, vanished targets and records that could not be written.
+func (r *Result) Warnings() []string {
+	var out []string
+	for _, o := range r.Outcomes {
+		switch {
+		case o.Status == StatusGone:
+			out = append(out, fmt.Sprintf("%s vanished during the rollout: %s", o.Target, o.Error))
+		case o.Failed && !r.Aborted:
+			out = append(out, fmt.Sprintf("%s failed and was restored to %s (within max_failures %d): %s", o.Target, show(o.Revision), r.MaxFailures, o.Error))
+		}
+	}
+	for _, e := range r.RecordErrors {
+		out = append(out, "could not record: "+e)
+	}
+	return out
+}

@@ -1,0 +1,249 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+)
+
+// The per-target steps. Each runs on its own goroutine and owns its
+// Outcome while it runs.
+
+// applyTarget moves one target to the desired revision: record
+// provisioning, apply, verify, record success.
+func (r *run) applyTarget(ctx context.Context, o *Outcome) {
+	if r.stop(ctx) {
+		return
+	}
+	r.begin(o)
+	defer r.end(o)
+	desired := r.plan.Desired
+	// Recorded before anything changes, and on ctx itself rather than a
+	// fresh context: after cancellation nothing new may start.
+	if err := r.world.Record(ctx, r.event(EventProvisioning, o.Target, desired, o.Backup, "")); err != nil {
+		if r.stop(ctx) {
+			o.Error = "cancelled before any change: " + err.Error()
+			return
+		}
+		// Nothing was applied, so nothing needs restoring; but the target
+		// did not get the revision, which is a failure of this run.
+		o.Error = "record provisioning: " + err.Error()
+		o.Status = StatusFailed
+		r.countFailure(o)
+		r.note(ctx, o, r.event(EventFailed, o.Target, desired, o.Backup, o.Error))
+		return
+	}
+	o.Unsettled, o.Provisioning = true, desired
+	if err := r.world.Apply(ctx, o.Target, desired); err != nil {
+		r.fail(ctx, o, "apply "+desired, err, false, false)
+		return
+	}
+	if err := r.verify(ctx, o.Target, desired); err != nil {
+		r.fail(ctx, o, "verify "+desired, err, true, false)
+		return
+	}
+	r.succeed(ctx, o)
+}
+
+// resumeTarget settles a target an earlier run left unsettled.
+func (r *run) resumeTarget(ctx context.Context, o *Outcome) {
+	if r.stop(ctx) {
+		return
+	}
+	r.begin(o)
+	defer r.end(o)
+	in := r.plan.Intents[o.Target]
+	desired := r.plan.Desired
+	switch in.Action {
+	case ActionVerifyInterrupted:
+		if err := r.verify(ctx, o.Target, desired); err != nil {
+			r.fail(ctx, o, "verify "+desired, err, true, false)
+			return
+		}
+		r.succeed(ctx, o)
+	case ActionRestore:
+		if r.restore(ctx, o, in.RestoreTo, "resume: "+in.Reason, false) {
+			o.Status = StatusRestored
+			return
+		}
+		if o.Status == StatusUnsettled {
+			// A target that cannot be restored cannot take the revision
+			// either; count it so a broken fleet stops the rollout.
+			r.countFailure(o)
+			r.note(ctx, o, r.event(EventFailed, o.Target, in.Provisioning, in.RestoreTo, o.Error))
+		}
+	}
+}
+
+// reverifyTarget verifies a target again after its wave baked.
+func (r *run) reverifyTarget(ctx context.Context, o *Outcome) {
+	r.begin(o)
+	defer r.end(o)
+	desired := r.plan.Desired
+	if err := r.verify(ctx, o.Target, desired); err != nil {
+		r.fail(ctx, o, "verify "+desired+" after bake", err, true, true)
+	}
+}
+
+// rollbackTarget restores a target that succeeded once the run gave up.
+func (r *run) rollbackTarget(ctx context.Context, o *Outcome) {
+	r.begin(o)
+	defer r.end(o)
+	if r.restore(ctx, o, o.Backup, "rollback: "+r.res.AbortReason, true) {
+		o.Status = StatusRolledBack
+	}
+}
+
+func (r *run) succeed(ctx context.Context, o *Outcome) {
+	o.Status, o.Revision = StatusSucceeded, r.plan.Desired
+	if r.note(ctx, o, r.event(EventSucceeded, o.Target, r.plan.Desired, o.Backup, "")) {
+		o.Unsettled, o.Provisioning = false, ""
+	}
+}
+
+// fail handles an error from a step that changed or checked the target.
+// verification says whether the error is a failed verification (which makes
+// the revision invalid on this target); settled whether the target is
+// recorded on the revision already (a failure after bake).
+func (r *run) fail(ctx context.Context, o *Outcome, step string, err error, verification, settled bool) {
+	reason := step + ": " + err.Error()
+	if errors.Is(err, ErrTargetGone) {
+		r.gone(ctx, o, reason)
+		return
+	}
+	if ctx.Err() != nil {
+		// Cancelled, not failed: the revision is not at fault, so nothing
+		// is counted or recorded invalid. A target recorded on the
+		// revision stays; one in flight goes back to its backup.
+		r.cancelled.Store(true)
+		o.Error = reason
+		if !settled && r.restore(ctx, o, o.Backup, "cancelled", false) {
+			o.Status = StatusCancelled
+		}
+		return
+	}
+	r.countFailure(o)
+	o.Error = reason
+	desired := r.plan.Desired
+	r.note(ctx, o, r.event(EventFailed, o.Target, desired, o.Backup, reason))
+	if verification && r.note(ctx, o, r.event(EventInvalid, o.Target, desired, o.Backup, reason)) {
+		o.Invalid = true
+	}
+	if r.restore(ctx, o, o.Backup, reason, settled) {
+		o.Status = StatusFailed
+	}
+}
+
+// restore brings a target back to revision to and verifies it, on a fresh
+// context bounded by the rollback timeout: a restore is how a target gets
+// back to a recorded state, so a cancelled apply must not cut it short.
+// settled says the target is recorded on the desired revision, which must
+// first be recorded as being undone. It reports whether the target is now
+// on to; if not, o says why (StatusUnsettled, or unchanged when even the
+// intent to restore could not be recorded).
+func (r *run) restore(ctx context.Context, o *Outcome, to, why string, settled bool) bool {
+	rctx, cancel := r.clock.WithTimeout(context.WithoutCancel(ctx), r.policy.RollbackTimeout)
+	defer cancel()
+	if settled {
+		ev := r.event(EventRollingBack, o.Target, r.plan.Desired, to, why)
+		if err := r.world.Record(rctx, ev); err != nil {
+			// Unrecorded changes are worse than a target left on the
+			// revision: leave it, and say so.
+			o.Error = join(o.Error, "not restored to "+show(to)+": record rolling back: "+err.Error())
+			return false
+		}
+		o.Unsettled, o.Provisioning = true, r.plan.Desired
+	}
+	err := r.world.Restore(rctx, o.Target, to)
+	if err == nil {
+		err = r.verify(rctx, o.Target, to)
+	}
+	if err != nil {
+		if rctx.Err() != nil && !errors.Is(err, ErrTargetGone) {
+			err = fmt.Errorf("rollback timeout %s exceeded: %w", r.policy.RollbackTimeout, err)
+		}
+		reason := "restore to " + show(to) + ": " + err.Error()
+		if errors.Is(err, ErrTargetGone) {
+			r.gone(ctx, o, join(o.Error, reason))
+			return false
+		}
+		o.Error = join(o.Error, reason)
+		o.Status = StatusUnsettled
+		r.note(ctx, o, r.event(EventRestoreFailed, o.Target, to, to, reason))
+		return false
+	}
+	o.Revision, o.Backup = to, to
+	if r.note(ctx, o, r.event(EventRestored, o.Target, to, to, why)) {
+		o.Unsettled, o.Provisioning = false, ""
+	}
+	return true
+}
+
+func (r *run) gone(ctx context.Context, o *Outcome, reason string) {
+	o.Status, o.Error = StatusGone, reason
+	o.Unsettled, o.Provisioning, o.Revision = false, "", ""
+	r.note(ctx, o, r.event(EventGone, o.Target, "", "", reason))
+}
+
+// verify runs World.Verify bounded by the verify timeout, saying so when
+// the timeout (rather than ctx) ended it.
+func (r *run) verify(ctx context.Context, target, revision string) error {
+	vctx, cancel := r.clock.WithTimeout(ctx, r.policy.VerifyTimeout)
+	defer cancel()
+	err := r.world.Verify(vctx, target, revision)
+	if err != nil && ctx.Err() == nil && vctx.Err() != nil {
+		return fmt.Errorf("timed out after %s: %w", r.policy.VerifyTimeout, err)
+	}
+	return err
+}
+
+// note records a target event, reporting whether it was written; a failure
+// is added to the outcome's error. After cancellation it records on a fresh
+// bounded context: settling records are what makes a cancelled run
+// resumable.
+func (r *run) note(ctx context.Context, o *Outcome, ev Event) bool {
+	if err := r.recordFresh(ctx, ev); err != nil {
+		o.Error = join(o.Error, fmt.Sprintf("record %s: %v", ev.Kind, err))
+		return false
+	}
+	return true
+}
+
+// recordRun records a run or batch event; failures are kept on the result.
+func (r *run) recordRun(ctx context.Context, ev Event) {
+	ev.At = r.clock.Now()
+	if err := r.recordFresh(ctx, ev); err != nil {
+		r.res.RecordErrors = append(r.res.RecordErrors, fmt.Sprintf("%s %s %d: %v", ev.Kind, ev.Phase, ev.Batch, err))
+	}
+}
+
+func (r *run) recordFresh(ctx context.Context, ev Event) error {
+	if ctx.Err() != nil {
+		fctx, cancel := r.clock.WithTimeout(context.WithoutCancel(ctx), r.policy.RollbackTimeout)
+		defer cancel()
+		ctx = fctx
+	}
+	return r.world.Record(ctx, ev)
+}
+
+func (r *run) event(kind EventKind, target, revision, backup, reason string) Event {
+	return Event{Kind: kind, At: r.clock.Now(), Target: target, Revision: revision, Backup: backup, Reason: reason}
+}
+
+func (r *run) begin(o *Outcome) {
+	if o.Started.IsZero() {
+		o.Started = r.clock.Now()
+	}
+}
+
+func (r *run) end(o *Outcome) {
+	o.Finished = r.clock.Now()
+	o.Duration = o.Finished.Sub(o.Started)
+}
+
+func join(a, b string) string {
+	if a == "" {
+		return b
+	}
+	return a + "; " + b
+}

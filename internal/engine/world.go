@@ -1,0 +1,111 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// ErrTargetGone is wrapped by World errors when the target no longer exists
+// (a cluster deleted mid-rollout). Such a target is not restored, not
+// recorded invalid and not counted against the failure budget: its
+// disappearance says nothing about the revision.
+var ErrTargetGone = errors.New("target no longer exists")
+
+// World is how the engine changes and observes targets. Execute calls it
+// concurrently for different targets, never concurrently for one target.
+type World interface {
+	// Apply applies revision to target (for clusters: server-side apply of
+	// its objects and pruning of the previous inventory).
+	Apply(ctx context.Context, target, revision string) error
+	// Verify reports whether target is healthy on revision (for clusters:
+	// every object of the revision ready). Verifying "" checks that what
+	// the rollout applied is gone. ctx carries the verify timeout.
+	Verify(ctx context.Context, target, revision string) error
+	// Restore returns target to revision, its backup: objects re-applied
+	// and objects only the newer revision had deleted. Restoring to ""
+	// removes everything the rollout applied.
+	Restore(ctx context.Context, target, revision string) error
+	// Record persists an event (see EventKind for what each one means to
+	// the records store). Execute records a target as provisioning before
+	// changing it, so nothing it applies goes unrecorded.
+	Record(ctx context.Context, ev Event) error
+}
+
+// EventKind says what an Event records.
+type EventKind string
+
+// Target events. The store keeps each target's TargetRecord in step with
+// them as described; the others are informational (the rollout's progress
+// record and the invalid-revision ledger).
+const (
+	// EventProvisioning: the target is about to change to Revision.
+	// Store: Provisioning = Revision, Backup = Backup. Written before
+	// anything is applied; if it cannot be written, nothing is applied.
+	EventProvisioning EventKind = "provisioning"
+	// EventSucceeded: Revision verified on the target.
+	// Store: Current = Revision, Backup = Backup, Provisioning = "".
+	EventSucceeded EventKind = "succeeded"
+	// EventFailed: the change to Revision failed (Reason); it counts
+	// against the failure budget. A restore follows.
+	EventFailed EventKind = "failed"
+	// EventInvalid: Revision failed verification on the target (Reason).
+	// Store: Invalid[Revision] = Reason, and the management ledger.
+	EventInvalid EventKind = "invalid"
+	// EventRollingBack: a target settled on Revision is about to be
+	// restored to Backup (on_failure = rollback, or a failure after bake).
+	// Store: as EventProvisioning, so an interrupted rollback is restored
+	// again by the next run.
+	EventRollingBack EventKind = "rolling-back"
+	// EventRestored: the target was restored to Revision and verified.
+	// Store: Current = Revision, Backup = Revision, Provisioning = "".
+	EventRestored EventKind = "restored"
+	// EventRestoreFailed: restoring to Revision failed (Reason). The record
+	// stays provisioning, so the next run restores the target again.
+	EventRestoreFailed EventKind = "restore-failed"
+	// EventGone: the target vanished (Reason).
+	EventGone EventKind = "gone"
+)
+
+// Run events, with Target "".
+const (
+	// EventRunStarted and EventRunFinished bracket a run; the latter's
+	// Reason summarises how it ended.
+	EventRunStarted  EventKind = "run-started"
+	EventRunFinished EventKind = "run-finished"
+	// EventBatchStarted and EventBatchDone bracket a batch of targets
+	// changed together: a wave, or a step of resuming or rolling back.
+	// Between them only the batch's Targets are touched.
+	EventBatchStarted EventKind = "batch-started"
+	EventBatchDone    EventKind = "batch-done"
+)
+
+// Phase names what a batch does.
+type Phase string
+
+const (
+	// PhaseResume settles targets an earlier run left unsettled.
+	PhaseResume Phase = "resume"
+	// PhaseWave applies the desired revision.
+	PhaseWave Phase = "wave"
+	// PhaseRollback restores targets after the failure budget ran out.
+	PhaseRollback Phase = "rollback"
+)
+
+// Event is one thing worth recording.
+type Event struct {
+	Kind EventKind
+	// At is the Clock's time when the event was recorded.
+	At time.Time
+	// Target is the target concerned; "" for run and batch events.
+	Target   string
+	Revision string
+	Backup   string
+	Reason   string
+	// Phase, Batch (1-based), Batches (how many the phase has, when known)
+	// and Targets describe batch events.
+	Phase   Phase
+	Batch   int
+	Batches int
+	Targets []string
+}

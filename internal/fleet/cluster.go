@@ -1,0 +1,103 @@
+package fleet
+
+import (
+	"fmt"
+
+	clusterv1beta1 "sigs.k8s.io/cluster-api/api/core/v1beta1"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+)
+
+// Cluster is what the provider needs to know about one CAPI Cluster, whatever API version the
+// management cluster serves.
+type Cluster struct {
+	Name                string
+	Namespace           string
+	Labels              map[string]string
+	Phase               string
+	ControlPlaneReady   bool
+	InfrastructureReady bool
+	Paused              bool
+	Deleting            bool
+	KubernetesVersion   string
+	// KubeconfigAvailable is true when the `<name>-kubeconfig` Secret exists with a `value` key.
+	KubeconfigAvailable bool
+	// KubeconfigProblem, when set, says why the kubeconfig in the Secret cannot be used.
+	KubeconfigProblem string
+	// SkipReason says why a rollout would skip the cluster; empty when it is eligible.
+	SkipReason string
+}
+
+// Eligible reports whether a rollout would change this cluster.
+func (c Cluster) Eligible() bool { return c.SkipReason == "" }
+
+// Key is namespace/name.
+func (c Cluster) Key() string { return c.Namespace + "/" + c.Name }
+
+// KubeconfigSecretName is the Secret CAPI writes with a cluster's admin kubeconfig.
+func KubeconfigSecretName(cluster string) string { return cluster + kubeconfigSecretSuffix }
+
+const kubeconfigSecretSuffix = "-kubeconfig"
+
+// KubeconfigSecretKey is the key of the kubeconfig in that Secret.
+const KubeconfigSecretKey = "value"
+
+// skipReason applies the eligibility rules in order of how fundamental the problem is, so the
+// reason shown is the one to fix first.
+func skipReason(c Cluster) string {
+	switch {
+	case c.Deleting:
+		return "cluster is being deleted"
+	case c.Paused:
+		return "cluster is paused (spec.paused or the " + clusterv1.PausedAnnotation + " annotation)"
+	case !c.InfrastructureReady:
+		return "infrastructure is not provisioned"
+	case !c.ControlPlaneReady:
+		return "control plane is not initialized"
+	case !c.KubeconfigAvailable:
+		return fmt.Sprintf("kubeconfig Secret %s/%s (key %q) not found", c.Namespace, KubeconfigSecretName(c.Name), KubeconfigSecretKey)
+	case c.KubeconfigProblem != "":
+		return c.KubeconfigProblem
+	}
+	return ""
+}
+
+func fromV1Beta2(obj *clusterv1.Cluster) Cluster {
+	c := Cluster{
+		Name:      obj.Name,
+		Namespace: obj.Namespace,
+		Labels:    obj.Labels,
+		Phase:     obj.Status.Phase,
+		Paused:    (obj.Spec.Paused != nil && *obj.Spec.Paused) || hasPausedAnnotation(obj.Annotations),
+		Deleting:  !obj.DeletionTimestamp.IsZero(),
+	}
+	init := obj.Status.Initialization
+	c.InfrastructureReady = init.InfrastructureProvisioned != nil && *init.InfrastructureProvisioned
+	c.ControlPlaneReady = init.ControlPlaneInitialized != nil && *init.ControlPlaneInitialized
+	c.KubernetesVersion = obj.Spec.Topology.Version
+	if c.KubernetesVersion == "" && obj.Status.ControlPlane != nil && len(obj.Status.ControlPlane.Versions) == 1 {
+		c.KubernetesVersion = obj.Status.ControlPlane.Versions[0].Version
+	}
+	return c
+}
+
+func fromV1Beta1(obj *clusterv1beta1.Cluster) Cluster {
+	c := Cluster{
+		Name:                obj.Name,
+		Namespace:           obj.Namespace,
+		Labels:              obj.Labels,
+		Phase:               obj.Status.Phase,
+		Paused:              obj.Spec.Paused || hasPausedAnnotation(obj.Annotations),
+		Deleting:            !obj.DeletionTimestamp.IsZero(),
+		InfrastructureReady: obj.Status.InfrastructureReady,
+		ControlPlaneReady:   obj.Status.ControlPlaneReady,
+	}
+	if obj.Spec.Topology != nil {
+		c.KubernetesVersion = obj.Spec.Topology.Version
+	}
+	return c
+}
+
+func hasPausedAnnotation(annotations map[string]string) bool {
+	_, ok := annotations[clusterv1.PausedAnnotation]
+	return ok
+}

@@ -1,0 +1,122 @@
+package manifest
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+)
+
+const deployment = `apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: web
+  namespace: demo
+spec:
+  replicas: 2
+`
+
+const namespace = `apiVersion: v1
+kind: Namespace
+metadata: {name: demo}
+`
+
+func TestRevisionIgnoresOrderFormattingAndComments(t *testing.T) {
+	a, err := Revision(namespace + "---\n" + deployment)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reformatted := "# the app\n---\n" + `{"kind":"Deployment","apiVersion":"apps/v1","spec":{"replicas":2},"metadata":{"namespace":"demo","name":"web"}}` +
+		"\n---\n---\nkind: Namespace\napiVersion: v1\nmetadata:\n    name: demo\n"
+	b, err := Revision(reformatted)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a != b {
+		t.Fatalf("same objects gave revisions %s and %s", a, b)
+	}
+	if len(a) != RevisionLength {
+		t.Fatalf("revision %q has length %d, want %d", a, len(a), RevisionLength)
+	}
+	c, err := Revision(namespace + "---\n" + strings.Replace(deployment, "replicas: 2", "replicas: 3", 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c == a {
+		t.Fatalf("different content gave the same revision %s", a)
+	}
+}
+
+func TestParseSortsObjectsAndKeepsIntegers(t *testing.T) {
+	set, err := Parse(deployment + "---\n" + namespace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(set.Objects) != 2 || set.Objects[0].GetKind() != "Namespace" {
+		t.Fatalf("objects not in canonical order: %v", keys(set))
+	}
+	replicas, found, err := unstructuredInt(set, 1, "spec", "replicas")
+	if err != nil || !found || replicas != 2 {
+		t.Fatalf("replicas = %v (found %v, err %v), want int64 2", replicas, found, err)
+	}
+}
+
+func TestParseFlattensLists(t *testing.T) {
+	list := "apiVersion: v1\nkind: List\nitems:\n- apiVersion: v1\n  kind: ConfigMap\n  metadata: {name: a, namespace: x}\n- apiVersion: v1\n  kind: ConfigMap\n  metadata: {name: b, namespace: x}\n"
+	set, err := Parse(list)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := keys(set); len(got) != 2 || got[0] != "/ConfigMap x/a" {
+		t.Fatalf("got %v", got)
+	}
+}
+
+func TestParseErrorsNameTheDocument(t *testing.T) {
+	cases := map[string]struct {
+		text  string
+		index int
+		want  string
+	}{
+		"invalid yaml":   {namespace + "---\nkind: [unclosed\n", 2, "invalid YAML"},
+		"no kind":        {"apiVersion: v1\nmetadata: {name: a}\n", 1, "kind is missing"},
+		"no apiVersion":  {namespace + "---\n# c\n---\nkind: ConfigMap\nmetadata: {name: a}\n", 3, "apiVersion is missing"},
+		"no name":        {"apiVersion: v1\nkind: ConfigMap\nmetadata: {}\n", 1, "no metadata.name"},
+		"generateName":   {"apiVersion: v1\nkind: ConfigMap\nmetadata: {generateName: a-}\n", 1, "generateName"},
+		"duplicate":      {namespace + "---\n" + namespace, 2, "already defined in document 1"},
+		"scalar":         {"just a string\n", 1, "expected a Kubernetes object"},
+		"list of others": {"- a\n- b\n", 1, "expected a Kubernetes object"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			_, err := Parse(tc.text)
+			var docErr *DocumentError
+			if !errors.As(err, &docErr) {
+				t.Fatalf("error %v is not a DocumentError", err)
+			}
+			if docErr.Index != tc.index || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("got %q (document %d), want document %d containing %q", err, docErr.Index, tc.index, tc.want)
+			}
+		})
+	}
+}
+
+func TestEmptyInputIsAnEmptySet(t *testing.T) {
+	set, err := Parse("\n---\n# nothing\n")
+	if err != nil || len(set.Objects) != 0 {
+		t.Fatalf("got %v, %v", set, err)
+	}
+}
+
+func keys(s *Set) []string {
+	out := make([]string, len(s.Objects))
+	for i, obj := range s.Objects {
+		out[i] = Key(obj)
+	}
+	return out
+}
+
+func unstructuredInt(s *Set, i int, fields ...string) (int64, bool, error) {
+	return unstructured.NestedInt64(s.Objects[i].Object, fields...)
+}

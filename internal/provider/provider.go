@@ -1,0 +1,40 @@
+// Package provider defines the gradual provider: its configuration schema, the connection to the
+// management cluster it hands to resources, and the registry of resources, data sources and
+// functions.
+package provider
+
+import (
+	"context"
+
+	"github.com/hashicorp/terraform-plugin-framework/datasource"
+	"github.com/hashicorp/terraform-plugin-framework/function"
+	"github.com/hashicorp/terraform-plugin-framework/provider"
+	"github.com/hashicorp/terraform-plugin-framework/resource"
+
+	"github.com/gradual-dev/terraform-provider-gradual/internal/functions"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/clusters"
+)
+
+// New returns a constructor for the provider at the given version.
+func New(version string) func() provider.Provider {
+	return func() provider.Provider { return &gradualProvider{version: version} }
+}
+
+type gradualProvider struct{ version string }
+
+var _ provider.ProviderWithFunctions = (*gradualProvider)(nil)
+
+func (p *gradualProvider) Metadata(_ context.Context, _ provider.MetadataRequest, resp *provider.MetadataResponse) {
+	resp.TypeName = "gradual"
+	resp.Version = p.version
+}
+
+func (p *gradualProvider) Resources(context.Context) []func() resource.Resource { return nil }
+
+func (p *gradualProvider) DataSources(context.Context) []func() datasource.DataSource {
+	return []func() datasource.DataSource{clusters.New}
+}
+
+func (p *gradualProvider) Functions(context.Context) []func() function.Function {
+	return []func() function.Function{functions.NewRevision}
+}

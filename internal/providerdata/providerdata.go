@@ -1,0 +1,31 @@
+// Package providerdata is what the provider's Configure hands to every resource, data source and
+// function: the connection to the management cluster and provider-wide settings.
+package providerdata
+
+import (
+	"fmt"
+
+	"github.com/hashicorp/terraform-plugin-framework/diag"
+
+	"github.com/gradual-dev/terraform-provider-gradual/internal/fleet"
+)
+
+// Data is the provider's configured state.
+type Data struct {
+	Management *fleet.Management
+}
+
+// From checks and converts the ProviderData a resource or data source receives in Configure.
+// It returns nil without error while the provider is not configured yet (early validation).
+func From(providerData any, diags *diag.Diagnostics) *Data {
+	if providerData == nil {
+		return nil
+	}
+	data, ok := providerData.(*Data)
+	if !ok {
+		diags.AddError("Unexpected Provider Data",
+			fmt.Sprintf("Expected *providerdata.Data, got %T. This is a bug in the provider; please report it.", providerData))
+		return nil
+	}
+	return data
+}

@@ -1,0 +1,66 @@
+// Package fleetattr holds the schema attributes and models that pick clusters — namespace,
+// selector, names — shared by the provider's resources and data sources.
+package fleetattr
+
+import (
+	"context"
+
+	"github.com/hashicorp/terraform-plugin-framework/attr"
+	"github.com/hashicorp/terraform-plugin-framework/diag"
+	"github.com/hashicorp/terraform-plugin-framework/types"
+	"github.com/hashicorp/terraform-plugin-framework/types/basetypes"
+
+	"github.com/gradual-dev/terraform-provider-gradual/internal/fleet"
+)
+
+// SelectorModel is the `selector` attribute.
+type SelectorModel struct {
+	MatchLabels      types.Map  `tfsdk:"match_labels"`
+	MatchExpressions types.List `tfsdk:"match_expressions"`
+}
+
+// RequirementModel is one entry of `selector.match_expressions`.
+type RequirementModel struct {
+	Key      types.String `tfsdk:"key"`
+	Operator types.String `tfsdk:"operator"`
+	Values   types.List   `tfsdk:"values"`
+}
+
+// Operators are the label selector operators, as in Kubernetes.
+var Operators = []string{"In", "NotIn", "Exists", "DoesNotExist"}
+
+// RequirementAttrTypes are the attribute types of a RequirementModel.
+var RequirementAttrTypes = map[string]attr.Type{
+	"key":      types.StringType,
+	"operator": types.StringType,
+	"values":   types.ListType{ElemType: types.StringType},
+}
+
+// ToLabelSelector converts the model into fleet's selector shape. A null selector selects all.
+func ToLabelSelector(ctx context.Context, obj types.Object) (fleet.LabelSelector, diag.Diagnostics) {
+	var diags diag.Diagnostics
+	var out fleet.LabelSelector
+	if obj.IsNull() || obj.IsUnknown() {
+		return out, diags
+	}
+	var model SelectorModel
+	diags.Append(obj.As(ctx, &model, basetypes.ObjectAsOptions{})...)
+	if diags.HasError() {
+		return out, diags
+	}
+	if !model.MatchLabels.IsNull() {
+		diags.Append(model.MatchLabels.ElementsAs(ctx, &out.MatchLabels, false)...)
+	}
+	if !model.MatchExpressions.IsNull() {
+		var reqs []RequirementModel
+		diags.Append(model.MatchExpressions.ElementsAs(ctx, &reqs, false)...)
+		for _, r := range reqs {
+			req := fleet.Requirement{Key: r.Key.ValueString(), Operator: r.Operator.ValueString()}
+			if !r.Values.IsNull() {
+				diags.Append(r.Values.ElementsAs(ctx, &req.Values, false)...)
+			}
+			out.MatchExpressions = append(out.MatchExpressions, req)
+		}
+	}
+	return out, diags
+}

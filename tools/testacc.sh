@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Acceptance tests against a real local fleet: builds the toolchain if needed, starts one test bed
+# (a management cluster and three workload clusters) for every package, and runs the acceptance
+# tests on OpenTofu and, when `terraform` is on PATH, on Terraform. The fleet is torn down on exit,
+# whatever happened.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+env_file=$(tools/toolchain.sh | tail -n 1)
+# shellcheck disable=SC1090
+source "$env_file"
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/gradual-testacc.XXXXXX")
+testbed="$work/gradual-testbed"
+go build -o "$testbed" ./cmd/gradual-testbed
+cleanup() {
+  "$testbed" down --dir "$work/fleet" >&2 || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+echo "[testacc] starting the test bed" >&2
+"$testbed" up --dir "$work/fleet" >/dev/null
+
+export GRADUAL_TESTBED_DIR="$work/fleet" TF_ACC=1 CHECKPOINT_DISABLE=1 TF_IN_AUTOMATION=1
+# An empty CLI config, so that a missing or odd ~/.terraformrc changes nothing.
+: >"$work/cli.tfrc"
+export TF_CLI_CONFIG_FILE="$work/cli.tfrc"
+
+run() {
+  local cli=$1 path=$2; shift 2
+  echo "[testacc] acceptance tests on $cli ($("$path" version | head -n 1))" >&2
+  TF_ACC_TERRAFORM_PATH="$path" "$@" go test -count=1 -timeout "${GO_TEST_TIMEOUT:-40m}" -run '^TestAcc' ./... 
+}
+run OpenTofu "$GRADUAL_TOFU" env TF_ACC_PROVIDER_NAMESPACE=hashicorp TF_ACC_PROVIDER_HOST=registry.opentofu.org
+if [ -n "${GRADUAL_TERRAFORM:-}" ]; then
+  run Terraform "$GRADUAL_TERRAFORM" env
+else
+  echo "[testacc] terraform not on PATH: Terraform run skipped" >&2
+fi

@@ -1,0 +1,122 @@
+#!/usr/bin/env bash
+# Builds the pinned test-bed toolchain from the Go module proxy into a cache outside the clone
+# (DESIGN.md §4). Prebuilt-binary downloads are not reachable here, so every binary is compiled
+# from its Go module. A second run only checks that the binaries exist and finishes in seconds.
+#
+# Prints, as its last line, the path of an env file that exports the binaries' locations.
+set -euo pipefail
+
+KUBERNETES_VERSION=v1.36.3
+STAGING_VERSION=v0.36.3
+ETCD_VERSION=v3.6.16
+KWOK_VERSION=v0.8.0
+OPENTOFU_VERSION=v1.12.6
+# OpenTofu's own go.mod replaces hcl with its fork; replaces only apply in the main module,
+# so the helper module has to repeat it.
+OPENTOFU_HCL_REPLACE='github.com/hashicorp/hcl/v2 v2.20.1 => github.com/opentofu/hcl/v2 v2.20.2-0.20251021132045-587d123c2828'
+
+CACHE=${GRADUAL_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/terraform-provider-gradual}
+BIN=$CACHE/bin
+SRC=$CACHE/src
+mkdir -p "$BIN" "$SRC"
+export CGO_ENABLED=0 GOFLAGS=-mod=mod GOTOOLCHAIN=local
+
+log() { printf '[tools] %s\n' "$*" >&2; }
+
+# helper_module DIR MODULE-LINES... writes a throwaway go.mod + tools.go in DIR.
+helper_module() {
+  local dir=$1 gomod=$2 imports=$3
+  mkdir -p "$dir"
+  printf '%s\n' "$gomod" >"$dir/go.mod"
+  printf '//go:build tools\n\npackage tools\n\nimport (\n%s\n)\n' "$imports" >"$dir/tools.go"
+  (cd "$dir" && go mod tidy >/dev/null 2>&1 || go mod tidy)
+}
+
+build_kubernetes() {
+  local out=$BIN/kubernetes-$KUBERNETES_VERSION
+  if [[ -x $out/kube-apiserver && -x $out/kube-controller-manager && -x $out/kube-scheduler ]]; then return; fi
+  log "building kube-apiserver, kube-controller-manager, kube-scheduler $KUBERNETES_VERSION (cold: ~10 min on 2 cores)"
+  local dir=$SRC/kubernetes-$KUBERNETES_VERSION replaces="" m
+  # k8s.io/kubernetes points every staging module at ./staging; a consumer must pin each to its release.
+  for m in api apiextensions-apiserver apimachinery apiserver cli-runtime client-go cloud-provider \
+    cluster-bootstrap code-generator component-base component-helpers controller-manager cri-api \
+    cri-client cri-streaming csi-translation-lib dynamic-resource-allocation endpointslice externaljwt \
+    kms kube-aggregator kube-controller-manager kube-proxy kube-scheduler kubectl kubelet metrics \
+    mount-utils pod-security-admission sample-apiserver sample-cli-plugin sample-controller streaming; do
+    replaces+="replace k8s.io/$m => k8s.io/$m $STAGING_VERSION"$'\n'
+  done
+  helper_module "$dir" "module gradual.local/kubernetes
+go 1.26
+require k8s.io/kubernetes $KUBERNETES_VERSION
+$replaces" '	_ "k8s.io/kubernetes/cmd/kube-apiserver"
+	_ "k8s.io/kubernetes/cmd/kube-controller-manager"
+	_ "k8s.io/kubernetes/cmd/kube-scheduler"'
+  local minor=${KUBERNETES_VERSION#v1.}; minor=${minor%%.*}
+  local ld="-s -w" pkg
+  # Without these the binaries report v0.0.0, which kubectl (and kwokctl) refuse.
+  for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+    ld+=" -X $pkg.gitVersion=$KUBERNETES_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor"
+    ld+=" -X $pkg.gitTreeState=clean -X $pkg.buildDate=2026-01-01T00:00:00Z"
+  done
+  mkdir -p "$out.tmp"
+  (cd "$dir" && go build -trimpath -ldflags "$ld" -o "$out.tmp/" \
+    k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager k8s.io/kubernetes/cmd/kube-scheduler)
+  rm -rf "$out" && mv "$out.tmp" "$out"
+}
+
+build_etcd() {
+  local out=$BIN/etcd-$ETCD_VERSION
+  [[ -x $out/etcd ]] && return
+  log "building etcd $ETCD_VERSION (cold: ~2 min)"
+  local dir=$SRC/etcd-$ETCD_VERSION
+  helper_module "$dir" "module gradual.local/etcd
+go 1.26
+require go.etcd.io/etcd/server/v3 $ETCD_VERSION" '	_ "go.etcd.io/etcd/server/v3"'
+  mkdir -p "$out.tmp"
+  (cd "$dir" && go build -trimpath -ldflags "-s -w" -o "$out.tmp/etcd" go.etcd.io/etcd/server/v3)
+  rm -rf "$out" && mv "$out.tmp" "$out"
+}
+
+build_kwok() {
+  local out=$BIN/kwok-$KWOK_VERSION
+  [[ -x $out/kwok && -x $out/kwokctl ]] && return
+  log "building kwok + kwokctl $KWOK_VERSION (cold: ~3 min)"
+  mkdir -p "$out.tmp"
+  GOFLAGS= GOBIN="$out.tmp" go install -trimpath -ldflags "-s -w" \
+    sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION sigs.k8s.io/kwok/cmd/kwokctl@$KWOK_VERSION
+  rm -rf "$out" && mv "$out.tmp" "$out"
+}
+
+build_opentofu() {
+  local out=$BIN/opentofu-$OPENTOFU_VERSION
+  [[ -x $out/tofu ]] && return
+  log "building OpenTofu $OPENTOFU_VERSION (cold: ~5 min)"
+  local dir=$SRC/opentofu-$OPENTOFU_VERSION
+  helper_module "$dir" "module gradual.local/opentofu
+go 1.26.6
+require github.com/opentofu/opentofu $OPENTOFU_VERSION
+replace $OPENTOFU_HCL_REPLACE" '	_ "github.com/opentofu/opentofu/cmd/tofu"'
+  mkdir -p "$out.tmp"
+  (cd "$dir" && go build -trimpath -ldflags "-s -w" -o "$out.tmp/tofu" github.com/opentofu/opentofu/cmd/tofu)
+  rm -rf "$out" && mv "$out.tmp" "$out"
+}
+
+only=${1:-all}
+case $only in
+  all) build_etcd; build_kwok; build_opentofu; build_kubernetes ;;
+  kubernetes|etcd|kwok|opentofu) "build_$only" ;;
+  *) echo "usage: $0 [all|kubernetes|etcd|kwok|opentofu]" >&2; exit 2 ;;
+esac
+
+env_file=$CACHE/toolchain.env
+{
+  echo "export GRADUAL_KUBE_APISERVER=$BIN/kubernetes-$KUBERNETES_VERSION/kube-apiserver"
+  echo "export GRADUAL_KUBE_CONTROLLER_MANAGER=$BIN/kubernetes-$KUBERNETES_VERSION/kube-controller-manager"
+  echo "export GRADUAL_KUBE_SCHEDULER=$BIN/kubernetes-$KUBERNETES_VERSION/kube-scheduler"
+  echo "export GRADUAL_ETCD=$BIN/etcd-$ETCD_VERSION/etcd"
+  echo "export GRADUAL_KWOK=$BIN/kwok-$KWOK_VERSION/kwok"
+  echo "export GRADUAL_KWOKCTL=$BIN/kwok-$KWOK_VERSION/kwokctl"
+  echo "export GRADUAL_TOFU=$BIN/opentofu-$OPENTOFU_VERSION/tofu"
+  if command -v terraform >/dev/null 2>&1; then echo "export GRADUAL_TERRAFORM=$(command -v terraform)"; fi
+} >"$env_file"
+echo "$env_file"
