@@ -46,7 +46,7 @@ output "reordered" { value = provider::gradual::revision(local.reordered) }
 			},
 			{
 				Config:      `output "bad" { value = provider::gradual::revision("apiVersion: v1\nkind: Namespace\nmetadata: {name: a}\n---\nkind: [oops\n") }`,
-				ExpectError: regexp.MustCompile(`document 2: invalid YAML`),
+				ExpectError: regexp.MustCompile(`document 2:\s+invalid YAML`),
 			},
 		},
 	})
