@@ -25,8 +25,8 @@ import (
 // the next run to resume). Execute returns once all work has stopped; it
 // never returns while a World call it made is still running.
 //
-// The limits come from plan, which PlanRollout resolved; policy supplies
-// the timeouts, the bake time and on_failure.
+// plan must come from PlanRollout: its limits are the ones resolved there;
+// policy supplies the timeouts, the bake time and on_failure.
 func Execute(ctx context.Context, plan Plan, world World, clock Clock, policy Policy) Result {
 	r := newRun(plan, world, clock, policy.withDefaults())
 	r.execute(ctx)
@@ -65,7 +65,6 @@ func newRun(plan Plan, world World, clock Clock, policy Policy) *run {
 			o.Status = StatusSkipped
 		case ActionAlreadyCurrent:
 			o.Status = StatusAlreadyCurrent
-			o.Backup = ""
 		default:
 			o.Status = StatusNotStarted
 		}
@@ -101,9 +100,11 @@ func (r *run) execute(ctx context.Context) {
 	finish := "completed"
 	if r.overBudget() {
 		r.res.Aborted = true
-		r.res.AbortReason = fmt.Sprintf("%d failures exceed max_failures %d", r.failures, r.plan.MaxFailures)
+		r.res.AbortReason = fmt.Sprintf("%s, more than max_failures %d", plural(r.failures, "failure"), r.plan.MaxFailures)
 		finish = "aborted: " + r.res.AbortReason
-		if r.policy.OnFailure == Rollback {
+		// Anything but an explicit halt rolls back: it is the safe reading
+		// of a policy that skipped Validate.
+		if r.policy.OnFailure != Halt {
 			r.rollback(ctx)
 		}
 	}
@@ -111,7 +112,11 @@ func (r *run) execute(ctx context.Context) {
 	if r.cancelled.Load() {
 		r.res.Cancelled = true
 		r.res.CancelCause = context.Cause(ctx).Error()
-		finish += "; cancelled: " + r.res.CancelCause
+		if r.res.Aborted {
+			finish += "; cancelled: " + r.res.CancelCause
+		} else {
+			finish = "cancelled: " + r.res.CancelCause
+		}
 	}
 	r.res.Finished = r.clock.Now()
 	r.recordRun(ctx, Event{Kind: EventRunFinished, Revision: r.plan.Desired, Reason: finish})

@@ -90,7 +90,9 @@ func (p Plan) Changes() bool { return len(p.Resume) > 0 || len(p.Waves) > 0 }
 
 // PlanRollout decides how to roll desired out to targets under policy. It
 // is pure and deterministic: the same input gives the same plan, so the plan
-// Terraform shows is the plan Execute carries out.
+// Terraform shows is the plan Execute carries out. desired must not be "":
+// records use "" for "nothing", so removal cannot be recorded as a rollout.
+// Call policy.Validate first; PlanRollout itself never fails.
 func PlanRollout(targets []Target, desired string, policy Policy) Plan {
 	p := Plan{Desired: desired, Intents: make(map[string]Intent, len(targets))}
 
@@ -186,12 +188,16 @@ func intentAction(t *Target, desired string) Intent {
 		return Intent{Action: ActionSkip, Reason: t.SkipReason + " (left while applying " + rec.Provisioning + "; settled once reachable)", RestoreTo: rec.Backup}
 	case t.SkipReason != "":
 		return Intent{Action: ActionSkip, Reason: t.SkipReason}
-	case rec.Provisioning == desired:
+	case rec.Provisioning != "" && rec.Provisioning == desired:
 		// The provisioning record carried the restore point, so Backup (not
 		// Current) is where a failed verification returns to.
 		return Intent{Action: ActionVerifyInterrupted, Reason: "interrupted while applying " + desired, RestoreTo: rec.Backup}
 	case rec.Provisioning != "":
 		return Intent{Action: ActionRestore, Reason: "interrupted while applying " + rec.Provisioning, RestoreTo: rec.Backup}
+	case rec.Current == desired && t.Drifted:
+		// Repairing drift re-applies the current revision; if that fails,
+		// the cluster returns to the revision before it, as for any change.
+		return Intent{Action: ActionApply, Reason: "drifted from " + desired, RestoreTo: rec.Backup}
 	case rec.Current == desired:
 		return Intent{Action: ActionAlreadyCurrent}
 	default:
@@ -218,8 +224,8 @@ func notes(p *Plan, policy Policy) []string {
 	add := func(format string, args ...any) { out = append(out, fmt.Sprintf(format, args...)) }
 
 	total := len(p.Order)
-	add("%s to %d eligible of %d targets: up to %d at a time (update_limit %s), tolerating %d failures (max_failures %s)",
-		p.Desired, p.Eligible, total, p.UpdateLimit, policy.UpdateLimit, p.MaxFailures, policy.MaxFailures)
+	add("%s to %d eligible of %s: up to %d at a time (update_limit %s), tolerating %s (max_failures %s)",
+		p.Desired, p.Eligible, plural(total, "target"), p.UpdateLimit, policy.UpdateLimit, plural(p.MaxFailures, "failure"), policy.MaxFailures)
 	for _, name := range p.Duplicates {
 		add("duplicate target %s: ignored", name)
 	}

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"reflect"
 	"slices"
@@ -267,5 +268,43 @@ func TestKnownInvalid(t *testing.T) {
 	p := PlanRollout(ts, "r2", Policy{UpdateLimit: mustLimit(t, "1")})
 	if !reflect.DeepEqual(p.Invalid, want) || !slices.Contains(p.Notes, "r2 recorded invalid on a: timed out") {
 		t.Errorf("plan Invalid %+v, notes %q", p.Invalid, p.Notes)
+	}
+}
+
+func ExamplePlanRollout() {
+	limit, _ := ParseLimit("50%")
+	targets := []Target{
+		{Name: "prod-us-1", Record: TargetRecord{Current: "4f1c2a"}},
+		{Name: "prod-eu-1", Record: TargetRecord{Current: "4f1c2a"}},
+		{Name: "prod-us-2", SkipReason: "control plane not initialized"},
+		{Name: "prod-ap-1", Record: TargetRecord{Current: "4f1c2a"}},
+		{Name: "prod-eu-2", Record: TargetRecord{Current: "4f1c2a", Provisioning: "9b7e01", Backup: "4f1c2a"}},
+	}
+	plan := PlanRollout(targets, "9b7e01", Policy{UpdateLimit: limit, Canary: []string{"prod-eu-1"}})
+	for _, n := range plan.Notes {
+		fmt.Println(n)
+	}
+	// Output:
+	// 9b7e01 to 4 eligible of 5 targets: up to 2 at a time (update_limit 50%), tolerating 0 failures (max_failures 0)
+	// resume prod-eu-2: verify 9b7e01 (interrupted while applying 9b7e01)
+	// wave 1/2 (canary): prod-eu-1
+	// wave 2/2: prod-ap-1, prod-us-1
+	// skip prod-us-2: control plane not initialized
+}
+
+func TestPlanRolloutRepairsDrift(t *testing.T) {
+	targets := []Target{
+		{Name: "a", Record: TargetRecord{Current: "r2", Backup: "r1"}, Drifted: true},
+		{Name: "b", Record: TargetRecord{Current: "r2", Backup: "r1"}},
+	}
+	p := PlanRollout(targets, "r2", Policy{UpdateLimit: UpdateLimitOf(5)})
+	if in := p.Intents["a"]; in.Action != ActionApply || in.RestoreTo != "r1" || in.Wave != 1 {
+		t.Fatalf("drifted target: %+v, want apply restoring to r1 in wave 1", in)
+	}
+	if in := p.Intents["b"]; in.Action != ActionAlreadyCurrent {
+		t.Fatalf("settled target: %+v, want already-current", in)
+	}
+	if len(p.Waves) != 1 || len(p.Waves[0]) != 1 || p.Waves[0][0] != "a" {
+		t.Fatalf("waves %v, want [[a]]", p.Waves)
 	}
 }

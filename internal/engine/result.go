@@ -125,16 +125,16 @@ func (r *Result) Counts() map[Status]int {
 // the headline; each further line concerns one target. Failures within the
 // budget are not errors; Warnings reports them.
 func (r *Result) Err() error {
-	var headline []string
+	var parts []string
 	if r.Aborted {
 		h := "aborted: " + r.AbortReason
 		if r.RolledBack {
-			h += "; targets changed by this run were rolled back"
+			h += ", targets it changed were rolled back"
 		}
-		headline = append(headline, h)
+		parts = append(parts, h)
 	}
 	if r.Cancelled {
-		headline = append(headline, "cancelled ("+r.CancelCause+")")
+		parts = append(parts, "cancelled: "+r.CancelCause)
 	}
 	var details []error
 	unsettled := 0
@@ -147,14 +147,14 @@ func (r *Result) Err() error {
 		}
 	}
 	if unsettled > 0 {
-		headline = append(headline, fmt.Sprintf("%d targets left unsettled (the next apply restores them)", unsettled))
+		parts = append(parts, fmt.Sprintf("%s left unsettled, the next apply restores them", plural(unsettled, "target")))
 	}
-	if len(headline) == 0 {
+	if len(parts) == 0 {
 		return nil
 	}
 	c := r.Counts()
-	head := fmt.Errorf("rollout of %s %s: %d succeeded, %d failed, %d not started",
-		r.Desired, strings.Join(headline, "; "), c[StatusSucceeded], r.Failures, c[StatusNotStarted])
+	head := fmt.Errorf("rollout of %s %s; %d succeeded, %d failed, %d not started",
+		r.Desired, strings.Join(parts, "; "), c[StatusSucceeded], r.Failures, c[StatusNotStarted])
 	return errors.Join(append([]error{head}, details...)...)
 }
 
@@ -166,7 +166,7 @@ func (r *Result) Warnings() []string {
 		switch {
 		case o.Status == StatusGone:
 			out = append(out, fmt.Sprintf("%s vanished during the rollout: %s", o.Target, o.Error))
-		case o.Failed && !r.Aborted:
+		case o.Failed && !r.Aborted && !o.Unsettled:
 			out = append(out, fmt.Sprintf("%s failed and was restored to %s (within max_failures %d): %s", o.Target, show(o.Revision), r.MaxFailures, o.Error))
 		}
 	}
@@ -174,4 +174,12 @@ func (r *Result) Warnings() []string {
 		out = append(out, "could not record: "+e)
 	}
 	return out
+}
+
+// plural writes n with noun, in the plural unless n is 1.
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }

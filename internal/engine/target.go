@@ -16,6 +16,10 @@ type Target struct {
 	SkipReason string
 	// Record is what the target's records say about this rollout.
 	Record TargetRecord
+	// Drifted says the target's live state no longer matches its current
+	// revision (objects edited or deleted by hand): a target already on the
+	// desired revision is then applied again to repair it.
+	Drifted bool
 }
 
 // TargetRecord is the recorded state of one rollout on one target, as the

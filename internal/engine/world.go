@@ -28,7 +28,8 @@ type World interface {
 	Restore(ctx context.Context, target, revision string) error
 	// Record persists an event (see EventKind for what each one means to
 	// the records store). Execute records a target as provisioning before
-	// changing it, so nothing it applies goes unrecorded.
+	// changing it, so nothing it applies goes unrecorded. Event.Targets
+	// shares memory with the Plan and must not be modified.
 	Record(ctx context.Context, ev Event) error
 }
 

@@ -180,3 +180,17 @@ func decode(doc []byte) (map[string]any, error) {
 		return nil, fmt.Errorf("expected a Kubernetes object (a YAML mapping), got %T", value)
 	}
 }
+
+// FromCanonical decodes what Canonical wrote back into a set (records keep revisions this way,
+// so that a restore can apply a backup revision again).
+func FromCanonical(canonical []byte) (*Set, error) {
+	var contents []map[string]any
+	if err := utiljson.Unmarshal(canonical, &contents); err != nil {
+		return nil, fmt.Errorf("decode canonical manifests: %w", err)
+	}
+	set := &Set{Objects: make([]*unstructured.Unstructured, len(contents))}
+	for i, c := range contents {
+		set.Objects[i] = &unstructured.Unstructured{Object: c}
+	}
+	return set, nil
+}

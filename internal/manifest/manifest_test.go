@@ -120,3 +120,26 @@ func keys(s *Set) []string {
 func unstructuredInt(s *Set, i int, fields ...string) (int64, bool, error) {
 	return unstructured.NestedInt64(s.Objects[i].Object, fields...)
 }
+
+func TestCanonicalRoundTrip(t *testing.T) {
+	set, err := Parse(namespace + "---\n" + deployment)
+	if err != nil {
+		t.Fatal(err)
+	}
+	canonical, err := set.Canonical()
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := FromCanonical(canonical)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, _ := set.Revision()
+	b, _ := back.Revision()
+	if a != b || len(back.Objects) != 2 {
+		t.Fatalf("round trip changed the set: %s vs %s", a, b)
+	}
+	if _, err := FromCanonical([]byte("{not json")); err == nil {
+		t.Fatal("garbage accepted")
+	}
+}
