@@ -1,7 +1,7 @@
 // Command gradual-testbed starts and stops a local fleet for the demo and for people: a management
 // cluster holding Cluster API objects and kwok workload clusters (see internal/testbed).
 //
-//	gradual-testbed up     [--dir DIR] [--workloads 3] [--namespace fleet]   # last stdout line: management kubeconfig
+//	gradual-testbed up     [--dir DIR] [--workloads 3] [--namespace fleet] [--parallel 4]   # last stdout line: management kubeconfig
 //	gradual-testbed down   [--dir DIR]
 //	gradual-testbed status [--dir DIR]
 package main
@@ -45,11 +45,14 @@ const usage = `usage: gradual-testbed <command> [flags]
           already up in DIR is reused.
   down    stop exactly what up started in DIR and remove its files
   status  show the fleet in DIR and whether its API servers answer
+  set-ready NAME true|false      mark a Cluster provisioned (ready) or provisioning
+  add NAME [key=value,...]       start one more workload cluster with those labels (a join)
 
 flags:
   --dir DIR          state directory (default ~/.cache/terraform-provider-gradual/testbed/default)
   --workloads N      up: number of workload clusters (default 3: prod-eu-1, prod-us-1, staging-eu-1)
   --namespace NS     up: namespace of the Cluster objects (default fleet)
+  --parallel N       up: control planes started at once (default 4)
 `
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -64,10 +67,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	dir := fs.String("dir", "", "state directory")
 	workloads := fs.Int("workloads", 3, "number of workload clusters")
 	namespace := fs.String("namespace", testbed.DefaultNamespace, "namespace of the Cluster objects")
+	parallel := fs.Int("parallel", 4, "control planes started at once")
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
 	}
-	if fs.NArg() > 0 {
+	if fs.NArg() > 0 && cmd != "set-ready" && cmd != "add" {
 		return fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
 	}
 	if *dir == "" {
@@ -82,7 +86,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	switch cmd {
 	case "up":
-		return up(ctx, *dir, *namespace, *workloads, logf, stdout)
+		return up(ctx, *dir, *namespace, *workloads, *parallel, logf, stdout)
 	case "down":
 		f, err := testbed.Load(*dir)
 		if err != nil {
@@ -98,10 +102,40 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return f.Down(ctx)
 	case "status":
 		return status(ctx, *dir, stdout)
+	case "set-ready", "add":
+		f, err := testbed.Load(*dir)
+		if err != nil {
+			return err
+		}
+		f.SetLogf(logf)
+		return change(ctx, f, cmd, fs.Args())
 	default:
 		fmt.Fprint(stderr, usage)
 		return fmt.Errorf("unknown command %q", cmd)
 	}
+}
+
+// change runs the commands that change a running fleet: `set-ready NAME true|false` flips a
+// Cluster between provisioned and provisioning; `add NAME [key=value,...]` starts one more
+// workload cluster with those labels (a cluster joining the fleet).
+func change(ctx context.Context, f *testbed.Fleet, cmd string, args []string) error {
+	switch {
+	case cmd == "set-ready" && len(args) == 2 && (args[1] == "true" || args[1] == "false"):
+		return f.SetReady(ctx, args[0], args[1] == "true")
+	case cmd == "add" && (len(args) == 1 || len(args) == 2):
+		labels := map[string]string{}
+		if len(args) == 2 {
+			for _, kv := range strings.Split(args[1], ",") {
+				k, v, ok := strings.Cut(kv, "=")
+				if !ok {
+					return fmt.Errorf("label %q: want key=value", kv)
+				}
+				labels[k] = v
+			}
+		}
+		return f.AddWorkload(ctx, testbed.WorkloadSpec{Name: args[0], Labels: labels, Ready: true})
+	}
+	return fmt.Errorf("usage: %s NAME %s", cmd, map[string]string{"set-ready": "true|false", "add": "[key=value,...]"}[cmd])
 }
 
 // DefaultWorkloads is the demo fleet; more than three get names workload-4, workload-5, ...
@@ -122,7 +156,7 @@ func defaultWorkloads(n int) []testbed.WorkloadSpec {
 	return base
 }
 
-func up(ctx context.Context, dir, namespace string, workloads int, logf func(string, ...any), stdout io.Writer) error {
+func up(ctx context.Context, dir, namespace string, workloads, parallel int, logf func(string, ...any), stdout io.Writer) error {
 	if f, err := testbed.Load(dir); err == nil {
 		if err := testbed.Check(ctx, f.Management); err == nil {
 			logf("fleet %s is already up in %s", f.Name, dir)
@@ -143,6 +177,7 @@ func up(ctx context.Context, dir, namespace string, workloads int, logf func(str
 		Dir:       dir,
 		Namespace: namespace,
 		Workloads: defaultWorkloads(workloads),
+		Parallel:  parallel,
 		Logf:      logf,
 	})
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
 	"github.com/gradual-dev/terraform-provider-gradual/internal/clientconfig"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/delivery"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/diagnostics"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/fleet"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/providerdata"
@@ -32,6 +33,7 @@ type configModel struct {
 	Insecure             types.Bool    `tfsdk:"insecure"`
 	QPS                  types.Float64 `tfsdk:"qps"`
 	Burst                types.Int64   `tfsdk:"burst"`
+	MaxParallelClusters  types.Int64   `tfsdk:"max_parallel_clusters"`
 }
 
 func (p *gradualProvider) Schema(_ context.Context, _ provider.SchemaRequest, resp *provider.SchemaResponse) {
@@ -104,6 +106,12 @@ func (p *gradualProvider) Schema(_ context.Context, _ provider.SchemaRequest, re
 				MarkdownDescription: fmt.Sprintf("Client-side request burst towards each cluster (default %d).", clientconfig.DefaultBurst),
 				Validators:          []validator.Int64{int64validator.Between(1, 100000)},
 			},
+			"max_parallel_clusters": schema.Int64Attribute{
+				Optional: true,
+				MarkdownDescription: fmt.Sprintf("How many workload clusters are read or cleaned up at once during refresh, plan and destroy (default %d). "+
+					"Changes during apply are bounded by each resource's `update_limit`.", delivery.DefaultConcurrency),
+				Validators: []validator.Int64{int64validator.Between(1, 1000)},
+			},
 		},
 	}
 }
@@ -118,6 +126,7 @@ func (p *gradualProvider) Configure(ctx context.Context, req provider.ConfigureR
 		"kubeconfig_path": cfg.KubeconfigPath, "context": cfg.Context, "kubeconfig_raw": cfg.KubeconfigRaw,
 		"host": cfg.Host, "token": cfg.Token, "client_certificate": cfg.ClientCertificate, "client_key": cfg.ClientKey,
 		"cluster_ca_certificate": cfg.ClusterCACertificate, "insecure": cfg.Insecure, "qps": cfg.QPS, "burst": cfg.Burst,
+		"max_parallel_clusters": cfg.MaxParallelClusters,
 	} {
 		if v.IsUnknown() {
 			// Leaving ResourceData unset makes resources report diagnostics.UnconfiguredProvider.
@@ -150,7 +159,7 @@ func (p *gradualProvider) Configure(ctx context.Context, req provider.ConfigureR
 		resp.Diagnostics.Append(diagnostics.FromError(err, "Invalid Provider Configuration"))
 		return
 	}
-	data := &providerdata.Data{Management: mgmt}
+	data := &providerdata.Data{Management: mgmt, Delivery: delivery.New(mgmt, int(cfg.MaxParallelClusters.ValueInt64()))}
 	resp.DataSourceData = data
 	resp.ResourceData = data
 }

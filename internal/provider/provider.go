@@ -13,6 +13,7 @@ import (
 
 	"github.com/gradual-dev/terraform-provider-gradual/internal/functions"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/clusters"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/rollout"
 )
 
 // New returns a constructor for the provider at the given version.
@@ -29,7 +30,9 @@ func (p *gradualProvider) Metadata(_ context.Context, _ provider.MetadataRequest
 	resp.Version = p.version
 }
 
-func (p *gradualProvider) Resources(context.Context) []func() resource.Resource { return nil }
+func (p *gradualProvider) Resources(context.Context) []func() resource.Resource {
+	return []func() resource.Resource{rollout.New}
+}
 
 func (p *gradualProvider) DataSources(context.Context) []func() datasource.DataSource {
 	return []func() datasource.DataSource{clusters.New}

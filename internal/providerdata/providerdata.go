@@ -7,12 +7,16 @@ import (
 
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 
+	"github.com/gradual-dev/terraform-provider-gradual/internal/delivery"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/fleet"
 )
 
 // Data is the provider's configured state.
 type Data struct {
 	Management *fleet.Management
+	// Delivery carries revisions to the workload clusters; resources share it so that each
+	// cluster's clients are built once per run of the provider.
+	Delivery *delivery.Service
 }
 
 // From checks and converts the ProviderData a resource or data source receives in Configure.

@@ -212,6 +212,7 @@ func ownedAlive(pid int, dir string) bool {
 	if err != nil {
 		return false
 	}
+	cwd = strings.TrimSuffix(cwd, " (deleted)") // kwokctl delete removes the directory first
 	return cwd == dir || strings.HasPrefix(cwd, dir+string(os.PathSeparator))
 }
 

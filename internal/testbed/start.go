@@ -34,38 +34,16 @@ func Start(t testing.TB, opts Options) *Fleet {
 	if opts.Logf == nil {
 		opts.Logf = t.Logf
 	}
-	ctx := t.Context()
-	var lock *os.File
-	if opts.Dir == "" {
-		root := TestRoot()
-		if err := os.MkdirAll(root, 0o755); err != nil {
-			t.Fatalf("test bed: %v", err)
-		}
-		Reap(ctx, root, t.Logf)
-		prefix := dirSafe.ReplaceAllString(t.Name(), "_")
-		dir, err := os.MkdirTemp(root, prefix[:min(len(prefix), 40)]+"-")
-		if err != nil {
-			t.Fatalf("test bed: %v", err)
-		}
-		if lock, err = lockDir(dir, true); err != nil {
-			t.Fatalf("test bed: %v", err)
-		}
-		opts.Dir = dir
-		opts.ephemeral = true
-	}
+	prefix := dirSafe.ReplaceAllString(t.Name(), "_")
 	t0 := time.Now()
-	f, err := Up(ctx, tc, opts)
+	f, err := UpEphemeral(t.Context(), tc, prefix[:min(len(prefix), 40)], opts)
 	if err != nil {
-		if lock != nil {
-			_ = lock.Close()
-		}
 		t.Fatalf("test bed: %v", err)
 	}
-	f.lock = lock
 	t.Logf("test bed: fleet %s up in %s (management kubeconfig %s)", f.Name, time.Since(t0).Round(100*time.Millisecond), f.Management.KubeconfigPath)
 	t.Cleanup(func() {
 		if t.Failed() && os.Getenv(KeepEnv) == "1" {
-			_ = f.update(func() { f.Ephemeral = false })
+			f.Keep()
 			t.Logf("test bed: %s=1, keeping fleet %s; tear it down with: gradual-testbed down --dir %s", KeepEnv, f.Name, f.Dir)
 			return
 		}
@@ -76,6 +54,49 @@ func Start(t testing.TB, opts Options) *Fleet {
 		}
 	})
 	return f
+}
+
+// UpEphemeral is Up for a test process that manages the fleet's lifetime itself (TestMain, a
+// fleet shared by a package's tests): the fleet goes to a new directory under TestRoot, locked
+// for as long as this process lives, after reaping the fleets of dead test processes. The caller
+// calls Down; if the process dies first, the next UpEphemeral or Start reaps the fleet. When
+// opts.Dir is set it is used as is, without lock or reaping.
+func UpEphemeral(ctx context.Context, tc Toolchain, name string, opts Options) (*Fleet, error) {
+	if opts.Dir != "" {
+		return Up(ctx, tc, opts)
+	}
+	logf := opts.Logf
+	if logf == nil {
+		logf = func(string, ...any) {}
+	}
+	root := TestRoot()
+	if err := os.MkdirAll(root, 0o755); err != nil {
+		return nil, err
+	}
+	Reap(ctx, root, logf)
+	dir, err := os.MkdirTemp(root, dirSafe.ReplaceAllString(name, "_")+"-")
+	if err != nil {
+		return nil, err
+	}
+	lock, err := lockDir(dir, true)
+	if err != nil {
+		return nil, err
+	}
+	opts.Dir, opts.ephemeral = dir, true
+	f, err := Up(ctx, tc, opts)
+	if err != nil {
+		_ = lock.Close()
+		_ = os.RemoveAll(dir)
+		return nil, err
+	}
+	f.lock = lock
+	return f, nil
+}
+
+// Keep turns an ephemeral fleet into one that outlives its test process (nothing reaps it);
+// `gradual-testbed down --dir DIR` tears it down.
+func (f *Fleet) Keep() {
+	_ = f.update(func() { f.Ephemeral = false })
 }
 
 var dirSafe = regexp.MustCompile(`[^A-Za-z0-9_.-]`)

@@ -37,7 +37,7 @@ func TestFleet(t *testing.T) {
 	f := Start(t, Options{Workloads: []WorkloadSpec{
 		{Name: "prod-eu-1", Labels: map[string]string{"env": "prod", "region": "eu"}, Ready: true},
 		{Name: "staging-eu-1", Labels: map[string]string{"env": "staging"}, Ready: false, Nodes: 1},
-		{Name: "no-secret", Labels: map[string]string{"env": "prod"}, Ready: true, NoKubeconfig: true},
+		{Name: "no-secret", Labels: map[string]string{"env": "prod"}, Ready: true, NoKubeconfig: true, KubernetesVersion: "v1.36.3"},
 		{Name: "exec-auth", Labels: map[string]string{"env": "prod"}, Ready: true, ExecKubeconfig: true},
 	}})
 	ctx := t.Context()
@@ -85,6 +85,12 @@ func TestFleet(t *testing.T) {
 		}
 		if c.Spec.InfrastructureRef.Kind != "GradualCluster" || c.Spec.ControlPlaneRef.Kind != "KubeadmControlPlane" || c.Spec.ControlPlaneEndpoint.Port == 0 {
 			t.Errorf("spec = %+v", c.Spec)
+		}
+		if err := mc.Get(ctx, client.ObjectKey{Namespace: DefaultNamespace, Name: "no-secret"}, &c); err != nil {
+			t.Fatal(err)
+		}
+		if c.Spec.Topology.Version != "v1.36.3" {
+			t.Errorf("no-secret: topology version %q, want v1.36.3", c.Spec.Topology.Version)
 		}
 	})
 

@@ -64,3 +64,9 @@ func ToLabelSelector(ctx context.Context, obj types.Object) (fleet.LabelSelector
 	}
 	return out, diags
 }
+
+// SelectorAttrTypes are the attribute types of a SelectorModel.
+var SelectorAttrTypes = map[string]attr.Type{
+	"match_labels":      types.MapType{ElemType: types.StringType},
+	"match_expressions": types.ListType{ElemType: types.ObjectType{AttrTypes: RequirementAttrTypes}},
+}

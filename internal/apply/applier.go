@@ -1,0 +1,113 @@
+package apply
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/fluxcd/cli-utils/pkg/kstatus/polling"
+	"github.com/fluxcd/pkg/ssa"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+)
+
+// DefaultFieldManager is the server-side apply field manager of everything the provider applies.
+const DefaultFieldManager = "gradual"
+
+// PruneAnnotation, set to "disabled" as an annotation or label on a live object, keeps Prune
+// and Delete from deleting it.
+const PruneAnnotation = "gradual.dev/prune"
+
+// Options configure an Applier.
+type Options struct {
+	// FieldManager owns the applied fields; default "gradual".
+	FieldManager string
+	// ForceConflicts takes fields over from other server-side appliers (other field managers
+	// with operation Apply). Without it such a conflict fails the apply with a ConflictError
+	// before any object of the conflicting stage is applied. Fields last written by a plain
+	// update (kubectl edit, scale, patch, client-side apply) are taken back either way: that
+	// is drift being repaired.
+	ForceConflicts bool
+	// RecreateImmutable deletes and recreates an object whose change touches an immutable
+	// field (ssa's Force). Without it such a change fails the apply.
+	RecreateImmutable bool
+	// PollInterval is how often waits read the objects' status; default 2s.
+	PollInterval time.Duration
+	// Concurrency bounds the concurrent dry-runs of one apply or drift check; default 4.
+	Concurrency int
+}
+
+func (o *Options) defaults() {
+	if o.FieldManager == "" {
+		o.FieldManager = DefaultFieldManager
+	}
+	if o.PollInterval <= 0 {
+		o.PollInterval = 2 * time.Second
+	}
+	if o.Concurrency <= 0 {
+		o.Concurrency = 4
+	}
+}
+
+// Applier applies, prunes, waits for and compares objects on one workload cluster.
+type Applier struct {
+	opts   Options
+	client client.Client
+	mapper meta.RESTMapper
+	// discovery lists the namespaced kinds when Delete checks what a Namespace still holds.
+	discovery discovery.DiscoveryInterface
+	// applier applies; its client vets ssa's forced dry-runs for conflicts (see conflicts.go).
+	applier *ssa.ResourceManager
+	// reader waits, compares and deletes with the plain client.
+	reader *ssa.ResourceManager
+}
+
+// New builds an Applier for the cluster cfg reaches. It makes no request: API discovery
+// happens lazily, per API group, and again when a kind is not known yet (a CRD just applied).
+func New(cfg *rest.Config, opts Options) (*Applier, error) {
+	if cfg == nil {
+		return nil, errors.New("apply: no REST config")
+	}
+	opts.defaults()
+	httpClient, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("apply: HTTP client: %w", err)
+	}
+	mapper, err := apiutil.NewDynamicRESTMapper(cfg, httpClient)
+	if err != nil {
+		return nil, fmt.Errorf("apply: REST mapper: %w", err)
+	}
+	c, err := client.NewWithWatch(cfg, client.Options{HTTPClient: httpClient, Mapper: mapper})
+	if err != nil {
+		return nil, fmt.Errorf("apply: client: %w", err)
+	}
+	dc, err := discovery.NewDiscoveryClientForConfigAndClient(cfg, httpClient)
+	if err != nil {
+		return nil, fmt.Errorf("apply: discovery client: %w", err)
+	}
+	a := &Applier{opts: opts, client: c, mapper: mapper, discovery: dc}
+	owner := ssa.Owner{Field: opts.FieldManager, Group: "gradual.dev"}
+	poller := polling.NewStatusPoller(c, mapper, polling.Options{})
+
+	var applyClient client.WithWatch = c
+	if !opts.ForceConflicts {
+		applyClient = interceptor.NewClient(c, interceptor.Funcs{Patch: a.vetConflicts})
+	}
+	a.applier = ssa.NewResourceManager(applyClient, poller, owner)
+	a.applier.SetConcurrency(opts.Concurrency)
+	a.reader = ssa.NewResourceManager(c, poller, owner)
+	a.reader.SetConcurrency(opts.Concurrency)
+	return a, nil
+}
+
+// FieldManager is the field manager the Applier applies with.
+func (a *Applier) FieldManager() string { return a.opts.FieldManager }
+
+// Client is the Applier's client for the cluster (client-go's scheme), for callers that keep
+// other objects there, such as the rollout records; sharing it shares the connection and
+// discovery cache.
+func (a *Applier) Client() client.Client { return a.client }

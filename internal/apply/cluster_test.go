@@ -1,0 +1,446 @@
+package apply
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/gradual-dev/terraform-provider-gradual/internal/testbed"
+)
+
+// TestCluster runs the Applier against a real kube-apiserver: one kwok workload cluster of
+// the test bed, where Deployments really become available (or really do not). The subtests
+// share the cluster and run in order. It needs the toolchain from `make tools`.
+func TestCluster(t *testing.T) {
+	if _, err := testbed.ToolchainFromEnv(); err != nil {
+		t.Skipf("skipping: %v", err)
+	}
+	if testing.Short() {
+		t.Skip("skipping in -short mode: starts two control planes")
+	}
+	f := testbed.Start(t, testbed.Options{Workloads: []testbed.WorkloadSpec{{Name: "apply-w1", Ready: true}}})
+	cfg, err := f.Workloads["apply-w1"].RESTConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := New(cfg, Options{PollInterval: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kube, err := client.New(cfg, client.Options{}) // to look and to play the other tools
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	const ns = "apply-demo"
+
+	bundle := func(data string) []*unstructured.Unstructured {
+		return []*unstructured.Unstructured{
+			namespaceObj(ns),
+			configMap(ns, "settings", map[string]any{"a": data}),
+			deploymentObj(ns, "web", 2, nil, 0),
+		}
+	}
+	actions := func(res *Result) map[string]Action {
+		out := map[string]Action{}
+		for _, c := range res.Changes {
+			out[c.Object.String()] = c.Action
+		}
+		return out
+	}
+	expectActions := func(t *testing.T, res *Result, want map[string]Action) {
+		t.Helper()
+		if got := actions(res); !mapsEqual(got, want) {
+			t.Errorf("actions = %v, want %v", got, want)
+		}
+	}
+
+	t.Run("apply creates, wait sees it ready", func(t *testing.T) {
+		res, err := a.Apply(ctx, bundle("1"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		expectActions(t, res, map[string]Action{
+			"Namespace apply-demo": Created, "ConfigMap apply-demo/settings": Created, "Deployment apply-demo/web": Created,
+		})
+		if got := res.Changes[0].Object.String(); got != "Namespace apply-demo" {
+			t.Errorf("first applied %s, want the Namespace", got)
+		}
+		start := time.Now()
+		if err := a.Wait(ctx, bundle("1"), 2*time.Minute); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("ready in %s", time.Since(start).Round(time.Millisecond))
+	})
+
+	t.Run("apply again leaves everything unchanged", func(t *testing.T) {
+		res, err := a.Apply(ctx, bundle("1"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Changed() || res.Count(Unchanged) != 3 {
+			t.Errorf("second apply: %v", res.Changes)
+		}
+	})
+
+	t.Run("a change configures only what changed", func(t *testing.T) {
+		res, err := a.Apply(ctx, bundle("2"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		expectActions(t, res, map[string]Action{
+			"Namespace apply-demo": Unchanged, "ConfigMap apply-demo/settings": Configured, "Deployment apply-demo/web": Unchanged,
+		})
+	})
+
+	t.Run("drift: a deleted and a hand-edited object, repaired by apply", func(t *testing.T) {
+		if err := kube.Delete(ctx, configMap(ns, "settings", nil)); err != nil {
+			t.Fatal(err)
+		}
+		// kubectl edit: an update (not an apply) of a field the bundle sets, and a label it does not set.
+		edit := client.RawPatch("application/merge-patch+json", []byte(`{"metadata":{"labels":{"team":"x"}},"spec":{"replicas":3}}`))
+		if err := kube.Patch(ctx, deploymentObj(ns, "web", 0, nil, 0), edit, client.FieldOwner("kubectl-edit")); err != nil {
+			t.Fatal(err)
+		}
+		drift, err := a.Drift(ctx, bundle("2"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, d := range drift {
+			got = append(got, d.String())
+		}
+		want := []string{"ConfigMap apply-demo/settings: missing", "Deployment apply-demo/web: modified (.spec.replicas)"}
+		if !slices.Equal(got, want) {
+			t.Errorf("Drift = %q, want %q", got, want)
+		}
+
+		res, err := a.Apply(ctx, bundle("2"))
+		if err != nil {
+			t.Fatalf("apply without ForceConflicts must take back hand-edited fields: %v", err)
+		}
+		expectActions(t, res, map[string]Action{
+			"Namespace apply-demo": Unchanged, "ConfigMap apply-demo/settings": Created, "Deployment apply-demo/web": Configured,
+		})
+		if drift, err := a.Drift(ctx, bundle("2")); err != nil || len(drift) != 0 {
+			t.Errorf("Drift after repair = %v, %v; want none", drift, err)
+		}
+		live := deploymentObj(ns, "web", 0, nil, 0)
+		if err := kube.Get(ctx, client.ObjectKeyFromObject(live), live); err != nil {
+			t.Fatal(err)
+		}
+		if r, _, _ := unstructured.NestedInt64(live.Object, "spec", "replicas"); r != 2 || live.GetLabels()["team"] != "x" {
+			t.Errorf("after repair replicas = %d (want 2), labels = %v (want team=x kept: not ours)", r, live.GetLabels())
+		}
+	})
+
+	t.Run("a field another applier owns is a conflict unless forced", func(t *testing.T) {
+		other := configMap(ns, "settings", map[string]any{"a": "theirs"})
+		if err := kube.Patch(ctx, other, client.Apply, client.FieldOwner("other-tool"), client.ForceOwnership); err != nil {
+			t.Fatal(err)
+		}
+		next := bundle("2")
+		next[2].SetAnnotations(map[string]string{"changed": "yes"}) // applied only if nothing conflicts
+		_, err := a.Apply(ctx, next)
+		var ce *ConflictError
+		if !errors.As(err, &ce) || ce.Object.String() != "ConfigMap apply-demo/settings" ||
+			len(ce.Conflicts) != 1 || ce.Conflicts[0].Manager != "other-tool" || ce.Conflicts[0].Field != ".data.a" {
+			t.Fatalf("err = %v, want a ConflictError on .data.a with other-tool", err)
+		}
+		t.Logf("conflict: %v", err)
+		live := deploymentObj(ns, "web", 0, nil, 0)
+		if err := kube.Get(ctx, client.ObjectKeyFromObject(live), live); err != nil {
+			t.Fatal(err)
+		}
+		if live.GetAnnotations()["changed"] != "" {
+			t.Error("the Deployment was applied although its stage had a conflict")
+		}
+
+		forced, err := New(cfg, Options{ForceConflicts: true, PollInterval: time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := forced.Apply(ctx, bundle("2"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		expectActions(t, res, map[string]Action{
+			"Namespace apply-demo": Unchanged, "ConfigMap apply-demo/settings": Configured, "Deployment apply-demo/web": Unchanged,
+		})
+	})
+
+	t.Run("prune deletes what the bundle dropped, keeps what says so", func(t *testing.T) {
+		kept := configMap(ns, "kept", map[string]any{"k": "v"})
+		kept.SetAnnotations(map[string]string{PruneAnnotation: "disabled"})
+		previous := append(bundle("2"), kept)
+		if _, err := a.Apply(ctx, previous); err != nil {
+			t.Fatal(err)
+		}
+		// In the inventory, but someone else's: deleted and recreated by another tool.
+		replaced := configMap(ns, "replaced", map[string]any{"k": "v"})
+		if err := kube.Create(ctx, replaced, client.FieldOwner("other-tool")); err != nil {
+			t.Fatal(err)
+		}
+		previous = append(previous, replaced)
+		next := []*unstructured.Unstructured{namespaceObj(ns), deploymentObj(ns, "web", 2, nil, 0)}
+		res, err := a.Prune(ctx, InventoryOf(previous), next)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var keptNames []string
+		for _, k := range res.Kept {
+			keptNames = append(keptNames, k.String())
+		}
+		wantKept := []string{
+			"ConfigMap apply-demo/kept: kept: gradual.dev/prune: disabled",
+			`ConfigMap apply-demo/replaced: kept: managed by field manager "other-tool", not by "gradual"`,
+		}
+		if len(res.Deleted) != 1 || res.Deleted[0].String() != "ConfigMap apply-demo/settings" || !slices.Equal(keptNames, wantKept) {
+			t.Errorf("Prune deleted %v, kept %q; want settings deleted and kept %q", res.Deleted, keptNames, wantKept)
+		}
+		if err := kube.Get(ctx, client.ObjectKey{Namespace: ns, Name: "settings"}, configMap(ns, "settings", nil)); !apierrors.IsNotFound(err) {
+			t.Errorf("settings after prune: %v, want NotFound", err)
+		}
+		for _, o := range []client.Object{kept, replaced} {
+			if err := kube.Delete(ctx, o); err != nil {
+				t.Fatal(err)
+			}
+		}
+	})
+
+	stuck := deploymentObj(ns, "stuck", 1, map[string]any{"gradual.dev/no-such-node": "true"}, 10)
+	pending := deploymentObj(ns, "pending", 1, map[string]any{"gradual.dev/no-such-node": "true"}, 0)
+	t.Run("wait fails fast on a deployment that cannot become available", func(t *testing.T) {
+		// pending stays InProgress for its default 600s deadline: only FailFast ends the wait early.
+		objs := []*unstructured.Unstructured{namespaceObj(ns), deploymentObj(ns, "web", 2, nil, 0), stuck, pending}
+		if _, err := a.Apply(ctx, objs); err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		err := a.Wait(ctx, objs, 3*time.Minute)
+		elapsed := time.Since(start)
+		t.Logf("failed after %s: %v", elapsed.Round(time.Millisecond), err)
+		var nre *NotReadyError
+		if !errors.As(err, &nre) || nre.Timeout != 0 || len(nre.Objects) != 2 {
+			t.Fatalf("err = %#v, want a NotReadyError for a failed and a pending object", err)
+		}
+		if s := nre.Objects[0]; s.Object.String() != "Deployment apply-demo/stuck" || s.Status != "Failed" || !strings.HasPrefix(s.Message, "ProgressDeadlineExceeded: ") {
+			t.Errorf("first status = %+v, want Deployment apply-demo/stuck Failed: ProgressDeadlineExceeded", s)
+		}
+		if s := nre.Objects[1]; s.Object.String() != "Deployment apply-demo/pending" || s.Status != "InProgress" {
+			t.Errorf("second status = %+v, want Deployment apply-demo/pending InProgress", s)
+		}
+		if elapsed > time.Minute {
+			t.Errorf("took %s: it should stop near the 10s progress deadline, not wait out the timeout", elapsed)
+		}
+	})
+
+	t.Run("wait times out with each object's status", func(t *testing.T) {
+		if _, err := a.Apply(ctx, []*unstructured.Unstructured{pending}); err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		err := a.Wait(ctx, []*unstructured.Unstructured{deploymentObj(ns, "web", 2, nil, 0), pending}, 3*time.Second)
+		t.Logf("after %s: %v", time.Since(start).Round(time.Millisecond), err)
+		var nre *NotReadyError
+		if !errors.As(err, &nre) || nre.Timeout != 3*time.Second || len(nre.Objects) != 1 ||
+			nre.Objects[0].Object.Name != "pending" || nre.Objects[0].Status != "InProgress" || nre.Objects[0].Message == "" {
+			t.Errorf("err = %v, want pending InProgress after 3s", err)
+		}
+	})
+
+	t.Run("cancelling ctx stops wait promptly", func(t *testing.T) {
+		cctx, cancel := context.WithCancel(ctx)
+		time.AfterFunc(time.Second, cancel)
+		start := time.Now()
+		err := a.Wait(cctx, []*unstructured.Unstructured{pending}, 5*time.Minute)
+		elapsed := time.Since(start)
+		t.Logf("returned %s after cancel: %v", (elapsed - time.Second).Round(time.Millisecond), err)
+		var nre *NotReadyError
+		if !errors.Is(err, context.Canceled) || errors.As(err, &nre) {
+			t.Errorf("err = %v, want context.Canceled and no verdict on the objects", err)
+		}
+		if elapsed > 3*time.Second {
+			t.Errorf("returned %s after start, cancelled at 1s", elapsed)
+		}
+	})
+
+	t.Run("check refuses a kind no CRD defines and a missing namespace, apply changes nothing", func(t *testing.T) {
+		objs := []*unstructured.Unstructured{
+			configMap(ns, "before-check", map[string]any{"x": "y"}),
+			widget(ns, "w1"),
+			configMap("no-such-ns", "c", nil),
+		}
+		// A fresh Applier: its first look-up of an unknown group goes another way in the REST mapper.
+		fresh, err := New(cfg, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = fresh.Check(ctx, objs)
+		var ce *CheckError
+		if !errors.As(err, &ce) || len(ce.MissingKinds) != 1 || ce.MissingKinds[0].Kind != "Widget" ||
+			len(ce.Namespaces) != 1 || ce.Namespaces[0].Namespace != "no-such-ns" {
+			t.Fatalf("Check = %v, want the Widget kind and namespace no-such-ns", err)
+		}
+		t.Logf("check: %v", err)
+		if _, err := a.Apply(ctx, objs); !errors.As(err, &ce) {
+			t.Errorf("Apply = %v, want the CheckError", err)
+		}
+		if err := kube.Get(ctx, client.ObjectKey{Namespace: ns, Name: "before-check"}, configMap(ns, "before-check", nil)); !apierrors.IsNotFound(err) {
+			t.Errorf("before-check: %v, want NotFound: nothing may be applied", err)
+		}
+	})
+
+	t.Run("a bundle that brings its CRD applies with its custom resources", func(t *testing.T) {
+		objs := []*unstructured.Unstructured{widget(ns, "w1"), widgetCRD()}
+		if err := a.Check(ctx, objs); err != nil {
+			t.Fatal(err)
+		}
+		res, err := a.Apply(ctx, objs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		expectActions(t, res, map[string]Action{
+			"CustomResourceDefinition widgets.example.gradual.dev": Created, "Widget apply-demo/w1": Created,
+		})
+		if err := a.Wait(ctx, objs, time.Minute); err != nil {
+			t.Fatal(err)
+		}
+	})
+
+	t.Run("delete keeps what holds others' objects, then removes everything", func(t *testing.T) {
+		all := []*unstructured.Unstructured{
+			namespaceObj(ns), deploymentObj(ns, "web", 2, nil, 0), stuck, pending, widgetCRD(), widget(ns, "w1"),
+			namespaceObj("default"), configMap(ns, "settings", nil), // already gone: fine
+		}
+		inv := InventoryOf(all)
+		foreignCM := configMap(ns, "foreign", map[string]any{"x": "y"})
+		foreignWidget := widget("default", "foreign")
+		for _, o := range []client.Object{foreignCM, foreignWidget} {
+			if err := kube.Create(ctx, o); err != nil {
+				t.Fatal(err)
+			}
+		}
+		res, err := a.Delete(ctx, inv)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var deleted, kept []string
+		for _, r := range res.Deleted {
+			deleted = append(deleted, r.String())
+		}
+		for _, k := range res.Kept {
+			kept = append(kept, k.String())
+		}
+		wantDeleted := []string{"Widget apply-demo/w1", "Deployment apply-demo/pending", "Deployment apply-demo/stuck", "Deployment apply-demo/web"}
+		wantKept := []string{
+			"Namespace apply-demo: kept: holds objects not being deleted: ConfigMap apply-demo/foreign",
+			"Namespace default: kept: system namespace",
+			"CustomResourceDefinition widgets.example.gradual.dev: kept: has custom resources not being deleted: Widget default/foreign",
+		}
+		if !slices.Equal(deleted, wantDeleted) || !slices.Equal(kept, wantKept) {
+			t.Errorf("Delete:\n deleted %q\n    want %q\n kept %q\n want %q", deleted, wantDeleted, kept, wantKept)
+		}
+
+		for _, o := range []client.Object{foreignCM, foreignWidget} {
+			if err := kube.Delete(ctx, o); err != nil {
+				t.Fatal(err)
+			}
+		}
+		res, err = a.Delete(ctx, inv)
+		if err != nil {
+			t.Fatal(err)
+		}
+		deleted = nil
+		for _, r := range res.Deleted {
+			deleted = append(deleted, r.String())
+		}
+		if want := []string{"Namespace apply-demo", "CustomResourceDefinition widgets.example.gradual.dev"}; !slices.Equal(deleted, want) || len(res.Kept) != 1 {
+			t.Errorf("second Delete = %q, kept %v; want %q and the default namespace kept", deleted, res.Kept, want)
+		}
+		for _, o := range []*unstructured.Unstructured{namespaceObj(ns), widgetCRD()} {
+			err := kube.Get(ctx, client.ObjectKeyFromObject(o), o)
+			if err == nil && o.GetDeletionTimestamp() == nil {
+				t.Errorf("%s still there and not being deleted", RefOf(o))
+			} else if err != nil && !apierrors.IsNotFound(err) {
+				t.Error(err)
+			}
+		}
+	})
+}
+
+func mapsEqual(a, b map[string]Action) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if b[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+func namespaceObj(name string) *unstructured.Unstructured { return obj("v1", "Namespace", "", name) }
+
+func configMap(namespace, name string, data map[string]any) *unstructured.Unstructured {
+	u := obj("v1", "ConfigMap", namespace, name)
+	if data != nil {
+		u.Object["data"] = data
+	}
+	return u
+}
+
+// deploymentObj is a Deployment of a busybox pod (kwok runs no images). A nodeSelector that
+// matches no Node keeps it from ever becoming available; progressDeadline 0 leaves the default.
+func deploymentObj(namespace, name string, replicas int64, nodeSelector map[string]any, progressDeadline int64) *unstructured.Unstructured {
+	u := obj("apps/v1", "Deployment", namespace, name)
+	labels := map[string]any{"app": name}
+	podSpec := map[string]any{"containers": []any{map[string]any{
+		"name": "main", "image": "busybox:1.36", "command": []any{"sleep", "infinity"},
+	}}}
+	if nodeSelector != nil {
+		podSpec["nodeSelector"] = nodeSelector
+	}
+	spec := map[string]any{
+		"replicas": replicas,
+		"selector": map[string]any{"matchLabels": labels},
+		"template": map[string]any{"metadata": map[string]any{"labels": labels}, "spec": podSpec},
+	}
+	if progressDeadline > 0 {
+		spec["progressDeadlineSeconds"] = progressDeadline
+	}
+	if replicas > 0 {
+		u.Object["spec"] = spec
+	}
+	return u
+}
+
+func widgetCRD() *unstructured.Unstructured {
+	u := obj("apiextensions.k8s.io/v1", "CustomResourceDefinition", "", "widgets.example.gradual.dev")
+	u.Object["spec"] = map[string]any{
+		"group": "example.gradual.dev",
+		"scope": "Namespaced",
+		"names": map[string]any{"kind": "Widget", "listKind": "WidgetList", "plural": "widgets", "singular": "widget"},
+		"versions": []any{map[string]any{
+			"name": "v1", "served": true, "storage": true,
+			"schema": map[string]any{"openAPIV3Schema": map[string]any{
+				"type": "object", "x-kubernetes-preserve-unknown-fields": true,
+			}},
+		}},
+	}
+	return u
+}
+
+func widget(namespace, name string) *unstructured.Unstructured {
+	u := obj("example.gradual.dev/v1", "Widget", namespace, name)
+	u.Object["spec"] = map[string]any{"size": int64(3)}
+	return u
+}

@@ -1,0 +1,159 @@
+package apply
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/fluxcd/cli-utils/pkg/kstatus/status"
+	"github.com/fluxcd/cli-utils/pkg/object"
+	"github.com/fluxcd/pkg/ssa"
+	"github.com/fluxcd/pkg/ssa/utils"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// ObjectStatus is an object's kstatus status.
+type ObjectStatus struct {
+	Object ObjectRef `json:"object"`
+	// Status is kstatus': InProgress, Failed, Terminating, NotFound, Unknown (or Current).
+	Status  string `json:"status"`
+	Message string `json:"message,omitempty"`
+}
+
+func (s ObjectStatus) String() string {
+	if s.Message == "" {
+		return fmt.Sprintf("%s: %s", s.Object, s.Status)
+	}
+	return fmt.Sprintf("%s: %s: %s", s.Object, s.Status, s.Message)
+}
+
+// NotReadyError: objects did not become ready. Objects lists each one that was not, with the
+// status it had when the wait ended, failed ones first.
+type NotReadyError struct {
+	Objects []ObjectStatus
+	// Timeout is set when the wait ran out of time; zero when it stopped early because an
+	// object failed (kstatus Failed: it would not have become ready by waiting longer).
+	Timeout time.Duration
+}
+
+func (e *NotReadyError) Error() string {
+	items := make([]string, len(e.Objects))
+	for i, s := range e.Objects {
+		items[i] = s.String()
+	}
+	if e.Timeout > 0 {
+		return fmt.Sprintf("not ready after %s: %s", e.Timeout, strings.Join(items, "; "))
+	}
+	return "not ready, failed: " + strings.Join(items, "; ")
+}
+
+// forever stands for "no timeout": ssa's wait needs one.
+const forever = 100 * 365 * 24 * time.Hour
+
+// Wait waits until every object in objs is ready by kstatus (status Current), polling every
+// Options.PollInterval. It returns:
+//   - nil when all are ready;
+//   - a *NotReadyError as soon as an object fails (kstatus Failed, e.g. a Deployment past its
+//     progressDeadlineSeconds), or when timeout passes (timeout <= 0: no timeout of its own);
+//   - an error wrapping ctx.Err() when ctx ends first: an interruption, which says nothing
+//     about the objects.
+func (a *Applier) Wait(ctx context.Context, objs []*unstructured.Unstructured, timeout time.Duration) error {
+	return a.wait(ctx, objs, timeout)
+}
+
+func (a *Applier) wait(ctx context.Context, objs []*unstructured.Unstructured, timeout time.Duration) error {
+	set := object.UnstructuredSetToObjMetadataSet(objs)
+	if len(set) == 0 {
+		return nil
+	}
+	if timeout <= 0 {
+		timeout = forever
+	}
+	jobsWithTTL := utils.ExtractJobsWithTTL(objs)
+	start := time.Now()
+	err := a.reader.WaitForSetWithContext(ctx, set, ssa.WaitOptions{
+		Interval:    a.opts.PollInterval,
+		Timeout:     timeout,
+		FailFast:    true,
+		JobsWithTTL: jobsWithTTL,
+	})
+	if err == nil {
+		return nil
+	}
+	if ctx.Err() != nil {
+		return fmt.Errorf("wait for %d objects to be ready: %w", len(set), ctx.Err())
+	}
+	// ssa's error names objects and statuses but not why; read them once more for that.
+	readCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	statuses := a.notReady(readCtx, objs, jobsWithTTL)
+	if len(statuses) == 0 {
+		return fmt.Errorf("wait for %d objects to be ready: %w", len(set), err)
+	}
+	nre := &NotReadyError{Objects: statuses}
+	if time.Since(start) >= timeout {
+		nre.Timeout = timeout
+	}
+	return nre
+}
+
+// notReady reads objs and returns the status of each that is not Current, failed first.
+func (a *Applier) notReady(ctx context.Context, objs []*unstructured.Unstructured, jobsWithTTL object.ObjMetadataSet) []ObjectStatus {
+	var out []ObjectStatus
+	for _, obj := range objs {
+		ref := RefOf(obj)
+		live := &unstructured.Unstructured{}
+		live.SetGroupVersionKind(obj.GroupVersionKind())
+		err := a.client.Get(ctx, client.ObjectKeyFromObject(obj), live)
+		switch {
+		case apierrors.IsNotFound(err):
+			if !jobsWithTTL.Contains(object.UnstructuredToObjMetadata(obj)) {
+				out = append(out, ObjectStatus{Object: ref, Status: string(status.NotFoundStatus), Message: "object not found"})
+			}
+		case err != nil:
+			out = append(out, ObjectStatus{Object: ref, Status: string(status.UnknownStatus), Message: err.Error()})
+		default:
+			if s := statusOf(live); s.Status != string(status.CurrentStatus) {
+				out = append(out, s)
+			}
+		}
+	}
+	slices.SortStableFunc(out, func(x, y ObjectStatus) int {
+		return cmp.Compare(rankStatus(x.Status), rankStatus(y.Status))
+	})
+	return out
+}
+
+func rankStatus(s string) int {
+	if s == string(status.FailedStatus) {
+		return 0
+	}
+	return 1
+}
+
+// statusOf computes live's kstatus status. For a failed object the message is the reason and
+// message of its Stalled condition, e.g. "ProgressDeadlineExceeded: ReplicaSet "web-5d8" has
+// timed out progressing.", which says more than kstatus' summary.
+func statusOf(live *unstructured.Unstructured) ObjectStatus {
+	s := ObjectStatus{Object: RefOf(live)}
+	res, err := status.Compute(live)
+	if err != nil {
+		s.Status, s.Message = string(status.UnknownStatus), err.Error()
+		return s
+	}
+	s.Status, s.Message = string(res.Status), res.Message
+	if res.Status == status.FailedStatus {
+		for _, c := range res.Conditions {
+			if c.Type == status.ConditionStalled && (c.Reason != "" || c.Message != "") {
+				s.Message = strings.Trim(c.Reason+": "+c.Message, ": ")
+				break
+			}
+		}
+	}
+	return s
+}

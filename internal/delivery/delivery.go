@@ -1,0 +1,78 @@
+// Package delivery carries a revision of manifests to workload clusters. It is the engine's World:
+// server-side apply and readiness waits (internal/apply), the records in each workload cluster
+// and in the management cluster (internal/records), and one cached client per cluster
+// (internal/fleet). Resources call Observe at refresh and plan time, Run at apply time and
+// Destroy at delete time; they stay Terraform glue.
+package delivery
+
+import (
+	"time"
+
+	"github.com/gradual-dev/terraform-provider-gradual/internal/engine"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/fleet"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/manifest"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/records"
+)
+
+// Spec is one rollout as configured.
+type Spec struct {
+	Key              records.Key
+	ClusterNamespace string
+	RecordNamespace  string
+	Objects          *manifest.Set
+	Revision         string
+	Policy           engine.Policy
+	ForceConflicts   bool
+	HTTPChecks       []HTTPCheck
+	// Retry applies the revision even when it is recorded invalid.
+	Retry bool
+}
+
+// Cluster states, as `cluster_states` shows them.
+const (
+	StateCurrent      = "current"      // verified on Revision, objects as applied
+	StateDrifted      = "drifted"      // on Revision per the records, but objects are missing or edited
+	StateProvisioning = "provisioning" // a run stopped while changing it
+	StatePending      = "pending"      // nothing applied yet
+)
+
+// ClusterState is what one picked cluster runs.
+type ClusterState struct {
+	Revision string
+	State    string
+	Backup   string
+	// Drift lists the objects that are missing or edited (for StateDrifted).
+	Drift []string
+}
+
+// InvalidRevision is one entry of the management cluster's ledger.
+type InvalidRevision struct {
+	Revision   string
+	Reason     string
+	Clusters   []string
+	RecordedAt time.Time
+}
+
+// Observation is what the clusters and the records say about one rollout.
+type Observation struct {
+	Discovery *fleet.Discovery
+	// Targets are the picked clusters with their records, for engine.PlanRollout.
+	Targets []engine.Target
+	// Clusters holds every eligible picked cluster.
+	Clusters map[string]ClusterState
+	// Skipped holds the picked clusters that cannot be changed now, with the reason.
+	Skipped map[string]string
+	// Backup is the revision most clusters would return to: the most common recorded backup.
+	Backup string
+	Ledger []InvalidRevision
+}
+
+// Invalid returns the ledger entry for revision, if any.
+func (o *Observation) Invalid(revision string) (InvalidRevision, bool) {
+	for _, l := range o.Ledger {
+		if l.Revision == revision {
+			return l, true
+		}
+	}
+	return InvalidRevision{}, false
+}

@@ -1,0 +1,89 @@
+package delivery
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/gradual-dev/terraform-provider-gradual/internal/fleet"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/records"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/usererr"
+)
+
+// DestroyRequest removes a rollout.
+type DestroyRequest struct {
+	Spec  Spec
+	Query fleet.Query
+	// Orphan leaves the applied objects in the clusters and removes only the records.
+	Orphan bool
+	Logf   func(msg string, fields map[string]any)
+}
+
+// Destroy removes what the rollout applied from every picked cluster it can reach, in waves of
+// at most update_limit clusters, then the records. Clusters it cannot reach keep their objects
+// and records; they are named in the returned warnings.
+func (s *Service) Destroy(ctx context.Context, req DestroyRequest) (warnings []string, err error) {
+	spec := req.Spec
+	if req.Logf == nil {
+		req.Logf = func(string, map[string]any) {}
+	}
+	lease, err := records.Acquire(ctx, s.mgmt.Client, spec.RecordNamespace, spec.Key, records.HolderIdentity(), LeaseDuration, nil)
+	if err != nil {
+		return nil, usererr.Wrap(err, "Rollout Busy", "Another apply of "+spec.Key.Describe()+" holds its Lease; destroy once it is done.")
+	}
+	defer func() { _ = lease.Release(context.WithoutCancel(ctx)) }()
+
+	found, err := s.mgmt.Discover(ctx, req.Query)
+	if err != nil {
+		return nil, err
+	}
+	var reachable []string
+	for _, c := range found.Clusters {
+		if c.Eligible() {
+			reachable = append(reachable, c.Name)
+		} else {
+			warnings = append(warnings, fmt.Sprintf("%s: %s; its objects and records of %s are left in place", c.Name, c.SkipReason, spec.Key.Describe()))
+		}
+	}
+	size := spec.Policy.UpdateLimit.Resolve(len(reachable))
+	var failures []string
+	for start, wave := 0, 1; start < len(reachable); start, wave = start+size, wave+1 {
+		batch := reachable[start:min(start+size, len(reachable))]
+		req.Logf(fmt.Sprintf("destroy wave %d: %v", wave, batch), map[string]any{"rollout": spec.Key.String(), "orphan": req.Orphan})
+		errs := s.forEach(ctx, batch, func(ctx context.Context, name string) error {
+			return s.destroyCluster(ctx, spec, name, req.Orphan)
+		})
+		for _, name := range sortedKeys(errs) {
+			failures = append(failures, fmt.Sprintf("%s: %v", name, errs[name]))
+		}
+	}
+	if len(failures) > 0 {
+		sort.Strings(failures)
+		return warnings, usererr.New("Rollout Delete Incomplete",
+			"These clusters still hold objects or records of "+spec.Key.Describe()+":\n  "+strings.Join(failures, "\n  ")+"\nRun destroy again once they are reachable.")
+	}
+	if err := s.managementStore(spec.RecordNamespace).Delete(ctx, spec.Key); err != nil {
+		return warnings, fmt.Errorf("delete the management records of %s: %w", spec.Key.Describe(), err)
+	}
+	return warnings, nil
+}
+
+func (s *Service) destroyCluster(ctx context.Context, spec Spec, name string, orphan bool) error {
+	c, err := s.cluster(ctx, spec.ClusterNamespace, name, spec.ForceConflicts)
+	if err != nil {
+		return err
+	}
+	store := records.NewWorkloadStore(c.client, spec.RecordNamespace)
+	state, err := store.Load(ctx, spec.Key)
+	if err != nil {
+		return fmt.Errorf("read records: %w", err)
+	}
+	if !orphan {
+		if _, err := c.applier.Delete(ctx, previousInventory(state, "")); err != nil {
+			return errors.Join(fmt.Errorf("delete objects: %w", err))
+		}
+	}
+	return store.Delete(ctx, spec.Key)
+}

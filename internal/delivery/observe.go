@@ -1,0 +1,158 @@
+package delivery
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/gradual-dev/terraform-provider-gradual/internal/engine"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/fleet"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/manifest"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/records"
+)
+
+// Observe reads what the picked clusters and the records say about the rollout key: each
+// eligible cluster's recorded revisions and, with drift, whether its live objects still match
+// the current revision. A cluster that cannot be read is reported as skipped, with the reason,
+// so one broken cluster does not block planning for the fleet.
+func (s *Service) Observe(ctx context.Context, q fleet.Query, key records.Key, recordNamespace string, drift bool) (*Observation, error) {
+	found, err := s.mgmt.Discover(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	ledger, err := s.managementStore(recordNamespace).Ledger(ctx, key)
+	if err != nil {
+		return nil, fmt.Errorf("read the invalid-revision ledger of %s: %w", key, err)
+	}
+	obs := &Observation{Discovery: found, Clusters: map[string]ClusterState{}, Skipped: map[string]string{}}
+	for _, entry := range ledger {
+		obs.Ledger = append(obs.Ledger, InvalidRevision{Revision: entry.Revision, Reason: entry.Reason, Clusters: entry.Clusters, RecordedAt: entry.RecordedAt})
+	}
+	for _, name := range found.Missing {
+		obs.Skipped[name] = "Cluster not found"
+	}
+	var eligible []string
+	for _, c := range found.Clusters {
+		if c.Eligible() {
+			eligible = append(eligible, c.Name)
+		} else {
+			obs.Skipped[c.Name] = c.SkipReason
+		}
+	}
+	type seen struct {
+		record engine.TargetRecord
+		state  ClusterState
+	}
+	results := make(map[string]seen, len(eligible))
+	var mu sync.Mutex
+	errs := s.forEach(ctx, eligible, func(ctx context.Context, name string) error {
+		rec, st, err := s.observeCluster(ctx, q.Namespace, name, key, recordNamespace, drift)
+		if err != nil {
+			return err
+		}
+		mu.Lock()
+		results[name] = seen{rec, st}
+		mu.Unlock()
+		return nil
+	})
+	backups := map[string]int{}
+	for _, c := range found.Clusters {
+		t := engine.Target{Name: c.Name, SkipReason: obs.Skipped[c.Name]}
+		if err, failed := errs[c.Name]; failed {
+			t.SkipReason = "cannot read the cluster: " + firstLine(err.Error())
+			obs.Skipped[c.Name] = t.SkipReason
+		} else if r, ok := results[c.Name]; ok {
+			t.Record = r.record
+			obs.Clusters[c.Name] = r.state
+			if r.state.Backup != "" || r.state.Revision != "" {
+				backups[r.state.Backup]++
+			}
+		}
+		obs.Targets = append(obs.Targets, t)
+	}
+	obs.Backup = MostCommon(backups)
+	return obs, nil
+}
+
+// observeCluster reads one cluster's records of key (and its drift).
+func (s *Service) observeCluster(ctx context.Context, namespace, name string, key records.Key, recordNamespace string, drift bool) (engine.TargetRecord, ClusterState, error) {
+	c, err := s.cluster(ctx, namespace, name, false)
+	if err != nil {
+		return engine.TargetRecord{}, ClusterState{}, err
+	}
+	state, err := records.NewWorkloadStore(c.client, recordNamespace).Load(ctx, key)
+	if err != nil {
+		return engine.TargetRecord{}, ClusterState{}, fmt.Errorf("read records: %w", err)
+	}
+	rec := targetRecord(state)
+	st := ClusterState{Revision: rec.Current, Backup: rec.Backup, State: StateCurrent}
+	switch {
+	case rec.Provisioning != "":
+		st.State = StateProvisioning
+	case rec.Current == "":
+		st.State = StatePending
+	case drift:
+		set, err := manifest.FromCanonical(state.Current.Manifests)
+		if err != nil {
+			return rec, st, fmt.Errorf("current revision %s: %w", rec.Current, err)
+		}
+		drifts, err := c.applier.Drift(ctx, set.Objects)
+		if err != nil {
+			return rec, st, fmt.Errorf("check drift: %w", err)
+		}
+		for _, d := range drifts {
+			st.Drift = append(st.Drift, d.String())
+		}
+		if len(st.Drift) > 0 {
+			st.State = StateDrifted
+		}
+	}
+	return rec, st, nil
+}
+
+// targetRecord is what the engine needs from a cluster's records. While a change is in flight,
+// the revision to return to is the last good one (the current record, else the backup).
+func targetRecord(state *records.State) engine.TargetRecord {
+	rec := engine.TargetRecord{Invalid: state.InvalidRevisions()}
+	if state.Current != nil {
+		rec.Current = state.Current.Revision
+	}
+	if state.Provisioning != nil {
+		rec.Provisioning = state.Provisioning.Revision
+		if good := state.LastGood(); good != nil {
+			rec.Backup = good.Revision
+		}
+	} else if state.Backup != nil {
+		rec.Backup = state.Backup.Revision
+	}
+	return rec
+}
+
+// MarkDrifted returns targets with the drifted ones marked, so that the engine applies their
+// (already current) revision again.
+func MarkDrifted(targets []engine.Target, drifted map[string]bool) []engine.Target {
+	out := make([]engine.Target, len(targets))
+	for i, t := range targets {
+		t.Drifted = drifted[t.Name]
+		out[i] = t
+	}
+	return out
+}
+
+func firstLine(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		s = s[:i]
+	}
+	return s
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}

@@ -1,0 +1,232 @@
+package delivery
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/gradual-dev/terraform-provider-gradual/internal/engine"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/fleet"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/records"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/usererr"
+)
+
+// LeaseDuration is how long a rollout's Lease outlives a holder that stopped renewing it (a
+// killed process); a live holder renews it every third of that.
+const LeaseDuration = 60 * time.Second
+
+// RunRequest is one apply of a rollout.
+type RunRequest struct {
+	Spec  Spec
+	Query fleet.Query
+	// Only limits the run to these clusters when OnlyKnown: the clusters the plan showed, so that
+	// apply does what the saved plan said even if clusters joined since.
+	Only      []string
+	OnlyKnown bool
+	// Config is what the records keep of the configuration, so import can restore it.
+	Config []byte
+	Logf   func(msg string, fields map[string]any)
+}
+
+// RunResult is what a run did.
+type RunResult struct {
+	Plan   engine.Plan
+	Result engine.Result
+	// After is the clusters' state once the run ended.
+	After *Observation
+}
+
+// Run applies the rollout: it takes the rollout's Lease, reads the records, refuses a revision in
+// the invalid ledger (unless Spec.Retry), plans the waves and executes them, keeping the
+// records and the progress record in step. The error says what failed where; the result is
+// returned with it whenever the run started.
+func (s *Service) Run(ctx context.Context, req RunRequest) (*RunResult, error) {
+	spec := req.Spec
+	if req.Logf == nil {
+		req.Logf = func(string, map[string]any) {}
+	}
+	if err := spec.Policy.Validate(); err != nil {
+		return nil, usererr.Wrap(err, "Invalid Rollout Policy", "The rollout's settings cannot be used.")
+	}
+	holder := records.HolderIdentity()
+	lease, err := records.Acquire(ctx, s.mgmt.Client, spec.RecordNamespace, spec.Key, holder, LeaseDuration, nil)
+	if err != nil {
+		var held *records.HeldError
+		if errors.As(err, &held) {
+			return nil, usererr.Wrap(err, "Rollout Already Running",
+				"Another apply of rollout "+spec.Key.Describe()+" holds its Lease. Wait for it to finish; if that process died, the Lease expires on its own and the next apply takes over.")
+		}
+		return nil, fmt.Errorf("acquire the Lease of %s: %w", spec.Key.Describe(), err)
+	}
+	defer func() {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		_ = lease.Release(rctx)
+	}()
+
+	obs, err := s.Observe(ctx, req.Query, spec.Key, spec.RecordNamespace, false)
+	if err != nil {
+		return nil, err
+	}
+	if entry, ok := obs.Invalid(spec.Revision); ok && !spec.Retry {
+		return &RunResult{After: obs}, usererr.New("Revision Recorded Invalid",
+			fmt.Sprintf("Revision %s of %s failed on %v: %s. Change the manifests, or set retry_invalid = true.", spec.Revision, spec.Key.Describe(), entry.Clusters, entry.Reason))
+	}
+	targets := obs.Targets
+	if req.OnlyKnown {
+		targets = onlyTargets(targets, req.Only)
+	}
+	targets = MarkDrifted(targets, s.driftedOf(ctx, spec, targets))
+	plan := engine.PlanRollout(targets, spec.Revision, spec.Policy)
+
+	desired, err := spec.Objects.Canonical()
+	if err != nil {
+		return nil, err
+	}
+	mstore := s.managementStore(spec.RecordNamespace)
+	progress := &progressWriter{store: mstore, key: spec.Key, progress: records.Progress{
+		Phase: records.PhaseRunning, Revision: spec.Revision, Waves: len(plan.Waves), StartedAt: time.Now(),
+		Holder: holder, Clusters: map[string]records.ClusterOutcome{}, Config: req.Config,
+	}}
+	progress.save(ctx)
+	for _, note := range plan.Notes {
+		req.Logf("plan: "+note, map[string]any{"rollout": spec.Key.String(), "revision": spec.Revision})
+	}
+	w := &world{svc: s, spec: spec, desired: desired, progress: progress, logf: req.Logf}
+	result := engine.Execute(ctx, plan, w, s.clock, spec.Policy)
+	progress.finish(context.WithoutCancel(ctx), &result)
+	if spec.Retry && result.Err() == nil {
+		if err := mstore.ForgetInvalid(context.WithoutCancel(ctx), spec.Key, spec.Revision); err != nil {
+			return nil, fmt.Errorf("clear the ledger entry of %s: %w", spec.Revision, err)
+		}
+	}
+	after, oerr := s.Observe(context.WithoutCancel(ctx), req.Query, spec.Key, spec.RecordNamespace, false)
+	if oerr != nil {
+		after = obs
+	}
+	run := &RunResult{Plan: plan, Result: result, After: after}
+	if err := result.Err(); err != nil {
+		return run, usererr.Wrap(err, "Rollout Failed", fmt.Sprintf("Rollout %s of revision %s did not complete.", spec.Key.Describe(), spec.Revision))
+	}
+	return run, nil
+}
+
+// driftedOf checks, for targets already on the desired revision, whether their objects drifted.
+func (s *Service) driftedOf(ctx context.Context, spec Spec, targets []engine.Target) map[string]bool {
+	var names []string
+	for _, t := range targets {
+		if t.SkipReason == "" && t.Record.Current == spec.Revision && t.Record.Provisioning == "" {
+			names = append(names, t.Name)
+		}
+	}
+	var mu sync.Mutex
+	out := map[string]bool{}
+	s.forEach(ctx, names, func(ctx context.Context, name string) error {
+		c, err := s.cluster(ctx, spec.ClusterNamespace, name, spec.ForceConflicts)
+		if err != nil {
+			return err
+		}
+		drifts, err := c.applier.Drift(ctx, spec.Objects.Objects)
+		if err == nil && len(drifts) > 0 {
+			mu.Lock()
+			out[name] = true
+			mu.Unlock()
+		}
+		return err
+	})
+	return out
+}
+
+func onlyTargets(targets []engine.Target, only []string) []engine.Target {
+	keep := map[string]bool{}
+	for _, n := range only {
+		keep[n] = true
+	}
+	var out []engine.Target
+	for _, t := range targets {
+		if keep[t.Name] {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// progressWriter keeps the management cluster's progress record in step with the run.
+type progressWriter struct {
+	store    *records.ManagementStore
+	key      records.Key
+	mu       sync.Mutex
+	progress records.Progress
+}
+
+func (p *progressWriter) observe(ctx context.Context, ev engine.Event) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	switch {
+	case ev.Kind == engine.EventBatchStarted && ev.Phase == engine.PhaseWave:
+		p.progress.Wave = ev.Batch
+	case ev.Target != "":
+		o := p.progress.Clusters[ev.Target]
+		if ev.Kind == engine.EventProvisioning {
+			o.StartedAt = ev.At
+		}
+		o.Revision, o.State, o.Reason = ev.Revision, string(ev.Kind), ev.Reason
+		if ev.Kind != engine.EventProvisioning && ev.Kind != engine.EventRollingBack {
+			o.FinishedAt = ev.At
+		}
+		p.progress.Clusters[ev.Target] = o
+	default:
+		return
+	}
+	p.saveLocked(ctx)
+}
+
+func (p *progressWriter) save(ctx context.Context) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.saveLocked(ctx)
+}
+
+func (p *progressWriter) saveLocked(ctx context.Context) {
+	// Progress is informational: the workload records are what resumes a run, so a failed
+	// write here does not stop the rollout.
+	p.progress.UpdatedAt = time.Time{}
+	_ = p.store.SaveProgress(ctx, p.key, p.progress)
+}
+
+func (p *progressWriter) finish(ctx context.Context, r *engine.Result) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	switch {
+	case r.Cancelled:
+		p.progress.Phase = records.PhaseInterrupted
+	case r.Err() != nil:
+		p.progress.Phase = records.PhaseFailed
+	default:
+		p.progress.Phase = records.PhaseSucceeded
+	}
+	for _, o := range r.Outcomes {
+		c := p.progress.Clusters[o.Target]
+		c.Revision, c.State, c.Reason = o.Revision, string(o.Status), o.Error
+		if !o.Started.IsZero() {
+			c.StartedAt, c.FinishedAt = o.Started, o.Finished
+		}
+		p.progress.Clusters[o.Target] = c
+	}
+	p.saveLocked(ctx)
+}
+
+// LoadConfig returns the configuration the last run of key recorded (RunRequest.Config), or nil
+// when the management cluster has no record of it.
+func (s *Service) LoadConfig(ctx context.Context, key records.Key, recordNamespace string) ([]byte, error) {
+	p, err := s.managementStore(recordNamespace).LoadProgress(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	if p == nil {
+		return nil, nil
+	}
+	return p.Config, nil
+}

@@ -1,0 +1,115 @@
+package delivery
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"sync"
+
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/gradual-dev/terraform-provider-gradual/internal/apply"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/engine"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/fleet"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/records"
+)
+
+// DefaultConcurrency bounds how many clusters are read or changed at once outside the waves
+// (refresh, plan, destroy); the waves themselves are bounded by update_limit.
+const DefaultConcurrency = 20
+
+// Service carries revisions to the clusters of one management cluster.
+type Service struct {
+	mgmt        *fleet.Management
+	concurrency int
+	clock       engine.Clock
+
+	mu    sync.Mutex
+	conns map[string]*conn // per workload cluster, keyed namespace/name
+}
+
+// conn is one workload cluster's clients, reused for the provider process's lifetime.
+type conn struct {
+	cfg     *rest.Config
+	client  client.Client
+	applier *apply.Applier
+	force   bool
+}
+
+// New returns a service for the management cluster mgmt.
+func New(mgmt *fleet.Management, concurrency int) *Service {
+	if concurrency <= 0 {
+		concurrency = DefaultConcurrency
+	}
+	return &Service{mgmt: mgmt, concurrency: concurrency, clock: engine.SystemClock{}, conns: map[string]*conn{}}
+}
+
+// cluster returns the clients of one workload cluster, building them on first use.
+func (s *Service) cluster(ctx context.Context, namespace, name string, force bool) (*conn, error) {
+	cfg, err := s.mgmt.WorkloadConfig(ctx, namespace, name)
+	if err != nil {
+		return nil, err
+	}
+	id := namespace + "/" + name
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if c, ok := s.conns[id]; ok && c.cfg.Host == cfg.Host && string(c.cfg.CertData) == string(cfg.CertData) &&
+		c.cfg.BearerToken == cfg.BearerToken && c.force == force {
+		return c, nil
+	}
+	applier, err := apply.New(cfg, apply.Options{FieldManager: apply.DefaultFieldManager, ForceConflicts: force})
+	if err != nil {
+		return nil, fmt.Errorf("cluster %s: %w", id, err)
+	}
+	c := &conn{cfg: cfg, client: applier.Client(), applier: applier, force: force}
+	s.conns[id] = c
+	return c, nil
+}
+
+// managementStore is the management cluster's record store for key's records namespace.
+func (s *Service) managementStore(recordNamespace string) *records.ManagementStore {
+	return records.NewManagementStore(s.mgmt.Client, recordNamespace)
+}
+
+// forEach runs fn for every name with at most s.concurrency at once, and returns the errors by
+// name.
+func (s *Service) forEach(ctx context.Context, names []string, fn func(ctx context.Context, name string) error) map[string]error {
+	var (
+		mu   sync.Mutex
+		errs = map[string]error{}
+		wg   sync.WaitGroup
+		sem  = make(chan struct{}, s.concurrency)
+	)
+	for _, name := range names {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			if err := fn(ctx, name); err != nil {
+				mu.Lock()
+				errs[name] = err
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	return errs
+}
+
+// MostCommon returns the most frequent key of counts, ties broken by the smallest key, "" for none.
+func MostCommon(counts map[string]int) string {
+	keys := make([]string, 0, len(counts))
+	for k := range counts {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	best, bestN := "", 0
+	for _, k := range keys {
+		if counts[k] > bestN {
+			best, bestN = k, counts[k]
+		}
+	}
+	return best
+}

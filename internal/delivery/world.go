@@ -1,0 +1,235 @@
+package delivery
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/gradual-dev/terraform-provider-gradual/internal/apply"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/engine"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/manifest"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/records"
+)
+
+// world is the engine's World for one run of one rollout: targets are workload clusters.
+type world struct {
+	svc      *Service
+	spec     Spec
+	desired  []byte // canonical manifests of the desired revision
+	progress *progressWriter
+	logf     func(string, map[string]any)
+}
+
+var _ engine.World = (*world)(nil)
+
+func (w *world) conn(ctx context.Context, target string) (*conn, *records.WorkloadStore, error) {
+	c, err := w.svc.cluster(ctx, w.spec.ClusterNamespace, target, w.spec.ForceConflicts)
+	if err != nil {
+		if isGone(err) {
+			return nil, nil, fmt.Errorf("%w: %v", engine.ErrTargetGone, err)
+		}
+		return nil, nil, err
+	}
+	return c, records.NewWorkloadStore(c.client, w.spec.RecordNamespace), nil
+}
+
+// objectsOf returns the objects of revision on target: the desired ones, or a revision the
+// cluster's records hold (a backup being restored).
+func (w *world) objectsOf(state *records.State, revision string) ([]*unstructured.Unstructured, error) {
+	if revision == w.spec.Revision {
+		return w.spec.Objects.Objects, nil
+	}
+	for _, r := range allRecords(state) {
+		if r.Revision == revision && len(r.Manifests) > 0 {
+			set, err := manifest.FromCanonical(r.Manifests)
+			if err != nil {
+				return nil, fmt.Errorf("revision %s in the records: %w", revision, err)
+			}
+			return set.Objects, nil
+		}
+	}
+	return nil, fmt.Errorf("revision %s: no record of it on this cluster to restore from", revision)
+}
+
+// Apply applies the desired revision and prunes what the revisions it replaces had and it has not.
+func (w *world) Apply(ctx context.Context, target, revision string) error {
+	c, store, err := w.conn(ctx, target)
+	if err != nil {
+		return err
+	}
+	state, err := store.Load(ctx, w.spec.Key)
+	if err != nil {
+		return fmt.Errorf("read records: %w", err)
+	}
+	objs, err := w.objectsOf(state, revision)
+	if err != nil {
+		return err
+	}
+	if err := c.applier.Check(ctx, objs); err != nil {
+		return err
+	}
+	if _, err := c.applier.Apply(ctx, objs); err != nil {
+		return err
+	}
+	_, err = c.applier.Prune(ctx, previousInventory(state, revision), objs)
+	return err
+}
+
+// Verify waits until every object of revision is ready, then runs the HTTP checks. ctx carries
+// the verify timeout.
+func (w *world) Verify(ctx context.Context, target, revision string) error {
+	if revision == "" {
+		return nil // nothing installed: Restore already deleted and waited
+	}
+	c, store, err := w.conn(ctx, target)
+	if err != nil {
+		return err
+	}
+	objs := w.spec.Objects.Objects
+	if revision != w.spec.Revision {
+		state, err := store.Load(ctx, w.spec.Key)
+		if err != nil {
+			return fmt.Errorf("read records: %w", err)
+		}
+		if objs, err = w.objectsOf(state, revision); err != nil {
+			return err
+		}
+	}
+	if err := c.applier.Wait(ctx, objs, 0); err != nil {
+		return err
+	}
+	if revision == w.spec.Revision {
+		return runHTTPChecks(ctx, target, w.spec.HTTPChecks, nil)
+	}
+	return nil
+}
+
+// Restore returns target to revision: its objects re-applied and what newer revisions added
+// deleted. Restoring to "" deletes everything the rollout applied.
+func (w *world) Restore(ctx context.Context, target, revision string) error {
+	c, store, err := w.conn(ctx, target)
+	if err != nil {
+		return err
+	}
+	state, err := store.Load(ctx, w.spec.Key)
+	if err != nil {
+		return fmt.Errorf("read records: %w", err)
+	}
+	if revision == "" {
+		_, err := c.applier.Delete(ctx, previousInventory(state, ""))
+		return err
+	}
+	objs, err := w.objectsOf(state, revision)
+	if err != nil {
+		return err
+	}
+	if _, err := c.applier.Apply(ctx, objs); err != nil {
+		return err
+	}
+	_, err = c.applier.Prune(ctx, previousInventory(state, revision), objs)
+	return err
+}
+
+// previousInventory is every object the rollout's records on a cluster say may be there, other
+// than revision's own record: what a change to revision must consider pruning.
+func previousInventory(state *records.State, revision string) apply.Inventory {
+	seen := map[records.ObjectRef]bool{}
+	var inv apply.Inventory
+	for _, r := range allRecords(state) {
+		if r.Revision == revision && revision != "" {
+			continue
+		}
+		if r.State == records.StateInvalid && r.Revision != "" && !inFlight(state, r.Revision) {
+			continue // a failed revision's objects were removed by its restore
+		}
+		for _, ref := range r.Inventory {
+			if !seen[ref] {
+				seen[ref] = true
+				inv = append(inv, apply.ObjectRef(ref))
+			}
+		}
+	}
+	return inv
+}
+
+// allRecords lists every record a cluster holds of one rollout.
+func allRecords(state *records.State) []records.Revision {
+	var out []records.Revision
+	for _, r := range []*records.Revision{state.Current, state.Backup, state.Provisioning} {
+		if r != nil {
+			out = append(out, *r)
+		}
+	}
+	out = append(out, state.Invalid...)
+	return append(out, state.Superseded...)
+}
+
+func inFlight(state *records.State, revision string) bool {
+	return state.Provisioning != nil && state.Provisioning.Revision == revision
+}
+
+// Record keeps the records in step with the engine's events (see engine.EventKind).
+func (w *world) Record(ctx context.Context, ev engine.Event) error {
+	w.progress.observe(ctx, ev)
+	if ev.Target == "" {
+		w.logRun(ev)
+		return nil
+	}
+	_, store, err := w.conn(ctx, ev.Target)
+	if err != nil {
+		return err
+	}
+	key := w.spec.Key
+	switch ev.Kind {
+	case engine.EventProvisioning:
+		return store.MarkProvisioning(ctx, key, records.Revision{
+			Revision:  ev.Revision,
+			Manifests: w.desired,
+			Inventory: inventoryOf(w.spec.Objects.Objects),
+		})
+	case engine.EventSucceeded:
+		return store.MarkCurrent(ctx, key, ev.Revision)
+	case engine.EventInvalid:
+		if err := store.MarkInvalid(ctx, key, ev.Revision, ev.Reason); err != nil {
+			return err
+		}
+		return w.svc.managementStore(w.spec.RecordNamespace).RecordInvalid(ctx, key, records.InvalidEntry{
+			Revision: ev.Revision, Reason: ev.Reason, Clusters: []string{ev.Target}, RecordedAt: ev.At,
+		})
+	case engine.EventRollingBack:
+		return store.MarkRollingBack(ctx, key, ev.Revision)
+	case engine.EventRestored:
+		_, err := store.Restored(ctx, key)
+		return err
+	}
+	return nil // failed, restore-failed, gone: the progress record has them
+}
+
+func (w *world) logRun(ev engine.Event) {
+	fields := map[string]any{"rollout": w.spec.Key.String(), "revision": w.spec.Revision}
+	switch ev.Kind {
+	case engine.EventBatchStarted:
+		fields["clusters"] = ev.Targets
+		w.logf(fmt.Sprintf("%s %d/%d started: %v", ev.Phase, ev.Batch, ev.Batches, ev.Targets), fields)
+	case engine.EventBatchDone:
+		fields["clusters"] = ev.Targets
+		w.logf(fmt.Sprintf("%s %d/%d done: %s", ev.Phase, ev.Batch, ev.Batches, ev.Reason), fields)
+	case engine.EventRunStarted, engine.EventRunFinished:
+		w.logf(fmt.Sprintf("rollout %s: %s %s", w.spec.Key, ev.Kind, ev.Reason), fields)
+	}
+}
+
+func inventoryOf(objs []*unstructured.Unstructured) []records.ObjectRef {
+	out := make([]records.ObjectRef, 0, len(objs))
+	for _, ref := range apply.InventoryOf(objs) {
+		out = append(out, records.ObjectRef(ref))
+	}
+	return out
+}
+
+func isGone(err error) bool {
+	var nf interface{ NotFound() bool }
+	return errors.As(err, &nf) && nf.NotFound()
+}

@@ -1,0 +1,54 @@
+package fleet
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// workloadConfigs caches one REST config per workload cluster, keyed by the kubeconfig Secret's
+// UID and resourceVersion, so that a plan or apply over hundreds of clusters parses each
+// kubeconfig once and a rotated kubeconfig is picked up.
+type workloadConfigs struct {
+	mu      sync.Mutex
+	entries map[string]workloadConfig
+}
+
+type workloadConfig struct {
+	version string
+	cfg     *rest.Config
+}
+
+// WorkloadConfig returns a REST config for the workload cluster namespace/name, built from its
+// `<name>-kubeconfig` Secret. Errors name the cluster and never quote the kubeconfig.
+func (m *Management) WorkloadConfig(ctx context.Context, namespace, name string) (*rest.Config, error) {
+	var secret corev1.Secret
+	key := client.ObjectKey{Namespace: namespace, Name: KubeconfigSecretName(name)}
+	if err := m.Client.Get(ctx, key, &secret); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, fmt.Errorf("cluster %s/%s: kubeconfig Secret %s not found", namespace, name, key.Name)
+		}
+		return nil, fmt.Errorf("cluster %s/%s: read kubeconfig Secret %s: %w", namespace, name, key.Name, err)
+	}
+	version := string(secret.UID) + "/" + secret.ResourceVersion
+	m.workloads.mu.Lock()
+	defer m.workloads.mu.Unlock()
+	if e, ok := m.workloads.entries[namespace+"/"+name]; ok && e.version == version {
+		return rest.CopyConfig(e.cfg), nil
+	}
+	cfg, err := WorkloadRESTConfig(secret.Data[KubeconfigSecretKey])
+	if err != nil {
+		return nil, fmt.Errorf("cluster %s/%s: %w", namespace, name, err)
+	}
+	cfg.QPS, cfg.Burst, cfg.UserAgent = m.RESTConfig.QPS, m.RESTConfig.Burst, m.RESTConfig.UserAgent
+	if m.workloads.entries == nil {
+		m.workloads.entries = map[string]workloadConfig{}
+	}
+	m.workloads.entries[namespace+"/"+name] = workloadConfig{version: version, cfg: cfg}
+	return rest.CopyConfig(cfg), nil
+}

@@ -1,0 +1,214 @@
+package records
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/gradual-dev/terraform-provider-gradual/internal/testbed"
+)
+
+// TestAgainstAPIServer runs the stores and the Lease against a real kube-apiserver: the test
+// bed's management cluster alone (no workload clusters are needed: a workload store is just a
+// client). It needs the toolchain from `make tools`.
+func TestAgainstAPIServer(t *testing.T) {
+	if _, err := testbed.ToolchainFromEnv(); err != nil {
+		t.Skipf("skipping: %v", err)
+	}
+	if testing.Short() {
+		t.Skip("skipping in -short mode: starts a control plane")
+	}
+	f := testbed.Start(t, testbed.Options{})
+	cfg, err := f.Management.RESTConfig()
+	must(t, err)
+	// Clients with core types only, as the provider's are: Leases must work without
+	// coordination.k8s.io in the scheme.
+	newClient := func(t *testing.T) client.Client {
+		t.Helper()
+		s := runtime.NewScheme()
+		must(t, corev1.AddToScheme(s))
+		c, err := client.New(rest.CopyConfig(cfg), client.Options{Scheme: s})
+		must(t, err)
+		return c
+	}
+	c := newClient(t)
+
+	t.Run("workload records: chain, chunking, restore, namespace created", func(t *testing.T) {
+		ctx := t.Context()
+		s := NewWorkloadStore(c, "records-workload")
+		provision := func(rev Revision) {
+			t.Helper()
+			must(t, s.MarkProvisioning(ctx, ingress, rev))
+		}
+		provision(testRevision("aaa"))
+		must(t, s.MarkCurrent(ctx, ingress, "aaa"))
+		ns := &corev1.Namespace{}
+		must(t, c.Get(ctx, client.ObjectKey{Name: "records-workload"}, ns))
+
+		// 1.5 MiB of entropy: one Secret cannot hold it (the API server refuses), two can.
+		big := incompressibleRevision(t, "big", 1536<<10)
+		tooBig := &corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Name: "too-big", Namespace: "records-workload"},
+			Data:       map[string][]byte{"x": big.Manifests},
+		}
+		if err := c.Create(ctx, tooBig); err == nil {
+			t.Fatalf("the API server took a %d-byte Secret: the chunking test proves nothing", len(big.Manifests))
+		} else {
+			t.Logf("a single %d-byte Secret is refused: %v", len(big.Manifests), shorten(err.Error()))
+		}
+		provision(big)
+		must(t, s.MarkCurrent(ctx, ingress, "big"))
+		st, err := s.Load(ctx, ingress)
+		must(t, err)
+		if got := describe(st); got != "current=big backup=aaa prov=- invalid=[] superseded=[]" {
+			t.Fatalf("state %s", got)
+		}
+		if !bytes.Equal(st.Current.Manifests, big.Manifests) {
+			t.Fatalf("chunked record does not round-trip through the API server")
+		}
+
+		provision(testRevision("bad"))
+		must(t, s.MarkInvalid(ctx, ingress, "bad", "Deployment default/web: not Available"))
+		got, err := s.Restored(ctx, ingress)
+		must(t, err)
+		if got != "big" {
+			t.Fatalf("Restored = %q", got)
+		}
+		must(t, s.MarkRollingBack(ctx, ingress, "big"))
+		if got, err = s.Restored(ctx, ingress); err != nil || got != "aaa" {
+			t.Fatalf("Restored after rolling back = %q, %v", got, err)
+		}
+		sum, err := s.Summary(ctx, ingress)
+		must(t, err)
+		if got := describe(sum); got != "current=aaa backup=- prov=- invalid=[bad:Deployment default/web: not Available] superseded=[]" {
+			t.Fatalf("summary %s", got)
+		}
+		must(t, s.Delete(ctx, ingress))
+		list := &corev1.SecretList{}
+		must(t, c.List(ctx, list, client.InNamespace("records-workload"), client.MatchingLabels{LabelManagedBy: ManagedBy}))
+		if len(list.Items) != 0 {
+			t.Fatalf("%d Secrets left after Delete", len(list.Items))
+		}
+	})
+
+	t.Run("a stale metadata patch is a conflict", func(t *testing.T) {
+		ctx := t.Context()
+		s := NewWorkloadStore(c, "records-workload")
+		must(t, s.MarkProvisioning(ctx, ingress, testRevision("aaa")))
+		recs, err := s.listMeta(ctx, ingress)
+		must(t, err)
+		stale := recs["aaa"]
+		// Another writer moves the record on.
+		must(t, s.MarkCurrent(ctx, ingress, "aaa"))
+		err = s.patchMeta(ctx, stale.head, map[string]any{LabelState: string(StateSuperseded)}, nil)
+		if !apierrors.IsConflict(err) {
+			t.Fatalf("patch with a stale resourceVersion: %v, want a conflict", err)
+		}
+		must(t, s.Delete(ctx, ingress))
+	})
+
+	t.Run("management records: racing writers lose nothing", func(t *testing.T) {
+		ctx := t.Context()
+		const writers = 6
+		var wg sync.WaitGroup
+		errs := make(chan error, 2*writers)
+		for i := range writers {
+			cl := newClient(t) // separate clients, as separate processes would have
+			wg.Go(func() {
+				s := NewManagementStore(cl, "")
+				errs <- s.RecordInvalid(ctx, ingress, InvalidEntry{Revision: "bad", Reason: "boom", Clusters: []string{fmt.Sprintf("c%d", i)}})
+				errs <- s.SaveProgress(ctx, ingress, Progress{Phase: PhaseRunning, Revision: "bad", Wave: i})
+			})
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			must(t, err)
+		}
+		s := NewManagementStore(c, "")
+		r, err := s.Load(ctx, ingress)
+		must(t, err)
+		if r.Progress == nil || len(r.Ledger) != 1 || len(r.Ledger[0].Clusters) != writers {
+			t.Fatalf("after racing writers: progress %+v ledger %+v", r.Progress, r.Ledger)
+		}
+		must(t, s.ForgetInvalid(ctx, ingress, "bad"))
+		if l, err := s.Ledger(ctx, ingress); err != nil || len(l) != 0 {
+			t.Fatalf("ledger after ForgetInvalid: %v, %v", l, err)
+		}
+		must(t, s.Delete(ctx, ingress))
+	})
+
+	t.Run("lease: racing holders, expiry, takeover, renew, release", func(t *testing.T) {
+		ctx := t.Context()
+		clock := newFakeClock()
+		const racers = 4
+		var (
+			wg      sync.WaitGroup
+			mu      sync.Mutex
+			winners []*Held
+			losers  []*HeldError
+		)
+		for i := range racers {
+			cl := newClient(t)
+			wg.Go(func() {
+				h, err := Acquire(ctx, cl, "records-mgmt", ingress, fmt.Sprintf("racer-%d", i), 15*time.Second, clock)
+				mu.Lock()
+				defer mu.Unlock()
+				var held *HeldError
+				switch {
+				case err == nil:
+					winners = append(winners, h)
+				case errors.As(err, &held):
+					losers = append(losers, held)
+				default:
+					t.Errorf("racer %d: %v", i, err)
+				}
+			})
+		}
+		wg.Wait()
+		if len(winners) != 1 || len(losers) != racers-1 {
+			t.Fatalf("%d winners, %d losers", len(winners), len(losers))
+		}
+		winner := winners[0]
+		t.Logf("winner %s; a loser was told: %v", winner.Holder(), losers[0])
+		if !strings.Contains(losers[0].Error(), "is being applied by "+winner.Holder()) {
+			t.Fatalf("loser's error: %v", losers[0])
+		}
+
+		clock.Advance(16 * time.Second) // the winner "died" without renewing
+		next, err := Acquire(ctx, c, "records-mgmt", ingress, "successor", 15*time.Second, clock)
+		must(t, err)
+		if err := winner.Renew(ctx); !errors.Is(err, ErrLeaseLost) {
+			t.Fatalf("renew by the expired holder: %v", err)
+		}
+		must(t, winner.Release(ctx))
+		clock.Advance(10 * time.Second)
+		must(t, next.Renew(ctx))
+		clock.Advance(10 * time.Second)
+		if _, err := Acquire(ctx, c, "records-mgmt", ingress, "third", 15*time.Second, clock); err == nil {
+			t.Fatalf("a renewed lease was taken")
+		}
+		must(t, next.Release(ctx))
+		third, err := Acquire(ctx, c, "records-mgmt", ingress, "third", 15*time.Second, clock)
+		must(t, err)
+		must(t, third.Release(ctx))
+	})
+}
+
+func shorten(s string) string {
+	if len(s) > 200 {
+		return s[:200] + "…"
+	}
+	return s
+}

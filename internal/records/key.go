@@ -1,0 +1,117 @@
+package records
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/util/validation"
+)
+
+// DefaultNamespace holds the records unless a store is given another namespace.
+const DefaultNamespace = "gradual-system"
+
+// Labels, annotations and types of the record objects.
+const (
+	LabelManagedBy = "app.kubernetes.io/managed-by"
+	ManagedBy      = "gradual"
+	LabelRollout   = "gradual.dev/rollout"
+	LabelRevision  = "gradual.dev/revision"
+	LabelState     = "gradual.dev/state"
+	LabelChunk     = "gradual.dev/chunk"
+
+	AnnotationRolloutKey     = "gradual.dev/rollout-key"
+	AnnotationAppliedAt      = "gradual.dev/applied-at"
+	AnnotationStateChangedAt = "gradual.dev/state-changed-at"
+	AnnotationReason         = "gradual.dev/reason"
+	AnnotationChunks         = "gradual.dev/chunks"
+	AnnotationDigest         = "gradual.dev/digest"
+
+	// RevisionSecretType is the type of workload-cluster revision Secrets.
+	RevisionSecretType = "gradual.dev/revision.v1"
+	// RolloutSecretType is the type of the management-cluster progress and ledger Secret.
+	RolloutSecretType = "gradual.dev/rollout.v1"
+)
+
+// readableLength bounds the human-readable part of object names; the hash that follows keeps
+// them unique.
+const readableLength = 40
+
+// Key names a rollout: the kind of owner ("rollout", "module-assignment", ...) and the owner's
+// namespace and name in the management cluster. One workload cluster holds the records of
+// many rollouts, told apart by their keys.
+type Key struct {
+	Kind      string `json:"kind"`
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+}
+
+// String is "kind/namespace/name", the form stored in the rollout-key annotation.
+func (k Key) String() string { return k.Kind + "/" + k.Namespace + "/" + k.Name }
+
+// Describe is the key as messages show it: "rollout fleet/ingress".
+func (k Key) Describe() string { return k.Kind + " " + k.Namespace + "/" + k.Name }
+
+// Validate reports a key that cannot name records.
+func (k Key) Validate() error {
+	switch {
+	case k.Kind == "" || k.Name == "":
+		return fmt.Errorf("rollout key %q: kind and name are required", k.String())
+	case strings.Contains(k.Kind, "/") || strings.Contains(k.Namespace, "/") || strings.Contains(k.Name, "/"):
+		return fmt.Errorf("rollout key %q: kind, namespace and name must not contain '/'", k.String())
+	}
+	return nil
+}
+
+// Hash is the first 16 hex digits of SHA-256 of String(): the value of the gradual.dev/rollout
+// label and the unique part of object names.
+func (k Key) Hash() string {
+	sum := sha256.Sum256([]byte(k.String()))
+	return hex.EncodeToString(sum[:])[:16]
+}
+
+// base is "<readable>.<hash>", a valid DNS subdomain whatever the key holds.
+func (k Key) base() string {
+	var b strings.Builder
+	for _, r := range strings.ToLower(k.Kind + "-" + k.Namespace + "-" + k.Name) {
+		if (r >= 'a' && r <= 'z') || (r >= '0' && r <= '9') {
+			b.WriteRune(r)
+		} else {
+			b.WriteByte('-')
+		}
+	}
+	readable := b.String()
+	if len(readable) > readableLength {
+		readable = readable[:readableLength]
+	}
+	readable = strings.Trim(readable, "-")
+	if readable == "" {
+		readable = "x"
+	}
+	return readable + "." + k.Hash()
+}
+
+// ObjectName is the name of the rollout's management-cluster Secret and Lease.
+func (k Key) ObjectName() string { return "gradual." + k.base() }
+
+// revisionSecretName is the name of the head Secret of a revision record.
+func (k Key) revisionSecretName(revision string) string {
+	return "gradual.v1." + k.base() + "." + revision
+}
+
+// chunkSecretName names chunk i (1-based beyond the head) of a revision record.
+func chunkSecretName(head string, i int) string { return fmt.Sprintf("%s.%d", head, i) }
+
+// validateRevision accepts revision names that can be a DNS label and a label value, as the
+// content hashes of internal/manifest are.
+func validateRevision(revision string) error {
+	if revision == "" {
+		return errors.New("revision is empty")
+	}
+	if errs := validation.IsDNS1123Label(revision); len(errs) > 0 {
+		return fmt.Errorf("revision %q cannot name a record: %s", revision, strings.Join(errs, "; "))
+	}
+	return nil
+}

@@ -1,0 +1,625 @@
+package rollout_test
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
+	"github.com/hashicorp/terraform-plugin-testing/knownvalue"
+	"github.com/hashicorp/terraform-plugin-testing/plancheck"
+	"github.com/hashicorp/terraform-plugin-testing/statecheck"
+	"github.com/hashicorp/terraform-plugin-testing/terraform"
+	"github.com/hashicorp/terraform-plugin-testing/tfjsonpath"
+	appsv1 "k8s.io/api/apps/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/gradual-dev/terraform-provider-gradual/internal/acctest"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/manifest"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/records"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/testbed"
+)
+
+func TestMain(m *testing.M) { acctest.Main(m) }
+
+// app is a bundle: a namespace, a ConfigMap and a Deployment that kwok really rolls out.
+// broken makes the Deployment unschedulable, so it can never become available; extra adds a
+// ConfigMap only that revision has.
+func app(ns, setting string, broken bool, extra string) string {
+	nodeSelector := ""
+	if broken {
+		nodeSelector = "      nodeSelector: {gradual.dev/no-such-node: \"true\"}\n"
+	}
+	out := fmt.Sprintf(`apiVersion: v1
+kind: Namespace
+metadata:
+  name: %[1]s
+---
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: settings
+  namespace: %[1]s
+data:
+  setting: %[2]q
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: web
+  namespace: %[1]s
+spec:
+  replicas: 2
+  progressDeadlineSeconds: 10
+  selector:
+    matchLabels: {app: web}
+  template:
+    metadata:
+      labels: {app: web}
+    spec:
+%[3]s      containers:
+        - name: web
+          image: registry.example/web:%[2]s
+`, ns, setting, nodeSelector)
+	if extra != "" {
+		out += fmt.Sprintf("---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: %s\n  namespace: %s\ndata: {a: b}\n", extra, ns)
+	}
+	return out
+}
+
+func revisionOf(t *testing.T, manifests string) string {
+	t.Helper()
+	rev, err := manifest.Revision(manifests)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rev
+}
+
+// rolloutConfig renders a gradual_rollout; targets is either `clusters = [...]` or `selector = {...}`.
+func rolloutConfig(f *testbed.Fleet, name, targets, manifests, extra string) string {
+	return acctest.ProviderConfig(f) + fmt.Sprintf(`
+resource "gradual_rollout" "test" {
+  name      = %q
+  namespace = %q
+  %s
+  manifests = <<-EOT
+%s  EOT
+  verify = { timeout = "90s" }
+  %s
+}
+`, name, f.Namespace, targets, indent(manifests), extra)
+}
+
+func indent(s string) string {
+	var b strings.Builder
+	for _, line := range strings.Split(strings.TrimRight(s, "\n"), "\n") {
+		b.WriteString("    " + line + "\n")
+	}
+	return b.String()
+}
+
+const allThree = `clusters = ["prod-eu-1", "prod-us-1", "staging-eu-1"]`
+
+func stateCheck(name, state, revision string) statecheck.StateCheck {
+	return statecheck.ExpectKnownValue("gradual_rollout.test", tfjsonpath.New("cluster_states").AtMapKey(name), knownvalue.ObjectPartial(map[string]knownvalue.Check{
+		"revision": knownvalue.StringExact(revision), "state": knownvalue.StringExact(state),
+	}))
+}
+
+// Three clusters with update_limit = 1: one cluster at a time, all end on the revision; import;
+// an update keeps the old revision as backup; destroy deletes what was applied.
+func TestAccRollout_oneClusterAtATime(t *testing.T) {
+	f := acctest.Fleet(t)
+	name := acctest.UniqueLabel("waves")
+	v1, v2 := app(name, "v1", false, ""), app(name, "v2", false, "")
+	rev1, rev2 := revisionOf(t, v1), revisionOf(t, v2)
+	clusters := []string{"prod-eu-1", "prod-us-1", "staging-eu-1"}
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: acctest.ProviderFactories,
+		CheckDestroy:             func(*terraform.State) error { return expectGone(f, clusters, name) },
+		Steps: []resource.TestStep{
+			{
+				Config: rolloutConfig(f, name, allThree, v1, `update_limit = "1"`),
+				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
+					plancheck.ExpectKnownValue("gradual_rollout.test", tfjsonpath.New("revision"), knownvalue.StringExact(rev1)),
+					plancheck.ExpectKnownValue("gradual_rollout.test", tfjsonpath.New("waves"), knownvalue.ListExact([]knownvalue.Check{
+						knownvalue.ListExact([]knownvalue.Check{knownvalue.StringExact("prod-eu-1")}),
+						knownvalue.ListExact([]knownvalue.Check{knownvalue.StringExact("prod-us-1")}),
+						knownvalue.ListExact([]knownvalue.Check{knownvalue.StringExact("staging-eu-1")}),
+					})),
+				}},
+				ConfigStateChecks: []statecheck.StateCheck{
+					stateCheck("prod-eu-1", "current", rev1), stateCheck("prod-us-1", "current", rev1), stateCheck("staging-eu-1", "current", rev1),
+					statecheck.ExpectKnownValue("gradual_rollout.test", tfjsonpath.New("backup_revision"), knownvalue.StringExact("")),
+				},
+				Check: func(*terraform.State) error {
+					if err := expectOneAtATime(f, name, clusters); err != nil {
+						return err
+					}
+					return expectDeployment(f, clusters, name, "v1", true)
+				},
+			},
+			{
+				ResourceName:                         "gradual_rollout.test",
+				ImportState:                          true,
+				ImportStateId:                        f.Namespace + "/" + name,
+				ImportStateVerify:                    true,
+				ImportStateVerifyIdentifierAttribute: "id",
+				ImportStateVerifyIgnore:              []string{"timeouts", "waves"},
+			},
+			{
+				Config: rolloutConfig(f, name, allThree, v2, `update_limit = "2"`),
+				ConfigStateChecks: []statecheck.StateCheck{
+					stateCheck("prod-eu-1", "current", rev2), stateCheck("staging-eu-1", "current", rev2),
+					statecheck.ExpectKnownValue("gradual_rollout.test", tfjsonpath.New("backup_revision"), knownvalue.StringExact(rev1)),
+				},
+				Check: func(*terraform.State) error { return expectDeployment(f, clusters, name, "v2", true) },
+			},
+		},
+	})
+}
+
+// A revision that never becomes ready fails verification on the first cluster, which is restored
+// to its backup; the revision is recorded invalid; other clusters are untouched; the next plan
+// refuses it; a fixed revision goes out to every cluster.
+func TestAccRollout_badRevisionRestoredAndRefused(t *testing.T) {
+	f := acctest.Fleet(t)
+	name := acctest.UniqueLabel("bad")
+	prod := []string{"prod-eu-1", "prod-us-1"}
+	good, bad, fixed := app(name, "v1", false, ""), app(name, "v2", true, "only-in-v2"), app(name, "v3", false, "only-in-v2")
+	rev1, rev2, rev3 := revisionOf(t, good), revisionOf(t, bad), revisionOf(t, fixed)
+	targets := `selector = { match_labels = { env = "prod" } }`
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: acctest.ProviderFactories,
+		Steps: []resource.TestStep{
+			{Config: rolloutConfig(f, name, targets, good, `update_limit = "1"`)},
+			{
+				Config:      rolloutConfig(f, name, targets, bad, `update_limit = "1"`),
+				ExpectError: regexp.MustCompile(`(?s)Rollout Failed.*prod-eu-1.*Deployment`),
+				Check: func(*terraform.State) error {
+					return nil
+				},
+			},
+			{
+				// The first cluster is back on v1 (the v2-only ConfigMap deleted); the second never
+				// saw v2; the ledger holds v2 with its reason.
+				PreConfig: func() {
+					if err := expectDeployment(f, prod, name, "v1", true); err != nil {
+						t.Fatal(err)
+					}
+					if err := expectConfigMap(f, "prod-eu-1", name, "only-in-v2", false); err != nil {
+						t.Fatal(err)
+					}
+					ledger := ledgerOf(t, f, name)
+					if len(ledger) != 1 || ledger[0].Revision != rev2 || strings.Join(ledger[0].Clusters, ",") != "prod-eu-1" {
+						t.Fatalf("ledger = %+v, want %s failed on prod-eu-1", ledger, rev2)
+					}
+				},
+				Config:      rolloutConfig(f, name, targets, bad, `update_limit = "1"`),
+				PlanOnly:    true,
+				ExpectError: regexp.MustCompile(`(?s)Revision Recorded Invalid.*` + rev2 + `.*prod-eu-1.*retry_invalid`),
+			},
+			{
+				Config: rolloutConfig(f, name, targets, fixed, `update_limit = "1"`),
+				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
+					plancheck.ExpectResourceAction("gradual_rollout.test", plancheck.ResourceActionUpdate),
+					plancheck.ExpectKnownValue("gradual_rollout.test", tfjsonpath.New("cluster_states").AtMapKey("prod-eu-1").AtMapKey("revision"), knownvalue.StringExact(rev3)),
+					plancheck.ExpectKnownValue("gradual_rollout.test", tfjsonpath.New("cluster_states").AtMapKey("prod-us-1").AtMapKey("revision"), knownvalue.StringExact(rev3)),
+				}},
+				ConfigStateChecks: []statecheck.StateCheck{
+					stateCheck("prod-eu-1", "current", rev3), stateCheck("prod-us-1", "current", rev3),
+					statecheck.ExpectKnownValue("gradual_rollout.test", tfjsonpath.New("backup_revision"), knownvalue.StringExact(rev1)),
+					statecheck.ExpectKnownValue("gradual_rollout.test", tfjsonpath.New("invalid_revisions").AtSliceIndex(0).AtMapKey("revision"), knownvalue.StringExact(rev2)),
+				},
+			},
+		},
+	})
+}
+
+// Drift: an applied object deleted in one cluster and edited in another shows in the plan, and
+// apply repairs it.
+func TestAccRollout_drift(t *testing.T) {
+	f := acctest.Fleet(t)
+	name := acctest.UniqueLabel("drift")
+	v1 := app(name, "v1", false, "")
+	rev1 := revisionOf(t, v1)
+	targets := `selector = { match_labels = { env = "prod" } }`
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: acctest.ProviderFactories,
+		Steps: []resource.TestStep{
+			{Config: rolloutConfig(f, name, targets, v1, `update_limit = "2"`)},
+			{
+				PreConfig: func() {
+					ctx := context.Background()
+					c := workloadClient(t, f, "prod-eu-1")
+					if err := c.Delete(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "settings", Namespace: name}}); err != nil {
+						t.Fatal(err)
+					}
+					c = workloadClient(t, f, "prod-us-1")
+					var cm corev1.ConfigMap
+					if err := c.Get(ctx, client.ObjectKey{Namespace: name, Name: "settings"}, &cm); err != nil {
+						t.Fatal(err)
+					}
+					cm.Data["setting"] = "edited by hand"
+					if err := c.Update(ctx, &cm); err != nil {
+						t.Fatal(err)
+					}
+				},
+				Config:             rolloutConfig(f, name, targets, v1, `update_limit = "2"`),
+				PlanOnly:           true,
+				ExpectNonEmptyPlan: true,
+				RefreshState:       false,
+			},
+			{
+				Config: rolloutConfig(f, name, targets, v1, `update_limit = "2"`),
+				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
+					plancheck.ExpectResourceAction("gradual_rollout.test", plancheck.ResourceActionUpdate),
+				}},
+				ConfigStateChecks: []statecheck.StateCheck{stateCheck("prod-eu-1", "current", rev1), stateCheck("prod-us-1", "current", rev1)},
+				Check: func(*terraform.State) error {
+					for _, cluster := range []string{"prod-eu-1", "prod-us-1"} {
+						var cm corev1.ConfigMap
+						if err := workloadClient(t, f, cluster).Get(context.Background(), client.ObjectKey{Namespace: name, Name: "settings"}, &cm); err != nil {
+							return fmt.Errorf("%s: %w", cluster, err)
+						}
+						if cm.Data["setting"] != "v1" {
+							return fmt.Errorf("%s: setting = %q, want v1 (repaired)", cluster, cm.Data["setting"])
+						}
+					}
+					return nil
+				},
+			},
+		},
+	})
+}
+
+// A cluster that gains the label joins; a not-ready cluster is skipped with its reason and joins
+// once ready.
+func TestAccRollout_joinAndSkip(t *testing.T) {
+	f := acctest.Fleet(t)
+	name := acctest.UniqueLabel("join")
+	label := name // a label key only this test uses
+	v1 := app(name, "v1", false, "")
+	rev1 := revisionOf(t, v1)
+	relabel := func(cluster string, on bool) {
+		t.Helper()
+		labels := map[string]string{}
+		for k, v := range f.Workloads[cluster].Spec.Labels {
+			labels[k] = v
+		}
+		if on {
+			labels[label] = "yes"
+		} else {
+			delete(labels, label)
+		}
+		if err := f.SetLabels(context.Background(), cluster, labels); err != nil {
+			t.Fatal(err)
+		}
+	}
+	relabel("prod-eu-1", true)
+	t.Cleanup(func() {
+		relabel("prod-eu-1", false)
+		relabel("prod-us-1", false)
+		_ = f.SetReady(context.Background(), "prod-us-1", true)
+	})
+	targets := fmt.Sprintf(`selector = { match_labels = { %q = "yes" } }`, label)
+	config := rolloutConfig(f, name, targets, v1, `update_limit = "50%"`)
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: acctest.ProviderFactories,
+		Steps: []resource.TestStep{
+			{
+				Config:            config,
+				ConfigStateChecks: []statecheck.StateCheck{stateCheck("prod-eu-1", "current", rev1)},
+			},
+			{
+				// prod-us-1 gains the label but its control plane is down: skipped, with the reason.
+				PreConfig: func() {
+					relabel("prod-us-1", true)
+					if err := f.SetReady(context.Background(), "prod-us-1", false); err != nil {
+						t.Fatal(err)
+					}
+				},
+				Config: config,
+				ConfigStateChecks: []statecheck.StateCheck{
+					statecheck.ExpectKnownValue("gradual_rollout.test", tfjsonpath.New("skipped").AtMapKey("prod-us-1"),
+						knownvalue.StringRegexp(regexp.MustCompile(`not (provisioned|initialized)`))),
+				},
+			},
+			{
+				// Ready again: the plan shows it joining and apply adds it.
+				PreConfig: func() {
+					if err := f.SetReady(context.Background(), "prod-us-1", true); err != nil {
+						t.Fatal(err)
+					}
+				},
+				Config: config,
+				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
+					plancheck.ExpectResourceAction("gradual_rollout.test", plancheck.ResourceActionUpdate),
+					plancheck.ExpectKnownValue("gradual_rollout.test", tfjsonpath.New("cluster_states").AtMapKey("prod-us-1").AtMapKey("revision"), knownvalue.StringExact(rev1)),
+				}},
+				ConfigStateChecks: []statecheck.StateCheck{
+					stateCheck("prod-eu-1", "current", rev1), stateCheck("prod-us-1", "current", rev1),
+					statecheck.ExpectKnownValue("gradual_rollout.test", tfjsonpath.New("skipped"), knownvalue.MapSizeExact(0)),
+				},
+			},
+		},
+	})
+}
+
+// Destroy with deletion_policy = "orphan" leaves the objects and removes the records.
+func TestAccRollout_orphan(t *testing.T) {
+	f := acctest.Fleet(t)
+	name := acctest.UniqueLabel("orphan")
+	v1 := app(name, "v1", false, "")
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: acctest.ProviderFactories,
+		CheckDestroy: func(*terraform.State) error {
+			if err := expectDeployment(f, []string{"staging-eu-1"}, name, "v1", false); err != nil {
+				return fmt.Errorf("orphaned objects should stay: %w", err)
+			}
+			state := workloadRecords(t, f, "staging-eu-1", name)
+			if state.Current != nil || state.Backup != nil {
+				return fmt.Errorf("records left after destroy: %+v", state)
+			}
+			return nil
+		},
+		Steps: []resource.TestStep{{Config: rolloutConfig(f, name, `clusters = ["staging-eu-1"]`, v1, `deletion_policy = "orphan"`)}},
+	})
+}
+
+// A second apply while one holds the Lease fails fast naming the holder; an expired Lease left
+// by a killed process is taken over.
+func TestAccRollout_lease(t *testing.T) {
+	f := acctest.Fleet(t)
+	name := acctest.UniqueLabel("lease")
+	v1 := app(name, "v1", false, "")
+	key := records.Key{Kind: "rollout", Namespace: f.Namespace, Name: name}
+	config := rolloutConfig(f, name, `clusters = ["staging-eu-1"]`, v1, "")
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: acctest.ProviderFactories,
+		Steps: []resource.TestStep{
+			{
+				// Another apply is running: it renewed its Lease just now.
+				PreConfig:   func() { plantLease(t, f, key, "other-apply/pid-42", time.Now()) },
+				Config:      config,
+				ExpectError: regexp.MustCompile(`(?s)Rollout Already Running.*other-apply/pid-42`),
+			},
+			{
+				// That process was killed an hour ago: its Lease expired and is taken over.
+				PreConfig: func() { plantLease(t, f, key, "killed-apply/pid-7", time.Now().Add(-time.Hour)) },
+				Config:    config,
+			},
+		},
+	})
+}
+
+// plantLease writes the rollout's Lease as another process would have left it.
+func plantLease(t *testing.T, f *testbed.Fleet, key records.Key, holder string, renewed time.Time) {
+	t.Helper()
+	mc, err := f.ManagementClient()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := mc.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: records.DefaultNamespace}}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	at := metav1.NewMicroTime(renewed)
+	lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: records.DefaultNamespace, Name: key.ObjectName()}}
+	err = mc.Get(ctx, client.ObjectKeyFromObject(lease), lease)
+	if err != nil && !apierrors.IsNotFound(err) {
+		t.Fatal(err)
+	}
+	lease.Spec.HolderIdentity, lease.Spec.LeaseDurationSeconds = &holder, ptr(int32(60))
+	lease.Spec.AcquireTime, lease.Spec.RenewTime = &at, &at
+	if apierrors.IsNotFound(err) {
+		err = mc.Create(ctx, lease)
+	} else {
+		err = mc.Update(ctx, lease)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Bad input is refused at plan time with nothing applied.
+func TestAccRollout_badInput(t *testing.T) {
+	f := acctest.Fleet(t)
+	name := acctest.UniqueLabel("input")
+	good := app(name, "v1", false, "")
+	crdless := good + "---\napiVersion: example.gradual.dev/v1\nkind: Widget\nmetadata:\n  name: w\n  namespace: " + name + "\n"
+	targets := `clusters = ["staging-eu-1"]`
+	steps := []resource.TestStep{
+		{Config: rolloutConfig(f, name, targets, good+"---\nkind: [oops\n", ""), ExpectError: regexp.MustCompile(`(?s)Invalid Manifests.*document 4`)},
+		{Config: rolloutConfig(f, name, targets, good, `update_limit = "0"`), ExpectError: regexp.MustCompile(`Invalid Update Limit`)},
+		{Config: rolloutConfig(f, name, targets, good, `update_limit = "150%"`), ExpectError: regexp.MustCompile(`Invalid Update Limit`)},
+		{Config: rolloutConfig(f, name, targets, good, `update_limit = "abc"`), ExpectError: regexp.MustCompile(`Invalid Update Limit`)},
+		{Config: rolloutConfig(f, name, targets, crdless, ""), ExpectError: regexp.MustCompile(`(?s)Widget.*example.gradual.dev`)},
+	}
+	resource.Test(t, resource.TestCase{ProtoV6ProviderFactories: acctest.ProviderFactories, Steps: steps})
+	// Nothing was applied anywhere.
+	var ns corev1.Namespace
+	if err := workloadClient(t, f, "staging-eu-1").Get(context.Background(), client.ObjectKey{Name: name}, &ns); !apierrors.IsNotFound(err) {
+		t.Fatalf("namespace %s exists after refused plans (err %v)", name, err)
+	}
+}
+
+// A bundle over 1 MiB (after compression) is applied, and its records are split across Secrets.
+func TestAccRollout_largeBundle(t *testing.T) {
+	f := acctest.Fleet(t)
+	name := acctest.UniqueLabel("large")
+	bundle := app(name, "v1", false, "") + bigConfigMaps(name, 3, 450<<10)
+	if len(bundle) < 1<<20 {
+		t.Fatalf("bundle is only %d bytes", len(bundle))
+	}
+	rev := revisionOf(t, bundle)
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: acctest.ProviderFactories,
+		Steps: []resource.TestStep{{
+			Config:            rolloutConfig(f, name, `clusters = ["staging-eu-1"]`, bundle, ""),
+			ConfigStateChecks: []statecheck.StateCheck{stateCheck("staging-eu-1", "current", rev)},
+			Check: func(*terraform.State) error {
+				state := workloadRecords(t, f, "staging-eu-1", name)
+				if state.Current == nil || state.Current.Revision != rev {
+					return fmt.Errorf("current record %+v, want %s", state.Current, rev)
+				}
+				return expectConfigMap(f, "staging-eu-1", name, "big-2", true)
+			},
+		}},
+	})
+}
+
+// bigConfigMaps returns n ConfigMaps of about size bytes each of incompressible (pseudo-random)
+// data, so that the bundle stays large after compression.
+func bigConfigMaps(ns string, n, size int) string {
+	var b strings.Builder
+	x := uint64(88172645463325252)
+	for i := 0; i < n; i++ {
+		fmt.Fprintf(&b, "---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: big-%d\n  namespace: %s\ndata:\n  blob: \"", i, ns)
+		for j := 0; j < size/16; j++ {
+			x ^= x << 13
+			x ^= x >> 7
+			x ^= x << 17
+			fmt.Fprintf(&b, "%016x", x)
+		}
+		b.WriteString("\"\n")
+	}
+	return b.String()
+}
+
+// --- helpers reading the clusters directly ---
+
+func workloadClient(t *testing.T, f *testbed.Fleet, cluster string) client.Client {
+	t.Helper()
+	c, err := f.WorkloadClient(cluster)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func workloadRecords(t *testing.T, f *testbed.Fleet, cluster, name string) *records.State {
+	t.Helper()
+	state, err := records.NewWorkloadStore(workloadClient(t, f, cluster), records.DefaultNamespace).Load(context.Background(),
+		records.Key{Kind: "rollout", Namespace: f.Namespace, Name: name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return state
+}
+
+func ledgerOf(t *testing.T, f *testbed.Fleet, name string) []records.InvalidEntry {
+	t.Helper()
+	mc, err := f.ManagementClient()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ledger, err := records.NewManagementStore(mc, records.DefaultNamespace).Ledger(context.Background(),
+		records.Key{Kind: "rollout", Namespace: f.Namespace, Name: name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ledger
+}
+
+// expectOneAtATime checks, from the times the progress record holds, that no two clusters were
+// being changed at once.
+func expectOneAtATime(f *testbed.Fleet, name string, clusters []string) error {
+	mc, err := f.ManagementClient()
+	if err != nil {
+		return err
+	}
+	p, err := records.NewManagementStore(mc, records.DefaultNamespace).LoadProgress(context.Background(),
+		records.Key{Kind: "rollout", Namespace: f.Namespace, Name: name})
+	if err != nil || p == nil {
+		return fmt.Errorf("progress record: %v (%v)", p, err)
+	}
+	type span struct {
+		cluster    string
+		start, end time.Time
+	}
+	var spans []span
+	for _, c := range clusters {
+		o, ok := p.Clusters[c]
+		if !ok || o.StartedAt.IsZero() || o.FinishedAt.IsZero() {
+			return fmt.Errorf("progress has no times for %s: %+v", c, p.Clusters)
+		}
+		spans = append(spans, span{c, o.StartedAt, o.FinishedAt})
+	}
+	sort.Slice(spans, func(i, j int) bool { return spans[i].start.Before(spans[j].start) })
+	for i := 1; i < len(spans); i++ {
+		if spans[i].start.Before(spans[i-1].end) {
+			return fmt.Errorf("%s started at %s before %s finished at %s", spans[i].cluster, spans[i].start, spans[i-1].cluster, spans[i-1].end)
+		}
+	}
+	return nil
+}
+
+func expectDeployment(f *testbed.Fleet, clusters []string, ns, version string, available bool) error {
+	for _, cluster := range clusters {
+		c, err := f.WorkloadClient(cluster)
+		if err != nil {
+			return err
+		}
+		var d appsv1.Deployment
+		if err := c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "web"}, &d); err != nil {
+			return fmt.Errorf("%s: %w", cluster, err)
+		}
+		if img := d.Spec.Template.Spec.Containers[0].Image; !strings.HasSuffix(img, ":"+version) {
+			return fmt.Errorf("%s: image %s, want version %s", cluster, img, version)
+		}
+		if available && d.Status.AvailableReplicas != 2 {
+			return fmt.Errorf("%s: %d replicas available, want 2", cluster, d.Status.AvailableReplicas)
+		}
+	}
+	return nil
+}
+
+func expectConfigMap(f *testbed.Fleet, cluster, ns, name string, exists bool) error {
+	c, err := f.WorkloadClient(cluster)
+	if err != nil {
+		return err
+	}
+	err = c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, &corev1.ConfigMap{})
+	switch {
+	case exists && err != nil:
+		return fmt.Errorf("%s: ConfigMap %s/%s: %w", cluster, ns, name, err)
+	case !exists && !apierrors.IsNotFound(err):
+		return fmt.Errorf("%s: ConfigMap %s/%s should be gone (err %v)", cluster, ns, name, err)
+	}
+	return nil
+}
+
+// expectGone checks that destroy removed the namespace's objects and the records.
+func expectGone(f *testbed.Fleet, clusters []string, ns string) error {
+	for _, cluster := range clusters {
+		if err := expectConfigMap(f, cluster, ns, "settings", false); err != nil {
+			return err
+		}
+		c, err := f.WorkloadClient(cluster)
+		if err != nil {
+			return err
+		}
+		var list corev1.SecretList
+		if err := c.List(context.Background(), &list, client.InNamespace(records.DefaultNamespace), client.MatchingLabels{records.LabelManagedBy: records.ManagedBy}); err != nil {
+			return err
+		}
+		for _, s := range list.Items {
+			if strings.Contains(s.Name, ns) {
+				return fmt.Errorf("%s: record %s left after destroy", cluster, s.Name)
+			}
+		}
+	}
+	return nil
+}
+
+func ptr[T any](v T) *T { return &v }

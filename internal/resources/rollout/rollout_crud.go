@@ -1,0 +1,190 @@
+package rollout
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/hashicorp/terraform-plugin-framework/diag"
+	"github.com/hashicorp/terraform-plugin-framework/resource"
+	"github.com/hashicorp/terraform-plugin-framework/types"
+	"github.com/hashicorp/terraform-plugin-log/tflog"
+
+	"github.com/gradual-dev/terraform-provider-gradual/internal/delivery"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/diagnostics"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/manifest"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/records"
+)
+
+const (
+	defaultCreateTimeout = 60 * time.Minute
+	defaultDeleteTimeout = 30 * time.Minute
+)
+
+func (r *rolloutResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
+	var plan Model
+	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	timeout, diags := plan.Timeouts.Create(ctx, defaultCreateTimeout)
+	resp.Diagnostics.Append(diags...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	ok := r.apply(ctx, timeout, &plan, &resp.Diagnostics)
+	if !ok {
+		// A failed Create saves no state: Terraform would taint it, and the next apply would
+		// replace it — a fleet-wide delete. The records in the clusters keep what was applied,
+		// and the next Create picks up from them.
+		resp.Diagnostics.AddWarning("Rollout Not Saved In State",
+			"The rollout failed before it completed, so it is not saved in the Terraform state. Every change it made is recorded in the clusters; the next apply continues from those records instead of starting over.")
+		return
+	}
+	resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
+}
+
+func (r *rolloutResource) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
+	var plan Model
+	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	timeout, diags := plan.Timeouts.Update(ctx, defaultCreateTimeout)
+	resp.Diagnostics.Append(diags...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	r.apply(ctx, timeout, &plan, &resp.Diagnostics)
+	// Saved even on failure: the state then shows where each cluster ended up.
+	resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
+}
+
+// apply runs the rollout and fills plan's computed attributes from the outcome. It reports
+// whether the rollout succeeded.
+func (r *rolloutResource) apply(ctx context.Context, timeout time.Duration, plan *Model, diags *diag.Diagnostics) bool {
+	if r.data == nil {
+		diags.AddError("Provider Not Configured", diagnostics.UnconfiguredProvider)
+		return false
+	}
+	spec, d := plan.spec(ctx)
+	diags.Append(d...)
+	query, d := plan.query(ctx)
+	diags.Append(d...)
+	if diags.HasError() {
+		return false
+	}
+	plan.ID = types.StringValue(spec.Key.Namespace + "/" + spec.Key.Name)
+	plan.Revision = types.StringValue(spec.Revision)
+	var only []string
+	if !plan.ClusterStates.IsNull() && !plan.ClusterStates.IsUnknown() {
+		for name := range plan.ClusterStates.Elements() {
+			only = append(only, name)
+		}
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	config, d := plan.configRecord(ctx)
+	diags.Append(d...)
+	run, err := r.data.Delivery.Run(ctx, delivery.RunRequest{
+		Spec: spec, Query: query, Only: only, OnlyKnown: !plan.ClusterStates.IsUnknown(), Config: config,
+		Logf: func(msg string, fields map[string]any) { tflog.Info(ctx, msg, fields) },
+	})
+	if run != nil && run.After != nil {
+		diags.Append(plan.setObserved(ctx, run.After)...)
+		if plan.Waves.IsUnknown() {
+			diags.Append(plan.setWaves(ctx, run.Plan.Waves)...)
+		}
+		for _, w := range run.Result.Warnings() {
+			diags.AddWarning("Rollout Warning", w)
+		}
+	}
+	if err != nil {
+		diags.Append(diagnostics.FromError(err, "Rollout Failed"))
+		return false
+	}
+	return true
+}
+
+func (r *rolloutResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
+	var state Model
+	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	if r.data == nil {
+		return // nothing to refresh from yet
+	}
+	if state.RecordNamespace.IsNull() {
+		state.RecordNamespace = types.StringValue(defaultRecordNamespace)
+	}
+	key := records.Key{Kind: "rollout", Namespace: state.Namespace.ValueString(), Name: state.Name.ValueString()}
+	if state.Manifests.IsNull() {
+		// Imported: the configuration comes from the management cluster's record.
+		found, err := r.data.Delivery.LoadConfig(ctx, key, state.RecordNamespace.ValueString())
+		if err != nil {
+			resp.Diagnostics.Append(diagnostics.FromError(err, "Cannot Import Rollout"))
+			return
+		}
+		if found == nil {
+			resp.Diagnostics.AddError("Rollout Not Found",
+				fmt.Sprintf("No records of rollout %s exist in the management cluster (namespace %q). Import only rollouts that were applied.", key, state.RecordNamespace.ValueString()))
+			return
+		}
+		resp.Diagnostics.Append(state.fromConfigRecord(ctx, found)...)
+		if resp.Diagnostics.HasError() {
+			return
+		}
+		if rev, err := manifest.Revision(state.Manifests.ValueString()); err == nil {
+			state.Revision = types.StringValue(rev)
+		}
+	}
+	query, diags := state.query(ctx)
+	resp.Diagnostics.Append(diags...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	obs, err := r.data.Delivery.Observe(ctx, query, key, state.RecordNamespace.ValueString(), true)
+	if err != nil {
+		resp.Diagnostics.Append(diagnostics.FromError(err, "Cannot Read The Fleet"))
+		return
+	}
+	resp.Diagnostics.Append(state.setObserved(ctx, obs)...)
+	if state.Waves.IsNull() {
+		resp.Diagnostics.Append(state.setWaves(ctx, nil)...)
+	}
+	resp.Diagnostics.Append(resp.State.Set(ctx, &state)...)
+}
+
+func (r *rolloutResource) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
+	var state Model
+	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	if r.data == nil {
+		resp.Diagnostics.AddError("Provider Not Configured", diagnostics.UnconfiguredProvider)
+		return
+	}
+	timeout, diags := state.Timeouts.Delete(ctx, defaultDeleteTimeout)
+	resp.Diagnostics.Append(diags...)
+	spec, d := state.spec(ctx)
+	resp.Diagnostics.Append(d...)
+	query, d := state.query(ctx)
+	resp.Diagnostics.Append(d...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	warnings, err := r.data.Delivery.Destroy(ctx, delivery.DestroyRequest{
+		Spec: spec, Query: query, Orphan: state.DeletionPolicy.ValueString() == "orphan",
+		Logf: func(msg string, fields map[string]any) { tflog.Info(ctx, msg, fields) },
+	})
+	for _, w := range warnings {
+		resp.Diagnostics.AddWarning("Cluster Not Cleaned Up", w)
+	}
+	if err != nil {
+		resp.Diagnostics.Append(diagnostics.FromError(err, "Rollout Delete Failed"))
+	}
+}

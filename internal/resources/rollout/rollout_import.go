@@ -1,0 +1,145 @@
+package rollout
+
+import (
+	"context"
+	"encoding/json"
+
+	"github.com/hashicorp/terraform-plugin-framework/attr"
+	"github.com/hashicorp/terraform-plugin-framework/diag"
+	"github.com/hashicorp/terraform-plugin-framework/types"
+	"github.com/hashicorp/terraform-plugin-framework/types/basetypes"
+
+	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/fleetattr"
+)
+
+var basetypesOpts = basetypes.ObjectAsOptions{UnhandledNullAsEmpty: true, UnhandledUnknownAsEmpty: true}
+
+// storedConfig is the part of the configuration the management cluster's record keeps, so that
+// `terraform import` can restore it. Field names are part of the record format.
+type storedConfig struct {
+	Manifests      string            `json:"manifests"`
+	MatchLabels    map[string]string `json:"matchLabels,omitempty"`
+	Expressions    []storedReq       `json:"matchExpressions,omitempty"`
+	HasSelector    bool              `json:"hasSelector,omitempty"`
+	Clusters       []string          `json:"clusters,omitempty"`
+	Canary         []string          `json:"canary,omitempty"`
+	UpdateLimit    string            `json:"updateLimit"`
+	MaxFailures    string            `json:"maxFailures"`
+	OnFailure      string            `json:"onFailure"`
+	VerifyTimeout  string            `json:"verifyTimeout"`
+	BakeTime       string            `json:"bakeTime"`
+	HTTPChecks     []storedCheck     `json:"httpChecks,omitempty"`
+	DeletionPolicy string            `json:"deletionPolicy"`
+	ForceConflicts bool              `json:"forceConflicts,omitempty"`
+}
+
+type storedReq struct {
+	Key      string   `json:"key"`
+	Operator string   `json:"operator"`
+	Values   []string `json:"values,omitempty"`
+}
+
+type storedCheck struct {
+	URL            string `json:"url"`
+	ExpectedStatus int64  `json:"expectedStatus"`
+	Timeout        string `json:"timeout"`
+}
+
+// configRecord serializes the configuration for the records.
+func (m *Model) configRecord(ctx context.Context) ([]byte, diag.Diagnostics) {
+	var diags diag.Diagnostics
+	c := storedConfig{
+		Manifests: m.Manifests.ValueString(), UpdateLimit: m.UpdateLimit.ValueString(), MaxFailures: m.MaxFailures.ValueString(),
+		OnFailure: m.OnFailure.ValueString(), DeletionPolicy: m.DeletionPolicy.ValueString(), ForceConflicts: m.ForceConflicts.ValueBool(),
+	}
+	if !m.Selector.IsNull() {
+		var sel struct {
+			MatchLabels      map[string]string `tfsdk:"match_labels"`
+			MatchExpressions []struct {
+				Key      string   `tfsdk:"key"`
+				Operator string   `tfsdk:"operator"`
+				Values   []string `tfsdk:"values"`
+			} `tfsdk:"match_expressions"`
+		}
+		diags.Append(m.Selector.As(ctx, &sel, basetypesOpts)...)
+		c.HasSelector, c.MatchLabels = true, sel.MatchLabels
+		for _, e := range sel.MatchExpressions {
+			c.Expressions = append(c.Expressions, storedReq{Key: e.Key, Operator: e.Operator, Values: e.Values})
+		}
+	}
+	diags.Append(m.Clusters.ElementsAs(ctx, &c.Clusters, true)...)
+	diags.Append(m.Canary.ElementsAs(ctx, &c.Canary, true)...)
+	var verify VerifyModel
+	diags.Append(m.Verify.As(ctx, &verify, basetypesOpts)...)
+	c.VerifyTimeout, c.BakeTime = verify.Timeout.ValueString(), verify.BakeTime.ValueString()
+	var checks []HTTPCheckModel
+	diags.Append(verify.HTTPChecks.ElementsAs(ctx, &checks, true)...)
+	for _, ch := range checks {
+		c.HTTPChecks = append(c.HTTPChecks, storedCheck{URL: ch.URL.ValueString(), ExpectedStatus: ch.ExpectedStatus.ValueInt64(), Timeout: ch.Timeout.ValueString()})
+	}
+	out, err := json.Marshal(c)
+	if err != nil {
+		diags.AddError("Cannot Record Configuration", err.Error())
+	}
+	return out, diags
+}
+
+// fromConfigRecord fills the configuration attributes from what the records kept.
+func (m *Model) fromConfigRecord(ctx context.Context, raw []byte) diag.Diagnostics {
+	var diags diag.Diagnostics
+	var c storedConfig
+	if err := json.Unmarshal(raw, &c); err != nil {
+		diags.AddError("Unreadable Rollout Record", "The management cluster's record of this rollout cannot be decoded: "+err.Error())
+		return diags
+	}
+	m.Manifests = types.StringValue(c.Manifests)
+	m.UpdateLimit, m.MaxFailures, m.OnFailure = types.StringValue(c.UpdateLimit), types.StringValue(c.MaxFailures), types.StringValue(c.OnFailure)
+	m.DeletionPolicy, m.ForceConflicts = types.StringValue(c.DeletionPolicy), types.BoolValue(c.ForceConflicts)
+	m.RetryInvalid = types.BoolValue(false)
+	m.Selector = types.ObjectNull(fleetattr.SelectorAttrTypes)
+	if c.HasSelector {
+		labels := types.MapNull(types.StringType)
+		if c.MatchLabels != nil {
+			labels, _ = types.MapValueFrom(ctx, types.StringType, c.MatchLabels)
+		}
+		exprs := types.ListNull(types.ObjectType{AttrTypes: fleetattr.RequirementAttrTypes})
+		if c.Expressions != nil {
+			var vals []attr.Value
+			for _, e := range c.Expressions {
+				values := types.ListNull(types.StringType)
+				if e.Values != nil {
+					values, _ = types.ListValueFrom(ctx, types.StringType, e.Values)
+				}
+				vals = append(vals, types.ObjectValueMust(fleetattr.RequirementAttrTypes, map[string]attr.Value{
+					"key": types.StringValue(e.Key), "operator": types.StringValue(e.Operator), "values": values,
+				}))
+			}
+			exprs = types.ListValueMust(types.ObjectType{AttrTypes: fleetattr.RequirementAttrTypes}, vals)
+		}
+		m.Selector = types.ObjectValueMust(fleetattr.SelectorAttrTypes, map[string]attr.Value{"match_labels": labels, "match_expressions": exprs})
+	}
+	m.Clusters = stringListOrNull(ctx, c.Clusters)
+	m.Canary = stringListOrNull(ctx, c.Canary)
+	checks := types.ListNull(types.ObjectType{AttrTypes: httpCheckAttrTypes})
+	if len(c.HTTPChecks) > 0 {
+		var vals []attr.Value
+		for _, ch := range c.HTTPChecks {
+			vals = append(vals, types.ObjectValueMust(httpCheckAttrTypes, map[string]attr.Value{
+				"url": types.StringValue(ch.URL), "expected_status": types.Int64Value(ch.ExpectedStatus), "timeout": types.StringValue(ch.Timeout),
+			}))
+		}
+		checks = types.ListValueMust(types.ObjectType{AttrTypes: httpCheckAttrTypes}, vals)
+	}
+	m.Verify = types.ObjectValueMust(verifyAttrTypes, map[string]attr.Value{
+		"timeout": types.StringValue(c.VerifyTimeout), "bake_time": types.StringValue(c.BakeTime), "http_checks": checks,
+	})
+	return diags
+}
+
+func stringListOrNull(ctx context.Context, xs []string) types.List {
+	if xs == nil {
+		return types.ListNull(types.StringType)
+	}
+	v, _ := types.ListValueFrom(ctx, types.StringType, xs)
+	return v
+}

@@ -1,0 +1,203 @@
+package rollout
+
+import (
+	"context"
+	"sort"
+	"time"
+
+	"github.com/hashicorp/terraform-plugin-framework-timeouts/resource/timeouts"
+	"github.com/hashicorp/terraform-plugin-framework/attr"
+	"github.com/hashicorp/terraform-plugin-framework/diag"
+	"github.com/hashicorp/terraform-plugin-framework/types"
+	"github.com/hashicorp/terraform-plugin-framework/types/basetypes"
+
+	"github.com/gradual-dev/terraform-provider-gradual/internal/delivery"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/engine"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/fleet"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/manifest"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/records"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/fleetattr"
+)
+
+// Model is the resource's configuration and state.
+type Model struct {
+	ID               types.String   `tfsdk:"id"`
+	Name             types.String   `tfsdk:"name"`
+	Namespace        types.String   `tfsdk:"namespace"`
+	Selector         types.Object   `tfsdk:"selector"`
+	Clusters         types.List     `tfsdk:"clusters"`
+	Manifests        types.String   `tfsdk:"manifests"`
+	Canary           types.List     `tfsdk:"canary"`
+	UpdateLimit      types.String   `tfsdk:"update_limit"`
+	MaxFailures      types.String   `tfsdk:"max_failures"`
+	OnFailure        types.String   `tfsdk:"on_failure"`
+	Verify           types.Object   `tfsdk:"verify"`
+	RecordNamespace  types.String   `tfsdk:"record_namespace"`
+	DeletionPolicy   types.String   `tfsdk:"deletion_policy"`
+	ForceConflicts   types.Bool     `tfsdk:"force_conflicts"`
+	RetryInvalid     types.Bool     `tfsdk:"retry_invalid"`
+	Timeouts         timeouts.Value `tfsdk:"timeouts"`
+	Revision         types.String   `tfsdk:"revision"`
+	BackupRevision   types.String   `tfsdk:"backup_revision"`
+	InvalidRevisions types.List     `tfsdk:"invalid_revisions"`
+	ClusterStates    types.Map      `tfsdk:"cluster_states"`
+	Waves            types.List     `tfsdk:"waves"`
+	Skipped          types.Map      `tfsdk:"skipped"`
+}
+
+// VerifyModel is the `verify` attribute.
+type VerifyModel struct {
+	Timeout    types.String `tfsdk:"timeout"`
+	BakeTime   types.String `tfsdk:"bake_time"`
+	HTTPChecks types.List   `tfsdk:"http_checks"`
+}
+
+// HTTPCheckModel is one `verify.http_checks` entry.
+type HTTPCheckModel struct {
+	URL            types.String `tfsdk:"url"`
+	ExpectedStatus types.Int64  `tfsdk:"expected_status"`
+	Timeout        types.String `tfsdk:"timeout"`
+}
+
+// query converts the cluster-picking attributes.
+func (m *Model) query(ctx context.Context) (fleet.Query, diag.Diagnostics) {
+	q := fleet.Query{Namespace: m.Namespace.ValueString()}
+	ls, diags := fleetattr.ToLabelSelector(ctx, m.Selector)
+	if diags.HasError() {
+		return q, diags
+	}
+	sel, err := ls.Selector()
+	if err != nil {
+		diags.AddAttributeError(pathSelector, "Invalid Selector", err.Error())
+		return q, diags
+	}
+	q.Selector = sel
+	if !m.Clusters.IsNull() && !m.Clusters.IsUnknown() {
+		diags.Append(m.Clusters.ElementsAs(ctx, &q.Names, false)...)
+	}
+	return q, diags
+}
+
+// spec converts the configuration into what delivery needs. The manifests and limits have been
+// validated already; errors here are reported against their attributes anyway.
+func (m *Model) spec(ctx context.Context) (delivery.Spec, diag.Diagnostics) {
+	var diags diag.Diagnostics
+	spec := delivery.Spec{
+		Key:              records.Key{Kind: "rollout", Namespace: m.Namespace.ValueString(), Name: m.Name.ValueString()},
+		RecordNamespace:  m.RecordNamespace.ValueString(),
+		ForceConflicts:   m.ForceConflicts.ValueBool(),
+		ClusterNamespace: m.Namespace.ValueString(),
+		Retry:            m.RetryInvalid.ValueBool(),
+	}
+	set, err := manifest.Parse(m.Manifests.ValueString())
+	if err != nil {
+		diags.AddAttributeError(pathManifests, "Invalid Manifests", err.Error())
+		return spec, diags
+	}
+	spec.Objects = set
+	if spec.Revision, err = set.Revision(); err != nil {
+		diags.AddAttributeError(pathManifests, "Invalid Manifests", err.Error())
+		return spec, diags
+	}
+	if spec.Policy.UpdateLimit, err = engine.ParseLimit(m.UpdateLimit.ValueString()); err != nil {
+		diags.AddAttributeError(pathUpdateLimit, "Invalid Update Limit", err.Error())
+	}
+	if spec.Policy.MaxFailures, err = engine.ParseMaxFailures(m.MaxFailures.ValueString()); err != nil {
+		diags.AddAttributeError(pathMaxFailures, "Invalid Failure Budget", err.Error())
+	}
+	if spec.Policy.OnFailure, err = engine.ParseOnFailure(m.OnFailure.ValueString()); err != nil {
+		diags.AddAttributeError(pathOnFailure, "Invalid On Failure", err.Error())
+	}
+	if !m.Canary.IsNull() && !m.Canary.IsUnknown() {
+		diags.Append(m.Canary.ElementsAs(ctx, &spec.Policy.Canary, false)...)
+	}
+	verify := VerifyModel{Timeout: types.StringValue(defaultVerifyTimeout), BakeTime: types.StringValue(defaultBakeTime)}
+	if !m.Verify.IsNull() && !m.Verify.IsUnknown() {
+		diags.Append(m.Verify.As(ctx, &verify, basetypes.ObjectAsOptions{UnhandledNullAsEmpty: true, UnhandledUnknownAsEmpty: true})...)
+	}
+	spec.Policy.VerifyTimeout = parseDuration(verify.Timeout, defaultVerifyTimeout)
+	spec.Policy.BakeTime = parseDuration(verify.BakeTime, defaultBakeTime)
+	if !verify.HTTPChecks.IsNull() && !verify.HTTPChecks.IsUnknown() {
+		var checks []HTTPCheckModel
+		diags.Append(verify.HTTPChecks.ElementsAs(ctx, &checks, false)...)
+		for _, c := range checks {
+			spec.HTTPChecks = append(spec.HTTPChecks, delivery.HTTPCheck{
+				URL: c.URL.ValueString(), ExpectedStatus: int(c.ExpectedStatus.ValueInt64()),
+				Timeout: parseDuration(c.Timeout, "10s"),
+			})
+		}
+	}
+	return spec, diags
+}
+
+func parseDuration(v types.String, fallback string) time.Duration {
+	s := v.ValueString()
+	if v.IsNull() || v.IsUnknown() || s == "" {
+		s = fallback
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		d, _ = time.ParseDuration(fallback)
+	}
+	return d
+}
+
+// setObserved fills the computed attributes from what the clusters and records say.
+func (m *Model) setObserved(ctx context.Context, obs *delivery.Observation) diag.Diagnostics {
+	var diags diag.Diagnostics
+	states := map[string]attr.Value{}
+	for name, st := range obs.Clusters {
+		states[name] = clusterStateValue(st.Revision, st.State, st.Backup)
+	}
+	var d diag.Diagnostics
+	m.ClusterStates, d = types.MapValue(types.ObjectType{AttrTypes: clusterStateAttrTypes}, states)
+	diags.Append(d...)
+	m.BackupRevision = types.StringValue(obs.Backup)
+	diags.Append(m.setLedger(ctx, obs.Ledger)...)
+	m.Skipped, d = types.MapValueFrom(ctx, types.StringType, nonNilMap(obs.Skipped))
+	diags.Append(d...)
+	return diags
+}
+
+func (m *Model) setLedger(ctx context.Context, ledger []delivery.InvalidRevision) diag.Diagnostics {
+	type entry struct {
+		Revision   types.String `tfsdk:"revision"`
+		Reason     types.String `tfsdk:"reason"`
+		Clusters   []string     `tfsdk:"clusters"`
+		RecordedAt types.String `tfsdk:"recorded_at"`
+	}
+	entries := make([]entry, 0, len(ledger))
+	for _, l := range ledger {
+		clusters := append([]string{}, l.Clusters...)
+		sort.Strings(clusters)
+		entries = append(entries, entry{
+			Revision: types.StringValue(l.Revision), Reason: types.StringValue(l.Reason),
+			Clusters: clusters, RecordedAt: types.StringValue(l.RecordedAt.UTC().Format(time.RFC3339)),
+		})
+	}
+	var diags diag.Diagnostics
+	m.InvalidRevisions, diags = types.ListValueFrom(ctx, types.ObjectType{AttrTypes: invalidRevisionAttrTypes}, entries)
+	return diags
+}
+
+func (m *Model) setWaves(ctx context.Context, waves [][]string) diag.Diagnostics {
+	if waves == nil {
+		waves = [][]string{}
+	}
+	var diags diag.Diagnostics
+	m.Waves, diags = types.ListValueFrom(ctx, types.ListType{ElemType: types.StringType}, waves)
+	return diags
+}
+
+func clusterStateValue(revision, state, backup string) attr.Value {
+	return types.ObjectValueMust(clusterStateAttrTypes, map[string]attr.Value{
+		"revision": types.StringValue(revision), "state": types.StringValue(state), "backup": types.StringValue(backup),
+	})
+}
+
+func nonNilMap(m map[string]string) map[string]string {
+	if m == nil {
+		return map[string]string{}
+	}
+	return m
+}

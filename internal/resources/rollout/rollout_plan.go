@@ -1,0 +1,216 @@
+package rollout
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/hashicorp/terraform-plugin-framework/attr"
+	"github.com/hashicorp/terraform-plugin-framework/diag"
+	"github.com/hashicorp/terraform-plugin-framework/path"
+	"github.com/hashicorp/terraform-plugin-framework/resource"
+	"github.com/hashicorp/terraform-plugin-framework/types"
+	"github.com/hashicorp/terraform-plugin-log/tflog"
+
+	"github.com/gradual-dev/terraform-provider-gradual/internal/delivery"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/diagnostics"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/engine"
+)
+
+// ModifyPlan shows at plan time what apply will do: the revision, the waves, the skipped
+// clusters and, per cluster, the revision it will run. Clusters not on the desired revision
+// (drift, joins, restored clusters, interrupted runs) make the plan an update even when the
+// configuration is unchanged. A revision in the invalid ledger is refused here.
+func (r *rolloutResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse) {
+	if req.Plan.Raw.IsNull() {
+		return // destroy
+	}
+	var plan Model
+	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	var prior *Model
+	if !req.State.Raw.IsNull() {
+		prior = &Model{}
+		resp.Diagnostics.Append(req.State.Get(ctx, prior)...)
+		if resp.Diagnostics.HasError() {
+			return
+		}
+	}
+	if !plan.Namespace.IsUnknown() && !plan.Name.IsUnknown() {
+		plan.ID = types.StringValue(plan.Namespace.ValueString() + "/" + plan.Name.ValueString())
+	}
+	if plan.Manifests.IsUnknown() {
+		plan.Revision = types.StringUnknown()
+		r.markObservedUnknown(&plan)
+		resp.Diagnostics.Append(resp.Plan.Set(ctx, &plan)...)
+		return
+	}
+	spec, diags := plan.spec(ctx)
+	resp.Diagnostics.Append(diags...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	plan.Revision = types.StringValue(spec.Revision)
+	if r.data == nil || !plan.knownTargets() {
+		// The provider connects later, or the clusters depend on other resources: show what is
+		// known and let apply work out the rest.
+		r.markObservedUnknown(&plan)
+		resp.Diagnostics.Append(resp.Plan.Set(ctx, &plan)...)
+		return
+	}
+	query, diags := plan.query(ctx)
+	resp.Diagnostics.Append(diags...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	obs, err := r.data.Delivery.Observe(ctx, query, spec.Key, spec.RecordNamespace, false)
+	if err != nil {
+		resp.Diagnostics.Append(diagnostics.FromError(err, "Cannot Read The Fleet"))
+		return
+	}
+	warnMissing(&resp.Diagnostics, obs)
+	if entry, ok := obs.Invalid(spec.Revision); ok && !spec.Retry {
+		resp.Diagnostics.AddAttributeError(pathManifests, "Revision Recorded Invalid", invalidDetail(spec, entry))
+		return
+	}
+	drifted := priorDrift(ctx, prior)
+	targets := delivery.MarkDrifted(obs.Targets, drifted)
+	planned := engine.PlanRollout(targets, spec.Revision, spec.Policy)
+	for _, note := range planned.Notes {
+		tflog.Info(ctx, "plan: "+note, map[string]any{"rollout": spec.Key.String(), "revision": spec.Revision})
+	}
+	if len(planned.UnknownCanaries) > 0 {
+		resp.Diagnostics.AddAttributeWarning(path.Root("canary"), "Canary Clusters Not Picked",
+			fmt.Sprintf("The canary clusters %s are not among the clusters this rollout picks (or are skipped); they are ignored.", strings.Join(planned.UnknownCanaries, ", ")))
+	}
+	if len(obs.Skipped) > 0 {
+		resp.Diagnostics.AddWarning("Clusters Skipped", skippedDetail(obs.Skipped))
+	}
+	if len(obs.Clusters) == 0 && len(obs.Skipped) == 0 {
+		resp.Diagnostics.AddWarning("No Clusters Picked",
+			fmt.Sprintf("The selector (or names) of rollout %s picks no Cluster in namespace %q, so apply changes nothing. Clusters that match later are rolled out to by a later apply.", spec.Key, query.Namespace))
+	}
+
+	var changing []string
+	for _, wave := range planned.Waves {
+		changing = append(changing, wave...)
+	}
+	if err := r.data.Delivery.Check(ctx, spec, changing); err != nil {
+		resp.Diagnostics.Append(diagnostics.AttributeFromError(pathManifests, err, "Manifests Cannot Be Applied"))
+		return
+	}
+	resp.Diagnostics.Append(plan.setPlanned(ctx, obs, planned, spec)...)
+	if !planned.Changes() && prior != nil && !prior.Waves.IsNull() {
+		// Nothing to roll out: `waves` keeps showing the last apply's waves instead of a diff to [].
+		plan.Waves = prior.Waves
+	}
+	resp.Diagnostics.Append(resp.Plan.Set(ctx, &plan)...)
+}
+
+// knownTargets reports whether the attributes that pick clusters are known at plan time.
+func (m *Model) knownTargets() bool {
+	return !m.Namespace.IsUnknown() && !m.Selector.IsUnknown() && !m.Clusters.IsUnknown() && !m.RecordNamespace.IsUnknown() &&
+		!m.Canary.IsUnknown() && !m.UpdateLimit.IsUnknown() && !m.MaxFailures.IsUnknown() && !m.Verify.IsUnknown() && !m.OnFailure.IsUnknown()
+}
+
+func (r *rolloutResource) markObservedUnknown(m *Model) {
+	m.BackupRevision = types.StringUnknown()
+	m.InvalidRevisions = types.ListUnknown(types.ObjectType{AttrTypes: invalidRevisionAttrTypes})
+	m.ClusterStates = types.MapUnknown(types.ObjectType{AttrTypes: clusterStateAttrTypes})
+	m.Waves = types.ListUnknown(types.ListType{ElemType: types.StringType})
+	m.Skipped = types.MapUnknown(types.StringType)
+}
+
+// setPlanned fills the computed attributes with what the state will hold after a successful
+// apply, so that the diff shows which clusters change.
+func (m *Model) setPlanned(ctx context.Context, obs *delivery.Observation, planned engine.Plan, spec delivery.Spec) diag.Diagnostics {
+	var diags diag.Diagnostics
+	states := map[string]attr.Value{}
+	backups := map[string]int{}
+	for name, st := range obs.Clusters {
+		in := planned.Intents[name]
+		if in.Action != engine.ActionAlreadyCurrent || st.State != delivery.StateCurrent {
+			st = delivery.ClusterState{Revision: spec.Revision, State: delivery.StateCurrent, Backup: in.RestoreTo}
+		}
+		backups[st.Backup]++
+		states[name] = clusterStateValue(st.Revision, st.State, st.Backup)
+	}
+	var d diag.Diagnostics
+	m.ClusterStates, d = types.MapValue(types.ObjectType{AttrTypes: clusterStateAttrTypes}, states)
+	diags.Append(d...)
+	m.BackupRevision = types.StringValue(delivery.MostCommon(backups))
+	ledger := obs.Ledger
+	if spec.Retry {
+		ledger = withoutRevision(ledger, spec.Revision)
+	}
+	diags.Append(m.setLedger(ctx, ledger)...)
+	diags.Append(m.setWaves(ctx, planned.Waves)...)
+	m.Skipped, d = types.MapValueFrom(ctx, types.StringType, nonNilMap(obs.Skipped))
+	diags.Append(d...)
+	return diags
+}
+
+func withoutRevision(ledger []delivery.InvalidRevision, revision string) []delivery.InvalidRevision {
+	var out []delivery.InvalidRevision
+	for _, l := range ledger {
+		if l.Revision != revision {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// priorDrift returns the clusters the last refresh found drifted.
+func priorDrift(ctx context.Context, prior *Model) map[string]bool {
+	out := map[string]bool{}
+	if prior == nil || prior.ClusterStates.IsNull() || prior.ClusterStates.IsUnknown() {
+		return out
+	}
+	states := map[string]struct {
+		Revision types.String `tfsdk:"revision"`
+		State    types.String `tfsdk:"state"`
+		Backup   types.String `tfsdk:"backup"`
+	}{}
+	if diags := prior.ClusterStates.ElementsAs(ctx, &states, false); diags.HasError() {
+		return out
+	}
+	for name, st := range states {
+		if st.State.ValueString() == delivery.StateDrifted {
+			out[name] = true
+		}
+	}
+	return out
+}
+
+func invalidDetail(spec delivery.Spec, entry delivery.InvalidRevision) string {
+	return fmt.Sprintf("Revision %s of rollout %s was recorded invalid at %s after it failed on %s:\n\n  %s\n\n"+
+		"The ledger lives in the management cluster (namespace %q), so it holds across lost or replaced state. "+
+		"Change the manifests (a new revision), or, once what made it fail is fixed outside the manifests, "+
+		"set retry_invalid = true to apply this revision again on purpose.",
+		spec.Revision, spec.Key, entry.RecordedAt.UTC().Format("2006-01-02T15:04:05Z"), strings.Join(entry.Clusters, ", "),
+		entry.Reason, spec.RecordNamespace)
+}
+
+func skippedDetail(skipped map[string]string) string {
+	names := make([]string, 0, len(skipped))
+	for name := range skipped {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	var b strings.Builder
+	b.WriteString("These clusters are left alone by this apply; a later apply picks them up once they are ready:\n")
+	for _, name := range names {
+		fmt.Fprintf(&b, "  - %s: %s\n", name, skipped[name])
+	}
+	return b.String()
+}
+
+func warnMissing(diags *diag.Diagnostics, obs *delivery.Observation) {
+	if obs.Discovery != nil && len(obs.Discovery.Missing) > 0 {
+		diags.AddAttributeWarning(path.Root("clusters"), "Clusters Not Found",
+			"No Cluster named "+strings.Join(obs.Discovery.Missing, ", ")+" exists; they are skipped.")
+	}
+}
