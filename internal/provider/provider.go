@@ -6,6 +6,9 @@ package provider
 import (
 	"context"
 
+	"github.com/go-logr/logr"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+
 	"github.com/hashicorp/terraform-plugin-framework/datasource"
 	"github.com/hashicorp/terraform-plugin-framework/function"
 	"github.com/hashicorp/terraform-plugin-framework/provider"
@@ -18,6 +21,9 @@ import (
 
 // New returns a constructor for the provider at the given version.
 func New(version string) func() provider.Provider {
+	// controller-runtime warns on stderr unless a logger is set; the provider reports through
+	// diagnostics and tflog instead.
+	ctrllog.SetLogger(logr.Discard())
 	return func() provider.Provider { return &gradualProvider{version: version} }
 }
 

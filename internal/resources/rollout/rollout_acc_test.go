@@ -419,6 +419,7 @@ func plantLease(t *testing.T, f *testbed.Fleet, key records.Key, holder string, 
 	if err != nil && !apierrors.IsNotFound(err) {
 		t.Fatal(err)
 	}
+	lease.Annotations = map[string]string{records.AnnotationRolloutKey: key.String()}
 	lease.Spec.HolderIdentity, lease.Spec.LeaseDurationSeconds = &holder, ptr(int32(60))
 	lease.Spec.AcquireTime, lease.Spec.RenewTime = &at, &at
 	if apierrors.IsNotFound(err) {
