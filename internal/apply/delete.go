@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -267,4 +268,39 @@ func sample(refs []ObjectRef, n int) string {
 		s += fmt.Sprintf(" and %d more", len(refs)-n)
 	}
 	return s
+}
+
+// WaitDeleted waits until every object of refs is gone (Delete does not wait), polling every
+// PollInterval until ctx ends; the error names what is still there. A restore that removes a
+// revision is complete only then: a Namespace still terminating would refuse the next apply.
+func (a *Applier) WaitDeleted(ctx context.Context, refs []ObjectRef) error {
+	pending := slices.Clone(refs)
+	for {
+		var still []ObjectRef
+		for _, ref := range pending {
+			obj := &metav1.PartialObjectMetadata{}
+			obj.SetGroupVersionKind(ref.GroupVersionKind())
+			err := a.client.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, obj)
+			switch {
+			case apierrors.IsNotFound(err), meta.IsNoMatchError(err):
+			case err != nil && ctx.Err() == nil:
+				return fmt.Errorf("%s: %w", ref, err)
+			default:
+				still = append(still, ref)
+			}
+		}
+		if len(still) == 0 {
+			return nil
+		}
+		pending = still
+		select {
+		case <-ctx.Done():
+			names := make([]string, len(still))
+			for i, r := range still {
+				names[i] = r.String()
+			}
+			return fmt.Errorf("still being deleted: %s: %w", strings.Join(names, ", "), ctx.Err())
+		case <-time.After(a.opts.PollInterval):
+		}
+	}
 }

@@ -118,8 +118,11 @@ func (w *world) Restore(ctx context.Context, target, revision string) error {
 		return fmt.Errorf("read records: %w", err)
 	}
 	if revision == "" {
-		_, err := c.applier.Delete(ctx, previousInventory(state, ""))
-		return err
+		res, err := c.applier.Delete(ctx, previousInventory(state, ""))
+		if err != nil {
+			return err
+		}
+		return c.applier.WaitDeleted(ctx, res.Deleted)
 	}
 	objs, err := w.objectsOf(state, revision)
 	if err != nil {

@@ -624,3 +624,93 @@ func expectGone(f *testbed.Fleet, clusters []string, ns string) error {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// A Create that fails after some clusters succeeded saves no state, so Terraform has nothing to
+// taint and replace: the next apply plans a create that continues from the records, and the
+// cluster that succeeded keeps its objects throughout (no fleet-wide delete).
+func TestAccRollout_failedCreateIsNotReplaced(t *testing.T) {
+	f := acctest.Fleet(t)
+	name := acctest.UniqueLabel("create")
+	// Schedulable only on prod-eu-1's nodes, which this test labels.
+	zone := "gradual.dev/zone-" + name
+	labelNodes(t, f, "prod-eu-1", zone, "a")
+	partial := strings.Replace(app(name, "v1", false, ""), "    spec:\n      containers:", "    spec:\n      nodeSelector: {"+zone+": a}\n      containers:", 1)
+	fixed := app(name, "v2", false, "")
+	targets := `selector = { match_labels = { env = "prod" } }`
+	extra := `canary = ["prod-eu-1"]
+  on_failure = "halt"`
+	var firstUID string
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: acctest.ProviderFactories,
+		Steps: []resource.TestStep{
+			{
+				Config:      rolloutConfig(f, name, targets, partial, extra),
+				ExpectError: regexp.MustCompile(`(?s)Rollout Failed.*prod-us-1`),
+			},
+			{
+				PreConfig: func() {
+					// prod-eu-1 kept the revision (halt), prod-us-1 was restored to nothing.
+					if err := expectDeployment(f, []string{"prod-eu-1"}, name, "v1", true); err != nil {
+						t.Fatal(err)
+					}
+					if err := expectConfigMap(f, "prod-us-1", name, "settings", false); err != nil {
+						t.Fatal(err)
+					}
+					firstUID = deploymentUID(t, f, "prod-eu-1", name)
+				},
+				Config: rolloutConfig(f, name, targets, fixed, extra),
+				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
+					plancheck.ExpectResourceAction("gradual_rollout.test", plancheck.ResourceActionCreate),
+				}},
+				Check: func(*terraform.State) error {
+					if uid := deploymentUID(t, f, "prod-eu-1", name); uid != firstUID {
+						return fmt.Errorf("prod-eu-1's Deployment was recreated (uid %s, was %s): the failed create led to a delete", uid, firstUID)
+					}
+					return expectDeployment(f, []string{"prod-eu-1", "prod-us-1"}, name, "v2", true)
+				},
+			},
+		},
+	})
+}
+
+func labelNodes(t *testing.T, f *testbed.Fleet, cluster, key, value string) {
+	t.Helper()
+	c := workloadClient(t, f, cluster)
+	ctx := context.Background()
+	var nodes corev1.NodeList
+	if err := c.List(ctx, &nodes); err != nil {
+		t.Fatal(err)
+	}
+	set := func(on bool) error {
+		for i := range nodes.Items {
+			n := &nodes.Items[i]
+			patch := client.MergeFrom(n.DeepCopy())
+			if on {
+				n.Labels[key] = value
+			} else {
+				delete(n.Labels, key)
+			}
+			if err := c.Patch(ctx, n, patch); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if err := set(true); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := c.List(ctx, &nodes); err == nil {
+			_ = set(false)
+		}
+	})
+}
+
+func deploymentUID(t *testing.T, f *testbed.Fleet, cluster, ns string) string {
+	t.Helper()
+	var d appsv1.Deployment
+	if err := workloadClient(t, f, cluster).Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "web"}, &d); err != nil {
+		t.Fatal(err)
+	}
+	return string(d.UID)
+}
