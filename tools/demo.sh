@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # `make demo`: the main job on a local fleet. Builds the toolchain (cached), starts a management
-# cluster and three workload clusters, builds the provider, and runs examples/quickstart with
-# OpenTofu (and Terraform when on PATH), narrating each step. KEEP=1 keeps the fleet.
+# cluster with Cluster API objects and three workload clusters, builds the provider, and runs
+# examples/quickstart with OpenTofu (and Terraform when on PATH), narrating each step.
+# KEEP=1 keeps the fleet running at the end and prints how to reach it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
 say() { printf '\n\033[1m==> %s\033[0m\n' "$*"; }
+indent() { sed 's/^/    /'; }
 
 say "Building the toolchain (cached after the first run)"
 env_file=$(tools/toolchain.sh | tail -n 1)
@@ -13,32 +15,35 @@ env_file=$(tools/toolchain.sh | tail -n 1)
 source "$env_file"
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/gradual-demo.XXXXXX")
-fleet_dir=${GRADUAL_DEMO_DIR:-$work/fleet}
-go build -o "$work/gradual-testbed" ./cmd/gradual-testbed
+fleet_dir=$work/fleet
+testbed=$work/gradual-testbed
+go build -o "$testbed" ./cmd/gradual-testbed
 finish() {
+  status=$?
   if [ "${KEEP:-}" = 1 ]; then
     say "KEEP=1: the fleet stays up"
     echo "  management kubeconfig: $fleet_dir/management.kubeconfig"
     echo "  kubectl --kubeconfig $fleet_dir/management.kubeconfig get clusters -A"
-    echo "  stop it with: $work/gradual-testbed down --dir $fleet_dir"
+    echo "  the quickstart runs: $work/quickstart-*"
+    echo "  stop it with: $testbed down --dir $fleet_dir"
   else
     say "Tearing the fleet down"
-    "$work/gradual-testbed" down --dir "$fleet_dir" >&2 || true
+    "$testbed" down --dir "$fleet_dir" >/dev/null 2>&1 || true
     rm -rf "$work"
   fi
+  exit $status
 }
 trap finish EXIT
 
 say "Starting a local fleet: a management cluster with Cluster API objects and three workload clusters"
-kubeconfig=$("$work/gradual-testbed" up --dir "$fleet_dir" | tail -n 1)
-"$work/gradual-testbed" status --dir "$fleet_dir"
+kubeconfig=$("$testbed" up --dir "$fleet_dir" 2>/dev/null | tail -n 1)
+"$testbed" status --dir "$fleet_dir" | indent
 
-say "Building the provider and pointing the CLIs at it (dev_overrides)"
+say "Building the provider and pointing the CLIs at it (dev_overrides, no registry needed)"
 go build -o "$work/plugins/terraform-provider-gradual" .
 cat >"$work/cli.tfrc" <<RC
 provider_installation {
   dev_overrides {
-    "gradual-dev/gradual"                       = "$work/plugins"
     "registry.terraform.io/gradual-dev/gradual" = "$work/plugins"
     "registry.opentofu.org/gradual-dev/gradual" = "$work/plugins"
   }
@@ -53,14 +58,49 @@ for cli in "${clis[@]}"; do
   name=$("$cli" version | head -n 1)
   dir="$work/quickstart-$(basename "$cli")"
   cp -r "$root/examples/quickstart" "$dir"
-  say "[$name] Step 1: the fleet as the provider sees it — eligible clusters and why others would be skipped"
-  "$cli" -chdir="$dir" apply -auto-approve -var "kubeconfig_path=$kubeconfig" -compact-warnings 2>&1 | sed 's/^/    /'
+  tf() { "$cli" -chdir="$dir" "$@" -var "kubeconfig_path=$kubeconfig" -no-color -compact-warnings; }
+  outputs() { "$cli" -chdir="$dir" output -no-color "$@" | indent; }
 
-  say "[$name] Step 2: a cluster's control plane goes down — the next plan says it would be skipped"
-  "$work/gradual-testbed" set-ready --dir "$fleet_dir" prod-us-1 false >/dev/null
-  "$cli" -chdir="$dir" apply -auto-approve -var "kubeconfig_path=$kubeconfig" -compact-warnings 2>&1 | sed -n '/Outputs:/,$p' | sed 's/^/    /'
-  "$work/gradual-testbed" set-ready --dir "$fleet_dir" prod-us-1 true >/dev/null
+  say "[$name] Step 1: roll the demo app out to the production clusters, one cluster per wave"
+  echo "    The plan shows the revision, the waves and each cluster's target revision before anything changes:"
+  tf plan -out="$dir/plan" | grep -E 'revision|waves|prod-|Plan:' | head -n 20 | indent
+  "$cli" -chdir="$dir" apply -no-color "$dir/plan" | grep -E 'Apply complete' | indent
+  outputs clusters
+
+  say "[$name] Step 2: a broken revision (its pods can never be scheduled)"
+  echo "    The first wave fails verification; that cluster is restored to its backup, the revision is recorded invalid, the other cluster is untouched:"
+  if tf apply -auto-approve -var app_version=1.28 -var broken=true >"$dir/broken.log" 2>&1; then
+    echo "    unexpected: the broken revision applied" >&2
+    exit 1
+  fi
+  grep -E 'Error|failed|restored|ProgressDeadline' "$dir/broken.log" | head -n 8 | indent
+  tf refresh >/dev/null
+  outputs clusters
+  outputs invalid_revisions
+
+  say "[$name] Step 3: plan the broken revision again — refused, with where and why it failed"
+  if tf plan -var app_version=1.28 -var broken=true >"$dir/refused.log" 2>&1; then
+    echo "    unexpected: the plan was accepted" >&2
+    exit 1
+  fi
+  grep -A6 'Revision Recorded Invalid' "$dir/refused.log" | head -n 10 | indent
+
+  say "[$name] Step 4: a fixed revision goes out to every production cluster"
+  tf apply -auto-approve -var app_version=1.28 | grep -E 'Apply complete' | indent
+  outputs clusters
+
+  say "[$name] Step 5: a new production cluster joins the fleet; the next plan shows it, apply rolls out to it"
+  joiner="prod-ap-$(basename "$cli" | tr -dc 'a-z' | head -c 4)"
+  "$testbed" add --dir "$fleet_dir" "$joiner" env=prod,region=ap >/dev/null 2>&1
+  tf plan -var app_version=1.28 | grep -E "$joiner|Plan:" | head -n 5 | indent
+  tf apply -auto-approve -var app_version=1.28 | grep -E 'Apply complete' | indent
+  outputs clusters
+
+  say "[$name] Cleaning up: destroy removes the app from every cluster"
+  tf destroy -auto-approve -var app_version=1.28 | grep -E 'Destroy complete' | indent
 done
 
 say "Summary"
-"$work/gradual-testbed" status --dir "$fleet_dir"
+"$testbed" status --dir "$fleet_dir" | indent
+echo
+echo "    Not in this demo yet: module assignment (gradual_module_assignment) and in-place machine updates (gradual_inplace_update)."

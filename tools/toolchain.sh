@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Builds the pinned test-bed toolchain from the Go module proxy into a cache outside the clone
-# (DESIGN.md §4). Prebuilt-binary downloads are not reachable here, so every binary is compiled
-# from its Go module. A second run only checks that the binaries exist and finishes in seconds.
+# Builds the pinned test-bed toolchain (and kubectl, for `make bench`) from the Go module proxy
+# into a cache outside the clone (DESIGN.md §4). Prebuilt-binary downloads are not reachable
+# here, so every binary is compiled from its Go module. A second run only checks that the
+# binaries exist and finishes in seconds.
 #
 # Prints, as its last line, the path of an env file that exports the binaries' locations.
 set -euo pipefail
@@ -32,12 +33,10 @@ helper_module() {
   (cd "$dir" && go mod tidy >/dev/null 2>&1 || go mod tidy)
 }
 
-build_kubernetes() {
-  local out=$BIN/kubernetes-$KUBERNETES_VERSION
-  if [[ -x $out/kube-apiserver && -x $out/kube-controller-manager && -x $out/kube-scheduler ]]; then return; fi
-  log "building kube-apiserver, kube-controller-manager, kube-scheduler $KUBERNETES_VERSION (cold: ~10 min on 2 cores)"
-  local dir=$SRC/kubernetes-$KUBERNETES_VERSION replaces="" m
-  # k8s.io/kubernetes points every staging module at ./staging; a consumer must pin each to its release.
+# kubernetes_module writes the helper module that builds from k8s.io/kubernetes: it points every
+# staging module (which k8s.io/kubernetes replaces with ./staging) at its release.
+kubernetes_module() {
+  local dir=$1 replaces="" m
   for m in api apiextensions-apiserver apimachinery apiserver cli-runtime client-go cloud-provider \
     cluster-bootstrap code-generator component-base component-helpers controller-manager cri-api \
     cri-client cri-streaming csi-translation-lib dynamic-resource-allocation endpointslice externaljwt \
@@ -50,17 +49,46 @@ go 1.26
 require k8s.io/kubernetes $KUBERNETES_VERSION
 $replaces" '	_ "k8s.io/kubernetes/cmd/kube-apiserver"
 	_ "k8s.io/kubernetes/cmd/kube-controller-manager"
-	_ "k8s.io/kubernetes/cmd/kube-scheduler"'
+	_ "k8s.io/kubernetes/cmd/kube-scheduler"
+	_ "k8s.io/kubernetes/cmd/kubectl"'
+}
+
+# kubernetes_ldflags sets the version variables: without them the binaries report v0.0.0, which
+# kubectl (and kwokctl) refuse.
+kubernetes_ldflags() {
   local minor=${KUBERNETES_VERSION#v1.}; minor=${minor%%.*}
   local ld="-s -w" pkg
-  # Without these the binaries report v0.0.0, which kubectl (and kwokctl) refuse.
   for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
     ld+=" -X $pkg.gitVersion=$KUBERNETES_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor"
     ld+=" -X $pkg.gitTreeState=clean -X $pkg.buildDate=2026-01-01T00:00:00Z"
   done
+  printf '%s' "$ld"
+}
+
+build_kubernetes() {
+  local out=$BIN/kubernetes-$KUBERNETES_VERSION
+  if [[ -x $out/kube-apiserver && -x $out/kube-controller-manager && -x $out/kube-scheduler ]]; then return; fi
+  log "building kube-apiserver, kube-controller-manager, kube-scheduler $KUBERNETES_VERSION (cold: ~10 min on 2 cores)"
+  local dir=$SRC/kubernetes-$KUBERNETES_VERSION
+  kubernetes_module "$dir"
   mkdir -p "$out.tmp"
-  (cd "$dir" && go build -trimpath -ldflags "$ld" -o "$out.tmp/" \
+  (cd "$dir" && go build -trimpath -ldflags "$(kubernetes_ldflags)" -o "$out.tmp/" \
     k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager k8s.io/kubernetes/cmd/kube-scheduler)
+  rm -rf "$out" && mv "$out.tmp" "$out"
+}
+
+# kubectl of the same release, for `make bench`'s baseline (and people poking at a fleet). A step
+# of its own, in its own directory, so that adding it to a cache that already holds the control
+# plane binaries builds only kubectl, in the same helper module (and Go build cache).
+build_kubectl() {
+  local out=$BIN/kubectl-$KUBERNETES_VERSION
+  [[ -x $out/kubectl ]] && return
+  log "building kubectl $KUBERNETES_VERSION (a few minutes when the control plane binaries are cached)"
+  local dir=$SRC/kubernetes-$KUBERNETES_VERSION
+  # A helper module written before kubectl was added lacks its imports (and go.sum lines).
+  if ! grep -qs 'k8s.io/kubernetes/cmd/kubectl"' "$dir/tools.go"; then kubernetes_module "$dir"; fi
+  mkdir -p "$out.tmp"
+  (cd "$dir" && go build -trimpath -ldflags "$(kubernetes_ldflags)" -o "$out.tmp/kubectl" k8s.io/kubernetes/cmd/kubectl)
   rm -rf "$out" && mv "$out.tmp" "$out"
 }
 
@@ -103,9 +131,9 @@ replace $OPENTOFU_HCL_REPLACE" '	_ "github.com/opentofu/opentofu/cmd/tofu"'
 
 only=${1:-all}
 case $only in
-  all) build_etcd; build_kwok; build_opentofu; build_kubernetes ;;
-  kubernetes|etcd|kwok|opentofu) "build_$only" ;;
-  *) echo "usage: $0 [all|kubernetes|etcd|kwok|opentofu]" >&2; exit 2 ;;
+  all) build_etcd; build_kwok; build_opentofu; build_kubernetes; build_kubectl ;;
+  kubernetes|kubectl|etcd|kwok|opentofu) "build_$only" ;;
+  *) echo "usage: $0 [all|kubernetes|kubectl|etcd|kwok|opentofu]" >&2; exit 2 ;;
 esac
 
 env_file=$CACHE/toolchain.env
@@ -117,6 +145,7 @@ env_file=$CACHE/toolchain.env
   echo "export GRADUAL_KWOK=$BIN/kwok-$KWOK_VERSION/kwok"
   echo "export GRADUAL_KWOKCTL=$BIN/kwok-$KWOK_VERSION/kwokctl"
   echo "export GRADUAL_TOFU=$BIN/opentofu-$OPENTOFU_VERSION/tofu"
+  if [[ -x $BIN/kubectl-$KUBERNETES_VERSION/kubectl ]]; then echo "export GRADUAL_KUBECTL=$BIN/kubectl-$KUBERNETES_VERSION/kubectl"; fi
   if command -v terraform >/dev/null 2>&1; then echo "export GRADUAL_TERRAFORM=$(command -v terraform)"; fi
 } >"$env_file"
 echo "$env_file"

@@ -1,4 +1,5 @@
-# The quickstart that `make demo` runs against a local fleet (see tools/demo.sh).
+# The quickstart that `make demo` runs against a local fleet (see tools/demo.sh): a demo app
+# rolled out to every production cluster, one cluster per wave, verified after each wave.
 terraform {
   required_providers {
     gradual = {
@@ -19,6 +20,18 @@ variable "namespace" {
   default     = "fleet"
 }
 
+variable "app_version" {
+  description = "Version of the demo app to roll out."
+  type        = string
+  default     = "1.27"
+}
+
+variable "broken" {
+  description = "Roll out a revision that can never become ready (to see verification, restore and the invalid ledger)."
+  type        = bool
+  default     = false
+}
+
 provider "gradual" {
   kubeconfig_path = var.kubeconfig_path
 }
@@ -27,21 +40,34 @@ data "gradual_clusters" "all" {
   namespace = var.namespace
 }
 
-data "gradual_clusters" "prod" {
-  namespace = var.namespace
-  selector  = { match_labels = { env = "prod" } }
+locals {
+  manifests = templatefile("${path.module}/app.yaml.tftpl", { version = var.app_version, broken = var.broken })
+}
+
+resource "gradual_rollout" "web" {
+  name         = "web"
+  namespace    = var.namespace
+  selector     = { match_labels = { env = "prod" } }
+  manifests    = local.manifests
+  update_limit = "1"
+  verify       = { timeout = "60s", bake_time = "2s" }
 }
 
 output "fleet" {
-  description = "Every cluster with the reason a rollout would skip it, if any."
+  description = "Every cluster, and the reason a rollout would skip it, if any."
   value       = { for c in data.gradual_clusters.all.clusters : c.name => c.eligible ? "eligible (${c.phase})" : "skipped: ${c.skip_reason}" }
 }
 
-output "prod_clusters" {
-  value = data.gradual_clusters.prod.eligible_names
+output "revision" {
+  description = "The revision of the manifests, known at plan time."
+  value       = provider::gradual::revision(local.manifests)
 }
 
-output "app_revision" {
-  description = "The revision a rollout of app.yaml carries, known at plan time."
-  value       = provider::gradual::revision(file("${path.module}/app.yaml"))
+output "clusters" {
+  description = "What each production cluster runs."
+  value       = { for name, s in gradual_rollout.web.cluster_states : name => "${s.revision} (${s.state}, backup ${s.backup == "" ? "none" : s.backup})" }
+}
+
+output "invalid_revisions" {
+  value = [for r in gradual_rollout.web.invalid_revisions : "${r.revision} failed on ${join(", ", r.clusters)}: ${r.reason}"]
 }

@@ -2,7 +2,6 @@ package delivery
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -81,8 +80,14 @@ func (s *Service) destroyCluster(ctx context.Context, spec Spec, name string, or
 		return fmt.Errorf("read records: %w", err)
 	}
 	if !orphan {
-		if _, err := c.applier.Delete(ctx, previousInventory(state, "")); err != nil {
-			return errors.Join(fmt.Errorf("delete objects: %w", err))
+		res, err := c.applier.Delete(ctx, previousInventory(state, ""))
+		if err != nil {
+			return fmt.Errorf("delete objects: %w", err)
+		}
+		// Done only once they are gone, so that an apply right after (a replacement, another
+		// rollout of the same objects) does not meet a terminating Namespace.
+		if err := c.applier.WaitDeleted(ctx, res.Deleted); err != nil {
+			return err
 		}
 	}
 	return store.Delete(ctx, spec.Key)

@@ -91,7 +91,7 @@ func (r *rolloutResource) ModifyPlan(ctx context.Context, req resource.ModifyPla
 	}
 	if len(obs.Clusters) == 0 && len(obs.Skipped) == 0 {
 		resp.Diagnostics.AddWarning("No Clusters Picked",
-			fmt.Sprintf("The selector (or names) of rollout %s picks no Cluster in namespace %q, so apply changes nothing. Clusters that match later are rolled out to by a later apply.", spec.Key, query.Namespace))
+			fmt.Sprintf("The selector (or names) of %s picks no Cluster in namespace %q, so apply changes nothing. Clusters that match later are rolled out to by a later apply.", spec.Key.Describe(), query.Namespace))
 	}
 
 	var changing []string
@@ -186,11 +186,11 @@ func priorDrift(ctx context.Context, prior *Model) map[string]bool {
 }
 
 func invalidDetail(spec delivery.Spec, entry delivery.InvalidRevision) string {
-	return fmt.Sprintf("Revision %s of rollout %s was recorded invalid at %s after it failed on %s:\n\n  %s\n\n"+
+	return fmt.Sprintf("Revision %s of %s was recorded invalid at %s after it failed on %s:\n\n  %s\n\n"+
 		"The ledger lives in the management cluster (namespace %q), so it holds across lost or replaced state. "+
 		"Change the manifests (a new revision), or, once what made it fail is fixed outside the manifests, "+
 		"set retry_invalid = true to apply this revision again on purpose.",
-		spec.Revision, spec.Key, entry.RecordedAt.UTC().Format("2006-01-02T15:04:05Z"), strings.Join(entry.Clusters, ", "),
+		spec.Revision, spec.Key.Describe(), entry.RecordedAt.UTC().Format("2006-01-02T15:04:05Z"), strings.Join(entry.Clusters, ", "),
 		entry.Reason, spec.RecordNamespace)
 }
 
