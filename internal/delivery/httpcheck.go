@@ -44,14 +44,20 @@ func runHTTPCheck(ctx context.Context, cluster string, check HTTPCheck, logger r
 	client.HTTPClient.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 	client.Logger = logger
 	want := check.ExpectedStatus
+	last := "no answer" // the last attempt's outcome, for the error when time runs out
 	client.CheckRetry = func(ctx context.Context, resp *http.Response, err error) (bool, error) {
+		switch {
+		case err != nil:
+			last = err.Error()
+		case resp.StatusCode != want:
+			last = fmt.Sprintf("got status %d, want %d", resp.StatusCode, want)
+		}
 		if ctx.Err() != nil {
 			return false, ctx.Err()
 		}
-		if err != nil {
-			return true, nil
-		}
-		return resp.StatusCode != want, nil
+		// A connection error or another status is worth another try within the timeout; the
+		// ErrorHandler below reports the last one.
+		return err != nil || resp.StatusCode != want, nil
 	}
 	// Keep the last answer instead of retryablehttp's "giving up" error, so the reason is shown.
 	client.ErrorHandler = func(resp *http.Response, err error, attempts int) (*http.Response, error) {
@@ -66,7 +72,7 @@ func runHTTPCheck(ctx context.Context, cluster string, check HTTPCheck, logger r
 	}
 	resp, err := client.Do(req)
 	if err != nil {
-		return fmt.Errorf("http check %s: %w", url, err)
+		return fmt.Errorf("http check %s: %s: %w", url, last, err)
 	}
 	defer resp.Body.Close()
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
@@ -75,3 +81,22 @@ func runHTTPCheck(ctx context.Context, cluster string, check HTTPCheck, logger r
 	}
 	return nil
 }
+
+// checkLogger forwards go-retryablehttp's messages to the run's log (tflog in the provider), so
+// retries of a check show in TF_LOG_PROVIDER output.
+type checkLogger struct {
+	logf func(string, map[string]any)
+}
+
+func (l checkLogger) log(level, msg string, kv []any) {
+	fields := map[string]any{"level": level}
+	for i := 0; i+1 < len(kv); i += 2 {
+		fields[fmt.Sprint(kv[i])] = kv[i+1]
+	}
+	l.logf("http check: "+msg, fields)
+}
+
+func (l checkLogger) Error(msg string, kv ...any) { l.log("error", msg, kv) }
+func (l checkLogger) Info(msg string, kv ...any)  { l.log("info", msg, kv) }
+func (l checkLogger) Debug(msg string, kv ...any) { l.log("debug", msg, kv) }
+func (l checkLogger) Warn(msg string, kv ...any)  { l.log("warn", msg, kv) }

@@ -101,7 +101,7 @@ func (w *world) Verify(ctx context.Context, target, revision string) error {
 		return err
 	}
 	if revision == w.spec.Revision {
-		return runHTTPChecks(ctx, target, w.spec.HTTPChecks, nil)
+		return runHTTPChecks(ctx, target, w.spec.HTTPChecks, checkLogger{w.logf})
 	}
 	return nil
 }

@@ -3,9 +3,12 @@ package rollout_test
 import (
 	"context"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"regexp"
 	"sort"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -713,4 +716,49 @@ func deploymentUID(t *testing.T, f *testbed.Fleet, cluster, ns string) string {
 		t.Fatal(err)
 	}
 	return string(d.UID)
+}
+
+// verify.http_checks run after the objects are ready, with {cluster} replaced; a check that never
+// answers as expected fails the cluster like any verification.
+func TestAccRollout_httpChecks(t *testing.T) {
+	f := acctest.Fleet(t)
+	name := acctest.UniqueLabel("http")
+	var calls atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		calls.Add(1)
+		if r.URL.Path == "/healthz/staging-eu-1" {
+			w.WriteHeader(http.StatusOK)
+			return
+		}
+		w.WriteHeader(http.StatusServiceUnavailable)
+	}))
+	defer srv.Close()
+	checks := func(path string) string {
+		return fmt.Sprintf(`verify = {
+    timeout     = "15s"
+    http_checks = [{ url = "%s%s", timeout = "2s" }]
+  }`, srv.URL, path)
+	}
+	config := func(path string) string {
+		return strings.Replace(rolloutConfig(f, name, `clusters = ["staging-eu-1"]`, app(name, "v1", false, ""), checks(path)),
+			"  verify = { timeout = \"90s\" }\n", "", 1)
+	}
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: acctest.ProviderFactories,
+		Steps: []resource.TestStep{
+			{
+				Config: config("/healthz/{cluster}"),
+				Check: func(*terraform.State) error {
+					if calls.Load() == 0 {
+						return fmt.Errorf("the HTTP check was never called")
+					}
+					return nil
+				},
+			},
+			{
+				Config:      strings.Replace(config("/broken/{cluster}"), `"v1"`, `"v2"`, -1),
+				ExpectError: regexp.MustCompile(`(?s)Rollout Failed.*http check.*got status 503, want 200`),
+			},
+		},
+	})
 }
