@@ -82,7 +82,12 @@ func (s *Service) observeCluster(ctx context.Context, namespace, name string, ke
 	if err != nil {
 		return engine.TargetRecord{}, ClusterState{}, err
 	}
-	state, err := records.NewWorkloadStore(c.client, recordNamespace).Load(ctx, key)
+	store := records.NewWorkloadStore(c.client, recordNamespace)
+	load := store.Summary // revisions and states only: enough to plan
+	if drift {
+		load = store.Load // the current revision's objects too, to compare with the live ones
+	}
+	state, err := load(ctx, key)
 	if err != nil {
 		return engine.TargetRecord{}, ClusterState{}, fmt.Errorf("read records: %w", err)
 	}
