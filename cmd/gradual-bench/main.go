@@ -97,7 +97,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		if err != nil {
 			return err
 		}
-		defer os.RemoveAll(dir)
+		defer func() { _ = os.RemoveAll(dir) }()
 		c.work = dir
 	}
 	if c.logs != "" {
@@ -106,7 +106,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	logf := func(format string, a ...any) {
-		fmt.Fprintf(stderr, "[bench %s] %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, a...))
+		_, _ = fmt.Fprintf(stderr, "[bench %s] %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, a...))
 	}
 
 	f, err := testbed.Load(c.fleetDir)
@@ -156,8 +156,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 		results = append(results, r)
 	}
-	report(stdout, results, k != nil, len(targets))
-	return nil
+	_, err = io.WriteString(stdout, report(results, k != nil, len(targets)))
+	return err
 }
 
 // readyWorkloads returns the fleet's workload clusters that have a control plane and are marked
@@ -252,10 +252,9 @@ type result struct {
 
 type providerRun struct {
 	apply, plan time.Duration
-	// peakRSS is the largest VmHWM of any provider process of the apply, in bytes; processes is
-	// how many provider processes the apply started.
+	// peakRSS (planPeakRSS) is the largest VmHWM of any provider process of the apply (the
+	// no-change plan), in bytes.
 	peakRSS, planPeakRSS int64
-	processes            int
 }
 
 // providerSide runs OpenTofu with the provider built for this benchmark (dev_overrides).
@@ -340,7 +339,6 @@ func (p *providerSide) run(ctx context.Context, i int) (providerRun, error) {
 	if err != nil {
 		return r, err
 	}
-	r.processes = procs
 	if err := p.checkApplied(ctx, dir, name); err != nil {
 		return r, err
 	}
@@ -383,6 +381,8 @@ func (p *providerSide) tofu(ctx context.Context, dir, logName string, timeout ti
 
 // checkApplied reads the outputs: every target cluster current, none skipped.
 func (p *providerSide) checkApplied(ctx context.Context, dir, name string) error {
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
 	cmd := exec.CommandContext(ctx, p.cfg.tofu, "-chdir="+dir, "output", "-json")
 	cmd.Env = append(os.Environ(), "TF_CLI_CONFIG_FILE="+p.rcFile, "CHECKPOINT_DISABLE=1")
 	raw, err := cmd.Output()
@@ -419,7 +419,7 @@ type kubectlSide struct {
 }
 
 func (k *kubectlSide) version(ctx context.Context) string {
-	out, err := exec.CommandContext(ctx, k.kubectl, "version", "--client", "--kubeconfig", k.targets[0].KubeconfigPath).CombinedOutput()
+	out, err := exec.CommandContext(ctx, k.kubectl, "version", "--client").CombinedOutput()
 	first, _, _ := strings.Cut(string(out), "\n")
 	if err != nil {
 		return fmt.Sprintf("%s (version: %v)", k.kubectl, err)
@@ -551,10 +551,11 @@ func vmHWM(pid int) int64 {
 	return 0
 }
 
-func report(w io.Writer, results []result, baseline bool, clusters int) {
-	fmt.Fprintf(w, "\nEnd-to-end: one 20-object revision to %d workload clusters (update_limit = %d), verification included\n\n", clusters, clusters)
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "run\tfirst\ttofu apply\tkubectl apply+wait\tprovider peak RSS\tno-change plan\t")
+func report(results []result, baseline bool, clusters int) string {
+	var w strings.Builder
+	fmt.Fprintf(&w, "\nEnd-to-end: one 20-object revision to %d workload clusters (update_limit = %d), verification included\n\n", clusters, clusters)
+	tw := tabwriter.NewWriter(&w, 0, 4, 2, ' ', tabwriter.AlignRight)
+	_, _ = fmt.Fprintln(tw, "run\tfirst\ttofu apply\tkubectl apply+wait\tprovider peak RSS\tno-change plan\t")
 	var applies, kubes, plans []time.Duration
 	var peak int64
 	for _, r := range results {
@@ -577,27 +578,28 @@ func report(w io.Writer, results []result, baseline bool, clusters int) {
 				kubes = append(kubes, r.kubectl)
 			}
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%.0f MB\t%s\t\n", run, first, sec(r.provider.apply), kube, mb(r.provider.peakRSS), sec(r.provider.plan))
+		_, _ = fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%.0f MB\t%s\t\n", run, first, sec(r.provider.apply), kube, mb(r.provider.peakRSS), sec(r.provider.plan))
 	}
 	kube := "-"
 	if baseline {
 		kube = sec(median(kubes))
 	}
-	fmt.Fprintf(tw, "median of %d\t\t%s\t%s\t\t%s\t\n", len(applies), sec(median(applies)), kube, sec(median(plans)))
+	_, _ = fmt.Fprintf(tw, "median of %d\t\t%s\t%s\t\t%s\t\n", len(applies), sec(median(applies)), kube, sec(median(plans)))
 	_ = tw.Flush()
-	fmt.Fprintln(w)
+	fmt.Fprintln(&w)
 	if baseline {
 		ratio := median(applies).Seconds() / median(kubes).Seconds()
 		verdict := "within"
 		if ratio > 1.2 {
 			verdict = "over"
 		}
-		fmt.Fprintf(w, "provider / kubectl (medians): %.2fx (%s the goal of 1.2x)\n", ratio, verdict)
+		fmt.Fprintf(&w, "provider / kubectl (medians): %.2fx (%s the goal of 1.2x)\n", ratio, verdict)
 	} else {
-		fmt.Fprintln(w, "provider / kubectl: no kubectl, no baseline")
+		fmt.Fprintln(&w, "provider / kubectl: no kubectl, no baseline")
 	}
-	fmt.Fprintf(w, "provider peak RSS (largest VmHWM of any provider process, all runs and plans): %.0f MB\n", mb(peak))
-	fmt.Fprintf(w, "no-change tofu plan (median): %s\n", sec(median(plans)))
+	fmt.Fprintf(&w, "provider peak RSS (largest VmHWM of any provider process, all runs and plans): %.0f MB\n", mb(peak))
+	fmt.Fprintf(&w, "no-change tofu plan (median): %s\n", sec(median(plans)))
+	return w.String()
 }
 
 func median(ds []time.Duration) time.Duration {

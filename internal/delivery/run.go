@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -159,13 +160,18 @@ type progressWriter struct {
 	key      records.Key
 	mu       sync.Mutex
 	progress records.Progress
+	batch    []string // targets of the batch in progress
 }
 
 func (p *progressWriter) observe(ctx context.Context, ev engine.Event) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	switch {
-	case ev.Kind == engine.EventBatchStarted && ev.Phase == engine.PhaseWave:
+	case ev.Kind == engine.EventBatchStarted:
+		p.batch = ev.Targets
+		if ev.Phase != engine.PhaseWave {
+			return
+		}
 		p.progress.Wave = ev.Batch
 	case ev.Target != "":
 		o := p.progress.Clusters[ev.Target]
@@ -181,6 +187,21 @@ func (p *progressWriter) observe(ctx context.Context, ev engine.Event) {
 		return
 	}
 	p.saveLocked(ctx)
+}
+
+// summary says how the targets of a batch ended, e.g. "prod-eu-1 succeeded, prod-us-1 failed".
+// Without targets (the engine does not always repeat them) it covers the batch just started.
+func (p *progressWriter) summary(targets []string) string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(targets) == 0 {
+		targets = p.batch
+	}
+	parts := make([]string, 0, len(targets))
+	for _, t := range targets {
+		parts = append(parts, t+" "+p.progress.Clusters[t].State)
+	}
+	return strings.Join(parts, ", ")
 }
 
 func (p *progressWriter) save(ctx context.Context) {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sort"
 	"sync"
+	"time"
 
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -18,6 +19,12 @@ import (
 // DefaultConcurrency bounds how many clusters are read or changed at once outside the waves
 // (refresh, plan, destroy); the waves themselves are bounded by update_limit.
 const DefaultConcurrency = 20
+
+// readinessPoll is how often a wave reads its objects' status while it waits for them to be
+// ready. A wave ends on a poll, so this bounds what waiting costs over kubectl's watch (make
+// bench: 2 s polls made the provider ~1.3x kubectl, 0.5 s ~1.0x); a read per object every 0.5 s
+// is a light load for an API server.
+const readinessPoll = 500 * time.Millisecond
 
 // Service carries revisions to the clusters of one management cluster.
 type Service struct {
@@ -58,7 +65,7 @@ func (s *Service) cluster(ctx context.Context, namespace, name string, force boo
 		c.cfg.BearerToken == cfg.BearerToken && c.force == force {
 		return c, nil
 	}
-	applier, err := apply.New(cfg, apply.Options{FieldManager: apply.DefaultFieldManager, ForceConflicts: force})
+	applier, err := apply.New(cfg, apply.Options{FieldManager: apply.DefaultFieldManager, ForceConflicts: force, PollInterval: readinessPoll})
 	if err != nil {
 		return nil, fmt.Errorf("cluster %s: %w", id, err)
 	}

@@ -217,8 +217,9 @@ func (w *world) logRun(ev engine.Event) {
 		fields["clusters"] = ev.Targets
 		w.logf(fmt.Sprintf("%s %d/%d started: %v", ev.Phase, ev.Batch, ev.Batches, ev.Targets), fields)
 	case engine.EventBatchDone:
-		fields["clusters"] = ev.Targets
-		w.logf(fmt.Sprintf("%s %d/%d done: %s", ev.Phase, ev.Batch, ev.Batches, ev.Reason), fields)
+		summary := w.progress.summary(ev.Targets)
+		fields["outcomes"] = summary
+		w.logf(fmt.Sprintf("%s %d/%d done: %s", ev.Phase, ev.Batch, ev.Batches, summary), fields)
 	case engine.EventRunStarted, engine.EventRunFinished:
 		w.logf(fmt.Sprintf("rollout %s: %s %s", w.spec.Key, ev.Kind, ev.Reason), fields)
 	}
