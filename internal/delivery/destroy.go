@@ -17,7 +17,10 @@ type DestroyRequest struct {
 	Query fleet.Query
 	// Orphan leaves the applied objects in the clusters and removes only the records.
 	Orphan bool
-	Logf   func(msg string, fields map[string]any)
+	// KeepManagementRecords leaves the management cluster's progress record and ledger: the
+	// rollout goes on elsewhere, only the picked clusters are let go.
+	KeepManagementRecords bool
+	Logf                  func(msg string, fields map[string]any)
 }
 
 // Destroy removes what the rollout applied from every picked cluster it can reach, in waves of
@@ -62,6 +65,9 @@ func (s *Service) Destroy(ctx context.Context, req DestroyRequest) (warnings []s
 		sort.Strings(failures)
 		return warnings, usererr.New("Rollout Delete Incomplete",
 			"These clusters still hold objects or records of "+spec.Key.Describe()+":\n  "+strings.Join(failures, "\n  ")+"\nRun destroy again once they are reachable.")
+	}
+	if req.KeepManagementRecords {
+		return warnings, nil
 	}
 	if err := s.managementStore(spec.RecordNamespace).Delete(ctx, spec.Key); err != nil {
 		return warnings, fmt.Errorf("delete the management records of %s: %w", spec.Key.Describe(), err)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/gradual-dev/terraform-provider-gradual/internal/functions"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/clusters"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/moduleassignment"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/rollout"
 )
 
@@ -37,7 +38,7 @@ func (p *gradualProvider) Metadata(_ context.Context, _ provider.MetadataRequest
 }
 
 func (p *gradualProvider) Resources(context.Context) []func() resource.Resource {
-	return []func() resource.Resource{rollout.New}
+	return []func() resource.Resource{rollout.New, moduleassignment.New}
 }
 
 func (p *gradualProvider) DataSources(context.Context) []func() datasource.DataSource {

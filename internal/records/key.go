@@ -115,3 +115,13 @@ func validateRevision(revision string) error {
 	}
 	return nil
 }
+
+// ParseKey reads a key back from its String form.
+func ParseKey(s string) (Key, error) {
+	parts := strings.Split(s, "/")
+	if len(parts) != 3 {
+		return Key{}, fmt.Errorf("rollout key %q: want kind/namespace/name", s)
+	}
+	k := Key{Kind: parts[0], Namespace: parts[1], Name: parts[2]}
+	return k, k.Validate()
+}

@@ -70,3 +70,27 @@ var SelectorAttrTypes = map[string]attr.Type{
 	"match_labels":      types.MapType{ElemType: types.StringType},
 	"match_expressions": types.ListType{ElemType: types.ObjectType{AttrTypes: RequirementAttrTypes}},
 }
+
+// FromLabelSelector is the `selector` attribute value of ls (the reverse of ToLabelSelector), for
+// resources that restore their configuration from records on import.
+func FromLabelSelector(ctx context.Context, ls fleet.LabelSelector) types.Object {
+	labels := types.MapNull(types.StringType)
+	if ls.MatchLabels != nil {
+		labels, _ = types.MapValueFrom(ctx, types.StringType, ls.MatchLabels)
+	}
+	exprs := types.ListNull(types.ObjectType{AttrTypes: RequirementAttrTypes})
+	if ls.MatchExpressions != nil {
+		var vals []attr.Value
+		for _, e := range ls.MatchExpressions {
+			values := types.ListNull(types.StringType)
+			if e.Values != nil {
+				values, _ = types.ListValueFrom(ctx, types.StringType, e.Values)
+			}
+			vals = append(vals, types.ObjectValueMust(RequirementAttrTypes, map[string]attr.Value{
+				"key": types.StringValue(e.Key), "operator": types.StringValue(e.Operator), "values": values,
+			}))
+		}
+		exprs = types.ListValueMust(types.ObjectType{AttrTypes: RequirementAttrTypes}, vals)
+	}
+	return types.ObjectValueMust(SelectorAttrTypes, map[string]attr.Value{"match_labels": labels, "match_expressions": exprs})
+}

@@ -1,0 +1,31 @@
+# Calico and its BGP configuration on every cluster labelled cni=calico, including clusters that
+# get the label later. The BGP module needs Calico's CRDs, so it depends on it. A change to a
+# module goes out to 10% of the clusters at a time, each verified before the next.
+resource "gradual_module_assignment" "cni" {
+  name      = "cni"
+  namespace = "fleet"
+  selector  = { match_labels = { cni = "calico" } }
+
+  modules = [
+    {
+      name      = "calico"
+      version   = "3.28.0"
+      manifests = file("${path.module}/calico.yaml")
+    },
+    {
+      name       = "calico-bgp"
+      version    = "1.0.0"
+      manifests  = file("${path.module}/bgp.yaml")
+      depends_on = ["calico"]
+    },
+  ]
+
+  mode            = "Reconcile" # or "ApplyOnce": like ClusterResourceSet, never re-applied
+  update_limit    = "10%"
+  deletion_policy = "delete" # clusters that lose the label lose the modules
+  verify          = { timeout = "5m" }
+}
+
+output "cni_bindings" {
+  value = gradual_module_assignment.cni.bindings
+}

@@ -1,0 +1,208 @@
+// Package assignment delivers the modules of a module assignment to every cluster it picks. Each
+// module is a rollout of its own through internal/delivery (revision records, verified waves,
+// restore, invalid ledger, Lease), keyed records.Key{Kind: "module", Name: "<assignment>.<module>"};
+// modules go out in depends_on order, a module failing on a cluster blocks its dependents there
+// only, and what each cluster got is recorded in per-cluster bindings in the management cluster
+// (records.BindingStore), like CAPI's ClusterResourceSetBinding.
+package assignment
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/gradual-dev/terraform-provider-gradual/internal/delivery"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/engine"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/manifest"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/records"
+)
+
+// Mode says when a module is applied again to a cluster that has it.
+type Mode string
+
+const (
+	// ApplyOnce applies a module once per cluster, like ClusterResourceSet: a cluster with a
+	// binding for the module keeps what it got, even when the module changes.
+	ApplyOnce Mode = "ApplyOnce"
+	// Reconcile re-applies a module when it changes (in verified waves) or its objects drift.
+	Reconcile Mode = "Reconcile"
+)
+
+// Record kinds.
+const (
+	KeyKind    = "module-assignment"
+	ModuleKind = "module"
+)
+
+// Module is one bundle of an assignment.
+type Module struct {
+	Name      string
+	Version   string
+	Objects   *manifest.Set
+	Revision  string
+	DependsOn []string
+}
+
+// Spec is one assignment as configured.
+type Spec struct {
+	Key              records.Key
+	ClusterNamespace string
+	RecordNamespace  string
+	// Modules in depends_on order (see Order).
+	Modules []Module
+	Mode    Mode
+	Policy  engine.Policy
+	// Orphan leaves the objects of clusters that stop matching (and on destroy).
+	Orphan bool
+}
+
+// ModuleKey is the records key of one module of the assignment. Assignment and module names
+// are DNS labels, so the '.' cannot be ambiguous.
+func (s Spec) ModuleKey(module string) records.Key {
+	return records.Key{Kind: ModuleKind, Namespace: s.Key.Namespace, Name: s.Key.Name + "." + module}
+}
+
+// moduleSpec is what delivery needs to roll one module out.
+func (s Spec) moduleSpec(m Module) delivery.Spec {
+	return delivery.Spec{
+		Key: s.ModuleKey(m.Name), ClusterNamespace: s.ClusterNamespace, RecordNamespace: s.RecordNamespace,
+		Objects: m.Objects, Revision: m.Revision, Policy: s.Policy,
+	}
+}
+
+// Module returns the configured module called name.
+func (s Spec) Module(name string) (Module, bool) {
+	for _, m := range s.Modules {
+		if m.Name == name {
+			return m, true
+		}
+	}
+	return Module{}, false
+}
+
+// Describe names an owner key for messages: "module-assignment fleet/cni (module calico)".
+func Describe(key records.Key) string {
+	if key.Kind == ModuleKind {
+		if a, m, ok := strings.Cut(key.Name, "."); ok {
+			return fmt.Sprintf("%s %s/%s (module %s)", KeyKind, key.Namespace, a, m)
+		}
+	}
+	return key.Describe()
+}
+
+// Order returns modules so that each follows every module it depends on, keeping the
+// configured order otherwise. It refuses duplicate names, unknown or self dependencies and
+// cycles, naming them.
+func Order(modules []Module) ([]Module, error) {
+	index := map[string]int{}
+	var problems []string
+	for i, m := range modules {
+		if _, dup := index[m.Name]; dup {
+			problems = append(problems, fmt.Sprintf("module name %q is used more than once", m.Name))
+			continue
+		}
+		index[m.Name] = i
+	}
+	for _, m := range modules {
+		for _, d := range m.DependsOn {
+			switch _, ok := index[d]; {
+			case d == m.Name:
+				problems = append(problems, fmt.Sprintf("module %q depends on itself", m.Name))
+			case !ok:
+				problems = append(problems, fmt.Sprintf("module %q depends on %q, which is not a module of this assignment", m.Name, d))
+			}
+		}
+	}
+	if len(problems) > 0 {
+		return nil, fmt.Errorf("%s", strings.Join(problems, "; "))
+	}
+	// Kahn's algorithm, always taking the first ready module in configured order.
+	done := map[string]bool{}
+	var out []Module
+	for len(out) < len(modules) {
+		progressed := false
+		for _, m := range modules {
+			if done[m.Name] {
+				continue
+			}
+			ready := true
+			for _, d := range m.DependsOn {
+				ready = ready && done[d]
+			}
+			if ready {
+				done[m.Name] = true
+				out = append(out, m)
+				progressed = true
+				break
+			}
+		}
+		if !progressed {
+			return nil, fmt.Errorf("depends_on has a cycle: %s", strings.Join(cycle(modules, done), " → "))
+		}
+	}
+	return out, nil
+}
+
+// cycle finds one dependency cycle among the modules not done.
+func cycle(modules []Module, done map[string]bool) []string {
+	deps := map[string][]string{}
+	var start string
+	for _, m := range modules {
+		if !done[m.Name] {
+			deps[m.Name] = m.DependsOn
+			if start == "" {
+				start = m.Name
+			}
+		}
+	}
+	seen := map[string]int{}
+	var path []string
+	for n := start; ; {
+		if i, ok := seen[n]; ok {
+			return append(path[i:], n)
+		}
+		seen[n] = len(path)
+		path = append(path, n)
+		next := ""
+		for _, d := range deps[n] {
+			if !done[d] {
+				next = d
+				break
+			}
+		}
+		if next == "" {
+			return path
+		}
+		n = next
+	}
+}
+
+func sortedNames[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// withDependencies is m's objects plus those of every module it depends on, transitively.
+func withDependencies(spec Spec, m Module) *manifest.Set {
+	seen := map[string]bool{}
+	set := &manifest.Set{}
+	var add func(Module)
+	add = func(m Module) {
+		if seen[m.Name] {
+			return
+		}
+		seen[m.Name] = true
+		for _, d := range m.DependsOn {
+			if dm, ok := spec.Module(d); ok {
+				add(dm)
+			}
+		}
+		set.Objects = append(set.Objects, m.Objects.Objects...)
+	}
+	add(m)
+	return set
+}

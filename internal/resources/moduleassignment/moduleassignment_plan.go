@@ -1,0 +1,205 @@
+package moduleassignment
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/hashicorp/terraform-plugin-framework/resource"
+	"github.com/hashicorp/terraform-plugin-framework/types"
+
+	"github.com/gradual-dev/terraform-provider-gradual/internal/assignment"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/diagnostics"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/records"
+)
+
+// ValidateConfig refuses duplicate module names, unknown depends_on names and cycles before
+// anything is read or applied.
+func (r *assignmentResource) ValidateConfig(ctx context.Context, req resource.ValidateConfigRequest, resp *resource.ValidateConfigResponse) {
+	var m Model
+	resp.Diagnostics.Append(req.Config.Get(ctx, &m)...)
+	if resp.Diagnostics.HasError() || m.Modules.IsNull() || m.Modules.IsUnknown() {
+		return
+	}
+	mods, diags := m.modules(ctx)
+	if diags.HasError() {
+		return
+	}
+	var list []assignment.Module
+	for _, mm := range mods {
+		if mm.Name.IsUnknown() || mm.DependsOn.IsUnknown() {
+			return
+		}
+		mod := assignment.Module{Name: mm.Name.ValueString()}
+		resp.Diagnostics.Append(mm.DependsOn.ElementsAs(ctx, &mod.DependsOn, true)...)
+		list = append(list, mod)
+	}
+	if _, err := assignment.Order(list); err != nil {
+		resp.Diagnostics.AddAttributeError(pathModules, "Invalid Modules",
+			err.Error()+". Module names must be unique, and depends_on may name only other modules of this assignment, without cycles.")
+	}
+}
+
+// ModifyPlan shows at plan time what apply will do: per cluster, the bindings it will have.
+// Joins, leaves, module changes and drift make the plan an update; invalid revisions, objects
+// another owner manages and manifests a cluster cannot take are refused here.
+func (r *assignmentResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse) {
+	if req.Plan.Raw.IsNull() {
+		return
+	}
+	var plan Model
+	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	var prior *Model
+	if !req.State.Raw.IsNull() {
+		prior = &Model{}
+		resp.Diagnostics.Append(req.State.Get(ctx, prior)...)
+		if resp.Diagnostics.HasError() {
+			return
+		}
+	}
+	if !plan.Namespace.IsUnknown() && !plan.Name.IsUnknown() {
+		plan.ID = types.StringValue(plan.Namespace.ValueString() + "/" + plan.Name.ValueString())
+	}
+	if !plan.known() {
+		plan.markObservedUnknown()
+		resp.Diagnostics.Append(resp.Plan.Set(ctx, &plan)...)
+		return
+	}
+	spec, diags := plan.spec(ctx)
+	resp.Diagnostics.Append(diags...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	plan.setRevisions(spec)
+	if r.data == nil {
+		revisions := plan.Revisions
+		plan.markObservedUnknown()
+		plan.Revisions = revisions
+		resp.Diagnostics.Append(resp.Plan.Set(ctx, &plan)...)
+		return
+	}
+	query, diags := plan.query(ctx)
+	resp.Diagnostics.Append(diags...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	svc := r.data.Delivery
+	obs, err := assignment.Observe(ctx, svc, query, spec, false)
+	if err != nil {
+		resp.Diagnostics.Append(diagnostics.FromError(err, "Cannot Read The Fleet"))
+		return
+	}
+	planned := assignment.PlanAssignment(obs, spec, priorDrift(ctx, prior))
+	for i, m := range spec.Modules {
+		if len(planned.Apply[m.Name]) == 0 {
+			continue
+		}
+		if entry, ok := obs.Modules[m.Name].Invalid(m.Revision); ok {
+			resp.Diagnostics.AddAttributeError(pathModules.AtListIndex(i), "Module Revision Recorded Invalid",
+				fmt.Sprintf("Revision %s of module %s (version %s) of %s was recorded invalid at %s after it failed on %s:\n\n  %s\n\n"+
+					"The ledger lives in the management cluster (namespace %q). Change the module's manifests to apply a new revision.",
+					m.Revision, m.Name, m.Version, spec.Key.Describe(), entry.RecordedAt.UTC().Format("2006-01-02T15:04:05Z"),
+					strings.Join(entry.Clusters, ", "), entry.Reason, spec.RecordNamespace))
+		}
+	}
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	if w := assignment.KeptOldWarning(planned, spec); w != "" {
+		resp.Diagnostics.AddWarning("Clusters Keep An Older Module Version", w)
+	}
+	if len(obs.Skipped) > 0 {
+		resp.Diagnostics.AddWarning("Clusters Skipped", skippedDetail(obs.Skipped))
+	}
+	if len(planned.Leaving) > 0 {
+		what := "loses its modules (deletion_policy = \"delete\")"
+		if spec.Orphan {
+			what = "keeps its objects, but its records and bindings are removed (deletion_policy = \"orphan\")"
+		}
+		resp.Diagnostics.AddWarning("Clusters No Longer Match",
+			fmt.Sprintf("These clusters no longer match the selector; each %s: %s", what, strings.Join(planned.Leaving, ", ")))
+	}
+	if len(obs.Eligible) == 0 && len(obs.Skipped) == 0 {
+		resp.Diagnostics.AddWarning("No Clusters Picked",
+			fmt.Sprintf("The selector of %s picks no Cluster in namespace %q, so apply changes nothing there. Clusters that match later get the modules on a later apply.", spec.Key.Describe(), query.Namespace))
+	}
+	if err := assignment.CheckClaims(ctx, svc, spec, planned.Apply); err != nil {
+		resp.Diagnostics.Append(diagnostics.AttributeFromError(pathModules, err, "Object Claimed By Two Owners"))
+		return
+	}
+	if err := assignment.CheckManifests(ctx, svc, spec, planned.Apply); err != nil {
+		resp.Diagnostics.Append(diagnostics.AttributeFromError(pathModules, err, "Manifests Cannot Be Applied"))
+		return
+	}
+	plan.setPlannedBindings(planned.Bindings)
+	plan.setSkipped(obs.Skipped)
+	resp.Diagnostics.Append(resp.Plan.Set(ctx, &plan)...)
+}
+
+// known reports whether everything the plan needs is known.
+func (m *Model) known() bool {
+	return !m.Namespace.IsUnknown() && !m.Name.IsUnknown() && !m.Selector.IsUnknown() && !m.Modules.IsUnknown() &&
+		!m.Mode.IsUnknown() && !m.UpdateLimit.IsUnknown() && !m.MaxFailures.IsUnknown() && !m.Verify.IsUnknown() &&
+		!m.RecordNamespace.IsUnknown() && !m.DeletionPolicy.IsUnknown() && m.modulesKnown()
+}
+
+func (m *Model) modulesKnown() bool {
+	for _, v := range m.Modules.Elements() {
+		o, ok := v.(types.Object)
+		if !ok || o.IsUnknown() {
+			return false
+		}
+		for _, a := range o.Attributes() {
+			if a.IsUnknown() {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// priorDrift returns the cluster → module pairs the last refresh found drifted.
+func priorDrift(ctx context.Context, prior *Model) map[string]map[string]bool {
+	out := map[string]map[string]bool{}
+	if prior == nil || prior.Bindings.IsNull() || prior.Bindings.IsUnknown() {
+		return out
+	}
+	var bindings map[string][]struct {
+		Module    types.String `tfsdk:"module"`
+		Revision  types.String `tfsdk:"revision"`
+		AppliedAt types.String `tfsdk:"applied_at"`
+		Result    types.String `tfsdk:"result"`
+	}
+	if diags := prior.Bindings.ElementsAs(ctx, &bindings, false); diags.HasError() {
+		return out
+	}
+	for cluster, bs := range bindings {
+		for _, b := range bs {
+			if b.Result.ValueString() == records.BindingDrifted {
+				if out[cluster] == nil {
+					out[cluster] = map[string]bool{}
+				}
+				out[cluster][b.Module.ValueString()] = true
+			}
+		}
+	}
+	return out
+}
+
+func skippedDetail(skipped map[string]string) string {
+	names := make([]string, 0, len(skipped))
+	for name := range skipped {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	var b strings.Builder
+	b.WriteString("These clusters are left alone by this apply; a later apply gives them the modules once they are ready:\n")
+	for _, name := range names {
+		fmt.Fprintf(&b, "  - %s: %s\n", name, skipped[name])
+	}
+	return b.String()
+}

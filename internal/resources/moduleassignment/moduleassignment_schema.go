@@ -1,0 +1,174 @@
+package moduleassignment
+
+import (
+	"context"
+	"regexp"
+	"time"
+
+	"github.com/hashicorp/terraform-plugin-framework-timeouts/resource/timeouts"
+	"github.com/hashicorp/terraform-plugin-framework-validators/listvalidator"
+	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
+	"github.com/hashicorp/terraform-plugin-framework/attr"
+	"github.com/hashicorp/terraform-plugin-framework/resource"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/objectdefault"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/planmodifier"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringdefault"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringplanmodifier"
+	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
+	"github.com/hashicorp/terraform-plugin-framework/types"
+
+	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/fleetattr"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/validators"
+)
+
+// Defaults, shown in the schema and used when the attribute is left out.
+const (
+	defaultMode            = "Reconcile"
+	defaultUpdateLimit     = "1"
+	defaultMaxFailures     = "0"
+	defaultVerifyTimeout   = "5m"
+	defaultBakeTime        = "0s"
+	defaultRecordNamespace = "gradual-system"
+	defaultDeletionPolicy  = "delete"
+)
+
+var dnsLabel = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
+
+var verifyAttrTypes = map[string]attr.Type{
+	"timeout":   types.StringType,
+	"bake_time": types.StringType,
+}
+
+var moduleAttrTypes = map[string]attr.Type{
+	"name":       types.StringType,
+	"version":    types.StringType,
+	"manifests":  types.StringType,
+	"depends_on": types.ListType{ElemType: types.StringType},
+}
+
+var bindingAttrTypes = map[string]attr.Type{
+	"module":     types.StringType,
+	"revision":   types.StringType,
+	"applied_at": types.StringType,
+	"result":     types.StringType,
+}
+
+var bindingsType = types.ListType{ElemType: types.ObjectType{AttrTypes: bindingAttrTypes}}
+
+func (r *assignmentResource) Schema(ctx context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
+	resp.Schema = schema.Schema{
+		MarkdownDescription: "Puts bundles of manifests (`modules`) on every Cluster API cluster a selector picks, including clusters " +
+			"that match later, like Cluster API's ClusterResourceSet — with deletion, drift repair and verified updates. Each module " +
+			"goes out through the same engine as `gradual_rollout` (waves of `update_limit` clusters, verification, restore to the " +
+			"last good revision, invalid-revision ledger). What each cluster got is recorded in per-cluster bindings in the " +
+			"management cluster and shown in `bindings`.",
+		Attributes: map[string]schema.Attribute{
+			"id": schema.StringAttribute{
+				Computed: true, MarkdownDescription: "`namespace/name`.",
+				PlanModifiers: []planmodifier.String{stringplanmodifier.UseStateForUnknown()},
+			},
+			"name": schema.StringAttribute{
+				Required:            true,
+				MarkdownDescription: "Name of the assignment, unique within `namespace`; it names the records and bindings. Changing it replaces the resource.",
+				Validators:          []validator.String{stringvalidator.LengthBetween(1, 63), stringvalidator.RegexMatches(dnsLabel, "must be a DNS label: lower-case letters, digits and '-'")},
+				PlanModifiers:       []planmodifier.String{stringplanmodifier.RequiresReplace()},
+			},
+			"namespace": fleetattr.ResourceNamespace(),
+			"selector": func() schema.SingleNestedAttribute {
+				s := fleetattr.ResourceSelector("selector")
+				s.Validators = nil
+				s.Required, s.Optional = true, false
+				return s
+			}(),
+			"modules": schema.ListNestedAttribute{
+				Required: true,
+				MarkdownDescription: "The bundles to put on every picked cluster. On each cluster they are applied in `depends_on` order " +
+					"(e.g. CRDs before what uses them); a module that fails on a cluster blocks the modules that depend on it there only.",
+				Validators: []validator.List{listvalidator.SizeAtLeast(1)},
+				NestedObject: schema.NestedAttributeObject{Attributes: map[string]schema.Attribute{
+					"name": schema.StringAttribute{
+						Required: true, MarkdownDescription: "Module name, unique within the assignment (a DNS label).",
+						Validators: []validator.String{stringvalidator.LengthBetween(1, 63), stringvalidator.RegexMatches(dnsLabel, "must be a DNS label")},
+					},
+					"version": schema.StringAttribute{
+						Required: true, MarkdownDescription: "Version of the module, for people: what is applied is named by the `revision` of `manifests`.",
+						Validators: []validator.String{stringvalidator.LengthAtLeast(1)},
+					},
+					"manifests": schema.StringAttribute{
+						Required: true, MarkdownDescription: "Multi-document YAML of the module's objects. Namespaces and CRDs are applied first.",
+						Validators: []validator.String{stringvalidator.LengthAtLeast(1), validators.Manifests()},
+					},
+					"depends_on": schema.ListAttribute{
+						Optional: true, ElementType: types.StringType,
+						MarkdownDescription: "Names of modules of this assignment that must be applied (and verified) on a cluster before this one.",
+						Validators:          []validator.List{listvalidator.UniqueValues()},
+					},
+				}},
+			},
+			"mode": schema.StringAttribute{
+				Optional: true, Computed: true, Default: stringdefault.StaticString(defaultMode),
+				MarkdownDescription: "`Reconcile` re-applies a module when it changes (in verified waves, restoring on failure) or its objects drift. " +
+					"`ApplyOnce` applies each module once per cluster: clusters that have it keep what they got when the module changes " +
+					"(the plan warns how many), clusters without it get the current version. Default `" + defaultMode + "`.",
+				Validators: []validator.String{stringvalidator.OneOf("Reconcile", "ApplyOnce")},
+			},
+			"update_limit": schema.StringAttribute{
+				Optional: true, Computed: true, Default: stringdefault.StaticString(defaultUpdateLimit),
+				MarkdownDescription: "Most clusters a module changes at once: a whole number ≥ 1 or a percentage of the eligible clusters, rounded up. Default `\"" + defaultUpdateLimit + "\"`.",
+				Validators:          []validator.String{validators.UpdateLimit()},
+			},
+			"max_failures": schema.StringAttribute{
+				Optional: true, Computed: true, Default: stringdefault.StaticString(defaultMaxFailures),
+				MarkdownDescription: "Clusters a module may fail on before its next wave is not started: a whole number ≥ 0 or a percentage. Clusters that succeeded keep the module. Default `\"0\"`.",
+				Validators:          []validator.String{validators.MaxFailures()},
+			},
+			"verify": schema.SingleNestedAttribute{
+				Optional: true, Computed: true,
+				Default: objectdefault.StaticValue(types.ObjectValueMust(verifyAttrTypes, map[string]attr.Value{
+					"timeout": types.StringValue(defaultVerifyTimeout), "bake_time": types.StringValue(defaultBakeTime),
+				})),
+				MarkdownDescription: "How each cluster is verified after a module is applied: every object ready (kstatus) within `timeout`, then `bake_time`.",
+				Attributes: map[string]schema.Attribute{
+					"timeout": schema.StringAttribute{
+						Optional: true, Computed: true, Default: stringdefault.StaticString(defaultVerifyTimeout),
+						MarkdownDescription: "Longest wait for a module's objects on one cluster to become ready. Default `" + defaultVerifyTimeout + "`.",
+						Validators:          []validator.String{validators.Duration(time.Second, 0)},
+					},
+					"bake_time": schema.StringAttribute{
+						Optional: true, Computed: true, Default: stringdefault.StaticString(defaultBakeTime),
+						MarkdownDescription: "Wait after a wave is verified before it is checked again. Default `0s`.",
+						Validators:          []validator.String{validators.Duration(0, 0)},
+					},
+				},
+			},
+			"deletion_policy": schema.StringAttribute{
+				Optional: true, Computed: true, Default: stringdefault.StaticString(defaultDeletionPolicy),
+				MarkdownDescription: "For clusters that stop matching, modules removed from `modules`, and destroy: `delete` removes the applied objects; `orphan` leaves them and removes only the records. Default `delete`.",
+				Validators:          []validator.String{stringvalidator.OneOf("delete", "orphan")},
+			},
+			"record_namespace": schema.StringAttribute{
+				Optional: true, Computed: true, Default: stringdefault.StaticString(defaultRecordNamespace),
+				MarkdownDescription: "Namespace, in every workload cluster and in the management cluster, of the records, bindings and Leases. Default `" + defaultRecordNamespace + "`. Changing it replaces the resource.",
+				Validators:          []validator.String{stringvalidator.RegexMatches(dnsLabel, "must be a DNS label")},
+				PlanModifiers:       []planmodifier.String{stringplanmodifier.RequiresReplace()},
+			},
+			"timeouts": timeouts.Attributes(ctx, timeouts.Opts{Create: true, Update: true, Delete: true}),
+
+			"revisions": schema.MapAttribute{
+				Computed: true, ElementType: types.StringType,
+				MarkdownDescription: "Per module, the revision of its `manifests`: a short hash of the normalized objects, known at plan time.",
+			},
+			"bindings": schema.MapAttribute{
+				Computed: true, ElementType: bindingsType,
+				MarkdownDescription: "Per cluster, what each module did there: `module`, `revision`, `applied_at` (RFC 3339) and `result` " +
+					"(`applied`, `failed`, `blocked` = a module it depends on is not applied, `drifted` = applied but the objects changed). " +
+					"The plan shows the bindings an apply will write, so joins, leaves, updates and drift show as a diff.",
+			},
+			"skipped": schema.MapAttribute{
+				Computed: true, ElementType: types.StringType,
+				MarkdownDescription: "Picked clusters this apply leaves alone, with the reason (not ready, paused, no kubeconfig…). A later apply picks them up.",
+			},
+		},
+	}
+}
