@@ -57,7 +57,7 @@ func runHTTPCheck(ctx context.Context, cluster string, check HTTPCheck, logger r
 		}
 		// A connection error or another status is worth another try within the timeout; the
 		// ErrorHandler below reports the last one.
-		return err != nil || resp.StatusCode != want, nil
+		return err != nil || resp.StatusCode != want, nil //nolint:nilerr // a failed attempt is retried, not returned
 	}
 	// Keep the last answer instead of retryablehttp's "giving up" error, so the reason is shown.
 	client.ErrorHandler = func(resp *http.Response, err error, attempts int) (*http.Response, error) {

@@ -160,7 +160,7 @@ func (c *FakeClock) fireNext(end time.Time) bool {
 		c.mu.Unlock()
 		return false
 	}
-	t := heap.Pop(&c.timers).(*fakeTimer)
+	t, _ := heap.Pop(&c.timers).(*fakeTimer) // the heap holds only *fakeTimer
 	if t.when.After(c.now) {
 		c.now = t.when
 	}
@@ -233,7 +233,7 @@ func (h timerHeap) Swap(i, j int) {
 	h[j].index = j
 }
 func (h *timerHeap) Push(x any) {
-	t := x.(*fakeTimer)
+	t, _ := x.(*fakeTimer) // only schedule pushes, always a *fakeTimer
 	t.index = len(*h)
 	*h = append(*h, t)
 }

@@ -241,7 +241,8 @@ func freePorts(n int) ([]int, error) {
 			return nil, fmt.Errorf("find a free port: %w", err)
 		}
 		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+		addr, _ := l.Addr().(*net.TCPAddr) // a "tcp" listener's address is a *net.TCPAddr
+		ports = append(ports, addr.Port)
 	}
 	return ports, nil
 }

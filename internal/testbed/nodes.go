@@ -28,7 +28,7 @@ func waitAPIReady(ctx context.Context, cfg *rest.Config, timeout time.Duration) 
 		body, err := cs.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
 		if err != nil {
 			last = err
-			return false, nil
+			return false, nil //nolint:nilerr // not ready yet: poll again, report last at the end
 		}
 		return string(body) == "ok", nil
 	})
@@ -52,11 +52,11 @@ func prepareWorkload(ctx context.Context, cfg *rest.Config, nodes int) error {
 	}
 	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
 		if _, err := cs.CoreV1().ServiceAccounts("default").Get(ctx, "default", metav1.GetOptions{}); err != nil {
-			return false, nil
+			return false, nil //nolint:nilerr // created by the controller manager shortly: poll again
 		}
 		list, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: "type=kwok"})
 		if err != nil {
-			return false, nil
+			return false, nil //nolint:nilerr // transient while the API server settles: poll again
 		}
 		ready := 0
 		for _, n := range list.Items {

@@ -756,7 +756,7 @@ func TestAccRollout_httpChecks(t *testing.T) {
 				},
 			},
 			{
-				Config:      strings.Replace(config("/broken/{cluster}"), `"v1"`, `"v2"`, -1),
+				Config:      strings.ReplaceAll(config("/broken/{cluster}"), `"v1"`, `"v2"`),
 				ExpectError: regexp.MustCompile(`(?s)Rollout Failed.*http check.*got status 503, want 200`),
 			},
 		},
