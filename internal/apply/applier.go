@@ -93,7 +93,7 @@ func New(cfg *rest.Config, opts Options) (*Applier, error) {
 	owner := ssa.Owner{Field: opts.FieldManager, Group: "gradual.dev"}
 	poller := polling.NewStatusPoller(c, mapper, polling.Options{})
 
-	applyClient := client.WithWatch(c)
+	applyClient := c
 	if !opts.ForceConflicts {
 		applyClient = interceptor.NewClient(c, interceptor.Funcs{Patch: a.vetConflicts})
 	}

@@ -197,7 +197,7 @@ func Run(ctx context.Context, svc *delivery.Service, req RunRequest) (*RunResult
 	if lerr != nil {
 		return res, lerr
 	}
-	res.Bindings = onlyConfigured(after, spec, obs)
+	res.Bindings = onlyConfigured(after, spec)
 	phase := records.PhaseSucceeded
 	if len(failures) > 0 {
 		phase = records.PhaseFailed
@@ -308,7 +308,7 @@ func removedSpec(spec Spec, module string) delivery.Spec {
 
 // onlyConfigured keeps the bindings of picked clusters (and of left clusters still holding
 // modules) for configured modules.
-func onlyConfigured(bindings map[string][]records.ModuleBinding, spec Spec, obs *Observation) map[string][]records.ModuleBinding {
+func onlyConfigured(bindings map[string][]records.ModuleBinding, spec Spec) map[string][]records.ModuleBinding {
 	out := map[string][]records.ModuleBinding{}
 	for cluster, bs := range bindings {
 		var kept []records.ModuleBinding
