@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -33,8 +34,9 @@ import (
 // provider binary built from this repository (dev_overrides).
 //
 // v2's Deployment has minReadySeconds, so the first cluster stays in flight (applied, not yet
-// verified) for that long: the interrupt, sent as soon as the progress record shows the first
-// cluster provisioning, lands while its change is in flight. Then:
+// verified) for at least that long: the interrupt, sent once the progress record shows the first
+// cluster provisioning and its Deployment carries v2, lands while v2 is applied there and being
+// verified. Then:
 //   - the CLI exits non-zero once the provider has brought the in-flight cluster back to its
 //     backup (v1) and recorded it; no later wave started; nothing is left provisioning; the
 //     revision is not recorded invalid (cancelling is not the revision's fault); the Lease is
@@ -43,7 +45,7 @@ import (
 //   - applying that saved plan converges: every cluster on v2.
 func TestAccRollout_interrupt(t *testing.T) {
 	f := acctest.Fleet(t)
-	tf := newCLIRun(t, f)
+	tf := newCLIRun(t)
 	name := acctest.UniqueLabel("interrupt")
 	clusters := []string{"prod-eu-1", "prod-us-1", "staging-eu-1"}
 	v1, v2 := app(name, "v1", false, ""), slowReady(app(name, "v2", false, ""), interruptMinReady)
@@ -69,13 +71,17 @@ func TestAccRollout_interrupt(t *testing.T) {
 	// 2. v2: interrupt the apply while the first wave's cluster is in flight.
 	tf.writeConfig(interruptConfig(f, name, v2))
 	started := time.Now()
-	p := tf.start("apply", "-auto-approve")
+	p := tf.start(true, "apply", "-auto-approve")
 	defer p.kill() // only if the test ends before the CLI does
-	inFlight := waitInFlight(t, f, key, rev2, p, 3*time.Minute)
+	inFlight := waitInFlight(t, f, key, rev2, "v2", p, 3*time.Minute)
 	signalled := time.Now()
-	t.Logf("%s in flight after %s (progress: wave %d/%d, %s %s since %s); sending SIGINT to the CLI (pid %d)",
+	d := inFlight.deployment
+	t.Logf("%s in flight after %s: wave %d/%d, recorded %s %s ago, v2 applied (Deployment generation %d, observed %d); sending SIGINT to the CLI (pid %d)",
 		inFlight.cluster, signalled.Sub(started).Round(time.Millisecond), inFlight.progress.Wave, inFlight.progress.Waves,
-		inFlight.cluster, inFlight.outcome.State, inFlight.outcome.StartedAt.Format(time.RFC3339Nano), p.cmd.Process.Pid)
+		inFlight.outcome.State, signalled.Sub(inFlight.outcome.StartedAt).Round(time.Millisecond), d.Generation, d.Status.ObservedGeneration, p.cmd.Process.Pid)
+	if inFlight.cluster != "prod-eu-1" {
+		t.Errorf("first cluster in flight is %s, want prod-eu-1 (wave 1)", inFlight.cluster)
+	}
 	if err := p.cmd.Process.Signal(os.Interrupt); err != nil {
 		t.Fatalf("send SIGINT: %v", err)
 	}
@@ -86,6 +92,9 @@ func TestAccRollout_interrupt(t *testing.T) {
 	if res.code == 0 {
 		t.Fatal("the interrupted apply exited 0")
 	}
+	if !regexp.MustCompile(`(?s)Rollout Failed.*cancelled`).MatchString(res.output) {
+		t.Error("the interrupted apply does not say the rollout was cancelled")
+	}
 
 	// Where the run left the fleet: every cluster settled and recorded, the in-flight one back
 	// on v1, no later wave started.
@@ -93,6 +102,15 @@ func TestAccRollout_interrupt(t *testing.T) {
 	logProgress(t, progress, signalled)
 	if progress.Phase != records.PhaseInterrupted {
 		t.Errorf("progress phase %q, want %q", progress.Phase, records.PhaseInterrupted)
+	}
+	for cluster, o := range progress.Clusters {
+		want := "not-started"
+		if cluster == inFlight.cluster {
+			want = "cancelled" // restored to its backup on the interrupt
+		}
+		if o.State != want || o.Revision != rev1 {
+			t.Errorf("progress: %s %s on %s, want %s on %s", cluster, o.State, o.Revision, want, rev1)
+		}
 	}
 	for _, cluster := range clusters {
 		state := workloadRecords(t, f, cluster, name)
@@ -169,24 +187,25 @@ func TestAccRollout_interrupt(t *testing.T) {
 	if err := expectDeployment(f, clusters, name, "v2", true); err != nil {
 		t.Error(err)
 	}
-	if p := loadProgress(t, f, key); p.Phase != records.PhaseSucceeded || p.Revision != rev2 {
-		t.Errorf("progress after the converging apply: phase %s revision %s, want succeeded on %s", p.Phase, p.Revision, rev2)
+	if final := loadProgress(t, f, key); final.Phase != records.PhaseSucceeded || final.Revision != rev2 {
+		t.Errorf("progress after the converging apply: phase %s revision %s, want succeeded on %s", final.Phase, final.Revision, rev2)
 	}
 	expectLeaseFree(t, f, key)
 }
 
 // interruptMinReady is how long v2's pods must be ready before its Deployment counts as
 // available: the window in which the first cluster is in flight.
-const interruptMinReady = 15
+const interruptMinReady = 10
 
-// slowReady makes app's Deployment available only minReady seconds after its pods are ready.
-// progressDeadlineSeconds must exceed minReadySeconds.
+// slowReady makes app's Deployment available only minReady seconds after its pods are ready
+// (progressDeadlineSeconds must exceed minReadySeconds). All new pods start at once, so a
+// rollout waits minReady once, not once per pod.
 func slowReady(manifests string, minReady int) string {
 	const old = "  progressDeadlineSeconds: 10\n"
 	if !strings.Contains(manifests, old) {
 		panic("slowReady: app() changed")
 	}
-	return strings.Replace(manifests, old, fmt.Sprintf("  progressDeadlineSeconds: %d\n  minReadySeconds: %d\n", 4*minReady, minReady), 1)
+	return strings.Replace(manifests, old, fmt.Sprintf("  progressDeadlineSeconds: %d\n  minReadySeconds: %d\n  strategy: {rollingUpdate: {maxSurge: 100%%}}\n", 4*minReady, minReady), 1)
 }
 
 func interruptConfig(f *testbed.Fleet, name, manifests string) string {
@@ -210,14 +229,16 @@ resource "gradual_rollout" "test" {
 }
 
 type inFlightAt struct {
-	cluster  string
-	progress *records.Progress
-	outcome  records.ClusterOutcome
+	cluster    string
+	progress   *records.Progress
+	outcome    records.ClusterOutcome
+	deployment appsv1.Deployment
 }
 
-// waitInFlight polls the management cluster's progress record until a cluster is recorded
-// provisioning revision, failing if the CLI exits first or within timeout nothing is.
-func waitInFlight(t *testing.T, f *testbed.Fleet, key records.Key, revision string, p *cliProcess, timeout time.Duration) inFlightAt {
+// waitInFlight polls until a cluster is recorded provisioning revision in the management
+// cluster's progress record and its Deployment carries version's image: the cluster's change
+// is applied and being verified. It fails if the CLI exits first or nothing is within timeout.
+func waitInFlight(t *testing.T, f *testbed.Fleet, key records.Key, revision, version string, p *cliProcess, timeout time.Duration) inFlightAt {
 	t.Helper()
 	mc, err := f.ManagementClient()
 	if err != nil {
@@ -228,30 +249,44 @@ func waitInFlight(t *testing.T, f *testbed.Fleet, key records.Key, revision stri
 	defer deadline.Stop()
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
-	var lastErr error
+	var (
+		at      inFlightAt
+		lastErr error
+	)
 	for {
 		select {
 		case <-p.done:
-			t.Fatalf("the apply exited (%d) before any cluster was in flight:\n%s", p.result().code, p.result().output)
+			t.Fatalf("the apply exited (%d) before any cluster was in flight (last error %v):\n%s", p.result().code, lastErr, p.result().output)
 		case <-deadline.C:
 			p.kill()
-			t.Fatalf("no cluster recorded provisioning %s within %s (last error %v):\n%s", revision, timeout, lastErr, p.result().output)
+			t.Fatalf("no cluster was in flight to %s within %s (last error %v):\n%s", revision, timeout, lastErr, p.result().output)
 		case <-tick.C:
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		progress, err := store.LoadProgress(ctx, key)
-		cancel()
-		if err != nil {
-			lastErr = err
-			continue
-		}
-		if progress == nil || progress.Revision != revision || progress.Phase != records.PhaseRunning {
-			continue
-		}
-		for cluster, o := range progress.Clusters {
-			if o.State == "provisioning" && o.Revision == revision {
-				return inFlightAt{cluster: cluster, progress: progress, outcome: o}
+		lastErr = func() error {
+			if at.cluster == "" {
+				progress, err := store.LoadProgress(ctx, key)
+				if err != nil || progress == nil || progress.Revision != revision || progress.Phase != records.PhaseRunning {
+					return err
+				}
+				for cluster, o := range progress.Clusters {
+					if o.State == "provisioning" && o.Revision == revision {
+						at = inFlightAt{cluster: cluster, progress: progress, outcome: o}
+					}
+				}
+				if at.cluster == "" {
+					return nil
+				}
 			}
+			c, err := f.WorkloadClient(at.cluster)
+			if err != nil {
+				return err
+			}
+			return c.Get(ctx, client.ObjectKey{Namespace: key.Name, Name: "web"}, &at.deployment)
+		}()
+		cancel()
+		if at.deployment.Name != "" && strings.HasSuffix(at.deployment.Spec.Template.Spec.Containers[0].Image, ":"+version) {
+			return at
 		}
 	}
 }
@@ -342,7 +377,7 @@ type cliRun struct {
 	n    int // commands run, to name their log files
 }
 
-func newCLIRun(t *testing.T, f *testbed.Fleet) *cliRun {
+func newCLIRun(t *testing.T) *cliRun {
 	t.Helper()
 	path := os.Getenv("TF_ACC_TERRAFORM_PATH")
 	root := t.TempDir()
@@ -430,15 +465,19 @@ type cliProcess struct {
 	logPath string
 }
 
-// start runs the CLI in the working directory with args, logging at TRACE to a file of its own.
-func (c *cliRun) start(args ...string) *cliProcess {
+// start runs the CLI in the working directory with args; with trace, it logs at TRACE to a file
+// of its own (cliProcess.logPath).
+func (c *cliRun) start(trace bool, args ...string) *cliProcess {
 	c.t.Helper()
 	c.n++
 	logPath := filepath.Join(c.dir, fmt.Sprintf("cli-%02d-%s.log", c.n, args[0]))
 	full := append([]string{args[0], "-no-color"}, args[1:]...)
 	cmd := exec.Command(c.path, full...)
 	cmd.Dir = c.dir
-	cmd.Env = append(append([]string{}, c.env...), "TF_LOG=TRACE", "TF_LOG_PATH="+logPath)
+	cmd.Env = c.env
+	if trace {
+		cmd.Env = append(append([]string{}, c.env...), "TF_LOG=TRACE", "TF_LOG_PATH="+logPath)
+	}
 	out := &bytes.Buffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -488,7 +527,7 @@ func (p *cliProcess) wait(t *testing.T, timeout time.Duration) cliResult {
 // run runs the CLI to completion, bounded by ctx.
 func (c *cliRun) run(ctx context.Context, args ...string) cliResult {
 	c.t.Helper()
-	p := c.start(args...)
+	p := c.start(false, args...)
 	select {
 	case <-p.done:
 		return p.result()
@@ -610,7 +649,7 @@ func (c *cliRun) showJSON(ctx context.Context, into any, args ...string) {
 
 // interruptTrace matches the lines of a TRACE log that show how the interrupt travelled: the
 // CLI stopping, the provider's StopProvider RPC and the end of the apply call.
-var interruptTrace = regexp.MustCompile(`(?i)interrupt|stopprovider|stopping|stop called|cancel|rollout .*(run-finished|finished)|wave \d+/\d+ done|ApplyResourceChange`)
+var interruptTrace = regexp.MustCompile(`(?i)interrupt|tf_rpc=StopProvider|stopping|stop called|all our contexts|cancel|run-finished|wave \d+/\d+ done|Response contains error|plugin process exited`)
 
 // logInterruptTrace logs the lines of the CLI's TRACE log that show how the interrupt reached
 // the provider, from shortly before it was sent.
@@ -621,7 +660,7 @@ func (c *cliRun) logInterruptTrace(path string, since time.Time) {
 		c.t.Logf("no CLI log: %v", err)
 		return
 	}
-	defer file.Close()
+	defer func() { _ = file.Close() }()
 	var lines []string
 	sc := bufio.NewScanner(file)
 	sc.Buffer(make([]byte, 1<<20), 16<<20)
@@ -630,7 +669,7 @@ func (c *cliRun) logInterruptTrace(path string, since time.Time) {
 		if !interruptTrace.MatchString(line) {
 			continue
 		}
-		if ts, err := time.Parse("2006-01-02T15:04:05.000Z0700", strings.SplitN(line, " ", 2)[0]); err == nil && ts.Before(since.Add(-time.Second)) {
+		if ts, err := time.Parse("2006-01-02T15:04:05.000Z0700", strings.SplitN(line, " ", 2)[0]); err == nil && ts.Before(since.Add(-100*time.Millisecond)) {
 			continue
 		}
 		if len(line) > 400 {
