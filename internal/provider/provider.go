@@ -16,6 +16,7 @@ import (
 
 	"github.com/gradual-dev/terraform-provider-gradual/internal/functions"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/clusters"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/inplaceupdate"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/moduleassignment"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/rollout"
 )
@@ -38,11 +39,11 @@ func (p *gradualProvider) Metadata(_ context.Context, _ provider.MetadataRequest
 }
 
 func (p *gradualProvider) Resources(context.Context) []func() resource.Resource {
-	return []func() resource.Resource{rollout.New, moduleassignment.New}
+	return []func() resource.Resource{rollout.New, moduleassignment.New, inplaceupdate.NewResource}
 }
 
 func (p *gradualProvider) DataSources(context.Context) []func() datasource.DataSource {
-	return []func() datasource.DataSource{clusters.New}
+	return []func() datasource.DataSource{clusters.New, inplaceupdate.NewPlanDataSource}
 }
 
 func (p *gradualProvider) Functions(context.Context) []func() function.Function {

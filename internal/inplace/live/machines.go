@@ -1,0 +1,140 @@
+package live
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/gradual-dev/terraform-provider-gradual/internal/inplace"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/usererr"
+)
+
+// CAPI labels and kinds the machines are found by.
+const (
+	clusterNameLabel    = "cluster.x-k8s.io/cluster-name"
+	deploymentNameLabel = "cluster.x-k8s.io/deployment-name"
+	capiGroup           = "cluster.x-k8s.io"
+	capiVersion         = "v1beta2"
+)
+
+var (
+	machineGVK           = schema.GroupVersionKind{Group: capiGroup, Version: capiVersion, Kind: "Machine"}
+	machineListGVK       = schema.GroupVersionKind{Group: capiGroup, Version: capiVersion, Kind: "MachineList"}
+	machineDeploymentGVK = schema.GroupVersionKind{Group: capiGroup, Version: capiVersion, Kind: "MachineDeployment"}
+)
+
+// Selection says which Machines an update concerns: those of Cluster in Namespace, either of
+// one MachineDeployment or carrying all of Labels.
+type Selection struct {
+	Namespace string
+	Cluster   string
+	// MachineDeployment picks the machines of one MachineDeployment; it excludes Labels.
+	MachineDeployment string
+	// Labels every picked Machine must carry.
+	Labels map[string]string
+}
+
+func (s Selection) describe() string {
+	if s.MachineDeployment != "" {
+		return fmt.Sprintf("MachineDeployment %s/%s of cluster %s", s.Namespace, s.MachineDeployment, s.Cluster)
+	}
+	return fmt.Sprintf("the Machines of cluster %s/%s labelled %s", s.Namespace, s.Cluster, labels.Set(s.Labels))
+}
+
+// readMachines lists the selected Machines, sorted by name, each with the objects it refers to.
+func readMachines(ctx context.Context, c client.Client, sel Selection) ([]inplace.Objects, error) {
+	set := labels.Set{clusterNameLabel: sel.Cluster}
+	for k, v := range sel.Labels {
+		set[k] = v
+	}
+	if sel.MachineDeployment != "" {
+		set[deploymentNameLabel] = sel.MachineDeployment
+		md := &unstructured.Unstructured{}
+		md.SetGroupVersionKind(machineDeploymentGVK)
+		if err := c.Get(ctx, client.ObjectKey{Namespace: sel.Namespace, Name: sel.MachineDeployment}, md); err != nil {
+			if apierrors.IsNotFound(err) {
+				return nil, usererr.New("MachineDeployment Not Found",
+					fmt.Sprintf("No MachineDeployment %s exists in namespace %q of the management cluster.", sel.MachineDeployment, sel.Namespace))
+			}
+			return nil, usererr.Wrap(err, "Cannot Read MachineDeployment", fmt.Sprintf("Reading MachineDeployment %s/%s failed.", sel.Namespace, sel.MachineDeployment))
+		}
+		if cn, _, _ := unstructured.NestedString(md.Object, "spec", "clusterName"); cn != sel.Cluster {
+			return nil, usererr.New("MachineDeployment Of Another Cluster",
+				fmt.Sprintf("MachineDeployment %s/%s belongs to cluster %q, not %q.", sel.Namespace, sel.MachineDeployment, cn, sel.Cluster))
+		}
+	}
+	list := &unstructured.UnstructuredList{}
+	list.SetGroupVersionKind(machineListGVK)
+	if err := c.List(ctx, list, client.InNamespace(sel.Namespace), client.MatchingLabelsSelector{Selector: labels.SelectorFromSet(set)}); err != nil {
+		return nil, usererr.Wrap(err, "Cannot List Machines", fmt.Sprintf("Listing %s failed.", sel.describe()))
+	}
+	items := list.Items
+	slices.SortFunc(items, func(a, b unstructured.Unstructured) int { return strings.Compare(a.GetName(), b.GetName()) })
+	var out []inplace.Objects
+	for i := range items {
+		m := &items[i]
+		if cn, _, _ := unstructured.NestedString(m.Object, "spec", "clusterName"); cn != sel.Cluster {
+			continue
+		}
+		if m.GetDeletionTimestamp() != nil {
+			continue // on its way out: CAPI would not update it either
+		}
+		objs := inplace.Objects{Machine: m}
+		infra, err := readRef(ctx, c, m, "spec", "infrastructureRef")
+		if err != nil {
+			return nil, err
+		}
+		if infra == nil {
+			return nil, usererr.New("Machine Without Infrastructure", fmt.Sprintf("Machine %s/%s has no spec.infrastructureRef.", m.GetNamespace(), m.GetName()))
+		}
+		objs.InfrastructureMachine = infra
+		if objs.BootstrapConfig, err = readRef(ctx, c, m, "spec", "bootstrap", "configRef"); err != nil {
+			return nil, err
+		}
+		out = append(out, objs)
+	}
+	return out, nil
+}
+
+// readRef reads the object a Machine's contract reference names: v1beta2's {apiGroup, kind,
+// name}, or an older {apiVersion, kind, name}. nil when the reference is absent.
+func readRef(ctx context.Context, c client.Client, m *unstructured.Unstructured, fields ...string) (*unstructured.Unstructured, error) {
+	ref, found, _ := unstructured.NestedMap(m.Object, fields...)
+	if !found || ref["name"] == nil {
+		return nil, nil
+	}
+	kind, _ := ref["kind"].(string)
+	name, _ := ref["name"].(string)
+	group, _ := ref["apiGroup"].(string)
+	if av, ok := ref["apiVersion"].(string); ok && group == "" {
+		gv, err := schema.ParseGroupVersion(av)
+		if err == nil {
+			group = gv.Group
+		}
+	}
+	what := fmt.Sprintf("%s %s/%s (%s of Machine %s)", kind, m.GetNamespace(), name, strings.Join(fields, "."), m.GetName())
+	mapping, err := c.RESTMapper().RESTMapping(schema.GroupKind{Group: group, Kind: kind})
+	if err != nil {
+		if meta.IsNoMatchError(err) {
+			return nil, usererr.New("Unknown Machine Kind", fmt.Sprintf("The management cluster serves no kind %s in group %q, which %s refers to.", kind, group, what))
+		}
+		return nil, usererr.Wrap(err, "Cannot Read Machine", "Resolving "+what+" failed.")
+	}
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(mapping.GroupVersionKind)
+	if err := c.Get(ctx, client.ObjectKey{Namespace: m.GetNamespace(), Name: name}, u); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, usererr.New("Machine Object Not Found", what+" does not exist.")
+		}
+		return nil, usererr.Wrap(err, "Cannot Read Machine", "Reading "+what+" failed.")
+	}
+	return u, nil
+}

@@ -1,0 +1,212 @@
+package live
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"sync"
+
+	jsonpatch "github.com/evanphx/json-patch/v5"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/gradual-dev/terraform-provider-gradual/internal/extension"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/inplace"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/usererr"
+)
+
+// Request is one in-place update to plan.
+type Request struct {
+	Selection Selection
+	Change    inplace.Change
+	Fallback  inplace.Fallback
+	// Endpoints are the extensions to ask; nil means those of the management cluster's
+	// ExtensionConfig objects.
+	Endpoints []extension.Endpoint
+}
+
+// Machine is one selected machine: its objects now and as the change wants them, and its plan.
+type Machine struct {
+	Current, Desired inplace.Objects
+	Plan             inplace.MachinePlan
+}
+
+// Result is a plan over every selected machine.
+type Result struct {
+	Request  Request
+	Revision string
+	Machines []Machine
+	// Plan holds the machine plans, in Machines' order.
+	Plan       inplace.Plan
+	Extensions []*Extension
+	// Notes are things worth a warning (ExtensionConfigs left out, no extension found).
+	Notes []string
+}
+
+// Planner plans and executes in-place updates against one management cluster.
+type Planner struct {
+	// Client reads and writes the management cluster (Machines, infrastructure machines,
+	// bootstrap configs, ExtensionConfigs; unstructured, so no scheme is needed for them).
+	Client client.Client
+	// Workload returns a client for a workload cluster (to verify Nodes); needed by Execute.
+	Workload func(ctx context.Context, namespace, cluster string) (client.Client, error)
+	// Options tune the extension clients.
+	Options extension.Options
+	// Parallel bounds the CanUpdateMachine calls in flight; default 4.
+	Parallel int
+}
+
+// Revision names a change: a short hash of the version and the three patches (normalised
+// JSON), the same at plan and apply time.
+func Revision(c inplace.Change) string {
+	norm := func(p []byte) any {
+		if len(p) == 0 {
+			return nil
+		}
+		var v any
+		if json.Unmarshal(p, &v) != nil {
+			return string(p)
+		}
+		return v
+	}
+	raw, _ := json.Marshal([]any{c.Version, norm(c.MachineSpec), norm(c.InfrastructureMachineSpec), norm(c.BootstrapConfigSpec)})
+	sum := sha256.Sum256(raw)
+	return "ip-" + hex.EncodeToString(sum[:])[:10]
+}
+
+// Plan reads the selected machines, asks the extensions and plans every machine. Blocked
+// machines are in the result, not an error: callers decide (Result.Plan.Err()).
+func (p *Planner) Plan(ctx context.Context, req Request) (*Result, error) {
+	if err := req.Change.Validate(); err != nil {
+		return nil, usererr.Wrap(err, "Invalid Spec Patch", "Each spec patch must be a JSON object: a JSON merge patch (RFC 7386) of the object's spec.")
+	}
+	res := &Result{Request: req, Revision: Revision(req.Change)}
+	objs, err := readMachines(ctx, p.Client, req.Selection)
+	if err != nil {
+		return nil, err
+	}
+	endpoints := req.Endpoints
+	if endpoints == nil {
+		var notes []string
+		if endpoints, notes, err = fromExtensionConfigs(ctx, p.Client, req.Selection.Namespace); err != nil {
+			return nil, err
+		}
+		res.Notes = append(res.Notes, notes...)
+	}
+	for _, o := range objs {
+		des, err := inplace.Desired(o, req.Change)
+		if err != nil {
+			return nil, usererr.Wrap(err, "Change Does Not Apply", fmt.Sprintf("The change cannot be applied to Machine %s/%s.", o.Machine.GetNamespace(), o.Machine.GetName()))
+		}
+		res.Machines = append(res.Machines, Machine{Current: o, Desired: des})
+	}
+	needsAnswers := false
+	for _, m := range res.Machines {
+		needsAnswers = needsAnswers || m.changes()
+	}
+	if needsAnswers {
+		if res.Extensions, err = connect(ctx, endpoints, p.Options); err != nil {
+			return nil, err
+		}
+		if len(res.Extensions) == 0 {
+			res.Notes = append(res.Notes, "no update extension is configured or registered (ExtensionConfig): nothing can be updated in place")
+		}
+	}
+	if err := p.ask(ctx, res); err != nil {
+		return nil, err
+	}
+	for _, m := range res.Machines {
+		res.Plan.Machines = append(res.Plan.Machines, m.Plan)
+	}
+	return res, nil
+}
+
+// ask calls every CanUpdateMachine handler for every changing machine, a few at a time, and
+// plans each machine from the answers.
+func (p *Planner) ask(ctx context.Context, res *Result) error {
+	parallel := p.Parallel
+	if parallel <= 0 {
+		parallel = 4
+	}
+	sem := make(chan struct{}, parallel)
+	errs := make([]error, len(res.Machines))
+	var wg sync.WaitGroup
+	for i := range res.Machines {
+		m := &res.Machines[i]
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			errs[i] = p.planMachine(ctx, res, m)
+		})
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (p *Planner) planMachine(ctx context.Context, res *Result, m *Machine) error {
+	if !m.changes() {
+		m.Plan = inplace.PlanMachine(m.Current, m.Desired, nil, res.Request.Fallback)
+		return nil
+	}
+	creq, err := inplace.CanUpdateMachineRequest(m.Current, m.Desired)
+	if err != nil {
+		return usererr.Wrap(err, "Cannot Build CanUpdateMachine Request", "Machine "+m.Current.Machine.GetName()+" does not convert to CAPI's wire types.")
+	}
+	var answers []inplace.Answer
+	for _, ext := range res.Extensions {
+		for _, h := range ext.CanUpdate {
+			name := ext.Name
+			if len(ext.CanUpdate) > 1 {
+				name += "/" + h.Name
+			}
+			// Each call gets its own copy: the client sets Settings on the request.
+			r := *creq
+			resp, err := ext.Client.CanUpdateMachine(ctx, h.Name, &r)
+			if err != nil && h.FailurePolicy != "Ignore" {
+				return usererr.Wrap(err, "Update Extension Failed",
+					fmt.Sprintf("Asking extension %s whether it can update Machine %s in place failed, so no plan can be made. %s",
+						ext.Name, m.Current.Machine.GetName(), hintFor(err)))
+			}
+			answers = append(answers, inplace.AnswerFrom(name, resp, err))
+		}
+	}
+	m.Plan = inplace.PlanMachine(m.Current, m.Desired, answers, res.Request.Fallback)
+	return nil
+}
+
+func hintFor(err error) string {
+	if e, ok := usererr.As(extensionError(err)); ok {
+		return e.Detail
+	}
+	return ""
+}
+
+// specPatch is the JSON merge patch that turns from's spec into to's (nil when equal).
+func specPatch(from, to map[string]any) ([]byte, error) {
+	a, err := json.Marshal(map[string]any{"spec": from["spec"]})
+	if err != nil {
+		return nil, err
+	}
+	b, err := json.Marshal(map[string]any{"spec": to["spec"]})
+	if err != nil {
+		return nil, err
+	}
+	patch, err := jsonpatch.CreateMergePatch(a, b)
+	if err != nil || string(patch) == "{}" {
+		return nil, err
+	}
+	return patch, nil
+}
+
+// changes reports whether the machine's specs change. Specs that cannot be compared count as
+// changing: PlanMachine then notes why and blocks the machine.
+func (m *Machine) changes() bool {
+	changed, err := inplace.ChangedFields(m.Current, m.Desired)
+	return err != nil || len(changed) > 0
+}

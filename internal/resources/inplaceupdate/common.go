@@ -1,0 +1,225 @@
+// Package inplaceupdate implements the `gradual_inplace_update_plan` data source and the
+// `gradual_inplace_update` resource: Terraform glue around internal/inplace/live, which reads
+// the machines, asks the update extensions and executes the in-place updates.
+package inplaceupdate
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/hashicorp/terraform-plugin-framework/attr"
+	"github.com/hashicorp/terraform-plugin-framework/diag"
+	"github.com/hashicorp/terraform-plugin-framework/path"
+	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
+	"github.com/hashicorp/terraform-plugin-framework/types"
+
+	"github.com/gradual-dev/terraform-provider-gradual/internal/extension"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/inplace"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/inplace/live"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/providerdata"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+const defaultFallback = "none"
+
+// Input is what the data source and the resource share: which machines, what change, which
+// extensions.
+type Input struct {
+	Namespace                      types.String `tfsdk:"namespace"`
+	Cluster                        types.String `tfsdk:"cluster"`
+	MachineDeployment              types.String `tfsdk:"machine_deployment"`
+	Selector                       types.Map    `tfsdk:"selector"`
+	Version                        types.String `tfsdk:"version"`
+	MachineSpecPatch               types.String `tfsdk:"machine_spec_patch"`
+	InfrastructureMachineSpecPatch types.String `tfsdk:"infrastructure_machine_spec_patch"`
+	BootstrapConfigSpecPatch       types.String `tfsdk:"bootstrap_config_spec_patch"`
+	Extensions                     types.List   `tfsdk:"extensions"`
+	Fallback                       types.String `tfsdk:"fallback"`
+}
+
+// ExtensionModel is one `extensions` entry.
+type ExtensionModel struct {
+	Name     types.String `tfsdk:"name"`
+	URL      types.String `tfsdk:"url"`
+	CABundle types.String `tfsdk:"ca_bundle"`
+	Timeout  types.String `tfsdk:"timeout"`
+}
+
+var coverageAttrTypes = map[string]attr.Type{
+	"extension": types.StringType,
+	"fields":    types.ListType{ElemType: types.StringType},
+}
+
+var machineAttrTypes = map[string]attr.Type{
+	"name":             types.StringType,
+	"node":             types.StringType,
+	"strategy":         types.StringType,
+	"changed_fields":   types.ListType{ElemType: types.StringType},
+	"extensions":       types.ListType{ElemType: types.StringType},
+	"coverage":         types.ListType{ElemType: types.ObjectType{AttrTypes: coverageAttrTypes}},
+	"uncovered_fields": types.ListType{ElemType: types.StringType},
+	"notes":            types.ListType{ElemType: types.StringType},
+}
+
+var countsAttrTypes = map[string]attr.Type{
+	"total": types.Int64Type, "in_place": types.Int64Type, "rolling": types.Int64Type, "blocked": types.Int64Type, "unchanged": types.Int64Type,
+}
+
+// known reports whether every input is known (plans can be made only then).
+func (in *Input) known() bool {
+	for _, v := range []attr.Value{in.Namespace, in.Cluster, in.MachineDeployment, in.Selector, in.Version, in.MachineSpecPatch,
+		in.InfrastructureMachineSpecPatch, in.BootstrapConfigSpecPatch, in.Extensions, in.Fallback} {
+		if v.IsUnknown() {
+			return false
+		}
+	}
+	return true
+}
+
+// request converts the inputs. Attribute errors point at what is wrong.
+func (in *Input) request(ctx context.Context) (live.Request, diag.Diagnostics) {
+	var diags diag.Diagnostics
+	req := live.Request{
+		Selection: live.Selection{
+			Namespace: in.Namespace.ValueString(), Cluster: in.Cluster.ValueString(),
+			MachineDeployment: in.MachineDeployment.ValueString(),
+		},
+		Change: inplace.Change{
+			Version:                   in.Version.ValueString(),
+			MachineSpec:               patchBytes(in.MachineSpecPatch),
+			InfrastructureMachineSpec: patchBytes(in.InfrastructureMachineSpecPatch),
+			BootstrapConfigSpec:       patchBytes(in.BootstrapConfigSpecPatch),
+		},
+	}
+	if !in.Selector.IsNull() {
+		diags.Append(in.Selector.ElementsAs(ctx, &req.Selection.Labels, false)...)
+	}
+	if req.Selection.MachineDeployment == "" && len(req.Selection.Labels) == 0 {
+		diags.AddAttributeError(path.Root("machine_deployment"), "No Machines Selected",
+			"Set machine_deployment, or selector (labels every Machine to update carries).")
+	}
+	fb := in.Fallback.ValueString()
+	if fb == "" {
+		fb = defaultFallback
+	}
+	var err error
+	if req.Fallback, err = inplace.ParseFallback(fb); err != nil {
+		diags.AddAttributeError(path.Root("fallback"), "Invalid Fallback", err.Error())
+	}
+	if !in.Extensions.IsNull() {
+		var exts []ExtensionModel
+		diags.Append(in.Extensions.ElementsAs(ctx, &exts, false)...)
+		req.Endpoints = []extension.Endpoint{}
+		for i, e := range exts {
+			ep := extension.Endpoint{Name: e.Name.ValueString(), URL: e.URL.ValueString(), CABundle: []byte(e.CABundle.ValueString())}
+			if s := e.Timeout.ValueString(); s != "" {
+				d, err := time.ParseDuration(s)
+				if err != nil || d <= 0 || d > extension.MaxTimeout {
+					diags.AddAttributeError(path.Root("extensions").AtListIndex(i).AtName("timeout"), "Invalid Extension Timeout",
+						fmt.Sprintf("timeout %q must be a duration from 1s to %s.", s, extension.MaxTimeout))
+				}
+				ep.Timeout = d
+			}
+			req.Endpoints = append(req.Endpoints, ep)
+		}
+	}
+	return req, diags
+}
+
+func patchBytes(v types.String) []byte {
+	if v.IsNull() || v.IsUnknown() || v.ValueString() == "" {
+		return nil
+	}
+	return []byte(v.ValueString())
+}
+
+// planner is the live planner over the provider's management connection.
+func planner(data *providerdata.Data) *live.Planner {
+	return &live.Planner{
+		Client: data.Management.Client,
+		Workload: func(ctx context.Context, namespace, cluster string) (client.Client, error) {
+			cfg, err := data.Management.WorkloadConfig(ctx, namespace, cluster)
+			if err != nil {
+				return nil, err
+			}
+			return client.New(cfg, client.Options{})
+		},
+	}
+}
+
+// machinesValue is the `machines` list of a plan.
+func machinesValue(plan inplace.Plan) (types.List, diag.Diagnostics) {
+	var diags diag.Diagnostics
+	elems := make([]attr.Value, 0, len(plan.Machines))
+	for _, m := range plan.Machines {
+		cov := make([]attr.Value, 0, len(m.Coverage))
+		for _, c := range m.Coverage {
+			cov = append(cov, types.ObjectValueMust(coverageAttrTypes, map[string]attr.Value{
+				"extension": types.StringValue(c.Extension), "fields": fieldList(c.Fields),
+			}))
+		}
+		elems = append(elems, types.ObjectValueMust(machineAttrTypes, map[string]attr.Value{
+			"name":             types.StringValue(m.Machine),
+			"node":             types.StringValue(m.Node),
+			"strategy":         types.StringValue(string(m.Strategy)),
+			"changed_fields":   fieldList(m.Changed),
+			"extensions":       stringList(m.Extensions),
+			"coverage":         types.ListValueMust(types.ObjectType{AttrTypes: coverageAttrTypes}, cov),
+			"uncovered_fields": fieldList(m.Uncovered),
+			"notes":            stringList(m.Notes),
+		}))
+	}
+	l, d := types.ListValue(types.ObjectType{AttrTypes: machineAttrTypes}, elems)
+	diags.Append(d...)
+	return l, diags
+}
+
+func countsValue(plan inplace.Plan) types.Object {
+	c := plan.Counts()
+	return types.ObjectValueMust(countsAttrTypes, map[string]attr.Value{
+		"total":     types.Int64Value(int64(len(plan.Machines))),
+		"in_place":  types.Int64Value(int64(c[inplace.StrategyInPlace])),
+		"rolling":   types.Int64Value(int64(c[inplace.StrategyRolling])),
+		"blocked":   types.Int64Value(int64(c[inplace.StrategyBlocked])),
+		"unchanged": types.Int64Value(int64(c[inplace.StrategyUnchanged])),
+	})
+}
+
+func fieldList(fields []inplace.Field) types.List {
+	s := make([]string, len(fields))
+	for i, f := range fields {
+		s[i] = f.String()
+	}
+	return stringList(s)
+}
+
+func stringList(s []string) types.List {
+	elems := make([]attr.Value, len(s))
+	for i, v := range s {
+		elems[i] = types.StringValue(v)
+	}
+	return types.ListValueMust(types.StringType, elems)
+}
+
+// jsonObject checks that a string is a JSON object (a merge patch of a spec).
+type jsonObject struct{}
+
+func (jsonObject) Description(context.Context) string {
+	return "must be a JSON object (a JSON merge patch of the spec)"
+}
+func (v jsonObject) MarkdownDescription(ctx context.Context) string { return v.Description(ctx) }
+func (jsonObject) ValidateString(_ context.Context, req validator.StringRequest, resp *validator.StringResponse) {
+	if req.ConfigValue.IsNull() || req.ConfigValue.IsUnknown() {
+		return
+	}
+	var m map[string]any
+	if err := json.Unmarshal([]byte(req.ConfigValue.ValueString()), &m); err != nil || m == nil {
+		detail := "The value must be a JSON object, a JSON merge patch (RFC 7386) of the spec, e.g. jsonencode({ ntp = { servers = [\"pool.ntp.org\"] } })."
+		if err != nil {
+			detail += " " + err.Error()
+		}
+		resp.Diagnostics.AddAttributeError(req.Path, "Invalid Spec Patch", detail)
+	}
+}

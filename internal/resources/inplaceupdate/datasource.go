@@ -1,0 +1,173 @@
+package inplaceupdate
+
+import (
+	"context"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/terraform-plugin-framework-validators/listvalidator"
+	"github.com/hashicorp/terraform-plugin-framework-validators/mapvalidator"
+	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
+	"github.com/hashicorp/terraform-plugin-framework/datasource"
+	"github.com/hashicorp/terraform-plugin-framework/datasource/schema"
+	"github.com/hashicorp/terraform-plugin-framework/path"
+	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
+	"github.com/hashicorp/terraform-plugin-framework/types"
+
+	"github.com/gradual-dev/terraform-provider-gradual/internal/diagnostics"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/providerdata"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/validators"
+)
+
+// NewPlanDataSource returns the `gradual_inplace_update_plan` data source.
+func NewPlanDataSource() datasource.DataSource { return &planDataSource{} }
+
+type planDataSource struct{ data *providerdata.Data }
+
+var _ datasource.DataSourceWithConfigure = (*planDataSource)(nil)
+
+// PlanModel is the data source's configuration and result.
+type PlanModel struct {
+	Input
+	Revision types.String `tfsdk:"revision"`
+	Machines types.List   `tfsdk:"machines"`
+	Counts   types.Object `tfsdk:"counts"`
+}
+
+func (d *planDataSource) Metadata(_ context.Context, req datasource.MetadataRequest, resp *datasource.MetadataResponse) {
+	resp.TypeName = req.ProviderTypeName + "_inplace_update_plan"
+}
+
+func (d *planDataSource) Configure(_ context.Context, req datasource.ConfigureRequest, resp *datasource.ConfigureResponse) {
+	d.data = providerdata.From(req.ProviderData, &resp.Diagnostics)
+}
+
+// Descriptions shared by the data source and the resource.
+const (
+	descNamespace         = "Namespace of the Cluster API objects (Cluster, MachineDeployment, Machines) in the management cluster."
+	descCluster           = "Name of the CAPI `Cluster` whose machines are updated."
+	descMachineDeployment = "The MachineDeployment whose Machines are updated. Conflicts with `selector`."
+	descSelector          = "Labels every Machine to update carries (with `cluster.x-k8s.io/cluster-name` = `cluster`), instead of `machine_deployment`."
+	descVersion           = "Kubernetes version for the Machines' `spec.version` (e.g. `v1.36.3`). Unset leaves it."
+	descMachinePatch      = "JSON merge patch (RFC 7386) of the Machine `spec`, e.g. `jsonencode({...})`."
+	descInfraPatch        = "JSON merge patch of the infrastructure machine's `spec`."
+	descBootstrapPatch    = "JSON merge patch of the bootstrap config's `spec` (e.g. a KubeadmConfig's `files` or `ntp`)."
+	descExtensions        = "Update extensions to ask, explicitly. Unset: those registered in the management cluster as `ExtensionConfig` objects with a `url` (found through their Discovery hook)."
+	descFallback          = "What happens to a machine whose change no extension covers: `none` fails the plan naming the machine and the fields; `rolling` replaces it the CAPI way (MachineDeployment `spec.rollout.after`). Default `none`."
+	descMachines          = "Per selected Machine, sorted by name: its `node`, the `changed_fields`, the `strategy` (`in-place`, `rolling`, `blocked`, `unchanged`), the `extensions` that cover it (and what each covers, `coverage`), the `uncovered_fields` and `notes`."
+)
+
+var dnsName = regexp.MustCompile(`^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$`)
+
+func (d *planDataSource) Schema(_ context.Context, _ datasource.SchemaRequest, resp *datasource.SchemaResponse) {
+	str := func(desc string) schema.StringAttribute {
+		return schema.StringAttribute{Computed: true, MarkdownDescription: desc}
+	}
+	strs := func(desc string) schema.ListAttribute {
+		return schema.ListAttribute{Computed: true, ElementType: types.StringType, MarkdownDescription: desc}
+	}
+	count := func(desc string) schema.Int64Attribute {
+		return schema.Int64Attribute{Computed: true, MarkdownDescription: desc}
+	}
+	resp.Schema = schema.Schema{
+		MarkdownDescription: "Plans an in-place update of the machines of a MachineDeployment (or selected Machines), read-only: " +
+			"the change between their current and desired Machine, infrastructure machine and bootstrap config specs, and, from " +
+			"each update extension's `CanUpdateMachine` answer (CAPI runtime extensions), which machine is updated in place by " +
+			"which extension, which would be replaced, and which no extension covers. For review and `check` blocks; the " +
+			"`gradual_inplace_update` resource carries the same plan out.",
+		Attributes: map[string]schema.Attribute{
+			"namespace": schema.StringAttribute{Required: true, MarkdownDescription: descNamespace,
+				Validators: []validator.String{stringvalidator.LengthBetween(1, 63)}},
+			"cluster": schema.StringAttribute{Required: true, MarkdownDescription: descCluster,
+				Validators: []validator.String{stringvalidator.LengthBetween(1, 253)}},
+			"machine_deployment": schema.StringAttribute{Optional: true, MarkdownDescription: descMachineDeployment,
+				Validators: []validator.String{
+					stringvalidator.RegexMatches(dnsName, "must be a Kubernetes object name"),
+					stringvalidator.ExactlyOneOf(path.MatchRoot("machine_deployment"), path.MatchRoot("selector")),
+				}},
+			"selector": schema.MapAttribute{Optional: true, ElementType: types.StringType, MarkdownDescription: descSelector,
+				Validators: []validator.Map{mapvalidator.SizeAtLeast(1), mapvalidator.KeysAre(stringvalidator.LengthAtLeast(1))}},
+			"version": schema.StringAttribute{Optional: true, MarkdownDescription: descVersion,
+				Validators: []validator.String{stringvalidator.RegexMatches(regexp.MustCompile(`^v\d+\.\d+\.\d+`), "must be a Kubernetes version such as v1.36.3")}},
+			"machine_spec_patch":                schema.StringAttribute{Optional: true, MarkdownDescription: descMachinePatch, Validators: []validator.String{jsonObject{}}},
+			"infrastructure_machine_spec_patch": schema.StringAttribute{Optional: true, MarkdownDescription: descInfraPatch, Validators: []validator.String{jsonObject{}}},
+			"bootstrap_config_spec_patch":       schema.StringAttribute{Optional: true, MarkdownDescription: descBootstrapPatch, Validators: []validator.String{jsonObject{}}},
+			"extensions": schema.ListNestedAttribute{
+				Optional: true, MarkdownDescription: descExtensions,
+				Validators: []validator.List{listvalidator.UniqueValues()},
+				NestedObject: schema.NestedAttributeObject{Attributes: map[string]schema.Attribute{
+					"name": schema.StringAttribute{Required: true, MarkdownDescription: "Name of the extension, as plans and errors show it.",
+						Validators: []validator.String{stringvalidator.LengthBetween(1, 63)}},
+					"url": schema.StringAttribute{Required: true, MarkdownDescription: "Base URL of the extension, `https://host[:port][/path]`; hooks are called at CAPI's paths below it. Plain HTTP is refused.",
+						Validators: []validator.String{stringvalidator.RegexMatches(regexp.MustCompile(`^[a-zA-Z][a-zA-Z0-9+.-]*://`), "must be a URL")}},
+					"ca_bundle": schema.StringAttribute{Optional: true, MarkdownDescription: "PEM CA bundle that signs the extension's serving certificate (not secret). Unset: the system roots."},
+					"timeout": schema.StringAttribute{Optional: true, MarkdownDescription: "Timeout of one call, retries included, as a duration up to `30s`. Default `10s`.",
+						Validators: []validator.String{validators.Duration(time.Second, 30*time.Second)}},
+				}},
+			},
+			"fallback": schema.StringAttribute{Optional: true, MarkdownDescription: descFallback,
+				Validators: []validator.String{stringvalidator.OneOf("none", "rolling")}},
+			"revision": str("Short hash of the change (version and patches): the value Machines are annotated with once updated."),
+			"machines": schema.ListNestedAttribute{
+				Computed: true, MarkdownDescription: descMachines,
+				NestedObject: schema.NestedAttributeObject{Attributes: map[string]schema.Attribute{
+					"name":             str("Machine name."),
+					"node":             str("The machine's Node in the workload cluster (`status.nodeRef`), empty when it has none."),
+					"strategy":         str("`in-place`, `rolling` (replaced), `blocked` (no extension covers it; fallback none) or `unchanged`."),
+					"changed_fields":   strs("Spec fields that change, e.g. `machine spec.version`, `bootstrapConfig spec.ntp`."),
+					"extensions":       strs("Extensions whose `UpdateMachine` updates the machine, in order."),
+					"uncovered_fields": strs("Changed fields no extension covers."),
+					"notes":            strs("Anything worth knowing: failed answers of extensions whose failure policy is Ignore, stray patches."),
+					"coverage": schema.ListNestedAttribute{Computed: true, MarkdownDescription: "Per extension, the changed fields it covers.",
+						NestedObject: schema.NestedAttributeObject{Attributes: map[string]schema.Attribute{
+							"extension": str("Extension name."),
+							"fields":    strs("Fields it covers."),
+						}}},
+				}},
+			},
+			"counts": schema.SingleNestedAttribute{Computed: true, MarkdownDescription: "How many machines take each strategy.",
+				Attributes: map[string]schema.Attribute{
+					"total": count("Selected machines."), "in_place": count("Updated in place."), "rolling": count("Replaced."),
+					"blocked": count("Not covered (fallback none)."), "unchanged": count("Already as desired."),
+				}},
+		},
+	}
+}
+
+func (d *planDataSource) Read(ctx context.Context, req datasource.ReadRequest, resp *datasource.ReadResponse) {
+	var model PlanModel
+	resp.Diagnostics.Append(req.Config.Get(ctx, &model)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	if d.data == nil {
+		resp.Diagnostics.AddError("Provider Not Configured", diagnostics.UnconfiguredProvider)
+		return
+	}
+	request, diags := model.request(ctx)
+	resp.Diagnostics.Append(diags...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	res, err := planner(d.data).Plan(ctx, request)
+	if err != nil {
+		resp.Diagnostics.Append(diagnostics.FromError(err, "In-Place Update Plan Failed"))
+		return
+	}
+	for _, n := range res.Notes {
+		resp.Diagnostics.AddWarning("In-Place Update Plan", n)
+	}
+	if err := res.Plan.Err(); err != nil {
+		resp.Diagnostics.AddAttributeError(path.Root("fallback"), "Machines Cannot Be Updated In Place",
+			"No update extension covers these changes, and fallback is \"none\":\n"+indent(err.Error()))
+		return
+	}
+	model.Revision = types.StringValue(res.Revision)
+	model.Machines, diags = machinesValue(res.Plan)
+	resp.Diagnostics.Append(diags...)
+	model.Counts = countsValue(res.Plan)
+	resp.Diagnostics.Append(resp.State.Set(ctx, &model)...)
+}
+
+func indent(s string) string { return "  " + strings.ReplaceAll(s, "\n", "\n  ") }

@@ -1,0 +1,115 @@
+package inplaceupdate
+
+import (
+	"context"
+	"regexp"
+	"time"
+
+	"github.com/hashicorp/terraform-plugin-framework-timeouts/resource/timeouts"
+	"github.com/hashicorp/terraform-plugin-framework-validators/int64validator"
+	"github.com/hashicorp/terraform-plugin-framework-validators/listvalidator"
+	"github.com/hashicorp/terraform-plugin-framework-validators/mapvalidator"
+	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
+	"github.com/hashicorp/terraform-plugin-framework/attr"
+	"github.com/hashicorp/terraform-plugin-framework/path"
+	"github.com/hashicorp/terraform-plugin-framework/resource"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/int64default"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/objectdefault"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/planmodifier"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringdefault"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringplanmodifier"
+	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
+	"github.com/hashicorp/terraform-plugin-framework/types"
+
+	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/validators"
+)
+
+const defaultVerifyTimeout = "10m"
+
+var verifyAttrTypes = map[string]attr.Type{"timeout": types.StringType}
+
+func (r *updateResource) Schema(ctx context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
+	str := func(desc string) schema.StringAttribute {
+		return schema.StringAttribute{Computed: true, MarkdownDescription: desc}
+	}
+	strs := func(desc string) schema.ListAttribute {
+		return schema.ListAttribute{Computed: true, ElementType: types.StringType, MarkdownDescription: desc}
+	}
+	resp.Schema = schema.Schema{
+		MarkdownDescription: "Updates the machines of a MachineDeployment (or selected Machines) in place through CAPI runtime " +
+			"update extensions (`CanUpdateMachine`/`UpdateMachine`), in waves of at most `update_limit` machines. `terraform plan` " +
+			"shows, per machine, its node, the changed fields, the strategy and the extensions that cover it. Each machine is " +
+			"updated until its extension reports done, its desired specs are written to the Machine, infrastructure machine and " +
+			"bootstrap config, and its Node must be Ready with the expected kubelet version within `verify.timeout`. The first " +
+			"failure stops the run; an in-place update is not rolled back (as in CAPI). Destroying the resource changes nothing.",
+		Attributes: map[string]schema.Attribute{
+			"id": schema.StringAttribute{Computed: true, MarkdownDescription: "`namespace/cluster/machine_deployment` or `namespace/cluster/selector`.",
+				PlanModifiers: []planmodifier.String{stringplanmodifier.UseStateForUnknown()}},
+			"namespace": schema.StringAttribute{Required: true, MarkdownDescription: descNamespace,
+				Validators:    []validator.String{stringvalidator.LengthBetween(1, 63)},
+				PlanModifiers: []planmodifier.String{stringplanmodifier.RequiresReplace()}},
+			"cluster": schema.StringAttribute{Required: true, MarkdownDescription: descCluster,
+				Validators:    []validator.String{stringvalidator.LengthBetween(1, 253)},
+				PlanModifiers: []planmodifier.String{stringplanmodifier.RequiresReplace()}},
+			"machine_deployment": schema.StringAttribute{Optional: true, MarkdownDescription: descMachineDeployment,
+				Validators: []validator.String{
+					stringvalidator.RegexMatches(dnsName, "must be a Kubernetes object name"),
+					stringvalidator.ExactlyOneOf(path.MatchRoot("machine_deployment"), path.MatchRoot("selector")),
+				}},
+			"selector": schema.MapAttribute{Optional: true, ElementType: types.StringType, MarkdownDescription: descSelector,
+				Validators: []validator.Map{mapvalidator.SizeAtLeast(1), mapvalidator.KeysAre(stringvalidator.LengthAtLeast(1))}},
+			"version": schema.StringAttribute{Optional: true, MarkdownDescription: descVersion,
+				Validators: []validator.String{stringvalidator.RegexMatches(regexp.MustCompile(`^v\d+\.\d+\.\d+`), "must be a Kubernetes version such as v1.36.3")}},
+			"machine_spec_patch":                schema.StringAttribute{Optional: true, MarkdownDescription: descMachinePatch, Validators: []validator.String{jsonObject{}}},
+			"infrastructure_machine_spec_patch": schema.StringAttribute{Optional: true, MarkdownDescription: descInfraPatch, Validators: []validator.String{jsonObject{}}},
+			"bootstrap_config_spec_patch":       schema.StringAttribute{Optional: true, MarkdownDescription: descBootstrapPatch, Validators: []validator.String{jsonObject{}}},
+			"extensions": schema.ListNestedAttribute{
+				Optional: true, MarkdownDescription: descExtensions,
+				Validators: []validator.List{listvalidator.UniqueValues()},
+				NestedObject: schema.NestedAttributeObject{Attributes: map[string]schema.Attribute{
+					"name": schema.StringAttribute{Required: true, MarkdownDescription: "Name of the extension, as plans and errors show it.",
+						Validators: []validator.String{stringvalidator.LengthBetween(1, 63)}},
+					"url":       schema.StringAttribute{Required: true, MarkdownDescription: "Base URL of the extension, `https://host[:port][/path]`; hooks are called at CAPI's paths below it. Plain HTTP is refused."},
+					"ca_bundle": schema.StringAttribute{Optional: true, MarkdownDescription: "PEM CA bundle that signs the extension's serving certificate (not secret). Unset: the system roots."},
+					"timeout": schema.StringAttribute{Optional: true, MarkdownDescription: "Timeout of one call, retries included, up to `30s`. Default `10s`.",
+						Validators: []validator.String{validators.Duration(time.Second, 30*time.Second)}},
+				}},
+			},
+			"fallback": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString(defaultFallback),
+				MarkdownDescription: descFallback, Validators: []validator.String{stringvalidator.OneOf("none", "rolling")}},
+			"update_limit": schema.Int64Attribute{Optional: true, Computed: true, Default: int64default.StaticInt64(1),
+				MarkdownDescription: "Most machines updated at once. Default 1.", Validators: []validator.Int64{int64validator.AtLeast(1)}},
+			"verify": schema.SingleNestedAttribute{
+				Optional: true, Computed: true,
+				Default:             objectdefault.StaticValue(types.ObjectValueMust(verifyAttrTypes, map[string]attr.Value{"timeout": types.StringValue(defaultVerifyTimeout)})),
+				MarkdownDescription: "How each updated machine is verified: its Node must be Ready and report the desired kubelet version within `timeout`.",
+				Attributes: map[string]schema.Attribute{
+					"timeout": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString(defaultVerifyTimeout),
+						MarkdownDescription: "Longest wait for one machine's Node, as a duration. Default `" + defaultVerifyTimeout + "`.",
+						Validators:          []validator.String{validators.Duration(time.Second, 0)}},
+				},
+			},
+			"timeouts": timeouts.Attributes(ctx, timeouts.Opts{Create: true, Update: true}),
+			"revision": str("Short hash of the change; Machines updated to it carry it in the `gradual.dev/inplace-update` annotation."),
+			"plan": schema.ListNestedAttribute{
+				Computed: true, MarkdownDescription: "The plan, per Machine sorted by name: " + descMachines[len("Per selected Machine, sorted by name: "):],
+				NestedObject: schema.NestedAttributeObject{Attributes: map[string]schema.Attribute{
+					"name":             str("Machine name."),
+					"node":             str("The machine's Node."),
+					"strategy":         str("`in-place`, `rolling`, `blocked` or `unchanged`."),
+					"changed_fields":   strs("Spec fields that change."),
+					"extensions":       strs("Extensions that update the machine in place."),
+					"uncovered_fields": strs("Changed fields no extension covers."),
+					"notes":            strs("Notes."),
+					"coverage": schema.ListNestedAttribute{Computed: true, MarkdownDescription: "Per extension, the fields it covers.",
+						NestedObject: schema.NestedAttributeObject{Attributes: map[string]schema.Attribute{
+							"extension": str("Extension name."), "fields": strs("Fields it covers."),
+						}}},
+				}},
+			},
+			"status": schema.MapAttribute{Computed: true, ElementType: types.StringType,
+				MarkdownDescription: "Per Machine after apply: `updated`, `unchanged`, `rollout-requested` (fallback rolling), `failed` or `not-started`."},
+		},
+	}
+}
