@@ -83,20 +83,12 @@ func Run(ctx context.Context, svc *delivery.Service, req RunRequest) (*RunResult
 		req.Logf = func(string, map[string]any) {}
 	}
 	mc := svc.ManagementClient()
-	lease, err := records.Acquire(ctx, mc, spec.RecordNamespace, spec.Key, records.HolderIdentity(), delivery.LeaseDuration, nil)
+	release, err := svc.HoldLease(ctx, spec.RecordNamespace, spec.Key, records.HolderIdentity(), "Assignment Already Running",
+		"Another apply of "+spec.Key.Describe()+" holds its Lease. Wait for it to finish; if that process died, the Lease expires on its own.")
 	if err != nil {
-		var held *records.HeldError
-		if errors.As(err, &held) {
-			return nil, usererr.Wrap(err, "Assignment Already Running",
-				"Another apply of "+spec.Key.Describe()+" holds its Lease. Wait for it to finish; if that process died, the Lease expires on its own.")
-		}
-		return nil, fmt.Errorf("acquire the Lease of %s: %w", spec.Key.Describe(), err)
+		return nil, err
 	}
-	defer func() {
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-		defer cancel()
-		_ = lease.Release(rctx)
-	}()
+	defer release()
 	mstore := records.NewManagementStore(mc, spec.RecordNamespace)
 	if err := mstore.SaveProgress(ctx, spec.Key, records.Progress{Phase: records.PhaseRunning, StartedAt: time.Now(), Config: req.Config}); err != nil {
 		return nil, fmt.Errorf("record %s: %w", spec.Key.Describe(), err)

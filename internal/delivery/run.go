@@ -2,7 +2,6 @@ package delivery
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -52,20 +51,12 @@ func (s *Service) Run(ctx context.Context, req RunRequest) (*RunResult, error) {
 		return nil, usererr.Wrap(err, "Invalid Rollout Policy", "The rollout's settings cannot be used.")
 	}
 	holder := records.HolderIdentity()
-	lease, err := records.Acquire(ctx, s.mgmt.Client, spec.RecordNamespace, spec.Key, holder, LeaseDuration, nil)
+	release, err := s.HoldLease(ctx, spec.RecordNamespace, spec.Key, holder, "Rollout Already Running",
+		"Another apply of rollout "+spec.Key.Describe()+" holds its Lease. Wait for it to finish; if that process died, the Lease expires on its own and the next apply takes over.")
 	if err != nil {
-		var held *records.HeldError
-		if errors.As(err, &held) {
-			return nil, usererr.Wrap(err, "Rollout Already Running",
-				"Another apply of rollout "+spec.Key.Describe()+" holds its Lease. Wait for it to finish; if that process died, the Lease expires on its own and the next apply takes over.")
-		}
-		return nil, fmt.Errorf("acquire the Lease of %s: %w", spec.Key.Describe(), err)
+		return nil, err
 	}
-	defer func() {
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-		defer cancel()
-		_ = lease.Release(rctx)
-	}()
+	defer release()
 
 	obs, err := s.Observe(ctx, req.Query, spec.Key, spec.RecordNamespace, false)
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/hashicorp/terraform-plugin-framework/attr"
 	"github.com/hashicorp/terraform-plugin-framework/diag"
+	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 	"github.com/hashicorp/terraform-plugin-framework/types/basetypes"
 
@@ -93,4 +94,25 @@ func FromLabelSelector(ctx context.Context, ls fleet.LabelSelector) types.Object
 		exprs = types.ListValueMust(types.ObjectType{AttrTypes: RequirementAttrTypes}, vals)
 	}
 	return types.ObjectValueMust(SelectorAttrTypes, map[string]attr.Value{"match_labels": labels, "match_expressions": exprs})
+}
+
+// Query converts the cluster-picking attributes of a resource into fleet's query: namespace,
+// selector and, where the resource has them, names (null when it has none). A selector fleet
+// cannot use is reported against `selector`.
+func Query(ctx context.Context, namespace types.String, selector types.Object, names types.List) (fleet.Query, diag.Diagnostics) {
+	q := fleet.Query{Namespace: namespace.ValueString()}
+	ls, diags := ToLabelSelector(ctx, selector)
+	if diags.HasError() {
+		return q, diags
+	}
+	sel, err := ls.Selector()
+	if err != nil {
+		diags.AddAttributeError(path.Root("selector"), "Invalid Selector", err.Error())
+		return q, diags
+	}
+	q.Selector = sel
+	if !names.IsNull() && !names.IsUnknown() {
+		diags.Append(names.ElementsAs(ctx, &q.Names, false)...)
+	}
+	return q, diags
 }

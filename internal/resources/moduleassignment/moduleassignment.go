@@ -5,26 +5,19 @@ package moduleassignment
 
 import (
 	"context"
-	"fmt"
-	"strings"
 
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
 
-	"github.com/gradual-dev/terraform-provider-gradual/internal/providerdata"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/glue"
 )
 
-var (
-	pathSelector    = path.Root("selector")
-	pathModules     = path.Root("modules")
-	pathUpdateLimit = path.Root("update_limit")
-	pathMaxFailures = path.Root("max_failures")
-)
+var pathModules = path.Root("modules")
 
 // New returns the resource.
 func New() resource.Resource { return &assignmentResource{} }
 
-type assignmentResource struct{ data *providerdata.Data }
+type assignmentResource struct{ glue.Configured }
 
 var (
 	_ resource.ResourceWithConfigure      = (*assignmentResource)(nil)
@@ -37,19 +30,7 @@ func (r *assignmentResource) Metadata(_ context.Context, req resource.MetadataRe
 	resp.TypeName = req.ProviderTypeName + "_module_assignment"
 }
 
-func (r *assignmentResource) Configure(_ context.Context, req resource.ConfigureRequest, resp *resource.ConfigureResponse) {
-	r.data = providerdata.From(req.ProviderData, &resp.Diagnostics)
-}
-
 // ImportState takes `namespace/name`; Read then fills everything from the records.
 func (r *assignmentResource) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
-	namespace, name, ok := strings.Cut(req.ID, "/")
-	if !ok || namespace == "" || name == "" || strings.Contains(name, "/") {
-		resp.Diagnostics.AddError("Invalid Import ID",
-			fmt.Sprintf("Import ID %q must be namespace/name: the namespace of the Cluster objects and the assignment's name, e.g. fleet/cni.", req.ID))
-		return
-	}
-	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("id"), req.ID)...)
-	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("namespace"), namespace)...)
-	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("name"), name)...)
+	glue.ImportNamespaceName(ctx, req, resp, "assignment", "fleet/cni")
 }

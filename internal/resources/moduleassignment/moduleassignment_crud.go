@@ -13,52 +13,23 @@ import (
 	"github.com/gradual-dev/terraform-provider-gradual/internal/assignment"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/delivery"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/diagnostics"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/glue"
 )
 
-const (
-	defaultCreateTimeout = 60 * time.Minute
-	defaultDeleteTimeout = 30 * time.Minute
-)
-
+// Create applies the assignment. As for rollouts (see glue.Create), a failed Create saves no
+// state: the records and bindings keep what was applied, and the next Create continues from them.
 func (r *assignmentResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
-	var plan Model
-	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	timeout, diags := plan.Timeouts.Create(ctx, defaultCreateTimeout)
-	resp.Diagnostics.Append(diags...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	if !r.apply(ctx, timeout, &plan, &resp.Diagnostics) {
-		// As for rollouts: a failed Create saves no state, so it is not tainted and replaced (a
-		// fleet-wide delete); the records and bindings keep what was applied, and the next
-		// Create continues from them.
-		resp.Diagnostics.AddWarning("Module Assignment Not Saved In State",
-			"The assignment failed before it completed, so it is not saved in the Terraform state. Every change it made is recorded in the clusters and bindings; the next apply continues from them.")
-		return
-	}
-	resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
+	glue.Create(ctx, req, resp, r.apply, "Module Assignment Not Saved In State",
+		"The assignment failed before it completed, so it is not saved in the Terraform state. Every change it made is recorded in the clusters and bindings; the next apply continues from them.")
 }
 
+// Update applies the assignment; its state is saved even on failure (see glue.Update).
 func (r *assignmentResource) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
-	var plan Model
-	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	timeout, diags := plan.Timeouts.Update(ctx, defaultCreateTimeout)
-	resp.Diagnostics.Append(diags...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	r.apply(ctx, timeout, &plan, &resp.Diagnostics)
-	resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
+	glue.Update(ctx, req, resp, r.apply)
 }
 
 func (r *assignmentResource) apply(ctx context.Context, timeout time.Duration, plan *Model, diags *diag.Diagnostics) bool {
-	if r.data == nil {
+	if r.Data == nil {
 		diags.AddError("Provider Not Configured", diagnostics.UnconfiguredProvider)
 		return false
 	}
@@ -82,7 +53,7 @@ func (r *assignmentResource) apply(ctx context.Context, timeout time.Duration, p
 	diags.Append(d...)
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	res, err := assignment.Run(ctx, r.data.Delivery, assignment.RunRequest{
+	res, err := assignment.Run(ctx, r.Data.Delivery, assignment.RunRequest{
 		Spec: spec, Query: query, Only: only, OnlyKnown: known, Config: config,
 		Logf: func(msg string, fields map[string]any) { tflog.Info(ctx, msg, fields) },
 	})
@@ -106,7 +77,7 @@ func (r *assignmentResource) apply(ctx context.Context, timeout time.Duration, p
 func (r *assignmentResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
 	var state Model
 	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
-	if resp.Diagnostics.HasError() || r.data == nil {
+	if resp.Diagnostics.HasError() || r.Data == nil {
 		return
 	}
 	if state.RecordNamespace.IsNull() {
@@ -114,7 +85,7 @@ func (r *assignmentResource) Read(ctx context.Context, req resource.ReadRequest,
 	}
 	if state.Modules.IsNull() {
 		key := state.key()
-		found, err := assignment.LoadConfig(ctx, r.data.Delivery, key, state.RecordNamespace.ValueString())
+		found, err := assignment.LoadConfig(ctx, r.Data.Delivery, key, state.RecordNamespace.ValueString())
 		if err != nil {
 			resp.Diagnostics.Append(diagnostics.FromError(err, "Cannot Import Module Assignment"))
 			return
@@ -136,7 +107,7 @@ func (r *assignmentResource) Read(ctx context.Context, req resource.ReadRequest,
 	if resp.Diagnostics.HasError() {
 		return
 	}
-	obs, err := assignment.Observe(ctx, r.data.Delivery, query, spec, true)
+	obs, err := assignment.Observe(ctx, r.Data.Delivery, query, spec, true)
 	if err != nil {
 		resp.Diagnostics.Append(diagnostics.FromError(err, "Cannot Read The Fleet"))
 		return
@@ -164,11 +135,11 @@ func (r *assignmentResource) Delete(ctx context.Context, req resource.DeleteRequ
 	if resp.Diagnostics.HasError() {
 		return
 	}
-	if r.data == nil {
+	if r.Data == nil {
 		resp.Diagnostics.AddError("Provider Not Configured", diagnostics.UnconfiguredProvider)
 		return
 	}
-	timeout, diags := state.Timeouts.Delete(ctx, defaultDeleteTimeout)
+	timeout, diags := state.Timeouts.Delete(ctx, glue.DefaultDeleteTimeout)
 	resp.Diagnostics.Append(diags...)
 	spec, d := state.spec(ctx)
 	resp.Diagnostics.Append(d...)
@@ -179,7 +150,7 @@ func (r *assignmentResource) Delete(ctx context.Context, req resource.DeleteRequ
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	warnings, err := assignment.Destroy(ctx, r.data.Delivery, spec, query, func(msg string, fields map[string]any) { tflog.Info(ctx, msg, fields) })
+	warnings, err := assignment.Destroy(ctx, r.Data.Delivery, spec, query, func(msg string, fields map[string]any) { tflog.Info(ctx, msg, fields) })
 	for _, w := range warnings {
 		resp.Diagnostics.AddWarning("Cluster Not Cleaned Up", w)
 	}

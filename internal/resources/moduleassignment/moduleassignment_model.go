@@ -17,6 +17,8 @@ import (
 	"github.com/gradual-dev/terraform-provider-gradual/internal/manifest"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/records"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/fleetattr"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/glue"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/verifyattr"
 )
 
 // Model is the resource's configuration and state.
@@ -52,6 +54,9 @@ type VerifyModel struct {
 	BakeTime types.String `tfsdk:"bake_time"`
 }
 
+// TimeoutsValue is the `timeouts` attribute, for glue.Create and glue.Update.
+func (m *Model) TimeoutsValue() timeouts.Value { return m.Timeouts }
+
 var objectOpts = basetypes.ObjectAsOptions{UnhandledNullAsEmpty: true, UnhandledUnknownAsEmpty: true}
 
 func (m *Model) key() records.Key {
@@ -59,18 +64,7 @@ func (m *Model) key() records.Key {
 }
 
 func (m *Model) query(ctx context.Context) (fleet.Query, diag.Diagnostics) {
-	q := fleet.Query{Namespace: m.Namespace.ValueString()}
-	ls, diags := fleetattr.ToLabelSelector(ctx, m.Selector)
-	if diags.HasError() {
-		return q, diags
-	}
-	sel, err := ls.Selector()
-	if err != nil {
-		diags.AddAttributeError(pathSelector, "Invalid Selector", err.Error())
-		return q, diags
-	}
-	q.Selector = sel
-	return q, diags
+	return fleetattr.Query(ctx, m.Namespace, m.Selector, types.ListNull(types.StringType)) // no names: only a selector
 }
 
 func (m *Model) modules(ctx context.Context) ([]ModuleModel, diag.Diagnostics) {
@@ -119,33 +113,18 @@ func (m *Model) spec(ctx context.Context) (assignment.Spec, diag.Diagnostics) {
 	spec.Modules = ordered
 	var err2 error
 	if spec.Policy.UpdateLimit, err2 = engine.ParseLimit(m.UpdateLimit.ValueString()); err2 != nil {
-		diags.AddAttributeError(pathUpdateLimit, "Invalid Update Limit", err2.Error())
+		diags.AddAttributeError(glue.PathUpdateLimit, "Invalid Update Limit", err2.Error())
 	}
 	if spec.Policy.MaxFailures, err2 = engine.ParseMaxFailures(m.MaxFailures.ValueString()); err2 != nil {
-		diags.AddAttributeError(pathMaxFailures, "Invalid Failure Budget", err2.Error())
+		diags.AddAttributeError(glue.PathMaxFailures, "Invalid Failure Budget", err2.Error())
 	}
 	// A failed module is restored where it failed; clusters that took it keep it (its dependents
 	// are blocked only where it failed).
 	spec.Policy.OnFailure = engine.Halt
-	verify := VerifyModel{Timeout: types.StringValue(defaultVerifyTimeout), BakeTime: types.StringValue(defaultBakeTime)}
-	if !m.Verify.IsNull() && !m.Verify.IsUnknown() {
-		diags.Append(m.Verify.As(ctx, &verify, objectOpts)...)
-	}
-	spec.Policy.VerifyTimeout = parseDuration(verify.Timeout, defaultVerifyTimeout)
-	spec.Policy.BakeTime = parseDuration(verify.BakeTime, defaultBakeTime)
+	verify := VerifyModel{Timeout: types.StringValue(verifyattr.DefaultTimeout), BakeTime: types.StringValue(verifyattr.DefaultBakeTime)}
+	diags.Append(verifyattr.As(ctx, m.Verify, &verify)...)
+	spec.Policy.VerifyTimeout, spec.Policy.BakeTime = verifyattr.Durations(verify.Timeout, verify.BakeTime)
 	return spec, diags
-}
-
-func parseDuration(v types.String, fallback string) time.Duration {
-	s := v.ValueString()
-	if v.IsNull() || v.IsUnknown() || s == "" {
-		s = fallback
-	}
-	d, err := time.ParseDuration(s)
-	if err != nil {
-		d, _ = time.ParseDuration(fallback)
-	}
-	return d
 }
 
 func (m *Model) setRevisions(spec assignment.Spec) {

@@ -3,7 +3,6 @@ package moduleassignment
 import (
 	"context"
 	"fmt"
-	"sort"
 	"strings"
 
 	"github.com/hashicorp/terraform-plugin-framework/resource"
@@ -12,6 +11,7 @@ import (
 	"github.com/gradual-dev/terraform-provider-gradual/internal/assignment"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/diagnostics"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/records"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/glue"
 )
 
 // ValidateConfig refuses duplicate module names, unknown depends_on names and cycles before
@@ -45,21 +45,9 @@ func (r *assignmentResource) ValidateConfig(ctx context.Context, req resource.Va
 // Joins, leaves, module changes and drift make the plan an update; invalid revisions, objects
 // another owner manages and manifests a cluster cannot take are refused here.
 func (r *assignmentResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse) {
-	if req.Plan.Raw.IsNull() {
+	plan, prior, ok := glue.PlanAndPrior[Model](ctx, req, resp)
+	if !ok {
 		return
-	}
-	var plan Model
-	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	var prior *Model
-	if !req.State.Raw.IsNull() {
-		prior = &Model{}
-		resp.Diagnostics.Append(req.State.Get(ctx, prior)...)
-		if resp.Diagnostics.HasError() {
-			return
-		}
 	}
 	if !plan.Namespace.IsUnknown() && !plan.Name.IsUnknown() {
 		plan.ID = types.StringValue(plan.Namespace.ValueString() + "/" + plan.Name.ValueString())
@@ -75,7 +63,7 @@ func (r *assignmentResource) ModifyPlan(ctx context.Context, req resource.Modify
 		return
 	}
 	plan.setRevisions(spec)
-	if r.data == nil {
+	if r.Data == nil {
 		revisions := plan.Revisions
 		plan.markObservedUnknown()
 		plan.Revisions = revisions
@@ -87,7 +75,7 @@ func (r *assignmentResource) ModifyPlan(ctx context.Context, req resource.Modify
 	if resp.Diagnostics.HasError() {
 		return
 	}
-	svc := r.data.Delivery
+	svc := r.Data.Delivery
 	obs, err := assignment.Observe(ctx, svc, query, spec, false)
 	if err != nil {
 		resp.Diagnostics.Append(diagnostics.FromError(err, "Cannot Read The Fleet"))
@@ -113,7 +101,7 @@ func (r *assignmentResource) ModifyPlan(ctx context.Context, req resource.Modify
 		resp.Diagnostics.AddWarning("Clusters Keep An Older Module Version", w)
 	}
 	if len(obs.Skipped) > 0 {
-		resp.Diagnostics.AddWarning("Clusters Skipped", skippedDetail(obs.Skipped))
+		resp.Diagnostics.AddWarning("Clusters Skipped", glue.SkippedDetail(skippedIntro, obs.Skipped))
 	}
 	if len(planned.Leaving) > 0 {
 		what := "loses its modules (deletion_policy = \"delete\")"
@@ -190,16 +178,4 @@ func priorDrift(ctx context.Context, prior *Model) map[string]map[string]bool {
 	return out
 }
 
-func skippedDetail(skipped map[string]string) string {
-	names := make([]string, 0, len(skipped))
-	for name := range skipped {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	var b strings.Builder
-	b.WriteString("These clusters are left alone by this apply; a later apply gives them the modules once they are ready:\n")
-	for _, name := range names {
-		fmt.Fprintf(&b, "  - %s: %s\n", name, skipped[name])
-	}
-	return b.String()
-}
+const skippedIntro = "These clusters are left alone by this apply; a later apply gives them the modules once they are ready:"

@@ -3,7 +3,6 @@ package moduleassignment
 import (
 	"context"
 	"regexp"
-	"time"
 
 	"github.com/hashicorp/terraform-plugin-framework-timeouts/resource/timeouts"
 	"github.com/hashicorp/terraform-plugin-framework-validators/listvalidator"
@@ -11,7 +10,6 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/attr"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
-	"github.com/hashicorp/terraform-plugin-framework/resource/schema/objectdefault"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/planmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringdefault"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringplanmodifier"
@@ -20,6 +18,7 @@ import (
 
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/fleetattr"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/validators"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/verifyattr"
 )
 
 // Defaults, shown in the schema and used when the attribute is left out.
@@ -27,18 +26,13 @@ const (
 	defaultMode            = "Reconcile"
 	defaultUpdateLimit     = "1"
 	defaultMaxFailures     = "0"
-	defaultVerifyTimeout   = "5m"
-	defaultBakeTime        = "0s"
 	defaultRecordNamespace = "gradual-system"
 	defaultDeletionPolicy  = "delete"
 )
 
 var dnsLabel = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
 
-var verifyAttrTypes = map[string]attr.Type{
-	"timeout":   types.StringType,
-	"bake_time": types.StringType,
-}
+var verifyAttrTypes = verifyattr.AttrTypes()
 
 var moduleAttrTypes = map[string]attr.Type{
 	"name":       types.StringType,
@@ -123,25 +117,11 @@ func (r *assignmentResource) Schema(ctx context.Context, _ resource.SchemaReques
 				MarkdownDescription: "Clusters a module may fail on before its next wave is not started: a whole number ≥ 0 or a percentage. Clusters that succeeded keep the module. Default `\"0\"`.",
 				Validators:          []validator.String{validators.MaxFailures()},
 			},
-			"verify": schema.SingleNestedAttribute{
-				Optional: true, Computed: true,
-				Default: objectdefault.StaticValue(types.ObjectValueMust(verifyAttrTypes, map[string]attr.Value{
-					"timeout": types.StringValue(defaultVerifyTimeout), "bake_time": types.StringValue(defaultBakeTime),
-				})),
-				MarkdownDescription: "How each cluster is verified after a module is applied: every object ready (kstatus) within `timeout`, then `bake_time`.",
-				Attributes: map[string]schema.Attribute{
-					"timeout": schema.StringAttribute{
-						Optional: true, Computed: true, Default: stringdefault.StaticString(defaultVerifyTimeout),
-						MarkdownDescription: "Longest wait for a module's objects on one cluster to become ready. Default `" + defaultVerifyTimeout + "`.",
-						Validators:          []validator.String{validators.Duration(time.Second, 0)},
-					},
-					"bake_time": schema.StringAttribute{
-						Optional: true, Computed: true, Default: stringdefault.StaticString(defaultBakeTime),
-						MarkdownDescription: "Wait after a wave is verified before it is checked again. Default `0s`.",
-						Validators:          []validator.String{validators.Duration(0, 0)},
-					},
-				},
-			},
+			"verify": verifyattr.Attribute(verifyattr.Descriptions{
+				Verify:   "How each cluster is verified after a module is applied: every object ready (kstatus) within `timeout`, then `bake_time`.",
+				Timeout:  "Longest wait for a module's objects on one cluster to become ready. Default `" + verifyattr.DefaultTimeout + "`.",
+				BakeTime: "Wait after a wave is verified before it is checked again. Default `0s`.",
+			}),
 			"deletion_policy": schema.StringAttribute{
 				Optional: true, Computed: true, Default: stringdefault.StaticString(defaultDeletionPolicy),
 				MarkdownDescription: "For clusters that stop matching, modules removed from `modules`, and destroy: `delete` removes the applied objects; `orphan` leaves them and removes only the records. Default `delete`.",

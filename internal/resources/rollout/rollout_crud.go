@@ -14,56 +14,25 @@ import (
 	"github.com/gradual-dev/terraform-provider-gradual/internal/diagnostics"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/manifest"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/records"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/glue"
 )
 
-const (
-	defaultCreateTimeout = 60 * time.Minute
-	defaultDeleteTimeout = 30 * time.Minute
-)
-
+// Create applies the rollout. As glue.Create says, a failed Create saves no state: the records
+// in the clusters keep what was applied, and the next Create picks up from them.
 func (r *rolloutResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
-	var plan Model
-	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	timeout, diags := plan.Timeouts.Create(ctx, defaultCreateTimeout)
-	resp.Diagnostics.Append(diags...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	ok := r.apply(ctx, timeout, &plan, &resp.Diagnostics)
-	if !ok {
-		// A failed Create saves no state: Terraform would taint it, and the next apply would
-		// replace it — a fleet-wide delete. The records in the clusters keep what was applied,
-		// and the next Create picks up from them.
-		resp.Diagnostics.AddWarning("Rollout Not Saved In State",
-			"The rollout failed before it completed, so it is not saved in the Terraform state. Every change it made is recorded in the clusters; the next apply continues from those records instead of starting over.")
-		return
-	}
-	resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
+	glue.Create(ctx, req, resp, r.apply, "Rollout Not Saved In State",
+		"The rollout failed before it completed, so it is not saved in the Terraform state. Every change it made is recorded in the clusters; the next apply continues from those records instead of starting over.")
 }
 
+// Update applies the rollout; its state is saved even on failure (see glue.Update).
 func (r *rolloutResource) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
-	var plan Model
-	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	timeout, diags := plan.Timeouts.Update(ctx, defaultCreateTimeout)
-	resp.Diagnostics.Append(diags...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	r.apply(ctx, timeout, &plan, &resp.Diagnostics)
-	// Saved even on failure: the state then shows where each cluster ended up.
-	resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
+	glue.Update(ctx, req, resp, r.apply)
 }
 
 // apply runs the rollout and fills plan's computed attributes from the outcome. It reports
 // whether the rollout succeeded.
 func (r *rolloutResource) apply(ctx context.Context, timeout time.Duration, plan *Model, diags *diag.Diagnostics) bool {
-	if r.data == nil {
+	if r.Data == nil {
 		diags.AddError("Provider Not Configured", diagnostics.UnconfiguredProvider)
 		return false
 	}
@@ -86,7 +55,7 @@ func (r *rolloutResource) apply(ctx context.Context, timeout time.Duration, plan
 	defer cancel()
 	config, d := plan.configRecord(ctx)
 	diags.Append(d...)
-	run, err := r.data.Delivery.Run(ctx, delivery.RunRequest{
+	run, err := r.Data.Delivery.Run(ctx, delivery.RunRequest{
 		Spec: spec, Query: query, Only: only, OnlyKnown: !plan.ClusterStates.IsUnknown(), Config: config,
 		Logf: func(msg string, fields map[string]any) { tflog.Info(ctx, msg, fields) },
 	})
@@ -112,7 +81,7 @@ func (r *rolloutResource) Read(ctx context.Context, req resource.ReadRequest, re
 	if resp.Diagnostics.HasError() {
 		return
 	}
-	if r.data == nil {
+	if r.Data == nil {
 		return // nothing to refresh from yet
 	}
 	if state.RecordNamespace.IsNull() {
@@ -121,7 +90,7 @@ func (r *rolloutResource) Read(ctx context.Context, req resource.ReadRequest, re
 	key := records.Key{Kind: "rollout", Namespace: state.Namespace.ValueString(), Name: state.Name.ValueString()}
 	if state.Manifests.IsNull() {
 		// Imported: the configuration comes from the management cluster's record.
-		found, err := r.data.Delivery.LoadConfig(ctx, key, state.RecordNamespace.ValueString())
+		found, err := r.Data.Delivery.LoadConfig(ctx, key, state.RecordNamespace.ValueString())
 		if err != nil {
 			resp.Diagnostics.Append(diagnostics.FromError(err, "Cannot Import Rollout"))
 			return
@@ -144,7 +113,7 @@ func (r *rolloutResource) Read(ctx context.Context, req resource.ReadRequest, re
 	if resp.Diagnostics.HasError() {
 		return
 	}
-	obs, err := r.data.Delivery.Observe(ctx, query, key, state.RecordNamespace.ValueString(), true)
+	obs, err := r.Data.Delivery.Observe(ctx, query, key, state.RecordNamespace.ValueString(), true)
 	if err != nil {
 		resp.Diagnostics.Append(diagnostics.FromError(err, "Cannot Read The Fleet"))
 		return
@@ -162,11 +131,11 @@ func (r *rolloutResource) Delete(ctx context.Context, req resource.DeleteRequest
 	if resp.Diagnostics.HasError() {
 		return
 	}
-	if r.data == nil {
+	if r.Data == nil {
 		resp.Diagnostics.AddError("Provider Not Configured", diagnostics.UnconfiguredProvider)
 		return
 	}
-	timeout, diags := state.Timeouts.Delete(ctx, defaultDeleteTimeout)
+	timeout, diags := state.Timeouts.Delete(ctx, glue.DefaultDeleteTimeout)
 	resp.Diagnostics.Append(diags...)
 	spec, d := state.spec(ctx)
 	resp.Diagnostics.Append(d...)
@@ -177,7 +146,7 @@ func (r *rolloutResource) Delete(ctx context.Context, req resource.DeleteRequest
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	warnings, err := r.data.Delivery.Destroy(ctx, delivery.DestroyRequest{
+	warnings, err := r.Data.Delivery.Destroy(ctx, delivery.DestroyRequest{
 		Spec: spec, Query: query, Orphan: state.DeletionPolicy.ValueString() == "orphan",
 		Logf: func(msg string, fields map[string]any) { tflog.Info(ctx, msg, fields) },
 	})

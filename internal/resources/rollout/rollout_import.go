@@ -9,6 +9,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/types"
 	"github.com/hashicorp/terraform-plugin-framework/types/basetypes"
 
+	"github.com/gradual-dev/terraform-provider-gradual/internal/fleet"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/fleetattr"
 )
 
@@ -98,25 +99,11 @@ func (m *Model) fromConfigRecord(ctx context.Context, raw []byte) diag.Diagnosti
 	m.RetryInvalid = types.BoolValue(false)
 	m.Selector = types.ObjectNull(fleetattr.SelectorAttrTypes)
 	if c.HasSelector {
-		labels := types.MapNull(types.StringType)
-		if c.MatchLabels != nil {
-			labels, _ = types.MapValueFrom(ctx, types.StringType, c.MatchLabels)
+		ls := fleet.LabelSelector{MatchLabels: c.MatchLabels}
+		for _, e := range c.Expressions {
+			ls.MatchExpressions = append(ls.MatchExpressions, fleet.Requirement{Key: e.Key, Operator: e.Operator, Values: e.Values})
 		}
-		exprs := types.ListNull(types.ObjectType{AttrTypes: fleetattr.RequirementAttrTypes})
-		if c.Expressions != nil {
-			var vals []attr.Value
-			for _, e := range c.Expressions {
-				values := types.ListNull(types.StringType)
-				if e.Values != nil {
-					values, _ = types.ListValueFrom(ctx, types.StringType, e.Values)
-				}
-				vals = append(vals, types.ObjectValueMust(fleetattr.RequirementAttrTypes, map[string]attr.Value{
-					"key": types.StringValue(e.Key), "operator": types.StringValue(e.Operator), "values": values,
-				}))
-			}
-			exprs = types.ListValueMust(types.ObjectType{AttrTypes: fleetattr.RequirementAttrTypes}, vals)
-		}
-		m.Selector = types.ObjectValueMust(fleetattr.SelectorAttrTypes, map[string]attr.Value{"match_labels": labels, "match_expressions": exprs})
+		m.Selector = fleetattr.FromLabelSelector(ctx, ls)
 	}
 	m.Clusters = stringListOrNull(ctx, c.Clusters)
 	m.Canary = stringListOrNull(ctx, c.Canary)

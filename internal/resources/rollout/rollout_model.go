@@ -9,7 +9,6 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/attr"
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/types"
-	"github.com/hashicorp/terraform-plugin-framework/types/basetypes"
 
 	"github.com/gradual-dev/terraform-provider-gradual/internal/delivery"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/engine"
@@ -17,6 +16,8 @@ import (
 	"github.com/gradual-dev/terraform-provider-gradual/internal/manifest"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/records"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/fleetattr"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/glue"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/verifyattr"
 )
 
 // Model is the resource's configuration and state.
@@ -59,23 +60,12 @@ type HTTPCheckModel struct {
 	Timeout        types.String `tfsdk:"timeout"`
 }
 
+// TimeoutsValue is the `timeouts` attribute, for glue.Create and glue.Update.
+func (m *Model) TimeoutsValue() timeouts.Value { return m.Timeouts }
+
 // query converts the cluster-picking attributes.
 func (m *Model) query(ctx context.Context) (fleet.Query, diag.Diagnostics) {
-	q := fleet.Query{Namespace: m.Namespace.ValueString()}
-	ls, diags := fleetattr.ToLabelSelector(ctx, m.Selector)
-	if diags.HasError() {
-		return q, diags
-	}
-	sel, err := ls.Selector()
-	if err != nil {
-		diags.AddAttributeError(pathSelector, "Invalid Selector", err.Error())
-		return q, diags
-	}
-	q.Selector = sel
-	if !m.Clusters.IsNull() && !m.Clusters.IsUnknown() {
-		diags.Append(m.Clusters.ElementsAs(ctx, &q.Names, false)...)
-	}
-	return q, diags
+	return fleetattr.Query(ctx, m.Namespace, m.Selector, m.Clusters)
 }
 
 // spec converts the configuration into what delivery needs. The manifests and limits have been
@@ -100,10 +90,10 @@ func (m *Model) spec(ctx context.Context) (delivery.Spec, diag.Diagnostics) {
 		return spec, diags
 	}
 	if spec.Policy.UpdateLimit, err = engine.ParseLimit(m.UpdateLimit.ValueString()); err != nil {
-		diags.AddAttributeError(pathUpdateLimit, "Invalid Update Limit", err.Error())
+		diags.AddAttributeError(glue.PathUpdateLimit, "Invalid Update Limit", err.Error())
 	}
 	if spec.Policy.MaxFailures, err = engine.ParseMaxFailures(m.MaxFailures.ValueString()); err != nil {
-		diags.AddAttributeError(pathMaxFailures, "Invalid Failure Budget", err.Error())
+		diags.AddAttributeError(glue.PathMaxFailures, "Invalid Failure Budget", err.Error())
 	}
 	if spec.Policy.OnFailure, err = engine.ParseOnFailure(m.OnFailure.ValueString()); err != nil {
 		diags.AddAttributeError(pathOnFailure, "Invalid On Failure", err.Error())
@@ -111,35 +101,20 @@ func (m *Model) spec(ctx context.Context) (delivery.Spec, diag.Diagnostics) {
 	if !m.Canary.IsNull() && !m.Canary.IsUnknown() {
 		diags.Append(m.Canary.ElementsAs(ctx, &spec.Policy.Canary, false)...)
 	}
-	verify := VerifyModel{Timeout: types.StringValue(defaultVerifyTimeout), BakeTime: types.StringValue(defaultBakeTime)}
-	if !m.Verify.IsNull() && !m.Verify.IsUnknown() {
-		diags.Append(m.Verify.As(ctx, &verify, basetypes.ObjectAsOptions{UnhandledNullAsEmpty: true, UnhandledUnknownAsEmpty: true})...)
-	}
-	spec.Policy.VerifyTimeout = parseDuration(verify.Timeout, defaultVerifyTimeout)
-	spec.Policy.BakeTime = parseDuration(verify.BakeTime, defaultBakeTime)
+	verify := VerifyModel{Timeout: types.StringValue(verifyattr.DefaultTimeout), BakeTime: types.StringValue(verifyattr.DefaultBakeTime)}
+	diags.Append(verifyattr.As(ctx, m.Verify, &verify)...)
+	spec.Policy.VerifyTimeout, spec.Policy.BakeTime = verifyattr.Durations(verify.Timeout, verify.BakeTime)
 	if !verify.HTTPChecks.IsNull() && !verify.HTTPChecks.IsUnknown() {
 		var checks []HTTPCheckModel
 		diags.Append(verify.HTTPChecks.ElementsAs(ctx, &checks, false)...)
 		for _, c := range checks {
 			spec.HTTPChecks = append(spec.HTTPChecks, delivery.HTTPCheck{
 				URL: c.URL.ValueString(), ExpectedStatus: int(c.ExpectedStatus.ValueInt64()),
-				Timeout: parseDuration(c.Timeout, "10s"),
+				Timeout: verifyattr.ParseDuration(c.Timeout, defaultHTTPCheckTimeout),
 			})
 		}
 	}
 	return spec, diags
-}
-
-func parseDuration(v types.String, fallback string) time.Duration {
-	s := v.ValueString()
-	if v.IsNull() || v.IsUnknown() || s == "" {
-		s = fallback
-	}
-	d, err := time.ParseDuration(s)
-	if err != nil {
-		d, _ = time.ParseDuration(fallback)
-	}
-	return d
 }
 
 // setObserved fills the computed attributes from what the clusters and records say.

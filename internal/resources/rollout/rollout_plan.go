@@ -3,7 +3,6 @@ package rollout
 import (
 	"context"
 	"fmt"
-	"sort"
 	"strings"
 
 	"github.com/hashicorp/terraform-plugin-framework/attr"
@@ -16,6 +15,7 @@ import (
 	"github.com/gradual-dev/terraform-provider-gradual/internal/delivery"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/diagnostics"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/engine"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/glue"
 )
 
 // ModifyPlan shows at plan time what apply will do: the revision, the waves, the skipped
@@ -23,21 +23,9 @@ import (
 // (drift, joins, restored clusters, interrupted runs) make the plan an update even when the
 // configuration is unchanged. A revision in the invalid ledger is refused here.
 func (r *rolloutResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse) {
-	if req.Plan.Raw.IsNull() {
-		return // destroy
-	}
-	var plan Model
-	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
-	if resp.Diagnostics.HasError() {
+	plan, prior, ok := glue.PlanAndPrior[Model](ctx, req, resp)
+	if !ok {
 		return
-	}
-	var prior *Model
-	if !req.State.Raw.IsNull() {
-		prior = &Model{}
-		resp.Diagnostics.Append(req.State.Get(ctx, prior)...)
-		if resp.Diagnostics.HasError() {
-			return
-		}
 	}
 	if !plan.Namespace.IsUnknown() && !plan.Name.IsUnknown() {
 		plan.ID = types.StringValue(plan.Namespace.ValueString() + "/" + plan.Name.ValueString())
@@ -54,7 +42,7 @@ func (r *rolloutResource) ModifyPlan(ctx context.Context, req resource.ModifyPla
 		return
 	}
 	plan.Revision = types.StringValue(spec.Revision)
-	if r.data == nil || !plan.knownTargets() {
+	if r.Data == nil || !plan.knownTargets() {
 		// The provider connects later, or the clusters depend on other resources: show what is
 		// known and let apply work out the rest.
 		r.markObservedUnknown(&plan)
@@ -66,7 +54,7 @@ func (r *rolloutResource) ModifyPlan(ctx context.Context, req resource.ModifyPla
 	if resp.Diagnostics.HasError() {
 		return
 	}
-	obs, err := r.data.Delivery.Observe(ctx, query, spec.Key, spec.RecordNamespace, false)
+	obs, err := r.Data.Delivery.Observe(ctx, query, spec.Key, spec.RecordNamespace, false)
 	if err != nil {
 		resp.Diagnostics.Append(diagnostics.FromError(err, "Cannot Read The Fleet"))
 		return
@@ -87,7 +75,7 @@ func (r *rolloutResource) ModifyPlan(ctx context.Context, req resource.ModifyPla
 			fmt.Sprintf("The canary clusters %s are not among the clusters this rollout picks (or are skipped); they are ignored.", strings.Join(planned.UnknownCanaries, ", ")))
 	}
 	if len(obs.Skipped) > 0 {
-		resp.Diagnostics.AddWarning("Clusters Skipped", skippedDetail(obs.Skipped))
+		resp.Diagnostics.AddWarning("Clusters Skipped", glue.SkippedDetail(skippedIntro, obs.Skipped))
 	}
 	if len(obs.Clusters) == 0 && len(obs.Skipped) == 0 {
 		resp.Diagnostics.AddWarning("No Clusters Picked",
@@ -98,7 +86,7 @@ func (r *rolloutResource) ModifyPlan(ctx context.Context, req resource.ModifyPla
 	for _, wave := range planned.Waves {
 		changing = append(changing, wave...)
 	}
-	if err := r.data.Delivery.Check(ctx, spec, changing); err != nil {
+	if err := r.Data.Delivery.Check(ctx, spec, changing); err != nil {
 		resp.Diagnostics.Append(diagnostics.AttributeFromError(pathManifests, err, "Manifests Cannot Be Applied"))
 		return
 	}
@@ -194,19 +182,7 @@ func invalidDetail(spec delivery.Spec, entry delivery.InvalidRevision) string {
 		entry.Reason, spec.RecordNamespace)
 }
 
-func skippedDetail(skipped map[string]string) string {
-	names := make([]string, 0, len(skipped))
-	for name := range skipped {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	var b strings.Builder
-	b.WriteString("These clusters are left alone by this apply; a later apply picks them up once they are ready:\n")
-	for _, name := range names {
-		fmt.Fprintf(&b, "  - %s: %s\n", name, skipped[name])
-	}
-	return b.String()
-}
+const skippedIntro = "These clusters are left alone by this apply; a later apply picks them up once they are ready:"
 
 func warnMissing(diags *diag.Diagnostics, obs *delivery.Observation) {
 	if obs.Discovery != nil && len(obs.Discovery.Missing) > 0 {

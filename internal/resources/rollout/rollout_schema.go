@@ -14,7 +14,6 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/booldefault"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/int64default"
-	"github.com/hashicorp/terraform-plugin-framework/resource/schema/objectdefault"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/planmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringdefault"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringplanmodifier"
@@ -23,26 +22,22 @@ import (
 
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/fleetattr"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/validators"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/verifyattr"
 )
 
 // Defaults, shown in the schema and used when the attribute is left out.
 const (
-	defaultUpdateLimit     = "1"
-	defaultMaxFailures     = "0"
-	defaultOnFailure       = "rollback"
-	defaultVerifyTimeout   = "5m"
-	defaultBakeTime        = "0s"
-	defaultRecordNamespace = "gradual-system"
-	defaultDeletionPolicy  = "delete"
+	defaultUpdateLimit      = "1"
+	defaultMaxFailures      = "0"
+	defaultOnFailure        = "rollback"
+	defaultHTTPCheckTimeout = "10s"
+	defaultRecordNamespace  = "gradual-system"
+	defaultDeletionPolicy   = "delete"
 )
 
 var dnsLabel = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
 
-var verifyAttrTypes = map[string]attr.Type{
-	"timeout":     types.StringType,
-	"bake_time":   types.StringType,
-	"http_checks": types.ListType{ElemType: types.ObjectType{AttrTypes: httpCheckAttrTypes}},
-}
+var verifyAttrTypes = verifyattr.AttrTypes(httpChecks)
 
 var httpCheckAttrTypes = map[string]attr.Type{
 	"url":             types.StringType,
@@ -113,46 +108,11 @@ func (r *rolloutResource) Schema(ctx context.Context, _ resource.SchemaRequest, 
 				MarkdownDescription: "When failures exceed `max_failures`: `rollback` restores every cluster this apply changed to its backup revision; `halt` leaves the clusters that succeeded. Default `rollback`.",
 				Validators:          []validator.String{stringvalidator.OneOf("rollback", "halt")},
 			},
-			"verify": schema.SingleNestedAttribute{
-				Optional: true, Computed: true,
-				Default: objectdefault.StaticValue(types.ObjectValueMust(verifyAttrTypes, map[string]attr.Value{
-					"timeout": types.StringValue(defaultVerifyTimeout), "bake_time": types.StringValue(defaultBakeTime),
-					"http_checks": types.ListNull(types.ObjectType{AttrTypes: httpCheckAttrTypes}),
-				})),
-				MarkdownDescription: "How each cluster is verified after the revision is applied: every applied object must become ready (kstatus) within `timeout`, then the wave bakes for `bake_time` and is checked again.",
-				Attributes: map[string]schema.Attribute{
-					"timeout": schema.StringAttribute{
-						Optional: true, Computed: true, Default: stringdefault.StaticString(defaultVerifyTimeout),
-						MarkdownDescription: "Longest wait for the objects of one cluster to become ready, as a Go duration (`\"5m\"`). Default `" + defaultVerifyTimeout + "`.",
-						Validators:          []validator.String{validators.Duration(time.Second, 0)},
-					},
-					"bake_time": schema.StringAttribute{
-						Optional: true, Computed: true, Default: stringdefault.StaticString(defaultBakeTime),
-						MarkdownDescription: "Wait after a wave is verified, before it is checked again and the next wave starts (`\"30s\"`). Default `0s`.",
-						Validators:          []validator.String{validators.Duration(0, 0)},
-					},
-					"http_checks": schema.ListNestedAttribute{
-						Optional:            true,
-						MarkdownDescription: "Extra HTTP checks run from where Terraform runs after the objects are ready; `{cluster}` in the URL is replaced by the cluster name. Retried with backoff within `verify.timeout`.",
-						NestedObject: schema.NestedAttributeObject{Attributes: map[string]schema.Attribute{
-							"url": schema.StringAttribute{
-								Required: true, MarkdownDescription: "URL to GET (http or https).",
-								Validators: []validator.String{stringvalidator.RegexMatches(regexp.MustCompile(`^https?://`), "must start with http:// or https://")},
-							},
-							"expected_status": schema.Int64Attribute{
-								Optional: true, Computed: true, Default: int64default.StaticInt64(200),
-								MarkdownDescription: "HTTP status that counts as healthy. Default 200.",
-								Validators:          []validator.Int64{int64validator.Between(100, 599)},
-							},
-							"timeout": schema.StringAttribute{
-								Optional: true, Computed: true, Default: stringdefault.StaticString("10s"),
-								MarkdownDescription: "Timeout of one request. Default `10s`.",
-								Validators:          []validator.String{validators.Duration(time.Second, 0)},
-							},
-						}},
-					},
-				},
-			},
+			"verify": verifyattr.Attribute(verifyattr.Descriptions{
+				Verify:   "How each cluster is verified after the revision is applied: every applied object must become ready (kstatus) within `timeout`, then the wave bakes for `bake_time` and is checked again.",
+				Timeout:  "Longest wait for the objects of one cluster to become ready, as a Go duration (`\"5m\"`). Default `" + verifyattr.DefaultTimeout + "`.",
+				BakeTime: "Wait after a wave is verified, before it is checked again and the next wave starts (`\"30s\"`). Default `0s`.",
+			}, httpChecks),
 			"record_namespace": schema.StringAttribute{
 				Optional: true, Computed: true, Default: stringdefault.StaticString(defaultRecordNamespace),
 				MarkdownDescription: "Namespace, in every workload cluster and in the management cluster, of the rollout's records and Lease. Default `" + defaultRecordNamespace + "`. Changing it replaces the resource.",
@@ -214,4 +174,31 @@ func (r *rolloutResource) Schema(ctx context.Context, _ resource.SchemaRequest, 
 			},
 		},
 	}
+}
+
+// httpChecks is `verify.http_checks`, which only rollouts have.
+var httpChecks = verifyattr.Extra{
+	Name:    "http_checks",
+	Type:    types.ListType{ElemType: types.ObjectType{AttrTypes: httpCheckAttrTypes}},
+	Default: types.ListNull(types.ObjectType{AttrTypes: httpCheckAttrTypes}),
+	Attribute: schema.ListNestedAttribute{
+		Optional:            true,
+		MarkdownDescription: "Extra HTTP checks run from where Terraform runs after the objects are ready; `{cluster}` in the URL is replaced by the cluster name. Retried with backoff within `verify.timeout`.",
+		NestedObject: schema.NestedAttributeObject{Attributes: map[string]schema.Attribute{
+			"url": schema.StringAttribute{
+				Required: true, MarkdownDescription: "URL to GET (http or https).",
+				Validators: []validator.String{stringvalidator.RegexMatches(regexp.MustCompile(`^https?://`), "must start with http:// or https://")},
+			},
+			"expected_status": schema.Int64Attribute{
+				Optional: true, Computed: true, Default: int64default.StaticInt64(200),
+				MarkdownDescription: "HTTP status that counts as healthy. Default 200.",
+				Validators:          []validator.Int64{int64validator.Between(100, 599)},
+			},
+			"timeout": schema.StringAttribute{
+				Optional: true, Computed: true, Default: stringdefault.StaticString(defaultHTTPCheckTimeout),
+				MarkdownDescription: "Timeout of one request. Default `10s`.",
+				Validators:          []validator.String{validators.Duration(time.Second, 0)},
+			},
+		}},
+	},
 }

@@ -1,0 +1,65 @@
+package glue
+
+import (
+	"context"
+	"time"
+
+	"github.com/hashicorp/terraform-plugin-framework-timeouts/resource/timeouts"
+	"github.com/hashicorp/terraform-plugin-framework/diag"
+	"github.com/hashicorp/terraform-plugin-framework/resource"
+)
+
+// Default timeouts, when the `timeouts` attribute leaves them out.
+const (
+	DefaultApplyTimeout  = 60 * time.Minute // Create and Update
+	DefaultDeleteTimeout = 30 * time.Minute
+)
+
+// Model is a resource model with a `timeouts` attribute; P is a pointer to it.
+type Model[M any] interface {
+	*M
+	TimeoutsValue() timeouts.Value
+}
+
+// ApplyFunc applies the planned configuration within timeout and fills plan's computed
+// attributes from the outcome, even on failure. It reports whether the apply succeeded.
+type ApplyFunc[P any] func(ctx context.Context, timeout time.Duration, plan P, diags *diag.Diagnostics) bool
+
+// Create reads the plan, takes the create timeout and applies. A failed Create saves no state:
+// Terraform would taint the resource, and the next apply would replace it — a fleet-wide delete.
+// The records in the clusters keep what was applied and the next Create picks up from them;
+// the warning notSavedTitle/notSavedDetail says so.
+func Create[M any, P Model[M]](ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse, apply ApplyFunc[P], notSavedTitle, notSavedDetail string) {
+	var plan M
+	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	timeout, diags := P(&plan).TimeoutsValue().Create(ctx, DefaultApplyTimeout)
+	resp.Diagnostics.Append(diags...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	if !apply(ctx, timeout, &plan, &resp.Diagnostics) {
+		resp.Diagnostics.AddWarning(notSavedTitle, notSavedDetail)
+		return
+	}
+	resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
+}
+
+// Update reads the plan, takes the update timeout and applies. The state is saved even when the
+// apply fails: it then shows where each cluster ended up.
+func Update[M any, P Model[M]](ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse, apply ApplyFunc[P]) {
+	var plan M
+	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	timeout, diags := P(&plan).TimeoutsValue().Update(ctx, DefaultApplyTimeout)
+	resp.Diagnostics.Append(diags...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	apply(ctx, timeout, &plan, &resp.Diagnostics)
+	resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
+}

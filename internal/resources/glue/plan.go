@@ -1,0 +1,47 @@
+package glue
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/hashicorp/terraform-plugin-framework/resource"
+)
+
+// PlanAndPrior is the start of ModifyPlan: it reads the plan and, unless the resource is being
+// created, the prior state (nil then). ok is false when there is nothing to plan — a destroy —
+// or the diagnostics hold an error.
+func PlanAndPrior[M any](ctx context.Context, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse) (plan M, prior *M, ok bool) {
+	if req.Plan.Raw.IsNull() {
+		return plan, nil, false // destroy
+	}
+	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
+	if resp.Diagnostics.HasError() {
+		return plan, nil, false
+	}
+	if !req.State.Raw.IsNull() {
+		prior = new(M)
+		resp.Diagnostics.Append(req.State.Get(ctx, prior)...)
+		if resp.Diagnostics.HasError() {
+			return plan, nil, false
+		}
+	}
+	return plan, prior, true
+}
+
+// SkippedDetail is the detail of the "Clusters Skipped" plan warning: intro, then each skipped
+// cluster with its reason, sorted by name so that plans read the same from run to run.
+func SkippedDetail(intro string, skipped map[string]string) string {
+	names := make([]string, 0, len(skipped))
+	for name := range skipped {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	var b strings.Builder
+	b.WriteString(intro + "\n")
+	for _, name := range names {
+		fmt.Fprintf(&b, "  - %s: %s\n", name, skipped[name])
+	}
+	return b.String()
+}
