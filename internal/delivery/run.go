@@ -17,6 +17,10 @@ import (
 // killed process); a live holder renews it every third of that.
 const LeaseDuration = 60 * time.Second
 
+// settleTimeout bounds the work after a run ends (final records, the state read back), which
+// runs on a fresh context so that a cancelled apply still reports where it left each cluster.
+const settleTimeout = 30 * time.Second
+
 // RunRequest is one apply of a rollout.
 type RunRequest struct {
 	Spec  Spec
@@ -88,13 +92,17 @@ func (s *Service) Run(ctx context.Context, req RunRequest) (*RunResult, error) {
 	}
 	w := &world{svc: s, spec: spec, desired: desired, progress: progress, logf: req.Logf}
 	result := engine.Execute(ctx, plan, w, s.clock, spec.Policy)
-	progress.finish(context.WithoutCancel(ctx), &result)
+	// What follows records and reports the outcome. It runs even after cancellation (Ctrl-C),
+	// on a fresh context, but bounded: an unreachable cluster must not hold the CLI.
+	tail, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
+	defer cancel()
+	progress.finish(tail, &result)
 	if spec.Retry && result.Err() == nil {
-		if err := mstore.ForgetInvalid(context.WithoutCancel(ctx), spec.Key, spec.Revision); err != nil {
+		if err := mstore.ForgetInvalid(tail, spec.Key, spec.Revision); err != nil {
 			return nil, fmt.Errorf("clear the ledger entry of %s: %w", spec.Revision, err)
 		}
 	}
-	after, oerr := s.Observe(context.WithoutCancel(ctx), req.Query, spec.Key, spec.RecordNamespace, false)
+	after, oerr := s.Observe(tail, req.Query, spec.Key, spec.RecordNamespace, false)
 	if oerr != nil {
 		after = obs
 	}
