@@ -20,6 +20,7 @@ testbed=$work/gradual-testbed
 go build -o "$testbed" ./cmd/gradual-testbed
 finish() {
   status=$?
+  [ -n "${extension_pid:-}" ] && kill "$extension_pid" 2>/dev/null
   if [ "${KEEP:-}" = 1 ]; then
     say "KEEP=1: the fleet stays up"
     echo "  management kubeconfig: $fleet_dir/management.kubeconfig"
@@ -51,6 +52,15 @@ provider_installation {
 }
 RC
 export TF_CLI_CONFIG_FILE="$work/cli.tfrc" CHECKPOINT_DISABLE=1 TF_IN_AUTOMATION=1
+
+say "Starting the reference in-place update extension (CAPI runtime-extension wire format, over TLS)"
+go build -o "$work/gradual-update-extension" ./cmd/gradual-update-extension
+"$work/gradual-update-extension" --kubeconfig "$kubeconfig" --ca-file "$work/extension-ca.pem" --delay 2s \
+  >"$work/extension.url" 2>"$work/extension.log" &
+extension_pid=$!
+for _ in $(seq 50); do [ -s "$work/extension.url" ] && break; sleep 0.1; done
+extension_url=$(head -n 1 "$work/extension.url")
+echo "    listening at $extension_url"
 
 clis=("$GRADUAL_TOFU")
 [ -n "${GRADUAL_TERRAFORM:-}" ] && clis+=("$GRADUAL_TERRAFORM")
@@ -89,15 +99,31 @@ for cli in "${clis[@]}"; do
   tf apply -auto-approve -var app_version=1.28 | grep -E 'Apply complete' | indent
   outputs clusters
 
-  say "[$name] Step 5: a new production cluster joins the fleet; the next plan shows it, apply rolls out to it"
+  say "[$name] Step 5: a new production cluster joins the fleet; the plan shows it, apply gives it the app and the add-ons"
   joiner="prod-ap-$(basename "$cli" | tr -dc 'a-z' | head -c 4)"
   "$testbed" add --dir "$fleet_dir" "$joiner" env=prod,region=ap >/dev/null 2>&1
-  tf plan -var app_version=1.28 | grep -E "$joiner|Plan:" | head -n 5 | indent
+  tf plan -var app_version=1.28 | grep -E "^  # |$joiner|Plan:" | head -n 8 | indent
   tf apply -auto-approve -var app_version=1.28 | grep -E 'Apply complete' | indent
   outputs clusters
+  outputs addons
 
-  say "[$name] Cleaning up: destroy removes the app from every cluster"
-  tf destroy -auto-approve -var app_version=1.28 | grep -E 'Destroy complete' | indent
+  say "[$name] Step 6: an in-place Kubernetes upgrade of a MachineDeployment, machine by machine"
+  cluster=$([ "$(basename "$cli")" = tofu ] && echo prod-eu-1 || echo prod-us-1)
+  md="workers-$(basename "$cli")"
+  "$testbed" machines --dir "$fleet_dir" "$cluster" "$md" 2 v1.36.3 >/dev/null 2>&1
+  inplace="{cluster=\"$cluster\",machine_deployment=\"$md\",version=\"v1.37.0\",extension_url=\"$extension_url\",extension_ca_file=\"$work/extension-ca.pem\"}"
+  echo "    The plan shows, per machine, its node, what changes and which extension updates it in place:"
+  tf plan -var app_version=1.28 -var "inplace=$inplace" | grep -E 'machine +=|node +=|strategy|extensions|changed_fields|Plan:' | head -n 14 | indent
+  tf apply -auto-approve -var app_version=1.28 -var "inplace=$inplace" | grep -E 'Apply complete' | indent
+  outputs machines
+  if [ -n "${GRADUAL_KUBECTL:-}" ]; then
+    echo "    The Nodes of $cluster now report:"
+    "$GRADUAL_KUBECTL" --kubeconfig "$fleet_dir/kubeconfigs/$cluster.kubeconfig" get nodes \
+      -o custom-columns=NODE:.metadata.name,KUBELET:.status.nodeInfo.kubeletVersion | indent
+  fi
+
+  say "[$name] Cleaning up: destroy removes the app and the add-ons from every cluster"
+  tf destroy -auto-approve -var app_version=1.28 -var "inplace=$inplace" | grep -E 'Destroy complete' | indent
 done
 
 say "Summary"

@@ -17,6 +17,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"text/tabwriter"
@@ -47,6 +48,7 @@ const usage = `usage: gradual-testbed <command> [flags]
   status  show the fleet in DIR and whether its API servers answer
   set-ready NAME true|false      mark a Cluster provisioned (ready) or provisioning
   add NAME [key=value,...]       start one more workload cluster with those labels (a join)
+  machines CLUSTER NAME N VERSION  a MachineDeployment of N Machines on CLUSTER's kwok Nodes
 
 flags:
   --dir DIR          state directory (default ~/.cache/terraform-provider-gradual/testbed/default)
@@ -71,7 +73,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
 	}
-	if fs.NArg() > 0 && cmd != "set-ready" && cmd != "add" {
+	if fs.NArg() > 0 && cmd != "set-ready" && cmd != "add" && cmd != "machines" {
 		return fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
 	}
 	if *dir == "" {
@@ -102,7 +104,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return f.Down(ctx)
 	case "status":
 		return status(ctx, *dir, stdout)
-	case "set-ready", "add":
+	case "set-ready", "add", "machines":
 		f, err := testbed.Load(*dir)
 		if err != nil {
 			return err
@@ -117,11 +119,19 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 
 // change runs the commands that change a running fleet: `set-ready NAME true|false` flips a
 // Cluster between provisioned and provisioning; `add NAME [key=value,...]` starts one more
-// workload cluster with those labels (a cluster joining the fleet).
+// workload cluster with those labels (a cluster joining the fleet); `machines CLUSTER NAME
+// REPLICAS VERSION` gives a cluster a MachineDeployment whose Machines are its kwok Nodes.
 func change(ctx context.Context, f *testbed.Fleet, cmd string, args []string) error {
 	switch {
 	case cmd == "set-ready" && len(args) == 2 && (args[1] == "true" || args[1] == "false"):
 		return f.SetReady(ctx, args[0], args[1] == "true")
+	case cmd == "machines" && len(args) == 4:
+		replicas, err := strconv.Atoi(args[2])
+		if err != nil {
+			return fmt.Errorf("replicas %q: %w", args[2], err)
+		}
+		_, err = f.AddMachineDeployment(ctx, testbed.MachineDeploymentSpec{Cluster: args[0], Name: args[1], Replicas: replicas, Version: args[3]})
+		return err
 	case cmd == "add" && (len(args) == 1 || len(args) == 2):
 		labels := map[string]string{}
 		if len(args) == 2 {
@@ -135,7 +145,9 @@ func change(ctx context.Context, f *testbed.Fleet, cmd string, args []string) er
 		}
 		return f.AddWorkload(ctx, testbed.WorkloadSpec{Name: args[0], Labels: labels, Ready: true})
 	}
-	return fmt.Errorf("usage: %s NAME %s", cmd, map[string]string{"set-ready": "true|false", "add": "[key=value,...]"}[cmd])
+	return fmt.Errorf("usage: %s %s", cmd, map[string]string{
+		"set-ready": "NAME true|false", "add": "NAME [key=value,...]", "machines": "CLUSTER NAME REPLICAS VERSION",
+	}[cmd])
 }
 
 // DefaultWorkloads is the demo fleet; more than three get names workload-4, workload-5, ...

@@ -71,3 +71,57 @@ output "clusters" {
 output "invalid_revisions" {
   value = [for r in gradual_rollout.web.invalid_revisions : "${r.revision} failed on ${join(", ", r.clusters)}: ${r.reason}"]
 }
+
+# Add-ons on every production cluster, including clusters that join later (the
+# ClusterResourceSet replacement).
+resource "gradual_module_assignment" "addons" {
+  name      = "addons"
+  namespace = var.namespace
+  selector  = { match_labels = { env = "prod" } }
+  modules = [
+    { name = "monitoring", version = "1.8.2", manifests = file("${path.module}/addons.yaml") },
+  ]
+  mode         = "Reconcile"
+  update_limit = "50%"
+  verify       = { timeout = "60s" }
+}
+
+output "addons" {
+  description = "Which cluster runs which add-on revision."
+  value       = { for cluster, bs in gradual_module_assignment.addons.bindings : cluster => [for b in bs : "${b.module}@${b.revision} (${b.result})"] }
+}
+
+# An in-place Kubernetes upgrade of a MachineDeployment through a CAPI update extension (make
+# demo runs the project's reference extension). Off unless a MachineDeployment is named.
+variable "inplace" {
+  description = "The MachineDeployment to upgrade in place and the update extension to use; null to skip."
+  type = object({
+    cluster            = string
+    machine_deployment = string
+    version            = string
+    extension_url      = string
+    extension_ca_file  = string
+  })
+  default = null
+}
+
+resource "gradual_inplace_update" "workers" {
+  count              = var.inplace == null ? 0 : 1
+  namespace          = var.namespace
+  cluster            = var.inplace.cluster
+  machine_deployment = var.inplace.machine_deployment
+  version            = var.inplace.version
+  extensions = [{
+    name      = "reference-updater"
+    url       = var.inplace.extension_url
+    ca_bundle = file(var.inplace.extension_ca_file)
+  }]
+  update_limit = 1
+  fallback     = "none"
+  verify       = { timeout = "60s" }
+}
+
+output "machines" {
+  description = "Per machine: how it is updated and how it ended."
+  value       = var.inplace == null ? null : gradual_inplace_update.workers[0].status
+}
