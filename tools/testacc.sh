@@ -29,7 +29,9 @@ export TF_CLI_CONFIG_FILE="$work/cli.tfrc"
 run() {
   local cli=$1 path=$2; shift 2
   echo "[testacc] acceptance tests on $cli ($("$path" version | head -n 1))" >&2
-  TF_ACC_TERRAFORM_PATH="$path" "$@" go test -count=1 -timeout "${GO_TEST_TIMEOUT:-40m}" -run '^TestAcc' ./... 
+  # -p 1: the packages share one fleet and change its clusters (labels, readiness, joins);
+  # run side by side, one package's change would show up in another's plan.
+  TF_ACC_TERRAFORM_PATH="$path" "$@" go test -p 1 -count=1 -timeout "${GO_TEST_TIMEOUT:-40m}" -run '^TestAcc' ./...
 }
 run OpenTofu "$GRADUAL_TOFU" env TF_ACC_PROVIDER_NAMESPACE=hashicorp TF_ACC_PROVIDER_HOST=registry.opentofu.org
 if [ -n "${GRADUAL_TERRAFORM:-}" ]; then
@@ -37,3 +39,6 @@ if [ -n "${GRADUAL_TERRAFORM:-}" ]; then
 else
   echo "[testacc] terraform not on PATH: Terraform run skipped" >&2
 fi
+
+# The modules' tests (`tofu test`, and `terraform test` when present) on the same fleet.
+tools/moduletest.sh

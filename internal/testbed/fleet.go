@@ -592,11 +592,20 @@ func (f *Fleet) saveLocked() error {
 	if err != nil {
 		return err
 	}
-	tmp := filepath.Join(f.Dir, stateFile+".tmp")
-	if err := os.WriteFile(tmp, raw, 0o600); err != nil {
+	// A temporary file of its own: test binaries sharing a fleet (make testacc) may save at once.
+	tmp, err := os.CreateTemp(f.Dir, stateFile+".*.tmp")
+	if err != nil {
 		return err
 	}
-	return os.Rename(tmp, filepath.Join(f.Dir, stateFile))
+	defer os.Remove(tmp.Name()) // gone after the rename; cleans up after a failed write
+	if _, err := tmp.Write(raw); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), filepath.Join(f.Dir, stateFile))
 }
 
 // runLimited runs tasks with at most n at once; the first error cancels the rest.

@@ -1,0 +1,24 @@
+output "id" {
+  description = "`namespace/name` of the assignment."
+  value       = gradual_module_assignment.this.id
+}
+
+output "bindings" {
+  description = "Per cluster, what each module did there: a list of `module`, `revision`, `applied_at` (RFC 3339) and `result` (`applied`, `failed`, `blocked`, `drifted`) — like ClusterResourceSetBindings."
+  value       = gradual_module_assignment.this.bindings
+}
+
+output "clusters" {
+  description = "Names of the clusters that have a binding, sorted."
+  value       = sort(keys(gradual_module_assignment.this.bindings))
+}
+
+output "skipped" {
+  description = "Picked clusters this apply left alone, with the reason (not ready, paused, no kubeconfig Secret…). A later apply picks them up."
+  value       = gradual_module_assignment.this.skipped
+}
+
+output "revisions" {
+  description = "Per module, the revision (content hash) of its manifests."
+  value       = gradual_module_assignment.this.revisions
+}

@@ -1,0 +1,152 @@
+# Runs against a test-bed fleet (go run ./cmd/gradual-testbed up; tools/moduletest.sh does all of
+# this): KUBECONFIG is the management cluster's kubeconfig; run_id, from a -var-file
+# (`tofu test -var-file=run.tfvars` with `run_id = "abc123"`), makes the names unique so repeated
+# runs, both CLIs and the Go acceptance tests sharing the fleet do not collide. The test bed has
+# prod-eu-1, prod-us-1 (env=prod) and staging-eu-1 (env=staging) in namespace "fleet".
+# `tofu test` / `terraform test` destroy what the runs applied at the end.
+
+# The management cluster comes from KUBECONFIG (the provider falls back to it, like kubectl):
+# provider blocks of a test file cannot read TF_VAR_ variables the module does not declare.
+provider "gradual" {}
+
+variables {
+  namespace       = "fleet"
+  selector_labels = { env = "prod" }
+  update_limit    = "50%"
+  verify_timeout  = "2m"
+}
+
+# Bad input is refused at plan time, before any call to a cluster.
+run "rejects_bad_update_limit" {
+  command = plan
+
+  variables {
+    name         = "addon-${var.run_id}"
+    update_limit = "0%"
+    modules      = [{ name = "settings", version = "1", manifests = "kind: ConfigMap" }]
+  }
+
+  expect_failures = [var.update_limit]
+}
+
+run "rejects_unknown_dependency" {
+  command = plan
+
+  variables {
+    name    = "addon-${var.run_id}"
+    modules = [{ name = "settings", version = "1", manifests = "kind: ConfigMap", depends_on = ["nope"] }]
+  }
+
+  expect_failures = [var.modules]
+}
+
+run "rejects_bad_mode" {
+  command = plan
+
+  variables {
+    name    = "addon-${var.run_id}"
+    mode    = "Sometimes"
+    modules = [{ name = "settings", version = "1", manifests = "kind: ConfigMap" }]
+  }
+
+  expect_failures = [var.mode]
+}
+
+# The bundle lands on both production clusters and nowhere else, each binding applied.
+run "binds_prod_clusters" {
+  command = apply
+
+  variables {
+    name = "addon-${var.run_id}"
+    modules = [
+      {
+        name      = "namespace"
+        version   = "1.0.0"
+        manifests = <<-EOT
+          apiVersion: v1
+          kind: Namespace
+          metadata:
+            name: addon-${var.run_id}
+        EOT
+      },
+      {
+        name       = "settings"
+        version    = "1.0.0"
+        depends_on = ["namespace"]
+        manifests  = <<-EOT
+          apiVersion: v1
+          kind: ConfigMap
+          metadata:
+            name: settings
+            namespace: addon-${var.run_id}
+          data:
+            level: "1"
+        EOT
+      },
+    ]
+  }
+
+  assert {
+    condition     = output.clusters == tolist(["prod-eu-1", "prod-us-1"])
+    error_message = "bindings on ${jsonencode(output.clusters)}, want prod-eu-1 and prod-us-1"
+  }
+  assert {
+    condition     = alltrue(flatten([for c, bs in output.bindings : [for b in bs : b.result == "applied"]]))
+    error_message = "not every binding applied: ${jsonencode(output.bindings)}"
+  }
+  assert {
+    condition     = alltrue([for c, bs in output.bindings : length(bs) == 2])
+    error_message = "want both modules bound on every cluster: ${jsonencode(output.bindings)}"
+  }
+  assert {
+    condition     = length(output.skipped) == 0
+    error_message = "skipped: ${jsonencode(output.skipped)}"
+  }
+}
+
+# A changed module goes out again (Reconcile): every binding of it carries the new revision.
+run "reconciles_a_changed_module" {
+  command = apply
+
+  variables {
+    name              = "addon-${var.run_id}"
+    previous_settings = run.binds_prod_clusters.revisions["settings"]
+    modules = [
+      {
+        name      = "namespace"
+        version   = "1.0.0"
+        manifests = <<-EOT
+          apiVersion: v1
+          kind: Namespace
+          metadata:
+            name: addon-${var.run_id}
+        EOT
+      },
+      {
+        name       = "settings"
+        version    = "1.1.0"
+        depends_on = ["namespace"]
+        manifests  = <<-EOT
+          apiVersion: v1
+          kind: ConfigMap
+          metadata:
+            name: settings
+            namespace: addon-${var.run_id}
+          data:
+            level: "2"
+        EOT
+      },
+    ]
+  }
+
+  assert {
+    condition     = output.revisions["settings"] != var.previous_settings
+    error_message = "the settings module's revision did not change"
+  }
+  assert {
+    condition = alltrue([
+      for c, bs in output.bindings : anytrue([for b in bs : b.module == "settings" && b.revision == output.revisions["settings"] && b.result == "applied"])
+    ])
+    error_message = "not every cluster runs the new settings revision: ${jsonencode(output.bindings)}"
+  }
+}

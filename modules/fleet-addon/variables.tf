@@ -1,0 +1,165 @@
+variable "name" {
+  description = "Name of the assignment, unique within `namespace`; it names the records and bindings in the clusters. Changing it replaces the assignment."
+  type        = string
+  nullable    = false
+
+  validation {
+    condition     = can(regex("^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$", var.name))
+    error_message = "name must be a DNS label: lower case letters, digits and '-', 1 to 63 characters, starting and ending with a letter or digit."
+  }
+}
+
+variable "namespace" {
+  description = "Namespace of the Cluster API `Cluster` objects in the management cluster."
+  type        = string
+  nullable    = false
+
+  validation {
+    condition     = length(trimspace(var.namespace)) > 0
+    error_message = "namespace must not be empty."
+  }
+}
+
+variable "selector_labels" {
+  description = "Labels a `Cluster` must carry to get the modules (ANDed with `selector_expressions`). Clusters that gain these labels later get the modules on the next apply; clusters that lose them are handled by `deletion_policy`."
+  type        = map(string)
+  default     = {}
+  nullable    = false
+}
+
+variable "selector_expressions" {
+  description = "Label requirements (`In`, `NotIn`, `Exists`, `DoesNotExist`), ANDed with `selector_labels`."
+  type = list(object({
+    key      = string
+    operator = string
+    values   = optional(list(string))
+  }))
+  default  = []
+  nullable = false
+
+  validation {
+    condition     = alltrue([for e in var.selector_expressions : contains(["In", "NotIn", "Exists", "DoesNotExist"], e.operator)])
+    error_message = "selector_expressions: operator must be one of In, NotIn, Exists, DoesNotExist."
+  }
+}
+
+variable "modules" {
+  description = "The bundles to put on every picked cluster: `name` (a DNS label, unique), `version` (for people), `manifests` (multi-document YAML) and optional `depends_on` (names of modules applied and verified first on each cluster)."
+  type = list(object({
+    name       = string
+    version    = string
+    manifests  = string
+    depends_on = optional(list(string), [])
+  }))
+  nullable = false
+
+  validation {
+    condition     = length(var.modules) > 0
+    error_message = "modules must name at least one module."
+  }
+  validation {
+    condition     = alltrue([for m in var.modules : can(regex("^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$", m.name))])
+    error_message = "Every module name must be a DNS label (lower case letters, digits and '-')."
+  }
+  validation {
+    condition     = length(distinct([for m in var.modules : m.name])) == length(var.modules)
+    error_message = "Module names must be unique."
+  }
+  validation {
+    condition     = alltrue([for m in var.modules : length(trimspace(m.version)) > 0 && length(trimspace(m.manifests)) > 0])
+    error_message = "Every module needs a non-empty version and manifests."
+  }
+  validation {
+    condition     = alltrue(flatten([for m in var.modules : [for d in m.depends_on : contains([for o in var.modules : o.name], d) && d != m.name]]))
+    error_message = "depends_on may only name other modules of this list."
+  }
+}
+
+variable "mode" {
+  description = "`Reconcile` re-applies a module when it changes or its objects drift; `ApplyOnce` applies each module once per cluster, like a ClusterResourceSet with strategy ApplyOnce."
+  type        = string
+  default     = "Reconcile"
+  nullable    = false
+
+  validation {
+    condition     = contains(["Reconcile", "ApplyOnce"], var.mode)
+    error_message = "mode must be \"Reconcile\" or \"ApplyOnce\"."
+  }
+}
+
+variable "update_limit" {
+  description = "Most clusters a module changes at once: a whole number >= 1 (\"2\") or a percentage of the eligible clusters from 1% to 100% (\"10%\"), rounded up."
+  type        = string
+  default     = "1"
+  nullable    = false
+
+  validation {
+    condition     = can(regex("^[1-9][0-9]*$", var.update_limit)) || (can(regex("^[0-9]{1,3}%$", var.update_limit)) && try(tonumber(trimsuffix(var.update_limit, "%")) >= 1 && tonumber(trimsuffix(var.update_limit, "%")) <= 100, false))
+    error_message = "update_limit must be a whole number >= 1 (e.g. \"2\") or a percentage from 1% to 100% (e.g. \"10%\")."
+  }
+}
+
+variable "max_failures" {
+  description = "Clusters a module may fail on before its next wave is not started: a whole number >= 0 or a percentage from 0% to 100%."
+  type        = string
+  default     = "0"
+  nullable    = false
+
+  validation {
+    condition     = can(regex("^[0-9]+$", var.max_failures)) || (can(regex("^[0-9]{1,3}%$", var.max_failures)) && try(tonumber(trimsuffix(var.max_failures, "%")) <= 100, false))
+    error_message = "max_failures must be a whole number >= 0 or a percentage from 0% to 100%."
+  }
+}
+
+variable "deletion_policy" {
+  description = "For clusters that stop matching, modules removed from `modules`, and destroy: `delete` removes the applied objects, `orphan` leaves them and removes only the records."
+  type        = string
+  default     = "delete"
+  nullable    = false
+
+  validation {
+    condition     = contains(["delete", "orphan"], var.deletion_policy)
+    error_message = "deletion_policy must be \"delete\" or \"orphan\"."
+  }
+}
+
+variable "record_namespace" {
+  description = "Namespace, in every workload cluster and in the management cluster, of the records, bindings and Leases. Changing it replaces the assignment."
+  type        = string
+  default     = "gradual-system"
+  nullable    = false
+}
+
+variable "verify_timeout" {
+  description = "Longest wait for a module's objects on one cluster to become ready (kstatus), as a duration."
+  type        = string
+  default     = "5m"
+  nullable    = false
+
+  validation {
+    condition     = can(regex("^([0-9]+(\\.[0-9]+)?(ms|s|m|h))+$", var.verify_timeout))
+    error_message = "verify_timeout must be a duration such as \"90s\" or \"5m\"."
+  }
+}
+
+variable "bake_time" {
+  description = "Wait after a wave is verified, before it is checked again and the next wave starts, as a duration."
+  type        = string
+  default     = "0s"
+  nullable    = false
+
+  validation {
+    condition     = can(regex("^([0-9]+(\\.[0-9]+)?(ms|s|m|h))+$", var.bake_time))
+    error_message = "bake_time must be a duration such as \"0s\" or \"30s\"."
+  }
+}
+
+variable "timeouts" {
+  description = "Operation timeouts (`create`, `update`, `delete`) as durations; unset uses the provider's defaults."
+  type = object({
+    create = optional(string)
+    update = optional(string)
+    delete = optional(string)
+  })
+  default = null
+}

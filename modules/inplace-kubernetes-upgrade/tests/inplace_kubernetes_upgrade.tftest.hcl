@@ -1,0 +1,117 @@
+# Runs against a test-bed fleet with a MachineDeployment and the reference update extension, which
+# tools/moduletest.sh sets up before it runs this file: the Machines are Cluster API objects that
+# no HCL of this provider can write (the provider writes to workload clusters, and only patches
+# existing Machines), and the extension is a separate TLS server process
+# (go run ./cmd/gradual-update-extension), so both come from the script, which passes them in a
+# -var-file:
+#
+#   run_id             = "abc123"                  # unique per run
+#   cluster            = "staging-eu-1"            # a test-bed workload cluster
+#   machine_deployment = "mt-abc123-tofu-md"       # 2 Machines on its kwok Nodes, spec.version v1.36.3
+#   target_version     = "v1.37.0"
+#   extension_url      = "https://127.0.0.1:PORT"
+#   extension_ca       = "-----BEGIN CERTIFICATE-----..."
+#
+# KUBECONFIG is the management cluster's kubeconfig. Destroying gradual_inplace_update changes
+# nothing in the clusters; the script deletes the Machine objects afterwards.
+
+# The management cluster comes from KUBECONFIG (the provider falls back to it, like kubectl):
+# provider blocks of a test file cannot read TF_VAR_ variables the module does not declare.
+provider "gradual" {}
+
+variables {
+  namespace          = "fleet"
+  cluster            = var.cluster
+  machine_deployment = var.machine_deployment
+  kubernetes_version = var.target_version
+  extensions         = [{ name = "reference", url = var.extension_url, ca_bundle = var.extension_ca }]
+  verify_timeout     = "90s"
+}
+
+run "rejects_bad_version" {
+  command = plan
+
+  variables {
+    kubernetes_version = "1.37"
+  }
+
+  expect_failures = [var.kubernetes_version]
+}
+
+run "rejects_bad_fallback" {
+  command = plan
+
+  variables {
+    fallback = "replace"
+  }
+
+  expect_failures = [var.fallback]
+}
+
+run "rejects_plain_http_extension" {
+  command = plan
+
+  variables {
+    extensions = [{ name = "reference", url = "http://127.0.0.1:9443" }]
+  }
+
+  expect_failures = [var.extensions]
+}
+
+run "rejects_bad_update_limit" {
+  command = plan
+
+  variables {
+    update_limit = 0
+  }
+
+  expect_failures = [var.update_limit]
+}
+
+# The plan, before anything changes: both machines in place through the reference extension.
+run "plan_in_place" {
+  command = plan
+
+  assert {
+    condition     = length(output.plan) == 2 && alltrue([for m in output.plan : m.strategy == "in-place" && m.extensions == tolist(["reference"])])
+    error_message = "want both machines in place through the reference extension: ${jsonencode(output.plan)}"
+  }
+  assert {
+    condition     = alltrue([for m in output.plan : contains(m.changed_fields, "machine spec.version")])
+    error_message = "spec.version is not among the changed fields: ${jsonencode(output.plan)}"
+  }
+}
+
+# One machine at a time, each verified by its Node's kubelet version.
+run "upgrade_in_place" {
+  command = apply
+
+  assert {
+    condition     = length(output.status) == 2 && alltrue([for name, s in output.status : s == "updated"])
+    error_message = "want every machine updated: ${jsonencode(output.status)}"
+  }
+  assert {
+    condition     = length(output.in_place_machines) == 2 && length(output.replaced_machines) == 0
+    error_message = "in place ${jsonencode(output.in_place_machines)}, replaced ${jsonencode(output.replaced_machines)}"
+  }
+}
+
+# A change no extension covers (the infrastructure machine's size): with fallback = "rolling"
+# Cluster API is asked to replace the machines instead of failing the plan.
+run "rolling_fallback" {
+  command = apply
+
+  variables {
+    fallback                          = "rolling"
+    infrastructure_machine_spec_patch = { size = "large" }
+  }
+
+  assert {
+    condition     = length(output.replaced_machines) == 2 && alltrue([for m in output.plan : contains(m.uncovered_fields, "infrastructureMachine spec.size")])
+    error_message = "want both machines replaced for infrastructureMachine spec.size: ${jsonencode(output.plan)}"
+  }
+  assert {
+    condition     = alltrue([for name, s in output.status : s == "rollout-requested"])
+    error_message = "want rollout-requested on every machine: ${jsonencode(output.status)}"
+  }
+}

@@ -1,0 +1,34 @@
+# A progressive rollout of one bundle of manifests: the canary clusters first, each in a wave of
+# its own, then waves of `wave_size` of the eligible clusters; every wave is verified (every
+# applied object ready), baked for `bake_time` and verified again before the next one starts.
+# A cluster that fails is restored to its backup revision and the revision is recorded invalid.
+resource "gradual_rollout" "this" {
+  name      = var.name
+  namespace = var.namespace
+
+  selector = length(var.clusters) > 0 || (length(var.selector_labels) == 0 && length(var.selector_expressions) == 0) ? null : {
+    match_labels      = length(var.selector_labels) > 0 ? var.selector_labels : null
+    match_expressions = length(var.selector_expressions) > 0 ? var.selector_expressions : null
+  }
+  clusters = length(var.clusters) > 0 ? var.clusters : null
+
+  manifests = var.manifests
+
+  canary       = length(var.canary) > 0 ? var.canary : null
+  update_limit = var.wave_size
+  max_failures = var.max_failures
+  on_failure   = var.on_failure
+
+  verify = {
+    timeout     = var.verify_timeout
+    bake_time   = var.bake_time
+    http_checks = length(var.http_checks) > 0 ? var.http_checks : null
+  }
+
+  retry_invalid    = var.retry_invalid
+  force_conflicts  = var.force_conflicts
+  deletion_policy  = var.deletion_policy
+  record_namespace = var.record_namespace
+
+  timeouts = var.timeouts
+}

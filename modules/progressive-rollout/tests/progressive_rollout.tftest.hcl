@@ -1,0 +1,166 @@
+# Runs against a test-bed fleet (go run ./cmd/gradual-testbed up; tools/moduletest.sh does all of
+# this): KUBECONFIG is the management cluster's kubeconfig; run_id, from a -var-file
+# (`tofu test -var-file=run.tfvars` with `run_id = "abc123"`), makes the names unique so repeated
+# runs, both CLIs and the Go acceptance tests sharing the fleet do not collide. The test bed has
+# prod-eu-1, prod-us-1 (env=prod) and staging-eu-1 (env=staging) in namespace "fleet".
+# `tofu test` / `terraform test` destroy what the runs applied at the end.
+
+# The management cluster comes from KUBECONFIG (the provider falls back to it, like kubectl):
+# provider blocks of a test file cannot read TF_VAR_ variables the module does not declare.
+provider "gradual" {}
+
+variables {
+  namespace            = "fleet"
+  selector_expressions = [{ key = "env", operator = "In", values = ["prod", "staging"] }]
+  canary               = ["staging-eu-1"]
+  wave_size            = "50%"
+  bake_time            = "2s"
+  verify_timeout       = "2m"
+}
+
+run "rejects_bad_wave_size" {
+  command = plan
+
+  variables {
+    name      = "web-${var.run_id}"
+    manifests = "kind: ConfigMap"
+    wave_size = "25 percent"
+  }
+
+  expect_failures = [var.wave_size]
+}
+
+run "rejects_bad_on_failure" {
+  command = plan
+
+  variables {
+    name       = "web-${var.run_id}"
+    manifests  = "kind: ConfigMap"
+    on_failure = "ignore"
+  }
+
+  expect_failures = [var.on_failure]
+}
+
+run "rejects_empty_manifests" {
+  command = plan
+
+  variables {
+    name      = "web-${var.run_id}"
+    manifests = "  "
+  }
+
+  expect_failures = [var.manifests]
+}
+
+# The canary alone first, then the two production clusters together (50% of 3, rounded up);
+# afterwards every picked cluster is current on the revision.
+run "canary_then_waves" {
+  command = apply
+
+  variables {
+    name      = "web-${var.run_id}"
+    manifests = <<-EOT
+      apiVersion: v1
+      kind: Namespace
+      metadata:
+        name: web-${var.run_id}
+      ---
+      apiVersion: apps/v1
+      kind: Deployment
+      metadata:
+        name: web
+        namespace: web-${var.run_id}
+      spec:
+        replicas: 1
+        selector:
+          matchLabels: { app: web }
+        template:
+          metadata:
+            labels: { app: web }
+          spec:
+            containers:
+              - name: web
+                image: registry.example/web:1.0
+      ---
+      apiVersion: v1
+      kind: ConfigMap
+      metadata:
+        name: web-settings
+        namespace: web-${var.run_id}
+      data:
+        version: "1.0"
+    EOT
+  }
+
+  assert {
+    condition     = length(output.waves) == 2 && output.waves[0] == tolist(["staging-eu-1"]) && length(output.waves[1]) == 2
+    error_message = "waves ${jsonencode(output.waves)}, want [staging-eu-1] then the two prod clusters"
+  }
+  assert {
+    condition     = sort(keys(output.cluster_revisions)) == tolist(["prod-eu-1", "prod-us-1", "staging-eu-1"])
+    error_message = "picked ${jsonencode(keys(output.cluster_revisions))}"
+  }
+  assert {
+    condition     = alltrue([for name, s in output.cluster_states : s.state == "current" && s.revision == output.revision])
+    error_message = "not every cluster is current on ${output.revision}: ${jsonencode(output.cluster_states)}"
+  }
+  assert {
+    condition     = length(output.invalid_revisions) == 0 && length(output.skipped) == 0
+    error_message = "invalid ${jsonencode(output.invalid_revisions)}, skipped ${jsonencode(output.skipped)}"
+  }
+}
+
+# A new version rolls through the same waves; the old revision becomes every cluster's backup.
+run "next_version" {
+  command = apply
+
+  variables {
+    name      = "web-${var.run_id}"
+    previous  = run.canary_then_waves.revision
+    manifests = <<-EOT
+      apiVersion: v1
+      kind: Namespace
+      metadata:
+        name: web-${var.run_id}
+      ---
+      apiVersion: apps/v1
+      kind: Deployment
+      metadata:
+        name: web
+        namespace: web-${var.run_id}
+      spec:
+        replicas: 1
+        selector:
+          matchLabels: { app: web }
+        template:
+          metadata:
+            labels: { app: web }
+          spec:
+            containers:
+              - name: web
+                image: registry.example/web:1.1
+      ---
+      apiVersion: v1
+      kind: ConfigMap
+      metadata:
+        name: web-settings
+        namespace: web-${var.run_id}
+      data:
+        version: "1.1"
+    EOT
+  }
+
+  assert {
+    condition     = output.revision != var.previous
+    error_message = "the revision did not change"
+  }
+  assert {
+    condition     = alltrue([for name, s in output.cluster_states : s.state == "current" && s.revision == output.revision && s.backup == var.previous])
+    error_message = "want every cluster current on ${output.revision} with backup ${var.previous}: ${jsonencode(output.cluster_states)}"
+  }
+  assert {
+    condition     = output.backup_revision == var.previous
+    error_message = "backup_revision ${output.backup_revision}, want ${var.previous}"
+  }
+}

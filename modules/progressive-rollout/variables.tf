@@ -1,0 +1,202 @@
+variable "name" {
+  description = "Name of the rollout, unique within `namespace`; it names the records in the clusters. Changing it replaces the rollout."
+  type        = string
+  nullable    = false
+
+  validation {
+    condition     = can(regex("^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$", var.name))
+    error_message = "name must be a DNS label: lower case letters, digits and '-', 1 to 63 characters, starting and ending with a letter or digit."
+  }
+}
+
+variable "namespace" {
+  description = "Namespace of the Cluster API `Cluster` objects in the management cluster."
+  type        = string
+  nullable    = false
+
+  validation {
+    condition     = length(trimspace(var.namespace)) > 0
+    error_message = "namespace must not be empty."
+  }
+}
+
+variable "manifests" {
+  description = "Multi-document YAML of the objects to roll out (e.g. `file(\"app.yaml\")` or `templatefile(...)`). Namespaces and CRDs are applied first."
+  type        = string
+  nullable    = false
+
+  validation {
+    condition     = length(trimspace(var.manifests)) > 0
+    error_message = "manifests must not be empty."
+  }
+}
+
+variable "selector_labels" {
+  description = "Labels a `Cluster` must carry to be rolled out to (ANDed with `selector_expressions`). Ignored when `clusters` is set; with neither, every Cluster in the namespace is picked."
+  type        = map(string)
+  default     = {}
+  nullable    = false
+}
+
+variable "selector_expressions" {
+  description = "Label requirements (`In`, `NotIn`, `Exists`, `DoesNotExist`), ANDed with `selector_labels`."
+  type = list(object({
+    key      = string
+    operator = string
+    values   = optional(list(string))
+  }))
+  default  = []
+  nullable = false
+
+  validation {
+    condition     = alltrue([for e in var.selector_expressions : contains(["In", "NotIn", "Exists", "DoesNotExist"], e.operator)])
+    error_message = "selector_expressions: operator must be one of In, NotIn, Exists, DoesNotExist."
+  }
+}
+
+variable "clusters" {
+  description = "Names of the `Cluster` objects to roll out to, instead of a selector."
+  type        = list(string)
+  default     = []
+  nullable    = false
+
+  validation {
+    condition     = alltrue([for c in var.clusters : length(trimspace(c)) > 0])
+    error_message = "clusters must not contain empty names."
+  }
+}
+
+variable "canary" {
+  description = "Clusters changed first, in this order, each wave verified and baked before the percentage waves start. Empty: no canary."
+  type        = list(string)
+  default     = []
+  nullable    = false
+
+  validation {
+    condition     = alltrue([for c in var.canary : length(trimspace(c)) > 0])
+    error_message = "canary must not contain empty names."
+  }
+  validation {
+    condition     = length(distinct(var.canary)) == length(var.canary)
+    error_message = "canary must not name a cluster twice."
+  }
+}
+
+variable "wave_size" {
+  description = "Most clusters changed at once after the canary (the rollout's `update_limit`): a percentage of the eligible clusters from 1% to 100% (\"25%\"), rounded up, or a whole number >= 1 (\"2\")."
+  type        = string
+  default     = "25%"
+  nullable    = false
+
+  validation {
+    condition     = can(regex("^[1-9][0-9]*$", var.wave_size)) || (can(regex("^[0-9]{1,3}%$", var.wave_size)) && try(tonumber(trimsuffix(var.wave_size, "%")) >= 1 && tonumber(trimsuffix(var.wave_size, "%")) <= 100, false))
+    error_message = "wave_size must be a percentage from 1% to 100% (e.g. \"25%\") or a whole number >= 1 (e.g. \"2\")."
+  }
+}
+
+variable "bake_time" {
+  description = "Wait after each wave is verified, before it is checked again and the next wave starts, as a duration."
+  type        = string
+  default     = "30s"
+  nullable    = false
+
+  validation {
+    condition     = can(regex("^([0-9]+(\\.[0-9]+)?(ms|s|m|h))+$", var.bake_time))
+    error_message = "bake_time must be a duration such as \"30s\" or \"5m\"."
+  }
+}
+
+variable "verify_timeout" {
+  description = "Longest wait for the objects on one cluster to become ready (kstatus), as a duration."
+  type        = string
+  default     = "5m"
+  nullable    = false
+
+  validation {
+    condition     = can(regex("^([0-9]+(\\.[0-9]+)?(ms|s|m|h))+$", var.verify_timeout))
+    error_message = "verify_timeout must be a duration such as \"90s\" or \"5m\"."
+  }
+}
+
+variable "http_checks" {
+  description = "Extra HTTP checks run from where Terraform runs after the objects are ready; `{cluster}` in `url` is replaced by the cluster name."
+  type = list(object({
+    url             = string
+    expected_status = optional(number)
+    timeout         = optional(string)
+  }))
+  default  = []
+  nullable = false
+
+  validation {
+    condition     = alltrue([for c in var.http_checks : can(regex("^https?://", c.url))])
+    error_message = "http_checks: every url must start with http:// or https://."
+  }
+}
+
+variable "max_failures" {
+  description = "Clusters that may fail before no new wave starts: a whole number >= 0 or a percentage from 0% to 100%."
+  type        = string
+  default     = "0"
+  nullable    = false
+
+  validation {
+    condition     = can(regex("^[0-9]+$", var.max_failures)) || (can(regex("^[0-9]{1,3}%$", var.max_failures)) && try(tonumber(trimsuffix(var.max_failures, "%")) <= 100, false))
+    error_message = "max_failures must be a whole number >= 0 or a percentage from 0% to 100%."
+  }
+}
+
+variable "on_failure" {
+  description = "When failures exceed `max_failures`: `rollback` restores every cluster this apply changed to its backup revision; `halt` leaves the clusters that succeeded."
+  type        = string
+  default     = "rollback"
+  nullable    = false
+
+  validation {
+    condition     = contains(["rollback", "halt"], var.on_failure)
+    error_message = "on_failure must be \"rollback\" or \"halt\"."
+  }
+}
+
+variable "retry_invalid" {
+  description = "Apply the revision even though it is recorded invalid (after fixing what made it fail outside the manifests)."
+  type        = bool
+  default     = false
+  nullable    = false
+}
+
+variable "force_conflicts" {
+  description = "Take ownership of fields another field manager owns (server-side apply force)."
+  type        = bool
+  default     = false
+  nullable    = false
+}
+
+variable "deletion_policy" {
+  description = "On destroy: `delete` removes the applied objects from every cluster (in waves); `orphan` leaves them and removes only the records."
+  type        = string
+  default     = "delete"
+  nullable    = false
+
+  validation {
+    condition     = contains(["delete", "orphan"], var.deletion_policy)
+    error_message = "deletion_policy must be \"delete\" or \"orphan\"."
+  }
+}
+
+variable "record_namespace" {
+  description = "Namespace, in every workload cluster and in the management cluster, of the rollout's records and Lease. Changing it replaces the rollout."
+  type        = string
+  default     = "gradual-system"
+  nullable    = false
+}
+
+variable "timeouts" {
+  description = "Operation timeouts (`create`, `update`, `delete`) as durations; unset uses the provider's defaults."
+  type = object({
+    create = optional(string)
+    update = optional(string)
+    delete = optional(string)
+  })
+  default = null
+}
