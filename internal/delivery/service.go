@@ -42,7 +42,13 @@ type conn struct {
 	client  client.Client
 	applier *apply.Applier
 	force   bool
+	checked time.Time // when the kubeconfig Secret was last read for it
 }
+
+// connRecheck is how long a cluster's clients are used without reading its kubeconfig Secret
+// again. A wave calls on each cluster several times (record, apply, verify, record); reading the
+// Secret each time would cost the management cluster four requests per cluster and wave.
+const connRecheck = 30 * time.Second
 
 // New returns a service for the management cluster mgmt.
 func New(mgmt *fleet.Management, concurrency int) *Service {
@@ -52,24 +58,32 @@ func New(mgmt *fleet.Management, concurrency int) *Service {
 	return &Service{mgmt: mgmt, concurrency: concurrency, clock: engine.SystemClock{}, conns: map[string]*conn{}}
 }
 
-// cluster returns the clients of one workload cluster, building them on first use.
+// cluster returns the clients of one workload cluster, building them on first use and again when
+// its kubeconfig changed (checked at most every connRecheck).
 func (s *Service) cluster(ctx context.Context, namespace, name string, force bool) (*conn, error) {
+	id := namespace + "/" + name
+	s.mu.Lock()
+	if c, ok := s.conns[id]; ok && c.force == force && time.Since(c.checked) < connRecheck {
+		s.mu.Unlock()
+		return c, nil
+	}
+	s.mu.Unlock()
 	cfg, err := s.mgmt.WorkloadConfig(ctx, namespace, name)
 	if err != nil {
 		return nil, err
 	}
-	id := namespace + "/" + name
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if c, ok := s.conns[id]; ok && c.cfg.Host == cfg.Host && string(c.cfg.CertData) == string(cfg.CertData) &&
 		c.cfg.BearerToken == cfg.BearerToken && c.force == force {
+		c.checked = time.Now()
 		return c, nil
 	}
 	applier, err := apply.New(cfg, apply.Options{FieldManager: apply.DefaultFieldManager, ForceConflicts: force, PollInterval: readinessPoll})
 	if err != nil {
 		return nil, fmt.Errorf("cluster %s: %w", id, err)
 	}
-	c := &conn{cfg: cfg, client: applier.Client(), applier: applier, force: force}
+	c := &conn{cfg: cfg, client: applier.Client(), applier: applier, force: force, checked: time.Now()}
 	s.conns[id] = c
 	return c, nil
 }
