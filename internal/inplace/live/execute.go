@@ -25,6 +25,9 @@ const (
 	AnnotationRevision = "gradual.dev/inplace-update"
 	AnnotationState    = "gradual.dev/inplace-update-state"
 	AnnotationError    = "gradual.dev/inplace-update-error"
+	// AnnotationExtensions lists, comma-separated, the extensions an update was given to, so
+	// an interrupted update is resumed with the same ones.
+	AnnotationExtensions = "gradual.dev/inplace-update-extensions"
 )
 
 // Machine states in AnnotationState.
@@ -340,6 +343,11 @@ func (w *world) Record(ctx context.Context, ev engine.Event) error {
 	switch ev.Kind {
 	case engine.EventProvisioning:
 		ann[AnnotationRevision], ann[AnnotationState], ann[AnnotationError] = ev.Revision, StateUpdating, nil
+		if m := w.machines[ev.Target]; m != nil && len(m.Plan.Extensions) > 0 {
+			ann[AnnotationExtensions] = strings.Join(m.Plan.Extensions, ",")
+		} else {
+			ann[AnnotationExtensions] = nil
+		}
 	case engine.EventSucceeded:
 		ann[AnnotationRevision], ann[AnnotationState] = ev.Revision, StateDone
 	case engine.EventFailed:

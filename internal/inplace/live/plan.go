@@ -6,6 +6,8 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 
 	jsonpatch "github.com/evanphx/json-patch/v5"
@@ -30,6 +32,10 @@ type Request struct {
 type Machine struct {
 	Current, Desired inplace.Objects
 	Plan             inplace.MachinePlan
+	// Resume: the specs are already the desired ones, but a run of this revision marked the
+	// machine updating (or failed) and never verified it; it is updated in place again
+	// (UpdateMachine is idempotent once an extension is done) and verified.
+	Resume bool
 }
 
 // Result is a plan over every selected machine.
@@ -99,11 +105,13 @@ func (p *Planner) Plan(ctx context.Context, req Request) (*Result, error) {
 		if err != nil {
 			return nil, usererr.Wrap(err, "Change Does Not Apply", fmt.Sprintf("The change cannot be applied to Machine %s/%s.", o.Machine.GetNamespace(), o.Machine.GetName()))
 		}
-		res.Machines = append(res.Machines, Machine{Current: o, Desired: des})
+		m := Machine{Current: o, Desired: des}
+		m.Resume = !m.changes() && resumable(o, res.Revision)
+		res.Machines = append(res.Machines, m)
 	}
 	needsAnswers := false
 	for _, m := range res.Machines {
-		needsAnswers = needsAnswers || m.changes()
+		needsAnswers = needsAnswers || m.changes() || m.Resume
 	}
 	if needsAnswers {
 		if res.Extensions, err = connect(ctx, endpoints, p.Options); err != nil {
@@ -150,6 +158,10 @@ func (p *Planner) ask(ctx context.Context, res *Result) error {
 }
 
 func (p *Planner) planMachine(ctx context.Context, res *Result, m *Machine) error {
+	if m.Resume {
+		m.Plan = resumePlan(res, m)
+		return nil
+	}
 	if !m.changes() {
 		m.Plan = inplace.PlanMachine(m.Current, m.Desired, nil, res.Request.Fallback)
 		return nil
@@ -178,6 +190,33 @@ func (p *Planner) planMachine(ctx context.Context, res *Result, m *Machine) erro
 	}
 	m.Plan = inplace.PlanMachine(m.Current, m.Desired, answers, res.Request.Fallback)
 	return nil
+}
+
+// resumePlan plans a machine left mid-update: in place again, by the extensions its
+// annotation recorded (those still configured), or, for a Machine that recorded none, by every
+// extension that serves UpdateMachine. No CanUpdateMachine is asked: nothing differs any more.
+func resumePlan(res *Result, m *Machine) inplace.MachinePlan {
+	p := inplace.PlanMachine(m.Current, m.Desired, nil, res.Request.Fallback)
+	p.Strategy = inplace.StrategyInPlace
+	state := m.Current.Machine.GetAnnotations()[AnnotationState]
+	recorded := recordedExtensions(m.Current)
+	for _, ext := range res.Extensions {
+		if len(ext.Update) == 0 {
+			continue
+		}
+		if recorded != nil && !slices.ContainsFunc(recorded, func(r string) bool { n, _, _ := strings.Cut(r, "/"); return n == ext.Name }) {
+			continue
+		}
+		p.Extensions = append(p.Extensions, ext.Name)
+	}
+	note := fmt.Sprintf("resuming the update a previous run left %s (its specs are already the desired ones): ", state)
+	if len(p.Extensions) == 0 {
+		note += "no extension to call, the machine is only verified"
+	} else {
+		note += "UpdateMachine is called again, then the machine is verified"
+	}
+	p.Notes = append(p.Notes, note)
+	return p
 }
 
 func hintFor(err error) string {

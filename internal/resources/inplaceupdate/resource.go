@@ -3,11 +3,13 @@ package inplaceupdate
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
 
 	"github.com/hashicorp/terraform-plugin-framework-timeouts/resource/timeouts"
+	"github.com/hashicorp/terraform-plugin-framework/attr"
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
@@ -29,8 +31,9 @@ func NewResource() resource.Resource { return &updateResource{} }
 type updateResource struct{ data *providerdata.Data }
 
 var (
-	_ resource.ResourceWithConfigure  = (*updateResource)(nil)
-	_ resource.ResourceWithModifyPlan = (*updateResource)(nil)
+	_ resource.ResourceWithConfigure   = (*updateResource)(nil)
+	_ resource.ResourceWithModifyPlan  = (*updateResource)(nil)
+	_ resource.ResourceWithImportState = (*updateResource)(nil)
 )
 
 // Model is the resource's configuration and state.
@@ -233,14 +236,148 @@ func (m *Model) fillUnknown() {
 	}
 }
 
-// Read keeps the state: the next plan compares it with the live machines (ModifyPlan).
+// Read refreshes status and plan from the live machines: their annotations, specs and Nodes
+// (no extension is called). A Machine that no longer exists drops out of both; one changed
+// outside Terraform shows as `drifted`, and the next plan (ModifyPlan) updates it again. An
+// imported resource (no revision yet) gets its version, revision and plan from the machines.
 func (r *updateResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
 	var state Model
 	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
 	if resp.Diagnostics.HasError() {
 		return
 	}
+	if r.data == nil {
+		resp.Diagnostics.Append(resp.State.Set(ctx, &state)...)
+		return // nothing to refresh from yet
+	}
+	imported := state.Revision.IsNull()
+	request, diags := state.request(ctx)
+	resp.Diagnostics.Append(diags...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	obs, err := planner(r.data).Observe(ctx, request.Selection, request.Change)
+	if err != nil {
+		resp.Diagnostics.Append(diagnostics.FromError(err, "Cannot Read Machines"))
+		return
+	}
+	for _, n := range obs.Notes {
+		resp.Diagnostics.AddWarning("In-Place Update Not Fully Refreshed", n)
+	}
+	if imported {
+		if obs.DeploymentGone {
+			resp.Diagnostics.AddError("MachineDeployment Not Found",
+				fmt.Sprintf("No MachineDeployment %s exists in namespace %q of the management cluster.", request.Selection.MachineDeployment, request.Selection.Namespace))
+			return
+		}
+		state.fillImported(obs)
+		if request, diags = state.request(ctx); diags.HasError() {
+			resp.Diagnostics.Append(diags...)
+			return
+		}
+	}
+	prior := map[string]string{}
+	if !state.Status.IsNull() && !state.Status.IsUnknown() {
+		resp.Diagnostics.Append(state.Status.ElementsAs(ctx, &prior, false)...)
+	}
+	status := map[string]string{}
+	for _, m := range obs.Machines {
+		if _, ok := prior[m.Machine]; ok || imported || state.Status.IsNull() {
+			status[m.Machine] = m.Status(state.Revision.ValueString(), prior[m.Machine])
+		} else if s := m.Status(state.Revision.ValueString(), ""); s != live.StatusUnchanged {
+			// A machine the last apply did not see (a new one): shown when it needs work.
+			status[m.Machine] = s
+		}
+	}
+	state.Status, diags = types.MapValueFrom(ctx, types.StringType, status)
+	resp.Diagnostics.Append(diags...)
+	if imported {
+		state.Plan, diags = machinesValue(obs.Plan())
+		resp.Diagnostics.Append(diags...)
+	} else if !state.Plan.IsNull() && !state.Plan.IsUnknown() {
+		state.Plan = keepMachines(state.Plan, func(name string) bool {
+			return slices.ContainsFunc(obs.Machines, func(m live.Observed) bool { return m.Machine == name })
+		})
+	}
 	resp.Diagnostics.Append(resp.State.Set(ctx, &state)...)
+}
+
+// keepMachines is the plan list without the machines keep refuses.
+func keepMachines(plan types.List, keep func(name string) bool) types.List {
+	var elems []attr.Value
+	for _, e := range plan.Elements() {
+		o, ok := e.(types.Object)
+		if !ok {
+			elems = append(elems, e)
+			continue
+		}
+		if n, ok := o.Attributes()["name"].(types.String); ok && !keep(n.ValueString()) {
+			continue
+		}
+		elems = append(elems, e)
+	}
+	if len(elems) == len(plan.Elements()) {
+		return plan
+	}
+	return types.ListValueMust(plan.ElementType(context.Background()), elems)
+}
+
+// fillImported restores what the machines tell of an imported resource: the version they all
+// have, the revision their annotations record as done (else the version's), and the defaults
+// of the optional attributes. Patches, extensions and timeouts cannot be restored.
+func (m *Model) fillImported(obs *live.Observation) {
+	if m.Version.IsNull() {
+		if v := obs.CommonVersion(); v != "" {
+			m.Version = types.StringValue(v)
+		}
+	}
+	rev := obs.CommonRevision()
+	if rev == "" {
+		rev = live.Revision(inplace.Change{Version: m.Version.ValueString()})
+	}
+	m.Revision = types.StringValue(rev)
+	if m.Fallback.IsNull() {
+		m.Fallback = types.StringValue(defaultFallback)
+	}
+	if m.UpdateLimit.IsNull() {
+		m.UpdateLimit = types.Int64Value(1)
+	}
+	if m.Verify.IsNull() {
+		m.Verify = types.ObjectValueMust(verifyAttrTypes, map[string]attr.Value{"timeout": types.StringValue(defaultVerifyTimeout)})
+	}
+}
+
+// ImportState takes `namespace/cluster/machine_deployment`, or `namespace/cluster/key=value,…`
+// for Machines picked by selector; Read then restores what the Machines tell.
+func (r *updateResource) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
+	parts := strings.Split(req.ID, "/")
+	if len(parts) != 3 || parts[0] == "" || parts[1] == "" || parts[2] == "" {
+		resp.Diagnostics.AddError("Invalid Import ID",
+			fmt.Sprintf("Import ID %q must be namespace/cluster/machine_deployment (e.g. fleet/prod-eu-1/prod-eu-1-md), or "+
+				"namespace/cluster/key=value,key=value for Machines picked by selector.", req.ID))
+		return
+	}
+	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("namespace"), parts[0])...)
+	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("cluster"), parts[1])...)
+	if !strings.Contains(parts[2], "=") {
+		resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("machine_deployment"), parts[2])...)
+		resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("id"), req.ID)...)
+		return
+	}
+	sel := map[string]string{}
+	for _, kv := range strings.Split(parts[2], ",") {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			resp.Diagnostics.AddError("Invalid Import ID", fmt.Sprintf("Import ID %q: selector term %q is not key=value.", req.ID, kv))
+			return
+		}
+		sel[k] = v
+	}
+	m, diags := types.MapValueFrom(ctx, types.StringType, sel)
+	resp.Diagnostics.Append(diags...)
+	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("selector"), m)...)
+	model := Model{Input: Input{Namespace: types.StringValue(parts[0]), Cluster: types.StringValue(parts[1]), Selector: m}}
+	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("id"), model.id())...)
 }
 
 // Delete forgets the resource: in-place updates are not undone.

@@ -109,7 +109,10 @@ func (r *updateResource) Schema(ctx context.Context, _ resource.SchemaRequest, r
 				}},
 			},
 			"status": schema.MapAttribute{Computed: true, ElementType: types.StringType,
-				MarkdownDescription: "Per Machine after apply: `updated`, `unchanged`, `rollout-requested` (fallback rolling), `failed` or `not-started`."},
+				MarkdownDescription: "Per Machine after apply: `updated`, `unchanged`, `rollout-requested` (fallback rolling), `failed` or `not-started`. " +
+					"A refresh re-reads it from the Machines (their `gradual.dev/inplace-update` annotations, specs and Nodes): `drifted` when a Machine's " +
+					"specs were changed outside Terraform, `updating` when a run was interrupted (the next apply resumes it), `unverified` when its " +
+					"Node is not Ready on the desired version; Machines that no longer exist drop out."},
 		},
 	}
 }
