@@ -29,3 +29,13 @@ resource "gradual_inplace_update" "edge" {
   version   = "v1.36.3"
   fallback  = "rolling"
 }
+
+# The control plane Machines of prod-eu-1 (those of KubeadmControlPlane prod-eu-1-cp), one at
+# a time; the extensions come from the management cluster's ExtensionConfig objects.
+resource "gradual_inplace_update" "control_plane" {
+  namespace     = "fleet"
+  cluster       = "prod-eu-1"
+  control_plane = "prod-eu-1-cp"
+  version       = "v1.36.3"
+  update_limit  = 1
+}

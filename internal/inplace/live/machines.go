@@ -21,8 +21,11 @@ import (
 const (
 	clusterNameLabel    = "cluster.x-k8s.io/cluster-name"
 	deploymentNameLabel = "cluster.x-k8s.io/deployment-name"
-	capiGroup           = "cluster.x-k8s.io"
-	capiVersion         = "v1beta2"
+	// CAPI's KubeadmControlPlane labels its Machines with both.
+	controlPlaneNameLabel = "cluster.x-k8s.io/control-plane-name"
+	controlPlaneLabel     = "cluster.x-k8s.io/control-plane"
+	capiGroup             = "cluster.x-k8s.io"
+	capiVersion           = "v1beta2"
 )
 
 var (
@@ -32,12 +35,16 @@ var (
 )
 
 // Selection says which Machines an update concerns: those of Cluster in Namespace, either of
-// one MachineDeployment or carrying all of Labels.
+// one MachineDeployment, of one control plane, or carrying all of Labels.
 type Selection struct {
 	Namespace string
 	Cluster   string
 	// MachineDeployment picks the machines of one MachineDeployment; it excludes Labels.
 	MachineDeployment string
+	// ControlPlane picks the machines of one control plane (e.g. a KubeadmControlPlane): those
+	// labelled cluster.x-k8s.io/control-plane-name=ControlPlane and cluster.x-k8s.io/control-plane.
+	// It excludes MachineDeployment and Labels.
+	ControlPlane string
 	// Labels every picked Machine must carry.
 	Labels map[string]string
 }
@@ -45,6 +52,9 @@ type Selection struct {
 func (s Selection) describe() string {
 	if s.MachineDeployment != "" {
 		return fmt.Sprintf("MachineDeployment %s/%s of cluster %s", s.Namespace, s.MachineDeployment, s.Cluster)
+	}
+	if s.ControlPlane != "" {
+		return fmt.Sprintf("the Machines of control plane %s/%s of cluster %s", s.Namespace, s.ControlPlane, s.Cluster)
 	}
 	return fmt.Sprintf("the Machines of cluster %s/%s labelled %s", s.Namespace, s.Cluster, labels.Set(s.Labels))
 }
@@ -54,6 +64,10 @@ func readMachines(ctx context.Context, c client.Client, sel Selection) ([]inplac
 	set := labels.Set{clusterNameLabel: sel.Cluster}
 	for k, v := range sel.Labels {
 		set[k] = v
+	}
+	if sel.ControlPlane != "" {
+		set[controlPlaneNameLabel] = sel.ControlPlane
+		set[controlPlaneLabel] = ""
 	}
 	if sel.MachineDeployment != "" {
 		set[deploymentNameLabel] = sel.MachineDeployment

@@ -30,6 +30,7 @@ type Input struct {
 	Namespace                      types.String `tfsdk:"namespace"`
 	Cluster                        types.String `tfsdk:"cluster"`
 	MachineDeployment              types.String `tfsdk:"machine_deployment"`
+	ControlPlane                   types.String `tfsdk:"control_plane"`
 	Selector                       types.Map    `tfsdk:"selector"`
 	Version                        types.String `tfsdk:"version"`
 	MachineSpecPatch               types.String `tfsdk:"machine_spec_patch"`
@@ -69,7 +70,7 @@ var countsAttrTypes = map[string]attr.Type{
 
 // known reports whether every input is known (plans can be made only then).
 func (in *Input) known() bool {
-	for _, v := range []attr.Value{in.Namespace, in.Cluster, in.MachineDeployment, in.Selector, in.Version, in.MachineSpecPatch,
+	for _, v := range []attr.Value{in.Namespace, in.Cluster, in.MachineDeployment, in.ControlPlane, in.Selector, in.Version, in.MachineSpecPatch,
 		in.InfrastructureMachineSpecPatch, in.BootstrapConfigSpecPatch, in.Extensions, in.Fallback} {
 		if v.IsUnknown() {
 			return false
@@ -85,6 +86,7 @@ func (in *Input) request(ctx context.Context) (live.Request, diag.Diagnostics) {
 		Selection: live.Selection{
 			Namespace: in.Namespace.ValueString(), Cluster: in.Cluster.ValueString(),
 			MachineDeployment: in.MachineDeployment.ValueString(),
+			ControlPlane:      in.ControlPlane.ValueString(),
 		},
 		Change: inplace.Change{
 			Version:                   in.Version.ValueString(),
@@ -96,9 +98,9 @@ func (in *Input) request(ctx context.Context) (live.Request, diag.Diagnostics) {
 	if !in.Selector.IsNull() {
 		diags.Append(in.Selector.ElementsAs(ctx, &req.Selection.Labels, false)...)
 	}
-	if req.Selection.MachineDeployment == "" && len(req.Selection.Labels) == 0 {
+	if req.Selection.MachineDeployment == "" && req.Selection.ControlPlane == "" && len(req.Selection.Labels) == 0 {
 		diags.AddAttributeError(path.Root("machine_deployment"), "No Machines Selected",
-			"Set machine_deployment, or selector (labels every Machine to update carries).")
+			"Set machine_deployment, control_plane, or selector (labels every Machine to update carries).")
 	}
 	fb := in.Fallback.ValueString()
 	if fb == "" {

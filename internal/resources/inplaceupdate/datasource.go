@@ -47,8 +47,9 @@ func (d *planDataSource) Configure(_ context.Context, req datasource.ConfigureRe
 const (
 	descNamespace         = "Namespace of the Cluster API objects (Cluster, MachineDeployment, Machines) in the management cluster."
 	descCluster           = "Name of the CAPI `Cluster` whose machines are updated."
-	descMachineDeployment = "The MachineDeployment whose Machines are updated. Conflicts with `selector`."
-	descSelector          = "Labels every Machine to update carries (with `cluster.x-k8s.io/cluster-name` = `cluster`), instead of `machine_deployment`."
+	descMachineDeployment = "The MachineDeployment whose Machines are updated. Exactly one of `machine_deployment`, `control_plane` and `selector` must be set."
+	descControlPlane      = "The control plane (e.g. a KubeadmControlPlane) whose Machines are updated: those labelled `cluster.x-k8s.io/control-plane-name` = this name and `cluster.x-k8s.io/control-plane`. Exactly one of `machine_deployment`, `control_plane` and `selector` must be set. `fallback = \"rolling\"` cannot replace control plane Machines (they belong to no MachineDeployment)."
+	descSelector          = "Labels every Machine to update carries (with `cluster.x-k8s.io/cluster-name` = `cluster`), instead of `machine_deployment` or `control_plane`."
 	descVersion           = "Kubernetes version for the Machines' `spec.version` (e.g. `v1.36.3`). Unset leaves it."
 	descMachinePatch      = "JSON merge patch (RFC 7386) of the Machine `spec`, e.g. `jsonencode({...})`."
 	descInfraPatch        = "JSON merge patch of the infrastructure machine's `spec`."
@@ -71,7 +72,7 @@ func (d *planDataSource) Schema(_ context.Context, _ datasource.SchemaRequest, r
 		return schema.Int64Attribute{Computed: true, MarkdownDescription: desc}
 	}
 	resp.Schema = schema.Schema{
-		MarkdownDescription: "Plans an in-place update of the machines of a MachineDeployment (or selected Machines), read-only: " +
+		MarkdownDescription: "Plans an in-place update of the machines of a MachineDeployment, a control plane or selected Machines, read-only: " +
 			"the change between their current and desired Machine, infrastructure machine and bootstrap config specs, and, from " +
 			"each update extension's `CanUpdateMachine` answer (CAPI runtime extensions), which machine is updated in place by " +
 			"which extension, which would be replaced, and which no extension covers. For review and `check` blocks; the " +
@@ -84,7 +85,12 @@ func (d *planDataSource) Schema(_ context.Context, _ datasource.SchemaRequest, r
 			"machine_deployment": schema.StringAttribute{Optional: true, MarkdownDescription: descMachineDeployment,
 				Validators: []validator.String{
 					stringvalidator.RegexMatches(dnsName, "must be a Kubernetes object name"),
-					stringvalidator.ExactlyOneOf(path.MatchRoot("machine_deployment"), path.MatchRoot("selector")),
+					stringvalidator.ExactlyOneOf(path.MatchRoot("machine_deployment"), path.MatchRoot("control_plane"), path.MatchRoot("selector")),
+				}},
+			"control_plane": schema.StringAttribute{Optional: true, MarkdownDescription: descControlPlane,
+				Validators: []validator.String{
+					stringvalidator.RegexMatches(dnsName, "must be a Kubernetes object name"),
+					stringvalidator.ConflictsWith(path.MatchRoot("machine_deployment"), path.MatchRoot("selector")),
 				}},
 			"selector": schema.MapAttribute{Optional: true, ElementType: types.StringType, MarkdownDescription: descSelector,
 				Validators: []validator.Map{mapvalidator.SizeAtLeast(1), mapvalidator.KeysAre(stringvalidator.LengthAtLeast(1))}},

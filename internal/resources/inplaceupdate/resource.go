@@ -56,9 +56,15 @@ func (r *updateResource) Configure(_ context.Context, req resource.ConfigureRequ
 	r.data = providerdata.From(req.ProviderData, &resp.Diagnostics)
 }
 
+// controlPlaneIDPrefix marks the control plane in an ID (a name never holds a colon).
+const controlPlaneIDPrefix = "control-plane:"
+
 func (m *Model) id() types.String {
 	if m.MachineDeployment.ValueString() != "" {
 		return types.StringValue(m.Namespace.ValueString() + "/" + m.Cluster.ValueString() + "/" + m.MachineDeployment.ValueString())
+	}
+	if m.ControlPlane.ValueString() != "" {
+		return types.StringValue(m.Namespace.ValueString() + "/" + m.Cluster.ValueString() + "/" + controlPlaneIDPrefix + m.ControlPlane.ValueString())
 	}
 	var keys []string
 	for k, v := range m.Selector.Elements() {
@@ -347,18 +353,29 @@ func (m *Model) fillImported(obs *live.Observation) {
 	}
 }
 
-// ImportState takes `namespace/cluster/machine_deployment`, or `namespace/cluster/key=value,…`
-// for Machines picked by selector; Read then restores what the Machines tell.
+// ImportState takes `namespace/cluster/machine_deployment`, `namespace/cluster/control-plane:name`
+// for the Machines of a control plane, or `namespace/cluster/key=value,…` for Machines picked
+// by selector; Read then restores what the Machines tell.
 func (r *updateResource) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
 	parts := strings.Split(req.ID, "/")
 	if len(parts) != 3 || parts[0] == "" || parts[1] == "" || parts[2] == "" {
 		resp.Diagnostics.AddError("Invalid Import ID",
 			fmt.Sprintf("Import ID %q must be namespace/cluster/machine_deployment (e.g. fleet/prod-eu-1/prod-eu-1-md), or "+
+				"namespace/cluster/control-plane:name for the Machines of a control plane, or "+
 				"namespace/cluster/key=value,key=value for Machines picked by selector.", req.ID))
 		return
 	}
 	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("namespace"), parts[0])...)
 	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("cluster"), parts[1])...)
+	if cp, ok := strings.CutPrefix(parts[2], controlPlaneIDPrefix); ok {
+		if cp == "" {
+			resp.Diagnostics.AddError("Invalid Import ID", fmt.Sprintf("Import ID %q names no control plane after %q.", req.ID, controlPlaneIDPrefix))
+			return
+		}
+		resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("control_plane"), cp)...)
+		resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("id"), req.ID)...)
+		return
+	}
 	if !strings.Contains(parts[2], "=") {
 		resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("machine_deployment"), parts[2])...)
 		resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("id"), req.ID)...)

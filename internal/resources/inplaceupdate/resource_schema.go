@@ -37,14 +37,14 @@ func (r *updateResource) Schema(ctx context.Context, _ resource.SchemaRequest, r
 		return schema.ListAttribute{Computed: true, ElementType: types.StringType, MarkdownDescription: desc}
 	}
 	resp.Schema = schema.Schema{
-		MarkdownDescription: "Updates the machines of a MachineDeployment (or selected Machines) in place through CAPI runtime " +
+		MarkdownDescription: "Updates the machines of a MachineDeployment, a control plane or selected Machines in place through CAPI runtime " +
 			"update extensions (`CanUpdateMachine`/`UpdateMachine`), in waves of at most `update_limit` machines. `terraform plan` " +
 			"shows, per machine, its node, the changed fields, the strategy and the extensions that cover it. Each machine is " +
 			"updated until its extension reports done, its desired specs are written to the Machine, infrastructure machine and " +
 			"bootstrap config, and its Node must be Ready with the expected kubelet version within `verify.timeout`. The first " +
 			"failure stops the run; an in-place update is not rolled back (as in CAPI). Destroying the resource changes nothing.",
 		Attributes: map[string]schema.Attribute{
-			"id": schema.StringAttribute{Computed: true, MarkdownDescription: "`namespace/cluster/machine_deployment` or `namespace/cluster/selector`.",
+			"id": schema.StringAttribute{Computed: true, MarkdownDescription: "`namespace/cluster/machine_deployment`, `namespace/cluster/control-plane:control_plane` or `namespace/cluster/selector`.",
 				PlanModifiers: []planmodifier.String{stringplanmodifier.UseStateForUnknown()}},
 			"namespace": schema.StringAttribute{Required: true, MarkdownDescription: descNamespace,
 				Validators:    []validator.String{stringvalidator.LengthBetween(1, 63)},
@@ -55,7 +55,12 @@ func (r *updateResource) Schema(ctx context.Context, _ resource.SchemaRequest, r
 			"machine_deployment": schema.StringAttribute{Optional: true, MarkdownDescription: descMachineDeployment,
 				Validators: []validator.String{
 					stringvalidator.RegexMatches(dnsName, "must be a Kubernetes object name"),
-					stringvalidator.ExactlyOneOf(path.MatchRoot("machine_deployment"), path.MatchRoot("selector")),
+					stringvalidator.ExactlyOneOf(path.MatchRoot("machine_deployment"), path.MatchRoot("control_plane"), path.MatchRoot("selector")),
+				}},
+			"control_plane": schema.StringAttribute{Optional: true, MarkdownDescription: descControlPlane,
+				Validators: []validator.String{
+					stringvalidator.RegexMatches(dnsName, "must be a Kubernetes object name"),
+					stringvalidator.ConflictsWith(path.MatchRoot("machine_deployment"), path.MatchRoot("selector")),
 				}},
 			"selector": schema.MapAttribute{Optional: true, ElementType: types.StringType, MarkdownDescription: descSelector,
 				Validators: []validator.Map{mapvalidator.SizeAtLeast(1), mapvalidator.KeysAre(stringvalidator.LengthAtLeast(1))}},
