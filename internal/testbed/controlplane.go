@@ -3,8 +3,6 @@ package testbed
 import (
 	"context"
 	"fmt"
-
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
 // ControlPlaneSpec describes control plane Machines the test bed writes for a workload, as a
@@ -59,55 +57,8 @@ func (f *Fleet) AddControlPlane(ctx context.Context, spec ControlPlaneSpec) ([]s
 		"cluster.x-k8s.io/control-plane-name": spec.Name,
 		"cluster.x-k8s.io/control-plane":      "",
 	}
-	ref := func(group, kind, name string) map[string]any {
-		return map[string]any{"apiGroup": group, "kind": kind, "name": name}
-	}
-	var names []string
-	var objs, statuses []*unstructured.Unstructured
-	for i := range spec.Replicas {
-		name := fmt.Sprintf("%s-%d", spec.Name, i)
-		names = append(names, name)
-		objs = append(objs,
-			&unstructured.Unstructured{Object: map[string]any{
-				"apiVersion": infraAPIVersion, "kind": "GradualMachine",
-				"metadata": map[string]any{"name": name, "namespace": ns, "labels": labels},
-				"spec":     map[string]any{"providerID": "gradual://" + spec.Cluster + "/" + name, "size": "small"},
-			}},
-			&unstructured.Unstructured{Object: map[string]any{
-				"apiVersion": kubeadmAPIVersion, "kind": "KubeadmConfig",
-				"metadata": map[string]any{"name": name, "namespace": ns, "labels": labels},
-				"spec":     bootstrapSpec(),
-			}},
-			&unstructured.Unstructured{Object: map[string]any{
-				"apiVersion": capiAPIVersion, "kind": "Machine",
-				"metadata": map[string]any{"name": name, "namespace": ns, "labels": labels},
-				"spec": map[string]any{
-					"clusterName":       spec.Cluster,
-					"version":           spec.Version,
-					"providerID":        "gradual://" + spec.Cluster + "/" + name,
-					"bootstrap":         map[string]any{"configRef": ref(bootstrapGroup, "KubeadmConfig", name)},
-					"infrastructureRef": ref(InfrastructureGroup, "GradualMachine", name),
-				},
-			}},
-		)
-		statuses = append(statuses, &unstructured.Unstructured{Object: map[string]any{
-			"apiVersion": capiAPIVersion, "kind": "Machine",
-			"metadata": map[string]any{"name": name, "namespace": ns},
-			"status": map[string]any{
-				"phase":   "Running",
-				"nodeRef": map[string]any{"name": fmt.Sprintf("kwok-node-%d", spec.FirstNode+i)},
-			},
-		}})
-	}
-	for _, o := range objs {
-		if err := apply(ctx, c, o); err != nil {
-			return nil, fmt.Errorf("control plane %s/%s: apply %s %s: %w", ns, spec.Name, o.GetKind(), o.GetName(), err)
-		}
-	}
-	for _, o := range statuses {
-		if err := applyStatus(ctx, c, o); err != nil {
-			return nil, fmt.Errorf("control plane %s/%s: status of Machine %s: %w", ns, spec.Name, o.GetName(), err)
-		}
-	}
-	return names, nil
+	return writeMachines(ctx, c, "control plane "+ns+"/"+spec.Name, machineSet{
+		namespace: ns, cluster: spec.Cluster, name: spec.Name, replicas: spec.Replicas,
+		firstNode: spec.FirstNode, version: spec.Version, labels: labels,
+	}, nil)
 }

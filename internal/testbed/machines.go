@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 // MachineDeploymentSpec describes a MachineDeployment the test bed writes for a workload, with
@@ -61,9 +62,6 @@ func (f *Fleet) AddMachineDeployment(ctx context.Context, spec MachineDeployment
 		"cluster.x-k8s.io/cluster-name":    spec.Cluster,
 		"cluster.x-k8s.io/deployment-name": spec.Name,
 	}
-	ref := func(group, kind, name string) map[string]any {
-		return map[string]any{"apiGroup": group, "kind": kind, "name": name}
-	}
 	objs := []*unstructured.Unstructured{
 		{Object: map[string]any{
 			"apiVersion": infraAPIVersion, "kind": "GradualMachineTemplate",
@@ -87,38 +85,57 @@ func (f *Fleet) AddMachineDeployment(ctx context.Context, spec MachineDeployment
 					"spec": map[string]any{
 						"clusterName":       spec.Cluster,
 						"version":           spec.Version,
-						"bootstrap":         map[string]any{"configRef": ref(bootstrapGroup, "KubeadmConfigTemplate", spec.Name)},
-						"infrastructureRef": ref(InfrastructureGroup, "GradualMachineTemplate", spec.Name),
+						"bootstrap":         map[string]any{"configRef": objectRef(bootstrapGroup, "KubeadmConfigTemplate", spec.Name)},
+						"infrastructureRef": objectRef(InfrastructureGroup, "GradualMachineTemplate", spec.Name),
 					},
 				},
 			},
 		}},
 	}
+	return writeMachines(ctx, c, "machine deployment "+ns+"/"+spec.Name, machineSet{
+		namespace: ns, cluster: spec.Cluster, name: spec.Name, replicas: spec.Replicas, version: spec.Version, labels: labels,
+	}, objs)
+}
+
+// machineSet is a group of Machines the test bed writes as CAPI would have made them: Machine
+// <name>-<i>, with a GradualMachine and a KubeadmConfig of the same name, on fake Node
+// kwok-node-<firstNode+i>.
+type machineSet struct {
+	namespace, cluster, name, version string
+	replicas, firstNode               int
+	labels                            map[string]any
+}
+
+// writeMachines applies objs (what owns the machines, if anything) and the set's machines,
+// then writes the Machines' status (phase Running, nodeRef) through the status subresource.
+// It returns the Machine names.
+func writeMachines(ctx context.Context, c client.Client, what string, set machineSet, objs []*unstructured.Unstructured) ([]string, error) {
+	ns := set.namespace
 	var names []string
 	var statuses []*unstructured.Unstructured
-	for i := range spec.Replicas {
-		name := fmt.Sprintf("%s-%d", spec.Name, i)
+	for i := range set.replicas {
+		name := fmt.Sprintf("%s-%d", set.name, i)
 		names = append(names, name)
 		objs = append(objs,
 			&unstructured.Unstructured{Object: map[string]any{
 				"apiVersion": infraAPIVersion, "kind": "GradualMachine",
-				"metadata": map[string]any{"name": name, "namespace": ns, "labels": labels},
-				"spec":     map[string]any{"providerID": "gradual://" + spec.Cluster + "/" + name, "size": "small"},
+				"metadata": map[string]any{"name": name, "namespace": ns, "labels": set.labels},
+				"spec":     map[string]any{"providerID": "gradual://" + set.cluster + "/" + name, "size": "small"},
 			}},
 			&unstructured.Unstructured{Object: map[string]any{
 				"apiVersion": kubeadmAPIVersion, "kind": "KubeadmConfig",
-				"metadata": map[string]any{"name": name, "namespace": ns, "labels": labels},
+				"metadata": map[string]any{"name": name, "namespace": ns, "labels": set.labels},
 				"spec":     bootstrapSpec(),
 			}},
 			&unstructured.Unstructured{Object: map[string]any{
 				"apiVersion": capiAPIVersion, "kind": "Machine",
-				"metadata": map[string]any{"name": name, "namespace": ns, "labels": labels},
+				"metadata": map[string]any{"name": name, "namespace": ns, "labels": set.labels},
 				"spec": map[string]any{
-					"clusterName":       spec.Cluster,
-					"version":           spec.Version,
-					"providerID":        "gradual://" + spec.Cluster + "/" + name,
-					"bootstrap":         map[string]any{"configRef": ref(bootstrapGroup, "KubeadmConfig", name)},
-					"infrastructureRef": ref(InfrastructureGroup, "GradualMachine", name),
+					"clusterName":       set.cluster,
+					"version":           set.version,
+					"providerID":        "gradual://" + set.cluster + "/" + name,
+					"bootstrap":         map[string]any{"configRef": objectRef(bootstrapGroup, "KubeadmConfig", name)},
+					"infrastructureRef": objectRef(InfrastructureGroup, "GradualMachine", name),
 				},
 			}},
 		)
@@ -127,21 +144,26 @@ func (f *Fleet) AddMachineDeployment(ctx context.Context, spec MachineDeployment
 			"metadata": map[string]any{"name": name, "namespace": ns},
 			"status": map[string]any{
 				"phase":   "Running",
-				"nodeRef": map[string]any{"name": fmt.Sprintf("kwok-node-%d", i)},
+				"nodeRef": map[string]any{"name": fmt.Sprintf("kwok-node-%d", set.firstNode+i)},
 			},
 		}})
 	}
 	for _, o := range objs {
 		if err := apply(ctx, c, o); err != nil {
-			return nil, fmt.Errorf("machine deployment %s/%s: apply %s %s: %w", ns, spec.Name, o.GetKind(), o.GetName(), err)
+			return nil, fmt.Errorf("%s: apply %s %s: %w", what, o.GetKind(), o.GetName(), err)
 		}
 	}
 	for _, o := range statuses {
 		if err := applyStatus(ctx, c, o); err != nil {
-			return nil, fmt.Errorf("machine deployment %s/%s: status of Machine %s: %w", ns, spec.Name, o.GetName(), err)
+			return nil, fmt.Errorf("%s: status of Machine %s: %w", what, o.GetName(), err)
 		}
 	}
 	return names, nil
+}
+
+// objectRef is a CAPI contract reference (apiGroup, kind, name).
+func objectRef(group, kind, name string) map[string]any {
+	return map[string]any{"apiGroup": group, "kind": kind, "name": name}
 }
 
 // bootstrapSpec is a small kubeadm bootstrap config spec with fields an update may change.
