@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"time"
 
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -35,12 +36,15 @@ type Settings struct {
 	QPS                  float32
 	Burst                int
 	UserAgent            string
+	RequestTimeout       time.Duration
 }
 
 // Defaults for client-side rate limiting; client-go's own (5/10) are too low for fleet reads.
 const (
 	DefaultQPS   = 50
 	DefaultBurst = 100
+	// DefaultRequestTimeout bounds one request to the management cluster.
+	DefaultRequestTimeout = 30 * time.Second
 )
 
 // Config is a REST config plus a description of where it came from, safe to show to users.
@@ -76,6 +80,12 @@ func Build(s Settings) (*Config, error) {
 	}
 	if s.UserAgent != "" {
 		cfg.UserAgent = s.UserAgent
+	}
+	// Every request is bounded, so that an API server that accepts connections and never answers
+	// fails the request (an infrastructure error, retried) instead of hanging the apply.
+	cfg.Timeout = s.RequestTimeout
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = DefaultRequestTimeout
 	}
 	return &Config{REST: cfg, Source: source}, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -31,7 +32,9 @@ func (m *Management) WorkloadConfig(ctx context.Context, namespace, name string)
 	key := client.ObjectKey{Namespace: namespace, Name: KubeconfigSecretName(name)}
 	if err := m.Client.Get(ctx, key, &secret); err != nil {
 		if apierrors.IsNotFound(err) {
-			return nil, fmt.Errorf("cluster %s/%s: kubeconfig Secret %s not found", namespace, name, key.Name)
+			// Wrapped, so that callers can tell a deleted Secret (the cluster is gone) from a
+			// failed read (the management API is unwell) with apierrors.IsNotFound.
+			return nil, fmt.Errorf("cluster %s/%s: kubeconfig Secret %s not found: %w", namespace, name, key.Name, err)
 		}
 		return nil, fmt.Errorf("cluster %s/%s: read kubeconfig Secret %s: %w", namespace, name, key.Name, err)
 	}
@@ -46,9 +49,25 @@ func (m *Management) WorkloadConfig(ctx context.Context, namespace, name string)
 		return nil, fmt.Errorf("cluster %s/%s: %w", namespace, name, err)
 	}
 	cfg.QPS, cfg.Burst, cfg.UserAgent = m.RESTConfig.QPS, m.RESTConfig.Burst, m.RESTConfig.UserAgent
+	// Every request to a workload cluster is bounded: an API server that accepts connections and
+	// never answers must fail the request (an infrastructure error, retried), not hang the wave.
+	cfg.Timeout = RequestTimeout(m.RESTConfig)
 	if m.workloads.entries == nil {
 		m.workloads.entries = map[string]workloadConfig{}
 	}
 	m.workloads.entries[namespace+"/"+name] = workloadConfig{version: version, cfg: cfg}
 	return rest.CopyConfig(cfg), nil
+}
+
+// DefaultRequestTimeout bounds one request to a management or workload API server when the
+// provider configuration sets none. Long waits (verification) are loops of short requests, so
+// this never limits how long a rollout may wait for readiness.
+const DefaultRequestTimeout = 30 * time.Second
+
+// RequestTimeout is the per-request timeout of cfg, or DefaultRequestTimeout when it has none.
+func RequestTimeout(cfg *rest.Config) time.Duration {
+	if cfg != nil && cfg.Timeout > 0 {
+		return cfg.Timeout
+	}
+	return DefaultRequestTimeout
 }
