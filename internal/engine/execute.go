@@ -13,11 +13,13 @@ import (
 // then runs plan.Waves in order. The targets of a batch run concurrently, so
 // at most plan.UpdateLimit targets are in flight; a wave is verified and
 // baked (policy.BakeTime, then verified again) before the next starts.
-// Every failure counts against plan.MaxFailures and the failed target is
-// restored to its backup; a failed verification also records the revision
-// invalid there. Once failures exceed the budget no new wave starts and,
-// with on_failure = rollback, every target this run moved to the revision
-// is restored.
+// Errors are handled by class (see ErrRevisionFailed): a revision failure or
+// a refused change counts against plan.MaxFailures and the target is
+// restored to its backup, a revision failure also records the revision
+// invalid there; an infrastructure failure leaves the target unsettled,
+// uncounted, for the next run; a vanished target is set aside. Once
+// failures exceed the budget no new wave starts and, with on_failure =
+// rollback, every target this run moved to the revision is restored.
 //
 // When ctx is cancelled nothing new starts; targets in flight are restored
 // to their backup on a fresh context bounded by policy.RollbackTimeout, so

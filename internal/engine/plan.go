@@ -16,14 +16,16 @@ const (
 	ActionSkip Action = "skip"
 	// ActionAlreadyCurrent leaves a target that already runs the revision.
 	ActionAlreadyCurrent Action = "already-current"
-	// ActionVerifyInterrupted verifies a target an earlier run left while
-	// applying the desired revision: success settles it on the revision,
-	// failure restores it like any failure.
-	ActionVerifyInterrupted Action = "verify-interrupted"
 	// ActionRestore restores a target an earlier run left while applying
-	// some other revision to its backup, before the waves start. If the
-	// backup is not the desired revision the target is then applied in its
-	// wave like any other.
+	// some other revision (or while rolling it back) to its backup, before
+	// the waves start. If the backup is not the desired revision the target
+	// is then applied in its wave like any other.
+	//
+	// A target an earlier run left while applying the desired revision is
+	// not merely verified: it gets ActionApply, because the earlier run may
+	// have stopped before creating every object or pruning the previous
+	// revision's (server-side apply is idempotent, so applying again is
+	// safe).
 	ActionRestore Action = "restore"
 )
 
@@ -63,9 +65,8 @@ type Plan struct {
 	// Order lists every target once: canary targets first in the order
 	// given, then the rest sorted by name.
 	Order []string
-	// Resume lists the targets an earlier run left unsettled (intents
-	// ActionVerifyInterrupted and ActionRestore), in Order. Execute settles
-	// them, at most UpdateLimit at a time, before the first wave.
+	// Resume lists the targets to restore before the first wave (intent
+	// ActionRestore), in Order, at most UpdateLimit at a time.
 	Resume []string
 	// Waves lists, in order, the targets each wave applies the desired
 	// revision to. No wave holds more than UpdateLimit targets, and canary
@@ -83,6 +84,8 @@ type Plan struct {
 	Duplicates []string
 	// Notes are short human-readable lines describing the plan.
 	Notes []string
+	// Differences says, for a plan made by Follow, where it departs from the plan it follows.
+	Differences []string
 }
 
 // Changes reports whether executing the plan would touch any target.
@@ -141,9 +144,6 @@ func PlanRollout(targets []Target, desired string, policy Policy) Plan {
 		in.Canary = canary[name]
 		p.Intents[name] = in
 		switch {
-		case in.Action == ActionVerifyInterrupted:
-			p.Resume = append(p.Resume, name)
-			continue
 		case in.Action == ActionRestore:
 			p.Resume = append(p.Resume, name)
 			if in.RestoreTo == desired {
@@ -188,10 +188,15 @@ func intentAction(t *Target, desired string) Intent {
 		return Intent{Action: ActionSkip, Reason: t.SkipReason + " (left while applying " + rec.Provisioning + "; settled once reachable)", RestoreTo: rec.Backup}
 	case t.SkipReason != "":
 		return Intent{Action: ActionSkip, Reason: t.SkipReason}
-	case rec.Provisioning != "" && rec.Provisioning == desired:
-		// The provisioning record carried the restore point, so Backup (not
-		// Current) is where a failed verification returns to.
-		return Intent{Action: ActionVerifyInterrupted, Reason: "interrupted while applying " + desired, RestoreTo: rec.Backup}
+	case rec.Provisioning != "" && rec.RollingBack && rec.Backup != desired:
+		// Finish what the earlier run decided: it was undoing Provisioning.
+		return Intent{Action: ActionRestore, Reason: "interrupted while rolling back " + rec.Provisioning, RestoreTo: rec.Backup}
+	case rec.Provisioning != "" && (rec.Provisioning == desired || rec.Backup == desired):
+		// Applying the desired revision again settles the target either way: its objects are
+		// applied (the earlier run may have stopped before creating them all) and whatever the
+		// interrupted revision added is pruned. The provisioning record carried the restore
+		// point, so Backup (not Current) is where a failure returns to.
+		return Intent{Action: ActionApply, Reason: "interrupted while applying " + rec.Provisioning + "; applied again", RestoreTo: rec.Backup}
 	case rec.Provisioning != "":
 		return Intent{Action: ActionRestore, Reason: "interrupted while applying " + rec.Provisioning, RestoreTo: rec.Backup}
 	case rec.Current == desired && t.Drifted:
@@ -237,10 +242,11 @@ func notes(p *Plan, policy Policy) []string {
 	}
 	for _, name := range p.Resume {
 		in := p.Intents[name]
-		if in.Action == ActionVerifyInterrupted {
-			add("resume %s: verify %s (%s)", name, p.Desired, in.Reason)
-		} else {
-			add("resume %s: restore to %s (%s)", name, show(in.RestoreTo), in.Reason)
+		add("resume %s: restore to %s (%s)", name, show(in.RestoreTo), in.Reason)
+	}
+	for _, name := range p.Order {
+		if in := p.Intents[name]; in.Action == ActionApply && in.Provisioning != "" {
+			add("resume %s: %s", name, in.Reason)
 		}
 	}
 	for i, wave := range p.Waves {
@@ -276,4 +282,94 @@ func show(rev string) string {
 		return "(none)"
 	}
 	return rev
+}
+
+// Follow returns p cut down to the waves an earlier plan showed (planned, e.g. the waves
+// `terraform plan` displayed), so that apply does what the reviewed plan said and nothing else:
+//
+//   - targets keep the waves planned gave them, in that order (p's own waves, resolved against
+//     a fleet that may have changed since, are discarded);
+//   - a target p would change but planned did not name (a cluster that joined or drifted
+//     since) is skipped, to be picked up by the next plan;
+//   - a target planned named but that p would not change any more (it became not ready,
+//     vanished, or already runs the revision) is left out of its wave.
+//
+// Notes say what differs. Resume keeps only planned targets. The limits stay p's. Build p
+// from targets whose planned ones are marked Drifted, so that a target planned to be repaired
+// is applied even if it looks current now.
+func (p Plan) Follow(planned [][]string, policy Policy) Plan {
+	inPlan := map[string]bool{}
+	for _, wave := range planned {
+		for _, name := range wave {
+			inPlan[name] = true
+		}
+	}
+	changing := map[string]bool{}
+	for _, wave := range p.Waves {
+		for _, name := range wave {
+			changing[name] = true
+		}
+	}
+	out := p
+	out.Intents = make(map[string]Intent, len(p.Intents))
+	for name, in := range p.Intents {
+		in.Wave = 0
+		out.Intents[name] = in
+	}
+	var differences []string
+	out.Waves = nil
+	for _, wave := range planned {
+		var kept []string
+		for _, name := range wave {
+			in, known := p.Intents[name]
+			switch {
+			case !known:
+				differences = append(differences, fmt.Sprintf("planned %s: no longer picked; left out", name))
+			case !changing[name]:
+				why := string(in.Action)
+				if in.Reason != "" {
+					why += ": " + in.Reason
+				}
+				differences = append(differences, fmt.Sprintf("planned %s: now %s; left out", name, why))
+			default:
+				kept = append(kept, name)
+			}
+		}
+		if len(kept) == 0 {
+			continue
+		}
+		out.Waves = append(out.Waves, kept)
+		for _, name := range kept {
+			in := out.Intents[name]
+			in.Wave = len(out.Waves)
+			out.Intents[name] = in
+		}
+	}
+	for _, name := range p.Order {
+		if changing[name] && !inPlan[name] {
+			in := out.Intents[name]
+			in.Action, in.Reason = ActionSkip, "not in the plan being applied; the next plan includes it"
+			out.Intents[name] = in
+			differences = append(differences, fmt.Sprintf("%s: not in the plan being applied; left for the next apply", name))
+		}
+	}
+	out.Resume = nil
+	for _, name := range p.Resume {
+		if inPlan[name] {
+			out.Resume = append(out.Resume, name)
+		} else if in := out.Intents[name]; in.Action == ActionRestore {
+			in.Action, in.Reason = ActionSkip, "not in the plan being applied; the next plan includes it"
+			out.Intents[name] = in
+		}
+	}
+	out.CanaryWaves = 0
+	for _, wave := range out.Waves {
+		if !out.Intents[wave[0]].Canary {
+			break
+		}
+		out.CanaryWaves++
+	}
+	out.Differences = differences
+	out.Notes = append(notes(&out, policy), differences...)
+	return out
 }

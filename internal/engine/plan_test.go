@@ -118,20 +118,39 @@ func TestPlanRollout(t *testing.T) {
 				"e", func(t *Target) { t.Record = TargetRecord{Provisioning: "r2"} }),
 			limit:      "100%",
 			wantLimit:  5,
-			wantResume: []string{"a", "b", "c", "e"},
-			wantWaves:  [][]string{{"b", "d"}},
+			wantResume: []string{"b"},
+			wantWaves:  [][]string{{"a", "b", "c", "d", "e"}},
 			wantIntents: map[string]Intent{
-				"a": {Action: ActionVerifyInterrupted, Reason: "interrupted while applying r2", RestoreTo: "r0"},
+				"a": {Action: ActionApply, Reason: "interrupted while applying r2; applied again", RestoreTo: "r0", Wave: 1},
 				"b": {Action: ActionRestore, Reason: "interrupted while applying r9", RestoreTo: "r0", Wave: 1},
-				"c": {Action: ActionRestore, Reason: "interrupted while applying r3", RestoreTo: "r2"},
+				"c": {Action: ActionApply, Reason: "interrupted while applying r3; applied again", RestoreTo: "r2", Wave: 1},
 				"d": {Action: ActionApply, RestoreTo: "r1", Wave: 1},
-				"e": {Action: ActionVerifyInterrupted, Reason: "interrupted while applying r2", RestoreTo: ""},
+				"e": {Action: ActionApply, Reason: "interrupted while applying r2; applied again", RestoreTo: "", Wave: 1},
 			},
 			wantNotes: []string{
-				"resume a: verify r2 (interrupted while applying r2)",
 				"resume b: restore to r0 (interrupted while applying r9)",
-				"resume e: verify r2 (interrupted while applying r2)",
-				"wave 1/1: b, d",
+				"resume a: interrupted while applying r2; applied again",
+				"resume c: interrupted while applying r3; applied again",
+				"resume e: interrupted while applying r2; applied again",
+				"wave 1/1: a, b, c, d, e",
+			},
+		},
+		{
+			name: "an interrupted rollback is completed first",
+			targets: with(targets("a", "b"),
+				"a", func(t *Target) { t.Record = TargetRecord{Current: "r2", Backup: "r1", Provisioning: "r2", RollingBack: true} }),
+			limit:      "1",
+			wantLimit:  1,
+			wantResume: []string{"a"},
+			wantWaves:  [][]string{{"a"}, {"b"}},
+			wantIntents: map[string]Intent{
+				"a": {Action: ActionRestore, Reason: "interrupted while rolling back r2", RestoreTo: "r1", Wave: 1},
+				"b": {Action: ActionApply, RestoreTo: "r1", Wave: 2},
+			},
+			wantNotes: []string{
+				"resume a: restore to r1 (interrupted while rolling back r2)",
+				"wave 1/2: a",
+				"wave 2/2: b",
 			},
 		},
 		{
@@ -286,9 +305,10 @@ func ExamplePlanRollout() {
 	}
 	// Output:
 	// 9b7e01 to 4 eligible of 5 targets: up to 2 at a time (update_limit 50%), tolerating 0 failures (max_failures 0)
-	// resume prod-eu-2: verify 9b7e01 (interrupted while applying 9b7e01)
-	// wave 1/2 (canary): prod-eu-1
-	// wave 2/2: prod-ap-1, prod-us-1
+	// resume prod-eu-2: interrupted while applying 9b7e01; applied again
+	// wave 1/3 (canary): prod-eu-1
+	// wave 2/3: prod-ap-1, prod-eu-2
+	// wave 3/3: prod-us-1
 	// skip prod-us-2: control plane not initialized
 }
 
@@ -307,4 +327,51 @@ func TestPlanRolloutRepairsDrift(t *testing.T) {
 	if len(p.Waves) != 1 || len(p.Waves[0]) != 1 || p.Waves[0][0] != "a" {
 		t.Fatalf("waves %v, want [[a]]", p.Waves)
 	}
+}
+
+func TestFollowKeepsThePlannedWaves(t *testing.T) {
+	p := Policy{UpdateLimit: mustLimit(t, "50%")}
+	// Planned against a, b, c, d (two at a time); by apply, e joined, c became not ready and a
+	// already runs the revision (another apply did it), so the fresh plan differs.
+	planned := [][]string{{"a", "b"}, {"c", "d"}}
+	ts := with(with(targets("a", "b", "c", "d", "e"),
+		"a", func(t *Target) { t.Record.Current = "r2" }),
+		"c", func(t *Target) { t.SkipReason = "not ready" })
+	fresh := PlanRollout(ts, "r2", p)
+	got := fresh.Follow(planned, p)
+	if want := [][]string{{"b"}, {"d"}}; !reflect.DeepEqual(got.Waves, want) {
+		t.Fatalf("waves %v, want %v", got.Waves, want)
+	}
+	if in := got.Intents["e"]; in.Action != ActionSkip || in.Wave != 0 {
+		t.Errorf("e joined after the plan but is %+v", in)
+	}
+	if in := got.Intents["d"]; in.Action != ActionApply || in.Wave != 2 {
+		t.Errorf("d: %+v", in)
+	}
+	wantDiff := []string{
+		"planned a: now already-current; left out",
+		"planned c: now skip: not ready; left out",
+		"e: not in the plan being applied; left for the next apply",
+	}
+	if !reflect.DeepEqual(got.Differences, wantDiff) {
+		t.Errorf("differences %q, want %q", got.Differences, wantDiff)
+	}
+
+	// A planned target marked drifted (to repair it) is applied even though it looks current.
+	fresh = PlanRollout(MarkDriftedForTest(ts, "a"), "r2", p)
+	got = fresh.Follow(planned, p)
+	if want := [][]string{{"a", "b"}, {"d"}}; !reflect.DeepEqual(got.Waves, want) {
+		t.Errorf("with a drifted: waves %v, want %v", got.Waves, want)
+	}
+}
+
+// MarkDriftedForTest marks names drifted.
+func MarkDriftedForTest(ts []Target, names ...string) []Target {
+	out := slices.Clone(ts)
+	for i := range out {
+		if slices.Contains(names, out[i].Name) {
+			out[i].Drifted = true
+		}
+	}
+	return out
 }

@@ -34,9 +34,11 @@ const (
 	// StatusCancelled: the target was in flight when the run was cancelled
 	// and was restored to its backup.
 	StatusCancelled Status = "cancelled"
-	// StatusUnsettled: the target could not be brought to a known revision
-	// (its restore failed); its record still shows it provisioning, so the
-	// next run restores it.
+	// StatusUnsettled: the target could not be brought to a known revision:
+	// its change met an infrastructure failure (an unreachable or failing
+	// API server; nothing is restored and nothing counted), or its restore
+	// failed. Its record still shows it provisioning (Unsettled), so the
+	// next run applies or restores it again. Error says why.
 	StatusUnsettled Status = "unsettled"
 	// StatusGone: the target vanished during the run.
 	StatusGone Status = "gone"
@@ -139,21 +141,22 @@ func (r *Result) Err() error {
 	var details []error
 	unsettled := 0
 	for _, o := range r.Outcomes {
-		if o.Unsettled {
+		unsure := o.Unsettled || o.Status == StatusUnsettled
+		if unsure {
 			unsettled++
 		}
-		if o.Error != "" && (o.Unsettled || r.Aborted) && o.Status != StatusGone {
+		if o.Error != "" && (unsure || r.Aborted) && o.Status != StatusGone {
 			details = append(details, fmt.Errorf("%s: %s", o.Target, o.Error))
 		}
 	}
 	if unsettled > 0 {
-		parts = append(parts, fmt.Sprintf("%s left unsettled, the next apply restores them", plural(unsettled, "target")))
+		parts = append(parts, fmt.Sprintf("%s left unsettled, the next apply settles them", plural(unsettled, "target")))
 	}
 	if len(parts) == 0 {
 		return nil
 	}
 	c := r.Counts()
-	head := fmt.Errorf("rollout of %s %s; %d succeeded, %d failed, %d not started",
+	head := fmt.Errorf("rollout of %s: %s; %d succeeded, %d failed, %d not started",
 		r.Desired, strings.Join(parts, "; "), c[StatusSucceeded], r.Failures, c[StatusNotStarted])
 	return errors.Join(append([]error{head}, details...)...)
 }

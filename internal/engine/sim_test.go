@@ -110,7 +110,8 @@ func goldenCases(t *testing.T) []goldenCase {
 			expect: func(t *testing.T, r Result) {
 				wantStatus(t, r, map[string]Status{"a": StatusSucceeded, "b": StatusFailed, "c": StatusFailed,
 					"d": StatusSucceeded, "e": StatusFailed, "f": StatusFailed, "g": StatusNotStarted})
-				for name, invalid := range map[string]bool{"b": false, "c": true, "e": true, "f": true} {
+				// b's apply was rejected by admission: that is the revision's failure too.
+				for name, invalid := range map[string]bool{"b": true, "c": true, "e": true, "f": true} {
 					if o, _ := r.Outcome(name); o.Invalid != invalid {
 						t.Errorf("%s: invalid %v, want %v", name, o.Invalid, invalid)
 					}
@@ -157,10 +158,31 @@ func goldenCases(t *testing.T) []goldenCase {
 				policy: policy(t, "2", "2", Rollback, 5*time.Second),
 			},
 			expect: func(t *testing.T, r Result) {
-				wantStatus(t, r, map[string]Status{"a": StatusSucceeded, "b": StatusFailed, "c": StatusSucceeded,
+				// b was left with part of r2's objects: applied again (not merely verified), it
+				// succeeds. d's restore fails, which counts.
+				wantStatus(t, r, map[string]Status{"a": StatusSucceeded, "b": StatusSucceeded, "c": StatusSucceeded,
 					"d": StatusUnsettled, "e": StatusGone, "f": StatusSucceeded})
-				if r.Failures != 2 || r.Aborted {
+				if r.Failures != 1 || r.Aborted {
 					t.Errorf("failures %d, aborted %v", r.Failures, r.Aborted)
+				}
+			},
+		},
+		{
+			sc: scenario{
+				// An infrastructure failure says nothing about the revision: with no budget at
+				// all, the unreachable target is left unsettled (not counted, not invalid, not
+				// restored) and the rollout goes on.
+				name: "unreachable-verify", seed: 7,
+				targets: withFaults(specs("a", "b", "c", "d"), "b", func(s *simSpec) { s.faults.unreachable = true }),
+				policy:  policy(t, "2", "0", Rollback, 0),
+			},
+			expect: func(t *testing.T, r Result) {
+				wantStatus(t, r, map[string]Status{"a": StatusSucceeded, "b": StatusUnsettled, "c": StatusSucceeded, "d": StatusSucceeded})
+				if o, _ := r.Outcome("b"); o.Invalid || o.Failed || !o.Unsettled || o.Provisioning != "r2" {
+					t.Errorf("b: %+v", o)
+				}
+				if r.Failures != 0 || r.Aborted || r.RolledBack || r.Err() == nil {
+					t.Errorf("failures %d, aborted %v, rolled back %v, err %v", r.Failures, r.Aborted, r.RolledBack, r.Err())
 				}
 			},
 		},

@@ -32,6 +32,7 @@ type faults struct {
 	restoreFails bool // restoring errors out
 	restoreHangs bool // restoring outlasts the rollback timeout
 	goneAt       int  // the target vanishes on its n-th Apply/Verify/Restore (0 = never)
+	unreachable  bool // verification of the desired revision meets an infrastructure failure
 }
 
 type simSpec struct {
@@ -224,9 +225,12 @@ func (w *simWorld) Apply(ctx context.Context, name, rev string) error {
 		return err
 	}
 	if tg.faults.applyFails {
+		w.mu.Lock()
+		tg.verifyFailed = true // a rejected apply is the revision's failure too
+		w.mu.Unlock()
 		w.setActual(tg, "partial "+rev)
 		w.logf(name, "apply %s: rejected", rev)
-		return errors.New(`admission webhook "policy.example.com" denied the request`)
+		return Mark(ErrRevisionFailed, errors.New(`admission webhook "policy.example.com" denied the request`))
 	}
 	w.setActual(tg, rev)
 	w.logf(name, "apply %s: ok", rev)
@@ -258,7 +262,15 @@ func (w *simWorld) Verify(ctx context.Context, name, rev string) error {
 		}
 		w.mu.Unlock()
 		w.logf(name, "verify %s: interrupted: %v", show(rev), err)
+		if timedOut {
+			// Not ready within the verify timeout: the revision's fault, as delivery marks it.
+			return Mark(ErrRevisionFailed, err)
+		}
 		return err
+	}
+	if ofRollout && tg.faults.unreachable {
+		w.logf(name, "verify %s: unreachable", show(rev))
+		return errors.New("dial tcp 10.0.0.1:6443: connect: connection refused") // unmarked: infrastructure
 	}
 	w.mu.Lock()
 	var failure string
@@ -281,7 +293,7 @@ func (w *simWorld) Verify(ctx context.Context, name, rev string) error {
 	w.mu.Unlock()
 	if failure != "" {
 		w.logf(name, "verify %s: %s", show(rev), failure)
-		return errors.New(failure)
+		return Mark(ErrRevisionFailed, errors.New(failure))
 	}
 	w.logf(name, "verify %s: ready", show(rev))
 	return nil
@@ -315,7 +327,7 @@ func (w *simWorld) Restore(ctx context.Context, name, to string) error {
 	if tg.faults.restoreFails {
 		w.setActual(tg, "partial restore")
 		w.logf(name, "restore %s: failed", show(to))
-		return errors.New(`Deployment web: field is immutable`)
+		return Mark(ErrRevisionFailed, errors.New(`Deployment web: field is immutable`))
 	}
 	w.setActual(tg, to)
 	w.logf(name, "restore %s: ok", show(to))
@@ -575,8 +587,13 @@ func (w *simWorld) checkResult(res Result) {
 		if rev, ok := want[o.Status]; ok && tg.actual != rev {
 			w.errorf("%s is %s but runs %s", name, o.Status, show(tg.actual))
 		}
-		if o.Status == StatusUnsettled && tg.rec.Provisioning == "" {
+		if o.Status == StatusUnsettled && tg.rec.Provisioning == "" && !strings.HasPrefix(o.Error, "record provisioning: ") {
+			// Only a target whose provisioning record could not be written (so nothing was
+			// applied) may end unsettled with a settled record.
 			w.errorf("%s unsettled but its record is settled", name)
+		}
+		if o.Status == StatusUnsettled && o.Failed && !strings.Contains(o.Error, "restore to") {
+			w.errorf("%s unsettled by an infrastructure failure but counted against the budget", name)
 		}
 		if o.Status == StatusRolledBack && w.sc.policy.OnFailure == Halt {
 			w.errorf("%s rolled back under on_failure halt", name)

@@ -21,25 +21,26 @@ func (r *run) applyTarget(ctx context.Context, o *Outcome) {
 	// Recorded before anything changes, and on ctx itself rather than a
 	// fresh context: after cancellation nothing new may start.
 	if err := r.world.Record(ctx, r.event(EventProvisioning, o.Target, desired, o.Backup, "")); err != nil {
-		if r.stop(ctx) {
+		reason := "record provisioning: " + err.Error()
+		switch {
+		case r.stop(ctx):
 			o.Error = "cancelled before any change: " + err.Error()
-			return
+		case classOf(err) == classGone:
+			r.gone(ctx, o, reason)
+		default:
+			// Nothing was applied, and a record that cannot be written says nothing about the
+			// revision: the target is left as it was, not counted, and reported.
+			o.Error, o.Status = reason, StatusUnsettled
 		}
-		// Nothing was applied, so nothing needs restoring; but the target
-		// did not get the revision, which is a failure of this run.
-		o.Error = "record provisioning: " + err.Error()
-		o.Status = StatusFailed
-		r.countFailure(o)
-		r.note(ctx, o, r.event(EventFailed, o.Target, desired, o.Backup, o.Error))
 		return
 	}
 	o.Unsettled, o.Provisioning = true, desired
 	if err := r.world.Apply(ctx, o.Target, desired); err != nil {
-		r.fail(ctx, o, "apply "+desired, err, false, false)
+		r.fail(ctx, o, "apply "+desired, err, false)
 		return
 	}
 	if err := r.verify(ctx, o.Target, desired); err != nil {
-		r.fail(ctx, o, "verify "+desired, err, true, false)
+		r.fail(ctx, o, "verify "+desired, err, false)
 		return
 	}
 	r.succeed(ctx, o)
@@ -53,25 +54,16 @@ func (r *run) resumeTarget(ctx context.Context, o *Outcome) {
 	r.begin(o)
 	defer r.end(o)
 	in := r.plan.Intents[o.Target]
-	desired := r.plan.Desired
-	switch in.Action {
-	case ActionVerifyInterrupted:
-		if err := r.verify(ctx, o.Target, desired); err != nil {
-			r.fail(ctx, o, "verify "+desired, err, true, false)
-			return
-		}
-		r.succeed(ctx, o)
-	case ActionRestore:
-		if r.restore(ctx, o, in.RestoreTo, "resume: "+in.Reason, false) {
-			o.Status = StatusRestored
-			return
-		}
-		if o.Status == StatusUnsettled {
-			// A target that cannot be restored cannot take the revision
-			// either; count it so a broken fleet stops the rollout.
-			r.countFailure(o)
-			r.note(ctx, o, r.event(EventFailed, o.Target, in.Provisioning, in.RestoreTo, o.Error))
-		}
+	ok, err := r.restore(ctx, o, in.RestoreTo, "resume: "+in.Reason, false)
+	if ok {
+		o.Status = StatusRestored
+		return
+	}
+	if o.Status == StatusUnsettled && classOf(err) >= classRefused {
+		// A target that cannot be restored cannot take the revision either; count it so a
+		// broken fleet stops the rollout. An unreachable one says nothing of the kind.
+		r.countFailure(o)
+		r.note(ctx, o, r.event(EventFailed, o.Target, in.Provisioning, in.RestoreTo, o.Error))
 	}
 }
 
@@ -81,7 +73,7 @@ func (r *run) reverifyTarget(ctx context.Context, o *Outcome) {
 	defer r.end(o)
 	desired := r.plan.Desired
 	if err := r.verify(ctx, o.Target, desired); err != nil {
-		r.fail(ctx, o, "verify "+desired+" after bake", err, true, true)
+		r.fail(ctx, o, "verify "+desired+" after bake", err, true)
 	}
 }
 
@@ -89,7 +81,7 @@ func (r *run) reverifyTarget(ctx context.Context, o *Outcome) {
 func (r *run) rollbackTarget(ctx context.Context, o *Outcome) {
 	r.begin(o)
 	defer r.end(o)
-	if r.restore(ctx, o, o.Backup, "rollback: "+r.res.AbortReason, true) {
+	if ok, _ := r.restore(ctx, o, o.Backup, "rollback: "+r.res.AbortReason, true); ok {
 		o.Status = StatusRolledBack
 	}
 }
@@ -101,13 +93,13 @@ func (r *run) succeed(ctx context.Context, o *Outcome) {
 	}
 }
 
-// fail handles an error from a step that changed or checked the target.
-// verification says whether the error is a failed verification (which makes
-// the revision invalid on this target); settled whether the target is
-// recorded on the revision already (a failure after bake).
-func (r *run) fail(ctx context.Context, o *Outcome, step string, err error, verification, settled bool) {
+// fail handles an error from a step that changed or checked the target, by its class (see
+// ErrRevisionFailed). settled says whether the target is recorded on the revision already (a
+// failure after bake).
+func (r *run) fail(ctx context.Context, o *Outcome, step string, err error, settled bool) {
 	reason := step + ": " + err.Error()
-	if errors.Is(err, ErrTargetGone) {
+	class := classOf(err)
+	if class == classGone {
 		r.gone(ctx, o, reason)
 		return
 	}
@@ -117,21 +109,36 @@ func (r *run) fail(ctx context.Context, o *Outcome, step string, err error, veri
 		// revision stays; one in flight goes back to its backup.
 		r.cancelled.Store(true)
 		o.Error = reason
-		if !settled && r.restore(ctx, o, o.Backup, "cancelled", false) {
-			o.Status = StatusCancelled
+		if !settled {
+			if ok, _ := r.restore(ctx, o, o.Backup, "cancelled", false); ok {
+				o.Status = StatusCancelled
+			}
 		}
+		return
+	}
+	if class == classInfrastructure {
+		r.unsettle(ctx, o, reason)
 		return
 	}
 	r.countFailure(o)
 	o.Error = reason
 	desired := r.plan.Desired
 	r.note(ctx, o, r.event(EventFailed, o.Target, desired, o.Backup, reason))
-	if verification && r.note(ctx, o, r.event(EventInvalid, o.Target, desired, o.Backup, reason)) {
+	if class == classRevision && r.note(ctx, o, r.event(EventInvalid, o.Target, desired, o.Backup, reason)) {
 		o.Invalid = true
 	}
-	if r.restore(ctx, o, o.Backup, reason, settled) {
+	if ok, _ := r.restore(ctx, o, o.Backup, reason, settled); ok {
 		o.Status = StatusFailed
 	}
+}
+
+// unsettle leaves a target whose change met an infrastructure failure as it is: not counted,
+// not recorded invalid, not restored (what broke the change would break the restore). A target
+// in flight keeps its provisioning record, so the next run applies the revision again; one
+// already recorded on the revision (a failure of the check after bake) stays recorded on it.
+func (r *run) unsettle(ctx context.Context, o *Outcome, reason string) {
+	o.Error, o.Status = reason, StatusUnsettled
+	r.note(ctx, o, r.event(EventUnsettled, o.Target, r.plan.Desired, o.Backup, reason))
 }
 
 // restore brings a target back to revision to and verifies it, on a fresh
@@ -140,8 +147,8 @@ func (r *run) fail(ctx context.Context, o *Outcome, step string, err error, veri
 // settled says the target is recorded on the desired revision, which must
 // first be recorded as being undone. It reports whether the target is now
 // on to; if not, o says why (StatusUnsettled, or unchanged when even the
-// intent to restore could not be recorded).
-func (r *run) restore(ctx context.Context, o *Outcome, to, why string, settled bool) bool {
+// intent to restore could not be recorded) and err is the World's error.
+func (r *run) restore(ctx context.Context, o *Outcome, to, why string, settled bool) (bool, error) {
 	rctx, cancel := r.clock.WithTimeout(context.WithoutCancel(ctx), r.policy.RollbackTimeout)
 	defer cancel()
 	if settled {
@@ -150,7 +157,7 @@ func (r *run) restore(ctx context.Context, o *Outcome, to, why string, settled b
 			// Unrecorded changes are worse than a target left on the
 			// revision: leave it, and say so.
 			o.Error = join(o.Error, "not restored to "+show(to)+": record rolling back: "+err.Error())
-			return false
+			return false, err
 		}
 		o.Unsettled, o.Provisioning = true, r.plan.Desired
 	}
@@ -165,18 +172,18 @@ func (r *run) restore(ctx context.Context, o *Outcome, to, why string, settled b
 		reason := "restore to " + show(to) + ": " + err.Error()
 		if errors.Is(err, ErrTargetGone) {
 			r.gone(ctx, o, join(o.Error, reason))
-			return false
+			return false, err
 		}
 		o.Error = join(o.Error, reason)
 		o.Status = StatusUnsettled
 		r.note(ctx, o, r.event(EventRestoreFailed, o.Target, to, to, reason))
-		return false
+		return false, err
 	}
 	o.Revision, o.Backup = to, to
 	if r.note(ctx, o, r.event(EventRestored, o.Target, to, to, why)) {
 		o.Unsettled, o.Provisioning = false, ""
 	}
-	return true
+	return true, nil
 }
 
 func (r *run) gone(ctx context.Context, o *Outcome, reason string) {

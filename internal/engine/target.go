@@ -43,6 +43,10 @@ type TargetRecord struct {
 	// Invalid maps revisions that failed verification on this target to
 	// the reason they failed.
 	Invalid map[string]string
+	// RollingBack says the run that left the target provisioning was
+	// restoring it to Backup (EventRollingBack), not applying Provisioning:
+	// the next run completes the rollback before anything else.
+	RollingBack bool
 }
 
 // Invalidity says where and why a revision was recorded invalid.

@@ -12,6 +12,64 @@ import (
 // disappearance says nothing about the revision.
 var ErrTargetGone = errors.New("target no longer exists")
 
+// The classes of World errors. The engine never guesses: an error the World did not mark with
+// ErrRevisionFailed or ErrChangeRefused, and that is not ErrTargetGone, is an infrastructure
+// failure (an unreachable or overloaded API server, a timed-out request, a failed read of the
+// records). Infrastructure failures say nothing about the revision, so they are neither counted
+// against the failure budget nor recorded invalid; the target is left unsettled (its record
+// still shows the change in flight) for the next run to apply again, and nothing is restored,
+// since whatever broke the change would break the restore as well.
+var (
+	// ErrRevisionFailed marks errors that are the revision's fault: its objects were not ready
+	// within the verify timeout, a check failed, or the API server rejected its objects
+	// (admission, schema). It counts against the budget, the target is restored, and the
+	// revision is recorded invalid there.
+	ErrRevisionFailed = errors.New("revision failed")
+	// ErrChangeRefused marks errors that stop this change on this target for a reason that
+	// retrying will not fix but that says nothing about the revision's health (a field owned
+	// by another manager). It counts against the budget and the target is restored, but the
+	// revision is not recorded invalid.
+	ErrChangeRefused = errors.New("change refused")
+)
+
+// Mark returns err marked with class (ErrRevisionFailed, ErrChangeRefused or ErrTargetGone),
+// keeping err's message: errors.Is(Mark(c, err), c) holds, and so does errors.Is/As for
+// whatever err wraps.
+func Mark(class, err error) error {
+	if err == nil {
+		return nil
+	}
+	return &marked{class: class, err: err}
+}
+
+type marked struct{ class, err error }
+
+func (m *marked) Error() string   { return m.err.Error() }
+func (m *marked) Unwrap() []error { return []error{m.class, m.err} }
+
+// errorClass is how fail and restore treat a World error.
+type errorClass int
+
+const (
+	classInfrastructure errorClass = iota
+	classGone
+	classRefused
+	classRevision
+)
+
+func classOf(err error) errorClass {
+	switch {
+	case errors.Is(err, ErrTargetGone):
+		return classGone
+	case errors.Is(err, ErrRevisionFailed):
+		return classRevision
+	case errors.Is(err, ErrChangeRefused):
+		return classRefused
+	default:
+		return classInfrastructure
+	}
+}
+
 // World is how the engine changes and observes targets. Execute calls it
 // concurrently for different targets, never concurrently for one target.
 type World interface {
@@ -66,6 +124,10 @@ const (
 	EventRestoreFailed EventKind = "restore-failed"
 	// EventGone: the target vanished (Reason).
 	EventGone EventKind = "gone"
+	// EventUnsettled: the change to Revision could not be completed for a reason outside the
+	// revision (an infrastructure failure, Reason). Store: unchanged; the target's record still
+	// shows the change in flight, so the next run applies it again.
+	EventUnsettled EventKind = "unsettled"
 )
 
 // Run events, with Target "".
