@@ -3,6 +3,7 @@ package apply
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -23,6 +24,9 @@ type ObjectStatus struct {
 	// Status is kstatus': InProgress, Failed, Terminating, NotFound, Unknown (or Current).
 	Status  string `json:"status"`
 	Message string `json:"message,omitempty"`
+	// Unreadable is set when the object could not be read at all (the API server failed or
+	// was unreachable): its status says nothing about the object.
+	Unreadable bool `json:"unreadable,omitempty"`
 }
 
 func (s ObjectStatus) String() string {
@@ -39,6 +43,17 @@ type NotReadyError struct {
 	// Timeout is set when the wait ran out of time; zero when it stopped early because an
 	// object failed (kstatus Failed: it would not have become ready by waiting longer).
 	Timeout time.Duration
+}
+
+// Unreadable reports whether no object could be read when the wait ended: the cluster, not the
+// objects, is what failed.
+func (e *NotReadyError) Unreadable() bool {
+	for _, s := range e.Objects {
+		if !s.Unreadable {
+			return false
+		}
+	}
+	return len(e.Objects) > 0
 }
 
 func (e *NotReadyError) Error() string {
@@ -60,8 +75,10 @@ const forever = 100 * 365 * 24 * time.Hour
 //   - nil when all are ready;
 //   - a *NotReadyError as soon as an object fails (kstatus Failed, e.g. a Deployment past its
 //     progressDeadlineSeconds), or when timeout passes (timeout <= 0: no timeout of its own);
-//   - an error wrapping ctx.Err() when ctx ends first: an interruption, which says nothing
-//     about the objects.
+//   - a *NotReadyError too when ctx's deadline passes first (the caller's timeout), so that the
+//     reason keeps which objects were not ready and why;
+//   - an error wrapping ctx.Err() when ctx is cancelled first: an interruption, which says
+//     nothing about the objects.
 func (a *Applier) Wait(ctx context.Context, objs []*unstructured.Unstructured, timeout time.Duration) error {
 	return a.wait(ctx, objs, timeout)
 }
@@ -85,7 +102,8 @@ func (a *Applier) wait(ctx context.Context, objs []*unstructured.Unstructured, t
 	if err == nil {
 		return nil
 	}
-	if ctx.Err() != nil {
+	deadline := errors.Is(context.Cause(ctx), context.DeadlineExceeded)
+	if ctx.Err() != nil && !deadline {
 		return fmt.Errorf("wait for %d objects to be ready: %w", len(set), ctx.Err())
 	}
 	// ssa's error names objects and statuses but not why; read them once more for that.
@@ -96,7 +114,10 @@ func (a *Applier) wait(ctx context.Context, objs []*unstructured.Unstructured, t
 		return fmt.Errorf("wait for %d objects to be ready: %w", len(set), err)
 	}
 	nre := &NotReadyError{Objects: statuses}
-	if time.Since(start) >= timeout {
+	switch {
+	case deadline:
+		nre.Timeout = time.Since(start).Round(time.Second)
+	case time.Since(start) >= timeout:
 		nre.Timeout = timeout
 	}
 	return nre
@@ -116,7 +137,7 @@ func (a *Applier) notReady(ctx context.Context, objs []*unstructured.Unstructure
 				out = append(out, ObjectStatus{Object: ref, Status: string(status.NotFoundStatus), Message: "object not found"})
 			}
 		case err != nil:
-			out = append(out, ObjectStatus{Object: ref, Status: string(status.UnknownStatus), Message: err.Error()})
+			out = append(out, ObjectStatus{Object: ref, Status: string(status.UnknownStatus), Message: err.Error(), Unreadable: true})
 		default:
 			if s := statusOf(live); s.Status != string(status.CurrentStatus) {
 				out = append(out, s)

@@ -6,6 +6,8 @@
 package delivery
 
 import (
+	"fmt"
+	"strings"
 	"time"
 
 	"github.com/gradual-dev/terraform-provider-gradual/internal/engine"
@@ -65,6 +67,38 @@ type Observation struct {
 	// Backup is the revision most clusters would return to: the most common recorded backup.
 	Backup string
 	Ledger []InvalidRevision
+	// Interrupted describes the last run when it did not finish; nil when it did.
+	Interrupted *Interruption
+}
+
+// Interruption is a run that did not finish, as its progress record left it.
+type Interruption struct {
+	// Phase is "running" (the process was killed, or is running now) or "interrupted"
+	// (cancelled, e.g. Ctrl-C or a timeout).
+	Phase     string
+	Revision  string
+	Wave      int
+	Waves     int
+	Holder    string
+	UpdatedAt time.Time
+	// Clusters are the ones it left in flight.
+	Clusters []string
+}
+
+// String says what the interruption left, for plan warnings.
+func (i *Interruption) String() string {
+	s := fmt.Sprintf("The last apply of revision %s (by %s) did not finish: its progress record says %s", i.Revision, i.Holder, i.Phase)
+	if i.Waves > 0 {
+		s += fmt.Sprintf(" at wave %d of %d", i.Wave, i.Waves)
+	}
+	if !i.UpdatedAt.IsZero() {
+		s += ", last updated " + i.UpdatedAt.UTC().Format(time.RFC3339)
+	}
+	s += "."
+	if len(i.Clusters) > 0 {
+		s += " Clusters it left in flight: " + strings.Join(i.Clusters, ", ") + "; this apply settles them first (applies its revision again, or completes a rollback)."
+	}
+	return s
 }
 
 // Invalid returns the ledger entry for revision, if any.

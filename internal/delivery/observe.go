@@ -26,7 +26,12 @@ func (s *Service) Observe(ctx context.Context, q fleet.Query, key records.Key, r
 	if err != nil {
 		return nil, fmt.Errorf("read the invalid-revision ledger of %s: %w", key, err)
 	}
+	progress, err := s.managementStore(recordNamespace).LoadProgress(ctx, key)
+	if err != nil {
+		return nil, fmt.Errorf("read the progress record of %s: %w", key, err)
+	}
 	obs := &Observation{Discovery: found, Clusters: map[string]ClusterState{}, Skipped: map[string]string{}}
+	obs.Interrupted = interruption(progress)
 	for _, entry := range ledger {
 		obs.Ledger = append(obs.Ledger, InvalidRevision{Revision: entry.Revision, Reason: entry.Reason, Clusters: entry.Clusters, RecordedAt: entry.RecordedAt})
 	}
@@ -65,6 +70,7 @@ func (s *Service) Observe(ctx context.Context, q fleet.Query, key records.Key, r
 			obs.Skipped[c.Name] = t.SkipReason
 		} else if r, ok := results[c.Name]; ok {
 			t.Record = r.record
+			t.Record.RollingBack = rollingBack(progress, c.Name, t.Record)
 			obs.Clusters[c.Name] = r.state
 			if r.state.Backup != "" || r.state.Revision != "" {
 				backups[r.state.Backup]++
@@ -133,6 +139,32 @@ func targetRecord(state *records.State) engine.TargetRecord {
 		rec.Backup = state.Backup.Revision
 	}
 	return rec
+}
+
+// rollingBack reports whether the run that left name's record provisioning was rolling it back
+// (its progress says so, for the same revision), so that the next run completes the rollback.
+func rollingBack(p *records.Progress, name string, rec engine.TargetRecord) bool {
+	if p == nil || rec.Provisioning == "" {
+		return false
+	}
+	o, ok := p.Clusters[name]
+	return ok && o.State == string(engine.EventRollingBack) && p.Revision == rec.Provisioning
+}
+
+// interruption describes the last run if it did not finish (its process was killed, or it is
+// running now), from the management cluster's progress record; nil otherwise.
+func interruption(p *records.Progress) *Interruption {
+	if p == nil || (p.Phase != records.PhaseRunning && p.Phase != records.PhaseInterrupted) {
+		return nil
+	}
+	in := &Interruption{Phase: string(p.Phase), Revision: p.Revision, Wave: p.Wave, Waves: p.Waves, Holder: p.Holder, UpdatedAt: p.UpdatedAt}
+	for _, name := range sortedKeys(p.Clusters) {
+		switch p.Clusters[name].State {
+		case string(engine.EventProvisioning), string(engine.EventRollingBack), string(engine.StatusUnsettled):
+			in.Clusters = append(in.Clusters, name)
+		}
+	}
+	return in
 }
 
 // MarkDrifted returns targets with the drifted ones marked, so that the engine applies their

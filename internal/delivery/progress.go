@@ -34,7 +34,12 @@ func (p *progressWriter) observe(ctx context.Context, ev engine.Event) {
 		if ev.Kind == engine.EventProvisioning {
 			o.StartedAt = ev.At
 		}
-		o.Revision, o.State, o.Reason = ev.Revision, string(ev.Kind), ev.Reason
+		if ev.Kind == engine.EventRestoreFailed && o.State == string(engine.EventRollingBack) {
+			// Still rolling back: the next run completes the rollback (see rollingBack).
+			o.Reason = ev.Reason
+		} else {
+			o.Revision, o.State, o.Reason = ev.Revision, string(ev.Kind), ev.Reason
+		}
 		if ev.Kind != engine.EventProvisioning && ev.Kind != engine.EventRollingBack {
 			o.FinishedAt = ev.At
 		}
@@ -86,7 +91,11 @@ func (p *progressWriter) finish(ctx context.Context, r *engine.Result) {
 	}
 	for _, o := range r.Outcomes {
 		c := p.progress.Clusters[o.Target]
-		c.Revision, c.State, c.Reason = o.Revision, string(o.Status), o.Error
+		if c.State == string(engine.EventRollingBack) && o.Unsettled {
+			c.Reason = o.Error // keep it rolling back, for the next run to complete
+		} else {
+			c.Revision, c.State, c.Reason = o.Revision, string(o.Status), o.Error
+		}
 		if !o.Started.IsZero() {
 			c.StartedAt, c.FinishedAt = o.Started, o.Finished
 		}

@@ -24,10 +24,15 @@ const settleTimeout = 30 * time.Second
 type RunRequest struct {
 	Spec  Spec
 	Query fleet.Query
-	// Only limits the run to these clusters when OnlyKnown: the clusters the plan showed, so that
-	// apply does what the saved plan said even if clusters joined since.
+	// Only limits the run to these clusters when OnlyKnown (an assignment's module runs on the
+	// clusters its plan picked).
 	Only      []string
 	OnlyKnown bool
+	// Planned, when PlannedKnown, are the waves the plan showed: the run applies exactly those
+	// (engine.Plan.Follow), so that apply does what the reviewed plan said even if the fleet
+	// changed since; what differs is reported, and left for the next plan.
+	Planned      [][]string
+	PlannedKnown bool
 	// Config is what the records keep of the configuration, so import can restore it.
 	Config []byte
 	Logf   func(msg string, fields map[string]any)
@@ -73,8 +78,21 @@ func (s *Service) Run(ctx context.Context, req RunRequest) (*RunResult, error) {
 	if req.OnlyKnown {
 		targets = onlyTargets(targets, req.Only)
 	}
-	targets = MarkDrifted(targets, s.driftedOf(ctx, spec, targets))
-	plan := engine.PlanRollout(targets, spec.Revision, spec.Policy)
+	var plan engine.Plan
+	if req.PlannedKnown {
+		// Clusters the plan repairs (drift found at refresh) are applied even if they look
+		// current now; drift found since is for the next plan to show.
+		planned := map[string]bool{}
+		for _, wave := range req.Planned {
+			for _, name := range wave {
+				planned[name] = true
+			}
+		}
+		plan = engine.PlanRollout(MarkDrifted(targets, planned), spec.Revision, spec.Policy).Follow(req.Planned, spec.Policy)
+	} else {
+		targets = MarkDrifted(targets, s.driftedOf(ctx, spec, targets))
+		plan = engine.PlanRollout(targets, spec.Revision, spec.Policy)
+	}
 
 	desired, err := spec.Objects.Canonical()
 	if err != nil {

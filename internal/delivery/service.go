@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -32,6 +33,15 @@ type Service struct {
 	concurrency int
 	clock       engine.Clock
 
+	// The seams between the rollout logic and the clusters, replaced by unit tests with fakes
+	// that inject faults: dial builds the clients of one workload cluster (reading its
+	// kubeconfig Secret), goneReason says whether a cluster left the fleet
+	// (fleet.Management.GoneReason), retryWait is how long the first retry of an
+	// infrastructure failure waits (it doubles up to maxRetryWait).
+	dial       func(ctx context.Context, namespace, name string, force bool) (*conn, error)
+	goneReason func(ctx context.Context, namespace, name string) (string, error)
+	retryWait  time.Duration
+
 	mu    sync.Mutex
 	conns map[string]*conn // per workload cluster, keyed namespace/name
 }
@@ -40,9 +50,21 @@ type Service struct {
 type conn struct {
 	cfg     *rest.Config
 	client  client.Client
-	applier *apply.Applier
+	applier objectApplier
 	force   bool
 	checked time.Time // when the kubeconfig Secret was last read for it
+}
+
+// objectApplier is what delivery does with a workload cluster's objects: *apply.Applier, or a
+// fake in unit tests.
+type objectApplier interface {
+	Check(ctx context.Context, objs []*unstructured.Unstructured) error
+	Apply(ctx context.Context, objs []*unstructured.Unstructured) (*apply.Result, error)
+	Prune(ctx context.Context, previous apply.Inventory, objs []*unstructured.Unstructured) (*apply.DeleteResult, error)
+	Delete(ctx context.Context, inv apply.Inventory) (*apply.DeleteResult, error)
+	WaitDeleted(ctx context.Context, refs []apply.ObjectRef) error
+	Wait(ctx context.Context, objs []*unstructured.Unstructured, timeout time.Duration) error
+	Drift(ctx context.Context, objs []*unstructured.Unstructured) ([]apply.Drift, error)
 }
 
 // connRecheck is how long a cluster's clients are used without reading its kubeconfig Secret
@@ -55,37 +77,65 @@ func New(mgmt *fleet.Management, concurrency int) *Service {
 	if concurrency <= 0 {
 		concurrency = DefaultConcurrency
 	}
-	return &Service{mgmt: mgmt, concurrency: concurrency, clock: engine.SystemClock{}, conns: map[string]*conn{}}
+	s := &Service{mgmt: mgmt, concurrency: concurrency, clock: engine.SystemClock{}, conns: map[string]*conn{},
+		goneReason: mgmt.GoneReason, retryWait: time.Second}
+	s.dial = s.dialWorkload
+	return s
 }
 
 // cluster returns the clients of one workload cluster, building them on first use and again when
-// its kubeconfig changed (checked at most every connRecheck).
+// its kubeconfig changed (checked at most every connRecheck, or at once after recheck).
 func (s *Service) cluster(ctx context.Context, namespace, name string, force bool) (*conn, error) {
 	id := namespace + "/" + name
 	s.mu.Lock()
-	if c, ok := s.conns[id]; ok && c.force == force && time.Since(c.checked) < connRecheck {
+	if c, ok := s.conns[id]; ok && c.force == force && s.clock.Now().Sub(c.checked) < connRecheck {
 		s.mu.Unlock()
 		return c, nil
 	}
 	s.mu.Unlock()
+	c, err := s.dial(ctx, namespace, name, force)
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c.checked = s.clock.Now()
+	s.conns[id] = c
+	return c, nil
+}
+
+// recheck makes the next cluster call for namespace/name read its kubeconfig Secret again: a
+// rollout does so before it changes a cluster, so that a rotated or deleted kubeconfig is seen.
+func (s *Service) recheck(namespace, name string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if c, ok := s.conns[namespace+"/"+name]; ok {
+		c.checked = time.Time{}
+	}
+}
+
+// dialWorkload builds the clients of one workload cluster from its kubeconfig Secret, reusing
+// the cached ones when the kubeconfig did not change.
+func (s *Service) dialWorkload(ctx context.Context, namespace, name string, force bool) (*conn, error) {
+	id := namespace + "/" + name
 	cfg, err := s.mgmt.WorkloadConfig(ctx, namespace, name)
 	if err != nil {
 		return nil, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if c, ok := s.conns[id]; ok && c.cfg.Host == cfg.Host && string(c.cfg.CertData) == string(cfg.CertData) &&
+	s.mu.Lock()
+	c, ok := s.conns[id]
+	s.mu.Unlock()
+	if ok && c.cfg != nil && c.cfg.Host == cfg.Host && string(c.cfg.CertData) == string(cfg.CertData) &&
 		c.cfg.BearerToken == cfg.BearerToken && c.force == force {
-		c.checked = time.Now()
 		return c, nil
 	}
 	applier, err := apply.New(cfg, apply.Options{FieldManager: apply.DefaultFieldManager, ForceConflicts: force, PollInterval: readinessPoll})
 	if err != nil {
 		return nil, fmt.Errorf("cluster %s: %w", id, err)
 	}
-	c := &conn{cfg: cfg, client: applier.Client(), applier: applier, force: force, checked: time.Now()}
-	s.conns[id] = c
-	return c, nil
+	return &conn{cfg: cfg, client: applier.Client(), applier: applier, force: force}, nil
 }
 
 // managementStore is the management cluster's record store for key's records namespace.

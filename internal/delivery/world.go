@@ -2,8 +2,8 @@ package delivery
 
 import (
 	"context"
-	"errors"
 	"fmt"
+	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
@@ -24,13 +24,14 @@ type world struct {
 
 var _ engine.World = (*world)(nil)
 
+// applyRetryWindow bounds how long Apply (and a record write) retries infrastructure failures
+// before leaving the cluster unsettled; Verify and Restore retry within their own timeouts.
+const applyRetryWindow = 2 * time.Minute
+
 func (w *world) conn(ctx context.Context, target string) (*conn, *records.WorkloadStore, error) {
 	c, err := w.svc.cluster(ctx, w.spec.ClusterNamespace, target, w.spec.ForceConflicts)
 	if err != nil {
-		if isGone(err) {
-			return nil, nil, fmt.Errorf("%w: %v", engine.ErrTargetGone, err)
-		}
-		return nil, nil, err
+		return nil, nil, err // classified by the caller's retry: a deleted Secret makes it gone
 	}
 	return c, records.NewWorkloadStore(c.client, w.spec.RecordNamespace), nil
 }
@@ -55,6 +56,14 @@ func (w *world) objectsOf(state *records.State, revision string) ([]*unstructure
 
 // Apply applies the desired revision and prunes what the revisions it replaces had and it has not.
 func (w *world) Apply(ctx context.Context, target, revision string) error {
+	rctx, cancel := w.svc.clock.WithTimeout(ctx, applyRetryWindow)
+	defer cancel()
+	return w.retry(rctx, target, func(ctx context.Context) error { return w.apply(ctx, target, revision) })
+}
+
+// apply is one attempt of Apply. Every step is idempotent, so an attempt cut short by an
+// infrastructure failure is simply made again.
+func (w *world) apply(ctx context.Context, target, revision string) error {
 	c, store, err := w.conn(ctx, target)
 	if err != nil {
 		return err
@@ -83,6 +92,11 @@ func (w *world) Verify(ctx context.Context, target, revision string) error {
 	if revision == "" {
 		return nil // nothing installed: Restore already deleted and waited
 	}
+	return w.retry(ctx, target, func(ctx context.Context) error { return w.verify(ctx, target, revision) })
+}
+
+// verify is one attempt of Verify.
+func (w *world) verify(ctx context.Context, target, revision string) error {
 	c, store, err := w.conn(ctx, target)
 	if err != nil {
 		return err
@@ -109,6 +123,11 @@ func (w *world) Verify(ctx context.Context, target, revision string) error {
 // Restore returns target to revision: its objects re-applied and what newer revisions added
 // deleted. Restoring to "" deletes everything the rollout applied.
 func (w *world) Restore(ctx context.Context, target, revision string) error {
+	return w.retry(ctx, target, func(ctx context.Context) error { return w.restore(ctx, target, revision) })
+}
+
+// restore is one attempt of Restore.
+func (w *world) restore(ctx context.Context, target, revision string) error {
 	c, store, err := w.conn(ctx, target)
 	if err != nil {
 		return err
@@ -180,6 +199,21 @@ func (w *world) Record(ctx context.Context, ev engine.Event) error {
 		w.logRun(ev)
 		return nil
 	}
+	switch ev.Kind {
+	case engine.EventFailed, engine.EventRestoreFailed, engine.EventUnsettled, engine.EventGone:
+		return nil // the progress record has them; the cluster's records do not change
+	case engine.EventProvisioning:
+		// About to change the cluster: read its kubeconfig Secret again, so that a cluster
+		// deleted or re-keyed since the last read is seen before anything is applied.
+		w.svc.recheck(w.spec.ClusterNamespace, ev.Target)
+	}
+	rctx, cancel := w.svc.clock.WithTimeout(ctx, applyRetryWindow)
+	defer cancel()
+	return w.retry(rctx, ev.Target, func(ctx context.Context) error { return w.record(ctx, ev) })
+}
+
+// record is one attempt of Record for a target event. Each store transition is idempotent.
+func (w *world) record(ctx context.Context, ev engine.Event) error {
 	_, store, err := w.conn(ctx, ev.Target)
 	if err != nil {
 		return err
@@ -207,7 +241,7 @@ func (w *world) Record(ctx context.Context, ev engine.Event) error {
 		_, err := store.Restored(ctx, key)
 		return err
 	}
-	return nil // failed, restore-failed, gone: the progress record has them
+	return nil // failed, restore-failed, unsettled, gone: the progress record has them
 }
 
 func (w *world) logRun(ev engine.Event) {
@@ -231,9 +265,4 @@ func inventoryOf(objs []*unstructured.Unstructured) []records.ObjectRef {
 		out = append(out, records.ObjectRef(ref))
 	}
 	return out
-}
-
-func isGone(err error) bool {
-	var nf interface{ NotFound() bool }
-	return errors.As(err, &nf) && nf.NotFound()
 }

@@ -8,6 +8,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
@@ -70,4 +72,35 @@ func RequestTimeout(cfg *rest.Config) time.Duration {
 		return cfg.Timeout
 	}
 	return DefaultRequestTimeout
+}
+
+// GoneReason says whether the workload cluster namespace/name has left the fleet: its Cluster
+// object deleted or being deleted, or its kubeconfig Secret deleted. It returns "" while the
+// cluster is still there, and an error when the management cluster cannot be read (which says
+// nothing either way). Rollouts ask it when a cluster stops answering, so that a cluster torn
+// down mid-rollout is set aside instead of counted as a failure of the revision.
+func (m *Management) GoneReason(ctx context.Context, namespace, name string) (string, error) {
+	version, err := m.ClusterAPIVersion(ctx)
+	if err != nil {
+		return "", err
+	}
+	cluster := &metav1.PartialObjectMetadata{}
+	cluster.SetGroupVersionKind(schema.GroupVersionKind{Group: ClusterAPIGroup, Version: version, Kind: "Cluster"})
+	switch err := m.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, cluster); {
+	case apierrors.IsNotFound(err):
+		return fmt.Sprintf("Cluster %s/%s was deleted", namespace, name), nil
+	case err != nil:
+		return "", fmt.Errorf("read Cluster %s/%s: %w", namespace, name, err)
+	case !cluster.DeletionTimestamp.IsZero():
+		return fmt.Sprintf("Cluster %s/%s is being deleted", namespace, name), nil
+	}
+	secret := &metav1.PartialObjectMetadata{}
+	secret.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Secret"))
+	switch err := m.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: KubeconfigSecretName(name)}, secret); {
+	case apierrors.IsNotFound(err):
+		return fmt.Sprintf("kubeconfig Secret %s/%s was deleted", namespace, KubeconfigSecretName(name)), nil
+	case err != nil:
+		return "", fmt.Errorf("read kubeconfig Secret %s/%s: %w", namespace, KubeconfigSecretName(name), err)
+	}
+	return "", nil
 }

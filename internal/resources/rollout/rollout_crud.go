@@ -45,34 +45,75 @@ func (r *rolloutResource) apply(ctx context.Context, timeout time.Duration, plan
 	}
 	plan.ID = types.StringValue(spec.Key.Namespace + "/" + spec.Key.Name)
 	plan.Revision = types.StringValue(spec.Revision)
-	var only []string
-	if !plan.ClusterStates.IsNull() && !plan.ClusterStates.IsUnknown() {
-		for name := range plan.ClusterStates.Elements() {
-			only = append(only, name)
-		}
+	// The waves the plan showed are the waves apply carries out (unknown only when the
+	// clusters could not be known at plan time).
+	var planned [][]string
+	if !plan.Waves.IsUnknown() && !plan.Waves.IsNull() {
+		diags.Append(plan.Waves.ElementsAs(ctx, &planned, false)...)
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	config, d := plan.configRecord(ctx)
 	diags.Append(d...)
+	if diags.HasError() {
+		return false
+	}
 	run, err := r.Data.Delivery.Run(ctx, delivery.RunRequest{
-		Spec: spec, Query: query, Only: only, OnlyKnown: !plan.ClusterStates.IsUnknown(), Config: config,
+		Spec: spec, Query: query, Planned: planned, PlannedKnown: !plan.Waves.IsUnknown(), Config: config,
 		Logf: func(msg string, fields map[string]any) { tflog.Info(ctx, msg, fields) },
 	})
-	if run != nil && run.After != nil {
-		diags.Append(plan.setObserved(ctx, run.After)...)
-		if plan.Waves.IsUnknown() {
-			diags.Append(plan.setWaves(ctx, run.Plan.Waves)...)
+	if run != nil {
+		for _, d := range run.Plan.Differences {
+			diags.AddWarning("Apply Differs From The Plan", "The fleet changed between plan and apply; apply kept to the plan: "+d+".")
 		}
 		for _, w := range run.Result.Warnings() {
 			diags.AddWarning("Rollout Warning", w)
 		}
 	}
+	// Only what the plan left unknown is filled in: a value the plan showed is a promise, and
+	// Terraform rejects an apply that breaks one.
+	var after *delivery.Observation
+	if run != nil {
+		after = run.After
+	}
+	diags.Append(plan.settleOutcome(ctx, after, run)...)
 	if err != nil {
 		diags.Append(diagnostics.FromError(err, "Rollout Failed"))
 		return false
 	}
 	return true
+}
+
+// settleOutcome fills the attributes the plan left unknown from what apply left (after), or
+// with empty values when the run never got far enough to read the fleet: the state Terraform
+// saves may hold no unknown value.
+func (m *Model) settleOutcome(ctx context.Context, after *delivery.Observation, run *delivery.RunResult) diag.Diagnostics {
+	var diags diag.Diagnostics
+	if after == nil {
+		after = &delivery.Observation{}
+	}
+	observed := *m
+	diags.Append(observed.setObserved(ctx, after)...)
+	if m.ClusterStates.IsUnknown() {
+		m.ClusterStates = observed.ClusterStates
+	}
+	if m.BackupRevision.IsUnknown() {
+		m.BackupRevision = observed.BackupRevision
+	}
+	if m.InvalidRevisions.IsUnknown() {
+		m.InvalidRevisions = observed.InvalidRevisions
+	}
+	if m.Skipped.IsUnknown() {
+		m.Skipped = observed.Skipped
+	}
+	if m.Waves.IsUnknown() {
+		var waves [][]string
+		if run != nil {
+			waves = run.Plan.Waves
+		}
+		diags.Append(m.setWaves(ctx, waves)...)
+	}
+	return diags
 }
 
 func (r *rolloutResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {

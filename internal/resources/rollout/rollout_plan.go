@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/hashicorp/terraform-plugin-framework/attr"
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
@@ -27,6 +26,8 @@ func (r *rolloutResource) ModifyPlan(ctx context.Context, req resource.ModifyPla
 	if !ok {
 		return
 	}
+	// Terraform proposes the prior state unchanged when the configuration did not change.
+	configChanged := prior == nil || !req.Plan.Raw.Equal(req.State.Raw)
 	if !plan.Namespace.IsUnknown() && !plan.Name.IsUnknown() {
 		plan.ID = types.StringValue(plan.Namespace.ValueString() + "/" + plan.Name.ValueString())
 	}
@@ -90,10 +91,20 @@ func (r *rolloutResource) ModifyPlan(ctx context.Context, req resource.ModifyPla
 		resp.Diagnostics.Append(diagnostics.AttributeFromError(pathManifests, err, "Manifests Cannot Be Applied"))
 		return
 	}
-	resp.Diagnostics.Append(plan.setPlanned(ctx, obs, planned, spec)...)
-	if !planned.Changes() && prior != nil && !prior.Waves.IsNull() {
-		// Nothing to roll out: `waves` keeps showing the last apply's waves instead of a diff to [].
-		plan.Waves = prior.Waves
+	if obs.Interrupted != nil {
+		resp.Diagnostics.AddWarning("Earlier Apply Did Not Finish", obs.Interrupted.String())
+	}
+	switch {
+	case planned.Changes() || configChanged:
+		// What apply will do is `waves`, which it carries out as shown. What it leads to
+		// depends on how each cluster fares, so it is known only after apply: promising it here
+		// is what made Terraform call a failure within max_failures an inconsistent result.
+		plan.markOutcomeUnknown()
+		resp.Diagnostics.Append(plan.setWaves(ctx, planned.Waves)...)
+	default:
+		// Nothing to roll out: everything stays as the last refresh read it, including the
+		// waves of the last apply (rather than a diff to []).
+		plan.copyComputed(prior)
 	}
 	resp.Diagnostics.Append(resp.Plan.Set(ctx, &plan)...)
 }
@@ -105,50 +116,22 @@ func (m *Model) knownTargets() bool {
 }
 
 func (r *rolloutResource) markObservedUnknown(m *Model) {
+	m.markOutcomeUnknown()
+	m.Waves = types.ListUnknown(types.ListType{ElemType: types.StringType})
+}
+
+// markOutcomeUnknown leaves the attributes that depend on apply's outcome to apply.
+func (m *Model) markOutcomeUnknown() {
 	m.BackupRevision = types.StringUnknown()
 	m.InvalidRevisions = types.ListUnknown(types.ObjectType{AttrTypes: invalidRevisionAttrTypes})
 	m.ClusterStates = types.MapUnknown(types.ObjectType{AttrTypes: clusterStateAttrTypes})
-	m.Waves = types.ListUnknown(types.ListType{ElemType: types.StringType})
 	m.Skipped = types.MapUnknown(types.StringType)
 }
 
-// setPlanned fills the computed attributes with what the state will hold after a successful
-// apply, so that the diff shows which clusters change.
-func (m *Model) setPlanned(ctx context.Context, obs *delivery.Observation, planned engine.Plan, spec delivery.Spec) diag.Diagnostics {
-	var diags diag.Diagnostics
-	states := map[string]attr.Value{}
-	backups := map[string]int{}
-	for name, st := range obs.Clusters {
-		in := planned.Intents[name]
-		if in.Action != engine.ActionAlreadyCurrent || st.State != delivery.StateCurrent {
-			st = delivery.ClusterState{Revision: spec.Revision, State: delivery.StateCurrent, Backup: in.RestoreTo}
-		}
-		backups[st.Backup]++
-		states[name] = clusterStateValue(st.Revision, st.State, st.Backup)
-	}
-	var d diag.Diagnostics
-	m.ClusterStates, d = types.MapValue(types.ObjectType{AttrTypes: clusterStateAttrTypes}, states)
-	diags.Append(d...)
-	m.BackupRevision = types.StringValue(delivery.MostCommon(backups))
-	ledger := obs.Ledger
-	if spec.Retry {
-		ledger = withoutRevision(ledger, spec.Revision)
-	}
-	diags.Append(m.setLedger(ctx, ledger)...)
-	diags.Append(m.setWaves(ctx, planned.Waves)...)
-	m.Skipped, d = types.MapValueFrom(ctx, types.StringType, nonNilMap(obs.Skipped))
-	diags.Append(d...)
-	return diags
-}
-
-func withoutRevision(ledger []delivery.InvalidRevision, revision string) []delivery.InvalidRevision {
-	var out []delivery.InvalidRevision
-	for _, l := range ledger {
-		if l.Revision != revision {
-			out = append(out, l)
-		}
-	}
-	return out
+// copyComputed keeps prior's computed attributes, for a plan that changes nothing.
+func (m *Model) copyComputed(prior *Model) {
+	m.BackupRevision, m.InvalidRevisions, m.ClusterStates, m.Skipped, m.Waves =
+		prior.BackupRevision, prior.InvalidRevisions, prior.ClusterStates, prior.Skipped, prior.Waves
 }
 
 // priorDrift returns the clusters the last refresh found drifted.
