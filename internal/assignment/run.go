@@ -59,9 +59,11 @@ func CheckManifests(ctx context.Context, svc *delivery.Service, spec Spec, apply
 type RunRequest struct {
 	Spec  Spec
 	Query fleet.Query
-	// Only, when OnlyKnown, limits the run to the clusters the plan showed.
-	Only      []string
-	OnlyKnown bool
+	// Planned, when PlannedKnown, is what the plan showed, per module the clusters that get its
+	// revision: the run applies each module to those clusters only (as far as they still need
+	// it), so that apply does what the reviewed plan said.
+	Planned      map[string][]string
+	PlannedKnown bool
 	// Config is kept in the management cluster so import can restore it.
 	Config []byte
 	Logf   Logf
@@ -72,6 +74,8 @@ type RunResult struct {
 	Bindings map[string][]records.ModuleBinding
 	Skipped  map[string]string
 	Warnings []string
+	// Applied lists, per module, the clusters the run applied it to (whatever the outcome).
+	Applied map[string][]string
 }
 
 // Run applies the assignment: modules in depends_on order, each through delivery.Run on the
@@ -98,19 +102,25 @@ func Run(ctx context.Context, svc *delivery.Service, req RunRequest) (*RunResult
 		return nil, err
 	}
 	plan := PlanAssignment(obs, spec, nil)
-	known := map[string]bool{}
-	for _, c := range req.Only {
-		known[c] = true
-	}
 	candidates := map[string][]string{}
 	for _, m := range spec.Modules {
-		var cs []string
 		from := plan.Apply[m.Name]
 		if spec.Mode == Reconcile {
 			from = obs.Eligible // delivery repairs drift on clusters already current
 		}
-		for _, c := range from {
-			if !req.OnlyKnown || known[c] {
+		if !req.PlannedKnown {
+			candidates[m.Name] = from
+			continue
+		}
+		// The plan's clusters, as far as they are still eligible: one that joined since waits
+		// for the next plan, one the plan repairs is applied again even if it looks current.
+		eligible := map[string]bool{}
+		for _, c := range obs.Eligible {
+			eligible[c] = true
+		}
+		var cs []string
+		for _, c := range req.Planned[m.Name] {
+			if eligible[c] {
 				cs = append(cs, c)
 			}
 		}
@@ -121,7 +131,7 @@ func Run(ctx context.Context, svc *delivery.Service, req RunRequest) (*RunResult
 	}
 
 	bstore := records.NewBindingStore(mc, spec.RecordNamespace)
-	res := &RunResult{Skipped: obs.Skipped}
+	res := &RunResult{Skipped: obs.Skipped, Applied: map[string][]string{}}
 	var failures []string
 	result := map[string]map[string]records.ModuleBinding{} // cluster → module → binding now
 	for cluster, bs := range obs.Bindings {
@@ -158,6 +168,7 @@ func Run(ctx context.Context, svc *delivery.Service, req RunRequest) (*RunResult
 		if len(run) == 0 {
 			continue
 		}
+		res.Applied[m.Name] = run
 		req.Logf(fmt.Sprintf("module %s revision %s: %d cluster(s)", m.Name, m.Revision, len(run)), map[string]any{"assignment": spec.Key.String(), "clusters": run})
 		out, err := svc.Run(ctx, delivery.RunRequest{Spec: spec.moduleSpec(m), Query: req.Query, Only: run, OnlyKnown: true, Logf: req.Logf})
 		if out != nil {

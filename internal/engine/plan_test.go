@@ -138,7 +138,9 @@ func TestPlanRollout(t *testing.T) {
 		{
 			name: "an interrupted rollback is completed first",
 			targets: with(targets("a", "b"),
-				"a", func(t *Target) { t.Record = TargetRecord{Current: "r2", Backup: "r1", Provisioning: "r2", RollingBack: true} }),
+				"a", func(t *Target) {
+					t.Record = TargetRecord{Current: "r2", Backup: "r1", Provisioning: "r2", RollingBack: true}
+				}),
 			limit:      "1",
 			wantLimit:  1,
 			wantResume: []string{"a"},

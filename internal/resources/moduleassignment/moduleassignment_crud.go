@@ -13,6 +13,7 @@ import (
 	"github.com/gradual-dev/terraform-provider-gradual/internal/assignment"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/delivery"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/diagnostics"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/records"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/glue"
 )
 
@@ -42,30 +43,36 @@ func (r *assignmentResource) apply(ctx context.Context, timeout time.Duration, p
 	}
 	plan.ID = types.StringValue(spec.Key.Namespace + "/" + spec.Key.Name)
 	plan.setRevisions(spec)
-	var only []string
-	known := !plan.Bindings.IsNull() && !plan.Bindings.IsUnknown()
-	if known {
-		for name := range plan.Bindings.Elements() {
-			only = append(only, name)
-		}
-	}
+	planned, known := plan.plannedChanges(ctx)
 	config, d := plan.configRecord(ctx)
 	diags.Append(d...)
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	res, err := assignment.Run(ctx, r.Data.Delivery, assignment.RunRequest{
-		Spec: spec, Query: query, Only: only, OnlyKnown: known, Config: config,
+		Spec: spec, Query: query, Planned: planned, PlannedKnown: known, Config: config,
 		Logf: func(msg string, fields map[string]any) { tflog.Info(ctx, msg, fields) },
 	})
+	// Only what the plan left unknown is filled in: a value the plan showed is a promise.
+	var bindings map[string][]records.ModuleBinding
+	var skipped map[string]string
 	if res != nil {
-		plan.setBindings(res.Bindings, nil)
-		plan.setSkipped(res.Skipped)
+		bindings, skipped = res.Bindings, res.Skipped
 		for _, w := range res.Warnings {
 			diags.AddWarning("Module Assignment Warning", w)
 		}
-	} else {
-		plan.setBindings(nil, nil)
-		plan.setSkipped(nil)
+	}
+	if plan.Bindings.IsUnknown() {
+		plan.setBindings(bindings, nil)
+	}
+	if plan.Skipped.IsUnknown() {
+		plan.setSkipped(skipped)
+	}
+	if plan.Changes.IsUnknown() {
+		var applied map[string][]string
+		if res != nil {
+			applied = res.Applied
+		}
+		plan.setChanges(applied)
 	}
 	if err != nil {
 		diags.Append(diagnostics.FromError(err, "Module Assignment Failed"))
@@ -126,6 +133,9 @@ func (r *assignmentResource) Read(ctx context.Context, req resource.ReadRequest,
 	state.setRevisions(spec)
 	state.setBindings(obs.Bindings, drifted)
 	state.setSkipped(obs.Skipped)
+	if state.Changes.IsNull() || state.Changes.IsUnknown() {
+		state.setChanges(nil) // imported: no apply yet
+	}
 	resp.Diagnostics.Append(resp.State.Set(ctx, &state)...)
 }
 

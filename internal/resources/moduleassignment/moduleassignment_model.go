@@ -38,6 +38,7 @@ type Model struct {
 	Revisions       types.Map      `tfsdk:"revisions"`
 	Bindings        types.Map      `tfsdk:"bindings"`
 	Skipped         types.Map      `tfsdk:"skipped"`
+	Changes         types.Map      `tfsdk:"changes"`
 }
 
 // ModuleModel is one `modules` entry.
@@ -152,22 +153,6 @@ func (m *Model) setBindings(bindings map[string][]records.ModuleBinding, drifted
 	m.Bindings = types.MapValueMust(bindingsType, out)
 }
 
-func (m *Model) setPlannedBindings(planned map[string][]assignment.PlannedBinding) {
-	out := map[string]attr.Value{}
-	for cluster, bs := range planned {
-		var vals []attr.Value
-		for _, b := range bs {
-			at := types.StringValue(appliedAt(b.AppliedAt))
-			if b.Changes {
-				at = types.StringUnknown()
-			}
-			vals = append(vals, bindingValue(b.Module, b.Revision, at, b.Result))
-		}
-		out[cluster] = types.ListValueMust(bindingsType.ElemType, vals)
-	}
-	m.Bindings = types.MapValueMust(bindingsType, out)
-}
-
 func bindingValue(module, revision string, at types.String, result string) attr.Value {
 	return types.ObjectValueMust(bindingAttrTypes, map[string]attr.Value{
 		"module": types.StringValue(module), "revision": types.StringValue(revision), "applied_at": at, "result": types.StringValue(result),
@@ -191,8 +176,44 @@ func (m *Model) setSkipped(skipped map[string]string) {
 
 func (m *Model) markObservedUnknown() {
 	m.Revisions = types.MapUnknown(types.StringType)
+	m.markOutcomeUnknown()
+	m.Changes = types.MapUnknown(changesType)
+}
+
+// markOutcomeUnknown leaves the attributes that depend on apply's outcome to apply.
+func (m *Model) markOutcomeUnknown() {
 	m.Bindings = types.MapUnknown(bindingsType)
 	m.Skipped = types.MapUnknown(types.StringType)
+}
+
+var changesType = types.ListType{ElemType: types.StringType}
+
+// setChanges sets `changes` from the clusters each module is applied to.
+func (m *Model) setChanges(apply map[string][]string) {
+	vals := map[string]attr.Value{}
+	for module, clusters := range apply {
+		if len(clusters) == 0 {
+			continue
+		}
+		elems := make([]attr.Value, len(clusters))
+		for i, c := range clusters {
+			elems[i] = types.StringValue(c)
+		}
+		vals[module] = types.ListValueMust(types.StringType, elems)
+	}
+	m.Changes = types.MapValueMust(changesType, vals)
+}
+
+// plannedChanges returns `changes` as module → clusters, and whether it is known.
+func (m *Model) plannedChanges(ctx context.Context) (map[string][]string, bool) {
+	if m.Changes.IsUnknown() || m.Changes.IsNull() {
+		return nil, false
+	}
+	out := map[string][]string{}
+	if diags := m.Changes.ElementsAs(ctx, &out, false); diags.HasError() {
+		return nil, false
+	}
+	return out, true
 }
 
 // storedConfig is what the management cluster keeps of the configuration, so `terraform

@@ -49,6 +49,8 @@ func (r *assignmentResource) ModifyPlan(ctx context.Context, req resource.Modify
 	if !ok {
 		return
 	}
+	// Terraform proposes the prior state unchanged when the configuration did not change.
+	configChanged := prior == nil || !req.Plan.Raw.Equal(req.State.Raw)
 	if !plan.Namespace.IsUnknown() && !plan.Name.IsUnknown() {
 		plan.ID = types.StringValue(plan.Namespace.ValueString() + "/" + plan.Name.ValueString())
 	}
@@ -123,8 +125,16 @@ func (r *assignmentResource) ModifyPlan(ctx context.Context, req resource.Modify
 		resp.Diagnostics.Append(diagnostics.AttributeFromError(pathModules, err, "Manifests Cannot Be Applied"))
 		return
 	}
-	plan.setPlannedBindings(planned.Bindings)
-	plan.setSkipped(obs.Skipped)
+	switch {
+	case planned.Changes() || configChanged:
+		// `changes` is what apply does; the bindings it leads to depend on how each cluster
+		// fares, so they are known after apply (a promise here would make a failure within
+		// max_failures an inconsistent result).
+		plan.markOutcomeUnknown()
+		plan.setChanges(planned.Apply)
+	default:
+		plan.Bindings, plan.Skipped, plan.Changes = prior.Bindings, prior.Skipped, prior.Changes
+	}
 	resp.Diagnostics.Append(resp.Plan.Set(ctx, &plan)...)
 }
 
