@@ -70,11 +70,16 @@ func (s *Service) Run(ctx context.Context, req RunRequest) (*RunResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	if entry, ok := obs.Invalid(spec.Revision); ok && !spec.Retry {
-		return &RunResult{After: obs}, usererr.New("Revision Recorded Invalid",
-			fmt.Sprintf("Revision %s of %s failed on %v: %s. Change the manifests, or set retry_invalid = true.", spec.Revision, spec.Key.Describe(), entry.Clusters, entry.Reason))
-	}
 	targets := obs.Targets
+	if entry, ok := obs.Invalid(spec.Revision); ok && !spec.Retry {
+		if !RunsRevision(targets, spec.Revision) {
+			return &RunResult{After: obs}, usererr.New("Revision Recorded Invalid",
+				fmt.Sprintf("Revision %s of %s failed on %v: %s. Change the manifests, or set retry_invalid = true.", spec.Revision, spec.Key.Describe(), entry.Clusters, entry.Reason))
+		}
+		// Clusters already run it (it failed elsewhere within max_failures): it stays where it
+		// runs, goes to no other cluster, and what is left in flight is undone.
+		targets = RefuseRevision(targets, spec.Revision)
+	}
 	if req.OnlyKnown {
 		targets = onlyTargets(targets, req.Only)
 	}
@@ -153,6 +158,37 @@ func (s *Service) driftedOf(ctx context.Context, spec Spec, targets []engine.Tar
 		}
 		return err
 	})
+	return out
+}
+
+// RunsRevision reports whether any target is recorded current on revision.
+func RunsRevision(targets []engine.Target, revision string) bool {
+	for _, t := range targets {
+		if t.Record.Current == revision {
+			return true
+		}
+	}
+	return false
+}
+
+// RefuseRevision returns targets with revision refused (it is in the invalid ledger): targets
+// not on it are skipped, saying why, and targets an earlier run left applying it are rolled
+// back to their backup. Targets already on it stay, and are not repaired.
+func RefuseRevision(targets []engine.Target, revision string) []engine.Target {
+	out := make([]engine.Target, len(targets))
+	for i, t := range targets {
+		switch {
+		case t.SkipReason != "":
+		case t.Record.Provisioning == revision && t.Record.Backup != revision:
+			t.Record.RollingBack = true
+		case t.Record.Provisioning != "":
+		case t.Record.Current == revision:
+			t.Drifted = false
+		default:
+			t.SkipReason = "revision " + revision + " is recorded invalid; set retry_invalid = true to apply it here"
+		}
+		out[i] = t
+	}
 	return out
 }
 

@@ -61,12 +61,18 @@ func (r *rolloutResource) ModifyPlan(ctx context.Context, req resource.ModifyPla
 		return
 	}
 	warnMissing(&resp.Diagnostics, obs)
+	targets := delivery.MarkDrifted(obs.Targets, priorDrift(ctx, prior))
 	if entry, ok := obs.Invalid(spec.Revision); ok && !spec.Retry {
-		resp.Diagnostics.AddAttributeError(pathManifests, "Revision Recorded Invalid", invalidDetail(spec, entry))
-		return
+		if !delivery.RunsRevision(targets, spec.Revision) {
+			resp.Diagnostics.AddAttributeError(pathManifests, "Revision Recorded Invalid", invalidDetail(spec, entry))
+			return
+		}
+		// Clusters run it already (it failed elsewhere within max_failures): keep it where it
+		// runs, and take it nowhere else.
+		resp.Diagnostics.AddAttributeWarning(pathManifests, "Revision Recorded Invalid", invalidDetail(spec, entry)+
+			"\n\nThe clusters already running it keep it; it is applied to no other cluster.")
+		targets = delivery.RefuseRevision(targets, spec.Revision)
 	}
-	drifted := priorDrift(ctx, prior)
-	targets := delivery.MarkDrifted(obs.Targets, drifted)
 	planned := engine.PlanRollout(targets, spec.Revision, spec.Policy)
 	for _, note := range planned.Notes {
 		tflog.Info(ctx, "plan: "+note, map[string]any{"rollout": spec.Key.String(), "revision": spec.Revision})
