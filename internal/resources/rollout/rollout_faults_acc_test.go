@@ -1,0 +1,426 @@
+//go:build unix
+
+package rollout_test
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
+	"github.com/hashicorp/terraform-plugin-testing/knownvalue"
+	"github.com/hashicorp/terraform-plugin-testing/plancheck"
+	"github.com/hashicorp/terraform-plugin-testing/statecheck"
+	"github.com/hashicorp/terraform-plugin-testing/terraform"
+	"github.com/hashicorp/terraform-plugin-testing/tfjsonpath"
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/gradual-dev/terraform-provider-gradual/internal/acctest"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/fleet"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/records"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/testbed"
+)
+
+// The fault model (DESIGN.md §2): a rollout that meets a fault is never worse than one that did
+// nothing, and what Terraform records is what happened — never "Provider produced inconsistent
+// result after apply", never a taint that would turn the next apply into a fleet-wide delete.
+
+// A failure within max_failures on Create: apply succeeds with a warning, the state is saved
+// (no taint), and the next plan is empty — no replace, nothing deleted. The revision, recorded
+// invalid where it failed, stays where it runs and goes nowhere else.
+func TestAccRollout_failureWithinBudgetOnCreate(t *testing.T) {
+	f := acctest.Fleet(t)
+	name := acctest.UniqueLabel("budget")
+	// Schedulable only on the nodes this test labels on prod-eu-1 and prod-us-1: staging-eu-1
+	// never becomes ready.
+	zone := "gradual.dev/zone-" + name
+	labelNodes(t, f, "prod-eu-1", zone, "a")
+	labelNodes(t, f, "prod-us-1", zone, "a")
+	v1 := strings.Replace(app(name, "v1", false, ""), "    spec:\n      containers:", "    spec:\n      nodeSelector: {"+zone+": a}\n      containers:", 1)
+	rev1 := revisionOf(t, v1)
+	config := rolloutConfig(f, name, allThree, v1, `update_limit = "1"
+  max_failures = "1"`)
+	var uid string
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: acctest.ProviderFactories,
+		CheckDestroy: func(*terraform.State) error {
+			return expectGone(f, []string{"prod-eu-1", "prod-us-1", "staging-eu-1"}, name)
+		},
+		Steps: []resource.TestStep{
+			{
+				Config: config,
+				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
+					plancheck.ExpectResourceAction("gradual_rollout.test", plancheck.ResourceActionCreate),
+					plancheck.ExpectUnknownValue("gradual_rollout.test", tfjsonpath.New("cluster_states")),
+				}},
+				ConfigStateChecks: []statecheck.StateCheck{
+					stateCheck("prod-eu-1", "current", rev1), stateCheck("prod-us-1", "current", rev1),
+					stateCheck("staging-eu-1", "pending", ""),
+					statecheck.ExpectKnownValue("gradual_rollout.test", tfjsonpath.New("invalid_revisions").AtSliceIndex(0).AtMapKey("clusters"),
+						knownvalue.ListExact([]knownvalue.Check{knownvalue.StringExact("staging-eu-1")})),
+				},
+				Check: func(*terraform.State) error {
+					if err := expectDeployment(f, []string{"prod-eu-1", "prod-us-1"}, name, "v1", true); err != nil {
+						return err
+					}
+					uid = deploymentUID(t, f, "prod-eu-1", name)
+					return expectConfigMap(f, "staging-eu-1", name, "settings", false) // restored to nothing
+				},
+				// The plan after apply must be empty (the test framework checks it): no replace,
+				// and the failed cluster is not retried.
+			},
+			{
+				// The same configuration again: nothing to do, nothing deleted anywhere.
+				Config: config,
+				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
+					plancheck.ExpectEmptyPlan(),
+				}},
+				Check: func(*terraform.State) error {
+					if got := deploymentUID(t, f, "prod-eu-1", name); got != uid {
+						return fmt.Errorf("prod-eu-1's Deployment was recreated (uid %s, was %s)", got, uid)
+					}
+					return expectDeployment(f, []string{"prod-eu-1", "prod-us-1"}, name, "v1", true)
+				},
+			},
+		},
+	})
+}
+
+// A saved plan, then the fleet changes before it is applied: a cluster joins, one goes not
+// ready, one's kubeconfig Secret is deleted. Applying the saved plan keeps to it (the joiner is
+// left for the next plan), reports what differs, and Terraform accepts the result; the next
+// plan shows the rest, and applying it converges.
+func TestAccRollout_savedPlanThenFleetChanges(t *testing.T) {
+	f := acctest.Fleet(t)
+	tf := newCLIRun(t)
+	name := acctest.UniqueLabel("stale")
+	clusters := []string{"prod-eu-1", "prod-us-1", "staging-eu-1"}
+	v1, v2 := app(name, "v1", false, ""), app(name, "v2", false, "")
+	rev1, rev2 := revisionOf(t, v1), revisionOf(t, v2)
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	defer cancel()
+	t.Cleanup(func() {
+		for _, c := range clusters {
+			if err := f.SetReady(context.Background(), c, true); err != nil {
+				t.Error(err)
+			}
+		}
+		if res := tf.run(context.Background(), "destroy", "-auto-approve"); res.code != 0 {
+			t.Errorf("cleanup: destroy exited %d:\n%s", res.code, res.output)
+		}
+	})
+
+	tf.writeConfig(interruptConfig(f, name, v1))
+	tf.mustRun(ctx, 0, "apply", "-auto-approve")
+
+	// staging-eu-1 is not ready when the plan is made: it is not in it.
+	setReady(t, f, "staging-eu-1", false)
+	tf.writeConfig(interruptConfig(f, name, v2))
+	tf.mustRun(ctx, 2, "plan", "-detailed-exitcode", "-out=stale.tfplan")
+	change := tf.planChange(ctx, "stale.tfplan", "gradual_rollout.test")
+	if got := fmt.Sprint(change.After.Waves); got != "[[prod-eu-1] [prod-us-1]]" {
+		t.Fatalf("planned waves %s, want [[prod-eu-1] [prod-us-1]]", got)
+	}
+
+	// Between plan and apply: staging-eu-1 joins, prod-us-1 goes not ready, prod-eu-1's
+	// kubeconfig Secret is deleted.
+	setReady(t, f, "staging-eu-1", true)
+	setReady(t, f, "prod-us-1", false)
+	restore := deleteKubeconfig(t, f, "prod-eu-1")
+
+	out := tf.mustRun(ctx, 0, "apply", "-input=false", "stale.tfplan")
+	if strings.Contains(out, "inconsistent result") {
+		t.Fatalf("apply of the saved plan produced an inconsistent result:\n%s", out)
+	}
+	for _, want := range []string{"Apply Differs From The Plan", "staging-eu-1: not in the plan being applied", "planned prod-us-1", "planned prod-eu-1"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("apply output lacks %q:\n%s", want, out)
+		}
+	}
+	for _, c := range clusters {
+		if recs := workloadRecords(t, f, c, name); recs.Current == nil || recs.Current.Revision != rev1 || recs.Provisioning != nil {
+			t.Errorf("%s: records current %s provisioning %s, want untouched on %s", c, revOf(recs.Current), revOf(recs.Provisioning), rev1)
+		}
+	}
+
+	// Back to normal: the next plan shows all three, and applying it converges.
+	restore()
+	setReady(t, f, "prod-us-1", true)
+	tf.mustRun(ctx, 2, "plan", "-detailed-exitcode", "-out=next.tfplan")
+	change = tf.planChange(ctx, "next.tfplan", "gradual_rollout.test")
+	if got := fmt.Sprint(change.After.Waves); got != "[[prod-eu-1] [prod-us-1] [staging-eu-1]]" {
+		t.Errorf("next plan's waves %s, want all three", got)
+	}
+	tf.mustRun(ctx, 0, "apply", "-input=false", "next.tfplan")
+	if err := expectDeployment(f, clusters, name, "v2", true); err != nil {
+		t.Error(err)
+	}
+	for _, c := range clusters {
+		if got := tf.stateValues(ctx, "gradual_rollout.test").ClusterStates[c]; got.Revision != rev2 || got.State != "current" {
+			t.Errorf("state: %s = %+v, want current on %s", c, got, rev2)
+		}
+	}
+}
+
+// A kubeconfig Secret deleted while the rollout runs (before the cluster's wave), with the
+// defaults max_failures = 0 and on_failure = rollback: the cluster is set aside as gone, the
+// clusters done stay done, the revision is not recorded invalid, and apply succeeds, saying so.
+func TestAccRollout_kubeconfigDeletedMidRollout(t *testing.T) {
+	f := acctest.Fleet(t)
+	tf := newCLIRun(t)
+	name := acctest.UniqueLabel("gone")
+	key := records.Key{Kind: "rollout", Namespace: f.Namespace, Name: name}
+	v1 := slowReady(app(name, "v1", false, ""), 5)
+	rev1 := revisionOf(t, v1)
+	t.Cleanup(func() {
+		if res := tf.run(context.Background(), "destroy", "-auto-approve"); res.code != 0 {
+			t.Errorf("cleanup: destroy exited %d:\n%s", res.code, res.output)
+		}
+	})
+	tf.writeConfig(interruptConfig(f, name, v1))
+	p := tf.start(false, "apply", "-auto-approve")
+	defer p.kill()
+	inFlight := waitInFlight(t, f, key, rev1, "v1", p, 3*time.Minute)
+	if inFlight.cluster != "prod-eu-1" {
+		t.Fatalf("first cluster in flight is %s, want prod-eu-1", inFlight.cluster)
+	}
+	restore := deleteKubeconfig(t, f, "prod-us-1") // wave 2's cluster
+	res := p.wait(t, 5*time.Minute)
+	restore()
+	if res.code != 0 {
+		t.Fatalf("apply exited %d, want 0 (a vanished cluster is not a failure):\n%s", res.code, res.output)
+	}
+	if !regexp.MustCompile(`(?s)prod-us-1 vanished during the rollout.*kubeconfig Secret`).MatchString(res.output) {
+		t.Errorf("apply does not report prod-us-1 gone:\n%s", res.output)
+	}
+	if err := expectDeployment(f, []string{"prod-eu-1", "staging-eu-1"}, name, "v1", true); err != nil {
+		t.Errorf("the clusters done were not kept: %v", err)
+	}
+	if recs := workloadRecords(t, f, "prod-us-1", name); recs.Current != nil || recs.Provisioning != nil {
+		t.Errorf("prod-us-1 was changed after its kubeconfig went: current %s provisioning %s", revOf(recs.Current), revOf(recs.Provisioning))
+	}
+	if ledger := ledgerOf(t, f, name); len(ledger) > 0 {
+		t.Errorf("ledger %+v: a vanished cluster made the revision invalid", ledger)
+	}
+}
+
+// A workload API server that stops answering while its wave verifies: that cluster ends
+// unsettled (apply says so and fails), nothing is recorded invalid and nothing rolled back;
+// once it answers again the next apply converges.
+func TestAccRollout_workloadAPIDownDuringVerify(t *testing.T) {
+	f := acctest.Fleet(t)
+	tf := newCLIRun(t)
+	name := acctest.UniqueLabel("down")
+	key := records.Key{Kind: "rollout", Namespace: f.Namespace, Name: name}
+	clusters := []string{"prod-eu-1", "prod-us-1", "staging-eu-1"}
+	v1 := slowReady(app(name, "v1", false, ""), 5)
+	rev1 := revisionOf(t, v1)
+	config := strings.Replace(interruptConfig(f, name, v1), `verify = { timeout = "90s" }`, `verify = { timeout = "20s" }`, 1)
+	t.Cleanup(func() {
+		if res := tf.run(context.Background(), "destroy", "-auto-approve"); res.code != 0 {
+			t.Errorf("cleanup: destroy exited %d:\n%s", res.code, res.output)
+		}
+	})
+	tf.writeConfig(config)
+	p := tf.start(false, "apply", "-auto-approve")
+	defer p.kill()
+	inFlight := waitInFlight(t, f, key, rev1, "v1", p, 3*time.Minute)
+	thaw := freeze(t, f, inFlight.cluster)
+	res := p.wait(t, 6*time.Minute)
+	thaw()
+	t.Logf("apply with %s frozen exited %d:\n%s", inFlight.cluster, res.code, res.output)
+	if res.code == 0 {
+		t.Fatal("apply exited 0 with a cluster left unsettled")
+	}
+	if !strings.Contains(res.output, "left unsettled") {
+		t.Errorf("apply does not say a cluster was left unsettled")
+	}
+	if ledger := ledgerOf(t, f, name); len(ledger) > 0 {
+		t.Errorf("ledger %+v: an unreachable cluster made the revision invalid", ledger)
+	}
+	if recs := workloadRecords(t, f, inFlight.cluster, name); recs.Provisioning == nil || recs.Provisioning.Revision != rev1 || len(recs.Invalid) > 0 {
+		t.Errorf("%s: records provisioning %s invalid %v, want still provisioning %s and nothing invalid", inFlight.cluster, revOf(recs.Provisioning), recs.Invalid, rev1)
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+	defer cancel()
+	tf.mustRun(ctx, 0, "apply", "-auto-approve")
+	if err := expectDeployment(f, clusters, name, "v1", true); err != nil {
+		t.Error(err)
+	}
+	for _, c := range clusters {
+		if recs := workloadRecords(t, f, c, name); recs.Current == nil || recs.Current.Revision != rev1 || recs.Provisioning != nil {
+			t.Errorf("%s: records current %s provisioning %s, want current %s", c, revOf(recs.Current), revOf(recs.Provisioning), rev1)
+		}
+	}
+}
+
+// SIGKILL of the CLI and its provider right after a cluster is recorded provisioning, before
+// its objects are all applied. Once the Lease expires, the next plan shows the interrupted run
+// and the next apply converges on the same revision — applied again, not merely verified, so
+// the objects never created exist and the ones the previous revision had are pruned — and the
+// revision is not recorded invalid.
+func TestAccRollout_killedMidApply(t *testing.T) {
+	f := acctest.Fleet(t)
+	tf := newCLIRun(t)
+	name := acctest.UniqueLabel("killed")
+	key := records.Key{Kind: "rollout", Namespace: f.Namespace, Name: name}
+	clusters := []string{"prod-eu-1", "prod-us-1", "staging-eu-1"}
+	v1, v2 := app(name, "v1", false, "dropped"), slowReady(app(name, "v2", false, ""), 5)
+	rev2 := revisionOf(t, v2)
+	t.Cleanup(func() {
+		if res := tf.run(context.Background(), "destroy", "-auto-approve"); res.code != 0 {
+			t.Errorf("cleanup: destroy exited %d:\n%s", res.code, res.output)
+		}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	defer cancel()
+	tf.writeConfig(interruptConfig(f, name, v1))
+	tf.mustRun(ctx, 0, "apply", "-auto-approve")
+
+	tf.writeConfig(interruptConfig(f, name, v2))
+	p := tf.start(false, "apply", "-auto-approve")
+	defer p.kill()
+	// Kill as soon as prod-eu-1's records say provisioning v2.
+	wc := workloadClient(t, f, "prod-eu-1")
+	store := records.NewWorkloadStore(wc, records.DefaultNamespace)
+	deadline := time.Now().Add(3 * time.Minute)
+	for {
+		if time.Now().After(deadline) {
+			t.Fatal("prod-eu-1 was never recorded provisioning v2")
+		}
+		st, err := store.Summary(ctx, key)
+		if err == nil && st.Provisioning != nil && st.Provisioning.Revision == rev2 {
+			break
+		}
+		select {
+		case <-p.done:
+			t.Fatalf("apply ended before prod-eu-1 was provisioning:\n%s", p.result().output)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	p.kill()
+	killed := time.Now()
+	t.Logf("killed the CLI and the provider with prod-eu-1 provisioning %s", rev2)
+
+	// The Lease outlives the killed holder; the next apply waits it out, then resumes.
+	var out string
+	for {
+		res := tf.run(ctx, "plan", "-detailed-exitcode", "-out=resume.tfplan")
+		if res.code == 2 {
+			out = res.output
+			break
+		}
+		if !strings.Contains(res.output, "Already Running") || time.Since(killed) > 3*time.Minute {
+			t.Fatalf("plan after the kill exited %d:\n%s", res.code, res.output)
+		}
+		time.Sleep(5 * time.Second)
+	}
+	if !strings.Contains(out, "Earlier Apply Did Not Finish") || !strings.Contains(out, "prod-eu-1") {
+		t.Errorf("the plan after the kill does not show the interrupted run:\n%s", out)
+	}
+	for {
+		res := tf.run(ctx, "apply", "-input=false", "resume.tfplan")
+		if res.code == 0 {
+			break
+		}
+		if !strings.Contains(res.output, "Already Running") || time.Since(killed) > 4*time.Minute {
+			t.Fatalf("apply after the kill exited %d:\n%s", res.code, res.output)
+		}
+		time.Sleep(5 * time.Second)
+		tf.mustRun(ctx, 2, "plan", "-detailed-exitcode", "-out=resume.tfplan")
+	}
+	t.Logf("converged %s after the kill", time.Since(killed).Round(time.Second))
+	if err := expectDeployment(f, clusters, name, "v2", true); err != nil {
+		t.Error(err)
+	}
+	for _, c := range clusters {
+		if err := expectConfigMap(f, c, name, "dropped", false); err != nil {
+			t.Errorf("v1's ConfigMap was not pruned: %v", err)
+		}
+		if recs := workloadRecords(t, f, c, name); recs.Current == nil || recs.Current.Revision != rev2 || len(recs.Invalid) > 0 {
+			t.Errorf("%s: records current %s invalid %v, want current %s, nothing invalid", c, revOf(recs.Current), recs.Invalid, rev2)
+		}
+	}
+	if ledger := ledgerOf(t, f, name); len(ledger) > 0 {
+		t.Errorf("ledger %+v after a kill, want empty", ledger)
+	}
+}
+
+func setReady(t *testing.T, f *testbed.Fleet, cluster string, ready bool) {
+	t.Helper()
+	if err := f.SetReady(context.Background(), cluster, ready); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// deleteKubeconfig deletes cluster's kubeconfig Secret and returns a func that puts it back
+// (also run at cleanup, so that a failing test leaves the fleet whole).
+func deleteKubeconfig(t *testing.T, f *testbed.Fleet, cluster string) (restore func()) {
+	t.Helper()
+	mc, err := f.ManagementClient()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	var secret corev1.Secret
+	if err := mc.Get(ctx, client.ObjectKey{Namespace: f.Namespace, Name: fleet.KubeconfigSecretName(cluster)}, &secret); err != nil {
+		t.Fatal(err)
+	}
+	if err := mc.Delete(ctx, &secret); err != nil {
+		t.Fatal(err)
+	}
+	done := false
+	restore = func() {
+		if done {
+			return
+		}
+		done = true
+		again := corev1.Secret{Type: secret.Type, Data: secret.Data}
+		again.Name, again.Namespace, again.Labels = secret.Name, secret.Namespace, secret.Labels
+		if err := mc.Create(ctx, &again); err != nil {
+			t.Errorf("restore the kubeconfig Secret of %s: %v", cluster, err)
+		}
+	}
+	t.Cleanup(restore)
+	return restore
+}
+
+// freeze stops (SIGSTOP) every process of cluster's control plane, so that its API server
+// accepts connections and never answers, and returns a func that resumes them (also run at
+// cleanup).
+func freeze(t *testing.T, f *testbed.Fleet, cluster string) (thaw func()) {
+	t.Helper()
+	var kwokName string
+	for _, w := range f.Workloads {
+		if w.Spec.Name == cluster {
+			kwokName = w.KwokName
+		}
+	}
+	pids := f.Processes()[kwokName]
+	if len(pids) == 0 {
+		t.Fatalf("no processes for %s (kwok cluster %q)", cluster, kwokName)
+	}
+	for _, pid := range pids {
+		if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+			t.Fatalf("SIGSTOP %d: %v", pid, err)
+		}
+	}
+	done := false
+	thaw = func() {
+		if done {
+			return
+		}
+		done = true
+		for _, pid := range pids {
+			_ = syscall.Kill(pid, syscall.SIGCONT)
+		}
+	}
+	t.Cleanup(thaw)
+	return thaw
+}
