@@ -9,6 +9,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
 	"github.com/gradual-dev/terraform-provider-gradual/internal/assignment"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/delivery"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/diagnostics"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/records"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/glue"
@@ -89,7 +90,14 @@ func (r *assignmentResource) ModifyPlan(ctx context.Context, req resource.Modify
 			continue
 		}
 		if entry, ok := obs.Modules[m.Name].Invalid(m.Revision); ok {
-			resp.Diagnostics.AddAttributeError(pathModules.AtListIndex(i), "Module Revision Recorded Invalid",
+			report := resp.Diagnostics.AddAttributeError
+			if delivery.RunsRevision(obs.Modules[m.Name].Targets, m.Revision) {
+				// Clusters run it already (it failed elsewhere within max_failures): it stays
+				// where it runs and goes nowhere else, instead of failing every later plan.
+				report = resp.Diagnostics.AddAttributeWarning
+				delete(planned.Apply, m.Name)
+			}
+			report(pathModules.AtListIndex(i), "Module Revision Recorded Invalid",
 				fmt.Sprintf("Revision %s of module %s (version %s) of %s was recorded invalid at %s after it failed on %s:\n\n  %s\n\n"+
 					"The ledger lives in the management cluster (namespace %q). Change the module's manifests to apply a new revision.",
 					m.Revision, m.Name, m.Version, spec.Key.Describe(), entry.RecordedAt.UTC().Format("2006-01-02T15:04:05Z"),
