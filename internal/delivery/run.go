@@ -172,21 +172,12 @@ func RunsRevision(targets []engine.Target, revision string) bool {
 }
 
 // RefuseRevision returns targets with revision refused (it is in the invalid ledger): targets
-// not on it are skipped, saying why, and targets an earlier run left applying it are rolled
-// back to their backup. Targets already on it stay, and are not repaired.
+// on it stay (not repaired), targets an earlier run left in flight are restored to their
+// backup, and the others are skipped, saying why (see engine.Target.Refused).
 func RefuseRevision(targets []engine.Target, revision string) []engine.Target {
 	out := make([]engine.Target, len(targets))
 	for i, t := range targets {
-		switch {
-		case t.SkipReason != "":
-		case t.Record.Provisioning == revision && t.Record.Backup != revision:
-			t.Record.RollingBack = true
-		case t.Record.Provisioning != "":
-		case t.Record.Current == revision:
-			t.Drifted = false
-		default:
-			t.SkipReason = "revision " + revision + " is recorded invalid; set retry_invalid = true to apply it here"
-		}
+		t.Refused = "revision " + revision + " is recorded invalid; set retry_invalid = true to apply it here"
 		out[i] = t
 	}
 	return out

@@ -146,7 +146,7 @@ func PlanRollout(targets []Target, desired string, policy Policy) Plan {
 		switch {
 		case in.Action == ActionRestore:
 			p.Resume = append(p.Resume, name)
-			if in.RestoreTo == desired {
+			if in.RestoreTo == desired || byName[name].Refused != "" {
 				continue
 			}
 		case in.Action != ActionApply:
@@ -188,6 +188,12 @@ func intentAction(t *Target, desired string) Intent {
 		return Intent{Action: ActionSkip, Reason: t.SkipReason + " (left while applying " + rec.Provisioning + "; settled once reachable)", RestoreTo: rec.Backup}
 	case t.SkipReason != "":
 		return Intent{Action: ActionSkip, Reason: t.SkipReason}
+	case t.Refused != "" && rec.Provisioning != "" && rec.Backup != desired:
+		return Intent{Action: ActionRestore, Reason: "interrupted while applying " + rec.Provisioning + "; " + t.Refused, RestoreTo: rec.Backup}
+	case t.Refused != "" && rec.Current == desired && rec.Provisioning == "":
+		return Intent{Action: ActionAlreadyCurrent}
+	case t.Refused != "":
+		return Intent{Action: ActionSkip, Reason: t.Refused}
 	case rec.Provisioning != "" && rec.RollingBack && rec.Backup != desired:
 		// Finish what the earlier run decided: it was undoing Provisioning.
 		return Intent{Action: ActionRestore, Reason: "interrupted while rolling back " + rec.Provisioning, RestoreTo: rec.Backup}

@@ -377,3 +377,25 @@ func MarkDriftedForTest(ts []Target, names ...string) []Target {
 	}
 	return out
 }
+
+func TestPlanRefusedRevision(t *testing.T) {
+	ts := with(with(with(targets("a", "b", "c", "d"),
+		"a", func(t *Target) { t.Record.Current = "r2"; t.Drifted = true }),
+		"b", func(t *Target) { t.Record.Provisioning = "r2" }),
+		"c", func(t *Target) { t.Record.Provisioning = "r9" })
+	for i := range ts {
+		ts[i].Refused = "recorded invalid"
+	}
+	p := PlanRollout(ts, "r2", Policy{UpdateLimit: mustLimit(t, "1")})
+	if len(p.Waves) != 0 {
+		t.Errorf("a refused revision is applied in waves %v", p.Waves)
+	}
+	if want := []string{"b", "c"}; !reflect.DeepEqual(p.Resume, want) {
+		t.Errorf("resume %v, want %v (in-flight targets restored)", p.Resume, want)
+	}
+	for name, want := range map[string]Action{"a": ActionAlreadyCurrent, "b": ActionRestore, "c": ActionRestore, "d": ActionSkip} {
+		if got := p.Intents[name].Action; got != want {
+			t.Errorf("%s: %s, want %s", name, got, want)
+		}
+	}
+}

@@ -20,6 +20,11 @@ type Target struct {
 	// revision (objects edited or deleted by hand): a target already on the
 	// desired revision is then applied again to repair it.
 	Drifted bool
+	// Refused, when not empty, says why the desired revision must not be
+	// applied to the target (it is recorded invalid): a target already on it
+	// is left alone, one an earlier run left in flight is restored to its
+	// backup, and any other is skipped with this reason.
+	Refused string
 }
 
 // TargetRecord is the recorded state of one rollout on one target, as the
