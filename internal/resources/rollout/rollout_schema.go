@@ -155,8 +155,9 @@ func (r *rolloutResource) Schema(ctx context.Context, _ resource.SchemaRequest, 
 			"cluster_states": schema.MapNestedAttribute{
 				Computed: true,
 				MarkdownDescription: "Per picked cluster: the `revision` it runs, its `state` (`current`, `drifted`, `provisioning` = an " +
-					"interrupted run, `restored`, `pending`), and its `backup` revision. The plan shows each eligible cluster as " +
-					"`current` on the desired revision, so the diff lists the clusters that change.",
+					"interrupted run, `restored`, `pending`), and its `backup` revision. Where each cluster ends up depends on how " +
+					"apply fares there (a failure within `max_failures`, a cluster that vanishes), so while a plan changes anything " +
+					"this is known after apply; `waves` shows what apply will do.",
 				NestedObject: schema.NestedAttributeObject{Attributes: map[string]schema.Attribute{
 					"revision": schema.StringAttribute{Computed: true, MarkdownDescription: "Revision the cluster runs (empty: none)."},
 					"state":    schema.StringAttribute{Computed: true, MarkdownDescription: "`current`, `drifted`, `provisioning`, `restored` or `pending`."},
@@ -166,7 +167,9 @@ func (r *rolloutResource) Schema(ctx context.Context, _ resource.SchemaRequest, 
 			"waves": schema.ListAttribute{
 				Computed:            true,
 				ElementType:         types.ListType{ElemType: types.StringType},
-				MarkdownDescription: "The planned waves: the clusters each wave changes, in order (canaries first).",
+				MarkdownDescription: "The planned waves: the clusters each wave changes, in order (canaries first). Shown at plan time, and " +
+					"exactly what apply then does: a cluster that joins after the plan waits for the next one, and one that became " +
+					"not ready or vanished is left out (apply warns). After a plan with nothing to do it keeps the last apply's waves.",
 			},
 			"skipped": schema.MapAttribute{
 				Computed: true, ElementType: types.StringType,
