@@ -76,6 +76,16 @@ func (r *rolloutResource) apply(ctx context.Context, timeout time.Duration, plan
 	if run != nil {
 		after = run.After
 	}
+	if after == nil {
+		// The run stopped before it read the fleet (the Lease is held, the management cluster is
+		// unreachable): the state records what the clusters say, as a refresh would, if they can
+		// be read at all.
+		octx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		if obs, oerr := r.Data.Delivery.Observe(octx, query, spec.Key, spec.RecordNamespace, false); oerr == nil {
+			after = obs
+		}
+	}
 	diags.Append(plan.settleOutcome(ctx, after, run)...)
 	if err != nil {
 		diags.Append(diagnostics.FromError(err, "Rollout Failed"))
