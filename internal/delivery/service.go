@@ -123,8 +123,6 @@ func (s *Service) dialWorkload(ctx context.Context, namespace, name string, forc
 		return nil, err
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.mu.Lock()
 	c, ok := s.conns[id]
 	s.mu.Unlock()
 	if ok && c.cfg != nil && c.cfg.Host == cfg.Host && string(c.cfg.CertData) == string(cfg.CertData) &&
