@@ -92,7 +92,9 @@ func TestBuildPrecedence(t *testing.T) {
 			func(c *Config) bool { return c.REST.Insecure }},
 		"kubeconfig_raw beats KUBE_CONFIG_PATH": {
 			Settings{KubeconfigRaw: strings.ReplaceAll(kubeconfig, "6443", "7443")}, map[string]string{"KUBE_CONFIG_PATH": path},
-			func(c *Config) bool { return c.REST.Host == "https://127.0.0.1:7443" && strings.HasPrefix(c.Source, "kubeconfig_raw") }},
+			func(c *Config) bool {
+				return c.REST.Host == "https://127.0.0.1:7443" && strings.HasPrefix(c.Source, "kubeconfig_raw")
+			}},
 		"config_path beats KUBE_CONFIG_PATHS": {
 			Settings{KubeconfigPath: path}, map[string]string{"KUBE_CONFIG_PATHS": "/nonexistent"},
 			func(c *Config) bool { return strings.Contains(c.Source, path) }},
