@@ -182,6 +182,9 @@ func fromClientcmd(s Settings) (*rest.Config, string, error) {
 	if s.Host != "" && source != "" && !strings.HasPrefix(source, "host ") {
 		source += ", host " + redactURL(s.Host)
 	}
+	if s.Exec != nil {
+		source += fmt.Sprintf(", exec plugin %q", s.Exec.Command)
+	}
 	context := s.Context
 	switch {
 	case context != "":

@@ -72,9 +72,10 @@ func withEnv(s Settings) (Settings, error) {
 			*v = env.lookup(EnvVar(attr))
 		}
 	}
-	// A kubeconfig from the environment only when none is set in the block: config_path,
-	// config_paths and kubeconfig_raw exclude each other.
-	if s.KubeconfigPath == "" && len(s.KubeconfigPaths) == 0 && s.KubeconfigRaw == "" {
+	// A kubeconfig from the environment only when the block sets neither a kubeconfig (config_path,
+	// config_paths and kubeconfig_raw exclude each other) nor a host: a KUBE_CONFIG_PATH left in
+	// a shell must not lend its user's credentials to a host the configuration names.
+	if s.KubeconfigPath == "" && len(s.KubeconfigPaths) == 0 && s.KubeconfigRaw == "" && s.Host == "" {
 		fill(&s.KubeconfigPath, "config_path")
 		if s.KubeconfigPath == "" {
 			if v := env.lookup(EnvVar("config_paths")); v != "" {

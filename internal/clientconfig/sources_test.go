@@ -103,6 +103,12 @@ func TestBuildPrecedence(t *testing.T) {
 			func(c *Config) bool {
 				return c.REST.Host == "https://override:6443" && c.REST.BearerToken == "override" && strings.Contains(c.Source, "host https://override:6443")
 			}},
+		"host in the block ignores KUBE_CONFIG_PATH": {
+			Settings{Host: "https://attr:6443", Token: "attr"}, map[string]string{"KUBE_CONFIG_PATH": path},
+			func(c *Config) bool { return c.Source == "host https://attr:6443" && c.REST.BearerToken == "attr" }},
+		"KUBE_HOST overrides KUBE_CONFIG_PATH": {
+			Settings{}, map[string]string{"KUBE_CONFIG_PATH": path, "KUBE_HOST": "https://env:6443"},
+			func(c *Config) bool { return c.REST.Host == "https://env:6443" && c.REST.BearerToken == "s3cr3t-token" }},
 		"a variable overrides a kubeconfig from the block": {
 			Settings{KubeconfigPath: path}, map[string]string{"KUBE_TOKEN": "from-env"},
 			func(c *Config) bool { return c.REST.BearerToken == "from-env" }},
