@@ -253,6 +253,7 @@ func (p *gradualProvider) Configure(ctx context.Context, req provider.ConfigureR
 		Burst:                int(cfg.Burst.ValueInt64()),
 		UserAgent:            "terraform-provider-gradual/" + p.version,
 		RequestTimeout:       clientconfig.DefaultRequestTimeout,
+		Env:                  p.env,
 	}
 	if settings.KubeconfigPath == "" {
 		settings.KubeconfigPath = cfg.KubeconfigPath.ValueString()

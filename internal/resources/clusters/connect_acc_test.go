@@ -1,20 +1,33 @@
 package clusters_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
+	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
 	"testing"
+	"time"
 
+	"github.com/hashicorp/terraform-plugin-framework/providerserver"
+	"github.com/hashicorp/terraform-plugin-go/tfprotov6"
 	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
 	"github.com/hashicorp/terraform-plugin-testing/knownvalue"
 	"github.com/hashicorp/terraform-plugin-testing/statecheck"
 	"github.com/hashicorp/terraform-plugin-testing/tfjsonpath"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/gradual-dev/terraform-provider-gradual/internal/acctest"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/clientconfig"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/provider"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/testbed"
 )
 
@@ -137,4 +150,81 @@ func TestAccConnect_environment(t *testing.T) {
 			Steps:                    []resource.TestStep{step},
 		})
 	})
+}
+
+// With nothing configured, the provider uses the pod's ServiceAccount: the standard in-cluster
+// environment (KUBERNETES_SERVICE_HOST/PORT) and a token and CA in the ServiceAccount directory,
+// here a temp dir holding a real ServiceAccount token of the test bed's management cluster.
+func TestAccConnect_inCluster(t *testing.T) {
+	f := acctest.Fleet(t)
+	c := credentials(t, f)
+	token := serviceAccountToken(t, f)
+	dir := t.TempDir()
+	for name, content := range map[string]string{"token": token, "ca.crt": c.ca} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	u, err := url.Parse(c.server)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"KUBE_CONFIG_PATH", "KUBE_CONFIG_PATHS", "KUBE_HOST"} {
+		t.Setenv(name, "")
+	}
+	t.Setenv("KUBERNETES_SERVICE_HOST", u.Hostname())
+	t.Setenv("KUBERNETES_SERVICE_PORT", u.Port())
+	factories := map[string]func() (tfprotov6.ProviderServer, error){
+		"gradual": providerserver.NewProtocol6WithError(provider.NewWithEnvironment("test", clientconfig.Environment{ServiceAccountDir: dir})()),
+	}
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: factories,
+		Steps:                    []resource.TestStep{pickedProd("provider \"gradual\" {}\n", f)},
+	})
+}
+
+// serviceAccountToken creates a ServiceAccount bound to cluster-admin in the management cluster
+// and returns a short-lived token for it; both are removed when the test ends.
+func serviceAccountToken(t *testing.T, f *testbed.Fleet) string {
+	t.Helper()
+	cfg, err := clientcmd.BuildConfigFromFlags("", f.Management.KubeconfigPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	name := acctest.UniqueLabel("gradual-incluster")
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"}}
+	if _, err := cs.CoreV1().ServiceAccounts("default").Create(ctx, sa, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	binding := &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "cluster-admin"},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: name, Namespace: "default"}},
+	}
+	if _, err := cs.RbacV1().ClusterRoleBindings().Create(ctx, binding, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := cs.RbacV1().ClusterRoleBindings().Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			t.Errorf("delete ClusterRoleBinding %s: %v", name, err)
+		}
+		if err := cs.CoreV1().ServiceAccounts("default").Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			t.Errorf("delete ServiceAccount %s: %v", name, err)
+		}
+	})
+	expiry := int64(3600)
+	tr, err := cs.CoreV1().ServiceAccounts("default").CreateToken(ctx, name,
+		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &expiry}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("token for ServiceAccount %s: %v", name, err)
+	}
+	return tr.Status.Token
 }
