@@ -185,23 +185,23 @@ func fromClientcmd(s Settings) (*rest.Config, string, error) {
 	if s.Exec != nil {
 		source += fmt.Sprintf(", exec plugin %q", s.Exec.Command)
 	}
-	context := s.Context
+	contextName := s.Context
 	switch {
-	case context != "":
-		if _, ok := api.Contexts[context]; !ok {
+	case contextName != "":
+		if _, ok := api.Contexts[contextName]; !ok {
 			return nil, "", usererr.New("Unknown Kubeconfig Context",
-				fmt.Sprintf("The %s has no context %q. Its contexts are: %s.", source, context, contextNames(api)))
+				fmt.Sprintf("The %s has no context %q. Its contexts are: %s.", source, contextName, contextNames(api)))
 		}
 	case api.CurrentContext != "":
-		context = api.CurrentContext
+		contextName = api.CurrentContext
 	case s.Host == "" && s.ContextCluster == "":
 		return nil, "", usererr.New("No Kubeconfig Context",
 			fmt.Sprintf("The %s has no current-context. Set config_context (or KUBE_CTX) to one of: %s.", source, contextNames(api)))
 	}
-	if context != "" {
-		source = fmt.Sprintf("%s (context %q)", source, context)
+	if contextName != "" {
+		source = fmt.Sprintf("%s (context %q)", source, contextName)
 	}
-	cfg, err := clientcmd.NewNonInteractiveClientConfig(*api, context, overrides, nil).ClientConfig()
+	cfg, err := clientcmd.NewNonInteractiveClientConfig(*api, contextName, overrides, nil).ClientConfig()
 	if err != nil {
 		return nil, "", usererr.New("Invalid Connection Settings",
 			fmt.Sprintf("The connection to the management cluster from %s is not usable: %s. Check the kubeconfig context, host (https://HOST:PORT), cluster_ca_certificate and the client certificate (PEM).", source, scrub(err)))
