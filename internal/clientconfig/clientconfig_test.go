@@ -153,7 +153,7 @@ func TestBuildFromHost(t *testing.T) {
 	if cfg.REST.BearerToken != "t" || cfg.REST.QPS != 7 || cfg.REST.Burst != 9 || cfg.Source != "host https://example:6443" {
 		t.Fatalf("unexpected %+v", cfg)
 	}
-	if cfg.REST.TLSClientConfig.ServerName != "api.internal" || cfg.REST.Proxy == nil {
+	if cfg.REST.ServerName != "api.internal" || cfg.REST.Proxy == nil {
 		t.Fatalf("tls_server_name / proxy_url not applied: %+v", cfg.REST.TLSClientConfig)
 	}
 }

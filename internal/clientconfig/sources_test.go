@@ -51,7 +51,7 @@ func TestBuildFromEnv(t *testing.T) {
 		"KUBE_HOST": url, "KUBE_TOKEN": "s3cr3t-env", "KUBE_CLUSTER_CA_CERT_DATA": ca,
 		"KUBE_TLS_SERVER_NAME": "example.com", "KUBE_PROXY_URL": "http://127.0.0.1:1",
 	})})
-	if cfg.REST.TLSClientConfig.ServerName != "example.com" || cfg.REST.Proxy == nil || cfg.Source != "host "+url {
+	if cfg.REST.ServerName != "example.com" || cfg.REST.Proxy == nil || cfg.Source != "host "+url {
 		t.Fatalf("environment not applied: %+v", cfg.REST)
 	}
 	cfg.REST.Proxy = nil // nothing listens there; the proxy setting was checked above
