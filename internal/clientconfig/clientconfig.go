@@ -134,7 +134,7 @@ func Build(ctx context.Context, s Settings) (*Config, error) {
 	// fails the request (an infrastructure error, retried) instead of hanging the apply.
 	cfg.Timeout = timeout
 	if cfg.ExecProvider != nil {
-		if err := checkExec(ctx, cfg.ExecProvider, timeout); err != nil {
+		if err := checkExec(ctx, cfg, timeout); err != nil {
 			return nil, err
 		}
 	}

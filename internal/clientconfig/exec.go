@@ -11,6 +11,9 @@ import (
 	"strings"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clientauthv1 "k8s.io/client-go/pkg/apis/clientauthentication/v1"
+	"k8s.io/client-go/rest"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/gradual-dev/terraform-provider-gradual/internal/usererr"
@@ -27,7 +30,8 @@ const execWaitDelay = 2 * time.Second
 // naming the command. Later refreshes, when the credential expires during a long apply, are
 // client-go's. Errors never quote the plugin's arguments, environment or output, and quote its
 // standard error only with the env values removed.
-func checkExec(ctx context.Context, e *clientcmdapi.ExecConfig, timeout time.Duration) error {
+func checkExec(ctx context.Context, cfg *rest.Config, timeout time.Duration) error {
+	e := cfg.ExecProvider
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	name := fmt.Sprintf("The exec credential plugin %q", e.Command)
@@ -37,11 +41,14 @@ func checkExec(ctx context.Context, e *clientcmdapi.ExecConfig, timeout time.Dur
 	for _, v := range e.Env {
 		cmd.Env = append(cmd.Env, v.Name+"="+v.Value)
 	}
-	info := fmt.Sprintf(`{"apiVersion":%q,"kind":"ExecCredential","spec":{"interactive":false}}`, e.APIVersion)
+	info, err := execInfo(cfg)
+	if err != nil {
+		return err
+	}
 	cmd.Env = append(cmd.Env, "KUBERNETES_EXEC_INFO="+info)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
+	err = cmd.Run()
 	switch {
 	case ctx.Err() != nil && errors.Is(ctx.Err(), context.DeadlineExceeded):
 		return usererr.New("Exec Credential Plugin Timed Out",
@@ -58,7 +65,7 @@ func checkExec(ctx context.Context, e *clientcmdapi.ExecConfig, timeout time.Dur
 			detail = fmt.Sprintf("%s exited with code %d.", name, exit.ExitCode())
 		}
 		if line := lastLine(stderr.String(), e.Env); line != "" {
-			detail += " Its last error line: " + line
+			detail += fmt.Sprintf(" Its last error line: %q.", line)
 		}
 		return usererr.New("Exec Credential Plugin Failed", detail+" Run the command by hand to see why.")
 	}
@@ -87,6 +94,29 @@ func checkExec(ctx context.Context, e *clientcmdapi.ExecConfig, timeout time.Dur
 			name+" printed only one of clientCertificateData and clientKeyData; both are needed.")
 	}
 	return nil
+}
+
+// execInfo is the KUBERNETES_EXEC_INFO client-go passes to the plugin: a non-interactive
+// ExecCredential request, with the cluster when the kubeconfig asks for provideClusterInfo.
+func execInfo(cfg *rest.Config) (string, error) {
+	e := cfg.ExecProvider
+	req := clientauthv1.ExecCredential{
+		TypeMeta: metav1.TypeMeta{APIVersion: e.APIVersion, Kind: "ExecCredential"},
+		Spec:     clientauthv1.ExecCredentialSpec{Interactive: false},
+	}
+	if e.ProvideClusterInfo {
+		c, err := rest.ConfigToExecCluster(cfg)
+		if err != nil {
+			return "", usererr.New("Invalid Exec Block",
+				fmt.Sprintf("The cluster information for the exec credential plugin %q cannot be built (%s).", e.Command, scrub(err)))
+		}
+		req.Spec.Cluster = &clientauthv1.Cluster{
+			Server: c.Server, TLSServerName: c.TLSServerName, InsecureSkipTLSVerify: c.InsecureSkipTLSVerify,
+			CertificateAuthorityData: c.CertificateAuthorityData, ProxyURL: c.ProxyURL, DisableCompression: c.DisableCompression,
+		}
+	}
+	b, err := json.Marshal(req)
+	return string(b), err
 }
 
 // lastLine is the last non-empty line of a plugin's standard error, cut short, with the values

@@ -2,6 +2,7 @@ package clientconfig
 
 import (
 	"encoding/pem"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -243,5 +244,23 @@ func TestBuildExecHangs(t *testing.T) {
 	userError(t, err, "Exec Credential Plugin Timed Out", cmd, "300ms", "request_timeout")
 	if took := time.Since(start); took > execWaitDelay+5*time.Second {
 		t.Fatalf("a hanging plugin held Build for %s", took)
+	}
+}
+
+// A kubeconfig's plugin that asks for the cluster (provideClusterInfo) gets it in the check run
+// too, as client-go passes it.
+func TestBuildExecClusterInfo(t *testing.T) {
+	cmd := plugin(t, `case "$KUBERNETES_EXEC_INFO" in *'"server":"https://127.0.0.1:6443"'*) ;; *) echo "no cluster info" >&2; exit 5 ;; esac
+printf '{"apiVersion":"%s","kind":"ExecCredential","status":{"token":"t"}}' "`+v1+`"`)
+	kubeconfig := fmt.Sprintf(`apiVersion: v1
+kind: Config
+current-context: mgmt
+clusters: [{name: m, cluster: {server: "https://127.0.0.1:6443"}}]
+contexts: [{name: mgmt, context: {cluster: m, user: u}}]
+users: [{name: u, user: {exec: {apiVersion: %s, command: %q, provideClusterInfo: true, interactiveMode: Never}}}]
+`, v1, cmd)
+	cfg := mustBuild(t, Settings{KubeconfigRaw: kubeconfig})
+	if cfg.REST.ExecProvider == nil || !cfg.REST.ExecProvider.ProvideClusterInfo {
+		t.Fatalf("exec from the kubeconfig not kept: %+v", cfg.REST.ExecProvider)
 	}
 }
