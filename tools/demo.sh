@@ -128,5 +128,3 @@ done
 
 say "Summary"
 "$testbed" status --dir "$fleet_dir" | indent
-echo
-echo "    Not in this demo yet: module assignment (gradual_module_assignment) and in-place machine updates (gradual_inplace_update)."

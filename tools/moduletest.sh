@@ -61,7 +61,7 @@ provider_installation {
   }
 }
 RC
-export TF_CLI_CONFIG_FILE="$work/cli.tfrc" CHECKPOINT_DISABLE=1 TF_IN_AUTOMATION=1 KUBECONFIG="$kubeconfig"
+export TF_CLI_CONFIG_FILE="$work/cli.tfrc" CHECKPOINT_DISABLE=1 TF_IN_AUTOMATION=1 KUBE_CONFIG_PATH="$kubeconfig"
 
 log "starting the reference update extension"
 go build -o "$work/gradual-update-extension" ./cmd/gradual-update-extension

@@ -1,7 +1,7 @@
 # Connect to the management cluster, where the Cluster API Cluster objects live.
 provider "gradual" {
-  kubeconfig_path = "~/.kube/config"
-  context         = "mgmt"
+  config_path    = "~/.kube/config"
+  config_context = "mgmt"
 }
 
 # Or pass the kubeconfig itself (kept out of state):
@@ -14,4 +14,20 @@ provider "gradual" {
 #   host                   = "https://mgmt.example.com:6443"
 #   token                  = var.management_token
 #   cluster_ca_certificate = file("mgmt-ca.pem")
+#   request_timeout        = "1m" # each request; default 30s
 # }
+
+# Or an exec credential plugin, as for an EKS management cluster:
+# provider "gradual" {
+#   host                   = data.aws_eks_cluster.mgmt.endpoint
+#   cluster_ca_certificate = base64decode(data.aws_eks_cluster.mgmt.certificate_authority[0].data)
+#   exec {
+#     api_version = "client.authentication.k8s.io/v1beta1"
+#     command     = "aws"
+#     args        = ["eks", "get-token", "--cluster-name", "mgmt"]
+#   }
+# }
+
+# Or nothing in the block: KUBE_CONFIG_PATH / KUBE_CTX, KUBE_HOST / KUBE_TOKEN and the other
+# KUBE_* variables, or, in a pod, its ServiceAccount.
+# provider "gradual" {}

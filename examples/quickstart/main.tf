@@ -33,7 +33,7 @@ variable "broken" {
 }
 
 provider "gradual" {
-  kubeconfig_path = var.kubeconfig_path
+  config_path = var.kubeconfig_path
 }
 
 data "gradual_clusters" "all" {

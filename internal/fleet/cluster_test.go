@@ -105,6 +105,36 @@ users: [{name: u, user: %s}]
 	if err == nil || !strings.Contains(err.Error(), `exec credential plugin ("aws-iam-authenticator")`) {
 		t.Fatalf("exec kubeconfig: %v", err)
 	}
+	for name, tc := range map[string]struct{ kubeconfig, want string }{
+		"tokenFile": {strings.Replace(base, "%s", "{tokenFile: /var/run/secrets/s3cr3t/token}", 1), "token from a local file (tokenFile)"},
+		"client-certificate file": {strings.Replace(base, "%s", "{client-certificate: /etc/s3cr3t/tls.crt, client-key-data: eA==}", 1),
+			"client certificate or key from a local file"},
+		"client-key file": {strings.Replace(base, "%s", "{client-certificate-data: eA==, client-key: /etc/s3cr3t/tls.key}", 1),
+			"client certificate or key from a local file"},
+		"certificate-authority file": {strings.Replace(strings.Replace(base, "%s", "{token: t}", 1),
+			`{server: "https://127.0.0.1:1"}`, `{server: "https://127.0.0.1:1", certificate-authority: /etc/s3cr3t/ca.crt}`, 1),
+			"CA from a local file (certificate-authority)"},
+		"proxy-url": {strings.Replace(strings.Replace(base, "%s", "{token: t}", 1),
+			`{server: "https://127.0.0.1:1"}`, `{server: "https://127.0.0.1:1", proxy-url: "http://user:s3cr3t@evil.example:3128"}`, 1),
+			"through a proxy (proxy-url)"},
+		"auth-provider": {strings.Replace(base, "%s", "{auth-provider: {name: oidc, config: {id-token: s3cr3t}}}", 1), `"oidc" auth-provider`},
+	} {
+		t.Run(name, func(t *testing.T) {
+			p := checkKubeconfig([]byte(tc.kubeconfig))
+			if !strings.Contains(p, tc.want) || strings.Contains(p, "s3cr3t") {
+				t.Fatalf("problem %q, want %q and no path or credential", p, tc.want)
+			}
+			// The same problem refuses the kubeconfig when a client is built from it.
+			if _, err := WorkloadRESTConfig([]byte(tc.kubeconfig)); err == nil || err.Error() != p {
+				t.Fatalf("WorkloadRESTConfig: %v", err)
+			}
+			// And it is the reason the cluster is skipped.
+			c := Cluster{InfrastructureReady: true, ControlPlaneReady: true, KubeconfigAvailable: true, KubeconfigProblem: p}
+			if skipReason(c) != p {
+				t.Fatalf("skip reason %q", skipReason(c))
+			}
+		})
+	}
 	if p := checkKubeconfig([]byte("s3cr3t: [")); !strings.Contains(p, "cannot be parsed") || strings.Contains(p, "s3cr3t") {
 		t.Fatalf("bad kubeconfig problem %q", p)
 	}

@@ -3,98 +3,174 @@ package provider
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/hashicorp/terraform-plugin-framework-validators/float64validator"
 	"github.com/hashicorp/terraform-plugin-framework-validators/int64validator"
+	"github.com/hashicorp/terraform-plugin-framework-validators/listvalidator"
 	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/provider"
 	"github.com/hashicorp/terraform-plugin-framework/provider/schema"
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/types"
+	"github.com/hashicorp/terraform-plugin-framework/types/basetypes"
 
 	"github.com/gradual-dev/terraform-provider-gradual/internal/clientconfig"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/delivery"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/diagnostics"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/fleet"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/providerdata"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/validators"
 )
 
 // configModel is the provider block.
 type configModel struct {
-	KubeconfigPath       types.String  `tfsdk:"kubeconfig_path"`
-	Context              types.String  `tfsdk:"context"`
-	KubeconfigRaw        types.String  `tfsdk:"kubeconfig_raw"`
-	Host                 types.String  `tfsdk:"host"`
-	Token                types.String  `tfsdk:"token"`
-	ClientCertificate    types.String  `tfsdk:"client_certificate"`
-	ClientKey            types.String  `tfsdk:"client_key"`
-	ClusterCACertificate types.String  `tfsdk:"cluster_ca_certificate"`
-	Insecure             types.Bool    `tfsdk:"insecure"`
-	QPS                  types.Float64 `tfsdk:"qps"`
-	Burst                types.Int64   `tfsdk:"burst"`
-	MaxParallelClusters  types.Int64   `tfsdk:"max_parallel_clusters"`
+	ConfigPath            types.String  `tfsdk:"config_path"`
+	KubeconfigPath        types.String  `tfsdk:"kubeconfig_path"`
+	ConfigPaths           types.List    `tfsdk:"config_paths"`
+	ConfigContext         types.String  `tfsdk:"config_context"`
+	Context               types.String  `tfsdk:"context"`
+	ConfigContextAuthInfo types.String  `tfsdk:"config_context_auth_info"`
+	ConfigContextCluster  types.String  `tfsdk:"config_context_cluster"`
+	KubeconfigRaw         types.String  `tfsdk:"kubeconfig_raw"`
+	Host                  types.String  `tfsdk:"host"`
+	Token                 types.String  `tfsdk:"token"`
+	ClientCertificate     types.String  `tfsdk:"client_certificate"`
+	ClientKey             types.String  `tfsdk:"client_key"`
+	ClusterCACertificate  types.String  `tfsdk:"cluster_ca_certificate"`
+	Insecure              types.Bool    `tfsdk:"insecure"`
+	TLSServerName         types.String  `tfsdk:"tls_server_name"`
+	ProxyURL              types.String  `tfsdk:"proxy_url"`
+	Exec                  types.Object  `tfsdk:"exec"`
+	RequestTimeout        types.String  `tfsdk:"request_timeout"`
+	QPS                   types.Float64 `tfsdk:"qps"`
+	Burst                 types.Int64   `tfsdk:"burst"`
+	MaxParallelClusters   types.Int64   `tfsdk:"max_parallel_clusters"`
+}
+
+// execModel is the exec block.
+type execModel struct {
+	APIVersion types.String `tfsdk:"api_version"`
+	Command    types.String `tfsdk:"command"`
+	Args       types.List   `tfsdk:"args"`
+	Env        types.Map    `tfsdk:"env"`
+}
+
+// defaultRequestTimeout is request_timeout's default, clientconfig.DefaultRequestTimeout.
+const defaultRequestTimeout = "30s"
+
+// env names an attribute's environment variable in its description.
+func env(attr string) string {
+	return " Environment variable: `" + clientconfig.EnvVar(attr) + "`."
 }
 
 func (p *gradualProvider) Schema(_ context.Context, _ provider.SchemaRequest, resp *provider.SchemaResponse) {
-	notWith := func(names ...string) validator.String {
+	roots := func(names ...string) []path.Expression {
 		exprs := make([]path.Expression, len(names))
 		for i, n := range names {
 			exprs[i] = path.MatchRoot(n)
 		}
-		return stringvalidator.ConflictsWith(exprs...)
+		return exprs
 	}
+	notWith := func(names ...string) validator.String { return stringvalidator.ConflictsWith(roots(names...)...) }
 	needs := func(name string) validator.String { return stringvalidator.AlsoRequires(path.MatchRoot(name)) }
 	resp.Schema = schema.Schema{
 		MarkdownDescription: "Rolls changes out across a fleet of Cluster API–managed Kubernetes clusters gradually and verified. " +
 			"The provider connects to the **management cluster**, where the CAPI `Cluster` objects and their `<name>-kubeconfig` " +
-			"Secrets live; it reaches each workload cluster through that Secret. Set one of: `kubeconfig_path` (with optional " +
-			"`context`), `kubeconfig_raw`, or `host` with `token` or `client_certificate`/`client_key`. With none, the " +
-			"`KUBECONFIG` environment variable and then `~/.kube/config` are used, like kubectl.",
+			"Secrets live; it reaches each workload cluster through that Secret.\n\n" +
+			"The connection is configured like the hashicorp/kubernetes provider's: a kubeconfig (`config_path`, `config_paths` or " +
+			"`kubeconfig_raw`, with `config_context`), and/or `host` with `token`, `client_certificate`/`client_key` or an `exec` block; " +
+			"set together, the explicit settings override the kubeconfig's context. Every connection attribute falls back to its " +
+			"`KUBE_*` environment variable. With nothing configured, a pod's ServiceAccount is used when `KUBERNETES_SERVICE_HOST` and " +
+			"`KUBERNETES_SERVICE_PORT` are set (Atlantis, Terraform Cloud agents); otherwise configuration fails with the list of ways to " +
+			"configure. `~/.kube/config` and `KUBECONFIG` are never read implicitly.",
 		Attributes: map[string]schema.Attribute{
+			"config_path": schema.StringAttribute{
+				Optional:            true,
+				MarkdownDescription: "Path to the management cluster's kubeconfig; `~` is expanded." + env("config_path"),
+				Validators:          []validator.String{stringvalidator.LengthAtLeast(1), notWith("kubeconfig_path", "config_paths", "kubeconfig_raw")},
+			},
 			"kubeconfig_path": schema.StringAttribute{
 				Optional:            true,
-				MarkdownDescription: "Path to the management cluster's kubeconfig; `~` is expanded.",
-				Validators:          []validator.String{stringvalidator.LengthAtLeast(1), notWith("kubeconfig_raw", "host")},
+				MarkdownDescription: "The same as `config_path` (the name of earlier versions).",
+				Validators:          []validator.String{stringvalidator.LengthAtLeast(1), notWith("config_path", "config_paths", "kubeconfig_raw")},
+			},
+			"config_paths": schema.ListAttribute{
+				Optional: true, ElementType: types.StringType,
+				MarkdownDescription: "Kubeconfig files merged like kubectl merges `KUBECONFIG` (the first file that sets a value wins); every file must exist." +
+					" Environment variable: `KUBE_CONFIG_PATHS` (a path list, `:`-separated on Unix).",
+				Validators: []validator.List{listvalidator.SizeAtLeast(1), listvalidator.ConflictsWith(roots("config_path", "kubeconfig_path", "kubeconfig_raw")...)},
+			},
+			"config_context": schema.StringAttribute{
+				Optional:            true,
+				MarkdownDescription: "Kubeconfig context to use; defaults to the kubeconfig's current context." + env("config_context"),
+				Validators:          []validator.String{stringvalidator.LengthAtLeast(1), notWith("context")},
 			},
 			"context": schema.StringAttribute{
 				Optional:            true,
-				MarkdownDescription: "Kubeconfig context to use; defaults to the kubeconfig's current context.",
-				Validators:          []validator.String{stringvalidator.LengthAtLeast(1), notWith("host")},
+				MarkdownDescription: "The same as `config_context` (the name of earlier versions).",
+				Validators:          []validator.String{stringvalidator.LengthAtLeast(1), notWith("config_context")},
+			},
+			"config_context_auth_info": schema.StringAttribute{
+				Optional:            true,
+				MarkdownDescription: "Kubeconfig user to use instead of the context's." + env("config_context_auth_info"),
+				Validators:          []validator.String{stringvalidator.LengthAtLeast(1)},
+			},
+			"config_context_cluster": schema.StringAttribute{
+				Optional:            true,
+				MarkdownDescription: "Kubeconfig cluster to use instead of the context's." + env("config_context_cluster"),
+				Validators:          []validator.String{stringvalidator.LengthAtLeast(1)},
 			},
 			"kubeconfig_raw": schema.StringAttribute{
 				Optional: true, Sensitive: true,
 				MarkdownDescription: "The management cluster's kubeconfig as YAML text. Never stored in state.",
-				Validators:          []validator.String{stringvalidator.LengthAtLeast(1), notWith("kubeconfig_path", "host")},
+				Validators:          []validator.String{stringvalidator.LengthAtLeast(1), notWith("config_path", "kubeconfig_path", "config_paths")},
 			},
 			"host": schema.StringAttribute{
-				Optional:            true,
-				MarkdownDescription: "API server URL of the management cluster (`https://HOST:PORT`). Needs `token` or `client_certificate` and `client_key`.",
-				Validators:          []validator.String{stringvalidator.LengthAtLeast(1)},
+				Optional: true,
+				MarkdownDescription: "API server URL of the management cluster (`https://HOST:PORT`). Without a kubeconfig, needs `token`, " +
+					"`client_certificate` and `client_key`, or an `exec` block; with one, overrides its server." + env("host"),
+				Validators: []validator.String{stringvalidator.LengthAtLeast(1)},
 			},
 			"token": schema.StringAttribute{
 				Optional: true, Sensitive: true,
-				MarkdownDescription: "Bearer token for `host`.",
-				Validators:          []validator.String{needs("host"), notWith("client_certificate")},
+				MarkdownDescription: "Bearer token." + env("token"),
+				Validators:          []validator.String{notWith("client_certificate")},
 			},
 			"client_certificate": schema.StringAttribute{
 				Optional:            true,
-				MarkdownDescription: "PEM client certificate for `host`; needs `client_key`.",
-				Validators:          []validator.String{needs("host"), needs("client_key")},
+				MarkdownDescription: "PEM client certificate; needs `client_key`." + env("client_certificate"),
+				Validators:          []validator.String{needs("client_key")},
 			},
 			"client_key": schema.StringAttribute{
 				Optional: true, Sensitive: true,
-				MarkdownDescription: "PEM client key for `client_certificate`.",
+				MarkdownDescription: "PEM client key for `client_certificate`." + env("client_key"),
 				Validators:          []validator.String{needs("client_certificate")},
 			},
 			"cluster_ca_certificate": schema.StringAttribute{
 				Optional:            true,
-				MarkdownDescription: "PEM CA bundle that signed the API server's certificate, for `host`.",
-				Validators:          []validator.String{needs("host")},
+				MarkdownDescription: "PEM CA bundle that signed the API server's certificate." + env("cluster_ca_certificate"),
 			},
 			"insecure": schema.BoolAttribute{
 				Optional:            true,
-				MarkdownDescription: "Skip verifying the API server's certificate (for `host`). For test beds only.",
+				MarkdownDescription: "Skip verifying the API server's certificate. For test beds only." + env("insecure"),
+			},
+			"tls_server_name": schema.StringAttribute{
+				Optional:            true,
+				MarkdownDescription: "Server name to verify the API server's certificate against, when it differs from `host`'s." + env("tls_server_name"),
+				Validators:          []validator.String{stringvalidator.LengthAtLeast(1)},
+			},
+			"proxy_url": schema.StringAttribute{
+				Optional:            true,
+				MarkdownDescription: "Proxy for requests to the management cluster (`http://`, `https://` or `socks5://`)." + env("proxy_url"),
+				Validators:          []validator.String{stringvalidator.LengthAtLeast(1)},
+			},
+			"request_timeout": schema.StringAttribute{
+				Optional: true,
+				MarkdownDescription: "Time limit of one request to the management or a workload cluster, and of the first run of the `exec` " +
+					"plugin (default `" + defaultRequestTimeout + "`). Long waits such as verification are loops of short requests and are not limited by it.",
+				Validators: []validator.String{validators.Duration(time.Second, 10*time.Minute)},
 			},
 			"qps": schema.Float64Attribute{
 				Optional:            true,
@@ -113,6 +189,36 @@ func (p *gradualProvider) Schema(_ context.Context, _ provider.SchemaRequest, re
 				Validators: []validator.Int64{int64validator.Between(1, 1000)},
 			},
 		},
+		Blocks: map[string]schema.Block{
+			"exec": schema.SingleNestedBlock{
+				MarkdownDescription: "An exec credential plugin that prints the credential for the management cluster, as in a kubeconfig's " +
+					"`user.exec` (`aws eks get-token`, `gke-gcloud-auth-plugin`, `kubelogin`). Runs without a terminal. Its first run, while the " +
+					"provider is configured, is stopped after `request_timeout` and reported naming the command; later runs, when the credential " +
+					"expires during a long apply, are client-go's and have no time limit of their own.",
+				Attributes: map[string]schema.Attribute{
+					"api_version": schema.StringAttribute{
+						Optional:            true,
+						MarkdownDescription: "The ExecCredential version the plugin speaks: `client.authentication.k8s.io/v1` or `client.authentication.k8s.io/v1beta1`. Required in the block.",
+						Validators: []validator.String{stringvalidator.OneOf("client.authentication.k8s.io/v1", "client.authentication.k8s.io/v1beta1"),
+							stringvalidator.AlsoRequires(path.MatchRelative().AtParent().AtName("command"))},
+					},
+					"command": schema.StringAttribute{
+						Optional:            true,
+						MarkdownDescription: "The plugin to run, a name looked up on `PATH` or a path. Required in the block.",
+						Validators: []validator.String{stringvalidator.LengthAtLeast(1),
+							stringvalidator.AlsoRequires(path.MatchRelative().AtParent().AtName("api_version"))},
+					},
+					"args": schema.ListAttribute{
+						Optional: true, ElementType: types.StringType,
+						MarkdownDescription: "Arguments to the plugin.",
+					},
+					"env": schema.MapAttribute{
+						Optional: true, Sensitive: true, ElementType: types.StringType,
+						MarkdownDescription: "Environment variables added to the provider's for the plugin. Sensitive: never shown in plans or errors.",
+					},
+				},
+			},
+		},
 	}
 }
 
@@ -122,34 +228,59 @@ func (p *gradualProvider) Configure(ctx context.Context, req provider.ConfigureR
 	if resp.Diagnostics.HasError() {
 		return
 	}
-	for name, v := range map[string]interface{ IsUnknown() bool }{
-		"kubeconfig_path": cfg.KubeconfigPath, "context": cfg.Context, "kubeconfig_raw": cfg.KubeconfigRaw,
-		"host": cfg.Host, "token": cfg.Token, "client_certificate": cfg.ClientCertificate, "client_key": cfg.ClientKey,
-		"cluster_ca_certificate": cfg.ClusterCACertificate, "insecure": cfg.Insecure, "qps": cfg.QPS, "burst": cfg.Burst,
-		"max_parallel_clusters": cfg.MaxParallelClusters,
-	} {
-		if v.IsUnknown() {
-			// Leaving ResourceData unset makes resources report diagnostics.UnconfiguredProvider.
-			resp.Diagnostics.AddAttributeWarning(path.Root(name), "Provider Configuration Not Yet Known",
-				"The value of "+name+" is known only after apply, so the provider cannot connect to the management cluster during this plan.")
-			return
-		}
+	if !req.Config.Raw.IsFullyKnown() {
+		// Leaving ResourceData unset makes resources report diagnostics.UnconfiguredProvider.
+		resp.Diagnostics.AddWarning("Provider Configuration Not Yet Known",
+			"Some of the provider's settings are known only after apply (they depend on resources not yet created), "+
+				"so the provider cannot connect to the management cluster during this plan.")
+		return
 	}
 	settings := clientconfig.Settings{
-		KubeconfigPath:       cfg.KubeconfigPath.ValueString(),
-		Context:              cfg.Context.ValueString(),
+		KubeconfigPath:       cfg.ConfigPath.ValueString(),
+		Context:              cfg.ConfigContext.ValueString(),
+		ContextAuthInfo:      cfg.ConfigContextAuthInfo.ValueString(),
+		ContextCluster:       cfg.ConfigContextCluster.ValueString(),
 		KubeconfigRaw:        cfg.KubeconfigRaw.ValueString(),
 		Host:                 cfg.Host.ValueString(),
 		Token:                cfg.Token.ValueString(),
 		ClientCertificate:    cfg.ClientCertificate.ValueString(),
 		ClientKey:            cfg.ClientKey.ValueString(),
 		ClusterCACertificate: cfg.ClusterCACertificate.ValueString(),
-		Insecure:             cfg.Insecure.ValueBool(),
+		Insecure:             cfg.Insecure.ValueBoolPointer(),
+		TLSServerName:        cfg.TLSServerName.ValueString(),
+		ProxyURL:             cfg.ProxyURL.ValueString(),
 		QPS:                  float32(cfg.QPS.ValueFloat64()),
 		Burst:                int(cfg.Burst.ValueInt64()),
 		UserAgent:            "terraform-provider-gradual/" + p.version,
+		RequestTimeout:       clientconfig.DefaultRequestTimeout,
+		Env:                  p.env,
 	}
-	conn, err := clientconfig.Build(settings)
+	if settings.KubeconfigPath == "" {
+		settings.KubeconfigPath = cfg.KubeconfigPath.ValueString()
+	}
+	if settings.Context == "" {
+		settings.Context = cfg.Context.ValueString()
+	}
+	resp.Diagnostics.Append(cfg.ConfigPaths.ElementsAs(ctx, &settings.KubeconfigPaths, false)...)
+	if s := cfg.RequestTimeout.ValueString(); s != "" {
+		d, err := time.ParseDuration(s)
+		if err != nil {
+			resp.Diagnostics.AddAttributeError(path.Root("request_timeout"), "Invalid Duration", "request_timeout must be a duration such as \"30s\" or \"2m\".")
+			return
+		}
+		settings.RequestTimeout = d
+	}
+	if !cfg.Exec.IsNull() {
+		var e execModel
+		resp.Diagnostics.Append(cfg.Exec.As(ctx, &e, basetypes.ObjectAsOptions{})...)
+		settings.Exec = &clientconfig.Exec{APIVersion: e.APIVersion.ValueString(), Command: e.Command.ValueString()}
+		resp.Diagnostics.Append(e.Args.ElementsAs(ctx, &settings.Exec.Args, false)...)
+		resp.Diagnostics.Append(e.Env.ElementsAs(ctx, &settings.Exec.Env, false)...)
+	}
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	conn, err := clientconfig.Build(ctx, settings)
 	if err != nil {
 		resp.Diagnostics.Append(diagnostics.FromError(err, "Invalid Provider Configuration"))
 		return

@@ -14,6 +14,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/provider"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
 
+	"github.com/gradual-dev/terraform-provider-gradual/internal/clientconfig"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/functions"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/clusters"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/inplaceupdate"
@@ -23,13 +24,23 @@ import (
 
 // New returns a constructor for the provider at the given version.
 func New(version string) func() provider.Provider {
+	return NewWithEnvironment(version, clientconfig.Environment{})
+}
+
+// NewWithEnvironment is New with the environment the management connection reads (environment
+// variables, the in-cluster ServiceAccount directory) replaced, for tests of in-cluster
+// configuration.
+func NewWithEnvironment(version string, env clientconfig.Environment) func() provider.Provider {
 	// controller-runtime warns on stderr unless a logger is set; the provider reports through
 	// diagnostics and tflog instead.
 	ctrllog.SetLogger(logr.Discard())
-	return func() provider.Provider { return &gradualProvider{version: version} }
+	return func() provider.Provider { return &gradualProvider{version: version, env: env} }
 }
 
-type gradualProvider struct{ version string }
+type gradualProvider struct {
+	version string
+	env     clientconfig.Environment
+}
 
 var _ provider.ProviderWithFunctions = (*gradualProvider)(nil)
 

@@ -14,7 +14,7 @@ func (d *dataSource) Schema(_ context.Context, _ datasource.SchemaRequest, resp 
 	resp.Schema = schema.Schema{
 		MarkdownDescription: "Lists the Cluster API `Cluster` objects that a selector or a list of names picks in the management cluster, " +
 			"with each cluster's readiness and `skip_reason`: why a rollout would skip it (not ready, paused, no kubeconfig Secret, " +
-			"an exec credential plugin in its kubeconfig). Rollouts apply the same rules.",
+			"a kubeconfig without inline credentials: an exec plugin, local files or a proxy). Rollouts apply the same rules.",
 		Attributes: map[string]schema.Attribute{
 			"namespace": fleetattr.DataSourceNamespace(),
 			"selector":  fleetattr.DataSourceSelector(),

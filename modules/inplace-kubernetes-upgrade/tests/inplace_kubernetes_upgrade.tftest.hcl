@@ -12,10 +12,10 @@
 #   extension_url      = "https://127.0.0.1:PORT"
 #   extension_ca       = "-----BEGIN CERTIFICATE-----..."
 #
-# KUBECONFIG is the management cluster's kubeconfig. Destroying gradual_inplace_update changes
+# KUBE_CONFIG_PATH is the management cluster's kubeconfig. Destroying gradual_inplace_update changes
 # nothing in the clusters; the script deletes the Machine objects afterwards.
 
-# The management cluster comes from KUBECONFIG (the provider falls back to it, like kubectl):
+# The management cluster comes from KUBE_CONFIG_PATH (read by the provider, like hashicorp/kubernetes):
 # provider blocks of a test file cannot read TF_VAR_ variables the module does not declare.
 provider "gradual" {}
 

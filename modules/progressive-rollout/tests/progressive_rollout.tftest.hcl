@@ -1,11 +1,11 @@
 # Runs against a test-bed fleet (go run ./cmd/gradual-testbed up; tools/moduletest.sh does all of
-# this): KUBECONFIG is the management cluster's kubeconfig; run_id, from a -var-file
+# this): KUBE_CONFIG_PATH is the management cluster's kubeconfig; run_id, from a -var-file
 # (`tofu test -var-file=run.tfvars` with `run_id = "abc123"`), makes the names unique so repeated
 # runs, both CLIs and the Go acceptance tests sharing the fleet do not collide. The test bed has
 # prod-eu-1, prod-us-1 (env=prod) and staging-eu-1 (env=staging) in namespace "fleet".
 # `tofu test` / `terraform test` destroy what the runs applied at the end.
 
-# The management cluster comes from KUBECONFIG (the provider falls back to it, like kubectl):
+# The management cluster comes from KUBE_CONFIG_PATH (read by the provider, like hashicorp/kubernetes):
 # provider blocks of a test file cannot read TF_VAR_ variables the module does not declare.
 provider "gradual" {}
 
