@@ -101,6 +101,12 @@ func (i *Interruption) String() string {
 	return s
 }
 
+// InvalidKnown reports whether the ledger lists revision.
+func (o *Observation) InvalidKnown(revision string) bool {
+	_, ok := o.Invalid(revision)
+	return ok
+}
+
 // Invalid returns the ledger entry for revision, if any.
 func (o *Observation) Invalid(revision string) (InvalidRevision, bool) {
 	for _, l := range o.Ledger {

@@ -205,13 +205,15 @@ func TestAccModuleAssignment_applyOnceJoinLeave(t *testing.T) {
 				Config:    acctest.ProviderConfig(f) + assignmentConfig(f, "test", name, name, once, v2),
 				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
 					plancheck.ExpectResourceAction(res, plancheck.ResourceActionUpdate),
-					// What apply does is known at plan; the bindings it leads to after apply.
-					plancheck.ExpectKnownValue(res, tfjsonpath.New("changes"), knownvalue.MapExact(map[string]knownvalue.Check{
-						"cfg": knownvalue.ListExact([]knownvalue.Check{knownvalue.StringExact("prod-us-1")}),
-					})),
+					// The bindings apply leads to are known after apply; `changes` then says
+					// what it did.
 					plancheck.ExpectUnknownValue(res, tfjsonpath.New("bindings")),
+					plancheck.ExpectUnknownValue(res, tfjsonpath.New("changes")),
 				}},
-				ConfigStateChecks: []statecheck.StateCheck{bindingCheck(res, "prod-eu-1", 0, "cfg", "applied"), bindingCheck(res, "prod-us-1", 0, "cfg", "applied")},
+				ConfigStateChecks: []statecheck.StateCheck{bindingCheck(res, "prod-eu-1", 0, "cfg", "applied"), bindingCheck(res, "prod-us-1", 0, "cfg", "applied"),
+					statecheck.ExpectKnownValue(res, tfjsonpath.New("changes"), knownvalue.MapExact(map[string]knownvalue.Check{
+						"cfg": knownvalue.ListExact([]knownvalue.Check{knownvalue.StringExact("prod-us-1")}),
+					}))},
 				Check: func(*terraform.State) error {
 					if err := expectSetting(f, "prod-eu-1", name, "settings", "v1"); err != nil {
 						return err

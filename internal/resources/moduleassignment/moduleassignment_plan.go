@@ -3,6 +3,7 @@ package moduleassignment
 import (
 	"context"
 	"fmt"
+	"sort"
 	"strings"
 
 	"github.com/hashicorp/terraform-plugin-framework/resource"
@@ -135,11 +136,16 @@ func (r *assignmentResource) ModifyPlan(ctx context.Context, req resource.Modify
 	}
 	switch {
 	case planned.Changes() || configChanged:
-		// `changes` is what apply does; the bindings it leads to depend on how each cluster
-		// fares, so they are known after apply (a promise here would make a failure within
-		// max_failures an inconsistent result).
+		// The bindings apply leads to depend on how each cluster fares, so they are known after
+		// apply (a promise here would make a failure within max_failures an inconsistent
+		// result). So is `changes`: it comes from a fresh read of the fleet, and Terraform plans
+		// again at apply time and rejects a known value that came out different. A warning
+		// shows the changes as the fleet reads now.
 		plan.markOutcomeUnknown()
-		plan.setChanges(planned.Apply)
+		plan.Changes = types.MapUnknown(changesType)
+		if summary := changesSummary(planned.Apply); summary != "" {
+			resp.Diagnostics.AddWarning("Planned Module Changes", summary)
+		}
 	default:
 		plan.Bindings, plan.Skipped, plan.Changes = prior.Bindings, prior.Skipped, prior.Changes
 	}
@@ -197,3 +203,26 @@ func priorDrift(ctx context.Context, prior *Model) map[string]map[string]bool {
 }
 
 const skippedIntro = "These clusters are left alone by this apply; a later apply gives them the modules once they are ready:"
+
+// changesSummary lists, per module, the clusters apply gives the module's revision, compactly at
+// any fleet size; "" when there are none.
+func changesSummary(apply map[string][]string) string {
+	const shown = 10
+	modules := make([]string, 0, len(apply))
+	for m, clusters := range apply {
+		if len(clusters) > 0 {
+			modules = append(modules, m)
+		}
+	}
+	sort.Strings(modules)
+	var b strings.Builder
+	for _, m := range modules {
+		clusters := apply[m]
+		more := ""
+		if len(clusters) > shown {
+			clusters, more = clusters[:shown], fmt.Sprintf(" and %d more", len(apply[m])-shown)
+		}
+		fmt.Fprintf(&b, "module %s → %d cluster(s): %s%s\n", m, len(apply[m]), strings.Join(clusters, ", "), more)
+	}
+	return strings.TrimSuffix(b.String(), "\n")
+}

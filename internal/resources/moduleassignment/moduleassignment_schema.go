@@ -144,13 +144,13 @@ func (r *assignmentResource) Schema(ctx context.Context, _ resource.SchemaReques
 				MarkdownDescription: "Per cluster, what each module did there: `module`, `revision`, `applied_at` (RFC 3339) and `result` " +
 					"(`applied`, `failed`, `blocked` = a module it depends on is not applied, `drifted` = applied but the objects changed). " +
 					"Where a cluster ends up depends on how apply fares there, so while a plan changes anything the bindings are " +
-					"known after apply; `changes` shows what apply will do.",
+					"known after apply; a plan warning lists the clusters each module goes to.",
 			},
 			"changes": schema.MapAttribute{
 				Computed: true, ElementType: types.ListType{ElemType: types.StringType},
-				MarkdownDescription: "Per module, the clusters apply gives the module's revision (joins, updates, drift repairs, interrupted " +
-					"applies), sorted. Shown at plan time, and exactly what apply then does: clusters that join after the plan wait for the " +
-					"next one. After a plan with nothing to do it keeps the last apply's value.",
+				MarkdownDescription: "Per module, the clusters the last apply gave the module's revision (joins, updates, drift repairs, " +
+					"interrupted applies), sorted. Known after apply (a plan warning lists them as the fleet reads at plan time); after a " +
+					"plan with nothing to do it keeps the last apply's value.",
 			},
 			"skipped": schema.MapAttribute{
 				Computed: true, ElementType: types.StringType,

@@ -1,8 +1,10 @@
 package rollout
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/hashicorp/terraform-plugin-framework/diag"
@@ -61,7 +63,17 @@ func (r *rolloutResource) ModifyPlan(ctx context.Context, req resource.ModifyPla
 		return
 	}
 	warnMissing(&resp.Diagnostics, obs)
-	targets := delivery.MarkDrifted(obs.Targets, priorDrift(ctx, prior))
+	// Terraform plans again when it applies (with the same configuration and prior state) and
+	// rejects any value this plan showed that comes out different ("inconsistent final plan").
+	// So the waves are worked out from the prior state — the refresh that preceded this plan —
+	// and the configuration, never from a fresh read of a fleet that may change before apply.
+	// Without a prior state (create), or when the configuration picks other clusters, that
+	// cannot be done: the waves are then known after apply, and a warning shows them as the
+	// fleet reads now.
+	targets, fromState := targetsFromState(ctx, &plan, prior)
+	if !fromState {
+		targets = delivery.MarkDrifted(obs.Targets, priorDrift(ctx, prior))
+	}
 	if entry, ok := obs.Invalid(spec.Revision); ok && !spec.Retry {
 		if !delivery.RunsRevision(targets, spec.Revision) {
 			resp.Diagnostics.AddAttributeError(pathManifests, "Revision Recorded Invalid", invalidDetail(spec, entry))
@@ -71,6 +83,8 @@ func (r *rolloutResource) ModifyPlan(ctx context.Context, req resource.ModifyPla
 		// runs, and take it nowhere else.
 		resp.Diagnostics.AddAttributeWarning(pathManifests, "Revision Recorded Invalid", invalidDetail(spec, entry)+
 			"\n\nThe clusters already running it keep it; it is applied to no other cluster.")
+	}
+	if !spec.Retry && (priorLedgerHas(ctx, prior, spec.Revision) || (!fromState && obs.InvalidKnown(spec.Revision))) {
 		targets = delivery.RefuseRevision(targets, spec.Revision)
 	}
 	planned := engine.PlanRollout(targets, spec.Revision, spec.Policy)
@@ -101,6 +115,14 @@ func (r *rolloutResource) ModifyPlan(ctx context.Context, req resource.ModifyPla
 		resp.Diagnostics.AddWarning("Earlier Apply Did Not Finish", obs.Interrupted.String())
 	}
 	switch {
+	case !fromState:
+		plan.markOutcomeUnknown()
+		plan.Waves = types.ListUnknown(types.ListType{ElemType: types.StringType})
+		if planned.Changes() {
+			resp.Diagnostics.AddWarning("Planned Waves", wavesSummary(planned)+
+				"\n\nThese are the waves as the fleet reads now; apply reads it again (a create, or a change of the clusters picked, "+
+				"has no earlier state to plan from), so `waves` is known after apply.")
+		}
 	case planned.Changes() || configChanged:
 		// What apply will do is `waves`, which it carries out as shown. What it leads to
 		// depends on how each cluster fares, so it is known only after apply: promising it here
@@ -113,6 +135,102 @@ func (r *rolloutResource) ModifyPlan(ctx context.Context, req resource.ModifyPla
 		plan.copyComputed(prior)
 	}
 	resp.Diagnostics.Append(resp.Plan.Set(ctx, &plan)...)
+}
+
+// targetsFromState returns the targets as the prior state records them (cluster_states and
+// skipped, as the refresh before this plan read them), when plan picks the same clusters as
+// prior. ok is false when there is no such state.
+func targetsFromState(ctx context.Context, plan, prior *Model) (targets []engine.Target, ok bool) {
+	if prior == nil || prior.ClusterStates.IsNull() || prior.ClusterStates.IsUnknown() || prior.Skipped.IsUnknown() {
+		return nil, false
+	}
+	for _, same := range []bool{
+		plan.Name.Equal(prior.Name), plan.Namespace.Equal(prior.Namespace), plan.Selector.Equal(prior.Selector),
+		plan.Clusters.Equal(prior.Clusters), plan.RecordNamespace.Equal(prior.RecordNamespace),
+	} {
+		if !same {
+			return nil, false
+		}
+	}
+	var states map[string]clusterStateModel
+	if diags := prior.ClusterStates.ElementsAs(ctx, &states, false); diags.HasError() {
+		return nil, false
+	}
+	skipped := map[string]string{}
+	if !prior.Skipped.IsNull() {
+		if diags := prior.Skipped.ElementsAs(ctx, &skipped, false); diags.HasError() {
+			return nil, false
+		}
+	}
+	for name, st := range states {
+		rec := engine.TargetRecord{Current: st.Revision.ValueString(), Backup: st.Backup.ValueString()}
+		if st.State.ValueString() == delivery.StateProvisioning {
+			// The state does not say which revision was in flight, only that one was: any
+			// revision but the desired one plans the same (applied again, or restored first).
+			rec.Provisioning = "(interrupted)"
+		}
+		targets = append(targets, engine.Target{Name: name, Record: rec, Drifted: st.State.ValueString() == delivery.StateDrifted})
+	}
+	for name, reason := range skipped {
+		if _, eligible := states[name]; !eligible {
+			targets = append(targets, engine.Target{Name: name, SkipReason: reason})
+		}
+	}
+	slices.SortFunc(targets, func(a, b engine.Target) int { return cmp.Compare(a.Name, b.Name) })
+	return targets, true
+}
+
+// clusterStateModel is one `cluster_states` entry.
+type clusterStateModel struct {
+	Revision types.String `tfsdk:"revision"`
+	State    types.String `tfsdk:"state"`
+	Backup   types.String `tfsdk:"backup"`
+}
+
+// priorLedgerHas reports whether the prior state's invalid_revisions lists revision.
+func priorLedgerHas(ctx context.Context, prior *Model, revision string) bool {
+	if prior == nil || prior.InvalidRevisions.IsNull() || prior.InvalidRevisions.IsUnknown() {
+		return false
+	}
+	var entries []struct {
+		Revision   types.String `tfsdk:"revision"`
+		Reason     types.String `tfsdk:"reason"`
+		Clusters   types.List   `tfsdk:"clusters"`
+		RecordedAt types.String `tfsdk:"recorded_at"`
+	}
+	if diags := prior.InvalidRevisions.ElementsAs(ctx, &entries, false); diags.HasError() {
+		return false
+	}
+	for _, e := range entries {
+		if e.Revision.ValueString() == revision {
+			return true
+		}
+	}
+	return false
+}
+
+// wavesSummary describes planned's waves for a warning, compactly at any fleet size.
+func wavesSummary(planned engine.Plan) string {
+	const shown = 10
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d wave(s) of up to %d cluster(s):", len(planned.Waves), planned.UpdateLimit)
+	for i, wave := range planned.Waves {
+		if i == shown {
+			fmt.Fprintf(&b, "\n  … and %d more wave(s)", len(planned.Waves)-shown)
+			break
+		}
+		label := ""
+		if i < planned.CanaryWaves {
+			label = " (canary)"
+		}
+		names := wave
+		more := ""
+		if len(names) > shown {
+			names, more = names[:shown], fmt.Sprintf(" and %d more", len(wave)-shown)
+		}
+		fmt.Fprintf(&b, "\n  wave %d%s: %s%s", i+1, label, strings.Join(names, ", "), more)
+	}
+	return b.String()
 }
 
 // knownTargets reports whether the attributes that pick clusters are known at plan time.

@@ -165,8 +165,8 @@ func (r *rolloutResource) Schema(ctx context.Context, _ resource.SchemaRequest, 
 				}},
 			},
 			"waves": schema.ListAttribute{
-				Computed:            true,
-				ElementType:         types.ListType{ElemType: types.StringType},
+				Computed:    true,
+				ElementType: types.ListType{ElemType: types.StringType},
 				MarkdownDescription: "The planned waves: the clusters each wave changes, in order (canaries first). Shown at plan time, and " +
 					"exactly what apply then does: a cluster that joins after the plan waits for the next one, and one that became " +
 					"not ready or vanished is left out (apply warns). After a plan with nothing to do it keeps the last apply's waves.",
