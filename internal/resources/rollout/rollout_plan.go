@@ -103,9 +103,15 @@ func (r *rolloutResource) ModifyPlan(ctx context.Context, req resource.ModifyPla
 			fmt.Sprintf("The selector (or names) of %s picks no Cluster in namespace %q, so apply changes nothing. Clusters that match later are rolled out to by a later apply.", spec.Key.Describe(), query.Namespace))
 	}
 
+	// The clusters to check are the planned ones the fleet still offers: one that became
+	// unreachable since the refresh is left out by apply, with a warning, not refused here.
 	var changing []string
 	for _, wave := range planned.Waves {
-		changing = append(changing, wave...)
+		for _, name := range wave {
+			if _, eligible := obs.Clusters[name]; eligible {
+				changing = append(changing, name)
+			}
+		}
 	}
 	if err := r.Data.Delivery.Check(ctx, spec, changing); err != nil {
 		resp.Diagnostics.Append(diagnostics.AttributeFromError(pathManifests, err, "Manifests Cannot Be Applied"))
