@@ -1,0 +1,765 @@
+package delivery
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/gradual-dev/terraform-provider-gradual/internal/apply"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/engine"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/fleet"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/records"
+)
+
+// These tests run the engine against the delivery World (world.go, errors.go, progress.go) over
+// fake workload clusters that inject faults (fake_test.go), and check after every run the
+// invariants of the engine's simulation (internal/engine/sim_world_test.go) on what the clusters
+// and the management cluster really hold: every change recorded before it is made, no record
+// lost, the failure budget respected (infrastructure failures and vanished clusters never count),
+// nothing restored twice, and the ledger holding the revision only after a revision failure.
+//
+// Each run is in a synctest bubble with the system clock: time is virtual, so verify timeouts,
+// retry backoff and the two-minute retry window of applies cost nothing, and runs are
+// deterministic.
+
+// start is the state a fake cluster starts in.
+type start int
+
+const (
+	startFresh       start = iota // nothing of the rollout
+	startOld                      // settled on the old revision
+	startInterrupted              // on the old revision, left provisioning desired with only web-config applied
+)
+
+func (s start) String() string {
+	return [...]string{"fresh", "old", "interrupted"}[s]
+}
+
+type clusterSpec struct {
+	name   string
+	start  start
+	faults faults
+}
+
+// snapshot is what a cluster held before the run.
+type snapshot struct {
+	records string
+	live    string
+}
+
+// env is one rollout over a fake fleet.
+type env struct {
+	t       *testing.T
+	spec    Spec
+	old     revisionFixture
+	desired revisionFixture
+	mgmt    client.WithWatch // the management cluster: the ledger
+	// progressClient holds the progress record (see run).
+	progressClient client.WithWatch
+	svc            *Service
+	names          []string
+	clusters       map[string]*fakeCluster
+	initial        map[string]snapshot
+
+	mu         sync.Mutex
+	goneChecks int
+	logs       []string
+}
+
+// testPolicy is a policy with short timeouts (virtual time in any case).
+func testPolicy(t testing.TB, updateLimit, maxFailures string, onFailure engine.OnFailure) engine.Policy {
+	t.Helper()
+	ul, err := engine.ParseLimit(updateLimit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mf, err := engine.ParseMaxFailures(maxFailures)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return engine.Policy{UpdateLimit: ul, MaxFailures: mf, OnFailure: onFailure,
+		VerifyTimeout: 300 * time.Millisecond, RollbackTimeout: 300 * time.Millisecond}
+}
+
+// newEnv builds the fleet, the management cluster and the Service; call it in a synctest bubble.
+func newEnv(t *testing.T, policy engine.Policy, specs []clusterSpec) *env {
+	t.Helper()
+	e := &env{
+		t:        t,
+		old:      newFixture(t, oldManifests),
+		desired:  newFixture(t, desiredManifests),
+		mgmt:     newFakeClient(), // Secrets are all the management store uses
+		clusters: map[string]*fakeCluster{},
+		initial:  map[string]snapshot{},
+	}
+	e.progressClient = newFakeClient()
+	e.spec = Spec{
+		Key:              records.Key{Kind: "rollout", Namespace: "fleet", Name: "web"},
+		ClusterNamespace: "fleet",
+		RecordNamespace:  "gradual-system",
+		Objects:          e.desired.set,
+		Revision:         e.desired.revision,
+		Policy:           policy,
+	}
+	e.svc = &Service{
+		mgmt:        &fleet.Management{Client: e.mgmt},
+		concurrency: 4,
+		clock:       engine.SystemClock{},
+		conns:       map[string]*conn{},
+		dial:        e.dial,
+		goneReason:  e.goneReason,
+		retryWait:   time.Millisecond,
+	}
+	ctx := context.Background()
+	for _, s := range specs {
+		c := newFakeCluster(e, s.name, faults{})
+		e.names = append(e.names, s.name)
+		e.clusters[s.name] = c
+		store := records.NewWorkloadStore(c.base, e.spec.RecordNamespace)
+		if s.start >= startOld {
+			if err := store.MarkProvisioning(ctx, e.spec.Key, e.old.record()); err != nil {
+				t.Fatal(err)
+			}
+			if err := store.MarkCurrent(ctx, e.spec.Key, e.old.revision); err != nil {
+				t.Fatal(err)
+			}
+			for _, obj := range e.old.set.Objects {
+				c.live[objKey(obj)] = liveObject{obj: obj.DeepCopy(), ready: true}
+			}
+		}
+		if s.start == startInterrupted {
+			if err := store.MarkProvisioning(ctx, e.spec.Key, e.desired.record()); err != nil {
+				t.Fatal(err)
+			}
+			obj := e.desiredObject("ConfigMap", "web-config")
+			c.live[objKey(obj)] = liveObject{obj: obj.DeepCopy(), ready: true}
+		}
+		e.initial[s.name] = snapshot{records: e.describeRecords(c), live: c.describeLive()}
+		c.faults = s.faults // armed once the cluster is set up
+	}
+	return e
+}
+
+func (e *env) desiredObject(kind, name string) *unstructured.Unstructured {
+	for _, obj := range e.desired.set.Objects {
+		if obj.GetKind() == kind && obj.GetName() == name {
+			return obj
+		}
+	}
+	e.t.Fatalf("no %s %s in the desired revision", kind, name)
+	return nil
+}
+
+func (e *env) logf(msg string, _ map[string]any) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.logs = append(e.logs, msg)
+}
+
+func (e *env) load(c *fakeCluster) *records.State {
+	st, err := records.NewWorkloadStore(c.base, e.spec.RecordNamespace).Load(context.Background(), e.spec.Key)
+	if err != nil {
+		e.t.Fatalf("%s: read records: %v", c.name, err)
+	}
+	return st
+}
+
+func (e *env) describeRecords(c *fakeCluster) string { return describeState(e.load(c)) }
+
+// objectsOf renders what a cluster runs on revision ("" = nothing).
+func (e *env) objectsOf(revision string) string {
+	switch revision {
+	case "":
+		return ""
+	case e.old.revision:
+		return describeObjects(e.old.set.Objects)
+	case e.desired.revision:
+		return describeObjects(e.desired.set.Objects)
+	}
+	e.t.Fatalf("unknown revision %s", revision)
+	return ""
+}
+
+func (e *env) show(revision string) string {
+	switch revision {
+	case "":
+		return "(none)"
+	case e.old.revision:
+		return "old"
+	case e.desired.revision:
+		return "desired"
+	}
+	return revision
+}
+
+// runResult is what one run did and left.
+type runResult struct {
+	plan     engine.Plan
+	res      engine.Result
+	watch    *watchWorld
+	progress *records.Progress
+	ledger   []records.InvalidEntry
+}
+
+// run plans the rollout from what the clusters' records say (as Observe does), executes it on
+// the delivery World, records its end in the progress record (as Run does) and checks the
+// invariants.
+func (e *env) run() runResult {
+	e.t.Helper()
+	ctx := context.Background()
+	var targets []engine.Target
+	for _, name := range e.names {
+		rec, _, err := e.svc.observeCluster(ctx, e.spec.ClusterNamespace, name, e.spec.Key, e.spec.RecordNamespace, false)
+		if err != nil {
+			e.t.Fatalf("observe %s: %v", name, err)
+		}
+		targets = append(targets, engine.Target{Name: name, Record: rec})
+	}
+	plan := engine.PlanRollout(targets, e.spec.Revision, e.spec.Policy)
+	// The progress record is kept apart from the ledger (in production they share one Secret):
+	// progressWriter holds its mutex across the write, so a write that met a conflict with a
+	// ledger update would back off (a sleep) under that mutex while other targets wait for it,
+	// which synctest's virtual clock cannot advance past. The records package tests the shared
+	// Secret; here each store is checked on its own.
+	pstore := records.NewManagementStore(e.progressClient, e.spec.RecordNamespace)
+	progress := &progressWriter{store: pstore, key: e.spec.Key, progress: records.Progress{
+		Phase: records.PhaseRunning, Revision: e.spec.Revision, Waves: len(plan.Waves),
+		Clusters: map[string]records.ClusterOutcome{},
+	}}
+	progress.save(ctx)
+	w := &world{svc: e.svc, spec: e.spec, desired: e.desired.canonical, progress: progress, logf: e.logf}
+	watch := &watchWorld{World: w, e: e, plan: plan, restores: map[string]int{}}
+	res := engine.Execute(ctx, plan, watch, e.svc.clock, e.spec.Policy)
+	progress.finish(ctx, &res)
+
+	r := runResult{plan: plan, res: res, watch: watch}
+	var err error
+	if r.progress, err = pstore.LoadProgress(ctx, e.spec.Key); err != nil || r.progress == nil {
+		e.t.Fatalf("progress record: %v, %v", r.progress, err)
+	}
+	if r.ledger, err = e.svc.managementStore(e.spec.RecordNamespace).Ledger(ctx, e.spec.Key); err != nil {
+		e.t.Fatalf("ledger: %v", err)
+	}
+	e.check(r)
+	if e.t.Failed() {
+		e.t.Logf("plan:\n  %s", strings.Join(plan.Notes, "\n  "))
+		for _, o := range res.Outcomes {
+			e.t.Logf("outcome %s: %s on %s failed=%v invalid=%v unsettled=%v error=%q",
+				o.Target, o.Status, e.show(o.Revision), o.Failed, o.Invalid, o.Unsettled, o.Error)
+		}
+		e.mu.Lock()
+		e.t.Logf("log:\n  %s", strings.Join(e.logs, "\n  "))
+		e.mu.Unlock()
+	}
+	return r
+}
+
+// watchWorld wraps the delivery World to watch the engine's calls: the budget at every wave
+// start, the clusters that vanish as their wave starts, and the restores.
+type watchWorld struct {
+	engine.World
+	e    *env
+	plan engine.Plan
+
+	mu       sync.Mutex
+	failures int            // EventFailed records seen
+	restores map[string]int // Restore calls per target
+	waves    [][]string
+}
+
+func (w *watchWorld) Record(ctx context.Context, ev engine.Event) error {
+	w.mu.Lock()
+	switch {
+	case ev.Kind == engine.EventFailed:
+		w.failures++
+	case ev.Kind == engine.EventBatchStarted && ev.Phase == engine.PhaseWave:
+		if w.failures > w.plan.MaxFailures {
+			w.e.t.Errorf("wave %d started after %d failures, max_failures %d", ev.Batch, w.failures, w.plan.MaxFailures)
+		}
+		w.waves = append(w.waves, slices.Clone(ev.Targets))
+		for _, name := range ev.Targets {
+			if c := w.e.clusters[name]; c.faults.goneAtWave {
+				c.vanish()
+			}
+		}
+	case ev.Kind == engine.EventBatchStarted && ev.Phase == engine.PhaseRollback:
+		if w.failures <= w.plan.MaxFailures || w.e.spec.Policy.OnFailure == engine.Halt {
+			w.e.t.Errorf("rollback after %d failures, max_failures %d, on_failure %s", w.failures, w.plan.MaxFailures, w.e.spec.Policy.OnFailure)
+		}
+	}
+	w.mu.Unlock()
+	return w.World.Record(ctx, ev)
+}
+
+func (w *watchWorld) Restore(ctx context.Context, target, revision string) error {
+	w.mu.Lock()
+	w.restores[target]++
+	w.mu.Unlock()
+	return w.World.Restore(ctx, target, revision)
+}
+
+// check verifies the invariants on what the run left.
+func (e *env) check(r runResult) {
+	t := e.t
+	t.Helper()
+	desired := e.desired.revision
+	failed := 0
+	var invalid []string
+	for _, o := range r.res.Outcomes {
+		if o.Failed {
+			failed++
+		}
+		if o.Invalid {
+			invalid = append(invalid, o.Target)
+		}
+	}
+	// Budget: every failure is counted once; the run aborts exactly when they exceed the budget.
+	if r.res.Failures != failed || r.watch.failures != failed {
+		t.Errorf("result counts %d failures, %d outcomes failed, %d failures recorded", r.res.Failures, failed, r.watch.failures)
+	}
+	if r.res.Aborted != (failed > r.plan.MaxFailures) {
+		t.Errorf("aborted %v with %d failures, max_failures %d", r.res.Aborted, failed, r.plan.MaxFailures)
+	}
+	rollback := e.spec.Policy.OnFailure != engine.Halt
+
+	for _, o := range r.res.Outcomes {
+		c := e.clusters[o.Target]
+		in := r.plan.Intents[o.Target]
+		init := e.initial[o.Target]
+		f := c.faults
+		st := e.load(c)
+		now := describeState(st)
+		live := c.describeLive()
+		errorf := func(format string, args ...any) {
+			t.Helper()
+			t.Errorf("%s (%s, faults %+v): %s", o.Target, o.Status, f, fmt.Sprintf(format, args...))
+		}
+
+		// Nothing restored twice: a target is restored at most once per phase (a resume that
+		// restores it, then the failure of its wave).
+		allowed := 1
+		if in.Action == engine.ActionRestore {
+			allowed = 2
+		}
+		if n := r.watch.restores[o.Target]; n > allowed {
+			errorf("restored %d times", n)
+		}
+		if c.restoreOps > allowed {
+			errorf("%d restores made on the cluster", c.restoreOps)
+		}
+
+		// Classes: only revision failures and refused changes count, only revision failures are
+		// recorded invalid, and a vanished cluster is touched no more.
+		if o.Failed && !f.counted() {
+			errorf("counted against the budget without a fault of the revision")
+		}
+		if o.Invalid && !f.invalid() {
+			errorf("recorded invalid without a fault of the revision")
+		}
+		if o.Status == engine.StatusGone && !f.gone() {
+			errorf("gone, but its cluster is there")
+		}
+		if len(c.afterGone) > 0 {
+			errorf("called after it was gone: %v", c.afterGone)
+		}
+		if _, recorded := st.InvalidRevisions()[desired]; recorded != o.Invalid {
+			errorf("outcome invalid %v, records say %v (%s)", o.Invalid, recorded, now)
+		}
+		e.checkFaultOutcome(r, o, f, rollback)
+
+		// No record lost: the records say where the cluster is, and the cluster is there.
+		switch o.Status {
+		case engine.StatusSucceeded:
+			if st.Current == nil || st.Current.Revision != desired || st.Provisioning != nil {
+				errorf("records %s, want current desired and settled", now)
+			}
+			if live != e.objectsOf(desired) {
+				errorf("runs\n%s\nwant the desired objects", live)
+			}
+		case engine.StatusFailed, engine.StatusRestored, engine.StatusRolledBack, engine.StatusCancelled:
+			cur := ""
+			if st.Current != nil {
+				cur = st.Current.Revision
+			}
+			if cur != in.RestoreTo || st.Provisioning != nil {
+				errorf("records %s, want current %s and settled", now, e.show(in.RestoreTo))
+			}
+			if live != e.objectsOf(in.RestoreTo) {
+				errorf("runs\n%s\nwant the objects of %s", live, e.show(in.RestoreTo))
+			}
+			if o.Unsettled {
+				errorf("settled but the outcome says unsettled")
+			}
+		case engine.StatusUnsettled:
+			if strings.HasPrefix(o.Error, "record provisioning: ") {
+				if now != init.records || live != init.live {
+					errorf("its provisioning record could not be written, yet it changed: records %s (were %s)", now, init.records)
+				}
+			} else if st.Provisioning == nil || st.Provisioning.Revision != desired || !o.Unsettled || o.Provisioning != desired {
+				errorf("records %s, outcome unsettled %v on %q: want provisioning desired", now, o.Unsettled, e.show(o.Provisioning))
+			}
+		case engine.StatusGone:
+			if now != c.goneRecords {
+				errorf("records %s changed after it went (were %s)", now, c.goneRecords)
+			}
+		case engine.StatusNotStarted, engine.StatusAlreadyCurrent, engine.StatusSkipped:
+			if now != init.records || live != init.live || r.watch.restores[o.Target] > 0 {
+				errorf("touched: records %s (were %s), live changed %v", now, init.records, live != init.live)
+			}
+		default:
+			errorf("unexpected status")
+		}
+
+		// The progress record ends with the outcome (a rollback left unsettled stays rolling back).
+		p := r.progress.Clusters[o.Target]
+		if p.State != string(o.Status) && !(p.State == string(engine.EventRollingBack) && o.Unsettled) {
+			errorf("progress record says %q", p.State)
+		}
+	}
+
+	// The ledger holds the desired revision exactly when a cluster recorded it invalid.
+	var entry *records.InvalidEntry
+	for i := range r.ledger {
+		if r.ledger[i].Revision == desired {
+			entry = &r.ledger[i]
+		} else {
+			t.Errorf("ledger holds revision %s", r.ledger[i].Revision)
+		}
+	}
+	switch {
+	case len(invalid) == 0 && entry != nil:
+		t.Errorf("ledger holds the desired revision (%v: %s) but no cluster recorded it invalid", entry.Clusters, entry.Reason)
+	case len(invalid) > 0 && entry == nil:
+		t.Errorf("%v recorded the desired revision invalid but the ledger does not hold it", invalid)
+	case entry != nil && !slices.Equal(entry.Clusters, invalid):
+		t.Errorf("ledger lists %v, want %v", entry.Clusters, invalid)
+	}
+	wantPhase := records.PhaseSucceeded
+	if r.res.Err() != nil {
+		wantPhase = records.PhaseFailed
+	}
+	if r.progress.Phase != wantPhase {
+		t.Errorf("progress phase %s, want %s", r.progress.Phase, wantPhase)
+	}
+}
+
+// checkFaultOutcome checks that a cluster ended as its faults make it end.
+func (e *env) checkFaultOutcome(r runResult, o engine.Outcome, f faults, rollback bool) {
+	t := e.t
+	t.Helper()
+	wrong := func(want string) {
+		t.Helper()
+		t.Errorf("%s (faults %+v): ended %s failed=%v invalid=%v (%s), want %s", o.Target, f, o.Status, o.Failed, o.Invalid, o.Error, want)
+	}
+	switch o.Status {
+	case engine.StatusNotStarted:
+		if !r.res.Aborted {
+			wrong("not started only when the run aborted")
+		}
+		return
+	case engine.StatusRolledBack:
+		if !r.res.Aborted || !rollback {
+			wrong("rolled back only when the run aborted with on_failure rollback")
+		}
+	}
+	switch {
+	case f.gone():
+		if o.Status != engine.StatusGone || o.Failed {
+			wrong("gone, not counted")
+		}
+	case f.recordsDown:
+		if o.Status != engine.StatusUnsettled || o.Failed || !strings.HasPrefix(o.Error, "record provisioning: ") {
+			wrong("unsettled, its provisioning record not written")
+		}
+	case f.unreachableVerify || (f.applyErr != nil && revisionClass(f.applyErr) == nil):
+		if o.Status != engine.StatusUnsettled || o.Failed || o.Invalid || r.watch.restores[o.Target] > 0 {
+			wrong("unsettled, not counted, not invalid, not restored")
+		}
+	case f.counted():
+		want := engine.StatusFailed
+		if f.restoreBroken {
+			want = engine.StatusUnsettled
+		}
+		if o.Status != want || !o.Failed || o.Invalid != f.invalid() {
+			wrong(fmt.Sprintf("%s, counted, invalid %v", want, f.invalid()))
+		}
+	default:
+		switch {
+		case o.Status == engine.StatusSucceeded && (!r.res.Aborted || !rollback):
+		case o.Status == engine.StatusRolledBack:
+		default:
+			wrong("succeeded (or rolled back)")
+		}
+	}
+}
+
+// Errors the fake clusters answer with.
+var (
+	errAdmission = apierrors.NewForbidden(schema.GroupResource{Group: "apps", Resource: "deployments"}, "web",
+		errors.New(`admission webhook "images.policy.example.com" denied the request: image registry.example.com/web:2 is not signed`))
+	errRBAC = apierrors.NewForbidden(schema.GroupResource{Group: "apps", Resource: "deployments"}, "web",
+		errors.New(`User "system:serviceaccount:gradual:deployer" cannot patch resource "deployments" in API group "apps" in the namespace "demo"`))
+	errConflict = &apply.ConflictError{Object: apply.ObjectRef{Group: "apps", Version: "v1", Kind: "Deployment", Namespace: "demo", Name: "web"},
+		Conflicts: []apply.FieldConflict{{Manager: "flux", Field: ".spec.replicas", Applied: true}}}
+)
+
+// want is what a scenario expects, beyond the invariants.
+type want struct {
+	status   map[string]engine.Status
+	aborted  bool
+	failures int
+	extra    func(t *testing.T, e *env, r runResult)
+}
+
+func TestWorldScenarios(t *testing.T) {
+	three := func(s2 faults) []clusterSpec {
+		return []clusterSpec{{"c1", startOld, faults{}}, {"c2", startOld, s2}, {"c3", startOld, faults{}}}
+	}
+	st := func(c1, c2, c3 engine.Status) map[string]engine.Status {
+		return map[string]engine.Status{"c1": c1, "c2": c2, "c3": c3}
+	}
+	const (
+		ok         = engine.StatusSucceeded
+		failed     = engine.StatusFailed
+		rolledBack = engine.StatusRolledBack
+		notStarted = engine.StatusNotStarted
+		unsettled  = engine.StatusUnsettled
+		gone       = engine.StatusGone
+	)
+	errorHas := func(target string, parts ...string) func(*testing.T, *env, runResult) {
+		return func(t *testing.T, e *env, r runResult) {
+			o, _ := r.res.Outcome(target)
+			for _, p := range parts {
+				if !strings.Contains(o.Error, p) {
+					t.Errorf("%s: error %q does not say %q", target, o.Error, p)
+				}
+			}
+		}
+	}
+	tests := []struct {
+		name        string
+		clusters    []clusterSpec
+		maxFailures string
+		onFailure   engine.OnFailure
+		want        want
+	}{{
+		name:     "all good",
+		clusters: three(faults{}),
+		want: want{status: st(ok, ok, ok), extra: func(t *testing.T, e *env, r runResult) {
+			for _, c := range e.clusters {
+				if !slices.Contains(c.deleted, "/ConfigMap/demo/legacy") || !slices.Contains(c.created, "/ConfigMap/demo/extra") {
+					t.Errorf("%s: created %v, deleted %v: want extra created and legacy pruned", c.name, c.created, c.deleted)
+				}
+				if st := e.load(c); st.Backup == nil || st.Backup.Revision != e.old.revision {
+					t.Errorf("%s: records %s, want the old revision as backup", c.name, describeState(st))
+				}
+			}
+			if e.goneChecks != 0 {
+				t.Errorf("asked the management cluster %d times whether a cluster is gone, with no failure", e.goneChecks)
+			}
+		}},
+	}, {
+		name:     "objects never ready: failed, restored, invalid, the others rolled back",
+		clusters: three(faults{neverReady: true}),
+		want: want{status: st(rolledBack, failed, notStarted), aborted: true, failures: 1,
+			extra: errorHas("c2", "timed out after 300ms", "Deployment demo/web: InProgress")},
+	}, {
+		name:        "objects never ready within max_failures",
+		clusters:    three(faults{neverReady: true}),
+		maxFailures: "1",
+		want:        want{status: st(ok, failed, ok), failures: 1},
+	}, {
+		name:     "workload API unreachable during verify: unsettled, not counted, not restored",
+		clusters: three(faults{unreachableVerify: true}),
+		want:     want{status: st(ok, unsettled, ok), extra: errorHas("c2", "timed out after 300ms", "connection refused")},
+	}, {
+		name:     "kubeconfig Secret deleted mid-wave: gone, not counted, nothing rolled back",
+		clusters: three(faults{goneAtApply: true}),
+		want: want{status: st(ok, gone, ok), extra: func(t *testing.T, e *env, r runResult) {
+			errorHas("c2", "kubeconfig Secret fleet/c2-kubeconfig was deleted")(t, e, r)
+			if st := e.load(e.clusters["c2"]); st.Provisioning == nil || st.Provisioning.Revision != e.desired.revision {
+				t.Errorf("c2: records %s, want them as the cluster left them (provisioning desired)", describeState(st))
+			}
+			if !slices.ContainsFunc(r.res.Warnings(), func(w string) bool { return strings.Contains(w, "c2 vanished") }) {
+				t.Errorf("warnings %q do not report c2 gone", r.res.Warnings())
+			}
+		}},
+	}, {
+		name:     "kubeconfig Secret deleted as its wave starts: gone before any change",
+		clusters: []clusterSpec{{"c1", startOld, faults{}}, {"c2", startOld, faults{}}, {"c3", startFresh, faults{goneAtWave: true}}},
+		want: want{status: st(ok, ok, gone), extra: func(t *testing.T, e *env, r runResult) {
+			if got := e.describeRecords(e.clusters["c3"]); got != e.initial["c3"].records {
+				t.Errorf("c3: records %s, were %s", got, e.initial["c3"].records)
+			}
+		}},
+	}, {
+		name: "429s on records writes pass after two tries",
+		clusters: []clusterSpec{{"c1", startOld, faults{throttle: 2}}, {"c2", startFresh, faults{throttle: 2}},
+			{"c3", startInterrupted, faults{throttle: 2}}},
+		want: want{status: st(ok, ok, ok), extra: func(t *testing.T, e *env, r runResult) {
+			for _, c := range e.clusters {
+				if c.throttled != 2 {
+					t.Errorf("%s: %d writes throttled, want 2", c.name, c.throttled)
+				}
+			}
+		}},
+	}, {
+		name:     "records unwritable: unsettled, nothing applied",
+		clusters: three(faults{recordsDown: true}),
+		want: want{status: st(ok, unsettled, ok), extra: func(t *testing.T, e *env, r runResult) {
+			if c := e.clusters["c2"]; c.desiredApply != 0 {
+				t.Errorf("c2: desired applied %d times without its provisioning record", c.desiredApply)
+			}
+		}},
+	}, {
+		name:        "admission webhook denial on apply: failed, recorded invalid",
+		clusters:    three(faults{applyErr: errAdmission}),
+		maxFailures: "1",
+		want:        want{status: st(ok, failed, ok), failures: 1, extra: errorHas("c2", `admission webhook "images.policy.example.com" denied the request`)},
+	}, {
+		name:     "RBAC forbidden on apply: infrastructure, unsettled, not invalid",
+		clusters: three(faults{applyErr: errRBAC}),
+		want: want{status: st(ok, unsettled, ok), extra: func(t *testing.T, e *env, r runResult) {
+			errorHas("c2", "cannot patch resource")(t, e, r)
+			if e.goneChecks == 0 {
+				t.Errorf("an infrastructure failure was not checked against the management cluster")
+			}
+		}},
+	}, {
+		name:     "field-manager conflict: failed and counted, not invalid",
+		clusters: three(faults{applyErr: errConflict}),
+		want:     want{status: st(rolledBack, failed, notStarted), aborted: true, failures: 1, extra: errorHas("c2", `owned by field manager "flux"`)},
+	}, {
+		name:        "revision failure whose restore fails: unsettled, counted, invalid",
+		clusters:    three(faults{neverReady: true, restoreBroken: true}),
+		maxFailures: "1",
+		want:        want{status: st(ok, unsettled, ok), failures: 1, extra: errorHas("c2", "restore to", "rollback timeout 300ms exceeded")},
+	}, {
+		name:     "resume: applied again, missing objects created, the previous revision's pruned",
+		clusters: []clusterSpec{{"c1", startInterrupted, faults{}}, {"c2", startOld, faults{}}, {"c3", startFresh, faults{}}},
+		want: want{status: st(ok, ok, ok), extra: func(t *testing.T, e *env, r runResult) {
+			in := r.plan.Intents["c1"]
+			if in.Action != engine.ActionApply || in.Provisioning != e.desired.revision || in.RestoreTo != e.old.revision {
+				t.Errorf("c1: intent %+v, want apply desired again, restoring to old", in)
+			}
+			c := e.clusters["c1"]
+			if c.desiredApply != 1 {
+				t.Errorf("c1: desired applied %d times, want 1", c.desiredApply)
+			}
+			if !slices.Equal(c.created, []string{"/ConfigMap/demo/extra"}) || !slices.Equal(c.deleted, []string{"/ConfigMap/demo/legacy"}) {
+				t.Errorf("c1: created %v, deleted %v: want extra created, legacy pruned", c.created, c.deleted)
+			}
+			if st := e.load(c); st.Backup == nil || st.Backup.Revision != e.old.revision {
+				t.Errorf("c1: records %s, want old as backup", describeState(st))
+			}
+		}},
+	}, {
+		name: "resume that fails: restored to the revision before",
+		clusters: []clusterSpec{{"c1", startInterrupted, faults{neverReady: true}}, {"c2", startFresh, faults{neverReady: true}},
+			{"c3", startOld, faults{}}},
+		maxFailures: "2",
+		want:        want{status: st(failed, failed, ok), failures: 2},
+	}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				mf := tt.maxFailures
+				if mf == "" {
+					mf = "0"
+				}
+				e := newEnv(t, testPolicy(t, "1", mf, tt.onFailure), tt.clusters)
+				r := e.run()
+				for name, want := range tt.want.status {
+					if o, _ := r.res.Outcome(name); o.Status != want {
+						t.Errorf("%s ended %s, want %s (%s)", name, o.Status, want, o.Error)
+					}
+				}
+				if r.res.Aborted != tt.want.aborted || r.res.Failures != tt.want.failures {
+					t.Errorf("aborted %v with %d failures, want %v with %d", r.res.Aborted, r.res.Failures, tt.want.aborted, tt.want.failures)
+				}
+				if tt.want.extra != nil {
+					tt.want.extra(t, e, r)
+				}
+			})
+		})
+	}
+}
+
+// TestWorldRandomFaults runs rollouts over fleets of fake clusters with random starting states,
+// faults and policies, checking the invariants after each.
+func TestWorldRandomFaults(t *testing.T) {
+	seeds := 100
+	if testing.Short() {
+		seeds = 20
+	}
+	for seed := range uint64(seeds) {
+		rng := rand.New(rand.NewPCG(seed, 0x5eed))
+		n := 3 + rng.IntN(3)
+		var specs []clusterSpec
+		for i := range n {
+			specs = append(specs, clusterSpec{name: fmt.Sprintf("c%d", i+1), start: start(rng.IntN(3)), faults: randomFaults(rng)})
+		}
+		onFailure := engine.Rollback
+		if rng.IntN(3) == 0 {
+			onFailure = engine.Halt
+		}
+		updateLimit, maxFailures := fmt.Sprint(1+rng.IntN(3)), fmt.Sprint(rng.IntN(3))
+		bake := time.Duration(rng.IntN(2)) * 50 * time.Millisecond
+		t.Run(fmt.Sprintf("seed %d", seed), func(t *testing.T) {
+			t.Parallel() // each run is its own bubble, on its own fakes
+			synctest.Test(t, func(t *testing.T) {
+				policy := testPolicy(t, updateLimit, maxFailures, onFailure)
+				policy.BakeTime = bake
+				e := newEnv(t, policy, specs)
+				e.run()
+				if t.Failed() {
+					for _, s := range specs {
+						t.Logf("%s starts %s with faults %+v", s.name, s.start, s.faults)
+					}
+					t.Logf("update_limit %s, max_failures %s, on_failure %s, bake %s", updateLimit, maxFailures, onFailure, bake)
+				}
+			})
+		})
+	}
+}
+
+func randomFaults(rng *rand.Rand) faults {
+	var f faults
+	switch rng.IntN(12) {
+	case 0:
+		f.neverReady = true
+	case 1:
+		f.unreachableVerify = true
+	case 2:
+		f.goneAtApply = true
+	case 3:
+		f.goneAtWave = true
+	case 4:
+		f.recordsDown = true
+	case 5:
+		f.applyErr = errAdmission
+	case 6:
+		f.applyErr = errRBAC
+	case 7:
+		f.applyErr = errConflict
+	}
+	if f.counted() && rng.IntN(3) == 0 {
+		f.restoreBroken = true
+	}
+	if rng.IntN(4) == 0 {
+		f.throttle = 1 + rng.IntN(2)
+	}
+	return f
+}
