@@ -61,6 +61,9 @@ func (e *NotReadyError) Error() string {
 	for i, s := range e.Objects {
 		items[i] = s.String()
 	}
+	if e.Unreadable() {
+		return fmt.Sprintf("the cluster did not answer (objects unreadable after %s): %s", e.Timeout, strings.Join(items, "; "))
+	}
 	if e.Timeout > 0 {
 		return fmt.Sprintf("not ready after %s: %s", e.Timeout, strings.Join(items, "; "))
 	}
@@ -106,6 +109,7 @@ func (a *Applier) wait(ctx context.Context, objs []*unstructured.Unstructured, t
 	if ctx.Err() != nil && !deadline {
 		return fmt.Errorf("wait for %d objects to be ready: %w", len(set), ctx.Err())
 	}
+	waited := time.Since(start)
 	// ssa's error names objects and statuses but not why; read them once more for that.
 	readCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
@@ -116,8 +120,8 @@ func (a *Applier) wait(ctx context.Context, objs []*unstructured.Unstructured, t
 	nre := &NotReadyError{Objects: statuses}
 	switch {
 	case deadline:
-		nre.Timeout = time.Since(start).Round(time.Second)
-	case time.Since(start) >= timeout:
+		nre.Timeout = waited.Round(time.Second)
+	case waited >= timeout:
 		nre.Timeout = timeout
 	}
 	return nre
