@@ -3,6 +3,7 @@ package rollout
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/hashicorp/terraform-plugin-framework/diag"
@@ -63,8 +64,10 @@ func (r *rolloutResource) apply(ctx context.Context, timeout time.Duration, plan
 		Logf: func(msg string, fields map[string]any) { tflog.Info(ctx, msg, fields) },
 	})
 	if run != nil {
-		for _, d := range run.Plan.Differences {
-			diags.AddWarning("Apply Differs From The Plan", "The fleet changed between plan and apply; apply kept to the plan: "+d+".")
+		if len(run.Plan.Differences) > 0 {
+			// One warning: Terraform folds warnings with the same summary into "similar warnings".
+			diags.AddWarning("Apply Differs From The Plan", "The fleet changed between plan and apply; apply kept to the plan:\n  - "+
+				strings.Join(run.Plan.Differences, "\n  - "))
 		}
 		for _, w := range run.Result.Warnings() {
 			diags.AddWarning("Rollout Warning", w)
