@@ -220,7 +220,12 @@ func TestAccRollout_workloadAPIDownDuringVerify(t *testing.T) {
 	clusters := []string{"prod-eu-1", "prod-us-1", "staging-eu-1"}
 	v1 := slowReady(app(name, "v1", false, ""), 5)
 	rev1 := revisionOf(t, v1)
-	config := strings.Replace(interruptConfig(f, name, v1), `verify = { timeout = "90s" }`, `verify = { timeout = "20s" }`, 1)
+	// Short request and verify timeouts: a frozen API server costs one request timeout per read.
+	config := strings.Replace(interruptConfig(f, name, v1), `verify = { timeout = "90s" }`, `verify = { timeout = "15s" }`, 1)
+	config = strings.Replace(config, "provider \"gradual\" {\n", "provider \"gradual\" {\n  request_timeout = \"5s\"\n", 1)
+	if !strings.Contains(config, `request_timeout = "5s"`) {
+		t.Fatal("workloadAPIDownDuringVerify: acctest.ProviderConfig changed")
+	}
 	t.Cleanup(func() {
 		if res := tf.run(context.Background(), "destroy", "-auto-approve"); res.code != 0 {
 			t.Errorf("cleanup: destroy exited %d:\n%s", res.code, res.output)
