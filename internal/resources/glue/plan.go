@@ -45,3 +45,12 @@ func SkippedDetail(intro string, skipped map[string]string) string {
 	}
 	return b.String()
 }
+
+// ShortList joins names for a plan warning, at most shown of them, then "and N more": a
+// warning stays readable at any fleet size.
+func ShortList(names []string, shown int) string {
+	if len(names) <= shown {
+		return strings.Join(names, ", ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(names[:shown], ", "), len(names)-shown)
+}

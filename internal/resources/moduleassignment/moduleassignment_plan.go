@@ -217,12 +217,7 @@ func changesSummary(apply map[string][]string) string {
 	sort.Strings(modules)
 	var b strings.Builder
 	for _, m := range modules {
-		clusters := apply[m]
-		more := ""
-		if len(clusters) > shown {
-			clusters, more = clusters[:shown], fmt.Sprintf(" and %d more", len(apply[m])-shown)
-		}
-		fmt.Fprintf(&b, "module %s → %d cluster(s): %s%s\n", m, len(apply[m]), strings.Join(clusters, ", "), more)
+		fmt.Fprintf(&b, "module %s → %d cluster(s): %s\n", m, len(apply[m]), glue.ShortList(apply[m], shown))
 	}
 	return strings.TrimSuffix(b.String(), "\n")
 }

@@ -229,12 +229,7 @@ func wavesSummary(planned engine.Plan) string {
 		if i < planned.CanaryWaves {
 			label = " (canary)"
 		}
-		names := wave
-		more := ""
-		if len(names) > shown {
-			names, more = names[:shown], fmt.Sprintf(" and %d more", len(wave)-shown)
-		}
-		fmt.Fprintf(&b, "\n  wave %d%s: %s%s", i+1, label, strings.Join(names, ", "), more)
+		fmt.Fprintf(&b, "\n  wave %d%s: %s", i+1, label, glue.ShortList(wave, shown))
 	}
 	return b.String()
 }
