@@ -83,12 +83,13 @@ func Run(ctx context.Context, svc *delivery.Service, req RunRequest) (*RunResult
 		req.Logf = func(string, map[string]any) {}
 	}
 	mc := svc.ManagementClient()
-	release, err := svc.HoldLease(ctx, spec.RecordNamespace, spec.Key, records.HolderIdentity(), "Assignment Already Running",
+	runCtx, release, err := svc.HoldLease(ctx, spec.RecordNamespace, spec.Key, records.HolderIdentity(), "Assignment Already Running",
 		"Another apply of "+spec.Key.Describe()+" holds its Lease. Wait for it to finish; if that process died, the Lease expires on its own.")
 	if err != nil {
 		return nil, err
 	}
 	defer release()
+	ctx = runCtx // cancelled, with the reason, if the Lease is lost
 	mstore := records.NewManagementStore(mc, spec.RecordNamespace)
 	if err := mstore.SaveProgress(ctx, spec.Key, records.Progress{Phase: records.PhaseRunning, StartedAt: time.Now(), Config: req.Config}); err != nil {
 		return nil, fmt.Errorf("record %s: %w", spec.Key.Describe(), err)

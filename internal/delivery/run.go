@@ -54,12 +54,13 @@ func (s *Service) Run(ctx context.Context, req RunRequest) (*RunResult, error) {
 		return nil, usererr.Wrap(err, "Invalid Rollout Policy", "The rollout's settings cannot be used.")
 	}
 	holder := records.HolderIdentity()
-	release, err := s.HoldLease(ctx, spec.RecordNamespace, spec.Key, holder, "Rollout Already Running",
+	runCtx, release, err := s.HoldLease(ctx, spec.RecordNamespace, spec.Key, holder, "Rollout Already Running",
 		"Another apply of rollout "+spec.Key.Describe()+" holds its Lease. Wait for it to finish; if that process died, the Lease expires on its own and the next apply takes over.")
 	if err != nil {
 		return nil, err
 	}
 	defer release()
+	ctx = runCtx // cancelled, with the reason, if the Lease is lost
 
 	obs, err := s.Observe(ctx, req.Query, spec.Key, spec.RecordNamespace, false)
 	if err != nil {
@@ -107,7 +108,7 @@ func (s *Service) Run(ctx context.Context, req RunRequest) (*RunResult, error) {
 	}
 	run := &RunResult{Plan: plan, Result: result, After: after}
 	if err := result.Err(); err != nil {
-		return run, usererr.Wrap(err, "Rollout Failed", fmt.Sprintf("Rollout %s of revision %s did not complete.", spec.Key.Describe(), spec.Revision))
+		return run, LeaseLost(ctx, usererr.Wrap(err, "Rollout Failed", fmt.Sprintf("Rollout %s of revision %s did not complete.", spec.Key.Describe(), spec.Revision)), "Rollout "+spec.Key.Describe())
 	}
 	return run, nil
 }

@@ -149,60 +149,60 @@ func TestAgainstAPIServer(t *testing.T) {
 		must(t, s.Delete(ctx, ingress))
 	})
 
-	t.Run("lease: racing holders, expiry, takeover, renew, release", func(t *testing.T) {
+	t.Run("lease: racing holders, observed expiry, takeover, renew, release", func(t *testing.T) {
 		ctx := t.Context()
-		clock := newFakeClock()
-		const racers = 4
-		var (
-			wg      sync.WaitGroup
-			mu      sync.Mutex
-			winners []*Held
-			losers  []*HeldError
-		)
-		for i := range racers {
-			cl := newClient(t)
-			wg.Go(func() {
-				h, err := Acquire(ctx, cl, "records-mgmt", ingress, fmt.Sprintf("racer-%d", i), 15*time.Second, clock)
-				mu.Lock()
-				defer mu.Unlock()
-				var held *HeldError
-				switch {
-				case err == nil:
-					winners = append(winners, h)
-				case errors.As(err, &held):
-					losers = append(losers, held)
-				default:
-					t.Errorf("racer %d: %v", i, err)
-				}
-			})
+		const d = 15 * time.Second
+		winner, losers := raceAcquire(t, func() client.Client { return newClient(t) }, "records-mgmt", 4, d, newFakeClock())
+		if len(losers) != 3 {
+			t.Fatalf("%d losers", len(losers))
 		}
-		wg.Wait()
-		if len(winners) != 1 || len(losers) != racers-1 {
-			t.Fatalf("%d winners, %d losers", len(winners), len(losers))
-		}
-		winner := winners[0]
 		t.Logf("winner %s; a loser was told: %v", winner.Holder(), losers[0])
 		if !strings.Contains(losers[0].Error(), "is being applied by "+winner.Holder()) {
 			t.Fatalf("loser's error: %v", losers[0])
 		}
+		runCtx, cancel := winner.Fence(ctx)
+		defer cancel()
 
-		clock.Advance(16 * time.Second) // the winner "died" without renewing
-		next, err := Acquire(ctx, c, "records-mgmt", ingress, "successor", 15*time.Second, clock)
-		must(t, err)
+		// The winner "dies" (its clock, shared with the racers, stands still): a successor takes
+		// over after watching the Lease unchanged for its duration, by the successor's clock.
+		clock := newFakeClock()
+		clock.Advance(-time.Hour) // skew does not matter
+		ch := make(chan acquired, 1)
+		go func() {
+			h, err := Acquire(ctx, c, "records-mgmt", ingress, "successor", d, clock)
+			ch <- acquired{h, err}
+		}()
+		clock.step(t, 1, d-time.Second, time.Second)
+		stillWaiting(t, ch, clock)
+		clock.step(t, 1, time.Second, time.Second)
+		next := receive(t, ch)
+		must(t, next.err)
 		if err := winner.Renew(ctx); !errors.Is(err, ErrLeaseLost) {
 			t.Fatalf("renew by the expired holder: %v", err)
 		}
-		must(t, winner.Release(ctx))
-		clock.Advance(10 * time.Second)
-		must(t, next.Renew(ctx))
-		clock.Advance(10 * time.Second)
-		if _, err := Acquire(ctx, c, "records-mgmt", ingress, "third", 15*time.Second, clock); err == nil {
-			t.Fatalf("a renewed lease was taken")
+		if cause := cancelled(t, runCtx); !errors.Is(cause, ErrLeaseLost) {
+			t.Fatalf("winner's run context: %v", cause)
 		}
-		must(t, next.Release(ctx))
-		third, err := Acquire(ctx, c, "records-mgmt", ingress, "third", 15*time.Second, clock)
+		must(t, winner.Release(ctx))
+
+		// A third watches while the successor renews: refused.
+		third := newFakeClock()
+		ch = make(chan acquired, 1)
+		go func() {
+			h, err := Acquire(ctx, c, "records-mgmt", ingress, "third", d, third)
+			ch <- acquired{h, err}
+		}()
+		third.waitSleepers(t, 1)
+		must(t, next.h.Renew(ctx))
+		third.step(t, 1, pollInterval(d), time.Second)
+		var held *HeldError
+		if r := receive(t, ch); !errors.As(r.err, &held) || held.Holder != "successor" {
+			t.Fatalf("a renewed lease was taken: %v", r.err)
+		}
+		must(t, next.h.Release(ctx))
+		h, err := Acquire(ctx, c, "records-mgmt", ingress, "third", d, third)
 		must(t, err)
-		must(t, third.Release(ctx))
+		must(t, h.Release(ctx))
 	})
 }
 
