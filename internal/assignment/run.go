@@ -185,6 +185,8 @@ func Run(ctx context.Context, svc *delivery.Service, req RunRequest) (*RunResult
 	}
 	if ctx.Err() == nil {
 		res.Warnings = append(res.Warnings, letGo(ctx, svc, spec, obs, plan, bstore, &failures)...)
+	} else {
+		failures = append(failures, "cancelled: "+context.Cause(ctx).Error())
 	}
 	after, lerr := bstore.List(context.WithoutCancel(ctx), spec.Key)
 	if lerr != nil {
@@ -197,9 +199,9 @@ func Run(ctx context.Context, svc *delivery.Service, req RunRequest) (*RunResult
 	}
 	_ = mstore.SaveProgress(context.WithoutCancel(ctx), spec.Key, records.Progress{Phase: phase, UpdatedAt: time.Now(), Config: req.Config})
 	if len(failures) > 0 {
-		return res, usererr.New("Module Assignment Failed",
+		return res, delivery.LeaseLost(ctx, usererr.New("Module Assignment Failed",
 			fmt.Sprintf("%s did not complete:\n  %s\nFailed modules were restored on the clusters where they failed, and modules that depend on them were not applied there.",
-				spec.Key.Describe(), strings.Join(failures, "\n  ")))
+				spec.Key.Describe(), strings.Join(failures, "\n  "))), "Assignment "+spec.Key.Describe())
 	}
 	return res, nil
 }
