@@ -127,6 +127,7 @@ func TestAgainstAPIServer(t *testing.T) {
 			cl := newClient(t) // separate clients, as separate processes would have
 			wg.Go(func() {
 				s := NewManagementStore(cl, "")
+				s.unlocked = true // as separate processes: conflicts on the head
 				errs <- s.RecordInvalid(ctx, ingress, InvalidEntry{Revision: "bad", Reason: "boom", Clusters: []string{fmt.Sprintf("c%d", i)}})
 				errs <- s.SaveProgress(ctx, ingress, Progress{Phase: PhaseRunning, Revision: "bad", Wave: i})
 			})
@@ -147,6 +148,33 @@ func TestAgainstAPIServer(t *testing.T) {
 			t.Fatalf("ledger after ForgetInvalid: %v, %v", l, err)
 		}
 		must(t, s.Delete(ctx, ingress))
+	})
+
+	t.Run("management records: a 5 MiB bundle round-trips, chunked", func(t *testing.T) {
+		ctx := t.Context()
+		s := NewManagementStore(c, "")
+		start := time.Now()
+		want := bigRollout(t, ctx, s)
+		got, err := s.Load(ctx, ingress)
+		must(t, err)
+		checkRollout(t, got, want)
+		checkChunks(t, ctx, c, 5)
+		t.Logf("saved and loaded in %s", time.Since(start).Round(time.Millisecond))
+		// Changing the progress, not the configuration, leaves the configuration's chunks alone.
+		head := &corev1.Secret{}
+		must(t, c.Get(ctx, client.ObjectKey{Namespace: DefaultNamespace, Name: ingress.ObjectName()}, head))
+		p := *want.Progress
+		p.Wave = 3
+		must(t, s.SaveProgress(ctx, ingress, p))
+		after := &corev1.Secret{}
+		must(t, c.Get(ctx, client.ObjectKey{Namespace: DefaultNamespace, Name: ingress.ObjectName()}, after))
+		if after.Annotations[AnnotationConfig] != head.Annotations[AnnotationConfig] {
+			t.Fatalf("configuration rewritten by a progress write")
+		}
+		must(t, s.Delete(ctx, ingress))
+		if n := chunkSecrets(t, ctx, c, DefaultNamespace); n != 0 {
+			t.Fatalf("%d chunk Secrets after Delete", n)
+		}
 	})
 
 	t.Run("lease: racing holders, observed expiry, takeover, renew, release", func(t *testing.T) {
