@@ -82,7 +82,7 @@ func (s *Service) Run(ctx context.Context, req RunRequest) (*RunResult, error) {
 		return nil, err
 	}
 	mstore := s.managementStore(spec.RecordNamespace)
-	progress := &progressWriter{store: mstore, key: spec.Key, progress: records.Progress{
+	progress := &progressWriter{store: mstore, key: spec.Key, clock: s.clock, progress: records.Progress{
 		Phase: records.PhaseRunning, Revision: spec.Revision, Waves: len(plan.Waves), StartedAt: time.Now(),
 		Holder: holder, Clusters: map[string]records.ClusterOutcome{}, Config: req.Config,
 	}}
