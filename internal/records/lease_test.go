@@ -118,6 +118,7 @@ func TestLeaseLiveHolderRefused(t *testing.T) {
 	ch := acquireAsync(ctx, c, "holder-b", d, clock)
 	clock.step(t, 1, 10*time.Second, time.Second) // watched 10 s unchanged: nothing to say yet
 	stillWaiting(t, ch, clock)
+	holderClock.Advance(time.Second) // a renewal writes a new renew time
 	must(t, a.Renew(ctx))
 	clock.step(t, 1, pollInterval(d), time.Second)
 	r := receive(t, ch)
@@ -364,8 +365,9 @@ func raceAcquire(t *testing.T, newClient func() client.Client, namespace string,
 			}
 		case <-time.After(20 * time.Millisecond):
 			if winner != nil {
-				must(t, winner.Renew(ctx))
+				// A renewal at a later time: a write that changes nothing would not be seen.
 				clock.Advance(pollInterval(d))
+				must(t, winner.Renew(ctx))
 			}
 		}
 		if time.Now().After(deadline) {
