@@ -172,6 +172,22 @@ func (s *ManagementStore) Load(ctx context.Context, key Key) (*Rollout, error) {
 	return st.r, nil
 }
 
+// LoadSummary reads the rollout's progress and ledger without the stored configuration
+// (Progress.Config is nil): what a plan or refresh needs, without reading megabytes.
+func (s *ManagementStore) LoadSummary(ctx context.Context, key Key) (*Rollout, error) {
+	if err := key.Validate(); err != nil {
+		return nil, err
+	}
+	st, err := s.read(ctx, key, false)
+	if err != nil {
+		return nil, err
+	}
+	if p := st.r.Progress; p != nil {
+		p.Config = nil // a record written before compression has it inline
+	}
+	return st.r, nil
+}
+
 // LoadProgress returns the rollout's progress record, with its configuration, nil when none
 // was ever saved.
 func (s *ManagementStore) LoadProgress(ctx context.Context, key Key) (*Progress, error) {

@@ -278,6 +278,11 @@ func TestManagementBigRecordRoundTrip(t *testing.T) {
 	if !bytes.Equal(cfg.Config, want.Progress.Config) {
 		t.Fatalf("stored config does not round-trip")
 	}
+	sum, err := s.LoadSummary(ctx, ingress)
+	must(t, err)
+	if sum.Progress.Config != nil || sum.Progress.Wave != want.Progress.Wave || len(sum.Ledger) != len(want.Ledger) {
+		t.Fatalf("summary: config %d bytes, wave %d, %d ledger entries", len(sum.Progress.Config), sum.Progress.Wave, len(sum.Ledger))
+	}
 
 	checkChunks(t, ctx, c, 5)
 
