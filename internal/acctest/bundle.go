@@ -1,10 +1,17 @@
 package acctest
 
 import (
+	"context"
 	"encoding/base64"
 	"fmt"
 	"math/rand/v2"
 	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/gradual-dev/terraform-provider-gradual/internal/records"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/testbed"
 )
 
 // BigBundle is YAML of about size bytes that compresses poorly: a Namespace and ConfigMaps in
@@ -24,4 +31,29 @@ func BigBundle(namespace string, size int) string {
 			i, namespace, base64.StdEncoding.EncodeToString(raw))
 	}
 	return b.String()
+}
+
+// ExpectChunkedRecord checks that the management record of key is compressed and cut into at
+// least min chunk Secrets besides its head (in records.DefaultNamespace).
+func ExpectChunkedRecord(f *testbed.Fleet, key records.Key, min int) error {
+	mc, err := f.ManagementClient()
+	if err != nil {
+		return err
+	}
+	ctx := context.Background()
+	head := &corev1.Secret{}
+	if err := mc.Get(ctx, client.ObjectKey{Namespace: records.DefaultNamespace, Name: key.ObjectName()}, head); err != nil {
+		return fmt.Errorf("management record of %s: %w", key.Describe(), err)
+	}
+	if _, ok := head.Data["record"]; !ok {
+		return fmt.Errorf("management record of %s is not compressed: data keys %v", key.Describe(), head.Data)
+	}
+	list := &corev1.SecretList{}
+	if err := mc.List(ctx, list, client.InNamespace(records.DefaultNamespace), client.MatchingLabels{records.LabelRollout: key.Hash()}, client.HasLabels{records.LabelChunk}); err != nil {
+		return err
+	}
+	if len(list.Items) < min {
+		return fmt.Errorf("management record of %s: %d chunk Secrets, want at least %d", key.Describe(), len(list.Items), min)
+	}
+	return nil
 }

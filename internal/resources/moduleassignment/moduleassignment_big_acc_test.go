@@ -5,8 +5,10 @@ import (
 
 	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
 	"github.com/hashicorp/terraform-plugin-testing/statecheck"
+	"github.com/hashicorp/terraform-plugin-testing/terraform"
 
 	"github.com/gradual-dev/terraform-provider-gradual/internal/acctest"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/records"
 )
 
 // A module of 5 MiB that compresses poorly is applied, its management records are chunked, and
@@ -23,6 +25,9 @@ func TestAccModuleAssignment_bigBundle(t *testing.T) {
 			{
 				Config:            config,
 				ConfigStateChecks: []statecheck.StateCheck{bindingCheck(res, "staging-eu-1", 0, "blob", "applied")},
+				Check: func(*terraform.State) error {
+					return acctest.ExpectChunkedRecord(f, records.Key{Kind: "module-assignment", Namespace: f.Namespace, Name: name}, 4)
+				},
 			},
 			{
 				ResourceName: res, ImportState: true, ImportStateId: f.Namespace + "/" + name,

@@ -4,8 +4,10 @@ import (
 	"testing"
 
 	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
+	"github.com/hashicorp/terraform-plugin-testing/terraform"
 
 	"github.com/gradual-dev/terraform-provider-gradual/internal/acctest"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/records"
 )
 
 // A 5 MiB bundle that compresses poorly rolls out, its management records (progress with the
@@ -17,7 +19,12 @@ func TestAccRollout_bigBundle(t *testing.T) {
 	resource.Test(t, resource.TestCase{
 		ProtoV6ProviderFactories: acctest.ProviderFactories,
 		Steps: []resource.TestStep{
-			{Config: rolloutConfig(f, name, `clusters = ["staging-eu-1"]`, manifests, "")},
+			{
+				Config: rolloutConfig(f, name, `clusters = ["staging-eu-1"]`, manifests, ""),
+				Check: func(*terraform.State) error {
+					return acctest.ExpectChunkedRecord(f, records.Key{Kind: "rollout", Namespace: f.Namespace, Name: name}, 4)
+				},
+			},
 			{
 				ResourceName:                         "gradual_rollout.test",
 				ImportState:                          true,
