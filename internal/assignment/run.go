@@ -77,7 +77,7 @@ type RunResult struct {
 // Run applies the assignment: modules in depends_on order, each through delivery.Run on the
 // clusters that need it and whose dependencies are applied; then modules no longer configured
 // and clusters that stopped matching lose theirs by deletion policy; bindings follow every step.
-func Run(ctx context.Context, svc *delivery.Service, req RunRequest) (*RunResult, error) {
+func Run(ctx context.Context, svc *delivery.Service, req RunRequest) (_ *RunResult, err error) {
 	spec := req.Spec
 	if req.Logf == nil {
 		req.Logf = func(string, map[string]any) {}
@@ -90,6 +90,7 @@ func Run(ctx context.Context, svc *delivery.Service, req RunRequest) (*RunResult
 	}
 	defer release()
 	ctx = runCtx // cancelled, with the reason, if the Lease is lost
+	defer func() { err = delivery.LeaseLost(runCtx, err, "Assignment "+spec.Key.Describe()) }()
 	mstore := records.NewManagementStore(mc, spec.RecordNamespace)
 	if err := mstore.SaveProgress(ctx, spec.Key, records.Progress{Phase: records.PhaseRunning, StartedAt: time.Now(), Config: req.Config}); err != nil {
 		return nil, fmt.Errorf("record %s: %w", spec.Key.Describe(), err)
@@ -199,9 +200,9 @@ func Run(ctx context.Context, svc *delivery.Service, req RunRequest) (*RunResult
 	}
 	_ = mstore.SaveProgress(context.WithoutCancel(ctx), spec.Key, records.Progress{Phase: phase, UpdatedAt: time.Now(), Config: req.Config})
 	if len(failures) > 0 {
-		return res, delivery.LeaseLost(ctx, usererr.New("Module Assignment Failed",
+		return res, usererr.New("Module Assignment Failed",
 			fmt.Sprintf("%s did not complete:\n  %s\nFailed modules were restored on the clusters where they failed, and modules that depend on them were not applied there.",
-				spec.Key.Describe(), strings.Join(failures, "\n  "))), "Assignment "+spec.Key.Describe())
+				spec.Key.Describe(), strings.Join(failures, "\n  ")))
 	}
 	return res, nil
 }

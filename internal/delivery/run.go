@@ -45,7 +45,7 @@ type RunResult struct {
 // the invalid ledger (unless Spec.Retry), plans the waves and executes them, keeping the
 // records and the progress record in step. The error says what failed where; the result is
 // returned with it whenever the run started.
-func (s *Service) Run(ctx context.Context, req RunRequest) (*RunResult, error) {
+func (s *Service) Run(ctx context.Context, req RunRequest) (_ *RunResult, err error) {
 	spec := req.Spec
 	if req.Logf == nil {
 		req.Logf = func(string, map[string]any) {}
@@ -61,6 +61,7 @@ func (s *Service) Run(ctx context.Context, req RunRequest) (*RunResult, error) {
 	}
 	defer release()
 	ctx = runCtx // cancelled, with the reason, if the Lease is lost
+	defer func() { err = LeaseLost(runCtx, err, "Rollout "+spec.Key.Describe()) }()
 
 	obs, err := s.Observe(ctx, req.Query, spec.Key, spec.RecordNamespace, false)
 	if err != nil {
@@ -108,7 +109,7 @@ func (s *Service) Run(ctx context.Context, req RunRequest) (*RunResult, error) {
 	}
 	run := &RunResult{Plan: plan, Result: result, After: after}
 	if err := result.Err(); err != nil {
-		return run, LeaseLost(ctx, usererr.Wrap(err, "Rollout Failed", fmt.Sprintf("Rollout %s of revision %s did not complete.", spec.Key.Describe(), spec.Revision)), "Rollout "+spec.Key.Describe())
+		return run, usererr.Wrap(err, "Rollout Failed", fmt.Sprintf("Rollout %s of revision %s did not complete.", spec.Key.Describe(), spec.Revision))
 	}
 	return run, nil
 }
