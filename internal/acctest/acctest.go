@@ -42,6 +42,8 @@ var shared struct {
 func Main(m *testing.M) {
 	code := m.Run()
 	if shared.started && shared.fleet != nil {
+		// The fleet logged through the first test's t, which has completed by now.
+		shared.fleet.SetLogf(func(format string, args ...any) { fmt.Fprintf(os.Stderr, "acctest: "+format+"\n", args...) })
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		if err := shared.fleet.Down(ctx); err != nil {
 			fmt.Fprintf(os.Stderr, "acctest: stopping the test bed: %v\n", err)

@@ -81,18 +81,20 @@ type RunResult struct {
 // Run applies the assignment: modules in depends_on order, each through delivery.Run on the
 // clusters that need it and whose dependencies are applied; then modules no longer configured
 // and clusters that stopped matching lose theirs by deletion policy; bindings follow every step.
-func Run(ctx context.Context, svc *delivery.Service, req RunRequest) (*RunResult, error) {
+func Run(ctx context.Context, svc *delivery.Service, req RunRequest) (_ *RunResult, err error) {
 	spec := req.Spec
 	if req.Logf == nil {
 		req.Logf = func(string, map[string]any) {}
 	}
 	mc := svc.ManagementClient()
-	release, err := svc.HoldLease(ctx, spec.RecordNamespace, spec.Key, records.HolderIdentity(), "Assignment Already Running",
+	runCtx, release, err := svc.HoldLease(ctx, spec.RecordNamespace, spec.Key, records.HolderIdentity(), "Assignment Already Running",
 		"Another apply of "+spec.Key.Describe()+" holds its Lease. Wait for it to finish; if that process died, the Lease expires on its own.")
 	if err != nil {
 		return nil, err
 	}
 	defer release()
+	ctx = runCtx // cancelled, with the reason, if the Lease is lost
+	defer func() { err = delivery.LeaseLost(runCtx, err, "Assignment "+spec.Key.Describe()) }()
 	mstore := records.NewManagementStore(mc, spec.RecordNamespace)
 	if err := mstore.SaveProgress(ctx, spec.Key, records.Progress{Phase: records.PhaseRunning, StartedAt: time.Now(), Config: req.Config}); err != nil {
 		return nil, fmt.Errorf("record %s: %w", spec.Key.Describe(), err)
@@ -195,6 +197,8 @@ func Run(ctx context.Context, svc *delivery.Service, req RunRequest) (*RunResult
 	}
 	if ctx.Err() == nil {
 		res.Warnings = append(res.Warnings, letGo(ctx, svc, spec, obs, plan, bstore, &failures)...)
+	} else {
+		failures = append(failures, "cancelled: "+context.Cause(ctx).Error())
 	}
 	after, lerr := bstore.List(context.WithoutCancel(ctx), spec.Key)
 	if lerr != nil {

@@ -31,11 +31,13 @@ func (s *Service) Destroy(ctx context.Context, req DestroyRequest) (warnings []s
 	if req.Logf == nil {
 		req.Logf = func(string, map[string]any) {}
 	}
-	lease, err := records.Acquire(ctx, s.mgmt.Client, spec.RecordNamespace, spec.Key, records.HolderIdentity(), LeaseDuration, nil)
+	runCtx, release, err := s.HoldLease(ctx, spec.RecordNamespace, spec.Key, records.HolderIdentity(), "Rollout Busy",
+		"Another apply of "+spec.Key.Describe()+" holds its Lease; destroy once it is done.")
 	if err != nil {
-		return nil, usererr.Wrap(err, "Rollout Busy", "Another apply of "+spec.Key.Describe()+" holds its Lease; destroy once it is done.")
+		return nil, err
 	}
-	defer func() { _ = lease.Release(context.WithoutCancel(ctx)) }()
+	defer release()
+	ctx = runCtx
 
 	found, err := s.mgmt.Discover(ctx, req.Query)
 	if err != nil {

@@ -11,22 +11,49 @@ import (
 )
 
 // HoldLease takes key's Lease for one apply by holder, so that two applies of the same rollout
-// or assignment never run at once. When another apply holds it, the error is a user error with
-// busyTitle and busyDetail (each caller names what is running). release gives the Lease back; it
-// is meant for defer and still runs, for up to ten seconds, after ctx is cancelled, so that an
-// interrupted apply does not leave the next one waiting for the Lease to expire.
-func (s *Service) HoldLease(ctx context.Context, recordNamespace string, key records.Key, holder, busyTitle, busyDetail string) (release func(), err error) {
-	lease, err := records.Acquire(ctx, s.mgmt.Client, recordNamespace, key, holder, LeaseDuration, nil)
+// or assignment never run at once. When another apply holds it (it renews the Lease while this
+// one watches; a Lease left unrenewed for LeaseDuration is taken over, so this may wait up to
+// that long), the error is a user error with busyTitle and busyDetail (each caller names what
+// is running).
+//
+// runCtx, derived from ctx, is what the apply runs on: it is cancelled when the Lease is lost
+// (taken over, deleted, or not renewed for LeaseDuration), with a cause wrapping
+// records.ErrLeaseLost that says why, so the run stops and settles as on Ctrl-C; LeaseLost
+// turns the run's error into one that says so. release gives the Lease back and cancels
+// runCtx; it is meant for defer and still runs, for up to ten seconds, after ctx is cancelled,
+// so that an interrupted apply does not leave the next one waiting for the Lease to expire.
+func (s *Service) HoldLease(ctx context.Context, recordNamespace string, key records.Key, holder, busyTitle, busyDetail string) (runCtx context.Context, release func(), err error) {
+	lease, err := records.Acquire(ctx, s.mgmt.Client, recordNamespace, key, holder, LeaseDuration, s.clock)
 	if err != nil {
 		var held *records.HeldError
 		if errors.As(err, &held) {
-			return nil, usererr.Wrap(err, busyTitle, busyDetail)
+			return nil, nil, usererr.Wrap(err, busyTitle, busyDetail)
 		}
-		return nil, fmt.Errorf("acquire the Lease of %s: %w", key.Describe(), err)
+		return nil, nil, fmt.Errorf("acquire the Lease of %s: %w", key.Describe(), err)
 	}
-	return func() {
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-		defer cancel()
+	runCtx, cancel := lease.Fence(ctx)
+	return runCtx, func() {
+		cancel()
+		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer rcancel()
 		_ = lease.Release(rctx)
 	}, nil
+}
+
+// LeaseLost returns err as a user error saying that the Lease was lost and why, when runCtx
+// (from HoldLease) was cancelled for that; otherwise err unchanged. Nil stays nil.
+func LeaseLost(runCtx context.Context, err error, what string) error {
+	if err == nil {
+		return nil
+	}
+	cause := context.Cause(runCtx)
+	if !errors.Is(cause, records.ErrLeaseLost) {
+		return err
+	}
+	if u, ok := usererr.As(err); ok && u.Summary == "Lease Lost" {
+		return err
+	}
+	return usererr.Wrap(fmt.Errorf("%w (%v)", cause, err), "Lease Lost",
+		fmt.Sprintf("%s stopped because it lost its Lease: another apply may be running it now. "+
+			"What was in flight was brought to a recorded state; the next plan shows what is left.", what))
 }

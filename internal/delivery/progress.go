@@ -10,13 +10,32 @@ import (
 	"github.com/gradual-dev/terraform-provider-gradual/internal/records"
 )
 
-// progressWriter keeps the management cluster's progress record in step with the run.
+// ProgressInterval is the least time between two writes of a run's progress record, except
+// that the start, every batch boundary (a wave starting or done) and the end are always written
+// at once. Changes in between are written together, at most ProgressInterval after the last
+// write: a wave of a hundred clusters costs a few writes, not hundreds.
+const ProgressInterval = time.Second
+
+// progressTimeout bounds a delayed progress write, which runs after the event that caused it.
+const progressTimeout = 10 * time.Second
+
+// progressWriter keeps the management cluster's progress record in step with the run,
+// debounced (see ProgressInterval).
 type progressWriter struct {
-	store    *records.ManagementStore
-	key      records.Key
+	store *records.ManagementStore
+	key   records.Key
+	// clock paces the writes; the wall clock when nil.
+	clock engine.Clock
+
 	mu       sync.Mutex
 	progress records.Progress
-	batch    []string // targets of the batch in progress
+	batch    []string  // targets of the batch in progress
+	written  time.Time // when the record was last written (zero: never)
+	dirty    bool      // changes not written yet
+	pending  bool      // a delayed write is scheduled
+	closed   bool      // finish ran: no more delayed writes
+	stop     context.CancelFunc
+	stopCtx  context.Context
 }
 
 func (p *progressWriter) observe(ctx context.Context, ev engine.Event) {
@@ -29,6 +48,11 @@ func (p *progressWriter) observe(ctx context.Context, ev engine.Event) {
 			return
 		}
 		p.progress.Wave = ev.Batch
+		p.saveLocked(ctx)
+	case ev.Kind == engine.EventBatchDone:
+		if p.dirty {
+			p.saveLocked(ctx)
+		}
 	case ev.Target != "":
 		o := p.progress.Clusters[ev.Target]
 		if ev.Kind == engine.EventProvisioning {
@@ -44,10 +68,8 @@ func (p *progressWriter) observe(ctx context.Context, ev engine.Event) {
 			o.FinishedAt = ev.At
 		}
 		p.progress.Clusters[ev.Target] = o
-	default:
-		return
+		p.saveSoonLocked(ctx)
 	}
-	p.saveLocked(ctx)
 }
 
 // summary says how the targets of a batch ended, e.g. "prod-eu-1 succeeded, prod-us-1 failed".
@@ -65,10 +87,18 @@ func (p *progressWriter) summary(targets []string) string {
 	return strings.Join(parts, ", ")
 }
 
+// save writes the record now.
 func (p *progressWriter) save(ctx context.Context) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.saveLocked(ctx)
+}
+
+func (p *progressWriter) now() time.Time {
+	if p.clock == nil {
+		return time.Now()
+	}
+	return p.clock.Now()
 }
 
 func (p *progressWriter) saveLocked(ctx context.Context) {
@@ -76,11 +106,52 @@ func (p *progressWriter) saveLocked(ctx context.Context) {
 	// write here does not stop the rollout.
 	p.progress.UpdatedAt = time.Time{}
 	_ = p.store.SaveProgress(ctx, p.key, p.progress)
+	p.written, p.dirty = p.now(), false
+}
+
+// saveSoonLocked writes the record now if the last write is ProgressInterval old, else
+// schedules one for when it will be.
+func (p *progressWriter) saveSoonLocked(ctx context.Context) {
+	now := p.now()
+	if p.written.IsZero() || now.Sub(p.written) >= ProgressInterval {
+		p.saveLocked(ctx)
+		return
+	}
+	p.dirty = true
+	if p.pending || p.closed {
+		return
+	}
+	p.pending = true
+	if p.stopCtx == nil {
+		p.stopCtx, p.stop = context.WithCancel(context.WithoutCancel(ctx))
+	}
+	wait := p.written.Add(ProgressInterval).Sub(now)
+	var clock engine.Clock = engine.SystemClock{}
+	if p.clock != nil {
+		clock = p.clock
+	}
+	go func() {
+		if err := clock.Sleep(p.stopCtx, wait); err != nil {
+			return // finished: finish wrote the record
+		}
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		p.pending = false
+		if p.dirty && !p.closed {
+			wctx, cancel := context.WithTimeout(p.stopCtx, progressTimeout)
+			defer cancel()
+			p.saveLocked(wctx)
+		}
+	}()
 }
 
 func (p *progressWriter) finish(ctx context.Context, r *engine.Result) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.closed = true
+	if p.stop != nil {
+		p.stop()
+	}
 	switch {
 	case r.Cancelled:
 		p.progress.Phase = records.PhaseInterrupted

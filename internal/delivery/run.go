@@ -50,7 +50,7 @@ type RunResult struct {
 // the invalid ledger (unless Spec.Retry), plans the waves and executes them, keeping the
 // records and the progress record in step. The error says what failed where; the result is
 // returned with it whenever the run started.
-func (s *Service) Run(ctx context.Context, req RunRequest) (*RunResult, error) {
+func (s *Service) Run(ctx context.Context, req RunRequest) (_ *RunResult, err error) {
 	spec := req.Spec
 	if req.Logf == nil {
 		req.Logf = func(string, map[string]any) {}
@@ -59,12 +59,14 @@ func (s *Service) Run(ctx context.Context, req RunRequest) (*RunResult, error) {
 		return nil, usererr.Wrap(err, "Invalid Rollout Policy", "The rollout's settings cannot be used.")
 	}
 	holder := records.HolderIdentity()
-	release, err := s.HoldLease(ctx, spec.RecordNamespace, spec.Key, holder, "Rollout Already Running",
+	runCtx, release, err := s.HoldLease(ctx, spec.RecordNamespace, spec.Key, holder, "Rollout Already Running",
 		"Another apply of rollout "+spec.Key.Describe()+" holds its Lease. Wait for it to finish; if that process died, the Lease expires on its own and the next apply takes over.")
 	if err != nil {
 		return nil, err
 	}
 	defer release()
+	ctx = runCtx // cancelled, with the reason, if the Lease is lost
+	defer func() { err = LeaseLost(runCtx, err, "Rollout "+spec.Key.Describe()) }()
 
 	obs, err := s.Observe(ctx, req.Query, spec.Key, spec.RecordNamespace, false)
 	if err != nil {
@@ -104,7 +106,7 @@ func (s *Service) Run(ctx context.Context, req RunRequest) (*RunResult, error) {
 		return nil, err
 	}
 	mstore := s.managementStore(spec.RecordNamespace)
-	progress := &progressWriter{store: mstore, key: spec.Key, progress: records.Progress{
+	progress := &progressWriter{store: mstore, key: spec.Key, clock: s.clock, progress: records.Progress{
 		Phase: records.PhaseRunning, Revision: spec.Revision, Waves: len(plan.Waves), StartedAt: time.Now(),
 		Holder: holder, Clusters: map[string]records.ClusterOutcome{}, Config: req.Config,
 	}}

@@ -64,13 +64,28 @@
 // write), per rollout:
 //
 //	Secret  gradual.<readable>.<hash>, type gradual.dev/rollout.v1, labels managed-by and
-//	        gradual.dev/rollout, data "progress" (JSON Progress) and "ledger" (JSON list of
-//	        InvalidEntry). A Secret, not a ConfigMap: no credentials are stored, but reasons may
+//	        gradual.dev/rollout, data "record": gzip of the JSON {progress, ledger} (Progress
+//	        and the list of InvalidEntry), cut like the workload records: the head holds the
+//	        first chunk of at most ChunkSize bytes and the annotations gradual.dev/chunks and
+//	        gradual.dev/digest; Secrets <head>.<digest[:12]>.<i> (type
+//	        gradual.dev/rollout-chunk.v1, label gradual.dev/chunk=<i>) hold the rest. Progress's
+//	        Config (the resource configuration kept for import, possibly megabytes) is stored
+//	        apart, compressed, in Secrets <head>.config.<digest[:12]>.<i> (i from 0) named by the
+//	        head's gradual.dev/config annotation, and written only when it changes: progress
+//	        writes stay small, and the ledger is read without it. Chunks are named by the digest
+//	        of what they hold and written before the head, so a write that loses a race never
+//	        tears the record that won; chunks of a replaced record are deleted after the head is
+//	        written. Secrets written before compression (JSON in data "progress" and "ledger")
+//	        are still read, and rewritten compressed on the next change.
+//	        A Secret, not a ConfigMap: no credentials are stored, but reasons may
 //	        quote manifests and manifests may hold secrets, and Secrets are what RBAC and
 //	        encryption at rest already protect.
 //	Lease   gradual.<readable>.<hash> (coordination.k8s.io/v1): holder, acquire and renew times.
+//	        Expiry is judged by observed time (see Held): a contender takes the Lease over only
+//	        after watching it go unrenewed for its duration by its own clock.
 //
-// Every read-modify-write of the Secret is guarded by its resourceVersion and retried on
-// conflict, so progress and ledger writers never lose each other's changes. The Lease is read
-// and written as unstructured objects, so any client works, whatever its scheme.
+// Every read-modify-write of the record is guarded by the head's resourceVersion and retried on
+// conflict (and serialised within one process), so progress and ledger writers never lose each
+// other's changes. The Lease is read and written as unstructured objects, so any client works,
+// whatever its scheme.
 package records

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
+	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -15,10 +17,17 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 )
 
-// fakeClock is a Clock the test moves by hand.
+// fakeClock is a Clock the test moves by hand. Its Sleep returns once Advance has moved the
+// time past the sleeper's end (or its context ends).
 type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
+	mu       sync.Mutex
+	now      time.Time
+	sleepers []*fakeSleeper
+}
+
+type fakeSleeper struct {
+	until time.Time
+	wake  chan struct{}
 }
 
 func newFakeClock() *fakeClock {
@@ -35,6 +44,67 @@ func (c *fakeClock) Advance(d time.Duration) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.now = c.now.Add(d)
+	kept := c.sleepers[:0]
+	for _, s := range c.sleepers {
+		if c.now.Before(s.until) {
+			kept = append(kept, s)
+		} else {
+			close(s.wake)
+		}
+	}
+	c.sleepers = kept
+}
+
+func (c *fakeClock) Sleep(ctx context.Context, d time.Duration) error {
+	if ctx.Err() != nil {
+		return context.Cause(ctx)
+	}
+	if d <= 0 {
+		return nil
+	}
+	c.mu.Lock()
+	s := &fakeSleeper{until: c.now.Add(d), wake: make(chan struct{})}
+	c.sleepers = append(c.sleepers, s)
+	c.mu.Unlock()
+	select {
+	case <-s.wake:
+		return nil
+	case <-ctx.Done():
+		c.mu.Lock()
+		c.sleepers = slices.DeleteFunc(c.sleepers, func(x *fakeSleeper) bool { return x == s })
+		c.mu.Unlock()
+		return context.Cause(ctx)
+	}
+}
+
+// waitSleepers waits (on the wall clock, 10 s at most) until n goroutines sleep on c.
+func (c *fakeClock) waitSleepers(t testing.TB, n int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		c.mu.Lock()
+		got := len(c.sleepers)
+		c.mu.Unlock()
+		if got >= n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d goroutines sleep on the fake clock after 10 s, want %d", got, n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// step advances c by d in steps of at most every, waiting before each step until n
+// goroutines sleep on it: a sleeper that wakes and sleeps again sees every step.
+func (c *fakeClock) step(t testing.TB, n int, d, every time.Duration) {
+	t.Helper()
+	for d > 0 {
+		c.waitSleepers(t, n)
+		s := min(d, every)
+		c.Advance(s)
+		d -= s
+	}
 }
 
 // tickingClock is a fake clock that moves a millisecond on every reading, so records written

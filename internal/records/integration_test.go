@@ -127,6 +127,7 @@ func TestAgainstAPIServer(t *testing.T) {
 			cl := newClient(t) // separate clients, as separate processes would have
 			wg.Go(func() {
 				s := NewManagementStore(cl, "")
+				s.unlocked = true // as separate processes: conflicts on the head
 				errs <- s.RecordInvalid(ctx, ingress, InvalidEntry{Revision: "bad", Reason: "boom", Clusters: []string{fmt.Sprintf("c%d", i)}})
 				errs <- s.SaveProgress(ctx, ingress, Progress{Phase: PhaseRunning, Revision: "bad", Wave: i})
 			})
@@ -149,60 +150,88 @@ func TestAgainstAPIServer(t *testing.T) {
 		must(t, s.Delete(ctx, ingress))
 	})
 
-	t.Run("lease: racing holders, expiry, takeover, renew, release", func(t *testing.T) {
+	t.Run("management records: a 5 MiB bundle round-trips, chunked", func(t *testing.T) {
 		ctx := t.Context()
-		clock := newFakeClock()
-		const racers = 4
-		var (
-			wg      sync.WaitGroup
-			mu      sync.Mutex
-			winners []*Held
-			losers  []*HeldError
-		)
-		for i := range racers {
-			cl := newClient(t)
-			wg.Go(func() {
-				h, err := Acquire(ctx, cl, "records-mgmt", ingress, fmt.Sprintf("racer-%d", i), 15*time.Second, clock)
-				mu.Lock()
-				defer mu.Unlock()
-				var held *HeldError
-				switch {
-				case err == nil:
-					winners = append(winners, h)
-				case errors.As(err, &held):
-					losers = append(losers, held)
-				default:
-					t.Errorf("racer %d: %v", i, err)
-				}
-			})
+		s := NewManagementStore(c, "")
+		start := time.Now()
+		want := bigRollout(t, ctx, s)
+		got, err := s.Load(ctx, ingress)
+		must(t, err)
+		checkRollout(t, got, want)
+		checkChunks(t, ctx, c, 5)
+		t.Logf("saved and loaded in %s", time.Since(start).Round(time.Millisecond))
+		// Changing the progress, not the configuration, leaves the configuration's chunks alone.
+		head := &corev1.Secret{}
+		must(t, c.Get(ctx, client.ObjectKey{Namespace: DefaultNamespace, Name: ingress.ObjectName()}, head))
+		p := *want.Progress
+		p.Wave = 3
+		must(t, s.SaveProgress(ctx, ingress, p))
+		after := &corev1.Secret{}
+		must(t, c.Get(ctx, client.ObjectKey{Namespace: DefaultNamespace, Name: ingress.ObjectName()}, after))
+		if after.Annotations[AnnotationConfig] != head.Annotations[AnnotationConfig] {
+			t.Fatalf("configuration rewritten by a progress write")
 		}
-		wg.Wait()
-		if len(winners) != 1 || len(losers) != racers-1 {
-			t.Fatalf("%d winners, %d losers", len(winners), len(losers))
+		must(t, s.Delete(ctx, ingress))
+		if n := chunkSecrets(t, ctx, c, DefaultNamespace); n != 0 {
+			t.Fatalf("%d chunk Secrets after Delete", n)
 		}
-		winner := winners[0]
+	})
+
+	t.Run("lease: racing holders, observed expiry, takeover, renew, release", func(t *testing.T) {
+		ctx := t.Context()
+		const d = 15 * time.Second
+		winner, losers := raceAcquire(t, func() client.Client { return newClient(t) }, "records-mgmt", 4, d, newFakeClock())
+		if len(losers) != 3 {
+			t.Fatalf("%d losers", len(losers))
+		}
 		t.Logf("winner %s; a loser was told: %v", winner.Holder(), losers[0])
 		if !strings.Contains(losers[0].Error(), "is being applied by "+winner.Holder()) {
 			t.Fatalf("loser's error: %v", losers[0])
 		}
+		runCtx, cancel := winner.Fence(ctx)
+		defer cancel()
 
-		clock.Advance(16 * time.Second) // the winner "died" without renewing
-		next, err := Acquire(ctx, c, "records-mgmt", ingress, "successor", 15*time.Second, clock)
-		must(t, err)
+		// The winner "dies" (its clock, shared with the racers, stands still): a successor takes
+		// over after watching the Lease unchanged for its duration, by the successor's clock.
+		clock := newFakeClock()
+		clock.Advance(-time.Hour) // skew does not matter
+		ch := make(chan acquired, 1)
+		go func() {
+			h, err := Acquire(ctx, c, "records-mgmt", ingress, "successor", d, clock)
+			ch <- acquired{h, err}
+		}()
+		clock.step(t, 1, d-time.Second, time.Second)
+		stillWaiting(t, ch, clock)
+		clock.step(t, 1, time.Second, time.Second)
+		next := receive(t, ch)
+		must(t, next.err)
 		if err := winner.Renew(ctx); !errors.Is(err, ErrLeaseLost) {
 			t.Fatalf("renew by the expired holder: %v", err)
 		}
-		must(t, winner.Release(ctx))
-		clock.Advance(10 * time.Second)
-		must(t, next.Renew(ctx))
-		clock.Advance(10 * time.Second)
-		if _, err := Acquire(ctx, c, "records-mgmt", ingress, "third", 15*time.Second, clock); err == nil {
-			t.Fatalf("a renewed lease was taken")
+		if cause := cancelled(t, runCtx); !errors.Is(cause, ErrLeaseLost) {
+			t.Fatalf("winner's run context: %v", cause)
 		}
-		must(t, next.Release(ctx))
-		third, err := Acquire(ctx, c, "records-mgmt", ingress, "third", 15*time.Second, clock)
+		must(t, winner.Release(ctx))
+
+		// A third watches while the successor renews: refused.
+		third := newFakeClock()
+		ch = make(chan acquired, 1)
+		go func() {
+			h, err := Acquire(ctx, c, "records-mgmt", ingress, "third", d, third)
+			ch <- acquired{h, err}
+		}()
+		third.waitSleepers(t, 1)
+		clock.Advance(time.Second) // a renewal writes a new renew time (an unchanged object is no write)
+		must(t, next.h.Renew(ctx))
+		third.step(t, 1, pollInterval(d), time.Second)
+		var held *HeldError
+		if r := receive(t, ch); !errors.As(r.err, &held) || held.Holder != "successor" {
+			t.Fatalf("a renewed lease was taken: %v", r.err)
+		}
+		must(t, next.h.Release(ctx))
+		h, err := Acquire(ctx, c, "records-mgmt", ingress, "third", d, third)
 		must(t, err)
-		must(t, third.Release(ctx))
+		must(t, h.Release(ctx))
 	})
 }
 

@@ -33,6 +33,9 @@ const (
 	RevisionSecretType = "gradual.dev/revision.v1"
 	// RolloutSecretType is the type of the management-cluster progress and ledger Secret.
 	RolloutSecretType = "gradual.dev/rollout.v1"
+	// RolloutChunkSecretType is the type of the Secrets holding the chunks of a management
+	// record beyond its head.
+	RolloutChunkSecretType = "gradual.dev/rollout-chunk.v1"
 )
 
 // readableLength bounds the human-readable part of object names; the hash that follows keeps
@@ -99,6 +102,17 @@ func (k Key) ObjectName() string { return "gradual." + k.base() }
 // revisionSecretName is the name of the head Secret of a revision record.
 func (k Key) revisionSecretName(revision string) string {
 	return "gradual.v1." + k.base() + "." + revision
+}
+
+// managementChunkName names chunk i (1-based beyond the head) of the management record whose
+// compressed data has digest: chunks of different writes never share a name, so a write that
+// loses a race never tears the record another write committed.
+func managementChunkName(head, digest string, i int) string {
+	d := strings.TrimPrefix(digest, "sha256:")
+	if len(d) > 12 {
+		d = d[:12]
+	}
+	return fmt.Sprintf("%s.%s.%d", head, d, i)
 }
 
 // chunkSecretName names chunk i (1-based beyond the head) of a revision record.

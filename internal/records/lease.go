@@ -27,18 +27,23 @@ var leaseGVK = coordinationv1.SchemeGroupVersion.WithKind("Lease")
 // deleted, or that could not be renewed before it expired.
 var ErrLeaseLost = errors.New("lease lost")
 
-// HeldError says that another process holds a rollout's Lease.
+// HeldError says that another process holds a rollout's Lease: it renewed the Lease while this
+// process watched it.
 type HeldError struct {
 	Key    Key
 	Holder string
-	// Since is when the holder acquired the Lease; Expires when it expires unless renewed.
-	Since   time.Time
-	Expires time.Time
+	// Since is when the holder acquired the Lease, by the holder's clock (informational only:
+	// expiry is never judged by the holder's times).
+	Since time.Time
+	// Duration is the Lease's duration: how long it must go unrenewed, as this process
+	// observes it, before another process may take it over.
+	Duration time.Duration
 }
 
 func (e *HeldError) Error() string {
-	return fmt.Sprintf("%s is being applied by %s since %s; lease expires at %s if that process died",
-		e.Key.Describe(), e.Holder, e.Since.UTC().Format(time.RFC3339), e.Expires.UTC().Format(time.RFC3339))
+	return fmt.Sprintf("%s is being applied by %s (holding its Lease since %s by its clock), which renewed the Lease while this apply watched; "+
+		"if that process dies, the Lease is taken over once it has gone %s without renewal",
+		e.Key.Describe(), e.Holder, e.Since.UTC().Format(time.RFC3339), e.Duration)
 }
 
 // HolderIdentity names this process for Lease holders and progress records: host name, process
@@ -54,32 +59,50 @@ func HolderIdentity() string {
 }
 
 // Held is an acquired Lease, renewed in the background every third of its duration until
-// Release (or until it is lost: see Done).
+// Release (or until it is lost: see Done). Between renewals it is read every poll interval, so
+// a takeover or deletion is noticed within seconds.
+//
+// Expiry is judged by observed time, as client-go's leader election does: a contender
+// remembers when, by its own clock, it last saw the Lease's record (holder, times,
+// resourceVersion) change, and takes the Lease over only once it has seen no change for the
+// Lease's duration. The holder, for its part, counts the Lease lost when it has not renewed it
+// for its duration by its own clock. No one ever compares another process's timestamps with its
+// own clock, so skewed clocks cannot make two holders.
 type Held struct {
 	c         client.Client
 	namespace string
 	key       Key
 	holder    string
 	duration  time.Duration
+	poll      time.Duration
 	clock     Clock
 
 	mu        sync.Mutex
 	renewedAt time.Time
 	err       error
 
-	stop     chan struct{}
-	stopOnce sync.Once
+	stopCtx  context.Context
+	stop     context.CancelFunc
 	stopped  chan struct{} // closed when the renew loop has returned
 	done     chan struct{} // closed when the lease is lost or released
 	doneOnce sync.Once
 }
 
+// pollInterval is how often a Lease is read between renewals (by its holder) and while
+// watching another holder's (by a contender): a tenth of its duration, from 100 ms to 2 s.
+func pollInterval(d time.Duration) time.Duration {
+	return min(max(d/10, 100*time.Millisecond), 2*time.Second)
+}
+
 // Acquire takes the rollout's Lease in namespace of the management cluster for holder. It
-// succeeds when the Lease is absent, released, expired (renew time + duration before now) or
-// already held by holder; otherwise it returns a *HeldError naming the holder. duration is
-// rounded up to whole seconds and must be at least one. The namespace is created if missing.
-// The background renewals outlive ctx (an apply being cancelled must still hold the Lease
-// while it brings clusters to a recorded state): they stop on Release.
+// succeeds at once when the Lease is absent, released or already held by holder. When another
+// holder has it, Acquire watches it: a change of its record (a renewal, a takeover) while
+// watching means a live holder, and Acquire returns a *HeldError naming it; a record left
+// unchanged for the Lease's duration, by clock, means a dead holder, and Acquire takes the Lease
+// over. So Acquire may wait up to a Lease's duration (it returns ctx's cause if ctx ends first).
+// duration is rounded up to whole seconds and must be at least one. The namespace is created if
+// missing. The background renewals outlive ctx (an apply being cancelled must still hold the
+// Lease while it brings clusters to a recorded state): they stop on Release.
 func Acquire(ctx context.Context, c client.Client, namespace string, key Key, holder string, duration time.Duration, clock Clock) (*Held, error) {
 	if err := key.Validate(); err != nil {
 		return nil, err
@@ -97,26 +120,52 @@ func Acquire(ctx context.Context, c client.Client, namespace string, key Key, ho
 		c: c, namespace: namespace, key: key, holder: holder,
 		duration: time.Duration(math.Ceil(duration.Seconds())) * time.Second,
 		clock:    clockOrSystem(clock),
-		stop:     make(chan struct{}),
 		stopped:  make(chan struct{}),
 		done:     make(chan struct{}),
 	}
+	h.poll = pollInterval(h.duration)
+	h.stopCtx, h.stop = context.WithCancel(context.WithoutCancel(ctx))
 	if err := h.acquire(ctx); err != nil {
+		h.stop()
 		return nil, err
 	}
-	go h.loop(context.WithoutCancel(ctx))
+	go h.loop(h.stopCtx)
 	return h, nil
+}
+
+// observedRecord is what a contender compares between reads of a Lease: any change means its
+// holder is alive.
+func observedRecord(l *coordinationv1.Lease) string {
+	if l == nil {
+		return "absent"
+	}
+	micro := func(t *metav1.MicroTime) string {
+		if t == nil {
+			return ""
+		}
+		return t.UTC().Format(time.RFC3339Nano)
+	}
+	return fmt.Sprintf("%s|%s|%s|%d|%d|%s|%s", l.UID, l.ResourceVersion, ptr.Deref(l.Spec.HolderIdentity, ""),
+		ptr.Deref(l.Spec.LeaseDurationSeconds, 0), ptr.Deref(l.Spec.LeaseTransitions, 0), micro(l.Spec.AcquireTime), micro(l.Spec.RenewTime))
 }
 
 func (h *Held) acquire(ctx context.Context) error {
 	// Each round reads the Lease and writes it guarded by what it read; losing a race is a
-	// conflict (or AlreadyExists), after which the next read sees the winner.
-	var lastErr error
-	for range conflictBackoff.Steps {
+	// conflict (or AlreadyExists), after which the next read sees the winner, whose write is a
+	// change observed: a live holder.
+	var (
+		observed   string // the record as last read; "" before the first read
+		observedAt time.Time
+		lastErr    error
+		conflicts  int
+	)
+	for {
 		now := h.clock.Now()
 		l, err := h.get(ctx)
-		switch {
-		case apierrors.IsNotFound(err):
+		if err != nil && !apierrors.IsNotFound(err) {
+			return h.wrap("read", err)
+		}
+		if apierrors.IsNotFound(err) {
 			l = &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{
 				Name:        h.Name(),
 				Namespace:   h.namespace,
@@ -129,16 +178,29 @@ func (h *Held) acquire(ctx context.Context) error {
 				return cerr
 			}
 			err = createInNamespace(ctx, h.c, u)
-		case err != nil:
-			return h.wrap("read", err)
-		default:
+			observed, observedAt = observedRecord(nil), now
+		} else {
 			holder := ptr.Deref(l.Spec.HolderIdentity, "")
-			if holder != "" && holder != h.holder && !leaseExpires(l).Before(now) {
-				return &HeldError{Key: h.key, Holder: holder, Since: leaseSince(l), Expires: leaseExpires(l)}
-			}
-			if holder != h.holder {
+			if holder != "" && holder != h.holder {
+				rec := observedRecord(l)
+				if observed != "" && rec != observed {
+					return &HeldError{Key: h.key, Holder: holder, Since: leaseSince(l), Duration: leaseDuration(l, h.duration)}
+				}
+				if observed == "" {
+					observed, observedAt = rec, now
+				}
+				if left := observedAt.Add(leaseDuration(l, h.duration)).Sub(now); left > 0 {
+					if err := sleep(ctx, h.clock, min(h.poll, left)); err != nil {
+						return h.wrap("wait for", fmt.Errorf("held by %s: %w", holder, err))
+					}
+					continue
+				}
+				// Unchanged for its whole duration by our clock: its holder is gone.
+				l.Spec.LeaseTransitions = ptr.To(ptr.Deref(l.Spec.LeaseTransitions, 0) + 1)
+			} else if holder == "" && l.Spec.AcquireTime != nil {
 				l.Spec.LeaseTransitions = ptr.To(ptr.Deref(l.Spec.LeaseTransitions, 0) + 1)
 			}
+			observed, observedAt = observedRecord(l), now
 			h.take(l, now)
 			err = h.update(ctx, l)
 		}
@@ -150,8 +212,10 @@ func (h *Held) acquire(ctx context.Context) error {
 			return h.wrap("write", err)
 		}
 		lastErr = err
+		if conflicts++; conflicts >= conflictBackoff.Steps {
+			return h.wrap("write", fmt.Errorf("gave up after %d conflicting writes: %w", conflicts, lastErr))
+		}
 	}
-	return h.wrap("write", fmt.Errorf("gave up after %d conflicting writes: %w", conflictBackoff.Steps, lastErr))
 }
 
 // take writes h as the holder into l: acquired now unless h held it already.
@@ -170,15 +234,9 @@ func (h *Held) take(l *coordinationv1.Lease, now time.Time) {
 func (h *Held) Renew(ctx context.Context) error {
 	err := retry.RetryOnConflict(conflictBackoff, func() error {
 		now := h.clock.Now()
-		l, err := h.get(ctx)
-		if apierrors.IsNotFound(err) {
-			return h.lost(fmt.Errorf("%w: Lease %s/%s of %s was deleted", ErrLeaseLost, h.namespace, h.Name(), h.key.Describe()))
-		}
+		l, err := h.check(ctx)
 		if err != nil {
 			return err
-		}
-		if holder := ptr.Deref(l.Spec.HolderIdentity, ""); holder != h.holder {
-			return h.lost(fmt.Errorf("%w: Lease %s/%s of %s is now held by %q", ErrLeaseLost, h.namespace, h.Name(), h.key.Describe(), holder))
 		}
 		h.take(l, now)
 		if err := h.update(ctx, l); err != nil {
@@ -193,35 +251,95 @@ func (h *Held) Renew(ctx context.Context) error {
 	return err
 }
 
+// check reads the Lease and fails with ErrLeaseLost (and the Held done) when it was deleted or
+// another holder has it.
+func (h *Held) check(ctx context.Context) (*coordinationv1.Lease, error) {
+	l, err := h.get(ctx)
+	if apierrors.IsNotFound(err) {
+		return nil, h.lost(fmt.Errorf("%w: Lease %s/%s of %s was deleted", ErrLeaseLost, h.namespace, h.Name(), h.key.Describe()))
+	}
+	if err != nil {
+		return nil, err
+	}
+	if holder := ptr.Deref(l.Spec.HolderIdentity, ""); holder != h.holder {
+		if holder == "" {
+			return nil, h.lost(fmt.Errorf("%w: Lease %s/%s of %s was released by someone else", ErrLeaseLost, h.namespace, h.Name(), h.key.Describe()))
+		}
+		return nil, h.lost(fmt.Errorf("%w: Lease %s/%s of %s was taken over by %q", ErrLeaseLost, h.namespace, h.Name(), h.key.Describe(), holder))
+	}
+	return l, nil
+}
+
+// loop renews the Lease every third of its duration and reads it every poll interval in
+// between, until stopped or the Lease is lost. Renewals that keep failing lose the Lease once
+// its duration has passed since the last successful one, by this process's clock: by then a
+// contender may take it over.
 func (h *Held) loop(ctx context.Context) {
 	defer close(h.stopped)
 	every := h.duration / 3
-	t := time.NewTicker(every)
-	defer t.Stop()
+	var lastErr error
 	for {
-		select {
-		case <-h.stop:
+		deadline := h.RenewedAt().Add(h.duration)
+		now := h.clock.Now()
+		if !now.Before(deadline) {
+			_ = h.lost(fmt.Errorf("%w: Lease %s/%s of %s could not be renewed for %s (it may be taken over now): %v",
+				ErrLeaseLost, h.namespace, h.Name(), h.key.Describe(), h.duration, lastErr))
 			return
-		case <-t.C:
 		}
-		rctx, cancel := context.WithTimeout(ctx, every)
+		if err := sleep(ctx, h.clock, min(h.poll, deadline.Sub(now))); err != nil {
+			return // stopped
+		}
+		now = h.clock.Now()
+		if now.Sub(h.RenewedAt()) < every {
+			// Between renewals: a read notices a takeover or deletion early.
+			rctx, cancel := context.WithTimeout(ctx, h.poll)
+			_, err := h.check(rctx)
+			cancel()
+			if errors.Is(err, ErrLeaseLost) {
+				return
+			}
+			continue
+		}
+		left := h.RenewedAt().Add(h.duration).Sub(now)
+		if left <= 0 {
+			continue // lost: said at the top
+		}
+		rctx, cancel := context.WithTimeout(ctx, min(every, left))
 		err := h.Renew(rctx)
 		cancel()
 		switch {
 		case errors.Is(err, ErrLeaseLost):
 			return
-		case err != nil && h.clock.Now().After(h.RenewedAt().Add(h.duration)):
-			_ = h.lost(fmt.Errorf("%w: Lease %s/%s of %s expired while renewals failed: %v", ErrLeaseLost, h.namespace, h.Name(), h.key.Describe(), err))
-			return
+		case ctx.Err() != nil:
+			return // stopped
+		case err != nil:
+			lastErr = err // tried again next poll while the Lease has not expired
 		}
-		// Other errors: the next tick tries again while the Lease has not expired.
 	}
+}
+
+// Fence returns a context derived from parent that is cancelled, with the loss as its cause
+// (an error wrapping ErrLeaseLost, saying why), when the Lease is lost. Work that must stop
+// once another process may hold the Lease runs on it. cancel releases its resources; Release
+// does not cancel it (the work ends first, then releases).
+func (h *Held) Fence(parent context.Context) (ctx context.Context, cancel context.CancelFunc) {
+	ctx, cancelCause := context.WithCancelCause(parent)
+	go func() {
+		select {
+		case <-h.done:
+			if err := h.Err(); err != nil {
+				cancelCause(err)
+			}
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, func() { cancelCause(context.Canceled) }
 }
 
 // Release stops the renewals and deletes the Lease (unless another holder has taken it since),
 // so the next apply need not wait for it to expire. Releasing twice does nothing.
 func (h *Held) Release(ctx context.Context) error {
-	h.stopOnce.Do(func() { close(h.stop) })
+	h.stop()
 	<-h.stopped
 	err := retry.RetryOnConflict(conflictBackoff, func() error {
 		l, err := h.get(ctx)
@@ -343,11 +461,10 @@ func leaseSince(l *coordinationv1.Lease) time.Time {
 	return l.CreationTimestamp.Time
 }
 
-// leaseExpires is renew time (else acquire time, else creation) plus the lease duration.
-func leaseExpires(l *coordinationv1.Lease) time.Time {
-	t := leaseSince(l)
-	if l.Spec.RenewTime != nil {
-		t = l.Spec.RenewTime.Time
+// leaseDuration is the Lease's duration, or def when it has none.
+func leaseDuration(l *coordinationv1.Lease, def time.Duration) time.Duration {
+	if d := ptr.Deref(l.Spec.LeaseDurationSeconds, 0); d > 0 {
+		return time.Duration(d) * time.Second
 	}
-	return t.Add(time.Duration(ptr.Deref(l.Spec.LeaseDurationSeconds, 0)) * time.Second)
+	return def
 }

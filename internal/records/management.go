@@ -2,11 +2,16 @@ package records
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
+	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -84,6 +89,13 @@ type Rollout struct {
 
 // ManagementStore keeps each rollout's progress and invalid-revision ledger in one Secret of
 // the management cluster (see the package doc for the layout).
+//
+// The record (progress, with the configuration it keeps for import, and the ledger) is stored
+// like the workload records: gzip-compressed JSON, cut into chunks of at most ChunkSize bytes.
+// The head Secret holds the first chunk; further chunks live in Secrets named after the head
+// and the digest of the compressed data, written before the head, which carries their count
+// and the digest. Records of an earlier version (uncompressed "progress" and "ledger" keys)
+// are still read, and rewritten compressed on the next change.
 type ManagementStore struct {
 	c         client.Client
 	namespace string
@@ -91,6 +103,9 @@ type ManagementStore struct {
 	Clock Clock
 	// MaxLedger bounds the ledger; DefaultMaxLedger when zero.
 	MaxLedger int
+
+	chunkSize int  // ChunkSize; smaller in tests
+	unlocked  bool // tests: writers act as separate processes would (no in-process lock)
 }
 
 // NewManagementStore keeps records through c in namespace (DefaultNamespace when empty).
@@ -98,25 +113,83 @@ func NewManagementStore(c client.Client, namespace string) *ManagementStore {
 	if namespace == "" {
 		namespace = DefaultNamespace
 	}
-	return &ManagementStore{c: c, namespace: namespace}
+	return &ManagementStore{c: c, namespace: namespace, chunkSize: ChunkSize}
+}
+
+// managementPayload is what the head and chunks of a management record hold, compressed.
+// Progress.Config is not in it: the configuration is kept apart (see configRef), so that the
+// frequent progress writes do not compress it again and Ledger does not read it.
+type managementPayload struct {
+	Progress *Progress      `json:"progress,omitempty"`
+	Ledger   []InvalidEntry `json:"ledger,omitempty"`
+}
+
+// configRef, in the head's AnnotationConfig, says where Progress.Config is: compressed and
+// cut into Chunks Secrets named managementChunkName(<head>.config, Digest, i), i from 0.
+type configRef struct {
+	// Digest of the compressed data.
+	Digest string `json:"digest"`
+	Chunks int    `json:"chunks"`
+	// SHA256 of the configuration as given: an unchanged configuration is not written again.
+	SHA256 string `json:"sha256"`
+}
+
+// AnnotationConfig on a management record's head holds its configRef (JSON).
+const AnnotationConfig = "gradual.dev/config"
+
+func configChunkPrefix(key Key) string { return key.ObjectName() + ".config" }
+
+// Data keys of the management record's Secrets.
+const (
+	managementRecordKey = "record"
+	// Keys of records written before they were compressed, still read.
+	legacyProgressKey = "progress"
+	legacyLedgerKey   = "ledger"
+)
+
+// recordLocks serialises this process's read-modify-writes of one management record, so that
+// its own writers (a wave's clusters recording at once) do not turn into conflicts; other
+// processes are kept apart by the resourceVersion guard.
+var recordLocks sync.Map // namespace + "/" + key → *sync.Mutex
+
+func recordLock(namespace string, key Key) *sync.Mutex {
+	m, _ := recordLocks.LoadOrStore(namespace+"/"+key.String(), &sync.Mutex{})
+	return m.(*sync.Mutex)
 }
 
 // Namespace is where the store keeps its records.
 func (s *ManagementStore) Namespace() string { return s.namespace }
 
-// Load reads the rollout's progress and ledger with one request.
+// Load reads the rollout's progress (with its configuration) and ledger.
 func (s *ManagementStore) Load(ctx context.Context, key Key) (*Rollout, error) {
 	if err := key.Validate(); err != nil {
 		return nil, err
 	}
-	sec, err := s.get(ctx, key)
-	if err != nil || sec == nil {
-		return &Rollout{}, err
+	st, err := s.read(ctx, key, true)
+	if err != nil {
+		return nil, err
 	}
-	return s.decode(key, sec)
+	return st.r, nil
 }
 
-// LoadProgress returns the rollout's progress record, nil when none was ever saved.
+// LoadSummary reads the rollout's progress and ledger without the stored configuration
+// (Progress.Config is nil): what a plan or refresh needs, without reading megabytes.
+func (s *ManagementStore) LoadSummary(ctx context.Context, key Key) (*Rollout, error) {
+	if err := key.Validate(); err != nil {
+		return nil, err
+	}
+	st, err := s.read(ctx, key, false)
+	if err != nil {
+		return nil, err
+	}
+	if p := st.r.Progress; p != nil {
+		p.Config = nil // a record written before compression has it inline
+	}
+	return st.r, nil
+}
+
+// LoadProgress returns the rollout's progress record, with its configuration, nil when none
+// was ever saved.
 func (s *ManagementStore) LoadProgress(ctx context.Context, key Key) (*Progress, error) {
 	r, err := s.Load(ctx, key)
 	if err != nil {
@@ -125,13 +198,17 @@ func (s *ManagementStore) LoadProgress(ctx context.Context, key Key) (*Progress,
 	return r.Progress, nil
 }
 
-// Ledger returns the rollout's invalid revisions, oldest first.
+// Ledger returns the rollout's invalid revisions, oldest first. It does not read the stored
+// configuration.
 func (s *ManagementStore) Ledger(ctx context.Context, key Key) ([]InvalidEntry, error) {
-	r, err := s.Load(ctx, key)
+	if err := key.Validate(); err != nil {
+		return nil, err
+	}
+	st, err := s.read(ctx, key, false)
 	if err != nil {
 		return nil, err
 	}
-	return r.Ledger, nil
+	return st.r.Ledger, nil
 }
 
 // SaveProgress replaces the rollout's progress record (the ledger is kept).
@@ -203,9 +280,42 @@ func (s *ManagementStore) Delete(ctx context.Context, key Key) error {
 	if err := key.Validate(); err != nil {
 		return err
 	}
-	sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: s.namespace, Name: key.ObjectName()}}
+	// The head first: the record is gone at once; then every chunk.
+	if err := s.deleteName(ctx, key.ObjectName()); err != nil {
+		return fmt.Errorf("delete records of %s: %w", key.Describe(), err)
+	}
+	chunks, err := s.listChunks(ctx, key)
+	if err != nil {
+		return fmt.Errorf("delete records of %s: %w", key.Describe(), err)
+	}
+	for _, name := range chunks {
+		if err := s.deleteName(ctx, name); err != nil {
+			return fmt.Errorf("delete records of %s: %w", key.Describe(), err)
+		}
+	}
+	return nil
+}
+
+// listChunks names the chunk Secrets of key's record, whichever write they belong to.
+func (s *ManagementStore) listChunks(ctx context.Context, key Key) ([]string, error) {
+	list := &metav1.PartialObjectMetadataList{}
+	list.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("SecretList"))
+	if err := s.c.List(ctx, list, client.InNamespace(s.namespace), client.MatchingLabels{LabelManagedBy: ManagedBy, LabelRollout: key.Hash()}, client.HasLabels{LabelChunk}); err != nil {
+		return nil, fmt.Errorf("list record chunks in namespace %s: %w", s.namespace, err)
+	}
+	var out []string
+	for _, o := range list.Items {
+		if o.GetAnnotations()[AnnotationRolloutKey] == key.String() && strings.HasPrefix(o.GetName(), key.ObjectName()+".") {
+			out = append(out, o.GetName())
+		}
+	}
+	return out, nil
+}
+
+func (s *ManagementStore) deleteName(ctx context.Context, name string) error {
+	sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: s.namespace, Name: name}}
 	if err := s.c.Delete(ctx, sec); err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("delete records of %s: Secret %s/%s: %w", key.Describe(), s.namespace, sec.Name, err)
+		return fmt.Errorf("delete Secret %s/%s: %w", s.namespace, name, err)
 	}
 	return nil
 }
@@ -228,79 +338,306 @@ func (s *ManagementStore) get(ctx context.Context, key Key) (*corev1.Secret, err
 	return sec, nil
 }
 
-func (s *ManagementStore) decode(key Key, sec *corev1.Secret) (*Rollout, error) {
-	r := &Rollout{}
-	if raw := sec.Data["progress"]; len(raw) > 0 {
-		r.Progress = &Progress{}
-		if err := json.Unmarshal(raw, r.Progress); err != nil {
-			return nil, fmt.Errorf("records of %s: Secret %s/%s: progress: %w", key.Describe(), s.namespace, sec.Name, err)
-		}
-	}
-	if raw := sec.Data["ledger"]; len(raw) > 0 {
-		if err := json.Unmarshal(raw, &r.Ledger); err != nil {
-			return nil, fmt.Errorf("records of %s: Secret %s/%s: ledger: %w", key.Describe(), s.namespace, sec.Name, err)
-		}
-	}
-	return r, nil
+// errTorn is returned by decode when a chunk the head names is missing: a writer replaced the
+// record between the reads. The read is tried again.
+var errTorn = errors.New("record changed while it was read")
+
+// stored is a management record as read.
+type stored struct {
+	sec *corev1.Secret // nil when there is none
+	r   *Rollout
+	// config is where Progress.Config is kept (nil: none, or a record written before
+	// compression, whose progress holds it); configLoaded whether r.Progress.Config was read.
+	config       *configRef
+	configLoaded bool
 }
 
-// modify is the read-modify-write of the rollout's Secret: change reports whether it changed
-// anything. The write is guarded by the resourceVersion read (creation by the name), and on a
-// conflict everything is read and changed again.
+// read returns the record, with the configuration when withConfig. A read torn by a
+// concurrent write is tried again.
+func (s *ManagementStore) read(ctx context.Context, key Key, withConfig bool) (*stored, error) {
+	var err error
+	for range 5 {
+		var sec *corev1.Secret
+		if sec, err = s.get(ctx, key); err != nil {
+			return nil, err
+		}
+		if sec == nil {
+			return &stored{r: &Rollout{}, configLoaded: true}, nil
+		}
+		var st *stored
+		if st, err = s.decode(ctx, key, sec, withConfig); err == nil {
+			return st, nil
+		}
+		if !errors.Is(err, errTorn) {
+			break
+		}
+	}
+	return nil, fmt.Errorf("records of %s: Secret %s/%s: %w", key.Describe(), s.namespace, key.ObjectName(), err)
+}
+
+// decode reads the record from its head Secret and chunks, or from the uncompressed keys of a
+// record written before compression.
+func (s *ManagementStore) decode(ctx context.Context, key Key, sec *corev1.Secret, withConfig bool) (*stored, error) {
+	st := &stored{sec: sec, r: &Rollout{}, configLoaded: true}
+	head, ok := sec.Data[managementRecordKey]
+	if !ok {
+		if raw := sec.Data[legacyProgressKey]; len(raw) > 0 {
+			st.r.Progress = &Progress{}
+			if err := json.Unmarshal(raw, st.r.Progress); err != nil {
+				return nil, fmt.Errorf("progress: %w", err)
+			}
+		}
+		if raw := sec.Data[legacyLedgerKey]; len(raw) > 0 {
+			if err := json.Unmarshal(raw, &st.r.Ledger); err != nil {
+				return nil, fmt.Errorf("ledger: %w", err)
+			}
+		}
+		return st, nil
+	}
+	n, digest := 1, sec.Annotations[AnnotationDigest]
+	if v := sec.Annotations[AnnotationChunks]; v != "" {
+		var err error
+		if n, err = strconv.Atoi(v); err != nil || n < 1 {
+			return nil, fmt.Errorf("bad %s annotation %q", AnnotationChunks, v)
+		}
+	}
+	rest, err := s.readChunks(ctx, sec.Name, digest, 1, n)
+	if err != nil {
+		return nil, err
+	}
+	raw, err := decompressChunks(append([][]byte{head}, rest...), digest)
+	if err != nil {
+		return nil, err
+	}
+	var p managementPayload
+	if err := json.Unmarshal(raw, &p); err != nil {
+		return nil, fmt.Errorf("decode record: %w", err)
+	}
+	st.r.Progress, st.r.Ledger = p.Progress, p.Ledger
+	if v := sec.Annotations[AnnotationConfig]; v != "" {
+		st.config = &configRef{}
+		if err := json.Unmarshal([]byte(v), st.config); err != nil || st.config.Chunks < 1 {
+			return nil, fmt.Errorf("bad %s annotation %q", AnnotationConfig, v)
+		}
+		st.configLoaded = false
+		if withConfig && st.r.Progress != nil {
+			chunks, err := s.readChunks(ctx, configChunkPrefix(key), st.config.Digest, 0, st.config.Chunks)
+			if err != nil {
+				return nil, err
+			}
+			if st.r.Progress.Config, err = decompressChunks(chunks, st.config.Digest); err != nil {
+				return nil, fmt.Errorf("configuration: %w", err)
+			}
+			st.configLoaded = true
+		}
+	}
+	return st, nil
+}
+
+// readChunks reads chunks from to n-1 of the data with digest stored under prefix.
+func (s *ManagementStore) readChunks(ctx context.Context, prefix, digest string, from, n int) ([][]byte, error) {
+	var out [][]byte
+	for i := from; i < n; i++ {
+		chunk := &corev1.Secret{}
+		name := managementChunkName(prefix, digest, i)
+		err := s.c.Get(ctx, client.ObjectKey{Namespace: s.namespace, Name: name}, chunk)
+		if apierrors.IsNotFound(err) {
+			return nil, fmt.Errorf("%w: chunk %d of %d (Secret %s) is missing", errTorn, i, n, name)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("read chunk %d of %d (Secret %s): %w", i, n, name, err)
+		}
+		out = append(out, chunk.Data[managementRecordKey])
+	}
+	return out, nil
+}
+
+// writeChunks creates chunks from on of the data with digest under prefix, and returns their
+// names. Chunks are named by the digest, so an existing one holds these very bytes.
+func (s *ManagementStore) writeChunks(ctx context.Context, key Key, prefix, digest string, chunks [][]byte, from int) ([]string, error) {
+	var names []string
+	for i := from; i < len(chunks); i++ {
+		name := managementChunkName(prefix, digest, i)
+		chunk := &corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{
+				Name:        name,
+				Namespace:   s.namespace,
+				Labels:      map[string]string{LabelManagedBy: ManagedBy, LabelRollout: key.Hash(), LabelChunk: strconv.Itoa(i)},
+				Annotations: map[string]string{AnnotationRolloutKey: key.String(), AnnotationDigest: digest},
+			},
+			Type: RolloutChunkSecretType,
+			Data: map[string][]byte{managementRecordKey: chunks[i]},
+		}
+		if err := createInNamespace(ctx, s.c, chunk); err != nil && !apierrors.IsAlreadyExists(err) {
+			return names, fmt.Errorf("create Secret %s/%s: %w", s.namespace, name, err)
+		}
+		names = append(names, name)
+	}
+	return names, nil
+}
+
+func chunkNames(prefix, digest string, from, n int) []string {
+	var out []string
+	for i := from; i < n; i++ {
+		out = append(out, managementChunkName(prefix, digest, i))
+	}
+	return out
+}
+
+// modify is the read-modify-write of the rollout's record: change reports whether it changed
+// anything. New chunks are written first (the configuration's only when it changed), then the
+// head, guarded by the resourceVersion read (creation by the name); on a conflict the chunks
+// written are removed and everything is read and changed again. Once the head is written, the
+// chunks of what it replaced are deleted.
 func (s *ManagementStore) modify(ctx context.Context, key Key, what string, change func(*Rollout) bool) error {
 	if err := key.Validate(); err != nil {
 		return err
 	}
+	if !s.unlocked {
+		lock := recordLock(s.namespace, key)
+		lock.Lock()
+		defer lock.Unlock()
+	}
 	err := retry.RetryOnConflict(conflictBackoff, func() error {
-		sec, err := s.get(ctx, key)
+		st, err := s.read(ctx, key, false)
 		if err != nil {
 			return err
 		}
-		r := &Rollout{}
-		if sec != nil {
-			if r, err = s.decode(key, sec); err != nil {
-				return err
-			}
-		}
-		if !change(r) {
+		read := st.r.Progress
+		if !change(st.r) {
 			return nil
 		}
-		data := map[string][]byte{}
-		if r.Progress != nil {
-			if data["progress"], err = json.Marshal(r.Progress); err != nil {
-				return err
+		var written, replaced []string
+		// The configuration: kept when the progress was not replaced, else written unless unchanged.
+		config := st.config
+		if p := st.r.Progress; p == nil {
+			config = nil
+		} else if p != read || st.configLoaded {
+			config = nil
+			if len(p.Config) > 0 {
+				sum := sha256.Sum256(p.Config)
+				if config = st.config; config == nil || config.SHA256 != hex.EncodeToString(sum[:]) {
+					chunks, digest, err := compressChunks(p.Config, s.chunkSize)
+					if err != nil {
+						return err
+					}
+					config = &configRef{Digest: digest, Chunks: len(chunks), SHA256: hex.EncodeToString(sum[:])}
+					names, err := s.writeChunks(ctx, key, configChunkPrefix(key), digest, chunks, 0)
+					written = append(written, names...)
+					if err != nil {
+						s.dropChunks(ctx, key, written)
+						return err
+					}
+				}
 			}
 		}
-		if len(r.Ledger) > 0 {
-			if data["ledger"], err = json.Marshal(r.Ledger); err != nil {
-				return err
-			}
+		if old := st.config; old != nil && (config == nil || config.Digest != old.Digest) {
+			replaced = append(replaced, chunkNames(configChunkPrefix(key), old.Digest, 0, old.Chunks)...)
 		}
+		payload := managementPayload{Ledger: st.r.Ledger}
+		if p := st.r.Progress; p != nil {
+			cp := *p
+			cp.Config = nil
+			payload.Progress = &cp
+		}
+		raw, err := json.Marshal(payload)
+		if err != nil {
+			return err
+		}
+		chunks, digest, err := compressChunks(raw, s.chunkSize)
+		if err != nil {
+			return err
+		}
+		names, err := s.writeChunks(ctx, key, key.ObjectName(), digest, chunks, 1)
+		written = append(written, names...)
+		if err != nil {
+			s.dropChunks(ctx, key, written)
+			return err
+		}
+		sec := st.sec
 		if sec != nil {
-			sec.Data = data
-			return s.c.Update(ctx, sec)
+			if old := sec.Annotations[AnnotationDigest]; old != digest {
+				n, _ := strconv.Atoi(sec.Annotations[AnnotationChunks])
+				replaced = append(replaced, chunkNames(sec.Name, old, 1, n)...)
+			}
+		} else {
+			sec = &corev1.Secret{
+				ObjectMeta: metav1.ObjectMeta{
+					Name:        key.ObjectName(),
+					Namespace:   s.namespace,
+					Labels:      map[string]string{LabelManagedBy: ManagedBy, LabelRollout: key.Hash()},
+					Annotations: map[string]string{AnnotationRolloutKey: key.String()},
+				},
+				Type: RolloutSecretType,
+			}
 		}
-		sec = &corev1.Secret{
-			ObjectMeta: metav1.ObjectMeta{
-				Name:        key.ObjectName(),
-				Namespace:   s.namespace,
-				Labels:      map[string]string{LabelManagedBy: ManagedBy, LabelRollout: key.Hash()},
-				Annotations: map[string]string{AnnotationRolloutKey: key.String()},
-			},
-			Type: RolloutSecretType,
-			Data: data,
+		if sec.Annotations == nil {
+			sec.Annotations = map[string]string{}
 		}
-		err = createInNamespace(ctx, s.c, sec)
-		if apierrors.IsAlreadyExists(err) {
-			// Another writer created it first: read theirs and change it instead.
-			return apierrors.NewConflict(schema.GroupResource{Resource: "secrets"}, sec.Name, err)
+		sec.Annotations[AnnotationChunks] = strconv.Itoa(len(chunks))
+		sec.Annotations[AnnotationDigest] = digest
+		delete(sec.Annotations, AnnotationConfig)
+		if config != nil {
+			ref, err := json.Marshal(config)
+			if err != nil {
+				return err
+			}
+			sec.Annotations[AnnotationConfig] = string(ref)
 		}
-		return err
+		sec.Data = map[string][]byte{managementRecordKey: chunks[0]}
+		if sec.ResourceVersion != "" {
+			err = s.c.Update(ctx, sec)
+		} else {
+			err = createInNamespace(ctx, s.c, sec)
+			if apierrors.IsAlreadyExists(err) {
+				// Another writer created it first: read theirs and change it instead.
+				err = apierrors.NewConflict(schema.GroupResource{Resource: "secrets"}, sec.Name, err)
+			}
+		}
+		if err != nil {
+			s.dropChunks(ctx, key, written)
+			return err
+		}
+		for _, name := range replaced {
+			// Best effort: a chunk left behind is removed with the record (Delete).
+			_ = s.deleteName(ctx, name)
+		}
+		return nil
 	})
 	if err != nil {
 		return fmt.Errorf("%s of %s in namespace %s: %w", what, key.Describe(), s.namespace, err)
 	}
 	return nil
+}
+
+// dropChunks deletes chunks a write wrote before it failed, unless the head written since names
+// them (the same content written by another process).
+func (s *ManagementStore) dropChunks(ctx context.Context, key Key, names []string) {
+	if len(names) == 0 {
+		return
+	}
+	sec, err := s.get(ctx, key)
+	if err != nil {
+		return
+	}
+	keep := map[string]bool{}
+	if sec != nil {
+		n, _ := strconv.Atoi(sec.Annotations[AnnotationChunks])
+		for _, name := range chunkNames(sec.Name, sec.Annotations[AnnotationDigest], 1, n) {
+			keep[name] = true
+		}
+		var ref configRef
+		if json.Unmarshal([]byte(sec.Annotations[AnnotationConfig]), &ref) == nil {
+			for _, name := range chunkNames(configChunkPrefix(key), ref.Digest, 0, ref.Chunks) {
+				keep[name] = true
+			}
+		}
+	}
+	for _, name := range names {
+		if !keep[name] {
+			_ = s.deleteName(ctx, name)
+		}
+	}
 }
 
 func sortedUnique(xs []string) []string {

@@ -161,6 +161,26 @@ func encodePayload(p payload, chunkSize int) ([][]byte, string, error) {
 	if err != nil {
 		return nil, "", fmt.Errorf("encode record of revision %s: %w", p.Revision, err)
 	}
+	return compressChunks(raw, chunkSize)
+}
+
+// decodePayload joins chunks, checks them against digest and decompresses them.
+func decodePayload(chunks [][]byte, digest string) (payload, error) {
+	var p payload
+	raw, err := decompressChunks(chunks, digest)
+	if err != nil {
+		return p, err
+	}
+	if err := json.Unmarshal(raw, &p); err != nil {
+		return p, fmt.Errorf("decode record: %w", err)
+	}
+	return p, nil
+}
+
+// compressChunks gzips raw and cuts the result into chunks of at most chunkSize bytes (at
+// least one chunk); digest is "sha256:<hex>" of the whole compressed data. Every record kept in
+// Secrets (workload revisions, management progress and ledger) is stored this way.
+func compressChunks(raw []byte, chunkSize int) (chunks [][]byte, digest string, err error) {
 	var buf bytes.Buffer
 	zw := gzip.NewWriter(&buf)
 	if _, err := zw.Write(raw); err != nil {
@@ -171,7 +191,6 @@ func encodePayload(p payload, chunkSize int) ([][]byte, string, error) {
 	}
 	data := buf.Bytes()
 	sum := sha256.Sum256(data)
-	var chunks [][]byte
 	for len(data) > chunkSize {
 		chunks = append(chunks, data[:chunkSize])
 		data = data[chunkSize:]
@@ -180,29 +199,26 @@ func encodePayload(p payload, chunkSize int) ([][]byte, string, error) {
 	return chunks, "sha256:" + hex.EncodeToString(sum[:]), nil
 }
 
-// decodePayload joins chunks, checks them against digest and decompresses them.
-func decodePayload(chunks [][]byte, digest string) (payload, error) {
-	var p payload
+// decompressChunks joins chunks, checks them against digest (unless it is empty) and
+// decompresses them, refusing more than MaxRecordSize bytes.
+func decompressChunks(chunks [][]byte, digest string) ([]byte, error) {
 	data := bytes.Join(chunks, nil)
 	sum := sha256.Sum256(data)
 	if got := "sha256:" + hex.EncodeToString(sum[:]); digest != "" && got != digest {
-		return p, fmt.Errorf("record data does not match its digest (%s, expected %s): torn or edited by hand", got, digest)
+		return nil, fmt.Errorf("record data does not match its digest (%s, expected %s): torn or edited by hand", got, digest)
 	}
 	zr, err := gzip.NewReader(bytes.NewReader(data))
 	if err != nil {
-		return p, fmt.Errorf("record data is not gzip: %w", err)
+		return nil, fmt.Errorf("record data is not gzip: %w", err)
 	}
 	raw, err := io.ReadAll(io.LimitReader(zr, MaxRecordSize+1))
 	if err != nil {
-		return p, fmt.Errorf("decompress record: %w", err)
+		return nil, fmt.Errorf("decompress record: %w", err)
 	}
 	if len(raw) > MaxRecordSize {
-		return p, fmt.Errorf("record decompresses to more than %d bytes", MaxRecordSize)
+		return nil, fmt.Errorf("record decompresses to more than %d bytes", MaxRecordSize)
 	}
-	if err := json.Unmarshal(raw, &p); err != nil {
-		return p, fmt.Errorf("decode record: %w", err)
-	}
-	return p, nil
+	return raw, nil
 }
 
 // truncateReason keeps reasons within MaxReasonLength, saying so when it cuts.

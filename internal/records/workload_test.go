@@ -60,7 +60,7 @@ func expectState(t *testing.T, s *WorkloadStore, key Key, want string) *State {
 	return st
 }
 
-func must(t *testing.T, err error) {
+func must(t testing.TB, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)

@@ -56,6 +56,14 @@ type ExecuteRequest struct {
 	Clock engine.Clock
 	// Logf receives progress lines.
 	Logf func(msg string, fields map[string]any)
+	// Holder, when set, is the identity (records.HolderIdentity) under which Execute takes the
+	// Lease of every owner of the machines (LeaseKeys) before it changes anything, in
+	// LeaseNamespace of the management cluster (records.DefaultNamespace when empty), for
+	// LeaseDuration (DefaultLeaseDuration when zero). The update then stops, as on
+	// cancellation, when a Lease is lost.
+	Holder         string
+	LeaseNamespace string
+	LeaseDuration  time.Duration
 }
 
 // Execution is what Execute did.
@@ -81,6 +89,14 @@ func (p *Planner) Execute(ctx context.Context, res *Result, req ExecuteRequest) 
 	}
 	if req.Logf == nil {
 		req.Logf = func(string, map[string]any) {}
+	}
+	if req.Holder != "" {
+		runCtx, release, err := p.holdLeases(ctx, LeaseKeys(res.Request.Selection, res.Machines), req)
+		if err != nil {
+			return nil, err
+		}
+		defer release()
+		ctx = runCtx // cancelled, with the reason, if a Lease is lost
 	}
 	w := &world{p: p, res: res, req: req, machines: map[string]*Machine{}}
 	var targets []engine.Target

@@ -21,6 +21,7 @@ import (
 	"github.com/gradual-dev/terraform-provider-gradual/internal/inplace"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/inplace/live"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/providerdata"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/records"
 )
 
 const defaultApplyTimeout = 60 * time.Minute
@@ -215,7 +216,8 @@ func (r *updateResource) apply(ctx context.Context, timeout time.Duration, plan 
 	}
 	exec, err := p.Execute(ctx, res, live.ExecuteRequest{
 		UpdateLimit: int(plan.UpdateLimit.ValueInt64()), VerifyTimeout: verify,
-		Logf: func(msg string, fields map[string]any) { tflog.Info(ctx, msg, fields) },
+		Logf:   func(msg string, fields map[string]any) { tflog.Info(ctx, msg, fields) },
+		Holder: records.HolderIdentity(),
 	})
 	status := map[string]string{}
 	if exec != nil {

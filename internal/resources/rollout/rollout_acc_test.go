@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -390,27 +391,48 @@ func TestAccRollout_orphan(t *testing.T) {
 	})
 }
 
-// A second apply while one holds the Lease fails fast naming the holder; an expired Lease left
-// by a killed process is taken over.
+// A second apply while one holds the Lease fails naming the holder once it sees the Lease
+// renewed; a Lease left by a killed process (never renewed while watched, whatever its times
+// say) is taken over after the Lease's duration.
 func TestAccRollout_lease(t *testing.T) {
 	f := acctest.Fleet(t)
 	name := acctest.UniqueLabel("lease")
 	v1 := app(name, "v1", false, "")
 	key := records.Key{Kind: "rollout", Namespace: f.Namespace, Name: name}
 	config := rolloutConfig(f, name, `clusters = ["staging-eu-1"]`, v1, "")
+	renewing, cancelRenewing := context.WithCancel(context.Background())
+	var renewer sync.WaitGroup
+	stopRenewing := func() { cancelRenewing(); renewer.Wait() }
+	t.Cleanup(stopRenewing)
 	resource.Test(t, resource.TestCase{
 		ProtoV6ProviderFactories: acctest.ProviderFactories,
 		Steps: []resource.TestStep{
 			{
-				// Another apply is running: it renewed its Lease just now.
-				PreConfig:   func() { plantLease(t, f, key, "other-apply/pid-42", time.Now()) },
+				// Another apply is running: it renews its Lease every second.
+				PreConfig: func() {
+					renewer.Go(func() {
+						for renewing.Err() == nil {
+							if err := writeLease(f, key, "other-apply/pid-42", time.Now()); err != nil {
+								t.Errorf("renew the planted Lease: %v", err)
+							}
+							select {
+							case <-renewing.Done():
+							case <-time.After(time.Second):
+							}
+						}
+					})
+				},
 				Config:      config,
 				ExpectError: regexp.MustCompile(`(?s)Rollout Already Running.*other-apply/pid-42`),
 			},
 			{
-				// That process was killed an hour ago: its Lease expired and is taken over.
-				PreConfig: func() { plantLease(t, f, key, "killed-apply/pid-7", time.Now().Add(-time.Hour)) },
-				Config:    config,
+				// That process was killed an hour ago: its Lease goes unrenewed and is taken over.
+				PreConfig: func() {
+					stopRenewing()
+					time.Sleep(2 * time.Second) // the renewer's last write
+					plantLease(t, f, key, "killed-apply/pid-7", time.Now().Add(-time.Hour))
+				},
+				Config: config,
 			},
 		},
 	})
@@ -419,31 +441,34 @@ func TestAccRollout_lease(t *testing.T) {
 // plantLease writes the rollout's Lease as another process would have left it.
 func plantLease(t *testing.T, f *testbed.Fleet, key records.Key, holder string, renewed time.Time) {
 	t.Helper()
+	if err := writeLease(f, key, holder, renewed); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// writeLease writes the rollout's Lease as holder, renewed at renewed.
+func writeLease(f *testbed.Fleet, key records.Key, holder string, renewed time.Time) error {
 	mc, err := f.ManagementClient()
 	if err != nil {
-		t.Fatal(err)
+		return err
 	}
 	ctx := context.Background()
 	if err := mc.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: records.DefaultNamespace}}); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatal(err)
+		return err
 	}
 	at := metav1.NewMicroTime(renewed)
 	lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: records.DefaultNamespace, Name: key.ObjectName()}}
 	err = mc.Get(ctx, client.ObjectKeyFromObject(lease), lease)
 	if err != nil && !apierrors.IsNotFound(err) {
-		t.Fatal(err)
+		return err
 	}
 	lease.Annotations = map[string]string{records.AnnotationRolloutKey: key.String()}
 	lease.Spec.HolderIdentity, lease.Spec.LeaseDurationSeconds = &holder, ptr(int32(60))
 	lease.Spec.AcquireTime, lease.Spec.RenewTime = &at, &at
 	if apierrors.IsNotFound(err) {
-		err = mc.Create(ctx, lease)
-	} else {
-		err = mc.Update(ctx, lease)
+		return mc.Create(ctx, lease)
 	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	return mc.Update(ctx, lease)
 }
 
 // Bad input is refused at plan time with nothing applied.

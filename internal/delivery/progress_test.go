@@ -1,0 +1,164 @@
+package delivery
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+
+	"github.com/gradual-dev/terraform-provider-gradual/internal/engine"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/records"
+)
+
+// progressFixture is a progressWriter over a fake management cluster that counts the writes
+// of the progress record, on a fake clock.
+type progressFixture struct {
+	t      *testing.T
+	p      *progressWriter
+	clock  *engine.FakeClock
+	store  *records.ManagementStore
+	writes atomic.Int32
+}
+
+func newProgressFixture(t *testing.T) *progressFixture {
+	f := &progressFixture{t: t, clock: engine.NewFakeClock(time.Date(2026, 7, 1, 12, 0, 0, 0, time.UTC))}
+	s := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(s); err != nil {
+		t.Fatal(err)
+	}
+	key := records.Key{Kind: "rollout", Namespace: "fleet", Name: "ingress"}
+	count := func(obj client.Object) {
+		if obj.GetName() == key.ObjectName() {
+			f.writes.Add(1)
+		}
+	}
+	c := fake.NewClientBuilder().WithScheme(s).WithInterceptorFuncs(interceptor.Funcs{
+		Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+			count(obj)
+			return c.Create(ctx, obj, opts...)
+		},
+		Update: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.UpdateOption) error {
+			count(obj)
+			return c.Update(ctx, obj, opts...)
+		},
+	}).Build()
+	f.store = records.NewManagementStore(c, "")
+	f.p = &progressWriter{store: f.store, key: key, clock: f.clock, progress: records.Progress{
+		Phase: records.PhaseRunning, Revision: "aaa", Waves: 2, Clusters: map[string]records.ClusterOutcome{},
+	}}
+	return f
+}
+
+func (f *progressFixture) target(kind engine.EventKind, target string) {
+	f.p.observe(f.t.Context(), engine.Event{Kind: kind, Target: target, Revision: "aaa", At: f.clock.Now()})
+}
+
+func (f *progressFixture) batch(kind engine.EventKind, n int, targets ...string) {
+	f.p.observe(f.t.Context(), engine.Event{Kind: kind, Phase: engine.PhaseWave, Batch: n, Batches: 2, Targets: targets})
+}
+
+// wantWrites waits (the delayed write runs in the background) until the record was written n
+// times, and checks it stays so.
+func (f *progressFixture) wantWrites(n int32) {
+	f.t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for f.writes.Load() < n && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	time.Sleep(5 * time.Millisecond)
+	if got := f.writes.Load(); got != n {
+		f.t.Fatalf("%d writes of the progress record, want %d", got, n)
+	}
+}
+
+// advance moves the clock once the delayed write (if any) is waiting on it.
+func (f *progressFixture) advance(d time.Duration) {
+	f.t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for f.p.pendingWrite() && f.clock.Pending() == 0 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	f.clock.Advance(d)
+}
+
+func (p *progressWriter) pendingWrite() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.pending
+}
+
+func (f *progressFixture) state(target string) string {
+	f.t.Helper()
+	p, err := f.store.LoadProgress(f.t.Context(), f.p.key)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return p.Clusters[target].State
+}
+
+// Progress writes are debounced: at most one per ProgressInterval, the changes in between
+// written together at the end of the interval; the start, batch boundaries and the end are
+// written at once.
+func TestProgressWritesDebounced(t *testing.T) {
+	f := newProgressFixture(t)
+	f.p.save(t.Context())
+	f.wantWrites(1)
+	f.batch(engine.EventBatchStarted, 1, "a", "b", "c")
+	f.wantWrites(2)
+
+	// Three clusters start at once: one write, a second later.
+	for _, c := range []string{"a", "b", "c"} {
+		f.target(engine.EventProvisioning, c)
+	}
+	f.wantWrites(2)
+	f.advance(ProgressInterval - time.Millisecond)
+	f.wantWrites(2)
+	f.advance(time.Millisecond)
+	f.wantWrites(3)
+	if got := f.state("c"); got != "provisioning" {
+		t.Fatalf("c is %q in the record", got)
+	}
+
+	// A wave ends: what changed is written at once, and the delayed write finds nothing to do.
+	f.target(engine.EventSucceeded, "a")
+	f.target(engine.EventSucceeded, "b")
+	f.target(engine.EventFailed, "c")
+	f.wantWrites(3)
+	f.batch(engine.EventBatchDone, 1, "a", "b", "c")
+	f.wantWrites(4)
+	if got := f.state("c"); got != "failed" {
+		t.Fatalf("c is %q in the record after the wave", got)
+	}
+	f.advance(ProgressInterval)
+	f.wantWrites(4)
+
+	// A steady stream of events, one every 100 ms for 10 s: about one write a second.
+	f.batch(engine.EventBatchStarted, 2, "d")
+	f.wantWrites(5)
+	for i := range 100 {
+		f.target(engine.EventProvisioning, fmt.Sprintf("d%d", i))
+		f.advance(100 * time.Millisecond)
+	}
+	if got := f.writes.Load() - 5; got < 9 || got > 11 {
+		t.Fatalf("%d writes for 10 s of events, want about 10", got)
+	}
+
+	// The end is written at once, and no delayed write follows it.
+	f.target(engine.EventSucceeded, "d")
+	before := f.writes.Load()
+	f.p.finish(t.Context(), &engine.Result{})
+	f.wantWrites(before + 1)
+	f.clock.Advance(time.Minute)
+	f.wantWrites(before + 1)
+	p, err := f.store.LoadProgress(t.Context(), f.p.key)
+	if err != nil || p.Phase != records.PhaseSucceeded || p.Clusters["d"].State != "succeeded" {
+		t.Fatalf("final record %+v, %v", p, err)
+	}
+}
