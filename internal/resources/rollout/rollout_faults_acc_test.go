@@ -17,6 +17,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-testing/statecheck"
 	"github.com/hashicorp/terraform-plugin-testing/terraform"
 	"github.com/hashicorp/terraform-plugin-testing/tfjsonpath"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -218,7 +219,7 @@ func TestAccRollout_workloadAPIDownDuringVerify(t *testing.T) {
 	name := acctest.UniqueLabel("down")
 	key := records.Key{Kind: "rollout", Namespace: f.Namespace, Name: name}
 	clusters := []string{"prod-eu-1", "prod-us-1", "staging-eu-1"}
-	v1 := slowReady(app(name, "v1", false, ""), 5)
+	v1 := slowReady(app(name, "v1", false, ""), 10)
 	rev1 := revisionOf(t, v1)
 	// Short request and verify timeouts: a frozen API server costs one request timeout per read.
 	config := strings.Replace(interruptConfig(f, name, v1), `verify = { timeout = "90s" }`, `verify = { timeout = "15s" }`, 1)
@@ -234,11 +235,14 @@ func TestAccRollout_workloadAPIDownDuringVerify(t *testing.T) {
 	tf.writeConfig(config)
 	p := tf.start(false, "apply", "-auto-approve")
 	defer p.kill()
-	inFlight := waitInFlight(t, f, key, rev1, "v1", p, 3*time.Minute)
-	thaw := freeze(t, f, inFlight.cluster)
+	// Freeze prod-us-1 (wave 2) once its records say provisioning and its Deployment carries
+	// v1: applied, and being verified (minReadySeconds keeps it there for a while).
+	const frozen = "prod-us-1"
+	waitApplied(t, f, key, frozen, rev1, "v1", p, 3*time.Minute)
+	thaw := freeze(t, f, frozen)
 	res := p.wait(t, 6*time.Minute)
 	thaw()
-	t.Logf("apply with %s frozen exited %d:\n%s", inFlight.cluster, res.code, res.output)
+	t.Logf("apply with %s frozen exited %d:\n%s", frozen, res.code, res.output)
 	if res.code == 0 {
 		t.Fatal("apply exited 0 with a cluster left unsettled")
 	}
@@ -248,8 +252,11 @@ func TestAccRollout_workloadAPIDownDuringVerify(t *testing.T) {
 	if ledger := ledgerOf(t, f, name); len(ledger) > 0 {
 		t.Errorf("ledger %+v: an unreachable cluster made the revision invalid", ledger)
 	}
-	if recs := workloadRecords(t, f, inFlight.cluster, name); recs.Provisioning == nil || recs.Provisioning.Revision != rev1 || len(recs.Invalid) > 0 {
-		t.Errorf("%s: records provisioning %s invalid %v, want still provisioning %s and nothing invalid", inFlight.cluster, revOf(recs.Provisioning), recs.Invalid, rev1)
+	if recs := workloadRecords(t, f, frozen, name); recs.Provisioning == nil || recs.Provisioning.Revision != rev1 || len(recs.Invalid) > 0 {
+		t.Errorf("%s: records provisioning %s invalid %v, want still provisioning %s and nothing invalid", frozen, revOf(recs.Provisioning), recs.Invalid, rev1)
+	}
+	if err := expectDeployment(f, []string{"prod-eu-1", "staging-eu-1"}, name, "v1", true); err != nil {
+		t.Errorf("the other clusters did not get v1: %v", err)
 	}
 
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
@@ -354,6 +361,36 @@ func TestAccRollout_killedMidApply(t *testing.T) {
 	}
 	if ledger := ledgerOf(t, f, name); len(ledger) > 0 {
 		t.Errorf("ledger %+v after a kill, want empty", ledger)
+	}
+}
+
+// waitApplied polls cluster's own records and objects until it is recorded provisioning
+// revision and its Deployment carries version: applied, being verified. It fails if the CLI
+// exits first or nothing happens within timeout.
+func waitApplied(t *testing.T, f *testbed.Fleet, key records.Key, cluster, revision, version string, p *cliProcess, timeout time.Duration) {
+	t.Helper()
+	c := workloadClient(t, f, cluster)
+	store := records.NewWorkloadStore(c, records.DefaultNamespace)
+	deadline := time.Now().Add(timeout)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		st, err := store.Summary(ctx, key)
+		var d appsv1.Deployment
+		if err == nil && st.Provisioning != nil && st.Provisioning.Revision == revision &&
+			c.Get(ctx, client.ObjectKey{Namespace: key.Name, Name: "web"}, &d) == nil &&
+			strings.HasSuffix(d.Spec.Template.Spec.Containers[0].Image, ":"+version) {
+			cancel()
+			return
+		}
+		cancel()
+		select {
+		case <-p.done:
+			t.Fatalf("the apply exited (%d) before %s was applied:\n%s", p.result().code, cluster, p.result().output)
+		case <-time.After(50 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s was not applied %s within %s", cluster, revision, timeout)
+		}
 	}
 }
 
