@@ -2,6 +2,7 @@ package delivery
 
 import (
 	"context"
+	"maps"
 	"strings"
 	"sync"
 	"time"
@@ -27,7 +28,15 @@ type progressWriter struct {
 	// clock paces the writes; the wall clock when nil.
 	clock engine.Clock
 
+	// mu guards the fields below; it is never held while writing to the management cluster,
+	// so that a slow or contended management API does not stall the records of every cluster
+	// in the wave (each Record call passes through observe). Writes take copies and go through
+	// writeMu, which drops a copy older than one already written.
+	writeMu    sync.Mutex
+	writtenSeq uint64 // sequence number of the last copy written; guarded by writeMu
+
 	mu       sync.Mutex
+	seq      uint64 // sequence number of the last copy taken
 	progress records.Progress
 	batch    []string  // targets of the batch in progress
 	written  time.Time // when the record was last written (zero: never)
@@ -40,18 +49,17 @@ type progressWriter struct {
 
 func (p *progressWriter) observe(ctx context.Context, ev engine.Event) {
 	p.mu.Lock()
-	defer p.mu.Unlock()
+	var w *progressCopy
 	switch {
 	case ev.Kind == engine.EventBatchStarted:
 		p.batch = ev.Targets
-		if ev.Phase != engine.PhaseWave {
-			return
+		if ev.Phase == engine.PhaseWave {
+			p.progress.Wave = ev.Batch
+			w = p.copyLocked()
 		}
-		p.progress.Wave = ev.Batch
-		p.saveLocked(ctx)
 	case ev.Kind == engine.EventBatchDone:
 		if p.dirty {
-			p.saveLocked(ctx)
+			w = p.copyLocked()
 		}
 	case ev.Target != "":
 		o := p.progress.Clusters[ev.Target]
@@ -68,8 +76,42 @@ func (p *progressWriter) observe(ctx context.Context, ev engine.Event) {
 			o.FinishedAt = ev.At
 		}
 		p.progress.Clusters[ev.Target] = o
-		p.saveSoonLocked(ctx)
+		w = p.saveSoonLocked(ctx)
 	}
+	p.mu.Unlock()
+	p.write(ctx, w)
+}
+
+// progressCopy is the record as it stood when a write was decided, with its place in order.
+type progressCopy struct {
+	progress records.Progress
+	seq      uint64
+}
+
+// copyLocked takes a copy of the record to write and marks it written.
+func (p *progressWriter) copyLocked() *progressCopy {
+	p.seq++
+	c := &progressCopy{progress: p.progress, seq: p.seq}
+	c.progress.Clusters = maps.Clone(p.progress.Clusters)
+	c.progress.UpdatedAt = time.Time{}
+	p.written, p.dirty = p.now(), false
+	return c
+}
+
+// write writes c (nil: nothing to write) unless a newer copy was written already. Progress is
+// informational: the workload records are what resumes a run, so a failed write here does not
+// stop the rollout.
+func (p *progressWriter) write(ctx context.Context, c *progressCopy) {
+	if c == nil {
+		return
+	}
+	p.writeMu.Lock()
+	defer p.writeMu.Unlock()
+	if c.seq <= p.writtenSeq {
+		return
+	}
+	_ = p.store.SaveProgress(ctx, p.key, c.progress)
+	p.writtenSeq = c.seq
 }
 
 // summary says how the targets of a batch ended, e.g. "prod-eu-1 succeeded, prod-us-1 failed".
@@ -90,8 +132,9 @@ func (p *progressWriter) summary(targets []string) string {
 // save writes the record now.
 func (p *progressWriter) save(ctx context.Context) {
 	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.saveLocked(ctx)
+	c := p.copyLocked()
+	p.mu.Unlock()
+	p.write(ctx, c)
 }
 
 func (p *progressWriter) now() time.Time {
@@ -101,25 +144,16 @@ func (p *progressWriter) now() time.Time {
 	return p.clock.Now()
 }
 
-func (p *progressWriter) saveLocked(ctx context.Context) {
-	// Progress is informational: the workload records are what resumes a run, so a failed
-	// write here does not stop the rollout.
-	p.progress.UpdatedAt = time.Time{}
-	_ = p.store.SaveProgress(ctx, p.key, p.progress)
-	p.written, p.dirty = p.now(), false
-}
-
-// saveSoonLocked writes the record now if the last write is ProgressInterval old, else
-// schedules one for when it will be.
-func (p *progressWriter) saveSoonLocked(ctx context.Context) {
+// saveSoonLocked returns a copy to write now if the last write is ProgressInterval old, else
+// schedules a write for when it will be (and returns nil).
+func (p *progressWriter) saveSoonLocked(ctx context.Context) *progressCopy {
 	now := p.now()
 	if p.written.IsZero() || now.Sub(p.written) >= ProgressInterval {
-		p.saveLocked(ctx)
-		return
+		return p.copyLocked()
 	}
 	p.dirty = true
 	if p.pending || p.closed {
-		return
+		return nil
 	}
 	p.pending = true
 	if p.stopCtx == nil {
@@ -130,24 +164,27 @@ func (p *progressWriter) saveSoonLocked(ctx context.Context) {
 	if p.clock != nil {
 		clock = p.clock
 	}
+	stopCtx := p.stopCtx
 	go func() {
-		if err := clock.Sleep(p.stopCtx, wait); err != nil {
+		if err := clock.Sleep(stopCtx, wait); err != nil {
 			return // finished: finish wrote the record
 		}
 		p.mu.Lock()
-		defer p.mu.Unlock()
 		p.pending = false
+		var c *progressCopy
 		if p.dirty && !p.closed {
-			wctx, cancel := context.WithTimeout(p.stopCtx, progressTimeout)
-			defer cancel()
-			p.saveLocked(wctx)
+			c = p.copyLocked()
 		}
+		p.mu.Unlock()
+		wctx, cancel := context.WithTimeout(stopCtx, progressTimeout)
+		defer cancel()
+		p.write(wctx, c)
 	}()
+	return nil
 }
 
 func (p *progressWriter) finish(ctx context.Context, r *engine.Result) {
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	p.closed = true
 	if p.stop != nil {
 		p.stop()
@@ -172,5 +209,7 @@ func (p *progressWriter) finish(ctx context.Context, r *engine.Result) {
 		}
 		p.progress.Clusters[o.Target] = c
 	}
-	p.saveLocked(ctx)
+	last := p.copyLocked()
+	p.mu.Unlock()
+	p.write(ctx, last)
 }
