@@ -24,9 +24,13 @@ type world struct {
 
 var _ engine.World = (*world)(nil)
 
-// applyRetryWindow bounds how long Apply (and a record write) retries infrastructure failures
-// before leaving the cluster unsettled; Verify and Restore retry within their own timeouts.
-const applyRetryWindow = 2 * time.Minute
+// applyRetryWindow bounds how long Apply retries infrastructure failures before leaving the
+// cluster unsettled, recordRetryWindow the same for a record write; Verify and Restore retry
+// within their own timeouts.
+const (
+	applyRetryWindow  = 2 * time.Minute
+	recordRetryWindow = 30 * time.Second
+)
 
 func (w *world) conn(ctx context.Context, target string) (*conn, *records.WorkloadStore, error) {
 	c, err := w.svc.cluster(ctx, w.spec.ClusterNamespace, target, w.spec.ForceConflicts)
@@ -207,7 +211,7 @@ func (w *world) Record(ctx context.Context, ev engine.Event) error {
 		// deleted or re-keyed since the last read is seen before anything is applied.
 		w.svc.recheck(w.spec.ClusterNamespace, ev.Target)
 	}
-	rctx, cancel := w.svc.clock.WithTimeout(ctx, applyRetryWindow)
+	rctx, cancel := w.svc.clock.WithTimeout(ctx, recordRetryWindow)
 	defer cancel()
 	return w.retry(rctx, ev.Target, func(ctx context.Context) error { return w.record(ctx, ev) })
 }

