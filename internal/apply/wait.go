@@ -96,14 +96,32 @@ func (a *Applier) wait(ctx context.Context, objs []*unstructured.Unstructured, t
 	}
 	jobsWithTTL := utils.ExtractJobsWithTTL(objs)
 	start := time.Now()
-	err := a.reader.WaitForSetWithContext(ctx, set, ssa.WaitOptions{
-		Interval:    a.opts.PollInterval,
-		Timeout:     timeout,
-		FailFast:    true,
-		JobsWithTTL: jobsWithTTL,
-	})
-	if err == nil {
-		return nil
+	var err error
+	for {
+		err = a.reader.WaitForSetWithContext(ctx, set, ssa.WaitOptions{
+			Interval:    a.opts.PollInterval,
+			Timeout:     timeout - time.Since(start),
+			FailFast:    true,
+			JobsWithTTL: jobsWithTTL,
+		})
+		if err != nil {
+			break
+		}
+		// ssa also reports success when kstatus' poller stopped early: the poller takes a
+		// request that timed out (context.DeadlineExceeded from a per-request timeout, e.g. an
+		// API server that stopped answering) for its own shutdown and closes quietly. So
+		// success is confirmed by reading every object once more.
+		if a.notReady(ctx, objs, jobsWithTTL) == nil {
+			return nil
+		}
+		if ctx.Err() != nil || time.Since(start) >= timeout {
+			err = errors.New("objects not ready")
+			break
+		}
+		if serr := sleepCtx(ctx, a.opts.PollInterval); serr != nil {
+			err = serr
+			break
+		}
 	}
 	deadline := errors.Is(context.Cause(ctx), context.DeadlineExceeded)
 	if ctx.Err() != nil && !deadline {
@@ -181,4 +199,16 @@ func statusOf(live *unstructured.Unstructured) ObjectStatus {
 		}
 	}
 	return s
+}
+
+// sleepCtx waits for d or until ctx is done.
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
 }

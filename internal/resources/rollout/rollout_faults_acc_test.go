@@ -211,18 +211,19 @@ func TestAccRollout_kubeconfigDeletedMidRollout(t *testing.T) {
 	}
 }
 
-// A workload API server that stops answering during the rollout (frozen with SIGSTOP while the
-// wave before its own runs): that cluster ends unsettled (apply says so and fails), nothing is
-// recorded invalid and nothing rolled back, the other clusters get the revision; once it answers
-// again the next apply converges. (A cluster that stops answering in the middle of its own
-// verification is covered by the delivery unit tests with a fake cluster.)
-func TestAccRollout_workloadAPIDown(t *testing.T) {
+// A workload API server that stops answering (frozen with SIGSTOP) while its cluster's wave
+// verifies: that cluster ends unsettled (apply says so and fails), nothing is recorded invalid
+// and nothing rolled back, the other clusters get the revision; once it answers again the next
+// apply converges. The request timeout is shorter than the verify timeout, as in production
+// (30 s against minutes): kstatus' poller takes a timed-out request for its own shutdown, and
+// verification must not take that for success.
+func TestAccRollout_workloadAPIDownDuringVerify(t *testing.T) {
 	f := acctest.Fleet(t)
 	tf := newCLIRun(t)
 	name := acctest.UniqueLabel("down")
 	key := records.Key{Kind: "rollout", Namespace: f.Namespace, Name: name}
 	clusters := []string{"prod-eu-1", "prod-us-1", "staging-eu-1"}
-	v1 := slowReady(app(name, "v1", false, ""), 5)
+	v1 := slowReady(app(name, "v1", false, ""), 10)
 	rev1 := revisionOf(t, v1)
 	// Short request and verify timeouts: a frozen API server costs one request timeout per read.
 	config := strings.Replace(interruptConfig(f, name, v1), `verify = { timeout = "90s" }`, `verify = { timeout = "15s" }`, 1)
@@ -238,9 +239,10 @@ func TestAccRollout_workloadAPIDown(t *testing.T) {
 	tf.writeConfig(config)
 	p := tf.start(true, "apply", "-auto-approve")
 	defer p.kill()
-	// Freeze prod-us-1 (wave 2) while wave 1 (prod-eu-1) verifies.
+	// Freeze prod-us-1 (wave 2) once its records say provisioning and its Deployment carries
+	// v1: applied, and being verified (minReadySeconds keeps it there for a while).
 	const frozen = "prod-us-1"
-	waitApplied(t, f, key, "prod-eu-1", rev1, "v1", p, 3*time.Minute)
+	waitApplied(t, f, key, frozen, rev1, "v1", p, 3*time.Minute)
 	thaw := freeze(t, f, frozen)
 	probe, cancelProbe := context.WithTimeout(context.Background(), 2*time.Second)
 	var ns corev1.Namespace
@@ -269,8 +271,8 @@ func TestAccRollout_workloadAPIDown(t *testing.T) {
 	if ledger := ledgerOf(t, f, name); len(ledger) > 0 {
 		t.Errorf("ledger %+v: an unreachable cluster made the revision invalid", ledger)
 	}
-	if recs := workloadRecords(t, f, frozen, name); recs.Current != nil || len(recs.Invalid) > 0 {
-		t.Errorf("%s: records current %s invalid %v, want nothing current and nothing invalid", frozen, revOf(recs.Current), recs.Invalid)
+	if recs := workloadRecords(t, f, frozen, name); recs.Provisioning == nil || recs.Provisioning.Revision != rev1 || len(recs.Invalid) > 0 {
+		t.Errorf("%s: records provisioning %s invalid %v, want still provisioning %s and nothing invalid", frozen, revOf(recs.Provisioning), recs.Invalid, rev1)
 	}
 	if !strings.Contains(res.output, frozen) {
 		t.Errorf("apply does not name %s", frozen)
