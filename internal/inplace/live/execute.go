@@ -214,7 +214,28 @@ var _ engine.World = (*world)(nil)
 
 // Apply calls UpdateMachine on every extension that covers the machine until each reports
 // done, then writes the desired specs.
-func (w *world) Apply(ctx context.Context, target, _ string) error {
+// Apply updates one machine through the extensions. The engine acts on errors by class (see
+// engine.ErrRevisionFailed): every failure of an in-place update counts against the budget and
+// stops the run as before, so Apply's errors are refused changes and Verify's revision
+// failures. Telling the extensions' infrastructure failures apart is left to the in-place
+// issue.
+func (w *world) Apply(ctx context.Context, target, revision string) error {
+	return markUnlessClassified(engine.ErrChangeRefused, w.apply(ctx, target, revision))
+}
+
+// Verify checks one machine's Node; see Apply for how its errors are classed.
+func (w *world) Verify(ctx context.Context, target, revision string) error {
+	return markUnlessClassified(engine.ErrRevisionFailed, w.verify(ctx, target, revision))
+}
+
+func markUnlessClassified(class, err error) error {
+	if err == nil || errors.Is(err, engine.ErrTargetGone) || errors.Is(err, engine.ErrRevisionFailed) || errors.Is(err, engine.ErrChangeRefused) {
+		return err
+	}
+	return engine.Mark(class, err)
+}
+
+func (w *world) apply(ctx context.Context, target, _ string) error {
 	m := w.machines[target]
 	req, err := inplace.UpdateMachineRequest(m.Desired)
 	if err != nil {
@@ -277,7 +298,7 @@ func (w *world) Apply(ctx context.Context, target, _ string) error {
 
 // Verify waits for the machine's Node to be Ready with the desired kubelet version. Other
 // revisions need no check: nothing is restored in place.
-func (w *world) Verify(ctx context.Context, target, revision string) error {
+func (w *world) verify(ctx context.Context, target, revision string) error {
 	if revision != w.res.Revision {
 		return nil
 	}

@@ -31,7 +31,7 @@ func TestAccModuleAssignment_bigBundle(t *testing.T) {
 			},
 			{
 				ResourceName: res, ImportState: true, ImportStateId: f.Namespace + "/" + name,
-				ImportStateVerify: true, ImportStateVerifyIdentifierAttribute: "id", ImportStateVerifyIgnore: []string{"timeouts"},
+				ImportStateVerify: true, ImportStateVerifyIdentifierAttribute: "id", ImportStateVerifyIgnore: []string{"timeouts", "changes"},
 			},
 			{Config: config, PlanOnly: true},
 		},
