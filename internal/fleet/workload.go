@@ -80,13 +80,8 @@ func RequestTimeout(cfg *rest.Config) time.Duration {
 // nothing either way). Rollouts ask it when a cluster stops answering, so that a cluster torn
 // down mid-rollout is set aside instead of counted as a failure of the revision.
 func (m *Management) GoneReason(ctx context.Context, namespace, name string) (string, error) {
-	version, err := m.ClusterAPIVersion(ctx)
-	if err != nil {
-		return "", err
-	}
-	cluster := &metav1.PartialObjectMetadata{}
-	cluster.SetGroupVersionKind(schema.GroupVersionKind{Group: ClusterAPIGroup, Version: version, Kind: "Cluster"})
-	switch err := m.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, cluster); {
+	cluster, err := m.clusterMetadata(ctx, namespace, name)
+	switch {
 	case apierrors.IsNotFound(err):
 		return fmt.Sprintf("Cluster %s/%s was deleted", namespace, name), nil
 	case err != nil:
@@ -103,4 +98,19 @@ func (m *Management) GoneReason(ctx context.Context, namespace, name string) (st
 		return "", fmt.Errorf("read kubeconfig Secret %s/%s: %w", namespace, KubeconfigSecretName(name), err)
 	}
 	return "", nil
+}
+
+// clusterMetadata reads the metadata of the Cluster namespace/name (a NotFound error when there is
+// none).
+func (m *Management) clusterMetadata(ctx context.Context, namespace, name string) (*metav1.PartialObjectMetadata, error) {
+	version, err := m.ClusterAPIVersion(ctx)
+	if err != nil {
+		return nil, err
+	}
+	cluster := &metav1.PartialObjectMetadata{}
+	cluster.SetGroupVersionKind(schema.GroupVersionKind{Group: ClusterAPIGroup, Version: version, Kind: "Cluster"})
+	if err := m.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, cluster); err != nil {
+		return nil, err
+	}
+	return cluster, nil
 }

@@ -293,4 +293,5 @@ func (p *gradualProvider) Configure(ctx context.Context, req provider.ConfigureR
 	data := &providerdata.Data{Management: mgmt, Delivery: delivery.New(mgmt, int(cfg.MaxParallelClusters.ValueInt64()))}
 	resp.DataSourceData = data
 	resp.ResourceData = data
+	resp.EphemeralResourceData = data
 }

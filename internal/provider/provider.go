@@ -10,12 +10,14 @@ import (
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/hashicorp/terraform-plugin-framework/datasource"
+	"github.com/hashicorp/terraform-plugin-framework/ephemeral"
 	"github.com/hashicorp/terraform-plugin-framework/function"
 	"github.com/hashicorp/terraform-plugin-framework/provider"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
 
 	"github.com/gradual-dev/terraform-provider-gradual/internal/clientconfig"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/functions"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/clusterkubeconfig"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/clusters"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/inplaceupdate"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/moduleassignment"
@@ -42,7 +44,10 @@ type gradualProvider struct {
 	env     clientconfig.Environment
 }
 
-var _ provider.ProviderWithFunctions = (*gradualProvider)(nil)
+var (
+	_ provider.ProviderWithFunctions          = (*gradualProvider)(nil)
+	_ provider.ProviderWithEphemeralResources = (*gradualProvider)(nil)
+)
 
 func (p *gradualProvider) Metadata(_ context.Context, _ provider.MetadataRequest, resp *provider.MetadataResponse) {
 	resp.TypeName = "gradual"
@@ -55,6 +60,10 @@ func (p *gradualProvider) Resources(context.Context) []func() resource.Resource 
 
 func (p *gradualProvider) DataSources(context.Context) []func() datasource.DataSource {
 	return []func() datasource.DataSource{clusters.New, inplaceupdate.NewPlanDataSource}
+}
+
+func (p *gradualProvider) EphemeralResources(context.Context) []func() ephemeral.EphemeralResource {
+	return []func() ephemeral.EphemeralResource{clusterkubeconfig.New}
 }
 
 func (p *gradualProvider) Functions(context.Context) []func() function.Function {
