@@ -5,6 +5,8 @@ terraform {
   required_providers {
     gradual = {
       source = "gradual-dev/gradual"
+      # 0.x: minor releases may change the schema; pin the minor you tested with when you use it.
+      version = ">= 0.1.0, < 1.0.0"
     }
   }
 }

@@ -119,7 +119,8 @@ func stateCheck(name, state, revision string) statecheck.StateCheck {
 	}))
 }
 
-// Three clusters with update_limit = 1: one cluster at a time, all end on the revision; import;
+// Three clusters with update_limit = 1: one cluster at a time, all end on the revision; import
+// (command and block);
 // an update keeps the old revision as backup; destroy deletes what was applied.
 func TestAccRollout_oneClusterAtATime(t *testing.T) {
 	f := acctest.Fleet(t)
@@ -162,6 +163,14 @@ func TestAccRollout_oneClusterAtATime(t *testing.T) {
 				ImportStateVerify:                    true,
 				ImportStateVerifyIdentifierAttribute: "id",
 				ImportStateVerifyIgnore:              []string{"timeouts", "waves"},
+			},
+			{
+				// The same through an `import` block: the imported rollout plans no change.
+				Config:          rolloutConfig(f, name, allThree, v1, `update_limit = "1"`),
+				ResourceName:    "gradual_rollout.test",
+				ImportState:     true,
+				ImportStateKind: resource.ImportBlockWithID,
+				ImportStateId:   f.Namespace + "/" + name,
 			},
 			{
 				Config: rolloutConfig(f, name, allThree, v2, `update_limit = "2"`),

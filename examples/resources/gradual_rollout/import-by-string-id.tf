@@ -1,0 +1,6 @@
+# A rollout is imported by the namespace of its Cluster objects and its name; the configuration is
+# restored from the management cluster's record of its last apply.
+import {
+  to = gradual_rollout.ingress
+  id = "fleet/ingress"
+}
