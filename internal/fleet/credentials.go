@@ -55,11 +55,11 @@ func (m *Management) WorkloadCredentials(ctx context.Context, namespace, name st
 	}
 	return Credentials{
 		Host:                 cfg.Host,
-		TLSServerName:        cfg.TLSClientConfig.ServerName,
-		CertificateAuthority: cfg.TLSClientConfig.CAData,
+		TLSServerName:        cfg.ServerName,
+		CertificateAuthority: cfg.CAData,
 		Token:                cfg.BearerToken,
-		ClientCertificate:    cfg.TLSClientConfig.CertData,
-		ClientKey:            cfg.TLSClientConfig.KeyData,
+		ClientCertificate:    cfg.CertData,
+		ClientKey:            cfg.KeyData,
 		Kubeconfig:           value,
 	}, nil
 }
