@@ -69,7 +69,7 @@ func (a *Applier) Delete(ctx context.Context, inv Inventory) (*DeleteResult, err
 			errs = append(errs, err)
 		case reason != "":
 			res.Kept = append(res.Kept, Kept{Object: ref, Reason: reason})
-			going = slices.DeleteFunc(going, func(r ObjectRef) bool { return r.identity() == ref.identity() })
+			going = slices.DeleteFunc(going, func(r ObjectRef) bool { return r.Identity() == ref.Identity() })
 		case deleted:
 			res.Deleted = append(res.Deleted, ref)
 		}

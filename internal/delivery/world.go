@@ -161,7 +161,7 @@ func (w *world) restore(ctx context.Context, target, revision string) error {
 // previousInventory is every object the rollout's records on a cluster say may be there, other
 // than revision's own record: what a change to revision must consider pruning.
 func previousInventory(state *records.State, revision string) apply.Inventory {
-	seen := map[records.ObjectRef]bool{}
+	seen := map[manifest.Identity]bool{}
 	var inv apply.Inventory
 	for _, r := range allRecords(state) {
 		if r.Revision == revision && revision != "" {
@@ -171,9 +171,9 @@ func previousInventory(state *records.State, revision string) apply.Inventory {
 			continue // a failed revision's objects were removed by its restore
 		}
 		for _, ref := range r.Inventory {
-			if !seen[ref] {
-				seen[ref] = true
-				inv = append(inv, apply.ObjectRef(ref))
+			if !seen[ref.Identity()] {
+				seen[ref.Identity()] = true
+				inv = append(inv, ref)
 			}
 		}
 	}
@@ -263,10 +263,4 @@ func (w *world) logRun(ev engine.Event) {
 	}
 }
 
-func inventoryOf(objs []*unstructured.Unstructured) []records.ObjectRef {
-	out := make([]records.ObjectRef, 0, len(objs))
-	for _, ref := range apply.InventoryOf(objs) {
-		out = append(out, records.ObjectRef(ref))
-	}
-	return out
-}
+func inventoryOf(objs []*unstructured.Unstructured) []records.ObjectRef { return apply.InventoryOf(objs) }

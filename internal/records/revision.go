@@ -10,6 +10,8 @@ import (
 	"fmt"
 	"io"
 	"time"
+
+	"github.com/gradual-dev/terraform-provider-gradual/internal/manifest"
 )
 
 // RevisionState is where a revision record stands in a workload cluster.
@@ -43,25 +45,9 @@ const MaxRecordSize = 256 << 20
 // MaxReasonLength bounds a stored failure reason (annotations share 256 KiB per object).
 const MaxReasonLength = 16 << 10
 
-// ObjectRef names one applied object.
-type ObjectRef struct {
-	Group     string `json:"group,omitempty"`
-	Version   string `json:"version"`
-	Kind      string `json:"kind"`
-	Namespace string `json:"namespace,omitempty"`
-	Name      string `json:"name"`
-}
-
-func (r ObjectRef) String() string {
-	gk := r.Kind
-	if r.Group != "" {
-		gk += "." + r.Group
-	}
-	if r.Namespace == "" {
-		return gk + " " + r.Name
-	}
-	return gk + " " + r.Namespace + "/" + r.Name
-}
+// ObjectRef names one applied object: internal/manifest's, the one definition of an object's
+// identity, so that records, apply, prune and claims agree on what is the same object.
+type ObjectRef = manifest.ObjectRef
 
 // Revision is the record of one revision of a rollout in one workload cluster.
 type Revision struct {
