@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/gradual-dev/terraform-provider-gradual/internal/fleet"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/records"
@@ -53,11 +54,24 @@ func (s *Service) Destroy(ctx context.Context, req DestroyRequest) (warnings []s
 	}
 	size := spec.Policy.UpdateLimit.Resolve(len(reachable))
 	var failures []string
+	notes := map[string]string{} // adopted objects given back, by cluster
+	defer func() {
+		for _, name := range sortedKeys(notes) {
+			warnings = append(warnings, notes[name])
+		}
+	}()
 	for start, wave := 0, 1; start < len(reachable); start, wave = start+size, wave+1 {
 		batch := reachable[start:min(start+size, len(reachable))]
 		req.Logf(fmt.Sprintf("destroy wave %d: %v", wave, batch), map[string]any{"rollout": spec.Key.String(), "orphan": req.Orphan})
+		var mu sync.Mutex
 		errs := s.forEach(ctx, batch, func(ctx context.Context, name string) error {
-			return s.destroyCluster(ctx, spec, name, req.Orphan)
+			note, err := s.destroyCluster(ctx, spec, name, req.Orphan)
+			if note != "" {
+				mu.Lock()
+				notes[name] = note
+				mu.Unlock()
+			}
+			return err
 		})
 		for _, name := range sortedKeys(errs) {
 			failures = append(failures, fmt.Sprintf("%s: %v", name, errs[name]))
@@ -77,26 +91,33 @@ func (s *Service) Destroy(ctx context.Context, req DestroyRequest) (warnings []s
 	return warnings, nil
 }
 
-func (s *Service) destroyCluster(ctx context.Context, spec Spec, name string, orphan bool) error {
+// destroyCluster removes the rollout from one cluster: the objects it made are deleted (unless
+// orphan), those it adopted are given back as they are, then the records go. note says what
+// was given back.
+func (s *Service) destroyCluster(ctx context.Context, spec Spec, name string, orphan bool) (note string, err error) {
 	c, err := s.cluster(ctx, spec.ClusterNamespace, name, spec.ForceConflicts)
 	if err != nil {
-		return err
+		return "", err
 	}
 	store := records.NewWorkloadStore(c.client, spec.RecordNamespace)
 	state, err := store.Load(ctx, spec.Key)
 	if err != nil {
-		return fmt.Errorf("read records: %w", err)
+		return "", fmt.Errorf("read records: %w", err)
 	}
 	if !orphan {
-		res, err := c.applier.Delete(ctx, previousInventory(state, ""))
+		made, adopted := splitAdopted(previousInventory(state, ""), state.AdoptedOf())
+		res, err := c.applier.Delete(ctx, made)
 		if err != nil {
-			return fmt.Errorf("delete objects: %w", err)
+			return "", fmt.Errorf("delete objects: %w", err)
 		}
 		// Done only once they are gone, so that an apply right after (a replacement, another
 		// rollout of the same objects) does not meet a terminating Namespace.
 		if err := c.applier.WaitDeleted(ctx, res.Deleted); err != nil {
-			return err
+			return "", err
+		}
+		if note, err = giveBack(ctx, c.applier, name, adopted, false); err != nil {
+			return "", err
 		}
 	}
-	return store.Delete(ctx, spec.Key)
+	return note, store.Delete(ctx, spec.Key)
 }

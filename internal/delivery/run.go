@@ -44,6 +44,9 @@ type RunResult struct {
 	Result engine.Result
 	// After is the clusters' state once the run ended.
 	After *Observation
+	// Adopted says, per cluster, which adopted objects restore or prune gave back instead of
+	// deleting.
+	Adopted []string
 }
 
 // Run applies the rollout: it takes the rollout's Lease, reads the records, refuses a revision in
@@ -130,7 +133,7 @@ func (s *Service) Run(ctx context.Context, req RunRequest) (_ *RunResult, err er
 	if oerr != nil {
 		after = obs
 	}
-	run := &RunResult{Plan: plan, Result: result, After: after}
+	run := &RunResult{Plan: plan, Result: result, After: after, Adopted: w.Notes()}
 	if err := result.Err(); err != nil {
 		return run, usererr.Wrap(err, "Rollout Failed", fmt.Sprintf("Rollout %s of revision %s did not complete.", spec.Key.Describe(), spec.Revision))
 	}
