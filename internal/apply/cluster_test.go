@@ -315,6 +315,64 @@ func TestCluster(t *testing.T) {
 		}
 	})
 
+	t.Run("an object made by someone else is found, reverted to its saved content and given back", func(t *testing.T) {
+		before := configMap(ns, "adopted", map[string]any{"a": "before", "keep": "x"})
+		if err := kube.Create(ctx, before.DeepCopy(), client.FieldOwner("kubectl-create")); err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = kube.Delete(context.WithoutCancel(ctx), before.DeepCopy()) }()
+		ours := configMap(ns, "adopted", map[string]any{"a": "ours", "added": "y"})
+		found, err := a.Existing(ctx, []*unstructured.Unstructured{ours, configMap(ns, "absent", nil)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(found) != 1 || found[0].Object.String() != "ConfigMap apply-demo/adopted" ||
+			!slices.Equal(found[0].Managers, []string{"kubectl-create"}) || !found[0].Foreign(DefaultFieldManager) || len(found[0].Saved) == 0 {
+			t.Fatalf("Existing = %+v, want the adopted ConfigMap, managed by kubectl-create, with its content", found)
+		}
+		live := func() (map[string]string, []string) {
+			t.Helper()
+			cm := configMap(ns, "adopted", nil)
+			if err := kube.Get(ctx, client.ObjectKeyFromObject(cm), cm); err != nil {
+				t.Fatal(err)
+			}
+			data, _, _ := unstructured.NestedStringMap(cm.Object, "data")
+			return data, managersOf(cm.GetManagedFields())
+		}
+		if _, err := a.Apply(ctx, []*unstructured.Unstructured{ours}); err != nil {
+			t.Fatal(err)
+		}
+		saved := &unstructured.Unstructured{}
+		if err := saved.UnmarshalJSON(found[0].Saved); err != nil {
+			t.Fatal(err)
+		}
+		if err := a.Revert(ctx, []*unstructured.Unstructured{saved}); err != nil {
+			t.Fatal(err)
+		}
+		data, managers := live()
+		if !mapsEqualString(data, map[string]string{"a": "before", "keep": "x"}) || slices.Contains(managers, DefaultFieldManager) {
+			t.Errorf("after Revert: data %v, managers %v; want the content from before and no field of ours", data, managers)
+		}
+
+		if _, err := a.Apply(ctx, []*unstructured.Unstructured{ours}); err != nil {
+			t.Fatal(err)
+		}
+		if err := a.Release(ctx, []ObjectRef{RefOf(ours)}); err != nil {
+			t.Fatal(err)
+		}
+		data, managers = live()
+		if data["a"] != "ours" || data["added"] != "y" || slices.Contains(managers, DefaultFieldManager) || !slices.Contains(managers, "kubectl-create") {
+			t.Errorf("after Release: data %v, managers %v; want the content as applied, our field manager gone, the other kept", data, managers)
+		}
+		res, err := a.Delete(ctx, Inventory{RefOf(ours)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(res.Deleted) != 0 || len(res.Kept) != 1 {
+			t.Errorf("Delete of a released object: %+v, want it kept", res)
+		}
+	})
+
 	t.Run("delete keeps what holds others' objects, then removes everything", func(t *testing.T) {
 		all := []*unstructured.Unstructured{
 			namespaceObj(ns), deploymentObj(ns, "web", 2, nil, 0), stuck, pending, widgetCRD(), widget(ns, "w1"),
@@ -374,6 +432,18 @@ func TestCluster(t *testing.T) {
 			}
 		}
 	})
+}
+
+func mapsEqualString(a, b map[string]string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if b[k] != v {
+			return false
+		}
+	}
+	return true
 }
 
 func mapsEqual(a, b map[string]Action) bool {

@@ -74,11 +74,11 @@ func splitAdopted(inv apply.Inventory, adopted map[manifest.Identity]records.Ado
 	return made, taken
 }
 
-// giveBack hands adopted objects back to their other owners. With revert, those whose content
-// was saved are first put back as they were before the rollout (a revision that failed before
-// any good one: nothing of it may stay); the others keep what the rollout last applied. It
-// returns a note for the outcome, "" when there was nothing to give back.
-func giveBack(ctx context.Context, applier objectApplier, target string, adopted []records.Adopted, revert bool) (string, error) {
+// giveBack hands adopted objects back to their other owners. Those revert picks whose content
+// was saved are first put back as they were before the rollout adopted them (the revision that
+// adopted them failed: nothing of it may stay); the others keep what the rollout last applied.
+// It returns a note for the outcome, "" when there was nothing to give back.
+func giveBack(ctx context.Context, applier objectApplier, target string, adopted []records.Adopted, revert func(records.Adopted) bool) (string, error) {
 	if len(adopted) == 0 {
 		return "", nil
 	}
@@ -87,7 +87,8 @@ func giveBack(ctx context.Context, applier objectApplier, target string, adopted
 	var names, unsaved []string
 	for _, a := range adopted {
 		names = append(names, a.Object.String())
-		if revert && len(a.Saved) > 0 {
+		undo := revert(a)
+		if undo && len(a.Saved) > 0 {
 			set, err := manifest.FromCanonical(append(append([]byte("["), a.Saved...), ']'))
 			if err != nil {
 				return "", fmt.Errorf("saved content of adopted %s: %w", a.Object, err)
@@ -95,7 +96,7 @@ func giveBack(ctx context.Context, applier objectApplier, target string, adopted
 			saved = append(saved, set.Objects...)
 			continue
 		}
-		if revert {
+		if undo {
 			unsaved = append(unsaved, fmt.Sprintf("%s (%d bytes)", a.Object, a.SavedSize))
 		}
 		release = append(release, a.Object)
@@ -115,6 +116,25 @@ func giveBack(ctx context.Context, applier objectApplier, target string, adopted
 		note += "; too large to have been saved, so left as the failed revision applied them: " + strings.Join(unsaved, ", ")
 	}
 	return note, nil
+}
+
+// never and always are giveBack's revert choices for prune and destroy (the content the rollout
+// applied was accepted: a good revision ran) and for a return to nothing (none ran).
+func never(records.Adopted) bool  { return false }
+func always(records.Adopted) bool { return true }
+
+// adoptedSince picks the adopted objects that the record of revision does not list: adopted by
+// a later revision, the one being undone. Restoring revision puts them back as they were.
+func adoptedSince(state *records.State, revision string) func(records.Adopted) bool {
+	before := map[manifest.Identity]bool{}
+	for _, r := range allRecords(state) {
+		if r.Revision == revision {
+			for _, a := range r.Adopted {
+				before[a.Object.Identity()] = true
+			}
+		}
+	}
+	return func(a records.Adopted) bool { return !before[a.Object.Identity()] }
 }
 
 func countNoun(n int, one, many string) string {
@@ -170,7 +190,9 @@ func (s *Service) Adoptions(ctx context.Context, spec Spec, clusters []string) (
 		}
 		return nil, fmt.Errorf("read which objects exist already:\n  %s", strings.Join(lines, "\n  "))
 	}
-	slices.SortFunc(out, func(a, b Found) int { return cmp.Or(cmp.Compare(a.Cluster, b.Cluster), cmp.Compare(a.Object, b.Object)) })
+	slices.SortFunc(out, func(a, b Found) int {
+		return cmp.Or(cmp.Compare(a.Cluster, b.Cluster), cmp.Compare(a.Object, b.Object))
+	})
 	return out, nil
 }
 

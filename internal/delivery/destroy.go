@@ -115,7 +115,7 @@ func (s *Service) destroyCluster(ctx context.Context, spec Spec, name string, or
 		if err := c.applier.WaitDeleted(ctx, res.Deleted); err != nil {
 			return "", err
 		}
-		if note, err = giveBack(ctx, c.applier, name, adopted, false); err != nil {
+		if note, err = giveBack(ctx, c.applier, name, adopted, never); err != nil {
 			return "", err
 		}
 	}

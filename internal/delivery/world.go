@@ -121,7 +121,7 @@ func (w *world) apply(ctx context.Context, target, revision string) error {
 	if _, err := c.applier.Prune(ctx, made, objs); err != nil {
 		return err
 	}
-	note, err := giveBack(ctx, c.applier, target, dropped(adopted, objs), false)
+	note, err := giveBack(ctx, c.applier, target, dropped(adopted, objs), never)
 	w.note(target, note)
 	return err
 }
@@ -194,7 +194,7 @@ func (w *world) restore(ctx context.Context, target, revision string) error {
 		if err := c.applier.WaitDeleted(ctx, res.Deleted); err != nil {
 			return err
 		}
-		note, err := giveBack(ctx, c.applier, target, adopted, true)
+		note, err := giveBack(ctx, c.applier, target, adopted, always)
 		w.note(target, note)
 		return err
 	}
@@ -205,13 +205,14 @@ func (w *world) restore(ctx context.Context, target, revision string) error {
 	if _, err := c.applier.Apply(ctx, objs); err != nil {
 		return err
 	}
-	// Adopted objects the restored revision does not hold are given back as they are: a good
-	// revision ran here since they were adopted, and their saved content may predate it.
+	// Adopted objects the restored revision does not hold are given back: put back as they
+	// were when the revision being undone adopted them, left as they are when the restored
+	// revision had adopted them already (their saved content predates it).
 	made, adopted := splitAdopted(previousInventory(state, revision), state.AdoptedOf())
 	if _, err := c.applier.Prune(ctx, made, objs); err != nil {
 		return err
 	}
-	note, err := giveBack(ctx, c.applier, target, dropped(adopted, objs), false)
+	note, err := giveBack(ctx, c.applier, target, dropped(adopted, objs), adoptedSince(state, revision))
 	w.note(target, note)
 	return err
 }
@@ -332,4 +333,6 @@ func (w *world) logRun(ev engine.Event) {
 	}
 }
 
-func inventoryOf(objs []*unstructured.Unstructured) []records.ObjectRef { return apply.InventoryOf(objs) }
+func inventoryOf(objs []*unstructured.Unstructured) []records.ObjectRef {
+	return apply.InventoryOf(objs)
+}
