@@ -22,6 +22,9 @@ type DestroyRequest struct {
 	// rollout goes on elsewhere, only the picked clusters are let go.
 	KeepManagementRecords bool
 	Logf                  func(msg string, fields map[string]any)
+	// Adopted, when set, receives what each cluster gave back of the objects the rollout
+	// adopted (see giveBack); otherwise that is among the returned warnings.
+	Adopted func(note string)
 }
 
 // Destroy removes what the rollout applied from every picked cluster it can reach, in waves of
@@ -57,7 +60,11 @@ func (s *Service) Destroy(ctx context.Context, req DestroyRequest) (warnings []s
 	notes := map[string]string{} // adopted objects given back, by cluster
 	defer func() {
 		for _, name := range sortedKeys(notes) {
-			warnings = append(warnings, notes[name])
+			if req.Adopted != nil {
+				req.Adopted(notes[name])
+			} else {
+				warnings = append(warnings, notes[name])
+			}
 		}
 	}()
 	for start, wave := 0, 1; start < len(reachable); start, wave = start+size, wave+1 {

@@ -72,6 +72,9 @@ func (r *rolloutResource) apply(ctx context.Context, timeout time.Duration, plan
 		for _, w := range run.Result.Warnings() {
 			diags.AddWarning("Rollout Warning", w)
 		}
+		for _, note := range run.Adopted {
+			diags.AddWarning("Adopted Objects Left In Place", note)
+		}
 	}
 	// Only what the plan left unknown is filled in: a value the plan showed is a promise, and
 	// Terraform rejects an apply that breaks one.
@@ -202,7 +205,8 @@ func (r *rolloutResource) Delete(ctx context.Context, req resource.DeleteRequest
 	defer cancel()
 	warnings, err := r.Data.Delivery.Destroy(ctx, delivery.DestroyRequest{
 		Spec: spec, Query: query, Orphan: state.DeletionPolicy.ValueString() == "orphan",
-		Logf: func(msg string, fields map[string]any) { tflog.Info(ctx, msg, fields) },
+		Logf:    func(msg string, fields map[string]any) { tflog.Info(ctx, msg, fields) },
+		Adopted: func(note string) { resp.Diagnostics.AddWarning("Adopted Objects Left In Place", note) },
 	})
 	for _, w := range warnings {
 		resp.Diagnostics.AddWarning("Cluster Not Cleaned Up", w)

@@ -117,6 +117,9 @@ func (r *rolloutResource) ModifyPlan(ctx context.Context, req resource.ModifyPla
 		resp.Diagnostics.Append(diagnostics.AttributeFromError(pathManifests, err, "Manifests Cannot Be Applied"))
 		return
 	}
+	if !r.checkOwners(ctx, &plan, spec, changing, &resp.Diagnostics) {
+		return
+	}
 	if obs.Interrupted != nil {
 		resp.Diagnostics.AddWarning("Earlier Apply Did Not Finish", obs.Interrupted.String())
 	}

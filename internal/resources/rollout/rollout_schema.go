@@ -128,6 +128,12 @@ func (r *rolloutResource) Schema(ctx context.Context, _ resource.SchemaRequest, 
 				Optional: true, Computed: true, Default: booldefault.StaticBool(false),
 				MarkdownDescription: "Take ownership of fields another field manager owns (server-side apply `force`). Default false: such conflicts fail the cluster.",
 			},
+			"adopt": schema.BoolAttribute{
+				Optional: true, Computed: true, Default: booldefault.StaticBool(true),
+				MarkdownDescription: "Take over objects of `manifests` that already exist in a cluster, made by someone else (kubectl, Helm, …). " +
+					"They are recorded as adopted before the first apply and never deleted by the rollout: a failed first revision puts them back as they were, " +
+					"prune and destroy give them back to their other field managers as they are. `false` refuses, at plan time, a cluster where such an object exists. Default `true`.",
+			},
 			"retry_invalid": schema.BoolAttribute{
 				Optional: true, Computed: true, Default: booldefault.StaticBool(false),
 				MarkdownDescription: "Apply the revision even though it is recorded invalid (after fixing what made it fail outside the manifests). The ledger entry is cleared when the revision succeeds.",
