@@ -3,6 +3,7 @@ package apply
 import (
 	"context"
 	"errors"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -350,7 +351,7 @@ func TestCluster(t *testing.T) {
 			t.Fatal(err)
 		}
 		data, managers := live()
-		if !mapsEqualString(data, map[string]string{"a": "before", "keep": "x"}) || slices.Contains(managers, DefaultFieldManager) {
+		if !maps.Equal(data, map[string]string{"a": "before", "keep": "x"}) || slices.Contains(managers, DefaultFieldManager) {
 			t.Errorf("after Revert: data %v, managers %v; want the content from before and no field of ours", data, managers)
 		}
 
@@ -370,6 +371,37 @@ func TestCluster(t *testing.T) {
 		}
 		if len(res.Deleted) != 0 || len(res.Kept) != 1 {
 			t.Errorf("Delete of a released object: %+v, want it kept", res)
+		}
+
+		// A Namespace: its saved content (spec.finalizers, the name label the API server sets)
+		// applies back without error.
+		nsBefore := namespaceObj("apply-adopted")
+		if err := kube.Create(ctx, nsBefore.DeepCopy(), client.FieldOwner("kubectl-create")); err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = kube.Delete(context.WithoutCancel(ctx), nsBefore.DeepCopy()) }()
+		nsOurs := namespaceObj("apply-adopted")
+		nsOurs.SetLabels(map[string]string{"team": "ours"})
+		found, err = a.Existing(ctx, []*unstructured.Unstructured{nsOurs})
+		if err != nil || len(found) != 1 {
+			t.Fatalf("Existing(namespace) = %+v, %v", found, err)
+		}
+		if _, err := a.Apply(ctx, []*unstructured.Unstructured{nsOurs}); err != nil {
+			t.Fatal(err)
+		}
+		nsSaved := &unstructured.Unstructured{}
+		if err := nsSaved.UnmarshalJSON(found[0].Saved); err != nil {
+			t.Fatal(err)
+		}
+		if err := a.Revert(ctx, []*unstructured.Unstructured{nsSaved}); err != nil {
+			t.Fatal(err)
+		}
+		ns := namespaceObj("apply-adopted")
+		if err := kube.Get(ctx, client.ObjectKeyFromObject(ns), ns); err != nil {
+			t.Fatal(err)
+		}
+		if ns.GetLabels()["team"] != "" || slices.Contains(managersOf(ns.GetManagedFields()), DefaultFieldManager) {
+			t.Errorf("namespace after Revert: labels %v, managers %v; want our label gone and no field of ours", ns.GetLabels(), managersOf(ns.GetManagedFields()))
 		}
 	})
 
@@ -432,18 +464,6 @@ func TestCluster(t *testing.T) {
 			}
 		}
 	})
-}
-
-func mapsEqualString(a, b map[string]string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if b[k] != v {
-			return false
-		}
-	}
-	return true
 }
 
 func mapsEqual(a, b map[string]Action) bool {

@@ -3,6 +3,8 @@ package delivery
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -47,6 +49,12 @@ func (s *Service) Destroy(ctx context.Context, req DestroyRequest) (warnings []s
 	if err != nil {
 		return nil, err
 	}
+	if !req.KeepManagementRecords {
+		// The clusters that left the selector since the last apply hold objects too.
+		if found, err = s.withPlaced(ctx, spec, req.Query.Namespace, found); err != nil {
+			return nil, err
+		}
+	}
 	var reachable []string
 	for _, c := range found.Clusters {
 		if c.Eligible() {
@@ -55,33 +63,16 @@ func (s *Service) Destroy(ctx context.Context, req DestroyRequest) (warnings []s
 			warnings = append(warnings, fmt.Sprintf("%s: %s; its objects and records of %s are left in place", c.Name, c.SkipReason, spec.Key.Describe()))
 		}
 	}
-	size := spec.Policy.UpdateLimit.Resolve(len(reachable))
+	failed, notes := s.removeFrom(ctx, spec, reachable, req.Orphan, req.Logf)
 	var failures []string
-	notes := map[string]string{} // adopted objects given back, by cluster
-	defer func() {
-		for _, name := range sortedKeys(notes) {
-			if req.Adopted != nil {
-				req.Adopted(notes[name])
-			} else {
-				warnings = append(warnings, notes[name])
-			}
-		}
-	}()
-	for start, wave := 0, 1; start < len(reachable); start, wave = start+size, wave+1 {
-		batch := reachable[start:min(start+size, len(reachable))]
-		req.Logf(fmt.Sprintf("destroy wave %d: %v", wave, batch), map[string]any{"rollout": spec.Key.String(), "orphan": req.Orphan})
-		var mu sync.Mutex
-		errs := s.forEach(ctx, batch, func(ctx context.Context, name string) error {
-			note, err := s.destroyCluster(ctx, spec, name, req.Orphan)
-			if note != "" {
-				mu.Lock()
-				notes[name] = note
-				mu.Unlock()
-			}
-			return err
-		})
-		for _, name := range sortedKeys(errs) {
-			failures = append(failures, fmt.Sprintf("%s: %v", name, errs[name]))
+	for _, name := range sortedKeys(failed) {
+		failures = append(failures, fmt.Sprintf("%s: %v", name, failed[name]))
+	}
+	for _, name := range sortedKeys(notes) {
+		if req.Adopted != nil {
+			req.Adopted(notes[name])
+		} else {
+			warnings = append(warnings, notes[name])
 		}
 	}
 	if len(failures) > 0 {
@@ -96,6 +87,60 @@ func (s *Service) Destroy(ctx context.Context, req DestroyRequest) (warnings []s
 		return warnings, fmt.Errorf("delete the management records of %s: %w", spec.Key.Describe(), err)
 	}
 	return warnings, nil
+}
+
+// withPlaced adds to found the clusters the progress record says earlier runs changed and that
+// found does not hold.
+func (s *Service) withPlaced(ctx context.Context, spec Spec, namespace string, found *fleet.Discovery) (*fleet.Discovery, error) {
+	progress, err := s.managementStore(spec.RecordNamespace).LoadProgress(ctx, spec.Key)
+	if err != nil || progress == nil {
+		return found, err
+	}
+	have := map[string]bool{}
+	for _, c := range found.Clusters {
+		have[c.Name] = true
+	}
+	var others []string
+	for _, name := range progress.Placed {
+		if !have[name] {
+			others = append(others, name)
+		}
+	}
+	if len(others) == 0 {
+		return found, nil
+	}
+	more, err := s.mgmt.Discover(ctx, fleet.Query{Namespace: namespace, Names: others})
+	if err != nil {
+		return nil, err
+	}
+	out := *found
+	out.Clusters = append(slices.Clone(found.Clusters), more.Clusters...)
+	return &out, nil
+}
+
+// removeFrom removes the rollout from clusters, in waves of at most update_limit: the objects
+// it made are deleted (kept with orphan), those it adopted given back, and the records go.
+// failed says why, by cluster, where that did not complete; notes say, by cluster, which
+// adopted objects were given back.
+func (s *Service) removeFrom(ctx context.Context, spec Spec, clusters []string, orphan bool, logf func(string, map[string]any)) (failed map[string]error, notes map[string]string) {
+	failed, notes = map[string]error{}, map[string]string{}
+	size := spec.Policy.UpdateLimit.Resolve(len(clusters))
+	for start, wave := 0, 1; start < len(clusters); start, wave = start+size, wave+1 {
+		batch := clusters[start:min(start+size, len(clusters))]
+		logf(fmt.Sprintf("remove wave %d: %v", wave, batch), map[string]any{"rollout": spec.Key.String(), "orphan": orphan})
+		var mu sync.Mutex
+		errs := s.forEach(ctx, batch, func(ctx context.Context, name string) error {
+			note, err := s.destroyCluster(ctx, spec, name, orphan)
+			if note != "" {
+				mu.Lock()
+				notes[name] = note
+				mu.Unlock()
+			}
+			return err
+		})
+		maps.Copy(failed, errs)
+	}
+	return failed, notes
 }
 
 // destroyCluster removes the rollout from one cluster: the objects it made are deleted (unless

@@ -79,7 +79,44 @@ func (s *Service) Observe(ctx context.Context, q fleet.Query, key records.Key, r
 		obs.Targets = append(obs.Targets, t)
 	}
 	obs.Backup = MostCommon(backups)
+	if err := s.observeLeaving(ctx, q.Namespace, progress, obs); err != nil {
+		return nil, err
+	}
 	return obs, nil
+}
+
+// observeLeaving fills obs.Leaving and obs.Placed from the clusters the progress record says
+// earlier runs changed. Clusters since deleted are dropped: nothing is left to clean up.
+func (s *Service) observeLeaving(ctx context.Context, namespace string, progress *records.Progress, obs *Observation) error {
+	if progress == nil || len(progress.Placed) == 0 {
+		return nil
+	}
+	picked := map[string]bool{}
+	for _, c := range obs.Discovery.Clusters {
+		picked[c.Name] = true
+	}
+	var others []string
+	for _, name := range progress.Placed {
+		if picked[name] {
+			obs.Placed = append(obs.Placed, name)
+		} else {
+			others = append(others, name)
+		}
+	}
+	if len(others) == 0 {
+		return nil
+	}
+	found, err := s.mgmt.Discover(ctx, fleet.Query{Namespace: namespace, Names: others})
+	if err != nil {
+		return err
+	}
+	for _, c := range found.Clusters {
+		obs.Leaving = append(obs.Leaving, c.Name)
+		obs.Placed = append(obs.Placed, c.Name)
+	}
+	sort.Strings(obs.Leaving)
+	sort.Strings(obs.Placed)
+	return nil
 }
 
 // observeCluster reads one cluster's records of key (and its drift).

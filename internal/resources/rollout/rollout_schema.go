@@ -121,7 +121,7 @@ func (r *rolloutResource) Schema(ctx context.Context, _ resource.SchemaRequest, 
 			},
 			"deletion_policy": schema.StringAttribute{
 				Optional: true, Computed: true, Default: stringdefault.StaticString(defaultDeletionPolicy),
-				MarkdownDescription: "On destroy: `delete` removes the applied objects from every cluster (in waves); `orphan` leaves them and removes only the records. Default `delete`.",
+				MarkdownDescription: "On destroy, and for clusters that leave the rollout (relabelled out of `selector`, or removed from `clusters`; the plan lists them): `delete` removes the objects the rollout made (in waves; objects it adopted are given back, never deleted); `orphan` leaves them. The records go either way. Default `delete`.",
 				Validators:          []validator.String{stringvalidator.OneOf("delete", "orphan")},
 			},
 			"force_conflicts": schema.BoolAttribute{
