@@ -134,6 +134,15 @@ func (r *assignmentResource) ModifyPlan(ctx context.Context, req resource.Modify
 		resp.Diagnostics.Append(diagnostics.AttributeFromError(pathModules, err, "Manifests Cannot Be Applied"))
 		return
 	}
+	if found, err := assignment.Adoptions(ctx, svc, spec, planned.Apply); err != nil {
+		resp.Diagnostics.Append(diagnostics.FromError(err, "Cannot Read The Fleet"))
+		return
+	} else if len(found) > 0 {
+		resp.Diagnostics.AddAttributeWarning(pathModules, "Objects Will Be Adopted",
+			"These objects of the modules exist already, made by someone else; apply takes them over and records them as adopted, "+
+				"so the assignment never deletes them (a failed first revision puts them back as they are now; removal gives them back):\n  "+
+				delivery.DescribeFound(found, 20))
+	}
 	switch {
 	case planned.Changes() || configChanged:
 		// The bindings apply leads to depend on how each cluster fares, so they are known after

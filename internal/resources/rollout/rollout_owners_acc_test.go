@@ -149,7 +149,7 @@ func TestAccRollout_adoptedObjectsSurvive(t *testing.T) {
 						t.Fatalf("records adopted %q, want %q", adopted, want)
 					}
 				},
-				Config:            rolloutConfig(f, name, targets, good, ""),
+				Config: rolloutConfig(f, name, targets, good, ""),
 				Check: func(*terraform.State) error {
 					data, _, err := settingsOf(f, cluster, name)
 					if err != nil || data["setting"] != "v1" {
