@@ -96,25 +96,12 @@ func (s *Service) withPlaced(ctx context.Context, spec Spec, namespace string, f
 	if err != nil || progress == nil {
 		return found, err
 	}
-	have := map[string]bool{}
-	for _, c := range found.Clusters {
-		have[c.Name] = true
-	}
-	var others []string
-	for _, name := range progress.Placed {
-		if !have[name] {
-			others = append(others, name)
-		}
-	}
-	if len(others) == 0 {
-		return found, nil
-	}
-	more, err := s.mgmt.Discover(ctx, fleet.Query{Namespace: namespace, Names: others})
+	more, err := s.placedElsewhere(ctx, namespace, progress.Placed, found.Clusters)
 	if err != nil {
 		return nil, err
 	}
 	out := *found
-	out.Clusters = append(slices.Clone(found.Clusters), more.Clusters...)
+	out.Clusters = append(slices.Clone(found.Clusters), more...)
 	return &out, nil
 }
 
