@@ -194,14 +194,9 @@ resource "gradual_rollout" "second" {
 	})
 }
 
-// Clusters relabelled out of the selector: the plan shows an update, and apply removes the
-// rollout's objects there with deletion_policy = "delete", keeps them with "orphan"; the
-// records go either way.
-func TestAccRollout_leavingClusters(t *testing.T) {
-	f := acctest.Fleet(t)
-	name := acctest.UniqueLabel("leave")
-	label := name
-	relabel := func(cluster string, on bool) {
+// labeller returns a function that sets (on) or removes label = "yes" on a workload Cluster.
+func labeller(t *testing.T, f *testbed.Fleet, label string) func(cluster string, on bool) {
+	return func(cluster string, on bool) {
 		t.Helper()
 		labels := map[string]string{}
 		for k, v := range f.Workloads[cluster].Spec.Labels {
@@ -216,6 +211,15 @@ func TestAccRollout_leavingClusters(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// Clusters relabelled out of the selector: the plan shows an update, and apply removes the
+// rollout's objects there with deletion_policy = "delete", keeps them with "orphan"; the
+// records go either way.
+func TestAccRollout_leavingClusters(t *testing.T) {
+	f := acctest.Fleet(t)
+	name := acctest.UniqueLabel("leave")
+	relabel := labeller(t, f, name) // a label key only this test uses
 	relabel("prod-eu-1", true)
 	relabel("prod-us-1", true)
 	t.Cleanup(func() {
@@ -224,7 +228,7 @@ func TestAccRollout_leavingClusters(t *testing.T) {
 		kubectl(t, f, "prod-eu-1", "delete", "namespace", name, "--wait=false", "--ignore-not-found")
 	})
 	bundle := fmt.Sprintf("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: %[1]s\n---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\n  namespace: %[1]s\ndata: {setting: v1}\n", name)
-	targets := fmt.Sprintf(`selector = { match_labels = { %q = "yes" } }`, label)
+	targets := fmt.Sprintf(`selector = { match_labels = { %q = "yes" } }`, name)
 	del, orphan := rolloutConfig(f, name, targets, bundle, ""), rolloutConfig(f, name, targets, bundle, `deletion_policy = "orphan"`)
 	noRecords := func(cluster string) error {
 		if st := workloadRecords(t, f, cluster, name); st.Current != nil || st.Backup != nil || st.Provisioning != nil {
