@@ -123,6 +123,11 @@ func (s *Service) Run(ctx context.Context, req RunRequest) (_ *RunResult, err er
 	for _, wave := range plan.Waves {
 		placed = append(placed, wave...)
 	}
+	for name, st := range obs.Clusters {
+		if st.Revision != "" || st.Backup != "" || st.State == StateProvisioning {
+			placed = append(placed, name) // holds records already (e.g. applied before Placed was kept)
+		}
+	}
 	slices.Sort(placed)
 	placed = slices.Compact(placed)
 	progress := &progressWriter{store: mstore, key: spec.Key, clock: s.clock, progress: records.Progress{
