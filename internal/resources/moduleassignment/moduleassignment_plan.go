@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
@@ -136,6 +137,9 @@ func (r *assignmentResource) ModifyPlan(ctx context.Context, req resource.Modify
 	}
 	if found, err := assignment.Adoptions(ctx, svc, spec, planned.Apply); err != nil {
 		resp.Diagnostics.Append(diagnostics.FromError(err, "Cannot Read The Fleet"))
+		return
+	} else if len(found) > 0 && !plan.Adopt.IsUnknown() && !plan.Adopt.IsNull() && !plan.Adopt.ValueBool() {
+		resp.Diagnostics.Append(diagnostics.AttributeFromError(path.Root("adopt"), delivery.AdoptRefused(found, spec.Key.Describe()), "Objects Exist Already"))
 		return
 	} else if len(found) > 0 {
 		resp.Diagnostics.AddAttributeWarning(pathModules, "Objects Will Be Adopted",

@@ -3,8 +3,6 @@ package rollout_test
 import (
 	"context"
 	"fmt"
-	"os"
-	"os/exec"
 	"regexp"
 	"slices"
 	"strings"
@@ -22,19 +20,6 @@ import (
 	"github.com/gradual-dev/terraform-provider-gradual/internal/apply"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/testbed"
 )
-
-// kubectl runs the toolchain's kubectl against a workload cluster, as a person would.
-func kubectl(t *testing.T, f *testbed.Fleet, cluster string, args ...string) {
-	t.Helper()
-	bin := os.Getenv("GRADUAL_KUBECTL")
-	if bin == "" {
-		t.Fatal("GRADUAL_KUBECTL is not set: source the toolchain env (tools/toolchain.sh prints its path)")
-	}
-	out, err := exec.Command(bin, append([]string{"--kubeconfig", f.Workloads[cluster].KubeconfigPath}, args...)...).CombinedOutput()
-	if err != nil {
-		t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
-	}
-}
 
 // words matches text as the CLI prints it, which may wrap a line at any space.
 func words(text string) string {
@@ -81,9 +66,9 @@ func TestAccRollout_adoptedObjectsSurvive(t *testing.T) {
 	f := acctest.Fleet(t)
 	name := acctest.UniqueLabel("adopt")
 	const cluster = "staging-eu-1"
-	kubectl(t, f, cluster, "create", "namespace", name)
-	t.Cleanup(func() { kubectl(t, f, cluster, "delete", "namespace", name, "--wait=false") })
-	kubectl(t, f, cluster, "create", "configmap", "settings", "-n", name, "--from-literal=setting=mine")
+	acctest.Kubectl(t, f, cluster, "create", "namespace", name)
+	t.Cleanup(func() { acctest.Kubectl(t, f, cluster, "delete", "namespace", name, "--wait=false") })
+	acctest.Kubectl(t, f, cluster, "create", "configmap", "settings", "-n", name, "--from-literal=setting=mine")
 
 	targets := `clusters = ["` + cluster + `"]`
 	good, bad := app(name, "v1", false, ""), app(name, "v1", true, "")
@@ -225,7 +210,7 @@ func TestAccRollout_leavingClusters(t *testing.T) {
 	t.Cleanup(func() {
 		relabel("prod-eu-1", false)
 		relabel("prod-us-1", false)
-		kubectl(t, f, "prod-eu-1", "delete", "namespace", name, "--wait=false", "--ignore-not-found")
+		acctest.Kubectl(t, f, "prod-eu-1", "delete", "namespace", name, "--wait=false", "--ignore-not-found")
 	})
 	bundle := fmt.Sprintf("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: %[1]s\n---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\n  namespace: %[1]s\ndata: {setting: v1}\n", name)
 	targets := fmt.Sprintf(`selector = { match_labels = { %q = "yes" } }`, name)
