@@ -3,6 +3,7 @@ package apply
 import (
 	"context"
 	"errors"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -312,6 +313,95 @@ func TestCluster(t *testing.T) {
 		})
 		if err := a.Wait(ctx, objs, time.Minute); err != nil {
 			t.Fatal(err)
+		}
+	})
+
+	t.Run("an object made by someone else is found, reverted to its saved content and given back", func(t *testing.T) {
+		before := configMap(ns, "adopted", map[string]any{"a": "before", "keep": "x"})
+		if err := kube.Create(ctx, before.DeepCopy(), client.FieldOwner("kubectl-create")); err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = kube.Delete(context.WithoutCancel(ctx), before.DeepCopy()) }()
+		ours := configMap(ns, "adopted", map[string]any{"a": "ours", "added": "y"})
+		found, err := a.Existing(ctx, []*unstructured.Unstructured{ours, configMap(ns, "absent", nil)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(found) != 1 || found[0].Object.String() != "ConfigMap apply-demo/adopted" ||
+			!slices.Equal(found[0].Managers, []string{"kubectl-create"}) || !found[0].Foreign(DefaultFieldManager) || len(found[0].Saved) == 0 {
+			t.Fatalf("Existing = %+v, want the adopted ConfigMap, managed by kubectl-create, with its content", found)
+		}
+		live := func() (map[string]string, []string) {
+			t.Helper()
+			cm := configMap(ns, "adopted", nil)
+			if err := kube.Get(ctx, client.ObjectKeyFromObject(cm), cm); err != nil {
+				t.Fatal(err)
+			}
+			data, _, _ := unstructured.NestedStringMap(cm.Object, "data")
+			return data, managersOf(cm.GetManagedFields())
+		}
+		if _, err := a.Apply(ctx, []*unstructured.Unstructured{ours}); err != nil {
+			t.Fatal(err)
+		}
+		saved := &unstructured.Unstructured{}
+		if err := saved.UnmarshalJSON(found[0].Saved); err != nil {
+			t.Fatal(err)
+		}
+		if err := a.Revert(ctx, []*unstructured.Unstructured{saved}); err != nil {
+			t.Fatal(err)
+		}
+		data, managers := live()
+		if !maps.Equal(data, map[string]string{"a": "before", "keep": "x"}) || slices.Contains(managers, DefaultFieldManager) {
+			t.Errorf("after Revert: data %v, managers %v; want the content from before and no field of ours", data, managers)
+		}
+
+		if _, err := a.Apply(ctx, []*unstructured.Unstructured{ours}); err != nil {
+			t.Fatal(err)
+		}
+		if err := a.Release(ctx, []ObjectRef{RefOf(ours)}); err != nil {
+			t.Fatal(err)
+		}
+		data, managers = live()
+		if data["a"] != "ours" || data["added"] != "y" || slices.Contains(managers, DefaultFieldManager) || !slices.Contains(managers, "kubectl-create") {
+			t.Errorf("after Release: data %v, managers %v; want the content as applied, our field manager gone, the other kept", data, managers)
+		}
+		res, err := a.Delete(ctx, Inventory{RefOf(ours)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(res.Deleted) != 0 || len(res.Kept) != 1 {
+			t.Errorf("Delete of a released object: %+v, want it kept", res)
+		}
+
+		// A Namespace: its saved content (spec.finalizers, the name label the API server sets)
+		// applies back without error.
+		nsBefore := namespaceObj("apply-adopted")
+		if err := kube.Create(ctx, nsBefore.DeepCopy(), client.FieldOwner("kubectl-create")); err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = kube.Delete(context.WithoutCancel(ctx), nsBefore.DeepCopy()) }()
+		nsOurs := namespaceObj("apply-adopted")
+		nsOurs.SetLabels(map[string]string{"team": "ours"})
+		found, err = a.Existing(ctx, []*unstructured.Unstructured{nsOurs})
+		if err != nil || len(found) != 1 {
+			t.Fatalf("Existing(namespace) = %+v, %v", found, err)
+		}
+		if _, err := a.Apply(ctx, []*unstructured.Unstructured{nsOurs}); err != nil {
+			t.Fatal(err)
+		}
+		nsSaved := &unstructured.Unstructured{}
+		if err := nsSaved.UnmarshalJSON(found[0].Saved); err != nil {
+			t.Fatal(err)
+		}
+		if err := a.Revert(ctx, []*unstructured.Unstructured{nsSaved}); err != nil {
+			t.Fatal(err)
+		}
+		ns := namespaceObj("apply-adopted")
+		if err := kube.Get(ctx, client.ObjectKeyFromObject(ns), ns); err != nil {
+			t.Fatal(err)
+		}
+		if ns.GetLabels()["team"] != "" || slices.Contains(managersOf(ns.GetManagedFields()), DefaultFieldManager) {
+			t.Errorf("namespace after Revert: labels %v, managers %v; want our label gone and no field of ours", ns.GetLabels(), managersOf(ns.GetManagedFields()))
 		}
 	})
 

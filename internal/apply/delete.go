@@ -69,7 +69,7 @@ func (a *Applier) Delete(ctx context.Context, inv Inventory) (*DeleteResult, err
 			errs = append(errs, err)
 		case reason != "":
 			res.Kept = append(res.Kept, Kept{Object: ref, Reason: reason})
-			going = slices.DeleteFunc(going, func(r ObjectRef) bool { return r.identity() == ref.identity() })
+			going = slices.DeleteFunc(going, func(r ObjectRef) bool { return r.Identity() == ref.Identity() })
 		case deleted:
 			res.Deleted = append(res.Deleted, ref)
 		}
@@ -116,7 +116,7 @@ func (a *Applier) keepReason(ctx context.Context, ref ObjectRef, live *metav1.Pa
 	// An object whose applied fields are only its name (a bare Namespace) has no managed
 	// fields entry of ours: the API server drops empty ones. So only another manager's
 	// entry without ours says the object is someone else's now (replaced, or taken over).
-	managers := fieldManagers(live)
+	managers := managersOf(live.GetManagedFields())
 	ours := slices.Contains(managers, a.opts.FieldManager)
 	others := slices.DeleteFunc(managers, func(m string) bool { return m == a.opts.FieldManager })
 	switch {
@@ -145,18 +145,6 @@ func (a *Applier) keepReason(ctx context.Context, ref ObjectRef, live *metav1.Pa
 		what = "has custom resources"
 	}
 	return fmt.Sprintf("%s not being deleted: %s", what, sample(foreign, 3)), nil
-}
-
-// fieldManagers lists the managers of live's main resource (status writers are left out).
-func fieldManagers(live *metav1.PartialObjectMetadata) []string {
-	var out []string
-	for _, mf := range live.GetManagedFields() {
-		if mf.Subresource == "" && !slices.Contains(out, mf.Manager) {
-			out = append(out, mf.Manager)
-		}
-	}
-	slices.Sort(out)
-	return out
 }
 
 // foreignCustomResources lists the custom resources of the CRD ref that inv does not hold,

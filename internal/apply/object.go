@@ -9,41 +9,16 @@ import (
 	"github.com/fluxcd/pkg/ssa"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/gradual-dev/terraform-provider-gradual/internal/manifest"
 )
 
-// ObjectRef names one object on a cluster. It is what an inventory stores.
-type ObjectRef struct {
-	Group     string `json:"group,omitempty"`
-	Version   string `json:"version"`
-	Kind      string `json:"kind"`
-	Namespace string `json:"namespace,omitempty"`
-	Name      string `json:"name"`
-}
+// ObjectRef names one object on a cluster; it is what an inventory stores. It is
+// internal/manifest's, the one definition of an object's identity (see manifest.Identity).
+type ObjectRef = manifest.ObjectRef
 
 // RefOf names obj.
-func RefOf(obj *unstructured.Unstructured) ObjectRef {
-	gvk := obj.GroupVersionKind()
-	return ObjectRef{Group: gvk.Group, Version: gvk.Version, Kind: gvk.Kind, Namespace: obj.GetNamespace(), Name: obj.GetName()}
-}
-
-// String is how errors and reports name the object: "Deployment demo/web", "Namespace demo".
-func (r ObjectRef) String() string {
-	if r.Namespace == "" {
-		return r.Kind + " " + r.Name
-	}
-	return r.Kind + " " + r.Namespace + "/" + r.Name
-}
-
-// GroupVersionKind of the object.
-func (r ObjectRef) GroupVersionKind() schema.GroupVersionKind {
-	return schema.GroupVersionKind{Group: r.Group, Version: r.Version, Kind: r.Kind}
-}
-
-// identity is what makes two refs the same object: the version is left out, so an object
-// whose manifest moves to a newer API version is neither pruned nor counted twice.
-type identity struct{ group, kind, namespace, name string }
-
-func (r ObjectRef) identity() identity { return identity{r.Group, r.Kind, r.Namespace, r.Name} }
+func RefOf(obj *unstructured.Unstructured) ObjectRef { return manifest.RefOf(obj) }
 
 func compareRefs(a, b ObjectRef) int {
 	return cmp.Or(cmp.Compare(a.Group, b.Group), cmp.Compare(a.Kind, b.Kind),
@@ -61,24 +36,24 @@ func InventoryOf(objs []*unstructured.Unstructured) Inventory {
 		inv = append(inv, RefOf(obj))
 	}
 	slices.SortFunc(inv, compareRefs)
-	return slices.CompactFunc(inv, func(a, b ObjectRef) bool { return a.identity() == b.identity() })
+	return slices.CompactFunc(inv, func(a, b ObjectRef) bool { return a.Identity() == b.Identity() })
 }
 
 // Contains reports whether inv holds the object ref names, in any API version.
 func (inv Inventory) Contains(ref ObjectRef) bool {
-	id := ref.identity()
-	return slices.ContainsFunc(inv, func(r ObjectRef) bool { return r.identity() == id })
+	id := ref.Identity()
+	return slices.ContainsFunc(inv, func(r ObjectRef) bool { return r.Identity() == id })
 }
 
 // Diff returns the objects of prev that next no longer has (what a prune deletes), in prev's order.
 func Diff(prev, next Inventory) Inventory {
-	keep := make(map[identity]bool, len(next))
+	keep := make(map[manifest.Identity]bool, len(next))
 	for _, r := range next {
-		keep[r.identity()] = true
+		keep[r.Identity()] = true
 	}
 	var stale Inventory
 	for _, r := range prev {
-		if !keep[r.identity()] {
+		if !keep[r.Identity()] {
 			stale = append(stale, r)
 		}
 	}

@@ -39,6 +39,23 @@ func CheckClaims(ctx context.Context, svc *delivery.Service, spec Spec, apply ma
 	return delivery.ClaimsError(all, spec.Key.Describe(), Describe)
 }
 
+// Adoptions lists, per module, the objects that exist already on the clusters that would get
+// it, made by someone else: apply adopts them (delivery.Service.Adoptions). It changes nothing.
+func Adoptions(ctx context.Context, svc *delivery.Service, spec Spec, apply map[string][]string) ([]delivery.Found, error) {
+	var all []delivery.Found
+	for _, m := range spec.Modules {
+		if len(apply[m.Name]) == 0 {
+			continue
+		}
+		found, err := svc.Adoptions(ctx, spec.moduleSpec(m), apply[m.Name])
+		if err != nil {
+			return nil, fmt.Errorf("module %s: %w", m.Name, err)
+		}
+		all = append(all, found...)
+	}
+	return all, nil
+}
+
 // CheckManifests asks each cluster that gets a module whether it can take the module's objects
 // (with those of the modules it depends on, so a CRD from a dependency counts). It changes nothing.
 func CheckManifests(ctx context.Context, svc *delivery.Service, spec Spec, apply map[string][]string) error {
@@ -187,7 +204,7 @@ func Run(ctx context.Context, svc *delivery.Service, req RunRequest) (_ *RunResu
 					err = errors.Join(err, set(o.Target, records.ModuleBinding{Module: m.Name, Revision: m.Revision, Result: records.BindingFailed, Reason: o.Error}))
 				}
 			}
-			for _, w := range out.Result.Warnings() {
+			for _, w := range append(out.Result.Warnings(), out.Adopted...) {
 				res.Warnings = append(res.Warnings, fmt.Sprintf("module %s: %s", m.Name, w))
 			}
 		}

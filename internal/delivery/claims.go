@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/gradual-dev/terraform-provider-gradual/internal/fleet"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/manifest"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/records"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/usererr"
 )
@@ -26,9 +27,9 @@ type Claim struct {
 // use the same field manager, so server-side apply alone would never see the conflict.
 // ignore, when not nil, exempts keys (e.g. the caller's own other modules).
 func (s *Service) Claims(ctx context.Context, spec Spec, clusters []string, ignore func(records.Key) bool) ([]Claim, error) {
-	want := map[records.ObjectRef]bool{}
-	for _, ref := range inventoryOf(spec.Objects.Objects) {
-		want[ref] = true
+	want := map[manifest.Identity]bool{}
+	for _, obj := range spec.Objects.Objects {
+		want[manifest.IdentityOf(obj)] = true
 	}
 	var (
 		mu  sync.Mutex
@@ -57,7 +58,7 @@ func (s *Service) Claims(ctx context.Context, spec Spec, clusters []string, igno
 					continue
 				}
 				for _, ref := range rev.Inventory {
-					if want[ref] && ref.Kind != "Namespace" {
+					if want[ref.Identity()] && ref.Kind != "Namespace" {
 						mu.Lock()
 						out = append(out, Claim{Cluster: name, Object: ref.String(), Owner: key})
 						mu.Unlock()

@@ -69,6 +69,11 @@ type Observation struct {
 	Ledger []InvalidRevision
 	// Interrupted describes the last run when it did not finish; nil when it did.
 	Interrupted *Interruption
+	// Leaving are the clusters earlier runs changed that the rollout no longer picks (relabelled,
+	// or removed from `clusters`), sorted: the next apply deletes or keeps their objects by
+	// deletion_policy and removes their records. Placed is every cluster earlier runs changed
+	// whose Cluster still exists.
+	Leaving, Placed []string
 }
 
 // Interruption is a run that did not finish, as its progress record left it.

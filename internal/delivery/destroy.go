@@ -3,8 +3,11 @@ package delivery
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/gradual-dev/terraform-provider-gradual/internal/fleet"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/records"
@@ -21,6 +24,9 @@ type DestroyRequest struct {
 	// rollout goes on elsewhere, only the picked clusters are let go.
 	KeepManagementRecords bool
 	Logf                  func(msg string, fields map[string]any)
+	// Adopted, when set, receives what each cluster gave back of the objects the rollout
+	// adopted (see giveBack); otherwise that is among the returned warnings.
+	Adopted func(note string)
 }
 
 // Destroy removes what the rollout applied from every picked cluster it can reach, in waves of
@@ -43,6 +49,12 @@ func (s *Service) Destroy(ctx context.Context, req DestroyRequest) (warnings []s
 	if err != nil {
 		return nil, err
 	}
+	if !req.KeepManagementRecords {
+		// The clusters that left the selector since the last apply hold objects too.
+		if found, err = s.withPlaced(ctx, spec, req.Query.Namespace, found); err != nil {
+			return nil, err
+		}
+	}
 	var reachable []string
 	for _, c := range found.Clusters {
 		if c.Eligible() {
@@ -51,16 +63,16 @@ func (s *Service) Destroy(ctx context.Context, req DestroyRequest) (warnings []s
 			warnings = append(warnings, fmt.Sprintf("%s: %s; its objects and records of %s are left in place", c.Name, c.SkipReason, spec.Key.Describe()))
 		}
 	}
-	size := spec.Policy.UpdateLimit.Resolve(len(reachable))
+	failed, notes := s.removeFrom(ctx, spec, reachable, req.Orphan, req.Logf)
 	var failures []string
-	for start, wave := 0, 1; start < len(reachable); start, wave = start+size, wave+1 {
-		batch := reachable[start:min(start+size, len(reachable))]
-		req.Logf(fmt.Sprintf("destroy wave %d: %v", wave, batch), map[string]any{"rollout": spec.Key.String(), "orphan": req.Orphan})
-		errs := s.forEach(ctx, batch, func(ctx context.Context, name string) error {
-			return s.destroyCluster(ctx, spec, name, req.Orphan)
-		})
-		for _, name := range sortedKeys(errs) {
-			failures = append(failures, fmt.Sprintf("%s: %v", name, errs[name]))
+	for _, name := range sortedKeys(failed) {
+		failures = append(failures, fmt.Sprintf("%s: %v", name, failed[name]))
+	}
+	for _, name := range sortedKeys(notes) {
+		if req.Adopted != nil {
+			req.Adopted(notes[name])
+		} else {
+			warnings = append(warnings, notes[name])
 		}
 	}
 	if len(failures) > 0 {
@@ -77,26 +89,74 @@ func (s *Service) Destroy(ctx context.Context, req DestroyRequest) (warnings []s
 	return warnings, nil
 }
 
-func (s *Service) destroyCluster(ctx context.Context, spec Spec, name string, orphan bool) error {
+// withPlaced adds to found the clusters the progress record says earlier runs changed and that
+// found does not hold.
+func (s *Service) withPlaced(ctx context.Context, spec Spec, namespace string, found *fleet.Discovery) (*fleet.Discovery, error) {
+	progress, err := s.managementStore(spec.RecordNamespace).LoadProgress(ctx, spec.Key)
+	if err != nil || progress == nil {
+		return found, err
+	}
+	more, err := s.placedElsewhere(ctx, namespace, progress.Placed, found.Clusters)
+	if err != nil {
+		return nil, err
+	}
+	out := *found
+	out.Clusters = append(slices.Clone(found.Clusters), more...)
+	return &out, nil
+}
+
+// removeFrom removes the rollout from clusters, in waves of at most update_limit: the objects
+// it made are deleted (kept with orphan), those it adopted given back, and the records go.
+// failed says why, by cluster, where that did not complete; notes say, by cluster, which
+// adopted objects were given back.
+func (s *Service) removeFrom(ctx context.Context, spec Spec, clusters []string, orphan bool, logf func(string, map[string]any)) (failed map[string]error, notes map[string]string) {
+	failed, notes = map[string]error{}, map[string]string{}
+	size := spec.Policy.UpdateLimit.Resolve(len(clusters))
+	for start, wave := 0, 1; start < len(clusters); start, wave = start+size, wave+1 {
+		batch := clusters[start:min(start+size, len(clusters))]
+		logf(fmt.Sprintf("remove wave %d: %v", wave, batch), map[string]any{"rollout": spec.Key.String(), "orphan": orphan})
+		var mu sync.Mutex
+		errs := s.forEach(ctx, batch, func(ctx context.Context, name string) error {
+			note, err := s.destroyCluster(ctx, spec, name, orphan)
+			if note != "" {
+				mu.Lock()
+				notes[name] = note
+				mu.Unlock()
+			}
+			return err
+		})
+		maps.Copy(failed, errs)
+	}
+	return failed, notes
+}
+
+// destroyCluster removes the rollout from one cluster: the objects it made are deleted (unless
+// orphan), those it adopted are given back as they are, then the records go. note says what
+// was given back.
+func (s *Service) destroyCluster(ctx context.Context, spec Spec, name string, orphan bool) (note string, err error) {
 	c, err := s.cluster(ctx, spec.ClusterNamespace, name, spec.ForceConflicts)
 	if err != nil {
-		return err
+		return "", err
 	}
 	store := records.NewWorkloadStore(c.client, spec.RecordNamespace)
 	state, err := store.Load(ctx, spec.Key)
 	if err != nil {
-		return fmt.Errorf("read records: %w", err)
+		return "", fmt.Errorf("read records: %w", err)
 	}
 	if !orphan {
-		res, err := c.applier.Delete(ctx, previousInventory(state, ""))
+		made, adopted := splitAdopted(previousInventory(state, ""), state.AdoptedOf())
+		res, err := c.applier.Delete(ctx, made)
 		if err != nil {
-			return fmt.Errorf("delete objects: %w", err)
+			return "", fmt.Errorf("delete objects: %w", err)
 		}
 		// Done only once they are gone, so that an apply right after (a replacement, another
 		// rollout of the same objects) does not meet a terminating Namespace.
 		if err := c.applier.WaitDeleted(ctx, res.Deleted); err != nil {
-			return err
+			return "", err
+		}
+		if note, err = giveBack(ctx, c.applier, name, adopted, never); err != nil {
+			return "", err
 		}
 	}
-	return store.Delete(ctx, spec.Key)
+	return note, store.Delete(ctx, spec.Key)
 }

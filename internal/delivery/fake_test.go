@@ -206,6 +206,10 @@ func newFakeClient(objs ...client.Object) client.WithWatch {
 type liveObject struct {
 	obj   *unstructured.Unstructured
 	ready bool
+	// foreign are its field managers other than ours (it was made by kubectl, say); ours says
+	// whether our field manager is on it too.
+	foreign []string
+	ours    bool
 }
 
 // fakeCluster is one workload cluster: its records (a fake client, intercepted to inject
@@ -225,8 +229,12 @@ type fakeCluster struct {
 	live         map[string]liveObject
 	created      []string
 	deleted      []string
-	desiredApply int // successful applies of the desired revision
-	restoreOps   int // successful applies or deletes made to restore
+	seeded       []*unstructured.Unstructured // made by someone else before the run (seedForeign)
+	destroying   bool                         // deletes come from a destroy: no change is in flight
+	released     []string                     // objects given back (Release, Revert)
+	reverted     []string                     // objects put back to saved content (Revert)
+	desiredApply int                          // successful applies of the desired revision
+	restoreOps   int                          // successful applies or deletes made to restore
 }
 
 var _ objectApplier = (*fakeCluster)(nil)
@@ -329,7 +337,7 @@ func (c *fakeCluster) checkRecorded(op string, objs []*unstructured.Unstructured
 		t.Errorf("%s: %s: read records: %v", c.name, op, err)
 		return
 	}
-	if st.Provisioning == nil {
+	if st.Provisioning == nil && !c.destroying {
 		t.Errorf("%s: %s while no record shows a change in flight (records: %s): a change made before it was recorded",
 			c.name, op, describeState(st))
 	}
@@ -382,7 +390,7 @@ func (c *fakeCluster) Apply(_ context.Context, objs []*unstructured.Unstructured
 			action = apply.Created
 		}
 		ready := !(desired && c.faults.neverReady && obj.GetKind() == "Deployment")
-		c.live[k] = liveObject{obj: obj.DeepCopy(), ready: ready}
+		c.live[k] = liveObject{obj: obj.DeepCopy(), ready: ready, foreign: c.live[k].foreign, ours: true}
 		res.Changes = append(res.Changes, apply.Change{Object: apply.RefOf(obj), Action: action})
 	}
 	if desired {
@@ -417,10 +425,16 @@ func (c *fakeCluster) Delete(_ context.Context, inv apply.Inventory) (*apply.Del
 	return c.deleteLocked(inv), nil
 }
 
+// deleteLocked deletes as apply.Applier.Delete does: an object that other field managers
+// manage and ours does not is kept; one we manage too is deleted, whoever made it.
 func (c *fakeCluster) deleteLocked(inv apply.Inventory) *apply.DeleteResult {
 	res := &apply.DeleteResult{}
 	for _, ref := range inv {
 		k := refKey(ref)
+		if l, ok := c.live[k]; ok && !l.ours && len(l.foreign) > 0 {
+			res.Kept = append(res.Kept, apply.Kept{Object: ref, Reason: "managed by others"})
+			continue
+		}
 		if _, ok := c.live[k]; ok {
 			delete(c.live, k)
 			c.deleted = append(c.deleted, k)
@@ -503,6 +517,73 @@ func (c *fakeCluster) notReady(objs []*unstructured.Unstructured) []apply.Object
 
 func (c *fakeCluster) Drift(_ context.Context, _ []*unstructured.Unstructured) ([]apply.Drift, error) {
 	return nil, c.enter("drift")
+}
+
+func (c *fakeCluster) Existing(_ context.Context, objs []*unstructured.Unstructured) ([]apply.Existing, error) {
+	if err := c.enter("existing"); err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []apply.Existing
+	for _, obj := range objs {
+		l, ok := c.live[objKey(obj)]
+		if !ok {
+			continue
+		}
+		managers := slices.Clone(l.foreign)
+		if l.ours {
+			managers = append(managers, apply.DefaultFieldManager)
+		}
+		slices.Sort(managers)
+		saved := objJSON(l.obj)
+		out = append(out, apply.Existing{Object: apply.RefOf(obj), Managers: managers, Saved: json.RawMessage(saved), SavedSize: len(saved)})
+	}
+	return out, nil
+}
+
+func (c *fakeCluster) Release(_ context.Context, refs []apply.ObjectRef) error {
+	if err := c.enter("release"); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, ref := range refs {
+		k := refKey(ref)
+		if l, ok := c.live[k]; ok {
+			l.ours = false
+			c.live[k] = l
+			c.released = append(c.released, k)
+		}
+	}
+	return nil
+}
+
+func (c *fakeCluster) Revert(_ context.Context, saved []*unstructured.Unstructured) error {
+	if err := c.enter("revert"); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.faults.restoreBroken {
+		return apierrors.NewServiceUnavailable("the server is currently unable to handle the request")
+	}
+	for _, obj := range saved {
+		k := objKey(obj)
+		l := c.live[k]
+		c.live[k] = liveObject{obj: obj.DeepCopy(), ready: true, foreign: l.foreign}
+		c.reverted = append(c.reverted, k)
+		c.released = append(c.released, k)
+	}
+	return nil
+}
+
+// seedForeign puts obj on the cluster as made by someone else (managers), before any rollout.
+func (c *fakeCluster) seedForeign(obj *unstructured.Unstructured, managers ...string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.live[objKey(obj)] = liveObject{obj: obj.DeepCopy(), ready: true, foreign: managers}
+	c.seeded = append(c.seeded, obj.DeepCopy())
 }
 
 // describeLive renders the cluster's objects: "key=json" lines, sorted.

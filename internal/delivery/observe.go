@@ -3,6 +3,7 @@ package delivery
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -79,7 +80,53 @@ func (s *Service) Observe(ctx context.Context, q fleet.Query, key records.Key, r
 		obs.Targets = append(obs.Targets, t)
 	}
 	obs.Backup = MostCommon(backups)
+	if err := s.observeLeaving(ctx, q.Namespace, progress, obs); err != nil {
+		return nil, err
+	}
 	return obs, nil
+}
+
+// observeLeaving fills obs.Leaving and obs.Placed from the clusters the progress record says
+// earlier runs changed. Clusters since deleted are dropped: nothing is left to clean up.
+func (s *Service) observeLeaving(ctx context.Context, namespace string, progress *records.Progress, obs *Observation) error {
+	if progress == nil {
+		return nil
+	}
+	leaving, err := s.placedElsewhere(ctx, namespace, progress.Placed, obs.Discovery.Clusters)
+	if err != nil {
+		return err
+	}
+	for _, c := range obs.Discovery.Clusters {
+		if slices.Contains(progress.Placed, c.Name) {
+			obs.Placed = append(obs.Placed, c.Name)
+		}
+	}
+	for _, c := range leaving {
+		obs.Leaving = append(obs.Leaving, c.Name)
+	}
+	obs.Placed = append(obs.Placed, obs.Leaving...)
+	sort.Strings(obs.Leaving)
+	sort.Strings(obs.Placed)
+	return nil
+}
+
+// placedElsewhere returns the clusters of placed (see records.Progress.Placed) that picked does
+// not hold and that still exist.
+func (s *Service) placedElsewhere(ctx context.Context, namespace string, placed []string, picked []fleet.Cluster) ([]fleet.Cluster, error) {
+	var others []string
+	for _, name := range placed {
+		if !slices.ContainsFunc(picked, func(c fleet.Cluster) bool { return c.Name == name }) {
+			others = append(others, name)
+		}
+	}
+	if len(others) == 0 {
+		return nil, nil
+	}
+	found, err := s.mgmt.Discover(ctx, fleet.Query{Namespace: namespace, Names: others})
+	if err != nil {
+		return nil, err
+	}
+	return found.Clusters, nil
 }
 
 // observeCluster reads one cluster's records of key (and its drift).

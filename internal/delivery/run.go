@@ -3,6 +3,7 @@ package delivery
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -35,7 +36,11 @@ type RunRequest struct {
 	PlannedKnown bool
 	// Config is what the records keep of the configuration, so import can restore it.
 	Config []byte
-	Logf   func(msg string, fields map[string]any)
+	// Leave removes the rollout from the clusters it left (Observation.Leaving) once the waves
+	// are done: their objects are deleted, or kept with Orphan, and their records removed.
+	// Module assignments leave clusters by their bindings instead.
+	Leave, Orphan bool
+	Logf          func(msg string, fields map[string]any)
 }
 
 // RunResult is what a run did.
@@ -44,6 +49,12 @@ type RunResult struct {
 	Result engine.Result
 	// After is the clusters' state once the run ended.
 	After *Observation
+	// Adopted says, per cluster, which adopted objects restore or prune gave back instead of
+	// deleting.
+	Adopted []string
+	// Left lists the clusters the rollout was removed from (RunRequest.Leave); LeaveFailures
+	// says where that did not complete (they stay leaving, for the next apply).
+	Left, LeaveFailures []string
 }
 
 // Run applies the rollout: it takes the rollout's Lease, reads the records, refuses a revision in
@@ -106,9 +117,22 @@ func (s *Service) Run(ctx context.Context, req RunRequest) (_ *RunResult, err er
 		return nil, err
 	}
 	mstore := s.managementStore(spec.RecordNamespace)
+	// Every cluster this run may change is listed as placed before it is changed, so that a
+	// later run finds it when it leaves the selector.
+	placed := slices.Clone(obs.Placed)
+	for _, wave := range plan.Waves {
+		placed = append(placed, wave...)
+	}
+	for name, st := range obs.Clusters {
+		if st.Revision != "" || st.Backup != "" || st.State == StateProvisioning {
+			placed = append(placed, name) // holds records already (e.g. applied before Placed was kept)
+		}
+	}
+	slices.Sort(placed)
+	placed = slices.Compact(placed)
 	progress := &progressWriter{store: mstore, key: spec.Key, clock: s.clock, progress: records.Progress{
 		Phase: records.PhaseRunning, Revision: spec.Revision, Waves: len(plan.Waves), StartedAt: time.Now(),
-		Holder: holder, Clusters: map[string]records.ClusterOutcome{}, Config: req.Config,
+		Holder: holder, Clusters: map[string]records.ClusterOutcome{}, Config: req.Config, Placed: placed,
 	}}
 	progress.save(ctx)
 	for _, note := range plan.Notes {
@@ -116,6 +140,13 @@ func (s *Service) Run(ctx context.Context, req RunRequest) (_ *RunResult, err er
 	}
 	w := &world{svc: s, spec: spec, desired: desired, progress: progress, logf: req.Logf}
 	result := engine.Execute(ctx, plan, w, s.clock, spec.Policy)
+	var left, leaveFailures, leftNotes []string
+	if req.Leave && len(obs.Leaving) > 0 && ctx.Err() == nil {
+		left, leaveFailures, leftNotes = s.leave(ctx, spec, obs.Leaving, req.Orphan, req.Logf)
+		progress.mu.Lock()
+		progress.progress.Placed = slices.DeleteFunc(progress.progress.Placed, func(n string) bool { return slices.Contains(left, n) })
+		progress.mu.Unlock()
+	}
 	// What follows records and reports the outcome. It runs even after cancellation (Ctrl-C),
 	// on a fresh context, but bounded: an unreachable cluster must not hold the CLI.
 	tail, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
@@ -130,11 +161,27 @@ func (s *Service) Run(ctx context.Context, req RunRequest) (_ *RunResult, err er
 	if oerr != nil {
 		after = obs
 	}
-	run := &RunResult{Plan: plan, Result: result, After: after}
+	run := &RunResult{Plan: plan, Result: result, After: after, Adopted: append(w.Notes(), leftNotes...), Left: left, LeaveFailures: leaveFailures}
 	if err := result.Err(); err != nil {
 		return run, usererr.Wrap(err, "Rollout Failed", fmt.Sprintf("Rollout %s of revision %s did not complete.", spec.Key.Describe(), spec.Revision))
 	}
 	return run, nil
+}
+
+// leave removes the rollout from the clusters it left, by deletion policy. left are those done.
+func (s *Service) leave(ctx context.Context, spec Spec, leaving []string, orphan bool, logf func(string, map[string]any)) (left, failures, notes []string) {
+	failed, byCluster := s.removeFrom(ctx, spec, leaving, orphan, logf)
+	for _, name := range leaving {
+		if err, ok := failed[name]; ok {
+			failures = append(failures, fmt.Sprintf("%s: %v", name, err))
+		} else {
+			left = append(left, name)
+		}
+	}
+	for _, name := range sortedKeys(byCluster) {
+		notes = append(notes, byCluster[name])
+	}
+	return left, failures, notes
 }
 
 // driftedOf checks, for targets already on the desired revision, whether their objects drifted.

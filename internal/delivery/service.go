@@ -65,6 +65,9 @@ type objectApplier interface {
 	WaitDeleted(ctx context.Context, refs []apply.ObjectRef) error
 	Wait(ctx context.Context, objs []*unstructured.Unstructured, timeout time.Duration) error
 	Drift(ctx context.Context, objs []*unstructured.Unstructured) ([]apply.Drift, error)
+	Existing(ctx context.Context, objs []*unstructured.Unstructured) ([]apply.Existing, error)
+	Release(ctx context.Context, refs []apply.ObjectRef) error
+	Revert(ctx context.Context, saved []*unstructured.Unstructured) error
 }
 
 // connRecheck is how long a cluster's clients are used without reading its kubeconfig Secret

@@ -3,6 +3,8 @@ package delivery
 import (
 	"context"
 	"fmt"
+	"slices"
+	"sync"
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -20,6 +22,33 @@ type world struct {
 	desired  []byte // canonical manifests of the desired revision
 	progress *progressWriter
 	logf     func(string, map[string]any)
+
+	mu    sync.Mutex
+	notes map[string]string // per cluster: adopted objects given back (see giveBack)
+}
+
+// note keeps what giveBack said about target for the outcome (the last word per cluster).
+func (w *world) note(target, note string) {
+	if note == "" {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.notes == nil {
+		w.notes = map[string]string{}
+	}
+	w.notes[target] = note
+}
+
+// Notes lists what the run said about adopted objects, by cluster name.
+func (w *world) Notes() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var out []string
+	for _, name := range sortedKeys(w.notes) {
+		out = append(out, w.notes[name])
+	}
+	return out
 }
 
 var _ engine.World = (*world)(nil)
@@ -86,8 +115,21 @@ func (w *world) apply(ctx context.Context, target, revision string) error {
 	if _, err := c.applier.Apply(ctx, objs); err != nil {
 		return err
 	}
-	_, err = c.applier.Prune(ctx, previousInventory(state, revision), objs)
+	// Objects the new revision drops: deleted when the rollout made them, given back (as they
+	// are now) when it adopted them.
+	made, adopted := splitAdopted(previousInventory(state, revision), state.AdoptedOf())
+	if _, err := c.applier.Prune(ctx, made, objs); err != nil {
+		return err
+	}
+	note, err := giveBack(ctx, c.applier, target, dropped(adopted, objs), never)
+	w.note(target, note)
 	return err
+}
+
+// dropped is the adopted objects that objs does not hold.
+func dropped(adopted []records.Adopted, objs []*unstructured.Unstructured) []records.Adopted {
+	inv := apply.InventoryOf(objs)
+	return slices.DeleteFunc(adopted, func(a records.Adopted) bool { return inv.Contains(a.Object) })
 }
 
 // Verify waits until every object of revision is ready, then runs the HTTP checks. ctx carries
@@ -141,11 +183,20 @@ func (w *world) restore(ctx context.Context, target, revision string) error {
 		return fmt.Errorf("read records: %w", err)
 	}
 	if revision == "" {
-		res, err := c.applier.Delete(ctx, previousInventory(state, ""))
+		// Back to nothing: what the rollout made goes; what it adopted stays, put back as it
+		// was before the rollout when its content was saved (no good revision ever ran here,
+		// so nothing the rollout wrote to it may remain).
+		made, adopted := splitAdopted(previousInventory(state, ""), state.AdoptedOf())
+		res, err := c.applier.Delete(ctx, made)
 		if err != nil {
 			return err
 		}
-		return c.applier.WaitDeleted(ctx, res.Deleted)
+		if err := c.applier.WaitDeleted(ctx, res.Deleted); err != nil {
+			return err
+		}
+		note, err := giveBack(ctx, c.applier, target, adopted, always)
+		w.note(target, note)
+		return err
 	}
 	objs, err := w.objectsOf(state, revision)
 	if err != nil {
@@ -154,14 +205,22 @@ func (w *world) restore(ctx context.Context, target, revision string) error {
 	if _, err := c.applier.Apply(ctx, objs); err != nil {
 		return err
 	}
-	_, err = c.applier.Prune(ctx, previousInventory(state, revision), objs)
+	// Adopted objects the restored revision does not hold are given back: put back as they
+	// were when the revision being undone adopted them, left as they are when the restored
+	// revision had adopted them already (their saved content predates it).
+	made, adopted := splitAdopted(previousInventory(state, revision), state.AdoptedOf())
+	if _, err := c.applier.Prune(ctx, made, objs); err != nil {
+		return err
+	}
+	note, err := giveBack(ctx, c.applier, target, dropped(adopted, objs), adoptedSince(state, revision))
+	w.note(target, note)
 	return err
 }
 
 // previousInventory is every object the rollout's records on a cluster say may be there, other
 // than revision's own record: what a change to revision must consider pruning.
 func previousInventory(state *records.State, revision string) apply.Inventory {
-	seen := map[records.ObjectRef]bool{}
+	seen := map[manifest.Identity]bool{}
 	var inv apply.Inventory
 	for _, r := range allRecords(state) {
 		if r.Revision == revision && revision != "" {
@@ -171,9 +230,9 @@ func previousInventory(state *records.State, revision string) apply.Inventory {
 			continue // a failed revision's objects were removed by its restore
 		}
 		for _, ref := range r.Inventory {
-			if !seen[ref] {
-				seen[ref] = true
-				inv = append(inv, apply.ObjectRef(ref))
+			if !seen[ref.Identity()] {
+				seen[ref.Identity()] = true
+				inv = append(inv, ref)
 			}
 		}
 	}
@@ -218,17 +277,28 @@ func (w *world) Record(ctx context.Context, ev engine.Event) error {
 
 // record is one attempt of Record for a target event. Each store transition is idempotent.
 func (w *world) record(ctx context.Context, ev engine.Event) error {
-	_, store, err := w.conn(ctx, ev.Target)
+	c, store, err := w.conn(ctx, ev.Target)
 	if err != nil {
 		return err
 	}
 	key := w.spec.Key
 	switch ev.Kind {
 	case engine.EventProvisioning:
+		// Which objects exist already is read and recorded before anything is applied: once
+		// applied, our field manager is on them too and who made them is harder to tell.
+		state, err := store.Load(ctx, key)
+		if err != nil {
+			return fmt.Errorf("read records: %w", err)
+		}
+		adopted, err := adoptions(ctx, c.applier, state, w.spec.Objects.Objects)
+		if err != nil {
+			return err
+		}
 		return store.MarkProvisioning(ctx, key, records.Revision{
 			Revision:  ev.Revision,
 			Manifests: w.desired,
 			Inventory: inventoryOf(w.spec.Objects.Objects),
+			Adopted:   adopted,
 		})
 	case engine.EventSucceeded:
 		return store.MarkCurrent(ctx, key, ev.Revision)
@@ -264,9 +334,5 @@ func (w *world) logRun(ev engine.Event) {
 }
 
 func inventoryOf(objs []*unstructured.Unstructured) []records.ObjectRef {
-	out := make([]records.ObjectRef, 0, len(objs))
-	for _, ref := range apply.InventoryOf(objs) {
-		out = append(out, records.ObjectRef(ref))
-	}
-	return out
+	return apply.InventoryOf(objs)
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/gradual-dev/terraform-provider-gradual/internal/apply"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/engine"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/fleet"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/manifest"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/records"
 )
 
@@ -178,18 +179,29 @@ func (e *env) load(c *fakeCluster) *records.State {
 
 func (e *env) describeRecords(c *fakeCluster) string { return describeState(e.load(c)) }
 
-// objectsOf renders what a cluster runs on revision ("" = nothing).
-func (e *env) objectsOf(revision string) string {
+// objectsOf renders what cluster c runs on revision ("" = nothing): the revision's objects, and
+// the objects someone else made before the rollout (seedForeign) that the revision does not
+// hold, as they were made: adopted objects are never deleted, and the revision that adopted
+// them is undone on them too.
+func (e *env) objectsOf(c *fakeCluster, revision string) string {
+	var objs []*unstructured.Unstructured
 	switch revision {
 	case "":
-		return ""
 	case e.old.revision:
-		return describeObjects(e.old.set.Objects)
+		objs = e.old.set.Objects
 	case e.desired.revision:
-		return describeObjects(e.desired.set.Objects)
+		objs = e.desired.set.Objects
+	default:
+		e.t.Fatalf("unknown revision %s", revision)
 	}
-	e.t.Fatalf("unknown revision %s", revision)
-	return ""
+	inv := apply.InventoryOf(objs)
+	objs = slices.Clone(objs)
+	for _, obj := range c.seeded {
+		if !inv.Contains(apply.RefOf(obj)) {
+			objs = append(objs, obj)
+		}
+	}
+	return describeObjects(objs)
 }
 
 func (e *env) show(revision string) string {
@@ -211,6 +223,7 @@ type runResult struct {
 	watch    *watchWorld
 	progress *records.Progress
 	ledger   []records.InvalidEntry
+	notes    []string // what the World said about adopted objects
 }
 
 // run plans the rollout from what the clusters' records say (as Observe does), executes it on
@@ -244,7 +257,7 @@ func (e *env) run() runResult {
 	res := engine.Execute(ctx, plan, watch, e.svc.clock, e.spec.Policy)
 	progress.finish(ctx, &res)
 
-	r := runResult{plan: plan, res: res, watch: watch}
+	r := runResult{plan: plan, res: res, watch: watch, notes: w.Notes()}
 	var err error
 	if r.progress, err = pstore.LoadProgress(ctx, e.spec.Key); err != nil || r.progress == nil {
 		e.t.Fatalf("progress record: %v, %v", r.progress, err)
@@ -385,7 +398,7 @@ func (e *env) check(r runResult) {
 			if st.Current == nil || st.Current.Revision != desired || st.Provisioning != nil {
 				errorf("records %s, want current desired and settled", now)
 			}
-			if live != e.objectsOf(desired) {
+			if live != e.objectsOf(c, desired) {
 				errorf("runs\n%s\nwant the desired objects", live)
 			}
 		case engine.StatusFailed, engine.StatusRestored, engine.StatusRolledBack, engine.StatusCancelled:
@@ -396,7 +409,7 @@ func (e *env) check(r runResult) {
 			if cur != in.RestoreTo || st.Provisioning != nil {
 				errorf("records %s, want current %s and settled", now, e.show(in.RestoreTo))
 			}
-			if live != e.objectsOf(in.RestoreTo) {
+			if live != e.objectsOf(c, in.RestoreTo) {
 				errorf("runs\n%s\nwant the objects of %s", live, e.show(in.RestoreTo))
 			}
 			if o.Unsettled {
@@ -762,4 +775,117 @@ func randomFaults(rng *rand.Rand) faults {
 		f.throttle = 1 + rng.IntN(2)
 	}
 	return f
+}
+
+// seed puts obj on cluster name as made by someone else (managers) before the run.
+func (e *env) seed(name string, obj *unstructured.Unstructured, managers ...string) {
+	c := e.clusters[name]
+	c.seedForeign(obj, managers...)
+	e.initial[name] = snapshot{records: e.describeRecords(c), live: c.describeLive()}
+}
+
+// foreignConfig is web-config as someone else made it before any rollout: other data than
+// either revision's.
+func foreignConfig(t *testing.T) *unstructured.Unstructured {
+	t.Helper()
+	set, err := manifest.Parse("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: web-config, namespace: demo}\ndata: {color: red, owner: kubectl}\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return set.Objects[0]
+}
+
+// TestWorldAdoption: an object of the bundle that someone else made before the rollout is
+// recorded adopted before the first apply, and is never deleted: a failed first revision puts
+// it back as it was, a destroy gives it back as the rollout left it, and the outcome says so.
+func TestWorldAdoption(t *testing.T) {
+	t.Run("failed first revision: the adopted object is put back, the others deleted", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			e := newEnv(t, testPolicy(t, "1", "0", engine.Rollback), []clusterSpec{{"c1", startFresh, faults{neverReady: true}}})
+			before := foreignConfig(t)
+			e.seed("c1", before, "kubectl-client-side-apply")
+			r := e.run() // the invariants: c1 runs nothing of the rollout, web-config as it was
+			c := e.clusters["c1"]
+			if o, _ := r.res.Outcome("c1"); o.Status != engine.StatusFailed {
+				t.Fatalf("c1 ended %s, want failed", o.Status)
+			}
+			if slices.Contains(c.deleted, "/ConfigMap/demo/web-config") || !slices.Equal(c.reverted, []string{"/ConfigMap/demo/web-config"}) {
+				t.Errorf("deleted %v, reverted %v: want web-config reverted, never deleted", c.deleted, c.reverted)
+			}
+			if l := c.live["/ConfigMap/demo/web-config"]; l.ours {
+				t.Errorf("web-config still carries our field manager after the restore")
+			}
+			st := e.load(c)
+			adopted := st.AdoptedOf()
+			if a, ok := adopted[apply.RefOf(before).Identity()]; !ok || !slices.Equal(a.Managers, []string{"kubectl-client-side-apply"}) || len(a.Saved) == 0 || len(adopted) != 1 {
+				t.Errorf("records adopt %+v, want web-config alone, with its manager and saved content", adopted)
+			}
+			if len(r.notes) != 1 || !strings.Contains(r.notes[0], "c1: 1 object was adopted") || !strings.Contains(r.notes[0], "ConfigMap demo/web-config") {
+				t.Errorf("notes %q do not say web-config was adopted and left in place", r.notes)
+			}
+
+		})
+	})
+	t.Run("failed revision adopting an object: restored to the backup, the object put back", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			e := newEnv(t, testPolicy(t, "1", "0", engine.Rollback), []clusterSpec{{"c1", startOld, faults{neverReady: true}}})
+			set, err := manifest.Parse("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: extra, namespace: demo}\ndata: {mine: \"yes\"}\n")
+			if err != nil {
+				t.Fatal(err)
+			}
+			e.seed("c1", set.Objects[0], "kubectl-create")
+			r := e.run() // the invariants: c1 runs the old revision, and extra as it was made
+			c := e.clusters["c1"]
+			if o, _ := r.res.Outcome("c1"); o.Status != engine.StatusFailed {
+				t.Fatalf("c1 ended %s, want failed", o.Status)
+			}
+			if slices.Contains(c.deleted, "/ConfigMap/demo/extra") || !slices.Equal(c.reverted, []string{"/ConfigMap/demo/extra"}) {
+				t.Errorf("deleted %v, reverted %v: want extra reverted, never deleted", c.deleted, c.reverted)
+			}
+		})
+	})
+	t.Run("destroy after a good revision: the adopted object stays as applied, given back", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			e := newEnv(t, testPolicy(t, "1", "0", engine.Rollback), []clusterSpec{{"c1", startFresh, faults{}}})
+			before := foreignConfig(t)
+			e.seed("c1", before, "helm")
+			r := e.run()
+			c := e.clusters["c1"]
+			if o, _ := r.res.Outcome("c1"); o.Status != engine.StatusSucceeded {
+				t.Fatalf("c1 ended %s, want succeeded", o.Status)
+			}
+			if a := e.load(c).AdoptedOf()[apply.RefOf(before).Identity()]; !strings.Contains(string(a.Saved), `"red"`) {
+				t.Errorf("the record saved %s, want the content from before the rollout", a.Saved)
+			}
+			if len(r.notes) != 0 {
+				t.Errorf("notes %q, want none: nothing was given back", r.notes)
+			}
+			c.destroying = true
+			// Destroy: web-config stays, as the rollout left it, given back; the rest goes.
+			c.reverted, c.deleted = nil, nil
+			note, err := e.svc.destroyCluster(context.Background(), e.spec, "c1", false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			l, ok := c.live["/ConfigMap/demo/web-config"]
+			if !ok || l.ours || objJSON(l.obj) != objJSON(e.desiredObject("ConfigMap", "web-config")) || len(c.reverted) != 0 {
+				t.Errorf("after destroy web-config is %+v (there %v): want it kept as the rollout applied it, given back", l, ok)
+			}
+			if want := []string{"/ConfigMap/demo/extra", "apps/Deployment/demo/web"}; !slices.Equal(sorted(c.deleted), want) {
+				t.Errorf("destroy deleted %v, want %v", c.deleted, want)
+			}
+			if !strings.Contains(note, "c1: 1 object was adopted") || !strings.Contains(note, "left in place") {
+				t.Errorf("destroy note %q does not say web-config was left in place", note)
+			}
+			if st := e.load(c); st.Current != nil || len(st.Invalid) != 0 {
+				t.Errorf("records after destroy: %s, want none", describeState(st))
+			}
+		})
+	})
+}
+
+func sorted(in []string) []string {
+	out := slices.Clone(in)
+	slices.Sort(out)
+	return out
 }

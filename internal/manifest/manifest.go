@@ -115,11 +115,8 @@ func validate(obj *unstructured.Unstructured) error {
 	return nil
 }
 
-// Key identifies an object within a set: group/kind, namespace and name.
-func Key(obj *unstructured.Unstructured) string {
-	gvk := obj.GroupVersionKind()
-	return fmt.Sprintf("%s/%s %s/%s", gvk.Group, gvk.Kind, obj.GetNamespace(), obj.GetName())
-}
+// Key identifies an object within a set by its Identity, as "group/kind namespace/name".
+func Key(obj *unstructured.Unstructured) string { return IdentityOf(obj).key() }
 
 // Canonical returns the set as canonical JSON: objects in key order, map keys sorted.
 func (s *Set) Canonical() ([]byte, error) {

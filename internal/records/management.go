@@ -64,6 +64,10 @@ type Progress struct {
 	// Holder is the identity of the process that ran it (its Lease holder).
 	Holder   string                    `json:"holder,omitempty"`
 	Clusters map[string]ClusterOutcome `json:"clusters,omitempty"`
+	// Placed lists, sorted, every cluster a run of the rollout may have changed, across runs,
+	// until the rollout leaves it: the clusters that left its selector are found from it (the
+	// workload records stay the truth; this is their index).
+	Placed []string `json:"placed,omitempty"`
 	// Config is the owning resource's configuration as it last applied it (opaque here), so
 	// that `terraform import` can restore it.
 	Config json.RawMessage `json:"config,omitempty"`

@@ -9,7 +9,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"time"
+
+	"github.com/gradual-dev/terraform-provider-gradual/internal/manifest"
 )
 
 // RevisionState is where a revision record stands in a workload cluster.
@@ -43,25 +46,9 @@ const MaxRecordSize = 256 << 20
 // MaxReasonLength bounds a stored failure reason (annotations share 256 KiB per object).
 const MaxReasonLength = 16 << 10
 
-// ObjectRef names one applied object.
-type ObjectRef struct {
-	Group     string `json:"group,omitempty"`
-	Version   string `json:"version"`
-	Kind      string `json:"kind"`
-	Namespace string `json:"namespace,omitempty"`
-	Name      string `json:"name"`
-}
-
-func (r ObjectRef) String() string {
-	gk := r.Kind
-	if r.Group != "" {
-		gk += "." + r.Group
-	}
-	if r.Namespace == "" {
-		return gk + " " + r.Name
-	}
-	return gk + " " + r.Namespace + "/" + r.Name
-}
+// ObjectRef names one applied object: internal/manifest's, the one definition of an object's
+// identity, so that records, apply, prune and claims agree on what is the same object.
+type ObjectRef = manifest.ObjectRef
 
 // Revision is the record of one revision of a rollout in one workload cluster.
 type Revision struct {
@@ -75,6 +62,10 @@ type Revision struct {
 	Manifests json.RawMessage `json:"manifests,omitempty"`
 	// Inventory lists the objects the revision applies, for pruning.
 	Inventory []ObjectRef `json:"inventory,omitempty"`
+	// Adopted lists the objects of the inventory that were on the cluster before the rollout
+	// first applied them (see Adopted): restore, prune and destroy give them back instead of
+	// deleting them. Each record carries forward what earlier records adopted.
+	Adopted []Adopted `json:"adopted,omitempty"`
 	// AppliedAt is when the revision was last marked provisioning; MarkProvisioning stamps it
 	// with the store's clock when zero.
 	AppliedAt time.Time `json:"appliedAt,omitzero"`
@@ -86,6 +77,35 @@ type Revision struct {
 	Reason string `json:"reason,omitempty"`
 	// RolloutKey is the rollout the record belongs to.
 	RolloutKey Key `json:"rolloutKey"`
+}
+
+// Adopted is an object a rollout found on a cluster before it first applied it: someone else
+// made it (kubectl, Helm, another tool), so the rollout must never delete it.
+type Adopted struct {
+	Object ObjectRef `json:"object"`
+	// Managers are the field managers it had then (empty: it predates field management).
+	Managers []string `json:"managers,omitempty"`
+	// Saved is its content then, without status and server-set metadata: what a revision that
+	// fails before any good one puts back. Empty when it was too large to keep (SavedSize
+	// says how large); it is then only given back, as the failed revision left it.
+	Saved     json.RawMessage `json:"saved,omitempty"`
+	SavedSize int             `json:"savedSize,omitempty"`
+}
+
+// AdoptedOf is every object the records of a rollout on one cluster say it adopted, by
+// identity, the oldest record of each (its Saved content is the earliest).
+func (s *State) AdoptedOf() map[manifest.Identity]Adopted {
+	out := map[manifest.Identity]Adopted{}
+	all := s.all()
+	slices.SortStableFunc(all, func(a, b Revision) int { return a.AppliedAt.Compare(b.AppliedAt) })
+	for _, r := range all {
+		for _, a := range r.Adopted {
+			if _, ok := out[a.Object.Identity()]; !ok {
+				out[a.Object.Identity()] = a
+			}
+		}
+	}
+	return out
 }
 
 // State is what a workload cluster records for one rollout.
@@ -152,6 +172,7 @@ type payload struct {
 	Revision   string          `json:"revision"`
 	Manifests  json.RawMessage `json:"manifests,omitempty"`
 	Inventory  []ObjectRef     `json:"inventory,omitempty"`
+	Adopted    []Adopted       `json:"adopted,omitempty"`
 }
 
 // encodePayload returns the compressed JSON of p cut into chunks of at most chunkSize bytes,

@@ -160,7 +160,7 @@ func (s *WorkloadStore) state(key Key, recs map[string]*record, contents bool) (
 			if err != nil {
 				return nil, fmt.Errorf("record of %s, revision %s (Secret %s/%s): %w", key.Describe(), r.revision, s.namespace, r.head.GetName(), err)
 			}
-			rev.Manifests, rev.Inventory = p.Manifests, p.Inventory
+			rev.Manifests, rev.Inventory, rev.Adopted = p.Manifests, p.Inventory, p.Adopted
 		}
 		revs = append(revs, rev)
 	}
@@ -256,7 +256,7 @@ func (s *WorkloadStore) MarkProvisioning(ctx context.Context, key Key, rev Revis
 	if len(rev.Manifests) > 0 && !json.Valid(rev.Manifests) {
 		return fmt.Errorf("revision %s: manifests are not valid JSON", rev.Revision)
 	}
-	chunks, digest, err := encodePayload(payload{RolloutKey: key, Revision: rev.Revision, Manifests: rev.Manifests, Inventory: rev.Inventory}, s.chunkSize)
+	chunks, digest, err := encodePayload(payload{RolloutKey: key, Revision: rev.Revision, Manifests: rev.Manifests, Inventory: rev.Inventory, Adopted: rev.Adopted}, s.chunkSize)
 	if err != nil {
 		return err
 	}

@@ -444,3 +444,23 @@ func TestAccModuleAssignment_badInput(t *testing.T) {
 		},
 	})
 }
+
+// adopt = false: a module whose objects exist already on a cluster, made with kubectl, is
+// refused at plan, naming the cluster, the object and its field manager.
+func TestAccModuleAssignment_adoptFalseRefuses(t *testing.T) {
+	f := acctest.Fleet(t)
+	name := acctest.UniqueLabel("noadopt")
+	newLabeler(t, f, name, "staging-eu-1")
+	acctest.Kubectl(t, f, "staging-eu-1", "create", "namespace", name)
+	t.Cleanup(func() { acctest.Kubectl(t, f, "staging-eu-1", "delete", "namespace", name, "--wait=false") })
+	acctest.Kubectl(t, f, "staging-eu-1", "create", "configmap", "pre", "-n", name, "--from-literal=setting=mine")
+	m := module{name: "m", version: "1", manifests: configMaps(name, "ours", "pre")}
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: acctest.ProviderFactories,
+		Steps: []resource.TestStep{{
+			Config:      acctest.ProviderConfig(f) + assignmentConfig(f, "a", name, name, "adopt = false", m),
+			PlanOnly:    true,
+			ExpectError: regexp.MustCompile(`(?s)Objects Exist Already.*cluster\s+staging-eu-1:\s+ConfigMap\s+` + name + `/pre\s+\(managed\s+by\s+kubectl-create\)`),
+		}},
+	})
+}

@@ -33,6 +33,7 @@ type Model struct {
 	MaxFailures     types.String   `tfsdk:"max_failures"`
 	Verify          types.Object   `tfsdk:"verify"`
 	DeletionPolicy  types.String   `tfsdk:"deletion_policy"`
+	Adopt           types.Bool     `tfsdk:"adopt"`
 	RecordNamespace types.String   `tfsdk:"record_namespace"`
 	Timeouts        timeouts.Value `tfsdk:"timeouts"`
 	Revisions       types.Map      `tfsdk:"revisions"`
@@ -227,6 +228,8 @@ type storedConfig struct {
 	VerifyTimeout  string              `json:"verifyTimeout"`
 	BakeTime       string              `json:"bakeTime"`
 	DeletionPolicy string              `json:"deletionPolicy"`
+	// NoAdopt is adopt = false (stored negated: records written before adopt existed adopt).
+	NoAdopt bool `json:"noAdopt,omitempty"`
 }
 
 type storedModule struct {
@@ -237,7 +240,8 @@ type storedModule struct {
 }
 
 func (m *Model) configRecord(ctx context.Context) ([]byte, diag.Diagnostics) {
-	c := storedConfig{Mode: m.Mode.ValueString(), UpdateLimit: m.UpdateLimit.ValueString(), MaxFailures: m.MaxFailures.ValueString(), DeletionPolicy: m.DeletionPolicy.ValueString()}
+	c := storedConfig{Mode: m.Mode.ValueString(), UpdateLimit: m.UpdateLimit.ValueString(), MaxFailures: m.MaxFailures.ValueString(), DeletionPolicy: m.DeletionPolicy.ValueString(),
+		NoAdopt: !m.Adopt.IsNull() && !m.Adopt.ValueBool()}
 	var diags diag.Diagnostics
 	c.Selector, diags = fleetattr.ToLabelSelector(ctx, m.Selector)
 	mods, d := m.modules(ctx)
@@ -278,6 +282,7 @@ func (m *Model) fromConfigRecord(ctx context.Context, raw []byte) diag.Diagnosti
 	m.Modules = types.ListValueMust(types.ObjectType{AttrTypes: moduleAttrTypes}, mods)
 	m.Mode, m.UpdateLimit, m.MaxFailures = types.StringValue(c.Mode), types.StringValue(c.UpdateLimit), types.StringValue(c.MaxFailures)
 	m.DeletionPolicy = types.StringValue(c.DeletionPolicy)
+	m.Adopt = types.BoolValue(!c.NoAdopt)
 	m.Verify = types.ObjectValueMust(verifyAttrTypes, map[string]attr.Value{"timeout": types.StringValue(c.VerifyTimeout), "bake_time": types.StringValue(c.BakeTime)})
 	return diags
 }

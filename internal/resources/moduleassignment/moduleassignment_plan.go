@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
@@ -133,6 +134,18 @@ func (r *assignmentResource) ModifyPlan(ctx context.Context, req resource.Modify
 	if err := assignment.CheckManifests(ctx, svc, spec, planned.Apply); err != nil {
 		resp.Diagnostics.Append(diagnostics.AttributeFromError(pathModules, err, "Manifests Cannot Be Applied"))
 		return
+	}
+	if found, err := assignment.Adoptions(ctx, svc, spec, planned.Apply); err != nil {
+		resp.Diagnostics.Append(diagnostics.FromError(err, "Cannot Read The Fleet"))
+		return
+	} else if len(found) > 0 && !plan.Adopt.IsUnknown() && !plan.Adopt.IsNull() && !plan.Adopt.ValueBool() {
+		resp.Diagnostics.Append(diagnostics.AttributeFromError(path.Root("adopt"), delivery.AdoptRefused(found, spec.Key.Describe()), "Objects Exist Already"))
+		return
+	} else if len(found) > 0 {
+		resp.Diagnostics.AddAttributeWarning(pathModules, "Objects Will Be Adopted",
+			"These objects of the modules exist already, made by someone else; apply takes them over and records them as adopted, "+
+				"so the assignment never deletes them (a failed first revision puts them back as they are now; removal gives them back):\n  "+
+				delivery.DescribeFound(found, 20))
 	}
 	switch {
 	case planned.Changes() || configChanged:

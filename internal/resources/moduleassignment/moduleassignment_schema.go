@@ -10,6 +10,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/attr"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/booldefault"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/planmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringdefault"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringplanmodifier"
@@ -126,6 +127,10 @@ func (r *assignmentResource) Schema(ctx context.Context, _ resource.SchemaReques
 				Optional: true, Computed: true, Default: stringdefault.StaticString(defaultDeletionPolicy),
 				MarkdownDescription: "For clusters that stop matching, modules removed from `modules`, and destroy: `delete` removes the applied objects; `orphan` leaves them and removes only the records. Default `delete`.",
 				Validators:          []validator.String{stringvalidator.OneOf("delete", "orphan")},
+			},
+			"adopt": schema.BoolAttribute{
+				Optional: true, Computed: true, Default: booldefault.StaticBool(true),
+				MarkdownDescription: "Take over objects of the modules that already exist in a cluster, made by someone else (kubectl, Helm, …): they are recorded as adopted before the first apply and never deleted by the assignment (a failed first revision puts them back as they were; removal gives them back to their other field managers). `false` refuses, at plan time, a cluster where such an object exists. Default `true`.",
 			},
 			"record_namespace": schema.StringAttribute{
 				Optional: true, Computed: true, Default: stringdefault.StaticString(defaultRecordNamespace),

@@ -311,21 +311,7 @@ func TestAccRollout_joinAndSkip(t *testing.T) {
 	label := name // a label key only this test uses
 	v1 := app(name, "v1", false, "")
 	rev1 := revisionOf(t, v1)
-	relabel := func(cluster string, on bool) {
-		t.Helper()
-		labels := map[string]string{}
-		for k, v := range f.Workloads[cluster].Spec.Labels {
-			labels[k] = v
-		}
-		if on {
-			labels[label] = "yes"
-		} else {
-			delete(labels, label)
-		}
-		if err := f.SetLabels(context.Background(), cluster, labels); err != nil {
-			t.Fatal(err)
-		}
-	}
+	relabel := labeller(t, f, label)
 	relabel("prod-eu-1", true)
 	t.Cleanup(func() {
 		relabel("prod-eu-1", false)

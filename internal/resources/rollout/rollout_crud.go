@@ -61,6 +61,7 @@ func (r *rolloutResource) apply(ctx context.Context, timeout time.Duration, plan
 	}
 	run, err := r.Data.Delivery.Run(ctx, delivery.RunRequest{
 		Spec: spec, Query: query, Planned: planned, PlannedKnown: !plan.Waves.IsUnknown(), Config: config,
+		Leave: true, Orphan: plan.DeletionPolicy.ValueString() == "orphan",
 		Logf: func(msg string, fields map[string]any) { tflog.Info(ctx, msg, fields) },
 	})
 	if run != nil {
@@ -71,6 +72,16 @@ func (r *rolloutResource) apply(ctx context.Context, timeout time.Duration, plan
 		}
 		for _, w := range run.Result.Warnings() {
 			diags.AddWarning("Rollout Warning", w)
+		}
+		for _, note := range run.Adopted {
+			diags.AddWarning("Adopted Objects Left In Place", note)
+		}
+		if len(run.Left) > 0 {
+			diags.AddWarning("Clusters Left The Rollout", leftDetail(run.Left, plan.DeletionPolicy.ValueString()))
+		}
+		if len(run.LeaveFailures) > 0 {
+			diags.AddWarning("Clusters Not Cleaned Up", "These clusters left the rollout but still hold its objects or records; the next apply tries again:\n  "+
+				strings.Join(run.LeaveFailures, "\n  "))
 		}
 	}
 	// Only what the plan left unknown is filled in: a value the plan showed is a promise, and
@@ -202,7 +213,8 @@ func (r *rolloutResource) Delete(ctx context.Context, req resource.DeleteRequest
 	defer cancel()
 	warnings, err := r.Data.Delivery.Destroy(ctx, delivery.DestroyRequest{
 		Spec: spec, Query: query, Orphan: state.DeletionPolicy.ValueString() == "orphan",
-		Logf: func(msg string, fields map[string]any) { tflog.Info(ctx, msg, fields) },
+		Logf:    func(msg string, fields map[string]any) { tflog.Info(ctx, msg, fields) },
+		Adopted: func(note string) { resp.Diagnostics.AddWarning("Adopted Objects Left In Place", note) },
 	})
 	for _, w := range warnings {
 		resp.Diagnostics.AddWarning("Cluster Not Cleaned Up", w)

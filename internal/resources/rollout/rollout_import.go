@@ -32,6 +32,8 @@ type storedConfig struct {
 	HTTPChecks     []storedCheck     `json:"httpChecks,omitempty"`
 	DeletionPolicy string            `json:"deletionPolicy"`
 	ForceConflicts bool              `json:"forceConflicts,omitempty"`
+	// NoAdopt is adopt = false (stored negated: records written before adopt existed adopt).
+	NoAdopt bool `json:"noAdopt,omitempty"`
 }
 
 type storedReq struct {
@@ -52,6 +54,7 @@ func (m *Model) configRecord(ctx context.Context) ([]byte, diag.Diagnostics) {
 	c := storedConfig{
 		Manifests: m.Manifests.ValueString(), UpdateLimit: m.UpdateLimit.ValueString(), MaxFailures: m.MaxFailures.ValueString(),
 		OnFailure: m.OnFailure.ValueString(), DeletionPolicy: m.DeletionPolicy.ValueString(), ForceConflicts: m.ForceConflicts.ValueBool(),
+		NoAdopt: !m.Adopt.IsNull() && !m.Adopt.ValueBool(),
 	}
 	if !m.Selector.IsNull() {
 		var sel struct {
@@ -97,6 +100,7 @@ func (m *Model) fromConfigRecord(ctx context.Context, raw []byte) diag.Diagnosti
 	m.UpdateLimit, m.MaxFailures, m.OnFailure = types.StringValue(c.UpdateLimit), types.StringValue(c.MaxFailures), types.StringValue(c.OnFailure)
 	m.DeletionPolicy, m.ForceConflicts = types.StringValue(c.DeletionPolicy), types.BoolValue(c.ForceConflicts)
 	m.RetryInvalid = types.BoolValue(false)
+	m.Adopt = types.BoolValue(!c.NoAdopt)
 	m.Selector = types.ObjectNull(fleetattr.SelectorAttrTypes)
 	if c.HasSelector {
 		ls := fleet.LabelSelector{MatchLabels: c.MatchLabels}

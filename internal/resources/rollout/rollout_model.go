@@ -36,6 +36,7 @@ type Model struct {
 	RecordNamespace  types.String   `tfsdk:"record_namespace"`
 	DeletionPolicy   types.String   `tfsdk:"deletion_policy"`
 	ForceConflicts   types.Bool     `tfsdk:"force_conflicts"`
+	Adopt            types.Bool     `tfsdk:"adopt"`
 	RetryInvalid     types.Bool     `tfsdk:"retry_invalid"`
 	Timeouts         timeouts.Value `tfsdk:"timeouts"`
 	Revision         types.String   `tfsdk:"revision"`

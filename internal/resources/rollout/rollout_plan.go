@@ -117,9 +117,13 @@ func (r *rolloutResource) ModifyPlan(ctx context.Context, req resource.ModifyPla
 		resp.Diagnostics.Append(diagnostics.AttributeFromError(pathManifests, err, "Manifests Cannot Be Applied"))
 		return
 	}
+	if !r.checkOwners(ctx, &plan, spec, changing, &resp.Diagnostics) {
+		return
+	}
 	if obs.Interrupted != nil {
 		resp.Diagnostics.AddWarning("Earlier Apply Did Not Finish", obs.Interrupted.String())
 	}
+	warnLeaving(&resp.Diagnostics, &plan, obs)
 	switch {
 	case !fromState:
 		plan.markOutcomeUnknown()
@@ -129,7 +133,7 @@ func (r *rolloutResource) ModifyPlan(ctx context.Context, req resource.ModifyPla
 				"\n\nThese are the waves as the fleet reads now; apply reads it again (a create, or a change of the clusters picked, "+
 				"has no earlier state to plan from), so `waves` is known after apply.")
 		}
-	case planned.Changes() || configChanged:
+	case planned.Changes() || configChanged || len(obs.Leaving) > 0:
 		// What apply will do is `waves`, which it carries out as shown. What it leads to
 		// depends on how each cluster fares, so it is known only after apply: promising it here
 		// is what made Terraform call a failure within max_failures an inconsistent result.

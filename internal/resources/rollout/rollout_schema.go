@@ -121,12 +121,18 @@ func (r *rolloutResource) Schema(ctx context.Context, _ resource.SchemaRequest, 
 			},
 			"deletion_policy": schema.StringAttribute{
 				Optional: true, Computed: true, Default: stringdefault.StaticString(defaultDeletionPolicy),
-				MarkdownDescription: "On destroy: `delete` removes the applied objects from every cluster (in waves); `orphan` leaves them and removes only the records. Default `delete`.",
+				MarkdownDescription: "On destroy, and for clusters that leave the rollout (relabelled out of `selector`, or removed from `clusters`; the plan lists them): `delete` removes the objects the rollout made (in waves; objects it adopted are given back, never deleted); `orphan` leaves them. The records go either way. Default `delete`.",
 				Validators:          []validator.String{stringvalidator.OneOf("delete", "orphan")},
 			},
 			"force_conflicts": schema.BoolAttribute{
 				Optional: true, Computed: true, Default: booldefault.StaticBool(false),
 				MarkdownDescription: "Take ownership of fields another field manager owns (server-side apply `force`). Default false: such conflicts fail the cluster.",
+			},
+			"adopt": schema.BoolAttribute{
+				Optional: true, Computed: true, Default: booldefault.StaticBool(true),
+				MarkdownDescription: "Take over objects of `manifests` that already exist in a cluster, made by someone else (kubectl, Helm, …). " +
+					"They are recorded as adopted before the first apply and never deleted by the rollout: a failed first revision puts them back as they were, " +
+					"prune and destroy give them back to their other field managers as they are. `false` refuses, at plan time, a cluster where such an object exists. Default `true`.",
 			},
 			"retry_invalid": schema.BoolAttribute{
 				Optional: true, Computed: true, Default: booldefault.StaticBool(false),

@@ -1,0 +1,80 @@
+package delivery
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"testing/synctest"
+
+	"github.com/gradual-dev/terraform-provider-gradual/internal/engine"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/records"
+)
+
+// TestClaims: an object another owner's records hold on a cluster is claimed, whatever API
+// version either side names it in; Namespaces may be shared; the caller's own key is no claim.
+func TestClaims(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, testPolicy(t, "1", "0", engine.Rollback), []clusterSpec{{"c1", startOld, faults{}}, {"c2", startFresh, faults{}}})
+		other := records.Key{Kind: "module-assignment", Namespace: "fleet", Name: "addons.web"}
+		store := records.NewWorkloadStore(e.clusters["c1"].base, e.spec.RecordNamespace)
+		if err := store.MarkProvisioning(context.Background(), other, records.Revision{Revision: "abc123", Inventory: []records.ObjectRef{
+			{Group: "apps", Version: "v1beta2", Kind: "Deployment", Namespace: "demo", Name: "web"}, // desired names it apps/v1
+			{Version: "v1", Kind: "Namespace", Name: "demo"},
+			{Version: "v1", Kind: "ConfigMap", Namespace: "demo", Name: "unrelated"},
+		}}); err != nil {
+			t.Fatal(err)
+		}
+		claims, err := e.svc.Claims(context.Background(), e.spec, []string{"c1", "c2"}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(claims) != 1 || claims[0] != (Claim{Cluster: "c1", Object: "Deployment demo/web", Owner: other}) {
+			t.Fatalf("claims = %+v, want Deployment demo/web on c1, held by %s (the rollout's own records are no claim)", claims, other)
+		}
+		msg := ClaimsError(claims, e.spec.Key.Describe(), records.Key.Describe).Error()
+		for _, want := range []string{"Object Claimed By Two Owners", "rollout fleet/web", "Deployment demo/web in cluster c1 is managed by module-assignment fleet/addons.web"} {
+			if !strings.Contains(msg, want) {
+				t.Errorf("error %q does not say %q", msg, want)
+			}
+		}
+	})
+}
+
+// TestLeave: a cluster the rollout leaves loses the objects it made with deletion_policy
+// delete, keeps them with orphan, and loses the records either way; adopted objects stay.
+func TestLeave(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, testPolicy(t, "1", "0", engine.Rollback), []clusterSpec{{"c1", startFresh, faults{}}, {"c2", startOld, faults{}}})
+		e.seed("c1", foreignConfig(t), "kubectl-client-side-apply")
+		if r := e.run(); r.res.Err() != nil {
+			t.Fatal(r.res.Err())
+		}
+		for _, c := range e.clusters {
+			c.destroying = true
+		}
+		left, failures, notes := e.svc.leave(context.Background(), e.spec, []string{"c1"}, false, e.logf)
+		if len(left) != 1 || len(failures) != 0 || len(notes) != 1 || !strings.Contains(notes[0], "ConfigMap demo/web-config") {
+			t.Fatalf("leave c1 (delete): left %v, failures %v, notes %q", left, failures, notes)
+		}
+		c1 := e.clusters["c1"]
+		if _, ok := c1.live["/ConfigMap/demo/web-config"]; !ok || len(c1.live) != 1 {
+			t.Errorf("c1 after leaving (delete) runs\n%s\nwant only the adopted web-config", c1.describeLive())
+		}
+		if st := e.load(c1); st.Current != nil || st.Backup != nil {
+			t.Errorf("c1 records after leaving: %s", describeState(st))
+		}
+
+		c2 := e.clusters["c2"]
+		before := c2.describeLive()
+		c2.deleted = nil // the run pruned legacy
+		if left, failures, _ := e.svc.leave(context.Background(), e.spec, []string{"c2"}, true, e.logf); len(left) != 1 || len(failures) != 0 {
+			t.Fatalf("leave c2 (orphan): left %v, failures %v", left, failures)
+		}
+		if got := c2.describeLive(); got != before || len(c2.deleted) != 0 {
+			t.Errorf("c2 after leaving (orphan) runs\n%s\nwant\n%s", got, before)
+		}
+		if st := e.load(c2); st.Current != nil || st.Backup != nil {
+			t.Errorf("c2 records after leaving: %s", describeState(st))
+		}
+	})
+}
