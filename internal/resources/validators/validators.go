@@ -50,6 +50,35 @@ func Manifests() validator.String {
 	}
 }
 
+// SensitiveManifests is Manifests for a write-only attribute: its errors name the document but
+// never quote it (a parser's message can quote the Secret data it failed on).
+func SensitiveManifests() validator.String {
+	return stringFunc{
+		description: "must be multi-document YAML of Kubernetes objects, each with apiVersion, kind and metadata.name",
+		summary:     "Invalid Sensitive Manifests",
+		check: func(s string) error {
+			set, err := manifest.Bundle("", s)
+			if err != nil {
+				return err
+			}
+			if len(set.Objects) == 0 {
+				return fmt.Errorf("the sensitive manifests hold no objects (only comments or empty documents)")
+			}
+			return nil
+		},
+	}
+}
+
+// NoSecrets refuses manifests that hold Secrets: Terraform prints a configured string verbatim
+// in plan output and stores it in state. instead names the write-only attribute for them.
+func NoSecrets(instead string) validator.String {
+	return stringFunc{
+		description: "must hold no Secret (those go in `" + instead + "`)",
+		summary:     "Secret In Manifests",
+		check:       func(s string) error { return manifest.NoSecrets(s, instead) },
+	}
+}
+
 // UpdateLimit checks `update_limit` with the engine's parser, so validation and execution agree.
 func UpdateLimit() validator.String {
 	return stringFunc{

@@ -41,6 +41,10 @@ func TestValidators(t *testing.T) {
 		{"manifests ok", Manifests(), "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\n", ""},
 		{"manifests bad yaml", Manifests(), "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\n---\nkind: [\n", "document 2"},
 		{"manifests empty", Manifests(), "# nothing\n", "no objects"},
+		{"no secrets ok", NoSecrets("sensitive_manifests"), "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\n", ""},
+		{"no secrets refuses", NoSecrets("sensitive_manifests"), "apiVersion: v1\nkind: Secret\nmetadata: {name: a}\ndata: {k: c2VjcmV0}\n", "Secret In Manifests: these manifests hold /Secret /a"},
+		{"sensitive ok", SensitiveManifests(), "apiVersion: v1\nkind: Secret\nmetadata: {name: a}\n", ""},
+		{"sensitive bad yaml withheld", SensitiveManifests(), "kind: Secret\nstringData: {k: \"s3cr3t\n", "withheld"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -49,6 +53,12 @@ func TestValidators(t *testing.T) {
 				t.Fatalf("%q: got %q, want %q", tc.value, got, tc.want)
 			}
 		})
+	}
+	if got := check(SensitiveManifests(), "kind: Secret\nstringData: {k: \"s3cr3t\n"); strings.Contains(got, "s3cr3t") {
+		t.Fatalf("the error quotes the sensitive text: %s", got)
+	}
+	if got := check(NoSecrets("x"), "apiVersion: v1\nkind: Secret\nmetadata: {name: a}\ndata: {k: c2VjcmV0}\n"); strings.Contains(got, "c2VjcmV0") {
+		t.Fatalf("the error quotes the Secret data: %s", got)
 	}
 	// Unknown and null values are left to later phases.
 	resp := &validator.StringResponse{}
