@@ -217,14 +217,19 @@ func (s *Set) Secrets() []string {
 // their data) and the attribute meant for them.
 type SecretsError struct {
 	Keys []string
-	// Instead is the attribute that takes them, e.g. "sensitive_manifests".
+	// Instead says where they go: an attribute name (e.g. "sensitive_manifests"), or, starting
+	// with a space, advice of its own.
 	Instead string
 }
 
 func (e *SecretsError) Error() string {
-	return fmt.Sprintf("these manifests hold %s. Terraform prints manifests verbatim in plan output and stores them in state, "+
-		"so Secrets are refused here: move them to `%s`, which is write-only (never stored in plan or state) and still part "+
-		"of the revision, so a changed Secret value still plans an update", strings.Join(e.Keys, ", "), e.Instead)
+	msg := fmt.Sprintf("these manifests hold %s. Terraform prints manifests verbatim in plan output and stores them in state, "+
+		"so Secrets are refused here:", strings.Join(e.Keys, ", "))
+	if strings.HasPrefix(e.Instead, " ") {
+		return msg + e.Instead
+	}
+	return msg + fmt.Sprintf(" move them to `%s`, which is write-only (never stored in plan or state) and still part "+
+		"of the revision, so a changed Secret value still plans an update", e.Instead)
 }
 
 // NoSecrets returns a SecretsError when text parses and holds Secrets (nil otherwise, also on

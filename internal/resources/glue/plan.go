@@ -58,10 +58,10 @@ func ShortList(names []string, shown int) string {
 
 // Deletion is what destroying a resource would remove, for the plan warning of a destroy or a
 // replacement: a replacement destroys the resource and creates it again, which deletes its
-// objects everywhere in between, and Terraform shows it as one line.
+// objects everywhere in between, and Terraform shows it only as "must be replaced".
 type Deletion struct {
 	What     string // "rollout fleet/ingress"
-	Objects  int    // objects of the bundle, per cluster
+	Objects  int    // objects to delete, summed over the clusters
 	Clusters int    // clusters that hold them
 	Orphan   bool   // deletion_policy = "orphan"
 	// Replacing names the attributes whose change forces a replacement ("" for a destroy).
@@ -75,12 +75,12 @@ func WarnDeletion(diags *diag.Diagnostics, d Deletion) {
 	if d.Orphan {
 		effect = fmt.Sprintf("will leave its %d object(s) in %d cluster(s) and delete only its records (deletion_policy = \"orphan\")", d.Objects, d.Clusters)
 	} else {
-		effect = fmt.Sprintf("will delete %d object(s) from each of %d cluster(s), in waves of update_limit (deletion_policy = \"delete\")", d.Objects, d.Clusters)
+		effect = fmt.Sprintf("will delete %d object(s) from %d cluster(s), in waves of update_limit (deletion_policy = \"delete\")", d.Objects, d.Clusters)
 	}
 	if d.Replacing == "" {
 		diags.AddWarning("Destroy Deletes From Clusters", fmt.Sprintf("Destroying %s %s.", d.What, effect))
 		return
 	}
 	diags.AddWarning("Replacement Deletes From Clusters", fmt.Sprintf(
-		"Changing %s replaces %s: destroying it %s; then the new one applies the bundle again, as a first install.", d.Replacing, d.What, effect))
+		"Changing %s replaces %s: destroying it %s; then the new one applies its objects again, as a first install.", d.Replacing, d.What, effect))
 }

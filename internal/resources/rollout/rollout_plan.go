@@ -367,5 +367,6 @@ func (m *Model) deletion(ctx context.Context, replacing string) glue.Deletion {
 			}
 		}
 	}
+	d.Objects *= d.Clusters
 	return d
 }
