@@ -1,9 +1,11 @@
 package rollout_test
 
 import (
+	"archive/zip"
 	"context"
 	"encoding/base64"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -113,9 +115,13 @@ func TestAccRollout_secretNeverShown(t *testing.T) {
 	secret := func(value string) string {
 		return fmt.Sprintf("apiVersion: v1\nkind: Secret\nmetadata: {name: db, namespace: %s}\nstringData: {password: %q}\n", name, value)
 	}
+	// As a user should: the Secret comes from a file (or an ephemeral value), not a literal in
+	// the configuration, which Terraform itself copies into saved plans.
 	config := func(value string) string {
-		return blastConfig(f, name, targets, lightBundle(name, "v1"),
-			"sensitive_manifests = <<-EOT\n"+indent(secret(value))+"  EOT")
+		if err := os.WriteFile(filepath.Join(tf.dir, "secret.yaml"), []byte(secret(value)), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return blastConfig(f, name, targets, lightBundle(name, "v1"), `sensitive_manifests = file("${path.module}/secret.yaml")`)
 	}
 	one, two := "s3cr3t-one-"+name, "s3cr3t-two-"+name
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
@@ -162,11 +168,7 @@ func TestAccRollout_secretNeverShown(t *testing.T) {
 	out, log := run(0, "plan", "-out=one.tfplan")
 	leaks("plan output", out, one)
 	leaks("the plan's TRACE log", log, one)
-	plan, err := os.ReadFile(filepath.Join(tf.dir, "one.tfplan"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	leaks("the saved plan file", string(plan), one)
+	leaks("the saved plan file", planFileText(t, filepath.Join(tf.dir, "one.tfplan")), one)
 	var planJSON map[string]any
 	tf.showJSON(ctx, &planJSON, "one.tfplan")
 	leaks("show -json of the plan", fmt.Sprint(planJSON), one)
@@ -206,6 +208,34 @@ func TestAccRollout_secretNeverShown(t *testing.T) {
 	tf.mustRun(ctx, 0, "plan", "-detailed-exitcode")
 }
 
+// planFileText is every entry of a saved plan (a zip archive: the plan, the prior state, a
+// snapshot of the configuration), uncompressed, so that a value in any of them is found.
+func planFileText(t *testing.T, path string) string {
+	t.Helper()
+	r, err := zip.OpenReader(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	var b strings.Builder
+	for _, entry := range r.File {
+		rc, err := entry.Open()
+		if err != nil {
+			t.Fatal(err)
+		}
+		data, err := io.ReadAll(rc)
+		_ = rc.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.Write(data)
+	}
+	if b.Len() == 0 {
+		t.Fatalf("%s holds nothing", path)
+	}
+	return b.String()
+}
+
 func expectSecret(t *testing.T, f *testbed.Fleet, cluster, ns, value string) {
 	t.Helper()
 	var s corev1.Secret
@@ -242,12 +272,15 @@ func TestAccRollout_destructivePlansWarn(t *testing.T) {
 		`: destroying it will delete 4 object\(s\) from 2 cluster\(s\).*deletion_policy = "delete"`).MatchString(flat(out)) {
 		t.Fatalf("the rename plan does not warn with the counts:\n%s", out)
 	}
+	// Destroy follows the deletion_policy in state, so it is applied first.
 	tf.writeConfig(blastConfig(f, name, targets, bundle, `deletion_policy = "orphan"`))
+	tf.mustRun(ctx, 0, "apply", "-auto-approve")
 	out = tf.mustRun(ctx, 0, "plan", "-destroy")
 	if !regexp.MustCompile(`(?s)Destroy Deletes From Clusters.*will leave its 4 object\(s\) in 2 cluster\(s\).*deletion_policy = "orphan"`).MatchString(flat(out)) {
 		t.Fatalf("the destroy plan does not warn with the counts:\n%s", out)
 	}
 	tf.writeConfig(blastConfig(f, name, targets, bundle, ""))
+	tf.mustRun(ctx, 0, "apply", "-auto-approve")
 	out = tf.mustRun(ctx, 0, "plan", "-destroy")
 	if !regexp.MustCompile(`(?s)Destroy Deletes From Clusters.*Destroying rollout [^ ]+/` + name + ` will delete 4 object\(s\) from 2 cluster\(s\)`).MatchString(flat(out)) {
 		t.Fatalf("the destroy plan does not warn with the counts:\n%s", out)

@@ -17,6 +17,10 @@ type stringFunc struct {
 	description string
 	check       func(string) error
 	summary     string
+	// unplaced reports the error against the resource, naming the attribute in the detail:
+	// Terraform prints the configuration lines of an attribute error, and for these
+	// validators those lines may be the very Secret the error is about.
+	unplaced bool
 }
 
 func (v stringFunc) Description(context.Context) string         { return v.description }
@@ -27,6 +31,10 @@ func (v stringFunc) ValidateString(_ context.Context, req validator.StringReques
 		return
 	}
 	if err := v.check(req.ConfigValue.ValueString()); err != nil {
+		if v.unplaced {
+			resp.Diagnostics.AddError(v.summary, fmt.Sprintf("%s: %v", req.Path, err))
+			return
+		}
 		resp.Diagnostics.AddAttributeError(req.Path, v.summary, err.Error())
 	}
 }
@@ -56,6 +64,7 @@ func SensitiveManifests() validator.String {
 	return stringFunc{
 		description: "must be multi-document YAML of Kubernetes objects, each with apiVersion, kind and metadata.name",
 		summary:     "Invalid Sensitive Manifests",
+		unplaced:    true,
 		check: func(s string) error {
 			set, err := manifest.Bundle("", s)
 			if err != nil {
@@ -75,6 +84,7 @@ func NoSecrets(instead string) validator.String {
 	return stringFunc{
 		description: "must hold no Secret (those go in `" + instead + "`)",
 		summary:     "Secret In Manifests",
+		unplaced:    true,
 		check:       func(s string) error { return manifest.NoSecrets(s, instead) },
 	}
 }
