@@ -206,6 +206,20 @@ func TestAccRollout_secretNeverShown(t *testing.T) {
 
 	// Refresh and a plan with nothing to do: the records carry the Secret, the state does not.
 	tf.mustRun(ctx, 0, "plan", "-detailed-exitcode")
+
+	// Import restores the rollout from the management cluster's record, which never held the
+	// sensitive half: the revision comes back as it was, so the plan (with sensitive_manifests
+	// set again in the configuration) has nothing to do.
+	rev2 := tf.stateValues(ctx, "gradual_rollout.test").Revision
+	tf.mustRun(ctx, 0, "state", "rm", "gradual_rollout.test")
+	out, log = run(0, "import", "gradual_rollout.test", f.Namespace+"/"+name)
+	leaks("import", out+log, one, two)
+	if got := tf.stateValues(ctx, "gradual_rollout.test").Revision; got != rev2 {
+		t.Errorf("imported revision %q, want %q", got, rev2)
+	}
+	stateFile, _ = os.ReadFile(filepath.Join(tf.dir, "terraform.tfstate"))
+	leaks("the imported state file", string(stateFile), one, two)
+	tf.mustRun(ctx, 0, "plan", "-detailed-exitcode")
 }
 
 // planFileText is every entry of a saved plan (a zip archive: the plan, the prior state, a
