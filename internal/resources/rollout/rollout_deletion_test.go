@@ -16,7 +16,7 @@ func TestDeletionCountsObjectsOnClustersThatRunARevision(t *testing.T) {
 	ctx := context.Background()
 	m := Model{
 		Name: types.StringValue("web"), Namespace: types.StringValue("fleet"), DeletionPolicy: types.StringValue("delete"),
-		Manifests: types.StringValue("apiVersion: v1\nkind: Namespace\nmetadata: {name: a}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: c, namespace: a}\n"),
+		Manifests:        types.StringValue("apiVersion: v1\nkind: Namespace\nmetadata: {name: a}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: c, namespace: a}\n"),
 		SensitiveObjects: types.ListValueMust(types.StringType, []attr.Value{types.StringValue("/Secret a/db")}),
 		ClusterStates: types.MapValueMust(types.ObjectType{AttrTypes: clusterStateAttrTypes}, map[string]attr.Value{
 			"one":   clusterStateValue("r1", "current", ""),
