@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -112,6 +113,12 @@ func (s *Service) Run(ctx context.Context, req RunRequest) (_ *RunResult, err er
 		plan = engine.PlanRollout(targets, spec.Revision, spec.Policy)
 	}
 
+	if gaps := plan.CanaryGaps(spec.Policy); len(gaps) > 0 {
+		// Plan refused this already; here the fleet changed since (a canary went not ready).
+		// Nothing has been changed yet, and the first wave must not go to the fleet instead.
+		return &RunResult{Plan: plan, After: obs}, usererr.New("Canary Not Available", CanaryGapsDetail(gaps)+
+			"\n\nThe fleet changed since the plan; nothing was applied. Plan again once the canary is ready, or set canary_optional = true.")
+	}
 	desired, err := spec.Objects.Canonical()
 	if err != nil {
 		return nil, err
@@ -257,4 +264,14 @@ func (s *Service) LoadConfig(ctx context.Context, key records.Key, recordNamespa
 		return nil, nil
 	}
 	return p.Config, nil
+}
+
+// CanaryGapsDetail says which canaries a plan's canary waves miss and why, for plan and apply.
+func CanaryGapsDetail(gaps []engine.CanaryGap) string {
+	var b strings.Builder
+	b.WriteString("Every listed canary must be in the first waves, so that a revision reaches the rest of the fleet only after it was verified on them. These canaries are not:")
+	for _, g := range gaps {
+		fmt.Fprintf(&b, "\n  - %s: %s", g.Name, g.Reason)
+	}
+	return b.String()
 }

@@ -158,6 +158,9 @@ type Policy struct {
 	OnFailure OnFailure
 	// Canary targets go first, in this order, in waves of their own.
 	Canary []string
+	// CanaryOptional lets a plan that changes targets go ahead when a canary is not in the
+	// canary waves (see Plan.CanaryGaps); by default such a plan is refused.
+	CanaryOptional bool
 	// VerifyTimeout bounds each verification of a target.
 	VerifyTimeout time.Duration
 	// BakeTime is waited after a wave is verified, before the wave is

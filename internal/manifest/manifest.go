@@ -49,7 +49,7 @@ func Parse(text string) (*Set, error) {
 			break
 		}
 		if err != nil {
-			return nil, &DocumentError{Index: index, Err: err}
+			return nil, &DocumentError{Index: index, Err: &syntaxError{err}}
 		}
 		if isBlank(doc) {
 			continue
@@ -162,11 +162,11 @@ func isBlank(doc []byte) bool {
 func decode(doc []byte) (map[string]any, error) {
 	raw, err := yaml.YAMLToJSON(doc)
 	if err != nil {
-		return nil, fmt.Errorf("invalid YAML: %w", err)
+		return nil, &syntaxError{err}
 	}
 	var value any
 	if err := utiljson.Unmarshal(raw, &value); err != nil {
-		return nil, fmt.Errorf("invalid YAML: %w", err)
+		return nil, &syntaxError{err}
 	}
 	switch v := value.(type) {
 	case nil:
@@ -190,4 +190,113 @@ func FromCanonical(canonical []byte) (*Set, error) {
 		set.Objects[i] = &unstructured.Unstructured{Object: c}
 	}
 	return set, nil
+}
+
+// IsSecret reports whether obj is a core/v1 Secret: its data must not reach anything Terraform
+// shows or stores.
+func IsSecret(obj *unstructured.Unstructured) bool {
+	gvk := obj.GroupVersionKind()
+	return gvk.Group == "" && gvk.Kind == "Secret"
+}
+
+// Secrets lists the keys (see Key) of the Secrets in s, in set order.
+func (s *Set) Secrets() []string {
+	var out []string
+	for _, obj := range s.Objects {
+		if IsSecret(obj) {
+			out = append(out, Key(obj))
+		}
+	}
+	return out
+}
+
+// SecretsError says that manifests Terraform shows verbatim hold Secrets; it names them (never
+// their data) and the attribute meant for them.
+type SecretsError struct {
+	Keys []string
+	// Instead says where they go: an attribute name (e.g. "sensitive_manifests"), or, starting
+	// with a space, advice of its own.
+	Instead string
+}
+
+func (e *SecretsError) Error() string {
+	msg := fmt.Sprintf("these manifests hold %s. Terraform prints manifests verbatim in plan output and stores them in state, "+
+		"so Secrets are refused here:", strings.Join(e.Keys, ", "))
+	if strings.HasPrefix(e.Instead, " ") {
+		return msg + e.Instead
+	}
+	return msg + fmt.Sprintf(" move them to `%s`, which is write-only (never stored in plan or state) and still part "+
+		"of the revision, so a changed Secret value still plans an update", e.Instead)
+}
+
+// NoSecrets returns a SecretsError when text parses and holds Secrets (nil otherwise, also on
+// parse errors, which Parse reports).
+func NoSecrets(text, instead string) error {
+	set, err := Parse(text)
+	if err != nil {
+		return nil
+	}
+	if keys := set.Secrets(); len(keys) > 0 {
+		return &SecretsError{Keys: keys, Instead: instead}
+	}
+	return nil
+}
+
+// Bundle parses the two halves of a bundle — public, which Terraform shows, and sensitive, which
+// it never stores — into one set, so that the revision covers both: a changed Secret value is a
+// new revision even though the value itself is never shown. An object may appear in only one
+// half. Errors about sensitive name the document, never its content.
+func Bundle(public, sensitive string) (*Set, error) {
+	set, err := Parse(public)
+	if err != nil {
+		return nil, err
+	}
+	if sensitive == "" {
+		return set, nil
+	}
+	hidden, err := Parse(sensitive)
+	if err != nil {
+		return nil, fmt.Errorf("sensitive manifests: %w", redact(err))
+	}
+	seen := map[string]bool{}
+	for _, obj := range set.Objects {
+		seen[Key(obj)] = true
+	}
+	for _, obj := range hidden.Objects {
+		if seen[Key(obj)] {
+			return nil, fmt.Errorf("%s is defined in both the manifests and the sensitive manifests", Key(obj))
+		}
+	}
+	set.Objects = append(set.Objects, hidden.Objects...)
+	sort.SliceStable(set.Objects, func(i, j int) bool { return Key(set.Objects[i]) < Key(set.Objects[j]) })
+	return set, nil
+}
+
+// Keys lists the keys (see Key) of every object in s, in set order.
+func (s *Set) Keys() []string {
+	out := make([]string, len(s.Objects))
+	for i, obj := range s.Objects {
+		out[i] = Key(obj)
+	}
+	return out
+}
+
+// syntaxError is a YAML or JSON decoding error. Its message may quote the text it failed on.
+type syntaxError struct{ err error }
+
+func (e *syntaxError) Error() string { return "invalid YAML: " + e.err.Error() }
+func (e *syntaxError) Unwrap() error { return e.err }
+
+// redact drops the decoder's own words from err, which may quote a Secret's data; the document
+// number and the checks of our own (kind, name, duplicates) stay, as they name no value.
+func redact(err error) error {
+	var syntax *syntaxError
+	if !errors.As(err, &syntax) {
+		return err
+	}
+	var doc *DocumentError
+	if errors.As(err, &doc) {
+		return &DocumentError{Index: doc.Index, Err: errors.New("invalid YAML (the parser's message is withheld: it may quote the content)")}
+	}
+	return errors.New("invalid YAML (the parser's message is withheld: it may quote the content)")
 }

@@ -6,11 +6,12 @@ resource "gradual_rollout" "this" {
   name      = var.name
   namespace = var.namespace
 
-  selector = length(var.clusters) > 0 || (length(var.selector_labels) == 0 && length(var.selector_expressions) == 0) ? null : {
+  selector = var.clusters != null || (length(var.selector_labels) == 0 && length(var.selector_expressions) == 0) ? null : {
     match_labels      = length(var.selector_labels) > 0 ? var.selector_labels : null
     match_expressions = length(var.selector_expressions) > 0 ? var.selector_expressions : null
   }
-  clusters = length(var.clusters) > 0 ? var.clusters : null
+  # An empty list stays empty, and the provider refuses it: it must not mean "every Cluster".
+  clusters = var.clusters
 
   manifests = var.manifests
 

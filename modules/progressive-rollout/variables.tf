@@ -55,13 +55,12 @@ variable "selector_expressions" {
 }
 
 variable "clusters" {
-  description = "Names of the `Cluster` objects to roll out to, instead of a selector."
+  description = "Names of the `Cluster` objects to roll out to, instead of a selector. Null (the default): pick by selector. An empty list is an error, not \"every Cluster\"."
   type        = list(string)
-  default     = []
-  nullable    = false
+  default     = null
 
   validation {
-    condition     = alltrue([for c in var.clusters : length(trimspace(c)) > 0])
+    condition     = alltrue([for c in coalesce(var.clusters, []) : length(trimspace(c)) > 0])
     error_message = "clusters must not contain empty names."
   }
 }

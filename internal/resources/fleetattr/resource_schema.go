@@ -48,7 +48,7 @@ func ResourceNames(description string) schema.ListAttribute {
 	return schema.ListAttribute{
 		Optional:            true,
 		ElementType:         types.StringType,
-		MarkdownDescription: description,
+		MarkdownDescription: description + " " + emptyNamesDescription,
 		Validators:          namesValidators(),
 	}
 }

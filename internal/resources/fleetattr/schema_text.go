@@ -1,6 +1,8 @@
 package fleetattr
 
 import (
+	"context"
+
 	"github.com/hashicorp/terraform-plugin-framework-validators/listvalidator"
 	"github.com/hashicorp/terraform-plugin-framework-validators/mapvalidator"
 	"github.com/hashicorp/terraform-plugin-framework-validators/objectvalidator"
@@ -16,7 +18,8 @@ import (
 const (
 	namespaceDescription        = "Namespace of the Cluster API `Cluster` objects in the management cluster."
 	selectorDescription         = "Label selector over the `Cluster` objects, as in Kubernetes: `match_labels` and `match_expressions` are ANDed. Conflicts with `names`. With neither, every Cluster in the namespace is picked."
-	namesDescription            = "Names of the `Cluster` objects to pick. Conflicts with `selector`. Names that do not exist give a warning."
+	namesDescription            = "Names of the `Cluster` objects to pick. Conflicts with `selector`. Names that do not exist give a warning. " + emptyNamesDescription
+	emptyNamesDescription       = "An empty list is an error, not \"no filter\": leave the attribute out instead."
 	matchLabelsDescription      = "Labels the Cluster must carry, key to value."
 	matchExpressionsDescription = "Label requirements, all of which must hold."
 	keyDescription              = "Label key."
@@ -47,7 +50,28 @@ func operatorValidators() []validator.String {
 
 func namesValidators() []validator.List {
 	return []validator.List{
+		notEmpty{},
 		listvalidator.UniqueValues(),
 		listvalidator.ValueStringsAre(stringvalidator.LengthAtLeast(1)),
 	}
+}
+
+// notEmpty refuses an empty list of names. Left out (null), names do not filter; but an empty
+// list is what a `for` expression that filtered every name out gives, and reading it as "no
+// filter" would roll out to every Cluster in the namespace — the opposite of what was meant.
+type notEmpty struct{}
+
+func (notEmpty) Description(context.Context) string {
+	return "must name at least one Cluster; leave it out (null) to pick by selector or every Cluster"
+}
+func (v notEmpty) MarkdownDescription(ctx context.Context) string { return v.Description(ctx) }
+
+func (notEmpty) ValidateList(_ context.Context, req validator.ListRequest, resp *validator.ListResponse) {
+	if req.ConfigValue.IsNull() || req.ConfigValue.IsUnknown() || len(req.ConfigValue.Elements()) > 0 {
+		return
+	}
+	resp.Diagnostics.AddAttributeError(req.Path, "No Clusters Listed",
+		"The list of cluster names is empty. An empty list would mean no filter at all, i.e. every Cluster in the "+
+			"namespace, so it is refused (a `for` expression that filtered every name out gives an empty list). "+
+			"To pick nothing, leave the resource out (count = 0); to pick by labels or every Cluster, leave the attribute out (null).")
 }

@@ -7,6 +7,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework-timeouts/resource/timeouts"
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
+	"github.com/hashicorp/terraform-plugin-framework/tfsdk"
 )
 
 // Default timeouts, when the `timeouts` attribute leaves them out.
@@ -19,6 +20,13 @@ const (
 type Model[M any] interface {
 	*M
 	TimeoutsValue() timeouts.Value
+}
+
+// WriteOnly is a model with write-only attributes. Terraform keeps their values out of the plan
+// and the state, so Create and Update read them from the configuration (ReadWriteOnly) before
+// applying; the framework drops them again from the state saved.
+type WriteOnly interface {
+	ReadWriteOnly(ctx context.Context, config tfsdk.Config) diag.Diagnostics
 }
 
 // ApplyFunc applies the planned configuration within timeout and fills plan's computed
@@ -34,6 +42,9 @@ func Create[M any, P Model[M]](ctx context.Context, req resource.CreateRequest, 
 	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
 	if resp.Diagnostics.HasError() {
 		return
+	}
+	if wo, ok := any(P(&plan)).(WriteOnly); ok {
+		resp.Diagnostics.Append(wo.ReadWriteOnly(ctx, req.Config)...)
 	}
 	timeout, diags := P(&plan).TimeoutsValue().Create(ctx, DefaultApplyTimeout)
 	resp.Diagnostics.Append(diags...)
@@ -54,6 +65,9 @@ func Update[M any, P Model[M]](ctx context.Context, req resource.UpdateRequest, 
 	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
 	if resp.Diagnostics.HasError() {
 		return
+	}
+	if wo, ok := any(P(&plan)).(WriteOnly); ok {
+		resp.Diagnostics.Append(wo.ReadWriteOnly(ctx, req.Config)...)
 	}
 	timeout, diags := P(&plan).TimeoutsValue().Update(ctx, DefaultApplyTimeout)
 	resp.Diagnostics.Append(diags...)

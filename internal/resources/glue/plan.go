@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
 )
 
@@ -53,4 +54,33 @@ func ShortList(names []string, shown int) string {
 		return strings.Join(names, ", ")
 	}
 	return fmt.Sprintf("%s and %d more", strings.Join(names[:shown], ", "), len(names)-shown)
+}
+
+// Deletion is what destroying a resource would remove, for the plan warning of a destroy or a
+// replacement: a replacement destroys the resource and creates it again, which deletes its
+// objects everywhere in between, and Terraform shows it only as "must be replaced".
+type Deletion struct {
+	What     string // "rollout fleet/ingress"
+	Objects  int    // objects to delete, summed over the clusters
+	Clusters int    // clusters that hold them
+	Orphan   bool   // deletion_policy = "orphan"
+	// Replacing names the attributes whose change forces a replacement ("" for a destroy).
+	Replacing string
+}
+
+// WarnDeletion adds the plan warning for d. It states facts only: how many objects leave how
+// many clusters, under which deletion_policy.
+func WarnDeletion(diags *diag.Diagnostics, d Deletion) {
+	var effect string
+	if d.Orphan {
+		effect = fmt.Sprintf("will leave its %d object(s) in %d cluster(s) and delete only its records (deletion_policy = \"orphan\")", d.Objects, d.Clusters)
+	} else {
+		effect = fmt.Sprintf("will delete %d object(s) from %d cluster(s), in waves of update_limit (deletion_policy = \"delete\")", d.Objects, d.Clusters)
+	}
+	if d.Replacing == "" {
+		diags.AddWarning("Destroy Deletes From Clusters", fmt.Sprintf("Destroying %s %s.", d.What, effect))
+		return
+	}
+	diags.AddWarning("Replacement Deletes From Clusters", fmt.Sprintf(
+		"Changing %s replaces %s: destroying it %s; then the new one applies its objects again, as a first install.", d.Replacing, d.What, effect))
 }

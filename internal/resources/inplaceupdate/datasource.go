@@ -53,7 +53,7 @@ const (
 	descVersion           = "Kubernetes version for the Machines' `spec.version` (e.g. `v1.36.3`). Unset leaves it."
 	descMachinePatch      = "JSON merge patch (RFC 7386) of the Machine `spec`, e.g. `jsonencode({...})`."
 	descInfraPatch        = "JSON merge patch of the infrastructure machine's `spec`."
-	descBootstrapPatch    = "JSON merge patch of the bootstrap config's `spec` (e.g. a KubeadmConfig's `files` or `ntp`)."
+	descBootstrapPatch    = "JSON merge patch of the bootstrap config's `spec` (e.g. a KubeadmConfig's `files` or `ntp`). Sensitive: bootstrap files often carry keys and tokens, so plans show it as `(sensitive value)` (it is still stored in state, like every sensitive attribute; keep the state encrypted)."
 	descExtensions        = "Update extensions to ask, explicitly. Unset: those registered in the management cluster as `ExtensionConfig` objects with a `url` (found through their Discovery hook)."
 	descFallback          = "What happens to a machine whose change no extension covers: `none` fails the plan naming the machine and the fields; `rolling` replaces it the CAPI way (MachineDeployment `spec.rollout.after`). Default `none`."
 	descMachines          = "Per selected Machine, sorted by name: its `node`, the `changed_fields`, the `strategy` (`in-place`, `rolling`, `blocked`, `unchanged`), the `extensions` that cover it (and what each covers, `coverage`), the `uncovered_fields` and `notes`."
@@ -98,7 +98,7 @@ func (d *planDataSource) Schema(_ context.Context, _ datasource.SchemaRequest, r
 				Validators: []validator.String{stringvalidator.RegexMatches(regexp.MustCompile(`^v\d+\.\d+\.\d+`), "must be a Kubernetes version such as v1.36.3")}},
 			"machine_spec_patch":                schema.StringAttribute{Optional: true, MarkdownDescription: descMachinePatch, Validators: []validator.String{jsonObject{}}},
 			"infrastructure_machine_spec_patch": schema.StringAttribute{Optional: true, MarkdownDescription: descInfraPatch, Validators: []validator.String{jsonObject{}}},
-			"bootstrap_config_spec_patch":       schema.StringAttribute{Optional: true, MarkdownDescription: descBootstrapPatch, Validators: []validator.String{jsonObject{}}},
+			"bootstrap_config_spec_patch":       schema.StringAttribute{Optional: true, Sensitive: true, MarkdownDescription: descBootstrapPatch, Validators: []validator.String{jsonObject{}}},
 			"extensions": schema.ListNestedAttribute{
 				Optional: true, MarkdownDescription: descExtensions,
 				Validators: []validator.List{listvalidator.UniqueValues()},

@@ -68,7 +68,7 @@ func (r *updateResource) Schema(ctx context.Context, _ resource.SchemaRequest, r
 				Validators: []validator.String{stringvalidator.RegexMatches(regexp.MustCompile(`^v\d+\.\d+\.\d+`), "must be a Kubernetes version such as v1.36.3")}},
 			"machine_spec_patch":                schema.StringAttribute{Optional: true, MarkdownDescription: descMachinePatch, Validators: []validator.String{jsonObject{}}},
 			"infrastructure_machine_spec_patch": schema.StringAttribute{Optional: true, MarkdownDescription: descInfraPatch, Validators: []validator.String{jsonObject{}}},
-			"bootstrap_config_spec_patch":       schema.StringAttribute{Optional: true, MarkdownDescription: descBootstrapPatch, Validators: []validator.String{jsonObject{}}},
+			"bootstrap_config_spec_patch":       schema.StringAttribute{Optional: true, Sensitive: true, MarkdownDescription: descBootstrapPatch, Validators: []validator.String{jsonObject{}}},
 			"extensions": schema.ListNestedAttribute{
 				Optional: true, MarkdownDescription: descExtensions,
 				Validators: []validator.List{listvalidator.UniqueValues()},

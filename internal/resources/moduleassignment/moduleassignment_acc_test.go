@@ -441,6 +441,9 @@ func TestAccModuleAssignment_badInput(t *testing.T) {
 			step("", `(?s)Invalid Modules.*"a" is used more than once`, m("a"), m("a")),
 			step("", `(?s)Invalid Modules.*depends on "zz"`, m("a", "zz")),
 			step(`mode = "Sometimes"`, `(?s)mode.*Reconcile.*ApplyOnce`, m("a")),
+			// Terraform would print it and keep it in state: refused, naming the Secret, not its data.
+			step("", `(?s)Secret In Manifests.*`+name+`/db.*sensitive_manifests`, module{name: "s", version: "1",
+				manifests: configMaps(name, "s", "s") + "---\napiVersion: v1\nkind: Secret\nmetadata: {name: db, namespace: " + name + "}\nstringData: {p: x}\n"}),
 		},
 	})
 }

@@ -48,6 +48,7 @@ func (r *assignmentResource) ValidateConfig(ctx context.Context, req resource.Va
 // Joins, leaves, module changes and drift make the plan an update; invalid revisions, objects
 // another owner manages and manifests a cluster cannot take are refused here.
 func (r *assignmentResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse) {
+	warnDeletion(ctx, req, &resp.Diagnostics)
 	plan, prior, ok := glue.PlanAndPrior[Model](ctx, req, resp)
 	if !ok {
 		return

@@ -91,8 +91,10 @@ func (r *assignmentResource) Schema(ctx context.Context, _ resource.SchemaReques
 						Validators: []validator.String{stringvalidator.LengthAtLeast(1)},
 					},
 					"manifests": schema.StringAttribute{
-						Required: true, MarkdownDescription: "Multi-document YAML of the module's objects. Namespaces and CRDs are applied first.",
-						Validators: []validator.String{stringvalidator.LengthAtLeast(1), validators.Manifests()},
+						Required: true, MarkdownDescription: "Multi-document YAML of the module's objects. Namespaces and CRDs are applied first. " +
+							"Terraform shows it verbatim in plans and stores it in state, so objects of kind `Secret` are refused: deliver " +
+							"them with a `gradual_rollout`'s write-only `sensitive_manifests`.",
+						Validators: []validator.String{stringvalidator.LengthAtLeast(1), validators.Manifests(), validators.NoSecrets(secretsAdvice)},
 					},
 					"depends_on": schema.ListAttribute{
 						Optional: true, ElementType: types.StringType,
@@ -164,3 +166,7 @@ func (r *assignmentResource) Schema(ctx context.Context, _ resource.SchemaReques
 		},
 	}
 }
+
+// secretsAdvice is where Secrets go instead of modules[].manifests: module assignments have no
+// write-only half yet (see gradual_rollout's sensitive_manifests).
+const secretsAdvice = " deliver them with a gradual_rollout and its write-only sensitive_manifests (module assignments do not take sensitive manifests yet)."

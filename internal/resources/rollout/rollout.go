@@ -13,6 +13,7 @@ import (
 
 var (
 	pathManifests = path.Root("manifests")
+	pathSensitive = path.Root("sensitive_manifests")
 	pathOnFailure = path.Root("on_failure")
 )
 

@@ -46,6 +46,9 @@ func (r *rolloutResource) apply(ctx context.Context, timeout time.Duration, plan
 	}
 	plan.ID = types.StringValue(spec.Key.Namespace + "/" + spec.Key.Name)
 	plan.Revision = types.StringValue(spec.Revision)
+	if plan.SensitiveObjects.IsUnknown() {
+		diags.Append(plan.setSensitiveObjects(ctx)...)
+	}
 	// The waves the plan showed are the waves apply carries out (unknown only when the
 	// clusters could not be known at plan time).
 	var planned [][]string
@@ -153,8 +156,10 @@ func (r *rolloutResource) Read(ctx context.Context, req resource.ReadRequest, re
 		state.RecordNamespace = types.StringValue(defaultRecordNamespace)
 	}
 	key := records.Key{Kind: "rollout", Namespace: state.Namespace.ValueString(), Name: state.Name.ValueString()}
-	if state.Manifests.IsNull() {
-		// Imported: the configuration comes from the management cluster's record.
+	if state.Revision.IsNull() {
+		// Imported (only id, namespace and name are set): the configuration comes from the
+		// management cluster's record. (Not manifests: it is null when sensitive_manifests
+		// holds the whole bundle.)
 		found, err := r.Data.Delivery.LoadConfig(ctx, key, state.RecordNamespace.ValueString())
 		if err != nil {
 			resp.Diagnostics.Append(diagnostics.FromError(err, "Cannot Import Rollout"))
@@ -169,8 +174,11 @@ func (r *rolloutResource) Read(ctx context.Context, req resource.ReadRequest, re
 		if resp.Diagnostics.HasError() {
 			return
 		}
-		if rev, err := manifest.Revision(state.Manifests.ValueString()); err == nil {
-			state.Revision = types.StringValue(rev)
+		if state.Revision.IsNull() {
+			// Records written before they kept the revision: it is the manifests' own.
+			if rev, err := manifest.Revision(state.Manifests.ValueString()); err == nil {
+				state.Revision = types.StringValue(rev)
+			}
 		}
 	}
 	query, diags := state.query(ctx)

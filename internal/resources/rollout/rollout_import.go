@@ -18,20 +18,26 @@ var basetypesOpts = basetypes.ObjectAsOptions{UnhandledNullAsEmpty: true, Unhand
 // storedConfig is the part of the configuration the management cluster's record keeps, so that
 // `terraform import` can restore it. Field names are part of the record format.
 type storedConfig struct {
-	Manifests      string            `json:"manifests"`
-	MatchLabels    map[string]string `json:"matchLabels,omitempty"`
-	Expressions    []storedReq       `json:"matchExpressions,omitempty"`
-	HasSelector    bool              `json:"hasSelector,omitempty"`
-	Clusters       []string          `json:"clusters,omitempty"`
-	Canary         []string          `json:"canary,omitempty"`
-	UpdateLimit    string            `json:"updateLimit"`
-	MaxFailures    string            `json:"maxFailures"`
-	OnFailure      string            `json:"onFailure"`
-	VerifyTimeout  string            `json:"verifyTimeout"`
-	BakeTime       string            `json:"bakeTime"`
-	HTTPChecks     []storedCheck     `json:"httpChecks,omitempty"`
-	DeletionPolicy string            `json:"deletionPolicy"`
-	ForceConflicts bool              `json:"forceConflicts,omitempty"`
+	// Manifests is the public half only: sensitive_manifests is never written here (this record
+	// is read back into Terraform state by import). Revision and SensitiveObjects say what the
+	// sensitive half was, by hash and identity.
+	Manifests        string            `json:"manifests"`
+	Revision         string            `json:"revision,omitempty"`
+	SensitiveObjects []string          `json:"sensitiveObjects,omitempty"`
+	CanaryOptional   bool              `json:"canaryOptional,omitempty"`
+	MatchLabels      map[string]string `json:"matchLabels,omitempty"`
+	Expressions      []storedReq       `json:"matchExpressions,omitempty"`
+	HasSelector      bool              `json:"hasSelector,omitempty"`
+	Clusters         []string          `json:"clusters,omitempty"`
+	Canary           []string          `json:"canary,omitempty"`
+	UpdateLimit      string            `json:"updateLimit"`
+	MaxFailures      string            `json:"maxFailures"`
+	OnFailure        string            `json:"onFailure"`
+	VerifyTimeout    string            `json:"verifyTimeout"`
+	BakeTime         string            `json:"bakeTime"`
+	HTTPChecks       []storedCheck     `json:"httpChecks,omitempty"`
+	DeletionPolicy   string            `json:"deletionPolicy"`
+	ForceConflicts   bool              `json:"forceConflicts,omitempty"`
 	// NoAdopt is adopt = false (stored negated: records written before adopt existed adopt).
 	NoAdopt bool `json:"noAdopt,omitempty"`
 }
@@ -54,8 +60,10 @@ func (m *Model) configRecord(ctx context.Context) ([]byte, diag.Diagnostics) {
 	c := storedConfig{
 		Manifests: m.Manifests.ValueString(), UpdateLimit: m.UpdateLimit.ValueString(), MaxFailures: m.MaxFailures.ValueString(),
 		OnFailure: m.OnFailure.ValueString(), DeletionPolicy: m.DeletionPolicy.ValueString(), ForceConflicts: m.ForceConflicts.ValueBool(),
-		NoAdopt: !m.Adopt.IsNull() && !m.Adopt.ValueBool(),
+		NoAdopt:  !m.Adopt.IsNull() && !m.Adopt.ValueBool(),
+		Revision: m.Revision.ValueString(), CanaryOptional: m.CanaryOptional.ValueBool(),
 	}
+	diags.Append(m.SensitiveObjects.ElementsAs(ctx, &c.SensitiveObjects, true)...)
 	if !m.Selector.IsNull() {
 		var sel struct {
 			MatchLabels      map[string]string `tfsdk:"match_labels"`
@@ -96,7 +104,16 @@ func (m *Model) fromConfigRecord(ctx context.Context, raw []byte) diag.Diagnosti
 		diags.AddError("Unreadable Rollout Record", "The management cluster's record of this rollout cannot be decoded: "+err.Error())
 		return diags
 	}
-	m.Manifests = types.StringValue(c.Manifests)
+	m.Manifests = types.StringNull()
+	if c.Manifests != "" {
+		m.Manifests = types.StringValue(c.Manifests)
+	}
+	m.Sensitive = types.StringNull()
+	m.SensitiveObjects, _ = types.ListValueFrom(ctx, types.StringType, append([]string{}, c.SensitiveObjects...))
+	m.CanaryOptional = types.BoolValue(c.CanaryOptional)
+	if c.Revision != "" {
+		m.Revision = types.StringValue(c.Revision)
+	}
 	m.UpdateLimit, m.MaxFailures, m.OnFailure = types.StringValue(c.UpdateLimit), types.StringValue(c.MaxFailures), types.StringValue(c.OnFailure)
 	m.DeletionPolicy, m.ForceConflicts = types.StringValue(c.DeletionPolicy), types.BoolValue(c.ForceConflicts)
 	m.RetryInvalid = types.BoolValue(false)

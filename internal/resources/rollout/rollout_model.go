@@ -8,6 +8,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework-timeouts/resource/timeouts"
 	"github.com/hashicorp/terraform-plugin-framework/attr"
 	"github.com/hashicorp/terraform-plugin-framework/diag"
+	"github.com/hashicorp/terraform-plugin-framework/tfsdk"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
 	"github.com/gradual-dev/terraform-provider-gradual/internal/delivery"
@@ -28,7 +29,10 @@ type Model struct {
 	Selector         types.Object   `tfsdk:"selector"`
 	Clusters         types.List     `tfsdk:"clusters"`
 	Manifests        types.String   `tfsdk:"manifests"`
+	Sensitive        types.String   `tfsdk:"sensitive_manifests"` // write-only: only from the configuration
+	SensitiveObjects types.List     `tfsdk:"sensitive_objects"`
 	Canary           types.List     `tfsdk:"canary"`
+	CanaryOptional   types.Bool     `tfsdk:"canary_optional"`
 	UpdateLimit      types.String   `tfsdk:"update_limit"`
 	MaxFailures      types.String   `tfsdk:"max_failures"`
 	OnFailure        types.String   `tfsdk:"on_failure"`
@@ -61,6 +65,33 @@ type HTTPCheckModel struct {
 	Timeout        types.String `tfsdk:"timeout"`
 }
 
+// ReadWriteOnly takes `sensitive_manifests` from the configuration: Terraform keeps write-only
+// values out of the plan, so Create and Update find it only there (glue.WriteOnly).
+func (m *Model) ReadWriteOnly(ctx context.Context, config tfsdk.Config) diag.Diagnostics {
+	return config.GetAttribute(ctx, pathSensitive, &m.Sensitive)
+}
+
+// setSensitiveObjects names the objects of `sensitive_manifests` (identities, never content).
+func (m *Model) setSensitiveObjects(ctx context.Context) diag.Diagnostics {
+	if m.Sensitive.IsUnknown() {
+		m.SensitiveObjects = types.ListUnknown(types.StringType)
+		return nil
+	}
+	keys := []string{}
+	if !m.Sensitive.IsNull() {
+		set, err := manifest.Bundle("", m.Sensitive.ValueString())
+		if err != nil {
+			var diags diag.Diagnostics
+			diags.AddAttributeError(pathSensitive, "Invalid Sensitive Manifests", err.Error())
+			return diags
+		}
+		keys = set.Keys()
+	}
+	var diags diag.Diagnostics
+	m.SensitiveObjects, diags = types.ListValueFrom(ctx, types.StringType, keys)
+	return diags
+}
+
 // TimeoutsValue is the `timeouts` attribute, for glue.Create and glue.Update.
 func (m *Model) TimeoutsValue() timeouts.Value { return m.Timeouts }
 
@@ -80,7 +111,9 @@ func (m *Model) spec(ctx context.Context) (delivery.Spec, diag.Diagnostics) {
 		ClusterNamespace: m.Namespace.ValueString(),
 		Retry:            m.RetryInvalid.ValueBool(),
 	}
-	set, err := manifest.Parse(m.Manifests.ValueString())
+	// Sensitive is null outside plan and apply (Read, Delete): the records keep what the clusters
+	// need, and nothing here needs its content then.
+	set, err := manifest.Bundle(m.Manifests.ValueString(), m.Sensitive.ValueString())
 	if err != nil {
 		diags.AddAttributeError(pathManifests, "Invalid Manifests", err.Error())
 		return spec, diags
@@ -102,6 +135,7 @@ func (m *Model) spec(ctx context.Context) (delivery.Spec, diag.Diagnostics) {
 	if !m.Canary.IsNull() && !m.Canary.IsUnknown() {
 		diags.Append(m.Canary.ElementsAs(ctx, &spec.Policy.Canary, false)...)
 	}
+	spec.Policy.CanaryOptional = m.CanaryOptional.ValueBool()
 	verify := VerifyModel{Timeout: types.StringValue(verifyattr.DefaultTimeout), BakeTime: types.StringValue(verifyattr.DefaultBakeTime)}
 	diags.Append(verifyattr.As(ctx, m.Verify, &verify)...)
 	spec.Policy.VerifyTimeout, spec.Policy.BakeTime = verifyattr.Durations(verify.Timeout, verify.BakeTime)

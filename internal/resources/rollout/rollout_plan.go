@@ -16,6 +16,7 @@ import (
 	"github.com/gradual-dev/terraform-provider-gradual/internal/delivery"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/diagnostics"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/engine"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/manifest"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/glue"
 )
 
@@ -24,8 +25,25 @@ import (
 // (drift, joins, restored clusters, interrupted runs) make the plan an update even when the
 // configuration is unchanged. A revision in the invalid ledger is refused here.
 func (r *rolloutResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse) {
+	if req.Plan.Raw.IsNull() && !req.State.Raw.IsNull() {
+		var state Model
+		if diags := req.State.Get(ctx, &state); !diags.HasError() {
+			glue.WarnDeletion(&resp.Diagnostics, state.deletion(ctx, ""))
+		}
+	}
 	plan, prior, ok := glue.PlanAndPrior[Model](ctx, req, resp)
 	if !ok {
+		return
+	}
+	if prior != nil {
+		if changed := identityChange(&plan, prior); changed != "" {
+			glue.WarnDeletion(&resp.Diagnostics, prior.deletion(ctx, changed))
+		}
+	}
+	// Write-only: in the configuration only. Plan.Set below (setPlan) leaves it null again.
+	resp.Diagnostics.Append(plan.ReadWriteOnly(ctx, req.Config)...)
+	resp.Diagnostics.Append(plan.setSensitiveObjects(ctx)...)
+	if resp.Diagnostics.HasError() {
 		return
 	}
 	// Terraform proposes the prior state unchanged when the configuration did not change.
@@ -33,10 +51,10 @@ func (r *rolloutResource) ModifyPlan(ctx context.Context, req resource.ModifyPla
 	if !plan.Namespace.IsUnknown() && !plan.Name.IsUnknown() {
 		plan.ID = types.StringValue(plan.Namespace.ValueString() + "/" + plan.Name.ValueString())
 	}
-	if plan.Manifests.IsUnknown() {
+	if plan.Manifests.IsUnknown() || plan.Sensitive.IsUnknown() {
 		plan.Revision = types.StringUnknown()
 		r.markObservedUnknown(&plan)
-		resp.Diagnostics.Append(resp.Plan.Set(ctx, &plan)...)
+		resp.Diagnostics.Append(setPlan(ctx, resp, plan)...)
 		return
 	}
 	spec, diags := plan.spec(ctx)
@@ -49,7 +67,7 @@ func (r *rolloutResource) ModifyPlan(ctx context.Context, req resource.ModifyPla
 		// The provider connects later, or the clusters depend on other resources: show what is
 		// known and let apply work out the rest.
 		r.markObservedUnknown(&plan)
-		resp.Diagnostics.Append(resp.Plan.Set(ctx, &plan)...)
+		resp.Diagnostics.Append(setPlan(ctx, resp, plan)...)
 		return
 	}
 	query, diags := plan.query(ctx)
@@ -91,9 +109,15 @@ func (r *rolloutResource) ModifyPlan(ctx context.Context, req resource.ModifyPla
 	for _, note := range planned.Notes {
 		tflog.Info(ctx, "plan: "+note, map[string]any{"rollout": spec.Key.String(), "revision": spec.Revision})
 	}
+	if gaps := planned.CanaryGaps(spec.Policy); len(gaps) > 0 {
+		resp.Diagnostics.AddAttributeError(path.Root("canary"), "Canary Not In The First Wave", delivery.CanaryGapsDetail(gaps)+
+			"\n\nWithout them the first wave would go straight to the rest of the fleet. Wait until they are ready, remove them "+
+			"from canary, or set canary_optional = true to let the rollout go ahead without them.")
+		return
+	}
 	if len(planned.UnknownCanaries) > 0 {
 		resp.Diagnostics.AddAttributeWarning(path.Root("canary"), "Canary Clusters Not Picked",
-			fmt.Sprintf("The canary clusters %s are not among the clusters this rollout picks (or are skipped); they are ignored.", strings.Join(planned.UnknownCanaries, ", ")))
+			fmt.Sprintf("The canary clusters %s are not among the clusters this rollout picks; canary_optional is set, so they are ignored.", strings.Join(planned.UnknownCanaries, ", ")))
 	}
 	if len(obs.Skipped) > 0 {
 		resp.Diagnostics.AddWarning("Clusters Skipped", glue.SkippedDetail(skippedIntro, obs.Skipped))
@@ -144,7 +168,7 @@ func (r *rolloutResource) ModifyPlan(ctx context.Context, req resource.ModifyPla
 		// waves of the last apply (rather than a diff to []).
 		plan.copyComputed(prior)
 	}
-	resp.Diagnostics.Append(resp.Plan.Set(ctx, &plan)...)
+	resp.Diagnostics.Append(setPlan(ctx, resp, plan)...)
 }
 
 // targetsFromState returns the targets as the prior state records them (cluster_states and
@@ -301,4 +325,52 @@ func warnMissing(diags *diag.Diagnostics, obs *delivery.Observation) {
 		diags.AddAttributeWarning(path.Root("clusters"), "Clusters Not Found",
 			"No Cluster named "+strings.Join(obs.Discovery.Missing, ", ")+" exists; they are skipped.")
 	}
+}
+
+// setPlan sets the planned state; the write-only `sensitive_manifests` stays null in it, as
+// Terraform requires (it checks that no write-only value reaches a plan).
+func setPlan(ctx context.Context, resp *resource.ModifyPlanResponse, plan Model) diag.Diagnostics {
+	plan.Sensitive = types.StringNull()
+	return resp.Plan.Set(ctx, &plan)
+}
+
+// identityChange names the attributes that make plan a replacement of prior ("" if none): they
+// name the records, so a change is a destroy and a create.
+func identityChange(plan, prior *Model) string {
+	var changed []string
+	for _, a := range []struct {
+		name        string
+		plan, prior types.String
+	}{{"name", plan.Name, prior.Name}, {"namespace", plan.Namespace, prior.Namespace}, {"record_namespace", plan.RecordNamespace, prior.RecordNamespace}} {
+		if !a.plan.IsUnknown() && !a.plan.Equal(a.prior) {
+			changed = append(changed, a.name)
+		}
+	}
+	return strings.Join(changed, ", ")
+}
+
+// deletion is what destroying the rollout m (a state) removes: the objects of its bundle from
+// every cluster that runs a revision of it. Sensitive objects are counted by sensitive_objects,
+// as the state never holds their content.
+func (m *Model) deletion(ctx context.Context, replacing string) glue.Deletion {
+	d := glue.Deletion{What: "rollout " + m.Namespace.ValueString() + "/" + m.Name.ValueString(),
+		Orphan: m.DeletionPolicy.ValueString() == "orphan", Replacing: replacing}
+	if set, err := manifest.Parse(m.Manifests.ValueString()); err == nil {
+		d.Objects = len(set.Objects)
+	}
+	if !m.SensitiveObjects.IsNull() && !m.SensitiveObjects.IsUnknown() {
+		d.Objects += len(m.SensitiveObjects.Elements())
+	}
+	if !m.ClusterStates.IsNull() && !m.ClusterStates.IsUnknown() {
+		var states map[string]clusterStateModel
+		if diags := m.ClusterStates.ElementsAs(ctx, &states, false); !diags.HasError() {
+			for _, st := range states {
+				if st.Revision.ValueString() != "" {
+					d.Clusters++
+				}
+			}
+		}
+	}
+	d.Objects *= d.Clusters
+	return d
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework-validators/listvalidator"
 	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
 	"github.com/hashicorp/terraform-plugin-framework/attr"
+	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/booldefault"
@@ -82,15 +83,43 @@ func (r *rolloutResource) Schema(ctx context.Context, _ resource.SchemaRequest, 
 			"clusters": fleetattr.ResourceNames("Names of the `Cluster` objects to roll out to, instead of `selector`. " +
 				"A listed cluster that does not exist is skipped with a warning."),
 			"manifests": schema.StringAttribute{
-				Required: true,
+				Optional: true,
 				MarkdownDescription: "Multi-document YAML of the objects to apply to every cluster. Namespaces and CRDs are applied first. " +
-					"Its normalized content names the `revision`.",
-				Validators: []validator.String{stringvalidator.LengthAtLeast(1), validators.Manifests()},
+					"Its normalized content (with `sensitive_manifests`) names the `revision`. Terraform shows it verbatim in plans and " +
+					"stores it in state, so objects of kind `Secret` are refused here: put them in `sensitive_manifests`. " +
+					"At least one of the two is required.",
+				Validators: []validator.String{
+					stringvalidator.LengthAtLeast(1), validators.Manifests(), validators.NoSecrets("sensitive_manifests"),
+					stringvalidator.AtLeastOneOf(path.MatchRoot("sensitive_manifests")),
+				},
+			},
+			"sensitive_manifests": schema.StringAttribute{
+				Optional: true, Sensitive: true, WriteOnly: true,
+				MarkdownDescription: "Multi-document YAML of objects whose content must never be shown or stored by Terraform: " +
+					"`Secret`s, or anything holding credentials. Write-only (Terraform 1.11+, OpenTofu 1.11+): it is read from the " +
+					"configuration at plan and apply and never kept in the plan or the state. It is applied with `manifests` as one " +
+					"bundle, and its content is part of the `revision`, so a changed Secret value plans an update (the revision " +
+					"changes) though the value itself is never shown; `sensitive_objects` names the objects. The records in the " +
+					"workload clusters keep the objects (as Secrets), so refresh, drift repair, restore and destroy work without it. " +
+					"An imported rollout restores `manifests` only: set this again in the configuration.",
+				Validators: []validator.String{validators.SensitiveManifests()},
+			},
+			"sensitive_objects": schema.ListAttribute{
+				Computed: true, ElementType: types.StringType,
+				MarkdownDescription: "The objects of `sensitive_manifests`, by identity only (`group/Kind namespace/name`), never their content. Known at plan time.",
 			},
 			"canary": schema.ListAttribute{
 				Optional: true, ElementType: types.StringType,
-				MarkdownDescription: "Clusters changed first, in this order, in waves of their own (still at most `update_limit` at a time).",
-				Validators:          []validator.List{listvalidator.UniqueValues(), listvalidator.ValueStringsAre(stringvalidator.LengthAtLeast(1))},
+				MarkdownDescription: "Clusters changed first, in this order, in waves of their own (still at most `update_limit` at a time). " +
+					"Each must be in those first waves unless `canary_optional` is set.",
+				Validators: []validator.List{listvalidator.UniqueValues(), listvalidator.ValueStringsAre(stringvalidator.LengthAtLeast(1))},
+			},
+			"canary_optional": schema.BoolAttribute{
+				Optional: true, Computed: true, Default: booldefault.StaticBool(false),
+				MarkdownDescription: "Let a rollout go ahead when a listed canary cannot be in the first waves (skipped, not ready, not picked). " +
+					"Default false: the plan fails naming the canary and why, and so does an apply whose canary became unavailable " +
+					"after the plan, before it changes anything, so that the first wave never goes straight to the fleet. A canary " +
+					"that already runs the revision (verified by an earlier apply) counts as done.",
 			},
 			"update_limit": schema.StringAttribute{
 				Optional: true, Computed: true, Default: stringdefault.StaticString(defaultUpdateLimit),

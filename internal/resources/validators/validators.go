@@ -17,6 +17,10 @@ type stringFunc struct {
 	description string
 	check       func(string) error
 	summary     string
+	// unplaced reports the error against the resource, naming the attribute in the detail:
+	// Terraform prints the configuration lines of an attribute error, and for these
+	// validators those lines may be the very Secret the error is about.
+	unplaced bool
 }
 
 func (v stringFunc) Description(context.Context) string         { return v.description }
@@ -27,6 +31,10 @@ func (v stringFunc) ValidateString(_ context.Context, req validator.StringReques
 		return
 	}
 	if err := v.check(req.ConfigValue.ValueString()); err != nil {
+		if v.unplaced {
+			resp.Diagnostics.AddError(v.summary, fmt.Sprintf("%s: %v", req.Path, err))
+			return
+		}
 		resp.Diagnostics.AddAttributeError(req.Path, v.summary, err.Error())
 	}
 }
@@ -47,6 +55,37 @@ func Manifests() validator.String {
 			}
 			return nil
 		},
+	}
+}
+
+// SensitiveManifests is Manifests for a write-only attribute: its errors name the document but
+// never quote it (a parser's message can quote the Secret data it failed on).
+func SensitiveManifests() validator.String {
+	return stringFunc{
+		description: "must be multi-document YAML of Kubernetes objects, each with apiVersion, kind and metadata.name",
+		summary:     "Invalid Sensitive Manifests",
+		unplaced:    true,
+		check: func(s string) error {
+			set, err := manifest.Bundle("", s)
+			if err != nil {
+				return err
+			}
+			if len(set.Objects) == 0 {
+				return fmt.Errorf("the sensitive manifests hold no objects (only comments or empty documents)")
+			}
+			return nil
+		},
+	}
+}
+
+// NoSecrets refuses manifests that hold Secrets: Terraform prints a configured string verbatim
+// in plan output and stores it in state. instead names the write-only attribute for them.
+func NoSecrets(instead string) validator.String {
+	return stringFunc{
+		description: "must hold no Secret (those go in `" + instead + "`)",
+		summary:     "Secret In Manifests",
+		unplaced:    true,
+		check:       func(s string) error { return manifest.NoSecrets(s, instead) },
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/types"
@@ -41,6 +42,10 @@ func TestValidators(t *testing.T) {
 		{"manifests ok", Manifests(), "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\n", ""},
 		{"manifests bad yaml", Manifests(), "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\n---\nkind: [\n", "document 2"},
 		{"manifests empty", Manifests(), "# nothing\n", "no objects"},
+		{"no secrets ok", NoSecrets("sensitive_manifests"), "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\n", ""},
+		{"no secrets refuses", NoSecrets("sensitive_manifests"), "apiVersion: v1\nkind: Secret\nmetadata: {name: a}\ndata: {k: c2VjcmV0}\n", "Secret In Manifests: x: these manifests hold /Secret /a"},
+		{"sensitive ok", SensitiveManifests(), "apiVersion: v1\nkind: Secret\nmetadata: {name: a}\n", ""},
+		{"sensitive bad yaml withheld", SensitiveManifests(), "kind: Secret\nstringData: {k: \"s3cr3t\n", "withheld"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -49,6 +54,29 @@ func TestValidators(t *testing.T) {
 				t.Fatalf("%q: got %q, want %q", tc.value, got, tc.want)
 			}
 		})
+	}
+	if got := check(SensitiveManifests(), "kind: Secret\nstringData: {k: \"s3cr3t\n"); strings.Contains(got, "s3cr3t") {
+		t.Fatalf("the error quotes the sensitive text: %s", got)
+	}
+	if got := check(NoSecrets("x"), "apiVersion: v1\nkind: Secret\nmetadata: {name: a}\ndata: {k: c2VjcmV0}\n"); strings.Contains(got, "c2VjcmV0") {
+		t.Fatalf("the error quotes the Secret data: %s", got)
+	}
+	// Refusals about Secrets are not placed on the attribute: Terraform would print its lines.
+	for _, c := range []struct {
+		v   validator.String
+		bad string
+	}{
+		{NoSecrets("x"), "apiVersion: v1\nkind: Secret\nmetadata: {name: a}\n"},
+		{SensitiveManifests(), "apiVersion: v1\nkind: Secret\nmetadata: {}\n"},
+	} {
+		resp := &validator.StringResponse{}
+		c.v.ValidateString(context.Background(), validator.StringRequest{Path: path.Root("x"), ConfigValue: types.StringValue(c.bad)}, resp)
+		if !resp.Diagnostics.HasError() {
+			t.Fatal("the bad value was accepted")
+		}
+		if _, placed := resp.Diagnostics[0].(diag.DiagnosticWithPath); placed {
+			t.Fatalf("%s is reported on the attribute", resp.Diagnostics[0].Summary())
+		}
 	}
 	// Unknown and null values are left to later phases.
 	resp := &validator.StringResponse{}

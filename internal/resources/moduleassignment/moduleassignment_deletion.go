@@ -1,0 +1,82 @@
+package moduleassignment
+
+import (
+	"context"
+	"strings"
+
+	"github.com/hashicorp/terraform-plugin-framework/diag"
+	"github.com/hashicorp/terraform-plugin-framework/resource"
+	"github.com/hashicorp/terraform-plugin-framework/types"
+
+	"github.com/gradual-dev/terraform-provider-gradual/internal/manifest"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/glue"
+)
+
+// warnDeletion warns, at plan time, what a destroy (no planned state) or a replacement (name,
+// namespace or record_namespace changed) of the assignment deletes from the clusters.
+func warnDeletion(ctx context.Context, req resource.ModifyPlanRequest, diags *diag.Diagnostics) {
+	if req.State.Raw.IsNull() {
+		return
+	}
+	var prior Model
+	if d := req.State.Get(ctx, &prior); d.HasError() {
+		return
+	}
+	if req.Plan.Raw.IsNull() {
+		glue.WarnDeletion(diags, prior.deletion(ctx, ""))
+		return
+	}
+	var plan Model
+	if d := req.Plan.Get(ctx, &plan); d.HasError() {
+		return
+	}
+	var changed []string
+	for _, a := range []struct {
+		name        string
+		plan, prior types.String
+	}{{"name", plan.Name, prior.Name}, {"namespace", plan.Namespace, prior.Namespace}, {"record_namespace", plan.RecordNamespace, prior.RecordNamespace}} {
+		if !a.plan.IsUnknown() && !a.plan.Equal(a.prior) {
+			changed = append(changed, a.name)
+		}
+	}
+	if len(changed) > 0 {
+		glue.WarnDeletion(diags, prior.deletion(ctx, strings.Join(changed, ", ")))
+	}
+}
+
+// deletion is what destroying the assignment m (a state) removes: on each cluster, the objects
+// of the modules bound there.
+func (m *Model) deletion(ctx context.Context, replacing string) glue.Deletion {
+	d := glue.Deletion{What: "module assignment " + m.Namespace.ValueString() + "/" + m.Name.ValueString(),
+		Orphan: m.DeletionPolicy.ValueString() == "orphan", Replacing: replacing}
+	objects := map[string]int{}
+	if mods, diags := m.modules(ctx); !diags.HasError() {
+		for _, mm := range mods {
+			if set, err := manifest.Parse(mm.Manifests.ValueString()); err == nil {
+				objects[mm.Name.ValueString()] = len(set.Objects)
+			}
+		}
+	}
+	if m.Bindings.IsNull() || m.Bindings.IsUnknown() {
+		return d
+	}
+	var bindings map[string][]struct {
+		Module    types.String `tfsdk:"module"`
+		Revision  types.String `tfsdk:"revision"`
+		AppliedAt types.String `tfsdk:"applied_at"`
+		Result    types.String `tfsdk:"result"`
+	}
+	if diags := m.Bindings.ElementsAs(ctx, &bindings, false); diags.HasError() {
+		return d
+	}
+	for _, bs := range bindings {
+		if len(bs) == 0 {
+			continue
+		}
+		d.Clusters++
+		for _, b := range bs {
+			d.Objects += objects[b.Module.ValueString()]
+		}
+	}
+	return d
+}
