@@ -17,6 +17,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/validation"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -29,6 +30,10 @@ const (
 	capiStartTimeout = 2 * time.Minute
 	// clusterAPIDir is the fleet's sub-directory for the managers: certs, logs, their cwd.
 	clusterAPIDir = "capi"
+	// ClusterAPIWatchFilter is the value of the cluster.x-k8s.io/watch-filter label
+	// (clusterv1.WatchLabel) the managers are started with (--watch-filter): they reconcile only
+	// objects that carry it. See ClusterAPI.
+	ClusterAPIWatchFilter = "gradual-testbed"
 )
 
 // contractLabels mark a provider's CRDs with the CAPI contract versions it implements; CAPI finds
@@ -38,10 +43,22 @@ const (
 var contractLabels = map[string]string{"cluster.x-k8s.io/v1beta1": "v1beta1", "cluster.x-k8s.io/v1beta2": "v1beta2"}
 
 // ClusterAPI is the state of the real Cluster API controllers of a fleet started with
-// Options.ClusterAPI: local processes against the management kube-apiserver, watching Namespace
-// only, so the Clusters whose status the test bed writes (Fleet.Namespace) are left alone.
+// Options.ClusterAPI: local processes against the management kube-apiserver.
+//
+// They are scoped twice, so the Clusters whose status the test bed writes (Fleet.Namespace) are
+// left alone: the managers run with --watch-filter and reconcile only objects labelled
+// cluster.x-k8s.io/watch-filter=gradual-testbed (put it on the Cluster, its infrastructure and
+// control plane objects, the MachineDeployment and its template's metadata, the KCP's
+// machineTemplate metadata, and ExtensionConfigs: CAPI copies it from the templates to
+// MachineSets, Machines and their bootstrap/infrastructure objects); and their admission webhooks
+// apply in Namespace only. --namespace cannot be used: in v1.14.2 it makes controller-runtime
+// hand out multi-namespace informers, which CAPI's consistency check (util/controller,
+// used by the MachineDeployment, MachineSet and KubeadmControlPlane controllers) refuses with
+// "failed to cast MachineSet informer to SharedIndexInformer", so nothing ever rolls out.
 type ClusterAPI struct {
 	Namespace string `json:"namespace"`
+	// WatchFilter is the cluster.x-k8s.io/watch-filter label value the managers reconcile.
+	WatchFilter string `json:"watchFilter"`
 	// Dir holds the serving certificate (certs/), the logs (logs/<name>.log) and is the
 	// processes' working directory, which is how Down recognises them.
 	Dir string `json:"dir"`
@@ -74,7 +91,8 @@ type capiComponent struct {
 	crdDir string
 	// labelCRDs: CRDs installed by installCRDs that need contractLabels added.
 	labelCRDs []string
-	// featureGates, scoped says whether it takes --namespace (and CRD migration flags).
+	// featureGates; scoped says whether it is a CAPI manager that takes --watch-filter (and the
+	// CRD migration flags).
 	featureGates string
 	scoped       bool
 	env          []string
@@ -110,7 +128,7 @@ var capiComponents = []capiComponent{
 		name: "capd", binary: func(b ClusterAPIBinaries) string { return b.CAPD },
 		module: capiTestModule, webhookManifest: "infrastructure/docker/config/webhook/manifests.yaml",
 		crdDir: "infrastructure/docker/config/crd/bases", scoped: true,
-		env:    []string{"POD_IP=127.0.0.1"},
+		env: []string{"POD_IP=127.0.0.1"},
 	},
 	{
 		// CAPI's test extension: a runtime extension server (in-place update, lifecycle, topology
@@ -172,7 +190,7 @@ func (f *Fleet) startClusterAPI(ctx context.Context, namespace string) (err erro
 	if err != nil {
 		return fmt.Errorf("cluster API: serving certificate: %w", err)
 	}
-	state := &ClusterAPI{Namespace: namespace, Dir: dir, CABundle: caPEM}
+	state := &ClusterAPI{Namespace: namespace, WatchFilter: ClusterAPIWatchFilter, Dir: dir, CABundle: caPEM}
 	if err := f.update(func() { f.ClusterAPI = state }); err != nil {
 		return err
 	}
@@ -194,7 +212,7 @@ func (f *Fleet) startClusterAPI(ctx context.Context, namespace string) (err erro
 		return err
 	}
 	for i, c := range capiComponents {
-		p, err := f.startCAPIProcess(c, namespace, certDir, ports[3*i], ports[3*i+1], ports[3*i+2])
+		p, err := f.startCAPIProcess(c, certDir, ports[3*i], ports[3*i+1], ports[3*i+2])
 		if err != nil {
 			return err
 		}
@@ -232,7 +250,8 @@ func (f *Fleet) startClusterAPI(ctx context.Context, namespace string) (err erro
 			}
 		}
 	}
-	f.logf("cluster API %s: controllers up in %s, watching namespace %s (logs in %s)", CAPIVersion, time.Since(t0).Round(100*time.Millisecond), namespace, filepath.Join(dir, "logs"))
+	f.logf("cluster API %s: controllers up in %s, reconciling objects labelled %s=%s, webhooks for namespace %s (logs in %s)",
+		CAPIVersion, time.Since(t0).Round(100*time.Millisecond), clusterv1.WatchLabel, ClusterAPIWatchFilter, namespace, filepath.Join(dir, "logs"))
 	return nil
 }
 
@@ -281,7 +300,7 @@ func installClusterAPICRDs(ctx context.Context, c client.Client) error {
 // startCAPIProcess starts one manager, detached from the caller's process group (so Ctrl-C on
 // `gradual-testbed up` does not take it down), with its working directory in the fleet's
 // directory (how Down recognises it) and its output in logs/<name>.log.
-func (f *Fleet) startCAPIProcess(c capiComponent, namespace, certDir string, webhookPort, healthPort, diagPort int) (ClusterAPIProc, error) {
+func (f *Fleet) startCAPIProcess(c capiComponent, certDir string, webhookPort, healthPort, diagPort int) (ClusterAPIProc, error) {
 	dir := filepath.Join(f.Dir, clusterAPIDir)
 	p := ClusterAPIProc{
 		Name: c.name, WebhookPort: webhookPort, HealthPort: healthPort, DiagnosticsPort: diagPort,
@@ -298,7 +317,7 @@ func (f *Fleet) startCAPIProcess(c capiComponent, namespace, certDir string, web
 	if c.scoped {
 		// The CRDs are fresh, so there is nothing to migrate; the migrator would otherwise touch
 		// every object of its kinds in every namespace, the fleet's own Clusters included.
-		args = append(args, "--namespace="+namespace, "--skip-crd-migration-phases=StorageVersionMigration,CleanupManagedFields")
+		args = append(args, "--watch-filter="+ClusterAPIWatchFilter, "--skip-crd-migration-phases=StorageVersionMigration,CleanupManagedFields")
 	}
 	if c.featureGates != "" {
 		args = append(args, "--feature-gates="+c.featureGates)
@@ -473,7 +492,7 @@ func testExtensionConfig(name string, state *ClusterAPI) *unstructured.Unstructu
 	return &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "runtime.cluster.x-k8s.io/v1beta2",
 		"kind":       "ExtensionConfig",
-		"metadata":   map[string]any{"name": name},
+		"metadata":   map[string]any{"name": name, "labels": map[string]any{clusterv1.WatchLabel: state.WatchFilter}},
 		"spec": map[string]any{
 			"clientConfig": map[string]any{"url": state.TestExtensionURL, "caBundle": encodeBase64(state.CABundle)},
 			"namespaceSelector": map[string]any{"matchExpressions": []any{map[string]any{
