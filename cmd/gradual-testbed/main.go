@@ -56,8 +56,9 @@ flags:
   --namespace NS     up: namespace of the Cluster objects (default fleet)
   --parallel N       up: control planes started at once (default 4)
   --cluster-api      up: also run the real Cluster API controllers (core, kubeadm bootstrap and
-                     control plane, CAPD in-memory) and CAPI's test extension, watching namespace
-                     capi only (build them first: tools/toolchain.sh cluster-api)
+                     control plane, CAPD in-memory) and CAPI's test extension; they reconcile only
+                     objects labelled cluster.x-k8s.io/watch-filter=gradual-testbed, webhooks apply
+                     in namespace capi (build them first: tools/toolchain.sh cluster-api)
 `
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -199,7 +200,7 @@ func up(ctx context.Context, dir string, opts testbed.Options, stdout io.Writer)
 	}
 	logf("management kubeconfig (context %q): %s", testbed.ManagementContext, f.Management.KubeconfigPath)
 	if f.ClusterAPI != nil {
-		logf("Cluster API controllers watch namespace %s; logs in %s/logs; test extension at %s", f.ClusterAPI.Namespace, f.ClusterAPI.Dir, f.ClusterAPI.TestExtensionURL)
+		logf("Cluster API controllers reconcile objects labelled cluster.x-k8s.io/watch-filter=%s, webhooks in namespace %s; logs in %s/logs; test extension at %s", f.ClusterAPI.WatchFilter, f.ClusterAPI.Namespace, f.ClusterAPI.Dir, f.ClusterAPI.TestExtensionURL)
 	}
 	logf("tear down with: gradual-testbed down --dir %s", dir)
 	fmt.Fprintln(stdout, f.Management.KubeconfigPath)
