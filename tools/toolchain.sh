@@ -12,6 +12,11 @@ STAGING_VERSION=v0.36.3
 ETCD_VERSION=v3.6.16
 KWOK_VERSION=v0.8.0
 OPENTOFU_VERSION=v1.12.6
+# Cluster API controllers for the opt-in `--cluster-api` test bed (DESIGN.md §4). The root module
+# and its test module (CAPD, the test extension) are pinned to the same release; the test
+# module's go.mod points both at ../ with replaces, which only apply in the main module, so the
+# helper module repeats them with the release version.
+CLUSTER_API_VERSION=v1.14.2
 # OpenTofu's own go.mod replaces hcl with its fork; replaces only apply in the main module,
 # so the helper module has to repeat it.
 OPENTOFU_HCL_REPLACE='github.com/hashicorp/hcl/v2 v2.20.1 => github.com/opentofu/hcl/v2 v2.20.2-0.20251021132045-587d123c2828'
@@ -129,11 +134,59 @@ replace $OPENTOFU_HCL_REPLACE" '	_ "github.com/opentofu/opentofu/cmd/tofu"'
   rm -rf "$out" && mv "$out.tmp" "$out"
 }
 
+# The five Cluster API managers the `--cluster-api` test bed starts, one `go build` each, one at a
+# time and niced (they are heavy; the machine is shared). They share almost all their
+# dependencies, so the first build is the slow one (cold: ~10 min on 2 cores, later ones ~2 min).
+CAPI_BINARIES=(
+  "capi-core sigs.k8s.io/cluster-api/core"
+  "capi-kubeadm-bootstrap sigs.k8s.io/cluster-api/bootstrap/kubeadm"
+  "capi-kubeadm-control-plane sigs.k8s.io/cluster-api/controlplane/kubeadm"
+  "capd sigs.k8s.io/cluster-api/test/infrastructure/docker"
+  "capi-test-extension sigs.k8s.io/cluster-api/test/extension"
+)
+
+build_cluster_api() {
+  local out=$BIN/cluster-api-$CLUSTER_API_VERSION entry name pkg missing=0
+  for entry in "${CAPI_BINARIES[@]}"; do [[ -x $out/${entry%% *} ]] || missing=1; done
+  ((missing)) || return 0
+  local dir=$SRC/cluster-api-$CLUSTER_API_VERSION
+  if [[ ! -f $dir/go.sum ]]; then
+    helper_module "$dir" "module gradual.local/clusterapi
+go 1.26
+require (
+	sigs.k8s.io/cluster-api $CLUSTER_API_VERSION
+	sigs.k8s.io/cluster-api/api $CLUSTER_API_VERSION
+	sigs.k8s.io/cluster-api/test $CLUSTER_API_VERSION
+)
+replace sigs.k8s.io/cluster-api => sigs.k8s.io/cluster-api $CLUSTER_API_VERSION
+replace sigs.k8s.io/cluster-api/api => sigs.k8s.io/cluster-api/api $CLUSTER_API_VERSION" \
+'	_ "sigs.k8s.io/cluster-api/core"
+	_ "sigs.k8s.io/cluster-api/bootstrap/kubeadm"
+	_ "sigs.k8s.io/cluster-api/controlplane/kubeadm"
+	_ "sigs.k8s.io/cluster-api/test/infrastructure/docker"
+	_ "sigs.k8s.io/cluster-api/test/extension"'
+  fi
+  local ld="-s -w -X sigs.k8s.io/cluster-api/version.gitVersion=$CLUSTER_API_VERSION"
+  ld+=" -X sigs.k8s.io/cluster-api/version.gitMajor=1 -X sigs.k8s.io/cluster-api/version.gitTreeState=clean"
+  mkdir -p "$out"
+  for entry in "${CAPI_BINARIES[@]}"; do
+    name=${entry%% *} pkg=${entry#* }
+    [[ -x $out/$name ]] && continue
+    log "building $name (Cluster API $CLUSTER_API_VERSION, $pkg)"
+    local start=$SECONDS
+    (cd "$dir" && nice -n 15 go build -trimpath -ldflags "$ld" -o "$out/$name.tmp" "$pkg")
+    mv "$out/$name.tmp" "$out/$name"
+    log "built $name in $((SECONDS - start))s"
+  done
+}
+
 only=${1:-all}
 case $only in
   all) build_etcd; build_kwok; build_opentofu; build_kubernetes; build_kubectl ;;
   kubernetes|kubectl|etcd|kwok|opentofu) "build_$only" ;;
-  *) echo "usage: $0 [all|kubernetes|kubectl|etcd|kwok|opentofu]" >&2; exit 2 ;;
+  # Not part of `all` yet: only the opt-in `--cluster-api` test bed needs them.
+  cluster-api) build_cluster_api ;;
+  *) echo "usage: $0 [all|kubernetes|kubectl|etcd|kwok|opentofu|cluster-api]" >&2; exit 2 ;;
 esac
 
 env_file=$CACHE/toolchain.env
@@ -146,6 +199,14 @@ env_file=$CACHE/toolchain.env
   echo "export GRADUAL_KWOKCTL=$BIN/kwok-$KWOK_VERSION/kwokctl"
   echo "export GRADUAL_TOFU=$BIN/opentofu-$OPENTOFU_VERSION/tofu"
   if [[ -x $BIN/kubectl-$KUBERNETES_VERSION/kubectl ]]; then echo "export GRADUAL_KUBECTL=$BIN/kubectl-$KUBERNETES_VERSION/kubectl"; fi
+  capi=$BIN/cluster-api-$CLUSTER_API_VERSION
+  if [[ -x $capi/capi-test-extension ]]; then
+    echo "export GRADUAL_CAPI_CORE=$capi/capi-core"
+    echo "export GRADUAL_CAPI_KUBEADM_BOOTSTRAP=$capi/capi-kubeadm-bootstrap"
+    echo "export GRADUAL_CAPI_KUBEADM_CONTROL_PLANE=$capi/capi-kubeadm-control-plane"
+    echo "export GRADUAL_CAPD=$capi/capd"
+    echo "export GRADUAL_CAPI_TEST_EXTENSION=$capi/capi-test-extension"
+  fi
   if command -v terraform >/dev/null 2>&1; then echo "export GRADUAL_TERRAFORM=$(command -v terraform)"; fi
 } >"$env_file"
 echo "$env_file"

@@ -1,7 +1,7 @@
 // Command gradual-testbed starts and stops a local fleet for the demo and for people: a management
 // cluster holding Cluster API objects and kwok workload clusters (see internal/testbed).
 //
-//	gradual-testbed up     [--dir DIR] [--workloads 3] [--namespace fleet] [--parallel 4]   # last stdout line: management kubeconfig
+//	gradual-testbed up     [--dir DIR] [--workloads 3] [--namespace fleet] [--parallel 4] [--cluster-api]   # last stdout line: management kubeconfig
 //	gradual-testbed down   [--dir DIR]
 //	gradual-testbed status [--dir DIR]
 package main
@@ -55,6 +55,10 @@ flags:
   --workloads N      up: number of workload clusters (default 3: prod-eu-1, prod-us-1, staging-eu-1)
   --namespace NS     up: namespace of the Cluster objects (default fleet)
   --parallel N       up: control planes started at once (default 4)
+  --cluster-api      up: also run the real Cluster API controllers (core, kubeadm bootstrap and
+                     control plane, CAPD in-memory) and CAPI's test extension; they reconcile only
+                     objects labelled cluster.x-k8s.io/watch-filter=gradual-testbed, webhooks apply
+                     in namespace capi (build them first: tools/toolchain.sh cluster-api)
 `
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -70,6 +74,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	workloads := fs.Int("workloads", 3, "number of workload clusters")
 	namespace := fs.String("namespace", testbed.DefaultNamespace, "namespace of the Cluster objects")
 	parallel := fs.Int("parallel", 4, "control planes started at once")
+	clusterAPI := fs.Bool("cluster-api", false, "also run the real Cluster API controllers")
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
 	}
@@ -88,7 +93,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	switch cmd {
 	case "up":
-		return up(ctx, *dir, *namespace, *workloads, *parallel, logf, stdout)
+		return up(ctx, *dir, testbed.Options{
+			Namespace: *namespace, Workloads: defaultWorkloads(*workloads), Parallel: *parallel, ClusterAPI: *clusterAPI, Logf: logf,
+		}, stdout)
 	case "down":
 		f, err := testbed.Load(*dir)
 		if err != nil {
@@ -168,14 +175,15 @@ func defaultWorkloads(n int) []testbed.WorkloadSpec {
 	return base
 }
 
-func up(ctx context.Context, dir, namespace string, workloads, parallel int, logf func(string, ...any), stdout io.Writer) error {
+func up(ctx context.Context, dir string, opts testbed.Options, stdout io.Writer) error {
+	logf := opts.Logf
 	if f, err := testbed.Load(dir); err == nil {
-		if err := testbed.Check(ctx, f.Management); err == nil {
+		if err := testbed.Check(ctx, f.Management); err == nil && (f.ClusterAPI != nil) == opts.ClusterAPI {
 			logf("fleet %s is already up in %s", f.Name, dir)
 			fmt.Fprintln(stdout, f.Management.KubeconfigPath)
 			return nil
 		}
-		logf("fleet %s in %s does not answer; replacing it", f.Name, dir)
+		logf("fleet %s in %s does not answer or differs in --cluster-api; replacing it", f.Name, dir)
 		f.SetLogf(logf)
 		if err := f.Down(ctx); err != nil {
 			return err
@@ -185,17 +193,15 @@ func up(ctx context.Context, dir, namespace string, workloads, parallel int, log
 	if err != nil {
 		return err
 	}
-	f, err := testbed.Up(ctx, tc, testbed.Options{
-		Dir:       dir,
-		Namespace: namespace,
-		Workloads: defaultWorkloads(workloads),
-		Parallel:  parallel,
-		Logf:      logf,
-	})
+	opts.Dir = dir
+	f, err := testbed.Up(ctx, tc, opts)
 	if err != nil {
 		return err
 	}
 	logf("management kubeconfig (context %q): %s", testbed.ManagementContext, f.Management.KubeconfigPath)
+	if f.ClusterAPI != nil {
+		logf("Cluster API controllers reconcile objects labelled cluster.x-k8s.io/watch-filter=%s, webhooks in namespace %s; logs in %s/logs; test extension at %s", f.ClusterAPI.WatchFilter, f.ClusterAPI.Namespace, f.ClusterAPI.Dir, f.ClusterAPI.TestExtensionURL)
+	}
 	logf("tear down with: gradual-testbed down --dir %s", dir)
 	fmt.Fprintln(stdout, f.Management.KubeconfigPath)
 	return nil
@@ -241,6 +247,12 @@ func status(ctx context.Context, dir string, stdout io.Writer) error {
 	}
 	if err := tw.Flush(); err != nil {
 		return err
+	}
+	if f.ClusterAPI != nil {
+		fmt.Fprintf(stdout, "\nCluster API controllers (namespace %s, logs in %s/logs):\n", f.ClusterAPI.Namespace, f.ClusterAPI.Dir)
+		for _, p := range f.ClusterAPI.Processes {
+			fmt.Fprintf(stdout, "  %-28s pid %-8d webhook :%d  health :%d\n", p.Name, p.PID, p.WebhookPort, p.HealthPort)
+		}
 	}
 	fmt.Fprintf(stdout, "\nmanagement kubeconfig: %s\n", f.Management.KubeconfigPath)
 	return nil

@@ -67,9 +67,16 @@ func Scheme() *runtime.Scheme {
 }
 
 // capiModuleDir locates sigs.k8s.io/cluster-api@CAPIVersion in the module cache, downloading it
-// through the Go module proxy on first use. It runs outside any module so it never touches a go.mod.
+// through the Go module proxy on first use.
 func capiModuleDir(ctx context.Context) (string, error) {
-	cmd := exec.CommandContext(ctx, "go", "mod", "download", "-json", "sigs.k8s.io/cluster-api@"+CAPIVersion)
+	return moduleDir(ctx, "sigs.k8s.io/cluster-api")
+}
+
+// moduleDir locates a module of the Cluster API release (the root module or its test module)
+// at CAPIVersion in the module cache, downloading it on first use. It runs outside any module so
+// it never touches a go.mod.
+func moduleDir(ctx context.Context, module string) (string, error) {
+	cmd := exec.CommandContext(ctx, "go", "mod", "download", "-json", module+"@"+CAPIVersion)
 	cmd.Dir = os.TempDir()
 	cmd.Env = append(os.Environ(), "GOFLAGS=", "GO111MODULE=on", "GOWORK=off", "GOTOOLCHAIN=local")
 	var stderr bytes.Buffer
@@ -80,7 +87,7 @@ func capiModuleDir(ctx context.Context) (string, error) {
 		err = errors.New(info.Error)
 	}
 	if err != nil || info.Dir == "" {
-		return "", fmt.Errorf("locate the CAPI CRDs (go mod download sigs.k8s.io/cluster-api@%s): %v %s", CAPIVersion, err, strings.TrimSpace(stderr.String()))
+		return "", fmt.Errorf("locate the CAPI manifests (go mod download %s@%s): %v %s", module, CAPIVersion, err, strings.TrimSpace(stderr.String()))
 	}
 	return info.Dir, nil
 }
@@ -93,21 +100,11 @@ func crdObjects(ctx context.Context) ([]*unstructured.Unstructured, error) {
 	}
 	var objs []*unstructured.Unstructured
 	for _, d := range capiCRDDirs {
-		files, err := filepath.Glob(filepath.Join(root, d, "*.yaml"))
-		if err != nil || len(files) == 0 {
-			return nil, fmt.Errorf("no CRDs in %s (cluster-api %s layout changed?)", filepath.Join(root, d), CAPIVersion)
+		docs, err := readCRDDir(filepath.Join(root, d))
+		if err != nil {
+			return nil, err
 		}
-		for _, file := range files {
-			raw, err := os.ReadFile(file)
-			if err != nil {
-				return nil, err
-			}
-			docs, err := decodeYAML(raw)
-			if err != nil {
-				return nil, fmt.Errorf("%s: %w", file, err)
-			}
-			objs = append(objs, docs...)
-		}
+		objs = append(objs, docs...)
 	}
 	own, err := ownCRDs.ReadFile("crds/infrastructure.gradual.dev.yaml")
 	if err != nil {
@@ -118,6 +115,27 @@ func crdObjects(ctx context.Context) ([]*unstructured.Unstructured, error) {
 		return nil, fmt.Errorf("embedded infrastructure CRDs: %w", err)
 	}
 	return append(objs, docs...), nil
+}
+
+// readCRDDir reads every YAML document of a module's config/crd/bases directory.
+func readCRDDir(dir string) ([]*unstructured.Unstructured, error) {
+	files, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
+	if err != nil || len(files) == 0 {
+		return nil, fmt.Errorf("no CRDs in %s (cluster-api %s layout changed?)", dir, CAPIVersion)
+	}
+	var objs []*unstructured.Unstructured
+	for _, file := range files {
+		raw, err := os.ReadFile(file)
+		if err != nil {
+			return nil, err
+		}
+		docs, err := decodeYAML(raw)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", file, err)
+		}
+		objs = append(objs, docs...)
+	}
+	return objs, nil
 }
 
 func decodeYAML(raw []byte) ([]*unstructured.Unstructured, error) {
@@ -144,6 +162,11 @@ func installCRDs(ctx context.Context, c client.Client) error {
 	if err != nil {
 		return err
 	}
+	return installCRDObjects(ctx, c, objs)
+}
+
+// installCRDObjects server-side applies CRDs and waits until the API server serves them.
+func installCRDObjects(ctx context.Context, c client.Client, objs []*unstructured.Unstructured) error {
 	for _, o := range objs {
 		if err := apply(ctx, c, o); err != nil {
 			return fmt.Errorf("apply CRD %s: %w", o.GetName(), err)

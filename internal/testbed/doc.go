@@ -14,4 +14,49 @@
 // did not create. Down stops exactly those. In Go tests use Start (torn down by t.Cleanup; fleets
 // of killed test processes are reaped by the next Start); elsewhere Up and Down, or the
 // gradual-testbed command.
+//
+// # Real Cluster API controllers (opt-in)
+//
+// Options.ClusterAPI (`gradual-testbed up --cluster-api`) also runs Cluster API v1.14.2 itself,
+// as local processes against the management kube-apiserver: the core manager, the kubeadm
+// bootstrap and control plane managers, CAPD (whose in-memory backend, DevCluster/DevMachine
+// `backend.inMemory`, serves fake workload API servers and etcd from its own process: no Docker)
+// and CAPI's test extension. `tools/toolchain.sh cluster-api` builds them (cold ~7 min on 2
+// cores, of which ~5 for the first; cached after); they start in ~3 s. What it takes, as learnt:
+//
+//   - CRDs: core, kubeadm bootstrap and control plane (config/crd/bases, as for every fleet) plus
+//     CAPD's twelve (test module, infrastructure/docker/config/crd/bases). Provider CRDs need the
+//     contract labels cluster.x-k8s.io/v1beta1 and /v1beta2 that kustomize adds upstream, or CAPI
+//     cannot resolve the kinds a Cluster refers to. No conversion webhooks are configured: every
+//     object is v1beta2 and the CRD migrator is skipped (--skip-crd-migration-phases).
+//   - Webhooks: each module's config/webhook/manifests.yaml, rewritten to
+//     url https://127.0.0.1:<--webhook-port><path> with the test bed's CA, renamed per manager
+//     (they all call theirs "mutating-webhook-configuration"), and limited by namespaceSelector to
+//     ClusterAPI.Namespace ("capi"), so the fleet's own Clusters never reach them. One generated
+//     CA and serving certificate (127.0.0.1, localhost) in --webhook-cert-dir serve all managers
+//     and the test extension; the CA key is never written.
+//   - Flags: --webhook-port, --webhook-cert-dir, --health-addr=127.0.0.1:P (readiness is
+//     /readyz), --diagnostics-address=127.0.0.1:P --insecure-diagnostics, --leader-elect=false,
+//     --watch-filter=gradual-testbed, --feature-gates=InPlaceUpdates=true,RuntimeSDK=true (core,
+//     KCP); ports are picked free per start. CAPD needs POD_IP=127.0.0.1 (where its in-memory API
+//     servers listen, ports 20000-30000) and always binds a debug server on :19000, so only one
+//     such fleet can run on a machine at a time (take /tmp/gradual-fleet.lock).
+//   - Scoping is by label, not namespace: --namespace breaks v1.14.2's MachineDeployment,
+//     MachineSet and KCP controllers ("failed to cast MachineSet informer to
+//     SharedIndexInformer": a namespaced cache hands out multi-namespace informers that CAPI's
+//     consistency check refuses). Objects CAPI should reconcile carry
+//     cluster.x-k8s.io/watch-filter=gradual-testbed, on the templates' metadata too (see
+//     ClusterAPI); the fleet's kwok-backed Clusters carry none and are left alone.
+//   - CAPD v1.14.2 panics on a DevCluster without any annotation (nil map write); give it one.
+//     Its DevMachineTemplate controller logs Docker errors on every reconcile; harmless here.
+//   - In-place updates: register the test extension with Fleet.RegisterTestExtension (an
+//     ExtensionConfig with url and caBundle; the core manager lists its handlers, e.g.
+//     can-update-machineset.<name>, in status.handlers). A MachineDeployment version change it
+//     covers is done in place only when the rollout may take a Machine down: with the default
+//     maxSurge 1 / maxUnavailable 0 and one replica, CAPI surges a new Machine first and the old
+//     one is deleted, not moved (CanUpdateMachineSet was asked and said yes). With maxSurge 0 /
+//     maxUnavailable 1 the Machine keeps its name, moves to the new MachineSet, shows
+//     Updating=True while UpdateMachine runs (~15-20 s for the test extension) and is UpToDate
+//     only once its Node's kubelet reports the new version, which the test extension never
+//     changes (TestClusterAPIControllers plays the kubelet).
 package testbed

@@ -70,6 +70,12 @@ type Options struct {
 	Parallel int
 	// Logf receives progress lines; default: discarded.
 	Logf func(format string, args ...any)
+	// ClusterAPI also starts the real Cluster API controllers (core, kubeadm bootstrap and
+	// control plane, CAPD in-memory) and CAPI's test extension as local processes, watching
+	// ClusterAPINamespace only (see Fleet.ClusterAPI). Needs `tools/toolchain.sh cluster-api`.
+	ClusterAPI bool
+	// ClusterAPINamespace: default "capi"; must differ from Namespace.
+	ClusterAPINamespace string
 
 	ephemeral bool // set by Start: the fleet may be reaped once its test process is gone
 }
@@ -103,6 +109,8 @@ type Fleet struct {
 	Created    time.Time            `json:"created"`
 	// Ephemeral fleets belong to a test process (see Start) and are reaped once it is gone.
 	Ephemeral bool `json:"ephemeral,omitempty"`
+	// ClusterAPI: the real controllers, when started with Options.ClusterAPI; nil otherwise.
+	ClusterAPI *ClusterAPI `json:"clusterAPI,omitempty"`
 
 	mu       sync.Mutex
 	kwok     *kwokctl
@@ -120,6 +128,11 @@ func Up(ctx context.Context, tc Toolchain, opts Options) (_ *Fleet, err error) {
 	}
 	if errs := validation.IsDNS1123Label(opts.Namespace); len(errs) > 0 {
 		return nil, fmt.Errorf("namespace %q: %v", opts.Namespace, errs)
+	}
+	if opts.ClusterAPI {
+		if err := checkClusterAPIOptions(tc, &opts); err != nil {
+			return nil, err
+		}
 	}
 	opts.Workloads = slices.Clone(opts.Workloads) // validate fills defaults; the caller's slice stays as it was
 	seen := map[string]bool{}
@@ -199,6 +212,11 @@ func Up(ctx context.Context, tc Toolchain, opts Options) (_ *Fleet, err error) {
 	}
 	if err := runLimited(ctx, f.parallel, tasks); err != nil {
 		return nil, err
+	}
+	if opts.ClusterAPI {
+		if err := f.startClusterAPI(ctx, opts.ClusterAPINamespace); err != nil {
+			return nil, err
+		}
 	}
 	mc, err := f.ManagementClient()
 	if err != nil {
@@ -474,9 +492,13 @@ func (f *Fleet) Down(ctx context.Context) error {
 		}
 		f.kwok = k
 	}
+	var errs []error
+	// The controllers first: with the management API server gone they would only log errors.
+	if err := f.stopClusterAPI(); err != nil {
+		errs = append(errs, err)
+	}
 	names := f.kwokNames()
 	listed, err := f.kwok.list(ctx)
-	var errs []error
 	if err != nil {
 		errs = append(errs, err)
 	}
@@ -496,7 +518,7 @@ func (f *Fleet) Down(ctx context.Context) error {
 	if len(errs) > 0 {
 		return fmt.Errorf("fleet %s: %w", f.Name, errors.Join(errs...))
 	}
-	for _, p := range []string{stateFile, "kwok", "bin", "logs", "kubeconfigs", "management.kubeconfig", "fleet.lock"} {
+	for _, p := range []string{stateFile, "kwok", "bin", "logs", "kubeconfigs", "management.kubeconfig", "fleet.lock", clusterAPIDir} {
 		if err := os.RemoveAll(filepath.Join(f.Dir, p)); err != nil {
 			errs = append(errs, err)
 		}

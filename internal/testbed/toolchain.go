@@ -21,6 +21,20 @@ type Toolchain struct {
 	Kwokctl               string `json:"kwokctl"`
 	Tofu                  string `json:"tofu,omitempty"`
 	Terraform             string `json:"terraform,omitempty"`
+	// ClusterAPI is optional too: only a fleet started with Options.ClusterAPI needs it
+	// (`tools/toolchain.sh cluster-api` builds it).
+	ClusterAPI ClusterAPIBinaries `json:"clusterAPI,omitzero"`
+}
+
+// ClusterAPIBinaries are the Cluster API managers (and CAPI's test extension) that
+// `tools/toolchain.sh cluster-api` builds from the Go module proxy at CAPIVersion.
+type ClusterAPIBinaries struct {
+	Core                string `json:"core,omitempty"`
+	KubeadmBootstrap    string `json:"kubeadmBootstrap,omitempty"`
+	KubeadmControlPlane string `json:"kubeadmControlPlane,omitempty"`
+	// CAPD: CAPI's Docker provider, of which the test bed uses only the in-memory backend.
+	CAPD          string `json:"capd,omitempty"`
+	TestExtension string `json:"testExtension,omitempty"`
 }
 
 // toolchainVars maps each GRADUAL_* variable to its field; required ones first.
@@ -42,6 +56,11 @@ func (tc *Toolchain) vars() []struct {
 		{"GRADUAL_KWOKCTL", &tc.Kwokctl, true},
 		{"GRADUAL_TOFU", &tc.Tofu, false},
 		{"GRADUAL_TERRAFORM", &tc.Terraform, false},
+		{"GRADUAL_CAPI_CORE", &tc.ClusterAPI.Core, false},
+		{"GRADUAL_CAPI_KUBEADM_BOOTSTRAP", &tc.ClusterAPI.KubeadmBootstrap, false},
+		{"GRADUAL_CAPI_KUBEADM_CONTROL_PLANE", &tc.ClusterAPI.KubeadmControlPlane, false},
+		{"GRADUAL_CAPD", &tc.ClusterAPI.CAPD, false},
+		{"GRADUAL_CAPI_TEST_EXTENSION", &tc.ClusterAPI.TestExtension, false},
 	}
 }
 

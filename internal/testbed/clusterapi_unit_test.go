@@ -1,0 +1,144 @@
+package testbed
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/base64"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestRewriteWebhooks(t *testing.T) {
+	docs, err := decodeYAML([]byte(`
+apiVersion: admissionregistration.k8s.io/v1
+kind: MutatingWebhookConfiguration
+metadata: {name: mutating-webhook-configuration}
+webhooks:
+- name: default.machinedeployment.cluster.x-k8s.io
+  clientConfig:
+    service: {name: webhook-service, namespace: system, path: /mutate-cluster-x-k8s-io-v1beta2-machinedeployment}
+  failurePolicy: Fail
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingWebhookConfiguration
+metadata: {name: validating-webhook-configuration}
+webhooks:
+- name: validation.extensionconfig.runtime.addons.cluster.x-k8s.io
+  clientConfig:
+    service: {name: webhook-service, namespace: system, path: /validate-runtime-cluster-x-k8s-io-v1beta2-extensionconfig}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca := []byte("-----BEGIN CERTIFICATE-----\nx\n-----END CERTIFICATE-----\n")
+	out, err := rewriteWebhooks(docs, "capi-core", 34567, ca, "capi")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(out) != 2 {
+		t.Fatalf("%d configurations, want 2", len(out))
+	}
+	wantNames := []string{"gradual-testbed-capi-core-mutating", "gradual-testbed-capi-core-validating"}
+	wantURLs := []string{"https://127.0.0.1:34567/mutate-cluster-x-k8s-io-v1beta2-machinedeployment", "https://127.0.0.1:34567/validate-runtime-cluster-x-k8s-io-v1beta2-extensionconfig"}
+	for i, o := range out {
+		if o.GetName() != wantNames[i] {
+			t.Errorf("name %q, want %q", o.GetName(), wantNames[i])
+		}
+		hook := o.Object["webhooks"].([]any)[0].(map[string]any)
+		cc := hook["clientConfig"].(map[string]any)
+		if cc["url"] != wantURLs[i] || cc["service"] != nil {
+			t.Errorf("clientConfig %v, want url %s and no service", cc, wantURLs[i])
+		}
+		if cc["caBundle"] != base64.StdEncoding.EncodeToString(ca) {
+			t.Errorf("caBundle %v", cc["caBundle"])
+		}
+		sel := hook["namespaceSelector"].(map[string]any)["matchExpressions"].([]any)[0].(map[string]any)
+		if sel["key"] != "kubernetes.io/metadata.name" || sel["operator"] != "In" || sel["values"].([]any)[0] != "capi" {
+			t.Errorf("namespaceSelector %v, want the capi namespace only", sel)
+		}
+		if hook["failurePolicy"] != nil && hook["failurePolicy"] != "Fail" {
+			t.Errorf("failurePolicy changed: %v", hook["failurePolicy"])
+		}
+	}
+
+	bad, _ := decodeYAML([]byte("apiVersion: admissionregistration.k8s.io/v1\nkind: MutatingWebhookConfiguration\nmetadata: {name: x}\nwebhooks:\n- name: a\n  clientConfig: {url: https://elsewhere}\n"))
+	if _, err := rewriteWebhooks(bad, "c", 1, ca, "capi"); err == nil || !strings.Contains(err.Error(), "no service path") {
+		t.Errorf("webhook without a service path: got %v", err)
+	}
+	if _, err := rewriteWebhooks(nil, "c", 1, ca, "capi"); err == nil {
+		t.Error("no configurations: want an error")
+	}
+}
+
+// The serving certificate is valid for https://127.0.0.1 under the returned CA, and only there.
+func TestWriteServingCert(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "certs")
+	caPEM, err := writeServingCert(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, err := os.Stat(filepath.Join(dir, "tls.key")); err != nil || st.Mode().Perm() != 0o600 {
+		t.Errorf("tls.key: %v, mode %v; want 0600", err, st.Mode().Perm())
+	}
+	cert, err := tls.LoadX509KeyPair(filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) }))
+	srv.TLS = &tls.Config{Certificates: []tls.Certificate{cert}}
+	srv.StartTLS()
+	defer srv.Close()
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(caPEM) {
+		t.Fatal("CA PEM does not parse")
+	}
+	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	resp, err := hc.Get(srv.URL) // https://127.0.0.1:PORT
+	if err != nil {
+		t.Fatalf("TLS to %s with the returned CA: %v", srv.URL, err)
+	}
+	_ = resp.Body.Close()
+
+	leaf, _ := x509.ParseCertificate(cert.Certificate[0])
+	if _, err := leaf.Verify(x509.VerifyOptions{Roots: pool, DNSName: "example.com"}); err == nil {
+		t.Error("serving certificate verifies for example.com; want 127.0.0.1 and localhost only")
+	}
+	if !leaf.IPAddresses[0].Equal(net.IPv4(127, 0, 0, 1)) {
+		t.Errorf("IP SANs %v", leaf.IPAddresses)
+	}
+	if strings.Contains(string(caPEM), "PRIVATE KEY") {
+		t.Error("CA bundle holds a private key")
+	}
+}
+
+func TestCheckClusterAPIOptions(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "bin")
+	if err := os.WriteFile(bin, []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	full := Toolchain{ClusterAPI: ClusterAPIBinaries{Core: bin, KubeadmBootstrap: bin, KubeadmControlPlane: bin, CAPD: bin, TestExtension: bin}}
+	if !full.HasClusterAPI() {
+		t.Error("HasClusterAPI false with every binary present")
+	}
+
+	opts := Options{Namespace: "fleet"}
+	if err := checkClusterAPIOptions(full, &opts); err != nil || opts.ClusterAPINamespace != DefaultClusterAPINamespace {
+		t.Errorf("defaults: %v, namespace %q", err, opts.ClusterAPINamespace)
+	}
+	noCAPD := full
+	noCAPD.ClusterAPI.CAPD = ""
+	if err := checkClusterAPIOptions(noCAPD, &Options{Namespace: "fleet"}); err == nil || !strings.Contains(err.Error(), "capd") || !strings.Contains(err.Error(), "toolchain.sh cluster-api") {
+		t.Errorf("missing CAPD: got %v, want an error naming capd and how to build it", err)
+	}
+	if err := checkClusterAPIOptions(full, &Options{Namespace: "fleet", ClusterAPINamespace: "fleet"}); err == nil {
+		t.Error("controllers in the fleet's own namespace: want an error")
+	}
+	if err := checkClusterAPIOptions(full, &Options{Namespace: "fleet", ClusterAPINamespace: "Not_A_Label"}); err == nil {
+		t.Error("invalid namespace: want an error")
+	}
+}
