@@ -63,9 +63,22 @@ output "revision" {
   value       = provider::gradual::revision(local.manifests)
 }
 
+output "summary" {
+  description = "How many production clusters are in each state; `attention` names any that are not current."
+  value       = gradual_rollout.web.summary
+}
+
+# Per-cluster detail comes from a data source, so that the rollout's plan stays readable at any
+# fleet size.
+data "gradual_rollout_status" "web" {
+  namespace  = gradual_rollout.web.namespace
+  name       = gradual_rollout.web.name
+  depends_on = [gradual_rollout.web]
+}
+
 output "clusters" {
   description = "What each production cluster runs."
-  value       = { for name, s in gradual_rollout.web.cluster_states : name => "${s.revision} (${s.state}, backup ${s.backup == "" ? "none" : s.backup})" }
+  value       = { for c in data.gradual_rollout_status.web.clusters : c.name => "${c.revision} (${c.state}, backup ${c.backup == "" ? "none" : c.backup})" }
 }
 
 output "invalid_revisions" {

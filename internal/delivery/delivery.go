@@ -30,7 +30,7 @@ type Spec struct {
 	Retry bool
 }
 
-// Cluster states, as `cluster_states` shows them.
+// Cluster states, as the rollout's `summary`, `attention` and `gradual_rollout_status` show them.
 const (
 	StateCurrent      = "current"      // verified on Revision, objects as applied
 	StateDrifted      = "drifted"      // on Revision per the records, but objects are missing or edited

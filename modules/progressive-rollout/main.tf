@@ -33,3 +33,13 @@ resource "gradual_rollout" "this" {
 
   timeouts = var.timeouts
 }
+
+# Per-cluster detail, read after the rollout's apply: the rollout itself shows counts and the
+# clusters needing attention, so that its plan stays readable at any fleet size.
+data "gradual_rollout_status" "this" {
+  namespace        = gradual_rollout.this.namespace
+  name             = gradual_rollout.this.name
+  record_namespace = gradual_rollout.this.record_namespace
+
+  depends_on = [gradual_rollout.this]
+}

@@ -14,17 +14,27 @@ output "backup_revision" {
 }
 
 output "cluster_revisions" {
-  description = "Per picked cluster, the revision it runs."
-  value       = { for name, s in gradual_rollout.this.cluster_states : name => s.revision }
+  description = "Per picked cluster (skipped ones left out), the revision it runs."
+  value       = { for c in data.gradual_rollout_status.this.clusters : c.name => c.revision if c.state != "skipped" }
 }
 
-output "cluster_states" {
-  description = "Per picked cluster: `revision`, `state` (`current`, `drifted`, `provisioning`, `restored`, `pending`) and `backup` revision."
-  value       = gradual_rollout.this.cluster_states
+output "clusters" {
+  description = "Every picked cluster: `name`, `state` (`current`, `outdated`, `drifted`, `provisioning`, `pending`, `skipped`), `revision`, `backup`, `detail`, `drift`, `skip_reason` (the `gradual_rollout_status` data source)."
+  value       = data.gradual_rollout_status.this.clusters
+}
+
+output "summary" {
+  description = "How many picked clusters are in each state, e.g. `{ current = 40, skipped = 1 }`."
+  value       = gradual_rollout.this.summary
+}
+
+output "attention" {
+  description = "The picked clusters that are not current, each with what is wrong (drifted objects and fields, the revision it runs instead)."
+  value       = gradual_rollout.this.attention
 }
 
 output "waves" {
-  description = "The planned waves, in order: the canaries first, then the percentage waves."
+  description = "The planned waves as cluster counts, in order: the canaries first, then the percentage waves."
   value       = gradual_rollout.this.waves
 }
 

@@ -28,9 +28,14 @@ resource "gradual_rollout" "ingress" {
   }
 }
 
-# What each cluster runs, and the revisions that failed (refused by later plans).
-output "ingress_clusters" {
-  value = gradual_rollout.ingress.cluster_states
+# How many clusters are in each state, the ones that need attention, and the revisions that
+# failed (refused by later plans). Per-cluster detail: the gradual_rollout_status data source.
+output "ingress_summary" {
+  value = gradual_rollout.ingress.summary
+}
+
+output "ingress_attention" {
+  value = gradual_rollout.ingress.attention
 }
 
 output "ingress_invalid_revisions" {

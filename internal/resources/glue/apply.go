@@ -29,6 +29,24 @@ type WriteOnly interface {
 	ReadWriteOnly(ctx context.Context, config tfsdk.Config) diag.Diagnostics
 }
 
+// PrivateModel is a model that keeps part of itself in Terraform's private state: stored with the
+// resource and handed back to the provider, never shown in a plan. Create and Update load it
+// from the planned private state before applying and save it after.
+type PrivateModel interface {
+	LoadPrivate(ctx context.Context, from PrivateGetter) diag.Diagnostics
+	SavePrivate(ctx context.Context, to PrivateSetter) diag.Diagnostics
+}
+
+// PrivateGetter and PrivateSetter are the framework's private state (its type is internal to it).
+type PrivateGetter interface {
+	GetKey(ctx context.Context, key string) ([]byte, diag.Diagnostics)
+}
+
+// PrivateSetter: see PrivateGetter.
+type PrivateSetter interface {
+	SetKey(ctx context.Context, key string, value []byte) diag.Diagnostics
+}
+
 // ApplyFunc applies the planned configuration within timeout and fills plan's computed
 // attributes from the outcome, even on failure. It reports whether the apply succeeded.
 type ApplyFunc[P any] func(ctx context.Context, timeout time.Duration, plan P, diags *diag.Diagnostics) bool
@@ -55,6 +73,9 @@ func Create[M any, P Model[M]](ctx context.Context, req resource.CreateRequest, 
 		resp.Diagnostics.AddWarning(notSavedTitle, notSavedDetail)
 		return
 	}
+	if pm, ok := any(P(&plan)).(PrivateModel); ok && resp.Private != nil {
+		resp.Diagnostics.Append(pm.SavePrivate(ctx, resp.Private)...)
+	}
 	resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
 }
 
@@ -74,6 +95,13 @@ func Update[M any, P Model[M]](ctx context.Context, req resource.UpdateRequest, 
 	if resp.Diagnostics.HasError() {
 		return
 	}
+	pm, private := any(P(&plan)).(PrivateModel)
+	if private && req.Private != nil {
+		resp.Diagnostics.Append(pm.LoadPrivate(ctx, req.Private)...)
+	}
 	apply(ctx, timeout, &plan, &resp.Diagnostics)
+	if private && resp.Private != nil {
+		resp.Diagnostics.Append(pm.SavePrivate(ctx, resp.Private)...)
+	}
 	resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
 }

@@ -7,12 +7,14 @@ import (
 	"net/http/httptest"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	tfjson "github.com/hashicorp/terraform-json"
 	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
 	"github.com/hashicorp/terraform-plugin-testing/knownvalue"
 	"github.com/hashicorp/terraform-plugin-testing/plancheck"
@@ -113,10 +115,98 @@ func indent(s string) string {
 
 const allThree = `clusters = ["prod-eu-1", "prod-us-1", "staging-eu-1"]`
 
-func stateCheck(name, state, revision string) statecheck.StateCheck {
-	return statecheck.ExpectKnownValue("gradual_rollout.test", tfjsonpath.New("cluster_states").AtMapKey(name), knownvalue.ObjectPartial(map[string]knownvalue.Check{
-		"revision": knownvalue.StringExact(revision), "state": knownvalue.StringExact(state),
-	}))
+// stateCheck checks that cluster is in state on revision, both as the rollout `name` reports it
+// (`attention` names every cluster that is not current on the rollout's revision; `summary`
+// counts it) and as the cluster's own records say.
+func stateCheck(f *testbed.Fleet, name, cluster, state, revision string) statecheck.StateCheck {
+	return clusterStateCheck{f: f, rollout: name, cluster: cluster, state: state, revision: revision}
+}
+
+type clusterStateCheck struct {
+	f                                 *testbed.Fleet
+	rollout, cluster, state, revision string
+}
+
+func (c clusterStateCheck) CheckState(ctx context.Context, req statecheck.CheckStateRequest, resp *statecheck.CheckStateResponse) {
+	values := rolloutStateValues(req.State)
+	if values == nil {
+		resp.Error = fmt.Errorf("no gradual_rollout.test in the state")
+		return
+	}
+	attention, _ := values["attention"].(map[string]any)
+	note, listed := attention[c.cluster].(string)
+	switch {
+	case c.state == "current" && listed:
+		resp.Error = fmt.Errorf("cluster %s: want current, attention says %q", c.cluster, note)
+	case c.state == "current" && values["revision"] != c.revision:
+		resp.Error = fmt.Errorf("cluster %s: want current on %s, the rollout's revision is %v", c.cluster, c.revision, values["revision"])
+	case c.state != "current" && !strings.HasPrefix(note, c.state+":"):
+		resp.Error = fmt.Errorf("cluster %s: want %s, attention says %q", c.cluster, c.state, note)
+	}
+	if resp.Error != nil {
+		return
+	}
+	summary, _ := values["summary"].(map[string]any)
+	if n, _ := strconv.ParseFloat(fmt.Sprint(summary[c.state]), 64); n < 1 {
+		resp.Error = fmt.Errorf("summary %v counts no %s cluster", summary, c.state)
+		return
+	}
+	wc, err := c.f.WorkloadClient(c.cluster)
+	if err != nil {
+		resp.Error = err
+		return
+	}
+	recs, err := records.NewWorkloadStore(wc, records.DefaultNamespace).Load(ctx, records.Key{Kind: "rollout", Namespace: c.f.Namespace, Name: c.rollout})
+	if err != nil {
+		resp.Error = err
+		return
+	}
+	current := ""
+	if recs.Current != nil {
+		current = recs.Current.Revision
+	}
+	if current != c.revision {
+		resp.Error = fmt.Errorf("cluster %s: its records say it runs %q, want %q", c.cluster, current, c.revision)
+	}
+}
+
+// attentionBefore checks that the plan's prior (refreshed) state of gradual_rollout.test has an
+// `attention` entry for cluster containing every string of want.
+type attentionBefore struct {
+	cluster string
+	want    []string
+}
+
+func (a attentionBefore) CheckPlan(_ context.Context, req plancheck.CheckPlanRequest, resp *plancheck.CheckPlanResponse) {
+	for _, rc := range req.Plan.ResourceChanges {
+		if rc.Address != "gradual_rollout.test" || rc.Change == nil {
+			continue
+		}
+		before, _ := rc.Change.Before.(map[string]any)
+		attention, _ := before["attention"].(map[string]any)
+		note, _ := attention[a.cluster].(string)
+		for _, w := range a.want {
+			if !strings.Contains(note, w) {
+				resp.Error = fmt.Errorf("attention for %s before the plan is %q, want it to contain %q (attention: %v)", a.cluster, note, w, attention)
+				return
+			}
+		}
+		return
+	}
+	resp.Error = fmt.Errorf("the plan has no change to gradual_rollout.test")
+}
+
+// rolloutStateValues returns the attribute values of gradual_rollout.test in state, or nil.
+func rolloutStateValues(state *tfjson.State) map[string]any {
+	if state == nil || state.Values == nil || state.Values.RootModule == nil {
+		return nil
+	}
+	for _, r := range state.Values.RootModule.Resources {
+		if r.Address == "gradual_rollout.test" {
+			return r.AttributeValues
+		}
+	}
+	return nil
 }
 
 // Three clusters with update_limit = 1: one cluster at a time, all end on the revision; import
@@ -142,11 +232,12 @@ func TestAccRollout_oneClusterAtATime(t *testing.T) {
 				}},
 				ConfigStateChecks: []statecheck.StateCheck{
 					statecheck.ExpectKnownValue("gradual_rollout.test", tfjsonpath.New("waves"), knownvalue.ListExact([]knownvalue.Check{
-						knownvalue.ListExact([]knownvalue.Check{knownvalue.StringExact("prod-eu-1")}),
-						knownvalue.ListExact([]knownvalue.Check{knownvalue.StringExact("prod-us-1")}),
-						knownvalue.ListExact([]knownvalue.Check{knownvalue.StringExact("staging-eu-1")}),
+						knownvalue.Int64Exact(1), knownvalue.Int64Exact(1), knownvalue.Int64Exact(1),
 					})),
-					stateCheck("prod-eu-1", "current", rev1), stateCheck("prod-us-1", "current", rev1), stateCheck("staging-eu-1", "current", rev1),
+					statecheck.ExpectKnownValue("gradual_rollout.test", tfjsonpath.New("summary"), knownvalue.MapExact(map[string]knownvalue.Check{
+						"current": knownvalue.Int64Exact(3),
+					})),
+					stateCheck(f, name, "prod-eu-1", "current", rev1), stateCheck(f, name, "prod-us-1", "current", rev1), stateCheck(f, name, "staging-eu-1", "current", rev1),
 					statecheck.ExpectKnownValue("gradual_rollout.test", tfjsonpath.New("backup_revision"), knownvalue.StringExact("")),
 				},
 				Check: func(*terraform.State) error {
@@ -175,7 +266,7 @@ func TestAccRollout_oneClusterAtATime(t *testing.T) {
 			{
 				Config: rolloutConfig(f, name, allThree, v2, `update_limit = "2"`),
 				ConfigStateChecks: []statecheck.StateCheck{
-					stateCheck("prod-eu-1", "current", rev2), stateCheck("staging-eu-1", "current", rev2),
+					stateCheck(f, name, "prod-eu-1", "current", rev2), stateCheck(f, name, "staging-eu-1", "current", rev2),
 					statecheck.ExpectKnownValue("gradual_rollout.test", tfjsonpath.New("backup_revision"), knownvalue.StringExact(rev1)),
 				},
 				Check: func(*terraform.State) error { return expectDeployment(f, clusters, name, "v2", true) },
@@ -231,13 +322,12 @@ func TestAccRollout_badRevisionRestoredAndRefused(t *testing.T) {
 					// The plan shows what apply does (the waves); where each cluster ends up is
 					// known after apply.
 					plancheck.ExpectKnownValue("gradual_rollout.test", tfjsonpath.New("waves"), knownvalue.ListExact([]knownvalue.Check{
-						knownvalue.ListExact([]knownvalue.Check{knownvalue.StringExact("prod-eu-1")}),
-						knownvalue.ListExact([]knownvalue.Check{knownvalue.StringExact("prod-us-1")}),
+						knownvalue.Int64Exact(1), knownvalue.Int64Exact(1),
 					})),
-					plancheck.ExpectUnknownValue("gradual_rollout.test", tfjsonpath.New("cluster_states")),
+					plancheck.ExpectUnknownValue("gradual_rollout.test", tfjsonpath.New("summary")),
 				}},
 				ConfigStateChecks: []statecheck.StateCheck{
-					stateCheck("prod-eu-1", "current", rev3), stateCheck("prod-us-1", "current", rev3),
+					stateCheck(f, name, "prod-eu-1", "current", rev3), stateCheck(f, name, "prod-us-1", "current", rev3),
 					statecheck.ExpectKnownValue("gradual_rollout.test", tfjsonpath.New("backup_revision"), knownvalue.StringExact(rev1)),
 					statecheck.ExpectKnownValue("gradual_rollout.test", tfjsonpath.New("invalid_revisions").AtSliceIndex(0).AtMapKey("revision"), knownvalue.StringExact(rev2)),
 				},
@@ -281,11 +371,36 @@ func TestAccRollout_drift(t *testing.T) {
 				RefreshState:       false,
 			},
 			{
-				Config: rolloutConfig(f, name, targets, v1, `update_limit = "2"`),
+				// The status data source, read at plan time (no depends_on), sees the drift the
+				// apply then repairs.
+				Config: rolloutConfig(f, name, targets, v1, `update_limit = "2"`) + fmt.Sprintf(`
+data "gradual_rollout_status" "test" {
+  namespace = %q
+  name      = %q
+}
+`, f.Namespace, name),
 				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
 					plancheck.ExpectResourceAction("gradual_rollout.test", plancheck.ResourceActionUpdate),
+					// The refreshed state names the drifted clusters, their objects and fields.
+					attentionBefore{cluster: "prod-eu-1", want: []string{"drifted: ", "ConfigMap", name + "/settings", "missing"}},
+					attentionBefore{cluster: "prod-us-1", want: []string{"drifted: ", "ConfigMap", name + "/settings", ".data.setting"}},
 				}},
-				ConfigStateChecks: []statecheck.StateCheck{stateCheck("prod-eu-1", "current", rev1), stateCheck("prod-us-1", "current", rev1)},
+				ConfigStateChecks: []statecheck.StateCheck{
+					stateCheck(f, name, "prod-eu-1", "current", rev1), stateCheck(f, name, "prod-us-1", "current", rev1),
+					statecheck.ExpectKnownValue("data.gradual_rollout_status.test", tfjsonpath.New("clusters"), knownvalue.ListExact([]knownvalue.Check{
+						knownvalue.ObjectPartial(map[string]knownvalue.Check{
+							"name": knownvalue.StringExact("prod-eu-1"), "state": knownvalue.StringExact("drifted"),
+							"revision": knownvalue.StringExact(rev1), "drift": knownvalue.ListSizeExact(1),
+						}),
+						knownvalue.ObjectPartial(map[string]knownvalue.Check{
+							"name": knownvalue.StringExact("prod-us-1"), "state": knownvalue.StringExact("drifted"),
+							"revision": knownvalue.StringExact(rev1), "drift": knownvalue.ListSizeExact(1),
+						}),
+					})),
+					statecheck.ExpectKnownValue("data.gradual_rollout_status.test", tfjsonpath.New("summary"), knownvalue.MapExact(map[string]knownvalue.Check{
+						"drifted": knownvalue.Int64Exact(2),
+					})),
+				},
 				Check: func(*terraform.State) error {
 					for _, cluster := range []string{"prod-eu-1", "prod-us-1"} {
 						var cm corev1.ConfigMap
@@ -325,7 +440,7 @@ func TestAccRollout_joinAndSkip(t *testing.T) {
 		Steps: []resource.TestStep{
 			{
 				Config:            config,
-				ConfigStateChecks: []statecheck.StateCheck{stateCheck("prod-eu-1", "current", rev1)},
+				ConfigStateChecks: []statecheck.StateCheck{stateCheck(f, name, "prod-eu-1", "current", rev1)},
 			},
 			{
 				// prod-us-1 gains the label but its control plane is down: skipped, with the reason.
@@ -352,12 +467,12 @@ func TestAccRollout_joinAndSkip(t *testing.T) {
 				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
 					plancheck.ExpectResourceAction("gradual_rollout.test", plancheck.ResourceActionUpdate),
 					plancheck.ExpectKnownValue("gradual_rollout.test", tfjsonpath.New("waves"), knownvalue.ListExact([]knownvalue.Check{
-						knownvalue.ListExact([]knownvalue.Check{knownvalue.StringExact("prod-us-1")}),
+						knownvalue.Int64Exact(1),
 					})),
-					plancheck.ExpectUnknownValue("gradual_rollout.test", tfjsonpath.New("cluster_states")),
+					plancheck.ExpectUnknownValue("gradual_rollout.test", tfjsonpath.New("summary")),
 				}},
 				ConfigStateChecks: []statecheck.StateCheck{
-					stateCheck("prod-eu-1", "current", rev1), stateCheck("prod-us-1", "current", rev1),
+					stateCheck(f, name, "prod-eu-1", "current", rev1), stateCheck(f, name, "prod-us-1", "current", rev1),
 					statecheck.ExpectKnownValue("gradual_rollout.test", tfjsonpath.New("skipped"), knownvalue.MapSizeExact(0)),
 				},
 			},
@@ -501,7 +616,7 @@ func TestAccRollout_largeBundle(t *testing.T) {
 		ProtoV6ProviderFactories: acctest.ProviderFactories,
 		Steps: []resource.TestStep{{
 			Config:            rolloutConfig(f, name, `clusters = ["staging-eu-1"]`, bundle, ""),
-			ConfigStateChecks: []statecheck.StateCheck{stateCheck("staging-eu-1", "current", rev)},
+			ConfigStateChecks: []statecheck.StateCheck{stateCheck(f, name, "staging-eu-1", "current", rev)},
 			Check: func(*terraform.State) error {
 				state := workloadRecords(t, f, "staging-eu-1", name)
 				if state.Current == nil || state.Current.Revision != rev {

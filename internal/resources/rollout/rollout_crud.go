@@ -49,12 +49,10 @@ func (r *rolloutResource) apply(ctx context.Context, timeout time.Duration, plan
 	if plan.SensitiveObjects.IsUnknown() {
 		diags.Append(plan.setSensitiveObjects(ctx)...)
 	}
-	// The waves the plan showed are the waves apply carries out (unknown only when the
-	// clusters could not be known at plan time).
-	var planned [][]string
-	if !plan.Waves.IsUnknown() && !plan.Waves.IsNull() {
-		diags.Append(plan.Waves.ElementsAs(ctx, &planned, false)...)
-	}
+	// The waves the plan showed are the waves apply carries out: their clusters come with the
+	// plan's private state (none when the plan could not plan them, e.g. on create).
+	planned := plan.private.PlannedWaves
+	plan.private.PlannedWaves = nil // carried out once
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	config, d := plan.configRecord(ctx)
@@ -63,7 +61,7 @@ func (r *rolloutResource) apply(ctx context.Context, timeout time.Duration, plan
 		return false
 	}
 	run, err := r.Data.Delivery.Run(ctx, delivery.RunRequest{
-		Spec: spec, Query: query, Planned: planned, PlannedKnown: !plan.Waves.IsUnknown(), Config: config,
+		Spec: spec, Query: query, Planned: planned, PlannedKnown: planned != nil, Config: config,
 		Leave: true, Orphan: plan.DeletionPolicy.ValueString() == "orphan",
 		Logf: func(msg string, fields map[string]any) { tflog.Info(ctx, msg, fields) },
 	})
@@ -116,13 +114,22 @@ func (r *rolloutResource) apply(ctx context.Context, timeout time.Duration, plan
 // saves may hold no unknown value.
 func (m *Model) settleOutcome(ctx context.Context, after *delivery.Observation, run *delivery.RunResult) diag.Diagnostics {
 	var diags diag.Diagnostics
-	if after == nil {
+	read := after != nil
+	if !read {
 		after = &delivery.Observation{}
 	}
 	observed := *m
 	diags.Append(observed.setObserved(ctx, after)...)
-	if m.ClusterStates.IsUnknown() {
-		m.ClusterStates = observed.ClusterStates
+	if read || m.private.Clusters == nil {
+		// The per-cluster records are private, not a promise of the plan: what apply left, or,
+		// when it could not read the fleet, what the last refresh read.
+		m.private.Clusters = observed.private.Clusters
+	}
+	if m.Summary.IsUnknown() {
+		m.Summary = observed.Summary
+	}
+	if m.Attention.IsUnknown() {
+		m.Attention = observed.Attention
 	}
 	if m.BackupRevision.IsUnknown() {
 		m.BackupRevision = observed.BackupRevision
@@ -192,6 +199,7 @@ func (r *rolloutResource) Read(ctx context.Context, req resource.ReadRequest, re
 		return
 	}
 	resp.Diagnostics.Append(state.setObserved(ctx, obs)...)
+	resp.Diagnostics.Append(state.SavePrivate(ctx, resp.Private)...)
 	if state.Waves.IsNull() {
 		resp.Diagnostics.Append(state.setWaves(ctx, nil)...)
 	}

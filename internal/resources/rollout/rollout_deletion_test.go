@@ -18,11 +18,11 @@ func TestDeletionCountsObjectsOnClustersThatRunARevision(t *testing.T) {
 		Name: types.StringValue("web"), Namespace: types.StringValue("fleet"), DeletionPolicy: types.StringValue("delete"),
 		Manifests:        types.StringValue("apiVersion: v1\nkind: Namespace\nmetadata: {name: a}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: c, namespace: a}\n"),
 		SensitiveObjects: types.ListValueMust(types.StringType, []attr.Value{types.StringValue("/Secret a/db")}),
-		ClusterStates: types.MapValueMust(types.ObjectType{AttrTypes: clusterStateAttrTypes}, map[string]attr.Value{
-			"one":   clusterStateValue("r1", "current", ""),
-			"two":   clusterStateValue("r1", "drifted", ""),
-			"fresh": clusterStateValue("", "pending", ""), // nothing applied there: nothing to delete
-		}),
+		private: privateState{Clusters: map[string]clusterRecord{
+			"one":   {Revision: "r1", State: "current"},
+			"two":   {Revision: "r1", State: "drifted"},
+			"fresh": {State: "pending"}, // nothing applied there: nothing to delete
+		}},
 	}
 	d := m.deletion(ctx, "")
 	if d.Objects != 6 || d.Clusters != 2 || d.Orphan {

@@ -58,11 +58,11 @@ func TestAccRollout_failureWithinBudgetOnCreate(t *testing.T) {
 				Config: config,
 				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
 					plancheck.ExpectResourceAction("gradual_rollout.test", plancheck.ResourceActionCreate),
-					plancheck.ExpectUnknownValue("gradual_rollout.test", tfjsonpath.New("cluster_states")),
+					plancheck.ExpectUnknownValue("gradual_rollout.test", tfjsonpath.New("summary")),
 				}},
 				ConfigStateChecks: []statecheck.StateCheck{
-					stateCheck("prod-eu-1", "current", rev1), stateCheck("prod-us-1", "current", rev1),
-					stateCheck("staging-eu-1", "pending", ""),
+					stateCheck(f, name, "prod-eu-1", "current", rev1), stateCheck(f, name, "prod-us-1", "current", rev1),
+					stateCheck(f, name, "staging-eu-1", "pending", ""),
 					statecheck.ExpectKnownValue("gradual_rollout.test", tfjsonpath.New("invalid_revisions").AtSliceIndex(0).AtMapKey("clusters"),
 						knownvalue.ListExact([]knownvalue.Check{knownvalue.StringExact("staging-eu-1")})),
 				},
@@ -123,10 +123,13 @@ func TestAccRollout_savedPlanThenFleetChanges(t *testing.T) {
 	// staging-eu-1 is not ready when the plan is made: it is not in it.
 	setReady(t, f, "staging-eu-1", false)
 	tf.writeConfig(interruptConfig(f, name, v2))
-	tf.mustRun(ctx, 2, "plan", "-detailed-exitcode", "-out=stale.tfplan")
+	planOut := tf.mustRun(ctx, 2, "plan", "-detailed-exitcode", "-out=stale.tfplan")
 	change := tf.planChange(ctx, "stale.tfplan", "gradual_rollout.test")
-	if got := fmt.Sprint(change.After.Waves); got != "[[prod-eu-1] [prod-us-1]]" {
-		t.Fatalf("planned waves %s, want [[prod-eu-1] [prod-us-1]]", got)
+	if got := fmt.Sprint(change.After.Waves); got != "[1 1]" {
+		t.Fatalf("planned waves %s, want [1 1]", got)
+	}
+	if err := expectWaveClusters(planOut, "prod-eu-1", "prod-us-1"); err != nil {
+		t.Fatal(err)
 	}
 
 	// Between plan and apply: staging-eu-1 joins, prod-us-1 goes not ready, prod-eu-1's
@@ -153,19 +156,20 @@ func TestAccRollout_savedPlanThenFleetChanges(t *testing.T) {
 	// Back to normal: the next plan shows all three, and applying it converges.
 	restore()
 	setReady(t, f, "prod-us-1", true)
-	tf.mustRun(ctx, 2, "plan", "-detailed-exitcode", "-out=next.tfplan")
+	planOut = tf.mustRun(ctx, 2, "plan", "-detailed-exitcode", "-out=next.tfplan")
 	change = tf.planChange(ctx, "next.tfplan", "gradual_rollout.test")
-	if got := fmt.Sprint(change.After.Waves); got != "[[prod-eu-1] [prod-us-1] [staging-eu-1]]" {
+	if got := fmt.Sprint(change.After.Waves); got != "[1 1 1]" {
 		t.Errorf("next plan's waves %s, want all three", got)
+	}
+	if err := expectWaveClusters(planOut, "prod-eu-1", "prod-us-1", "staging-eu-1"); err != nil {
+		t.Error(err)
 	}
 	tf.mustRun(ctx, 0, "apply", "-input=false", "next.tfplan")
 	if err := expectDeployment(f, clusters, name, "v2", true); err != nil {
 		t.Error(err)
 	}
-	for _, c := range clusters {
-		if got := tf.stateValues(ctx, "gradual_rollout.test").ClusterStates[c]; got.Revision != rev2 || got.State != "current" {
-			t.Errorf("state: %s = %+v, want current on %s", c, got, rev2)
-		}
+	if err := tf.stateValues(ctx, "gradual_rollout.test").expectAllCurrent(int64(len(clusters)), rev2); err != nil {
+		t.Errorf("state: %v", err)
 	}
 }
 

@@ -141,7 +141,7 @@ func TestAccRollout_interrupt(t *testing.T) {
 	ctx, cancel = context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	planOut := tf.mustRun(ctx, 2, "plan", "-detailed-exitcode", "-out=interrupted.tfplan")
-	for _, want := range []string{"gradual_rollout.test will be updated in-place", "cluster_states"} {
+	for _, want := range []string{"gradual_rollout.test will be updated in-place", "summary"} {
 		if !strings.Contains(planOut, want) {
 			t.Errorf("plan output lacks %q:\n%s", want, planOut)
 		}
@@ -152,15 +152,20 @@ func TestAccRollout_interrupt(t *testing.T) {
 	}
 	// The state the interrupted apply returned holds v2's configuration when the CLI kept it;
 	// either way the clusters in it are on v1.
-	t.Logf("state before the plan: revision %s (v1 %s, v2 %s), clusters %v", change.Before.Revision, rev1, rev2, change.Before.ClusterStates)
+	t.Logf("state before the plan: revision %s (v1 %s, v2 %s), summary %v, attention %v", change.Before.Revision, rev1, rev2,
+		change.Before.Summary, change.Before.Attention)
 	for _, cluster := range clusters {
-		if before := change.Before.ClusterStates[cluster]; before.Revision != rev1 || before.State != "current" {
-			t.Errorf("plan: %s before = %+v, want current on %s", cluster, before, rev1)
+		note := change.Before.Attention[cluster]
+		if !(change.Before.Revision == rev1 && note == "") && !strings.Contains(note, "runs revision "+rev1) {
+			t.Errorf("plan: %s before: attention %q (rollout revision %s), want it on %s", cluster, note, change.Before.Revision, rev1)
 		}
 	}
 	// What apply will do: every cluster, one wave each. Where they end up is known after apply.
-	if got := fmt.Sprint(change.After.Waves); got != "[[prod-eu-1] [prod-us-1] [staging-eu-1]]" {
+	if got := fmt.Sprint(change.After.Waves); got != "[1 1 1]" {
 		t.Errorf("planned waves %s, want one cluster per wave", got)
+	}
+	if err := expectWaveClusters(planOut, "prod-eu-1", "prod-us-1", "staging-eu-1"); err != nil {
+		t.Error(err)
 	}
 	if change.After.Revision != rev2 {
 		t.Errorf("planned revision %s, want %s", change.After.Revision, rev2)
@@ -174,10 +179,10 @@ func TestAccRollout_interrupt(t *testing.T) {
 	defer cancel()
 	tf.mustRun(ctx, 0, "apply", "-input=false", "interrupted.tfplan")
 	state := tf.stateValues(ctx, "gradual_rollout.test")
+	if err := state.expectAllCurrent(int64(len(clusters)), rev2); err != nil || state.BackupRevision != rev1 {
+		t.Errorf("state: %v; backup %s, want %s", err, state.BackupRevision, rev1)
+	}
 	for _, cluster := range clusters {
-		if got := state.ClusterStates[cluster]; got.Revision != rev2 || got.State != "current" || got.Backup != rev1 {
-			t.Errorf("state: %s = %+v, want current on %s with backup %s", cluster, got, rev2, rev1)
-		}
 		recs := workloadRecords(t, f, cluster, name)
 		if recs.Provisioning != nil || recs.Current == nil || recs.Current.Revision != rev2 || recs.Backup == nil || recs.Backup.Revision != rev1 {
 			t.Errorf("%s: records current %v backup %v provisioning %v, want current %s backup %s", cluster,
@@ -556,13 +561,30 @@ func (c *cliRun) mustRun(ctx context.Context, want int, args ...string) string {
 
 // rolloutValues is the part of gradual_rollout's JSON values the test reads.
 type rolloutValues struct {
-	Revision      string     `json:"revision"`
-	Waves         [][]string `json:"waves"`
-	ClusterStates map[string]struct {
-		Revision string `json:"revision"`
-		State    string `json:"state"`
-		Backup   string `json:"backup"`
-	} `json:"cluster_states"`
+	Revision       string            `json:"revision"`
+	BackupRevision string            `json:"backup_revision"`
+	Waves          []int64           `json:"waves"`
+	Summary        map[string]int64  `json:"summary"`
+	Attention      map[string]string `json:"attention"`
+}
+
+// expectAllCurrent checks that v reports n clusters, all current on revision.
+func (v rolloutValues) expectAllCurrent(n int64, revision string) error {
+	if v.Revision != revision || len(v.Attention) > 0 || v.Summary["current"] != n || len(v.Summary) != 1 {
+		return fmt.Errorf("revision %s, summary %v, attention %v; want %d clusters, all current on %s", v.Revision, v.Summary, v.Attention, n, revision)
+	}
+	return nil
+}
+
+// expectWaveClusters checks that the plan output's "Planned Waves" warning names, for each wave
+// in order, its clusters.
+func expectWaveClusters(output string, waves ...string) error {
+	for i, clusters := range waves {
+		if want := fmt.Sprintf("wave %d: %s", i+1, clusters); !strings.Contains(output, want) {
+			return fmt.Errorf("plan output lacks %q:\n%s", want, output)
+		}
+	}
+	return nil
 }
 
 type resourceChange struct {

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/hashicorp/terraform-plugin-framework-timeouts/resource/timeouts"
-	"github.com/hashicorp/terraform-plugin-framework/attr"
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/tfsdk"
 	"github.com/hashicorp/terraform-plugin-framework/types"
@@ -46,9 +45,13 @@ type Model struct {
 	Revision         types.String   `tfsdk:"revision"`
 	BackupRevision   types.String   `tfsdk:"backup_revision"`
 	InvalidRevisions types.List     `tfsdk:"invalid_revisions"`
-	ClusterStates    types.Map      `tfsdk:"cluster_states"`
+	Summary          types.Map      `tfsdk:"summary"`
+	Attention        types.Map      `tfsdk:"attention"`
 	Waves            types.List     `tfsdk:"waves"`
 	Skipped          types.Map      `tfsdk:"skipped"`
+
+	// private is kept in the resource's private state (see rollout_private.go), out of plans.
+	private privateState
 }
 
 // VerifyModel is the `verify` attribute.
@@ -152,15 +155,19 @@ func (m *Model) spec(ctx context.Context) (delivery.Spec, diag.Diagnostics) {
 	return spec, diags
 }
 
-// setObserved fills the computed attributes from what the clusters and records say.
+// setObserved fills the computed attributes from what the clusters and records say, and the
+// per-cluster records the next plan works from.
 func (m *Model) setObserved(ctx context.Context, obs *delivery.Observation) diag.Diagnostics {
 	var diags diag.Diagnostics
-	states := map[string]attr.Value{}
+	m.private.Clusters = map[string]clusterRecord{}
 	for name, st := range obs.Clusters {
-		states[name] = clusterStateValue(st.Revision, st.State, st.Backup)
+		m.private.Clusters[name] = clusterRecord{Revision: st.Revision, State: st.State, Backup: st.Backup}
 	}
+	summary, attention := summarize(m.Revision.ValueString(), obs)
 	var d diag.Diagnostics
-	m.ClusterStates, d = types.MapValue(types.ObjectType{AttrTypes: clusterStateAttrTypes}, states)
+	m.Summary, d = types.MapValueFrom(ctx, types.Int64Type, summary)
+	diags.Append(d...)
+	m.Attention, d = types.MapValueFrom(ctx, types.StringType, attention)
 	diags.Append(d...)
 	m.BackupRevision = types.StringValue(obs.Backup)
 	diags.Append(m.setLedger(ctx, obs.Ledger)...)
@@ -190,19 +197,15 @@ func (m *Model) setLedger(ctx context.Context, ledger []delivery.InvalidRevision
 	return diags
 }
 
+// setWaves shows waves as cluster counts; the clusters of each are kept in private state.
 func (m *Model) setWaves(ctx context.Context, waves [][]string) diag.Diagnostics {
-	if waves == nil {
-		waves = [][]string{}
+	counts := make([]int64, 0, len(waves))
+	for _, w := range waves {
+		counts = append(counts, int64(len(w)))
 	}
 	var diags diag.Diagnostics
-	m.Waves, diags = types.ListValueFrom(ctx, types.ListType{ElemType: types.StringType}, waves)
+	m.Waves, diags = types.ListValueFrom(ctx, types.Int64Type, counts)
 	return diags
-}
-
-func clusterStateValue(revision, state, backup string) attr.Value {
-	return types.ObjectValueMust(clusterStateAttrTypes, map[string]attr.Value{
-		"revision": types.StringValue(revision), "state": types.StringValue(state), "backup": types.StringValue(backup),
-	})
 }
 
 func nonNilMap(m map[string]string) map[string]string {

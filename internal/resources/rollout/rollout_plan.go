@@ -20,14 +20,16 @@ import (
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/glue"
 )
 
-// ModifyPlan shows at plan time what apply will do: the revision, the waves, the skipped
-// clusters and, per cluster, the revision it will run. Clusters not on the desired revision
+// ModifyPlan shows at plan time what apply will do: the revision, the waves (as counts; their
+// clusters go to apply in private state), the skipped clusters, and a summary by state with the
+// clusters needing attention. Clusters not on the desired revision
 // (drift, joins, restored clusters, interrupted runs) make the plan an update even when the
 // configuration is unchanged. A revision in the invalid ledger is refused here.
 func (r *rolloutResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse) {
 	if req.Plan.Raw.IsNull() && !req.State.Raw.IsNull() {
 		var state Model
 		if diags := req.State.Get(ctx, &state); !diags.HasError() {
+			state.LoadPrivate(ctx, req.Private)
 			glue.WarnDeletion(&resp.Diagnostics, state.deletion(ctx, ""))
 		}
 	}
@@ -36,10 +38,14 @@ func (r *rolloutResource) ModifyPlan(ctx context.Context, req resource.ModifyPla
 		return
 	}
 	if prior != nil {
+		resp.Diagnostics.Append(prior.LoadPrivate(ctx, req.Private)...)
 		if changed := identityChange(&plan, prior); changed != "" {
 			glue.WarnDeletion(&resp.Diagnostics, prior.deletion(ctx, changed))
 		}
 	}
+	// The waves of an earlier plan never carry over: only this plan's are carried out.
+	plan.private = privateState{Clusters: priorClusters(prior)}
+	defer func() { resp.Diagnostics.Append(plan.SavePrivate(ctx, resp.Private)...) }()
 	// Write-only: in the configuration only. Plan.Set below (setPlan) leaves it null again.
 	resp.Diagnostics.Append(plan.ReadWriteOnly(ctx, req.Config)...)
 	resp.Diagnostics.Append(plan.setSensitiveObjects(ctx)...)
@@ -90,7 +96,7 @@ func (r *rolloutResource) ModifyPlan(ctx context.Context, req resource.ModifyPla
 	// fleet reads now.
 	targets, fromState := targetsFromState(ctx, &plan, prior)
 	if !fromState {
-		targets = delivery.MarkDrifted(obs.Targets, priorDrift(ctx, prior))
+		targets = delivery.MarkDrifted(obs.Targets, priorDrift(prior))
 	}
 	if entry, ok := obs.Invalid(spec.Revision); ok && !spec.Retry {
 		if !delivery.RunsRevision(targets, spec.Revision) {
@@ -151,18 +157,23 @@ func (r *rolloutResource) ModifyPlan(ctx context.Context, req resource.ModifyPla
 	switch {
 	case !fromState:
 		plan.markOutcomeUnknown()
-		plan.Waves = types.ListUnknown(types.ListType{ElemType: types.StringType})
+		plan.Waves = types.ListUnknown(types.Int64Type)
 		if planned.Changes() {
 			resp.Diagnostics.AddWarning("Planned Waves", wavesSummary(planned)+
 				"\n\nThese are the waves as the fleet reads now; apply reads it again (a create, or a change of the clusters picked, "+
 				"has no earlier state to plan from), so `waves` is known after apply.")
 		}
 	case planned.Changes() || configChanged || len(obs.Leaving) > 0:
-		// What apply will do is `waves`, which it carries out as shown. What it leads to
-		// depends on how each cluster fares, so it is known only after apply: promising it here
-		// is what made Terraform call a failure within max_failures an inconsistent result.
+		// What apply will do is `waves`, which it carries out as planned here (the clusters of
+		// each wave go to apply in private state). What it leads to depends on how each cluster
+		// fares, so it is known only after apply: promising it here is what made Terraform call a
+		// failure within max_failures an inconsistent result.
 		plan.markOutcomeUnknown()
 		resp.Diagnostics.Append(plan.setWaves(ctx, planned.Waves)...)
+		plan.private.PlannedWaves = nonNilWaves(planned.Waves)
+		if planned.Changes() {
+			resp.Diagnostics.AddWarning("Planned Waves", wavesSummary(planned))
+		}
 	default:
 		// Nothing to roll out: everything stays as the last refresh read it, including the
 		// waves of the last apply (rather than a diff to []).
@@ -171,11 +182,11 @@ func (r *rolloutResource) ModifyPlan(ctx context.Context, req resource.ModifyPla
 	resp.Diagnostics.Append(setPlan(ctx, resp, plan)...)
 }
 
-// targetsFromState returns the targets as the prior state records them (cluster_states and
-// skipped, as the refresh before this plan read them), when plan picks the same clusters as
-// prior. ok is false when there is no such state.
+// targetsFromState returns the targets as the prior state records them (the per-cluster records
+// in private state and `skipped`, as the refresh before this plan read them), when plan picks
+// the same clusters as prior. ok is false when there is no such state.
 func targetsFromState(ctx context.Context, plan, prior *Model) (targets []engine.Target, ok bool) {
-	if prior == nil || prior.ClusterStates.IsNull() || prior.ClusterStates.IsUnknown() || prior.Skipped.IsUnknown() {
+	if prior == nil || prior.private.Clusters == nil || prior.Skipped.IsUnknown() {
 		return nil, false
 	}
 	for _, same := range []bool{
@@ -186,27 +197,23 @@ func targetsFromState(ctx context.Context, plan, prior *Model) (targets []engine
 			return nil, false
 		}
 	}
-	var states map[string]clusterStateModel
-	if diags := prior.ClusterStates.ElementsAs(ctx, &states, false); diags.HasError() {
-		return nil, false
-	}
 	skipped := map[string]string{}
 	if !prior.Skipped.IsNull() {
 		if diags := prior.Skipped.ElementsAs(ctx, &skipped, false); diags.HasError() {
 			return nil, false
 		}
 	}
-	for name, st := range states {
-		rec := engine.TargetRecord{Current: st.Revision.ValueString(), Backup: st.Backup.ValueString()}
-		if st.State.ValueString() == delivery.StateProvisioning {
+	for name, st := range prior.private.Clusters {
+		rec := engine.TargetRecord{Current: st.Revision, Backup: st.Backup}
+		if st.State == delivery.StateProvisioning {
 			// The state does not say which revision was in flight, only that one was: any
 			// revision but the desired one plans the same (applied again, or restored first).
 			rec.Provisioning = "(interrupted)"
 		}
-		targets = append(targets, engine.Target{Name: name, Record: rec, Drifted: st.State.ValueString() == delivery.StateDrifted})
+		targets = append(targets, engine.Target{Name: name, Record: rec, Drifted: st.State == delivery.StateDrifted})
 	}
 	for name, reason := range skipped {
-		if _, eligible := states[name]; !eligible {
+		if _, eligible := prior.private.Clusters[name]; !eligible {
 			targets = append(targets, engine.Target{Name: name, SkipReason: reason})
 		}
 	}
@@ -214,11 +221,19 @@ func targetsFromState(ctx context.Context, plan, prior *Model) (targets []engine
 	return targets, true
 }
 
-// clusterStateModel is one `cluster_states` entry.
-type clusterStateModel struct {
-	Revision types.String `tfsdk:"revision"`
-	State    types.String `tfsdk:"state"`
-	Backup   types.String `tfsdk:"backup"`
+// priorClusters returns prior's per-cluster records, or nil.
+func priorClusters(prior *Model) map[string]clusterRecord {
+	if prior == nil {
+		return nil
+	}
+	return prior.private.Clusters
+}
+
+func nonNilWaves(waves [][]string) [][]string {
+	if waves == nil {
+		return [][]string{}
+	}
+	return waves
 }
 
 // priorLedgerHas reports whether the prior state's invalid_revisions lists revision.
@@ -270,39 +285,29 @@ func (m *Model) knownTargets() bool {
 
 func (r *rolloutResource) markObservedUnknown(m *Model) {
 	m.markOutcomeUnknown()
-	m.Waves = types.ListUnknown(types.ListType{ElemType: types.StringType})
+	m.Waves = types.ListUnknown(types.Int64Type)
 }
 
 // markOutcomeUnknown leaves the attributes that depend on apply's outcome to apply.
 func (m *Model) markOutcomeUnknown() {
 	m.BackupRevision = types.StringUnknown()
 	m.InvalidRevisions = types.ListUnknown(types.ObjectType{AttrTypes: invalidRevisionAttrTypes})
-	m.ClusterStates = types.MapUnknown(types.ObjectType{AttrTypes: clusterStateAttrTypes})
+	m.Summary = types.MapUnknown(types.Int64Type)
+	m.Attention = types.MapUnknown(types.StringType)
 	m.Skipped = types.MapUnknown(types.StringType)
 }
 
 // copyComputed keeps prior's computed attributes, for a plan that changes nothing.
 func (m *Model) copyComputed(prior *Model) {
-	m.BackupRevision, m.InvalidRevisions, m.ClusterStates, m.Skipped, m.Waves =
-		prior.BackupRevision, prior.InvalidRevisions, prior.ClusterStates, prior.Skipped, prior.Waves
+	m.BackupRevision, m.InvalidRevisions, m.Summary, m.Attention, m.Skipped, m.Waves =
+		prior.BackupRevision, prior.InvalidRevisions, prior.Summary, prior.Attention, prior.Skipped, prior.Waves
 }
 
 // priorDrift returns the clusters the last refresh found drifted.
-func priorDrift(ctx context.Context, prior *Model) map[string]bool {
+func priorDrift(prior *Model) map[string]bool {
 	out := map[string]bool{}
-	if prior == nil || prior.ClusterStates.IsNull() || prior.ClusterStates.IsUnknown() {
-		return out
-	}
-	states := map[string]struct {
-		Revision types.String `tfsdk:"revision"`
-		State    types.String `tfsdk:"state"`
-		Backup   types.String `tfsdk:"backup"`
-	}{}
-	if diags := prior.ClusterStates.ElementsAs(ctx, &states, false); diags.HasError() {
-		return out
-	}
-	for name, st := range states {
-		if st.State.ValueString() == delivery.StateDrifted {
+	for name, st := range priorClusters(prior) {
+		if st.State == delivery.StateDrifted {
 			out[name] = true
 		}
 	}
@@ -361,14 +366,9 @@ func (m *Model) deletion(ctx context.Context, replacing string) glue.Deletion {
 	if !m.SensitiveObjects.IsNull() && !m.SensitiveObjects.IsUnknown() {
 		d.Objects += len(m.SensitiveObjects.Elements())
 	}
-	if !m.ClusterStates.IsNull() && !m.ClusterStates.IsUnknown() {
-		var states map[string]clusterStateModel
-		if diags := m.ClusterStates.ElementsAs(ctx, &states, false); !diags.HasError() {
-			for _, st := range states {
-				if st.Revision.ValueString() != "" {
-					d.Clusters++
-				}
-			}
+	for _, st := range m.private.Clusters {
+		if st.Revision != "" {
+			d.Clusters++
 		}
 	}
 	d.Objects *= d.Clusters

@@ -53,19 +53,13 @@ var invalidRevisionAttrTypes = map[string]attr.Type{
 	"recorded_at": types.StringType,
 }
 
-var clusterStateAttrTypes = map[string]attr.Type{
-	"revision": types.StringType,
-	"state":    types.StringType,
-	"backup":   types.StringType,
-}
-
 func (r *rolloutResource) Schema(ctx context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
 	resp.Schema = schema.Schema{
 		MarkdownDescription: "Rolls a revision of Kubernetes manifests out to the Cluster API clusters a selector (or a list of names) " +
 			"picks, in waves of at most `update_limit` clusters, verifying after each wave that every applied object is ready. " +
 			"A cluster that fails verification is restored to its backup (last good) revision and the failed revision is recorded " +
 			"invalid, so later plans refuse it. `terraform plan` shows the revision, the waves, skipped clusters and every cluster " +
-			"that is not on the desired revision (drift, joins, interrupted runs).",
+			"that is not on the desired revision (drift, joins, interrupted runs), compactly at any fleet size.",
 		Attributes: map[string]schema.Attribute{
 			"id": schema.StringAttribute{
 				Computed:            true,
@@ -187,24 +181,27 @@ func (r *rolloutResource) Schema(ctx context.Context, _ resource.SchemaRequest, 
 					"recorded_at": schema.StringAttribute{Computed: true, MarkdownDescription: "When it was recorded (RFC 3339)."},
 				}},
 			},
-			"cluster_states": schema.MapNestedAttribute{
-				Computed: true,
-				MarkdownDescription: "Per picked cluster: the `revision` it runs, its `state` (`current`, `drifted`, `provisioning` = an " +
-					"interrupted run, `restored`, `pending`), and its `backup` revision. Where each cluster ends up depends on how " +
-					"apply fares there (a failure within `max_failures`, a cluster that vanishes), so while a plan changes anything " +
-					"this is known after apply; `waves` shows what apply will do.",
-				NestedObject: schema.NestedAttributeObject{Attributes: map[string]schema.Attribute{
-					"revision": schema.StringAttribute{Computed: true, MarkdownDescription: "Revision the cluster runs (empty: none)."},
-					"state":    schema.StringAttribute{Computed: true, MarkdownDescription: "`current`, `drifted`, `provisioning`, `restored` or `pending`."},
-					"backup":   schema.StringAttribute{Computed: true, MarkdownDescription: "Revision the cluster returns to on failure."},
-				}},
+			"summary": schema.MapAttribute{
+				Computed: true, ElementType: types.Int64Type,
+				MarkdownDescription: "How many picked clusters are in each state: `current` (verified on `revision`), `outdated` (on another " +
+					"revision, e.g. restored after a failure, or not reached yet), `drifted` (objects missing or edited), `provisioning` " +
+					"(an apply stopped while changing it), `pending` (nothing applied yet) and `skipped`. A plan stays readable at any fleet " +
+					"size: per-cluster detail is in `attention` (clusters that need it) and in the `gradual_rollout_status` data source. " +
+					"Where clusters end up depends on how apply fares, so while a plan changes anything this is known after apply.",
+			},
+			"attention": schema.MapAttribute{
+				Computed: true, ElementType: types.StringType,
+				MarkdownDescription: "The picked clusters that are not `current`, each with what is wrong: the objects and fields that " +
+					"drifted, the revision it runs instead, an interrupted apply. Skipped clusters are in `skipped`. Empty when every " +
+					"cluster is current, so a plan names only the clusters that matter.",
 			},
 			"waves": schema.ListAttribute{
 				Computed:    true,
-				ElementType: types.ListType{ElemType: types.StringType},
-				MarkdownDescription: "The planned waves: the clusters each wave changes, in order (canaries first). Shown at plan time, and " +
-					"exactly what apply then does: a cluster that joins after the plan waits for the next one, and one that became " +
-					"not ready or vanished is left out (apply warns). After a plan with nothing to do it keeps the last apply's waves.",
+				ElementType: types.Int64Type,
+				MarkdownDescription: "The planned waves as cluster counts, in order (the clusters of `canary` first). Shown at plan time, " +
+					"and exactly what apply then does (the clusters of each wave are kept with the plan): a cluster that joins after " +
+					"the plan waits for the next one, and one that became not ready or vanished is left out (apply warns). After a plan " +
+					"with nothing to do it keeps the last apply's waves. The `Planned Waves` warning names the clusters of each wave.",
 			},
 			"skipped": schema.MapAttribute{
 				Computed: true, ElementType: types.StringType,

@@ -94,16 +94,20 @@ run "canary_then_waves" {
   }
 
   assert {
-    condition     = length(output.waves) == 2 && output.waves[0] == tolist(["staging-eu-1"]) && length(output.waves[1]) == 2
-    error_message = "waves ${jsonencode(output.waves)}, want [staging-eu-1] then the two prod clusters"
+    condition     = output.waves == tolist([1, 2])
+    error_message = "waves ${jsonencode(output.waves)}, want [1, 2]: the canary, then the two prod clusters"
+  }
+  assert {
+    condition     = output.summary == tomap({ current = 3 }) && length(output.attention) == 0
+    error_message = "summary ${jsonencode(output.summary)}, attention ${jsonencode(output.attention)}; want three current clusters"
   }
   assert {
     condition     = sort(keys(output.cluster_revisions)) == tolist(["prod-eu-1", "prod-us-1", "staging-eu-1"])
     error_message = "picked ${jsonencode(keys(output.cluster_revisions))}"
   }
   assert {
-    condition     = alltrue([for name, s in output.cluster_states : s.state == "current" && s.revision == output.revision])
-    error_message = "not every cluster is current on ${output.revision}: ${jsonencode(output.cluster_states)}"
+    condition     = length(output.clusters) == 3 && alltrue([for c in output.clusters : c.state == "current" && c.revision == output.revision])
+    error_message = "not every cluster is current on ${output.revision}: ${jsonencode(output.clusters)}"
   }
   assert {
     condition     = length(output.invalid_revisions) == 0 && length(output.skipped) == 0
@@ -156,8 +160,8 @@ run "next_version" {
     error_message = "the revision did not change"
   }
   assert {
-    condition     = alltrue([for name, s in output.cluster_states : s.state == "current" && s.revision == output.revision && s.backup == var.previous])
-    error_message = "want every cluster current on ${output.revision} with backup ${var.previous}: ${jsonencode(output.cluster_states)}"
+    condition     = length(output.clusters) == 3 && alltrue([for c in output.clusters : c.state == "current" && c.revision == output.revision && c.backup == var.previous])
+    error_message = "want every cluster current on ${output.revision} with backup ${var.previous}: ${jsonencode(output.clusters)}"
   }
   assert {
     condition     = output.backup_revision == var.previous

@@ -1,0 +1,144 @@
+package rollout
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/hashicorp/terraform-plugin-framework/diag"
+
+	"github.com/gradual-dev/terraform-provider-gradual/internal/delivery"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/glue"
+)
+
+// privateState is what the rollout keeps in Terraform's private state: stored with the resource,
+// passed back to the provider, never shown in a plan. It holds the per-cluster detail that plans
+// are worked out from, so that the attributes a reviewer reads (`summary`, `attention`, `waves`)
+// stay the size of the change, not of the fleet.
+type privateState struct {
+	// Clusters are the eligible picked clusters as the last refresh or apply read them.
+	Clusters map[string]clusterRecord
+	// PlannedWaves are the clusters of each wave the plan showed as counts; apply carries out
+	// exactly these. Nil when the plan could not plan the waves (create, other clusters picked).
+	PlannedWaves [][]string
+}
+
+// clusterRecord is one cluster's records, as the last refresh or apply read them.
+type clusterRecord struct {
+	Revision string `json:"revision,omitempty"`
+	State    string `json:"state"`
+	Backup   string `json:"backup,omitempty"`
+}
+
+// Private state keys; values are JSON.
+const (
+	privateClustersKey = "clusters"
+	privateWavesKey    = "planned_waves"
+)
+
+// LoadPrivate reads the private state; a missing key leaves its field nil.
+func (m *Model) LoadPrivate(ctx context.Context, from glue.PrivateGetter) diag.Diagnostics {
+	var diags diag.Diagnostics
+	if from == nil {
+		return diags
+	}
+	for key, into := range map[string]any{privateClustersKey: &m.private.Clusters, privateWavesKey: &m.private.PlannedWaves} {
+		raw, d := from.GetKey(ctx, key)
+		diags.Append(d...)
+		if len(raw) == 0 || string(raw) == "null" {
+			continue
+		}
+		if err := json.Unmarshal(raw, into); err != nil {
+			diags.AddError("Unreadable Private State", fmt.Sprintf("The rollout's private state %q cannot be read (%v); the next refresh rewrites it.", key, err))
+		}
+	}
+	return diags
+}
+
+// SavePrivate writes the private state; a nil field removes its key.
+func (m *Model) SavePrivate(ctx context.Context, to glue.PrivateSetter) diag.Diagnostics {
+	var diags diag.Diagnostics
+	if to == nil {
+		return diags
+	}
+	for key, value := range map[string]any{privateClustersKey: m.private.Clusters, privateWavesKey: m.private.PlannedWaves} {
+		var raw []byte
+		switch v := value.(type) {
+		case map[string]clusterRecord:
+			if v != nil {
+				raw, _ = json.Marshal(v)
+			}
+		case [][]string:
+			if v != nil {
+				raw, _ = json.Marshal(v)
+			}
+		}
+		diags.Append(to.SetKey(ctx, key, raw)...)
+	}
+	return diags
+}
+
+// Summary states beyond delivery's: a cluster verified on another revision than the rollout's,
+// and a skipped one.
+const (
+	summaryOutdated = "outdated"
+	summarySkipped  = "skipped"
+)
+
+// summarize counts the picked clusters by state and says, for each eligible one not current on
+// revision, what is wrong. Skipped clusters are counted; their reasons are in `skipped`.
+func summarize(revision string, obs *delivery.Observation) (map[string]int64, map[string]string) {
+	summary, attention := map[string]int64{}, map[string]string{}
+	for name, st := range obs.Clusters {
+		state := stateOf(revision, st)
+		summary[state]++
+		if note := attentionNote(revision, state, st); note != "" {
+			attention[name] = note
+		}
+	}
+	if n := len(obs.Skipped); n > 0 {
+		summary[summarySkipped] = int64(n)
+	}
+	return summary, attention
+}
+
+// stateOf is a cluster's state as `summary` counts it: delivery's, or outdated for a cluster
+// verified on another revision than the rollout's.
+func stateOf(revision string, st delivery.ClusterState) string {
+	if st.State == delivery.StateCurrent && st.Revision != revision {
+		return summaryOutdated
+	}
+	return st.State
+}
+
+// attentionNote is one line on a cluster that is not current: its state first, then the detail.
+func attentionNote(revision, state string, st delivery.ClusterState) string {
+	runs := "nothing"
+	if st.Revision != "" {
+		runs = "revision " + st.Revision
+	}
+	switch state {
+	case delivery.StateCurrent:
+		return ""
+	case summaryOutdated:
+		return fmt.Sprintf("outdated: runs %s, not %s", runs, revision)
+	case delivery.StateDrifted:
+		drift := append([]string{}, st.Drift...)
+		sort.Strings(drift)
+		if len(drift) == 0 {
+			return "drifted: objects of " + runs + " are missing or edited"
+		}
+		const shown = 5
+		if len(drift) > shown {
+			drift = append(drift[:shown], fmt.Sprintf("and %d more", len(drift)-shown))
+		}
+		return "drifted: " + strings.Join(drift, "; ")
+	case delivery.StateProvisioning:
+		return fmt.Sprintf("provisioning: an apply stopped while changing it (it runs %s)", runs)
+	case delivery.StatePending:
+		return "pending: nothing applied yet"
+	}
+	return fmt.Sprintf("%s: runs %s", state, runs)
+}
