@@ -65,7 +65,9 @@ func TestAttentionBoundsDrift(t *testing.T) {
 // fakePrivate is the framework's private state as the rollout sees it.
 type fakePrivate map[string][]byte
 
-func (p fakePrivate) GetKey(_ context.Context, key string) ([]byte, diag.Diagnostics) { return p[key], nil }
+func (p fakePrivate) GetKey(_ context.Context, key string) ([]byte, diag.Diagnostics) {
+	return p[key], nil
+}
 func (p fakePrivate) SetKey(_ context.Context, key string, value []byte) diag.Diagnostics {
 	if len(value) == 0 {
 		delete(p, key)
