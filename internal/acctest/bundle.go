@@ -34,8 +34,8 @@ func BigBundle(namespace string, size int) string {
 }
 
 // ExpectChunkedRecord checks that the management record of key is compressed and cut into at
-// least min chunk Secrets besides its head (in records.DefaultNamespace).
-func ExpectChunkedRecord(f *testbed.Fleet, key records.Key, min int) error {
+// least atLeast chunk Secrets besides its head (in records.DefaultNamespace).
+func ExpectChunkedRecord(f *testbed.Fleet, key records.Key, atLeast int) error {
 	mc, err := f.ManagementClient()
 	if err != nil {
 		return err
@@ -52,8 +52,8 @@ func ExpectChunkedRecord(f *testbed.Fleet, key records.Key, min int) error {
 	if err := mc.List(ctx, list, client.InNamespace(records.DefaultNamespace), client.MatchingLabels{records.LabelRollout: key.Hash()}, client.HasLabels{records.LabelChunk}); err != nil {
 		return err
 	}
-	if len(list.Items) < min {
-		return fmt.Errorf("management record of %s: %d chunk Secrets, want at least %d", key.Describe(), len(list.Items), min)
+	if len(list.Items) < atLeast {
+		return fmt.Errorf("management record of %s: %d chunk Secrets, want at least %d", key.Describe(), len(list.Items), atLeast)
 	}
 	return nil
 }

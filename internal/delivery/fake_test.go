@@ -344,7 +344,7 @@ func (c *fakeCluster) checkRecorded(op string, objs []*unstructured.Unstructured
 	inv := map[string]bool{}
 	for _, r := range allRecords(st) {
 		for _, ref := range r.Inventory {
-			inv[refKey(apply.ObjectRef(ref))] = true
+			inv[refKey(ref)] = true
 		}
 	}
 	for _, obj := range objs {
@@ -389,7 +389,7 @@ func (c *fakeCluster) Apply(_ context.Context, objs []*unstructured.Unstructured
 			c.created = append(c.created, k)
 			action = apply.Created
 		}
-		ready := !(desired && c.faults.neverReady && obj.GetKind() == "Deployment")
+		ready := !desired || !c.faults.neverReady || obj.GetKind() != "Deployment"
 		c.live[k] = liveObject{obj: obj.DeepCopy(), ready: ready, foreign: c.live[k].foreign, ours: true}
 		res.Changes = append(res.Changes, apply.Change{Object: apply.RefOf(obj), Action: action})
 	}

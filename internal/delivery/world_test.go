@@ -437,7 +437,8 @@ func (e *env) check(r runResult) {
 
 		// The progress record ends with the outcome (a rollback left unsettled stays rolling back).
 		p := r.progress.Clusters[o.Target]
-		if p.State != string(o.Status) && !(p.State == string(engine.EventRollingBack) && o.Unsettled) {
+		rollingBackUnsettled := p.State == string(engine.EventRollingBack) && o.Unsettled
+		if p.State != string(o.Status) && !rollingBackUnsettled {
 			errorf("progress record says %q", p.State)
 		}
 	}

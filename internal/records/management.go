@@ -158,7 +158,7 @@ var recordLocks sync.Map // namespace + "/" + key → *sync.Mutex
 
 func recordLock(namespace string, key Key) *sync.Mutex {
 	m, _ := recordLocks.LoadOrStore(namespace+"/"+key.String(), &sync.Mutex{})
-	return m.(*sync.Mutex)
+	return m.(*sync.Mutex) //nolint:forcetypeassert // recordLocks holds nothing else
 }
 
 // Namespace is where the store keeps its records.

@@ -391,8 +391,8 @@ func TestManagementChunkedConflictsAndTears(t *testing.T) {
 }
 
 // checkChunks checks that ingress's record has exactly the chunk Secrets its head names, at
-// least min of them, and returns the head.
-func checkChunks(t testing.TB, ctx context.Context, c client.Client, min int) *corev1.Secret {
+// least atLeast of them, and returns the head.
+func checkChunks(t testing.TB, ctx context.Context, c client.Client, atLeast int) *corev1.Secret {
 	t.Helper()
 	head := &corev1.Secret{}
 	must(t, c.Get(ctx, client.ObjectKey{Namespace: DefaultNamespace, Name: ingress.ObjectName()}, head))
@@ -403,8 +403,8 @@ func checkChunks(t testing.TB, ctx context.Context, c client.Client, min int) *c
 		must(t, json.Unmarshal([]byte(v), &config))
 	}
 	n := chunkSecrets(t, ctx, c, DefaultNamespace)
-	if n != main-1+config.Chunks || n < min || len(head.Data["record"]) > ChunkSize {
-		t.Fatalf("head names %d chunks and %d of configuration; %d chunk Secrets, want at least %d", main, config.Chunks, n, min)
+	if n != main-1+config.Chunks || n < atLeast || len(head.Data["record"]) > ChunkSize {
+		t.Fatalf("head names %d chunks and %d of configuration; %d chunk Secrets, want at least %d", main, config.Chunks, n, atLeast)
 	}
 	t.Logf("record: head, %d more chunk(s), configuration in %d chunk(s)", main-1, config.Chunks)
 	return head

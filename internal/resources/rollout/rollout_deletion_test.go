@@ -1,7 +1,6 @@
 package rollout
 
 import (
-	"context"
 	"strings"
 	"testing"
 
@@ -13,7 +12,6 @@ import (
 )
 
 func TestDeletionCountsObjectsOnClustersThatRunARevision(t *testing.T) {
-	ctx := context.Background()
 	m := Model{
 		Name: types.StringValue("web"), Namespace: types.StringValue("fleet"), DeletionPolicy: types.StringValue("delete"),
 		Manifests:        types.StringValue("apiVersion: v1\nkind: Namespace\nmetadata: {name: a}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: c, namespace: a}\n"),
@@ -24,7 +22,7 @@ func TestDeletionCountsObjectsOnClustersThatRunARevision(t *testing.T) {
 			"fresh": {State: "pending"}, // nothing applied there: nothing to delete
 		}},
 	}
-	d := m.deletion(ctx, "")
+	d := m.deletion("")
 	if d.Objects != 6 || d.Clusters != 2 || d.Orphan {
 		t.Fatalf("deletion = %+v, want 3 objects (2 + 1 sensitive) on each of 2 clusters = 6", d)
 	}
@@ -35,7 +33,7 @@ func TestDeletionCountsObjectsOnClustersThatRunARevision(t *testing.T) {
 	}
 	m.DeletionPolicy = types.StringValue("orphan")
 	diags = nil
-	glue.WarnDeletion(&diags, m.deletion(ctx, "name"))
+	glue.WarnDeletion(&diags, m.deletion("name"))
 	if !strings.Contains(diags[0].Summary(), "Replacement") || !strings.Contains(diags[0].Detail(), "Changing name replaces rollout fleet/web") ||
 		!strings.Contains(diags[0].Detail(), "leave its 6 object(s) in 2 cluster(s)") {
 		t.Fatalf("warning: %s: %s", diags[0].Summary(), diags[0].Detail())

@@ -156,7 +156,8 @@ func TestAccRollout_interrupt(t *testing.T) {
 		change.Before.Summary, change.Before.Attention)
 	for _, cluster := range clusters {
 		note := change.Before.Attention[cluster]
-		if !(change.Before.Revision == rev1 && note == "") && !strings.Contains(note, "runs revision "+rev1) {
+		currentOnV1 := change.Before.Revision == rev1 && note == ""
+		if !currentOnV1 && !strings.Contains(note, "runs revision "+rev1) {
 			t.Errorf("plan: %s before: attention %q (rollout revision %s), want it on %s", cluster, note, change.Before.Revision, rev1)
 		}
 	}

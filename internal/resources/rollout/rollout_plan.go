@@ -30,7 +30,7 @@ func (r *rolloutResource) ModifyPlan(ctx context.Context, req resource.ModifyPla
 		var state Model
 		if diags := req.State.Get(ctx, &state); !diags.HasError() {
 			state.LoadPrivate(ctx, req.Private)
-			glue.WarnDeletion(&resp.Diagnostics, state.deletion(ctx, ""))
+			glue.WarnDeletion(&resp.Diagnostics, state.deletion(""))
 		}
 	}
 	plan, prior, ok := glue.PlanAndPrior[Model](ctx, req, resp)
@@ -40,7 +40,7 @@ func (r *rolloutResource) ModifyPlan(ctx context.Context, req resource.ModifyPla
 	if prior != nil {
 		resp.Diagnostics.Append(prior.LoadPrivate(ctx, req.Private)...)
 		if changed := identityChange(&plan, prior); changed != "" {
-			glue.WarnDeletion(&resp.Diagnostics, prior.deletion(ctx, changed))
+			glue.WarnDeletion(&resp.Diagnostics, prior.deletion(changed))
 		}
 	}
 	// The waves of an earlier plan never carry over: only this plan's are carried out.
@@ -357,7 +357,7 @@ func identityChange(plan, prior *Model) string {
 // deletion is what destroying the rollout m (a state) removes: the objects of its bundle from
 // every cluster that runs a revision of it. Sensitive objects are counted by sensitive_objects,
 // as the state never holds their content.
-func (m *Model) deletion(ctx context.Context, replacing string) glue.Deletion {
+func (m *Model) deletion(replacing string) glue.Deletion {
 	d := glue.Deletion{What: "rollout " + m.Namespace.ValueString() + "/" + m.Name.ValueString(),
 		Orphan: m.DeletionPolicy.ValueString() == "orphan", Replacing: replacing}
 	if set, err := manifest.Parse(m.Manifests.ValueString()); err == nil {
