@@ -42,3 +42,12 @@ fi
 
 # The modules' tests (`tofu test`, and `terraform test` when present) on the same fleet.
 tools/moduletest.sh
+
+# The real Cluster API controllers (core, kubeadm bootstrap and control plane, CAPD in memory, the
+# test extension): CAPI provisions a cluster itself and updates a Machine in place. The test starts
+# its own management cluster with the controllers (CAPD binds fixed ports: one such fleet at a time).
+echo "[testacc] Cluster API controllers" >&2
+env_file=$(tools/toolchain.sh cluster-api | tail -n 1)
+# shellcheck disable=SC1090
+source "$env_file"
+GRADUAL_TEST_CLUSTER_API=1 go test -count=1 -timeout 15m -run '^TestClusterAPIControllers$' ./internal/testbed/
