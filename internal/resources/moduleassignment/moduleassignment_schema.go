@@ -17,6 +17,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/fleetattr"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/manifesttype"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/validators"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/verifyattr"
 )
@@ -37,7 +38,7 @@ var verifyAttrTypes = verifyattr.AttrTypes()
 var moduleAttrTypes = map[string]attr.Type{
 	"name":       types.StringType,
 	"version":    types.StringType,
-	"manifests":  types.StringType,
+	"manifests":  manifesttype.Type{},
 	"depends_on": types.ListType{ElemType: types.StringType},
 }
 
@@ -90,7 +91,7 @@ func (r *assignmentResource) Schema(ctx context.Context, _ resource.SchemaReques
 						Validators: []validator.String{stringvalidator.LengthAtLeast(1)},
 					},
 					"manifests": schema.StringAttribute{
-						Required: true, MarkdownDescription: "Multi-document YAML of the module's objects. Namespaces and CRDs are applied first.",
+						Required: true, CustomType: manifesttype.Type{}, MarkdownDescription: "Multi-document YAML of the module's objects. Namespaces and CRDs are applied first.",
 						Validators: []validator.String{stringvalidator.LengthAtLeast(1), validators.Manifests()},
 					},
 					"depends_on": schema.ListAttribute{

@@ -11,6 +11,7 @@ import (
 
 	"github.com/gradual-dev/terraform-provider-gradual/internal/fleet"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/fleetattr"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/manifesttype"
 )
 
 var basetypesOpts = basetypes.ObjectAsOptions{UnhandledNullAsEmpty: true, UnhandledUnknownAsEmpty: true}
@@ -93,7 +94,7 @@ func (m *Model) fromConfigRecord(ctx context.Context, raw []byte) diag.Diagnosti
 		diags.AddError("Unreadable Rollout Record", "The management cluster's record of this rollout cannot be decoded: "+err.Error())
 		return diags
 	}
-	m.Manifests = types.StringValue(c.Manifests)
+	m.Manifests = manifesttype.NewValue(c.Manifests)
 	m.UpdateLimit, m.MaxFailures, m.OnFailure = types.StringValue(c.UpdateLimit), types.StringValue(c.MaxFailures), types.StringValue(c.OnFailure)
 	m.DeletionPolicy, m.ForceConflicts = types.StringValue(c.DeletionPolicy), types.BoolValue(c.ForceConflicts)
 	m.RetryInvalid = types.BoolValue(false)

@@ -17,33 +17,34 @@ import (
 	"github.com/gradual-dev/terraform-provider-gradual/internal/records"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/fleetattr"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/glue"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/manifesttype"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/verifyattr"
 )
 
 // Model is the resource's configuration and state.
 type Model struct {
-	ID               types.String   `tfsdk:"id"`
-	Name             types.String   `tfsdk:"name"`
-	Namespace        types.String   `tfsdk:"namespace"`
-	Selector         types.Object   `tfsdk:"selector"`
-	Clusters         types.List     `tfsdk:"clusters"`
-	Manifests        types.String   `tfsdk:"manifests"`
-	Canary           types.List     `tfsdk:"canary"`
-	UpdateLimit      types.String   `tfsdk:"update_limit"`
-	MaxFailures      types.String   `tfsdk:"max_failures"`
-	OnFailure        types.String   `tfsdk:"on_failure"`
-	Verify           types.Object   `tfsdk:"verify"`
-	RecordNamespace  types.String   `tfsdk:"record_namespace"`
-	DeletionPolicy   types.String   `tfsdk:"deletion_policy"`
-	ForceConflicts   types.Bool     `tfsdk:"force_conflicts"`
-	RetryInvalid     types.Bool     `tfsdk:"retry_invalid"`
-	Timeouts         timeouts.Value `tfsdk:"timeouts"`
-	Revision         types.String   `tfsdk:"revision"`
-	BackupRevision   types.String   `tfsdk:"backup_revision"`
-	InvalidRevisions types.List     `tfsdk:"invalid_revisions"`
-	ClusterStates    types.Map      `tfsdk:"cluster_states"`
-	Waves            types.List     `tfsdk:"waves"`
-	Skipped          types.Map      `tfsdk:"skipped"`
+	ID               types.String       `tfsdk:"id"`
+	Name             types.String       `tfsdk:"name"`
+	Namespace        types.String       `tfsdk:"namespace"`
+	Selector         types.Object       `tfsdk:"selector"`
+	Clusters         types.List         `tfsdk:"clusters"`
+	Manifests        manifesttype.Value `tfsdk:"manifests"`
+	Canary           types.List         `tfsdk:"canary"`
+	UpdateLimit      types.String       `tfsdk:"update_limit"`
+	MaxFailures      types.String       `tfsdk:"max_failures"`
+	OnFailure        types.String       `tfsdk:"on_failure"`
+	Verify           types.Object       `tfsdk:"verify"`
+	RecordNamespace  types.String       `tfsdk:"record_namespace"`
+	DeletionPolicy   types.String       `tfsdk:"deletion_policy"`
+	ForceConflicts   types.Bool         `tfsdk:"force_conflicts"`
+	RetryInvalid     types.Bool         `tfsdk:"retry_invalid"`
+	Timeouts         timeouts.Value     `tfsdk:"timeouts"`
+	Revision         types.String       `tfsdk:"revision"`
+	BackupRevision   types.String       `tfsdk:"backup_revision"`
+	InvalidRevisions types.List         `tfsdk:"invalid_revisions"`
+	ClusterStates    types.Map          `tfsdk:"cluster_states"`
+	Waves            types.List         `tfsdk:"waves"`
+	Skipped          types.Map          `tfsdk:"skipped"`
 }
 
 // VerifyModel is the `verify` attribute.

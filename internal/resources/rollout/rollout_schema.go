@@ -21,6 +21,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/fleetattr"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/manifesttype"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/validators"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/verifyattr"
 )
@@ -82,7 +83,7 @@ func (r *rolloutResource) Schema(ctx context.Context, _ resource.SchemaRequest, 
 			"clusters": fleetattr.ResourceNames("Names of the `Cluster` objects to roll out to, instead of `selector`. " +
 				"A listed cluster that does not exist is skipped with a warning."),
 			"manifests": schema.StringAttribute{
-				Required: true,
+				Required: true, CustomType: manifesttype.Type{},
 				MarkdownDescription: "Multi-document YAML of the objects to apply to every cluster. Namespaces and CRDs are applied first. " +
 					"Its normalized content names the `revision`.",
 				Validators: []validator.String{stringvalidator.LengthAtLeast(1), validators.Manifests()},
