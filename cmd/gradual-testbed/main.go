@@ -1,7 +1,7 @@
 // Command gradual-testbed starts and stops a local fleet for the demo and for people: a management
 // cluster holding Cluster API objects and kwok workload clusters (see internal/testbed).
 //
-//	gradual-testbed up     [--dir DIR] [--workloads 3] [--namespace fleet] [--parallel 4]   # last stdout line: management kubeconfig
+//	gradual-testbed up     [--dir DIR] [--workloads 3] [--clusters N] [--namespace fleet] [--parallel 4]   # last stdout line: management kubeconfig
 //	gradual-testbed down   [--dir DIR]
 //	gradual-testbed status [--dir DIR]
 package main
@@ -53,6 +53,8 @@ const usage = `usage: gradual-testbed <command> [flags]
 flags:
   --dir DIR          state directory (default ~/.cache/terraform-provider-gradual/testbed/default)
   --workloads N      up: number of workload clusters (default 3: prod-eu-1, prod-us-1, staging-eu-1)
+  --clusters N       up: the scale bed: N CAPI Clusters (labelled env=scale) over --workloads kwok
+                     API servers (scale-api-1.., then c-0004.. sharing them); e.g. --clusters 1000
   --namespace NS     up: namespace of the Cluster objects (default fleet)
   --parallel N       up: control planes started at once (default 4)
 `
@@ -70,6 +72,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	workloads := fs.Int("workloads", 3, "number of workload clusters")
 	namespace := fs.String("namespace", testbed.DefaultNamespace, "namespace of the Cluster objects")
 	parallel := fs.Int("parallel", 4, "control planes started at once")
+	clusters := fs.Int("clusters", 0, "scale bed: CAPI Clusters over --workloads API servers")
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
 	}
@@ -88,7 +91,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	switch cmd {
 	case "up":
-		return up(ctx, *dir, *namespace, *workloads, *parallel, logf, stdout)
+		specs := defaultWorkloads(*workloads)
+		if *clusters > 0 {
+			var err error
+			if specs, err = testbed.ScaleWorkloads(*clusters, *workloads); err != nil {
+				return err
+			}
+		}
+		return up(ctx, *dir, *namespace, specs, *parallel, logf, stdout)
 	case "down":
 		f, err := testbed.Load(*dir)
 		if err != nil {
@@ -168,7 +178,7 @@ func defaultWorkloads(n int) []testbed.WorkloadSpec {
 	return base
 }
 
-func up(ctx context.Context, dir, namespace string, workloads, parallel int, logf func(string, ...any), stdout io.Writer) error {
+func up(ctx context.Context, dir, namespace string, workloads []testbed.WorkloadSpec, parallel int, logf func(string, ...any), stdout io.Writer) error {
 	if f, err := testbed.Load(dir); err == nil {
 		if err := testbed.Check(ctx, f.Management); err == nil {
 			logf("fleet %s is already up in %s", f.Name, dir)
@@ -188,7 +198,7 @@ func up(ctx context.Context, dir, namespace string, workloads, parallel int, log
 	f, err := testbed.Up(ctx, tc, testbed.Options{
 		Dir:       dir,
 		Namespace: namespace,
-		Workloads: defaultWorkloads(workloads),
+		Workloads: workloads,
 		Parallel:  parallel,
 		Logf:      logf,
 	})
