@@ -13,6 +13,11 @@
 // process tofu starts, polled every 50ms) and the time of a no-change `tofu plan`.
 //
 //	gradual-bench --fleet DIR --plugins DIR [--runs 5] [--warmup=true] [--clusters 4] [--tofu PATH] [--kubectl PATH] [--logs DIR]
+//
+// With --sizes it measures the curve instead (see curve.go): plan, first apply, no-change plan and
+// the kubectl baseline at each size, on a scale bed (gradual-testbed up --clusters N).
+//
+//	gradual-bench --fleet DIR --plugins DIR --sizes 4,16,64,256,1000 [--csv FILE] [--markdown FILE]
 package main
 
 import (
@@ -60,6 +65,7 @@ func main() {
 
 type config struct {
 	fleetDir, plugins, tofu, kubectl, work, logs string
+	sizes, csv, markdown                         string
 	runs, clusters                               int
 	warmup                                       bool
 }
@@ -77,6 +83,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&c.runs, "runs", 5, "counted runs of each side")
 	fs.BoolVar(&c.warmup, "warmup", true, "run both sides once before the counted runs, not counted")
 	fs.IntVar(&c.clusters, "clusters", 4, "workload clusters the fleet must have (all of them get the revision)")
+	fs.StringVar(&c.sizes, "sizes", "", "measure the curve at these numbers of Clusters (e.g. 4,16,64,256,1000) instead of the 4-cluster comparison")
+	fs.StringVar(&c.csv, "csv", "", "curve: write it as CSV to this file")
+	fs.StringVar(&c.markdown, "markdown", "", "curve: write it as a Markdown table (with the machine and date) to this file")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -112,6 +121,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	f, err := testbed.Load(c.fleetDir)
 	if err != nil {
 		return err
+	}
+	if c.sizes != "" {
+		return curve(ctx, c, f, logf, stdout)
 	}
 	targets, err := readyWorkloads(ctx, f, c.clusters)
 	if err != nil {
@@ -472,10 +484,13 @@ type rssSampler struct {
 	done chan struct{}
 	wg   sync.WaitGroup
 	peak map[int]int64
+	// cpu is the last seen user+system CPU time of each provider process, in clock ticks (it
+	// misses at most the last 50ms of a process).
+	cpu map[int]int64
 }
 
 func newRSSSampler(pid int) *rssSampler {
-	s := &rssSampler{done: make(chan struct{}), peak: map[int]int64{}}
+	s := &rssSampler{done: make(chan struct{}), peak: map[int]int64{}, cpu: map[int]int64{}}
 	s.wg.Go(func() {
 		t := time.NewTicker(50 * time.Millisecond)
 		defer t.Stop()
@@ -491,6 +506,9 @@ func newRSSSampler(pid int) *rssSampler {
 				if yes {
 					if hwm := vmHWM(c); hwm > s.peak[c] {
 						s.peak[c] = hwm
+					}
+					if t := cpuTicks(c); t > s.cpu[c] {
+						s.cpu[c] = t
 					}
 				}
 			}
@@ -624,4 +642,39 @@ func tail(s string, n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return strings.Join(lines, "\n")
+}
+
+// clockTicks is USER_HZ, the unit of /proc/PID/stat's CPU times: 100 on every Linux ABI Go runs on.
+const clockTicks = 100
+
+// cpuTicks reads a process's user+system CPU time in clock ticks (0 when it is gone).
+func cpuTicks(pid int) int64 {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// The command name (field 2) may hold spaces; fields after its closing parenthesis are fixed.
+	i := strings.LastIndexByte(string(raw), ')')
+	if i < 0 {
+		return 0
+	}
+	fields := strings.Fields(string(raw)[i+1:])
+	if len(fields) < 13 { // utime and stime are fields 14 and 15: 12th and 13th after ')'
+		return 0
+	}
+	utime, err1 := strconv.ParseInt(fields[11], 10, 64)
+	stime, err2 := strconv.ParseInt(fields[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0
+	}
+	return utime + stime
+}
+
+// cpuSeconds is the CPU time of every provider process seen, summed.
+func (s *rssSampler) cpuSeconds() float64 {
+	var total int64
+	for _, t := range s.cpu {
+		total += t
+	}
+	return float64(total) / clockTicks
 }
