@@ -91,8 +91,9 @@ func (r *assignmentResource) Schema(ctx context.Context, _ resource.SchemaReques
 						Validators: []validator.String{stringvalidator.LengthAtLeast(1)},
 					},
 					"manifests": schema.StringAttribute{
-						Required: true, CustomType: manifesttype.Type{}, MarkdownDescription: "Multi-document YAML of the module's objects. Namespaces and CRDs are applied first.",
-						Validators: []validator.String{stringvalidator.LengthAtLeast(1), validators.Manifests()},
+						Required: true, CustomType: manifesttype.Type{}, PlanModifiers: []planmodifier.String{manifesttype.KeepPriorOnSameRevision()},
+						MarkdownDescription: "Multi-document YAML of the module's objects. Namespaces and CRDs are applied first.",
+						Validators:          []validator.String{stringvalidator.LengthAtLeast(1), validators.Manifests()},
 					},
 					"depends_on": schema.ListAttribute{
 						Optional: true, ElementType: types.StringType,

@@ -83,7 +83,7 @@ func (r *rolloutResource) Schema(ctx context.Context, _ resource.SchemaRequest, 
 			"clusters": fleetattr.ResourceNames("Names of the `Cluster` objects to roll out to, instead of `selector`. " +
 				"A listed cluster that does not exist is skipped with a warning."),
 			"manifests": schema.StringAttribute{
-				Required: true, CustomType: manifesttype.Type{},
+				Required: true, CustomType: manifesttype.Type{}, PlanModifiers: []planmodifier.String{manifesttype.KeepPriorOnSameRevision()},
 				MarkdownDescription: "Multi-document YAML of the objects to apply to every cluster. Namespaces and CRDs are applied first. " +
 					"Its normalized content names the `revision`.",
 				Validators: []validator.String{stringvalidator.LengthAtLeast(1), validators.Manifests()},
