@@ -28,21 +28,23 @@ import (
 // the fleet (picked by a label the benchmark sets), timed through OpenTofu:
 //
 //   - plan: the plan of the create (the fleet read, nothing applied);
-//   - first apply: the 20-object revision to all N in one wave (update_limit = N), verified;
+//   - first apply: the 20-object revision to all N, verified, at most waveLimit at once
+//     (update_limit = min(N, waveLimit));
 //   - no-change plan: the plan once it is applied (every Cluster's records read);
 //
 // each with the provider's peak RSS, its CPU seconds and, for the plans, the line count of the
 // plan output as a person reads it (`tofu plan -no-color`). The baseline is `kubectl apply
-// --server-side` + `kubectl wait` of the same file on the same N clusters, at most
-// kubectlParallel at once, timed in the same run.
+// --server-side` + `kubectl wait` of the same file on the same N clusters, at most waveLimit at
+// once too, timed in the same run.
 
 // Bounds of one step at any size, so that a broken fleet fails the benchmark instead of hanging it.
 const (
 	curveApplyTimeout = 20 * time.Minute
 	curvePlanTimeout  = 10 * time.Minute
-	// kubectlParallel bounds the baseline's concurrent kubectl processes (a thousand at once would
+	// waveLimit bounds the clusters changed at once on both sides: the rollout's update_limit and
+	// the baseline's concurrent kubectl processes (a thousand kubectl processes at once would
 	// measure the machine's fork and memory pressure, not the work).
-	kubectlParallel = 32
+	waveLimit = 64
 	// labelParallel bounds the concurrent label patches of Cluster objects.
 	labelParallel = 16
 )
@@ -130,7 +132,7 @@ func runCurve(ctx context.Context, c config, f *testbed.Fleet, sizes []int, logf
 		}
 		if c.kubectl != "" {
 			k := &kubectlSide{kubectl: c.kubectl, work: c.work, targets: targets, logf: logf}
-			if pt.kubectl, err = k.runBounded(ctx, fmt.Sprintf("curve-k%d", n), kubectlParallel); err != nil {
+			if pt.kubectl, err = k.runBounded(ctx, fmt.Sprintf("curve-k%d", n), waveLimit); err != nil {
 				return points, fmt.Errorf("N=%d: baseline: %w", n, err)
 			}
 		}
@@ -190,7 +192,7 @@ output "cluster_states" {
 output "skipped" {
   value = gradual_rollout.bench.skipped
 }
-`, p.fleet.Management.KubeconfigPath, name, p.fleet.Namespace, label, n)
+`, p.fleet.Management.KubeconfigPath, name, p.fleet.Namespace, label, min(n, waveLimit))
 }
 
 func (p *providerSide) curvePoint(ctx context.Context, n int, label string) (curvePoint, error) {
@@ -331,6 +333,7 @@ func (k *kubectlSide) runBounded(ctx context.Context, ns string, limit int) (tim
 var csvHeader = []string{
 	"clusters", "plan_s", "plan_lines", "apply_s", "apply_provider_cpu_s", "provider_cpu_s_per_cluster",
 	"nochange_plan_s", "nochange_plan_lines", "nochange_provider_cpu_s", "provider_peak_rss_mib", "kubectl_s", "apply_over_kubectl",
+	"plan_rss_mib", "apply_rss_mib", "nochange_rss_mib",
 }
 
 func (pt curvePoint) row() []string {
@@ -347,6 +350,7 @@ func (pt curvePoint) row() []string {
 		fmt.Sprintf("%.1f", pt.noChange.elapsed.Seconds()), strconv.Itoa(pt.noChange.lines), fmt.Sprintf("%.1f", pt.noChange.cpu),
 		fmt.Sprintf("%.0f", mb(max(pt.plan.peakRSS, pt.apply.peakRSS, pt.noChange.peakRSS))),
 		kube, ratio,
+		fmt.Sprintf("%.0f", mb(pt.plan.peakRSS)), fmt.Sprintf("%.0f", mb(pt.apply.peakRSS)), fmt.Sprintf("%.0f", mb(pt.noChange.peakRSS)),
 	}
 }
 
@@ -365,12 +369,12 @@ func curveMarkdown(points []curvePoint, servers int) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "Measured %s on %s (%d CPUs, %s), %d kwok API servers.\n\n",
 		time.Now().UTC().Format("2006-01-02 15:04 UTC"), cpuModel(), runtime.NumCPU(), memTotal(), servers)
-	b.WriteString("| Clusters | plan | plan lines | first apply | provider CPU (apply) | CPU per cluster | no-change plan | no-change plan lines | provider peak RSS | kubectl apply + wait | apply / kubectl |\n")
+	b.WriteString("| Clusters | plan | plan lines | first apply | provider CPU (apply) | CPU per cluster | no-change plan | no-change plan lines | provider peak RSS (plan / apply / no-change) | kubectl apply + wait | apply / kubectl |\n")
 	b.WriteString("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, pt := range points {
 		r := pt.row()
-		fmt.Fprintf(&b, "| %s | %s s | %s | %s s | %s s | %s s | %s s | %s | %s MiB | %s s | %s |\n",
-			r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[9], r[10], r[11])
+		fmt.Fprintf(&b, "| %s | %s s | %s | %s s | %s s | %s s | %s s | %s | %s / %s / %s MiB | %s s | %s |\n",
+			r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[12], r[13], r[14], r[10], r[11])
 	}
 	return b.String()
 }
