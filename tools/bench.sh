@@ -14,6 +14,7 @@
 # BENCH_COMPARE=1: instead, the 4-cluster comparison: four workload clusters with a control plane
 # each, RUNS (default 5) alternating rounds of provider and kubectl after a warm-up, medians.
 #
+# BENCH_BASELINE=0 skips the kubectl baseline (provider only, quicker).
 # BENCH_LOGS=DIR keeps each tofu run's provider log (TF_LOG_PROVIDER=INFO) and output in DIR.
 # One fleet at a time on a machine: the bed runs under flock /tmp/gradual-fleet.lock.
 set -euo pipefail
@@ -39,8 +40,9 @@ exec 9>/tmp/gradual-fleet.lock
 echo "[bench] waiting for the fleet lock (/tmp/gradual-fleet.lock)" >&2
 flock 9
 
-args=(--fleet "$work/fleet" --plugins "$work/plugins" --work "$work"
-  --tofu "$GRADUAL_TOFU" --kubectl "${GRADUAL_KUBECTL:-$(command -v kubectl || true)}")
+kubectl=${GRADUAL_KUBECTL:-$(command -v kubectl || true)}
+if [ "${BENCH_BASELINE:-1}" = 0 ]; then kubectl=none; fi
+args=(--fleet "$work/fleet" --plugins "$work/plugins" --work "$work" --tofu "$GRADUAL_TOFU" --kubectl "$kubectl")
 if [ -n "${BENCH_LOGS:-}" ]; then args+=(--logs "$BENCH_LOGS"); fi
 
 if [ -n "${BENCH_COMPARE:-}" ]; then

@@ -77,7 +77,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&c.fleetDir, "fleet", "", "state directory of a running test bed (gradual-testbed up --dir)")
 	fs.StringVar(&c.plugins, "plugins", "", "directory holding the built "+providerBinary+" binary (dev_overrides)")
 	fs.StringVar(&c.tofu, "tofu", os.Getenv("GRADUAL_TOFU"), "OpenTofu binary")
-	fs.StringVar(&c.kubectl, "kubectl", "", "kubectl binary for the baseline (default $GRADUAL_KUBECTL, else kubectl on PATH; none: no baseline)")
+	fs.StringVar(&c.kubectl, "kubectl", "", "kubectl binary for the baseline (default $GRADUAL_KUBECTL, else kubectl on PATH; \"none\": no baseline)")
 	fs.StringVar(&c.work, "work", "", "scratch directory (default: a new temp dir, removed at the end)")
 	fs.StringVar(&c.logs, "logs", "", "if set, write each tofu run's provider log (TF_LOG_PROVIDER=INFO) here")
 	fs.IntVar(&c.runs, "runs", 5, "counted runs of each side")
@@ -100,6 +100,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	if c.kubectl == "" {
 		c.kubectl, _ = exec.LookPath("kubectl")
+	}
+	if c.kubectl == "none" { // no baseline, on purpose
+		c.kubectl = ""
 	}
 	if c.work == "" {
 		dir, err := os.MkdirTemp("", "gradual-bench-")
