@@ -1,12 +1,22 @@
 #!/usr/bin/env bash
-# The end-to-end half of `make bench`: builds the toolchain if needed (kubectl included), starts a
-# fleet of a management cluster and four workload clusters, builds the provider and
-# cmd/gradual-bench, and runs it: one 20-object revision rolled out by `tofu apply` of a
-# gradual_rollout (update_limit = 4) against `kubectl apply --server-side` + `kubectl wait` on the
-# same clusters in parallel, after a warm-up round, RUNS times each (default 5, alternating which
-# goes first), medians compared; plus the provider's peak RSS and a no-change plan. The fleet is
-# torn down on exit, whatever happened.
-# BENCH_LOGS=DIR keeps each tofu run's provider log (TF_LOG_PROVIDER=INFO) in DIR.
+# The end-to-end half of `make bench`: builds the toolchain if needed (kubectl included), the
+# provider, cmd/gradual-testbed and cmd/gradual-bench, starts a scale bed, measures, and tears the
+# bed down on exit, whatever happened.
+#
+# The curve (default): a management cluster and BENCH_SERVERS (default 3) kwok API servers
+# presenting as many CAPI Clusters as the largest of BENCH_SIZES (default 4,16,64,256,1000); at
+# each size one 20-object revision rolled out by `tofu apply` of a gradual_rollout: plan, first
+# apply, no-change plan (times, provider peak RSS and CPU seconds, plan line counts) against
+# `kubectl apply --server-side` + `kubectl wait` on the same Clusters. Quick: BENCH_SIZES=4,16.
+# Written to BENCH_OUT (default ./bench-out): curve.csv and curve.md (the table of
+# docs/guides/benchmarks.md, with machine and date).
+#
+# BENCH_COMPARE=1: instead, the 4-cluster comparison: four workload clusters with a control plane
+# each, RUNS (default 5) alternating rounds of provider and kubectl after a warm-up, medians.
+#
+# BENCH_BASELINE=0 skips the kubectl baseline (provider only, quicker).
+# BENCH_LOGS=DIR keeps each tofu run's provider log (TF_LOG_PROVIDER=INFO) and output in DIR.
+# One fleet at a time on a machine: the bed runs under flock /tmp/gradual-fleet.lock.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 env_file=$(tools/toolchain.sh | tail -n 1)
@@ -26,10 +36,29 @@ go build -o "$work/gradual-testbed" ./cmd/gradual-testbed
 go build -o "$work/gradual-bench" ./cmd/gradual-bench
 go build -o "$work/plugins/terraform-provider-gradual" .
 
-echo "[bench] starting the test bed: a management cluster and 4 workload clusters" >&2
-"$work/gradual-testbed" up --dir "$work/fleet" --workloads 4 >/dev/null
+exec 9>/tmp/gradual-fleet.lock
+echo "[bench] waiting for the fleet lock (/tmp/gradual-fleet.lock)" >&2
+flock 9
 
-args=(--fleet "$work/fleet" --plugins "$work/plugins" --work "$work" --clusters 4 --runs "${RUNS:-5}"
-  --tofu "$GRADUAL_TOFU" --kubectl "${GRADUAL_KUBECTL:-$(command -v kubectl || true)}")
+kubectl=${GRADUAL_KUBECTL:-$(command -v kubectl || true)}
+if [ "${BENCH_BASELINE:-1}" = 0 ]; then kubectl=none; fi
+args=(--fleet "$work/fleet" --plugins "$work/plugins" --work "$work" --tofu "$GRADUAL_TOFU" --kubectl "$kubectl")
 if [ -n "${BENCH_LOGS:-}" ]; then args+=(--logs "$BENCH_LOGS"); fi
-"$work/gradual-bench" "${args[@]}"
+
+if [ -n "${BENCH_COMPARE:-}" ]; then
+  echo "[bench] starting the test bed: a management cluster and 4 workload clusters" >&2
+  "$work/gradual-testbed" up --dir "$work/fleet" --workloads 4 >/dev/null
+  "$work/gradual-bench" "${args[@]}" --clusters 4 --runs "${RUNS:-5}"
+  exit
+fi
+
+sizes=${BENCH_SIZES:-4,16,64,256,1000}
+servers=${BENCH_SERVERS:-3}
+largest=$(tr ',' '\n' <<<"$sizes" | sort -n | tail -n 1)
+clusters=$((largest > servers ? largest : servers))
+out=${BENCH_OUT:-bench-out}
+mkdir -p "$out"
+echo "[bench] starting the scale bed: $clusters CAPI Clusters over $servers kwok API servers" >&2
+"$work/gradual-testbed" up --dir "$work/fleet" --workloads "$servers" --clusters "$clusters" >/dev/null
+"$work/gradual-bench" "${args[@]}" --sizes "$sizes" --csv "$out/curve.csv" --markdown "$out/curve.md"
+echo "[bench] written: $out/curve.csv, $out/curve.md" >&2

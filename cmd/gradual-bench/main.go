@@ -13,6 +13,11 @@
 // process tofu starts, polled every 50ms) and the time of a no-change `tofu plan`.
 //
 //	gradual-bench --fleet DIR --plugins DIR [--runs 5] [--warmup=true] [--clusters 4] [--tofu PATH] [--kubectl PATH] [--logs DIR]
+//
+// With --sizes it measures the curve instead (see curve.go): plan, first apply, no-change plan and
+// the kubectl baseline at each size, on a scale bed (gradual-testbed up --clusters N).
+//
+//	gradual-bench --fleet DIR --plugins DIR --sizes 4,16,64,256,1000 [--csv FILE] [--markdown FILE]
 package main
 
 import (
@@ -60,6 +65,7 @@ func main() {
 
 type config struct {
 	fleetDir, plugins, tofu, kubectl, work, logs string
+	sizes, csv, markdown                         string
 	runs, clusters                               int
 	warmup                                       bool
 }
@@ -71,12 +77,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&c.fleetDir, "fleet", "", "state directory of a running test bed (gradual-testbed up --dir)")
 	fs.StringVar(&c.plugins, "plugins", "", "directory holding the built "+providerBinary+" binary (dev_overrides)")
 	fs.StringVar(&c.tofu, "tofu", os.Getenv("GRADUAL_TOFU"), "OpenTofu binary")
-	fs.StringVar(&c.kubectl, "kubectl", "", "kubectl binary for the baseline (default $GRADUAL_KUBECTL, else kubectl on PATH; none: no baseline)")
+	fs.StringVar(&c.kubectl, "kubectl", "", "kubectl binary for the baseline (default $GRADUAL_KUBECTL, else kubectl on PATH; \"none\": no baseline)")
 	fs.StringVar(&c.work, "work", "", "scratch directory (default: a new temp dir, removed at the end)")
 	fs.StringVar(&c.logs, "logs", "", "if set, write each tofu run's provider log (TF_LOG_PROVIDER=INFO) here")
 	fs.IntVar(&c.runs, "runs", 5, "counted runs of each side")
 	fs.BoolVar(&c.warmup, "warmup", true, "run both sides once before the counted runs, not counted")
 	fs.IntVar(&c.clusters, "clusters", 4, "workload clusters the fleet must have (all of them get the revision)")
+	fs.StringVar(&c.sizes, "sizes", "", "measure the curve at these numbers of Clusters (e.g. 4,16,64,256,1000) instead of the 4-cluster comparison")
+	fs.StringVar(&c.csv, "csv", "", "curve: write it as CSV to this file")
+	fs.StringVar(&c.markdown, "markdown", "", "curve: write it as a Markdown table (with the machine and date) to this file")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -91,6 +100,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	if c.kubectl == "" {
 		c.kubectl, _ = exec.LookPath("kubectl")
+	}
+	if c.kubectl == "none" { // no baseline, on purpose
+		c.kubectl = ""
 	}
 	if c.work == "" {
 		dir, err := os.MkdirTemp("", "gradual-bench-")
@@ -112,6 +124,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	f, err := testbed.Load(c.fleetDir)
 	if err != nil {
 		return err
+	}
+	if c.sizes != "" {
+		return curve(ctx, c, f, logf, stdout)
 	}
 	targets, err := readyWorkloads(ctx, f, c.clusters)
 	if err != nil {
@@ -307,8 +322,8 @@ resource "gradual_rollout" "bench" {
   update_limit = "%d"
 }
 
-output "cluster_states" {
-  value = gradual_rollout.bench.cluster_states
+output "summary" {
+  value = gradual_rollout.bench.summary
 }
 
 output "skipped" {
@@ -390,9 +405,9 @@ func (p *providerSide) checkApplied(ctx context.Context, dir, name string) error
 		return fmt.Errorf("tofu output: %w", err)
 	}
 	var outputs struct {
-		ClusterStates struct {
-			Value map[string]struct{ Revision, State string }
-		} `json:"cluster_states"`
+		Summary struct {
+			Value map[string]int
+		} `json:"summary"`
 		Skipped struct{ Value map[string]string }
 	}
 	if err := json.Unmarshal(raw, &outputs); err != nil {
@@ -401,11 +416,8 @@ func (p *providerSide) checkApplied(ctx context.Context, dir, name string) error
 	if len(outputs.Skipped.Value) > 0 {
 		return fmt.Errorf("%s: clusters skipped: %v", name, outputs.Skipped.Value)
 	}
-	for _, w := range p.targets {
-		s, ok := outputs.ClusterStates.Value[w.Name]
-		if !ok || s.State != "current" || s.Revision == "" {
-			return fmt.Errorf("%s: cluster %s is %+v after apply, want current", name, w.Name, s)
-		}
+	if current := outputs.Summary.Value["current"]; current != len(p.targets) {
+		return fmt.Errorf("%s: %d of %d clusters current after apply (summary %v)", name, current, len(p.targets), outputs.Summary.Value)
 	}
 	return nil
 }
@@ -472,10 +484,13 @@ type rssSampler struct {
 	done chan struct{}
 	wg   sync.WaitGroup
 	peak map[int]int64
+	// cpu is the last seen user+system CPU time of each provider process, in clock ticks (it
+	// misses at most the last 50ms of a process).
+	cpu map[int]int64
 }
 
 func newRSSSampler(pid int) *rssSampler {
-	s := &rssSampler{done: make(chan struct{}), peak: map[int]int64{}}
+	s := &rssSampler{done: make(chan struct{}), peak: map[int]int64{}, cpu: map[int]int64{}}
 	s.wg.Go(func() {
 		t := time.NewTicker(50 * time.Millisecond)
 		defer t.Stop()
@@ -491,6 +506,9 @@ func newRSSSampler(pid int) *rssSampler {
 				if yes {
 					if hwm := vmHWM(c); hwm > s.peak[c] {
 						s.peak[c] = hwm
+					}
+					if t := cpuTicks(c); t > s.cpu[c] {
+						s.cpu[c] = t
 					}
 				}
 			}
@@ -624,4 +642,39 @@ func tail(s string, n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return strings.Join(lines, "\n")
+}
+
+// clockTicks is USER_HZ, the unit of /proc/PID/stat's CPU times: 100 on every Linux ABI Go runs on.
+const clockTicks = 100
+
+// cpuTicks reads a process's user+system CPU time in clock ticks (0 when it is gone).
+func cpuTicks(pid int) int64 {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// The command name (field 2) may hold spaces; fields after its closing parenthesis are fixed.
+	i := strings.LastIndexByte(string(raw), ')')
+	if i < 0 {
+		return 0
+	}
+	fields := strings.Fields(string(raw)[i+1:])
+	if len(fields) < 13 { // utime and stime are fields 14 and 15: 12th and 13th after ')'
+		return 0
+	}
+	utime, err1 := strconv.ParseInt(fields[11], 10, 64)
+	stime, err2 := strconv.ParseInt(fields[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0
+	}
+	return utime + stime
+}
+
+// cpuSeconds is the CPU time of every provider process seen, summed.
+func (s *rssSampler) cpuSeconds() float64 {
+	var total int64
+	for _, t := range s.cpu {
+		total += t
+	}
+	return float64(total) / clockTicks
 }

@@ -1,7 +1,7 @@
 // Command gradual-testbed starts and stops a local fleet for the demo and for people: a management
 // cluster holding Cluster API objects and kwok workload clusters (see internal/testbed).
 //
-//	gradual-testbed up     [--dir DIR] [--workloads 3] [--namespace fleet] [--parallel 4] [--cluster-api]   # last stdout line: management kubeconfig
+//	gradual-testbed up     [--dir DIR] [--workloads 3] [--clusters N] [--namespace fleet] [--parallel 4] [--cluster-api]   # last stdout line: management kubeconfig
 //	gradual-testbed down   [--dir DIR]
 //	gradual-testbed status [--dir DIR]
 package main
@@ -53,6 +53,8 @@ const usage = `usage: gradual-testbed <command> [flags]
 flags:
   --dir DIR          state directory (default ~/.cache/terraform-provider-gradual/testbed/default)
   --workloads N      up: number of workload clusters (default 3: prod-eu-1, prod-us-1, staging-eu-1)
+  --clusters N       up: the scale bed: N CAPI Clusters (labelled env=scale) over --workloads kwok
+                     API servers (scale-api-1.., then c-0004.. sharing them); e.g. --clusters 1000
   --namespace NS     up: namespace of the Cluster objects (default fleet)
   --parallel N       up: control planes started at once (default 4)
   --cluster-api      up: also run the real Cluster API controllers (core, kubeadm bootstrap and
@@ -75,6 +77,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	namespace := fs.String("namespace", testbed.DefaultNamespace, "namespace of the Cluster objects")
 	parallel := fs.Int("parallel", 4, "control planes started at once")
 	clusterAPI := fs.Bool("cluster-api", false, "also run the real Cluster API controllers")
+	clusters := fs.Int("clusters", 0, "scale bed: CAPI Clusters over --workloads API servers")
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
 	}
@@ -93,8 +96,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	switch cmd {
 	case "up":
+		specs := defaultWorkloads(*workloads)
+		if *clusters > 0 {
+			var err error
+			if specs, err = testbed.ScaleWorkloads(*clusters, *workloads); err != nil {
+				return err
+			}
+		}
 		return up(ctx, *dir, testbed.Options{
-			Namespace: *namespace, Workloads: defaultWorkloads(*workloads), Parallel: *parallel, ClusterAPI: *clusterAPI, Logf: logf,
+			Namespace: *namespace, Workloads: specs, Parallel: *parallel, ClusterAPI: *clusterAPI, Logf: logf,
 		}, stdout)
 	case "down":
 		f, err := testbed.Load(*dir)

@@ -39,6 +39,9 @@ type Options struct {
 	PollInterval time.Duration
 	// Concurrency bounds the concurrent dry-runs of one apply or drift check; default 4.
 	Concurrency int
+	// Mapper, when set, is the REST mapper to use: one shared by every cluster that the same API
+	// server serves (see fleet.Management.RESTMapper). Default: one of the Applier's own.
+	Mapper meta.RESTMapper
 }
 
 func (o *Options) defaults() {
@@ -77,9 +80,11 @@ func New(cfg *rest.Config, opts Options) (*Applier, error) {
 	if err != nil {
 		return nil, fmt.Errorf("apply: HTTP client: %w", err)
 	}
-	mapper, err := apiutil.NewDynamicRESTMapper(cfg, httpClient)
-	if err != nil {
-		return nil, fmt.Errorf("apply: REST mapper: %w", err)
+	mapper := opts.Mapper
+	if mapper == nil {
+		if mapper, err = apiutil.NewDynamicRESTMapper(cfg, httpClient); err != nil {
+			return nil, fmt.Errorf("apply: REST mapper: %w", err)
+		}
 	}
 	c, err := client.NewWithWatch(cfg, client.Options{HTTPClient: httpClient, Mapper: mapper})
 	if err != nil {

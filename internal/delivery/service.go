@@ -132,7 +132,11 @@ func (s *Service) dialWorkload(ctx context.Context, namespace, name string, forc
 		c.cfg.BearerToken == cfg.BearerToken && c.force == force {
 		return c, nil
 	}
-	applier, err := apply.New(cfg, apply.Options{FieldManager: apply.DefaultFieldManager, ForceConflicts: force, PollInterval: readinessPoll})
+	mapper, err := s.mgmt.RESTMapper(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("cluster %s: %w", id, err)
+	}
+	applier, err := apply.New(cfg, apply.Options{FieldManager: apply.DefaultFieldManager, ForceConflicts: force, PollInterval: readinessPoll, Mapper: mapper})
 	if err != nil {
 		return nil, fmt.Errorf("cluster %s: %w", id, err)
 	}

@@ -152,6 +152,7 @@ func (m *Management) kubeconfigSecrets(ctx context.Context, namespace string) (m
 		}
 		return nil, m.unreachable(err)
 	}
+	m.workloads.remember(namespace, list.Items)
 	out := map[string][]byte{}
 	for _, s := range list.Items {
 		if !strings.HasSuffix(s.Name, kubeconfigSecretSuffix) {

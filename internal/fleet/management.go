@@ -38,6 +38,7 @@ type Management struct {
 	mu         sync.Mutex
 	apiVersion string // served CAPI version, found on first use
 	workloads  workloadConfigs
+	mappers    restMappers
 }
 
 // NewManagement builds a client for the management cluster. It does not contact the server.

@@ -3,6 +3,7 @@ package fleet
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -20,6 +21,67 @@ import (
 type workloadConfigs struct {
 	mu      sync.Mutex
 	entries map[string]workloadConfig
+	// listed holds, per namespace, the kubeconfig Secrets as Discover last listed them (see
+	// listedFresh): a plan over a thousand clusters then costs the management cluster one list
+	// instead of a thousand reads.
+	listed map[string]listedSecrets
+	now    func() time.Time // time.Now unless a test says otherwise
+}
+
+type listedSecrets struct {
+	at      time.Time
+	secrets map[string]listedSecret // by Secret name
+}
+
+type listedSecret struct {
+	version string
+	value   []byte
+}
+
+// listedFresh is how long Discover's list of kubeconfig Secrets stands in for reading each one.
+// Every plan and apply discovers the fleet first and then reads each picked cluster's Secret at
+// once; a few seconds cover that and still see a Secret rotated or deleted before the next
+// discovery (and a rollout's own gone-check reads the Secret itself).
+const listedFresh = 5 * time.Second
+
+func (w *workloadConfigs) clock() time.Time {
+	if w.now != nil {
+		return w.now()
+	}
+	return time.Now()
+}
+
+// remember replaces the listed kubeconfig Secrets of namespace: one that is gone from the list is
+// gone from the snapshot too, and is then read (and found missing) on its own.
+func (w *workloadConfigs) remember(namespace string, items []corev1.Secret) {
+	secrets := make(map[string]listedSecret, len(items))
+	for i := range items {
+		s := &items[i]
+		if !strings.HasSuffix(s.Name, kubeconfigSecretSuffix) {
+			continue // only what WorkloadConfig reads is kept
+		}
+		if value, ok := s.Data[KubeconfigSecretKey]; ok && len(value) > 0 {
+			secrets[s.Name] = listedSecret{version: string(s.UID) + "/" + s.ResourceVersion, value: value}
+		}
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.listed == nil {
+		w.listed = map[string]listedSecrets{}
+	}
+	w.listed[namespace] = listedSecrets{at: w.clock(), secrets: secrets}
+}
+
+// fromList returns the kubeconfig Secret name as last listed, if that list is fresh.
+func (w *workloadConfigs) fromList(namespace, name string) (listedSecret, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	l, ok := w.listed[namespace]
+	if !ok || w.clock().Sub(l.at) > listedFresh {
+		return listedSecret{}, false
+	}
+	s, ok := l.secrets[name]
+	return s, ok
 }
 
 type workloadConfig struct {
@@ -30,23 +92,27 @@ type workloadConfig struct {
 // WorkloadConfig returns a REST config for the workload cluster namespace/name, built from its
 // `<name>-kubeconfig` Secret. Errors name the cluster and never quote the kubeconfig.
 func (m *Management) WorkloadConfig(ctx context.Context, namespace, name string) (*rest.Config, error) {
-	var secret corev1.Secret
 	key := client.ObjectKey{Namespace: namespace, Name: KubeconfigSecretName(name)}
-	if err := m.Client.Get(ctx, key, &secret); err != nil {
-		if apierrors.IsNotFound(err) {
-			// Wrapped, so that callers can tell a deleted Secret (the cluster is gone) from a
-			// failed read (the management API is unwell) with apierrors.IsNotFound.
-			return nil, fmt.Errorf("cluster %s/%s: kubeconfig Secret %s not found: %w", namespace, name, key.Name, err)
+	listed, ok := m.workloads.fromList(namespace, key.Name)
+	if !ok {
+		var secret corev1.Secret
+		if err := m.Client.Get(ctx, key, &secret); err != nil {
+			if apierrors.IsNotFound(err) {
+				// Wrapped, so that callers can tell a deleted Secret (the cluster is gone) from a
+				// failed read (the management API is unwell) with apierrors.IsNotFound.
+				return nil, fmt.Errorf("cluster %s/%s: kubeconfig Secret %s not found: %w", namespace, name, key.Name, err)
+			}
+			return nil, fmt.Errorf("cluster %s/%s: read kubeconfig Secret %s: %w", namespace, name, key.Name, err)
 		}
-		return nil, fmt.Errorf("cluster %s/%s: read kubeconfig Secret %s: %w", namespace, name, key.Name, err)
+		listed = listedSecret{version: string(secret.UID) + "/" + secret.ResourceVersion, value: secret.Data[KubeconfigSecretKey]}
 	}
-	version := string(secret.UID) + "/" + secret.ResourceVersion
+	version := listed.version
 	m.workloads.mu.Lock()
 	defer m.workloads.mu.Unlock()
 	if e, ok := m.workloads.entries[namespace+"/"+name]; ok && e.version == version {
 		return rest.CopyConfig(e.cfg), nil
 	}
-	cfg, err := WorkloadRESTConfig(secret.Data[KubeconfigSecretKey])
+	cfg, err := WorkloadRESTConfig(listed.value)
 	if err != nil {
 		return nil, fmt.Errorf("cluster %s/%s: %w", namespace, name, err)
 	}

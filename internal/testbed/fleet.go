@@ -52,10 +52,15 @@ type WorkloadSpec struct {
 	ExecKubeconfig bool `json:"execKubeconfig,omitempty"`
 	// KubernetesVersion, when set, goes to spec.topology.version (class "gradual-testbed").
 	KubernetesVersion string `json:"kubernetesVersion,omitempty"`
+	// SharesWith names another workload of the same fleet whose control plane this Cluster uses
+	// (no control plane of its own): how a few kwok API servers present many Clusters. See scale.go.
+	SharesWith string `json:"sharesWith,omitempty"`
 }
 
 // hasControlPlane reports whether the workload gets a kwok cluster of its own.
-func (s WorkloadSpec) hasControlPlane() bool { return !s.NoKubeconfig && !s.ExecKubeconfig }
+func (s WorkloadSpec) hasControlPlane() bool {
+	return !s.NoKubeconfig && !s.ExecKubeconfig && s.SharesWith == ""
+}
 
 // Options for Up.
 type Options struct {
@@ -145,6 +150,9 @@ func Up(ctx context.Context, tc Toolchain, opts Options) (_ *Fleet, err error) {
 		}
 		seen[opts.Workloads[i].Name] = true
 	}
+	if err := checkShared(opts.Workloads); err != nil {
+		return nil, err
+	}
 	if opts.Dir == "" {
 		if opts.Dir, err = os.MkdirTemp("", "gradual-testbed-"); err != nil {
 			return nil, err
@@ -213,6 +221,9 @@ func Up(ctx context.Context, tc Toolchain, opts Options) (_ *Fleet, err error) {
 	if err := runLimited(ctx, f.parallel, tasks); err != nil {
 		return nil, err
 	}
+	if err := f.update(f.linkShared); err != nil {
+		return nil, err
+	}
 	if opts.ClusterAPI {
 		if err := f.startClusterAPI(ctx, opts.ClusterAPINamespace); err != nil {
 			return nil, err
@@ -222,10 +233,15 @@ func Up(ctx context.Context, tc Toolchain, opts Options) (_ *Fleet, err error) {
 	if err != nil {
 		return nil, err
 	}
+	// Thousands of Clusters take a few requests each: in parallel, as many as the management
+	// API server takes without queueing.
+	var objects []func(context.Context) error
 	for _, s := range opts.Workloads {
-		if err := f.applyWorkloadObjects(ctx, mc, f.Workloads[s.Name]); err != nil {
-			return nil, err
-		}
+		w := f.Workloads[s.Name]
+		objects = append(objects, func(ctx context.Context) error { return f.applyWorkloadObjects(ctx, mc, w) })
+	}
+	if err := runLimited(ctx, objectsParallel, objects); err != nil {
+		return nil, err
 	}
 	f.logf("fleet %s: up in %s", f.Name, time.Since(start).Round(100*time.Millisecond))
 	return f, f.save()
@@ -322,6 +338,9 @@ func (f *Fleet) AddWorkload(ctx context.Context, spec WorkloadSpec) error {
 	if err := spec.validate(); err != nil {
 		return err
 	}
+	if spec.SharesWith != "" {
+		return fmt.Errorf("workload %q: AddWorkload starts a control plane of its own; SharesWith is for Up", spec.Name)
+	}
 	spec.Labels = copyMap(spec.Labels)
 	w := &Workload{Cluster: Cluster{Name: spec.Name}, Spec: spec}
 	var exists bool
@@ -366,7 +385,7 @@ func (f *Fleet) RemoveWorkload(ctx context.Context, name string) error {
 			return err
 		}
 	}
-	if w.KubeconfigPath != "" {
+	if w.KubeconfigPath != "" && w.Spec.SharesWith == "" {
 		_ = os.Remove(w.KubeconfigPath)
 	}
 	return f.update(func() { delete(f.Workloads, name) })

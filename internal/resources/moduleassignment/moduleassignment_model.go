@@ -18,6 +18,7 @@ import (
 	"github.com/gradual-dev/terraform-provider-gradual/internal/records"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/fleetattr"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/glue"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/manifesttype"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/verifyattr"
 )
 
@@ -44,10 +45,10 @@ type Model struct {
 
 // ModuleModel is one `modules` entry.
 type ModuleModel struct {
-	Name      types.String `tfsdk:"name"`
-	Version   types.String `tfsdk:"version"`
-	Manifests types.String `tfsdk:"manifests"`
-	DependsOn types.List   `tfsdk:"depends_on"`
+	Name      types.String       `tfsdk:"name"`
+	Version   types.String       `tfsdk:"version"`
+	Manifests manifesttype.Value `tfsdk:"manifests"`
+	DependsOn types.List         `tfsdk:"depends_on"`
 }
 
 // VerifyModel is the `verify` attribute.
@@ -276,7 +277,7 @@ func (m *Model) fromConfigRecord(ctx context.Context, raw []byte) diag.Diagnosti
 			deps, _ = types.ListValueFrom(ctx, types.StringType, sm.DependsOn)
 		}
 		mods = append(mods, types.ObjectValueMust(moduleAttrTypes, map[string]attr.Value{
-			"name": types.StringValue(sm.Name), "version": types.StringValue(sm.Version), "manifests": types.StringValue(sm.Manifests), "depends_on": deps,
+			"name": types.StringValue(sm.Name), "version": types.StringValue(sm.Version), "manifests": manifesttype.NewValue(sm.Manifests), "depends_on": deps,
 		}))
 	}
 	m.Modules = types.ListValueMust(types.ObjectType{AttrTypes: moduleAttrTypes}, mods)

@@ -15,6 +15,7 @@ import (
 	"github.com/gradual-dev/terraform-provider-gradual/internal/diagnostics"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/records"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/glue"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/manifesttype"
 )
 
 // ValidateConfig refuses duplicate module names, unknown depends_on names and cycles before
@@ -49,6 +50,10 @@ func (r *assignmentResource) ValidateConfig(ctx context.Context, req resource.Va
 // another owner manages and manifests a cluster cannot take are refused here.
 func (r *assignmentResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse) {
 	warnDeletion(ctx, req, &resp.Diagnostics)
+	// A formatting-only edit of manifests leaves nothing changed (see manifesttype).
+	if restored, ok := manifesttype.RestorePrior(req.Plan.Raw, req.Config.Raw, req.State.Raw); ok {
+		req.Plan.Raw, resp.Plan.Raw = restored, restored
+	}
 	plan, prior, ok := glue.PlanAndPrior[Model](ctx, req, resp)
 	if !ok {
 		return

@@ -18,6 +18,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/fleetattr"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/manifesttype"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/validators"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/verifyattr"
 )
@@ -38,7 +39,7 @@ var verifyAttrTypes = verifyattr.AttrTypes()
 var moduleAttrTypes = map[string]attr.Type{
 	"name":       types.StringType,
 	"version":    types.StringType,
-	"manifests":  types.StringType,
+	"manifests":  manifesttype.Type{},
 	"depends_on": types.ListType{ElemType: types.StringType},
 }
 
@@ -91,7 +92,8 @@ func (r *assignmentResource) Schema(ctx context.Context, _ resource.SchemaReques
 						Validators: []validator.String{stringvalidator.LengthAtLeast(1)},
 					},
 					"manifests": schema.StringAttribute{
-						Required: true, MarkdownDescription: "Multi-document YAML of the module's objects. Namespaces and CRDs are applied first. " +
+						Required: true, CustomType: manifesttype.Type{}, PlanModifiers: []planmodifier.String{manifesttype.KeepPriorOnSameRevision()},
+						MarkdownDescription: "Multi-document YAML of the module's objects. Namespaces and CRDs are applied first. " +
 							"Terraform shows it verbatim in plans and stores it in state, so objects of kind `Secret` are refused: deliver " +
 							"them with a `gradual_rollout`'s write-only `sensitive_manifests`.",
 						Validators: []validator.String{stringvalidator.LengthAtLeast(1), validators.Manifests(), validators.NoSecrets(secretsAdvice)},

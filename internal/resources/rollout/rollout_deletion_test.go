@@ -9,12 +9,13 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/glue"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/manifesttype"
 )
 
 func TestDeletionCountsObjectsOnClustersThatRunARevision(t *testing.T) {
 	m := Model{
 		Name: types.StringValue("web"), Namespace: types.StringValue("fleet"), DeletionPolicy: types.StringValue("delete"),
-		Manifests:        types.StringValue("apiVersion: v1\nkind: Namespace\nmetadata: {name: a}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: c, namespace: a}\n"),
+		Manifests:        manifesttype.NewValue("apiVersion: v1\nkind: Namespace\nmetadata: {name: a}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: c, namespace: a}\n"),
 		SensitiveObjects: types.ListValueMust(types.StringType, []attr.Value{types.StringValue("/Secret a/db")}),
 		private: privateState{Clusters: map[string]clusterRecord{
 			"one":   {Revision: "r1", State: "current"},

@@ -11,6 +11,7 @@ import (
 
 	"github.com/gradual-dev/terraform-provider-gradual/internal/fleet"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/fleetattr"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/manifesttype"
 )
 
 var basetypesOpts = basetypes.ObjectAsOptions{UnhandledNullAsEmpty: true, UnhandledUnknownAsEmpty: true}
@@ -104,9 +105,9 @@ func (m *Model) fromConfigRecord(ctx context.Context, raw []byte) diag.Diagnosti
 		diags.AddError("Unreadable Rollout Record", "The management cluster's record of this rollout cannot be decoded: "+err.Error())
 		return diags
 	}
-	m.Manifests = types.StringNull()
+	m.Manifests = manifesttype.NullValue()
 	if c.Manifests != "" {
-		m.Manifests = types.StringValue(c.Manifests)
+		m.Manifests = manifesttype.NewValue(c.Manifests)
 	}
 	m.Sensitive = types.StringNull()
 	m.SensitiveObjects, _ = types.ListValueFrom(ctx, types.StringType, append([]string{}, c.SensitiveObjects...))

@@ -17,38 +17,39 @@ import (
 	"github.com/gradual-dev/terraform-provider-gradual/internal/records"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/fleetattr"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/glue"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/manifesttype"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/verifyattr"
 )
 
 // Model is the resource's configuration and state.
 type Model struct {
-	ID               types.String   `tfsdk:"id"`
-	Name             types.String   `tfsdk:"name"`
-	Namespace        types.String   `tfsdk:"namespace"`
-	Selector         types.Object   `tfsdk:"selector"`
-	Clusters         types.List     `tfsdk:"clusters"`
-	Manifests        types.String   `tfsdk:"manifests"`
-	Sensitive        types.String   `tfsdk:"sensitive_manifests"` // write-only: only from the configuration
-	SensitiveObjects types.List     `tfsdk:"sensitive_objects"`
-	Canary           types.List     `tfsdk:"canary"`
-	CanaryOptional   types.Bool     `tfsdk:"canary_optional"`
-	UpdateLimit      types.String   `tfsdk:"update_limit"`
-	MaxFailures      types.String   `tfsdk:"max_failures"`
-	OnFailure        types.String   `tfsdk:"on_failure"`
-	Verify           types.Object   `tfsdk:"verify"`
-	RecordNamespace  types.String   `tfsdk:"record_namespace"`
-	DeletionPolicy   types.String   `tfsdk:"deletion_policy"`
-	ForceConflicts   types.Bool     `tfsdk:"force_conflicts"`
-	Adopt            types.Bool     `tfsdk:"adopt"`
-	RetryInvalid     types.Bool     `tfsdk:"retry_invalid"`
-	Timeouts         timeouts.Value `tfsdk:"timeouts"`
-	Revision         types.String   `tfsdk:"revision"`
-	BackupRevision   types.String   `tfsdk:"backup_revision"`
-	InvalidRevisions types.List     `tfsdk:"invalid_revisions"`
-	Summary          types.Map      `tfsdk:"summary"`
-	Attention        types.Map      `tfsdk:"attention"`
-	Waves            types.List     `tfsdk:"waves"`
-	Skipped          types.Map      `tfsdk:"skipped"`
+	ID               types.String       `tfsdk:"id"`
+	Name             types.String       `tfsdk:"name"`
+	Namespace        types.String       `tfsdk:"namespace"`
+	Selector         types.Object       `tfsdk:"selector"`
+	Clusters         types.List         `tfsdk:"clusters"`
+	Manifests        manifesttype.Value `tfsdk:"manifests"`
+	Sensitive        types.String       `tfsdk:"sensitive_manifests"` // write-only: only from the configuration
+	SensitiveObjects types.List         `tfsdk:"sensitive_objects"`
+	Canary           types.List         `tfsdk:"canary"`
+	CanaryOptional   types.Bool         `tfsdk:"canary_optional"`
+	UpdateLimit      types.String       `tfsdk:"update_limit"`
+	MaxFailures      types.String       `tfsdk:"max_failures"`
+	OnFailure        types.String       `tfsdk:"on_failure"`
+	Verify           types.Object       `tfsdk:"verify"`
+	RecordNamespace  types.String       `tfsdk:"record_namespace"`
+	DeletionPolicy   types.String       `tfsdk:"deletion_policy"`
+	ForceConflicts   types.Bool         `tfsdk:"force_conflicts"`
+	Adopt            types.Bool         `tfsdk:"adopt"`
+	RetryInvalid     types.Bool         `tfsdk:"retry_invalid"`
+	Timeouts         timeouts.Value     `tfsdk:"timeouts"`
+	Revision         types.String       `tfsdk:"revision"`
+	BackupRevision   types.String       `tfsdk:"backup_revision"`
+	InvalidRevisions types.List         `tfsdk:"invalid_revisions"`
+	Summary          types.Map          `tfsdk:"summary"`
+	Attention        types.Map          `tfsdk:"attention"`
+	Waves            types.List         `tfsdk:"waves"`
+	Skipped          types.Map          `tfsdk:"skipped"`
 
 	// private is kept in the resource's private state (see rollout_private.go), out of plans.
 	private privateState

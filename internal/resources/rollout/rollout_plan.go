@@ -18,6 +18,7 @@ import (
 	"github.com/gradual-dev/terraform-provider-gradual/internal/engine"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/manifest"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/glue"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/manifesttype"
 )
 
 // ModifyPlan shows at plan time what apply will do: the revision, the waves (as counts; their
@@ -26,6 +27,10 @@ import (
 // (drift, joins, restored clusters, interrupted runs) make the plan an update even when the
 // configuration is unchanged. A revision in the invalid ledger is refused here.
 func (r *rolloutResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse) {
+	// A formatting-only edit of manifests leaves nothing changed (see manifesttype).
+	if restored, ok := manifesttype.RestorePrior(req.Plan.Raw, req.Config.Raw, req.State.Raw); ok {
+		req.Plan.Raw, resp.Plan.Raw = restored, restored
+	}
 	if req.Plan.Raw.IsNull() && !req.State.Raw.IsNull() {
 		var state Model
 		if diags := req.State.Get(ctx, &state); !diags.HasError() {

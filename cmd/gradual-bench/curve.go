@@ -1,0 +1,425 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/gradual-dev/terraform-provider-gradual/internal/testbed"
+)
+
+// The curve (--sizes): for each size N, one gradual_rollout over the first N ready Clusters of
+// the fleet (picked by a label the benchmark sets), timed through OpenTofu:
+//
+//   - plan: the plan of the create (the fleet read, nothing applied);
+//   - first apply: the 20-object revision to all N, verified, at most waveLimit at once
+//     (update_limit = min(N, waveLimit));
+//   - no-change plan: the plan once it is applied (every Cluster's records read);
+//
+// each with the provider's peak RSS, its CPU seconds and, for the plans, the line count of the
+// plan output as a person reads it (`tofu plan -no-color`). The baseline is `kubectl apply
+// --server-side` + `kubectl wait` of the same file on the same N clusters, at most waveLimit at
+// once too, timed in the same run.
+
+// Bounds of one step at any size, so that a broken fleet fails the benchmark instead of hanging it.
+const (
+	curveApplyTimeout = 20 * time.Minute
+	curvePlanTimeout  = 10 * time.Minute
+	// waveLimit bounds the clusters changed at once on both sides: the rollout's update_limit and
+	// the baseline's concurrent kubectl processes (a thousand kubectl processes at once would
+	// measure the machine's fork and memory pressure, not the work).
+	waveLimit = 64
+	// labelParallel bounds the concurrent label patches of Cluster objects.
+	labelParallel = 16
+)
+
+type curvePoint struct {
+	n                     int
+	plan, apply, noChange step
+	kubectl               time.Duration
+}
+
+type step struct {
+	elapsed time.Duration
+	peakRSS int64
+	cpu     float64 // provider CPU seconds
+	lines   int     // plan output lines (plans only)
+}
+
+func parseSizes(s string) ([]int, error) {
+	var sizes []int
+	for f := range strings.SplitSeq(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("--sizes %q: want positive integers separated by commas", s)
+		}
+		sizes = append(sizes, n)
+	}
+	slices.Sort(sizes)
+	return slices.Compact(sizes), nil
+}
+
+// curveTargets is every ready Cluster with a kubeconfig, in a stable order, after checking that
+// each distinct API server answers.
+func curveTargets(ctx context.Context, f *testbed.Fleet) ([]*testbed.Workload, error) {
+	var out []*testbed.Workload
+	checked := map[string]bool{}
+	for _, name := range slices.Sorted(maps.Keys(f.Workloads)) {
+		w := f.Workloads[name]
+		if w.KubeconfigPath == "" || !w.Spec.Ready || w.Spec.Paused {
+			continue
+		}
+		if !checked[w.Server] {
+			if err := testbed.Check(ctx, w.Cluster); err != nil {
+				return nil, err
+			}
+			checked[w.Server] = true
+		}
+		out = append(out, w)
+	}
+	return out, nil
+}
+
+func runCurve(ctx context.Context, c config, f *testbed.Fleet, sizes []int, logf func(string, ...any)) ([]curvePoint, error) {
+	all, err := curveTargets(ctx, f)
+	if err != nil {
+		return nil, err
+	}
+	if len(all) < sizes[len(sizes)-1] {
+		return nil, fmt.Errorf("fleet %s has %d ready Clusters, the largest size is %d (gradual-testbed up --clusters N)", f.Name, len(all), sizes[len(sizes)-1])
+	}
+	servers := map[string]bool{}
+	for _, w := range all {
+		servers[w.Server] = true
+	}
+	logf("fleet %s: %d ready Clusters over %d API servers; sizes %v", f.Name, len(all), len(servers), sizes)
+	p := &providerSide{cfg: c, fleet: f, logf: logf}
+	if err := p.setup(); err != nil {
+		return nil, err
+	}
+	mc, err := f.ManagementClient()
+	if err != nil {
+		return nil, err
+	}
+	var points []curvePoint
+	for _, n := range sizes {
+		targets := all[:n]
+		label := fmt.Sprintf("bench-n%d", n)
+		t0 := time.Now()
+		if err := labelClusters(ctx, mc, f.Namespace, targets, label); err != nil {
+			return points, err
+		}
+		logf("N=%d: labelled %s=yes on %d Clusters in %s", n, label, n, sec(time.Since(t0)))
+		pt, err := p.curvePoint(ctx, n, label)
+		if err != nil {
+			return points, fmt.Errorf("N=%d: %w", n, err)
+		}
+		if c.kubectl != "" {
+			k := &kubectlSide{kubectl: c.kubectl, work: c.work, targets: targets, logf: logf}
+			if pt.kubectl, err = k.runBounded(ctx, fmt.Sprintf("curve-k%d", n), waveLimit); err != nil {
+				return points, fmt.Errorf("N=%d: baseline: %w", n, err)
+			}
+		}
+		points = append(points, pt)
+		logf("N=%d: plan %s (%d lines), apply %s, no-change plan %s (%d lines), peak RSS %.0f MiB, apply CPU %.1fs, kubectl %s",
+			n, sec(pt.plan.elapsed), pt.plan.lines, sec(pt.apply.elapsed), sec(pt.noChange.elapsed), pt.noChange.lines,
+			mb(max(pt.plan.peakRSS, pt.apply.peakRSS, pt.noChange.peakRSS)), pt.apply.cpu, sec(pt.kubectl))
+	}
+	return points, nil
+}
+
+// labelClusters sets label=yes on every target's Cluster object (a merge patch of metadata only).
+func labelClusters(ctx context.Context, c client.Client, namespace string, targets []*testbed.Workload, label string) error {
+	patch := client.RawPatch("application/merge-patch+json", []byte(fmt.Sprintf(`{"metadata":{"labels":{%q:"yes"}}}`, label)))
+	sem := make(chan struct{}, labelParallel)
+	var wg sync.WaitGroup
+	errs := make([]error, len(targets))
+	for i, w := range targets {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			cl := &clusterv1.Cluster{}
+			cl.Namespace, cl.Name = namespace, w.Name
+			if err := c.Patch(ctx, cl, patch); err != nil {
+				errs[i] = fmt.Errorf("label Cluster %s: %w", w.Name, err)
+			}
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+func (p *providerSide) curveConfig(name, label string, n int) string {
+	return fmt.Sprintf(`terraform {
+  required_providers {
+    gradual = { source = "gradual-dev/gradual" }
+  }
+}
+
+provider "gradual" {
+  kubeconfig_path = %q
+}
+
+resource "gradual_rollout" "bench" {
+  name         = %q
+  namespace    = %q
+  selector     = { match_labels = { %q = "yes" } }
+  manifests    = file("${path.module}/manifests.yaml")
+  update_limit = "%d"
+  verify       = { timeout = "10m" }
+}
+
+output "summary" {
+  value = gradual_rollout.bench.summary
+}
+
+output "skipped" {
+  value = gradual_rollout.bench.skipped
+}
+`, p.fleet.Management.KubeconfigPath, name, p.fleet.Namespace, label, min(n, waveLimit))
+}
+
+func (p *providerSide) curvePoint(ctx context.Context, n int, label string) (curvePoint, error) {
+	pt := curvePoint{n: n}
+	name := fmt.Sprintf("curve-p%d", n)
+	dir := filepath.Join(p.cfg.work, name)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return pt, err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "main.tf"), []byte(p.curveConfig(name, label, n)), 0o644); err != nil {
+		return pt, err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "manifests.yaml"), []byte(manifests(name)), 0o644); err != nil {
+		return pt, err
+	}
+	var err error
+	if pt.plan, err = p.measure(ctx, dir, name+"-plan", curvePlanTimeout, "plan"); err != nil {
+		return pt, err
+	}
+	if pt.apply, err = p.measure(ctx, dir, name+"-apply", curveApplyTimeout, "apply", "-auto-approve"); err != nil {
+		return pt, err
+	}
+	if err := p.checkCurveApplied(ctx, dir, name, n); err != nil {
+		return pt, err
+	}
+	// -detailed-exitcode: a plan that is not empty (exit code 2) fails the benchmark.
+	if pt.noChange, err = p.measure(ctx, dir, name+"-nochange", curvePlanTimeout, "plan", "-detailed-exitcode"); err != nil {
+		return pt, fmt.Errorf("no-change plan: %w", err)
+	}
+	return pt, nil
+}
+
+// measure runs one OpenTofu command and returns its time, the provider's peak RSS and CPU
+// seconds, and the line count of its output.
+func (p *providerSide) measure(ctx context.Context, dir, logName string, timeout time.Duration, args ...string) (step, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, p.cfg.tofu, append([]string{"-chdir=" + dir}, append(args, "-input=false", "-no-color")...)...)
+	cmd.Env = append(os.Environ(), "TF_CLI_CONFIG_FILE="+p.rcFile, "CHECKPOINT_DISABLE=1", "TF_IN_AUTOMATION=1", "TF_INPUT=0")
+	if p.cfg.logs != "" {
+		cmd.Env = append(cmd.Env, "TF_LOG_PROVIDER=INFO", "TF_LOG_PATH="+filepath.Join(p.cfg.logs, logName+".log"))
+	}
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	cmd.WaitDelay = 10 * time.Second
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		return step{}, err
+	}
+	sampler := newRSSSampler(cmd.Process.Pid)
+	err := cmd.Wait()
+	s := step{elapsed: time.Since(start)}
+	s.peakRSS, _ = sampler.stop()
+	s.cpu = sampler.cpuSeconds()
+	s.lines = strings.Count(out.String(), "\n")
+	if p.cfg.logs != "" {
+		_ = os.WriteFile(filepath.Join(p.cfg.logs, logName+".out"), out.Bytes(), 0o644)
+	}
+	if err != nil {
+		return s, fmt.Errorf("tofu %s in %s: %w\n%s", args[0], dir, err, tail(out.String(), 40))
+	}
+	return s, nil
+}
+
+// checkCurveApplied reads the outputs: n Clusters current, none skipped.
+func (p *providerSide) checkCurveApplied(ctx context.Context, dir, name string, n int) error {
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, p.cfg.tofu, "-chdir="+dir, "output", "-json")
+	cmd.Env = append(os.Environ(), "TF_CLI_CONFIG_FILE="+p.rcFile, "CHECKPOINT_DISABLE=1")
+	raw, err := cmd.Output()
+	if err != nil {
+		return fmt.Errorf("tofu output: %w", err)
+	}
+	var outputs struct {
+		Summary struct {
+			Value map[string]int
+		} `json:"summary"`
+		Skipped struct{ Value map[string]string }
+	}
+	if err := json.Unmarshal(raw, &outputs); err != nil {
+		return fmt.Errorf("tofu output: %w", err)
+	}
+	if len(outputs.Skipped.Value) > 0 {
+		return fmt.Errorf("%s: clusters skipped: %v", name, outputs.Skipped.Value)
+	}
+	if current := outputs.Summary.Value["current"]; current != n {
+		return fmt.Errorf("%s: %d of %d Clusters current after apply (summary %v)", name, current, n, outputs.Summary.Value)
+	}
+	return nil
+}
+
+// runBounded is run with at most limit clusters at once, into namespace ns.
+func (k *kubectlSide) runBounded(ctx context.Context, ns string, limit int) (time.Duration, error) {
+	file := filepath.Join(k.work, ns+".yaml")
+	if err := os.WriteFile(file, []byte(manifests(ns)), 0o644); err != nil {
+		return 0, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, curveApplyTimeout)
+	defer cancel()
+	start := time.Now()
+	sem := make(chan struct{}, limit)
+	var wg sync.WaitGroup
+	errs := make([]error, len(k.targets))
+	for j, w := range k.targets {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			kc := "--kubeconfig=" + w.KubeconfigPath
+			for _, args := range [][]string{
+				{"apply", kc, "--server-side", "--field-manager=bench", "-f", file},
+				{"wait", kc, "--for=condition=Available", "deployment", "--all", "-n", ns, "--timeout=" + waitTimeout.String()},
+			} {
+				cmd := exec.CommandContext(ctx, k.kubectl, args...)
+				cmd.WaitDelay = 10 * time.Second
+				if out, err := cmd.CombinedOutput(); err != nil {
+					errs[j] = fmt.Errorf("cluster %s: kubectl %s: %w\n%s", w.Name, args[0], err, tail(string(out), 20))
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	if err := errors.Join(errs...); err != nil {
+		return elapsed, err
+	}
+	k.logf("kubectl: apply + wait on %d clusters (%d at a time) %s", len(k.targets), limit, sec(elapsed))
+	return elapsed, nil
+}
+
+var csvHeader = []string{
+	"clusters", "plan_s", "plan_lines", "apply_s", "apply_provider_cpu_s", "provider_cpu_s_per_cluster",
+	"nochange_plan_s", "nochange_plan_lines", "nochange_provider_cpu_s", "provider_peak_rss_mib", "kubectl_s", "apply_over_kubectl",
+	"plan_rss_mib", "apply_rss_mib", "nochange_rss_mib",
+}
+
+func (pt curvePoint) row() []string {
+	ratio := "-"
+	kube := "-"
+	if pt.kubectl > 0 {
+		kube = fmt.Sprintf("%.1f", pt.kubectl.Seconds())
+		ratio = fmt.Sprintf("%.2f", pt.apply.elapsed.Seconds()/pt.kubectl.Seconds())
+	}
+	return []string{
+		strconv.Itoa(pt.n),
+		fmt.Sprintf("%.1f", pt.plan.elapsed.Seconds()), strconv.Itoa(pt.plan.lines),
+		fmt.Sprintf("%.1f", pt.apply.elapsed.Seconds()), fmt.Sprintf("%.1f", pt.apply.cpu), fmt.Sprintf("%.3f", pt.apply.cpu/float64(pt.n)),
+		fmt.Sprintf("%.1f", pt.noChange.elapsed.Seconds()), strconv.Itoa(pt.noChange.lines), fmt.Sprintf("%.1f", pt.noChange.cpu),
+		fmt.Sprintf("%.0f", mb(max(pt.plan.peakRSS, pt.apply.peakRSS, pt.noChange.peakRSS))),
+		kube, ratio,
+		fmt.Sprintf("%.0f", mb(pt.plan.peakRSS)), fmt.Sprintf("%.0f", mb(pt.apply.peakRSS)), fmt.Sprintf("%.0f", mb(pt.noChange.peakRSS)),
+	}
+}
+
+// curveCSV is the curve as CSV (no field needs quoting).
+func curveCSV(points []curvePoint) string {
+	var b strings.Builder
+	b.WriteString(strings.Join(csvHeader, ",") + "\n")
+	for _, pt := range points {
+		b.WriteString(strings.Join(pt.row(), ",") + "\n")
+	}
+	return b.String()
+}
+
+// curveMarkdown is the curve as the table of docs/guides/benchmarks.md, with the machine it ran on.
+func curveMarkdown(points []curvePoint, servers int) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "Measured %s on %s (%d CPUs, %s), %d kwok API servers.\n\n",
+		time.Now().UTC().Format("2006-01-02 15:04 UTC"), cpuModel(), runtime.NumCPU(), memTotal(), servers)
+	b.WriteString("| Clusters | plan | plan lines | first apply | provider CPU (apply) | CPU per cluster | no-change plan | no-change plan lines | provider peak RSS (plan / apply / no-change) | kubectl apply + wait | apply / kubectl |\n")
+	b.WriteString("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	for _, pt := range points {
+		r := pt.row()
+		fmt.Fprintf(&b, "| %s | %s s | %s | %s s | %s s | %s s | %s s | %s | %s / %s / %s MiB | %s s | %s |\n",
+			r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[12], r[13], r[14], r[10], r[11])
+	}
+	return b.String()
+}
+
+func cpuModel() string {
+	raw, _ := os.ReadFile("/proc/cpuinfo")
+	for _, line := range strings.Split(string(raw), "\n") {
+		if v, ok := strings.CutPrefix(line, "model name"); ok {
+			return strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(v), ":"))
+		}
+	}
+	return runtime.GOARCH
+}
+
+func memTotal() string {
+	raw, _ := os.ReadFile("/proc/meminfo")
+	for _, line := range strings.Split(string(raw), "\n") {
+		if v, ok := strings.CutPrefix(line, "MemTotal:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			if err == nil {
+				return fmt.Sprintf("%.0f GiB RAM", float64(kb)/(1<<20))
+			}
+		}
+	}
+	return "unknown RAM"
+}
+
+// curve runs the curve and writes it: CSV on stdout and to --csv, the table to --markdown.
+func curve(ctx context.Context, c config, f *testbed.Fleet, logf func(string, ...any), stdout io.Writer) error {
+	sizes, err := parseSizes(c.sizes)
+	if err != nil {
+		return err
+	}
+	points, err := runCurve(ctx, c, f, sizes, logf)
+	if len(points) > 0 {
+		servers := map[string]bool{}
+		for _, w := range f.Workloads {
+			if w.Server != "" {
+				servers[w.Server] = true
+			}
+		}
+		csv, md := curveCSV(points), curveMarkdown(points, len(servers))
+		_, _ = io.WriteString(stdout, "\n"+csv+"\n"+md)
+		for file, text := range map[string]string{c.csv: csv, c.markdown: md} {
+			if file == "" {
+				continue
+			}
+			if werr := os.WriteFile(file, []byte(text), 0o644); werr != nil {
+				err = errors.Join(err, werr)
+			}
+		}
+	}
+	return err
+}

@@ -1,0 +1,58 @@
+package main
+
+import (
+	"os"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestParseSizes(t *testing.T) {
+	got, err := parseSizes("1000, 4,64,4")
+	if err != nil || !slices.Equal(got, []int{4, 64, 1000}) {
+		t.Fatalf("parseSizes = %v, %v", got, err)
+	}
+	for _, bad := range []string{"", "4,x", "0", "-3"} {
+		if _, err := parseSizes(bad); err == nil {
+			t.Errorf("parseSizes(%q) accepted", bad)
+		}
+	}
+}
+
+func TestCurveCSV(t *testing.T) {
+	pt := curvePoint{n: 4,
+		plan:     step{elapsed: 1500 * time.Millisecond, peakRSS: 60 << 20, lines: 300},
+		apply:    step{elapsed: 6 * time.Second, peakRSS: 70 << 20, cpu: 1.0},
+		noChange: step{elapsed: 2 * time.Second, peakRSS: 65 << 20, cpu: 0.5, lines: 17},
+		kubectl:  4 * time.Second,
+	}
+	lines := strings.Split(strings.TrimSpace(curveCSV([]curvePoint{pt})), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("%d lines", len(lines))
+	}
+	header, row := strings.Split(lines[0], ","), strings.Split(lines[1], ",")
+	if len(header) != len(row) {
+		t.Fatalf("header has %d fields, row %d", len(header), len(row))
+	}
+	want := map[string]string{"clusters": "4", "plan_s": "1.5", "plan_lines": "300", "apply_s": "6.0", "provider_cpu_s_per_cluster": "0.250",
+		"nochange_plan_lines": "17", "provider_peak_rss_mib": "70", "kubectl_s": "4.0", "apply_over_kubectl": "1.50", "apply_rss_mib": "70"}
+	for i, h := range header {
+		if w, ok := want[h]; ok && row[i] != w {
+			t.Errorf("%s = %s, want %s", h, row[i], w)
+		}
+	}
+}
+
+// The benchmark's own CPU time, read the way the provider's is.
+func TestCPUTicks(t *testing.T) {
+	deadline := time.Now().Add(150 * time.Millisecond)
+	for time.Now().Before(deadline) {
+	}
+	if ticks := cpuTicks(os.Getpid()); ticks < 5 {
+		t.Fatalf("cpuTicks = %d after 150ms of spinning, want at least 5", ticks)
+	}
+	if cpuTicks(-1) != 0 {
+		t.Fatal("cpuTicks of no process is not 0")
+	}
+}
