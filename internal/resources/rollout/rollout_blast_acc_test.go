@@ -90,9 +90,12 @@ func TestAccRollout_canaryMustLead(t *testing.T) {
 	// The canary is ready when the plan is made, not when it is applied.
 	setReady(t, f, "prod-us-1", true)
 	tf.writeConfig(blastConfig(f, name, targets, v2, ""))
-	tf.mustRun(ctx, 2, "plan", "-detailed-exitcode", "-out=v2.tfplan")
-	if got := fmt.Sprint(tf.planChange(ctx, "v2.tfplan", "gradual_rollout.test").After.Waves); got != "[[prod-us-1] [staging-eu-1]]" {
-		t.Fatalf("planned waves %s, want the canary first", got)
+	planOut := tf.mustRun(ctx, 2, "plan", "-detailed-exitcode", "-out=v2.tfplan")
+	if got := fmt.Sprint(tf.planChange(ctx, "v2.tfplan", "gradual_rollout.test").After.Waves); got != "[1 1]" {
+		t.Fatalf("planned waves %s, want [1 1]", got)
+	}
+	if err := expectWaveClusters(planOut, "prod-us-1", "staging-eu-1"); err != nil {
+		t.Fatalf("want the canary first: %v", err)
 	}
 	setReady(t, f, "prod-us-1", false)
 	out = tf.mustRun(ctx, 1, "apply", "-input=false", "v2.tfplan")

@@ -581,7 +581,8 @@ func (v rolloutValues) expectAllCurrent(n int64, revision string) error {
 // in order, its clusters.
 func expectWaveClusters(output string, waves ...string) error {
 	for i, clusters := range waves {
-		if want := fmt.Sprintf("wave %d: %s", i+1, clusters); !strings.Contains(output, want) {
+		want := regexp.MustCompile(fmt.Sprintf(`wave %d( \(canary\))?: %s\n`, i+1, regexp.QuoteMeta(clusters)))
+		if !want.MatchString(output) {
 			return fmt.Errorf("plan output lacks %q:\n%s", want, output)
 		}
 	}

@@ -11,18 +11,20 @@ import (
 	"github.com/gradual-dev/terraform-provider-gradual/internal/assignment"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/delivery"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/diagnostics"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/records"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/glue"
 )
 
 // checkOwners is the plan-time check that every object has one owner, on the clusters the plan
 // changes: an object another rollout or module assignment (same record namespace) holds is
 // refused, naming both; an object someone else made outside the provider is adopted, said in a
-// warning, or refused with adopt = false. It reads only. It reports whether the plan may go on.
-func (r *rolloutResource) checkOwners(ctx context.Context, plan *Model, spec delivery.Spec, changing []string, diags *diag.Diagnostics) bool {
+// warning, or refused with adopt = false. Claims that ignore says are no one else's (the rollout
+// this one replaces) do not count. It reads only. It reports whether the plan may go on.
+func (r *rolloutResource) checkOwners(ctx context.Context, plan *Model, spec delivery.Spec, changing []string, ignore func(records.Key) bool, diags *diag.Diagnostics) bool {
 	if len(changing) == 0 {
 		return true
 	}
-	claims, err := r.Data.Delivery.Claims(ctx, spec, changing, nil)
+	claims, err := r.Data.Delivery.Claims(ctx, spec, changing, ignore)
 	if err != nil {
 		diags.Append(diagnostics.FromError(err, "Cannot Read The Fleet"))
 		return false

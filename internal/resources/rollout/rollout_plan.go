@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
@@ -17,6 +18,7 @@ import (
 	"github.com/gradual-dev/terraform-provider-gradual/internal/diagnostics"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/engine"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/manifest"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/records"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/glue"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/manifesttype"
 )
@@ -152,7 +154,7 @@ func (r *rolloutResource) ModifyPlan(ctx context.Context, req resource.ModifyPla
 		resp.Diagnostics.Append(diagnostics.AttributeFromError(pathManifests, err, "Manifests Cannot Be Applied"))
 		return
 	}
-	if !r.checkOwners(ctx, &plan, spec, changing, &resp.Diagnostics) {
+	if !r.checkOwners(ctx, &plan, spec, changing, replacedBy(spec.Key, &plan, prior), &resp.Diagnostics) {
 		return
 	}
 	if obs.Interrupted != nil {
@@ -378,4 +380,25 @@ func (m *Model) deletion(replacing string) glue.Deletion {
 	}
 	d.Objects *= d.Clusters
 	return d
+}
+
+// replacements remembers, for this provider process, which rollout each new rollout key replaces
+// (new key → prior key). Terraform plans a replacement in two calls to the same process: first
+// with the prior state (where identityChange sees the rename), then as a create with no prior
+// state at all. The prior rollout is destroyed before the new one applies, so in the second call
+// its objects are not another owner's.
+var replacements sync.Map
+
+// replacedBy returns the claim filter for plan (key): claims held by the rollout it replaces do not
+// count. Nil when it replaces none.
+func replacedBy(key records.Key, plan, prior *Model) func(records.Key) bool {
+	if prior != nil && identityChange(plan, prior) != "" {
+		replacements.Store(key, records.Key{Kind: "rollout", Namespace: prior.Namespace.ValueString(), Name: prior.Name.ValueString()})
+	}
+	v, ok := replacements.Load(key)
+	if !ok {
+		return nil
+	}
+	priorKey := v.(records.Key) //nolint:forcetypeassert // replacements holds nothing else
+	return func(k records.Key) bool { return k == priorKey }
 }
