@@ -110,6 +110,9 @@ func (s *Service) cluster(ctx context.Context, namespace, name string, force boo
 // recheck makes the next cluster call for namespace/name read its kubeconfig Secret again: a
 // rollout does so before it changes a cluster, so that a rotated or deleted kubeconfig is seen.
 func (s *Service) recheck(namespace, name string) {
+	if s.mgmt != nil {
+		s.mgmt.ForgetListed(namespace, name)
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if c, ok := s.conns[namespace+"/"+name]; ok {

@@ -72,6 +72,18 @@ func (w *workloadConfigs) remember(namespace string, items []corev1.Secret) {
 	w.listed[namespace] = listedSecrets{at: w.clock(), secrets: secrets}
 }
 
+// ForgetListed drops the kubeconfig Secret of the workload cluster namespace/name from the last
+// list, so that the next WorkloadConfig reads the Secret itself. A rollout calls it before it
+// changes a cluster: a Secret deleted or rotated seconds ago must be seen then, not after the
+// list goes stale.
+func (m *Management) ForgetListed(namespace, name string) {
+	m.workloads.mu.Lock()
+	defer m.workloads.mu.Unlock()
+	if l, ok := m.workloads.listed[namespace]; ok {
+		delete(l.secrets, KubeconfigSecretName(name))
+	}
+}
+
 // fromList returns the kubeconfig Secret name as last listed, if that list is fresh.
 func (w *workloadConfigs) fromList(namespace, name string) (listedSecret, bool) {
 	w.mu.Lock()

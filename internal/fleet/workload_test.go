@@ -94,3 +94,28 @@ func TestWorkloadConfigFromList(t *testing.T) {
 		t.Fatalf("%d Secret reads, want 2 (a stale list is not used)", n)
 	}
 }
+
+// A rollout about to change a cluster reads its kubeconfig Secret itself, even while Discover's
+// list is fresh: a Secret deleted since the list is seen.
+func TestForgetListedReadsTheSecretAgain(t *testing.T) {
+	ctx := context.Background()
+	c := fake.NewClientBuilder().WithScheme(Scheme()).
+		WithObjects(kubeconfigSecret("a", "https://a.example:6443"), kubeconfigSecret("b", "https://b.example:6443")).Build()
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	m := &Management{Client: c, RESTConfig: &rest.Config{}}
+	m.workloads.now = func() time.Time { return now }
+	if _, err := m.kubeconfigSecrets(ctx, "fleet"); err != nil {
+		t.Fatal(err)
+	}
+	// a's Secret is deleted within the list's freshness: served from the list, it would still work.
+	if err := c.Delete(ctx, kubeconfigSecret("a", "")); err != nil {
+		t.Fatal(err)
+	}
+	m.ForgetListed("fleet", "a")
+	if _, err := m.WorkloadConfig(ctx, "fleet", "a"); err == nil || !strings.Contains(err.Error(), "not found") {
+		t.Fatalf("a after ForgetListed: err %v, want its Secret not found", err)
+	}
+	if _, err := m.WorkloadConfig(ctx, "fleet", "b"); err != nil {
+		t.Fatalf("b: %v (ForgetListed dropped more than a)", err)
+	}
+}
