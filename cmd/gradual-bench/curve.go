@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -215,7 +214,7 @@ func (p *providerSide) curvePoint(ctx context.Context, n int, label string) (cur
 	if pt.apply, err = p.measure(ctx, dir, name+"-apply", curveApplyTimeout, "apply", "-auto-approve"); err != nil {
 		return pt, err
 	}
-	if err := p.checkCurveApplied(ctx, dir, name, n); err != nil {
+	if err := p.checkApplied(ctx, dir, name, n); err != nil {
 		return pt, err
 	}
 	// -detailed-exitcode: a plan that is not empty (exit code 2) fails the benchmark.
@@ -255,34 +254,6 @@ func (p *providerSide) measure(ctx context.Context, dir, logName string, timeout
 		return s, fmt.Errorf("tofu %s in %s: %w\n%s", args[0], dir, err, tail(out.String(), 40))
 	}
 	return s, nil
-}
-
-// checkCurveApplied reads the outputs: n Clusters current, none skipped.
-func (p *providerSide) checkCurveApplied(ctx context.Context, dir, name string, n int) error {
-	ctx, cancel := context.WithTimeout(ctx, time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, p.cfg.tofu, "-chdir="+dir, "output", "-json")
-	cmd.Env = append(os.Environ(), "TF_CLI_CONFIG_FILE="+p.rcFile, "CHECKPOINT_DISABLE=1")
-	raw, err := cmd.Output()
-	if err != nil {
-		return fmt.Errorf("tofu output: %w", err)
-	}
-	var outputs struct {
-		Summary struct {
-			Value map[string]int
-		} `json:"summary"`
-		Skipped struct{ Value map[string]string }
-	}
-	if err := json.Unmarshal(raw, &outputs); err != nil {
-		return fmt.Errorf("tofu output: %w", err)
-	}
-	if len(outputs.Skipped.Value) > 0 {
-		return fmt.Errorf("%s: clusters skipped: %v", name, outputs.Skipped.Value)
-	}
-	if current := outputs.Summary.Value["current"]; current != n {
-		return fmt.Errorf("%s: %d of %d Clusters current after apply (summary %v)", name, current, n, outputs.Summary.Value)
-	}
-	return nil
 }
 
 // runBounded is run with at most limit clusters at once, into namespace ns.
