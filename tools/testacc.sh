@@ -1,8 +1,16 @@
 #!/usr/bin/env bash
-# Acceptance tests against a real local fleet: builds the toolchain if needed, starts one test bed
-# (a management cluster and three workload clusters) for every package, and runs the acceptance
-# tests on OpenTofu and, when `terraform` is on PATH, on Terraform. The fleet is torn down on exit,
-# whatever happened.
+# Acceptance tests against real local fleets: builds the toolchain if needed, starts one test bed
+# (a management cluster and three workload clusters) per CLI, and runs the acceptance tests on
+# OpenTofu and, when `terraform` is on PATH, on Terraform, the two side by side (each on its own
+# fleet), then the modules' tests, then the tests against the real Cluster API controllers. Every
+# fleet is torn down on exit, whatever happened.
+#
+#   GRADUAL_TESTACC_SERIAL=1 tools/testacc.sh   # one CLI after the other, on one fleet
+#
+# Why side by side: the suite mostly waits (rollouts verified, Leases expiring, CLIs starting), so
+# two lanes on 2 cores take far less than twice one lane. Within a lane, packages run one at a
+# time (-p 1): they share the lane's fleet and change its clusters (labels, readiness, joins); run
+# side by side, one package's change would show up in another's plan.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 env_file=$(tools/toolchain.sh | tail -n 1)
@@ -12,36 +20,70 @@ source "$env_file"
 work=$(mktemp -d "${TMPDIR:-/tmp}/gradual-testacc.XXXXXX")
 testbed="$work/gradual-testbed"
 go build -o "$testbed" ./cmd/gradual-testbed
+fleets=()
+lanes=()
 cleanup() {
-  "$testbed" down --dir "$work/fleet" >&2 || true
+  for pid in "${lanes[@]}"; do kill "$pid" 2>/dev/null || true; done
+  for dir in "${fleets[@]}"; do "$testbed" down --dir "$dir" >&2 || true; done
   rm -rf "$work"
 }
 trap cleanup EXIT
 
-echo "[testacc] starting the test bed" >&2
-"$testbed" up --dir "$work/fleet" >/dev/null
+up() {
+  echo "[testacc] starting test bed $1" >&2
+  fleets+=("$work/$1")
+  "$testbed" up --dir "$work/$1" >/dev/null
+}
 
-export GRADUAL_TESTBED_DIR="$work/fleet" TF_ACC=1 CHECKPOINT_DISABLE=1 TF_IN_AUTOMATION=1
+export TF_ACC=1 CHECKPOINT_DISABLE=1 TF_IN_AUTOMATION=1
 # An empty CLI config, so that a missing or odd ~/.terraformrc changes nothing.
 : >"$work/cli.tfrc"
 export TF_CLI_CONFIG_FILE="$work/cli.tfrc"
 
-run() {
-  local cli=$1 path=$2; shift 2
+# acc CLI-NAME CLI-PATH FLEET-DIR [env assignments...]: the acceptance tests of every package.
+acc() {
+  local cli=$1 path=$2 fleet=$3; shift 3
   echo "[testacc] acceptance tests on $cli ($("$path" version | head -n 1))" >&2
-  # -p 1: the packages share one fleet and change its clusters (labels, readiness, joins);
-  # run side by side, one package's change would show up in another's plan.
-  TF_ACC_TERRAFORM_PATH="$path" "$@" go test -p 1 -count=1 -timeout "${GO_TEST_TIMEOUT:-40m}" -run '^TestAcc' ./...
+  env "$@" GRADUAL_TESTBED_DIR="$fleet" TF_ACC_TERRAFORM_PATH="$path" \
+    go test -p 1 -count=1 -timeout "${GO_TEST_TIMEOUT:-40m}" -run '^TestAcc' ./...
 }
-run OpenTofu "$GRADUAL_TOFU" env TF_ACC_PROVIDER_NAMESPACE=hashicorp TF_ACC_PROVIDER_HOST=registry.opentofu.org
-if [ -n "${GRADUAL_TERRAFORM:-}" ]; then
-  run Terraform "$GRADUAL_TERRAFORM" env
-else
-  echo "[testacc] terraform not on PATH: Terraform run skipped" >&2
-fi
+tofu_env=(TF_ACC_PROVIDER_NAMESPACE=hashicorp TF_ACC_PROVIDER_HOST=registry.opentofu.org)
 
-# The modules' tests (`tofu test`, and `terraform test` when present) on the same fleet.
-tools/moduletest.sh
+# Compile every test binary once, so the two lanes do not compile the same packages side by side.
+go test -count=1 -run '^$' ./... >/dev/null
+
+if [ -n "${GRADUAL_TESTACC_SERIAL:-}" ] || [ -z "${GRADUAL_TERRAFORM:-}" ]; then
+  [ -n "${GRADUAL_TERRAFORM:-}" ] || echo "[testacc] terraform not on PATH: Terraform run skipped" >&2
+  up fleet
+  acc OpenTofu "$GRADUAL_TOFU" "$work/fleet" "${tofu_env[@]}"
+  [ -z "${GRADUAL_TERRAFORM:-}" ] || acc Terraform "$GRADUAL_TERRAFORM" "$work/fleet"
+  GRADUAL_TESTBED_DIR="$work/fleet" tools/moduletest.sh
+else
+  # Fleets start one after the other: side by side they race for free ports and CPU.
+  up fleet-tofu
+  up fleet-terraform
+  # lane NAME COMMAND...: runs COMMAND with its output prefixed by [NAME], records its exit code.
+  lane() {
+    local name=$1; shift
+    ( set +e; "$@" 2>&1 | sed -u "s/^/[$name] /"; echo "${PIPESTATUS[0]}" >"$work/$name.rc" ) &
+    lanes+=("$!")
+  }
+  # The modules' tests (`tofu test` and `terraform test`) follow OpenTofu's lane on its fleet.
+  lane OpenTofu bash -c "$(declare -f acc); set -e; acc OpenTofu '$GRADUAL_TOFU' '$work/fleet-tofu' ${tofu_env[*]}; GRADUAL_TESTBED_DIR='$work/fleet-tofu' tools/moduletest.sh"
+  lane Terraform bash -c "$(declare -f acc); acc Terraform '$GRADUAL_TERRAFORM' '$work/fleet-terraform'"
+  wait "${lanes[@]}" || true
+  lanes=()
+  failed=0
+  for name in OpenTofu Terraform; do
+    rc=$(cat "$work/$name.rc" 2>/dev/null || echo 1)
+    echo "[testacc] $name lane exit code $rc" >&2
+    [ "$rc" = 0 ] || failed=1
+  done
+  [ "$failed" = 0 ] || exit 1
+fi
+# The fleets are no longer needed: stop them before the Cluster API controllers start.
+for dir in "${fleets[@]}"; do "$testbed" down --dir "$dir" >&2 || true; done
+fleets=()
 
 # The real Cluster API controllers (core, kubeadm bootstrap and control plane, CAPD in memory, the
 # test extension): CAPI provisions a cluster itself and updates a Machine in place. The test starts

@@ -2,6 +2,10 @@
 provider "gradual" {
   config_path    = "~/.kube/config"
   config_context = "mgmt"
+
+  # A CI job killed mid-apply leaves its Lease behind; the next apply of the same rollout waits
+  # this long before taking over (default 60s).
+  lease_duration = "60s"
 }
 
 # Or pass the kubeconfig itself (kept out of state):

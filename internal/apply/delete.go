@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -14,6 +13,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/gradual-dev/terraform-provider-gradual/internal/clock"
 )
 
 // Kept is an object Prune or Delete left on the cluster, and why.
@@ -281,14 +282,12 @@ func (a *Applier) WaitDeleted(ctx context.Context, refs []ObjectRef) error {
 			return nil
 		}
 		pending = still
-		select {
-		case <-ctx.Done():
+		if clock.Sleep(ctx, a.opts.PollInterval) != nil {
 			names := make([]string, len(still))
 			for i, r := range still {
 				names[i] = r.String()
 			}
 			return fmt.Errorf("still being deleted: %s: %w", strings.Join(names, ", "), ctx.Err())
-		case <-time.After(a.opts.PollInterval):
 		}
 	}
 }

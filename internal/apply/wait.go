@@ -16,6 +16,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/gradual-dev/terraform-provider-gradual/internal/clock"
 )
 
 // ObjectStatus is an object's kstatus status.
@@ -118,7 +120,7 @@ func (a *Applier) wait(ctx context.Context, objs []*unstructured.Unstructured, t
 			err = errors.New("objects not ready")
 			break
 		}
-		if serr := sleepCtx(ctx, a.opts.PollInterval); serr != nil {
+		if serr := clock.Sleep(ctx, a.opts.PollInterval); serr != nil {
 			err = serr
 			break
 		}
@@ -199,16 +201,4 @@ func statusOf(live *unstructured.Unstructured) ObjectStatus {
 		}
 	}
 	return s
-}
-
-// sleepCtx waits for d or until ctx is done.
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }

@@ -1,6 +1,7 @@
 package delivery
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -12,18 +13,18 @@ import (
 
 // HoldLease takes key's Lease for one apply by holder, so that two applies of the same rollout
 // or assignment never run at once. When another apply holds it (it renews the Lease while this
-// one watches; a Lease left unrenewed for LeaseDuration is taken over, so this may wait up to
+// one watches; a Lease left unrenewed for its duration is taken over, so this may wait up to
 // that long), the error is a user error with busyTitle and busyDetail (each caller names what
 // is running).
 //
 // runCtx, derived from ctx, is what the apply runs on: it is cancelled when the Lease is lost
-// (taken over, deleted, or not renewed for LeaseDuration), with a cause wrapping
+// (taken over, deleted, or not renewed for its duration), with a cause wrapping
 // records.ErrLeaseLost that says why, so the run stops and settles as on Ctrl-C; LeaseLost
 // turns the run's error into one that says so. release gives the Lease back and cancels
 // runCtx; it is meant for defer and still runs, for up to ten seconds, after ctx is cancelled,
 // so that an interrupted apply does not leave the next one waiting for the Lease to expire.
 func (s *Service) HoldLease(ctx context.Context, recordNamespace string, key records.Key, holder, busyTitle, busyDetail string) (runCtx context.Context, release func(), err error) {
-	lease, err := records.Acquire(ctx, s.mgmt.Client, recordNamespace, key, holder, LeaseDuration, s.clock)
+	lease, err := records.Acquire(ctx, s.mgmt.Client, recordNamespace, key, holder, cmp.Or(s.leaseDuration, DefaultLeaseDuration), s.clock)
 	if err != nil {
 		var held *records.HeldError
 		if errors.As(err, &held) {

@@ -31,7 +31,9 @@ const readinessPoll = 500 * time.Millisecond
 type Service struct {
 	mgmt        *fleet.Management
 	concurrency int
-	clock       engine.Clock
+	// leaseDuration is how long the Lease of an apply outlives a holder that stopped renewing it.
+	leaseDuration time.Duration
+	clock         engine.Clock
 
 	// The seams between the rollout logic and the clusters, replaced by unit tests with fakes
 	// that inject faults: dial builds the clients of one workload cluster (reading its
@@ -75,13 +77,26 @@ type objectApplier interface {
 // Secret each time would cost the management cluster four requests per cluster and wave.
 const connRecheck = 30 * time.Second
 
+// Options are the provider's settings for the service. Zero values take the defaults.
+type Options struct {
+	// Concurrency bounds how many workload clusters are read or cleaned up at once
+	// (DefaultConcurrency).
+	Concurrency int
+	// LeaseDuration is how long an apply's Lease outlives a holder that stopped renewing it, so
+	// how long the next apply waits after a killed one (DefaultLeaseDuration).
+	LeaseDuration time.Duration
+}
+
 // New returns a service for the management cluster mgmt.
-func New(mgmt *fleet.Management, concurrency int) *Service {
-	if concurrency <= 0 {
-		concurrency = DefaultConcurrency
+func New(mgmt *fleet.Management, opts Options) *Service {
+	if opts.Concurrency <= 0 {
+		opts.Concurrency = DefaultConcurrency
 	}
-	s := &Service{mgmt: mgmt, concurrency: concurrency, clock: engine.SystemClock{}, conns: map[string]*conn{},
-		goneReason: mgmt.GoneReason, retryWait: time.Second}
+	if opts.LeaseDuration <= 0 {
+		opts.LeaseDuration = DefaultLeaseDuration
+	}
+	s := &Service{mgmt: mgmt, concurrency: opts.Concurrency, leaseDuration: opts.LeaseDuration, clock: engine.SystemClock{},
+		conns: map[string]*conn{}, goneReason: mgmt.GoneReason, retryWait: time.Second}
 	s.dial = s.dialWorkload
 	return s
 }

@@ -35,7 +35,7 @@ current-context: %[1]s
 func TestServiceReusesClusterClients(t *testing.T) {
 	ctx := context.Background()
 	mgmt := newFakeClient(kubeconfigSecret("c1", "token-1"))
-	svc := New(&fleet.Management{Client: mgmt, RESTConfig: &rest.Config{}}, 0)
+	svc := New(&fleet.Management{Client: mgmt, RESTConfig: &rest.Config{}}, Options{})
 	clock := engine.NewFakeClock(time.Date(2026, 7, 1, 12, 0, 0, 0, time.UTC))
 	svc.clock = clock
 

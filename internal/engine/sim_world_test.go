@@ -15,6 +15,9 @@ import (
 	"time"
 )
 
+// epoch is where the simulations' fake clocks start.
+var epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
 // The simulated world: targets with real (simulated) revisions on them, a
 // records store that follows the Event contract, injected faults, and
 // latencies drawn from a seeded source and slept on the FakeClock. It checks

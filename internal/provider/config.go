@@ -47,6 +47,7 @@ type configModel struct {
 	QPS                   types.Float64 `tfsdk:"qps"`
 	Burst                 types.Int64   `tfsdk:"burst"`
 	MaxParallelClusters   types.Int64   `tfsdk:"max_parallel_clusters"`
+	LeaseDuration         types.String  `tfsdk:"lease_duration"`
 }
 
 // execModel is the exec block.
@@ -182,6 +183,14 @@ func (p *gradualProvider) Schema(_ context.Context, _ provider.SchemaRequest, re
 				MarkdownDescription: fmt.Sprintf("Client-side request burst towards each cluster (default %d).", clientconfig.DefaultBurst),
 				Validators:          []validator.Int64{int64validator.Between(1, 100000)},
 			},
+			"lease_duration": schema.StringAttribute{
+				Optional: true,
+				MarkdownDescription: "How long the Lease of a running apply of a rollout or module assignment outlives an apply that stopped renewing it, " +
+					"such as a killed CI job: the next apply of the same resource waits that long before it takes over (default `" +
+					fmt.Sprintf("%ds", int(delivery.DefaultLeaseDuration.Seconds())) + "`). A live apply renews its Lease every third of it, so keep it well above the " +
+					"management cluster's worst response time.",
+				Validators: []validator.String{validators.Duration(15*time.Second, time.Hour)},
+			},
 			"max_parallel_clusters": schema.Int64Attribute{
 				Optional: true,
 				MarkdownDescription: fmt.Sprintf("How many workload clusters are read or cleaned up at once during refresh, plan and destroy (default %d). "+
@@ -290,7 +299,12 @@ func (p *gradualProvider) Configure(ctx context.Context, req provider.ConfigureR
 		resp.Diagnostics.Append(diagnostics.FromError(err, "Invalid Provider Configuration"))
 		return
 	}
-	data := &providerdata.Data{Management: mgmt, Delivery: delivery.New(mgmt, int(cfg.MaxParallelClusters.ValueInt64()))}
+	opts := delivery.Options{Concurrency: int(cfg.MaxParallelClusters.ValueInt64())}
+	if s := cfg.LeaseDuration.ValueString(); s != "" {
+		// Validated as a duration at plan time; an unparsable value keeps the default.
+		opts.LeaseDuration, _ = time.ParseDuration(s)
+	}
+	data := &providerdata.Data{Management: mgmt, Delivery: delivery.New(mgmt, opts)}
 	resp.DataSourceData = data
 	resp.ResourceData = data
 	resp.EphemeralResourceData = data

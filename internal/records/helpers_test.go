@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -15,66 +14,15 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+
+	"github.com/gradual-dev/terraform-provider-gradual/internal/clock"
 )
 
-// fakeClock is a Clock the test moves by hand. Its Sleep returns once Advance has moved the
-// time past the sleeper's end (or its context ends).
-type fakeClock struct {
-	mu       sync.Mutex
-	now      time.Time
-	sleepers []*fakeSleeper
-}
-
-type fakeSleeper struct {
-	until time.Time
-	wake  chan struct{}
-}
+// fakeClock is the project's fake clock, with waits for the goroutines sleeping on it.
+type fakeClock struct{ *clock.Fake }
 
 func newFakeClock() *fakeClock {
-	return &fakeClock{now: time.Date(2026, 7, 1, 12, 0, 0, 0, time.UTC)}
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-	kept := c.sleepers[:0]
-	for _, s := range c.sleepers {
-		if c.now.Before(s.until) {
-			kept = append(kept, s)
-		} else {
-			close(s.wake)
-		}
-	}
-	c.sleepers = kept
-}
-
-func (c *fakeClock) Sleep(ctx context.Context, d time.Duration) error {
-	if ctx.Err() != nil {
-		return context.Cause(ctx)
-	}
-	if d <= 0 {
-		return nil
-	}
-	c.mu.Lock()
-	s := &fakeSleeper{until: c.now.Add(d), wake: make(chan struct{})}
-	c.sleepers = append(c.sleepers, s)
-	c.mu.Unlock()
-	select {
-	case <-s.wake:
-		return nil
-	case <-ctx.Done():
-		c.mu.Lock()
-		c.sleepers = slices.DeleteFunc(c.sleepers, func(x *fakeSleeper) bool { return x == s })
-		c.mu.Unlock()
-		return context.Cause(ctx)
-	}
+	return &fakeClock{clock.NewFake(time.Date(2026, 7, 1, 12, 0, 0, 0, time.UTC))}
 }
 
 // waitSleepers waits (on the wall clock, 10 s at most) until n goroutines sleep on c.
@@ -82,9 +30,7 @@ func (c *fakeClock) waitSleepers(t testing.TB, n int) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		c.mu.Lock()
-		got := len(c.sleepers)
-		c.mu.Unlock()
+		got := c.Pending()
 		if got >= n {
 			return
 		}
@@ -112,10 +58,8 @@ func (c *fakeClock) step(t testing.TB, n int, d, every time.Duration) {
 type tickingClock struct{ fakeClock }
 
 func (c *tickingClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(time.Millisecond)
-	return c.now
+	c.Advance(time.Millisecond)
+	return c.Fake.Now()
 }
 
 func testScheme() *runtime.Scheme {

@@ -513,6 +513,7 @@ func TestAccRollout_lease(t *testing.T) {
 	renewing, cancelRenewing := context.WithCancel(context.Background())
 	var renewer sync.WaitGroup
 	stopRenewing := func() { cancelRenewing(); renewer.Wait() }
+	var planted time.Time
 	t.Cleanup(stopRenewing)
 	resource.Test(t, resource.TestCase{
 		ProtoV6ProviderFactories: acctest.ProviderFactories,
@@ -522,7 +523,7 @@ func TestAccRollout_lease(t *testing.T) {
 				PreConfig: func() {
 					renewer.Go(func() {
 						for renewing.Err() == nil {
-							if err := writeLease(f, key, "other-apply/pid-42", time.Now()); err != nil {
+							if err := writeLease(f, key, "other-apply/pid-42", time.Now(), 60); err != nil {
 								t.Errorf("renew the planted Lease: %v", err)
 							}
 							select {
@@ -536,28 +537,36 @@ func TestAccRollout_lease(t *testing.T) {
 				ExpectError: regexp.MustCompile(`(?s)Rollout Already Running.*other-apply/pid-42`),
 			},
 			{
-				// That process was killed an hour ago: its Lease goes unrenewed and is taken over.
+				// That process was killed an hour ago: its Lease goes unrenewed for its duration
+				// (15 s here, to keep the test short) while the apply watches, and is taken over.
 				PreConfig: func() {
 					stopRenewing()
 					time.Sleep(2 * time.Second) // the renewer's last write
-					plantLease(t, f, key, "killed-apply/pid-7", time.Now().Add(-time.Hour))
+					plantLease(t, f, key, "killed-apply/pid-7", time.Now().Add(-time.Hour), 15)
+					planted = time.Now()
 				},
 				Config: config,
+				Check: func(*terraform.State) error {
+					if waited := time.Since(planted); waited < 15*time.Second {
+						return fmt.Errorf("took the killed holder's Lease over after %s, before its 15 s duration", waited.Round(time.Second))
+					}
+					return nil
+				},
 			},
 		},
 	})
 }
 
 // plantLease writes the rollout's Lease as another process would have left it.
-func plantLease(t *testing.T, f *testbed.Fleet, key records.Key, holder string, renewed time.Time) {
+func plantLease(t *testing.T, f *testbed.Fleet, key records.Key, holder string, renewed time.Time, seconds int32) {
 	t.Helper()
-	if err := writeLease(f, key, holder, renewed); err != nil {
+	if err := writeLease(f, key, holder, renewed, seconds); err != nil {
 		t.Fatal(err)
 	}
 }
 
-// writeLease writes the rollout's Lease as holder, renewed at renewed.
-func writeLease(f *testbed.Fleet, key records.Key, holder string, renewed time.Time) error {
+// writeLease writes the rollout's Lease as holder, renewed at renewed, lasting seconds.
+func writeLease(f *testbed.Fleet, key records.Key, holder string, renewed time.Time, seconds int32) error {
 	mc, err := f.ManagementClient()
 	if err != nil {
 		return err
@@ -573,7 +582,7 @@ func writeLease(f *testbed.Fleet, key records.Key, holder string, renewed time.T
 		return err
 	}
 	lease.Annotations = map[string]string{records.AnnotationRolloutKey: key.String()}
-	lease.Spec.HolderIdentity, lease.Spec.LeaseDurationSeconds = &holder, ptr(int32(60))
+	lease.Spec.HolderIdentity, lease.Spec.LeaseDurationSeconds = &holder, ptr(seconds)
 	lease.Spec.AcquireTime, lease.Spec.RenewTime = &at, &at
 	if apierrors.IsNotFound(err) {
 		return mc.Create(ctx, lease)

@@ -318,10 +318,15 @@ func TestAccRollout_killedMidApply(t *testing.T) {
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
-	tf.writeConfig(interruptConfig(f, name, v1))
+	// A short Lease, so that the wait for the killed holder's Lease to expire (the behaviour
+	// under test) takes 20 s rather than the default minute.
+	config := func(manifests string) string {
+		return strings.Replace(interruptConfig(f, name, manifests), "provider \"gradual\" {\n", "provider \"gradual\" {\n  lease_duration = \"20s\"\n", 1)
+	}
+	tf.writeConfig(config(v1))
 	tf.mustRun(ctx, 0, "apply", "-auto-approve")
 
-	tf.writeConfig(interruptConfig(f, name, v2))
+	tf.writeConfig(config(v2))
 	p := tf.start(false, "apply", "-auto-approve")
 	defer p.kill()
 	// Kill as soon as prod-eu-1's records say provisioning v2.
@@ -374,6 +379,9 @@ func TestAccRollout_killedMidApply(t *testing.T) {
 		tf.mustRun(ctx, 2, "plan", "-detailed-exitcode", "-out=resume.tfplan")
 	}
 	t.Logf("converged %s after the kill", time.Since(killed).Round(time.Second))
+	if waited := time.Since(killed); waited < 15*time.Second {
+		t.Errorf("converged %s after the kill: the killed holder's 20 s Lease was not waited out", waited.Round(time.Second))
+	}
 	if err := expectDeployment(f, clusters, name, "v2", true); err != nil {
 		t.Error(err)
 	}

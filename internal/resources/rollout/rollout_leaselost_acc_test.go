@@ -52,7 +52,7 @@ resource "gradual_rollout" "test" {
 						store := records.NewManagementStore(mc, "")
 						for ctx.Err() == nil {
 							if r, err := store.LoadSummary(ctx, key); err == nil && r.Progress != nil && r.Progress.Wave >= 1 {
-								if err := writeLease(f, key, "second-apply/pid-9", time.Now()); err != nil {
+								if err := writeLease(f, key, "second-apply/pid-9", time.Now(), 60); err != nil {
 									t.Errorf("take the Lease over: %v", err)
 								}
 								return

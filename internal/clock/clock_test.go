@@ -1,4 +1,4 @@
-package engine
+package clock
 
 import (
 	"context"
@@ -11,8 +11,8 @@ import (
 
 var epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
-func TestFakeClockFiresInOrder(t *testing.T) {
-	c := NewFakeClock(epoch)
+func TestFakeFiresInOrder(t *testing.T) {
+	c := NewFake(epoch)
 	var fired []string
 	c.AfterFunc(2*time.Second, func() { fired = append(fired, "b") })
 	c.AfterFunc(time.Second, func() { fired = append(fired, "a") })
@@ -33,9 +33,9 @@ func TestFakeClockFiresInOrder(t *testing.T) {
 	}
 }
 
-func TestFakeClockSleepAndTimeout(t *testing.T) {
+func TestFakeSleepAndTimeout(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		c := NewFakeClock(epoch)
+		c := NewFake(epoch)
 		ctx := context.Background()
 
 		done := make(chan error)
@@ -80,8 +80,8 @@ func TestFakeClockSleepAndTimeout(t *testing.T) {
 	})
 }
 
-func TestSystemClock(t *testing.T) {
-	var c Clock = SystemClock{}
+func TestSystem(t *testing.T) {
+	var c Clock = System{}
 	if err := c.Sleep(context.Background(), 0); err != nil {
 		t.Errorf("Sleep(0) = %v", err)
 	}
