@@ -9,7 +9,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
 
-	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/glue"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/lifecycle"
 )
 
 var pathModules = path.Root("modules")
@@ -17,7 +17,7 @@ var pathModules = path.Root("modules")
 // New returns the resource.
 func New() resource.Resource { return &assignmentResource{} }
 
-type assignmentResource struct{ glue.Configured }
+type assignmentResource struct{ lifecycle.Configured }
 
 var (
 	_ resource.ResourceWithConfigure      = (*assignmentResource)(nil)
@@ -32,5 +32,5 @@ func (r *assignmentResource) Metadata(_ context.Context, req resource.MetadataRe
 
 // ImportState takes `namespace/name`; Read then fills everything from the records.
 func (r *assignmentResource) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
-	glue.ImportNamespaceName(ctx, req, resp, "assignment", "fleet/cni")
+	lifecycle.ImportNamespaceName(ctx, req, resp, "assignment", "fleet/cni")
 }

@@ -14,19 +14,19 @@ import (
 	"github.com/gradual-dev/terraform-provider-gradual/internal/delivery"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/diagnostics"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/records"
-	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/glue"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/lifecycle"
 )
 
-// Create applies the assignment. As for rollouts (see glue.Create), a failed Create saves no
+// Create applies the assignment. As for rollouts (see lifecycle.Create), a failed Create saves no
 // state: the records and bindings keep what was applied, and the next Create continues from them.
 func (r *assignmentResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
-	glue.Create(ctx, req, resp, r.apply, "Module Assignment Not Saved In State",
+	lifecycle.Create(ctx, req, resp, r.apply, "Module Assignment Not Saved In State",
 		"The assignment failed before it completed, so it is not saved in the Terraform state. Every change it made is recorded in the clusters and bindings; the next apply continues from them.")
 }
 
-// Update applies the assignment; its state is saved even on failure (see glue.Update).
+// Update applies the assignment; its state is saved even on failure (see lifecycle.Update).
 func (r *assignmentResource) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
-	glue.Update(ctx, req, resp, r.apply)
+	lifecycle.Update(ctx, req, resp, r.apply)
 }
 
 func (r *assignmentResource) apply(ctx context.Context, timeout time.Duration, plan *Model, diags *diag.Diagnostics) bool {
@@ -149,7 +149,7 @@ func (r *assignmentResource) Delete(ctx context.Context, req resource.DeleteRequ
 		resp.Diagnostics.AddError("Provider Not Configured", diagnostics.UnconfiguredProvider)
 		return
 	}
-	timeout, diags := state.Timeouts.Delete(ctx, glue.DefaultDeleteTimeout)
+	timeout, diags := state.Timeouts.Delete(ctx, lifecycle.DefaultDeleteTimeout)
 	resp.Diagnostics.Append(diags...)
 	spec, d := state.spec(ctx)
 	resp.Diagnostics.Append(d...)

@@ -17,7 +17,7 @@ import (
 	"github.com/gradual-dev/terraform-provider-gradual/internal/manifest"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/records"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/fleetattr"
-	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/glue"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/lifecycle"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/manifesttype"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/verifyattr"
 )
@@ -57,7 +57,7 @@ type VerifyModel struct {
 	BakeTime types.String `tfsdk:"bake_time"`
 }
 
-// TimeoutsValue is the `timeouts` attribute, for glue.Create and glue.Update.
+// TimeoutsValue is the `timeouts` attribute, for lifecycle.Create and lifecycle.Update.
 func (m *Model) TimeoutsValue() timeouts.Value { return m.Timeouts }
 
 var objectOpts = basetypes.ObjectAsOptions{UnhandledNullAsEmpty: true, UnhandledUnknownAsEmpty: true}
@@ -116,10 +116,10 @@ func (m *Model) spec(ctx context.Context) (assignment.Spec, diag.Diagnostics) {
 	spec.Modules = ordered
 	var err2 error
 	if spec.Policy.UpdateLimit, err2 = engine.ParseLimit(m.UpdateLimit.ValueString()); err2 != nil {
-		diags.AddAttributeError(glue.PathUpdateLimit, "Invalid Update Limit", err2.Error())
+		diags.AddAttributeError(lifecycle.PathUpdateLimit, "Invalid Update Limit", err2.Error())
 	}
 	if spec.Policy.MaxFailures, err2 = engine.ParseMaxFailures(m.MaxFailures.ValueString()); err2 != nil {
-		diags.AddAttributeError(glue.PathMaxFailures, "Invalid Failure Budget", err2.Error())
+		diags.AddAttributeError(lifecycle.PathMaxFailures, "Invalid Failure Budget", err2.Error())
 	}
 	// A failed module is restored where it failed; clusters that took it keep it (its dependents
 	// are blocked only where it failed).

@@ -14,7 +14,7 @@ import (
 	"github.com/gradual-dev/terraform-provider-gradual/internal/delivery"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/diagnostics"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/records"
-	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/glue"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/lifecycle"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/manifesttype"
 )
 
@@ -54,7 +54,7 @@ func (r *assignmentResource) ModifyPlan(ctx context.Context, req resource.Modify
 	if restored, ok := manifesttype.RestorePrior(req.Plan.Raw, req.Config.Raw, req.State.Raw); ok {
 		req.Plan.Raw, resp.Plan.Raw = restored, restored
 	}
-	plan, prior, ok := glue.PlanAndPrior[Model](ctx, req, resp)
+	plan, prior, ok := lifecycle.PlanAndPrior[Model](ctx, req, resp)
 	if !ok {
 		return
 	}
@@ -119,7 +119,7 @@ func (r *assignmentResource) ModifyPlan(ctx context.Context, req resource.Modify
 		resp.Diagnostics.AddWarning("Clusters Keep An Older Module Version", w)
 	}
 	if len(obs.Skipped) > 0 {
-		resp.Diagnostics.AddWarning("Clusters Skipped", glue.SkippedDetail(skippedIntro, obs.Skipped))
+		resp.Diagnostics.AddWarning("Clusters Skipped", lifecycle.SkippedDetail(skippedIntro, obs.Skipped))
 	}
 	if len(planned.Leaving) > 0 {
 		what := "loses its modules (deletion_policy = \"delete\")"
@@ -236,7 +236,7 @@ func changesSummary(apply map[string][]string) string {
 	sort.Strings(modules)
 	var b strings.Builder
 	for _, m := range modules {
-		fmt.Fprintf(&b, "module %s → %d cluster(s): %s\n", m, len(apply[m]), glue.ShortList(apply[m], shown))
+		fmt.Fprintf(&b, "module %s → %d cluster(s): %s\n", m, len(apply[m]), lifecycle.ShortList(apply[m], shown))
 	}
 	return strings.TrimSuffix(b.String(), "\n")
 }

@@ -8,7 +8,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
 
-	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/glue"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/lifecycle"
 )
 
 var (
@@ -20,7 +20,7 @@ var (
 // New returns the resource.
 func New() resource.Resource { return &rolloutResource{} }
 
-type rolloutResource struct{ glue.Configured }
+type rolloutResource struct{ lifecycle.Configured }
 
 var (
 	_ resource.ResourceWithConfigure   = (*rolloutResource)(nil)
@@ -34,5 +34,5 @@ func (r *rolloutResource) Metadata(_ context.Context, req resource.MetadataReque
 
 // ImportState takes `namespace/name`; Read then fills everything from the records.
 func (r *rolloutResource) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
-	glue.ImportNamespaceName(ctx, req, resp, "rollout", "fleet/ingress")
+	lifecycle.ImportNamespaceName(ctx, req, resp, "rollout", "fleet/ingress")
 }

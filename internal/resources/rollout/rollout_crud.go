@@ -15,19 +15,19 @@ import (
 	"github.com/gradual-dev/terraform-provider-gradual/internal/diagnostics"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/manifest"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/records"
-	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/glue"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/lifecycle"
 )
 
-// Create applies the rollout. As glue.Create says, a failed Create saves no state: the records
+// Create applies the rollout. As lifecycle.Create says, a failed Create saves no state: the records
 // in the clusters keep what was applied, and the next Create picks up from them.
 func (r *rolloutResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
-	glue.Create(ctx, req, resp, r.apply, "Rollout Not Saved In State",
+	lifecycle.Create(ctx, req, resp, r.apply, "Rollout Not Saved In State",
 		"The rollout failed before it completed, so it is not saved in the Terraform state. Every change it made is recorded in the clusters; the next apply continues from those records instead of starting over.")
 }
 
-// Update applies the rollout; its state is saved even on failure (see glue.Update).
+// Update applies the rollout; its state is saved even on failure (see lifecycle.Update).
 func (r *rolloutResource) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
-	glue.Update(ctx, req, resp, r.apply)
+	lifecycle.Update(ctx, req, resp, r.apply)
 }
 
 // apply runs the rollout and fills plan's computed attributes from the outcome. It reports
@@ -216,7 +216,7 @@ func (r *rolloutResource) Delete(ctx context.Context, req resource.DeleteRequest
 		resp.Diagnostics.AddError("Provider Not Configured", diagnostics.UnconfiguredProvider)
 		return
 	}
-	timeout, diags := state.Timeouts.Delete(ctx, glue.DefaultDeleteTimeout)
+	timeout, diags := state.Timeouts.Delete(ctx, lifecycle.DefaultDeleteTimeout)
 	resp.Diagnostics.Append(diags...)
 	spec, d := state.spec(ctx)
 	resp.Diagnostics.Append(d...)

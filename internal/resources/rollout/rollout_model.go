@@ -16,7 +16,7 @@ import (
 	"github.com/gradual-dev/terraform-provider-gradual/internal/manifest"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/records"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/fleetattr"
-	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/glue"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/lifecycle"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/manifesttype"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/verifyattr"
 )
@@ -70,7 +70,7 @@ type HTTPCheckModel struct {
 }
 
 // ReadWriteOnly takes `sensitive_manifests` from the configuration: Terraform keeps write-only
-// values out of the plan, so Create and Update find it only there (glue.WriteOnly).
+// values out of the plan, so Create and Update find it only there (lifecycle.WriteOnly).
 func (m *Model) ReadWriteOnly(ctx context.Context, config tfsdk.Config) diag.Diagnostics {
 	return config.GetAttribute(ctx, pathSensitive, &m.Sensitive)
 }
@@ -96,7 +96,7 @@ func (m *Model) setSensitiveObjects(ctx context.Context) diag.Diagnostics {
 	return diags
 }
 
-// TimeoutsValue is the `timeouts` attribute, for glue.Create and glue.Update.
+// TimeoutsValue is the `timeouts` attribute, for lifecycle.Create and lifecycle.Update.
 func (m *Model) TimeoutsValue() timeouts.Value { return m.Timeouts }
 
 // query converts the cluster-picking attributes.
@@ -128,10 +128,10 @@ func (m *Model) spec(ctx context.Context) (delivery.Spec, diag.Diagnostics) {
 		return spec, diags
 	}
 	if spec.Policy.UpdateLimit, err = engine.ParseLimit(m.UpdateLimit.ValueString()); err != nil {
-		diags.AddAttributeError(glue.PathUpdateLimit, "Invalid Update Limit", err.Error())
+		diags.AddAttributeError(lifecycle.PathUpdateLimit, "Invalid Update Limit", err.Error())
 	}
 	if spec.Policy.MaxFailures, err = engine.ParseMaxFailures(m.MaxFailures.ValueString()); err != nil {
-		diags.AddAttributeError(glue.PathMaxFailures, "Invalid Failure Budget", err.Error())
+		diags.AddAttributeError(lifecycle.PathMaxFailures, "Invalid Failure Budget", err.Error())
 	}
 	if spec.Policy.OnFailure, err = engine.ParseOnFailure(m.OnFailure.ValueString()); err != nil {
 		diags.AddAttributeError(pathOnFailure, "Invalid On Failure", err.Error())

@@ -12,7 +12,7 @@ import (
 	"github.com/gradual-dev/terraform-provider-gradual/internal/delivery"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/diagnostics"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/records"
-	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/glue"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/lifecycle"
 )
 
 // checkOwners is the plan-time check that every object has one owner, on the clusters the plan
@@ -60,7 +60,7 @@ func warnLeaving(diags *diag.Diagnostics, plan *Model, obs *delivery.Observation
 	}
 	diags.AddAttributeWarning(path.Root("deletion_policy"), "Clusters Leaving The Rollout",
 		fmt.Sprintf("%d cluster(s) that earlier applies changed are no longer picked: %s.\n\n%s",
-			len(obs.Leaving), glue.ShortList(obs.Leaving, 10), leavingEffect(plan.DeletionPolicy.ValueString())))
+			len(obs.Leaving), lifecycle.ShortList(obs.Leaving, 10), leavingEffect(plan.DeletionPolicy.ValueString())))
 }
 
 func leavingEffect(policy string) string {

@@ -19,7 +19,7 @@ import (
 	"github.com/gradual-dev/terraform-provider-gradual/internal/engine"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/manifest"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/records"
-	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/glue"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/lifecycle"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/manifesttype"
 )
 
@@ -37,17 +37,17 @@ func (r *rolloutResource) ModifyPlan(ctx context.Context, req resource.ModifyPla
 		var state Model
 		if diags := req.State.Get(ctx, &state); !diags.HasError() {
 			state.LoadPrivate(ctx, req.Private)
-			glue.WarnDeletion(&resp.Diagnostics, state.deletion(""))
+			lifecycle.WarnDeletion(&resp.Diagnostics, state.deletion(""))
 		}
 	}
-	plan, prior, ok := glue.PlanAndPrior[Model](ctx, req, resp)
+	plan, prior, ok := lifecycle.PlanAndPrior[Model](ctx, req, resp)
 	if !ok {
 		return
 	}
 	if prior != nil {
 		resp.Diagnostics.Append(prior.LoadPrivate(ctx, req.Private)...)
 		if changed := identityChange(&plan, prior); changed != "" {
-			glue.WarnDeletion(&resp.Diagnostics, prior.deletion(changed))
+			lifecycle.WarnDeletion(&resp.Diagnostics, prior.deletion(changed))
 		}
 	}
 	// The waves of an earlier plan never carry over: only this plan's are carried out.
@@ -133,7 +133,7 @@ func (r *rolloutResource) ModifyPlan(ctx context.Context, req resource.ModifyPla
 			fmt.Sprintf("The canary clusters %s are not among the clusters this rollout picks; canary_optional is set, so they are ignored.", strings.Join(planned.UnknownCanaries, ", ")))
 	}
 	if len(obs.Skipped) > 0 {
-		resp.Diagnostics.AddWarning("Clusters Skipped", glue.SkippedDetail(skippedIntro, obs.Skipped))
+		resp.Diagnostics.AddWarning("Clusters Skipped", lifecycle.SkippedDetail(skippedIntro, obs.Skipped))
 	}
 	if len(obs.Clusters) == 0 && len(obs.Skipped) == 0 {
 		resp.Diagnostics.AddWarning("No Clusters Picked",
@@ -279,7 +279,7 @@ func wavesSummary(planned engine.Plan) string {
 		if i < planned.CanaryWaves {
 			label = " (canary)"
 		}
-		fmt.Fprintf(&b, "\n  wave %d%s: %s", i+1, label, glue.ShortList(wave, shown))
+		fmt.Fprintf(&b, "\n  wave %d%s: %s", i+1, label, lifecycle.ShortList(wave, shown))
 	}
 	return b.String()
 }
@@ -364,8 +364,8 @@ func identityChange(plan, prior *Model) string {
 // deletion is what destroying the rollout m (a state) removes: the objects of its bundle from
 // every cluster that runs a revision of it. Sensitive objects are counted by sensitive_objects,
 // as the state never holds their content.
-func (m *Model) deletion(replacing string) glue.Deletion {
-	d := glue.Deletion{What: "rollout " + m.Namespace.ValueString() + "/" + m.Name.ValueString(),
+func (m *Model) deletion(replacing string) lifecycle.Deletion {
+	d := lifecycle.Deletion{What: "rollout " + m.Namespace.ValueString() + "/" + m.Name.ValueString(),
 		Orphan: m.DeletionPolicy.ValueString() == "orphan", Replacing: replacing}
 	if set, err := manifest.Parse(m.Manifests.ValueString()); err == nil {
 		d.Objects = len(set.Objects)

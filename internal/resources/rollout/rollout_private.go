@@ -10,7 +10,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 
 	"github.com/gradual-dev/terraform-provider-gradual/internal/delivery"
-	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/glue"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/lifecycle"
 )
 
 // privateState is what the rollout keeps in Terraform's private state: stored with the resource,
@@ -39,7 +39,7 @@ const (
 )
 
 // LoadPrivate reads the private state; a missing key leaves its field nil.
-func (m *Model) LoadPrivate(ctx context.Context, from glue.PrivateGetter) diag.Diagnostics {
+func (m *Model) LoadPrivate(ctx context.Context, from lifecycle.PrivateGetter) diag.Diagnostics {
 	var diags diag.Diagnostics
 	if from == nil {
 		return diags
@@ -58,7 +58,7 @@ func (m *Model) LoadPrivate(ctx context.Context, from glue.PrivateGetter) diag.D
 }
 
 // SavePrivate writes the private state; a nil field removes its key.
-func (m *Model) SavePrivate(ctx context.Context, to glue.PrivateSetter) diag.Diagnostics {
+func (m *Model) SavePrivate(ctx context.Context, to lifecycle.PrivateSetter) diag.Diagnostics {
 	var diags diag.Diagnostics
 	if to == nil {
 		return diags

@@ -1,4 +1,4 @@
-package glue
+package lifecycle
 
 import (
 	"context"
