@@ -19,6 +19,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/gradual-dev/terraform-provider-gradual/internal/testbed/servingcert"
 )
 
 const (
@@ -186,10 +188,14 @@ func (f *Fleet) startClusterAPI(ctx context.Context, namespace string) (err erro
 	if err := os.MkdirAll(filepath.Join(dir, "logs"), 0o755); err != nil {
 		return err
 	}
-	caPEM, err := writeServingCert(certDir)
+	certs, err := servingcert.New("gradual-testbed cluster API")
+	if err == nil {
+		err = certs.WriteFiles(certDir)
+	}
 	if err != nil {
 		return fmt.Errorf("cluster API: serving certificate: %w", err)
 	}
+	caPEM := certs.CAPEM
 	state := &ClusterAPI{Namespace: namespace, WatchFilter: ClusterAPIWatchFilter, Dir: dir, CABundle: caPEM}
 	if err := f.update(func() { f.ClusterAPI = state }); err != nil {
 		return err

@@ -30,6 +30,8 @@ import (
 
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	hooksv1 "sigs.k8s.io/cluster-api/api/runtime/hooks/v1alpha1"
+
+	"github.com/gradual-dev/terraform-provider-gradual/internal/testbed/servingcert"
 )
 
 const hooksGroupVersion = "hooks.runtime.cluster.x-k8s.io/v1alpha1"
@@ -129,18 +131,18 @@ func Start(cfg Config) (*Server, error) {
 	if cfg.Coverage != nil {
 		s.coverage = *cfg.Coverage
 	}
-	certs, err := newCertificates(cfg.Hosts)
+	certs, err := servingcert.New("gradual-update-extension", cfg.Hosts...)
 	if err != nil {
 		return nil, err
 	}
-	s.ca = certs.caPEM
+	s.ca = certs.CAPEM
 	lis, err := net.Listen("tcp", cfg.Address)
 	if err != nil {
 		return nil, fmt.Errorf("update extension: listen on %s: %w", cfg.Address, err)
 	}
 	s.lis = lis
 	s.url = "https://" + lis.Addr().String()
-	s.srv = &http.Server{Handler: s.Handler(), TLSConfig: certs.serverTLS(), ReadHeaderTimeout: 10 * time.Second}
+	s.srv = &http.Server{Handler: s.Handler(), TLSConfig: certs.ServerTLS(), ReadHeaderTimeout: 10 * time.Second}
 	go func() {
 		defer close(s.done)
 		if err := s.srv.ServeTLS(lis, "", ""); err != nil && !errors.Is(err, http.ErrServerClosed) {
