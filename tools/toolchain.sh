@@ -25,6 +25,10 @@ CACHE=${GRADUAL_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/terraform-provider-gradua
 BIN=$CACHE/bin
 SRC=$CACHE/src
 mkdir -p "$BIN" "$SRC"
+# One run at a time: two side by side (a demo and a test run, say) would build and write the
+# same binaries twice at once.
+exec 8>"$CACHE/.lock"
+flock 8
 export CGO_ENABLED=0 GOFLAGS=-mod=mod GOTOOLCHAIN=local
 
 log() { printf '[tools] %s\n' "$*" >&2; }
