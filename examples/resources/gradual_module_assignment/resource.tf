@@ -26,6 +26,9 @@ resource "gradual_module_assignment" "cni" {
   verify          = { timeout = "5m" }
 }
 
-output "cni_bindings" {
-  value = gradual_module_assignment.cni.bindings
+# The plan shows `summary` (clusters per state), `attention` (clusters needing it, with what is
+# wrong) and `waves` (counts per module); every cluster's bindings are in the
+# gradual_module_assignment_status data source.
+output "cni_attention" {
+  value = gradual_module_assignment.cni.attention
 }

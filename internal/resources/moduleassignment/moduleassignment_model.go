@@ -3,7 +3,6 @@ package moduleassignment
 import (
 	"context"
 	"encoding/json"
-	"time"
 
 	"github.com/hashicorp/terraform-plugin-framework-timeouts/resource/timeouts"
 	"github.com/hashicorp/terraform-plugin-framework/attr"
@@ -38,9 +37,13 @@ type Model struct {
 	RecordNamespace types.String   `tfsdk:"record_namespace"`
 	Timeouts        timeouts.Value `tfsdk:"timeouts"`
 	Revisions       types.Map      `tfsdk:"revisions"`
-	Bindings        types.Map      `tfsdk:"bindings"`
+	Summary         types.Map      `tfsdk:"summary"`
+	Attention       types.Map      `tfsdk:"attention"`
+	Waves           types.Map      `tfsdk:"waves"`
 	Skipped         types.Map      `tfsdk:"skipped"`
-	Changes         types.Map      `tfsdk:"changes"`
+
+	// private is kept in the resource's private state (see moduleassignment_private.go), out of plans.
+	private privateState
 }
 
 // ModuleModel is one `modules` entry.
@@ -138,36 +141,6 @@ func (m *Model) setRevisions(spec assignment.Spec) {
 	m.Revisions = types.MapValueMust(types.StringType, revs)
 }
 
-// setBindings fills `bindings`; drifted marks cluster → module pairs shown as drifted.
-func (m *Model) setBindings(bindings map[string][]records.ModuleBinding, drifted map[string]map[string]bool) {
-	out := map[string]attr.Value{}
-	for cluster, bs := range bindings {
-		var vals []attr.Value
-		for _, b := range bs {
-			result := b.Result
-			if drifted[cluster][b.Module] && result == records.BindingApplied {
-				result = records.BindingDrifted
-			}
-			vals = append(vals, bindingValue(b.Module, b.Revision, types.StringValue(appliedAt(b.AppliedAt)), result))
-		}
-		out[cluster] = types.ListValueMust(bindingsType.ElemType, vals)
-	}
-	m.Bindings = types.MapValueMust(bindingsType, out)
-}
-
-func bindingValue(module, revision string, at types.String, result string) attr.Value {
-	return types.ObjectValueMust(bindingAttrTypes, map[string]attr.Value{
-		"module": types.StringValue(module), "revision": types.StringValue(revision), "applied_at": at, "result": types.StringValue(result),
-	})
-}
-
-func appliedAt(t time.Time) string {
-	if t.IsZero() {
-		return ""
-	}
-	return t.UTC().Format(time.RFC3339)
-}
-
 func (m *Model) setSkipped(skipped map[string]string) {
 	vals := map[string]attr.Value{}
 	for k, v := range skipped {
@@ -179,43 +152,47 @@ func (m *Model) setSkipped(skipped map[string]string) {
 func (m *Model) markObservedUnknown() {
 	m.Revisions = types.MapUnknown(types.StringType)
 	m.markOutcomeUnknown()
-	m.Changes = types.MapUnknown(changesType)
+	m.Waves = types.MapUnknown(wavesType)
 }
 
 // markOutcomeUnknown leaves the attributes that depend on apply's outcome to apply.
 func (m *Model) markOutcomeUnknown() {
-	m.Bindings = types.MapUnknown(bindingsType)
+	m.Summary = types.MapUnknown(types.Int64Type)
+	m.Attention = types.MapUnknown(types.StringType)
 	m.Skipped = types.MapUnknown(types.StringType)
 }
 
-var changesType = types.ListType{ElemType: types.StringType}
-
-// setChanges sets `changes` from the clusters each module is applied to.
-func (m *Model) setChanges(apply map[string][]string) {
-	vals := map[string]attr.Value{}
-	for module, clusters := range apply {
-		if len(clusters) == 0 {
-			continue
-		}
-		elems := make([]attr.Value, len(clusters))
-		for i, c := range clusters {
-			elems[i] = types.StringValue(c)
-		}
-		vals[module] = types.ListValueMust(types.StringType, elems)
-	}
-	m.Changes = types.MapValueMust(changesType, vals)
+// copyComputed keeps prior's computed attributes, for a plan that changes nothing.
+func (m *Model) copyComputed(prior *Model) {
+	m.Summary, m.Attention, m.Skipped, m.Waves = prior.Summary, prior.Attention, prior.Skipped, prior.Waves
 }
 
-// plannedChanges returns `changes` as module → clusters, and whether it is known.
-func (m *Model) plannedChanges(ctx context.Context) (map[string][]string, bool) {
-	if m.Changes.IsUnknown() || m.Changes.IsNull() {
-		return nil, false
+// setObserved fills summary, attention and skipped from what the clusters and records say, and
+// the per-cluster status the next plan works from.
+func (m *Model) setObserved(ctx context.Context, obs *assignment.Observation, spec assignment.Spec) diag.Diagnostics {
+	status := assignment.Status(obs, spec)
+	m.private.Clusters = status
+	summary, attention := assignment.Summarize(status)
+	var diags, d diag.Diagnostics
+	m.Summary, d = types.MapValueFrom(ctx, types.Int64Type, summary)
+	diags.Append(d...)
+	m.Attention, d = types.MapValueFrom(ctx, types.StringType, attention)
+	diags.Append(d...)
+	m.setSkipped(obs.Skipped)
+	return diags
+}
+
+// setWaves shows each module's waves as cluster counts; the clusters go to private state.
+func (m *Model) setWaves(waves map[string][][]string) {
+	vals := map[string]attr.Value{}
+	for module, ws := range waves {
+		counts := make([]attr.Value, len(ws))
+		for i, w := range ws {
+			counts[i] = types.Int64Value(int64(len(w)))
+		}
+		vals[module] = types.ListValueMust(types.Int64Type, counts)
 	}
-	out := map[string][]string{}
-	if diags := m.Changes.ElementsAs(ctx, &out, false); diags.HasError() {
-		return nil, false
-	}
-	return out, true
+	m.Waves = types.MapValueMust(wavesType, vals)
 }
 
 // storedConfig is what the management cluster keeps of the configuration, so `terraform

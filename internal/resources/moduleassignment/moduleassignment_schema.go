@@ -43,14 +43,7 @@ var moduleAttrTypes = map[string]attr.Type{
 	"depends_on": types.ListType{ElemType: types.StringType},
 }
 
-var bindingAttrTypes = map[string]attr.Type{
-	"module":     types.StringType,
-	"revision":   types.StringType,
-	"applied_at": types.StringType,
-	"result":     types.StringType,
-}
-
-var bindingsType = types.ListType{ElemType: types.ObjectType{AttrTypes: bindingAttrTypes}}
+var wavesType = types.ListType{ElemType: types.Int64Type}
 
 func (r *assignmentResource) Schema(ctx context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
 	resp.Schema = schema.Schema{
@@ -58,7 +51,9 @@ func (r *assignmentResource) Schema(ctx context.Context, _ resource.SchemaReques
 			"that match later, like Cluster API's ClusterResourceSet — with deletion, drift repair and verified updates. Each module " +
 			"goes out through the same engine as `gradual_rollout` (waves of `update_limit` clusters, verification, restore to the " +
 			"last good revision, invalid-revision ledger). What each cluster got is recorded in per-cluster bindings in the " +
-			"management cluster and shown in `bindings`.",
+			"management cluster. A plan stays the size of the change, not of the fleet: `summary` counts clusters by state, " +
+			"`attention` names the clusters needing it, `waves` are counts; every cluster's bindings are in the " +
+			"`gradual_module_assignment_status` data source.",
 		Attributes: map[string]schema.Attribute{
 			"id": schema.StringAttribute{
 				Computed: true, MarkdownDescription: "`namespace/name`.",
@@ -148,18 +143,29 @@ func (r *assignmentResource) Schema(ctx context.Context, _ resource.SchemaReques
 				Computed: true, ElementType: types.StringType,
 				MarkdownDescription: "Per module, the revision of its `manifests`: a short hash of the normalized objects, known at plan time.",
 			},
-			"bindings": schema.MapAttribute{
-				Computed: true, ElementType: bindingsType,
-				MarkdownDescription: "Per cluster, what each module did there: `module`, `revision`, `applied_at` (RFC 3339) and `result` " +
-					"(`applied`, `failed`, `blocked` = a module it depends on is not applied, `drifted` = applied but the objects changed). " +
-					"Where a cluster ends up depends on how apply fares there, so while a plan changes anything the bindings are " +
-					"known after apply; a plan warning lists the clusters each module goes to.",
+			"summary": schema.MapAttribute{
+				Computed: true, ElementType: types.Int64Type,
+				MarkdownDescription: "How many clusters are in each state — the worst of their modules: `current` (every module applied on its " +
+					"revision, objects as applied), `kept` (ApplyOnce: an older version kept on purpose), `outdated` (a module on another " +
+					"revision or not applied yet), `joining` (no module applied yet), `provisioning` (an apply stopped while changing it), " +
+					"`drifted` (objects missing or edited), `blocked` (a module it depends on is not applied), `failed`, `skipped`, and " +
+					"`leaving` (no longer matches the selector). Where clusters end up depends on how apply fares, so while a plan changes " +
+					"anything this is known after apply. Per-cluster bindings are in the `gradual_module_assignment_status` data source.",
 			},
-			"changes": schema.MapAttribute{
-				Computed: true, ElementType: types.ListType{ElemType: types.StringType},
-				MarkdownDescription: "Per module, the clusters the last apply gave the module's revision (joins, updates, drift repairs, " +
-					"interrupted applies), sorted. Known after apply (a plan warning lists them as the fleet reads at plan time); after a " +
-					"plan with nothing to do it keeps the last apply's value.",
+			"attention": schema.MapAttribute{
+				Computed: true, ElementType: types.StringType,
+				MarkdownDescription: "The clusters that need attention, each with what is wrong, per module: the objects and fields that " +
+					"drifted (never their values), a failure and its reason, a blocked dependency, an interrupted apply, a cluster " +
+					"joining or leaving. Skipped clusters are in `skipped`. Empty when every cluster is current, so a plan names only the " +
+					"clusters that matter, at any fleet size.",
+			},
+			"waves": schema.MapAttribute{
+				Computed: true, ElementType: types.ListType{ElemType: types.Int64Type},
+				MarkdownDescription: "Per module, the planned waves as cluster counts, in order; the `Planned Waves` warning names their " +
+					"clusters. Apply carries out exactly these (the clusters of each wave are kept with the plan): a cluster that joins after " +
+					"the plan waits for the next one. Known at plan time when the plan can work from the state (the same clusters picked " +
+					"as before); on create, or when `selector` changes, known after apply. After a plan with nothing to do it keeps the " +
+					"last apply's waves.",
 			},
 			"skipped": schema.MapAttribute{
 				Computed: true, ElementType: types.StringType,
