@@ -17,6 +17,9 @@ resource "gradual_module_assignment" "cni" {
       version    = "1.0.0"
       manifests  = file("${path.module}/bgp.yaml")
       depends_on = ["calico"]
+      # Secrets (BGP passwords): write-only, never shown in a plan or kept in the state; a changed
+      # value still plans an update (the module's revision covers it).
+      # sensitive_manifests = file("${path.module}/bgp-secrets.yaml")
     },
   ]
 

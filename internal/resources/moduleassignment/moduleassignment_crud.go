@@ -41,6 +41,9 @@ func (r *assignmentResource) apply(ctx context.Context, timeout time.Duration, p
 	}
 	plan.ID = types.StringValue(spec.Key.Namespace + "/" + spec.Key.Name)
 	plan.setRevisions(spec)
+	if plan.SensitiveObjects.IsUnknown() {
+		diags.Append(plan.setSensitiveObjects(ctx)...)
+	}
 	// The waves the plan showed are the waves apply carries out: their clusters come with the
 	// plan's private state (none when the plan could not plan them, e.g. on create).
 	waves := plan.private.PlannedWaves
@@ -143,6 +146,7 @@ func (r *assignmentResource) Read(ctx context.Context, req resource.ReadRequest,
 	}
 	spec, diags := state.spec(ctx)
 	resp.Diagnostics.Append(diags...)
+	state.keepSensitiveRevisions(ctx, &spec)
 	query, diags := state.query(ctx)
 	resp.Diagnostics.Append(diags...)
 	if resp.Diagnostics.HasError() {

@@ -60,6 +60,11 @@ func (m *Model) deletion(ctx context.Context, replacing string) glue.Deletion {
 			}
 		}
 	}
+	for name, objs := range m.SensitiveObjects.Elements() {
+		if list, ok := objs.(types.List); ok {
+			objects[name] += len(list.Elements())
+		}
+	}
 	for _, cs := range m.private.Clusters {
 		bound := false
 		for _, ms := range cs.Modules {

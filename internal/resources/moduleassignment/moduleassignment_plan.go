@@ -70,11 +70,15 @@ func (r *assignmentResource) ModifyPlan(ctx context.Context, req resource.Modify
 	if !plan.Namespace.IsUnknown() && !plan.Name.IsUnknown() {
 		plan.ID = types.StringValue(plan.Namespace.ValueString() + "/" + plan.Name.ValueString())
 	}
-	if !plan.known() {
+	if !plan.known() || sensitiveUnknown(ctx, req.Config) {
 		plan.markObservedUnknown()
+		plan.SensitiveObjects = types.MapUnknown(sensitiveObjectsType)
 		resp.Diagnostics.Append(resp.Plan.Set(ctx, &plan)...)
 		return
 	}
+	// Write-only: in the configuration only; the framework leaves it null in the plan.
+	resp.Diagnostics.Append(plan.ReadWriteOnly(ctx, req.Config)...)
+	resp.Diagnostics.Append(plan.setSensitiveObjects(ctx)...)
 	spec, diags := plan.spec(ctx)
 	resp.Diagnostics.Append(diags...)
 	if resp.Diagnostics.HasError() {

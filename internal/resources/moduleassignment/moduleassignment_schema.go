@@ -37,11 +37,14 @@ var dnsLabel = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
 var verifyAttrTypes = verifyattr.AttrTypes()
 
 var moduleAttrTypes = map[string]attr.Type{
-	"name":       types.StringType,
-	"version":    types.StringType,
-	"manifests":  manifesttype.Type{},
-	"depends_on": types.ListType{ElemType: types.StringType},
+	"name":                types.StringType,
+	"version":             types.StringType,
+	"manifests":           manifesttype.Type{},
+	"sensitive_manifests": types.StringType,
+	"depends_on":          types.ListType{ElemType: types.StringType},
 }
+
+var sensitiveObjectsType = types.ListType{ElemType: types.StringType}
 
 var wavesType = types.ListType{ElemType: types.Int64Type}
 
@@ -89,9 +92,20 @@ func (r *assignmentResource) Schema(ctx context.Context, _ resource.SchemaReques
 					"manifests": schema.StringAttribute{
 						Required: true, CustomType: manifesttype.Type{}, PlanModifiers: []planmodifier.String{manifesttype.KeepPriorOnSameRevision()},
 						MarkdownDescription: "Multi-document YAML of the module's objects. Namespaces and CRDs are applied first. " +
-							"Terraform shows it verbatim in plans and stores it in state, so objects of kind `Secret` are refused: deliver " +
-							"them with a `gradual_rollout`'s write-only `sensitive_manifests`.",
+							"Terraform shows it verbatim in plans and stores it in state, so objects of kind `Secret` are refused here: put " +
+							"them in `sensitive_manifests`.",
 						Validators: []validator.String{stringvalidator.LengthAtLeast(1), validators.Manifests(), validators.NoSecrets(secretsAdvice)},
+					},
+					"sensitive_manifests": schema.StringAttribute{
+						Optional: true, Sensitive: true, WriteOnly: true,
+						MarkdownDescription: "Multi-document YAML of the module's objects whose content must never be shown or stored by " +
+							"Terraform: `Secret`s, or anything holding credentials. Write-only (Terraform 1.11+, OpenTofu 1.11+): read from the " +
+							"configuration at plan and apply, never kept in the plan or the state. It is applied with `manifests` as one bundle " +
+							"and is part of the module's revision, so a changed value plans an update (`revisions` changes) though the value " +
+							"itself is never shown; `sensitive_objects` names the objects. The records in the workload clusters keep the " +
+							"objects (as Secrets), so refresh, drift repair, restore and removal work without it; the management cluster's " +
+							"record keeps only the public half. An imported assignment restores `manifests` only: set this again in the configuration.",
+						Validators: []validator.String{validators.SensitiveManifests()},
 					},
 					"depends_on": schema.ListAttribute{
 						Optional: true, ElementType: types.StringType,
@@ -143,6 +157,10 @@ func (r *assignmentResource) Schema(ctx context.Context, _ resource.SchemaReques
 				Computed: true, ElementType: types.StringType,
 				MarkdownDescription: "Per module, the revision of its `manifests`: a short hash of the normalized objects, known at plan time.",
 			},
+			"sensitive_objects": schema.MapAttribute{
+				Computed: true, ElementType: sensitiveObjectsType,
+				MarkdownDescription: "Per module with `sensitive_manifests`, its objects by identity only (`group/Kind namespace/name`), never their content. Known at plan time.",
+			},
 			"summary": schema.MapAttribute{
 				Computed: true, ElementType: types.Int64Type,
 				MarkdownDescription: "How many clusters are in each state — the worst of their modules: `current` (every module applied on its " +
@@ -175,6 +193,5 @@ func (r *assignmentResource) Schema(ctx context.Context, _ resource.SchemaReques
 	}
 }
 
-// secretsAdvice is where Secrets go instead of modules[].manifests: module assignments have no
-// write-only half yet (see gradual_rollout's sensitive_manifests).
-const secretsAdvice = " deliver them with a gradual_rollout and its write-only sensitive_manifests (module assignments do not take sensitive manifests yet)."
+// secretsAdvice is where Secrets go instead of modules[].manifests.
+const secretsAdvice = "modules[].sensitive_manifests"
