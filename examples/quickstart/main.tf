@@ -99,9 +99,17 @@ resource "gradual_module_assignment" "addons" {
   verify       = { timeout = "60s" }
 }
 
+# Every cluster's bindings, read after the assignment applies (its plan shows only counts and
+# the clusters needing attention).
+data "gradual_module_assignment_status" "addons" {
+  namespace  = gradual_module_assignment.addons.namespace
+  name       = gradual_module_assignment.addons.name
+  depends_on = [gradual_module_assignment.addons]
+}
+
 output "addons" {
   description = "Which cluster runs which add-on revision."
-  value       = { for cluster, bs in gradual_module_assignment.addons.bindings : cluster => [for b in bs : "${b.module}@${b.revision} (${b.result})"] }
+  value       = { for c in data.gradual_module_assignment_status.addons.clusters : c.name => [for b in c.bindings : "${b.module}@${b.revision} (${b.result})"] }
 }
 
 # An in-place Kubernetes upgrade of a MachineDeployment through a CAPI update extension (make

@@ -81,6 +81,9 @@ type RunRequest struct {
 	// it), so that apply does what the reviewed plan said.
 	Planned      map[string][]string
 	PlannedKnown bool
+	// Waves, when PlannedKnown, are the waves the plan showed per module (as counts): each
+	// module goes out in exactly those waves, less the clusters it is blocked on.
+	Waves map[string][][]string
 	// Config is kept in the management cluster so import can restore it.
 	Config []byte
 	Logf   Logf
@@ -189,7 +192,11 @@ func Run(ctx context.Context, svc *delivery.Service, req RunRequest) (_ *RunResu
 		}
 		res.Applied[m.Name] = run
 		req.Logf(fmt.Sprintf("module %s revision %s: %d cluster(s)", m.Name, m.Revision, len(run)), map[string]any{"assignment": spec.Key.String(), "clusters": run})
-		out, err := svc.Run(ctx, delivery.RunRequest{Spec: spec.moduleSpec(m), Query: req.Query, Only: run, OnlyKnown: true, Logf: req.Logf})
+		dr := delivery.RunRequest{Spec: spec.moduleSpec(m), Query: req.Query, Only: run, OnlyKnown: true, Logf: req.Logf}
+		if waves, ok := req.Waves[m.Name]; ok && req.PlannedKnown {
+			dr.Planned, dr.PlannedKnown = onlyIn(waves, run), true
+		}
+		out, err := svc.Run(ctx, dr)
 		if out != nil {
 			for _, o := range out.Result.Outcomes {
 				prev, bound := result[o.Target][m.Name]
@@ -411,4 +418,21 @@ func LoadConfig(ctx context.Context, svc *delivery.Service, key records.Key, rec
 		return nil, err
 	}
 	return p.Config, nil
+}
+
+// onlyIn returns waves without the clusters not in keep, and without emptied waves.
+func onlyIn(waves [][]string, keep []string) [][]string {
+	out := [][]string{}
+	for _, wave := range waves {
+		var kept []string
+		for _, c := range wave {
+			if slices.Contains(keep, c) {
+				kept = append(kept, c)
+			}
+		}
+		if len(kept) > 0 {
+			out = append(out, kept)
+		}
+	}
+	return out
 }

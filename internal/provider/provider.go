@@ -59,7 +59,7 @@ func (p *gradualProvider) Resources(context.Context) []func() resource.Resource 
 }
 
 func (p *gradualProvider) DataSources(context.Context) []func() datasource.DataSource {
-	return []func() datasource.DataSource{clusters.New, inplaceupdate.NewPlanDataSource, rollout.NewStatusDataSource}
+	return []func() datasource.DataSource{clusters.New, inplaceupdate.NewPlanDataSource, rollout.NewStatusDataSource, moduleassignment.NewStatusDataSource}
 }
 
 func (p *gradualProvider) EphemeralResources(context.Context) []func() ephemeral.EphemeralResource {

@@ -32,3 +32,20 @@ resource "gradual_module_assignment" "this" {
 
   timeouts = var.timeouts
 }
+
+# Every cluster's bindings, read after the assignment applies: the assignment itself shows counts
+# and the clusters needing attention, so that its plan stays small at any fleet size.
+data "gradual_module_assignment_status" "this" {
+  namespace        = gradual_module_assignment.this.namespace
+  name             = gradual_module_assignment.this.name
+  record_namespace = gradual_module_assignment.this.record_namespace
+  depends_on       = [gradual_module_assignment.this]
+}
+
+locals {
+  bindings = {
+    for c in data.gradual_module_assignment_status.this.clusters : c.name => [
+      for b in c.bindings : { module = b.module, revision = b.revision, applied_at = b.applied_at, result = b.result } if b.result != ""
+    ] if anytrue([for b in c.bindings : b.result != ""])
+  }
+}

@@ -17,6 +17,9 @@ resource "gradual_module_assignment" "cni" {
       version    = "1.0.0"
       manifests  = file("${path.module}/bgp.yaml")
       depends_on = ["calico"]
+      # Secrets (BGP passwords): write-only, never shown in a plan or kept in the state; a changed
+      # value still plans an update (the module's revision covers it).
+      # sensitive_manifests = file("${path.module}/bgp-secrets.yaml")
     },
   ]
 
@@ -26,6 +29,9 @@ resource "gradual_module_assignment" "cni" {
   verify          = { timeout = "5m" }
 }
 
-output "cni_bindings" {
-  value = gradual_module_assignment.cni.bindings
+# The plan shows `summary` (clusters per state), `attention` (clusters needing it, with what is
+# wrong) and `waves` (counts per module); every cluster's bindings are in the
+# gradual_module_assignment_status data source.
+output "cni_attention" {
+  value = gradual_module_assignment.cni.attention
 }

@@ -166,10 +166,92 @@ func expectSetting(f *testbed.Fleet, cluster, ns, name, want string) error {
 	return nil
 }
 
-func bindingCheck(res, cluster string, index int, module, result string) statecheck.StateCheck {
-	return statecheck.ExpectKnownValue(res, tfjsonpath.New("bindings").AtMapKey(cluster).AtSliceIndex(index), knownvalue.ObjectPartial(map[string]knownvalue.Check{
-		"module": knownvalue.StringExact(module), "result": knownvalue.StringExact(result),
-	}))
+// statusConfig is a gradual_module_assignment_status data source named resName reading the
+// assignment resName, after it applies.
+func statusConfig(f *testbed.Fleet, resName, name string) string {
+	return fmt.Sprintf(`
+data "gradual_module_assignment_status" %[1]q {
+  namespace  = %[2]q
+  name       = %[3]q
+  depends_on = [gradual_module_assignment.%[1]s]
+}
+`, resName, f.Namespace, name)
+}
+
+// bindingCheck checks, in the gradual_module_assignment_status data source named after the
+// resource res, that cluster's binding at index has module and result.
+func bindingCheck(res, cluster string, index int, module, result string) resource.TestCheckFunc {
+	ds := "data.gradual_module_assignment_status." + strings.TrimPrefix(res, "gradual_module_assignment.")
+	return func(s *terraform.State) error {
+		rs, ok := s.RootModule().Resources[ds]
+		if !ok {
+			return fmt.Errorf("%s not in state", ds)
+		}
+		a := rs.Primary.Attributes
+		for i := 0; a[fmt.Sprintf("clusters.%d.name", i)] != ""; i++ {
+			if a[fmt.Sprintf("clusters.%d.name", i)] != cluster {
+				continue
+			}
+			prefix := fmt.Sprintf("clusters.%d.bindings.%d.", i, index)
+			if a[prefix+"module"] != module || a[prefix+"result"] != result || a[prefix+"revision"] == "" {
+				return fmt.Errorf("%s: binding %d on %s is module %q result %q revision %q, want %s %s", ds, index, cluster,
+					a[prefix+"module"], a[prefix+"result"], a[prefix+"revision"], module, result)
+			}
+			if result == "applied" && a[prefix+"applied_at"] == "" {
+				return fmt.Errorf("%s: binding %d on %s has no applied_at", ds, index, cluster)
+			}
+			return nil
+		}
+		return fmt.Errorf("%s lists no cluster %s: %v", ds, cluster, a)
+	}
+}
+
+// summaryIs checks the assignment's `summary` and that `attention` is empty (every cluster fine).
+func summaryIs(res string, want map[string]int64) statecheck.StateCheck {
+	checks := map[string]knownvalue.Check{}
+	for k, v := range want {
+		checks[k] = knownvalue.Int64Exact(v)
+	}
+	return statecheck.ExpectKnownValue(res, tfjsonpath.New("summary"), knownvalue.MapExact(checks))
+}
+
+func noAttention(res string) statecheck.StateCheck {
+	return statecheck.ExpectKnownValue(res, tfjsonpath.New("attention"), knownvalue.MapExact(map[string]knownvalue.Check{}))
+}
+
+// wavesAre checks the plan shows module's waves as these counts.
+func wavesAre(res, module string, counts ...int64) plancheck.PlanCheck {
+	var checks []knownvalue.Check
+	for _, c := range counts {
+		checks = append(checks, knownvalue.Int64Exact(c))
+	}
+	return plancheck.ExpectKnownValue(res, tfjsonpath.New("waves").AtMapKey(module), knownvalue.ListExact(checks))
+}
+
+// attentionBefore checks that the plan's prior (refreshed) state of res has an `attention`
+// entry for cluster containing every string of want: what a reviewer reads in the plan.
+type attentionBefore struct {
+	res, cluster string
+	want         []string
+}
+
+func (a attentionBefore) CheckPlan(_ context.Context, req plancheck.CheckPlanRequest, resp *plancheck.CheckPlanResponse) {
+	for _, rc := range req.Plan.ResourceChanges {
+		if rc.Address != a.res || rc.Change == nil {
+			continue
+		}
+		before, _ := rc.Change.Before.(map[string]any)
+		attention, _ := before["attention"].(map[string]any)
+		note, _ := attention[a.cluster].(string)
+		for _, w := range a.want {
+			if !strings.Contains(note, w) {
+				resp.Error = fmt.Errorf("attention for %s before the plan is %q, want it to contain %q (attention: %v)", a.cluster, note, w, attention)
+				return
+			}
+		}
+		return
+	}
+	resp.Error = fmt.Errorf("the plan has no change to %s", a.res)
 }
 
 const res = "gradual_module_assignment.test"
@@ -191,42 +273,55 @@ func TestAccModuleAssignment_applyOnceJoinLeave(t *testing.T) {
 		},
 		Steps: []resource.TestStep{
 			{
-				Config:            acctest.ProviderConfig(f) + assignmentConfig(f, "test", name, name, once, v1),
-				ConfigStateChecks: []statecheck.StateCheck{bindingCheck(res, "prod-eu-1", 0, "cfg", "applied")},
-				Check:             func(*terraform.State) error { return expectSetting(f, "prod-eu-1", name, "settings", "v1") },
+				Config: acctest.ProviderConfig(f) + assignmentConfig(f, "test", name, name, once, v1) + statusConfig(f, "test", name),
+				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
+					// A create has no state to plan from: the waves are known after apply.
+					plancheck.ExpectUnknownValue(res, tfjsonpath.New("waves")),
+					plancheck.ExpectUnknownValue(res, tfjsonpath.New("summary")),
+				}},
+				ConfigStateChecks: []statecheck.StateCheck{summaryIs(res, map[string]int64{"current": 1}), noAttention(res),
+					statecheck.ExpectKnownValue(res, tfjsonpath.New("waves"), knownvalue.MapExact(map[string]knownvalue.Check{
+						"cfg": knownvalue.ListExact([]knownvalue.Check{knownvalue.Int64Exact(1)}),
+					}))},
+				Check: resource.ComposeAggregateTestCheckFunc(bindingCheck(res, "prod-eu-1", 0, "cfg", "applied"),
+					func(*terraform.State) error { return expectSetting(f, "prod-eu-1", name, "settings", "v1") }),
 			},
 			{
 				ResourceName: res, ImportState: true, ImportStateId: f.Namespace + "/" + name,
-				ImportStateVerify: true, ImportStateVerifyIdentifierAttribute: "id", ImportStateVerifyIgnore: []string{"timeouts", "changes"},
+				ImportStateVerify: true, ImportStateVerifyIdentifierAttribute: "id", ImportStateVerifyIgnore: []string{"timeouts", "waves"},
 			},
 			{
 				// The module changes and prod-us-1 joins: prod-eu-1 keeps v1, prod-us-1 gets v2.
 				PreConfig: func() { l.set("prod-us-1", true) },
-				Config:    acctest.ProviderConfig(f) + assignmentConfig(f, "test", name, name, once, v2),
+				Config:    acctest.ProviderConfig(f) + assignmentConfig(f, "test", name, name, once, v2) + statusConfig(f, "test", name),
 				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
 					plancheck.ExpectResourceAction(res, plancheck.ResourceActionUpdate),
-					// The bindings apply leads to are known after apply; `changes` then says
-					// what it did.
-					plancheck.ExpectUnknownValue(res, tfjsonpath.New("bindings")),
-					plancheck.ExpectUnknownValue(res, tfjsonpath.New("changes")),
+					// One wave, to the cluster that joined (ApplyOnce: prod-eu-1 keeps v1); the
+					// plan names it as joining. Where clusters end up is known after apply.
+					wavesAre(res, "cfg", 1),
+					attentionBefore{res: res, cluster: "prod-us-1", want: []string{"joining"}},
+					plancheck.ExpectUnknownValue(res, tfjsonpath.New("summary")),
 				}},
-				ConfigStateChecks: []statecheck.StateCheck{bindingCheck(res, "prod-eu-1", 0, "cfg", "applied"), bindingCheck(res, "prod-us-1", 0, "cfg", "applied"),
-					statecheck.ExpectKnownValue(res, tfjsonpath.New("changes"), knownvalue.MapExact(map[string]knownvalue.Check{
-						"cfg": knownvalue.ListExact([]knownvalue.Check{knownvalue.StringExact("prod-us-1")}),
-					}))},
-				Check: func(*terraform.State) error {
-					if err := expectSetting(f, "prod-eu-1", name, "settings", "v1"); err != nil {
-						return err
-					}
-					return expectSetting(f, "prod-us-1", name, "settings", "v2")
-				},
+				ConfigStateChecks: []statecheck.StateCheck{summaryIs(res, map[string]int64{"current": 1, "kept": 1}), noAttention(res)},
+				Check: resource.ComposeAggregateTestCheckFunc(
+					bindingCheck(res, "prod-eu-1", 0, "cfg", "applied"), bindingCheck(res, "prod-us-1", 0, "cfg", "applied"),
+					func(*terraform.State) error {
+						if err := expectSetting(f, "prod-eu-1", name, "settings", "v1"); err != nil {
+							return err
+						}
+						return expectSetting(f, "prod-us-1", name, "settings", "v2")
+					}),
 			},
 			{
 				// prod-us-1 leaves: its module is deleted and its binding dropped.
 				PreConfig: func() { l.set("prod-us-1", false) },
-				Config:    acctest.ProviderConfig(f) + assignmentConfig(f, "test", name, name, once, v2),
+				Config:    acctest.ProviderConfig(f) + assignmentConfig(f, "test", name, name, once, v2) + statusConfig(f, "test", name),
+				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
+					attentionBefore{res: res, cluster: "prod-us-1", want: []string{"leaving", "deletion_policy"}},
+				}},
 				ConfigStateChecks: []statecheck.StateCheck{
-					statecheck.ExpectKnownValue(res, tfjsonpath.New("bindings"), knownvalue.MapSizeExact(1)),
+					summaryIs(res, map[string]int64{"kept": 1}), noAttention(res),
+					statecheck.ExpectKnownValue("data.gradual_module_assignment_status.test", tfjsonpath.New("clusters"), knownvalue.ListSizeExact(1)),
 				},
 				Check: func(*terraform.State) error {
 					if err := expectSetting(f, "prod-us-1", name, "settings", "<none>"); err != nil {
@@ -261,6 +356,11 @@ func TestAccModuleAssignment_reconcileDriftOrphan(t *testing.T) {
 			{Config: cfg("v1")},
 			{
 				Config: cfg("v2"),
+				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
+					// A revision change of web: two waves of one cluster, known at plan.
+					wavesAre(res, "web", 1, 1),
+				}},
+				ConfigStateChecks: []statecheck.StateCheck{summaryIs(res, map[string]int64{"current": 2}), noAttention(res)},
 				Check: func(*terraform.State) error {
 					for _, c := range []string{"prod-eu-1", "prod-us-1"} {
 						if err := expectSetting(f, c, name, "settings", "v2"); err != nil {
@@ -283,8 +383,12 @@ func TestAccModuleAssignment_reconcileDriftOrphan(t *testing.T) {
 				Config: cfg("v2"),
 				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
 					plancheck.ExpectResourceAction(res, plancheck.ResourceActionUpdate),
+					// The plan names the drifted cluster, module and object, and repairs only it.
+					attentionBefore{res: res, cluster: "prod-eu-1", want: []string{"drifted", "module web", "ConfigMap " + name + "/settings"}},
+					wavesAre(res, "web", 1),
 				}},
-				Check: func(*terraform.State) error { return expectSetting(f, "prod-eu-1", name, "settings", "v2") },
+				ConfigStateChecks: []statecheck.StateCheck{summaryIs(res, map[string]int64{"current": 2}), noAttention(res)},
+				Check:             func(*terraform.State) error { return expectSetting(f, "prod-eu-1", name, "settings", "v2") },
 			},
 			{
 				PreConfig: func() { l.set("prod-us-1", false) },
@@ -392,23 +496,23 @@ func TestAccModuleAssignment_twoAssignmentsOneCluster(t *testing.T) {
 	b := module{name: "m", version: "1", manifests: configMaps(name+"-b", "b", "b")}
 	claim := module{name: "steal", version: "1", manifests: strings.Replace(configMaps(name+"-a", "x", "a"), "kind: Namespace\nmetadata:\n  name: "+name+"-a", "kind: Namespace\nmetadata:\n  name: "+name+"-a", 1)}
 	two := func(extra ...module) string {
-		return acctest.ProviderConfig(f) + assignmentConfig(f, "a", name+"-a", name, "", a) + assignmentConfig(f, "b", name+"-b", name, "", append([]module{b}, extra...)...)
+		return acctest.ProviderConfig(f) + assignmentConfig(f, "a", name+"-a", name, "", a) + assignmentConfig(f, "b", name+"-b", name, "", append([]module{b}, extra...)...) +
+			statusConfig(f, "a", name+"-a") + statusConfig(f, "b", name+"-b")
 	}
 	resource.Test(t, resource.TestCase{
 		ProtoV6ProviderFactories: acctest.ProviderFactories,
 		Steps: []resource.TestStep{
 			{
 				Config: two(),
-				ConfigStateChecks: []statecheck.StateCheck{
+				Check: resource.ComposeAggregateTestCheckFunc(
 					bindingCheck("gradual_module_assignment.a", "staging-eu-1", 0, "m", "applied"),
 					bindingCheck("gradual_module_assignment.b", "staging-eu-1", 0, "m", "applied"),
-				},
-				Check: func(*terraform.State) error {
-					if err := expectSetting(f, "staging-eu-1", name+"-a", "a", "a"); err != nil {
-						return err
-					}
-					return expectSetting(f, "staging-eu-1", name+"-b", "b", "b")
-				},
+					func(*terraform.State) error {
+						if err := expectSetting(f, "staging-eu-1", name+"-a", "a", "a"); err != nil {
+							return err
+						}
+						return expectSetting(f, "staging-eu-1", name+"-b", "b", "b")
+					}),
 			},
 			{
 				Config:      two(claim),

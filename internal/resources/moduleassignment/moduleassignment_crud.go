@@ -11,9 +11,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-log/tflog"
 
 	"github.com/gradual-dev/terraform-provider-gradual/internal/assignment"
-	"github.com/gradual-dev/terraform-provider-gradual/internal/delivery"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/diagnostics"
-	"github.com/gradual-dev/terraform-provider-gradual/internal/records"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/lifecycle"
 )
 
@@ -43,42 +41,81 @@ func (r *assignmentResource) apply(ctx context.Context, timeout time.Duration, p
 	}
 	plan.ID = types.StringValue(spec.Key.Namespace + "/" + spec.Key.Name)
 	plan.setRevisions(spec)
-	planned, known := plan.plannedChanges(ctx)
+	if plan.SensitiveObjects.IsUnknown() {
+		diags.Append(plan.setSensitiveObjects(ctx)...)
+	}
+	// The waves the plan showed are the waves apply carries out: their clusters come with the
+	// plan's private state (none when the plan could not plan them, e.g. on create).
+	waves := plan.private.PlannedWaves
+	plan.private.PlannedWaves = nil // carried out once
 	config, d := plan.configRecord(ctx)
 	diags.Append(d...)
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	res, err := assignment.Run(ctx, r.Data.Delivery, assignment.RunRequest{
-		Spec: spec, Query: query, Planned: planned, PlannedKnown: known, Config: config,
+		Spec: spec, Query: query, Planned: flatten(waves), PlannedKnown: waves != nil, Waves: waves, Config: config,
 		Logf: func(msg string, fields map[string]any) { tflog.Info(ctx, msg, fields) },
 	})
-	// Only what the plan left unknown is filled in: a value the plan showed is a promise.
-	var bindings map[string][]records.ModuleBinding
-	var skipped map[string]string
 	if res != nil {
-		bindings, skipped = res.Bindings, res.Skipped
 		for _, w := range res.Warnings {
 			diags.AddWarning("Module Assignment Warning", w)
 		}
 	}
-	if plan.Bindings.IsUnknown() {
-		plan.setBindings(bindings, nil)
+	// Only what the plan left unknown is filled in: a value the plan showed is a promise. What
+	// apply left is read back as a refresh would (without drift, which a refresh finds).
+	octx, ocancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
+	defer ocancel()
+	observed := *plan
+	if after, oerr := assignment.Observe(octx, r.Data.Delivery, query, spec, false); oerr == nil {
+		diags.Append(observed.setObserved(ctx, after, spec)...)
+	} else {
+		// The fleet cannot be read now: the state says so much as is known; the next refresh
+		// reads the rest.
+		var skipped map[string]string
+		if res != nil {
+			skipped = res.Skipped
+		}
+		diags.Append(observed.setObserved(ctx, &assignment.Observation{Skipped: skipped}, spec)...)
+		if plan.private.Clusters != nil {
+			observed.private.Clusters = plan.private.Clusters
+		}
+	}
+	plan.private.Clusters = observed.private.Clusters
+	if plan.Summary.IsUnknown() {
+		plan.Summary = observed.Summary
+	}
+	if plan.Attention.IsUnknown() {
+		plan.Attention = observed.Attention
 	}
 	if plan.Skipped.IsUnknown() {
-		plan.setSkipped(skipped)
+		plan.Skipped = observed.Skipped
 	}
-	if plan.Changes.IsUnknown() {
+	if plan.Waves.IsUnknown() {
 		var applied map[string][]string
 		if res != nil {
 			applied = res.Applied
 		}
-		plan.setChanges(applied)
+		plan.setWaves(assignment.Waves(assignment.Plan{Apply: applied}, spec))
 	}
 	if err != nil {
 		diags.Append(diagnostics.FromError(err, "Module Assignment Failed"))
 		return false
 	}
 	return true
+}
+
+// flatten returns, per module, the clusters of its waves.
+func flatten(waves map[string][][]string) map[string][]string {
+	if waves == nil {
+		return nil
+	}
+	out := map[string][]string{}
+	for m, ws := range waves {
+		for _, w := range ws {
+			out[m] = append(out[m], w...)
+		}
+	}
+	return out
 }
 
 func (r *assignmentResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
@@ -109,6 +146,7 @@ func (r *assignmentResource) Read(ctx context.Context, req resource.ReadRequest,
 	}
 	spec, diags := state.spec(ctx)
 	resp.Diagnostics.Append(diags...)
+	state.keepSensitiveRevisions(ctx, &spec)
 	query, diags := state.query(ctx)
 	resp.Diagnostics.Append(diags...)
 	if resp.Diagnostics.HasError() {
@@ -119,23 +157,12 @@ func (r *assignmentResource) Read(ctx context.Context, req resource.ReadRequest,
 		resp.Diagnostics.Append(diagnostics.FromError(err, "Cannot Read The Fleet"))
 		return
 	}
-	drifted := map[string]map[string]bool{}
-	for module, o := range obs.Modules {
-		for cluster, st := range o.Clusters {
-			if st.State == delivery.StateDrifted {
-				if drifted[cluster] == nil {
-					drifted[cluster] = map[string]bool{}
-				}
-				drifted[cluster][module] = true
-			}
-		}
-	}
 	state.setRevisions(spec)
-	state.setBindings(obs.Bindings, drifted)
-	state.setSkipped(obs.Skipped)
-	if state.Changes.IsNull() || state.Changes.IsUnknown() {
-		state.setChanges(nil) // imported: no apply yet
+	resp.Diagnostics.Append(state.setObserved(ctx, obs, spec)...)
+	if state.Waves.IsNull() || state.Waves.IsUnknown() {
+		state.setWaves(nil) // imported: no apply yet
 	}
+	resp.Diagnostics.Append(state.SavePrivate(ctx, resp.Private)...)
 	resp.Diagnostics.Append(resp.State.Set(ctx, &state)...)
 }
 

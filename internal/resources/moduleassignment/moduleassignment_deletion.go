@@ -22,6 +22,9 @@ func warnDeletion(ctx context.Context, req resource.ModifyPlanRequest, diags *di
 	if d := req.State.Get(ctx, &prior); d.HasError() {
 		return
 	}
+	if d := prior.LoadPrivate(ctx, req.Private); d.HasError() {
+		return
+	}
 	if req.Plan.Raw.IsNull() {
 		lifecycle.WarnDeletion(diags, prior.deletion(ctx, ""))
 		return
@@ -57,25 +60,21 @@ func (m *Model) deletion(ctx context.Context, replacing string) lifecycle.Deleti
 			}
 		}
 	}
-	if m.Bindings.IsNull() || m.Bindings.IsUnknown() {
-		return d
-	}
-	var bindings map[string][]struct {
-		Module    types.String `tfsdk:"module"`
-		Revision  types.String `tfsdk:"revision"`
-		AppliedAt types.String `tfsdk:"applied_at"`
-		Result    types.String `tfsdk:"result"`
-	}
-	if diags := m.Bindings.ElementsAs(ctx, &bindings, false); diags.HasError() {
-		return d
-	}
-	for _, bs := range bindings {
-		if len(bs) == 0 {
-			continue
+	for name, objs := range m.SensitiveObjects.Elements() {
+		if list, ok := objs.(types.List); ok {
+			objects[name] += len(list.Elements())
 		}
-		d.Clusters++
-		for _, b := range bs {
-			d.Objects += objects[b.Module.ValueString()]
+	}
+	for _, cs := range m.private.Clusters {
+		bound := false
+		for _, ms := range cs.Modules {
+			if ms.Result != "" {
+				bound = true
+				d.Objects += objects[ms.Module]
+			}
+		}
+		if bound {
+			d.Clusters++
 		}
 	}
 	return d

@@ -3,11 +3,11 @@ package moduleassignment
 import (
 	"context"
 	"encoding/json"
-	"time"
 
 	"github.com/hashicorp/terraform-plugin-framework-timeouts/resource/timeouts"
 	"github.com/hashicorp/terraform-plugin-framework/attr"
 	"github.com/hashicorp/terraform-plugin-framework/diag"
+	"github.com/hashicorp/terraform-plugin-framework/tfsdk"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 	"github.com/hashicorp/terraform-plugin-framework/types/basetypes"
 
@@ -38,9 +38,18 @@ type Model struct {
 	RecordNamespace types.String   `tfsdk:"record_namespace"`
 	Timeouts        timeouts.Value `tfsdk:"timeouts"`
 	Revisions       types.Map      `tfsdk:"revisions"`
-	Bindings        types.Map      `tfsdk:"bindings"`
-	Skipped         types.Map      `tfsdk:"skipped"`
-	Changes         types.Map      `tfsdk:"changes"`
+	// SensitiveObjects: module → identities of its sensitive_manifests.
+	SensitiveObjects types.Map `tfsdk:"sensitive_objects"`
+	Summary          types.Map `tfsdk:"summary"`
+	Attention        types.Map `tfsdk:"attention"`
+	Waves            types.Map `tfsdk:"waves"`
+	Skipped          types.Map `tfsdk:"skipped"`
+
+	// private is kept in the resource's private state (see moduleassignment_private.go), out of plans.
+	private privateState
+	// sensitive is each module's write-only sensitive_manifests, from the configuration at plan
+	// and apply only (ReadWriteOnly); empty in Read and Delete, where the records suffice.
+	sensitive map[string]string
 }
 
 // ModuleModel is one `modules` entry.
@@ -48,7 +57,72 @@ type ModuleModel struct {
 	Name      types.String       `tfsdk:"name"`
 	Version   types.String       `tfsdk:"version"`
 	Manifests manifesttype.Value `tfsdk:"manifests"`
+	Sensitive types.String       `tfsdk:"sensitive_manifests"` // write-only: only from the configuration
 	DependsOn types.List         `tfsdk:"depends_on"`
+}
+
+// ReadWriteOnly takes each module's `sensitive_manifests` from the configuration: Terraform keeps
+// write-only values out of the plan and the state, so plan and apply find them only there
+// (lifecycle.WriteOnly).
+func (m *Model) ReadWriteOnly(ctx context.Context, config tfsdk.Config) diag.Diagnostics {
+	var mods []ModuleModel
+	diags := config.GetAttribute(ctx, pathModules, &mods)
+	m.sensitive = map[string]string{}
+	for _, mm := range mods {
+		if !mm.Sensitive.IsNull() && !mm.Sensitive.IsUnknown() && mm.Sensitive.ValueString() != "" {
+			m.sensitive[mm.Name.ValueString()] = mm.Sensitive.ValueString()
+		}
+	}
+	return diags
+}
+
+// sensitiveUnknown reports whether a module's sensitive_manifests is not known yet.
+func sensitiveUnknown(ctx context.Context, config tfsdk.Config) bool {
+	var mods []ModuleModel
+	if diags := config.GetAttribute(ctx, pathModules, &mods); diags.HasError() {
+		return true
+	}
+	for _, mm := range mods {
+		if mm.Sensitive.IsUnknown() {
+			return true
+		}
+	}
+	return false
+}
+
+// setSensitiveObjects names, per module, the objects of its sensitive_manifests (identities,
+// never content).
+func (m *Model) setSensitiveObjects(ctx context.Context) diag.Diagnostics {
+	var diags diag.Diagnostics
+	out := map[string][]string{}
+	for name, text := range m.sensitive {
+		set, err := manifest.Bundle("", text)
+		if err != nil {
+			diags.AddAttributeError(pathModules, "Invalid Sensitive Manifests", "module "+name+": "+err.Error())
+			continue
+		}
+		out[name] = set.Keys()
+	}
+	var d diag.Diagnostics
+	m.SensitiveObjects, d = types.MapValueFrom(ctx, sensitiveObjectsType, out)
+	diags.Append(d...)
+	return diags
+}
+
+// keepSensitiveRevisions sets, outside plan and apply (no sensitive half at hand), the revision
+// of each module with sensitive objects to the one the state holds: the public half alone
+// names another revision.
+func (m *Model) keepSensitiveRevisions(ctx context.Context, spec *assignment.Spec) {
+	if m.SensitiveObjects.IsNull() || m.SensitiveObjects.IsUnknown() || m.Revisions.IsNull() || m.Revisions.IsUnknown() {
+		return
+	}
+	revisions := map[string]string{}
+	_ = m.Revisions.ElementsAs(ctx, &revisions, false)
+	for i, mod := range spec.Modules {
+		if _, sensitive := m.SensitiveObjects.Elements()[mod.Name]; sensitive && revisions[mod.Name] != "" && m.sensitive[mod.Name] == "" {
+			spec.Modules[i].Revision = revisions[mod.Name]
+		}
+	}
 }
 
 // VerifyModel is the `verify` attribute.
@@ -93,7 +167,7 @@ func (m *Model) spec(ctx context.Context) (assignment.Spec, diag.Diagnostics) {
 	var list []assignment.Module
 	for i, mm := range mods {
 		mod := assignment.Module{Name: mm.Name.ValueString(), Version: mm.Version.ValueString()}
-		set, err := manifest.Parse(mm.Manifests.ValueString())
+		set, err := manifest.Bundle(mm.Manifests.ValueString(), m.sensitive[mod.Name])
 		if err == nil {
 			mod.Revision, err = set.Revision()
 		}
@@ -138,36 +212,6 @@ func (m *Model) setRevisions(spec assignment.Spec) {
 	m.Revisions = types.MapValueMust(types.StringType, revs)
 }
 
-// setBindings fills `bindings`; drifted marks cluster → module pairs shown as drifted.
-func (m *Model) setBindings(bindings map[string][]records.ModuleBinding, drifted map[string]map[string]bool) {
-	out := map[string]attr.Value{}
-	for cluster, bs := range bindings {
-		var vals []attr.Value
-		for _, b := range bs {
-			result := b.Result
-			if drifted[cluster][b.Module] && result == records.BindingApplied {
-				result = records.BindingDrifted
-			}
-			vals = append(vals, bindingValue(b.Module, b.Revision, types.StringValue(appliedAt(b.AppliedAt)), result))
-		}
-		out[cluster] = types.ListValueMust(bindingsType.ElemType, vals)
-	}
-	m.Bindings = types.MapValueMust(bindingsType, out)
-}
-
-func bindingValue(module, revision string, at types.String, result string) attr.Value {
-	return types.ObjectValueMust(bindingAttrTypes, map[string]attr.Value{
-		"module": types.StringValue(module), "revision": types.StringValue(revision), "applied_at": at, "result": types.StringValue(result),
-	})
-}
-
-func appliedAt(t time.Time) string {
-	if t.IsZero() {
-		return ""
-	}
-	return t.UTC().Format(time.RFC3339)
-}
-
 func (m *Model) setSkipped(skipped map[string]string) {
 	vals := map[string]attr.Value{}
 	for k, v := range skipped {
@@ -179,43 +223,47 @@ func (m *Model) setSkipped(skipped map[string]string) {
 func (m *Model) markObservedUnknown() {
 	m.Revisions = types.MapUnknown(types.StringType)
 	m.markOutcomeUnknown()
-	m.Changes = types.MapUnknown(changesType)
+	m.Waves = types.MapUnknown(wavesType)
 }
 
 // markOutcomeUnknown leaves the attributes that depend on apply's outcome to apply.
 func (m *Model) markOutcomeUnknown() {
-	m.Bindings = types.MapUnknown(bindingsType)
+	m.Summary = types.MapUnknown(types.Int64Type)
+	m.Attention = types.MapUnknown(types.StringType)
 	m.Skipped = types.MapUnknown(types.StringType)
 }
 
-var changesType = types.ListType{ElemType: types.StringType}
-
-// setChanges sets `changes` from the clusters each module is applied to.
-func (m *Model) setChanges(apply map[string][]string) {
-	vals := map[string]attr.Value{}
-	for module, clusters := range apply {
-		if len(clusters) == 0 {
-			continue
-		}
-		elems := make([]attr.Value, len(clusters))
-		for i, c := range clusters {
-			elems[i] = types.StringValue(c)
-		}
-		vals[module] = types.ListValueMust(types.StringType, elems)
-	}
-	m.Changes = types.MapValueMust(changesType, vals)
+// copyComputed keeps prior's computed attributes, for a plan that changes nothing.
+func (m *Model) copyComputed(prior *Model) {
+	m.Summary, m.Attention, m.Skipped, m.Waves = prior.Summary, prior.Attention, prior.Skipped, prior.Waves
 }
 
-// plannedChanges returns `changes` as module → clusters, and whether it is known.
-func (m *Model) plannedChanges(ctx context.Context) (map[string][]string, bool) {
-	if m.Changes.IsUnknown() || m.Changes.IsNull() {
-		return nil, false
+// setObserved fills summary, attention and skipped from what the clusters and records say, and
+// the per-cluster status the next plan works from.
+func (m *Model) setObserved(ctx context.Context, obs *assignment.Observation, spec assignment.Spec) diag.Diagnostics {
+	status := assignment.Status(obs, spec)
+	m.private.Clusters = status
+	summary, attention := assignment.Summarize(status)
+	var diags, d diag.Diagnostics
+	m.Summary, d = types.MapValueFrom(ctx, types.Int64Type, summary)
+	diags.Append(d...)
+	m.Attention, d = types.MapValueFrom(ctx, types.StringType, attention)
+	diags.Append(d...)
+	m.setSkipped(obs.Skipped)
+	return diags
+}
+
+// setWaves shows each module's waves as cluster counts; the clusters go to private state.
+func (m *Model) setWaves(waves map[string][][]string) {
+	vals := map[string]attr.Value{}
+	for module, ws := range waves {
+		counts := make([]attr.Value, len(ws))
+		for i, w := range ws {
+			counts[i] = types.Int64Value(int64(len(w)))
+		}
+		vals[module] = types.ListValueMust(types.Int64Type, counts)
 	}
-	out := map[string][]string{}
-	if diags := m.Changes.ElementsAs(ctx, &out, false); diags.HasError() {
-		return nil, false
-	}
-	return out, true
+	m.Waves = types.MapValueMust(wavesType, vals)
 }
 
 // storedConfig is what the management cluster keeps of the configuration, so `terraform
@@ -234,10 +282,15 @@ type storedConfig struct {
 }
 
 type storedModule struct {
-	Name      string   `json:"name"`
-	Version   string   `json:"version"`
-	Manifests string   `json:"manifests"`
-	DependsOn []string `json:"dependsOn,omitempty"`
+	Name    string `json:"name"`
+	Version string `json:"version"`
+	// Manifests is the public half only: sensitive_manifests is never written here (this record
+	// is read back into Terraform state by import). Revision and SensitiveObjects say what the
+	// sensitive half was, by hash and identity.
+	Manifests        string   `json:"manifests"`
+	Revision         string   `json:"revision,omitempty"`
+	SensitiveObjects []string `json:"sensitiveObjects,omitempty"`
+	DependsOn        []string `json:"dependsOn,omitempty"`
 }
 
 func (m *Model) configRecord(ctx context.Context) ([]byte, diag.Diagnostics) {
@@ -249,6 +302,14 @@ func (m *Model) configRecord(ctx context.Context) ([]byte, diag.Diagnostics) {
 	diags.Append(d...)
 	for _, mm := range mods {
 		sm := storedModule{Name: mm.Name.ValueString(), Version: mm.Version.ValueString(), Manifests: mm.Manifests.ValueString()}
+		if objs, ok := m.SensitiveObjects.Elements()[sm.Name]; ok {
+			if list, ok := objs.(types.List); ok {
+				diags.Append(list.ElementsAs(ctx, &sm.SensitiveObjects, false)...)
+			}
+			if rev, ok := m.Revisions.Elements()[sm.Name].(types.String); ok {
+				sm.Revision = rev.ValueString()
+			}
+		}
 		diags.Append(mm.DependsOn.ElementsAs(ctx, &sm.DependsOn, true)...)
 		c.Modules = append(c.Modules, sm)
 	}
@@ -271,15 +332,24 @@ func (m *Model) fromConfigRecord(ctx context.Context, raw []byte) diag.Diagnosti
 	}
 	m.Selector = fleetattr.FromLabelSelector(ctx, c.Selector)
 	var mods []attr.Value
+	sensitive, revisions := map[string][]string{}, map[string]attr.Value{}
 	for _, sm := range c.Modules {
+		if len(sm.SensitiveObjects) > 0 {
+			sensitive[sm.Name] = sm.SensitiveObjects
+			revisions[sm.Name] = types.StringValue(sm.Revision)
+		}
 		deps := types.ListNull(types.StringType)
 		if sm.DependsOn != nil {
 			deps, _ = types.ListValueFrom(ctx, types.StringType, sm.DependsOn)
 		}
 		mods = append(mods, types.ObjectValueMust(moduleAttrTypes, map[string]attr.Value{
-			"name": types.StringValue(sm.Name), "version": types.StringValue(sm.Version), "manifests": manifesttype.NewValue(sm.Manifests), "depends_on": deps,
+			"name": types.StringValue(sm.Name), "version": types.StringValue(sm.Version), "manifests": manifesttype.NewValue(sm.Manifests),
+			"sensitive_manifests": types.StringNull(), "depends_on": deps,
 		}))
 	}
+	m.SensitiveObjects, _ = types.MapValueFrom(ctx, sensitiveObjectsType, sensitive)
+	// The revisions of modules with a sensitive half, which the public half alone cannot name.
+	m.Revisions = types.MapValueMust(types.StringType, revisions)
 	m.Modules = types.ListValueMust(types.ObjectType{AttrTypes: moduleAttrTypes}, mods)
 	m.Mode, m.UpdateLimit, m.MaxFailures = types.StringValue(c.Mode), types.StringValue(c.UpdateLimit), types.StringValue(c.MaxFailures)
 	m.DeletionPolicy = types.StringValue(c.DeletionPolicy)

@@ -13,7 +13,6 @@ import (
 	"github.com/gradual-dev/terraform-provider-gradual/internal/assignment"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/delivery"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/diagnostics"
-	"github.com/gradual-dev/terraform-provider-gradual/internal/records"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/lifecycle"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/manifesttype"
 )
@@ -58,16 +57,28 @@ func (r *assignmentResource) ModifyPlan(ctx context.Context, req resource.Modify
 	if !ok {
 		return
 	}
+	if prior != nil {
+		resp.Diagnostics.Append(prior.LoadPrivate(ctx, req.Private)...)
+	}
+	// The waves of an earlier plan never carry over: only this plan's are carried out.
+	if prior != nil {
+		plan.private.Clusters = prior.private.Clusters
+	}
+	defer func() { resp.Diagnostics.Append(plan.SavePrivate(ctx, resp.Private)...) }()
 	// Terraform proposes the prior state unchanged when the configuration did not change.
 	configChanged := prior == nil || !req.Plan.Raw.Equal(req.State.Raw)
 	if !plan.Namespace.IsUnknown() && !plan.Name.IsUnknown() {
 		plan.ID = types.StringValue(plan.Namespace.ValueString() + "/" + plan.Name.ValueString())
 	}
-	if !plan.known() {
+	if !plan.known() || sensitiveUnknown(ctx, req.Config) {
 		plan.markObservedUnknown()
+		plan.SensitiveObjects = types.MapUnknown(sensitiveObjectsType)
 		resp.Diagnostics.Append(resp.Plan.Set(ctx, &plan)...)
 		return
 	}
+	// Write-only: in the configuration only; the framework leaves it null in the plan.
+	resp.Diagnostics.Append(plan.ReadWriteOnly(ctx, req.Config)...)
+	resp.Diagnostics.Append(plan.setSensitiveObjects(ctx)...)
 	spec, diags := plan.spec(ctx)
 	resp.Diagnostics.Append(diags...)
 	if resp.Diagnostics.HasError() {
@@ -92,7 +103,22 @@ func (r *assignmentResource) ModifyPlan(ctx context.Context, req resource.Modify
 		resp.Diagnostics.Append(diagnostics.FromError(err, "Cannot Read The Fleet"))
 		return
 	}
-	planned := assignment.PlanAssignment(obs, spec, priorDrift(ctx, prior))
+	// Terraform plans again when it applies (with the same configuration and prior state) and
+	// rejects any value this plan showed that comes out different. So the waves are worked out
+	// from the prior state — the refresh that preceded this plan, kept in private state — and
+	// the configuration, never from a fresh read of a fleet that may change before apply. On
+	// create, or when the configuration picks other clusters, that cannot be done: the waves are
+	// then known after apply, and a warning shows them as the fleet reads now.
+	var planned assignment.Plan
+	fromState := samePick(&plan, prior)
+	if fromState {
+		planned = assignment.PlanAssignment(assignment.ObservationFrom(prior.private.Clusters, priorSkipped(ctx, prior), spec), spec,
+			assignment.Drifted(prior.private.Clusters))
+		// Leaving and deleted clusters are only ever let go of: as the fleet reads now.
+		planned.Leaving, planned.Gone = obs.Leaving, obs.Gone
+	} else {
+		planned = assignment.PlanAssignment(obs, spec, assignment.Drifted(priorClusters(prior)))
+	}
 	for i, m := range spec.Modules {
 		if len(planned.Apply[m.Name]) == 0 {
 			continue
@@ -127,21 +153,24 @@ func (r *assignmentResource) ModifyPlan(ctx context.Context, req resource.Modify
 			what = "keeps its objects, but its records and bindings are removed (deletion_policy = \"orphan\")"
 		}
 		resp.Diagnostics.AddWarning("Clusters No Longer Match",
-			fmt.Sprintf("These clusters no longer match the selector; each %s: %s", what, strings.Join(planned.Leaving, ", ")))
+			fmt.Sprintf("These clusters no longer match the selector; each %s: %s", what, lifecycle.ShortList(planned.Leaving, 20)))
 	}
 	if len(obs.Eligible) == 0 && len(obs.Skipped) == 0 {
 		resp.Diagnostics.AddWarning("No Clusters Picked",
 			fmt.Sprintf("The selector of %s picks no Cluster in namespace %q, so apply changes nothing there. Clusters that match later get the modules on a later apply.", spec.Key.Describe(), query.Namespace))
 	}
-	if err := assignment.CheckClaims(ctx, svc, spec, planned.Apply); err != nil {
+	// The clusters to check are the planned ones the fleet still offers: one that became
+	// unreachable since the refresh is left out by apply, with a warning, not refused here.
+	checked := onlyEligible(planned.Apply, obs.Eligible)
+	if err := assignment.CheckClaims(ctx, svc, spec, checked); err != nil {
 		resp.Diagnostics.Append(diagnostics.AttributeFromError(pathModules, err, "Object Claimed By Two Owners"))
 		return
 	}
-	if err := assignment.CheckManifests(ctx, svc, spec, planned.Apply); err != nil {
+	if err := assignment.CheckManifests(ctx, svc, spec, checked); err != nil {
 		resp.Diagnostics.Append(diagnostics.AttributeFromError(pathModules, err, "Manifests Cannot Be Applied"))
 		return
 	}
-	if found, err := assignment.Adoptions(ctx, svc, spec, planned.Apply); err != nil {
+	if found, err := assignment.Adoptions(ctx, svc, spec, checked); err != nil {
 		resp.Diagnostics.Append(diagnostics.FromError(err, "Cannot Read The Fleet"))
 		return
 	} else if len(found) > 0 && !plan.Adopt.IsUnknown() && !plan.Adopt.IsNull() && !plan.Adopt.ValueBool() {
@@ -153,22 +182,75 @@ func (r *assignmentResource) ModifyPlan(ctx context.Context, req resource.Modify
 				"so the assignment never deletes them (a failed first revision puts them back as they are now; removal gives them back):\n  "+
 				delivery.DescribeFound(found, 20))
 	}
+	waves := assignment.Waves(planned, spec)
 	switch {
-	case planned.Changes() || configChanged:
-		// The bindings apply leads to depend on how each cluster fares, so they are known after
-		// apply (a promise here would make a failure within max_failures an inconsistent
-		// result). So is `changes`: it comes from a fresh read of the fleet, and Terraform plans
-		// again at apply time and rejects a known value that came out different. A warning
-		// shows the changes as the fleet reads now.
+	case !fromState:
 		plan.markOutcomeUnknown()
-		plan.Changes = types.MapUnknown(changesType)
-		if summary := changesSummary(planned.Apply); summary != "" {
-			resp.Diagnostics.AddWarning("Planned Module Changes", summary)
+		plan.Waves = types.MapUnknown(wavesType)
+		if planned.Changes() {
+			if summary := wavesSummary(waves); summary != "" {
+				resp.Diagnostics.AddWarning("Planned Waves", summary+
+					"\n\nThese are the waves as the fleet reads now; apply reads it again (a create, or a change of the clusters picked, "+
+					"has no earlier state to plan from), so `waves` is known after apply.")
+			}
+		}
+	case planned.Changes() || configChanged:
+		// What apply will do is `waves`, which it carries out as planned here (their clusters go
+		// to apply in private state). Where the clusters end up depends on how each fares, so
+		// summary, attention and skipped are known only after apply: a promise here would make a
+		// failure within max_failures an inconsistent result.
+		plan.markOutcomeUnknown()
+		plan.setWaves(waves)
+		plan.private.PlannedWaves = waves
+		if summary := wavesSummary(waves); summary != "" {
+			resp.Diagnostics.AddWarning("Planned Waves", summary)
 		}
 	default:
-		plan.Bindings, plan.Skipped, plan.Changes = prior.Bindings, prior.Skipped, prior.Changes
+		// Nothing to do: everything stays as the last refresh read it, including the waves of
+		// the last apply (rather than a diff to {}).
+		plan.copyComputed(prior)
 	}
 	resp.Diagnostics.Append(resp.Plan.Set(ctx, &plan)...)
+}
+
+// samePick reports whether plan picks the clusters prior picked, and prior holds what a plan
+// can work from (the per-cluster status of the last refresh or apply).
+func samePick(plan, prior *Model) bool {
+	if prior == nil || prior.private.Clusters == nil || prior.Skipped.IsUnknown() || prior.Skipped.IsNull() {
+		return false
+	}
+	return plan.Name.Equal(prior.Name) && plan.Namespace.Equal(prior.Namespace) && plan.Selector.Equal(prior.Selector) &&
+		plan.RecordNamespace.Equal(prior.RecordNamespace)
+}
+
+func priorClusters(prior *Model) []assignment.ClusterStatus {
+	if prior == nil {
+		return nil
+	}
+	return prior.private.Clusters
+}
+
+func priorSkipped(ctx context.Context, prior *Model) map[string]string {
+	out := map[string]string{}
+	_ = prior.Skipped.ElementsAs(ctx, &out, false)
+	return out
+}
+
+// onlyEligible returns apply without the clusters not in eligible.
+func onlyEligible(apply map[string][]string, eligible []string) map[string][]string {
+	ok := map[string]bool{}
+	for _, c := range eligible {
+		ok[c] = true
+	}
+	out := map[string][]string{}
+	for m, clusters := range apply {
+		for _, c := range clusters {
+			if ok[c] {
+				out[m] = append(out[m], c)
+			}
+		}
+	}
+	return out
 }
 
 // known reports whether everything the plan needs is known.
@@ -193,50 +275,31 @@ func (m *Model) modulesKnown() bool {
 	return true
 }
 
-// priorDrift returns the cluster → module pairs the last refresh found drifted.
-func priorDrift(ctx context.Context, prior *Model) map[string]map[string]bool {
-	out := map[string]map[string]bool{}
-	if prior == nil || prior.Bindings.IsNull() || prior.Bindings.IsUnknown() {
-		return out
-	}
-	var bindings map[string][]struct {
-		Module    types.String `tfsdk:"module"`
-		Revision  types.String `tfsdk:"revision"`
-		AppliedAt types.String `tfsdk:"applied_at"`
-		Result    types.String `tfsdk:"result"`
-	}
-	if diags := prior.Bindings.ElementsAs(ctx, &bindings, false); diags.HasError() {
-		return out
-	}
-	for cluster, bs := range bindings {
-		for _, b := range bs {
-			if b.Result.ValueString() == records.BindingDrifted {
-				if out[cluster] == nil {
-					out[cluster] = map[string]bool{}
-				}
-				out[cluster][b.Module.ValueString()] = true
-			}
-		}
-	}
-	return out
-}
-
 const skippedIntro = "These clusters are left alone by this apply; a later apply gives them the modules once they are ready:"
 
-// changesSummary lists, per module, the clusters apply gives the module's revision, compactly at
-// any fleet size; "" when there are none.
-func changesSummary(apply map[string][]string) string {
+// wavesSummary names, per module, the clusters of each wave, compactly at any fleet size; ""
+// when there are none.
+func wavesSummary(waves map[string][][]string) string {
 	const shown = 10
-	modules := make([]string, 0, len(apply))
-	for m, clusters := range apply {
-		if len(clusters) > 0 {
-			modules = append(modules, m)
-		}
+	modules := make([]string, 0, len(waves))
+	for m := range waves {
+		modules = append(modules, m)
 	}
 	sort.Strings(modules)
 	var b strings.Builder
 	for _, m := range modules {
-		fmt.Fprintf(&b, "module %s → %d cluster(s): %s\n", m, len(apply[m]), lifecycle.ShortList(apply[m], shown))
+		n := 0
+		for _, w := range waves[m] {
+			n += len(w)
+		}
+		fmt.Fprintf(&b, "module %s → %d cluster(s) in %d wave(s):\n", m, n, len(waves[m]))
+		for i, wave := range waves[m] {
+			if i == shown {
+				fmt.Fprintf(&b, "  … and %d more wave(s)\n", len(waves[m])-shown)
+				break
+			}
+			fmt.Fprintf(&b, "  wave %d: %s\n", i+1, lifecycle.ShortList(wave, shown))
+		}
 	}
 	return strings.TrimSuffix(b.String(), "\n")
 }

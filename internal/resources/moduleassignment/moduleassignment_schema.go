@@ -37,20 +37,16 @@ var dnsLabel = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
 var verifyAttrTypes = verifyattr.AttrTypes()
 
 var moduleAttrTypes = map[string]attr.Type{
-	"name":       types.StringType,
-	"version":    types.StringType,
-	"manifests":  manifesttype.Type{},
-	"depends_on": types.ListType{ElemType: types.StringType},
+	"name":                types.StringType,
+	"version":             types.StringType,
+	"manifests":           manifesttype.Type{},
+	"sensitive_manifests": types.StringType,
+	"depends_on":          types.ListType{ElemType: types.StringType},
 }
 
-var bindingAttrTypes = map[string]attr.Type{
-	"module":     types.StringType,
-	"revision":   types.StringType,
-	"applied_at": types.StringType,
-	"result":     types.StringType,
-}
+var sensitiveObjectsType = types.ListType{ElemType: types.StringType}
 
-var bindingsType = types.ListType{ElemType: types.ObjectType{AttrTypes: bindingAttrTypes}}
+var wavesType = types.ListType{ElemType: types.Int64Type}
 
 func (r *assignmentResource) Schema(ctx context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
 	resp.Schema = schema.Schema{
@@ -58,7 +54,9 @@ func (r *assignmentResource) Schema(ctx context.Context, _ resource.SchemaReques
 			"that match later, like Cluster API's ClusterResourceSet — with deletion, drift repair and verified updates. Each module " +
 			"goes out through the same engine as `gradual_rollout` (waves of `update_limit` clusters, verification, restore to the " +
 			"last good revision, invalid-revision ledger). What each cluster got is recorded in per-cluster bindings in the " +
-			"management cluster and shown in `bindings`.",
+			"management cluster. A plan stays the size of the change, not of the fleet: `summary` counts clusters by state, " +
+			"`attention` names the clusters needing it, `waves` are counts; every cluster's bindings are in the " +
+			"`gradual_module_assignment_status` data source.",
 		Attributes: map[string]schema.Attribute{
 			"id": schema.StringAttribute{
 				Computed: true, MarkdownDescription: "`namespace/name`.",
@@ -94,9 +92,20 @@ func (r *assignmentResource) Schema(ctx context.Context, _ resource.SchemaReques
 					"manifests": schema.StringAttribute{
 						Required: true, CustomType: manifesttype.Type{}, PlanModifiers: []planmodifier.String{manifesttype.KeepPriorOnSameRevision()},
 						MarkdownDescription: "Multi-document YAML of the module's objects. Namespaces and CRDs are applied first. " +
-							"Terraform shows it verbatim in plans and stores it in state, so objects of kind `Secret` are refused: deliver " +
-							"them with a `gradual_rollout`'s write-only `sensitive_manifests`.",
+							"Terraform shows it verbatim in plans and stores it in state, so objects of kind `Secret` are refused here: put " +
+							"them in `sensitive_manifests`.",
 						Validators: []validator.String{stringvalidator.LengthAtLeast(1), validators.Manifests(), validators.NoSecrets(secretsAdvice)},
+					},
+					"sensitive_manifests": schema.StringAttribute{
+						Optional: true, Sensitive: true, WriteOnly: true,
+						MarkdownDescription: "Multi-document YAML of the module's objects whose content must never be shown or stored by " +
+							"Terraform: `Secret`s, or anything holding credentials. Write-only (Terraform 1.11+, OpenTofu 1.11+): read from the " +
+							"configuration at plan and apply, never kept in the plan or the state. It is applied with `manifests` as one bundle " +
+							"and is part of the module's revision, so a changed value plans an update (`revisions` changes) though the value " +
+							"itself is never shown; `sensitive_objects` names the objects. The records in the workload clusters keep the " +
+							"objects (as Secrets), so refresh, drift repair, restore and removal work without it; the management cluster's " +
+							"record keeps only the public half. An imported assignment restores `manifests` only: set this again in the configuration.",
+						Validators: []validator.String{validators.SensitiveManifests()},
 					},
 					"depends_on": schema.ListAttribute{
 						Optional: true, ElementType: types.StringType,
@@ -148,18 +157,33 @@ func (r *assignmentResource) Schema(ctx context.Context, _ resource.SchemaReques
 				Computed: true, ElementType: types.StringType,
 				MarkdownDescription: "Per module, the revision of its `manifests`: a short hash of the normalized objects, known at plan time.",
 			},
-			"bindings": schema.MapAttribute{
-				Computed: true, ElementType: bindingsType,
-				MarkdownDescription: "Per cluster, what each module did there: `module`, `revision`, `applied_at` (RFC 3339) and `result` " +
-					"(`applied`, `failed`, `blocked` = a module it depends on is not applied, `drifted` = applied but the objects changed). " +
-					"Where a cluster ends up depends on how apply fares there, so while a plan changes anything the bindings are " +
-					"known after apply; a plan warning lists the clusters each module goes to.",
+			"sensitive_objects": schema.MapAttribute{
+				Computed: true, ElementType: sensitiveObjectsType,
+				MarkdownDescription: "Per module with `sensitive_manifests`, its objects by identity only (`group/Kind namespace/name`), never their content. Known at plan time.",
 			},
-			"changes": schema.MapAttribute{
-				Computed: true, ElementType: types.ListType{ElemType: types.StringType},
-				MarkdownDescription: "Per module, the clusters the last apply gave the module's revision (joins, updates, drift repairs, " +
-					"interrupted applies), sorted. Known after apply (a plan warning lists them as the fleet reads at plan time); after a " +
-					"plan with nothing to do it keeps the last apply's value.",
+			"summary": schema.MapAttribute{
+				Computed: true, ElementType: types.Int64Type,
+				MarkdownDescription: "How many clusters are in each state — the worst of their modules: `current` (every module applied on its " +
+					"revision, objects as applied), `kept` (ApplyOnce: an older version kept on purpose), `outdated` (a module on another " +
+					"revision or not applied yet), `joining` (no module applied yet), `provisioning` (an apply stopped while changing it), " +
+					"`drifted` (objects missing or edited), `blocked` (a module it depends on is not applied), `failed`, `skipped`, and " +
+					"`leaving` (no longer matches the selector). Where clusters end up depends on how apply fares, so while a plan changes " +
+					"anything this is known after apply. Per-cluster bindings are in the `gradual_module_assignment_status` data source.",
+			},
+			"attention": schema.MapAttribute{
+				Computed: true, ElementType: types.StringType,
+				MarkdownDescription: "The clusters that need attention, each with what is wrong, per module: the objects and fields that " +
+					"drifted (never their values), a failure and its reason, a blocked dependency, an interrupted apply, a cluster " +
+					"joining or leaving. Skipped clusters are in `skipped`. Empty when every cluster is current, so a plan names only the " +
+					"clusters that matter, at any fleet size.",
+			},
+			"waves": schema.MapAttribute{
+				Computed: true, ElementType: types.ListType{ElemType: types.Int64Type},
+				MarkdownDescription: "Per module, the planned waves as cluster counts, in order; the `Planned Waves` warning names their " +
+					"clusters. Apply carries out exactly these (the clusters of each wave are kept with the plan): a cluster that joins after " +
+					"the plan waits for the next one. Known at plan time when the plan can work from the state (the same clusters picked " +
+					"as before); on create, or when `selector` changes, known after apply. After a plan with nothing to do it keeps the " +
+					"last apply's waves.",
 			},
 			"skipped": schema.MapAttribute{
 				Computed: true, ElementType: types.StringType,
@@ -169,6 +193,5 @@ func (r *assignmentResource) Schema(ctx context.Context, _ resource.SchemaReques
 	}
 }
 
-// secretsAdvice is where Secrets go instead of modules[].manifests: module assignments have no
-// write-only half yet (see gradual_rollout's sensitive_manifests).
-const secretsAdvice = " deliver them with a gradual_rollout and its write-only sensitive_manifests (module assignments do not take sensitive manifests yet)."
+// secretsAdvice is where Secrets go instead of modules[].manifests.
+const secretsAdvice = "modules[].sensitive_manifests"

@@ -102,6 +102,10 @@ run "binds_prod_clusters" {
     condition     = length(output.skipped) == 0
     error_message = "skipped: ${jsonencode(output.skipped)}"
   }
+  assert {
+    condition     = output.summary == tomap({ current = 2 }) && length(output.attention) == 0
+    error_message = "summary ${jsonencode(output.summary)}, attention ${jsonencode(output.attention)}; want 2 current, none needing attention"
+  }
 }
 
 # A changed module goes out again (Reconcile): every binding of it carries the new revision.

@@ -1,0 +1,224 @@
+package assignment
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/gradual-dev/terraform-provider-gradual/internal/delivery"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/engine"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/records"
+)
+
+// Cluster states, as an assignment's summary counts them: the worst state of the cluster's
+// modules (see ClusterStatus.State).
+const (
+	StateCurrent      = delivery.StateCurrent      // every module applied on its revision, objects as applied
+	StateKept         = "kept"                     // ApplyOnce: runs an older version of a module, on purpose
+	StateOutdated     = "outdated"                 // a module runs another revision, or none yet (the cluster has others)
+	StateJoining      = "joining"                  // picked, but no module applied yet
+	StateProvisioning = delivery.StateProvisioning // an apply stopped while changing a module there
+	StateDrifted      = delivery.StateDrifted      // a module's objects are missing or edited
+	StateBlocked      = records.BindingBlocked     // a module it depends on is not applied there
+	StateFailed       = records.BindingFailed      // a module failed there and was restored
+	StateSkipped      = "skipped"                  // picked, but cannot be changed now
+	StateLeaving      = "leaving"                  // bound, but no longer picked
+)
+
+// severity orders states from fine to worst; a cluster shows its worst module's.
+var severity = []string{StateCurrent, StateKept, StateOutdated, StateJoining, StateProvisioning, StateDrifted, StateBlocked, StateFailed}
+
+// ModuleStatus is one module on one cluster: its binding and what its records say now.
+type ModuleStatus struct {
+	Module    string    `json:"module"`
+	Revision  string    `json:"revision,omitempty"`
+	AppliedAt time.Time `json:"appliedAt,omitzero"`
+	// Result is the binding's result ("" when the module is not bound there).
+	Result string `json:"result,omitempty"`
+	Reason string `json:"reason,omitempty"`
+	// State is the module's delivery state on the cluster (current, drifted, provisioning, pending).
+	State string `json:"state,omitempty"`
+	// Drift lists the drifted objects with the fields that differ, never their values.
+	Drift []string `json:"drift,omitempty"`
+}
+
+// ClusterStatus is one picked (or leaving) cluster of an assignment.
+type ClusterStatus struct {
+	Name    string         `json:"name"`
+	State   string         `json:"state"`
+	Detail  string         `json:"detail,omitempty"`
+	Modules []ModuleStatus `json:"modules,omitempty"`
+}
+
+// Status describes every cluster of the observation: eligible clusters with each configured
+// module, skipped ones with their reason, leaving ones. Sorted by name.
+func Status(obs *Observation, spec Spec) []ClusterStatus {
+	out := make([]ClusterStatus, 0, len(obs.Eligible)+len(obs.Skipped)+len(obs.Leaving))
+	for _, cluster := range obs.Eligible {
+		cs := ClusterStatus{Name: cluster}
+		for _, m := range spec.Modules {
+			ms := ModuleStatus{Module: m.Name}
+			if b, ok := obs.Binding(cluster, m.Name); ok {
+				ms.Revision, ms.AppliedAt, ms.Result, ms.Reason = b.Revision, b.AppliedAt, b.Result, b.Reason
+			}
+			if o := obs.Modules[m.Name]; o != nil {
+				st := o.Clusters[cluster]
+				ms.State = st.State
+				ms.Drift = slices.Sorted(slices.Values(st.Drift))
+			}
+			cs.Modules = append(cs.Modules, ms)
+		}
+		cs.State, cs.Detail = judge(cs.Modules, spec)
+		out = append(out, cs)
+	}
+	for cluster, reason := range obs.Skipped {
+		out = append(out, ClusterStatus{Name: cluster, State: StateSkipped, Detail: "skipped: " + reason})
+	}
+	for _, cluster := range obs.Leaving {
+		what := "its modules are removed (deletion_policy = \"delete\")"
+		if spec.Orphan {
+			what = "its objects stay, its records and bindings go (deletion_policy = \"orphan\")"
+		}
+		out = append(out, ClusterStatus{Name: cluster, State: StateLeaving, Detail: "leaving: no longer matches the selector; " + what})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// judge returns a cluster's state (its worst module's) and what is wrong, one clause per module
+// that is not fine ("" when all are).
+func judge(mods []ModuleStatus, spec Spec) (string, string) {
+	state, bound := StateCurrent, false
+	var notes []string
+	for _, ms := range mods {
+		if ms.Result != "" {
+			bound = true
+		}
+		s, note := judgeModule(ms, spec)
+		if slices.Index(severity, s) > slices.Index(severity, state) {
+			state = s
+		}
+		if note != "" {
+			notes = append(notes, fmt.Sprintf("module %s %s", ms.Module, note))
+		}
+	}
+	if !bound && len(mods) > 0 {
+		return StateJoining, "joining: no module applied yet"
+	}
+	if len(notes) == 0 {
+		return state, ""
+	}
+	return state, state + ": " + strings.Join(notes, "; ")
+}
+
+func judgeModule(ms ModuleStatus, spec Spec) (string, string) {
+	m, _ := spec.Module(ms.Module)
+	switch {
+	case ms.Result == "":
+		return StateOutdated, "not applied yet"
+	case ms.Result == records.BindingFailed:
+		return StateFailed, fmt.Sprintf("failed on revision %s: %s", ms.Revision, ms.Reason)
+	case ms.Result == records.BindingBlocked:
+		return StateBlocked, "blocked: " + ms.Reason
+	case ms.State == delivery.StateProvisioning:
+		return StateProvisioning, "interrupted: an apply stopped while changing it"
+	case ms.State == delivery.StateDrifted:
+		const shown = 5
+		drift := ms.Drift
+		if len(drift) > shown {
+			drift = append(slices.Clone(drift[:shown]), fmt.Sprintf("and %d more", len(drift)-shown))
+		}
+		if len(drift) == 0 {
+			return StateDrifted, "drifted: objects missing or edited"
+		}
+		return StateDrifted, "drifted: " + strings.Join(drift, ", ")
+	case ms.Revision != m.Revision && spec.Mode == ApplyOnce:
+		return StateKept, "" // on purpose; KeptOldWarning counts them
+	case ms.Revision != m.Revision:
+		return StateOutdated, fmt.Sprintf("runs revision %s, not %s", ms.Revision, m.Revision)
+	}
+	return StateCurrent, ""
+}
+
+// Summarize counts clusters by state and lists, per cluster needing attention, what is wrong.
+// Current and kept clusters need none; skipped ones are listed too, with the reason.
+func Summarize(status []ClusterStatus) (map[string]int64, map[string]string) {
+	summary, attention := map[string]int64{}, map[string]string{}
+	for _, cs := range status {
+		summary[cs.State]++
+		if cs.Detail != "" && cs.State != StateSkipped {
+			attention[cs.Name] = cs.Detail
+		}
+	}
+	return summary, attention
+}
+
+// ObservationFrom rebuilds an observation from the status an earlier refresh or apply recorded
+// and the skipped clusters, so that a plan can work from the state Terraform holds (as apply
+// plans again with the same state and must come to the same waves) rather than a fresh read.
+func ObservationFrom(status []ClusterStatus, skipped map[string]string, spec Spec) *Observation {
+	obs := &Observation{Skipped: map[string]string{}, Bindings: map[string][]records.ModuleBinding{}, Modules: map[string]*delivery.Observation{}}
+	for _, m := range spec.Modules {
+		obs.Modules[m.Name] = &delivery.Observation{Clusters: map[string]delivery.ClusterState{}}
+	}
+	for _, cs := range status {
+		switch cs.State {
+		case StateSkipped, StateLeaving:
+			continue
+		}
+		obs.Eligible = append(obs.Eligible, cs.Name)
+		for _, ms := range cs.Modules {
+			if ms.Result != "" {
+				obs.Bindings[cs.Name] = append(obs.Bindings[cs.Name], records.ModuleBinding{
+					Module: ms.Module, Revision: ms.Revision, AppliedAt: ms.AppliedAt, Result: ms.Result, Reason: ms.Reason})
+			}
+			if o := obs.Modules[ms.Module]; o != nil {
+				o.Clusters[cs.Name] = delivery.ClusterState{Revision: ms.Revision, State: ms.State, Drift: ms.Drift}
+				if ms.State == "" || ms.State == delivery.StatePending {
+					o.Clusters[cs.Name] = delivery.ClusterState{State: delivery.StatePending}
+				}
+			}
+		}
+	}
+	for name, reason := range skipped {
+		obs.Skipped[name] = reason
+	}
+	sort.Strings(obs.Eligible)
+	return obs
+}
+
+// Drifted returns the cluster → module pairs status shows drifted.
+func Drifted(status []ClusterStatus) map[string]map[string]bool {
+	out := map[string]map[string]bool{}
+	for _, cs := range status {
+		for _, ms := range cs.Modules {
+			if ms.State == delivery.StateDrifted {
+				if out[cs.Name] == nil {
+					out[cs.Name] = map[string]bool{}
+				}
+				out[cs.Name][ms.Module] = true
+			}
+		}
+	}
+	return out
+}
+
+// Waves cuts, per module, the clusters the plan gives it into waves, as apply will carry them
+// out (delivery follows them): update_limit counts the clusters the module goes to.
+func Waves(p Plan, spec Spec) map[string][][]string {
+	out := map[string][][]string{}
+	for _, m := range spec.Modules {
+		clusters := p.Apply[m.Name]
+		if len(clusters) == 0 {
+			continue
+		}
+		targets := make([]engine.Target, 0, len(clusters))
+		for _, c := range clusters {
+			targets = append(targets, engine.Target{Name: c, Drifted: true})
+		}
+		out[m.Name] = engine.PlanRollout(targets, m.Revision, spec.Policy).Waves
+	}
+	return out
+}

@@ -1,0 +1,188 @@
+package moduleassignment
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/hashicorp/terraform-plugin-framework/datasource"
+	"github.com/hashicorp/terraform-plugin-framework/datasource/schema"
+	"github.com/hashicorp/terraform-plugin-framework/types"
+
+	"github.com/gradual-dev/terraform-provider-gradual/internal/assignment"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/diagnostics"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/providerdata"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/records"
+)
+
+// NewStatusDataSource returns the `gradual_module_assignment_status` data source: every
+// cluster's bindings, which the assignment's plan leaves out (it shows counts and the clusters
+// needing attention), for outputs, `check` blocks and reviews of one cluster.
+func NewStatusDataSource() datasource.DataSource { return &statusDataSource{} }
+
+type statusDataSource struct{ data *providerdata.Data }
+
+var _ datasource.DataSourceWithConfigure = (*statusDataSource)(nil)
+
+type statusModel struct {
+	Namespace       types.String         `tfsdk:"namespace"`
+	Name            types.String         `tfsdk:"name"`
+	RecordNamespace types.String         `tfsdk:"record_namespace"`
+	Revisions       map[string]string    `tfsdk:"revisions"`
+	Summary         map[string]int64     `tfsdk:"summary"`
+	Clusters        []clusterStatusModel `tfsdk:"clusters"`
+}
+
+type clusterStatusModel struct {
+	Name     string         `tfsdk:"name"`
+	State    string         `tfsdk:"state"`
+	Detail   string         `tfsdk:"detail"`
+	Bindings []bindingModel `tfsdk:"bindings"`
+}
+
+type bindingModel struct {
+	Module    string   `tfsdk:"module"`
+	Revision  string   `tfsdk:"revision"`
+	AppliedAt string   `tfsdk:"applied_at"`
+	Result    string   `tfsdk:"result"`
+	Reason    string   `tfsdk:"reason"`
+	Drift     []string `tfsdk:"drift"`
+}
+
+func (d *statusDataSource) Metadata(_ context.Context, req datasource.MetadataRequest, resp *datasource.MetadataResponse) {
+	resp.TypeName = req.ProviderTypeName + "_module_assignment_status"
+}
+
+func (d *statusDataSource) Configure(_ context.Context, req datasource.ConfigureRequest, resp *datasource.ConfigureResponse) {
+	d.data = providerdata.From(req.ProviderData, &resp.Diagnostics)
+}
+
+func (d *statusDataSource) Schema(_ context.Context, _ datasource.SchemaRequest, resp *datasource.SchemaResponse) {
+	computed := func(description string) schema.StringAttribute {
+		return schema.StringAttribute{Computed: true, MarkdownDescription: description}
+	}
+	resp.Schema = schema.Schema{
+		MarkdownDescription: "Every cluster of a `gradual_module_assignment`, one by one, with its bindings (like Cluster API's " +
+			"ClusterResourceSetBindings): per module the revision, when it was applied, the result, and the objects and fields that " +
+			"drifted. The assignment's plan shows only counts (`summary`) and the clusters needing attention, so that it stays " +
+			"readable at any fleet size; this is the detail, for outputs, `check` blocks and a closer look. It reads the clusters the " +
+			"assignment's last apply picked (from the management cluster's record) as they are now; depend on the assignment " +
+			"(`depends_on`) to read it after the assignment's apply.",
+		Attributes: map[string]schema.Attribute{
+			"namespace": schema.StringAttribute{Required: true, MarkdownDescription: "`namespace` of the assignment (of its Cluster objects)."},
+			"name":      schema.StringAttribute{Required: true, MarkdownDescription: "`name` of the assignment."},
+			"record_namespace": schema.StringAttribute{
+				Optional: true, MarkdownDescription: "`record_namespace` of the assignment. Default `" + defaultRecordNamespace + "`.",
+			},
+			"revisions": schema.MapAttribute{
+				Computed: true, ElementType: types.StringType,
+				MarkdownDescription: "Per module, the revision the assignment's last apply delivered.",
+			},
+			"summary": schema.MapAttribute{
+				Computed: true, ElementType: types.Int64Type,
+				MarkdownDescription: "How many clusters are in each state, as the assignment's `summary`.",
+			},
+			"clusters": schema.ListNestedAttribute{
+				Computed:            true,
+				MarkdownDescription: "Every picked cluster (and every cluster leaving), sorted by name.",
+				NestedObject: schema.NestedAttributeObject{Attributes: map[string]schema.Attribute{
+					"name":   computed("Cluster name."),
+					"state":  computed("The cluster's state, as counted in `summary`: its worst module's."),
+					"detail": computed("What is wrong, as in the assignment's `attention` (for skipped clusters, the reason); empty when current."),
+					"bindings": schema.ListNestedAttribute{
+						Computed:            true,
+						MarkdownDescription: "One per configured module, in `depends_on` order.",
+						NestedObject: schema.NestedAttributeObject{Attributes: map[string]schema.Attribute{
+							"module":     computed("Module name."),
+							"revision":   computed("Revision bound on the cluster (empty: none yet)."),
+							"applied_at": computed("When it was applied and verified (RFC 3339; empty: not applied)."),
+							"result": computed("`applied`, `failed` (restored), `blocked` (a module it depends on is not applied), " +
+								"`drifted` (applied, but its objects are missing or edited), or empty when not bound yet."),
+							"reason": computed("Why it failed or is blocked."),
+							"drift": schema.ListAttribute{
+								Computed: true, ElementType: types.StringType,
+								MarkdownDescription: "The objects that are missing or edited, with the fields that differ (never their values).",
+							},
+						}},
+					},
+				}},
+			},
+		},
+	}
+}
+
+func (d *statusDataSource) Read(ctx context.Context, req datasource.ReadRequest, resp *datasource.ReadResponse) {
+	var cfg statusModel
+	resp.Diagnostics.Append(req.Config.Get(ctx, &cfg)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	if d.data == nil {
+		resp.Diagnostics.AddError("Provider Not Configured", diagnostics.UnconfiguredProvider)
+		return
+	}
+	recordNamespace := cfg.RecordNamespace.ValueString()
+	if recordNamespace == "" {
+		recordNamespace = defaultRecordNamespace
+	}
+	m := Model{Namespace: cfg.Namespace, Name: cfg.Name, RecordNamespace: types.StringValue(recordNamespace)}
+	key := m.key()
+	raw, err := assignment.LoadConfig(ctx, d.data.Delivery, key, recordNamespace)
+	if err != nil {
+		resp.Diagnostics.Append(diagnostics.FromError(err, "Cannot Read The Assignment's Record"))
+		return
+	}
+	if raw == nil {
+		resp.Diagnostics.AddError("Module Assignment Not Found", fmt.Sprintf("No records of %s exist in the management cluster (namespace %q): "+
+			"it was never applied, or it was destroyed. Depend on the assignment (depends_on) to read it after its first apply.", key.Describe(), recordNamespace))
+		return
+	}
+	resp.Diagnostics.Append(m.fromConfigRecord(ctx, raw)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	spec, diags := m.spec(ctx)
+	resp.Diagnostics.Append(diags...)
+	m.keepSensitiveRevisions(ctx, &spec)
+	query, diags := m.query(ctx)
+	resp.Diagnostics.Append(diags...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	obs, err := assignment.Observe(ctx, d.data.Delivery, query, spec, true)
+	if err != nil {
+		resp.Diagnostics.Append(diagnostics.FromError(err, "Cannot Read The Fleet"))
+		return
+	}
+	status := assignment.Status(obs, spec)
+	cfg.Summary, _ = assignment.Summarize(status)
+	cfg.Revisions = map[string]string{}
+	for _, mod := range spec.Modules {
+		cfg.Revisions[mod.Name] = mod.Revision
+	}
+	cfg.Clusters = make([]clusterStatusModel, 0, len(status))
+	for _, cs := range status {
+		c := clusterStatusModel{Name: cs.Name, State: cs.State, Detail: cs.Detail, Bindings: []bindingModel{}}
+		for _, ms := range cs.Modules {
+			result := ms.Result
+			if ms.State == assignment.StateDrifted && result == records.BindingApplied {
+				result = records.BindingDrifted
+			}
+			drift := ms.Drift
+			if drift == nil {
+				drift = []string{}
+			}
+			c.Bindings = append(c.Bindings, bindingModel{Module: ms.Module, Revision: ms.Revision, AppliedAt: appliedAt(ms.AppliedAt),
+				Result: result, Reason: ms.Reason, Drift: drift})
+		}
+		cfg.Clusters = append(cfg.Clusters, c)
+	}
+	resp.Diagnostics.Append(resp.State.Set(ctx, &cfg)...)
+}
+
+func appliedAt(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.UTC().Format(time.RFC3339)
+}
