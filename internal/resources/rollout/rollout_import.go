@@ -11,6 +11,7 @@ import (
 
 	"github.com/gradual-dev/terraform-provider-gradual/internal/fleet"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/fleetattr"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/ignoreattr"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/manifesttype"
 )
 
@@ -39,6 +40,7 @@ type storedConfig struct {
 	HTTPChecks       []storedCheck     `json:"httpChecks,omitempty"`
 	DeletionPolicy   string            `json:"deletionPolicy"`
 	ForceConflicts   bool              `json:"forceConflicts,omitempty"`
+	IgnoreFields     []ignoreattr.Rule `json:"ignoreFields,omitempty"`
 	// NoAdopt is adopt = false (stored negated: records written before adopt existed adopt).
 	NoAdopt bool `json:"noAdopt,omitempty"`
 }
@@ -65,6 +67,9 @@ func (m *Model) configRecord(ctx context.Context) ([]byte, diag.Diagnostics) {
 		Revision: m.Revision.ValueString(), CanaryOptional: m.CanaryOptional.ValueBool(),
 	}
 	diags.Append(m.SensitiveObjects.ElementsAs(ctx, &c.SensitiveObjects, true)...)
+	rules, d := ignoreattr.Rules(ctx, m.IgnoreFields)
+	diags.Append(d...)
+	c.IgnoreFields = rules
 	if !m.Selector.IsNull() {
 		var sel struct {
 			MatchLabels      map[string]string `tfsdk:"match_labels"`
@@ -118,6 +123,9 @@ func (m *Model) fromConfigRecord(ctx context.Context, raw []byte) diag.Diagnosti
 	m.UpdateLimit, m.MaxFailures, m.OnFailure = types.StringValue(c.UpdateLimit), types.StringValue(c.MaxFailures), types.StringValue(c.OnFailure)
 	m.DeletionPolicy, m.ForceConflicts = types.StringValue(c.DeletionPolicy), types.BoolValue(c.ForceConflicts)
 	m.RetryInvalid = types.BoolValue(false)
+	var d diag.Diagnostics
+	m.IgnoreFields, d = ignoreattr.Value(ctx, c.IgnoreFields)
+	diags.Append(d...)
 	m.Adopt = types.BoolValue(!c.NoAdopt)
 	m.Selector = types.ObjectNull(fleetattr.SelectorAttrTypes)
 	if c.HasSelector {

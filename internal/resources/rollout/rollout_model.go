@@ -10,6 +10,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/tfsdk"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
+	"github.com/gradual-dev/terraform-provider-gradual/internal/apply"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/delivery"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/engine"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/fleet"
@@ -17,6 +18,7 @@ import (
 	"github.com/gradual-dev/terraform-provider-gradual/internal/records"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/fleetattr"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/glue"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/ignoreattr"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/manifesttype"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/verifyattr"
 )
@@ -40,6 +42,7 @@ type Model struct {
 	RecordNamespace  types.String       `tfsdk:"record_namespace"`
 	DeletionPolicy   types.String       `tfsdk:"deletion_policy"`
 	ForceConflicts   types.Bool         `tfsdk:"force_conflicts"`
+	IgnoreFields     types.List         `tfsdk:"ignore_fields"`
 	Adopt            types.Bool         `tfsdk:"adopt"`
 	RetryInvalid     types.Bool         `tfsdk:"retry_invalid"`
 	Timeouts         timeouts.Value     `tfsdk:"timeouts"`
@@ -99,6 +102,20 @@ func (m *Model) setSensitiveObjects(ctx context.Context) diag.Diagnostics {
 // TimeoutsValue is the `timeouts` attribute, for glue.Create and glue.Update.
 func (m *Model) TimeoutsValue() timeouts.Value { return m.Timeouts }
 
+// ignore converts `ignore_fields` for drift checks outside plan and apply (Read, the status
+// data source); the paths were validated when they were planned, and one that no longer parses
+// is left out rather than failing a refresh.
+func (m *Model) ignore(ctx context.Context) apply.Ignore {
+	rules, _ := ignoreattr.Rules(ctx, m.IgnoreFields)
+	var out apply.Ignore
+	for _, r := range rules {
+		if ig, err := ignoreattr.Ignore([]ignoreattr.Rule{r}); err == nil {
+			out = append(out, ig...)
+		}
+	}
+	return out
+}
+
 // query converts the cluster-picking attributes.
 func (m *Model) query(ctx context.Context) (fleet.Query, diag.Diagnostics) {
 	return fleetattr.Query(ctx, m.Namespace, m.Selector, m.Clusters)
@@ -123,7 +140,13 @@ func (m *Model) spec(ctx context.Context) (delivery.Spec, diag.Diagnostics) {
 		return spec, diags
 	}
 	spec.Objects = set
-	if spec.Revision, err = set.Revision(); err != nil {
+	rules, d := ignoreattr.Rules(ctx, m.IgnoreFields)
+	diags.Append(d...)
+	if spec.Ignore, err = ignoreattr.Ignore(rules); err != nil {
+		diags.AddAttributeError(pathIgnoreFields, "Invalid Field Path", err.Error())
+		return spec, diags
+	}
+	if spec.Revision, err = set.RevisionWith(ignoreattr.Canonical(rules)); err != nil {
 		diags.AddAttributeError(pathManifests, "Invalid Manifests", err.Error())
 		return spec, diags
 	}

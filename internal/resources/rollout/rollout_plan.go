@@ -20,6 +20,7 @@ import (
 	"github.com/gradual-dev/terraform-provider-gradual/internal/manifest"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/records"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/glue"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/ignoreattr"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/manifesttype"
 )
 
@@ -64,7 +65,7 @@ func (r *rolloutResource) ModifyPlan(ctx context.Context, req resource.ModifyPla
 	if !plan.Namespace.IsUnknown() && !plan.Name.IsUnknown() {
 		plan.ID = types.StringValue(plan.Namespace.ValueString() + "/" + plan.Name.ValueString())
 	}
-	if plan.Manifests.IsUnknown() || plan.Sensitive.IsUnknown() {
+	if plan.Manifests.IsUnknown() || plan.Sensitive.IsUnknown() || !ignoreattr.Known(plan.IgnoreFields) {
 		plan.Revision = types.StringUnknown()
 		r.markObservedUnknown(&plan)
 		resp.Diagnostics.Append(setPlan(ctx, resp, plan)...)

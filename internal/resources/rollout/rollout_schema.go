@@ -22,6 +22,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/fleetattr"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/ignoreattr"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/manifesttype"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/validators"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/verifyattr"
@@ -152,6 +153,7 @@ func (r *rolloutResource) Schema(ctx context.Context, _ resource.SchemaRequest, 
 				Optional: true, Computed: true, Default: booldefault.StaticBool(false),
 				MarkdownDescription: "Take ownership of fields another field manager owns (server-side apply `force`). Default false: such conflicts fail the cluster.",
 			},
+			ignoreattr.Name: ignoreattr.Attribute("`manifests` and `sensitive_manifests`"),
 			"adopt": schema.BoolAttribute{
 				Optional: true, Computed: true, Default: booldefault.StaticBool(true),
 				MarkdownDescription: "Take over objects of `manifests` that already exist in a cluster, made by someone else (kubectl, Helm, …). " +
