@@ -41,6 +41,7 @@ type storedConfig struct {
 	DeletionPolicy   string            `json:"deletionPolicy"`
 	ForceConflicts   bool              `json:"forceConflicts,omitempty"`
 	IgnoreFields     []ignoreattr.Rule `json:"ignoreFields,omitempty"`
+	DefaultNamespace string            `json:"defaultNamespace,omitempty"`
 	// NoAdopt is adopt = false (stored negated: records written before adopt existed adopt).
 	NoAdopt bool `json:"noAdopt,omitempty"`
 }
@@ -70,6 +71,7 @@ func (m *Model) configRecord(ctx context.Context) ([]byte, diag.Diagnostics) {
 	rules, d := ignoreattr.Rules(ctx, m.IgnoreFields)
 	diags.Append(d...)
 	c.IgnoreFields = rules
+	c.DefaultNamespace = m.DefaultNamespace.ValueString()
 	if !m.Selector.IsNull() {
 		var sel struct {
 			MatchLabels      map[string]string `tfsdk:"match_labels"`
@@ -125,6 +127,10 @@ func (m *Model) fromConfigRecord(ctx context.Context, raw []byte) diag.Diagnosti
 	m.RetryInvalid = types.BoolValue(false)
 	var d diag.Diagnostics
 	m.IgnoreFields, d = ignoreattr.Value(ctx, c.IgnoreFields)
+	m.DefaultNamespace = types.StringNull()
+	if c.DefaultNamespace != "" {
+		m.DefaultNamespace = types.StringValue(c.DefaultNamespace)
+	}
 	diags.Append(d...)
 	m.Adopt = types.BoolValue(!c.NoAdopt)
 	m.Selector = types.ObjectNull(fleetattr.SelectorAttrTypes)

@@ -43,6 +43,7 @@ type Model struct {
 	DeletionPolicy   types.String       `tfsdk:"deletion_policy"`
 	ForceConflicts   types.Bool         `tfsdk:"force_conflicts"`
 	IgnoreFields     types.List         `tfsdk:"ignore_fields"`
+	DefaultNamespace types.String       `tfsdk:"default_namespace"`
 	Adopt            types.Bool         `tfsdk:"adopt"`
 	RetryInvalid     types.Bool         `tfsdk:"retry_invalid"`
 	Timeouts         timeouts.Value     `tfsdk:"timeouts"`
@@ -80,13 +81,16 @@ func (m *Model) ReadWriteOnly(ctx context.Context, config tfsdk.Config) diag.Dia
 
 // setSensitiveObjects names the objects of `sensitive_manifests` (identities, never content).
 func (m *Model) setSensitiveObjects(ctx context.Context) diag.Diagnostics {
-	if m.Sensitive.IsUnknown() {
+	if m.Sensitive.IsUnknown() || m.DefaultNamespace.IsUnknown() {
 		m.SensitiveObjects = types.ListUnknown(types.StringType)
 		return nil
 	}
 	keys := []string{}
 	if !m.Sensitive.IsNull() {
 		set, err := manifest.Bundle("", m.Sensitive.ValueString())
+		if err == nil {
+			err = set.DefaultNamespace(m.DefaultNamespace.ValueString())
+		}
 		if err != nil {
 			var diags diag.Diagnostics
 			diags.AddAttributeError(pathSensitive, "Invalid Sensitive Manifests", err.Error())
@@ -135,6 +139,9 @@ func (m *Model) spec(ctx context.Context) (delivery.Spec, diag.Diagnostics) {
 	// Sensitive is null outside plan and apply (Read, Delete): the records keep what the clusters
 	// need, and nothing here needs its content then.
 	set, err := manifest.Bundle(m.Manifests.ValueString(), m.Sensitive.ValueString())
+	if err == nil {
+		err = set.DefaultNamespace(m.DefaultNamespace.ValueString())
+	}
 	if err != nil {
 		diags.AddAttributeError(pathManifests, "Invalid Manifests", err.Error())
 		return spec, diags

@@ -154,6 +154,16 @@ func (r *rolloutResource) Schema(ctx context.Context, _ resource.SchemaRequest, 
 				MarkdownDescription: "Take ownership of fields another field manager owns (server-side apply `force`). Default false: such conflicts fail the cluster.",
 			},
 			ignoreattr.Name: ignoreattr.Attribute("`manifests` and `sensitive_manifests`"),
+			"default_namespace": schema.StringAttribute{
+				Optional: true,
+				MarkdownDescription: "Namespace for the objects of `manifests` and `sensitive_manifests` that name none, as `helm template` " +
+					"and `kubectl kustomize` output often does not (like `kubectl apply -n`). Objects of cluster-scoped kinds stay " +
+					"without one: the built-in ones (Namespace, ClusterRole, CRDs, webhooks, StorageClass, …) and kinds a CRD of the " +
+					"bundle defines with `scope: Cluster`; other custom kinds are taken as namespaced. The namespace must exist in the " +
+					"clusters or be in the bundle. Part of the `revision` (the objects carry it). Without it, a namespaced object " +
+					"without a namespace fails the apply's check, before anything is applied.",
+				Validators: []validator.String{stringvalidator.LengthBetween(1, 63), stringvalidator.RegexMatches(dnsLabel, "must be a DNS label")},
+			},
 			"adopt": schema.BoolAttribute{
 				Optional: true, Computed: true, Default: booldefault.StaticBool(true),
 				MarkdownDescription: "Take over objects of `manifests` that already exist in a cluster, made by someone else (kubectl, Helm, …). " +
