@@ -26,7 +26,7 @@ locals {
 resource "gradual_rollout" "podinfo" {
   name              = "podinfo"
   namespace         = var.namespace
-  clusters          = var.clusters
+  names             = var.clusters
   manifests         = join("\n---\n", [local.kustomize_output, local.helm_output])
   default_namespace = "podinfo"
 

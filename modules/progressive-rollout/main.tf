@@ -11,7 +11,7 @@ resource "gradual_rollout" "this" {
     match_expressions = length(var.selector_expressions) > 0 ? var.selector_expressions : null
   }
   # An empty list stays empty, and the provider refuses it: it must not mean "every Cluster".
-  clusters = var.clusters
+  names = var.clusters
 
   manifests = var.manifests
 

@@ -72,12 +72,7 @@ func (r *assignmentResource) Schema(ctx context.Context, _ resource.SchemaReques
 				PlanModifiers:       []planmodifier.String{stringplanmodifier.RequiresReplace()},
 			},
 			"namespace": fleetattr.ResourceNamespace(),
-			"selector": func() schema.SingleNestedAttribute {
-				s := fleetattr.ResourceSelector("selector")
-				s.Validators = nil
-				s.Required, s.Optional = true, false
-				return s
-			}(),
+			"selector":  fleetattr.RequiredResourceSelector(),
 			"modules": schema.ListNestedAttribute{
 				Required: true,
 				MarkdownDescription: "The bundles to put on every picked cluster. On each cluster they are applied in `depends_on` order " +

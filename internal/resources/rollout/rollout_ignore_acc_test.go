@@ -25,7 +25,7 @@ func ignoreConfig(f *testbed.Fleet, name, version, rules string) string {
 resource "gradual_rollout" %q {
   name      = %q
   namespace = %q
-  clusters  = ["staging-eu-1"]
+  names     = ["staging-eu-1"]
   manifests = <<-EOT
 %s  EOT
   verify = { timeout = "90s" }

@@ -30,7 +30,8 @@ type storedConfig struct {
 	MatchLabels      map[string]string `json:"matchLabels,omitempty"`
 	Expressions      []storedReq       `json:"matchExpressions,omitempty"`
 	HasSelector      bool              `json:"hasSelector,omitempty"`
-	Clusters         []string          `json:"clusters,omitempty"`
+	Clusters         []string          `json:"clusters,omitempty"` // the deprecated `clusters`
+	Names            []string          `json:"names,omitempty"`
 	Canary           []string          `json:"canary,omitempty"`
 	UpdateLimit      string            `json:"updateLimit"`
 	MaxFailures      string            `json:"maxFailures"`
@@ -88,6 +89,7 @@ func (m *Model) configRecord(ctx context.Context) ([]byte, diag.Diagnostics) {
 		}
 	}
 	diags.Append(m.Clusters.ElementsAs(ctx, &c.Clusters, true)...)
+	diags.Append(m.Names.ElementsAs(ctx, &c.Names, true)...)
 	diags.Append(m.Canary.ElementsAs(ctx, &c.Canary, true)...)
 	var verify VerifyModel
 	diags.Append(m.Verify.As(ctx, &verify, basetypesOpts)...)
@@ -142,6 +144,7 @@ func (m *Model) fromConfigRecord(ctx context.Context, raw []byte) diag.Diagnosti
 		m.Selector = fleetattr.FromLabelSelector(ctx, ls)
 	}
 	m.Clusters = stringListOrNull(ctx, c.Clusters)
+	m.Names = stringListOrNull(ctx, c.Names)
 	m.Canary = stringListOrNull(ctx, c.Canary)
 	checks := types.ListNull(types.ObjectType{AttrTypes: httpCheckAttrTypes})
 	if len(c.HTTPChecks) > 0 {

@@ -29,7 +29,8 @@ type Model struct {
 	Name             types.String       `tfsdk:"name"`
 	Namespace        types.String       `tfsdk:"namespace"`
 	Selector         types.Object       `tfsdk:"selector"`
-	Clusters         types.List         `tfsdk:"clusters"`
+	Names            types.List         `tfsdk:"names"`
+	Clusters         types.List         `tfsdk:"clusters"` // deprecated alias of Names
 	Manifests        manifesttype.Value `tfsdk:"manifests"`
 	Sensitive        types.String       `tfsdk:"sensitive_manifests"` // write-only: only from the configuration
 	SensitiveObjects types.List         `tfsdk:"sensitive_objects"`
@@ -122,7 +123,11 @@ func (m *Model) ignore(ctx context.Context) apply.Ignore {
 
 // query converts the cluster-picking attributes.
 func (m *Model) query(ctx context.Context) (fleet.Query, diag.Diagnostics) {
-	return fleetattr.Query(ctx, m.Namespace, m.Selector, m.Clusters)
+	names := m.Names
+	if names.IsNull() {
+		names = m.Clusters
+	}
+	return fleetattr.Query(ctx, m.Namespace, m.Selector, names)
 }
 
 // spec converts the configuration into what delivery needs. The manifests and limits have been

@@ -40,7 +40,7 @@ func TestAccRollout_defaultNamespace(t *testing.T) {
 		ProtoV6ProviderFactories: acctest.ProviderFactories,
 		Steps: []resource.TestStep{
 			{
-				Config: rolloutConfig(f, name, `clusters = ["staging-eu-1"]`, rendered, fmt.Sprintf("default_namespace = %q", name)),
+				Config: rolloutConfig(f, name, `names = ["staging-eu-1"]`, rendered, fmt.Sprintf("default_namespace = %q", name)),
 				ConfigStateChecks: []statecheck.StateCheck{
 					statecheck.ExpectKnownValue("gradual_rollout.test", tfjsonpath.New("revision"), knownvalue.StringExact(revisionOf(t, written))),
 					stateCheck(f, name, "staging-eu-1", "current", revisionOf(t, written)),
@@ -61,7 +61,7 @@ func TestAccRollout_defaultNamespace(t *testing.T) {
 			{
 				// The same objects written with their namespace are the same revision: the plan
 				// updates the configuration only, and the cluster stays current on it.
-				Config: rolloutConfig(f, name, `clusters = ["staging-eu-1"]`, written, ""),
+				Config: rolloutConfig(f, name, `names = ["staging-eu-1"]`, written, ""),
 				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
 					plancheck.ExpectKnownValue("gradual_rollout.test", tfjsonpath.New("revision"), knownvalue.StringExact(revisionOf(t, written))),
 				}},
@@ -70,7 +70,7 @@ func TestAccRollout_defaultNamespace(t *testing.T) {
 			{
 				// Without default_namespace, the rendered objects cannot be applied: the check
 				// before any change names them.
-				Config:      rolloutConfig(f, name, `clusters = ["staging-eu-1"]`, rendered+"---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: extra\n", ""),
+				Config:      rolloutConfig(f, name, `names = ["staging-eu-1"]`, rendered+"---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: extra\n", ""),
 				ExpectError: regexp.MustCompile(`(?s)namespaced\s+kind\s+without\s+metadata\.namespace`),
 			},
 		},

@@ -75,9 +75,18 @@ func (r *rolloutResource) Schema(ctx context.Context, _ resource.SchemaRequest, 
 				PlanModifiers:       []planmodifier.String{stringplanmodifier.RequiresReplace()},
 			},
 			"namespace": fleetattr.ResourceNamespace(),
-			"selector":  fleetattr.ResourceSelector("clusters"),
-			"clusters": fleetattr.ResourceNames("Names of the `Cluster` objects to roll out to, instead of `selector`. " +
-				"A listed cluster that does not exist is skipped with a warning."),
+			"selector":  fleetattr.ResourceSelector("names", "clusters"),
+			"names": func() schema.ListAttribute {
+				a := fleetattr.ResourceNames("Names of the `Cluster` objects to roll out to, instead of `selector` (the attribute " +
+					"the `gradual_clusters` data source has). A listed cluster that does not exist is skipped with a warning.")
+				a.Validators = append(a.Validators, listvalidator.ConflictsWith(path.MatchRoot("clusters")))
+				return a
+			}(),
+			"clusters": func() schema.ListAttribute {
+				a := fleetattr.ResourceNames("Deprecated: the former name of `names`, still accepted.")
+				a.DeprecationMessage = "Use `names` instead: the same list of Cluster names, under the name the gradual_clusters data source uses. `clusters` keeps working until the next major version."
+				return a
+			}(),
 			"manifests": schema.StringAttribute{
 				Optional: true, CustomType: manifesttype.Type{}, PlanModifiers: []planmodifier.String{manifesttype.KeepPriorOnSameRevision()},
 				MarkdownDescription: "Multi-document YAML of the objects to apply to every cluster. Namespaces and CRDs are applied first. " +
