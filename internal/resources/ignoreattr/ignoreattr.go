@@ -154,9 +154,12 @@ func Known(v types.List) bool {
 		return false
 	}
 	for _, e := range v.Elements() {
+		if e.IsUnknown() {
+			return false
+		}
 		o, ok := e.(types.Object)
-		if !ok || o.IsUnknown() {
-			return !ok
+		if !ok {
+			continue
 		}
 		for _, a := range o.Attributes() {
 			if a.IsUnknown() {
