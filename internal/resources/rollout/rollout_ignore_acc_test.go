@@ -76,6 +76,15 @@ func TestAccRollout_ignoreFields(t *testing.T) {
 		ProtoV6ProviderFactories: acctest.ProviderFactories,
 		Steps: []resource.TestStep{
 			{
+				// Paths that do not parse are refused at plan time, before anything exists.
+				Config:      ignoreConfig(f, name, "v1", `ignore_fields = [{ paths = ["spec.replicas"] }]`),
+				ExpectError: regexp.MustCompile(`(?s)Invalid Field Path.*expected\s+'\.'`),
+			},
+			{
+				Config:      ignoreConfig(f, name, "v1", `ignore_fields = [{ kind = "Deployment", paths = [".metadata.name"] }]`),
+				ExpectError: regexp.MustCompile(`(?s)Invalid Field Path.*only\s+labels\s+and\s+annotations`),
+			},
+			{
 				Config: ignoreConfig(f, name, "v1", rules),
 				Check:  expectReplicas(map[string]int32{name: 2, name + "-plain": 2}), // created: the manifest's value
 			},
@@ -119,15 +128,6 @@ func TestAccRollout_ignoreFields(t *testing.T) {
 				Config:             ignoreConfig(f, name, "v2", `ignore_fields = [{ kind = "Deployment", paths = [".spec.replicas", ".spec.paused"] }]`),
 				PlanOnly:           true,
 				ExpectNonEmptyPlan: true,
-			},
-			{
-				// Paths that do not parse are refused at plan time.
-				Config:      ignoreConfig(f, name, "v2", `ignore_fields = [{ paths = ["spec.replicas"] }]`),
-				ExpectError: regexp.MustCompile(`(?s)Invalid Field Path.*expected\s+'\.'`),
-			},
-			{
-				Config:      ignoreConfig(f, name, "v2", `ignore_fields = [{ kind = "Deployment", paths = [".metadata.name"] }]`),
-				ExpectError: regexp.MustCompile(`(?s)Invalid Field Path.*only\s+labels\s+and\s+annotations`),
 			},
 		},
 	})
