@@ -215,7 +215,10 @@ func TestCluster(t *testing.T) {
 		// An ignored field only we own (the ConfigMap's data, which nobody else touched) keeps the
 		// live value instead of being dropped by the API server.
 		data := fieldpath.MustParse(".data.a")
-		dataIgnoring := a.WithIgnore(Ignore{{Kind: "ConfigMap", Name: "settings", Paths: []fieldpath.Path{data}}})
+		dataIgnoring := a.WithIgnore(Ignore{
+			{Kind: "Deployment", Paths: []fieldpath.Path{replicas}},
+			{Kind: "ConfigMap", Name: "settings", Paths: []fieldpath.Path{data}},
+		})
 		if _, err := dataIgnoring.Apply(ctx, bundle("3")); err != nil {
 			t.Fatal(err)
 		}
