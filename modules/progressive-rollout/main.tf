@@ -26,10 +26,12 @@ resource "gradual_rollout" "this" {
     http_checks = length(var.http_checks) > 0 ? var.http_checks : null
   }
 
-  retry_invalid    = var.retry_invalid
-  force_conflicts  = var.force_conflicts
-  deletion_policy  = var.deletion_policy
-  record_namespace = var.record_namespace
+  retry_invalid     = var.retry_invalid
+  force_conflicts   = var.force_conflicts
+  ignore_fields     = var.ignore_fields
+  default_namespace = var.default_namespace
+  deletion_policy   = var.deletion_policy
+  record_namespace  = var.record_namespace
 
   timeouts = var.timeouts
 }
