@@ -67,6 +67,8 @@ type Applier struct {
 	applier *ssa.ResourceManager
 	// reader waits, compares and deletes with the plain client.
 	reader *ssa.ResourceManager
+	// ignore names the fields left to other controllers (see WithIgnore).
+	ignore Ignore
 }
 
 // New builds an Applier for the cluster cfg reaches. It makes no request: API discovery

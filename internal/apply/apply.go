@@ -65,7 +65,11 @@ func (a *Applier) Apply(ctx context.Context, objs []*unstructured.Unstructured) 
 	if err := a.Check(ctx, objs); err != nil {
 		return res, err
 	}
-	definitions, resources := Stages(copies(objs))
+	objs = copies(objs)
+	if err := a.keepIgnored(ctx, objs); err != nil {
+		return res, err
+	}
+	definitions, resources := Stages(objs)
 	opts := ssa.DefaultApplyOptions()
 	opts.Force = a.opts.RecreateImmutable
 	opts.WaitInterval = a.opts.PollInterval

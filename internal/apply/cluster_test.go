@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/gradual-dev/terraform-provider-gradual/internal/fieldpath"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/testbed"
 )
 
@@ -175,6 +176,78 @@ func TestCluster(t *testing.T) {
 		expectActions(t, res, map[string]Action{
 			"Namespace apply-demo": Unchanged, "ConfigMap apply-demo/settings": Configured, "Deployment apply-demo/web": Unchanged,
 		})
+	})
+
+	t.Run("ignored fields: another manager's replicas stay, no drift; an ignored field nobody else owns keeps its live value", func(t *testing.T) {
+		replicas := fieldpath.MustParse(".spec.replicas")
+		ignoring := a.WithIgnore(Ignore{{Kind: "Deployment", Paths: []fieldpath.Path{replicas}}})
+		// an HPA: a server-side apply of .spec.replicas by another field manager
+		hpa := deploymentObj(ns, "web", 0, nil, 0)
+		hpa.Object["spec"] = map[string]any{"replicas": int64(4)}
+		if err := kube.Patch(ctx, hpa, client.Apply, client.FieldOwner("hpa-controller"), client.ForceOwnership); err != nil {
+			t.Fatal(err)
+		}
+		if drift, err := ignoring.Drift(ctx, bundle("2")); err != nil || len(drift) != 0 {
+			t.Errorf("Drift ignoring .spec.replicas = %v, %v; want none", drift, err)
+		}
+		if drift, err := a.Drift(ctx, bundle("2")); err != nil || len(drift) != 1 || drift[0].String() != "Deployment apply-demo/web: modified (.spec.replicas)" {
+			t.Errorf("Drift not ignoring = %v, %v; want .spec.replicas modified", drift, err)
+		}
+		next := bundle("2")
+		next[2].SetAnnotations(map[string]string{"changed": "yes"})
+		if _, err := ignoring.Apply(ctx, next); err != nil {
+			t.Fatalf("apply leaving .spec.replicas to its owner must not conflict: %v", err)
+		}
+		live := deploymentObj(ns, "web", 0, nil, 0)
+		if err := kube.Get(ctx, client.ObjectKeyFromObject(live), live); err != nil {
+			t.Fatal(err)
+		}
+		if r, _, _ := unstructured.NestedInt64(live.Object, "spec", "replicas"); r != 4 || live.GetAnnotations()["changed"] != "yes" {
+			t.Errorf("after apply replicas = %d (want 4, the HPA's), annotations = %v (want changed=yes)", r, live.GetAnnotations())
+		}
+		// The field another manager set is no longer ours: the HPA alone owns it.
+		for _, mf := range live.GetManagedFields() {
+			if mf.Manager == a.FieldManager() && mf.FieldsV1 != nil && strings.Contains(mf.FieldsV1.GetRawString(), `"f:replicas"`) {
+				t.Errorf("%s still owns .spec.replicas: %s", mf.Manager, mf.FieldsV1.GetRawString())
+			}
+		}
+
+		// An ignored field only we own (the ConfigMap's data, which nobody else touched) keeps the
+		// live value instead of being dropped by the API server.
+		data := fieldpath.MustParse(".data.a")
+		dataIgnoring := a.WithIgnore(Ignore{
+			{Kind: "Deployment", Paths: []fieldpath.Path{replicas}},
+			{Kind: "ConfigMap", Name: "settings", Paths: []fieldpath.Path{data}},
+		})
+		if _, err := dataIgnoring.Apply(ctx, bundle("3")); err != nil {
+			t.Fatal(err)
+		}
+		cm := configMap(ns, "settings", nil)
+		if err := kube.Get(ctx, client.ObjectKeyFromObject(cm), cm); err != nil {
+			t.Fatal(err)
+		}
+		if v, _, _ := unstructured.NestedString(cm.Object, "data", "a"); v != "2" {
+			t.Errorf("ignored .data.a = %q, want the live value \"2\" kept", v)
+		}
+		// Without the rule, the HPA's server-side apply is a conflict; forced, apply takes the
+		// replicas back (and the later subtests start from the bundle as applied).
+		var ce *ConflictError
+		if _, err := a.Apply(ctx, bundle("2")); !errors.As(err, &ce) || len(ce.Conflicts) != 1 || ce.Conflicts[0].Manager != "hpa-controller" {
+			t.Fatalf("apply without the rule: err = %v, want a conflict with hpa-controller", err)
+		}
+		forced, err := New(cfg, Options{ForceConflicts: true, PollInterval: time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := forced.Apply(ctx, bundle("2")); err != nil {
+			t.Fatal(err)
+		}
+		if err := kube.Get(ctx, client.ObjectKeyFromObject(live), live); err != nil {
+			t.Fatal(err)
+		}
+		if r, _, _ := unstructured.NestedInt64(live.Object, "spec", "replicas"); r != 2 {
+			t.Errorf("after an apply without the rule replicas = %d, want 2", r)
+		}
 	})
 
 	t.Run("prune deletes what the bundle dropped, keeps what says so", func(t *testing.T) {

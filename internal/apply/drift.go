@@ -72,6 +72,13 @@ func (a *Applier) Drift(ctx context.Context, objs []*unstructured.Unstructured) 
 			case ssa.CreatedAction:
 				found[i] = &Drift{Object: ref, State: Missing}
 			case ssa.ConfiguredAction:
+				if paths := a.ignore.pathsFor(obj); len(paths) > 0 {
+					// ssa compared everything; only what is not ignored counts.
+					live, merged = withoutIgnored(paths, live, merged)
+					if equality.Semantic.DeepEqual(driftView(live), driftView(merged)) {
+						return nil
+					}
+				}
 				found[i] = &Drift{Object: ref, State: Modified, Fields: changedFields(live, merged)}
 			}
 			return nil

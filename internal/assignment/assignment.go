@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/gradual-dev/terraform-provider-gradual/internal/apply"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/delivery"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/engine"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/manifest"
@@ -54,6 +55,8 @@ type Spec struct {
 	Policy  engine.Policy
 	// Orphan leaves the objects of clusters that stop matching (and on destroy).
 	Orphan bool
+	// Ignore names fields left to other controllers in every module (ignore_fields).
+	Ignore apply.Ignore
 }
 
 // ModuleKey is the records key of one module of the assignment. Assignment and module names
@@ -66,7 +69,7 @@ func (s Spec) ModuleKey(module string) records.Key {
 func (s Spec) moduleSpec(m Module) delivery.Spec {
 	return delivery.Spec{
 		Key: s.ModuleKey(m.Name), ClusterNamespace: s.ClusterNamespace, RecordNamespace: s.RecordNamespace,
-		Objects: m.Objects, Revision: m.Revision, Policy: s.Policy,
+		Objects: m.Objects, Revision: m.Revision, Policy: s.Policy, Ignore: s.Ignore,
 	}
 }
 

@@ -35,7 +35,7 @@ func Observe(ctx context.Context, svc *delivery.Service, q fleet.Query, spec Spe
 	obs := &Observation{Bindings: bindings, Modules: map[string]*delivery.Observation{}, Skipped: map[string]string{}}
 	var picked map[string]bool
 	for _, m := range spec.Modules {
-		o, err := svc.Observe(ctx, q, spec.ModuleKey(m.Name), spec.RecordNamespace, drift && spec.Mode == Reconcile)
+		o, err := svc.Observe(ctx, q, spec.ModuleKey(m.Name), spec.RecordNamespace, drift && spec.Mode == Reconcile, spec.Ignore...)
 		if err != nil {
 			return nil, err
 		}

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gradual-dev/terraform-provider-gradual/internal/apply"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/engine"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/fleet"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/manifest"
@@ -26,6 +27,9 @@ type Spec struct {
 	Policy           engine.Policy
 	ForceConflicts   bool
 	HTTPChecks       []HTTPCheck
+	// Ignore names fields left to other controllers (ignore_fields): apply leaves them to
+	// their owners and drift does not count them (see apply.Applier.WithIgnore).
+	Ignore apply.Ignore
 	// Retry applies the revision even when it is recorded invalid.
 	Retry bool
 }

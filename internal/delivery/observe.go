@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/gradual-dev/terraform-provider-gradual/internal/apply"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/engine"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/fleet"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/manifest"
@@ -17,8 +18,9 @@ import (
 // Observe reads what the picked clusters and the records say about the rollout key: each
 // eligible cluster's recorded revisions and, with drift, whether its live objects still match
 // the current revision. A cluster that cannot be read is reported as skipped, with the reason,
-// so one broken cluster does not block planning for the fleet.
-func (s *Service) Observe(ctx context.Context, q fleet.Query, key records.Key, recordNamespace string, drift bool) (*Observation, error) {
+// so one broken cluster does not block planning for the fleet. Drift leaves out the fields
+// ignore names (the rollout's ignore_fields).
+func (s *Service) Observe(ctx context.Context, q fleet.Query, key records.Key, recordNamespace string, drift bool, ignore ...apply.IgnoreRule) (*Observation, error) {
 	found, err := s.mgmt.Discover(ctx, q)
 	if err != nil {
 		return nil, err
@@ -54,7 +56,7 @@ func (s *Service) Observe(ctx context.Context, q fleet.Query, key records.Key, r
 	results := make(map[string]seen, len(eligible))
 	var mu sync.Mutex
 	errs := s.forEach(ctx, eligible, func(ctx context.Context, name string) error {
-		rec, st, err := s.observeCluster(ctx, q.Namespace, name, key, recordNamespace, drift)
+		rec, st, err := s.observeCluster(ctx, q.Namespace, name, key, recordNamespace, drift, ignore)
 		if err != nil {
 			return err
 		}
@@ -130,11 +132,12 @@ func (s *Service) placedElsewhere(ctx context.Context, namespace string, placed 
 }
 
 // observeCluster reads one cluster's records of key (and its drift).
-func (s *Service) observeCluster(ctx context.Context, namespace, name string, key records.Key, recordNamespace string, drift bool) (engine.TargetRecord, ClusterState, error) {
+func (s *Service) observeCluster(ctx context.Context, namespace, name string, key records.Key, recordNamespace string, drift bool, ignore apply.Ignore) (engine.TargetRecord, ClusterState, error) {
 	c, err := s.cluster(ctx, namespace, name, false)
 	if err != nil {
 		return engine.TargetRecord{}, ClusterState{}, err
 	}
+	c = c.ignoring(ignore)
 	store := records.NewWorkloadStore(c.client, recordNamespace)
 	load := store.Summary // revisions and states only: enough to plan
 	if drift {

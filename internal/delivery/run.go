@@ -80,7 +80,7 @@ func (s *Service) Run(ctx context.Context, req RunRequest) (_ *RunResult, err er
 	ctx = runCtx // cancelled, with the reason, if the Lease is lost
 	defer func() { err = LeaseLost(runCtx, err, "Rollout "+spec.Key.Describe()) }()
 
-	obs, err := s.Observe(ctx, req.Query, spec.Key, spec.RecordNamespace, false)
+	obs, err := s.Observe(ctx, req.Query, spec.Key, spec.RecordNamespace, false, spec.Ignore...)
 	if err != nil {
 		return nil, err
 	}
@@ -164,7 +164,7 @@ func (s *Service) Run(ctx context.Context, req RunRequest) (_ *RunResult, err er
 			return nil, fmt.Errorf("clear the ledger entry of %s: %w", spec.Revision, err)
 		}
 	}
-	after, oerr := s.Observe(tail, req.Query, spec.Key, spec.RecordNamespace, false)
+	after, oerr := s.Observe(tail, req.Query, spec.Key, spec.RecordNamespace, false, spec.Ignore...)
 	if oerr != nil {
 		after = obs
 	}
@@ -206,7 +206,7 @@ func (s *Service) driftedOf(ctx context.Context, spec Spec, targets []engine.Tar
 		if err != nil {
 			return err
 		}
-		drifts, err := c.applier.Drift(ctx, spec.Objects.Objects)
+		drifts, err := c.ignoring(spec.Ignore).applier.Drift(ctx, spec.Objects.Objects)
 		if err == nil && len(drifts) > 0 {
 			mu.Lock()
 			out[name] = true

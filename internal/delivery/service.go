@@ -72,6 +72,18 @@ type objectApplier interface {
 	Revert(ctx context.Context, saved []*unstructured.Unstructured) error
 }
 
+// ignoring returns c with an applier that leaves the fields ig names alone; c itself, shared
+// by every rollout that reaches the cluster, stays as it is. Fakes are returned unchanged.
+func (c *conn) ignoring(ig apply.Ignore) *conn {
+	a, ok := c.applier.(*apply.Applier)
+	if !ok || len(ig) == 0 {
+		return c
+	}
+	out := *c
+	out.applier = a.WithIgnore(ig)
+	return &out
+}
+
 // connRecheck is how long a cluster's clients are used without reading its kubeconfig Secret
 // again. A wave calls on each cluster several times (record, apply, verify, record); reading the
 // Secret each time would cost the management cluster four requests per cluster and wave.

@@ -66,7 +66,7 @@ func (w *world) conn(ctx context.Context, target string) (*conn, *records.Worklo
 	if err != nil {
 		return nil, nil, err // classified by the caller's retry: a deleted Secret makes it gone
 	}
-	return c, records.NewWorkloadStore(c.client, w.spec.RecordNamespace), nil
+	return c.ignoring(w.spec.Ignore), records.NewWorkloadStore(c.client, w.spec.RecordNamespace), nil
 }
 
 // objectsOf returns the objects of revision on target: the desired ones, or a revision the

@@ -234,7 +234,7 @@ func (e *env) run() runResult {
 	ctx := context.Background()
 	var targets []engine.Target
 	for _, name := range e.names {
-		rec, _, err := e.svc.observeCluster(ctx, e.spec.ClusterNamespace, name, e.spec.Key, e.spec.RecordNamespace, false)
+		rec, _, err := e.svc.observeCluster(ctx, e.spec.ClusterNamespace, name, e.spec.Key, e.spec.RecordNamespace, false, nil)
 		if err != nil {
 			e.t.Fatalf("observe %s: %v", name, err)
 		}

@@ -138,6 +138,24 @@ func (s *Set) Revision() (string, error) {
 	return hex.EncodeToString(sum[:])[:RevisionLength], nil
 }
 
+// RevisionWith names the set together with settings that change what applying it does (the
+// canonical form of ignore_fields): the same objects with other settings are another revision.
+// With no settings it is Revision, so bundles without such settings keep their names.
+func (s *Set) RevisionWith(settings []byte) (string, error) {
+	if len(settings) == 0 {
+		return s.Revision()
+	}
+	canonical, err := s.Canonical()
+	if err != nil {
+		return "", err
+	}
+	h := sha256.New()
+	h.Write(canonical)
+	h.Write([]byte{0})
+	h.Write(settings)
+	return hex.EncodeToString(h.Sum(nil))[:RevisionLength], nil
+}
+
 // Revision parses text and returns its revision name.
 func Revision(text string) (string, error) {
 	set, err := Parse(text)

@@ -143,3 +143,20 @@ func TestCanonicalRoundTrip(t *testing.T) {
 		t.Fatal("garbage accepted")
 	}
 }
+
+func TestRevisionWith(t *testing.T) {
+	set, err := Parse("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a, namespace: x}\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain, _ := set.Revision()
+	none, _ := set.RevisionWith(nil)
+	a, _ := set.RevisionWith([]byte(`[{"paths":[".spec.replicas"]}]`))
+	b, _ := set.RevisionWith([]byte(`[{"paths":[".spec.paused"]}]`))
+	if none != plain {
+		t.Errorf("RevisionWith(nil) = %s, want the plain revision %s", none, plain)
+	}
+	if a == plain || a == b || len(a) != RevisionLength {
+		t.Errorf("revisions with settings: %s, %s (plain %s): want distinct names of %d digits", a, b, plain, RevisionLength)
+	}
+}

@@ -11,7 +11,7 @@ resource "gradual_rollout" "this" {
     match_expressions = length(var.selector_expressions) > 0 ? var.selector_expressions : null
   }
   # An empty list stays empty, and the provider refuses it: it must not mean "every Cluster".
-  clusters = var.clusters
+  names = var.clusters
 
   manifests = var.manifests
 
@@ -26,10 +26,12 @@ resource "gradual_rollout" "this" {
     http_checks = length(var.http_checks) > 0 ? var.http_checks : null
   }
 
-  retry_invalid    = var.retry_invalid
-  force_conflicts  = var.force_conflicts
-  deletion_policy  = var.deletion_policy
-  record_namespace = var.record_namespace
+  retry_invalid     = var.retry_invalid
+  force_conflicts   = var.force_conflicts
+  ignore_fields     = var.ignore_fields
+  default_namespace = var.default_namespace
+  deletion_policy   = var.deletion_policy
+  record_namespace  = var.record_namespace
 
   timeouts = var.timeouts
 }

@@ -171,6 +171,23 @@ variable "force_conflicts" {
   nullable    = false
 }
 
+variable "ignore_fields" {
+  description = "Fields other controllers own (an HPA's `.spec.replicas`), left to them by apply and drift detection: rules of optional `kind`, `namespace`, `name` and the `paths`."
+  type = list(object({
+    kind      = optional(string)
+    namespace = optional(string)
+    name      = optional(string)
+    paths     = list(string)
+  }))
+  default = null
+}
+
+variable "default_namespace" {
+  description = "Namespace for namespaced objects of `manifests` that name none (typical `helm template` output)."
+  type        = string
+  default     = null
+}
+
 variable "deletion_policy" {
   description = "On destroy: `delete` removes the applied objects from every cluster (in waves); `orphan` leaves them and removes only the records."
   type        = string

@@ -13,6 +13,13 @@ resource "gradual_rollout" "ingress" {
   max_failures = "0"
   on_failure   = "rollback" # restore every cluster this apply changed when a wave fails
 
+  # The HPA owns the controller's replicas, cert-manager the webhook's CA bundle: apply leaves
+  # them to their owners and drift detection does not count them.
+  ignore_fields = [
+    { kind = "Deployment", name = "ingress-controller", paths = [".spec.replicas"] },
+    { kind = "ValidatingWebhookConfiguration", paths = [".webhooks[*].clientConfig.caBundle"] },
+  ]
+
   verify = {
     timeout   = "5m"
     bake_time = "30s"

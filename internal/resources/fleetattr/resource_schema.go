@@ -17,13 +17,14 @@ func ResourceNamespace() schema.StringAttribute {
 	}
 }
 
-// ResourceSelector is the `selector` attribute for resources; namesAttr is the attribute it
-// conflicts with.
-func ResourceSelector(namesAttr string) schema.SingleNestedAttribute {
+// ResourceSelector is the optional `selector` attribute for resources that can also pick
+// clusters by name; namesAttrs are the attributes it conflicts with (`names`, and a deprecated
+// alias).
+func ResourceSelector(namesAttrs ...string) schema.SingleNestedAttribute {
 	return schema.SingleNestedAttribute{
 		Optional:            true,
 		MarkdownDescription: selectorDescription,
-		Validators:          selectorValidators(namesAttr),
+		Validators:          selectorValidators(namesAttrs...),
 		Attributes: map[string]schema.Attribute{
 			"match_labels": schema.MapAttribute{
 				Optional: true, ElementType: types.StringType,
@@ -41,6 +42,15 @@ func ResourceSelector(namesAttr string) schema.SingleNestedAttribute {
 			},
 		},
 	}
+}
+
+// RequiredResourceSelector is the `selector` of resources that pick clusters by labels only.
+func RequiredResourceSelector() schema.SingleNestedAttribute {
+	s := ResourceSelector()
+	s.Validators = nil
+	s.Required, s.Optional = true, false
+	s.MarkdownDescription = requiredSelectorDescription
+	return s
 }
 
 // ResourceNames is the list-of-cluster-names attribute for resources.

@@ -18,6 +18,7 @@ import (
 const (
 	namespaceDescription        = "Namespace of the Cluster API `Cluster` objects in the management cluster."
 	selectorDescription         = "Label selector over the `Cluster` objects, as in Kubernetes: `match_labels` and `match_expressions` are ANDed. Conflicts with `names`. With neither, every Cluster in the namespace is picked."
+	requiredSelectorDescription = "Label selector over the `Cluster` objects, as in Kubernetes: `match_labels` and `match_expressions` are ANDed. An empty selector (`{}`) picks every Cluster in the namespace."
 	namesDescription            = "Names of the `Cluster` objects to pick. Conflicts with `selector`. Names that do not exist give a warning. " + emptyNamesDescription
 	emptyNamesDescription       = "An empty list is an error, not \"no filter\": leave the attribute out instead."
 	matchLabelsDescription      = "Labels the Cluster must carry, key to value."
@@ -31,9 +32,16 @@ func namespaceValidators() []validator.String {
 	return []validator.String{stringvalidator.LengthBetween(1, 63)}
 }
 
-// selectorValidators: namesAttr is the attribute the selector conflicts with.
-func selectorValidators(namesAttr string) []validator.Object {
-	return []validator.Object{objectvalidator.ConflictsWith(path.MatchRoot(namesAttr))}
+// selectorValidators: namesAttrs are the attributes the selector conflicts with.
+func selectorValidators(namesAttrs ...string) []validator.Object {
+	if len(namesAttrs) == 0 {
+		return nil
+	}
+	paths := make([]path.Expression, len(namesAttrs))
+	for i, a := range namesAttrs {
+		paths[i] = path.MatchRoot(a)
+	}
+	return []validator.Object{objectvalidator.ConflictsWith(paths...)}
 }
 
 func matchLabelsValidators() []validator.Map {

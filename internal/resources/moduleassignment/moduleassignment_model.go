@@ -17,6 +17,7 @@ import (
 	"github.com/gradual-dev/terraform-provider-gradual/internal/manifest"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/records"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/fleetattr"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/ignoreattr"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/lifecycle"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/manifesttype"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/verifyattr"
@@ -35,6 +36,7 @@ type Model struct {
 	Verify          types.Object   `tfsdk:"verify"`
 	DeletionPolicy  types.String   `tfsdk:"deletion_policy"`
 	Adopt           types.Bool     `tfsdk:"adopt"`
+	IgnoreFields    types.List     `tfsdk:"ignore_fields"`
 	RecordNamespace types.String   `tfsdk:"record_namespace"`
 	Timeouts        timeouts.Value `tfsdk:"timeouts"`
 	Revisions       types.Map      `tfsdk:"revisions"`
@@ -164,12 +166,19 @@ func (m *Model) spec(ctx context.Context) (assignment.Spec, diag.Diagnostics) {
 	if diags.HasError() {
 		return spec, diags
 	}
+	rules, d := ignoreattr.Rules(ctx, m.IgnoreFields)
+	diags.Append(d...)
+	var err error
+	if spec.Ignore, err = ignoreattr.Ignore(rules); err != nil {
+		diags.AddAttributeError(pathModules.ParentPath().AtName(ignoreattr.Name), "Invalid Field Path", err.Error())
+		return spec, diags
+	}
 	var list []assignment.Module
 	for i, mm := range mods {
 		mod := assignment.Module{Name: mm.Name.ValueString(), Version: mm.Version.ValueString()}
 		set, err := manifest.Bundle(mm.Manifests.ValueString(), m.sensitive[mod.Name])
 		if err == nil {
-			mod.Revision, err = set.Revision()
+			mod.Revision, err = set.RevisionWith(ignoreattr.Canonical(rules))
 		}
 		if err != nil {
 			diags.AddAttributeError(pathModules.AtListIndex(i).AtName("manifests"), "Invalid Manifests", err.Error())
@@ -278,7 +287,8 @@ type storedConfig struct {
 	BakeTime       string              `json:"bakeTime"`
 	DeletionPolicy string              `json:"deletionPolicy"`
 	// NoAdopt is adopt = false (stored negated: records written before adopt existed adopt).
-	NoAdopt bool `json:"noAdopt,omitempty"`
+	NoAdopt      bool              `json:"noAdopt,omitempty"`
+	IgnoreFields []ignoreattr.Rule `json:"ignoreFields,omitempty"`
 }
 
 type storedModule struct {
@@ -316,6 +326,8 @@ func (m *Model) configRecord(ctx context.Context) ([]byte, diag.Diagnostics) {
 	var verify VerifyModel
 	diags.Append(m.Verify.As(ctx, &verify, objectOpts)...)
 	c.VerifyTimeout, c.BakeTime = verify.Timeout.ValueString(), verify.BakeTime.ValueString()
+	c.IgnoreFields, d = ignoreattr.Rules(ctx, m.IgnoreFields)
+	diags.Append(d...)
 	raw, err := json.Marshal(c)
 	if err != nil {
 		diags.AddError("Cannot Record Configuration", err.Error())
@@ -354,6 +366,9 @@ func (m *Model) fromConfigRecord(ctx context.Context, raw []byte) diag.Diagnosti
 	m.Mode, m.UpdateLimit, m.MaxFailures = types.StringValue(c.Mode), types.StringValue(c.UpdateLimit), types.StringValue(c.MaxFailures)
 	m.DeletionPolicy = types.StringValue(c.DeletionPolicy)
 	m.Adopt = types.BoolValue(!c.NoAdopt)
+	var d diag.Diagnostics
+	m.IgnoreFields, d = ignoreattr.Value(ctx, c.IgnoreFields)
+	diags.Append(d...)
 	m.Verify = types.ObjectValueMust(verifyAttrTypes, map[string]attr.Value{"timeout": types.StringValue(c.VerifyTimeout), "bake_time": types.StringValue(c.BakeTime)})
 	return diags
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/gradual-dev/terraform-provider-gradual/internal/assignment"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/delivery"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/diagnostics"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/ignoreattr"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/lifecycle"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/manifesttype"
 )
@@ -257,7 +258,7 @@ func onlyEligible(apply map[string][]string, eligible []string) map[string][]str
 func (m *Model) known() bool {
 	return !m.Namespace.IsUnknown() && !m.Name.IsUnknown() && !m.Selector.IsUnknown() && !m.Modules.IsUnknown() &&
 		!m.Mode.IsUnknown() && !m.UpdateLimit.IsUnknown() && !m.MaxFailures.IsUnknown() && !m.Verify.IsUnknown() &&
-		!m.RecordNamespace.IsUnknown() && !m.DeletionPolicy.IsUnknown() && m.modulesKnown()
+		!m.RecordNamespace.IsUnknown() && !m.DeletionPolicy.IsUnknown() && m.modulesKnown() && ignoreattr.Known(m.IgnoreFields)
 }
 
 func (m *Model) modulesKnown() bool {

@@ -18,6 +18,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/fleetattr"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/ignoreattr"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/manifesttype"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/validators"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/verifyattr"
@@ -69,12 +70,7 @@ func (r *assignmentResource) Schema(ctx context.Context, _ resource.SchemaReques
 				PlanModifiers:       []planmodifier.String{stringplanmodifier.RequiresReplace()},
 			},
 			"namespace": fleetattr.ResourceNamespace(),
-			"selector": func() schema.SingleNestedAttribute {
-				s := fleetattr.ResourceSelector("selector")
-				s.Validators = nil
-				s.Required, s.Optional = true, false
-				return s
-			}(),
+			"selector":  fleetattr.RequiredResourceSelector(),
 			"modules": schema.ListNestedAttribute{
 				Required: true,
 				MarkdownDescription: "The bundles to put on every picked cluster. On each cluster they are applied in `depends_on` order " +
@@ -141,6 +137,7 @@ func (r *assignmentResource) Schema(ctx context.Context, _ resource.SchemaReques
 				MarkdownDescription: "For clusters that stop matching, modules removed from `modules`, and destroy: `delete` removes the applied objects; `orphan` leaves them and removes only the records. Default `delete`.",
 				Validators:          []validator.String{stringvalidator.OneOf("delete", "orphan")},
 			},
+			ignoreattr.Name: ignoreattr.Attribute("every module's `manifests`"),
 			"adopt": schema.BoolAttribute{
 				Optional: true, Computed: true, Default: booldefault.StaticBool(true),
 				MarkdownDescription: "Take over objects of the modules that already exist in a cluster, made by someone else (kubectl, Helm, …): they are recorded as adopted before the first apply and never deleted by the assignment (a failed first revision puts them back as they were; removal gives them back to their other field managers). `false` refuses, at plan time, a cluster where such an object exists. Default `true`.",

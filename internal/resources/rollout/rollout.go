@@ -12,9 +12,10 @@ import (
 )
 
 var (
-	pathManifests = path.Root("manifests")
-	pathSensitive = path.Root("sensitive_manifests")
-	pathOnFailure = path.Root("on_failure")
+	pathManifests    = path.Root("manifests")
+	pathSensitive    = path.Root("sensitive_manifests")
+	pathIgnoreFields = path.Root("ignore_fields")
+	pathOnFailure    = path.Root("on_failure")
 )
 
 // New returns the resource.

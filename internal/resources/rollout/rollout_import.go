@@ -11,6 +11,7 @@ import (
 
 	"github.com/gradual-dev/terraform-provider-gradual/internal/fleet"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/fleetattr"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/ignoreattr"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/manifesttype"
 )
 
@@ -29,7 +30,8 @@ type storedConfig struct {
 	MatchLabels      map[string]string `json:"matchLabels,omitempty"`
 	Expressions      []storedReq       `json:"matchExpressions,omitempty"`
 	HasSelector      bool              `json:"hasSelector,omitempty"`
-	Clusters         []string          `json:"clusters,omitempty"`
+	Clusters         []string          `json:"clusters,omitempty"` // the deprecated `clusters`
+	Names            []string          `json:"names,omitempty"`
 	Canary           []string          `json:"canary,omitempty"`
 	UpdateLimit      string            `json:"updateLimit"`
 	MaxFailures      string            `json:"maxFailures"`
@@ -39,6 +41,8 @@ type storedConfig struct {
 	HTTPChecks       []storedCheck     `json:"httpChecks,omitempty"`
 	DeletionPolicy   string            `json:"deletionPolicy"`
 	ForceConflicts   bool              `json:"forceConflicts,omitempty"`
+	IgnoreFields     []ignoreattr.Rule `json:"ignoreFields,omitempty"`
+	DefaultNamespace string            `json:"defaultNamespace,omitempty"`
 	// NoAdopt is adopt = false (stored negated: records written before adopt existed adopt).
 	NoAdopt bool `json:"noAdopt,omitempty"`
 }
@@ -65,6 +69,10 @@ func (m *Model) configRecord(ctx context.Context) ([]byte, diag.Diagnostics) {
 		Revision: m.Revision.ValueString(), CanaryOptional: m.CanaryOptional.ValueBool(),
 	}
 	diags.Append(m.SensitiveObjects.ElementsAs(ctx, &c.SensitiveObjects, true)...)
+	rules, d := ignoreattr.Rules(ctx, m.IgnoreFields)
+	diags.Append(d...)
+	c.IgnoreFields = rules
+	c.DefaultNamespace = m.DefaultNamespace.ValueString()
 	if !m.Selector.IsNull() {
 		var sel struct {
 			MatchLabels      map[string]string `tfsdk:"match_labels"`
@@ -81,6 +89,7 @@ func (m *Model) configRecord(ctx context.Context) ([]byte, diag.Diagnostics) {
 		}
 	}
 	diags.Append(m.Clusters.ElementsAs(ctx, &c.Clusters, true)...)
+	diags.Append(m.Names.ElementsAs(ctx, &c.Names, true)...)
 	diags.Append(m.Canary.ElementsAs(ctx, &c.Canary, true)...)
 	var verify VerifyModel
 	diags.Append(m.Verify.As(ctx, &verify, basetypesOpts)...)
@@ -118,6 +127,13 @@ func (m *Model) fromConfigRecord(ctx context.Context, raw []byte) diag.Diagnosti
 	m.UpdateLimit, m.MaxFailures, m.OnFailure = types.StringValue(c.UpdateLimit), types.StringValue(c.MaxFailures), types.StringValue(c.OnFailure)
 	m.DeletionPolicy, m.ForceConflicts = types.StringValue(c.DeletionPolicy), types.BoolValue(c.ForceConflicts)
 	m.RetryInvalid = types.BoolValue(false)
+	var d diag.Diagnostics
+	m.IgnoreFields, d = ignoreattr.Value(ctx, c.IgnoreFields)
+	m.DefaultNamespace = types.StringNull()
+	if c.DefaultNamespace != "" {
+		m.DefaultNamespace = types.StringValue(c.DefaultNamespace)
+	}
+	diags.Append(d...)
 	m.Adopt = types.BoolValue(!c.NoAdopt)
 	m.Selector = types.ObjectNull(fleetattr.SelectorAttrTypes)
 	if c.HasSelector {
@@ -128,6 +144,7 @@ func (m *Model) fromConfigRecord(ctx context.Context, raw []byte) diag.Diagnosti
 		m.Selector = fleetattr.FromLabelSelector(ctx, ls)
 	}
 	m.Clusters = stringListOrNull(ctx, c.Clusters)
+	m.Names = stringListOrNull(ctx, c.Names)
 	m.Canary = stringListOrNull(ctx, c.Canary)
 	checks := types.ListNull(types.ObjectType{AttrTypes: httpCheckAttrTypes})
 	if len(c.HTTPChecks) > 0 {

@@ -10,12 +10,14 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/tfsdk"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
+	"github.com/gradual-dev/terraform-provider-gradual/internal/apply"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/delivery"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/engine"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/fleet"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/manifest"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/records"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/fleetattr"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/ignoreattr"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/lifecycle"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/manifesttype"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/verifyattr"
@@ -27,7 +29,8 @@ type Model struct {
 	Name             types.String       `tfsdk:"name"`
 	Namespace        types.String       `tfsdk:"namespace"`
 	Selector         types.Object       `tfsdk:"selector"`
-	Clusters         types.List         `tfsdk:"clusters"`
+	Names            types.List         `tfsdk:"names"`
+	Clusters         types.List         `tfsdk:"clusters"` // deprecated alias of Names
 	Manifests        manifesttype.Value `tfsdk:"manifests"`
 	Sensitive        types.String       `tfsdk:"sensitive_manifests"` // write-only: only from the configuration
 	SensitiveObjects types.List         `tfsdk:"sensitive_objects"`
@@ -40,6 +43,8 @@ type Model struct {
 	RecordNamespace  types.String       `tfsdk:"record_namespace"`
 	DeletionPolicy   types.String       `tfsdk:"deletion_policy"`
 	ForceConflicts   types.Bool         `tfsdk:"force_conflicts"`
+	IgnoreFields     types.List         `tfsdk:"ignore_fields"`
+	DefaultNamespace types.String       `tfsdk:"default_namespace"`
 	Adopt            types.Bool         `tfsdk:"adopt"`
 	RetryInvalid     types.Bool         `tfsdk:"retry_invalid"`
 	Timeouts         timeouts.Value     `tfsdk:"timeouts"`
@@ -77,13 +82,16 @@ func (m *Model) ReadWriteOnly(ctx context.Context, config tfsdk.Config) diag.Dia
 
 // setSensitiveObjects names the objects of `sensitive_manifests` (identities, never content).
 func (m *Model) setSensitiveObjects(ctx context.Context) diag.Diagnostics {
-	if m.Sensitive.IsUnknown() {
+	if m.Sensitive.IsUnknown() || m.DefaultNamespace.IsUnknown() {
 		m.SensitiveObjects = types.ListUnknown(types.StringType)
 		return nil
 	}
 	keys := []string{}
 	if !m.Sensitive.IsNull() {
 		set, err := manifest.Bundle("", m.Sensitive.ValueString())
+		if err == nil {
+			err = set.DefaultNamespace(m.DefaultNamespace.ValueString())
+		}
 		if err != nil {
 			var diags diag.Diagnostics
 			diags.AddAttributeError(pathSensitive, "Invalid Sensitive Manifests", err.Error())
@@ -99,9 +107,27 @@ func (m *Model) setSensitiveObjects(ctx context.Context) diag.Diagnostics {
 // TimeoutsValue is the `timeouts` attribute, for lifecycle.Create and lifecycle.Update.
 func (m *Model) TimeoutsValue() timeouts.Value { return m.Timeouts }
 
+// ignore converts `ignore_fields` for drift checks outside plan and apply (Read, the status
+// data source); the paths were validated when they were planned, and one that no longer parses
+// is left out rather than failing a refresh.
+func (m *Model) ignore(ctx context.Context) apply.Ignore {
+	rules, _ := ignoreattr.Rules(ctx, m.IgnoreFields)
+	var out apply.Ignore
+	for _, r := range rules {
+		if ig, err := ignoreattr.Ignore([]ignoreattr.Rule{r}); err == nil {
+			out = append(out, ig...)
+		}
+	}
+	return out
+}
+
 // query converts the cluster-picking attributes.
 func (m *Model) query(ctx context.Context) (fleet.Query, diag.Diagnostics) {
-	return fleetattr.Query(ctx, m.Namespace, m.Selector, m.Clusters)
+	names := m.Names
+	if names.IsNull() {
+		names = m.Clusters
+	}
+	return fleetattr.Query(ctx, m.Namespace, m.Selector, names)
 }
 
 // spec converts the configuration into what delivery needs. The manifests and limits have been
@@ -118,12 +144,21 @@ func (m *Model) spec(ctx context.Context) (delivery.Spec, diag.Diagnostics) {
 	// Sensitive is null outside plan and apply (Read, Delete): the records keep what the clusters
 	// need, and nothing here needs its content then.
 	set, err := manifest.Bundle(m.Manifests.ValueString(), m.Sensitive.ValueString())
+	if err == nil {
+		err = set.DefaultNamespace(m.DefaultNamespace.ValueString())
+	}
 	if err != nil {
 		diags.AddAttributeError(pathManifests, "Invalid Manifests", err.Error())
 		return spec, diags
 	}
 	spec.Objects = set
-	if spec.Revision, err = set.Revision(); err != nil {
+	rules, d := ignoreattr.Rules(ctx, m.IgnoreFields)
+	diags.Append(d...)
+	if spec.Ignore, err = ignoreattr.Ignore(rules); err != nil {
+		diags.AddAttributeError(pathIgnoreFields, "Invalid Field Path", err.Error())
+		return spec, diags
+	}
+	if spec.Revision, err = set.RevisionWith(ignoreattr.Canonical(rules)); err != nil {
 		diags.AddAttributeError(pathManifests, "Invalid Manifests", err.Error())
 		return spec, diags
 	}

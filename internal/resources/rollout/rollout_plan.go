@@ -19,6 +19,7 @@ import (
 	"github.com/gradual-dev/terraform-provider-gradual/internal/engine"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/manifest"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/records"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/ignoreattr"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/lifecycle"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/manifesttype"
 )
@@ -64,7 +65,7 @@ func (r *rolloutResource) ModifyPlan(ctx context.Context, req resource.ModifyPla
 	if !plan.Namespace.IsUnknown() && !plan.Name.IsUnknown() {
 		plan.ID = types.StringValue(plan.Namespace.ValueString() + "/" + plan.Name.ValueString())
 	}
-	if plan.Manifests.IsUnknown() || plan.Sensitive.IsUnknown() {
+	if plan.Manifests.IsUnknown() || plan.Sensitive.IsUnknown() || plan.DefaultNamespace.IsUnknown() || !ignoreattr.Known(plan.IgnoreFields) {
 		plan.Revision = types.StringUnknown()
 		r.markObservedUnknown(&plan)
 		resp.Diagnostics.Append(setPlan(ctx, resp, plan)...)
@@ -198,7 +199,7 @@ func targetsFromState(ctx context.Context, plan, prior *Model) (targets []engine
 	}
 	for _, same := range []bool{
 		plan.Name.Equal(prior.Name), plan.Namespace.Equal(prior.Namespace), plan.Selector.Equal(prior.Selector),
-		plan.Clusters.Equal(prior.Clusters), plan.RecordNamespace.Equal(prior.RecordNamespace),
+		plan.Clusters.Equal(prior.Clusters), plan.Names.Equal(prior.Names), plan.RecordNamespace.Equal(prior.RecordNamespace),
 	} {
 		if !same {
 			return nil, false
@@ -286,7 +287,7 @@ func wavesSummary(planned engine.Plan) string {
 
 // knownTargets reports whether the attributes that pick clusters are known at plan time.
 func (m *Model) knownTargets() bool {
-	return !m.Namespace.IsUnknown() && !m.Selector.IsUnknown() && !m.Clusters.IsUnknown() && !m.RecordNamespace.IsUnknown() &&
+	return !m.Namespace.IsUnknown() && !m.Selector.IsUnknown() && !m.Clusters.IsUnknown() && !m.Names.IsUnknown() && !m.RecordNamespace.IsUnknown() &&
 		!m.Canary.IsUnknown() && !m.UpdateLimit.IsUnknown() && !m.MaxFailures.IsUnknown() && !m.Verify.IsUnknown() && !m.OnFailure.IsUnknown()
 }
 

@@ -22,6 +22,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/fleetattr"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/ignoreattr"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/manifesttype"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/validators"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/verifyattr"
@@ -74,9 +75,18 @@ func (r *rolloutResource) Schema(ctx context.Context, _ resource.SchemaRequest, 
 				PlanModifiers:       []planmodifier.String{stringplanmodifier.RequiresReplace()},
 			},
 			"namespace": fleetattr.ResourceNamespace(),
-			"selector":  fleetattr.ResourceSelector("clusters"),
-			"clusters": fleetattr.ResourceNames("Names of the `Cluster` objects to roll out to, instead of `selector`. " +
-				"A listed cluster that does not exist is skipped with a warning."),
+			"selector":  fleetattr.ResourceSelector("names", "clusters"),
+			"names": func() schema.ListAttribute {
+				a := fleetattr.ResourceNames("Names of the `Cluster` objects to roll out to, instead of `selector` (the attribute " +
+					"the `gradual_clusters` data source has). A listed cluster that does not exist is skipped with a warning.")
+				a.Validators = append(a.Validators, listvalidator.ConflictsWith(path.MatchRoot("clusters")))
+				return a
+			}(),
+			"clusters": func() schema.ListAttribute {
+				a := fleetattr.ResourceNames("Deprecated: the former name of `names`, still accepted.")
+				a.DeprecationMessage = "Use `names` instead: the same list of Cluster names, under the name the gradual_clusters data source uses. `clusters` keeps working until the next major version."
+				return a
+			}(),
 			"manifests": schema.StringAttribute{
 				Optional: true, CustomType: manifesttype.Type{}, PlanModifiers: []planmodifier.String{manifesttype.KeepPriorOnSameRevision()},
 				MarkdownDescription: "Multi-document YAML of the objects to apply to every cluster. Namespaces and CRDs are applied first. " +
@@ -151,6 +161,17 @@ func (r *rolloutResource) Schema(ctx context.Context, _ resource.SchemaRequest, 
 			"force_conflicts": schema.BoolAttribute{
 				Optional: true, Computed: true, Default: booldefault.StaticBool(false),
 				MarkdownDescription: "Take ownership of fields another field manager owns (server-side apply `force`). Default false: such conflicts fail the cluster.",
+			},
+			ignoreattr.Name: ignoreattr.Attribute("`manifests` and `sensitive_manifests`"),
+			"default_namespace": schema.StringAttribute{
+				Optional: true,
+				MarkdownDescription: "Namespace for the objects of `manifests` and `sensitive_manifests` that name none, as `helm template` " +
+					"and `kubectl kustomize` output often does not (like `kubectl apply -n`). Objects of cluster-scoped kinds stay " +
+					"without one: the built-in ones (Namespace, ClusterRole, CRDs, webhooks, StorageClass, …) and kinds a CRD of the " +
+					"bundle defines with `scope: Cluster`; other custom kinds are taken as namespaced. The namespace must exist in the " +
+					"clusters or be in the bundle. Part of the `revision` (the objects carry it). Without it, a namespaced object " +
+					"without a namespace fails the apply's check, before anything is applied.",
+				Validators: []validator.String{stringvalidator.LengthBetween(1, 63), stringvalidator.RegexMatches(dnsLabel, "must be a DNS label")},
 			},
 			"adopt": schema.BoolAttribute{
 				Optional: true, Computed: true, Default: booldefault.StaticBool(true),

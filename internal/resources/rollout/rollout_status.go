@@ -127,12 +127,16 @@ func (d *statusDataSource) Read(ctx context.Context, req datasource.ReadRequest,
 	if resp.Diagnostics.HasError() {
 		return
 	}
-	revision, err := manifest.Revision(rollout.Manifests.ValueString())
-	if err != nil {
-		resp.Diagnostics.AddError("Unreadable Rollout Record", "The manifests the record keeps cannot be read: "+err.Error())
-		return
+	// The record keeps the revision (it covers sensitive_manifests and ignore_fields too); older
+	// records only the manifests, whose own revision it then is.
+	revision := rollout.Revision.ValueString()
+	if revision == "" {
+		if revision, err = manifest.Revision(rollout.Manifests.ValueString()); err != nil {
+			resp.Diagnostics.AddError("Unreadable Rollout Record", "The manifests the record keeps cannot be read: "+err.Error())
+			return
+		}
 	}
-	obs, err := d.data.Delivery.Observe(ctx, query, key, recordNamespace, true)
+	obs, err := d.data.Delivery.Observe(ctx, query, key, recordNamespace, true, rollout.ignore(ctx)...)
 	if err != nil {
 		resp.Diagnostics.Append(diagnostics.FromError(err, "Cannot Read The Fleet"))
 		return

@@ -10,6 +10,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 
 	"github.com/gradual-dev/terraform-provider-gradual/internal/engine"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/fieldpath"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/manifest"
 )
 
@@ -127,6 +128,19 @@ func Duration(least, most time.Duration) validator.String {
 				return fmt.Errorf("%q is longer than %s", s, most)
 			}
 			return nil
+		},
+	}
+}
+
+// FieldPath checks that a string is a field path of ignore_fields (".spec.replicas",
+// ".webhooks[*].clientConfig.caBundle"); see fieldpath.Parse.
+func FieldPath() validator.String {
+	return stringFunc{
+		description: `must be a field path such as ".spec.replicas", ".webhooks[*].clientConfig.caBundle" or ` + "`.metadata.annotations[\"example.com/key\"]`",
+		summary:     "Invalid Field Path",
+		check: func(s string) error {
+			_, err := fieldpath.Parse(s)
+			return err
 		},
 	}
 }

@@ -44,6 +44,9 @@ func TestValidators(t *testing.T) {
 		{"manifests empty", Manifests(), "# nothing\n", "no objects"},
 		{"no secrets ok", NoSecrets("sensitive_manifests"), "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\n", ""},
 		{"no secrets refuses", NoSecrets("sensitive_manifests"), "apiVersion: v1\nkind: Secret\nmetadata: {name: a}\ndata: {k: c2VjcmV0}\n", "Secret In Manifests: x: these manifests hold /Secret /a"},
+		{"field path ok", FieldPath(), ".webhooks[*].clientConfig.caBundle", ""},
+		{"field path no dot", FieldPath(), "spec.replicas", "Invalid Field Path: \"spec.replicas\": expected '.' or '['"},
+		{"field path name", FieldPath(), ".metadata.name", "only labels and annotations"},
 		{"sensitive ok", SensitiveManifests(), "apiVersion: v1\nkind: Secret\nmetadata: {name: a}\n", ""},
 		{"sensitive bad yaml withheld", SensitiveManifests(), "kind: Secret\nstringData: {k: \"s3cr3t\n", "withheld"},
 	}

@@ -1,0 +1,178 @@
+// Package ignoreattr is the `ignore_fields` attribute that rollouts and module assignments
+// share: its schema, its conversion to apply.Ignore, and its canonical form, which is part of
+// the revision (changing what is ignored changes what an apply does).
+package ignoreattr
+
+import (
+	"context"
+	"encoding/json"
+
+	"github.com/hashicorp/terraform-plugin-framework-validators/listvalidator"
+	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
+	"github.com/hashicorp/terraform-plugin-framework/attr"
+	"github.com/hashicorp/terraform-plugin-framework/diag"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
+	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
+	"github.com/hashicorp/terraform-plugin-framework/types"
+
+	"github.com/gradual-dev/terraform-provider-gradual/internal/apply"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/fieldpath"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/validators"
+)
+
+// Name is the attribute's name.
+const Name = "ignore_fields"
+
+// AttrTypes are the attribute types of one rule.
+var AttrTypes = map[string]attr.Type{
+	"kind":      types.StringType,
+	"namespace": types.StringType,
+	"name":      types.StringType,
+	"paths":     types.ListType{ElemType: types.StringType},
+}
+
+// Type is the attribute's type.
+var Type = types.ListType{ElemType: types.ObjectType{AttrTypes: AttrTypes}}
+
+// Rule is one rule as configured, and as the records keep it (for import): its JSON field
+// names are part of the record format.
+type Rule struct {
+	Kind      string   `json:"kind,omitempty"`
+	Namespace string   `json:"namespace,omitempty"`
+	Name      string   `json:"name,omitempty"`
+	Paths     []string `json:"paths"`
+}
+
+// model is one rule as the framework reads it.
+type model struct {
+	Kind      types.String `tfsdk:"kind"`
+	Namespace types.String `tfsdk:"namespace"`
+	Name      types.String `tfsdk:"name"`
+	Paths     []string     `tfsdk:"paths"`
+}
+
+// Attribute is the schema of `ignore_fields`; what is the resource's word for the objects
+// ("manifests", "the modules' manifests").
+func Attribute(what string) schema.ListNestedAttribute {
+	return schema.ListNestedAttribute{
+		Optional: true,
+		MarkdownDescription: "Fields of the objects of " + what + " that other controllers own, such as an HPA's `.spec.replicas` or " +
+			"cert-manager's `.webhooks[*].clientConfig.caBundle`, like Argo CD's `ignoreDifferences`. For an object that already " +
+			"exists, apply leaves them to their owner: a field another field manager owns is not sent (it keeps it, and no " +
+			"conflict arises), one nobody else owns is sent with its live value (so the API server does not drop it). An object " +
+			"being created gets the manifest's value. Drift detection, the plan's `summary` and `attention`, and drift repair " +
+			"ignore them; readiness verification reads status only. Part of the `revision`: changing these rules is a change. " +
+			"A rule with no `kind`, `namespace` or `name` matches every object.",
+		NestedObject: schema.NestedAttributeObject{Attributes: map[string]schema.Attribute{
+			"kind": schema.StringAttribute{
+				Optional: true, MarkdownDescription: "Kind of the objects the rule applies to (`Deployment`); any when left out.",
+				Validators: []validator.String{stringvalidator.LengthAtLeast(1)},
+			},
+			"namespace": schema.StringAttribute{
+				Optional: true, MarkdownDescription: "Namespace of the objects the rule applies to; any when left out.",
+				Validators: []validator.String{stringvalidator.LengthAtLeast(1)},
+			},
+			"name": schema.StringAttribute{
+				Optional: true, MarkdownDescription: "Name of the object the rule applies to; any when left out.",
+				Validators: []validator.String{stringvalidator.LengthAtLeast(1)},
+			},
+			"paths": schema.ListAttribute{
+				Required: true, ElementType: types.StringType,
+				MarkdownDescription: "Fields to ignore, as the plan names drifted fields: `.spec.replicas`, `.webhooks[*].clientConfig.caBundle` " +
+					"(`[*]` is every element of a list, `[0]` one), `.metadata.annotations[\"example.com/key\"]` (keys with dots or slashes " +
+					"quoted). A path must end with a field; `apiVersion`, `kind` and metadata other than labels and annotations cannot be ignored.",
+				Validators: []validator.List{listvalidator.SizeAtLeast(1), listvalidator.ValueStringsAre(validators.FieldPath())},
+			},
+		}},
+	}
+}
+
+// Rules reads the attribute (null: none).
+func Rules(ctx context.Context, v types.List) ([]Rule, diag.Diagnostics) {
+	if v.IsNull() || v.IsUnknown() {
+		return nil, nil
+	}
+	var ms []model
+	diags := v.ElementsAs(ctx, &ms, false)
+	rules := make([]Rule, len(ms))
+	for i, m := range ms {
+		rules[i] = Rule{Kind: m.Kind.ValueString(), Namespace: m.Namespace.ValueString(), Name: m.Name.ValueString(), Paths: m.Paths}
+	}
+	return rules, diags
+}
+
+// Ignore converts rules for apply. The paths have been validated at plan time; one that does
+// not parse here is an error all the same.
+func Ignore(rules []Rule) (apply.Ignore, error) {
+	var out apply.Ignore
+	for _, r := range rules {
+		ir := apply.IgnoreRule{Kind: r.Kind, Namespace: r.Namespace, Name: r.Name}
+		for _, s := range r.Paths {
+			p, err := fieldpath.Parse(s)
+			if err != nil {
+				return nil, err
+			}
+			ir.Paths = append(ir.Paths, p)
+		}
+		out = append(out, ir)
+	}
+	return out, nil
+}
+
+// Canonical is the rules' canonical form for the revision: nil for none, so that a bundle
+// without rules keeps the revision it always had.
+func Canonical(rules []Rule) []byte {
+	if len(rules) == 0 {
+		return nil
+	}
+	out, _ := json.Marshal(rules) // strings only: cannot fail
+	return out
+}
+
+// Value turns rules (from the records) back into the attribute's value; null for none.
+func Value(ctx context.Context, rules []Rule) (types.List, diag.Diagnostics) {
+	if len(rules) == 0 {
+		return types.ListNull(types.ObjectType{AttrTypes: AttrTypes}), nil
+	}
+	opt := func(s string) types.String {
+		if s == "" {
+			return types.StringNull()
+		}
+		return types.StringValue(s)
+	}
+	ms := make([]model, len(rules))
+	for i, r := range rules {
+		ms[i] = model{Kind: opt(r.Kind), Namespace: opt(r.Namespace), Name: opt(r.Name), Paths: r.Paths}
+	}
+	return types.ListValueFrom(ctx, types.ObjectType{AttrTypes: AttrTypes}, ms)
+}
+
+// Known reports whether v is known all through (a rule or path computed from another
+// resource's attribute is unknown until apply, and so is then the revision).
+func Known(v types.List) bool {
+	if v.IsUnknown() {
+		return false
+	}
+	for _, e := range v.Elements() {
+		if e.IsUnknown() {
+			return false
+		}
+		o, ok := e.(types.Object)
+		if !ok {
+			continue
+		}
+		for _, a := range o.Attributes() {
+			if a.IsUnknown() {
+				return false
+			}
+			if l, ok := a.(types.List); ok {
+				for _, p := range l.Elements() {
+					if p.IsUnknown() {
+						return false
+					}
+				}
+			}
+		}
+	}
+	return true
+}
