@@ -1,4 +1,4 @@
-package live
+package owners
 
 import (
 	"context"
@@ -19,7 +19,10 @@ import (
 	"github.com/gradual-dev/terraform-provider-gradual/internal/usererr"
 )
 
-var extensionConfigListGVK = schema.GroupVersionKind{Group: "runtime.cluster.x-k8s.io", Version: "v1alpha1", Kind: "ExtensionConfigList"}
+// extensionConfigVersions are tried in order: v1beta2 (CAPI v1.11+), then v1alpha1. A v1beta2
+// ExtensionConfig decodes into the v1alpha1 type (the fields read here have one JSON shape), and
+// listing an older version of a CRD served without a conversion webhook would fail.
+var extensionConfigVersions = []string{"v1beta2", "v1alpha1"}
 
 // Extension is an update extension ready to call: its client and the handlers its Discovery
 // answer lists for the two hooks.
@@ -58,12 +61,21 @@ func connect(ctx context.Context, endpoints []extension.Endpoint, opts extension
 // the CAPI controllers, not the machine running Terraform.
 func fromExtensionConfigs(ctx context.Context, c client.Client, namespace string) ([]extension.Endpoint, []string, error) {
 	list := &unstructured.UnstructuredList{}
-	list.SetGroupVersionKind(extensionConfigListGVK)
-	if err := c.List(ctx, list); err != nil {
+	served := false
+	for _, v := range extensionConfigVersions {
+		list.SetGroupVersionKind(schema.GroupVersionKind{Group: "runtime.cluster.x-k8s.io", Version: v, Kind: "ExtensionConfigList"})
+		err := c.List(ctx, list)
 		if meta.IsNoMatchError(err) {
-			return nil, nil, nil
+			continue
 		}
-		return nil, nil, usererr.Wrap(err, "Cannot List ExtensionConfigs", "Listing the management cluster's ExtensionConfig objects (to find update extensions) failed.")
+		if err != nil {
+			return nil, nil, usererr.Wrap(err, "Cannot List ExtensionConfigs", "Listing the management cluster's ExtensionConfig objects (to find update extensions) failed.")
+		}
+		served = true
+		break
+	}
+	if !served {
+		return nil, nil, nil
 	}
 	items := list.Items
 	slices.SortFunc(items, func(a, b unstructured.Unstructured) int { return strings.Compare(a.GetName(), b.GetName()) })

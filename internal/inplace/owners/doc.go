@@ -7,4 +7,4 @@
 // the machine's Node verified in the workload cluster.
 //
 // It knows nothing of Terraform; errors meant for the person running it are usererr.Errors.
-package live
+package owners
