@@ -27,10 +27,11 @@ var extensionConfigVersions = []string{"v1beta2", "v1alpha1"}
 // Extension is an update extension ready to call: its client and the handlers its Discovery
 // answer lists for the two hooks.
 type Extension struct {
-	Name      string
-	Client    *extension.Client
-	CanUpdate []extension.Handler
-	Update    []extension.Handler
+	Name         string
+	Client       *extension.Client
+	CanUpdate    []extension.Handler
+	CanUpdateSet []extension.Handler
+	Update       []extension.Handler
 }
 
 // connect builds a client for each endpoint and asks its Discovery hook what it serves. Any
@@ -49,8 +50,9 @@ func connect(ctx context.Context, endpoints []extension.Endpoint, opts extension
 		}
 		out = append(out, &Extension{
 			Name: ep.Name, Client: c,
-			CanUpdate: extension.HandlersFor(resp, extension.HookCanUpdateMachine),
-			Update:    extension.HandlersFor(resp, extension.HookUpdateMachine),
+			CanUpdate:    extension.HandlersFor(resp, extension.HookCanUpdateMachine),
+			CanUpdateSet: extension.HandlersFor(resp, extension.HookCanUpdateMachineSet),
+			Update:       extension.HandlersFor(resp, extension.HookUpdateMachine),
 		})
 	}
 	return out, nil

@@ -42,6 +42,10 @@ type Owner struct {
 	// when unknown (a control plane).
 	MaxSurge int
 	Replicas int64
+	// SetCurrent and SetDesired are what CAPI sends CanUpdateMachineSet for a MachineDeployment:
+	// a MachineSet made from its template (in Machine) and the infrastructure and bootstrap
+	// templates, before and after the change. Empty for a control plane.
+	SetCurrent, SetDesired inplace.Objects
 }
 
 // Name is "MachineDeployment ns/name" or "KubeadmControlPlane ns/name".
@@ -92,7 +96,9 @@ func readOwner(ctx context.Context, c client.Client, sel Selection, change inpla
 	var err error
 	switch o.Kind {
 	case KindMachineDeployment:
-		err = desiredMachineDeployment(ctx, c, o, change)
+		if err = desiredMachineDeployment(ctx, c, o, change); err == nil {
+			err = machineSetObjects(ctx, c, o)
+		}
 	default:
 		err = desiredControlPlane(ctx, c, o, change)
 	}
@@ -100,6 +106,64 @@ func readOwner(ctx context.Context, c client.Client, sel Selection, change inpla
 		return nil, err
 	}
 	return o, nil
+}
+
+// machineSetObjects fills SetCurrent and SetDesired: the MachineSet CAPI would make from the
+// MachineDeployment's template now and after the change, and the templates each refers to (the
+// rotated ones for the desired side).
+func machineSetObjects(ctx context.Context, c client.Client, o *Owner) error {
+	for _, side := range []struct {
+		md  *unstructured.Unstructured
+		out *inplace.Objects
+	}{{o.Current, &o.SetCurrent}, {o.Desired, &o.SetDesired}} {
+		ms := &unstructured.Unstructured{Object: map[string]any{}}
+		ms.SetAPIVersion(capiGroup + "/" + capiVersion)
+		ms.SetKind("MachineSet")
+		ms.SetNamespace(side.md.GetNamespace())
+		ms.SetName(side.md.GetName())
+		ms.SetLabels(side.md.GetLabels())
+		spec := map[string]any{}
+		for _, k := range []string{"clusterName", "replicas", "template"} {
+			if v, ok, _ := unstructured.NestedFieldCopy(side.md.Object, "spec", k); ok {
+				spec[k] = v
+			}
+		}
+		ms.Object["spec"] = spec
+		side.out.Machine = ms
+		for _, r := range []struct {
+			ref []string
+			set func(*unstructured.Unstructured)
+		}{
+			{[]string{"spec", "template", "spec", "infrastructureRef"}, func(u *unstructured.Unstructured) { side.out.InfrastructureMachine = u }},
+			{[]string{"spec", "template", "spec", "bootstrap", "configRef"}, func(u *unstructured.Unstructured) { side.out.BootstrapConfig = u }},
+		} {
+			refMap, found, _ := unstructured.NestedMap(side.md.Object, r.ref...)
+			if !found || refMap["name"] == nil {
+				continue
+			}
+			name, _ := refMap["name"].(string)
+			if t := o.template(name); t != nil {
+				r.set(t)
+				continue
+			}
+			t, err := readRef(ctx, c, side.md.GetNamespace(), o.Name(), refMap, strings.Join(r.ref, "."))
+			if err != nil {
+				return err
+			}
+			r.set(t)
+		}
+	}
+	return nil
+}
+
+// template is the rotated template of that name, nil when none is.
+func (o *Owner) template(name string) *unstructured.Unstructured {
+	for _, t := range o.Templates {
+		if t.GetName() == name {
+			return t
+		}
+	}
+	return nil
 }
 
 // checkOwner refuses owners Cluster API would not update as asked: paused ones (nothing would

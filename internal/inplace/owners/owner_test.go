@@ -253,3 +253,23 @@ func TestMachineProblem(t *testing.T) {
 		}
 	}
 }
+
+// A machine CanUpdateMachine covers is still replaced when CanUpdateMachineSet does not cover
+// its MachineDeployment's change: CAPI asks the set first.
+func TestApplySet(t *testing.T) {
+	inPlace := inplace.MachinePlan{Machine: "m", Strategy: inplace.StrategyInPlace, Extensions: []string{"ext"}}
+	if got := applySet(inPlace, nil, inplace.FallbackNone); got.Strategy != inplace.StrategyInPlace {
+		t.Errorf("covered set: %s", got.Strategy)
+	}
+	notes := []string{"no extension's CanUpdateMachineSet covers infrastructureMachineTemplate spec.template.spec.size"}
+	got := applySet(inPlace, notes, inplace.FallbackNone)
+	if got.Strategy != inplace.StrategyBlocked || len(got.Notes) != 1 {
+		t.Errorf("uncovered set, fallback none: %+v", got)
+	}
+	if err := (inplace.Plan{Machines: []inplace.MachinePlan{got}}).Err(); err == nil || !strings.Contains(err.Error(), "machine m: no extension's CanUpdateMachineSet covers") {
+		t.Errorf("plan error %v", err)
+	}
+	if got := applySet(inPlace, notes, inplace.FallbackRolling); got.Strategy != inplace.StrategyRolling {
+		t.Errorf("uncovered set, fallback rolling: %s", got.Strategy)
+	}
+}

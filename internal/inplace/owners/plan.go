@@ -124,11 +124,85 @@ func (p *Planner) Plan(ctx context.Context, req Request) (*Result, error) {
 	if err := p.ask(ctx, res); err != nil {
 		return nil, err
 	}
+	setNotes, err := p.askSet(ctx, res)
+	if err != nil {
+		return nil, err
+	}
 	for i := range res.Machines {
+		res.Machines[i].Plan = applySet(res.Machines[i].Plan, setNotes, req.Fallback)
 		res.Machines[i].Plan = applySurge(res.Machines[i].Plan, owner, req.Fallback)
 		res.Plan.Machines = append(res.Plan.Machines, res.Machines[i].Plan)
 	}
 	return res, nil
+}
+
+// askSet asks every CanUpdateMachineSet handler about the MachineDeployment's change, as CAPI
+// does before it updates any of its machines in place. It returns nothing when every change of
+// the MachineSet and its templates is covered (or there is no MachineDeployment change to ask
+// about), else the reasons CAPI would replace the machines instead. Extensions that serve no
+// CanUpdateMachineSet handler are not asked (CAPI then relies on CanUpdateMachine alone).
+func (p *Planner) askSet(ctx context.Context, res *Result) ([]string, error) {
+	o := res.Owner
+	if o == nil || o.Kind != KindMachineDeployment || o.SetCurrent.Machine == nil {
+		return nil, nil
+	}
+	changes := false
+	for _, m := range res.Machines {
+		changes = changes || m.Plan.Strategy == inplace.StrategyInPlace
+	}
+	asked := false
+	var answers []inplace.Answer
+	if changes {
+		creq, err := inplace.CanUpdateMachineSetRequest(o.SetCurrent, o.SetDesired)
+		if err != nil {
+			return nil, usererr.Wrap(err, "Cannot Build CanUpdateMachineSet Request", o.Name()+" does not convert to CAPI's wire types.")
+		}
+		for _, ext := range res.Extensions {
+			for _, h := range ext.CanUpdateSet {
+				name := ext.Name
+				if len(ext.CanUpdateSet) > 1 {
+					name += "/" + h.Name
+				}
+				r := *creq
+				resp, err := ext.Client.CanUpdateMachineSet(ctx, h.Name, &r)
+				if err != nil && h.FailurePolicy != "Ignore" {
+					return nil, usererr.Wrap(err, "Update Extension Failed",
+						fmt.Sprintf("Asking extension %s whether it can update the machines of %s in place failed, so no plan can be made. %s", ext.Name, o.Name(), hintFor(err)))
+				}
+				asked = true
+				answers = append(answers, inplace.AnswerFromSet(name, resp, err))
+			}
+		}
+	}
+	if !asked {
+		return nil, nil
+	}
+	set := inplace.PlanMachine(o.SetCurrent, o.SetDesired, answers, inplace.FallbackNone)
+	if set.Strategy != inplace.StrategyBlocked {
+		return nil, nil
+	}
+	fields := make([]string, len(set.Uncovered))
+	for i, f := range set.Uncovered {
+		fields[i] = strings.Replace(f.String(), "machine ", "machineSet ", 1)
+		fields[i] = strings.Replace(fields[i], "infrastructureMachine ", "infrastructureMachineTemplate ", 1)
+		fields[i] = strings.Replace(fields[i], "bootstrapConfig ", "bootstrapConfigTemplate ", 1)
+	}
+	why := "no extension's CanUpdateMachineSet covers " + strings.Join(fields, ", ")
+	if len(fields) == 0 {
+		why = "CanUpdateMachineSet: " + strings.Join(set.Notes, "; ")
+	}
+	return []string{why + ", so Cluster API replaces the machines of " + o.Name() + " instead of updating them in place"}, nil
+}
+
+// applySet turns a machine CanUpdateMachine covers into a replacement when CanUpdateMachineSet
+// does not cover its MachineDeployment's change (setNotes says why).
+func applySet(mp inplace.MachinePlan, setNotes []string, fallback inplace.Fallback) inplace.MachinePlan {
+	if len(setNotes) == 0 || mp.Strategy != inplace.StrategyInPlace {
+		return mp
+	}
+	mp.Notes = append(mp.Notes, setNotes...)
+	mp.Strategy = blockedOr(fallback)
+	return mp
 }
 
 // applySurge accounts for what the extensions cannot tell: a MachineDeployment whose rollout
