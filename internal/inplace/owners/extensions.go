@@ -85,6 +85,8 @@ func fromExtensionConfigs(ctx context.Context, c client.Client, namespace string
 	var notes []string
 	for i := range items {
 		var ec runtimev1.ExtensionConfig
+		// Only the spec is read, and v1beta2's status differs from v1alpha1's.
+		delete(items[i].Object, "status")
 		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(items[i].Object, &ec); err != nil {
 			notes = append(notes, fmt.Sprintf("ExtensionConfig %s does not decode, ignored: %v", items[i].GetName(), err))
 			continue

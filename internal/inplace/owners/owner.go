@@ -187,6 +187,10 @@ func checkOwner(ctx context.Context, c client.Client, sel Selection, o *Owner) e
 	if paused, _, _ := unstructured.NestedBool(cl.Object, "spec", "paused"); paused {
 		return usererr.New("Cluster Paused", fmt.Sprintf("Cluster %s/%s is paused: Cluster API would not roll the change out. Unpause it, then plan again.", sel.Namespace, sel.Cluster))
 	}
+	if init, _, _ := unstructured.NestedBool(cl.Object, "status", "initialization", "controlPlaneInitialized"); !init {
+		return usererr.New("Cluster Not Ready",
+			fmt.Sprintf("Cluster %s/%s has no initialized control plane yet (status.initialization.controlPlaneInitialized): its machines cannot be updated, and their Nodes not verified. Plan again once it is up.", sel.Namespace, sel.Cluster))
+	}
 	if o.Kind != KindMachineDeployment {
 		return nil
 	}

@@ -37,6 +37,11 @@ func obj(gvk schema.GroupVersionKind, name string, fields map[string]any) *unstr
 // every mutating call, as "verb Kind name".
 func world(t *testing.T, mdSpec map[string]any, mdAnnotations map[string]string) (client.Client, *[]string) {
 	t.Helper()
+	return worldWithCluster(t, mdSpec, mdAnnotations, false, true)
+}
+
+func worldWithCluster(t *testing.T, mdSpec map[string]any, mdAnnotations map[string]string, clusterPaused, clusterReady bool) (client.Client, *[]string) {
+	t.Helper()
 	gvks := []schema.GroupVersionKind{machineDeploymentGVK, machineGVK, clusterGVK, kcpGVK, kctGVK, dmtGVK}
 	var gvs []schema.GroupVersion
 	for _, gvk := range gvks {
@@ -63,7 +68,7 @@ func world(t *testing.T, mdSpec map[string]any, mdAnnotations map[string]string)
 	md.SetAnnotations(mdAnnotations)
 	objs := []client.Object{
 		md,
-		obj(clusterGVK, "c", map[string]any{"spec": map[string]any{"paused": false}}),
+		obj(clusterGVK, "c", map[string]any{"spec": map[string]any{"paused": clusterPaused}, "status": map[string]any{"initialization": map[string]any{"controlPlaneInitialized": clusterReady}}}),
 		obj(kctGVK, "md-0", map[string]any{"spec": map[string]any{"template": map[string]any{"spec": map[string]any{"files": []any{}}}}}),
 		obj(dmtGVK, "md-0", map[string]any{"spec": map[string]any{"template": map[string]any{"spec": map[string]any{"backend": map[string]any{"inMemory": map[string]any{}}}}}}),
 	}
@@ -184,6 +189,22 @@ func TestPlanRefusesOwnersCAPIWouldNotUpdate(t *testing.T) {
 			_, err := (&Planner{Client: c}).Plan(t.Context(), Request{Selection: mdSelection, Change: inplace.Change{Version: "v1.34.1"}})
 			u, ok := usererr.As(err)
 			if !ok || u.Summary != tc.summary {
+				t.Fatalf("plan error %v, want %q", err, tc.summary)
+			}
+			if len(*writes) > 0 {
+				t.Errorf("writes %v", *writes)
+			}
+		})
+	}
+	for _, tc := range []struct {
+		name          string
+		paused, ready bool
+		summary       string
+	}{{"cluster paused", true, true, "Cluster Paused"}, {"cluster not ready", false, false, "Cluster Not Ready"}} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, writes := worldWithCluster(t, nil, nil, tc.paused, tc.ready)
+			_, err := (&Planner{Client: c}).Plan(t.Context(), Request{Selection: mdSelection, Change: inplace.Change{Version: "v1.34.1"}})
+			if u, ok := usererr.As(err); !ok || u.Summary != tc.summary {
 				t.Fatalf("plan error %v, want %q", err, tc.summary)
 			}
 			if len(*writes) > 0 {
