@@ -129,6 +129,15 @@ func machineSetObjects(ctx context.Context, c client.Client, o *Owner) error {
 			}
 		}
 		ms.Object["spec"] = spec
+		// The references to the templates are compared through the templates themselves (their
+		// content), as CAPI does: a rotated template's new name is no change of its own.
+		if side.md == o.Desired {
+			for _, ref := range [][]string{{"spec", "template", "spec", "infrastructureRef"}, {"spec", "template", "spec", "bootstrap", "configRef"}} {
+				if cur, ok, _ := unstructured.NestedFieldCopy(o.Current.Object, ref...); ok {
+					_ = unstructured.SetNestedField(ms.Object, cur, append([]string{"spec"}, ref[1:]...)...)
+				}
+			}
+		}
 		side.out.Machine = ms
 		for _, r := range []struct {
 			ref []string

@@ -211,21 +211,35 @@ func workloadClient(ctx context.Context, mc client.Client) (client.Client, error
 	return client.New(cfg, client.Options{})
 }
 
-// worker is the MachineDeployment's one Machine.
+// worker is the MachineDeployment's one Machine, once CAPI has settled it: one Machine, not
+// being deleted, UpToDate and not Updating (a test may start while CAPI finishes the last one's
+// work).
 func worker(t *testing.T, mc client.Client) clusterv1.Machine {
 	t.Helper()
-	var list clusterv1.MachineList
-	if err := mc.List(context.Background(), &list, client.InNamespace(testbed.DefaultClusterAPINamespace), client.MatchingLabels{clusterv1.MachineDeploymentNameLabel: workers}); err != nil {
-		t.Fatal(err)
-	}
 	var live []clusterv1.Machine
-	for _, m := range list.Items {
-		if m.DeletionTimestamp.IsZero() {
-			live = append(live, m)
+	var last string
+	err := wait.PollUntilContextTimeout(context.Background(), time.Second, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
+		var list clusterv1.MachineList
+		if err := mc.List(ctx, &list, client.InNamespace(testbed.DefaultClusterAPINamespace), client.MatchingLabels{clusterv1.MachineDeploymentNameLabel: workers}); err != nil {
+			last = err.Error()
+			return false, nil //nolint:nilerr // a failed read is retried until the timeout
 		}
-	}
-	if len(live) != 1 {
-		t.Fatalf("worker Machines: %d, want 1", len(live))
+		live = live[:0]
+		var states []string
+		for _, m := range list.Items {
+			up := meta.IsStatusConditionTrue(m.Status.Conditions, clusterv1.MachineUpToDateCondition)
+			updating := meta.IsStatusConditionTrue(m.Status.Conditions, clusterv1.MachineUpdatingCondition)
+			states = append(states, fmt.Sprintf("%s phase=%s deleting=%v upToDate=%v updating=%v", m.Name, m.Status.Phase, !m.DeletionTimestamp.IsZero(), up, updating))
+			if m.DeletionTimestamp.IsZero() {
+				live = append(live, m)
+			}
+		}
+		last = strings.Join(states, "; ")
+		return len(list.Items) == 1 && len(live) == 1 && meta.IsStatusConditionTrue(live[0].Status.Conditions, clusterv1.MachineUpToDateCondition) &&
+			!meta.IsStatusConditionTrue(live[0].Status.Conditions, clusterv1.MachineUpdatingCondition) && live[0].Status.NodeRef.IsDefined(), nil
+	})
+	if err != nil {
+		t.Fatalf("worker Machines not settled: %v; last: %s", err, last)
 	}
 	return live[0]
 }
@@ -416,6 +430,44 @@ func TestAccCAPIInPlace_stalePlanStopsApply(t *testing.T) {
 				ExpectNonEmptyPlan: true,
 			},
 		},
+	})
+}
+
+// The other direction of the preview: a change no extension covers, with fallback "rolling",
+// is previewed as a replacement naming the field, and CAPI does replace the Machine (a new UID);
+// the infrastructure template is rotated, and status says which Machine went and which came.
+func TestAccCAPIInPlace_uncoveredReplaced(t *testing.T) {
+	f, mc := capiFleet(t)
+	before := worker(t, mc)
+	oldRef := machineDeployment(t, mc).Spec.Template.Spec.InfrastructureRef.Name
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: acctest.ProviderFactories,
+		TerraformVersionChecks:   []tfversion.TerraformVersionCheck{tfversion.SkipBelow(tfversion.Version1_11_0)},
+		Steps: []resource.TestStep{{
+			Config: config(f, `  infrastructure_machine_spec_patch = jsonencode({ backend = { inMemory = { vm = { provisioning = { startupDuration = "2s" } } } } })
+  fallback                          = "rolling"`),
+			ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
+				plancheck.ExpectKnownValue("gradual_inplace_update.workers", tfjsonpath.New("plan").AtSliceIndex(0).AtMapKey("strategy"), knownvalue.StringExact("rolling")),
+				plancheck.ExpectKnownValue("gradual_inplace_update.workers", tfjsonpath.New("plan").AtSliceIndex(0).AtMapKey("uncovered_fields"),
+					knownvalue.ListExact([]knownvalue.Check{knownvalue.StringExact("infrastructureMachine spec.backend.inMemory.vm.provisioning.startupDuration")})),
+			}},
+			Check: func(s *terraform.State) error {
+				after := worker(t, mc)
+				if after.UID == before.UID {
+					return fmt.Errorf("worker Machine %s (%s) kept: the preview said CAPI replaces it", before.Name, before.UID)
+				}
+				ref := machineDeployment(t, mc).Spec.Template.Spec.InfrastructureRef.Name
+				if ref == oldRef || !strings.Contains(ref, "-gip-") {
+					return fmt.Errorf("infrastructure template %s → %s: not rotated", oldRef, ref)
+				}
+				attrs := s.RootModule().Resources["gradual_inplace_update.workers"].Primary.Attributes
+				if attrs["status."+before.Name] != "replaced" || attrs["status."+after.Name] != "created" {
+					return fmt.Errorf("status %s=%q, %s=%q; want replaced and created", before.Name, attrs["status."+before.Name], after.Name, attrs["status."+after.Name])
+				}
+				t.Logf("preview rolling; CAPI replaced Machine %s (%s) by %s (%s); infrastructure template %s → %s", before.Name, before.UID, after.Name, after.UID, oldRef, ref)
+				return nil
+			},
+		}},
 	})
 }
 

@@ -138,6 +138,15 @@ func (r *updateResource) ModifyPlan(ctx context.Context, req resource.ModifyPlan
 	for _, n := range res.Notes {
 		resp.Diagnostics.AddWarning("In-Place Update Plan", n)
 	}
+	// Terraform plans again at apply, with the planned values: the plan this run showed is in
+	// plan.Plan, and status is still unknown (a refresh-time plan has the prior, known status).
+	// Extensions that answer differently now make that plan stale.
+	if plan.Status.IsUnknown() {
+		if stale := staleMachines(plan.Plan, res.Plan); len(stale) > 0 {
+			resp.Diagnostics.AddError("In-Place Update Plan Is Stale", staleDetail(stale))
+			return
+		}
+	}
 	if err := res.Plan.Err(); err != nil {
 		resp.Diagnostics.AddAttributeError(path.Root("fallback"), "Machines Cannot Be Updated In Place",
 			"No update extension covers these changes, and fallback is \"none\":\n"+indent(err.Error()))
@@ -250,9 +259,7 @@ func (r *updateResource) apply(ctx context.Context, timeout time.Duration, plan 
 	}
 	plan.Revision = types.StringValue(res.Revision)
 	if stale := staleMachines(plan.Plan, res.Plan); len(stale) > 0 {
-		diags.AddError("In-Place Update Plan Is Stale",
-			"What the update extensions answer now differs from what the plan showed, so nothing was written (no template, no owner change). "+
-				"Plan again and review the new plan:\n"+indent(strings.Join(stale, "\n")))
+		diags.AddError("In-Place Update Plan Is Stale", staleDetail(stale))
 		plan.fillUnknown()
 		return
 	}
@@ -488,7 +495,7 @@ func staleMachines(planned types.List, now inplace.Plan) []string {
 		if !ok || w.strategy != string(inplace.StrategyInPlace) {
 			continue
 		}
-		if m.Strategy != inplace.StrategyInPlace {
+		if m.Strategy == inplace.StrategyRolling || m.Strategy == inplace.StrategyBlocked {
 			why := strings.Join(m.Notes, "; ")
 			if len(m.Uncovered) > 0 {
 				why = "no extension covers " + fieldNames(m.Uncovered)
@@ -499,6 +506,11 @@ func staleMachines(planned types.List, now inplace.Plan) []string {
 		}
 	}
 	return out
+}
+
+func staleDetail(stale []string) string {
+	return "What the update extensions answer now differs from what the plan showed, so nothing was written (no template, no owner change); " +
+		"it never turns into replacements silently. Plan again and review the new plan:\n" + indent(strings.Join(stale, "\n"))
 }
 
 func fieldNames(fields []inplace.Field) string {
