@@ -266,9 +266,14 @@ func (p *Planner) lookAt(ctx context.Context, res *Result) (*look, error) {
 	}
 	l := &look{machines: map[string]string{}}
 	l.problems = ownerProblems(owner, o.Name())
-	machines, err := readMachines(ctx, p.Client, res.Request.Selection)
+	machines, deleting, err := listMachines(ctx, p.Client, res.Request.Selection)
 	if err != nil {
 		return nil, err
+	}
+	// Counted here, not only in the owner's status, which can lag a step behind: a Machine on
+	// its way out, or one not created yet, means CAPI is not done.
+	if replicas, found, _ := unstructured.NestedInt64(owner.Object, "spec", "replicas"); found && (int64(len(machines)) != replicas || len(deleting) > 0) {
+		l.problems = append(l.problems, fmt.Sprintf("%s: %d Machines (%d more being deleted: %s), want %d", o.Name(), len(machines), len(deleting), strings.Join(deleting, ", "), replicas))
 	}
 	want := res.Request.Change.Version
 	var wc client.Client

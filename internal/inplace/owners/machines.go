@@ -55,8 +55,20 @@ func (s Selection) describe() string {
 	return fmt.Sprintf("KubeadmControlPlane %s/%s of cluster %s", s.Namespace, s.ControlPlane, s.Cluster)
 }
 
-// readMachines lists the selected Machines, sorted by name, each with the objects it refers to.
+// readMachines lists the selected Machines, sorted by name, each with the objects it refers to;
+// Machines being deleted are left out.
 func readMachines(ctx context.Context, c client.Client, sel Selection) ([]inplace.Objects, error) {
+	return readMachinesNoting(ctx, c, sel, nil)
+}
+
+// listMachines is readMachines that also names the Machines being deleted.
+func listMachines(ctx context.Context, c client.Client, sel Selection) ([]inplace.Objects, []string, error) {
+	var deleting []string
+	objs, err := readMachinesNoting(ctx, c, sel, &deleting)
+	return objs, deleting, err
+}
+
+func readMachinesNoting(ctx context.Context, c client.Client, sel Selection, deleting *[]string) ([]inplace.Objects, error) {
 	set := labels.Set{clusterNameLabel: sel.Cluster}
 	if sel.ControlPlane != "" {
 		set[controlPlaneNameLabel] = sel.ControlPlane
@@ -79,6 +91,9 @@ func readMachines(ctx context.Context, c client.Client, sel Selection) ([]inplac
 			continue
 		}
 		if m.GetDeletionTimestamp() != nil {
+			if deleting != nil {
+				*deleting = append(*deleting, m.GetName())
+			}
 			continue // on its way out: CAPI would not update it either
 		}
 		objs := inplace.Objects{Machine: m}

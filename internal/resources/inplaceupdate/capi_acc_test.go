@@ -387,7 +387,8 @@ func TestAccCAPIInPlace_uncoveredRefusedAtPlan(t *testing.T) {
 }
 
 // A plan made while the extension covered the change, applied after it was removed: the apply
-// stops, says the plan is stale, and writes nothing (it never turns into a replacement).
+// stops (Terraform's apply-time plan finds the machine uncovered and says a plan that showed it
+// in place is stale) and writes nothing: it never turns into a replacement.
 func TestAccCAPIInPlace_stalePlanStopsApply(t *testing.T) {
 	f, mc := capiFleet(t)
 	md := machineDeployment(t, mc)
@@ -415,7 +416,8 @@ func TestAccCAPIInPlace_stalePlanStopsApply(t *testing.T) {
 					plancheck.ExpectKnownValue("gradual_inplace_update.workers", tfjsonpath.New("plan").AtSliceIndex(0).AtMapKey("strategy"), knownvalue.StringExact("in-place")),
 					removeExtension,
 				}},
-				ExpectError: regexp.MustCompile(`(?s)Plan Is Stale.*machine\s+` + regexp.QuoteMeta(m.Name) + `:\s+planned\s+in\s+place\s+by\s+` + extensionName),
+				// Terraform plans again at apply; that plan finds no extension and stops the apply.
+				ExpectError: regexp.MustCompile(`(?s)Machines Cannot Be Updated In Place.*machine\s+` + regexp.QuoteMeta(m.Name) + `:\s+no\s+extension.*plan\s+is\s+stale.*Nothing\s+was\s+written`),
 			},
 			{
 				PreConfig: func() {

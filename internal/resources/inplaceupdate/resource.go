@@ -138,18 +138,11 @@ func (r *updateResource) ModifyPlan(ctx context.Context, req resource.ModifyPlan
 	for _, n := range res.Notes {
 		resp.Diagnostics.AddWarning("In-Place Update Plan", n)
 	}
-	// Terraform plans again at apply, with the planned values: the plan this run showed is in
-	// plan.Plan, and status is still unknown (a refresh-time plan has the prior, known status).
-	// Extensions that answer differently now make that plan stale.
-	if plan.Status.IsUnknown() {
-		if stale := staleMachines(plan.Plan, res.Plan); len(stale) > 0 {
-			resp.Diagnostics.AddError("In-Place Update Plan Is Stale", staleDetail(stale))
-			return
-		}
-	}
 	if err := res.Plan.Err(); err != nil {
 		resp.Diagnostics.AddAttributeError(path.Root("fallback"), "Machines Cannot Be Updated In Place",
-			"No update extension covers these changes, and fallback is \"none\":\n"+indent(err.Error()))
+			"No update extension covers these changes, and fallback is \"none\":\n"+indent(err.Error())+
+				"\nTerraform plans again when it applies: if this comes from applying a plan that showed these machines in place, "+
+				"that plan is stale (an extension was removed, or answers differently now). Nothing was written; plan again.")
 		return
 	}
 	for _, m := range res.Plan.Machines {
