@@ -101,14 +101,3 @@ run "rolling_fallback" {
     error_message = "want both machines replaced for infrastructureMachine spec.size: ${jsonencode(output.plan)}"
   }
 }
-
-# The same change with fallback = "none" is refused at plan.
-run "uncovered_refused" {
-  command = plan
-
-  variables {
-    infrastructure_machine_spec_patch = { size = "large" }
-  }
-
-  expect_failures = [gradual_inplace_update.this]
-}
