@@ -473,6 +473,38 @@ func TestAccCAPIInPlace_uncoveredReplaced(t *testing.T) {
 	})
 }
 
+// The read-only plan data source asks the same questions and writes nothing: a version bump the
+// test extension covers is in place, the MachineDeployment untouched.
+func TestAccCAPIInPlace_planDataSource(t *testing.T) {
+	f, mc := capiFleet(t)
+	m := worker(t, mc)
+	md := machineDeployment(t, mc)
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: acctest.ProviderFactories,
+		Steps: []resource.TestStep{{
+			Config: acctest.ProviderConfig(f) + fmt.Sprintf(`
+data "gradual_inplace_update_plan" "workers" {
+  namespace          = %q
+  cluster            = %q
+  machine_deployment = %q
+  version            = "v1.34.5"
+}
+`, testbed.DefaultClusterAPINamespace, memCluster, workers),
+			ConfigStateChecks: []statecheck.StateCheck{
+				statecheck.ExpectKnownValue("data.gradual_inplace_update_plan.workers", tfjsonpath.New("machines").AtSliceIndex(0).AtMapKey("name"), knownvalue.StringExact(m.Name)),
+				statecheck.ExpectKnownValue("data.gradual_inplace_update_plan.workers", tfjsonpath.New("machines").AtSliceIndex(0).AtMapKey("strategy"), knownvalue.StringExact("in-place")),
+				statecheck.ExpectKnownValue("data.gradual_inplace_update_plan.workers", tfjsonpath.New("counts").AtMapKey("in_place"), knownvalue.Int64Exact(1)),
+			},
+			Check: func(*terraform.State) error {
+				if now := machineDeployment(t, mc); now.Generation != md.Generation {
+					return fmt.Errorf("the data source wrote the MachineDeployment: generation %d → %d", md.Generation, now.Generation)
+				}
+				return nil
+			},
+		}},
+	})
+}
+
 // inMemoryCluster is a CAPI cluster on CAPD's in-memory backend: a DevCluster, a one-replica
 // KubeadmControlPlane and a one-replica MachineDeployment (maxSurge 0, maxUnavailable 1) with
 // DevMachineTemplates and a KubeadmConfigTemplate, every object and template metadata carrying
