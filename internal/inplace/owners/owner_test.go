@@ -240,9 +240,16 @@ func TestApplySurge(t *testing.T) {
 		{-1, 3, inplace.FallbackNone, inplace.StrategyInPlace}, // a control plane: KCP decides
 	} {
 		md.MaxSurge, md.Replicas = tc.surge, tc.replicas
+		md.Kind = KindMachineDeployment
+		if tc.surge < 0 {
+			md.Kind = KindKubeadmControlPlane
+		}
 		got := applySurge(inPlace, md, tc.fallback)
 		if got.Strategy != tc.want {
 			t.Errorf("maxSurge %d, replicas %d, fallback %s: %s, want %s (notes %v)", tc.surge, tc.replicas, tc.fallback, got.Strategy, tc.want, got.Notes)
+		}
+		if tc.surge < 0 && (len(got.Notes) != 1 || !strings.Contains(got.Notes[0], "decides between updating this machine in place and replacing it")) {
+			t.Errorf("control plane: notes %v", got.Notes)
 		}
 		if tc.want != inplace.StrategyInPlace || tc.surge > 0 {
 			if len(got.Notes) == 0 || !strings.Contains(got.Notes[0], "maxSurge") {

@@ -212,6 +212,13 @@ func applySet(mp inplace.MachinePlan, setNotes []string, fallback inplace.Fallba
 // maxSurge at least the replicas every changing machine is replaced; with fewer, up to maxSurge
 // of them, which the plan cannot name, so fallback "none" refuses and "rolling" notes it.
 func applySurge(mp inplace.MachinePlan, owner *Owner, fallback inplace.Fallback) inplace.MachinePlan {
+	if owner != nil && owner.Kind == KindKubeadmControlPlane && mp.Strategy == inplace.StrategyInPlace {
+		// Not modelled (and not yet checked against the real controllers): how a
+		// KubeadmControlPlane weighs in-place against its own rollout (maxSurge, etcd quorum).
+		mp.Notes = append(mp.Notes, owner.Name()+" decides between updating this machine in place and replacing it by its own rollout rules; "+
+			"this preview shows what the extensions cover")
+		return mp
+	}
 	if owner == nil || owner.MaxSurge <= 0 || mp.Strategy != inplace.StrategyInPlace {
 		return mp
 	}
