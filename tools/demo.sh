@@ -107,23 +107,20 @@ for cli in "${clis[@]}"; do
   outputs clusters
   outputs addons
 
-  say "[$name] Step 6: an in-place Kubernetes upgrade of a MachineDeployment, machine by machine"
+  say "[$name] Step 6: an in-place Kubernetes upgrade of a MachineDeployment, previewed machine by machine"
   cluster=$([ "$(basename "$cli")" = tofu ] && echo prod-eu-1 || echo prod-us-1)
   md="workers-$(basename "$cli")"
   "$testbed" machines --dir "$fleet_dir" "$cluster" "$md" 2 v1.36.3 >/dev/null 2>&1
   inplace="{cluster=\"$cluster\",machine_deployment=\"$md\",version=\"v1.37.0\",extension_url=\"$extension_url\",extension_ca_file=\"$work/extension-ca.pem\"}"
-  echo "    The plan shows, per machine, its node, what changes and which extension updates it in place:"
-  tf plan -var app_version=1.28 -var "inplace=$inplace" | grep -E 'machine +=|node +=|strategy|extensions|changed_fields|Plan:' | head -n 14 | indent
-  tf apply -auto-approve -var app_version=1.28 -var "inplace=$inplace" | grep -E 'Apply complete' | indent
-  outputs machines
-  if [ -n "${GRADUAL_KUBECTL:-}" ]; then
-    echo "    The Nodes of $cluster now report:"
-    "$GRADUAL_KUBECTL" --kubeconfig "$fleet_dir/kubeconfigs/$cluster.kubeconfig" get nodes \
-      -o custom-columns=NODE:.metadata.name,KUBELET:.status.nodeInfo.kubeletVersion | indent
-  fi
+  echo "    The plan asks the update extension what Cluster API will ask (CanUpdateMachine) and shows, per machine,"
+  echo "    its node, what changes and which extension updates it in place:"
+  tf plan -var app_version=1.28 -var "inplace=$inplace" | grep -E 'name +=|node +=|strategy|extensions|changed_fields|Plan:' | head -n 14 | indent
+  echo "    Applying it writes the change to the MachineDeployment (template version, rotated templates) and"
+  echo "    Cluster API updates the machines. This fleet runs no Cluster API controllers, so the demo stops at the"
+  echo "    preview; the acceptance tests apply it against the real controllers (gradual-testbed up --cluster-api)."
 
   say "[$name] Cleaning up: destroy removes the app and the add-ons from every cluster"
-  tf destroy -auto-approve -var app_version=1.28 -var "inplace=$inplace" | grep -E 'Destroy complete' | indent
+  tf destroy -auto-approve -var app_version=1.28 | grep -E 'Destroy complete' | indent
 done
 
 say "Summary"

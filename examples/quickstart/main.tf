@@ -137,9 +137,8 @@ resource "gradual_inplace_update" "workers" {
     url       = var.inplace.extension_url
     ca_bundle = file(var.inplace.extension_ca_file)
   }]
-  update_limit = 1
-  fallback     = "none"
-  verify       = { timeout = "60s" }
+  fallback = "none"
+  verify   = { timeout = "60s" }
 }
 
 output "machines" {

@@ -45,9 +45,10 @@ const (
 	hooksGroupVersion = "hooks.runtime.cluster.x-k8s.io/v1alpha1"
 	// HookDiscovery, HookCanUpdateMachine and HookUpdateMachine are the hook names of the
 	// handlers this package calls, as they appear in a DiscoveryResponse.
-	HookDiscovery        = "Discovery"
-	HookCanUpdateMachine = "CanUpdateMachine"
-	HookUpdateMachine    = "UpdateMachine"
+	HookDiscovery           = "Discovery"
+	HookCanUpdateMachine    = "CanUpdateMachine"
+	HookCanUpdateMachineSet = "CanUpdateMachineSet"
+	HookUpdateMachine       = "UpdateMachine"
 )
 
 // Endpoint says where an extension is and how far to trust it.
@@ -258,6 +259,25 @@ func (c *Client) CanUpdateMachine(ctx context.Context, handler string, req *hook
 	for _, p := range []hooksv1.Patch{resp.MachinePatch, resp.InfrastructureMachinePatch, resp.BootstrapConfigPatch} {
 		if p.IsDefined() && p.PatchType != hooksv1.JSONPatchType && p.PatchType != hooksv1.JSONMergePatchType {
 			return nil, c.errorf(HookCanUpdateMachine, handler, KindMalformed, 0, "patch type %q is neither %s nor %s",
+				truncate(string(p.PatchType)), hooksv1.JSONPatchType, hooksv1.JSONMergePatchType)
+		}
+	}
+	return resp, nil
+}
+
+// CanUpdateMachineSet asks handler which of the changes from req.Current to req.Desired (a
+// MachineSet and its templates, as a MachineDeployment's rollout would change them) the
+// extension can make in place. A Failure answer is an *Error of KindFailure.
+func (c *Client) CanUpdateMachineSet(ctx context.Context, handler string, req *hooksv1.CanUpdateMachineSetRequest) (*hooksv1.CanUpdateMachineSetResponse, error) {
+	req.APIVersion, req.Kind = hooksGroupVersion, "CanUpdateMachineSetRequest"
+	req.Settings = c.settings(req.Settings)
+	resp := &hooksv1.CanUpdateMachineSetResponse{}
+	if err := c.call(ctx, HookCanUpdateMachineSet, handler, req, resp, &resp.CommonResponse); err != nil {
+		return nil, err
+	}
+	for _, p := range []hooksv1.Patch{resp.MachineSetPatch, resp.InfrastructureMachineTemplatePatch, resp.BootstrapConfigTemplatePatch} {
+		if p.IsDefined() && p.PatchType != hooksv1.JSONPatchType && p.PatchType != hooksv1.JSONMergePatchType {
+			return nil, c.errorf(HookCanUpdateMachineSet, handler, KindMalformed, 0, "patch type %q is neither %s nor %s",
 				truncate(string(p.PatchType)), hooksv1.JSONPatchType, hooksv1.JSONMergePatchType)
 		}
 	}

@@ -130,6 +130,44 @@ func TestCanUpdateMachineRoundTrip(t *testing.T) {
 	}
 }
 
+func TestCanUpdateMachineSetRoundTrip(t *testing.T) {
+	var gotPath string
+	var got hooksv1.CanUpdateMachineSetRequest
+	_, ep := tlsServer(t, func(w http.ResponseWriter, r *http.Request) {
+		gotPath = r.URL.Path
+		if err := json.NewDecoder(r.Body).Decode(&got); err != nil {
+			t.Errorf("decode request: %v", err)
+		}
+		writeJSON(w, hooksv1.CanUpdateMachineSetResponse{
+			CommonResponse:  hooksv1.CommonResponse{Status: hooksv1.ResponseStatusSuccess},
+			MachineSetPatch: hooksv1.Patch{PatchType: hooksv1.JSONPatchType, Patch: []byte(`[{"op":"replace","path":"/spec/template/spec/version","value":"v1.37.0"}]`)},
+		})
+	})
+	req := &hooksv1.CanUpdateMachineSetRequest{}
+	req.Current.MachineSet.Name = "md-0"
+	resp, err := newClient(t, ep).CanUpdateMachineSet(t.Context(), "can-update-set", req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if gotPath != "/hooks.runtime.cluster.x-k8s.io/v1alpha1/canupdatemachineset/can-update-set" {
+		t.Errorf("path %q", gotPath)
+	}
+	if got.Kind != "CanUpdateMachineSetRequest" || got.APIVersion != hooksGroupVersion || got.Current.MachineSet.Name != "md-0" {
+		t.Errorf("request %+v", got)
+	}
+	if !strings.Contains(string(resp.MachineSetPatch.Patch), "/spec/template/spec/version") {
+		t.Errorf("patch %+v", resp.MachineSetPatch)
+	}
+	_, ep = tlsServer(t, func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, hooksv1.CanUpdateMachineSetResponse{
+			CommonResponse:               hooksv1.CommonResponse{Status: hooksv1.ResponseStatusSuccess},
+			BootstrapConfigTemplatePatch: hooksv1.Patch{PatchType: "StrategicMerge", Patch: []byte(`{}`)},
+		})
+	})
+	_, err = newClient(t, ep).CanUpdateMachineSet(t.Context(), "h", &hooksv1.CanUpdateMachineSetRequest{})
+	wantKind(t, err, KindMalformed, "StrategicMerge")
+}
+
 func TestCanUpdateMachineRefusesUnknownPatchType(t *testing.T) {
 	_, ep := tlsServer(t, func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, hooksv1.CanUpdateMachineResponse{

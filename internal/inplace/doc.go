@@ -15,4 +15,8 @@
 // patches of all answering extensions are applied together to the current objects, and the
 // result must equal the desired specs; a patch that changes a field nobody asked to change
 // therefore makes the machine uncovered too.
+//
+// The same planning serves a MachineDeployment's change as a whole (CanUpdateMachineSet: a
+// MachineSet and its templates in place of a Machine and its objects), and RotateTemplate makes
+// the new template a change needs: Cluster API's templates are never edited in place.
 package inplace

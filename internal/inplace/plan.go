@@ -354,3 +354,45 @@ func specOnly(u *unstructured.Unstructured) *unstructured.Unstructured {
 	}
 	return out
 }
+
+// AnswerFromSet takes the patches of a CanUpdateMachineSet response, for PlanMachine on the
+// objects of a MachineSet (see CanUpdateMachineSetRequest): the MachineSet patch stands where a
+// Machine's would, the templates' where the infrastructure machine's and bootstrap config's do.
+func AnswerFromSet(extension string, resp *hooksv1.CanUpdateMachineSetResponse, err error) Answer {
+	a := Answer{Extension: extension, Err: err}
+	if resp != nil && err == nil {
+		a.Machine, a.InfrastructureMachine, a.BootstrapConfig = resp.MachineSetPatch, resp.InfrastructureMachineTemplatePatch, resp.BootstrapConfigTemplatePatch
+	}
+	return a
+}
+
+// CanUpdateMachineSetRequest is the request CAPI sends before it updates the machines of a
+// MachineDeployment in place: the MachineSet and its templates, current and desired, where
+// Objects.Machine holds the MachineSet, InfrastructureMachine and BootstrapConfig the templates.
+func CanUpdateMachineSetRequest(current, desired Objects) (*hooksv1.CanUpdateMachineSetRequest, error) {
+	req := &hooksv1.CanUpdateMachineSetRequest{}
+	for _, side := range []struct {
+		objs Objects
+		out  *hooksv1.CanUpdateMachineSetRequestObjects
+	}{{current, &req.Current}, {desired, &req.Desired}} {
+		if side.objs.Machine != nil {
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(specOnly(side.objs.Machine).Object, &side.out.MachineSet); err != nil {
+				return nil, fmt.Errorf("machineSet %s: %w", side.objs.Machine.GetName(), err)
+			}
+		}
+		for _, x := range []struct {
+			u   *unstructured.Unstructured
+			out *runtime.RawExtension
+		}{{side.objs.InfrastructureMachine, &side.out.InfrastructureMachineTemplate}, {side.objs.BootstrapConfig, &side.out.BootstrapConfigTemplate}} {
+			if x.u == nil {
+				continue
+			}
+			raw, err := specOnly(x.u).MarshalJSON()
+			if err != nil {
+				return nil, fmt.Errorf("%s %s: %w", x.u.GetKind(), x.u.GetName(), err)
+			}
+			x.out.Raw = raw
+		}
+	}
+	return req, nil
+}

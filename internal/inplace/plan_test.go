@@ -289,3 +289,34 @@ func names(fs []Field) []string {
 	}
 	return out
 }
+
+func TestRotateTemplate(t *testing.T) {
+	tmpl := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "bootstrap.cluster.x-k8s.io/v1beta2", "kind": "KubeadmConfigTemplate",
+		"metadata": map[string]any{"name": "md-0", "namespace": "fleet", "uid": "u1", "resourceVersion": "7", "labels": map[string]any{"a": "b"}},
+		"spec":     map[string]any{"template": map[string]any{"spec": map[string]any{"files": []any{}}}},
+	}}
+	if _, changed, err := RotateTemplate(tmpl, []byte(`{"files":[]}`)); err != nil || changed {
+		t.Fatalf("a patch that changes nothing rotates (%v)", err)
+	}
+	r, changed, err := RotateTemplate(tmpl, []byte(`{"files":[{"path":"/x"}]}`))
+	if err != nil || !changed {
+		t.Fatalf("rotate: %v %v", changed, err)
+	}
+	if !strings.HasPrefix(r.GetName(), "md-0-gip-") || r.GetUID() != "" || r.GetResourceVersion() != "" || r.GetLabels()["a"] != "b" {
+		t.Errorf("rotated metadata %v", r.Object["metadata"])
+	}
+	// Rotating the rotated one again with the same content keeps its name; another content
+	// gets another name on the same base.
+	again, changed, _ := RotateTemplate(r, []byte(`{"files":[{"path":"/x"}]}`))
+	if changed || again != nil {
+		t.Errorf("re-rotating the same content: %v", again)
+	}
+	other, _, _ := RotateTemplate(r, []byte(`{"files":[{"path":"/y"}]}`))
+	if other.GetName() == r.GetName() || !strings.HasPrefix(other.GetName(), "md-0-gip-") || strings.Count(other.GetName(), "gip") != 1 {
+		t.Errorf("rotated from %s: %s", r.GetName(), other.GetName())
+	}
+	if tmpl.GetUID() != "u1" {
+		t.Error("the template itself was modified")
+	}
+}

@@ -59,4 +59,11 @@
 //     Updating=True while UpdateMachine runs (~15-20 s for the test extension) and is UpToDate
 //     only once its Node's kubelet reports the new version, which the test extension never
 //     changes (TestClusterAPIControllers plays the kubelet).
+//   - gradual_inplace_update against these controllers (internal/resources/inplaceupdate,
+//     TestAccCAPIInPlace_*, which play the kubelet the same way): a warm fleet with one
+//     in-memory cluster Running and the test extension registered takes ~55 s; CAPI updates a
+//     covered version bump of the one-replica MachineDeployment in place in ~25 s, replaces a
+//     Machine for an uncovered DevMachine change in ~20 s. CAPI's MachineDeployment status can
+//     lag a step behind (replicas all "up to date" while the old Machine is being deleted), so
+//     verification counts the Machines itself.
 package testbed

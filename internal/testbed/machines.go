@@ -80,6 +80,11 @@ func (f *Fleet) AddMachineDeployment(ctx context.Context, spec MachineDeployment
 				"clusterName": spec.Cluster,
 				"replicas":    int64(spec.Replicas),
 				"selector":    map[string]any{"matchLabels": labels},
+				// Rolled out without surge, as in-place updates need (with maxSurge > 0 Cluster API
+				// creates new Machines first and replaces old ones even when an extension covers
+				// them), so an in-place plan of these Machines previews them in place.
+				"rollout": map[string]any{"strategy": map[string]any{"type": "RollingUpdate",
+					"rollingUpdate": map[string]any{"maxSurge": int64(0), "maxUnavailable": int64(1)}}},
 				"template": map[string]any{
 					"metadata": map[string]any{"labels": labels},
 					"spec": map[string]any{

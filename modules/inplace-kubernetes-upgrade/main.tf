@@ -1,8 +1,8 @@
-# The Kubernetes version of a MachineDeployment's Machines, changed in place through Cluster API
-# runtime update extensions (CanUpdateMachine / UpdateMachine), at most `update_limit` machines at
-# a time, each verified by its Node (Ready, reporting the new kubelet version). Machines no
-# extension can update in place fail the plan (`fallback = "none"`) or are replaced the CAPI way
-# (`fallback = "rolling"`).
+# The Kubernetes version of a MachineDeployment, written to its template; Cluster API updates the
+# Machines, in place where its runtime update extensions cover the change (CanUpdateMachine /
+# UpdateMachine). The plan previews each machine; machines no extension can update in place fail
+# the plan (`fallback = "none"`) or are replaced by Cluster API (`fallback = "rolling"`). Apply
+# waits until every machine is up to date and its Node Ready on the new kubelet version.
 resource "gradual_inplace_update" "this" {
   namespace          = var.namespace
   cluster            = var.cluster
@@ -16,9 +16,9 @@ resource "gradual_inplace_update" "this" {
   # Empty: the extensions registered in the management cluster as ExtensionConfig objects.
   extensions = length(var.extensions) > 0 ? var.extensions : null
 
-  update_limit = var.update_limit
-  fallback     = var.fallback
-  verify       = { timeout = var.verify_timeout }
+  # var.update_limit is not passed on: Cluster API paces the machines (maxUnavailable).
+  fallback = var.fallback
+  verify   = { timeout = var.verify_timeout }
 
   timeouts = var.timeouts
 }

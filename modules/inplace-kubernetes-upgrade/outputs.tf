@@ -4,7 +4,7 @@ output "id" {
 }
 
 output "revision" {
-  description = "Short hash of the change; updated Machines carry it in the `gradual.dev/inplace-update` annotation."
+  description = "Short hash of the change; the MachineDeployment carries it in the `gradual.dev/inplace-update` annotation once written."
   value       = gradual_inplace_update.this.revision
 }
 
@@ -27,7 +27,7 @@ output "machines" {
 }
 
 output "status" {
-  description = "Per Machine after apply: `updated`, `unchanged`, `rollout-requested` (fallback rolling), `failed` or `not-started`."
+  description = "Per Machine after apply: `updated` (same Machine, in place), `replaced`, `created` (by Cluster API), `unchanged`, `failed` or `not-started`."
   value       = gradual_inplace_update.this.status
 }
 
@@ -37,6 +37,6 @@ output "in_place_machines" {
 }
 
 output "replaced_machines" {
-  description = "Machines Cluster API is asked to replace (`fallback = \"rolling\"`)."
+  description = "Machines the plan expects Cluster API to replace (`fallback = \"rolling\"`)."
   value       = [for m in gradual_inplace_update.this.plan : m.name if m.strategy == "rolling"]
 }

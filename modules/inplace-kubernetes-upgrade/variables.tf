@@ -43,7 +43,7 @@ variable "kubernetes_version" {
 }
 
 variable "fallback" {
-  description = "What happens to a machine whose change no extension covers: `none` fails the plan naming the machine and the uncovered fields; `rolling` lets Cluster API replace it (MachineDeployment `spec.rollout.after`)."
+  description = "What happens to a machine whose change no extension covers: `none` fails the plan naming the machine and the uncovered fields; `rolling` lets Cluster API replace it."
   type        = string
   default     = "none"
   nullable    = false
@@ -80,7 +80,7 @@ variable "extensions" {
 }
 
 variable "update_limit" {
-  description = "Most machines updated at once."
+  description = "Ignored (kept for existing callers): Cluster API paces the machines by the MachineDeployment's rollout strategy (maxUnavailable)."
   type        = number
   default     = 1
   nullable    = false
@@ -92,7 +92,7 @@ variable "update_limit" {
 }
 
 variable "verify_timeout" {
-  description = "Longest wait for one machine's Node to be Ready and report `kubernetes_version`, as a duration."
+  description = "Longest wait for every machine to be up to date and its Node Ready on `kubernetes_version`, as a duration."
   type        = string
   default     = "10m"
   nullable    = false

@@ -1,6 +1,6 @@
 terraform {
-  # OpenTofu >= 1.8 and Terraform >= 1.8 both satisfy this (provider functions, tests).
-  required_version = ">= 1.8.0"
+  # OpenTofu >= 1.11 and Terraform >= 1.11: bootstrap_config_spec_patch is write-only.
+  required_version = ">= 1.11.0"
 
   required_providers {
     gradual = {

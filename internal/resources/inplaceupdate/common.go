@@ -1,6 +1,7 @@
 // Package inplaceupdate implements the `gradual_inplace_update_plan` data source and the
-// `gradual_inplace_update` resource: Terraform glue around internal/inplace/live, which reads
-// the machines, asks the update extensions and executes the in-place updates.
+// `gradual_inplace_update` resource: Terraform glue around internal/inplace/owners, which
+// reads the owner and its machines, asks the update extensions for the preview, writes the
+// change to the owner and waits for Cluster API to carry it out.
 package inplaceupdate
 
 import (
@@ -17,7 +18,7 @@ import (
 
 	"github.com/gradual-dev/terraform-provider-gradual/internal/extension"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/inplace"
-	"github.com/gradual-dev/terraform-provider-gradual/internal/inplace/live"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/inplace/owners"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/providerdata"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
@@ -80,10 +81,10 @@ func (in *Input) known() bool {
 }
 
 // request converts the inputs. Attribute errors point at what is wrong.
-func (in *Input) request(ctx context.Context) (live.Request, diag.Diagnostics) {
+func (in *Input) request(ctx context.Context) (owners.Request, diag.Diagnostics) {
 	var diags diag.Diagnostics
-	req := live.Request{
-		Selection: live.Selection{
+	req := owners.Request{
+		Selection: owners.Selection{
 			Namespace: in.Namespace.ValueString(), Cluster: in.Cluster.ValueString(),
 			MachineDeployment: in.MachineDeployment.ValueString(),
 			ControlPlane:      in.ControlPlane.ValueString(),
@@ -96,11 +97,11 @@ func (in *Input) request(ctx context.Context) (live.Request, diag.Diagnostics) {
 		},
 	}
 	if !in.Selector.IsNull() {
-		diags.Append(in.Selector.ElementsAs(ctx, &req.Selection.Labels, false)...)
-	}
-	if req.Selection.MachineDeployment == "" && req.Selection.ControlPlane == "" && len(req.Selection.Labels) == 0 {
-		diags.AddAttributeError(path.Root("machine_deployment"), "No Machines Selected",
-			"Set machine_deployment, control_plane, or selector (labels every Machine to update carries).")
+		diags.AddAttributeError(path.Root("selector"), "Machines Picked By Label Are Not Supported",
+			"Cluster API updates Machines only through their owner, and this provider never edits a Machine behind its owner's back. "+
+				"Set machine_deployment or control_plane instead of selector.")
+	} else if req.Selection.MachineDeployment == "" && req.Selection.ControlPlane == "" {
+		diags.AddAttributeError(path.Root("machine_deployment"), "No Owner Selected", "Set machine_deployment or control_plane.")
 	}
 	fb := in.Fallback.ValueString()
 	if fb == "" {
@@ -138,8 +139,8 @@ func patchBytes(v types.String) []byte {
 }
 
 // planner is the live planner over the provider's management connection.
-func planner(data *providerdata.Data) *live.Planner {
-	return &live.Planner{
+func planner(data *providerdata.Data) *owners.Planner {
+	return &owners.Planner{
 		Client: data.Management.Client,
 		Workload: func(ctx context.Context, namespace, cluster string) (client.Client, error) {
 			cfg, err := data.Management.WorkloadConfig(ctx, namespace, cluster)

@@ -13,13 +13,14 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
+	"github.com/hashicorp/terraform-plugin-framework/tfsdk"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 	"github.com/hashicorp/terraform-plugin-framework/types/basetypes"
 	"github.com/hashicorp/terraform-plugin-log/tflog"
 
 	"github.com/gradual-dev/terraform-provider-gradual/internal/diagnostics"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/inplace"
-	"github.com/gradual-dev/terraform-provider-gradual/internal/inplace/live"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/inplace/owners"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/providerdata"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/records"
 )
@@ -45,8 +46,10 @@ type Model struct {
 	Verify      types.Object   `tfsdk:"verify"`
 	Timeouts    timeouts.Value `tfsdk:"timeouts"`
 	Revision    types.String   `tfsdk:"revision"`
-	Plan        types.List     `tfsdk:"plan"`
-	Status      types.Map      `tfsdk:"status"`
+	// BootstrapDigest stands in for the write-only bootstrap patch in plan and state.
+	BootstrapDigest types.String `tfsdk:"bootstrap_config_spec_patch_digest"`
+	Plan            types.List   `tfsdk:"plan"`
+	Status          types.Map    `tfsdk:"status"`
 }
 
 func (r *updateResource) Metadata(_ context.Context, req resource.MetadataRequest, resp *resource.MetadataResponse) {
@@ -103,9 +106,11 @@ func (r *updateResource) ModifyPlan(ctx context.Context, req resource.ModifyPlan
 	}
 	var plan Model
 	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
+	resp.Diagnostics.Append(plan.readWriteOnly(ctx, req.Config)...)
 	if resp.Diagnostics.HasError() {
 		return
 	}
+	plan.BootstrapDigest = digest(plan.BootstrapConfigSpecPatch)
 	var prior *Model
 	if !req.State.Raw.IsNull() {
 		prior = &Model{}
@@ -116,7 +121,7 @@ func (r *updateResource) ModifyPlan(ctx context.Context, req resource.ModifyPlan
 	}
 	if r.data == nil || !plan.known() {
 		plan.Revision, plan.Plan, plan.Status = types.StringUnknown(), types.ListUnknown(types.ObjectType{AttrTypes: machineAttrTypes}), types.MapUnknown(types.StringType)
-		resp.Diagnostics.Append(resp.Plan.Set(ctx, &plan)...)
+		resp.Diagnostics.Append(plan.setPlan(ctx, &resp.Plan)...)
 		return
 	}
 	plan.ID = plan.id()
@@ -135,7 +140,9 @@ func (r *updateResource) ModifyPlan(ctx context.Context, req resource.ModifyPlan
 	}
 	if err := res.Plan.Err(); err != nil {
 		resp.Diagnostics.AddAttributeError(path.Root("fallback"), "Machines Cannot Be Updated In Place",
-			"No update extension covers these changes, and fallback is \"none\":\n"+indent(err.Error()))
+			"No update extension covers these changes, and fallback is \"none\":\n"+indent(err.Error())+
+				"\nTerraform plans again when it applies: if this comes from applying a plan that showed these machines in place, "+
+				"that plan is stale (an extension was removed, or answers differently now). Nothing was written; plan again.")
 		return
 	}
 	for _, m := range res.Plan.Machines {
@@ -150,12 +157,45 @@ func (r *updateResource) ModifyPlan(ctx context.Context, req resource.ModifyPlan
 		resp.Diagnostics.Append(diags...)
 		plan.Status = types.MapUnknown(types.StringType)
 	}
-	resp.Diagnostics.Append(resp.Plan.Set(ctx, &plan)...)
+	resp.Diagnostics.Append(plan.setPlan(ctx, &resp.Plan)...)
+}
+
+// readWriteOnly takes the write-only `bootstrap_config_spec_patch` from the configuration:
+// Terraform keeps it out of plan and state, so ModifyPlan, Create and Update find it only there.
+func (m *Model) readWriteOnly(ctx context.Context, config tfsdk.Config) diag.Diagnostics {
+	return config.GetAttribute(ctx, path.Root("bootstrap_config_spec_patch"), &m.BootstrapConfigSpecPatch)
+}
+
+// setPlan and setState write the model with the write-only patch null, as Terraform requires.
+func (m *Model) setPlan(ctx context.Context, p *tfsdk.Plan) diag.Diagnostics {
+	c := *m
+	c.BootstrapConfigSpecPatch = types.StringNull()
+	return p.Set(ctx, &c)
+}
+
+func (m *Model) setState(ctx context.Context, s *tfsdk.State) diag.Diagnostics {
+	c := *m
+	c.BootstrapConfigSpecPatch = types.StringNull()
+	return s.Set(ctx, &c)
+}
+
+// digest is `bootstrap_config_spec_patch_digest`: a short hash of the normalised patch, "" when
+// unset, unknown when the patch is.
+func digest(v types.String) types.String {
+	if v.IsUnknown() {
+		return types.StringUnknown()
+	}
+	b := patchBytes(v)
+	if b == nil {
+		return types.StringValue("")
+	}
+	return types.StringValue(owners.Digest(b))
 }
 
 func (r *updateResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
 	var plan Model
 	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
+	resp.Diagnostics.Append(plan.readWriteOnly(ctx, req.Config)...)
 	if resp.Diagnostics.HasError() {
 		return
 	}
@@ -167,12 +207,13 @@ func (r *updateResource) Create(ctx context.Context, req resource.CreateRequest,
 	r.apply(ctx, timeout, &plan, &resp.Diagnostics)
 	// Saved even on failure: status shows which machines were updated (Terraform then taints
 	// the resource; replacing it changes nothing but re-runs the update).
-	resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
+	resp.Diagnostics.Append(plan.setState(ctx, &resp.State)...)
 }
 
 func (r *updateResource) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
 	var plan Model
 	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
+	resp.Diagnostics.Append(plan.readWriteOnly(ctx, req.Config)...)
 	if resp.Diagnostics.HasError() {
 		return
 	}
@@ -182,7 +223,7 @@ func (r *updateResource) Update(ctx context.Context, req resource.UpdateRequest,
 		return
 	}
 	r.apply(ctx, timeout, &plan, &resp.Diagnostics)
-	resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
+	resp.Diagnostics.Append(plan.setState(ctx, &resp.State)...)
 }
 
 // apply plans again against the live machines and executes the plan, filling plan's computed
@@ -210,14 +251,19 @@ func (r *updateResource) apply(ctx context.Context, timeout time.Duration, plan 
 		return
 	}
 	plan.Revision = types.StringValue(res.Revision)
+	if stale := staleMachines(plan.Plan, res.Plan); len(stale) > 0 {
+		diags.AddError("In-Place Update Plan Is Stale", staleDetail(stale))
+		plan.fillUnknown()
+		return
+	}
 	if plan.Plan.IsUnknown() {
 		plan.Plan, d = machinesValue(res.Plan)
 		diags.Append(d...)
 	}
-	exec, err := p.Execute(ctx, res, live.ExecuteRequest{
-		UpdateLimit: int(plan.UpdateLimit.ValueInt64()), VerifyTimeout: verify,
-		Logf:   func(msg string, fields map[string]any) { tflog.Info(ctx, msg, fields) },
-		Holder: records.HolderIdentity(),
+	exec, err := p.Execute(ctx, res, owners.ExecuteRequest{
+		VerifyTimeout: verify,
+		Logf:          func(msg string, fields map[string]any) { tflog.Info(ctx, msg, fields) },
+		Holder:        records.HolderIdentity(),
 	})
 	status := map[string]string{}
 	if exec != nil {
@@ -273,9 +319,9 @@ func (r *updateResource) Read(ctx context.Context, req resource.ReadRequest, res
 		resp.Diagnostics.AddWarning("In-Place Update Not Fully Refreshed", n)
 	}
 	if imported {
-		if obs.DeploymentGone {
-			resp.Diagnostics.AddError("MachineDeployment Not Found",
-				fmt.Sprintf("No MachineDeployment %s exists in namespace %q of the management cluster.", request.Selection.MachineDeployment, request.Selection.Namespace))
+		if obs.OwnerGone {
+			resp.Diagnostics.AddError("Owner Not Found",
+				fmt.Sprintf("No MachineDeployment or KubeadmControlPlane named by %q exists in namespace %q of the management cluster.", state.ID.ValueString(), request.Selection.Namespace))
 			return
 		}
 		state.fillImported(obs)
@@ -291,8 +337,8 @@ func (r *updateResource) Read(ctx context.Context, req resource.ReadRequest, res
 	status := map[string]string{}
 	for _, m := range obs.Machines {
 		if _, ok := prior[m.Machine]; ok || imported || state.Status.IsNull() {
-			status[m.Machine] = m.Status(state.Revision.ValueString(), prior[m.Machine])
-		} else if s := m.Status(state.Revision.ValueString(), ""); s != live.StatusUnchanged {
+			status[m.Machine] = m.Status(prior[m.Machine])
+		} else if s := m.Status(""); s != owners.StatusUnchanged {
 			// A machine the last apply did not see (a new one): shown when it needs work.
 			status[m.Machine] = s
 		}
@@ -304,7 +350,7 @@ func (r *updateResource) Read(ctx context.Context, req resource.ReadRequest, res
 		resp.Diagnostics.Append(diags...)
 	} else if !state.Plan.IsNull() && !state.Plan.IsUnknown() {
 		state.Plan = keepMachines(state.Plan, func(name string) bool {
-			return slices.ContainsFunc(obs.Machines, func(m live.Observed) bool { return m.Machine == name })
+			return slices.ContainsFunc(obs.Machines, func(m owners.Observed) bool { return m.Machine == name })
 		})
 	}
 	resp.Diagnostics.Append(resp.State.Set(ctx, &state)...)
@@ -333,15 +379,15 @@ func keepMachines(plan types.List, keep func(name string) bool) types.List {
 // fillImported restores what the machines tell of an imported resource: the version they all
 // have, the revision their annotations record as done (else the version's), and the defaults
 // of the optional attributes. Patches, extensions and timeouts cannot be restored.
-func (m *Model) fillImported(obs *live.Observation) {
+func (m *Model) fillImported(obs *owners.Observation) {
 	if m.Version.IsNull() {
 		if v := obs.CommonVersion(); v != "" {
 			m.Version = types.StringValue(v)
 		}
 	}
-	rev := obs.CommonRevision()
+	rev := obs.OwnerRevision
 	if rev == "" {
-		rev = live.Revision(inplace.Change{Version: m.Version.ValueString()})
+		rev = owners.Revision(inplace.Change{Version: m.Version.ValueString()})
 	}
 	m.Revision = types.StringValue(rev)
 	if m.Fallback.IsNull() {
@@ -349,6 +395,9 @@ func (m *Model) fillImported(obs *live.Observation) {
 	}
 	if m.UpdateLimit.IsNull() {
 		m.UpdateLimit = types.Int64Value(1)
+	}
+	if m.BootstrapDigest.IsNull() {
+		m.BootstrapDigest = types.StringValue("")
 	}
 	if m.Verify.IsNull() {
 		m.Verify = types.ObjectValueMust(verifyAttrTypes, map[string]attr.Value{"timeout": types.StringValue(defaultVerifyTimeout)})
@@ -401,3 +450,66 @@ func (r *updateResource) ImportState(ctx context.Context, req resource.ImportSta
 
 // Delete forgets the resource: in-place updates are not undone.
 func (r *updateResource) Delete(context.Context, resource.DeleteRequest, *resource.DeleteResponse) {}
+
+// staleMachines compares the plan Terraform showed with the one made at apply: a machine shown
+// in place that would now be replaced or blocked, or given to other extensions, makes the plan
+// stale (an extension was removed, or answers differently). It never turns into a replacement
+// silently. An unknown planned list (inputs unknown at plan) compares with nothing.
+func staleMachines(planned types.List, now inplace.Plan) []string {
+	if planned.IsNull() || planned.IsUnknown() {
+		return nil
+	}
+	type shown struct {
+		strategy   string
+		extensions []string
+	}
+	was := map[string]shown{}
+	for _, e := range planned.Elements() {
+		o, ok := e.(types.Object)
+		if !ok {
+			continue
+		}
+		a := o.Attributes()
+		name, _ := a["name"].(types.String)
+		strategy, _ := a["strategy"].(types.String)
+		var exts []string
+		if l, ok := a["extensions"].(types.List); ok {
+			for _, x := range l.Elements() {
+				if s, ok := x.(types.String); ok {
+					exts = append(exts, s.ValueString())
+				}
+			}
+		}
+		was[name.ValueString()] = shown{strategy.ValueString(), exts}
+	}
+	var out []string
+	for _, m := range now.Machines {
+		w, ok := was[m.Machine]
+		if !ok || w.strategy != string(inplace.StrategyInPlace) {
+			continue
+		}
+		if m.Strategy == inplace.StrategyRolling || m.Strategy == inplace.StrategyBlocked {
+			why := strings.Join(m.Notes, "; ")
+			if len(m.Uncovered) > 0 {
+				why = "no extension covers " + fieldNames(m.Uncovered)
+			}
+			out = append(out, fmt.Sprintf("machine %s: planned in place by %s, now %s (%s)", m.Machine, strings.Join(w.extensions, ", "), m.Strategy, why))
+		} else if !slices.Equal(w.extensions, m.Extensions) {
+			out = append(out, fmt.Sprintf("machine %s: planned in place by %s, now by %s", m.Machine, strings.Join(w.extensions, ", "), strings.Join(m.Extensions, ", ")))
+		}
+	}
+	return out
+}
+
+func staleDetail(stale []string) string {
+	return "What the update extensions answer now differs from what the plan showed, so nothing was written (no template, no owner change); " +
+		"it never turns into replacements silently. Plan again and review the new plan:\n" + indent(strings.Join(stale, "\n"))
+}
+
+func fieldNames(fields []inplace.Field) string {
+	s := make([]string, len(fields))
+	for i, f := range fields {
+		s[i] = f.String()
+	}
+	return strings.Join(s, ", ")
+}

@@ -37,12 +37,16 @@ func (r *updateResource) Schema(ctx context.Context, _ resource.SchemaRequest, r
 		return schema.ListAttribute{Computed: true, ElementType: types.StringType, MarkdownDescription: desc}
 	}
 	resp.Schema = schema.Schema{
-		MarkdownDescription: "Updates the machines of a MachineDeployment, a control plane or selected Machines in place through CAPI runtime " +
-			"update extensions (`CanUpdateMachine`/`UpdateMachine`), in waves of at most `update_limit` machines. `terraform plan` " +
-			"shows, per machine, its node, the changed fields, the strategy and the extensions that cover it. Each machine is " +
-			"updated until its extension reports done, its desired specs are written to the Machine, infrastructure machine and " +
-			"bootstrap config, and its Node must be Ready with the expected kubelet version within `verify.timeout`. The first " +
-			"failure stops the run; an in-place update is not rolled back (as in CAPI). Destroying the resource changes nothing.",
+		MarkdownDescription: "Changes the desired state of a MachineDeployment or KubeadmControlPlane and lets Cluster API (v1.12+, feature " +
+			"gate `InPlaceUpdates`) update its machines, in place where its runtime update extensions cover the change. `terraform plan` " +
+			"previews, per machine, what Cluster API will do: it sends the extensions the `CanUpdateMachine` requests CAPI would send " +
+			"(CAPI's wire types) and shows the node, the changed fields, the strategy (`in-place` by which extension, or replaced) and the " +
+			"fields that force a replacement; `fallback = \"none\"` refuses the plan when any machine would be replaced. Apply creates the " +
+			"rotated templates, writes the owner, and waits within `verify.timeout` until the owner has observed its generation, every " +
+			"machine is `UpToDate` by CAPI's conditions, none is updating, replicas are all up to date and available, and every Node is " +
+			"Ready on the expected kubelet version; a failure names the cluster, the owner and the machines. The provider never writes " +
+			"Machines, infrastructure machines or bootstrap configs. If the extensions answer differently at apply than at plan (one " +
+			"removed, or refusing), the apply stops before anything is written: the plan is stale. Destroying the resource changes nothing.",
 		Attributes: map[string]schema.Attribute{
 			"id": schema.StringAttribute{Computed: true, MarkdownDescription: "`namespace/cluster/machine_deployment`, `namespace/cluster/control-plane:control_plane` or `namespace/cluster/selector`.",
 				PlanModifiers: []planmodifier.String{stringplanmodifier.UseStateForUnknown()}},
@@ -68,7 +72,11 @@ func (r *updateResource) Schema(ctx context.Context, _ resource.SchemaRequest, r
 				Validators: []validator.String{stringvalidator.RegexMatches(regexp.MustCompile(`^v\d+\.\d+\.\d+`), "must be a Kubernetes version such as v1.36.3")}},
 			"machine_spec_patch":                schema.StringAttribute{Optional: true, MarkdownDescription: descMachinePatch, Validators: []validator.String{jsonObject{}}},
 			"infrastructure_machine_spec_patch": schema.StringAttribute{Optional: true, MarkdownDescription: descInfraPatch, Validators: []validator.String{jsonObject{}}},
-			"bootstrap_config_spec_patch":       schema.StringAttribute{Optional: true, Sensitive: true, MarkdownDescription: descBootstrapPatch, Validators: []validator.String{jsonObject{}}},
+			"bootstrap_config_spec_patch": schema.StringAttribute{Optional: true, Sensitive: true, WriteOnly: true,
+				MarkdownDescription: descBootstrapPatch + " Write-only (Terraform and OpenTofu 1.11+): never in the plan or the state; `bootstrap_config_spec_patch_digest` and `revision` change with it, so a change still shows in the plan.",
+				Validators:          []validator.String{jsonObject{}}},
+			"bootstrap_config_spec_patch_digest": schema.StringAttribute{Computed: true,
+				MarkdownDescription: "`sha256:` and the first 16 hex digits of the hash of `bootstrap_config_spec_patch` (normalised JSON); empty when unset. Changes with the patch, shows nothing of it."},
 			"extensions": schema.ListNestedAttribute{
 				Optional: true, MarkdownDescription: descExtensions,
 				Validators: []validator.List{listvalidator.UniqueValues()},
@@ -84,19 +92,20 @@ func (r *updateResource) Schema(ctx context.Context, _ resource.SchemaRequest, r
 			"fallback": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString(defaultFallback),
 				MarkdownDescription: descFallback, Validators: []validator.String{stringvalidator.OneOf("none", "rolling")}},
 			"update_limit": schema.Int64Attribute{Optional: true, Computed: true, Default: int64default.StaticInt64(1),
-				MarkdownDescription: "Most machines updated at once. Default 1.", Validators: []validator.Int64{int64validator.AtLeast(1)}},
+				DeprecationMessage:  "Ignored: Cluster API paces the machines of an owner by its rollout strategy (maxUnavailable).",
+				MarkdownDescription: "Ignored (kept so existing configurations still plan): Cluster API paces the machines of an owner by its rollout strategy (`maxUnavailable`).", Validators: []validator.Int64{int64validator.AtLeast(1)}},
 			"verify": schema.SingleNestedAttribute{
 				Optional: true, Computed: true,
 				Default:             objectdefault.StaticValue(types.ObjectValueMust(verifyAttrTypes, map[string]attr.Value{"timeout": types.StringValue(defaultVerifyTimeout)})),
-				MarkdownDescription: "How each updated machine is verified: its Node must be Ready and report the desired kubelet version within `timeout`.",
+				MarkdownDescription: "How the update is verified: the owner and every machine up to date by CAPI's conditions and every Node Ready on the desired kubelet version, within `timeout`.",
 				Attributes: map[string]schema.Attribute{
 					"timeout": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString(defaultVerifyTimeout),
-						MarkdownDescription: "Longest wait for one machine's Node, as a duration. Default `" + defaultVerifyTimeout + "`.",
+						MarkdownDescription: "Longest wait for the whole owner, as a duration. Default `" + defaultVerifyTimeout + "`.",
 						Validators:          []validator.String{validators.Duration(time.Second, 0)}},
 				},
 			},
 			"timeouts": timeouts.Attributes(ctx, timeouts.Opts{Create: true, Update: true}),
-			"revision": str("Short hash of the change; Machines updated to it carry it in the `gradual.dev/inplace-update` annotation."),
+			"revision": str("Short hash of the change (version and patches, the write-only bootstrap patch included); the owner carries it in the `gradual.dev/inplace-update` annotation once written."),
 			"plan": schema.ListNestedAttribute{
 				Computed: true, MarkdownDescription: "The plan, per Machine sorted by name: " + descMachines[len("Per selected Machine, sorted by name: "):],
 				NestedObject: schema.NestedAttributeObject{Attributes: map[string]schema.Attribute{
@@ -114,10 +123,10 @@ func (r *updateResource) Schema(ctx context.Context, _ resource.SchemaRequest, r
 				}},
 			},
 			"status": schema.MapAttribute{Computed: true, ElementType: types.StringType,
-				MarkdownDescription: "Per Machine after apply: `updated`, `unchanged`, `rollout-requested` (fallback rolling), `failed` or `not-started`. " +
-					"A refresh re-reads it from the Machines (their `gradual.dev/inplace-update` annotations, specs and Nodes): `drifted` when a Machine's " +
-					"specs were changed outside Terraform, `updating` when a run was interrupted (the next apply resumes it), `unverified` when its " +
-					"Node is not Ready on the desired version; Machines that no longer exist drop out."},
+				MarkdownDescription: "Per Machine after apply: `updated` (the same Machine, same UID, now up to date), `replaced` (Cluster API replaced it), " +
+					"`created` (a Machine Cluster API created meanwhile), `unchanged`, `failed` (not up to date when the wait ended) or `not-started`. " +
+					"A refresh re-reads it from the Machines (specs, CAPI's conditions, Nodes): `drifted` when a Machine's specs were changed " +
+					"outside Terraform, `updating` while Cluster API is not done with it, `unverified` when its Node is not Ready on the desired version."},
 		},
 	}
 }

@@ -1,4 +1,4 @@
-package live
+package owners
 
 import (
 	"errors"
@@ -92,7 +92,6 @@ func TestExtensionErrorHints(t *testing.T) {
 }
 
 func TestObservedStatus(t *testing.T) {
-	const rev = "ip-1"
 	changed := []inplace.Field{{Object: inplace.KindMachine, Path: "/spec/version"}}
 	for _, c := range []struct {
 		name  string
@@ -100,18 +99,15 @@ func TestObservedStatus(t *testing.T) {
 		prior string
 		want  string
 	}{
-		{"updated and still as desired", Observed{Revision: rev, State: StateDone}, StatusUpdated, StatusUpdated},
-		{"imported, updated by this revision", Observed{Revision: rev, State: StateDone}, "", StatusUpdated},
+		{"updated and still as desired", Observed{}, StatusUpdated, StatusUpdated},
+		{"created by CAPI during the update", Observed{}, StatusCreated, StatusCreated},
 		{"already as desired", Observed{}, "", StatusUnchanged},
-		{"edited back", Observed{Revision: rev, State: StateDone, Changed: changed}, StatusUpdated, StatusDrifted},
+		{"edited back", Observed{Changed: changed}, StatusUpdated, StatusDrifted},
 		{"never updated", Observed{Changed: changed}, "", StatusNotStarted},
-		{"interrupted", Observed{Revision: rev, State: StateUpdating}, StatusFailed, StatusUpdating},
-		{"failed", Observed{Revision: rev, State: StateFailed, Changed: changed}, StatusFailed, StatusFailed},
-		{"awaiting replacement", Observed{Changed: changed}, StatusRolloutRequested, StatusRolloutRequested},
-		{"node behind", Observed{Revision: rev, State: StateDone, NodeChecked: true, NodeProblem: "Node n reports kubelet v1"}, StatusUpdated, StatusUnverified},
-		{"another revision's annotation", Observed{Revision: "ip-0", State: StateUpdating, Changed: changed}, "", StatusNotStarted},
+		{"CAPI not done", Observed{Pending: "Updating: in progress"}, StatusFailed, StatusUpdating},
+		{"node behind", Observed{NodeProblem: "Node n reports kubelet v1"}, StatusUpdated, StatusUnverified},
 	} {
-		if got := c.o.Status(rev, c.prior); got != c.want {
+		if got := c.o.Status(c.prior); got != c.want {
 			t.Errorf("%s: status %q, want %q", c.name, got, c.want)
 		}
 	}

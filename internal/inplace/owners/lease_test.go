@@ -1,4 +1,4 @@
-package live
+package owners
 
 import (
 	"context"
@@ -37,18 +37,6 @@ func TestLeaseKeys(t *testing.T) {
 	if got, want := LeaseKeys(Selection{Namespace: "fleet", Cluster: "c", ControlPlane: "cp"}, nil),
 		[]records.Key{key(LeaseKindControlPlane, "cp")}; !reflect.DeepEqual(got, want) {
 		t.Errorf("control plane selection: %v, want %v", got, want)
-	}
-	byLabels := Selection{Namespace: "fleet", Cluster: "c", Labels: map[string]string{"pool": "a"}}
-	got := LeaseKeys(byLabels, []Machine{
-		machineWithLabels("m3", map[string]string{deploymentNameLabel: "md-1"}),
-		machineWithLabels("m1", map[string]string{deploymentNameLabel: "md-0"}),
-		machineWithLabels("m2", map[string]string{deploymentNameLabel: "md-0"}),
-		machineWithLabels("cp-1", map[string]string{controlPlaneNameLabel: "cp"}),
-		machineWithLabels("lone", nil),
-	})
-	want := []records.Key{key(LeaseKindControlPlane, "cp"), key(LeaseKindMachine, "lone"), key(LeaseKindMachineDeployment, "md-0"), key(LeaseKindMachineDeployment, "md-1")}
-	if !reflect.DeepEqual(got, want) {
-		t.Errorf("label selection:\n got  %v\n want %v", got, want)
 	}
 }
 

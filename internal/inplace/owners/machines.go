@@ -1,4 +1,4 @@
-package live
+package owners
 
 import (
 	"context"
@@ -34,56 +34,48 @@ var (
 	machineDeploymentGVK = schema.GroupVersionKind{Group: capiGroup, Version: capiVersion, Kind: "MachineDeployment"}
 )
 
-// Selection says which Machines an update concerns: those of Cluster in Namespace, either of
-// one MachineDeployment, of one control plane, or carrying all of Labels.
+// Selection says which owner an update changes, and so which Machines it concerns: those of
+// Cluster in Namespace, either of one MachineDeployment or of one KubeadmControlPlane. Machines
+// picked by label are not supported: Cluster API updates machines only through their owner.
 type Selection struct {
 	Namespace string
 	Cluster   string
 	// MachineDeployment picks the machines of one MachineDeployment; it excludes Labels.
 	MachineDeployment string
-	// ControlPlane picks the machines of one control plane (e.g. a KubeadmControlPlane): those
-	// labelled cluster.x-k8s.io/control-plane-name=ControlPlane and cluster.x-k8s.io/control-plane.
-	// It excludes MachineDeployment and Labels.
+	// ControlPlane picks the machines of one KubeadmControlPlane: those labelled
+	// cluster.x-k8s.io/control-plane-name=ControlPlane and cluster.x-k8s.io/control-plane.
+	// It excludes MachineDeployment.
 	ControlPlane string
-	// Labels every picked Machine must carry.
-	Labels map[string]string
 }
 
 func (s Selection) describe() string {
 	if s.MachineDeployment != "" {
 		return fmt.Sprintf("MachineDeployment %s/%s of cluster %s", s.Namespace, s.MachineDeployment, s.Cluster)
 	}
-	if s.ControlPlane != "" {
-		return fmt.Sprintf("the Machines of control plane %s/%s of cluster %s", s.Namespace, s.ControlPlane, s.Cluster)
-	}
-	return fmt.Sprintf("the Machines of cluster %s/%s labelled %s", s.Namespace, s.Cluster, labels.Set(s.Labels))
+	return fmt.Sprintf("KubeadmControlPlane %s/%s of cluster %s", s.Namespace, s.ControlPlane, s.Cluster)
 }
 
-// readMachines lists the selected Machines, sorted by name, each with the objects it refers to.
+// readMachines lists the selected Machines, sorted by name, each with the objects it refers to;
+// Machines being deleted are left out.
 func readMachines(ctx context.Context, c client.Client, sel Selection) ([]inplace.Objects, error) {
+	return readMachinesNoting(ctx, c, sel, nil)
+}
+
+// listMachines is readMachines that also names the Machines being deleted.
+func listMachines(ctx context.Context, c client.Client, sel Selection) ([]inplace.Objects, []string, error) {
+	var deleting []string
+	objs, err := readMachinesNoting(ctx, c, sel, &deleting)
+	return objs, deleting, err
+}
+
+func readMachinesNoting(ctx context.Context, c client.Client, sel Selection, deleting *[]string) ([]inplace.Objects, error) {
 	set := labels.Set{clusterNameLabel: sel.Cluster}
-	for k, v := range sel.Labels {
-		set[k] = v
-	}
 	if sel.ControlPlane != "" {
 		set[controlPlaneNameLabel] = sel.ControlPlane
 		set[controlPlaneLabel] = ""
 	}
 	if sel.MachineDeployment != "" {
 		set[deploymentNameLabel] = sel.MachineDeployment
-		md := &unstructured.Unstructured{}
-		md.SetGroupVersionKind(machineDeploymentGVK)
-		if err := c.Get(ctx, client.ObjectKey{Namespace: sel.Namespace, Name: sel.MachineDeployment}, md); err != nil {
-			if apierrors.IsNotFound(err) {
-				return nil, usererr.New("MachineDeployment Not Found",
-					fmt.Sprintf("No MachineDeployment %s exists in namespace %q of the management cluster.", sel.MachineDeployment, sel.Namespace))
-			}
-			return nil, usererr.Wrap(err, "Cannot Read MachineDeployment", fmt.Sprintf("Reading MachineDeployment %s/%s failed.", sel.Namespace, sel.MachineDeployment))
-		}
-		if cn, _, _ := unstructured.NestedString(md.Object, "spec", "clusterName"); cn != sel.Cluster {
-			return nil, usererr.New("MachineDeployment Of Another Cluster",
-				fmt.Sprintf("MachineDeployment %s/%s belongs to cluster %q, not %q.", sel.Namespace, sel.MachineDeployment, cn, sel.Cluster))
-		}
 	}
 	list := &unstructured.UnstructuredList{}
 	list.SetGroupVersionKind(machineListGVK)
@@ -99,10 +91,13 @@ func readMachines(ctx context.Context, c client.Client, sel Selection) ([]inplac
 			continue
 		}
 		if m.GetDeletionTimestamp() != nil {
+			if deleting != nil {
+				*deleting = append(*deleting, m.GetName())
+			}
 			continue // on its way out: CAPI would not update it either
 		}
 		objs := inplace.Objects{Machine: m}
-		infra, err := readRef(ctx, c, m, "spec", "infrastructureRef")
+		infra, err := readMachineRef(ctx, c, m, "spec", "infrastructureRef")
 		if err != nil {
 			return nil, err
 		}
@@ -110,7 +105,7 @@ func readMachines(ctx context.Context, c client.Client, sel Selection) ([]inplac
 			return nil, usererr.New("Machine Without Infrastructure", fmt.Sprintf("Machine %s/%s has no spec.infrastructureRef.", m.GetNamespace(), m.GetName()))
 		}
 		objs.InfrastructureMachine = infra
-		if objs.BootstrapConfig, err = readRef(ctx, c, m, "spec", "bootstrap", "configRef"); err != nil {
+		if objs.BootstrapConfig, err = readMachineRef(ctx, c, m, "spec", "bootstrap", "configRef"); err != nil {
 			return nil, err
 		}
 		out = append(out, objs)
@@ -118,13 +113,18 @@ func readMachines(ctx context.Context, c client.Client, sel Selection) ([]inplac
 	return out, nil
 }
 
-// readRef reads the object a Machine's contract reference names: v1beta2's {apiGroup, kind,
-// name}, or an older {apiVersion, kind, name}. nil when the reference is absent.
-func readRef(ctx context.Context, c client.Client, m *unstructured.Unstructured, fields ...string) (*unstructured.Unstructured, error) {
+// readMachineRef reads the object a Machine's reference at fields names; nil when absent.
+func readMachineRef(ctx context.Context, c client.Client, m *unstructured.Unstructured, fields ...string) (*unstructured.Unstructured, error) {
 	ref, found, _ := unstructured.NestedMap(m.Object, fields...)
 	if !found || ref["name"] == nil {
 		return nil, nil
 	}
+	return readRef(ctx, c, m.GetNamespace(), "Machine "+m.GetName(), ref, strings.Join(fields, "."))
+}
+
+// readRef reads the object a contract reference names: v1beta2's {apiGroup, kind, name}, or an
+// older {apiVersion, kind, name}, in namespace; holder and field say where the reference is.
+func readRef(ctx context.Context, c client.Client, namespace, holder string, ref map[string]any, field string) (*unstructured.Unstructured, error) {
 	kind, _ := ref["kind"].(string)
 	name, _ := ref["name"].(string)
 	group, _ := ref["apiGroup"].(string)
@@ -134,21 +134,21 @@ func readRef(ctx context.Context, c client.Client, m *unstructured.Unstructured,
 			group = gv.Group
 		}
 	}
-	what := fmt.Sprintf("%s %s/%s (%s of Machine %s)", kind, m.GetNamespace(), name, strings.Join(fields, "."), m.GetName())
+	what := fmt.Sprintf("%s %s/%s (%s of %s)", kind, namespace, name, field, holder)
 	mapping, err := c.RESTMapper().RESTMapping(schema.GroupKind{Group: group, Kind: kind})
 	if err != nil {
 		if meta.IsNoMatchError(err) {
-			return nil, usererr.New("Unknown Machine Kind", fmt.Sprintf("The management cluster serves no kind %s in group %q, which %s refers to.", kind, group, what))
+			return nil, usererr.New("Unknown Kind", fmt.Sprintf("The management cluster serves no kind %s in group %q, which %s refers to.", kind, group, what))
 		}
-		return nil, usererr.Wrap(err, "Cannot Read Machine", "Resolving "+what+" failed.")
+		return nil, usererr.Wrap(err, "Cannot Read Object", "Resolving "+what+" failed.")
 	}
 	u := &unstructured.Unstructured{}
 	u.SetGroupVersionKind(mapping.GroupVersionKind)
-	if err := c.Get(ctx, client.ObjectKey{Namespace: m.GetNamespace(), Name: name}, u); err != nil {
+	if err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, u); err != nil {
 		if apierrors.IsNotFound(err) {
-			return nil, usererr.New("Machine Object Not Found", what+" does not exist.")
+			return nil, usererr.New("Object Not Found", what+" does not exist.")
 		}
-		return nil, usererr.Wrap(err, "Cannot Read Machine", "Reading "+what+" failed.")
+		return nil, usererr.Wrap(err, "Cannot Read Object", "Reading "+what+" failed.")
 	}
 	return u, nil
 }

@@ -1,4 +1,4 @@
-package live
+package owners
 
 import (
 	"context"
@@ -19,15 +19,19 @@ import (
 	"github.com/gradual-dev/terraform-provider-gradual/internal/usererr"
 )
 
-var extensionConfigListGVK = schema.GroupVersionKind{Group: "runtime.cluster.x-k8s.io", Version: "v1alpha1", Kind: "ExtensionConfigList"}
+// extensionConfigVersions are tried in order: v1beta2 (CAPI v1.11+), then v1alpha1. A v1beta2
+// ExtensionConfig decodes into the v1alpha1 type (the fields read here have one JSON shape), and
+// listing an older version of a CRD served without a conversion webhook would fail.
+var extensionConfigVersions = []string{"v1beta2", "v1alpha1"}
 
 // Extension is an update extension ready to call: its client and the handlers its Discovery
 // answer lists for the two hooks.
 type Extension struct {
-	Name      string
-	Client    *extension.Client
-	CanUpdate []extension.Handler
-	Update    []extension.Handler
+	Name         string
+	Client       *extension.Client
+	CanUpdate    []extension.Handler
+	CanUpdateSet []extension.Handler
+	Update       []extension.Handler
 }
 
 // connect builds a client for each endpoint and asks its Discovery hook what it serves. Any
@@ -46,8 +50,9 @@ func connect(ctx context.Context, endpoints []extension.Endpoint, opts extension
 		}
 		out = append(out, &Extension{
 			Name: ep.Name, Client: c,
-			CanUpdate: extension.HandlersFor(resp, extension.HookCanUpdateMachine),
-			Update:    extension.HandlersFor(resp, extension.HookUpdateMachine),
+			CanUpdate:    extension.HandlersFor(resp, extension.HookCanUpdateMachine),
+			CanUpdateSet: extension.HandlersFor(resp, extension.HookCanUpdateMachineSet),
+			Update:       extension.HandlersFor(resp, extension.HookUpdateMachine),
 		})
 	}
 	return out, nil
@@ -58,12 +63,21 @@ func connect(ctx context.Context, endpoints []extension.Endpoint, opts extension
 // the CAPI controllers, not the machine running Terraform.
 func fromExtensionConfigs(ctx context.Context, c client.Client, namespace string) ([]extension.Endpoint, []string, error) {
 	list := &unstructured.UnstructuredList{}
-	list.SetGroupVersionKind(extensionConfigListGVK)
-	if err := c.List(ctx, list); err != nil {
+	served := false
+	for _, v := range extensionConfigVersions {
+		list.SetGroupVersionKind(schema.GroupVersionKind{Group: "runtime.cluster.x-k8s.io", Version: v, Kind: "ExtensionConfigList"})
+		err := c.List(ctx, list)
 		if meta.IsNoMatchError(err) {
-			return nil, nil, nil
+			continue
 		}
-		return nil, nil, usererr.Wrap(err, "Cannot List ExtensionConfigs", "Listing the management cluster's ExtensionConfig objects (to find update extensions) failed.")
+		if err != nil {
+			return nil, nil, usererr.Wrap(err, "Cannot List ExtensionConfigs", "Listing the management cluster's ExtensionConfig objects (to find update extensions) failed.")
+		}
+		served = true
+		break
+	}
+	if !served {
+		return nil, nil, nil
 	}
 	items := list.Items
 	slices.SortFunc(items, func(a, b unstructured.Unstructured) int { return strings.Compare(a.GetName(), b.GetName()) })
@@ -71,6 +85,8 @@ func fromExtensionConfigs(ctx context.Context, c client.Client, namespace string
 	var notes []string
 	for i := range items {
 		var ec runtimev1.ExtensionConfig
+		// Only the spec is read, and v1beta2's status differs from v1alpha1's.
+		delete(items[i].Object, "status")
 		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(items[i].Object, &ec); err != nil {
 			notes = append(notes, fmt.Sprintf("ExtensionConfig %s does not decode, ignored: %v", items[i].GetName(), err))
 			continue

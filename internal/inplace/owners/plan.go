@@ -1,4 +1,4 @@
-package live
+package owners
 
 import (
 	"context"
@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"slices"
 	"strings"
 	"sync"
 
@@ -32,16 +31,14 @@ type Request struct {
 type Machine struct {
 	Current, Desired inplace.Objects
 	Plan             inplace.MachinePlan
-	// Resume: the specs are already the desired ones, but a run of this revision marked the
-	// machine updating (or failed) and never verified it; it is updated in place again
-	// (UpdateMachine is idempotent once an extension is done) and verified.
-	Resume bool
 }
 
 // Result is a plan over every selected machine.
 type Result struct {
 	Request  Request
 	Revision string
+	// Owner is the MachineDeployment or KubeadmControlPlane the change is written to.
+	Owner    *Owner
 	Machines []Machine
 	// Plan holds the machine plans, in Machines' order.
 	Plan       inplace.Plan
@@ -88,6 +85,11 @@ func (p *Planner) Plan(ctx context.Context, req Request) (*Result, error) {
 		return nil, usererr.Wrap(err, "Invalid Spec Patch", "Each spec patch must be a JSON object: a JSON merge patch (RFC 7386) of the object's spec.")
 	}
 	res := &Result{Request: req, Revision: Revision(req.Change)}
+	owner, err := readOwner(ctx, p.Client, req.Selection, req.Change)
+	if err != nil {
+		return nil, err
+	}
+	res.Owner = owner
 	objs, err := readMachines(ctx, p.Client, req.Selection)
 	if err != nil {
 		return nil, err
@@ -105,13 +107,11 @@ func (p *Planner) Plan(ctx context.Context, req Request) (*Result, error) {
 		if err != nil {
 			return nil, usererr.Wrap(err, "Change Does Not Apply", fmt.Sprintf("The change cannot be applied to Machine %s/%s.", o.Machine.GetNamespace(), o.Machine.GetName()))
 		}
-		m := Machine{Current: o, Desired: des}
-		m.Resume = !m.changes() && resumable(o, res.Revision)
-		res.Machines = append(res.Machines, m)
+		res.Machines = append(res.Machines, Machine{Current: o, Desired: des})
 	}
 	needsAnswers := false
 	for _, m := range res.Machines {
-		needsAnswers = needsAnswers || m.changes() || m.Resume
+		needsAnswers = needsAnswers || m.changes()
 	}
 	if needsAnswers {
 		if res.Extensions, err = connect(ctx, endpoints, p.Options); err != nil {
@@ -124,10 +124,124 @@ func (p *Planner) Plan(ctx context.Context, req Request) (*Result, error) {
 	if err := p.ask(ctx, res); err != nil {
 		return nil, err
 	}
-	for _, m := range res.Machines {
-		res.Plan.Machines = append(res.Plan.Machines, m.Plan)
+	setNotes, err := p.askSet(ctx, res)
+	if err != nil {
+		return nil, err
+	}
+	for i := range res.Machines {
+		res.Machines[i].Plan = applySet(res.Machines[i].Plan, setNotes, req.Fallback)
+		res.Machines[i].Plan = applySurge(res.Machines[i].Plan, owner, req.Fallback)
+		res.Plan.Machines = append(res.Plan.Machines, res.Machines[i].Plan)
 	}
 	return res, nil
+}
+
+// askSet asks every CanUpdateMachineSet handler about the MachineDeployment's change, as CAPI
+// does before it updates any of its machines in place. It returns nothing when every change of
+// the MachineSet and its templates is covered (or there is no MachineDeployment change to ask
+// about), else the reasons CAPI would replace the machines instead. Extensions that serve no
+// CanUpdateMachineSet handler are not asked (CAPI then relies on CanUpdateMachine alone).
+func (p *Planner) askSet(ctx context.Context, res *Result) ([]string, error) {
+	o := res.Owner
+	if o == nil || o.Kind != KindMachineDeployment || o.SetCurrent.Machine == nil {
+		return nil, nil
+	}
+	changes := false
+	for _, m := range res.Machines {
+		changes = changes || m.Plan.Strategy == inplace.StrategyInPlace
+	}
+	asked := false
+	var answers []inplace.Answer
+	if changes {
+		creq, err := inplace.CanUpdateMachineSetRequest(o.SetCurrent, o.SetDesired)
+		if err != nil {
+			return nil, usererr.Wrap(err, "Cannot Build CanUpdateMachineSet Request", o.Name()+" does not convert to CAPI's wire types.")
+		}
+		for _, ext := range res.Extensions {
+			for _, h := range ext.CanUpdateSet {
+				name := ext.Name
+				if len(ext.CanUpdateSet) > 1 {
+					name += "/" + h.Name
+				}
+				r := *creq
+				resp, err := ext.Client.CanUpdateMachineSet(ctx, h.Name, &r)
+				if err != nil && h.FailurePolicy != "Ignore" {
+					return nil, usererr.Wrap(err, "Update Extension Failed",
+						fmt.Sprintf("Asking extension %s whether it can update the machines of %s in place failed, so no plan can be made. %s", ext.Name, o.Name(), hintFor(err)))
+				}
+				asked = true
+				answers = append(answers, inplace.AnswerFromSet(name, resp, err))
+			}
+		}
+	}
+	if !asked {
+		return nil, nil
+	}
+	set := inplace.PlanMachine(o.SetCurrent, o.SetDesired, answers, inplace.FallbackNone)
+	if set.Strategy != inplace.StrategyBlocked {
+		return nil, nil
+	}
+	fields := make([]string, len(set.Uncovered))
+	for i, f := range set.Uncovered {
+		fields[i] = strings.Replace(f.String(), "machine ", "machineSet ", 1)
+		fields[i] = strings.Replace(fields[i], "infrastructureMachine ", "infrastructureMachineTemplate ", 1)
+		fields[i] = strings.Replace(fields[i], "bootstrapConfig ", "bootstrapConfigTemplate ", 1)
+	}
+	why := "no extension's CanUpdateMachineSet covers " + strings.Join(fields, ", ")
+	if len(fields) == 0 {
+		why = "CanUpdateMachineSet: " + strings.Join(set.Notes, "; ")
+	}
+	return []string{why + ", so Cluster API replaces the machines of " + o.Name() + " instead of updating them in place"}, nil
+}
+
+// applySet turns a machine CanUpdateMachine covers into a replacement when CanUpdateMachineSet
+// does not cover its MachineDeployment's change (setNotes says why).
+func applySet(mp inplace.MachinePlan, setNotes []string, fallback inplace.Fallback) inplace.MachinePlan {
+	if len(setNotes) == 0 || mp.Strategy != inplace.StrategyInPlace {
+		return mp
+	}
+	mp.Notes = append(mp.Notes, setNotes...)
+	mp.Strategy = blockedOr(fallback)
+	return mp
+}
+
+// applySurge accounts for what the extensions cannot tell: a MachineDeployment whose rollout
+// may surge (maxSurge > 0) creates new Machines first, and CAPI then deletes as many old ones
+// instead of moving them to the new MachineSet, even when an extension covers the change (a
+// one-replica MachineDeployment with CAPI's default maxSurge 1 replaces its Machine). With
+// maxSurge at least the replicas every changing machine is replaced; with fewer, up to maxSurge
+// of them, which the plan cannot name, so fallback "none" refuses and "rolling" notes it.
+func applySurge(mp inplace.MachinePlan, owner *Owner, fallback inplace.Fallback) inplace.MachinePlan {
+	if owner != nil && owner.Kind == KindKubeadmControlPlane && mp.Strategy == inplace.StrategyInPlace {
+		// Not modelled (and not yet checked against the real controllers): how a
+		// KubeadmControlPlane weighs in-place against its own rollout (maxSurge, etcd quorum).
+		mp.Notes = append(mp.Notes, owner.Name()+" decides between updating this machine in place and replacing it by its own rollout rules; "+
+			"this preview shows what the extensions cover")
+		return mp
+	}
+	if owner == nil || owner.MaxSurge <= 0 || mp.Strategy != inplace.StrategyInPlace {
+		return mp
+	}
+	hint := fmt.Sprintf("%s rolls out with maxSurge %d: Cluster API creates new Machines first and deletes as many old ones instead of updating them in place; "+
+		"set spec.rollout.strategy.rollingUpdate maxSurge 0 and maxUnavailable ≥ 1 to update every machine in place", owner.Name(), owner.MaxSurge)
+	switch {
+	case int64(owner.MaxSurge) >= owner.Replicas:
+		mp.Notes = append(mp.Notes, "replaced although "+strings.Join(mp.Extensions, ", ")+" covers the change: "+hint)
+		mp.Strategy = blockedOr(fallback)
+	case fallback == inplace.FallbackNone:
+		mp.Notes = append(mp.Notes, "may be replaced: "+hint)
+		mp.Strategy = inplace.StrategyBlocked
+	default:
+		mp.Notes = append(mp.Notes, "may be replaced: "+hint)
+	}
+	return mp
+}
+
+func blockedOr(f inplace.Fallback) inplace.Strategy {
+	if f == inplace.FallbackRolling {
+		return inplace.StrategyRolling
+	}
+	return inplace.StrategyBlocked
 }
 
 // ask calls every CanUpdateMachine handler for every changing machine, a few at a time, and
@@ -158,10 +272,6 @@ func (p *Planner) ask(ctx context.Context, res *Result) error {
 }
 
 func (p *Planner) planMachine(ctx context.Context, res *Result, m *Machine) error {
-	if m.Resume {
-		m.Plan = resumePlan(res, m)
-		return nil
-	}
 	if !m.changes() {
 		m.Plan = inplace.PlanMachine(m.Current, m.Desired, nil, res.Request.Fallback)
 		return nil
@@ -190,33 +300,6 @@ func (p *Planner) planMachine(ctx context.Context, res *Result, m *Machine) erro
 	}
 	m.Plan = inplace.PlanMachine(m.Current, m.Desired, answers, res.Request.Fallback)
 	return nil
-}
-
-// resumePlan plans a machine left mid-update: in place again, by the extensions its
-// annotation recorded (those still configured), or, for a Machine that recorded none, by every
-// extension that serves UpdateMachine. No CanUpdateMachine is asked: nothing differs any more.
-func resumePlan(res *Result, m *Machine) inplace.MachinePlan {
-	p := inplace.PlanMachine(m.Current, m.Desired, nil, res.Request.Fallback)
-	p.Strategy = inplace.StrategyInPlace
-	state := m.Current.Machine.GetAnnotations()[AnnotationState]
-	recorded := recordedExtensions(m.Current)
-	for _, ext := range res.Extensions {
-		if len(ext.Update) == 0 {
-			continue
-		}
-		if recorded != nil && !slices.ContainsFunc(recorded, func(r string) bool { n, _, _ := strings.Cut(r, "/"); return n == ext.Name }) {
-			continue
-		}
-		p.Extensions = append(p.Extensions, ext.Name)
-	}
-	note := fmt.Sprintf("resuming the update a previous run left %s (its specs are already the desired ones): ", state)
-	if len(p.Extensions) == 0 {
-		note += "no extension to call, the machine is only verified"
-	} else {
-		note += "UpdateMachine is called again, then the machine is verified"
-	}
-	p.Notes = append(p.Notes, note)
-	return p
 }
 
 func hintFor(err error) string {
@@ -248,4 +331,16 @@ func specPatch(from, to map[string]any) ([]byte, error) {
 func (m *Machine) changes() bool {
 	changed, err := inplace.ChangedFields(m.Current, m.Desired)
 	return err != nil || len(changed) > 0
+}
+
+// Digest is a short hash of a JSON patch, normalised (key order and spacing do not count):
+// "sha256:" and 16 hex digits. It shows that a write-only patch changed without showing it.
+func Digest(patch []byte) string {
+	var v any
+	raw := patch
+	if json.Unmarshal(patch, &v) == nil {
+		raw, _ = json.Marshal(v)
+	}
+	sum := sha256.Sum256(raw)
+	return "sha256:" + hex.EncodeToString(sum[:])[:16]
 }

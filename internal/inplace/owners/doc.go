@@ -1,0 +1,20 @@
+// Package owners carries out in-place machine updates the way Cluster API (v1.12+, feature gate
+// InPlaceUpdates) expects them: through the machines' owner. Plan reads the owner (a
+// MachineDeployment or a KubeadmControlPlane) and works out its desired state (version, patched
+// spec, infrastructure and bootstrap templates rotated: copied under a content-hashed name, never
+// edited), refuses owners CAPI would not update as asked (paused, OnDelete, Cluster not ready),
+// reads the owner's Machines with their infrastructure machines and bootstrap configs, finds the
+// update extensions (given explicitly or from ExtensionConfig objects, through their Discovery
+// hook) and previews each machine by asking what CAPI will ask: CanUpdateMachineSet for a
+// MachineDeployment's change and CanUpdateMachine per machine, in CAPI's wire types; the pure
+// planner in internal/inplace turns the answers into in place (by which extension) or replaced
+// (which fields force it), and the MachineDeployment's maxSurge is taken into account.
+//
+// Execute creates the rotated templates, writes the owner (under the resourceVersion the plan
+// read) and waits until Cluster API is done: the owner's generation observed, its replicas all
+// up to date and available, every Machine UpToDate and not updating, every Node Ready on the
+// desired kubelet version. It never writes a Machine, an infrastructure machine or a bootstrap
+// config. Observe reads the same state for a refresh, calling no extension.
+//
+// It knows nothing of Terraform; errors meant for the person running it are usererr.Errors.
+package owners
