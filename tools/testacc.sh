@@ -14,6 +14,7 @@ testbed="$work/gradual-testbed"
 go build -o "$testbed" ./cmd/gradual-testbed
 cleanup() {
   "$testbed" down --dir "$work/fleet" >&2 || true
+  if [ -d "$work/scale" ]; then "$testbed" down --dir "$work/scale" >&2 || true; fi
   rm -rf "$work"
 }
 trap cleanup EXIT
@@ -42,6 +43,23 @@ fi
 
 # The modules' tests (`tofu test`, and `terraform test` when present) on the same fleet.
 tools/moduletest.sh
+
+# The plan line budget at a few hundred clusters (internal/scaleacc) needs a scale bed of its own:
+# 450 CAPI Clusters over 3 kwok API servers, of which the test picks ~300. The small fleet goes
+# first, so that the two never hold memory together.
+"$testbed" down --dir "$work/fleet" >&2
+echo "[testacc] starting the scale bed: 450 CAPI Clusters over 3 kwok API servers" >&2
+"$testbed" up --dir "$work/scale" --workloads 3 --clusters 450 >/dev/null
+export GRADUAL_TESTBED_SCALE_DIR="$work/scale"
+scale() {
+  local cli=$1 path=$2; shift 2
+  echo "[testacc] plan line budget on the scale bed, $cli" >&2
+  TF_ACC_TERRAFORM_PATH="$path" "$@" go test -count=1 -timeout 20m -run '^TestAccScale_' ./internal/scaleacc/
+}
+scale OpenTofu "$GRADUAL_TOFU" env
+if [ -n "${GRADUAL_TERRAFORM:-}" ]; then scale Terraform "$GRADUAL_TERRAFORM" env; fi
+"$testbed" down --dir "$work/scale" >&2
+unset GRADUAL_TESTBED_SCALE_DIR
 
 # The real Cluster API controllers (core, kubeadm bootstrap and control plane, CAPD in memory, the
 # test extension): CAPI provisions a cluster itself and updates a Machine in place. The test starts
