@@ -85,6 +85,24 @@ fi
 for dir in "${fleets[@]}"; do "$testbed" down --dir "$dir" >&2 || true; done
 fleets=()
 
+# The plan line budget at a few hundred clusters (internal/scaleacc) needs a scale bed of its own:
+# 450 CAPI Clusters over 3 kwok API servers, of which the test picks ~300. It starts once the
+# small fleets are down, so that they never hold memory together.
+echo "[testacc] starting the scale bed: 450 CAPI Clusters over 3 kwok API servers" >&2
+fleets+=("$work/scale")
+"$testbed" up --dir "$work/scale" --workloads 3 --clusters 450 >/dev/null
+export GRADUAL_TESTBED_SCALE_DIR="$work/scale"
+scale() {
+  local cli=$1 path=$2; shift 2
+  echo "[testacc] plan line budget on the scale bed, $cli" >&2
+  TF_ACC_TERRAFORM_PATH="$path" "$@" go test -count=1 -timeout 20m -run '^TestAccScale_' ./internal/scaleacc/
+}
+scale OpenTofu "$GRADUAL_TOFU" env
+if [ -n "${GRADUAL_TERRAFORM:-}" ]; then scale Terraform "$GRADUAL_TERRAFORM" env; fi
+"$testbed" down --dir "$work/scale" >&2
+fleets=()
+unset GRADUAL_TESTBED_SCALE_DIR
+
 # The real Cluster API controllers (core, kubeadm bootstrap and control plane, CAPD in memory, the
 # test extension): CAPI provisions a cluster itself and updates a Machine in place. The test starts
 # its own management cluster with the controllers (CAPD binds fixed ports: one such fleet at a time).

@@ -1,0 +1,255 @@
+package scaleacc
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/gradual-dev/terraform-provider-gradual/internal/acctest"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/testbed"
+)
+
+// ScaleDirEnv names a running scale bed (see cmd/gradual-testbed --clusters).
+const ScaleDirEnv = "GRADUAL_TESTBED_SCALE_DIR"
+
+// planLineBudget is the most lines a plan may print for a change over a few hundred clusters
+// (issue 13): it grows with the change, not with the fleet.
+const planLineBudget = 200
+
+// The drifted cluster has an API server of its own among the picked clusters: records live in
+// the workload API server, so Clusters sharing one server drift together.
+const drifted = "scale-api-3"
+
+// TestAccScale_planLineBudget applies a gradual_rollout and a gradual_module_assignment to a few
+// hundred Clusters of the scale bed, drifts one of them (objects deleted by hand), changes both
+// revisions, and checks that the plan, read by a person in a pull request, stays within the line
+// budget and names the drifted cluster with what drifted.
+func TestAccScale_planLineBudget(t *testing.T) {
+	dir := os.Getenv(ScaleDirEnv)
+	if dir == "" {
+		t.Skip("needs the scale bed: set " + ScaleDirEnv + " (tools/testacc.sh does)")
+	}
+	acctest.PreCheck(t)
+	cli := os.Getenv("TF_ACC_TERRAFORM_PATH")
+	f, err := testbed.Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	defer cancel()
+	label := acctest.UniqueLabel("budget")
+	picked := pick(f)
+	if len(picked) < 200 {
+		t.Fatalf("the scale bed offers %d Clusters for this test, want at least 200 (start it with --clusters 450)", len(picked))
+	}
+	mc, err := f.ManagementClient()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := labelClusters(ctx, mc, f.Namespace, picked, label); err != nil {
+		t.Fatal(err)
+	}
+	work := t.TempDir()
+	rc := devOverrides(t, work)
+	run := func(args ...string) (string, time.Duration) {
+		t.Helper()
+		start := time.Now()
+		// Flags first: a saved plan is the last argument.
+		cmd := exec.CommandContext(ctx, cli, append([]string{"-chdir=" + work, args[0], "-input=false", "-no-color"}, args[1:]...)...)
+		cmd.Env = append(os.Environ(), "TF_CLI_CONFIG_FILE="+rc, "TF_IN_AUTOMATION=1", "CHECKPOINT_DISABLE=1", "TF_LOG=")
+		var out bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &out
+		err := cmd.Run()
+		took := time.Since(start)
+		if err != nil {
+			t.Fatalf("%s %s: %v\n%s", filepath.Base(cli), args[0], err, tail(out.String(), 60))
+		}
+		return out.String(), took
+	}
+	write := func(version string) {
+		t.Helper()
+		if err := os.WriteFile(filepath.Join(work, "main.tf"), []byte(config(f, label, version)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	write("v1")
+	_, took := run("apply", "-auto-approve")
+	t.Logf("%s: first apply to %d clusters: %s", filepath.Base(cli), len(picked), took.Round(100*time.Millisecond))
+	// No destroy: the scale bed is this test's own and torn down after it (a destroy over ~300
+	// clusters would double the run time); names and labels are unique to this run, so a run on
+	// the other CLI on the same bed picks its own.
+
+	// Drift on one cluster: an object of each bundle deleted by hand.
+	wc, err := f.WorkloadClient(drifted)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ns := range []string{label + "-r", label + "-a"} {
+		if err := wc.Delete(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "settings"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	write("v2")
+	out, took := run("plan", "-out=plan")
+	lines := strings.Count(out, "\n")
+	t.Logf("%s: plan of a revision change of both resources over %d clusters, one drifted: %d lines, %s", filepath.Base(cli), len(picked), lines, took.Round(100*time.Millisecond))
+	if testing.Verbose() {
+		t.Logf("the plan:\n%s", out)
+	}
+	if lines > planLineBudget {
+		t.Errorf("the plan has %d lines, want at most %d:\n%s", lines, planLineBudget, out)
+	}
+	for _, res := range []string{"gradual_rollout.scale", "gradual_module_assignment.scale"} {
+		if !strings.Contains(out, "# "+res+" will be updated in-place") {
+			t.Errorf("the plan does not update %s:\n%s", res, out)
+		}
+	}
+	// Each resource's attention names the drifted cluster and the drifted object.
+	for _, ns := range []string{label + "-r", label + "-a"} {
+		re := regexp.MustCompile(`"` + drifted + `"\s*=\s*"drifted: [^"\n]*ConfigMap ` + regexp.QuoteMeta(ns) + `/settings`)
+		if !re.MatchString(out) {
+			t.Errorf("the plan does not name %s drifted (ConfigMap %s/settings):\n%s", drifted, ns, out)
+		}
+	}
+	if others := regexp.MustCompile(`"(c-\d{4}|scale-api-[12])"\s*=\s*"`).FindAllString(out, -1); len(others) > 0 {
+		t.Errorf("the plan lists other clusters one per line: %v", others)
+	}
+	if t.Failed() {
+		return
+	}
+	_, took = run("apply", "plan")
+	t.Logf("%s: apply of that plan: %s", filepath.Base(cli), took.Round(100*time.Millisecond))
+	for _, ns := range []string{label + "-r", label + "-a"} {
+		var cm corev1.ConfigMap
+		if err := wc.Get(ctx, client.ObjectKey{Namespace: ns, Name: "settings"}, &cm); err != nil || cm.Data["setting"] != "v2" {
+			t.Errorf("%s: ConfigMap %s/settings after apply: %v %v, want setting v2", drifted, ns, cm.Data, err)
+		}
+	}
+}
+
+// pick returns the ready Clusters of the bed except those sharing the drifted cluster's API
+// server, sorted.
+func pick(f *testbed.Fleet) []string {
+	var out []string
+	for name, w := range f.Workloads {
+		if w.Spec.SharesWith == drifted || !w.Spec.Ready || w.KubeconfigPath == "" {
+			continue
+		}
+		out = append(out, name)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// labelClusters sets label=yes on each Cluster object (a merge patch of metadata only).
+func labelClusters(ctx context.Context, c client.Client, namespace string, names []string, label string) error {
+	patch := client.RawPatch("application/merge-patch+json", fmt.Appendf(nil, `{"metadata":{"labels":{%q:"yes"}}}`, label))
+	sem := make(chan struct{}, 16)
+	var wg sync.WaitGroup
+	errs := make([]error, len(names))
+	for i, name := range names {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			cl := &clusterv1.Cluster{}
+			cl.Namespace, cl.Name = namespace, name
+			if err := c.Patch(ctx, cl, patch); err != nil {
+				errs[i] = fmt.Errorf("label Cluster %s: %w", name, err)
+			}
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// devOverrides builds the provider and writes a CLI configuration that uses it; it returns the
+// configuration's path. The CLI runs as a user would run it (plan output on stdout), which the
+// in-process provider of terraform-plugin-testing does not show.
+func devOverrides(t *testing.T, work string) string {
+	t.Helper()
+	bin := filepath.Join(work, "plugins")
+	build := exec.Command("go", "build", "-o", filepath.Join(bin, "terraform-provider-gradual"), ".")
+	build.Dir = filepath.Join("..", "..")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build the provider: %v\n%s", err, out)
+	}
+	rc := filepath.Join(work, "cli.tfrc")
+	content := fmt.Sprintf(`provider_installation {
+  dev_overrides {
+    "registry.terraform.io/gradual-dev/gradual" = %[1]q
+    "registry.opentofu.org/gradual-dev/gradual" = %[1]q
+  }
+  direct {}
+}
+`, bin)
+	if err := os.WriteFile(rc, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return rc
+}
+
+// config is a rollout and an assignment over the labelled Clusters, each a Namespace and a
+// ConfigMap holding version, in waves of a quarter of the fleet.
+func config(f *testbed.Fleet, label, version string) string {
+	bundle := func(ns string) string {
+		return fmt.Sprintf("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: %[1]s\n---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\n  namespace: %[1]s\ndata:\n  setting: %[2]s\n", ns, version)
+	}
+	return fmt.Sprintf(`terraform {
+  required_providers {
+    gradual = { source = "gradual-dev/gradual" }
+  }
+}
+
+provider "gradual" {
+  kubeconfig_path = %[1]q
+}
+
+resource "gradual_rollout" "scale" {
+  name         = %[3]q
+  namespace    = %[2]q
+  selector     = { match_labels = { %[3]q = "yes" } }
+  manifests    = <<-EOT
+%[4]s
+EOT
+  update_limit = "25%%"
+  verify       = { timeout = "5m" }
+}
+
+resource "gradual_module_assignment" "scale" {
+  name         = %[3]q
+  namespace    = %[2]q
+  selector     = { match_labels = { %[3]q = "yes" } }
+  modules      = [{ name = "settings", version = %[6]q, manifests = <<-EOT
+%[5]s
+EOT
+  }]
+  update_limit = "25%%"
+  verify       = { timeout = "5m" }
+}
+`, f.Management.KubeconfigPath, f.Namespace, label, bundle(label+"-r"), bundle(label+"-a"), version)
+}
+
+func tail(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
