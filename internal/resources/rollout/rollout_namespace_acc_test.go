@@ -40,6 +40,11 @@ func TestAccRollout_defaultNamespace(t *testing.T) {
 		ProtoV6ProviderFactories: acctest.ProviderFactories,
 		Steps: []resource.TestStep{
 			{
+				// names and its deprecated alias clusters are one attribute: never both.
+				Config:      rolloutConfig(f, name, `names = ["staging-eu-1"]`+"\n  clusters = [\"staging-eu-1\"]", rendered, fmt.Sprintf("default_namespace = %q", name)),
+				ExpectError: regexp.MustCompile(`Invalid Attribute Combination`),
+			},
+			{
 				Config: rolloutConfig(f, name, `names = ["staging-eu-1"]`, rendered, fmt.Sprintf("default_namespace = %q", name)),
 				ConfigStateChecks: []statecheck.StateCheck{
 					statecheck.ExpectKnownValue("gradual_rollout.test", tfjsonpath.New("revision"), knownvalue.StringExact(revisionOf(t, written))),
