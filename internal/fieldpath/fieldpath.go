@@ -217,3 +217,34 @@ func MustParse(text string) Path {
 	}
 	return p
 }
+
+// Sets reports whether obj sets any field p names (for `sensitive_paths`: a value there must
+// not be in manifests Terraform shows). A field set to null counts: it is still written out.
+func (p Path) Sets(obj map[string]any) bool {
+	return sets(obj, p.segs)
+}
+
+func sets(node any, segs []segment) bool {
+	if len(segs) == 0 {
+		return true
+	}
+	s := segs[0]
+	if s.kind == field {
+		m, ok := node.(map[string]any)
+		if !ok {
+			return false
+		}
+		v, ok := m[s.key]
+		return ok && sets(v, segs[1:])
+	}
+	l, ok := node.([]any)
+	if !ok {
+		return false
+	}
+	for i, e := range l {
+		if (s.kind == anyIndex || i == s.i) && sets(e, segs[1:]) {
+			return true
+		}
+	}
+	return false
+}

@@ -148,3 +148,26 @@ func TestOwnedIn(t *testing.T) {
 		}
 	}
 }
+
+func TestSets(t *testing.T) {
+	obj := map[string]any{
+		"data": map[string]any{"password": "s3cret", "empty": nil},
+		"spec": map[string]any{"containers": []any{map[string]any{"name": "a"}, map[string]any{"name": "b", "env": "x"}}},
+	}
+	for path, want := range map[string]bool{
+		".data.password":          true,
+		".data.empty":             true, // null is still written out
+		".data.user":              false,
+		".data.password.deeper":   false,
+		".spec.containers[*].env": true,
+		".spec.containers[0].env": false,
+		".spec.containers[1].env": true,
+		".spec.containers[5].env": false,
+		".data[\"password\"]":     true,
+		".status.x":               false,
+	} {
+		if got := MustParse(path).Sets(obj); got != want {
+			t.Errorf("%s: Sets = %v, want %v", path, got, want)
+		}
+	}
+}

@@ -44,6 +44,7 @@ type Model struct {
 	DeletionPolicy   types.String       `tfsdk:"deletion_policy"`
 	ForceConflicts   types.Bool         `tfsdk:"force_conflicts"`
 	IgnoreFields     types.List         `tfsdk:"ignore_fields"`
+	SensitivePaths   types.List         `tfsdk:"sensitive_paths"`
 	DefaultNamespace types.String       `tfsdk:"default_namespace"`
 	Adopt            types.Bool         `tfsdk:"adopt"`
 	RetryInvalid     types.Bool         `tfsdk:"retry_invalid"`
@@ -158,7 +159,22 @@ func (m *Model) spec(ctx context.Context) (delivery.Spec, diag.Diagnostics) {
 		diags.AddAttributeError(pathIgnoreFields, "Invalid Field Path", err.Error())
 		return spec, diags
 	}
-	if spec.Revision, err = set.RevisionWith(ignoreattr.Canonical(rules)); err != nil {
+	sensitive, d := ignoreattr.Rules(ctx, m.SensitivePaths)
+	diags.Append(d...)
+	// Only manifests is checked: it is what Terraform shows and stores. The sensitive half is
+	// where such fields belong.
+	if public, err := manifest.Parse(m.Manifests.ValueString()); err == nil {
+		found, err := ignoreattr.Exposed(public.Objects, sensitive)
+		switch {
+		case err != nil:
+			diags.AddAttributeError(pathSensPaths, "Invalid Field Path", err.Error())
+			return spec, diags
+		case len(found) > 0:
+			diags.AddAttributeError(pathManifests, "Sensitive Fields In Manifests", ignoreattr.ExposedDetail(found, "sensitive_manifests"))
+			return spec, diags
+		}
+	}
+	if spec.Revision, err = set.RevisionWith(ignoreattr.Settings(rules, sensitive)); err != nil {
 		diags.AddAttributeError(pathManifests, "Invalid Manifests", err.Error())
 		return spec, diags
 	}
