@@ -171,3 +171,16 @@ func TestSets(t *testing.T) {
 		}
 	}
 }
+
+func TestValues(t *testing.T) {
+	obj := map[string]any{"spec": map[string]any{"containers": []any{
+		map[string]any{"env": "a"}, map[string]any{"name": "b"}, map[string]any{"env": map[string]any{"k": "c"}},
+	}}}
+	got := MustParse(".spec.containers[*].env").Values(obj)
+	if len(got) != 2 || got[0] != "a" {
+		t.Errorf("Values = %v", got)
+	}
+	if got := MustParse(".spec.missing").Values(obj); len(got) != 0 {
+		t.Errorf("Values of an unset field = %v", got)
+	}
+}

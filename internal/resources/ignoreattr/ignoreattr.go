@@ -8,6 +8,7 @@ package ignoreattr
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 
 	"github.com/hashicorp/terraform-plugin-framework-validators/listvalidator"
@@ -77,7 +78,8 @@ func Attribute(what string) schema.ListNestedAttribute {
 func SensitiveAttribute(public, hidden string) schema.ListNestedAttribute {
 	return rulesAttribute("Fields to treat like a Secret's data, such as a ConfigMap's `.data.password`: a value at one of "+
 		"these paths in "+public+" (which Terraform prints in plans and stores in state) is refused at plan time, naming the "+
-		"object and the path, never the value; put such objects in "+hidden+", which is write-only. Part of the `revision`: "+
+		"object and the path, never the value; put such objects in "+hidden+", which is write-only. Errors of the apply that would quote a value at these "+
+		"paths (an API server refusing the object) show `(sensitive value)` instead. Part of the `revision`: "+
 		"changing these rules is a change. A rule with no `kind`, `namespace` or `name` matches every object.",
 		"Sensitive fields")
 }
@@ -187,6 +189,51 @@ func Exposed(objs []*unstructured.Unstructured, sensitive []Rule) ([]string, err
 		}
 	}
 	return out, nil
+}
+
+// SensitiveValues lists the values at the paths sensitive rules name in objs, as text: every
+// string, number and boolean at or under such a path (a path may name a whole map). Errors that
+// could echo them are redacted with this list (delivery.Spec.Redact). Paths that do not parse
+// name nothing here; Exposed reports them.
+func SensitiveValues(objs []*unstructured.Unstructured, sensitive []Rule) []string {
+	rules, err := Ignore(sensitive)
+	if err != nil {
+		return nil
+	}
+	var out []string
+	var leaves func(v any)
+	leaves = func(v any) {
+		switch v := v.(type) {
+		case map[string]any:
+			for _, e := range v {
+				leaves(e)
+			}
+		case []any:
+			for _, e := range v {
+				leaves(e)
+			}
+		case string:
+			if v != "" {
+				out = append(out, v)
+			}
+		case nil, bool:
+			// true, false and null say nothing worth hiding, and replacing them would garble messages.
+		default:
+			out = append(out, fmt.Sprint(v))
+		}
+	}
+	for _, obj := range objs {
+		for _, r := range rules {
+			if r.Matches(obj) {
+				for _, p := range r.Paths {
+					for _, v := range p.Values(obj.Object) {
+						leaves(v)
+					}
+				}
+			}
+		}
+	}
+	return out
 }
 
 // ExposedDetail is the diagnostic detail for Exposed's findings; instead names the attribute

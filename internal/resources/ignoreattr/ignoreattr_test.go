@@ -2,6 +2,7 @@ package ignoreattr
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 
@@ -98,5 +99,35 @@ func TestSettingsKeepRevisionsWithoutSensitiveRules(t *testing.T) {
 	// The same rules as ignore_fields or as sensitive_paths are different settings.
 	if string(Settings(nil, ignore)) == string(Settings(ignore, nil)) {
 		t.Error("ignore and sensitive rules must not be confused")
+	}
+}
+
+func TestSensitiveValuesCollectsLeavesOfMatchedObjectsOnly(t *testing.T) {
+	set, err := manifest.Parse(`apiVersion: v1
+kind: ConfigMap
+metadata: {name: db, namespace: app}
+data: {password: hunter2, user: admin}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: other, namespace: app}
+data: {password: not-this-one}
+---
+apiVersion: example.com/v1
+kind: Thing
+metadata: {name: db, namespace: app}
+spec: {creds: {pin: 4321, token: tok-1, enabled: true}}
+`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rules := []Rule{{Name: "db", Paths: []string{".data.password", ".spec.creds"}}}
+	got := SensitiveValues(set.Objects, rules)
+	slices.Sort(got)
+	if want := []string{"4321", "hunter2", "tok-1"}; !slices.Equal(got, want) {
+		t.Errorf("SensitiveValues = %q, want %q", got, want)
+	}
+	if got := SensitiveValues(set.Objects, []Rule{{Paths: []string{"bad"}}}); got != nil {
+		t.Errorf("unparsable rules: %q", got)
 	}
 }

@@ -40,11 +40,14 @@ func TestAccRollout_sensitivePaths(t *testing.T) {
 			t.Errorf("cleanup: destroy exited %d:\n%s", res.code, res.output)
 		}
 	})
+	badIP := "bogus-" + name // an invalid Service clusterIP, which the API server quotes back
 	leaks := func(where, text string) {
 		t.Helper()
-		for _, form := range []string{value, base64.StdEncoding.EncodeToString([]byte(value))} {
-			if strings.Contains(text, form) {
-				t.Errorf("%s shows the sensitive value %q", where, form)
+		for _, v := range []string{value, badIP} {
+			for _, form := range []string{v, base64.StdEncoding.EncodeToString([]byte(v))} {
+				if strings.Contains(text, form) {
+					t.Errorf("%s shows the sensitive value %q", where, form)
+				}
 			}
 		}
 	}
@@ -65,7 +68,13 @@ func TestAccRollout_sensitivePaths(t *testing.T) {
 	if !regexp.MustCompile(`(?s)Sensitive Fields In Manifests.*ConfigMap ` + name + `/db\s+\.data\.password.*sensitive_manifests`).MatchString(flat(out)) {
 		t.Fatalf("a sensitive field in manifests was not refused as such:\n%s", out)
 	}
-	leaks("the refusal", out+log)
+	leaks("the refusal", out)
+	// The CLI itself logs the configuration it read (the value was configured where it does not
+	// belong); what the provider logs must not repeat it.
+	if providerLines(log) == "" {
+		t.Fatalf("the TRACE log of the refused plan has no provider lines:\n%s", log)
+	}
+	leaks("the provider's TRACE log of the refused plan", providerLines(log))
 	if recs := workloadRecords(t, f, "staging-eu-1", name); recs.Current != nil || recs.Provisioning != nil {
 		t.Fatalf("the refused plan applied something: %s", revOf(recs.Current))
 	}
@@ -120,4 +129,43 @@ func TestAccRollout_sensitivePaths(t *testing.T) {
 	leaks("the second apply", out+log)
 	stateFile, _ = os.ReadFile(filepath.Join(tf.dir, "terraform.tfstate"))
 	leaks("the state file after the update", string(stateFile))
+
+	// An apply error that would quote a sensitive value: the API server refuses a Service whose
+	// clusterIP (declared sensitive) is not an IP, and says what it got. The error reaches the
+	// apply's diagnostics, the TRACE log, the ledger and the state's invalid_revisions redacted.
+	svc := fmt.Sprintf("---\napiVersion: v1\nkind: Service\nmetadata: {name: svc, namespace: %s}\n"+
+		"spec: {clusterIP: %q, ports: [{port: 80}]}\n", name, badIP)
+	if err := os.WriteFile(filepath.Join(tf.dir, "db.yaml"), []byte(db(value)+svc), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tf.writeConfig(blastConfig(f, name, targets, lightBundle(name, "v1"), `sensitive_paths = [
+    { kind = "ConfigMap", name = "db", paths = [".data.password"] },
+    { kind = "Service", paths = [".spec.clusterIP"] },
+  ]
+  sensitive_manifests = file("${path.module}/db.yaml")`))
+	out, log = run(1, "apply", "-auto-approve")
+	if !strings.Contains(flat(out), "clusterIP") {
+		t.Fatalf("the apply did not fail on the Service's clusterIP:\n%s", out)
+	}
+	leaks("the failed apply's output", out)
+	leaks("the failed apply's provider TRACE log", providerLines(log))
+	stateFile, _ = os.ReadFile(filepath.Join(tf.dir, "terraform.tfstate"))
+	leaks("the state file after the failed apply", string(stateFile))
+	ledger := ledgerOf(t, f, name)
+	if len(ledger) == 0 || !strings.Contains(ledger[0].Reason, "(sensitive value)") {
+		t.Fatalf("the ledger does not record the failure redacted: %+v", ledger)
+	}
+	leaks("the ledger", fmt.Sprint(ledger))
+}
+
+// providerLines keeps the lines of a TRACE log that the provider wrote (the CLI prefixes them
+// with the plugin's name).
+func providerLines(log string) string {
+	var b strings.Builder
+	for _, line := range strings.Split(log, "\n") {
+		if strings.Contains(line, "terraform-provider-gradual") {
+			b.WriteString(line + "\n")
+		}
+	}
+	return b.String()
 }
