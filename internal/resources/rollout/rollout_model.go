@@ -82,6 +82,9 @@ func (m *Model) ReadWriteOnly(ctx context.Context, config tfsdk.Config) diag.Dia
 	return config.GetAttribute(ctx, pathSensitive, &m.Sensitive)
 }
 
+// ClearWriteOnly drops `sensitive_manifests` before the state is saved (lifecycle.WriteOnly).
+func (m *Model) ClearWriteOnly() { m.Sensitive = types.StringNull() }
+
 // setSensitiveObjects names the objects of `sensitive_manifests` (identities, never content).
 func (m *Model) setSensitiveObjects(ctx context.Context) diag.Diagnostics {
 	if m.Sensitive.IsUnknown() || m.DefaultNamespace.IsUnknown() {

@@ -45,8 +45,8 @@ func TestAccRollout_sensitivePaths(t *testing.T) {
 		t.Helper()
 		for _, v := range []string{value, badIP} {
 			for _, form := range []string{v, base64.StdEncoding.EncodeToString([]byte(v))} {
-				if strings.Contains(text, form) {
-					t.Errorf("%s shows the sensitive value %q", where, form)
+				if i := strings.Index(text, form); i >= 0 {
+					t.Errorf("%s shows the sensitive value %q: …%s…", where, form, text[max(0, i-300):min(len(text), i+100)])
 				}
 			}
 		}
