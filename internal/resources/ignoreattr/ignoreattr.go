@@ -239,7 +239,7 @@ func SensitiveValues(objs []*unstructured.Unstructured, sensitive []Rule) []stri
 // ExposedDetail is the diagnostic detail for Exposed's findings; instead names the attribute
 // (or advice, starting with a space) where such objects belong.
 func ExposedDetail(found []string, instead string) string {
-	msg := "These fields are declared sensitive in `" + SensitiveName + "` but are set in manifests that Terraform prints in " +
+	msg := "these fields are declared sensitive in `" + SensitiveName + "` but are set in manifests that Terraform prints in " +
 		"plan output and stores in state: " + strings.Join(found, ", ") + "."
 	if strings.HasPrefix(instead, " ") {
 		return msg + instead

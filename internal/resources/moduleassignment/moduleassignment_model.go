@@ -200,7 +200,8 @@ func (m *Model) spec(ctx context.Context) (assignment.Spec, diag.Diagnostics) {
 				diags.AddAttributeError(pathModules.ParentPath().AtName(ignoreattr.SensitiveName), "Invalid Field Path", err.Error())
 				return spec, diags
 			case len(found) > 0:
-				diags.AddAttributeError(pathModules.AtListIndex(i).AtName("manifests"), "Sensitive Fields In Manifests",
+				// Not an attribute error: the CLI would print the attribute's source under it, value and all.
+				diags.AddError("Sensitive Fields In Manifests", "In `manifests` of module "+mod.Name+": "+
 					ignoreattr.ExposedDetail(found, "modules[].sensitive_manifests"))
 				continue
 			}

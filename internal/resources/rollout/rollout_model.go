@@ -175,7 +175,9 @@ func (m *Model) spec(ctx context.Context) (delivery.Spec, diag.Diagnostics) {
 		diags.AddAttributeError(pathSensPaths, "Invalid Field Path", err.Error())
 		return spec, diags
 	case len(found) > 0:
-		diags.AddAttributeError(pathManifests, "Sensitive Fields In Manifests", ignoreattr.ExposedDetail(found, "sensitive_manifests"))
+		// Not an attribute error: the CLI would print the attribute's source under it, value and all.
+		diags.AddError("Sensitive Fields In Manifests", "In `manifests` of "+spec.Key.Describe()+": "+
+			ignoreattr.ExposedDetail(found, "sensitive_manifests"))
 		return spec, diags
 	}
 	spec.Redact = ignoreattr.SensitiveValues(hidden, sensitive)
