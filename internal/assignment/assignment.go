@@ -42,6 +42,9 @@ type Module struct {
 	Objects   *manifest.Set
 	Revision  string
 	DependsOn []string
+	// Redact lists the values at sensitive_paths in the module's sensitive half, which errors
+	// must not repeat (see delivery.Spec.Redact).
+	Redact []string
 }
 
 // Spec is one assignment as configured.
@@ -69,7 +72,7 @@ func (s Spec) ModuleKey(module string) records.Key {
 func (s Spec) moduleSpec(m Module) delivery.Spec {
 	return delivery.Spec{
 		Key: s.ModuleKey(m.Name), ClusterNamespace: s.ClusterNamespace, RecordNamespace: s.RecordNamespace,
-		Objects: m.Objects, Revision: m.Revision, Policy: s.Policy, Ignore: s.Ignore,
+		Objects: m.Objects, Revision: m.Revision, Policy: s.Policy, Ignore: s.Ignore, Redact: m.Redact,
 	}
 }
 

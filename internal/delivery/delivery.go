@@ -32,6 +32,10 @@ type Spec struct {
 	Ignore apply.Ignore
 	// Retry applies the revision even when it is recorded invalid.
 	Retry bool
+	// Redact lists values (those at a rollout's sensitive_paths) that error messages of the
+	// clusters' work must not repeat: they are replaced before an error is classified, logged,
+	// recorded or returned.
+	Redact []string
 }
 
 // Cluster states, as the rollout's `summary`, `attention` and `gradual_rollout_status` show them.

@@ -99,7 +99,7 @@ const maxRetryWait = 15 * time.Second
 func (w *world) retry(ctx context.Context, target string, op func(ctx context.Context) error) error {
 	wait := w.svc.retryWait
 	for {
-		err := w.classify(ctx, target, op(ctx))
+		err := w.classify(ctx, target, redact(op(ctx), w.spec.Redact))
 		if err == nil || errors.Is(err, engine.ErrTargetGone) || errors.Is(err, engine.ErrRevisionFailed) || errors.Is(err, engine.ErrChangeRefused) {
 			return err
 		}

@@ -217,3 +217,46 @@ func MustParse(text string) Path {
 	}
 	return p
 }
+
+// Sets reports whether obj sets any field p names (for `sensitive_paths`: a value there must
+// not be in manifests Terraform shows). A field set to null counts: it is still written out.
+func (p Path) Sets(obj map[string]any) bool {
+	found := false
+	visit(obj, p.segs, func(any) { found = true })
+	return found
+}
+
+// Values lists the values of the fields p names in obj, in document order.
+func (p Path) Values(obj map[string]any) []any {
+	var out []any
+	visit(obj, p.segs, func(v any) { out = append(out, v) })
+	return out
+}
+
+// visit calls fn with the value of every field under node that segs names.
+func visit(node any, segs []segment, fn func(any)) {
+	if len(segs) == 0 {
+		fn(node)
+		return
+	}
+	s := segs[0]
+	if s.kind == field {
+		m, ok := node.(map[string]any)
+		if !ok {
+			return
+		}
+		if v, ok := m[s.key]; ok {
+			visit(v, segs[1:], fn)
+		}
+		return
+	}
+	l, ok := node.([]any)
+	if !ok {
+		return
+	}
+	for i, e := range l {
+		if s.kind == anyIndex || i == s.i {
+			visit(e, segs[1:], fn)
+		}
+	}
+}

@@ -148,3 +148,39 @@ func TestOwnedIn(t *testing.T) {
 		}
 	}
 }
+
+func TestSets(t *testing.T) {
+	obj := map[string]any{
+		"data": map[string]any{"password": "s3cret", "empty": nil},
+		"spec": map[string]any{"containers": []any{map[string]any{"name": "a"}, map[string]any{"name": "b", "env": "x"}}},
+	}
+	for path, want := range map[string]bool{
+		".data.password":          true,
+		".data.empty":             true, // null is still written out
+		".data.user":              false,
+		".data.password.deeper":   false,
+		".spec.containers[*].env": true,
+		".spec.containers[0].env": false,
+		".spec.containers[1].env": true,
+		".spec.containers[5].env": false,
+		".data[\"password\"]":     true,
+		".status.x":               false,
+	} {
+		if got := MustParse(path).Sets(obj); got != want {
+			t.Errorf("%s: Sets = %v, want %v", path, got, want)
+		}
+	}
+}
+
+func TestValues(t *testing.T) {
+	obj := map[string]any{"spec": map[string]any{"containers": []any{
+		map[string]any{"env": "a"}, map[string]any{"name": "b"}, map[string]any{"env": map[string]any{"k": "c"}},
+	}}}
+	got := MustParse(".spec.containers[*].env").Values(obj)
+	if len(got) != 2 || got[0] != "a" {
+		t.Errorf("Values = %v", got)
+	}
+	if got := MustParse(".spec.missing").Values(obj); len(got) != 0 {
+		t.Errorf("Values of an unset field = %v", got)
+	}
+}

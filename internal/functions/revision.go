@@ -25,7 +25,7 @@ func (revision) Definition(_ context.Context, _ function.DefinitionRequest, resp
 			"12 hex digits of the SHA-256 of the normalized objects (sorted by group, kind, namespace and name; " +
 			"canonical JSON). The same objects in any order or formatting give the same revision; comments and " +
 			"empty documents do not count. Invalid YAML, or a document that is not a Kubernetes object, is an " +
-			"error naming the document (1-based). A rollout with `sensitive_manifests`, `ignore_fields` or " +
+			"error naming the document (1-based). A rollout with `sensitive_manifests`, `ignore_fields`, `sensitive_paths` or " +
 			"`default_namespace` covers those too, so its revision differs from this one.",
 		Parameters: []function.Parameter{
 			function.StringParameter{

@@ -1,11 +1,15 @@
-// Package ignoreattr is the `ignore_fields` attribute that rollouts and module assignments
-// share: its schema, its conversion to apply.Ignore, and its canonical form, which is part of
-// the revision (changing what is ignored changes what an apply does).
+// Package ignoreattr is the `ignore_fields` and `sensitive_paths` attributes that rollouts and
+// module assignments share. Both are lists of the same rules (kind, namespace, name, paths),
+// with one schema, one parser and one canonical form, which is part of the revision (changing
+// what is ignored changes what an apply does; changing what is sensitive changes what
+// `manifests` may hold).
 package ignoreattr
 
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"strings"
 
 	"github.com/hashicorp/terraform-plugin-framework-validators/listvalidator"
 	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
@@ -14,14 +18,19 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/types"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/gradual-dev/terraform-provider-gradual/internal/apply"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/fieldpath"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/manifest"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/validators"
 )
 
 // Name is the attribute's name.
 const Name = "ignore_fields"
+
+// SensitiveName is the name of the attribute of fields to keep out of what Terraform shows.
+const SensitiveName = "sensitive_paths"
 
 // AttrTypes are the attribute types of one rule.
 var AttrTypes = map[string]attr.Type{
@@ -54,15 +63,32 @@ type model struct {
 // Attribute is the schema of `ignore_fields`; what is the resource's word for the objects
 // ("manifests", "the modules' manifests").
 func Attribute(what string) schema.ListNestedAttribute {
+	return rulesAttribute("Fields of the objects of "+what+" that other controllers own, such as an HPA's `.spec.replicas` or "+
+		"cert-manager's `.webhooks[*].clientConfig.caBundle`, like Argo CD's `ignoreDifferences`. For an object that already "+
+		"exists, apply leaves them to their owner: a field another field manager owns is not sent (it keeps it, and no "+
+		"conflict arises), one nobody else owns is sent with its live value (so the API server does not drop it). An object "+
+		"being created gets the manifest's value. Drift detection, the plan's `summary` and `attention`, and drift repair "+
+		"ignore them; readiness verification reads status only. Part of the `revision`: changing these rules is a change. "+
+		"A rule with no `kind`, `namespace` or `name` matches every object.",
+		"Fields to ignore")
+}
+
+// SensitiveAttribute is the schema of `sensitive_paths`; public names the attribute Terraform
+// shows, hidden the write-only one.
+func SensitiveAttribute(public, hidden string) schema.ListNestedAttribute {
+	return rulesAttribute("Fields to treat like a Secret's data, such as a ConfigMap's `.data.password`: a value at one of "+
+		"these paths in "+public+" (which Terraform prints in plans and stores in state) is refused at plan time, naming the "+
+		"object and the path, never the value; put such objects in "+hidden+", which is write-only. Errors of the apply that would quote a value at these "+
+		"paths (an API server refusing the object) show `(sensitive value)` instead. Part of the `revision`: "+
+		"changing these rules is a change. A rule with no `kind`, `namespace` or `name` matches every object.",
+		"Sensitive fields")
+}
+
+// rulesAttribute is the schema both attributes share; pathsWhat starts the paths' description.
+func rulesAttribute(description, pathsWhat string) schema.ListNestedAttribute {
 	return schema.ListNestedAttribute{
-		Optional: true,
-		MarkdownDescription: "Fields of the objects of " + what + " that other controllers own, such as an HPA's `.spec.replicas` or " +
-			"cert-manager's `.webhooks[*].clientConfig.caBundle`, like Argo CD's `ignoreDifferences`. For an object that already " +
-			"exists, apply leaves them to their owner: a field another field manager owns is not sent (it keeps it, and no " +
-			"conflict arises), one nobody else owns is sent with its live value (so the API server does not drop it). An object " +
-			"being created gets the manifest's value. Drift detection, the plan's `summary` and `attention`, and drift repair " +
-			"ignore them; readiness verification reads status only. Part of the `revision`: changing these rules is a change. " +
-			"A rule with no `kind`, `namespace` or `name` matches every object.",
+		Optional:            true,
+		MarkdownDescription: description,
 		NestedObject: schema.NestedAttributeObject{Attributes: map[string]schema.Attribute{
 			"kind": schema.StringAttribute{
 				Optional: true, MarkdownDescription: "Kind of the objects the rule applies to (`Deployment`); any when left out.",
@@ -78,9 +104,9 @@ func Attribute(what string) schema.ListNestedAttribute {
 			},
 			"paths": schema.ListAttribute{
 				Required: true, ElementType: types.StringType,
-				MarkdownDescription: "Fields to ignore, as the plan names drifted fields: `.spec.replicas`, `.webhooks[*].clientConfig.caBundle` " +
+				MarkdownDescription: pathsWhat + ", as the plan names drifted fields: `.spec.replicas`, `.webhooks[*].clientConfig.caBundle` " +
 					"(`[*]` is every element of a list, `[0]` one), `.metadata.annotations[\"example.com/key\"]` (keys with dots or slashes " +
-					"quoted). A path must end with a field; `apiVersion`, `kind` and metadata other than labels and annotations cannot be ignored.",
+					"quoted). A path must end with a field; `apiVersion`, `kind` and metadata other than labels and annotations cannot be named.",
 				Validators: []validator.List{listvalidator.SizeAtLeast(1), listvalidator.ValueStringsAre(validators.FieldPath())},
 			},
 		}},
@@ -127,6 +153,99 @@ func Canonical(rules []Rule) []byte {
 	}
 	out, _ := json.Marshal(rules) // strings only: cannot fail
 	return out
+}
+
+// Settings is the canonical form of both attributes for the revision. Without sensitive rules
+// it is Canonical(ignore), so that bundles without them keep the revision they always had.
+func Settings(ignore, sensitive []Rule) []byte {
+	if len(sensitive) == 0 {
+		return Canonical(ignore)
+	}
+	out, _ := json.Marshal(struct { // strings only: cannot fail
+		Ignore    []Rule `json:"ignore,omitempty"`
+		Sensitive []Rule `json:"sensitive"`
+	}{ignore, sensitive})
+	return out
+}
+
+// Exposed lists the fields of objs (manifests Terraform shows) that sensitive rules name, as
+// "ConfigMap app/db .data.password". Values are never part of it.
+func Exposed(objs []*unstructured.Unstructured, sensitive []Rule) ([]string, error) {
+	rules, err := Ignore(sensitive)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, obj := range objs {
+		for _, r := range rules {
+			if !r.Matches(obj) {
+				continue
+			}
+			for _, p := range r.Paths {
+				if p.Sets(obj.Object) {
+					out = append(out, manifest.IdentityOf(obj).String()+" "+p.String())
+				}
+			}
+		}
+	}
+	return out, nil
+}
+
+// SensitiveValues lists the values at the paths sensitive rules name in objs, as text: every
+// string, number and boolean at or under such a path (a path may name a whole map). Errors that
+// could echo them are redacted with this list (delivery.Spec.Redact). Paths that do not parse
+// name nothing here; Exposed reports them.
+func SensitiveValues(objs []*unstructured.Unstructured, sensitive []Rule) []string {
+	rules, err := Ignore(sensitive)
+	if err != nil {
+		return nil
+	}
+	var out []string
+	var leaves func(v any)
+	leaves = func(v any) {
+		switch v := v.(type) {
+		case map[string]any:
+			for _, e := range v {
+				leaves(e)
+			}
+		case []any:
+			for _, e := range v {
+				leaves(e)
+			}
+		case string:
+			if v != "" {
+				out = append(out, v)
+			}
+		case nil, bool:
+			// true, false and null say nothing worth hiding, and replacing them would garble messages.
+		default:
+			out = append(out, fmt.Sprint(v))
+		}
+	}
+	for _, obj := range objs {
+		for _, r := range rules {
+			if r.Matches(obj) {
+				for _, p := range r.Paths {
+					for _, v := range p.Values(obj.Object) {
+						leaves(v)
+					}
+				}
+			}
+		}
+	}
+	return out
+}
+
+// ExposedDetail is the diagnostic detail for Exposed's findings; instead names the attribute
+// (or advice, starting with a space) where such objects belong.
+func ExposedDetail(found []string, instead string) string {
+	msg := "these fields are declared sensitive in `" + SensitiveName + "` but are set in manifests that Terraform prints in " +
+		"plan output and stores in state: " + strings.Join(found, ", ") + "."
+	if strings.HasPrefix(instead, " ") {
+		return msg + instead
+	}
+	return msg + " Move these objects to `" + instead + "`, which is write-only (never stored in plan or state) and still " +
+		"part of the revision, so a changed value still plans an update."
 }
 
 // Value turns rules (from the records) back into the attribute's value; null for none.

@@ -2,11 +2,14 @@ package ignoreattr
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/hashicorp/terraform-plugin-framework/attr"
 	"github.com/hashicorp/terraform-plugin-framework/types"
+
+	"github.com/gradual-dev/terraform-provider-gradual/internal/manifest"
 )
 
 func TestRoundTrip(t *testing.T) {
@@ -42,5 +45,89 @@ func TestRoundTrip(t *testing.T) {
 	})})
 	if Known(unknownPath) || Known(types.ListUnknown(types.ObjectType{AttrTypes: AttrTypes})) {
 		t.Error("unknown values reported known")
+	}
+}
+
+func TestExposedNamesObjectAndPathNeverTheValue(t *testing.T) {
+	set, err := manifest.Parse(`apiVersion: v1
+kind: ConfigMap
+metadata: {name: db, namespace: app}
+data: {password: hunter2, user: admin}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: other, namespace: app}
+data: {password: visible-on-purpose}
+`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rules := []Rule{{Kind: "ConfigMap", Name: "db", Paths: []string{".data.password", ".data.token"}}}
+	found, err := Exposed(set.Objects, rules)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(found) != 1 || found[0] != "ConfigMap app/db .data.password" {
+		t.Fatalf("Exposed = %q", found)
+	}
+	detail := ExposedDetail(found, "sensitive_manifests")
+	if strings.Contains(detail, "hunter2") || !strings.Contains(detail, "ConfigMap app/db .data.password") || !strings.Contains(detail, "`sensitive_manifests`") {
+		t.Errorf("detail = %s", detail)
+	}
+	// A rule without kind or name matches every object.
+	if found, _ := Exposed(set.Objects, []Rule{{Paths: []string{".data.password"}}}); len(found) != 2 {
+		t.Errorf("catch-all rule: %q", found)
+	}
+	if found, _ := Exposed(set.Objects, []Rule{{Namespace: "elsewhere", Paths: []string{".data.password"}}}); len(found) != 0 {
+		t.Errorf("rule of another namespace: %q", found)
+	}
+	if _, err := Exposed(set.Objects, []Rule{{Paths: []string{"data"}}}); err == nil {
+		t.Error("a path that does not parse is an error")
+	}
+}
+
+func TestSettingsKeepRevisionsWithoutSensitiveRules(t *testing.T) {
+	ignore := []Rule{{Kind: "Deployment", Paths: []string{".spec.replicas"}}}
+	if string(Settings(ignore, nil)) != string(Canonical(ignore)) || Settings(nil, nil) != nil {
+		t.Error("without sensitive rules, Settings must be Canonical(ignore)")
+	}
+	a := Settings(ignore, []Rule{{Kind: "ConfigMap", Paths: []string{".data.password"}}})
+	b := Settings(ignore, []Rule{{Kind: "ConfigMap", Paths: []string{".data.token"}}})
+	if string(a) == string(b) || string(a) == string(Canonical(ignore)) {
+		t.Errorf("sensitive rules must change the settings: %s / %s", a, b)
+	}
+	// The same rules as ignore_fields or as sensitive_paths are different settings.
+	if string(Settings(nil, ignore)) == string(Settings(ignore, nil)) {
+		t.Error("ignore and sensitive rules must not be confused")
+	}
+}
+
+func TestSensitiveValuesCollectsLeavesOfMatchedObjectsOnly(t *testing.T) {
+	set, err := manifest.Parse(`apiVersion: v1
+kind: ConfigMap
+metadata: {name: db, namespace: app}
+data: {password: hunter2, user: admin}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: other, namespace: app}
+data: {password: not-this-one}
+---
+apiVersion: example.com/v1
+kind: Thing
+metadata: {name: db, namespace: app}
+spec: {creds: {pin: 4321, token: tok-1, enabled: true}}
+`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rules := []Rule{{Name: "db", Paths: []string{".data.password", ".spec.creds"}}}
+	got := SensitiveValues(set.Objects, rules)
+	slices.Sort(got)
+	if want := []string{"4321", "hunter2", "tok-1"}; !slices.Equal(got, want) {
+		t.Errorf("SensitiveValues = %q, want %q", got, want)
+	}
+	if got := SensitiveValues(set.Objects, []Rule{{Paths: []string{"bad"}}}); got != nil {
+		t.Errorf("unparsable rules: %q", got)
 	}
 }

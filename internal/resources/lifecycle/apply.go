@@ -27,6 +27,10 @@ type Model[M any] interface {
 // applying; the framework drops them again from the state saved.
 type WriteOnly interface {
 	ReadWriteOnly(ctx context.Context, config tfsdk.Config) diag.Diagnostics
+	// ClearWriteOnly nulls them again before the state is saved: the framework does so itself
+	// only for an apply without errors, and a failed Update saves its state (with the error),
+	// which would then hold them.
+	ClearWriteOnly()
 }
 
 // PrivateModel is a model that keeps part of itself in Terraform's private state: stored with the
@@ -76,6 +80,9 @@ func Create[M any, P Model[M]](ctx context.Context, req resource.CreateRequest, 
 	if pm, ok := any(P(&plan)).(PrivateModel); ok && resp.Private != nil {
 		resp.Diagnostics.Append(pm.SavePrivate(ctx, resp.Private)...)
 	}
+	if wo, ok := any(P(&plan)).(WriteOnly); ok {
+		wo.ClearWriteOnly()
+	}
 	resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
 }
 
@@ -102,6 +109,9 @@ func Update[M any, P Model[M]](ctx context.Context, req resource.UpdateRequest, 
 	apply(ctx, timeout, &plan, &resp.Diagnostics)
 	if private && resp.Private != nil {
 		resp.Diagnostics.Append(pm.SavePrivate(ctx, resp.Private)...)
+	}
+	if wo, ok := any(P(&plan)).(WriteOnly); ok {
+		wo.ClearWriteOnly()
 	}
 	resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
 }

@@ -37,6 +37,7 @@ type Model struct {
 	DeletionPolicy  types.String   `tfsdk:"deletion_policy"`
 	Adopt           types.Bool     `tfsdk:"adopt"`
 	IgnoreFields    types.List     `tfsdk:"ignore_fields"`
+	SensitivePaths  types.List     `tfsdk:"sensitive_paths"`
 	RecordNamespace types.String   `tfsdk:"record_namespace"`
 	Timeouts        timeouts.Value `tfsdk:"timeouts"`
 	Revisions       types.Map      `tfsdk:"revisions"`
@@ -77,6 +78,10 @@ func (m *Model) ReadWriteOnly(ctx context.Context, config tfsdk.Config) diag.Dia
 	}
 	return diags
 }
+
+// ClearWriteOnly is lifecycle.WriteOnly's: the values live outside the attributes (in
+// m.sensitive), so the state never holds them; they are dropped all the same once applied.
+func (m *Model) ClearWriteOnly() { m.sensitive = nil }
 
 // sensitiveUnknown reports whether a module's sensitive_manifests is not known yet.
 func sensitiveUnknown(ctx context.Context, config tfsdk.Config) bool {
@@ -173,16 +178,36 @@ func (m *Model) spec(ctx context.Context) (assignment.Spec, diag.Diagnostics) {
 		diags.AddAttributeError(pathModules.ParentPath().AtName(ignoreattr.Name), "Invalid Field Path", err.Error())
 		return spec, diags
 	}
+	sensitive, d := ignoreattr.Rules(ctx, m.SensitivePaths)
+	diags.Append(d...)
 	var list []assignment.Module
 	for i, mm := range mods {
 		mod := assignment.Module{Name: mm.Name.ValueString(), Version: mm.Version.ValueString()}
 		set, err := manifest.Bundle(mm.Manifests.ValueString(), m.sensitive[mod.Name])
 		if err == nil {
-			mod.Revision, err = set.RevisionWith(ignoreattr.Canonical(rules))
+			mod.Revision, err = set.RevisionWith(ignoreattr.Settings(rules, sensitive))
 		}
 		if err != nil {
 			diags.AddAttributeError(pathModules.AtListIndex(i).AtName("manifests"), "Invalid Manifests", err.Error())
 			continue
+		}
+		// Only manifests is checked (Terraform shows and stores it); values of the sensitive half
+		// are redacted from errors. Modules have no default namespace: objects match as written.
+		if public, perr := manifest.Parse(mm.Manifests.ValueString()); perr == nil {
+			found, err := ignoreattr.Exposed(public.Objects, sensitive)
+			switch {
+			case err != nil:
+				diags.AddAttributeError(pathModules.ParentPath().AtName(ignoreattr.SensitiveName), "Invalid Field Path", err.Error())
+				return spec, diags
+			case len(found) > 0:
+				// Not an attribute error: the CLI would print the attribute's source under it, value and all.
+				diags.AddError("Sensitive Fields In Manifests", "In `manifests` of module "+mod.Name+": "+
+					ignoreattr.ExposedDetail(found, "modules[].sensitive_manifests"))
+				continue
+			}
+		}
+		if hidden, herr := manifest.Parse(m.sensitive[mod.Name]); herr == nil {
+			mod.Redact = ignoreattr.SensitiveValues(hidden.Objects, sensitive)
 		}
 		mod.Objects = set
 		diags.Append(mm.DependsOn.ElementsAs(ctx, &mod.DependsOn, true)...)
@@ -287,8 +312,9 @@ type storedConfig struct {
 	BakeTime       string              `json:"bakeTime"`
 	DeletionPolicy string              `json:"deletionPolicy"`
 	// NoAdopt is adopt = false (stored negated: records written before adopt existed adopt).
-	NoAdopt      bool              `json:"noAdopt,omitempty"`
-	IgnoreFields []ignoreattr.Rule `json:"ignoreFields,omitempty"`
+	NoAdopt        bool              `json:"noAdopt,omitempty"`
+	IgnoreFields   []ignoreattr.Rule `json:"ignoreFields,omitempty"`
+	SensitivePaths []ignoreattr.Rule `json:"sensitivePaths,omitempty"`
 }
 
 type storedModule struct {
@@ -327,6 +353,8 @@ func (m *Model) configRecord(ctx context.Context) ([]byte, diag.Diagnostics) {
 	diags.Append(m.Verify.As(ctx, &verify, objectOpts)...)
 	c.VerifyTimeout, c.BakeTime = verify.Timeout.ValueString(), verify.BakeTime.ValueString()
 	c.IgnoreFields, d = ignoreattr.Rules(ctx, m.IgnoreFields)
+	diags.Append(d...)
+	c.SensitivePaths, d = ignoreattr.Rules(ctx, m.SensitivePaths)
 	diags.Append(d...)
 	raw, err := json.Marshal(c)
 	if err != nil {
@@ -368,6 +396,8 @@ func (m *Model) fromConfigRecord(ctx context.Context, raw []byte) diag.Diagnosti
 	m.Adopt = types.BoolValue(!c.NoAdopt)
 	var d diag.Diagnostics
 	m.IgnoreFields, d = ignoreattr.Value(ctx, c.IgnoreFields)
+	diags.Append(d...)
+	m.SensitivePaths, d = ignoreattr.Value(ctx, c.SensitivePaths)
 	diags.Append(d...)
 	m.Verify = types.ObjectValueMust(verifyAttrTypes, map[string]attr.Value{"timeout": types.StringValue(c.VerifyTimeout), "bake_time": types.StringValue(c.BakeTime)})
 	return diags

@@ -137,7 +137,8 @@ func (r *assignmentResource) Schema(ctx context.Context, _ resource.SchemaReques
 				MarkdownDescription: "For clusters that stop matching, modules removed from `modules`, and destroy: `delete` removes the applied objects; `orphan` leaves them and removes only the records. Default `delete`.",
 				Validators:          []validator.String{stringvalidator.OneOf("delete", "orphan")},
 			},
-			ignoreattr.Name: ignoreattr.Attribute("every module's `manifests`"),
+			ignoreattr.Name:          ignoreattr.Attribute("every module's `manifests`"),
+			ignoreattr.SensitiveName: ignoreattr.SensitiveAttribute("a module's `manifests`", "the module's `sensitive_manifests`"),
 			"adopt": schema.BoolAttribute{
 				Optional: true, Computed: true, Default: booldefault.StaticBool(true),
 				MarkdownDescription: "Take over objects of the modules that already exist in a cluster, made by someone else (kubectl, Helm, …): they are recorded as adopted before the first apply and never deleted by the assignment (a failed first revision puts them back as they were; removal gives them back to their other field managers). `false` refuses, at plan time, a cluster where such an object exists. Default `true`.",

@@ -42,6 +42,7 @@ type storedConfig struct {
 	DeletionPolicy   string            `json:"deletionPolicy"`
 	ForceConflicts   bool              `json:"forceConflicts,omitempty"`
 	IgnoreFields     []ignoreattr.Rule `json:"ignoreFields,omitempty"`
+	SensitivePaths   []ignoreattr.Rule `json:"sensitivePaths,omitempty"`
 	DefaultNamespace string            `json:"defaultNamespace,omitempty"`
 	// NoAdopt is adopt = false (stored negated: records written before adopt existed adopt).
 	NoAdopt bool `json:"noAdopt,omitempty"`
@@ -72,6 +73,8 @@ func (m *Model) configRecord(ctx context.Context) ([]byte, diag.Diagnostics) {
 	rules, d := ignoreattr.Rules(ctx, m.IgnoreFields)
 	diags.Append(d...)
 	c.IgnoreFields = rules
+	c.SensitivePaths, d = ignoreattr.Rules(ctx, m.SensitivePaths)
+	diags.Append(d...)
 	c.DefaultNamespace = m.DefaultNamespace.ValueString()
 	if !m.Selector.IsNull() {
 		var sel struct {
@@ -129,6 +132,8 @@ func (m *Model) fromConfigRecord(ctx context.Context, raw []byte) diag.Diagnosti
 	m.RetryInvalid = types.BoolValue(false)
 	var d diag.Diagnostics
 	m.IgnoreFields, d = ignoreattr.Value(ctx, c.IgnoreFields)
+	diags.Append(d...)
+	m.SensitivePaths, d = ignoreattr.Value(ctx, c.SensitivePaths)
 	m.DefaultNamespace = types.StringNull()
 	if c.DefaultNamespace != "" {
 		m.DefaultNamespace = types.StringValue(c.DefaultNamespace)

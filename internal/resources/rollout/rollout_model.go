@@ -9,6 +9,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/tfsdk"
 	"github.com/hashicorp/terraform-plugin-framework/types"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/gradual-dev/terraform-provider-gradual/internal/apply"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/delivery"
@@ -44,6 +45,7 @@ type Model struct {
 	DeletionPolicy   types.String       `tfsdk:"deletion_policy"`
 	ForceConflicts   types.Bool         `tfsdk:"force_conflicts"`
 	IgnoreFields     types.List         `tfsdk:"ignore_fields"`
+	SensitivePaths   types.List         `tfsdk:"sensitive_paths"`
 	DefaultNamespace types.String       `tfsdk:"default_namespace"`
 	Adopt            types.Bool         `tfsdk:"adopt"`
 	RetryInvalid     types.Bool         `tfsdk:"retry_invalid"`
@@ -79,6 +81,9 @@ type HTTPCheckModel struct {
 func (m *Model) ReadWriteOnly(ctx context.Context, config tfsdk.Config) diag.Diagnostics {
 	return config.GetAttribute(ctx, pathSensitive, &m.Sensitive)
 }
+
+// ClearWriteOnly drops `sensitive_manifests` before the state is saved (lifecycle.WriteOnly).
+func (m *Model) ClearWriteOnly() { m.Sensitive = types.StringNull() }
 
 // setSensitiveObjects names the objects of `sensitive_manifests` (identities, never content).
 func (m *Model) setSensitiveObjects(ctx context.Context) diag.Diagnostics {
@@ -158,7 +163,25 @@ func (m *Model) spec(ctx context.Context) (delivery.Spec, diag.Diagnostics) {
 		diags.AddAttributeError(pathIgnoreFields, "Invalid Field Path", err.Error())
 		return spec, diags
 	}
-	if spec.Revision, err = set.RevisionWith(ignoreattr.Canonical(rules)); err != nil {
+	sensitive, d := ignoreattr.Rules(ctx, m.SensitivePaths)
+	diags.Append(d...)
+	// Only manifests is checked: it is what Terraform shows and stores. The sensitive half is
+	// where such fields belong; errors that could echo its values there are redacted. The set
+	// (default namespace applied) is what rules match against.
+	public, hidden := splitHalves(set, m.Manifests.ValueString())
+	found, err := ignoreattr.Exposed(public, sensitive)
+	switch {
+	case err != nil:
+		diags.AddAttributeError(pathSensPaths, "Invalid Field Path", err.Error())
+		return spec, diags
+	case len(found) > 0:
+		// Not an attribute error: the CLI would print the attribute's source under it, value and all.
+		diags.AddError("Sensitive Fields In Manifests", "In `manifests` of "+spec.Key.Describe()+": "+
+			ignoreattr.ExposedDetail(found, "sensitive_manifests"))
+		return spec, diags
+	}
+	spec.Redact = ignoreattr.SensitiveValues(hidden, sensitive)
+	if spec.Revision, err = set.RevisionWith(ignoreattr.Settings(rules, sensitive)); err != nil {
 		diags.AddAttributeError(pathManifests, "Invalid Manifests", err.Error())
 		return spec, diags
 	}
@@ -189,6 +212,30 @@ func (m *Model) spec(ctx context.Context) (delivery.Spec, diag.Diagnostics) {
 		}
 	}
 	return spec, diags
+}
+
+// splitHalves parts set (both halves, defaults applied) into the objects of manifests and
+// those of sensitive_manifests. Bundle refuses an object in both halves, so identities tell
+// them apart; they are compared as written (before the default namespace), and an object that
+// could be either counts as public, so that it is checked.
+func splitHalves(set *manifest.Set, public string) (shown, hidden []*unstructured.Unstructured) {
+	id := func(obj *unstructured.Unstructured, ns string) string {
+		return obj.GetAPIVersion() + "/" + obj.GetKind() + "/" + ns + "/" + obj.GetName()
+	}
+	inPublic := map[string]bool{}
+	if p, err := manifest.Parse(public); err == nil {
+		for _, obj := range p.Objects {
+			inPublic[id(obj, obj.GetNamespace())] = true
+		}
+	}
+	for _, obj := range set.Objects {
+		if inPublic[id(obj, obj.GetNamespace())] || inPublic[id(obj, "")] {
+			shown = append(shown, obj)
+		} else {
+			hidden = append(hidden, obj)
+		}
+	}
+	return shown, hidden
 }
 
 // setObserved fills the computed attributes from what the clusters and records say, and the

@@ -65,7 +65,8 @@ func (r *rolloutResource) ModifyPlan(ctx context.Context, req resource.ModifyPla
 	if !plan.Namespace.IsUnknown() && !plan.Name.IsUnknown() {
 		plan.ID = types.StringValue(plan.Namespace.ValueString() + "/" + plan.Name.ValueString())
 	}
-	if plan.Manifests.IsUnknown() || plan.Sensitive.IsUnknown() || plan.DefaultNamespace.IsUnknown() || !ignoreattr.Known(plan.IgnoreFields) {
+	if plan.Manifests.IsUnknown() || plan.Sensitive.IsUnknown() || plan.DefaultNamespace.IsUnknown() || !ignoreattr.Known(plan.IgnoreFields) ||
+		!ignoreattr.Known(plan.SensitivePaths) {
 		plan.Revision = types.StringUnknown()
 		r.markObservedUnknown(&plan)
 		resp.Diagnostics.Append(setPlan(ctx, resp, plan)...)

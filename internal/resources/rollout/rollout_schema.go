@@ -162,7 +162,8 @@ func (r *rolloutResource) Schema(ctx context.Context, _ resource.SchemaRequest, 
 				Optional: true, Computed: true, Default: booldefault.StaticBool(false),
 				MarkdownDescription: "Take ownership of fields another field manager owns (server-side apply `force`). Default false: such conflicts fail the cluster.",
 			},
-			ignoreattr.Name: ignoreattr.Attribute("`manifests` and `sensitive_manifests`"),
+			ignoreattr.Name:          ignoreattr.Attribute("`manifests` and `sensitive_manifests`"),
+			ignoreattr.SensitiveName: ignoreattr.SensitiveAttribute("`manifests`", "`sensitive_manifests`"),
 			"default_namespace": schema.StringAttribute{
 				Optional: true,
 				MarkdownDescription: "Namespace for the objects of `manifests` and `sensitive_manifests` that name none, as `helm template` " +
