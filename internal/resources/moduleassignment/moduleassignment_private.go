@@ -2,8 +2,6 @@ package moduleassignment
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
 
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 
@@ -32,37 +30,10 @@ const (
 
 // LoadPrivate reads the private state; a missing key leaves its field nil.
 func (m *Model) LoadPrivate(ctx context.Context, from lifecycle.PrivateGetter) diag.Diagnostics {
-	var diags diag.Diagnostics
-	if from == nil {
-		return diags
-	}
-	for key, into := range map[string]any{privateClustersKey: &m.private.Clusters, privateWavesKey: &m.private.PlannedWaves} {
-		raw, d := from.GetKey(ctx, key)
-		diags.Append(d...)
-		if len(raw) == 0 || string(raw) == "null" {
-			continue
-		}
-		if err := json.Unmarshal(raw, into); err != nil {
-			diags.AddError("Unreadable Private State", fmt.Sprintf("The assignment's private state %q cannot be read (%v); the next refresh rewrites it.", key, err))
-		}
-	}
-	return diags
+	return lifecycle.LoadPrivateJSON(ctx, from, "assignment", map[string]any{privateClustersKey: &m.private.Clusters, privateWavesKey: &m.private.PlannedWaves})
 }
 
 // SavePrivate writes the private state; a nil field removes its key.
 func (m *Model) SavePrivate(ctx context.Context, to lifecycle.PrivateSetter) diag.Diagnostics {
-	var diags diag.Diagnostics
-	if to == nil {
-		return diags
-	}
-	var clusters, waves []byte
-	if m.private.Clusters != nil {
-		clusters, _ = json.Marshal(m.private.Clusters)
-	}
-	if m.private.PlannedWaves != nil {
-		waves, _ = json.Marshal(m.private.PlannedWaves)
-	}
-	diags.Append(to.SetKey(ctx, privateClustersKey, clusters)...)
-	diags.Append(to.SetKey(ctx, privateWavesKey, waves)...)
-	return diags
+	return lifecycle.SavePrivateJSON(ctx, to, map[string]any{privateClustersKey: m.private.Clusters, privateWavesKey: m.private.PlannedWaves})
 }

@@ -2,7 +2,6 @@ package rollout
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"sort"
 	"strings"
@@ -40,44 +39,12 @@ const (
 
 // LoadPrivate reads the private state; a missing key leaves its field nil.
 func (m *Model) LoadPrivate(ctx context.Context, from lifecycle.PrivateGetter) diag.Diagnostics {
-	var diags diag.Diagnostics
-	if from == nil {
-		return diags
-	}
-	for key, into := range map[string]any{privateClustersKey: &m.private.Clusters, privateWavesKey: &m.private.PlannedWaves} {
-		raw, d := from.GetKey(ctx, key)
-		diags.Append(d...)
-		if len(raw) == 0 || string(raw) == "null" {
-			continue
-		}
-		if err := json.Unmarshal(raw, into); err != nil {
-			diags.AddError("Unreadable Private State", fmt.Sprintf("The rollout's private state %q cannot be read (%v); the next refresh rewrites it.", key, err))
-		}
-	}
-	return diags
+	return lifecycle.LoadPrivateJSON(ctx, from, "rollout", map[string]any{privateClustersKey: &m.private.Clusters, privateWavesKey: &m.private.PlannedWaves})
 }
 
 // SavePrivate writes the private state; a nil field removes its key.
 func (m *Model) SavePrivate(ctx context.Context, to lifecycle.PrivateSetter) diag.Diagnostics {
-	var diags diag.Diagnostics
-	if to == nil {
-		return diags
-	}
-	for key, value := range map[string]any{privateClustersKey: m.private.Clusters, privateWavesKey: m.private.PlannedWaves} {
-		var raw []byte
-		switch v := value.(type) {
-		case map[string]clusterRecord:
-			if v != nil {
-				raw, _ = json.Marshal(v)
-			}
-		case [][]string:
-			if v != nil {
-				raw, _ = json.Marshal(v)
-			}
-		}
-		diags.Append(to.SetKey(ctx, key, raw)...)
-	}
-	return diags
+	return lifecycle.SavePrivateJSON(ctx, to, map[string]any{privateClustersKey: m.private.Clusters, privateWavesKey: m.private.PlannedWaves})
 }
 
 // Summary states beyond delivery's: a cluster verified on another revision than the rollout's,
