@@ -140,7 +140,7 @@ func PlanRollout(targets []Target, desired string, policy Policy) Plan {
 
 	var canaryMembers, members []string
 	for _, name := range p.Order {
-		in := intentFor(byName[name], desired)
+		in := intentFor(byName[name], desired, policy.Irreversible)
 		in.Canary = canary[name]
 		p.Intents[name] = in
 		switch {
@@ -173,8 +173,13 @@ func PlanRollout(targets []Target, desired string, policy Policy) Plan {
 	return p
 }
 
-func intentFor(t *Target, desired string) Intent {
+func intentFor(t *Target, desired string, irreversible bool) Intent {
 	in := intentAction(t, desired)
+	if irreversible && in.Action == ActionRestore {
+		// Nothing is restored: an interrupted change (of whatever revision) is settled by
+		// applying the desired one, which replaces the owner's desired state again.
+		in = Intent{Action: ActionApply, Reason: "interrupted while applying " + t.Record.Provisioning + "; applied again"}
+	}
 	in.Current = t.Record.Current
 	in.Provisioning = t.Record.Provisioning
 	return in

@@ -170,6 +170,14 @@ type Policy struct {
 	// record written after cancellation; these run on a fresh context so a
 	// cancelled apply still leaves every target recorded.
 	RollbackTimeout time.Duration
+	// Irreversible says a change cannot be undone by restoring a backup: in-place machine
+	// updates, which Cluster API carries out from the owner's desired state (writing the old
+	// version back would be a second update, a downgrade, not a restore). A failed target is
+	// then left as it is, counted against MaxFailures and named, never restored; a cancelled
+	// one stays in flight for the next run to apply again; a failure is never recorded as the
+	// revision's invalidity (the next run verifies again). OnFailure must be Halt (the default
+	// then).
+	Irreversible bool
 }
 
 // Validate reports settings no rollout can run with.
@@ -179,6 +187,9 @@ func (p Policy) Validate() error {
 		if _, err := ParseOnFailure(string(p.OnFailure)); err != nil {
 			errs = append(errs, err)
 		}
+	}
+	if p.Irreversible && p.OnFailure == Rollback {
+		errs = append(errs, errors.New(`on_failure "rollback": an irreversible change (in-place machine updates) cannot be rolled back; use "halt"`))
 	}
 	for _, d := range []struct {
 		name string
@@ -204,7 +215,11 @@ func (p Policy) Validate() error {
 // withDefaults fills durations left at zero so that Execute never waits
 // without a bound.
 func (p Policy) withDefaults() Policy {
-	if p.OnFailure == "" {
+	switch {
+	case p.Irreversible:
+		// Nothing can be rolled back: a policy that skipped Validate still only halts.
+		p.OnFailure = Halt
+	case p.OnFailure == "":
 		p.OnFailure = Rollback
 	}
 	if p.VerifyTimeout <= 0 {

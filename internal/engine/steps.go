@@ -109,6 +109,11 @@ func (r *run) fail(ctx context.Context, o *Outcome, step string, err error, sett
 		// revision stays; one in flight goes back to its backup.
 		r.cancelled.Store(true)
 		o.Error = reason
+		if r.policy.Irreversible && !settled {
+			// Left in flight, recorded so: the next run applies the revision again.
+			o.Status = StatusUnsettled
+			return
+		}
 		if !settled {
 			if ok, _ := r.restore(ctx, o, o.Backup, "cancelled", false); ok {
 				o.Status = StatusCancelled
@@ -124,6 +129,11 @@ func (r *run) fail(ctx context.Context, o *Outcome, step string, err error, sett
 	o.Error = reason
 	desired := r.plan.Desired
 	r.note(ctx, o, r.event(EventFailed, o.Target, desired, o.Backup, reason))
+	if r.policy.Irreversible {
+		// Not restored, not recorded invalid (see Policy.Irreversible): named, and counted.
+		o.Status = StatusFailed
+		return
+	}
 	if class == classRevision && r.note(ctx, o, r.event(EventInvalid, o.Target, desired, o.Backup, reason)) {
 		o.Invalid = true
 	}
