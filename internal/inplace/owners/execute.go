@@ -217,13 +217,24 @@ func (p *Planner) waitUpToDate(ctx context.Context, res *Result, req ExecuteRequ
 					}
 				}
 			}
-			return st, usererr.Wrap(errors.New(strings.Join(lines, "\n")), "In-Place Update Not Verified",
+			return st, usererr.Wrap(notVerified(strings.Join(lines, "\n")), "In-Place Update Not Verified",
 				fmt.Sprintf("Cluster %s/%s, %s: the change was written, but Cluster API did not bring every machine up to date within %s "+
 					"(%v). Cluster API goes on with it; look at the machines named below, then apply again to verify.",
 					sel.Namespace, sel.Cluster, res.Owner.Name(), req.VerifyTimeout, context.Cause(ctx)))
 		}
 	}
 }
+
+// ErrNotVerified marks an update Cluster API did not finish within the verify timeout: the
+// change's failure on that cluster (it counts against a fleet update's failure budget), unlike an
+// API server that could not be reached.
+var ErrNotVerified = errors.New("not up to date within the verify timeout")
+
+// notVerified is what the last look found wrong, as an ErrNotVerified.
+type notVerified string
+
+func (e notVerified) Error() string        { return string(e) }
+func (e notVerified) Is(target error) bool { return target == ErrNotVerified }
 
 // look is one observation of the owner and its machines.
 type look struct {

@@ -84,6 +84,24 @@ func (p *Planner) Plan(ctx context.Context, req Request) (*Result, error) {
 	if err := req.Change.Validate(); err != nil {
 		return nil, usererr.Wrap(err, "Invalid Spec Patch", "Each spec patch must be a JSON object: a JSON merge patch (RFC 7386) of the object's spec.")
 	}
+	endpoints := req.Endpoints
+	var notes []string
+	if endpoints == nil {
+		var err error
+		if endpoints, notes, err = fromExtensionConfigs(ctx, p.Client, req.Selection.Namespace); err != nil {
+			return nil, err
+		}
+	}
+	res, err := p.plan(ctx, req, &extensionSet{endpoints: endpoints, opts: p.Options})
+	if err != nil {
+		return nil, err
+	}
+	res.Notes = append(notes, res.Notes...)
+	return res, nil
+}
+
+// plan plans one owner, asking the extensions of exts (connected on first need).
+func (p *Planner) plan(ctx context.Context, req Request, exts *extensionSet) (*Result, error) {
 	res := &Result{Request: req, Revision: Revision(req.Change)}
 	owner, err := readOwner(ctx, p.Client, req.Selection, req.Change)
 	if err != nil {
@@ -93,14 +111,6 @@ func (p *Planner) Plan(ctx context.Context, req Request) (*Result, error) {
 	objs, err := readMachines(ctx, p.Client, req.Selection)
 	if err != nil {
 		return nil, err
-	}
-	endpoints := req.Endpoints
-	if endpoints == nil {
-		var notes []string
-		if endpoints, notes, err = fromExtensionConfigs(ctx, p.Client, req.Selection.Namespace); err != nil {
-			return nil, err
-		}
-		res.Notes = append(res.Notes, notes...)
 	}
 	for _, o := range objs {
 		des, err := inplace.Desired(o, req.Change)
@@ -114,7 +124,7 @@ func (p *Planner) Plan(ctx context.Context, req Request) (*Result, error) {
 		needsAnswers = needsAnswers || m.changes()
 	}
 	if needsAnswers {
-		if res.Extensions, err = connect(ctx, endpoints, p.Options); err != nil {
+		if res.Extensions, err = exts.get(ctx); err != nil {
 			return nil, err
 		}
 		if len(res.Extensions) == 0 {

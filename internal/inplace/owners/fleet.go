@@ -1,0 +1,283 @@
+package owners
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/gradual-dev/terraform-provider-gradual/internal/extension"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/inplace"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/usererr"
+)
+
+// Owners picks, in each cluster of a fleet update, the owners the change is written to: the
+// cluster's control plane and/or its MachineDeployments by label. Names are not used: they
+// differ from cluster to cluster (ClusterClass generates them).
+type Owners struct {
+	// ControlPlane: the cluster's control plane (the KubeadmControlPlane its
+	// spec.controlPlaneRef names), updated and verified before its MachineDeployments, as
+	// Kubernetes' version skew policy wants.
+	ControlPlane bool
+	// MachineDeployments, when not nil, picks the cluster's MachineDeployments whose labels it
+	// matches (labels.Everything() for all of them).
+	MachineDeployments labels.Selector
+}
+
+// FleetRequest is one in-place update over several clusters.
+type FleetRequest struct {
+	Namespace string
+	// Clusters are the names of the clusters to plan (the eligible ones), in any order.
+	Clusters []string
+	Owners   Owners
+	Change   inplace.Change
+	Fallback inplace.Fallback
+	// Endpoints are the extensions to ask; nil means those of the management cluster's
+	// ExtensionConfig objects.
+	Endpoints []extension.Endpoint
+	// Parallel bounds the clusters planned at once; default 4.
+	Parallel int
+}
+
+// ClusterPlan is the plan of one cluster: one Result per owner, the control plane first, then
+// the MachineDeployments by name. SkipReason, when set, says why the cluster cannot be updated
+// (no owner selected there, an owner paused); it then has no Owners.
+type ClusterPlan struct {
+	Cluster    string
+	SkipReason string
+	Owners     []*Result
+}
+
+// Machines are the plans of every machine of the cluster, owner by owner.
+func (c *ClusterPlan) Machines() []inplace.MachinePlan {
+	var out []inplace.MachinePlan
+	for _, r := range c.Owners {
+		out = append(out, r.Plan.Machines...)
+	}
+	return out
+}
+
+// Current reports whether the cluster is done with revision: every owner records it and no
+// machine still differs from what the change wants.
+func (c *ClusterPlan) Current(revision string) bool {
+	return c.Recorded(revision) && !c.Changes()
+}
+
+// Recorded reports whether every owner carries revision in its AnnotationRevision (the change
+// was written to all of them, perhaps not yet carried out).
+func (c *ClusterPlan) Recorded(revision string) bool {
+	if len(c.Owners) == 0 {
+		return false
+	}
+	for _, r := range c.Owners {
+		if r.Owner.Current.GetAnnotations()[AnnotationRevision] != revision {
+			return false
+		}
+	}
+	return true
+}
+
+// Changes reports whether a machine of the cluster differs from what the change wants.
+func (c *ClusterPlan) Changes() bool {
+	for _, m := range c.Machines() {
+		if m.Strategy != inplace.StrategyUnchanged {
+			return true
+		}
+	}
+	return false
+}
+
+// FleetPlan is the plan of every cluster of a FleetRequest, sorted by cluster name.
+type FleetPlan struct {
+	Revision string
+	Clusters []*ClusterPlan
+	// Notes are things worth a warning, once each.
+	Notes []string
+}
+
+// Cluster returns the plan of one cluster, nil when it is not in the plan.
+func (f *FleetPlan) Cluster(name string) *ClusterPlan {
+	i, ok := slices.BinarySearchFunc(f.Clusters, name, func(c *ClusterPlan, n string) int { return strings.Compare(c.Cluster, n) })
+	if !ok {
+		return nil
+	}
+	return f.Clusters[i]
+}
+
+// Err is the error of a plan that must be refused: machines blocked (fallback "none") in any
+// cluster, each named with its cluster.
+func (f *FleetPlan) Err() error {
+	var lines []string
+	for _, c := range f.Clusters {
+		for _, r := range c.Owners {
+			if err := r.Plan.Err(); err != nil {
+				for _, l := range strings.Split(err.Error(), "\n") {
+					lines = append(lines, "cluster "+c.Cluster+": "+l)
+				}
+			}
+		}
+	}
+	if len(lines) == 0 {
+		return nil
+	}
+	return errors.New(strings.Join(lines, "\n"))
+}
+
+// PlanFleet plans req cluster by cluster, a few at a time. The extensions are found and asked
+// for their Discovery answer once for the whole fleet. An error reading one cluster's owners or
+// machines fails the plan, naming the cluster; a cluster where the change cannot go (no owner
+// matches, an owner paused, a MachineDeployment with the OnDelete strategy) is skipped with the
+// reason, as the rollout skips clusters that are not ready.
+func (p *Planner) PlanFleet(ctx context.Context, req FleetRequest) (*FleetPlan, error) {
+	if err := req.Change.Validate(); err != nil {
+		return nil, usererr.Wrap(err, "Invalid Spec Patch", "Each spec patch must be a JSON object: a JSON merge patch (RFC 7386) of the object's spec.")
+	}
+	out := &FleetPlan{Revision: Revision(req.Change)}
+	endpoints := req.Endpoints
+	if endpoints == nil {
+		var notes []string
+		var err error
+		if endpoints, notes, err = fromExtensionConfigs(ctx, p.Client, req.Namespace); err != nil {
+			return nil, err
+		}
+		out.Notes = append(out.Notes, notes...)
+	}
+	exts := &extensionSet{endpoints: endpoints, opts: p.Options}
+	names := slices.Clone(req.Clusters)
+	slices.Sort(names)
+	names = slices.Compact(names)
+	out.Clusters = make([]*ClusterPlan, len(names))
+	errs := make([]error, len(names))
+	parallel := req.Parallel
+	if parallel <= 0 {
+		parallel = 4
+	}
+	sem := make(chan struct{}, parallel)
+	var wg sync.WaitGroup
+	for i, name := range names {
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			out.Clusters[i], errs[i] = p.planCluster(ctx, req, name, exts)
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	seen := map[string]bool{}
+	for _, c := range out.Clusters {
+		for _, r := range c.Owners {
+			for _, n := range r.Notes {
+				if !seen[n] {
+					seen[n] = true
+					out.Notes = append(out.Notes, n)
+				}
+			}
+		}
+	}
+	return out, nil
+}
+
+// planCluster finds the cluster's owners and plans each.
+func (p *Planner) planCluster(ctx context.Context, req FleetRequest, cluster string, exts *extensionSet) (*ClusterPlan, error) {
+	cp := &ClusterPlan{Cluster: cluster}
+	sels, skip, err := p.ClusterOwners(ctx, req.Namespace, cluster, req.Owners)
+	if err != nil {
+		return nil, err
+	}
+	if skip != "" {
+		cp.SkipReason = skip
+		return cp, nil
+	}
+	for _, sel := range sels {
+		res, err := p.plan(ctx, Request{Selection: sel, Change: req.Change, Fallback: req.Fallback, Endpoints: exts.endpoints}, exts)
+		if err != nil {
+			if e, ok := usererr.As(err); ok && skippable(e.Summary) {
+				return &ClusterPlan{Cluster: cluster, SkipReason: e.Detail}, nil
+			}
+			return nil, fmt.Errorf("cluster %s/%s: %w", req.Namespace, cluster, err)
+		}
+		cp.Owners = append(cp.Owners, res)
+	}
+	return cp, nil
+}
+
+// skippable are the refusals that concern one cluster of a fleet and are fixed there (the
+// owner paused or rolling out OnDelete, the cluster paused or not initialized): the cluster is
+// skipped with the reason instead of failing the whole plan.
+func skippable(summary string) bool {
+	return strings.HasSuffix(summary, " Paused") || summary == "MachineDeployment Uses OnDelete" || summary == "Cluster Not Ready"
+}
+
+// ClusterOwners lists the owners of cluster that o picks, in the order they are updated (the
+// control plane first, then MachineDeployments by name). skip says why none can be: o picks
+// nothing there, or the control plane is not a KubeadmControlPlane.
+func (p *Planner) ClusterOwners(ctx context.Context, namespace, cluster string, o Owners) (sels []Selection, skip string, err error) {
+	if o.ControlPlane {
+		cl := &unstructured.Unstructured{}
+		cl.SetGroupVersionKind(clusterGVK)
+		if err := p.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: cluster}, cl); err != nil {
+			return nil, "", usererr.Wrap(err, "Cannot Read Cluster", fmt.Sprintf("Reading Cluster %s/%s failed.", namespace, cluster))
+		}
+		kind, _, _ := unstructured.NestedString(cl.Object, "spec", "controlPlaneRef", "kind")
+		name, _, _ := unstructured.NestedString(cl.Object, "spec", "controlPlaneRef", "name")
+		switch {
+		case name == "":
+			return nil, "no control plane (spec.controlPlaneRef)", nil
+		case kind != KindKubeadmControlPlane:
+			return nil, fmt.Sprintf("control plane is a %s; only KubeadmControlPlane is supported", kind), nil
+		}
+		sels = append(sels, Selection{Namespace: namespace, Cluster: cluster, ControlPlane: name})
+	}
+	if o.MachineDeployments != nil {
+		req, err := labels.NewRequirement(clusterNameLabel, "=", []string{cluster})
+		if err != nil {
+			return nil, "", usererr.Wrap(err, "Invalid Cluster Name", fmt.Sprintf("Cluster name %q cannot be a label value.", cluster))
+		}
+		sel := o.MachineDeployments.DeepCopySelector().Add(*req)
+		list := &unstructured.UnstructuredList{}
+		list.SetGroupVersionKind(machineDeploymentGVK.GroupVersion().WithKind("MachineDeploymentList"))
+		if err := p.Client.List(ctx, list, client.InNamespace(namespace), client.MatchingLabelsSelector{Selector: sel}); err != nil {
+			return nil, "", usererr.Wrap(err, "Cannot List MachineDeployments", fmt.Sprintf("Listing the MachineDeployments of cluster %s/%s failed.", namespace, cluster))
+		}
+		var names []string
+		for _, md := range list.Items {
+			if cn, _, _ := unstructured.NestedString(md.Object, "spec", "clusterName"); cn == cluster && md.GetDeletionTimestamp() == nil {
+				names = append(names, md.GetName())
+			}
+		}
+		slices.Sort(names)
+		for _, n := range names {
+			sels = append(sels, Selection{Namespace: namespace, Cluster: cluster, MachineDeployment: n})
+		}
+	}
+	if len(sels) == 0 {
+		what := "no MachineDeployment matches machine_deployment_selector"
+		if o.ControlPlane {
+			what = "no owner selected"
+		}
+		return nil, what, nil
+	}
+	return sels, "", nil
+}
+
+// extensionSet connects to the extensions once, on first need, for every plan that shares it.
+type extensionSet struct {
+	endpoints []extension.Endpoint
+	opts      extension.Options
+	once      sync.Once
+	exts      []*Extension
+	err       error
+}
+
+func (s *extensionSet) get(ctx context.Context) ([]*Extension, error) {
+	s.once.Do(func() { s.exts, s.err = connect(ctx, s.endpoints, s.opts) })
+	return s.exts, s.err
+}
