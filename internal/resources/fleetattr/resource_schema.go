@@ -62,3 +62,14 @@ func ResourceNames(description string) schema.ListAttribute {
 		Validators:          namesValidators(),
 	}
 }
+
+// LabelSelector is an optional label selector attribute of the shape of `selector`
+// (match_labels, match_expressions) with no validators of its own, for resources that pick
+// other objects than Clusters by label, or check the choice between `selector` and `names`
+// elsewhere.
+func LabelSelector(description string) schema.SingleNestedAttribute {
+	s := ResourceSelector()
+	s.Validators = nil
+	s.MarkdownDescription = description
+	return s
+}

@@ -30,9 +30,12 @@ const defaultFallback = "none"
 type Input struct {
 	Namespace                      types.String `tfsdk:"namespace"`
 	Cluster                        types.String `tfsdk:"cluster"`
+	Names                          types.List   `tfsdk:"names"`
+	Selector                       types.Object `tfsdk:"selector"`
 	MachineDeployment              types.String `tfsdk:"machine_deployment"`
 	ControlPlane                   types.String `tfsdk:"control_plane"`
-	Selector                       types.Map    `tfsdk:"selector"`
+	MachineDeploymentSelector      types.Object `tfsdk:"machine_deployment_selector"`
+	UpdateControlPlane             types.Bool   `tfsdk:"update_control_plane"`
 	Version                        types.String `tfsdk:"version"`
 	MachineSpecPatch               types.String `tfsdk:"machine_spec_patch"`
 	InfrastructureMachineSpecPatch types.String `tfsdk:"infrastructure_machine_spec_patch"`
@@ -71,7 +74,8 @@ var countsAttrTypes = map[string]attr.Type{
 
 // known reports whether every input is known (plans can be made only then).
 func (in *Input) known() bool {
-	for _, v := range []attr.Value{in.Namespace, in.Cluster, in.MachineDeployment, in.ControlPlane, in.Selector, in.Version, in.MachineSpecPatch,
+	for _, v := range []attr.Value{in.Namespace, in.Cluster, in.Names, in.Selector, in.MachineDeployment, in.ControlPlane, in.MachineDeploymentSelector,
+		in.UpdateControlPlane, in.Version, in.MachineSpecPatch,
 		in.InfrastructureMachineSpecPatch, in.BootstrapConfigSpecPatch, in.Extensions, in.Fallback} {
 		if v.IsUnknown() {
 			return false
@@ -80,41 +84,53 @@ func (in *Input) known() bool {
 	return true
 }
 
-// request converts the inputs. Attribute errors point at what is wrong.
+// fleet reports whether the inputs pick owners by selector or clusters by more than one name:
+// the update then goes cluster by cluster in waves (see fleet.go). One owner named in one
+// cluster (`cluster` with `machine_deployment` or `control_plane`) is the single-owner form.
+func (in *Input) fleet() bool {
+	return in.Cluster.IsNull() || (in.MachineDeployment.IsNull() && in.ControlPlane.IsNull())
+}
+
+// request converts the inputs of the single-owner form. Attribute errors point at what is wrong.
 func (in *Input) request(ctx context.Context) (owners.Request, diag.Diagnostics) {
-	var diags diag.Diagnostics
 	req := owners.Request{
 		Selection: owners.Selection{
 			Namespace: in.Namespace.ValueString(), Cluster: in.Cluster.ValueString(),
 			MachineDeployment: in.MachineDeployment.ValueString(),
 			ControlPlane:      in.ControlPlane.ValueString(),
 		},
-		Change: inplace.Change{
-			Version:                   in.Version.ValueString(),
-			MachineSpec:               patchBytes(in.MachineSpecPatch),
-			InfrastructureMachineSpec: patchBytes(in.InfrastructureMachineSpecPatch),
-			BootstrapConfigSpec:       patchBytes(in.BootstrapConfigSpecPatch),
-		},
 	}
-	if !in.Selector.IsNull() {
-		diags.AddAttributeError(path.Root("selector"), "Machines Picked By Label Are Not Supported",
-			"Cluster API updates Machines only through their owner, and this provider never edits a Machine behind its owner's back. "+
-				"Set machine_deployment or control_plane instead of selector.")
-	} else if req.Selection.MachineDeployment == "" && req.Selection.ControlPlane == "" {
+	var diags diag.Diagnostics
+	req.Change, req.Fallback, req.Endpoints, diags = in.change(ctx)
+	if req.Selection.MachineDeployment == "" && req.Selection.ControlPlane == "" {
 		diags.AddAttributeError(path.Root("machine_deployment"), "No Owner Selected", "Set machine_deployment or control_plane.")
+	}
+	return req, diags
+}
+
+// change converts what the update changes and how: the change itself, the fallback and the
+// extensions to ask (nil: those of the ExtensionConfigs).
+func (in *Input) change(ctx context.Context) (inplace.Change, inplace.Fallback, []extension.Endpoint, diag.Diagnostics) {
+	var diags diag.Diagnostics
+	change := inplace.Change{
+		Version:                   in.Version.ValueString(),
+		MachineSpec:               patchBytes(in.MachineSpecPatch),
+		InfrastructureMachineSpec: patchBytes(in.InfrastructureMachineSpecPatch),
+		BootstrapConfigSpec:       patchBytes(in.BootstrapConfigSpecPatch),
 	}
 	fb := in.Fallback.ValueString()
 	if fb == "" {
 		fb = defaultFallback
 	}
-	var err error
-	if req.Fallback, err = inplace.ParseFallback(fb); err != nil {
+	fallback, err := inplace.ParseFallback(fb)
+	if err != nil {
 		diags.AddAttributeError(path.Root("fallback"), "Invalid Fallback", err.Error())
 	}
+	var endpoints []extension.Endpoint
 	if !in.Extensions.IsNull() {
 		var exts []ExtensionModel
 		diags.Append(in.Extensions.ElementsAs(ctx, &exts, false)...)
-		req.Endpoints = []extension.Endpoint{}
+		endpoints = []extension.Endpoint{}
 		for i, e := range exts {
 			ep := extension.Endpoint{Name: e.Name.ValueString(), URL: e.URL.ValueString(), CABundle: []byte(e.CABundle.ValueString())}
 			if s := e.Timeout.ValueString(); s != "" {
@@ -125,10 +141,10 @@ func (in *Input) request(ctx context.Context) (owners.Request, diag.Diagnostics)
 				}
 				ep.Timeout = d
 			}
-			req.Endpoints = append(req.Endpoints, ep)
+			endpoints = append(endpoints, ep)
 		}
 	}
-	return req, diags
+	return change, fallback, endpoints, diags
 }
 
 func patchBytes(v types.String) []byte {

@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/terraform-plugin-framework-validators/listvalidator"
-	"github.com/hashicorp/terraform-plugin-framework-validators/mapvalidator"
 	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
+	"github.com/hashicorp/terraform-plugin-framework/attr"
 	"github.com/hashicorp/terraform-plugin-framework/datasource"
 	"github.com/hashicorp/terraform-plugin-framework/datasource/schema"
 	"github.com/hashicorp/terraform-plugin-framework/path"
@@ -16,7 +16,9 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
 	"github.com/gradual-dev/terraform-provider-gradual/internal/diagnostics"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/inplace"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/providerdata"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/fleetattr"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/validators"
 )
 
@@ -30,6 +32,8 @@ var _ datasource.DataSourceWithConfigure = (*planDataSource)(nil)
 // PlanModel is the data source's configuration and result.
 type PlanModel struct {
 	Input
+	Clusters types.Map    `tfsdk:"clusters"`
+	Skipped  types.Map    `tfsdk:"skipped"`
 	Revision types.String `tfsdk:"revision"`
 	Machines types.List   `tfsdk:"machines"`
 	Counts   types.Object `tfsdk:"counts"`
@@ -46,10 +50,9 @@ func (d *planDataSource) Configure(_ context.Context, req datasource.ConfigureRe
 // Descriptions shared by the data source and the resource.
 const (
 	descNamespace         = "Namespace of the Cluster API objects (Cluster, MachineDeployment, Machines) in the management cluster."
-	descCluster           = "Name of the CAPI `Cluster` whose machines are updated."
-	descMachineDeployment = "The MachineDeployment to update: the change is written to its `spec.template` (version; infrastructure and bootstrap templates rotated: copied with the patch applied under a new content-hashed name `<name>-gip-<hash>`, never edited in place) and Cluster API updates its Machines, in place where the extensions cover the change. Its rollout strategy decides how: with `maxSurge` above 0 Cluster API creates new Machines first and replaces old ones even when an extension covers them, so in-place updates want `maxSurge = 0`, `maxUnavailable` ≥ 1. Exactly one of `machine_deployment` and `control_plane` must be set."
-	descControlPlane      = "The KubeadmControlPlane to update: its `spec.version`, `spec.kubeadmConfigSpec` (`bootstrap_config_spec_patch`) and machine template (`infrastructure_machine_spec_patch`, rotated like a MachineDeployment's) change, and the KubeadmControlPlane updates its Machines. Exactly one of `machine_deployment` and `control_plane` must be set; `machine_spec_patch` is refused (a KubeadmControlPlane has no Machine spec of its own)."
-	descSelector          = "Not supported any more, refused at plan: Cluster API updates Machines only through their owner (MachineDeployment or KubeadmControlPlane), so Machines picked by label cannot be updated without editing them behind their owner's back. Use `machine_deployment` or `control_plane`."
+	descCluster           = "Name of the one CAPI `Cluster` whose machines are updated. Exactly one of `cluster`, `names` and `selector`."
+	descMachineDeployment = "The MachineDeployment to update: the change is written to its `spec.template` (version; infrastructure and bootstrap templates rotated: copied with the patch applied under a new content-hashed name `<name>-gip-<hash>`, never edited in place) and Cluster API updates its Machines, in place where the extensions cover the change. Its rollout strategy decides how: with `maxSurge` above 0 Cluster API creates new Machines first and replaces old ones even when an extension covers them, so in-place updates want `maxSurge = 0`, `maxUnavailable` ≥ 1. With `cluster` only; a fleet picks MachineDeployments with `machine_deployment_selector`."
+	descControlPlane      = "The KubeadmControlPlane to update: its `spec.version`, `spec.kubeadmConfigSpec` (`bootstrap_config_spec_patch`) and machine template (`infrastructure_machine_spec_patch`, rotated like a MachineDeployment's) change, and the KubeadmControlPlane updates its Machines. With `cluster` only (a fleet uses `update_control_plane`); `machine_spec_patch` is refused (a KubeadmControlPlane has no Machine spec of its own)."
 	descVersion           = "Kubernetes version for the owner (MachineDeployment `spec.template.spec.version`, KubeadmControlPlane `spec.version`), e.g. `v1.36.3`. Unset leaves it."
 	descMachinePatch      = "JSON merge patch (RFC 7386) of the MachineDeployment's `spec.template.spec` (the Machine spec), e.g. `jsonencode({...})`."
 	descInfraPatch        = "JSON merge patch of the infrastructure machine template's `spec.template.spec`: the template is rotated (copied with the patch applied under a new name) and the owner pointed at the copy."
@@ -80,20 +83,29 @@ func (d *planDataSource) Schema(_ context.Context, _ datasource.SchemaRequest, r
 		Attributes: map[string]schema.Attribute{
 			"namespace": schema.StringAttribute{Required: true, MarkdownDescription: descNamespace,
 				Validators: []validator.String{stringvalidator.LengthBetween(1, 63)}},
-			"cluster": schema.StringAttribute{Required: true, MarkdownDescription: descCluster,
-				Validators: []validator.String{stringvalidator.LengthBetween(1, 253)}},
+			"cluster": schema.StringAttribute{Optional: true, MarkdownDescription: descCluster,
+				Validators: []validator.String{
+					stringvalidator.LengthBetween(1, 253),
+					stringvalidator.ExactlyOneOf(path.MatchRoot("cluster"), path.MatchRoot("names"), path.MatchRoot("selector")),
+				}},
+			"names":    withDescription(fleetattr.DataSourceNames(), descNames),
+			"selector": selectorWithDescription(fleetattr.DataSourceSelector(), descClusterSelector),
 			"machine_deployment": schema.StringAttribute{Optional: true, MarkdownDescription: descMachineDeployment,
 				Validators: []validator.String{
 					stringvalidator.RegexMatches(dnsName, "must be a Kubernetes object name"),
-					stringvalidator.ExactlyOneOf(path.MatchRoot("machine_deployment"), path.MatchRoot("control_plane"), path.MatchRoot("selector")),
+					stringvalidator.ConflictsWith(path.MatchRoot("control_plane"), path.MatchRoot("machine_deployment_selector"), path.MatchRoot("update_control_plane")),
 				}},
 			"control_plane": schema.StringAttribute{Optional: true, MarkdownDescription: descControlPlane,
 				Validators: []validator.String{
 					stringvalidator.RegexMatches(dnsName, "must be a Kubernetes object name"),
-					stringvalidator.ConflictsWith(path.MatchRoot("machine_deployment"), path.MatchRoot("selector")),
+					stringvalidator.ConflictsWith(path.MatchRoot("machine_deployment_selector"), path.MatchRoot("update_control_plane")),
 				}},
-			"selector": schema.MapAttribute{Optional: true, ElementType: types.StringType, MarkdownDescription: descSelector,
-				Validators: []validator.Map{mapvalidator.SizeAtLeast(1), mapvalidator.KeysAre(stringvalidator.LengthAtLeast(1))}},
+			"machine_deployment_selector": selectorWithDescription(fleetattr.DataSourceSelector(), descMachineDeploymentSelector),
+			"update_control_plane":        schema.BoolAttribute{Optional: true, MarkdownDescription: descUpdateControlPlane},
+			"clusters": schema.MapAttribute{Computed: true, ElementType: types.ListType{ElemType: types.StringType},
+				MarkdownDescription: "Per picked cluster that is not skipped, the names of its machines in `machines`."},
+			"skipped": schema.MapAttribute{Computed: true, ElementType: types.StringType,
+				MarkdownDescription: "Picked clusters that cannot be updated now, with the reason."},
 			"version": schema.StringAttribute{Optional: true, MarkdownDescription: descVersion,
 				Validators: []validator.String{stringvalidator.RegexMatches(regexp.MustCompile(`^v\d+\.\d+\.\d+`), "must be a Kubernetes version such as v1.36.3")}},
 			"machine_spec_patch":                schema.StringAttribute{Optional: true, MarkdownDescription: descMachinePatch, Validators: []validator.String{jsonObject{}}},
@@ -151,6 +163,10 @@ func (d *planDataSource) Read(ctx context.Context, req datasource.ReadRequest, r
 		resp.Diagnostics.AddError("Provider Not Configured", diagnostics.UnconfiguredProvider)
 		return
 	}
+	if model.fleet() {
+		d.readFleet(ctx, &model, resp)
+		return
+	}
 	request, diags := model.request(ctx)
 	resp.Diagnostics.Append(diags...)
 	if resp.Diagnostics.HasError() {
@@ -173,7 +189,66 @@ func (d *planDataSource) Read(ctx context.Context, req datasource.ReadRequest, r
 	model.Machines, diags = machinesValue(res.Plan)
 	resp.Diagnostics.Append(diags...)
 	model.Counts = countsValue(res.Plan)
+	model.Clusters, diags = types.MapValueFrom(ctx, types.ListType{ElemType: types.StringType}, map[string][]string{model.Cluster.ValueString(): machineNames(res.Plan)})
+	resp.Diagnostics.Append(diags...)
+	model.Skipped = types.MapValueMust(types.StringType, map[string]attr.Value{})
 	resp.Diagnostics.Append(resp.State.Set(ctx, &model)...)
 }
 
+// readFleet plans over the picked clusters: every machine of every owner picked, by cluster.
+func (d *planDataSource) readFleet(ctx context.Context, model *PlanModel, resp *datasource.ReadResponse) {
+	fp, diags := planFleet(ctx, d.data, &model.Input, fleetLimits{})
+	resp.Diagnostics.Append(diags...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	for _, n := range fp.owners.Notes {
+		resp.Diagnostics.AddWarning("In-Place Update Plan", n)
+	}
+	if err := fp.owners.Err(); err != nil {
+		resp.Diagnostics.AddAttributeError(path.Root("fallback"), "Machines Cannot Be Updated In Place",
+			"No update extension covers these changes, and fallback is \"none\":\n"+indent(err.Error()))
+		return
+	}
+	var all inplace.Plan
+	clusters := map[string][]string{}
+	for _, c := range fp.owners.Clusters {
+		if c.SkipReason != "" {
+			continue
+		}
+		ms := c.Machines()
+		all.Machines = append(all.Machines, ms...)
+		clusters[c.Cluster] = machineNames(inplace.Plan{Machines: ms})
+	}
+	model.Revision = types.StringValue(fp.owners.Revision)
+	model.Machines, diags = machinesValue(all)
+	resp.Diagnostics.Append(diags...)
+	model.Counts = countsValue(all)
+	model.Clusters, diags = types.MapValueFrom(ctx, types.ListType{ElemType: types.StringType}, clusters)
+	resp.Diagnostics.Append(diags...)
+	model.Skipped, diags = types.MapValueFrom(ctx, types.StringType, fp.skipped)
+	resp.Diagnostics.Append(diags...)
+	resp.Diagnostics.Append(resp.State.Set(ctx, model)...)
+}
+
+func machineNames(p inplace.Plan) []string {
+	out := make([]string, len(p.Machines))
+	for i, m := range p.Machines {
+		out[i] = m.Machine
+	}
+	return out
+}
+
 func indent(s string) string { return "  " + strings.ReplaceAll(s, "\n", "\n  ") }
+
+func withDescription(a schema.ListAttribute, desc string) schema.ListAttribute {
+	a.MarkdownDescription = desc
+	return a
+}
+
+// selectorWithDescription is a label selector attribute; the choice between cluster, names and
+// selector is checked on `cluster`.
+func selectorWithDescription(a schema.SingleNestedAttribute, desc string) schema.SingleNestedAttribute {
+	a.MarkdownDescription, a.Validators = desc, nil
+	return a
+}

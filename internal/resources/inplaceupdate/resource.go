@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"sort"
 	"strings"
 	"time"
 
@@ -42,7 +41,12 @@ var (
 type Model struct {
 	Input
 	ID          types.String   `tfsdk:"id"`
-	UpdateLimit types.Int64    `tfsdk:"update_limit"`
+	UpdateLimit types.String   `tfsdk:"update_limit"`
+	MaxFailures types.String   `tfsdk:"max_failures"`
+	Canary      types.List     `tfsdk:"canary"`
+	Summary     types.Map      `tfsdk:"summary"`
+	Attention   types.Map      `tfsdk:"attention"`
+	Waves       types.List     `tfsdk:"waves"`
 	Verify      types.Object   `tfsdk:"verify"`
 	Timeouts    timeouts.Value `tfsdk:"timeouts"`
 	Revision    types.String   `tfsdk:"revision"`
@@ -64,18 +68,13 @@ func (r *updateResource) Configure(_ context.Context, req resource.ConfigureRequ
 const controlPlaneIDPrefix = "control-plane:"
 
 func (m *Model) id() types.String {
+	if m.fleet() {
+		return m.fleetID()
+	}
 	if m.MachineDeployment.ValueString() != "" {
 		return types.StringValue(m.Namespace.ValueString() + "/" + m.Cluster.ValueString() + "/" + m.MachineDeployment.ValueString())
 	}
-	if m.ControlPlane.ValueString() != "" {
-		return types.StringValue(m.Namespace.ValueString() + "/" + m.Cluster.ValueString() + "/" + controlPlaneIDPrefix + m.ControlPlane.ValueString())
-	}
-	var keys []string
-	for k, v := range m.Selector.Elements() {
-		keys = append(keys, k+"="+strings.Trim(v.String(), `"`))
-	}
-	sort.Strings(keys)
-	return types.StringValue(m.Namespace.ValueString() + "/" + m.Cluster.ValueString() + "/" + strings.Join(keys, ","))
+	return types.StringValue(m.Namespace.ValueString() + "/" + m.Cluster.ValueString() + "/" + controlPlaneIDPrefix + m.ControlPlane.ValueString())
 }
 
 func (m *Model) verifyTimeout(ctx context.Context) (time.Duration, diag.Diagnostics) {
@@ -119,12 +118,17 @@ func (r *updateResource) ModifyPlan(ctx context.Context, req resource.ModifyPlan
 			return
 		}
 	}
-	if r.data == nil || !plan.known() {
+	if r.data == nil || !plan.known() || plan.UpdateLimit.IsUnknown() || plan.MaxFailures.IsUnknown() || plan.Canary.IsUnknown() {
 		plan.Revision, plan.Plan, plan.Status = types.StringUnknown(), types.ListUnknown(types.ObjectType{AttrTypes: machineAttrTypes}), types.MapUnknown(types.StringType)
+		plan.Summary, plan.Attention, plan.Waves = types.MapUnknown(types.Int64Type), types.MapUnknown(types.StringType), types.ListUnknown(types.Int64Type)
 		resp.Diagnostics.Append(plan.setPlan(ctx, &resp.Plan)...)
 		return
 	}
 	plan.ID = plan.id()
+	if plan.fleet() {
+		r.modifyFleetPlan(ctx, &plan, prior, resp)
+		return
+	}
 	request, diags := plan.request(ctx)
 	resp.Diagnostics.Append(diags...)
 	if resp.Diagnostics.HasError() {
@@ -152,10 +156,12 @@ func (r *updateResource) ModifyPlan(ctx context.Context, req resource.ModifyPlan
 	nothingToDo := res.Plan.Counts()[inplace.StrategyUnchanged] == len(res.Plan.Machines)
 	if nothingToDo && prior != nil && !prior.Plan.IsNull() && prior.Revision.ValueString() == res.Revision {
 		plan.Plan, plan.Status = prior.Plan, prior.Status
+		plan.Summary, plan.Attention, plan.Waves = prior.Summary, prior.Attention, prior.Waves
 	} else {
 		plan.Plan, diags = machinesValue(res.Plan)
 		resp.Diagnostics.Append(diags...)
 		plan.Status = types.MapUnknown(types.StringType)
+		resp.Diagnostics.Append(plan.setSingleSummary(ctx, res)...)
 	}
 	resp.Diagnostics.Append(plan.setPlan(ctx, &resp.Plan)...)
 }
@@ -234,8 +240,6 @@ func (r *updateResource) apply(ctx context.Context, timeout time.Duration, plan 
 		return
 	}
 	plan.ID = plan.id()
-	request, d := plan.request(ctx)
-	diags.Append(d...)
 	verify, d := plan.verifyTimeout(ctx)
 	diags.Append(d...)
 	if diags.HasError() {
@@ -243,6 +247,15 @@ func (r *updateResource) apply(ctx context.Context, timeout time.Duration, plan 
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
+	if plan.fleet() {
+		r.applyFleet(ctx, plan, verify, diags)
+		return
+	}
+	request, d := plan.request(ctx)
+	diags.Append(d...)
+	if diags.HasError() {
+		return
+	}
 	p := planner(r.data)
 	res, err := p.Plan(ctx, request)
 	if err != nil {
@@ -259,6 +272,9 @@ func (r *updateResource) apply(ctx context.Context, timeout time.Duration, plan 
 	if plan.Plan.IsUnknown() {
 		plan.Plan, d = machinesValue(res.Plan)
 		diags.Append(d...)
+	}
+	if plan.Summary.IsUnknown() || plan.Attention.IsUnknown() || plan.Waves.IsUnknown() {
+		diags.Append(plan.setSingleSummary(ctx, res)...)
 	}
 	exec, err := p.Execute(ctx, res, owners.ExecuteRequest{
 		VerifyTimeout: verify,
@@ -288,6 +304,15 @@ func (m *Model) fillUnknown() {
 	if m.Status.IsUnknown() {
 		m.Status = types.MapNull(types.StringType)
 	}
+	if m.Summary.IsUnknown() {
+		m.Summary = types.MapNull(types.Int64Type)
+	}
+	if m.Attention.IsUnknown() {
+		m.Attention = types.MapNull(types.StringType)
+	}
+	if m.Waves.IsUnknown() {
+		m.Waves = types.ListNull(types.Int64Type)
+	}
 }
 
 // Read refreshes status and plan from the live machines: their annotations, specs and Nodes
@@ -303,6 +328,10 @@ func (r *updateResource) Read(ctx context.Context, req resource.ReadRequest, res
 	if r.data == nil {
 		resp.Diagnostics.Append(resp.State.Set(ctx, &state)...)
 		return // nothing to refresh from yet
+	}
+	if state.fleet() {
+		r.readFleet(ctx, &state, resp)
+		return
 	}
 	imported := state.Revision.IsNull()
 	request, diags := state.request(ctx)
@@ -394,7 +423,10 @@ func (m *Model) fillImported(obs *owners.Observation) {
 		m.Fallback = types.StringValue(defaultFallback)
 	}
 	if m.UpdateLimit.IsNull() {
-		m.UpdateLimit = types.Int64Value(1)
+		m.UpdateLimit = types.StringValue("1")
+	}
+	if m.MaxFailures.IsNull() {
+		m.MaxFailures = types.StringValue("0")
 	}
 	if m.BootstrapDigest.IsNull() {
 		m.BootstrapDigest = types.StringValue("")
@@ -404,16 +436,17 @@ func (m *Model) fillImported(obs *owners.Observation) {
 	}
 }
 
-// ImportState takes `namespace/cluster/machine_deployment`, `namespace/cluster/control-plane:name`
-// for the Machines of a control plane, or `namespace/cluster/key=value,…` for Machines picked
-// by selector; Read then restores what the Machines tell.
+// ImportState takes `namespace/cluster/machine_deployment` or `namespace/cluster/control-plane:name`;
+// Read then restores what the Machines tell. A fleet update (clusters or owners picked by
+// selector) is not imported: applying its configuration plans the clusters already done as
+// current and changes nothing there.
 func (r *updateResource) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
 	parts := strings.Split(req.ID, "/")
-	if len(parts) != 3 || parts[0] == "" || parts[1] == "" || parts[2] == "" {
+	if len(parts) != 3 || parts[0] == "" || parts[1] == "" || parts[2] == "" || strings.Contains(parts[2], "=") {
 		resp.Diagnostics.AddError("Invalid Import ID",
 			fmt.Sprintf("Import ID %q must be namespace/cluster/machine_deployment (e.g. fleet/prod-eu-1/prod-eu-1-md), or "+
-				"namespace/cluster/control-plane:name for the Machines of a control plane, or "+
-				"namespace/cluster/key=value,key=value for Machines picked by selector.", req.ID))
+				"namespace/cluster/control-plane:name for the Machines of a control plane. An update over clusters or owners picked by "+
+				"selector is not imported: apply its configuration, which changes nothing on the clusters already done.", req.ID))
 		return
 	}
 	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("namespace"), parts[0])...)
@@ -424,28 +457,10 @@ func (r *updateResource) ImportState(ctx context.Context, req resource.ImportSta
 			return
 		}
 		resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("control_plane"), cp)...)
-		resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("id"), req.ID)...)
-		return
-	}
-	if !strings.Contains(parts[2], "=") {
+	} else {
 		resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("machine_deployment"), parts[2])...)
-		resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("id"), req.ID)...)
-		return
 	}
-	sel := map[string]string{}
-	for _, kv := range strings.Split(parts[2], ",") {
-		k, v, ok := strings.Cut(kv, "=")
-		if !ok || k == "" {
-			resp.Diagnostics.AddError("Invalid Import ID", fmt.Sprintf("Import ID %q: selector term %q is not key=value.", req.ID, kv))
-			return
-		}
-		sel[k] = v
-	}
-	m, diags := types.MapValueFrom(ctx, types.StringType, sel)
-	resp.Diagnostics.Append(diags...)
-	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("selector"), m)...)
-	model := Model{Input: Input{Namespace: types.StringValue(parts[0]), Cluster: types.StringValue(parts[1]), Selector: m}}
-	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("id"), model.id())...)
+	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("id"), req.ID)...)
 }
 
 // Delete forgets the resource: in-place updates are not undone.

@@ -6,15 +6,12 @@ import (
 	"time"
 
 	"github.com/hashicorp/terraform-plugin-framework-timeouts/resource/timeouts"
-	"github.com/hashicorp/terraform-plugin-framework-validators/int64validator"
 	"github.com/hashicorp/terraform-plugin-framework-validators/listvalidator"
-	"github.com/hashicorp/terraform-plugin-framework-validators/mapvalidator"
 	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
 	"github.com/hashicorp/terraform-plugin-framework/attr"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
-	"github.com/hashicorp/terraform-plugin-framework/resource/schema/int64default"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/objectdefault"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/planmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringdefault"
@@ -22,6 +19,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
+	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/fleetattr"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/validators"
 )
 
@@ -37,6 +35,7 @@ func (r *updateResource) Schema(ctx context.Context, _ resource.SchemaRequest, r
 		return schema.ListAttribute{Computed: true, ElementType: types.StringType, MarkdownDescription: desc}
 	}
 	resp.Schema = schema.Schema{
+		Version: 1,
 		MarkdownDescription: "Changes the desired state of a MachineDeployment or KubeadmControlPlane and lets Cluster API (v1.12+, feature " +
 			"gate `InPlaceUpdates`) update its machines, in place where its runtime update extensions cover the change. `terraform plan` " +
 			"previews, per machine, what Cluster API will do: it sends the extensions the `CanUpdateMachine` requests CAPI would send " +
@@ -48,26 +47,38 @@ func (r *updateResource) Schema(ctx context.Context, _ resource.SchemaRequest, r
 			"Machines, infrastructure machines or bootstrap configs. If the extensions answer differently at apply than at plan (one " +
 			"removed, or refusing), the apply stops before anything is written: the plan is stale. Destroying the resource changes nothing.",
 		Attributes: map[string]schema.Attribute{
-			"id": schema.StringAttribute{Computed: true, MarkdownDescription: "`namespace/cluster/machine_deployment`, `namespace/cluster/control-plane:control_plane` or `namespace/cluster/selector`.",
+			"id": schema.StringAttribute{Computed: true, MarkdownDescription: "`namespace/cluster/machine_deployment` or `namespace/cluster/control-plane:control_plane` for one owner of one cluster; `namespace/fleet:<sha>` (a hash of the cluster and owner selection) otherwise.",
 				PlanModifiers: []planmodifier.String{stringplanmodifier.UseStateForUnknown()}},
 			"namespace": schema.StringAttribute{Required: true, MarkdownDescription: descNamespace,
 				Validators:    []validator.String{stringvalidator.LengthBetween(1, 63)},
 				PlanModifiers: []planmodifier.String{stringplanmodifier.RequiresReplace()}},
-			"cluster": schema.StringAttribute{Required: true, MarkdownDescription: descCluster,
-				Validators:    []validator.String{stringvalidator.LengthBetween(1, 253)},
+			"cluster": schema.StringAttribute{Optional: true, MarkdownDescription: descCluster,
+				Validators: []validator.String{
+					stringvalidator.LengthBetween(1, 253),
+					stringvalidator.ExactlyOneOf(path.MatchRoot("cluster"), path.MatchRoot("names"), path.MatchRoot("selector")),
+				},
 				PlanModifiers: []planmodifier.String{stringplanmodifier.RequiresReplace()}},
+			"names":    fleetattr.ResourceNames(descNames),
+			"selector": clusterSelector(),
 			"machine_deployment": schema.StringAttribute{Optional: true, MarkdownDescription: descMachineDeployment,
 				Validators: []validator.String{
 					stringvalidator.RegexMatches(dnsName, "must be a Kubernetes object name"),
-					stringvalidator.ExactlyOneOf(path.MatchRoot("machine_deployment"), path.MatchRoot("control_plane"), path.MatchRoot("selector")),
+					stringvalidator.ConflictsWith(path.MatchRoot("control_plane"), path.MatchRoot("machine_deployment_selector"), path.MatchRoot("update_control_plane")),
 				}},
 			"control_plane": schema.StringAttribute{Optional: true, MarkdownDescription: descControlPlane,
 				Validators: []validator.String{
 					stringvalidator.RegexMatches(dnsName, "must be a Kubernetes object name"),
-					stringvalidator.ConflictsWith(path.MatchRoot("machine_deployment"), path.MatchRoot("selector")),
+					stringvalidator.ConflictsWith(path.MatchRoot("machine_deployment_selector"), path.MatchRoot("update_control_plane")),
 				}},
-			"selector": schema.MapAttribute{Optional: true, ElementType: types.StringType, MarkdownDescription: descSelector,
-				Validators: []validator.Map{mapvalidator.SizeAtLeast(1), mapvalidator.KeysAre(stringvalidator.LengthAtLeast(1))}},
+			"machine_deployment_selector": machineDeploymentSelector(),
+			"update_control_plane": schema.BoolAttribute{Optional: true, MarkdownDescription: descUpdateControlPlane},
+			"canary": schema.ListAttribute{Optional: true, ElementType: types.StringType, MarkdownDescription: descCanary,
+				Validators: []validator.List{listvalidator.UniqueValues(), listvalidator.ValueStringsAre(stringvalidator.LengthAtLeast(1))}},
+			"max_failures": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString("0"),
+				MarkdownDescription: descMaxFailures, Validators: []validator.String{validators.MaxFailures()}},
+			"summary": schema.MapAttribute{Computed: true, ElementType: types.Int64Type, MarkdownDescription: descSummary},
+			"attention": schema.MapAttribute{Computed: true, ElementType: types.StringType, MarkdownDescription: descAttention},
+			"waves": schema.ListAttribute{Computed: true, ElementType: types.Int64Type, MarkdownDescription: descWaves},
 			"version": schema.StringAttribute{Optional: true, MarkdownDescription: descVersion,
 				Validators: []validator.String{stringvalidator.RegexMatches(regexp.MustCompile(`^v\d+\.\d+\.\d+`), "must be a Kubernetes version such as v1.36.3")}},
 			"machine_spec_patch":                schema.StringAttribute{Optional: true, MarkdownDescription: descMachinePatch, Validators: []validator.String{jsonObject{}}},
@@ -91,9 +102,8 @@ func (r *updateResource) Schema(ctx context.Context, _ resource.SchemaRequest, r
 			},
 			"fallback": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString(defaultFallback),
 				MarkdownDescription: descFallback, Validators: []validator.String{stringvalidator.OneOf("none", "rolling")}},
-			"update_limit": schema.Int64Attribute{Optional: true, Computed: true, Default: int64default.StaticInt64(1),
-				DeprecationMessage:  "Ignored: Cluster API paces the machines of an owner by its rollout strategy (maxUnavailable).",
-				MarkdownDescription: "Ignored (kept so existing configurations still plan): Cluster API paces the machines of an owner by its rollout strategy (`maxUnavailable`).", Validators: []validator.Int64{int64validator.AtLeast(1)}},
+			"update_limit": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString("1"),
+				MarkdownDescription: descUpdateLimit, Validators: []validator.String{validators.UpdateLimit()}},
 			"verify": schema.SingleNestedAttribute{
 				Optional: true, Computed: true,
 				Default:             objectdefault.StaticValue(types.ObjectValueMust(verifyAttrTypes, map[string]attr.Value{"timeout": types.StringValue(defaultVerifyTimeout)})),

@@ -1,0 +1,49 @@
+package inplaceupdate
+
+import (
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
+
+	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/fleetattr"
+)
+
+// Descriptions of the fleet attributes: clusters picked like a rollout's, owners picked in each.
+const (
+	descNames = "Names of the CAPI `Cluster`s whose machines are updated, in namespace `namespace`. Exactly one of `cluster`, `names` and `selector`."
+	descClusterSelector = "Picks the CAPI `Cluster`s whose machines are updated by label, like the rollout's `selector` (`match_labels`, " +
+		"`match_expressions`). Exactly one of `cluster`, `names` and `selector`. Clusters that are paused, being deleted, not " +
+		"initialized or without a usable kubeconfig Secret (their Nodes are verified) are skipped with the reason, as are clusters " +
+		"where no owner matches."
+	descMachineDeploymentSelector = "Picks, in each cluster, the MachineDeployments to update by label (`match_labels`, " +
+		"`match_expressions`; `{}` picks all of the cluster's MachineDeployments). Their names differ from cluster to cluster " +
+		"(ClusterClass generates them), so a fleet picks them by label; `machine_deployment` names one of one `cluster`. " +
+		"With `update_control_plane` the control plane goes first."
+	descUpdateControlPlane = "Update the control plane of each cluster too (the KubeadmControlPlane its `spec.controlPlaneRef` names), " +
+		"before its MachineDeployments: Kubernetes' version skew policy wants the control plane first. Each owner is verified " +
+		"before the next is written."
+	descCanary = "Clusters updated first, in this order, in waves of their own (at most `update_limit` at a time); names not picked are ignored."
+	descUpdateLimit = "Most clusters updated at once: a whole number ≥ 1 (`\"2\"`) or a percentage of the eligible clusters (`\"25%\"`), " +
+		"rounded up, at least 1. Within a cluster, Cluster API paces the machines of each owner by its rollout strategy " +
+		"(`maxSurge`/`maxUnavailable`), owner after owner. Default `\"1\"`. (Before v0.5 a number that was ignored; old states are upgraded.)"
+	descMaxFailures = "Clusters that may fail (not up to date within `verify.timeout`, or the change refused) before no new wave " +
+		"starts: a whole number ≥ 0 or a percentage. Default `\"0\"`: the first failure stops the update. A failed cluster is " +
+		"never rolled back (an in-place update cannot be undone by writing the old spec back: that is a second update, a " +
+		"downgrade); it is named with its owner and machines, and Cluster API goes on with it. Clusters already updated stay."
+	descSummary = "The plan in numbers: `clusters` picked, `skipped`, `current` (already done), `changing` (in the waves); machines " +
+		"`in_place` (by an extension), `rolling` (replaced by Cluster API) and `unchanged`. Counts, so that a plan over a large " +
+		"fleet stays readable; the per-machine detail is in the `gradual_inplace_update_plan` data source."
+	descAttention = "The clusters a reviewer should look at, with why: skipped (and the reason), machines Cluster API will replace " +
+		"(and the fields that force it), an earlier apply that did not finish. Empty when every picked cluster is updated in place " +
+		"or done."
+	descWaves = "The planned waves as cluster counts, in order (the clusters of `canary` first)."
+)
+
+// clusterSelector is `selector`: the clusters, like the rollout's (exactly one of cluster,
+// names and selector is checked on `cluster`).
+func clusterSelector() schema.SingleNestedAttribute {
+	return fleetattr.LabelSelector(descClusterSelector)
+}
+
+// machineDeploymentSelector is `machine_deployment_selector`: a label selector of the same shape.
+func machineDeploymentSelector() schema.SingleNestedAttribute {
+	return fleetattr.LabelSelector(descMachineDeploymentSelector)
+}
