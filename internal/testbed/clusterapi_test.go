@@ -336,107 +336,10 @@ func waitFor(t *testing.T, ctx context.Context, timeout time.Duration, what stri
 	}
 }
 
-// inMemoryCluster is a CAPI cluster on CAPD's in-memory backend: a DevCluster, a one-replica
-// KubeadmControlPlane and a one-replica MachineDeployment with DevMachineTemplates and a
-// KubeadmConfigTemplate. The MachineDeployment has no selector: the webhook defaults it. Every
-// object, and the templates' metadata, carries the managers' watch-filter label.
-// Provisioning delays are short, so the cluster is up in seconds.
+// inMemoryCluster is testbed.InMemoryCluster's objects, failing the test if they do not decode.
 func inMemoryCluster(t *testing.T, ns, name, cpVersion, mdVersion string) []*unstructured.Unstructured {
 	t.Helper()
-	inMemoryMachine := `
-      backend:
-        inMemory:
-          vm: {provisioning: {startupDuration: 1s}}
-          node: {provisioning: {startupDuration: 1s}}
-          apiServer: {provisioning: {startupDuration: 1s}}
-          etcd: {provisioning: {startupDuration: 1s}}`
-	manifests := fmt.Sprintf(`
-apiVersion: infrastructure.cluster.x-k8s.io/v1beta2
-kind: DevCluster
-metadata:
-  name: %[1]s
-  namespace: %[2]s
-  labels: {cluster.x-k8s.io/watch-filter: %[6]s}
-  # CAPD v1.14.2 panics on a DevCluster without annotations (it writes one into a nil map);
-  # ClusterClass-built DevClusters always have some.
-  annotations: {gradual.dev/testbed: in-memory}
-spec:
-  backend:
-    inMemory: {}
----
-apiVersion: infrastructure.cluster.x-k8s.io/v1beta2
-kind: DevMachineTemplate
-metadata: {name: %[1]s-control-plane, namespace: %[2]s, labels: {cluster.x-k8s.io/watch-filter: %[6]s}}
-spec:
-  template:
-    spec:%[5]s
----
-apiVersion: infrastructure.cluster.x-k8s.io/v1beta2
-kind: DevMachineTemplate
-metadata: {name: %[1]s-md-0, namespace: %[2]s, labels: {cluster.x-k8s.io/watch-filter: %[6]s}}
-spec:
-  template:
-    spec:%[5]s
----
-apiVersion: bootstrap.cluster.x-k8s.io/v1beta2
-kind: KubeadmConfigTemplate
-metadata: {name: %[1]s-md-0, namespace: %[2]s, labels: {cluster.x-k8s.io/watch-filter: %[6]s}}
-spec:
-  template:
-    spec:
-      joinConfiguration:
-        nodeRegistration:
-          criSocket: unix:///var/run/containerd/containerd.sock
----
-apiVersion: controlplane.cluster.x-k8s.io/v1beta2
-kind: KubeadmControlPlane
-metadata: {name: %[1]s-control-plane, namespace: %[2]s, labels: {cluster.x-k8s.io/watch-filter: %[6]s}}
-spec:
-  replicas: 1
-  version: %[3]s
-  machineTemplate:
-    metadata:
-      labels: {cluster.x-k8s.io/watch-filter: %[6]s}
-    spec:
-      infrastructureRef: {apiGroup: infrastructure.cluster.x-k8s.io, kind: DevMachineTemplate, name: %[1]s-control-plane}
-  kubeadmConfigSpec:
-    clusterConfiguration:
-      apiServer:
-        certSANs: [localhost, 127.0.0.1]
-    initConfiguration:
-      nodeRegistration:
-        criSocket: unix:///var/run/containerd/containerd.sock
-    joinConfiguration:
-      nodeRegistration:
-        criSocket: unix:///var/run/containerd/containerd.sock
----
-apiVersion: cluster.x-k8s.io/v1beta2
-kind: Cluster
-metadata: {name: %[1]s, namespace: %[2]s, labels: {cluster.x-k8s.io/watch-filter: %[6]s}}
-spec:
-  clusterNetwork:
-    services: {cidrBlocks: [10.128.0.0/12]}
-    pods: {cidrBlocks: [192.168.0.0/16]}
-  infrastructureRef: {apiGroup: infrastructure.cluster.x-k8s.io, kind: DevCluster, name: %[1]s}
-  controlPlaneRef: {apiGroup: controlplane.cluster.x-k8s.io, kind: KubeadmControlPlane, name: %[1]s-control-plane}
----
-apiVersion: cluster.x-k8s.io/v1beta2
-kind: MachineDeployment
-metadata: {name: %[1]s-md-0, namespace: %[2]s, labels: {cluster.x-k8s.io/watch-filter: %[6]s}}
-spec:
-  clusterName: %[1]s
-  replicas: 1
-  template:
-    metadata:
-      labels: {cluster.x-k8s.io/watch-filter: %[6]s}
-    spec:
-      clusterName: %[1]s
-      version: %[4]s
-      bootstrap:
-        configRef: {apiGroup: bootstrap.cluster.x-k8s.io, kind: KubeadmConfigTemplate, name: %[1]s-md-0}
-      infrastructureRef: {apiGroup: infrastructure.cluster.x-k8s.io, kind: DevMachineTemplate, name: %[1]s-md-0}
-`, name, ns, cpVersion, mdVersion, inMemoryMachine, ClusterAPIWatchFilter)
-	objs, err := decodeYAML([]byte(manifests))
+	objs, err := InMemoryCluster{Namespace: ns, Name: name, ControlPlaneVersion: cpVersion, WorkerVersion: mdVersion}.Objects()
 	if err != nil {
 		t.Fatal(err)
 	}

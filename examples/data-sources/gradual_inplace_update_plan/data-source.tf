@@ -28,3 +28,16 @@ check "all_in_place" {
     error_message = "Some machines cannot be updated in place: ${join("; ", [for m in data.gradual_inplace_update_plan.workers.machines : m.name if m.strategy == "rolling"])}"
   }
 }
+
+# The same question over a fleet: the workers of every prod cluster, machine by machine, and
+# which machines belong to which cluster.
+data "gradual_inplace_update_plan" "prod" {
+  namespace                   = "fleet"
+  selector                    = { match_labels = { env = "prod" } }
+  machine_deployment_selector = { match_labels = { pool = "workers" } }
+  version                     = "v1.36.3"
+}
+
+output "prod_machines_by_cluster" {
+  value = data.gradual_inplace_update_plan.prod.clusters
+}

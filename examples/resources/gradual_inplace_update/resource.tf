@@ -34,3 +34,23 @@ resource "gradual_inplace_update" "control_plane" {
   control_plane = "prod-eu-1-cp"
   version       = "v1.36.3"
 }
+
+# The fleet form: the workers of every prod cluster, two clusters at a time, prod-eu-1 first.
+# Each cluster's control plane is updated and verified before its MachineDeployments (picked by
+# label: their names differ from cluster to cluster). The plan shows the waves as counts, a
+# summary and the clusters to look at (skipped, machines Cluster API would replace); the first
+# cluster that is not up to date within verify.timeout stops the update (max_failures "0"),
+# nothing is rolled back. Per-machine detail: the gradual_inplace_update_plan data source.
+resource "gradual_inplace_update" "prod" {
+  namespace                   = "fleet"
+  selector                    = { match_labels = { env = "prod" } }
+  update_control_plane        = true
+  machine_deployment_selector = { match_labels = { pool = "workers" } }
+  version                     = "v1.36.3"
+
+  canary       = ["prod-eu-1"]
+  update_limit = "2"
+  max_failures = "0"
+  fallback     = "none"
+  verify       = { timeout = "15m" }
+}

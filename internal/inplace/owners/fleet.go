@@ -63,10 +63,22 @@ func (c *ClusterPlan) Machines() []inplace.MachinePlan {
 	return out
 }
 
-// Current reports whether the cluster is done with revision: every owner records it and no
-// machine still differs from what the change wants.
+// Current reports whether the cluster is done with revision: every owner records it, no
+// machine still differs from what the change wants, and Cluster API is done with every machine
+// (UpToDate, not updating). A cluster an earlier apply wrote but did not see through is not
+// current: the next apply verifies it again.
 func (c *ClusterPlan) Current(revision string) bool {
-	return c.Recorded(revision) && !c.Changes()
+	if !c.Recorded(revision) || c.Changes() {
+		return false
+	}
+	for _, r := range c.Owners {
+		for _, m := range r.Machines {
+			if machineProblem(m.Current.Machine, r.Request.Change.Version) != "" {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // Recorded reports whether every owner carries revision in its AnnotationRevision (the change

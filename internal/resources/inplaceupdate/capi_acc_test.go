@@ -22,7 +22,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/tools/clientcmd"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -44,6 +43,11 @@ const (
 	memCluster    = "mem-1"
 	workers       = memCluster + "-md-0"
 )
+
+// fleetClusters are three more in-memory clusters, labelled fleetLabel, for the fleet tests.
+var fleetClusters = []string{"mem-2", "mem-3", "mem-4"}
+
+const fleetLabel = "gradual.dev/fleet-test"
 
 func TestMain(m *testing.M) {
 	code := m.Run()
@@ -127,9 +131,19 @@ func provision(ctx context.Context, f *testbed.Fleet) error {
 		return err
 	}
 	ns := f.ClusterAPI.Namespace
-	for _, o := range inMemoryCluster(ns, memCluster) {
-		if err := mc.Create(ctx, o); err != nil {
-			return fmt.Errorf("create %s %s: %w", o.GetKind(), o.GetName(), err)
+	for _, name := range append([]string{memCluster}, fleetClusters...) {
+		c := testbed.InMemoryCluster{Namespace: ns, Name: name, ControlPlaneVersion: "v1.34.2", WorkerVersion: "v1.34.0", InPlaceRollout: true}
+		if name != memCluster {
+			c.Labels = map[string]string{fleetLabel: "yes"}
+		}
+		objs, err := c.Objects()
+		if err != nil {
+			return err
+		}
+		for _, o := range objs {
+			if err := mc.Create(ctx, o); err != nil {
+				return fmt.Errorf("create %s %s: %w", o.GetKind(), o.GetName(), err)
+			}
 		}
 	}
 	if err := f.RegisterTestExtension(ctx, extensionName); err != nil {
@@ -138,12 +152,12 @@ func provision(ctx context.Context, f *testbed.Fleet) error {
 	var last string
 	err = wait.PollUntilContextTimeout(ctx, time.Second, 5*time.Minute, true, func(ctx context.Context) (bool, error) {
 		var list clusterv1.MachineList
-		if err := mc.List(ctx, &list, client.InNamespace(ns), client.MatchingLabels{clusterv1.ClusterNameLabel: memCluster}); err != nil {
+		if err := mc.List(ctx, &list, client.InNamespace(ns)); err != nil {
 			last = err.Error()
 			return false, nil //nolint:nilerr // a failed read is retried until the timeout
 		}
 		var states []string
-		ok := len(list.Items) == 2
+		ok := len(list.Items) == 2*(1+len(fleetClusters))
 		for _, m := range list.Items {
 			up := meta.IsStatusConditionTrue(m.Status.Conditions, clusterv1.MachineUpToDateCondition)
 			states = append(states, fmt.Sprintf("%s=%s node=%q upToDate=%v", m.Name, m.Status.Phase, m.Status.NodeRef.Name, up))
@@ -153,39 +167,49 @@ func provision(ctx context.Context, f *testbed.Fleet) error {
 		return ok, nil
 	})
 	if err != nil {
-		return fmt.Errorf("cluster %s: Machines not Running: %w; last: %s", memCluster, err, last)
+		return fmt.Errorf("clusters %s, %s: Machines not Running: %w; last: %s", memCluster, strings.Join(fleetClusters, ", "), err, last)
 	}
 	return nil
 }
 
 // playKubelet stands in for the kubelet CAPD's in-memory backend does not run: CAPI's test
 // extension only pretends to update a Machine, and CAPI keeps it UpToDate=False until its
-// Node's kubelet reports the new version. While a worker Machine is updating (Updating=True),
-// its Node is made to report the Machine's version, as a restarted kubelet would. It plays
-// nothing else: whether CAPI updates in place, and when it calls the Machine done, is CAPI's.
-func playKubelet(t *testing.T, mc client.Client) {
+// Node's kubelet reports the new version. While a worker Machine of one of the clusters is
+// updating (Updating=True), its Node is made to report the Machine's version, as a restarted
+// kubelet would. It plays nothing else: whether CAPI updates in place, and when it calls the
+// Machine done, is CAPI's. Clusters can be added later (kubelet.play); without any, it plays
+// for memCluster.
+func playKubelet(t *testing.T, mc client.Client, clusters ...string) *kubelet {
 	t.Helper()
+	if len(clusters) == 0 {
+		clusters = []string{memCluster}
+	}
+	k := &kubelet{clusters: map[string]bool{}}
+	k.play(clusters...)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	t.Cleanup(func() { cancel(); <-done })
 	go func() {
 		defer close(done)
-		var wc client.Client
+		wcs := map[string]client.Client{}
 		for ctx.Err() == nil {
 			time.Sleep(time.Second)
-			if wc == nil {
-				var err error
-				if wc, err = workloadClient(ctx, mc); err != nil {
-					continue
-				}
-			}
 			var list clusterv1.MachineList
-			if err := mc.List(ctx, &list, client.InNamespace(testbed.DefaultClusterAPINamespace), client.MatchingLabels{clusterv1.MachineDeploymentNameLabel: workers}); err != nil {
+			if err := mc.List(ctx, &list, client.InNamespace(testbed.DefaultClusterAPINamespace), client.HasLabels{clusterv1.MachineDeploymentNameLabel}); err != nil {
 				continue
 			}
 			for _, m := range list.Items {
-				if !meta.IsStatusConditionTrue(m.Status.Conditions, clusterv1.MachineUpdatingCondition) || !m.Status.NodeRef.IsDefined() {
+				cluster := m.Spec.ClusterName
+				if !k.playing(cluster) || !meta.IsStatusConditionTrue(m.Status.Conditions, clusterv1.MachineUpdatingCondition) || !m.Status.NodeRef.IsDefined() {
 					continue
+				}
+				wc := wcs[cluster]
+				if wc == nil {
+					var err error
+					if wc, err = workloadClient(ctx, mc, cluster); err != nil {
+						continue
+					}
+					wcs[cluster] = wc
 				}
 				var n corev1.Node
 				if err := wc.Get(ctx, client.ObjectKey{Name: m.Status.NodeRef.Name}, &n); err != nil || n.Status.NodeInfo.KubeletVersion == m.Spec.Version {
@@ -197,11 +221,32 @@ func playKubelet(t *testing.T, mc client.Client) {
 			}
 		}
 	}()
+	return k
 }
 
-func workloadClient(ctx context.Context, mc client.Client) (client.Client, error) {
+// kubelet is the set of clusters playKubelet plays for.
+type kubelet struct {
+	mu       sync.Mutex
+	clusters map[string]bool
+}
+
+func (k *kubelet) play(clusters ...string) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	for _, c := range clusters {
+		k.clusters[c] = true
+	}
+}
+
+func (k *kubelet) playing(cluster string) bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.clusters[cluster]
+}
+
+func workloadClient(ctx context.Context, mc client.Client, cluster string) (client.Client, error) {
 	var secret corev1.Secret
-	if err := mc.Get(ctx, client.ObjectKey{Namespace: testbed.DefaultClusterAPINamespace, Name: memCluster + "-kubeconfig"}, &secret); err != nil {
+	if err := mc.Get(ctx, client.ObjectKey{Namespace: testbed.DefaultClusterAPINamespace, Name: cluster + "-kubeconfig"}, &secret); err != nil {
 		return nil, err
 	}
 	cfg, err := clientcmd.RESTConfigFromKubeConfig(secret.Data["value"])
@@ -216,11 +261,17 @@ func workloadClient(ctx context.Context, mc client.Client) (client.Client, error
 // work).
 func worker(t *testing.T, mc client.Client) clusterv1.Machine {
 	t.Helper()
+	return workerOf(t, mc, memCluster)
+}
+
+// workerOf is worker for the MachineDeployment <cluster>-md-0.
+func workerOf(t *testing.T, mc client.Client, cluster string) clusterv1.Machine {
+	t.Helper()
 	var live []clusterv1.Machine
 	var last string
 	err := wait.PollUntilContextTimeout(context.Background(), time.Second, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
 		var list clusterv1.MachineList
-		if err := mc.List(ctx, &list, client.InNamespace(testbed.DefaultClusterAPINamespace), client.MatchingLabels{clusterv1.MachineDeploymentNameLabel: workers}); err != nil {
+		if err := mc.List(ctx, &list, client.InNamespace(testbed.DefaultClusterAPINamespace), client.MatchingLabels{clusterv1.MachineDeploymentNameLabel: cluster + "-md-0"}); err != nil {
 			last = err.Error()
 			return false, nil //nolint:nilerr // a failed read is retried until the timeout
 		}
@@ -319,7 +370,7 @@ func TestAccCAPIInPlace_versionBumpInPlace(t *testing.T) {
 				if ref == oldRef || !strings.Contains(ref, "-gip-") {
 					return fmt.Errorf("bootstrap template %s → %s: not rotated", oldRef, ref)
 				}
-				wc, err := workloadClient(context.Background(), mc)
+				wc, err := workloadClient(context.Background(), mc, memCluster)
 				if err != nil {
 					return err
 				}
@@ -503,103 +554,4 @@ data "gradual_inplace_update_plan" "workers" {
 			},
 		}},
 	})
-}
-
-// inMemoryCluster is a CAPI cluster on CAPD's in-memory backend: a DevCluster, a one-replica
-// KubeadmControlPlane and a one-replica MachineDeployment (maxSurge 0, maxUnavailable 1) with
-// DevMachineTemplates and a KubeadmConfigTemplate, every object and template metadata carrying
-// the managers' watch-filter label.
-func inMemoryCluster(ns, name string) []*unstructured.Unstructured {
-	machine := `
-      backend:
-        inMemory:
-          vm: {provisioning: {startupDuration: 1s}}
-          node: {provisioning: {startupDuration: 1s}}
-          apiServer: {provisioning: {startupDuration: 1s}}
-          etcd: {provisioning: {startupDuration: 1s}}`
-	manifests := fmt.Sprintf(`
-apiVersion: infrastructure.cluster.x-k8s.io/v1beta2
-kind: DevCluster
-metadata: {name: %[1]s, namespace: %[2]s, labels: {cluster.x-k8s.io/watch-filter: %[4]s}, annotations: {gradual.dev/testbed: in-memory}}
-spec: {backend: {inMemory: {}}}
----
-apiVersion: infrastructure.cluster.x-k8s.io/v1beta2
-kind: DevMachineTemplate
-metadata: {name: %[1]s-control-plane, namespace: %[2]s, labels: {cluster.x-k8s.io/watch-filter: %[4]s}}
-spec:
-  template:
-    spec:%[3]s
----
-apiVersion: infrastructure.cluster.x-k8s.io/v1beta2
-kind: DevMachineTemplate
-metadata: {name: %[1]s-md-0, namespace: %[2]s, labels: {cluster.x-k8s.io/watch-filter: %[4]s}}
-spec:
-  template:
-    spec:%[3]s
----
-apiVersion: bootstrap.cluster.x-k8s.io/v1beta2
-kind: KubeadmConfigTemplate
-metadata: {name: %[1]s-md-0, namespace: %[2]s, labels: {cluster.x-k8s.io/watch-filter: %[4]s}}
-spec:
-  template:
-    spec:
-      joinConfiguration:
-        nodeRegistration: {criSocket: unix:///var/run/containerd/containerd.sock}
----
-apiVersion: controlplane.cluster.x-k8s.io/v1beta2
-kind: KubeadmControlPlane
-metadata: {name: %[1]s-control-plane, namespace: %[2]s, labels: {cluster.x-k8s.io/watch-filter: %[4]s}}
-spec:
-  replicas: 1
-  version: v1.34.2
-  machineTemplate:
-    metadata: {labels: {cluster.x-k8s.io/watch-filter: %[4]s}}
-    spec:
-      infrastructureRef: {apiGroup: infrastructure.cluster.x-k8s.io, kind: DevMachineTemplate, name: %[1]s-control-plane}
-  kubeadmConfigSpec:
-    clusterConfiguration:
-      apiServer: {certSANs: [localhost, 127.0.0.1]}
-    initConfiguration:
-      nodeRegistration: {criSocket: unix:///var/run/containerd/containerd.sock}
-    joinConfiguration:
-      nodeRegistration: {criSocket: unix:///var/run/containerd/containerd.sock}
----
-apiVersion: cluster.x-k8s.io/v1beta2
-kind: Cluster
-metadata: {name: %[1]s, namespace: %[2]s, labels: {cluster.x-k8s.io/watch-filter: %[4]s}}
-spec:
-  clusterNetwork:
-    services: {cidrBlocks: [10.128.0.0/12]}
-    pods: {cidrBlocks: [192.168.0.0/16]}
-  infrastructureRef: {apiGroup: infrastructure.cluster.x-k8s.io, kind: DevCluster, name: %[1]s}
-  controlPlaneRef: {apiGroup: controlplane.cluster.x-k8s.io, kind: KubeadmControlPlane, name: %[1]s-control-plane}
----
-apiVersion: cluster.x-k8s.io/v1beta2
-kind: MachineDeployment
-metadata: {name: %[1]s-md-0, namespace: %[2]s, labels: {cluster.x-k8s.io/watch-filter: %[4]s}}
-spec:
-  clusterName: %[1]s
-  replicas: 1
-  rollout:
-    strategy:
-      type: RollingUpdate
-      rollingUpdate: {maxSurge: 0, maxUnavailable: 1}
-  template:
-    metadata: {labels: {cluster.x-k8s.io/watch-filter: %[4]s}}
-    spec:
-      clusterName: %[1]s
-      version: v1.34.0
-      bootstrap:
-        configRef: {apiGroup: bootstrap.cluster.x-k8s.io, kind: KubeadmConfigTemplate, name: %[1]s-md-0}
-      infrastructureRef: {apiGroup: infrastructure.cluster.x-k8s.io, kind: DevMachineTemplate, name: %[1]s-md-0}
-`, name, ns, machine, testbed.ClusterAPIWatchFilter)
-	var out []*unstructured.Unstructured
-	for _, doc := range strings.Split(manifests, "\n---\n") {
-		u := &unstructured.Unstructured{}
-		if err := yaml.Unmarshal([]byte(doc), &u.Object); err != nil {
-			panic(fmt.Sprintf("test manifest: %v", err))
-		}
-		out = append(out, u)
-	}
-	return out
 }

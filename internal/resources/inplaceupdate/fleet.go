@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -314,7 +315,17 @@ func (r *updateResource) applyFleet(ctx context.Context, plan *Model, verify tim
 		Holder:        records.HolderIdentity(),
 	}}
 	res := engine.Execute(ctx, fp.waves, world, engine.SystemClock{}, fp.policy)
-	status := world.Status()
+	// Every machine of the clusters planned: unchanged, or not started unless the run did more.
+	status := map[string]string{}
+	for _, c := range fp.owners.Clusters {
+		for _, m := range c.Machines() {
+			status[m.Machine] = owners.StatusNotStarted
+			if fp.waves.Intents[c.Cluster].Action == engine.ActionAlreadyCurrent {
+				status[m.Machine] = owners.StatusUnchanged
+			}
+		}
+	}
+	maps.Copy(status, world.Status())
 	if plan.Status.IsUnknown() {
 		var d diag.Diagnostics
 		plan.Status, d = types.MapValueFrom(ctx, types.StringType, status)

@@ -1,0 +1,145 @@
+package inplaceupdate_test
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
+	"github.com/hashicorp/terraform-plugin-testing/knownvalue"
+	"github.com/hashicorp/terraform-plugin-testing/plancheck"
+	"github.com/hashicorp/terraform-plugin-testing/terraform"
+	"github.com/hashicorp/terraform-plugin-testing/tfjsonpath"
+	"github.com/hashicorp/terraform-plugin-testing/tfversion"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/gradual-dev/terraform-provider-gradual/internal/acctest"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/inplace/owners"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/testbed"
+)
+
+func fleetConfig(f *testbed.Fleet) string {
+	return acctest.ProviderConfig(f) + fmt.Sprintf(`
+resource "gradual_inplace_update" "fleet" {
+  namespace                   = %q
+  selector                    = { match_labels = { %q = "yes" } }
+  machine_deployment_selector = {}
+  version                     = "v1.34.1"
+  canary                      = ["mem-2"]
+  update_limit                = "1"
+  max_failures                = "0"
+  fallback                    = "none"
+  verify                      = { timeout = "45s" }
+}
+`, testbed.DefaultClusterAPINamespace, fleetLabel)
+}
+
+// The fleet form against the real controllers: three clusters picked by label, each one's
+// MachineDeployments (`{}`), one cluster at a time, mem-2 first (canary); CAPI's test extension
+// covers the version bump. The kubelet stand-in plays for mem-2 and mem-4 only, so mem-3's
+// machine never reports the new version: mem-3 fails verification and, with max_failures 0, the
+// update halts. mem-4 is not touched (its MachineDeployment keeps its version and carries no
+// revision), mem-2 keeps its update (nothing is rolled back). Applied again, once the kubelet
+// plays for mem-3 as well, mem-2 is current and left alone, mem-3 (written already) is verified
+// again and mem-4 updated; every worker was updated in place (the same Machine UID). A third
+// plan is empty.
+func TestAccCAPIInPlace_fleetWavesHalt(t *testing.T) {
+	f, mc := capiFleet(t)
+	k := playKubelet(t, mc, "mem-2", "mem-4")
+	before := map[string]types.UID{}
+	for _, c := range fleetClusters {
+		before[c] = workerOf(t, mc, c).UID
+	}
+	const version = "v1.34.1"
+	const res = "gradual_inplace_update.fleet"
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: acctest.ProviderFactories,
+		TerraformVersionChecks:   []tfversion.TerraformVersionCheck{tfversion.SkipBelow(tfversion.Version1_11_0)},
+		Steps: []resource.TestStep{
+			{
+				Config: fleetConfig(f),
+				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
+					plancheck.ExpectKnownValue(res, tfjsonpath.New("waves"), knownvalue.ListExact([]knownvalue.Check{
+						knownvalue.Int64Exact(1), knownvalue.Int64Exact(1), knownvalue.Int64Exact(1)})),
+					plancheck.ExpectKnownValue(res, tfjsonpath.New("summary"), knownvalue.MapPartial(map[string]knownvalue.Check{
+						"clusters": knownvalue.Int64Exact(3), "changing": knownvalue.Int64Exact(3), "in_place": knownvalue.Int64Exact(3), "rolling": knownvalue.Int64Exact(0)})),
+					plancheck.ExpectKnownValue(res, tfjsonpath.New("attention"), knownvalue.MapExact(map[string]knownvalue.Check{})),
+				}},
+				ExpectError: regexp.MustCompile(`(?s)In-Place Update Failed.*cluster mem-3 \(failed\).*not up to date`),
+			},
+			{
+				PreConfig: func() {
+					if md := mdOf(t, mc, "mem-4"); md.Spec.Template.Spec.Version != "v1.34.0" || md.Annotations[owners.AnnotationRevision] != "" {
+						t.Errorf("mem-4 touched after the halt: version %s, revision %q", md.Spec.Template.Spec.Version, md.Annotations[owners.AnnotationRevision])
+					}
+					if md := mdOf(t, mc, "mem-3"); md.Spec.Template.Spec.Version != version {
+						t.Errorf("mem-3's MachineDeployment not written: version %s", md.Spec.Template.Spec.Version)
+					}
+					checkUpdatedInPlace(t, mc, "mem-2", before["mem-2"], version)
+				},
+				Config: fleetConfig(f),
+				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
+					plancheck.ExpectKnownValue(res, tfjsonpath.New("waves"), knownvalue.ListExact([]knownvalue.Check{knownvalue.Int64Exact(1), knownvalue.Int64Exact(1)})),
+					plancheck.ExpectKnownValue(res, tfjsonpath.New("summary"), knownvalue.MapPartial(map[string]knownvalue.Check{
+						"current": knownvalue.Int64Exact(1), "changing": knownvalue.Int64Exact(2)})),
+					plancheck.ExpectKnownValue(res, tfjsonpath.New("attention"), knownvalue.MapExact(map[string]knownvalue.Check{
+						"mem-3": knownvalue.StringRegexp(regexp.MustCompile(`did not see it through`))})),
+					// The kubelet plays for mem-3 from a little after the plan: Terraform plans again
+					// when it applies, and that plan must still find mem-3 unfinished.
+					checkFunc(func(context.Context) error {
+						time.AfterFunc(10*time.Second, func() { k.play("mem-3") })
+						return nil
+					}),
+				}},
+				Check: func(*terraform.State) error {
+					for _, c := range fleetClusters {
+						checkUpdatedInPlace(t, mc, c, before[c], version)
+					}
+					return nil
+				},
+			},
+			{Config: fleetConfig(f), PlanOnly: true},
+		},
+	})
+}
+
+// checkUpdatedInPlace fails t unless cluster's worker is the same Machine (uid) on version, its
+// MachineDeployment too, and its Node's kubelet reports it.
+func checkUpdatedInPlace(t *testing.T, mc client.Client, cluster string, uid types.UID, version string) {
+	t.Helper()
+	m := workerOf(t, mc, cluster)
+	if m.UID != uid {
+		t.Errorf("%s: worker Machine replaced (%s → %s), not updated in place", cluster, uid, m.UID)
+	}
+	if m.Spec.Version != version {
+		t.Errorf("%s: worker Machine on %s, want %s", cluster, m.Spec.Version, version)
+	}
+	if md := mdOf(t, mc, cluster); md.Spec.Template.Spec.Version != version {
+		t.Errorf("%s: MachineDeployment on %s, want %s", cluster, md.Spec.Template.Spec.Version, version)
+	}
+	wc, err := workloadClient(context.Background(), mc, cluster)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n corev1.Node
+	if err := wc.Get(context.Background(), client.ObjectKey{Name: m.Status.NodeRef.Name}, &n); err != nil {
+		t.Fatal(err)
+	}
+	if n.Status.NodeInfo.KubeletVersion != version {
+		t.Errorf("%s: Node %s kubelet %s, want %s", cluster, n.Name, n.Status.NodeInfo.KubeletVersion, version)
+	}
+}
+
+func mdOf(t *testing.T, mc client.Client, cluster string) clusterv1.MachineDeployment {
+	t.Helper()
+	var md clusterv1.MachineDeployment
+	if err := mc.Get(context.Background(), client.ObjectKey{Namespace: testbed.DefaultClusterAPINamespace, Name: cluster + "-md-0"}, &md); err != nil {
+		t.Fatal(err)
+	}
+	return md
+}
