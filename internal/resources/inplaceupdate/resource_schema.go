@@ -45,7 +45,16 @@ func (r *updateResource) Schema(ctx context.Context, _ resource.SchemaRequest, r
 			"machine is `UpToDate` by CAPI's conditions, none is updating, replicas are all up to date and available, and every Node is " +
 			"Ready on the expected kubelet version; a failure names the cluster, the owner and the machines. The provider never writes " +
 			"Machines, infrastructure machines or bootstrap configs. If the extensions answer differently at apply than at plan (one " +
-			"removed, or refusing), the apply stops before anything is written: the plan is stale. Destroying the resource changes nothing.",
+			"removed, or refusing), the apply stops before anything is written: the plan is stale. Destroying the resource changes nothing.\n\n" +
+			"**One owner or a fleet.** `cluster` with `machine_deployment` or `control_plane` updates that one owner. With `names` or " +
+			"`selector` (clusters, like the rollout's) and `update_control_plane` and/or `machine_deployment_selector` (owners in each " +
+			"cluster), the update goes cluster by cluster in waves of at most `update_limit`, `canary` clusters first: each cluster's " +
+			"control plane, then its MachineDeployments, each written and verified before the next. A cluster that is not up to date " +
+			"within `verify.timeout` counts against `max_failures`; once they are exceeded no new wave starts (nothing is rolled back). " +
+			"The plan shows `waves` (counts), `summary` and `attention` (skipped clusters, machines Cluster API would replace, unfinished " +
+			"clusters), readable at any fleet size; `gradual_inplace_update_plan` gives the per-machine detail. Clusters already done " +
+			"(every owner carries the revision and Cluster API is done with every machine) are left alone, so applying again after a " +
+			"failure goes on where the update stopped.",
 		Attributes: map[string]schema.Attribute{
 			"id": schema.StringAttribute{Computed: true, MarkdownDescription: "`namespace/cluster/machine_deployment` or `namespace/cluster/control-plane:control_plane` for one owner of one cluster; `namespace/fleet:<sha>` (a hash of the cluster and owner selection) otherwise.",
 				PlanModifiers: []planmodifier.String{stringplanmodifier.UseStateForUnknown()}},
