@@ -174,11 +174,12 @@ func provision(ctx context.Context, f *testbed.Fleet) error {
 
 // playKubelet stands in for the kubelet CAPD's in-memory backend does not run: CAPI's test
 // extension only pretends to update a Machine, and CAPI keeps it UpToDate=False until its
-// Node's kubelet reports the new version. While a worker Machine of one of the clusters is
-// updating (Updating=True), its Node is made to report the Machine's version, as a restarted
-// kubelet would. It plays nothing else: whether CAPI updates in place, and when it calls the
-// Machine done, is CAPI's. Clusters can be added later (kubelet.play); without any, it plays
-// for memCluster.
+// Node's kubelet reports the new version. The Node of a worker Machine of one of the clusters
+// is made to report the Machine's version, as a restarted kubelet would once the update is
+// done. A cluster it does not play for is one whose kubelets never come back on the new
+// version. It plays nothing else: whether CAPI updates in place, and when it calls the Machine
+// done, is CAPI's. Clusters can be added later (kubelet.play: the kubelets recover); without
+// any, it plays for memCluster.
 func playKubelet(t *testing.T, mc client.Client, clusters ...string) *kubelet {
 	t.Helper()
 	if len(clusters) == 0 {
@@ -200,7 +201,7 @@ func playKubelet(t *testing.T, mc client.Client, clusters ...string) *kubelet {
 			}
 			for _, m := range list.Items {
 				cluster := m.Spec.ClusterName
-				if !k.playing(cluster) || !meta.IsStatusConditionTrue(m.Status.Conditions, clusterv1.MachineUpdatingCondition) || !m.Status.NodeRef.IsDefined() {
+				if !k.playing(cluster) || !m.Status.NodeRef.IsDefined() {
 					continue
 				}
 				wc := wcs[cluster]

@@ -70,7 +70,7 @@ func TestAccCAPIInPlace_fleetWavesHalt(t *testing.T) {
 						"clusters": knownvalue.Int64Exact(3), "changing": knownvalue.Int64Exact(3), "in_place": knownvalue.Int64Exact(3), "rolling": knownvalue.Int64Exact(0)})),
 					plancheck.ExpectKnownValue(res, tfjsonpath.New("attention"), knownvalue.MapExact(map[string]knownvalue.Check{})),
 				}},
-				ExpectError: regexp.MustCompile(`(?s)In-Place Update Failed.*cluster mem-3 \(failed\).*not up to date`),
+				ExpectError: regexp.MustCompile(`(?s)In-Place Update Failed.*cluster mem-3 \(failed\): apply ip-[0-9a-f]+: In-Place Update Not Verified`),
 			},
 			{
 				PreConfig: func() {
