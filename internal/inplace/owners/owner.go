@@ -200,11 +200,14 @@ func checkOwner(ctx context.Context, c client.Client, sel Selection, o *Owner) e
 		return usererr.New("Cluster Not Ready",
 			fmt.Sprintf("Cluster %s/%s has no initialized control plane yet (status.initialization.controlPlaneInitialized): its machines cannot be updated, and their Nodes not verified. Plan again once it is up.", sel.Namespace, sel.Cluster))
 	}
-	if o.Kind != KindMachineDeployment {
-		return nil
-	}
 	replicas, _, _ := unstructured.NestedInt64(u.Object, "spec", "replicas")
 	o.Replicas = replicas
+	if o.Kind != KindMachineDeployment {
+		// A KubeadmControlPlane's maxSurge is 1 (its default) or 0 (allowed from 3 replicas):
+		// with 1 it creates a new Machine before it updates or deletes an old one.
+		o.MaxSurge = resolveSurge(u, replicas)
+		return nil
+	}
 	if t, _, _ := unstructured.NestedString(u.Object, "spec", "rollout", "strategy", "type"); t == "OnDelete" {
 		return usererr.New("MachineDeployment Uses OnDelete",
 			fmt.Sprintf("%s has rollout strategy OnDelete: Cluster API changes its machines only when someone deletes them, never in place. "+

@@ -222,82 +222,37 @@ func TestPlanRefusesOwnersCAPIWouldNotUpdate(t *testing.T) {
 }
 
 // maxSurge > 0 makes CAPI replace machines an extension covers: with maxSurge ≥ replicas all
-// of them, else up to maxSurge (which the plan cannot name).
+// of them, else up to maxSurge (which the plan cannot name). A KubeadmControlPlane works the same
+// way (CAPI's KCP scales up by maxSurge before it updates in place or deletes).
 func TestApplySurge(t *testing.T) {
 	inPlace := inplace.MachinePlan{Machine: "m", Strategy: inplace.StrategyInPlace, Extensions: []string{"ext"}}
-	md := &Owner{Kind: KindMachineDeployment, Current: obj(machineDeploymentGVK, "md-0", map[string]any{})}
 	for _, tc := range []struct {
+		kind     string
 		surge    int
 		replicas int64
 		fallback inplace.Fallback
 		want     inplace.Strategy
 	}{
-		{0, 1, inplace.FallbackNone, inplace.StrategyInPlace},
-		{1, 1, inplace.FallbackNone, inplace.StrategyBlocked},
-		{1, 1, inplace.FallbackRolling, inplace.StrategyRolling},
-		{1, 3, inplace.FallbackNone, inplace.StrategyBlocked},
-		{1, 3, inplace.FallbackRolling, inplace.StrategyInPlace},
-		{-1, 3, inplace.FallbackNone, inplace.StrategyInPlace}, // a control plane: KCP decides
+		{KindMachineDeployment, 0, 1, inplace.FallbackNone, inplace.StrategyInPlace},
+		{KindMachineDeployment, 1, 1, inplace.FallbackNone, inplace.StrategyBlocked},
+		{KindMachineDeployment, 1, 1, inplace.FallbackRolling, inplace.StrategyRolling},
+		{KindMachineDeployment, 1, 3, inplace.FallbackNone, inplace.StrategyBlocked},
+		{KindMachineDeployment, 1, 3, inplace.FallbackRolling, inplace.StrategyInPlace},
+		{KindKubeadmControlPlane, 1, 1, inplace.FallbackRolling, inplace.StrategyRolling},
+		{KindKubeadmControlPlane, 1, 3, inplace.FallbackNone, inplace.StrategyBlocked},
+		{KindKubeadmControlPlane, 0, 3, inplace.FallbackNone, inplace.StrategyInPlace},
 	} {
-		md.MaxSurge, md.Replicas = tc.surge, tc.replicas
-		md.Kind = KindMachineDeployment
-		if tc.surge < 0 {
-			md.Kind = KindKubeadmControlPlane
+		gvk := machineDeploymentGVK
+		if tc.kind == KindKubeadmControlPlane {
+			gvk = kcpGVK
 		}
-		got := applySurge(inPlace, md, tc.fallback)
+		owner := &Owner{Kind: tc.kind, Current: obj(gvk, "o", map[string]any{}), MaxSurge: tc.surge, Replicas: tc.replicas}
+		got := applySurge(inPlace, owner, tc.fallback)
 		if got.Strategy != tc.want {
-			t.Errorf("maxSurge %d, replicas %d, fallback %s: %s, want %s (notes %v)", tc.surge, tc.replicas, tc.fallback, got.Strategy, tc.want, got.Notes)
+			t.Errorf("%s maxSurge %d, replicas %d, fallback %s: %s, want %s (notes %v)", tc.kind, tc.surge, tc.replicas, tc.fallback, got.Strategy, tc.want, got.Notes)
 		}
-		if tc.surge < 0 && (len(got.Notes) != 1 || !strings.Contains(got.Notes[0], "decides between updating this machine in place and replacing it")) {
-			t.Errorf("control plane: notes %v", got.Notes)
+		if tc.surge > 0 && (len(got.Notes) == 0 || !strings.Contains(got.Notes[0], "maxSurge")) {
+			t.Errorf("%s maxSurge %d: notes %v", tc.kind, tc.surge, got.Notes)
 		}
-		if tc.want != inplace.StrategyInPlace || tc.surge > 0 {
-			if len(got.Notes) == 0 || !strings.Contains(got.Notes[0], "maxSurge") {
-				t.Errorf("maxSurge %d: notes %v", tc.surge, got.Notes)
-			}
-		}
-	}
-}
-
-func TestMachineProblem(t *testing.T) {
-	m := func(version string, ann map[string]string, conds ...any) *unstructured.Unstructured {
-		u := obj(machineGVK, "m", map[string]any{"spec": map[string]any{"version": version}, "status": map[string]any{"nodeRef": map[string]any{"name": "n"}, "conditions": conds}})
-		u.SetAnnotations(ann)
-		return u
-	}
-	upToDate := map[string]any{"type": "UpToDate", "status": "True"}
-	for _, tc := range []struct {
-		u    *unstructured.Unstructured
-		want string
-	}{
-		{m("v1.34.1", nil, upToDate), ""},
-		{m("v1.34.0", nil, upToDate), "spec.version v1.34.0, want v1.34.1"},
-		{m("v1.34.1", map[string]string{inPlaceAnnotationPrefix + "update-in-progress": ""}, upToDate), "in-place update in progress"},
-		{m("v1.34.1", nil, upToDate, map[string]any{"type": "Updating", "status": "True", "message": "x"}), "Updating: x"},
-		{m("v1.34.1", nil, map[string]any{"type": "UpToDate", "status": "False", "message": "y"}), "UpToDate False: y"},
-	} {
-		if got := machineProblem(tc.u, "v1.34.1"); !strings.HasPrefix(got, tc.want) || (tc.want == "" && got != "") {
-			t.Errorf("problem %q, want %q", got, tc.want)
-		}
-	}
-}
-
-// A machine CanUpdateMachine covers is still replaced when CanUpdateMachineSet does not cover
-// its MachineDeployment's change: CAPI asks the set first.
-func TestApplySet(t *testing.T) {
-	inPlace := inplace.MachinePlan{Machine: "m", Strategy: inplace.StrategyInPlace, Extensions: []string{"ext"}}
-	if got := applySet(inPlace, nil, inplace.FallbackNone); got.Strategy != inplace.StrategyInPlace {
-		t.Errorf("covered set: %s", got.Strategy)
-	}
-	notes := []string{"no extension's CanUpdateMachineSet covers infrastructureMachineTemplate spec.template.spec.size"}
-	got := applySet(inPlace, notes, inplace.FallbackNone)
-	if got.Strategy != inplace.StrategyBlocked || len(got.Notes) != 1 {
-		t.Errorf("uncovered set, fallback none: %+v", got)
-	}
-	if err := (inplace.Plan{Machines: []inplace.MachinePlan{got}}).Err(); err == nil || !strings.Contains(err.Error(), "machine m: no extension's CanUpdateMachineSet covers") {
-		t.Errorf("plan error %v", err)
-	}
-	if got := applySet(inPlace, notes, inplace.FallbackRolling); got.Strategy != inplace.StrategyRolling {
-		t.Errorf("uncovered set, fallback rolling: %s", got.Strategy)
 	}
 }

@@ -215,25 +215,24 @@ func applySet(mp inplace.MachinePlan, setNotes []string, fallback inplace.Fallba
 	return mp
 }
 
-// applySurge accounts for what the extensions cannot tell: a MachineDeployment whose rollout
-// may surge (maxSurge > 0) creates new Machines first, and CAPI then deletes as many old ones
-// instead of moving them to the new MachineSet, even when an extension covers the change (a
-// one-replica MachineDeployment with CAPI's default maxSurge 1 replaces its Machine). With
-// maxSurge at least the replicas every changing machine is replaced; with fewer, up to maxSurge
-// of them, which the plan cannot name, so fallback "none" refuses and "rolling" notes it.
+// applySurge accounts for what the extensions cannot tell: an owner whose rollout may surge
+// (maxSurge > 0) creates new Machines first, and CAPI then deletes as many old ones instead of
+// updating them in place, even when an extension covers the change. A MachineDeployment with
+// maxSurge at least its replicas replaces every changing machine (a one-replica one with CAPI's
+// default maxSurge 1 replaces its Machine); with fewer, up to maxSurge of them, which the plan
+// cannot name, so fallback "none" refuses and "rolling" notes it. A KubeadmControlPlane does the
+// same with its maxSurge (1 by default; 0, which updates every machine in place, needs 3
+// replicas): a one-replica control plane is replaced, a larger one has one machine replaced.
 func applySurge(mp inplace.MachinePlan, owner *Owner, fallback inplace.Fallback) inplace.MachinePlan {
-	if owner != nil && owner.Kind == KindKubeadmControlPlane && mp.Strategy == inplace.StrategyInPlace {
-		// Not modelled (and not yet checked against the real controllers): how a
-		// KubeadmControlPlane weighs in-place against its own rollout (maxSurge, etcd quorum).
-		mp.Notes = append(mp.Notes, owner.Name()+" decides between updating this machine in place and replacing it by its own rollout rules; "+
-			"this preview shows what the extensions cover")
-		return mp
-	}
 	if owner == nil || owner.MaxSurge <= 0 || mp.Strategy != inplace.StrategyInPlace {
 		return mp
 	}
 	hint := fmt.Sprintf("%s rolls out with maxSurge %d: Cluster API creates new Machines first and deletes as many old ones instead of updating them in place; "+
 		"set spec.rollout.strategy.rollingUpdate maxSurge 0 and maxUnavailable ≥ 1 to update every machine in place", owner.Name(), owner.MaxSurge)
+	if owner.Kind == KindKubeadmControlPlane {
+		hint = fmt.Sprintf("%s rolls out with maxSurge %d: it creates a new control plane Machine first and deletes an old one instead of updating it in place; "+
+			"maxSurge 0 (allowed from 3 replicas) updates every machine in place", owner.Name(), owner.MaxSurge)
+	}
 	switch {
 	case int64(owner.MaxSurge) >= owner.Replicas:
 		mp.Notes = append(mp.Notes, "replaced although "+strings.Join(mp.Extensions, ", ")+" covers the change: "+hint)

@@ -10,6 +10,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
 	"github.com/hashicorp/terraform-plugin-testing/knownvalue"
 	"github.com/hashicorp/terraform-plugin-testing/plancheck"
+	"github.com/hashicorp/terraform-plugin-testing/statecheck"
 	"github.com/hashicorp/terraform-plugin-testing/terraform"
 	"github.com/hashicorp/terraform-plugin-testing/tfjsonpath"
 	"github.com/hashicorp/terraform-plugin-testing/tfversion"
@@ -103,7 +104,25 @@ func TestAccCAPIInPlace_fleetWavesHalt(t *testing.T) {
 					return nil
 				},
 			},
-			{Config: fleetConfig(f), PlanOnly: true},
+			{
+				// Nothing left to do: the resource plans no change, and the plan data source, asked
+				// the same question, finds every worker of the three clusters as desired.
+				Config: fleetConfig(f) + fmt.Sprintf(`
+data "gradual_inplace_update_plan" "fleet" {
+  namespace                   = %q
+  selector                    = { match_labels = { %q = "yes" } }
+  machine_deployment_selector = {}
+  version                     = "v1.34.1"
+}
+`, testbed.DefaultClusterAPINamespace, fleetLabel),
+				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{plancheck.ExpectResourceAction(res, plancheck.ResourceActionNoop)}},
+				ConfigStateChecks: []statecheck.StateCheck{
+					statecheck.ExpectKnownValue("data.gradual_inplace_update_plan.fleet", tfjsonpath.New("counts"), knownvalue.ObjectPartial(map[string]knownvalue.Check{
+						"total": knownvalue.Int64Exact(3), "unchanged": knownvalue.Int64Exact(3)})),
+					statecheck.ExpectKnownValue("data.gradual_inplace_update_plan.fleet", tfjsonpath.New("clusters"), knownvalue.MapSizeExact(3)),
+					statecheck.ExpectKnownValue("data.gradual_inplace_update_plan.fleet", tfjsonpath.New("skipped"), knownvalue.MapExact(map[string]knownvalue.Check{})),
+				},
+			},
 		},
 	})
 }

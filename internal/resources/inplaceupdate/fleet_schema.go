@@ -8,7 +8,7 @@ import (
 
 // Descriptions of the fleet attributes: clusters picked like a rollout's, owners picked in each.
 const (
-	descNames = "Names of the CAPI `Cluster`s whose machines are updated, in namespace `namespace`. Exactly one of `cluster`, `names` and `selector`."
+	descNames           = "Names of the CAPI `Cluster`s whose machines are updated, in namespace `namespace`. Exactly one of `cluster`, `names` and `selector`."
 	descClusterSelector = "Picks the CAPI `Cluster`s whose machines are updated by label, like the rollout's `selector` (`match_labels`, " +
 		"`match_expressions`). Exactly one of `cluster`, `names` and `selector`. Clusters that are paused, being deleted, not " +
 		"initialized or without a usable kubeconfig Secret (their Nodes are verified) are skipped with the reason, as are clusters " +
@@ -20,7 +20,7 @@ const (
 	descUpdateControlPlane = "Update the control plane of each cluster too (the KubeadmControlPlane its `spec.controlPlaneRef` names), " +
 		"before its MachineDeployments: Kubernetes' version skew policy wants the control plane first. Each owner is verified " +
 		"before the next is written."
-	descCanary = "Clusters updated first, in this order, in waves of their own (at most `update_limit` at a time); names not picked are ignored."
+	descCanary      = "Clusters updated first, in this order, in waves of their own (at most `update_limit` at a time); names not picked are ignored."
 	descUpdateLimit = "Most clusters updated at once: a whole number ≥ 1 (`\"2\"`) or a percentage of the eligible clusters (`\"25%\"`), " +
 		"rounded up, at least 1. Within a cluster, Cluster API paces the machines of each owner by its rollout strategy " +
 		"(`maxSurge`/`maxUnavailable`), owner after owner. Default `\"1\"`. (Before v0.5 a number that was ignored; old states are upgraded.)"
