@@ -4,6 +4,8 @@
 //	gradual-testbed up     [--dir DIR] [--workloads 3] [--clusters N] [--namespace fleet] [--parallel 4] [--cluster-api]   # last stdout line: management kubeconfig
 //	gradual-testbed down   [--dir DIR]
 //	gradual-testbed status [--dir DIR]
+//	gradual-testbed in-memory [--dir DIR] NAME[:key=value,...]...   # with --cluster-api: clusters CAPI provisions
+//	gradual-testbed kubelet [--dir DIR] [CLUSTER...]                 # the kubelet stand-in, until stopped
 package main
 
 import (
@@ -49,6 +51,13 @@ const usage = `usage: gradual-testbed <command> [flags]
   set-ready NAME true|false      mark a Cluster provisioned (ready) or provisioning
   add NAME [key=value,...]       start one more workload cluster with those labels (a join)
   machines CLUSTER NAME N VERSION  a MachineDeployment of N Machines on CLUSTER's kwok Nodes
+  in-memory NAME[:key=value,...]...  (fleets up --cluster-api) clusters Cluster API provisions on
+                                   CAPD's in-memory backend, labelled so, rolled out in place
+                                   (maxSurge 0); registers CAPI's test extension as test-extension
+  kubelet [CLUSTER...]             (fleets up --cluster-api) the kubelet stand-in: a worker's Node
+                                   reports its Machine's version after an in-place update, as a
+                                   restarted kubelet would; runs until stopped (all clusters when
+                                   none is named)
 
 flags:
   --dir DIR          state directory (default ~/.cache/terraform-provider-gradual/testbed/default)
@@ -81,7 +90,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
 	}
-	if fs.NArg() > 0 && cmd != "set-ready" && cmd != "add" && cmd != "machines" {
+	if fs.NArg() > 0 && !slices.Contains([]string{"set-ready", "add", "machines", "in-memory", "kubelet"}, cmd) {
 		return fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
 	}
 	if *dir == "" {
@@ -121,6 +130,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return f.Down(ctx)
 	case "status":
 		return status(ctx, *dir, stdout)
+	case "in-memory", "kubelet":
+		f, err := testbed.Load(*dir)
+		if err != nil {
+			return err
+		}
+		f.SetLogf(logf)
+		return clusterAPICommand(ctx, f, cmd, fs.Args(), logf)
 	case "set-ready", "add", "machines":
 		f, err := testbed.Load(*dir)
 		if err != nil {
@@ -273,4 +289,50 @@ func dash(s string) string {
 		return "-"
 	}
 	return s
+}
+
+// clusterAPICommand runs the commands of a fleet with the Cluster API controllers: `in-memory`
+// provisions clusters, `kubelet` plays the kubelets until ctx ends.
+func clusterAPICommand(ctx context.Context, f *testbed.Fleet, cmd string, args []string, logf func(string, ...any)) error {
+	if f.ClusterAPI == nil {
+		return fmt.Errorf("fleet %s runs no Cluster API controllers: start it with up --cluster-api", f.Name)
+	}
+	mc, err := f.ManagementClient()
+	if err != nil {
+		return err
+	}
+	if cmd == "kubelet" {
+		logf("kubelet stand-in running for %s in namespace %s", map[bool]string{true: "every cluster", false: strings.Join(args, ", ")}[len(args) == 0], f.ClusterAPI.Namespace)
+		testbed.NewKubelet(args...).Run(ctx, mc, f.ClusterAPI.Namespace)
+		return nil
+	}
+	if len(args) == 0 {
+		return errors.New("usage: in-memory NAME[:key=value,...]...")
+	}
+	var clusters []testbed.InMemoryCluster
+	for _, a := range args {
+		name, labelList, _ := strings.Cut(a, ":")
+		c := testbed.InMemoryCluster{Name: name, ControlPlaneVersion: "v1.34.2", WorkerVersion: "v1.34.0", InPlaceRollout: true, Labels: map[string]string{}}
+		if labelList != "" {
+			for _, kv := range strings.Split(labelList, ",") {
+				k, v, ok := strings.Cut(kv, "=")
+				if !ok {
+					return fmt.Errorf("label %q: want key=value", kv)
+				}
+				c.Labels[k] = v
+			}
+		}
+		clusters = append(clusters, c)
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	defer cancel()
+	if err := f.RegisterTestExtension(ctx, "test-extension"); err != nil {
+		return err
+	}
+	t0 := time.Now()
+	if err := f.ProvisionInMemory(ctx, clusters...); err != nil {
+		return err
+	}
+	logf("%d in-memory cluster(s) provisioned by Cluster API in %s (control plane v1.34.2, workers v1.34.0)", len(clusters), time.Since(t0).Round(time.Second))
+	return nil
 }

@@ -1,9 +1,22 @@
 package testbed
 
 import (
+	"context"
 	"fmt"
+	"strings"
+	"sync"
+	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/tools/clientcmd"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/gradual-dev/terraform-provider-gradual/internal/clock"
 )
 
 // InMemoryCluster describes a CAPI cluster on CAPD's in-memory backend, for tests against the
@@ -143,4 +156,150 @@ spec:
 		o.SetLabels(l)
 	}
 	return objs, nil
+}
+
+// ProvisionInMemory creates the clusters on CAPD's in-memory backend in the fleet's Cluster API
+// namespace (their Namespace is set to it) and waits, within ctx, until Cluster API has brought
+// every Machine of theirs up: Running, with a Node, UpToDate. The fleet must run the Cluster API
+// controllers (Options.ClusterAPI). Clusters that exist already are left as they are.
+func (f *Fleet) ProvisionInMemory(ctx context.Context, clusters ...InMemoryCluster) error {
+	f.mu.Lock()
+	state := f.ClusterAPI
+	f.mu.Unlock()
+	if state == nil {
+		return fmt.Errorf("fleet %s runs no Cluster API controllers (Options.ClusterAPI)", f.Name)
+	}
+	mc, err := f.ManagementClient()
+	if err != nil {
+		return err
+	}
+	names := map[string]bool{}
+	for _, c := range clusters {
+		c.Namespace = state.Namespace
+		names[c.Name] = true
+		objs, err := c.Objects()
+		if err != nil {
+			return err
+		}
+		for _, o := range objs {
+			if err := mc.Create(ctx, o); err != nil && !apierrors.IsAlreadyExists(err) {
+				return fmt.Errorf("create %s %s: %w", o.GetKind(), o.GetName(), err)
+			}
+		}
+	}
+	var last string
+	err = wait.PollUntilContextCancel(ctx, time.Second, true, func(ctx context.Context) (bool, error) {
+		var list clusterv1.MachineList
+		if err := mc.List(ctx, &list, client.InNamespace(state.Namespace)); err != nil {
+			last = err.Error()
+			return false, nil //nolint:nilerr // a failed read is retried until ctx ends
+		}
+		var states []string
+		perCluster := map[string]int{}
+		ok := true
+		for _, m := range list.Items {
+			if !names[m.Spec.ClusterName] {
+				continue
+			}
+			perCluster[m.Spec.ClusterName]++
+			up := meta.IsStatusConditionTrue(m.Status.Conditions, clusterv1.MachineUpToDateCondition)
+			states = append(states, fmt.Sprintf("%s=%s node=%q upToDate=%v", m.Name, m.Status.Phase, m.Status.NodeRef.Name, up))
+			ok = ok && m.Status.Phase == string(clusterv1.MachinePhaseRunning) && m.Status.NodeRef.IsDefined() && up
+		}
+		for name := range names {
+			// A control plane machine and a worker each.
+			ok = ok && perCluster[name] >= 2
+		}
+		last = strings.Join(states, ", ")
+		return ok, nil
+	})
+	if err != nil {
+		return fmt.Errorf("in-memory clusters: Machines not Running: %w; last: %s", err, last)
+	}
+	return nil
+}
+
+// WorkloadClient is a client of a CAPI-provisioned cluster, from the `<cluster>-kubeconfig`
+// Secret Cluster API wrote in namespace.
+func WorkloadClient(ctx context.Context, mc client.Client, namespace, cluster string) (client.Client, error) {
+	var secret corev1.Secret
+	if err := mc.Get(ctx, client.ObjectKey{Namespace: namespace, Name: cluster + "-kubeconfig"}, &secret); err != nil {
+		return nil, err
+	}
+	cfg, err := clientcmd.RESTConfigFromKubeConfig(secret.Data["value"])
+	if err != nil {
+		return nil, err
+	}
+	return client.New(cfg, client.Options{})
+}
+
+// Kubelet stands in for the kubelets CAPD's in-memory backend does not run: CAPI's test
+// extension only pretends to update a Machine in place, and Cluster API keeps the Machine
+// UpToDate=False until its Node's kubelet reports the new version. The Node of a worker Machine
+// of a cluster it plays for is made to report the Machine's version, as a kubelet restarted by
+// the update would. It decides nothing: whether Cluster API updates in place, and when it calls
+// a Machine done, stays Cluster API's. A cluster it does not play for is one whose kubelets do
+// not come back on the new version (a failed update); Play makes them recover.
+type Kubelet struct {
+	mu       sync.Mutex
+	all      bool
+	clusters map[string]bool
+}
+
+// NewKubelet plays for the clusters named, or for every cluster when none is.
+func NewKubelet(clusters ...string) *Kubelet {
+	k := &Kubelet{clusters: map[string]bool{}, all: len(clusters) == 0}
+	k.Play(clusters...)
+	return k
+}
+
+// Play adds clusters to those the stand-in plays for.
+func (k *Kubelet) Play(clusters ...string) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	for _, c := range clusters {
+		k.clusters[c] = true
+	}
+}
+
+func (k *Kubelet) playing(cluster string) bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.all || k.clusters[cluster]
+}
+
+// Run plays, once a second, until ctx ends.
+func (k *Kubelet) Run(ctx context.Context, mc client.Client, namespace string) {
+	wcs := map[string]client.Client{}
+	for ctx.Err() == nil {
+		if clock.Sleep(ctx, time.Second) != nil {
+			return
+		}
+		var list clusterv1.MachineList
+		if err := mc.List(ctx, &list, client.InNamespace(namespace), client.HasLabels{clusterv1.MachineDeploymentNameLabel}); err != nil {
+			continue
+		}
+		for _, m := range list.Items {
+			cluster := m.Spec.ClusterName
+			if !k.playing(cluster) || !m.Status.NodeRef.IsDefined() {
+				continue
+			}
+			wc := wcs[cluster]
+			if wc == nil {
+				var err error
+				if wc, err = WorkloadClient(ctx, mc, namespace, cluster); err != nil {
+					continue
+				}
+				wcs[cluster] = wc
+			}
+			var n corev1.Node
+			if err := wc.Get(ctx, client.ObjectKey{Name: m.Status.NodeRef.Name}, &n); err != nil || n.Status.NodeInfo.KubeletVersion == m.Spec.Version {
+				continue
+			}
+			patch := client.MergeFrom(n.DeepCopy())
+			n.Status.NodeInfo.KubeletVersion = m.Spec.Version
+			// A plain patch, as the in-memory API servers take a Node's status with it.
+			_ = wc.Patch(ctx, &n, patch)
+		}
+	}
 }

@@ -22,7 +22,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/tools/clientcmd"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -123,138 +122,40 @@ func capiFleet(t *testing.T) (*testbed.Fleet, client.Client) {
 	return capi.fleet, mc
 }
 
-// provision creates the in-memory cluster, waits for CAPI to bring up its two Machines, and
-// registers the test extension.
+// provision creates the in-memory clusters (memCluster and fleetClusters), registers the test
+// extension, and waits for CAPI to bring up their Machines.
 func provision(ctx context.Context, f *testbed.Fleet) error {
-	mc, err := f.ManagementClient()
-	if err != nil {
-		return err
-	}
-	ns := f.ClusterAPI.Namespace
-	for _, name := range append([]string{memCluster}, fleetClusters...) {
-		c := testbed.InMemoryCluster{Namespace: ns, Name: name, ControlPlaneVersion: "v1.34.2", WorkerVersion: "v1.34.0", InPlaceRollout: true}
-		if name != memCluster {
-			c.Labels = map[string]string{fleetLabel: "yes"}
-		}
-		objs, err := c.Objects()
-		if err != nil {
-			return err
-		}
-		for _, o := range objs {
-			if err := mc.Create(ctx, o); err != nil {
-				return fmt.Errorf("create %s %s: %w", o.GetKind(), o.GetName(), err)
-			}
-		}
+	clusters := []testbed.InMemoryCluster{{Name: memCluster, ControlPlaneVersion: "v1.34.2", WorkerVersion: "v1.34.0", InPlaceRollout: true}}
+	for _, name := range fleetClusters {
+		clusters = append(clusters, testbed.InMemoryCluster{Name: name, ControlPlaneVersion: "v1.34.2", WorkerVersion: "v1.34.0", InPlaceRollout: true,
+			Labels: map[string]string{fleetLabel: "yes"}})
 	}
 	if err := f.RegisterTestExtension(ctx, extensionName); err != nil {
 		return err
 	}
-	var last string
-	err = wait.PollUntilContextTimeout(ctx, time.Second, 5*time.Minute, true, func(ctx context.Context) (bool, error) {
-		var list clusterv1.MachineList
-		if err := mc.List(ctx, &list, client.InNamespace(ns)); err != nil {
-			last = err.Error()
-			return false, nil //nolint:nilerr // a failed read is retried until the timeout
-		}
-		var states []string
-		ok := len(list.Items) == 2*(1+len(fleetClusters))
-		for _, m := range list.Items {
-			up := meta.IsStatusConditionTrue(m.Status.Conditions, clusterv1.MachineUpToDateCondition)
-			states = append(states, fmt.Sprintf("%s=%s node=%q upToDate=%v", m.Name, m.Status.Phase, m.Status.NodeRef.Name, up))
-			ok = ok && m.Status.Phase == string(clusterv1.MachinePhaseRunning) && m.Status.NodeRef.IsDefined() && up
-		}
-		last = strings.Join(states, ", ")
-		return ok, nil
-	})
-	if err != nil {
-		return fmt.Errorf("clusters %s, %s: Machines not Running: %w; last: %s", memCluster, strings.Join(fleetClusters, ", "), err, last)
-	}
-	return nil
+	return f.ProvisionInMemory(ctx, clusters...)
 }
 
-// playKubelet stands in for the kubelet CAPD's in-memory backend does not run: CAPI's test
-// extension only pretends to update a Machine, and CAPI keeps it UpToDate=False until its
-// Node's kubelet reports the new version. The Node of a worker Machine of one of the clusters
-// is made to report the Machine's version, as a restarted kubelet would once the update is
-// done. A cluster it does not play for is one whose kubelets never come back on the new
-// version. It plays nothing else: whether CAPI updates in place, and when it calls the Machine
-// done, is CAPI's. Clusters can be added later (kubelet.play: the kubelets recover); without
-// any, it plays for memCluster.
-func playKubelet(t *testing.T, mc client.Client, clusters ...string) *kubelet {
+// playKubelet runs testbed's kubelet stand-in for the clusters (memCluster when none is
+// named) until the test ends; clusters are added with Play.
+func playKubelet(t *testing.T, mc client.Client, clusters ...string) *testbed.Kubelet {
 	t.Helper()
 	if len(clusters) == 0 {
 		clusters = []string{memCluster}
 	}
-	k := &kubelet{clusters: map[string]bool{}}
-	k.play(clusters...)
+	k := testbed.NewKubelet(clusters...)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	t.Cleanup(func() { cancel(); <-done })
 	go func() {
 		defer close(done)
-		wcs := map[string]client.Client{}
-		for ctx.Err() == nil {
-			time.Sleep(time.Second)
-			var list clusterv1.MachineList
-			if err := mc.List(ctx, &list, client.InNamespace(testbed.DefaultClusterAPINamespace), client.HasLabels{clusterv1.MachineDeploymentNameLabel}); err != nil {
-				continue
-			}
-			for _, m := range list.Items {
-				cluster := m.Spec.ClusterName
-				if !k.playing(cluster) || !m.Status.NodeRef.IsDefined() {
-					continue
-				}
-				wc := wcs[cluster]
-				if wc == nil {
-					var err error
-					if wc, err = workloadClient(ctx, mc, cluster); err != nil {
-						continue
-					}
-					wcs[cluster] = wc
-				}
-				var n corev1.Node
-				if err := wc.Get(ctx, client.ObjectKey{Name: m.Status.NodeRef.Name}, &n); err != nil || n.Status.NodeInfo.KubeletVersion == m.Spec.Version {
-					continue
-				}
-				patch := client.MergeFrom(n.DeepCopy())
-				n.Status.NodeInfo.KubeletVersion = m.Spec.Version
-				_ = wc.Patch(ctx, &n, patch)
-			}
-		}
+		k.Run(ctx, mc, testbed.DefaultClusterAPINamespace)
 	}()
 	return k
 }
 
-// kubelet is the set of clusters playKubelet plays for.
-type kubelet struct {
-	mu       sync.Mutex
-	clusters map[string]bool
-}
-
-func (k *kubelet) play(clusters ...string) {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	for _, c := range clusters {
-		k.clusters[c] = true
-	}
-}
-
-func (k *kubelet) playing(cluster string) bool {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	return k.clusters[cluster]
-}
-
 func workloadClient(ctx context.Context, mc client.Client, cluster string) (client.Client, error) {
-	var secret corev1.Secret
-	if err := mc.Get(ctx, client.ObjectKey{Namespace: testbed.DefaultClusterAPINamespace, Name: cluster + "-kubeconfig"}, &secret); err != nil {
-		return nil, err
-	}
-	cfg, err := clientcmd.RESTConfigFromKubeConfig(secret.Data["value"])
-	if err != nil {
-		return nil, err
-	}
-	return client.New(cfg, client.Options{})
+	return testbed.WorkloadClient(ctx, mc, testbed.DefaultClusterAPINamespace, cluster)
 }
 
 // worker is the MachineDeployment's one Machine, once CAPI has settled it: one Machine, not

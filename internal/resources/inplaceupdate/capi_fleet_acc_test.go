@@ -93,7 +93,7 @@ func TestAccCAPIInPlace_fleetWavesHalt(t *testing.T) {
 					// The kubelet plays for mem-3 from a little after the plan: Terraform plans again
 					// when it applies, and that plan must still find mem-3 unfinished.
 					checkFunc(func(context.Context) error {
-						time.AfterFunc(10*time.Second, func() { k.play("mem-3") })
+						time.AfterFunc(10*time.Second, func() { k.Play("mem-3") })
 						return nil
 					}),
 				}},
