@@ -16,20 +16,24 @@ source "$env_file"
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/gradual-demo.XXXXXX")
 fleet_dir=$work/fleet
+capi_dir=$work/capi
 testbed=$work/gradual-testbed
 go build -o "$testbed" ./cmd/gradual-testbed
 finish() {
   status=$?
   [ -n "${extension_pid:-}" ] && kill "$extension_pid" 2>/dev/null
+  [ -n "${kubelet_pid:-}" ] && kill "$kubelet_pid" 2>/dev/null
   if [ "${KEEP:-}" = 1 ]; then
     say "KEEP=1: the fleet stays up"
     echo "  management kubeconfig: $fleet_dir/management.kubeconfig"
     echo "  kubectl --kubeconfig $fleet_dir/management.kubeconfig get clusters -A"
     echo "  the quickstart runs: $work/quickstart-*"
     echo "  stop it with: $testbed down --dir $fleet_dir"
+    [ -d "$capi_dir" ] && echo "  the Cluster API fleet: $capi_dir/management.kubeconfig; stop it with: $testbed down --dir $capi_dir"
   else
     say "Tearing the fleet down"
     "$testbed" down --dir "$fleet_dir" >/dev/null 2>&1 || true
+    [ -d "$capi_dir" ] && { "$testbed" down --dir "$capi_dir" >/dev/null 2>&1 || true; }
     rm -rf "$work"
   fi
   exit $status
@@ -115,13 +119,44 @@ for cli in "${clis[@]}"; do
   echo "    The plan asks the update extension what Cluster API will ask (CanUpdateMachine) and shows, per machine,"
   echo "    its node, what changes and which extension updates it in place:"
   tf plan -var app_version=1.28 -var "inplace=$inplace" | grep -E 'name +=|node +=|strategy|extensions|changed_fields|Plan:' | head -n 14 | indent
-  echo "    Applying it writes the change to the MachineDeployment (template version, rotated templates) and"
-  echo "    Cluster API updates the machines. This fleet runs no Cluster API controllers, so the demo stops at the"
-  echo "    preview; the acceptance tests apply it against the real controllers (gradual-testbed up --cluster-api)."
+  echo "    This fleet runs no Cluster API controllers, so here the demo stops at the preview; step 7 applies an"
+  echo "    in-place update with the real controllers."
 
   say "[$name] Cleaning up: destroy removes the app and the add-ons from every cluster"
   tf destroy -auto-approve -var app_version=1.28 | grep -E 'Destroy complete' | indent
 done
+
+say "Step 7: in-place upgrades across a fleet, carried out by the real Cluster API controllers"
+echo "    Cluster API v1.14 (core, kubeadm bootstrap and control plane, CAPD's in-memory backend, CAPI's test"
+echo "    extension as the update extension) on a management cluster of its own, with three clusters it provisions."
+env_file=$(tools/toolchain.sh cluster-api | tail -n 1)
+# shellcheck disable=SC1090
+source "$env_file"
+capi_kubeconfig=$("$testbed" up --dir "$capi_dir" --cluster-api 2>/dev/null | tail -n 1)
+"$testbed" in-memory --dir "$capi_dir" edge-1:env=edge edge-2:env=edge edge-3:env=edge 2>&1 | grep -E 'provisioned' | sed 's/^\[testbed [0-9:]*\] //' | indent
+# CAPD's in-memory machines run no kubelet: the stand-in makes a Node report its Machine's version once
+# Cluster API has updated the Machine in place, as the restarted kubelet would. It decides nothing.
+"$testbed" kubelet --dir "$capi_dir" >"$work/kubelet.log" 2>&1 &
+kubelet_pid=$!
+version=v1.34.0
+for cli in "${clis[@]}"; do
+  name=$("$cli" version | head -n 1)
+  dir="$work/inplace-$(basename "$cli")"
+  cp -r "$root/examples/inplace-fleet" "$dir"
+  version=${version%.*}.$((${version##*.} + 1))
+  tfi() { "$cli" -chdir="$dir" "$@" -var "kubeconfig_path=$capi_kubeconfig" -var "kubernetes_version=$version" -no-color -compact-warnings; }
+  say "[$name] Step 7: the workers of every edge cluster to $version, in place, one cluster at a time, edge-1 first"
+  echo "    The plan previews every machine (CanUpdateMachineSet / CanUpdateMachine, CAPI's own questions) and shows the"
+  echo "    waves and a summary, the same size at any fleet size:"
+  tfi plan -out="$dir/plan" >"$dir/plan.log"
+  grep -E -A4 "^ +\+ (summary|waves) " "$dir/plan.log" | grep -vE "^--$" | head -n 16 | indent || true
+  grep -E "^Plan:" "$dir/plan.log" | indent || true
+  "$cli" -chdir="$dir" apply -no-color "$dir/plan" | grep -E 'Apply complete' | indent
+  echo "    Every worker was updated in place by Cluster API (the same Machine), its Node on $version:"
+  "$cli" -chdir="$dir" output -no-color status | indent
+done
+kill "$kubelet_pid" 2>/dev/null || true
+kubelet_pid=
 
 say "Summary"
 "$testbed" status --dir "$fleet_dir" | indent
