@@ -149,7 +149,8 @@ for cli in "${clis[@]}"; do
   echo "    The plan previews every machine (CanUpdateMachineSet / CanUpdateMachine, CAPI's own questions) and shows the"
   echo "    waves and a summary, the same size at any fleet size:"
   tfi plan -out="$dir/plan" >"$dir/plan.log"
-  grep -E -A4 "^ +\+ (summary|waves) " "$dir/plan.log" | grep -vE "^--$" | head -n 16 | indent || true
+  # The resource's attributes (the outputs repeat them).
+  sed '/Changes to Outputs/q' "$dir/plan.log" | grep -E -A8 "^ +\+ (summary|waves) " | grep -vE "^--$" | head -n 14 | indent || true
   grep -E "^Plan:" "$dir/plan.log" | indent || true
   "$cli" -chdir="$dir" apply -no-color "$dir/plan" | grep -E 'Apply complete' | indent
   echo "    Every worker was updated in place by Cluster API (the same Machine), its Node on $version:"
