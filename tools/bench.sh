@@ -3,11 +3,14 @@
 # provider, cmd/gradual-testbed and cmd/gradual-bench, starts a scale bed, measures, and tears the
 # bed down on exit, whatever happened.
 #
-# The curve (default): a management cluster and BENCH_SERVERS (default 3) kwok API servers
-# presenting as many CAPI Clusters as the largest of BENCH_SIZES (default 4,16,64,256,1000); at
-# each size one 20-object revision rolled out by `tofu apply` of a gradual_rollout: plan, first
-# apply, no-change plan (times, provider peak RSS and CPU seconds, plan line counts) against
-# `kubectl apply --server-side` + `kubectl wait` on the same Clusters. Quick: BENCH_SIZES=4,16.
+# The curve (default): a management cluster and BENCH_SERVERS (default 4) kwok API servers
+# presenting as many CAPI Clusters as the largest of BENCH_SIZES (default 4,16,64,256,1000), the
+# last BENCH_SOLO (default 1) of those servers serving one Cluster each; at each size one
+# 20-object revision rolled out by `tofu apply` of a gradual_rollout: plan, first apply,
+# no-change plan, a one-Cluster drift repair on the solo Cluster (saved plan, then applied) and
+# the plan of a revision change (times, provider peak RSS and CPU seconds, plan line counts),
+# against `kubectl apply --server-side` + `kubectl wait` on the same Clusters. Quick:
+# BENCH_SIZES=4,16.
 # Written to BENCH_OUT (default ./bench-out): curve.csv and curve.md (the table of
 # docs/guides/benchmarks.md, with machine and date).
 #
@@ -53,12 +56,13 @@ if [ -n "${BENCH_COMPARE:-}" ]; then
 fi
 
 sizes=${BENCH_SIZES:-4,16,64,256,1000}
-servers=${BENCH_SERVERS:-3}
+servers=${BENCH_SERVERS:-4}
+solo=${BENCH_SOLO:-1}
 largest=$(tr ',' '\n' <<<"$sizes" | sort -n | tail -n 1)
 clusters=$((largest > servers ? largest : servers))
 out=${BENCH_OUT:-bench-out}
 mkdir -p "$out"
-echo "[bench] starting the scale bed: $clusters CAPI Clusters over $servers kwok API servers" >&2
-"$work/gradual-testbed" up --dir "$work/fleet" --workloads "$servers" --clusters "$clusters" >/dev/null
+echo "[bench] starting the scale bed: $clusters CAPI Clusters over $servers kwok API servers ($solo serving one Cluster each)" >&2
+"$work/gradual-testbed" up --dir "$work/fleet" --workloads "$servers" --clusters "$clusters" --solo "$solo" >/dev/null
 "$work/gradual-bench" "${args[@]}" --sizes "$sizes" --csv "$out/curve.csv" --markdown "$out/curve.md"
 echo "[bench] written: $out/curve.csv, $out/curve.md" >&2

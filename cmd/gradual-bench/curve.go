@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"slices"
 	"strconv"
@@ -17,6 +18,7 @@ import (
 	"sync"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -30,6 +32,11 @@ import (
 //   - first apply: the 20-object revision to all N, verified, at most waveLimit at once
 //     (update_limit = min(N, waveLimit));
 //   - no-change plan: the plan once it is applied (every Cluster's records read);
+//   - one-Cluster drift repair: a ConfigMap deleted by hand on a Cluster whose API server serves
+//     it alone (gradual-testbed --solo), then `tofu plan -out` (which must name that Cluster, and
+//     only it, drifted) and `tofu apply` of that saved plan;
+//   - revision change: the plan of a new revision (one ConfigMap's value changed) over all N,
+//     not applied: what a reviewer reads for the commonest change;
 //
 // each with the provider's peak RSS, its CPU seconds and, for the plans, the line count of the
 // plan output as a person reads it (`tofu plan -no-color`). The baseline is `kubectl apply
@@ -51,7 +58,10 @@ const (
 type curvePoint struct {
 	n                     int
 	plan, apply, noChange step
-	kubectl               time.Duration
+	// driftPlan and driftApply: the one-Cluster drift repair (zero when the fleet has no Cluster
+	// with an API server of its own); changePlan: the plan of a revision change.
+	driftPlan, driftApply, changePlan step
+	kubectl                           time.Duration
 }
 
 type step struct {
@@ -59,6 +69,12 @@ type step struct {
 	peakRSS int64
 	cpu     float64 // provider CPU seconds
 	lines   int     // plan output lines (plans only)
+	output  string  // what the command printed, for the checks of its content
+}
+
+// peakRSS is the largest provider RSS of any of the point's commands.
+func (pt curvePoint) peakRSS() int64 {
+	return max(pt.plan.peakRSS, pt.apply.peakRSS, pt.noChange.peakRSS, pt.driftPlan.peakRSS, pt.driftApply.peakRSS, pt.changePlan.peakRSS)
 }
 
 func parseSizes(s string) ([]int, error) {
@@ -75,7 +91,8 @@ func parseSizes(s string) ([]int, error) {
 }
 
 // curveTargets is every ready Cluster with a kubeconfig, in a stable order, after checking that
-// each distinct API server answers.
+// each distinct API server answers. A Cluster whose API server serves no other comes first, so
+// that every size holds one for the drift repair.
 func curveTargets(ctx context.Context, f *testbed.Fleet) ([]*testbed.Workload, error) {
 	var out []*testbed.Workload
 	checked := map[string]bool{}
@@ -92,7 +109,41 @@ func curveTargets(ctx context.Context, f *testbed.Fleet) ([]*testbed.Workload, e
 		}
 		out = append(out, w)
 	}
+	perServer := map[string]int{}
+	for _, w := range out {
+		perServer[w.Server]++
+	}
+	slices.SortStableFunc(out, func(a, b *testbed.Workload) int {
+		return cmpBool(perServer[a.Server] == 1, perServer[b.Server] == 1)
+	})
 	return out, nil
+}
+
+// cmpBool orders true before false.
+func cmpBool(a, b bool) int {
+	switch {
+	case a == b:
+		return 0
+	case a:
+		return -1
+	}
+	return 1
+}
+
+// soloTarget is the first of targets whose API server serves no other Cluster of the fleet, or nil.
+func soloTarget(f *testbed.Fleet, targets []*testbed.Workload) *testbed.Workload {
+	perServer := map[string]int{}
+	for _, w := range f.Workloads {
+		if w.Server != "" {
+			perServer[w.Server]++
+		}
+	}
+	for _, w := range targets {
+		if perServer[w.Server] == 1 {
+			return w
+		}
+	}
+	return nil
 }
 
 func runCurve(ctx context.Context, c config, f *testbed.Fleet, sizes []int, logf func(string, ...any)) ([]curvePoint, error) {
@@ -125,7 +176,7 @@ func runCurve(ctx context.Context, c config, f *testbed.Fleet, sizes []int, logf
 			return points, err
 		}
 		logf("N=%d: labelled %s=yes on %d Clusters in %s", n, label, n, sec(time.Since(t0)))
-		pt, err := p.curvePoint(ctx, n, label)
+		pt, err := p.curvePoint(ctx, n, label, soloTarget(f, targets))
 		if err != nil {
 			return points, fmt.Errorf("N=%d: %w", n, err)
 		}
@@ -136,9 +187,10 @@ func runCurve(ctx context.Context, c config, f *testbed.Fleet, sizes []int, logf
 			}
 		}
 		points = append(points, pt)
-		logf("N=%d: plan %s (%d lines), apply %s, no-change plan %s (%d lines), peak RSS %.0f MiB, apply CPU %.1fs, kubectl %s",
+		logf("N=%d: plan %s (%d lines), apply %s, no-change plan %s (%d lines), drift repair plan %s (%d lines) + apply %s, revision change plan %s (%d lines), peak RSS %.0f MiB, apply CPU %.1fs, kubectl %s",
 			n, sec(pt.plan.elapsed), pt.plan.lines, sec(pt.apply.elapsed), sec(pt.noChange.elapsed), pt.noChange.lines,
-			mb(max(pt.plan.peakRSS, pt.apply.peakRSS, pt.noChange.peakRSS)), pt.apply.cpu, sec(pt.kubectl))
+			sec(pt.driftPlan.elapsed), pt.driftPlan.lines, sec(pt.driftApply.elapsed), sec(pt.changePlan.elapsed), pt.changePlan.lines,
+			mb(pt.peakRSS()), pt.apply.cpu, sec(pt.kubectl))
 	}
 	return points, nil
 }
@@ -194,7 +246,7 @@ output "skipped" {
 `, p.fleet.Management.KubeconfigPath, name, p.fleet.Namespace, label, min(n, waveLimit))
 }
 
-func (p *providerSide) curvePoint(ctx context.Context, n int, label string) (curvePoint, error) {
+func (p *providerSide) curvePoint(ctx context.Context, n int, label string, solo *testbed.Workload) (curvePoint, error) {
 	pt := curvePoint{n: n}
 	name := fmt.Sprintf("curve-p%d", n)
 	dir := filepath.Join(p.cfg.work, name)
@@ -221,7 +273,64 @@ func (p *providerSide) curvePoint(ctx context.Context, n int, label string) (cur
 	if pt.noChange, err = p.measure(ctx, dir, name+"-nochange", curvePlanTimeout, "plan", "-detailed-exitcode"); err != nil {
 		return pt, fmt.Errorf("no-change plan: %w", err)
 	}
+	if solo != nil {
+		if err := p.driftRepair(ctx, &pt, dir, name, solo); err != nil {
+			return pt, fmt.Errorf("drift repair on %s: %w", solo.Name, err)
+		}
+	} else {
+		p.logf("N=%d: no Cluster with an API server of its own (gradual-testbed --solo 1): drift repair not measured", n)
+	}
+	// A new revision, planned only: the plan a reviewer reads for the commonest change.
+	if err := os.WriteFile(filepath.Join(dir, "manifests.yaml"), []byte(changedManifests(name)), 0o644); err != nil {
+		return pt, err
+	}
+	if pt.changePlan, err = p.measure(ctx, dir, name+"-change", curvePlanTimeout, "plan"); err != nil {
+		return pt, fmt.Errorf("revision change plan: %w", err)
+	}
+	if !strings.Contains(pt.changePlan.output, "1 to change") {
+		return pt, fmt.Errorf("the plan of a revision change plans no update:\n%s", tail(pt.changePlan.output, 40))
+	}
 	return pt, nil
+}
+
+// driftRepair deletes one object of the revision on solo, plans (saved) and applies that plan.
+// The plan must name solo, and no other Cluster, as drifted: the repair is one Cluster's work.
+func (p *providerSide) driftRepair(ctx context.Context, pt *curvePoint, dir, name string, solo *testbed.Workload) error {
+	wc, err := p.fleet.WorkloadClient(solo.Name)
+	if err != nil {
+		return err
+	}
+	cm := &corev1.ConfigMap{}
+	cm.Namespace, cm.Name = name, driftedObject
+	if err := wc.Delete(ctx, cm); err != nil {
+		return fmt.Errorf("delete ConfigMap %s/%s: %w", name, driftedObject, err)
+	}
+	planFile := "drift.tfplan"
+	if pt.driftPlan, err = p.measure(ctx, dir, name+"-drift-plan", curvePlanTimeout, "plan", "-out="+planFile); err != nil {
+		return err
+	}
+	named := regexp.MustCompile(`"` + regexp.QuoteMeta(solo.Name) + `"\s*=\s*"drifted: [^"\n]*ConfigMap ` + regexp.QuoteMeta(name+"/"+driftedObject))
+	if !named.MatchString(pt.driftPlan.output) {
+		return fmt.Errorf("the plan does not name %s drifted (ConfigMap %s/%s):\n%s", solo.Name, name, driftedObject, tail(pt.driftPlan.output, 60))
+	}
+	if others := regexp.MustCompile(`"[^"]+"\s*=\s*"drifted: `).FindAllString(pt.driftPlan.output, -1); len(others) != 1 {
+		return fmt.Errorf("the plan names %d Clusters drifted, want 1: %v", len(others), others)
+	}
+	if pt.driftApply, err = p.measure(ctx, dir, name+"-drift-apply", curveApplyTimeout, "apply", planFile); err != nil {
+		return err
+	}
+	if err := wc.Get(ctx, client.ObjectKeyFromObject(cm), cm); err != nil {
+		return fmt.Errorf("ConfigMap %s/%s after the repair: %w", name, driftedObject, err)
+	}
+	return nil
+}
+
+// driftedObject is the ConfigMap the drift repair deletes by hand.
+const driftedObject = "config-1"
+
+// changedManifests is manifests(ns) with one ConfigMap's value changed: a new revision.
+func changedManifests(ns string) string {
+	return strings.Replace(manifests(ns), "log_level: info", "log_level: debug", 1)
 }
 
 // measure runs one OpenTofu command and returns its time, the provider's peak RSS and CPU
@@ -243,7 +352,7 @@ func (p *providerSide) measure(ctx context.Context, dir, logName string, timeout
 	}
 	sampler := newRSSSampler(cmd.Process.Pid)
 	err := cmd.Wait()
-	s := step{elapsed: time.Since(start)}
+	s := step{elapsed: time.Since(start), output: out.String()}
 	s.peakRSS, _ = sampler.stop()
 	s.cpu = sampler.cpuSeconds()
 	s.lines = strings.Count(out.String(), "\n")
@@ -299,6 +408,7 @@ var csvHeader = []string{
 	"clusters", "plan_s", "plan_lines", "apply_s", "apply_provider_cpu_s", "provider_cpu_s_per_cluster",
 	"nochange_plan_s", "nochange_plan_lines", "nochange_provider_cpu_s", "provider_peak_rss_mib", "kubectl_s", "apply_over_kubectl",
 	"plan_rss_mib", "apply_rss_mib", "nochange_rss_mib",
+	"drift_plan_s", "drift_plan_lines", "drift_apply_s", "change_plan_s", "change_plan_lines",
 }
 
 func (pt curvePoint) row() []string {
@@ -313,10 +423,35 @@ func (pt curvePoint) row() []string {
 		fmt.Sprintf("%.1f", pt.plan.elapsed.Seconds()), strconv.Itoa(pt.plan.lines),
 		fmt.Sprintf("%.1f", pt.apply.elapsed.Seconds()), fmt.Sprintf("%.1f", pt.apply.cpu), fmt.Sprintf("%.3f", pt.apply.cpu/float64(pt.n)),
 		fmt.Sprintf("%.1f", pt.noChange.elapsed.Seconds()), strconv.Itoa(pt.noChange.lines), fmt.Sprintf("%.1f", pt.noChange.cpu),
-		fmt.Sprintf("%.0f", mb(max(pt.plan.peakRSS, pt.apply.peakRSS, pt.noChange.peakRSS))),
+		fmt.Sprintf("%.0f", mb(pt.peakRSS())),
 		kube, ratio,
 		fmt.Sprintf("%.0f", mb(pt.plan.peakRSS)), fmt.Sprintf("%.0f", mb(pt.apply.peakRSS)), fmt.Sprintf("%.0f", mb(pt.noChange.peakRSS)),
+		optSeconds(pt.driftPlan), optLines(pt.driftPlan), optSeconds(pt.driftApply),
+		fmt.Sprintf("%.1f", pt.changePlan.elapsed.Seconds()), strconv.Itoa(pt.changePlan.lines),
 	}
+}
+
+// withUnit adds " s" to a number of seconds, not to "-".
+func withUnit(v string) string {
+	if v == "-" {
+		return v
+	}
+	return v + " s"
+}
+
+// optSeconds and optLines print "-" for a step that did not run.
+func optSeconds(s step) string {
+	if s.elapsed == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.1f", s.elapsed.Seconds())
+}
+
+func optLines(s step) string {
+	if s.elapsed == 0 {
+		return "-"
+	}
+	return strconv.Itoa(s.lines)
 }
 
 // curveCSV is the curve as CSV (no field needs quoting).
@@ -340,6 +475,13 @@ func curveMarkdown(points []curvePoint, servers int) string {
 		r := pt.row()
 		fmt.Fprintf(&b, "| %s | %s s | %s | %s s | %s s | %s s | %s s | %s | %s / %s / %s MiB | %s s | %s |\n",
 			r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[12], r[13], r[14], r[10], r[11])
+	}
+	b.WriteString("\nChanges once applied: a revision change planned over all N Clusters, and a one-Cluster drift repair (plan saved, then applied).\n\n")
+	b.WriteString("| Clusters | revision change: plan | plan lines | drift repair: plan | plan lines | apply of the saved plan |\n")
+	b.WriteString("|---:|---:|---:|---:|---:|---:|\n")
+	for _, pt := range points {
+		r := pt.row()
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s |\n", r[0], withUnit(r[18]), r[19], withUnit(r[15]), r[16], withUnit(r[17]))
 	}
 	return b.String()
 }

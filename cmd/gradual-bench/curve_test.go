@@ -26,6 +26,8 @@ func TestCurveCSV(t *testing.T) {
 		apply:    step{elapsed: 6 * time.Second, peakRSS: 70 << 20, cpu: 1.0},
 		noChange: step{elapsed: 2 * time.Second, peakRSS: 65 << 20, cpu: 0.5, lines: 17},
 		kubectl:  4 * time.Second,
+		// No drift repair at this point (a fleet without a solo server): its columns say so.
+		changePlan: step{elapsed: 3 * time.Second, lines: 42},
 	}
 	lines := strings.Split(strings.TrimSpace(curveCSV([]curvePoint{pt})), "\n")
 	if len(lines) != 2 {
@@ -36,11 +38,23 @@ func TestCurveCSV(t *testing.T) {
 		t.Fatalf("header has %d fields, row %d", len(header), len(row))
 	}
 	want := map[string]string{"clusters": "4", "plan_s": "1.5", "plan_lines": "300", "apply_s": "6.0", "provider_cpu_s_per_cluster": "0.250",
-		"nochange_plan_lines": "17", "provider_peak_rss_mib": "70", "kubectl_s": "4.0", "apply_over_kubectl": "1.50", "apply_rss_mib": "70"}
+		"nochange_plan_lines": "17", "provider_peak_rss_mib": "70", "kubectl_s": "4.0", "apply_over_kubectl": "1.50", "apply_rss_mib": "70",
+		"drift_plan_s": "-", "drift_plan_lines": "-", "drift_apply_s": "-", "change_plan_s": "3.0", "change_plan_lines": "42"}
+	seen := 0
 	for i, h := range header {
-		if w, ok := want[h]; ok && row[i] != w {
-			t.Errorf("%s = %s, want %s", h, row[i], w)
+		if w, ok := want[h]; ok {
+			seen++
+			if row[i] != w {
+				t.Errorf("%s = %s, want %s", h, row[i], w)
+			}
 		}
+	}
+	if seen != len(want) {
+		t.Errorf("%d of the %d expected columns in the header %v", seen, len(want), header)
+	}
+	md := curveMarkdown([]curvePoint{pt}, 4)
+	if !strings.Contains(md, "| 4 | 3.0 s | 42 | - | - | - |") {
+		t.Errorf("the changes table lacks the point:\n%s", md)
 	}
 }
 

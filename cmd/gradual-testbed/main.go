@@ -87,6 +87,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	parallel := fs.Int("parallel", 4, "control planes started at once")
 	clusterAPI := fs.Bool("cluster-api", false, "also run the real Cluster API controllers")
 	clusters := fs.Int("clusters", 0, "scale bed: CAPI Clusters over --workloads API servers")
+	solo := fs.Int("solo", 0, "scale bed: the last N API servers serve one Cluster each (the others share the rest)")
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
 	}
@@ -108,7 +109,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		specs := defaultWorkloads(*workloads)
 		if *clusters > 0 {
 			var err error
-			if specs, err = testbed.ScaleWorkloads(*clusters, *workloads); err != nil {
+			if specs, err = testbed.ScaleWorkloads(*clusters, *workloads, *solo); err != nil {
 				return err
 			}
 		}

@@ -19,10 +19,17 @@ const objectsParallel = 16
 
 // ScaleWorkloads is a fleet of clusters CAPI Clusters over servers control planes: the first
 // servers Clusters (scale-api-1, ...) have a control plane each, the rest (c-0004, ...) share
-// them round-robin. Every Cluster is ready and labelled env=scale.
-func ScaleWorkloads(clusters, servers int) ([]WorkloadSpec, error) {
+// the first servers-solo of them round-robin. The last solo servers serve their own Cluster
+// only: what is done to one of them (an object deleted by hand, say) concerns that one Cluster,
+// which is how a one-Cluster drift repair is measured on a bed whose other Clusters share their
+// records. Every Cluster is ready and labelled env=scale.
+func ScaleWorkloads(clusters, servers, solo int) ([]WorkloadSpec, error) {
 	if servers < 1 || clusters < servers {
 		return nil, fmt.Errorf("a scale fleet needs at least one server and at least as many Clusters as servers (got %d Clusters, %d servers)", clusters, servers)
+	}
+	shared := servers - solo
+	if solo < 0 || (shared < 1 && clusters > servers) {
+		return nil, fmt.Errorf("%d of %d servers serving one Cluster each leaves none for the other %d Clusters", solo, servers, clusters-servers)
 	}
 	specs := make([]WorkloadSpec, 0, clusters)
 	for i := range clusters {
@@ -31,7 +38,7 @@ func ScaleWorkloads(clusters, servers int) ([]WorkloadSpec, error) {
 			s.Name = fmt.Sprintf("scale-api-%d", i+1)
 		} else {
 			s.Name = fmt.Sprintf("c-%04d", i+1)
-			s.SharesWith = specs[i%servers].Name
+			s.SharesWith = specs[(i-servers)%shared].Name
 		}
 		specs = append(specs, s)
 	}

@@ -6,7 +6,7 @@ import (
 )
 
 func TestScaleWorkloads(t *testing.T) {
-	specs, err := ScaleWorkloads(10, 3)
+	specs, err := ScaleWorkloads(10, 3, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,10 +38,25 @@ func TestScaleWorkloads(t *testing.T) {
 	if servers["scale-api-1"] != 3 || servers["scale-api-2"] != 2 || servers["scale-api-3"] != 2 {
 		t.Errorf("sharing %v, want 3/2/2", servers)
 	}
+	// One solo server: scale-api-3 serves only itself, the 7 others share the first two.
+	specs, err = ScaleWorkloads(10, 3, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	servers = map[string]int{}
+	for _, s := range specs[3:] {
+		servers[s.SharesWith]++
+	}
+	if servers["scale-api-1"] != 4 || servers["scale-api-2"] != 3 || servers["scale-api-3"] != 0 {
+		t.Errorf("sharing with one solo server %v, want 4/3/0", servers)
+	}
+	if _, err := ScaleWorkloads(10, 2, 2); err == nil {
+		t.Error("every server solo with Clusters left over accepted")
+	}
 	if err := checkShared(specs); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ScaleWorkloads(2, 3); err == nil {
+	if _, err := ScaleWorkloads(2, 3, 0); err == nil {
 		t.Error("fewer Clusters than servers accepted")
 	}
 }
