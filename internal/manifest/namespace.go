@@ -83,3 +83,28 @@ func (s *Set) DefaultNamespace(ns string) error {
 	sort.SliceStable(s.Objects, func(i, j int) bool { return Key(s.Objects[i]) < Key(s.Objects[j]) })
 	return nil
 }
+
+// Halves parts s — both halves of a Bundle, default namespace applied — into the objects of
+// public (the half Terraform shows) and the others (the sensitive half). Bundle refuses an object
+// in both halves, so identities tell them apart; they are compared as written (before the default
+// namespace), and an object that could be either counts as public, so that checks meant for the
+// shown half see it.
+func (s *Set) Halves(public string) (shown, hidden []*unstructured.Unstructured) {
+	id := func(obj *unstructured.Unstructured, ns string) string {
+		return obj.GetAPIVersion() + "/" + obj.GetKind() + "/" + ns + "/" + obj.GetName()
+	}
+	inPublic := map[string]bool{}
+	if p, err := Parse(public); err == nil {
+		for _, obj := range p.Objects {
+			inPublic[id(obj, obj.GetNamespace())] = true
+		}
+	}
+	for _, obj := range s.Objects {
+		if inPublic[id(obj, obj.GetNamespace())] || inPublic[id(obj, "")] {
+			shown = append(shown, obj)
+		} else {
+			hidden = append(hidden, obj)
+		}
+	}
+	return shown, hidden
+}

@@ -63,3 +63,24 @@ metadata: {name: tls}
 		t.Errorf("no default namespace: %v", err)
 	}
 }
+
+// Rules match objects with the default namespace applied, so the halves are told apart after
+// it: an object of the public half that names no namespace is still public, and so still checked.
+func TestHalvesAfterTheDefaultNamespace(t *testing.T) {
+	public := "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: db}\ndata: {password: x}\n"
+	hidden := "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: db2, namespace: app}\ndata: {password: y}\n"
+	set, err := Bundle(public, hidden)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := set.DefaultNamespace("app"); err != nil {
+		t.Fatal(err)
+	}
+	shown, secret := set.Halves(public)
+	if len(shown) != 1 || shown[0].GetName() != "db" || shown[0].GetNamespace() != "app" {
+		t.Errorf("shown = %v", shown)
+	}
+	if len(secret) != 1 || secret[0].GetName() != "db2" {
+		t.Errorf("hidden = %v", secret)
+	}
+}

@@ -1,6 +1,7 @@
-# Calico and its BGP configuration on every cluster labelled cni=calico, including clusters that
-# get the label later. The BGP module needs Calico's CRDs, so it depends on it. A change to a
-# module goes out to 10% of the clusters at a time, each verified before the next.
+# Calico and its BGP configuration, and metrics-server, on every cluster labelled cni=calico,
+# including clusters that get the label later. The BGP module needs Calico's CRDs, so it depends
+# on it. A change to a module goes out to 10% of the clusters at a time, each verified before the
+# next.
 resource "gradual_module_assignment" "cni" {
   name      = "cni"
   namespace = "fleet"
@@ -20,6 +21,15 @@ resource "gradual_module_assignment" "cni" {
       # Secrets (BGP passwords): write-only, never shown in a plan or kept in the state; a changed
       # value still plans an update (the module's revision covers it).
       # sensitive_manifests = file("${path.module}/bgp-secrets.yaml")
+    },
+    {
+      # `helm template` output: its namespaced objects name no namespace, so they go to
+      # default_namespace; the ClusterRole stays cluster-scoped. The revision is that of the same
+      # objects written with `namespace: kube-system`.
+      name              = "metrics-server"
+      version           = "3.12.2"
+      manifests         = file("${path.module}/metrics-server.yaml")
+      default_namespace = "kube-system"
     },
   ]
 

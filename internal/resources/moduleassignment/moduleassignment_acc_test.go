@@ -30,6 +30,7 @@ func TestMain(m *testing.M) { acctest.Main(m) }
 type module struct {
 	name, version, manifests string
 	dependsOn                []string
+	defaultNamespace         string // "" for none
 }
 
 func assignmentConfig(f *testbed.Fleet, resName, name, label, extra string, mods ...module) string {
@@ -38,6 +39,9 @@ func assignmentConfig(f *testbed.Fleet, resName, name, label, extra string, mods
 		deps := ""
 		if len(m.dependsOn) > 0 {
 			deps = fmt.Sprintf("depends_on = [%q]", strings.Join(m.dependsOn, `", "`))
+		}
+		if m.defaultNamespace != "" {
+			deps += fmt.Sprintf("\n      default_namespace = %q", m.defaultNamespace)
 		}
 		fmt.Fprintf(&b, "    {\n      name = %q\n      version = %q\n      %s\n      manifests = <<-EOT\n%s      EOT\n    },\n", m.name, m.version, deps, indent(m.manifests, "        "))
 	}

@@ -62,6 +62,19 @@ type ModuleModel struct {
 	Manifests manifesttype.Value `tfsdk:"manifests"`
 	Sensitive types.String       `tfsdk:"sensitive_manifests"` // write-only: only from the configuration
 	DependsOn types.List         `tfsdk:"depends_on"`
+	// DefaultNamespace is the namespace of the module's namespaced objects that name none.
+	DefaultNamespace types.String `tfsdk:"default_namespace"`
+}
+
+// bundle is the module's objects, both halves (hidden is its sensitive_manifests, "" outside
+// plan and apply), with its default namespace applied: what is applied, what the revision names
+// and what sensitive_paths rules match.
+func (mm ModuleModel) bundle(hidden string) (*manifest.Set, error) {
+	set, err := manifest.Bundle(mm.Manifests.ValueString(), hidden)
+	if err == nil {
+		err = set.DefaultNamespace(mm.DefaultNamespace.ValueString())
+	}
+	return set, err
 }
 
 // ReadWriteOnly takes each module's `sensitive_manifests` from the configuration: Terraform keeps
@@ -98,17 +111,34 @@ func sensitiveUnknown(ctx context.Context, config tfsdk.Config) bool {
 }
 
 // setSensitiveObjects names, per module, the objects of its sensitive_manifests (identities,
-// never content).
+// never content), as they are applied: with the module's default namespace.
 func (m *Model) setSensitiveObjects(ctx context.Context) diag.Diagnostics {
-	var diags diag.Diagnostics
+	mods, diags := m.modules(ctx)
 	out := map[string][]string{}
-	for name, text := range m.sensitive {
-		set, err := manifest.Bundle("", text)
-		if err != nil {
+	for _, mm := range mods {
+		name := mm.Name.ValueString()
+		text := m.sensitive[name]
+		if text == "" {
+			continue
+		}
+		// The sensitive half alone first, so that its own errors are reported as its own.
+		if _, err := manifest.Bundle("", text); err != nil {
 			diags.AddAttributeError(pathModules, "Invalid Sensitive Manifests", "module "+name+": "+err.Error())
 			continue
 		}
-		out[name] = set.Keys()
+		// Whole, because a CRD of the public half can make a kind of the sensitive half
+		// cluster-scoped. Errors of the whole (the public half, a clash once the default namespace
+		// is set) are spec's to report, against manifests.
+		set, err := mm.bundle(text)
+		if err != nil {
+			continue
+		}
+		_, hidden := set.Halves(mm.Manifests.ValueString())
+		keys := make([]string, len(hidden))
+		for i, obj := range hidden {
+			keys[i] = manifest.Key(obj)
+		}
+		out[name] = keys
 	}
 	var d diag.Diagnostics
 	m.SensitiveObjects, d = types.MapValueFrom(ctx, sensitiveObjectsType, out)
@@ -183,7 +213,10 @@ func (m *Model) spec(ctx context.Context) (assignment.Spec, diag.Diagnostics) {
 	var list []assignment.Module
 	for i, mm := range mods {
 		mod := assignment.Module{Name: mm.Name.ValueString(), Version: mm.Version.ValueString()}
-		set, err := manifest.Bundle(mm.Manifests.ValueString(), m.sensitive[mod.Name])
+		// The default namespace is set before the revision is taken: the objects carry it, so
+		// rendered output with default_namespace names the revision of the same objects written
+		// with their namespace.
+		set, err := mm.bundle(m.sensitive[mod.Name])
 		if err == nil {
 			mod.Revision, err = set.RevisionWith(ignoreattr.Settings(rules, sensitive))
 		}
@@ -192,23 +225,21 @@ func (m *Model) spec(ctx context.Context) (assignment.Spec, diag.Diagnostics) {
 			continue
 		}
 		// Only manifests is checked (Terraform shows and stores it); values of the sensitive half
-		// are redacted from errors. Modules have no default namespace: objects match as written.
-		if public, perr := manifest.Parse(mm.Manifests.ValueString()); perr == nil {
-			found, err := ignoreattr.Exposed(public.Objects, sensitive)
-			switch {
-			case err != nil:
-				diags.AddAttributeError(pathModules.ParentPath().AtName(ignoreattr.SensitiveName), "Invalid Field Path", err.Error())
-				return spec, diags
-			case len(found) > 0:
-				// Not an attribute error: the CLI would print the attribute's source under it, value and all.
-				diags.AddError("Sensitive Fields In Manifests", "In `manifests` of module "+mod.Name+": "+
-					ignoreattr.ExposedDetail(found, "modules[].sensitive_manifests"))
-				continue
-			}
+		// are redacted from errors. Rules match the objects as applied (default namespace set),
+		// so a rule naming the namespace finds an object of rendered output that names none.
+		public, hidden := set.Halves(mm.Manifests.ValueString())
+		found, err := ignoreattr.Exposed(public, sensitive)
+		switch {
+		case err != nil:
+			diags.AddAttributeError(pathModules.ParentPath().AtName(ignoreattr.SensitiveName), "Invalid Field Path", err.Error())
+			return spec, diags
+		case len(found) > 0:
+			// Not an attribute error: the CLI would print the attribute's source under it, value and all.
+			diags.AddError("Sensitive Fields In Manifests", "In `manifests` of module "+mod.Name+": "+
+				ignoreattr.ExposedDetail(found, "modules[].sensitive_manifests"))
+			continue
 		}
-		if hidden, herr := manifest.Parse(m.sensitive[mod.Name]); herr == nil {
-			mod.Redact = ignoreattr.SensitiveValues(hidden.Objects, sensitive)
-		}
+		mod.Redact = ignoreattr.SensitiveValues(hidden, sensitive)
 		mod.Objects = set
 		diags.Append(mm.DependsOn.ElementsAs(ctx, &mod.DependsOn, true)...)
 		list = append(list, mod)
@@ -327,6 +358,8 @@ type storedModule struct {
 	Revision         string   `json:"revision,omitempty"`
 	SensitiveObjects []string `json:"sensitiveObjects,omitempty"`
 	DependsOn        []string `json:"dependsOn,omitempty"`
+	// DefaultNamespace is omitted when unset, so records from before it existed read as unset.
+	DefaultNamespace string `json:"defaultNamespace,omitempty"`
 }
 
 func (m *Model) configRecord(ctx context.Context) ([]byte, diag.Diagnostics) {
@@ -337,7 +370,8 @@ func (m *Model) configRecord(ctx context.Context) ([]byte, diag.Diagnostics) {
 	mods, d := m.modules(ctx)
 	diags.Append(d...)
 	for _, mm := range mods {
-		sm := storedModule{Name: mm.Name.ValueString(), Version: mm.Version.ValueString(), Manifests: mm.Manifests.ValueString()}
+		sm := storedModule{Name: mm.Name.ValueString(), Version: mm.Version.ValueString(), Manifests: mm.Manifests.ValueString(),
+			DefaultNamespace: mm.DefaultNamespace.ValueString()}
 		if objs, ok := m.SensitiveObjects.Elements()[sm.Name]; ok {
 			if list, ok := objs.(types.List); ok {
 				diags.Append(list.ElementsAs(ctx, &sm.SensitiveObjects, false)...)
@@ -382,9 +416,13 @@ func (m *Model) fromConfigRecord(ctx context.Context, raw []byte) diag.Diagnosti
 		if sm.DependsOn != nil {
 			deps, _ = types.ListValueFrom(ctx, types.StringType, sm.DependsOn)
 		}
+		defaultNamespace := types.StringNull()
+		if sm.DefaultNamespace != "" {
+			defaultNamespace = types.StringValue(sm.DefaultNamespace)
+		}
 		mods = append(mods, types.ObjectValueMust(moduleAttrTypes, map[string]attr.Value{
 			"name": types.StringValue(sm.Name), "version": types.StringValue(sm.Version), "manifests": manifesttype.NewValue(sm.Manifests),
-			"sensitive_manifests": types.StringNull(), "depends_on": deps,
+			"sensitive_manifests": types.StringNull(), "depends_on": deps, "default_namespace": defaultNamespace,
 		}))
 	}
 	m.SensitiveObjects, _ = types.MapValueFrom(ctx, sensitiveObjectsType, sensitive)

@@ -43,6 +43,7 @@ var moduleAttrTypes = map[string]attr.Type{
 	"manifests":           manifesttype.Type{},
 	"sensitive_manifests": types.StringType,
 	"depends_on":          types.ListType{ElemType: types.StringType},
+	"default_namespace":   types.StringType,
 }
 
 var sensitiveObjectsType = types.ListType{ElemType: types.StringType}
@@ -107,6 +108,17 @@ func (r *assignmentResource) Schema(ctx context.Context, _ resource.SchemaReques
 						Optional: true, ElementType: types.StringType,
 						MarkdownDescription: "Names of modules of this assignment that must be applied (and verified) on a cluster before this one.",
 						Validators:          []validator.List{listvalidator.UniqueValues()},
+					},
+					"default_namespace": schema.StringAttribute{
+						Optional: true,
+						MarkdownDescription: "Namespace for the objects of this module's `manifests` and `sensitive_manifests` that name none, as " +
+							"`helm template` and `kubectl kustomize` output often does not (like `kubectl apply -n`). Objects of cluster-scoped " +
+							"kinds stay without one: the built-in ones (Namespace, ClusterRole, CRDs, webhooks, StorageClass, …) and kinds a CRD " +
+							"of the module defines with `scope: Cluster`; other custom kinds are taken as namespaced. The namespace must exist in " +
+							"the clusters or be in the module. Part of the module's revision (the objects carry it): the revision is that of the " +
+							"same objects written with the namespace. Without it, a namespaced object without a namespace fails the plan's " +
+							"check, before anything is applied.",
+						Validators: []validator.String{stringvalidator.LengthBetween(1, 63), stringvalidator.RegexMatches(dnsLabel, "must be a DNS label")},
 					},
 				}},
 			},

@@ -18,10 +18,21 @@ const dbConfigMap = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: db, names
 // sensitiveModel is an assignment of one module "db" whose manifests and sensitive half are given.
 func sensitiveModel(t *testing.T, public, hidden string, rules []ignoreattr.Rule) *Model {
 	t.Helper()
+	return moduleModel(t, public, hidden, "", rules)
+}
+
+// moduleModel is an assignment of one module "db" whose manifests, sensitive half and
+// default_namespace ("" for none) are given.
+func moduleModel(t *testing.T, public, hidden, defaultNamespace string, rules []ignoreattr.Rule) *Model {
+	t.Helper()
 	ctx := context.Background()
+	ns := types.StringNull()
+	if defaultNamespace != "" {
+		ns = types.StringValue(defaultNamespace)
+	}
 	mod := types.ObjectValueMust(moduleAttrTypes, map[string]attr.Value{
 		"name": types.StringValue("db"), "version": types.StringValue("1"), "manifests": manifesttype.NewValue(public),
-		"sensitive_manifests": types.StringNull(), "depends_on": types.ListNull(types.StringType),
+		"sensitive_manifests": types.StringNull(), "depends_on": types.ListNull(types.StringType), "default_namespace": ns,
 	})
 	paths, diags := ignoreattr.Value(ctx, rules)
 	if diags.HasError() {

@@ -9,7 +9,6 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/tfsdk"
 	"github.com/hashicorp/terraform-plugin-framework/types"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/gradual-dev/terraform-provider-gradual/internal/apply"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/delivery"
@@ -168,7 +167,7 @@ func (m *Model) spec(ctx context.Context) (delivery.Spec, diag.Diagnostics) {
 	// Only manifests is checked: it is what Terraform shows and stores. The sensitive half is
 	// where such fields belong; errors that could echo its values there are redacted. The set
 	// (default namespace applied) is what rules match against.
-	public, hidden := splitHalves(set, m.Manifests.ValueString())
+	public, hidden := set.Halves(m.Manifests.ValueString())
 	found, err := ignoreattr.Exposed(public, sensitive)
 	switch {
 	case err != nil:
@@ -212,30 +211,6 @@ func (m *Model) spec(ctx context.Context) (delivery.Spec, diag.Diagnostics) {
 		}
 	}
 	return spec, diags
-}
-
-// splitHalves parts set (both halves, defaults applied) into the objects of manifests and
-// those of sensitive_manifests. Bundle refuses an object in both halves, so identities tell
-// them apart; they are compared as written (before the default namespace), and an object that
-// could be either counts as public, so that it is checked.
-func splitHalves(set *manifest.Set, public string) (shown, hidden []*unstructured.Unstructured) {
-	id := func(obj *unstructured.Unstructured, ns string) string {
-		return obj.GetAPIVersion() + "/" + obj.GetKind() + "/" + ns + "/" + obj.GetName()
-	}
-	inPublic := map[string]bool{}
-	if p, err := manifest.Parse(public); err == nil {
-		for _, obj := range p.Objects {
-			inPublic[id(obj, obj.GetNamespace())] = true
-		}
-	}
-	for _, obj := range set.Objects {
-		if inPublic[id(obj, obj.GetNamespace())] || inPublic[id(obj, "")] {
-			shown = append(shown, obj)
-		} else {
-			hidden = append(hidden, obj)
-		}
-	}
-	return shown, hidden
 }
 
 // setObserved fills the computed attributes from what the clusters and records say, and the
