@@ -25,9 +25,9 @@ func New() resource.Resource { return &rolloutResource{} }
 type rolloutResource struct{ lifecycle.Configured }
 
 var (
-	_ resource.ResourceWithConfigure   = (*rolloutResource)(nil)
-	_ resource.ResourceWithModifyPlan  = (*rolloutResource)(nil)
-	_ resource.ResourceWithImportState = (*rolloutResource)(nil)
+	_ resource.ResourceWithConfigure    = (*rolloutResource)(nil)
+	_ resource.ResourceWithModifyPlan   = (*rolloutResource)(nil)
+	_ resource.ResourceWithImportState  = (*rolloutResource)(nil)
 	_ resource.ResourceWithUpgradeState = (*rolloutResource)(nil)
 )
 
