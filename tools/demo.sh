@@ -150,7 +150,7 @@ for cli in "${clis[@]}"; do
   echo "    waves and a summary, the same size at any fleet size:"
   tfi plan -out="$dir/plan" >"$dir/plan.log"
   # The resource's attributes (the outputs repeat them).
-  sed '/Changes to Outputs/q' "$dir/plan.log" | grep -E -A8 "^ +\+ (summary|waves) " | grep -vE "^--$" | head -n 14 | indent || true
+  sed '/Changes to Outputs/q' "$dir/plan.log" | sed -nE '/^ +\+ summary /,/^ +}/p; /^ +\+ waves /p' | head -n 14 | indent || true
   grep -E "^Plan:" "$dir/plan.log" | indent || true
   "$cli" -chdir="$dir" apply -no-color "$dir/plan" | grep -E 'Apply complete' | indent
   echo "    Every worker was updated in place by Cluster API (the same Machine), its Node on $version:"

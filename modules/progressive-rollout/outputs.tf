@@ -34,7 +34,7 @@ output "attention" {
 }
 
 output "waves" {
-  description = "The planned waves as cluster counts, in order: the canaries first, then the percentage waves."
+  description = "The planned waves in one line, as counts in order: the canaries first, then the percentage waves."
   value       = gradual_rollout.this.waves
 }
 

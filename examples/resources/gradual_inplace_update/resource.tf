@@ -37,7 +37,7 @@ resource "gradual_inplace_update" "control_plane" {
 
 # The fleet form: the workers of every prod cluster, two clusters at a time, prod-eu-1 first.
 # Each cluster's control plane is updated and verified before its MachineDeployments (picked by
-# label: their names differ from cluster to cluster). The plan shows the waves as counts, a
+# label: their names differ from cluster to cluster). The plan shows the waves in one line, a
 # summary and the clusters to look at (skipped, machines Cluster API would replace); the first
 # cluster that is not up to date within verify.timeout stops the update (max_failures "0"),
 # nothing is rolled back. Per-machine detail: the gradual_inplace_update_plan data source.

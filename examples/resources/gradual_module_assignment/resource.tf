@@ -40,7 +40,7 @@ resource "gradual_module_assignment" "cni" {
 }
 
 # The plan shows `summary` (clusters per state), `attention` (clusters needing it, with what is
-# wrong) and `waves` (counts per module); every cluster's bindings are in the
+# wrong) and `waves` (one line of counts per module); every cluster's bindings are in the
 # gradual_module_assignment_status data source.
 output "cni_attention" {
   value = gradual_module_assignment.cni.attention

@@ -245,12 +245,7 @@ func (m *Model) setFleetPlan(ctx context.Context, fp *fleetPlan) diag.Diagnostic
 	diags.Append(d...)
 	m.Attention, d = types.MapValueFrom(ctx, types.StringType, att)
 	diags.Append(d...)
-	counts := make([]int64, len(fp.waves.Waves))
-	for i, w := range fp.waves.Waves {
-		counts[i] = int64(len(w))
-	}
-	m.Waves, d = types.ListValueFrom(ctx, types.Int64Type, counts)
-	diags.Append(d...)
+	m.Waves = types.StringValue(lifecycle.WavesText(lifecycle.WaveSizes(fp.waves.Waves), fp.waves.CanaryWaves))
 	m.Revision = types.StringValue(fp.owners.Revision)
 	m.Plan = types.ListNull(types.ObjectType{AttrTypes: machineAttrTypes})
 	return diags
@@ -508,10 +503,10 @@ func (m *Model) setSingleSummary(ctx context.Context, res *owners.Result) diag.D
 			sum[sumUnchanged]++
 		}
 	}
-	waves := []int64{}
+	var waves []int
 	if changes, _ := res.Owner.Changes(); changes || sum[sumInPlace]+sum[sumRolling] > 0 || res.Owner.Current.GetAnnotations()[owners.AnnotationRevision] != res.Revision {
 		sum[sumChanging] = 1
-		waves = []int64{1}
+		waves = []int{1}
 	} else {
 		sum[sumCurrent] = 1
 	}
@@ -523,7 +518,6 @@ func (m *Model) setSingleSummary(ctx context.Context, res *owners.Result) diag.D
 	diags.Append(d...)
 	m.Attention, d = types.MapValueFrom(ctx, types.StringType, att)
 	diags.Append(d...)
-	m.Waves, d = types.ListValueFrom(ctx, types.Int64Type, waves)
-	diags.Append(d...)
+	m.Waves = types.StringValue(lifecycle.WavesText(waves, 0))
 	return diags
 }

@@ -34,7 +34,9 @@ const (
 	descAttention = "The clusters a reviewer should look at, with why: skipped (and the reason), machines Cluster API will replace " +
 		"(and the fields that force it), an earlier apply that did not finish. Empty when every picked cluster is updated in place " +
 		"or done."
-	descWaves = "The planned waves as cluster counts, in order (the clusters of `canary` first)."
+	descWaves = "The planned waves in one line, as counts in order with runs of the same size together and the waves of `canary` " +
+		"first (`\"3 waves: 1 canary wave of 1 cluster, then 2 waves of 1 cluster\"`, `\"none\"`): one line however many waves, " +
+		"so a plan over a thousand clusters one at a time stays readable. The `Planned Waves` warning names the clusters of the first waves."
 )
 
 // clusterSelector is `selector`: the clusters, like the rollout's (exactly one of cluster,

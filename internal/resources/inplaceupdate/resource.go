@@ -46,7 +46,7 @@ type Model struct {
 	Canary      types.List     `tfsdk:"canary"`
 	Summary     types.Map      `tfsdk:"summary"`
 	Attention   types.Map      `tfsdk:"attention"`
-	Waves       types.List     `tfsdk:"waves"`
+	Waves       types.String   `tfsdk:"waves"`
 	Verify      types.Object   `tfsdk:"verify"`
 	Timeouts    timeouts.Value `tfsdk:"timeouts"`
 	Revision    types.String   `tfsdk:"revision"`
@@ -120,7 +120,7 @@ func (r *updateResource) ModifyPlan(ctx context.Context, req resource.ModifyPlan
 	}
 	if r.data == nil || !plan.known() || plan.UpdateLimit.IsUnknown() || plan.MaxFailures.IsUnknown() || plan.Canary.IsUnknown() {
 		plan.Revision, plan.Plan, plan.Status = types.StringUnknown(), types.ListUnknown(types.ObjectType{AttrTypes: machineAttrTypes}), types.MapUnknown(types.StringType)
-		plan.Summary, plan.Attention, plan.Waves = types.MapUnknown(types.Int64Type), types.MapUnknown(types.StringType), types.ListUnknown(types.Int64Type)
+		plan.Summary, plan.Attention, plan.Waves = types.MapUnknown(types.Int64Type), types.MapUnknown(types.StringType), types.StringUnknown()
 		resp.Diagnostics.Append(plan.setPlan(ctx, &resp.Plan)...)
 		return
 	}
@@ -311,7 +311,7 @@ func (m *Model) fillUnknown() {
 		m.Attention = types.MapNull(types.StringType)
 	}
 	if m.Waves.IsUnknown() {
-		m.Waves = types.ListNull(types.Int64Type)
+		m.Waves = types.StringNull()
 	}
 }
 

@@ -87,7 +87,7 @@ func (r *updateResource) Schema(ctx context.Context, _ resource.SchemaRequest, r
 				MarkdownDescription: descMaxFailures, Validators: []validator.String{validators.MaxFailures()}},
 			"summary":   schema.MapAttribute{Computed: true, ElementType: types.Int64Type, MarkdownDescription: descSummary},
 			"attention": schema.MapAttribute{Computed: true, ElementType: types.StringType, MarkdownDescription: descAttention},
-			"waves":     schema.ListAttribute{Computed: true, ElementType: types.Int64Type, MarkdownDescription: descWaves},
+			"waves":     schema.StringAttribute{Computed: true, MarkdownDescription: descWaves},
 			"version": schema.StringAttribute{Optional: true, MarkdownDescription: descVersion,
 				Validators: []validator.String{stringvalidator.RegexMatches(regexp.MustCompile(`^v\d+\.\d+\.\d+`), "must be a Kubernetes version such as v1.36.3")}},
 			"machine_spec_patch":                schema.StringAttribute{Optional: true, MarkdownDescription: descMachinePatch, Validators: []validator.String{jsonObject{}}},

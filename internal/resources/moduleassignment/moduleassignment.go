@@ -24,6 +24,7 @@ var (
 	_ resource.ResourceWithModifyPlan     = (*assignmentResource)(nil)
 	_ resource.ResourceWithImportState    = (*assignmentResource)(nil)
 	_ resource.ResourceWithValidateConfig = (*assignmentResource)(nil)
+	_ resource.ResourceWithUpgradeState   = (*assignmentResource)(nil)
 )
 
 func (r *assignmentResource) Metadata(_ context.Context, req resource.MetadataRequest, resp *resource.MetadataResponse) {
@@ -33,4 +34,12 @@ func (r *assignmentResource) Metadata(_ context.Context, req resource.MetadataRe
 // ImportState takes `namespace/name`; Read then fills everything from the records.
 func (r *assignmentResource) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
 	lifecycle.ImportNamespaceName(ctx, req, resp, "assignment", "fleet/cni")
+}
+
+// UpgradeState upgrades states from before schema version 1, whose `waves` held lists of counts
+// per module, to `waves` as text.
+func (r *assignmentResource) UpgradeState(ctx context.Context) map[int64]resource.StateUpgrader {
+	var resp resource.SchemaResponse
+	r.Schema(ctx, resource.SchemaRequest{}, &resp)
+	return map[int64]resource.StateUpgrader{0: lifecycle.WavesUpgrader("gradual_module_assignment", resp.Schema)}
 }

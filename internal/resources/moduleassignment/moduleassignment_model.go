@@ -318,15 +318,12 @@ func (m *Model) setObserved(ctx context.Context, obs *assignment.Observation, sp
 	return diags
 }
 
-// setWaves shows each module's waves as cluster counts; the clusters go to private state.
+// setWaves shows each module's waves in one line of counts (lifecycle.WavesText); the clusters
+// go to private state.
 func (m *Model) setWaves(waves map[string][][]string) {
 	vals := map[string]attr.Value{}
 	for module, ws := range waves {
-		counts := make([]attr.Value, len(ws))
-		for i, w := range ws {
-			counts[i] = types.Int64Value(int64(len(w)))
-		}
-		vals[module] = types.ListValueMust(types.Int64Type, counts)
+		vals[module] = types.StringValue(lifecycle.WavesText(lifecycle.WaveSizes(ws), 0))
 	}
 	m.Waves = types.MapValueMust(wavesType, vals)
 }

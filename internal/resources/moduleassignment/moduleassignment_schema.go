@@ -48,10 +48,13 @@ var moduleAttrTypes = map[string]attr.Type{
 
 var sensitiveObjectsType = types.ListType{ElemType: types.StringType}
 
-var wavesType = types.ListType{ElemType: types.Int64Type}
+// wavesType: per module, its waves in one line (lifecycle.WavesText).
+var wavesType = types.StringType
 
 func (r *assignmentResource) Schema(ctx context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
 	resp.Schema = schema.Schema{
+		// Version 1: each module's `waves` is one line of text (it was a list of counts; see UpgradeState).
+		Version: 1,
 		MarkdownDescription: "Puts bundles of manifests (`modules`) on every Cluster API cluster a selector picks, including clusters " +
 			"that match later, like Cluster API's ClusterResourceSet — with deletion, drift repair and verified updates. Each module " +
 			"goes out through the same engine as `gradual_rollout` (waves of `update_limit` clusters, verification, restore to the " +
@@ -188,8 +191,9 @@ func (r *assignmentResource) Schema(ctx context.Context, _ resource.SchemaReques
 					"clusters that matter, at any fleet size.",
 			},
 			"waves": schema.MapAttribute{
-				Computed: true, ElementType: types.ListType{ElemType: types.Int64Type},
-				MarkdownDescription: "Per module, the planned waves as cluster counts, in order; the `Planned Waves` warning names their " +
+				Computed: true, ElementType: wavesType,
+				MarkdownDescription: "Per module, the planned waves in one line, as counts in order with runs of the same size together " +
+					"(`\"3 waves: 2 waves of 10 clusters, then 1 wave of 4 clusters\"`, `\"none\"`), one line however many waves; the `Planned Waves` warning names their " +
 					"clusters. Apply carries out exactly these (the clusters of each wave are kept with the plan): a cluster that joins after " +
 					"the plan waits for the next one. Known at plan time when the plan can work from the state (the same clusters picked " +
 					"as before); on create, or when `selector` changes, known after apply. After a plan with nothing to do it keeps the " +

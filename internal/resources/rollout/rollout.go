@@ -25,9 +25,10 @@ func New() resource.Resource { return &rolloutResource{} }
 type rolloutResource struct{ lifecycle.Configured }
 
 var (
-	_ resource.ResourceWithConfigure   = (*rolloutResource)(nil)
-	_ resource.ResourceWithModifyPlan  = (*rolloutResource)(nil)
-	_ resource.ResourceWithImportState = (*rolloutResource)(nil)
+	_ resource.ResourceWithConfigure    = (*rolloutResource)(nil)
+	_ resource.ResourceWithModifyPlan   = (*rolloutResource)(nil)
+	_ resource.ResourceWithImportState  = (*rolloutResource)(nil)
+	_ resource.ResourceWithUpgradeState = (*rolloutResource)(nil)
 )
 
 func (r *rolloutResource) Metadata(_ context.Context, req resource.MetadataRequest, resp *resource.MetadataResponse) {
@@ -37,4 +38,12 @@ func (r *rolloutResource) Metadata(_ context.Context, req resource.MetadataReque
 // ImportState takes `namespace/name`; Read then fills everything from the records.
 func (r *rolloutResource) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
 	lifecycle.ImportNamespaceName(ctx, req, resp, "rollout", "fleet/ingress")
+}
+
+// UpgradeState upgrades states from before schema version 1, whose `waves` was a list (of
+// counts, or in 0.1.0 of each wave's clusters), to `waves` as text.
+func (r *rolloutResource) UpgradeState(ctx context.Context) map[int64]resource.StateUpgrader {
+	var resp resource.SchemaResponse
+	r.Schema(ctx, resource.SchemaRequest{}, &resp)
+	return map[int64]resource.StateUpgrader{0: lifecycle.WavesUpgrader("gradual_rollout", resp.Schema)}
 }

@@ -231,9 +231,7 @@ func TestAccRollout_oneClusterAtATime(t *testing.T) {
 					plancheck.ExpectUnknownValue("gradual_rollout.test", tfjsonpath.New("waves")),
 				}},
 				ConfigStateChecks: []statecheck.StateCheck{
-					statecheck.ExpectKnownValue("gradual_rollout.test", tfjsonpath.New("waves"), knownvalue.ListExact([]knownvalue.Check{
-						knownvalue.Int64Exact(1), knownvalue.Int64Exact(1), knownvalue.Int64Exact(1),
-					})),
+					statecheck.ExpectKnownValue("gradual_rollout.test", tfjsonpath.New("waves"), knownvalue.StringExact("3 waves of 1 cluster")),
 					statecheck.ExpectKnownValue("gradual_rollout.test", tfjsonpath.New("summary"), knownvalue.MapExact(map[string]knownvalue.Check{
 						"current": knownvalue.Int64Exact(3),
 					})),
@@ -321,9 +319,7 @@ func TestAccRollout_badRevisionRestoredAndRefused(t *testing.T) {
 					plancheck.ExpectResourceAction("gradual_rollout.test", plancheck.ResourceActionUpdate),
 					// The plan shows what apply does (the waves); where each cluster ends up is
 					// known after apply.
-					plancheck.ExpectKnownValue("gradual_rollout.test", tfjsonpath.New("waves"), knownvalue.ListExact([]knownvalue.Check{
-						knownvalue.Int64Exact(1), knownvalue.Int64Exact(1),
-					})),
+					plancheck.ExpectKnownValue("gradual_rollout.test", tfjsonpath.New("waves"), knownvalue.StringExact("2 waves of 1 cluster")),
 					plancheck.ExpectUnknownValue("gradual_rollout.test", tfjsonpath.New("summary")),
 				}},
 				ConfigStateChecks: []statecheck.StateCheck{
@@ -466,9 +462,7 @@ func TestAccRollout_joinAndSkip(t *testing.T) {
 				Config: config,
 				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
 					plancheck.ExpectResourceAction("gradual_rollout.test", plancheck.ResourceActionUpdate),
-					plancheck.ExpectKnownValue("gradual_rollout.test", tfjsonpath.New("waves"), knownvalue.ListExact([]knownvalue.Check{
-						knownvalue.Int64Exact(1),
-					})),
+					plancheck.ExpectKnownValue("gradual_rollout.test", tfjsonpath.New("waves"), knownvalue.StringExact("1 wave of 1 cluster")),
 					plancheck.ExpectUnknownValue("gradual_rollout.test", tfjsonpath.New("summary")),
 				}},
 				ConfigStateChecks: []statecheck.StateCheck{

@@ -91,8 +91,8 @@ func TestAccRollout_canaryMustLead(t *testing.T) {
 	setReady(t, f, "prod-us-1", true)
 	tf.writeConfig(blastConfig(f, name, targets, v2, ""))
 	planOut := tf.mustRun(ctx, 2, "plan", "-detailed-exitcode", "-out=v2.tfplan")
-	if got := fmt.Sprint(tf.planChange(ctx, "v2.tfplan", "gradual_rollout.test").After.Waves); got != "[1 1]" {
-		t.Fatalf("planned waves %s, want [1 1]", got)
+	if got := tf.planChange(ctx, "v2.tfplan", "gradual_rollout.test").After.Waves; got != "2 waves: 1 canary wave of 1 cluster, then 1 wave of 1 cluster" {
+		t.Fatalf("planned waves %q, want the canary, then staging-eu-1", got)
 	}
 	if err := expectWaveClusters(planOut, "prod-us-1", "staging-eu-1"); err != nil {
 		t.Fatalf("want the canary first: %v", err)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/gradual-dev/terraform-provider-gradual/internal/delivery"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/diagnostics"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/engine"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/manifest"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/records"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/lifecycle"
@@ -141,11 +142,11 @@ func (m *Model) settleOutcome(ctx context.Context, after *delivery.Observation, 
 		m.Skipped = observed.Skipped
 	}
 	if m.Waves.IsUnknown() {
-		var waves [][]string
+		var done engine.Plan
 		if run != nil {
-			waves = run.Plan.Waves
+			done = run.Plan
 		}
-		diags.Append(m.setWaves(ctx, waves)...)
+		m.setWaves(done)
 	}
 	return diags
 }
@@ -201,7 +202,7 @@ func (r *rolloutResource) Read(ctx context.Context, req resource.ReadRequest, re
 	resp.Diagnostics.Append(state.setObserved(ctx, obs)...)
 	resp.Diagnostics.Append(state.SavePrivate(ctx, resp.Private)...)
 	if state.Waves.IsNull() {
-		resp.Diagnostics.Append(state.setWaves(ctx, nil)...)
+		state.setWaves(engine.Plan{})
 	}
 	resp.Diagnostics.Append(resp.State.Set(ctx, &state)...)
 }

@@ -125,8 +125,8 @@ func TestAccRollout_savedPlanThenFleetChanges(t *testing.T) {
 	tf.writeConfig(interruptConfig(f, name, v2))
 	planOut := tf.mustRun(ctx, 2, "plan", "-detailed-exitcode", "-out=stale.tfplan")
 	change := tf.planChange(ctx, "stale.tfplan", "gradual_rollout.test")
-	if got := fmt.Sprint(change.After.Waves); got != "[1 1]" {
-		t.Fatalf("planned waves %s, want [1 1]", got)
+	if got := change.After.Waves; got != "2 waves of 1 cluster" {
+		t.Fatalf("planned waves %q, want two of one cluster", got)
 	}
 	if err := expectWaveClusters(planOut, "prod-eu-1", "prod-us-1"); err != nil {
 		t.Fatal(err)
@@ -158,8 +158,8 @@ func TestAccRollout_savedPlanThenFleetChanges(t *testing.T) {
 	setReady(t, f, "prod-us-1", true)
 	planOut = tf.mustRun(ctx, 2, "plan", "-detailed-exitcode", "-out=next.tfplan")
 	change = tf.planChange(ctx, "next.tfplan", "gradual_rollout.test")
-	if got := fmt.Sprint(change.After.Waves); got != "[1 1 1]" {
-		t.Errorf("next plan's waves %s, want all three", got)
+	if got := change.After.Waves; got != "3 waves of 1 cluster" {
+		t.Errorf("next plan's waves %q, want all three", got)
 	}
 	if err := expectWaveClusters(planOut, "prod-eu-1", "prod-us-1", "staging-eu-1"); err != nil {
 		t.Error(err)

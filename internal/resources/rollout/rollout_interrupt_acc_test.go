@@ -162,8 +162,8 @@ func TestAccRollout_interrupt(t *testing.T) {
 		}
 	}
 	// What apply will do: every cluster, one wave each. Where they end up is known after apply.
-	if got := fmt.Sprint(change.After.Waves); got != "[1 1 1]" {
-		t.Errorf("planned waves %s, want one cluster per wave", got)
+	if got := change.After.Waves; got != "3 waves of 1 cluster" {
+		t.Errorf("planned waves %q, want one cluster per wave", got)
 	}
 	if err := expectWaveClusters(planOut, "prod-eu-1", "prod-us-1", "staging-eu-1"); err != nil {
 		t.Error(err)
@@ -564,7 +564,7 @@ func (c *cliRun) mustRun(ctx context.Context, want int, args ...string) string {
 type rolloutValues struct {
 	Revision       string            `json:"revision"`
 	BackupRevision string            `json:"backup_revision"`
-	Waves          []int64           `json:"waves"`
+	Waves          string            `json:"waves"`
 	Summary        map[string]int64  `json:"summary"`
 	Attention      map[string]string `json:"attention"`
 }

@@ -54,7 +54,7 @@ type Model struct {
 	InvalidRevisions types.List         `tfsdk:"invalid_revisions"`
 	Summary          types.Map          `tfsdk:"summary"`
 	Attention        types.Map          `tfsdk:"attention"`
-	Waves            types.List         `tfsdk:"waves"`
+	Waves            types.String       `tfsdk:"waves"`
 	Skipped          types.Map          `tfsdk:"skipped"`
 
 	// private is kept in the resource's private state (see rollout_private.go), out of plans.
@@ -255,15 +255,10 @@ func (m *Model) setLedger(ctx context.Context, ledger []delivery.InvalidRevision
 	return diags
 }
 
-// setWaves shows waves as cluster counts; the clusters of each are kept in private state.
-func (m *Model) setWaves(ctx context.Context, waves [][]string) diag.Diagnostics {
-	counts := make([]int64, 0, len(waves))
-	for _, w := range waves {
-		counts = append(counts, int64(len(w)))
-	}
-	var diags diag.Diagnostics
-	m.Waves, diags = types.ListValueFrom(ctx, types.Int64Type, counts)
-	return diags
+// setWaves shows waves as one line of counts (lifecycle.WavesText); the clusters of each are
+// kept in private state.
+func (m *Model) setWaves(p engine.Plan) {
+	m.Waves = types.StringValue(lifecycle.WavesText(lifecycle.WaveSizes(p.Waves), p.CanaryWaves))
 }
 
 func nonNilMap(m map[string]string) map[string]string {

@@ -166,7 +166,7 @@ func (r *rolloutResource) ModifyPlan(ctx context.Context, req resource.ModifyPla
 	switch {
 	case !fromState:
 		plan.markOutcomeUnknown()
-		plan.Waves = types.ListUnknown(types.Int64Type)
+		plan.Waves = types.StringUnknown()
 		if planned.Changes() {
 			resp.Diagnostics.AddWarning("Planned Waves", wavesSummary(planned)+
 				"\n\nThese are the waves as the fleet reads now; apply reads it again (a create, or a change of the clusters picked, "+
@@ -178,7 +178,7 @@ func (r *rolloutResource) ModifyPlan(ctx context.Context, req resource.ModifyPla
 		// fares, so it is known only after apply: promising it here is what made Terraform call a
 		// failure within max_failures an inconsistent result.
 		plan.markOutcomeUnknown()
-		resp.Diagnostics.Append(plan.setWaves(ctx, planned.Waves)...)
+		plan.setWaves(planned)
 		plan.private.PlannedWaves = nonNilWaves(planned.Waves)
 		if planned.Changes() {
 			resp.Diagnostics.AddWarning("Planned Waves", wavesSummary(planned))
@@ -294,7 +294,7 @@ func (m *Model) knownTargets() bool {
 
 func (r *rolloutResource) markObservedUnknown(m *Model) {
 	m.markOutcomeUnknown()
-	m.Waves = types.ListUnknown(types.Int64Type)
+	m.Waves = types.StringUnknown()
 }
 
 // markOutcomeUnknown leaves the attributes that depend on apply's outcome to apply.

@@ -57,6 +57,8 @@ var invalidRevisionAttrTypes = map[string]attr.Type{
 
 func (r *rolloutResource) Schema(ctx context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
 	resp.Schema = schema.Schema{
+		// Version 1: `waves` is one line of text (it was a list of counts; see UpgradeState).
+		Version: 1,
 		MarkdownDescription: "Rolls a revision of Kubernetes manifests out to the Cluster API clusters a selector (or a list of names) " +
 			"picks, in waves of at most `update_limit` clusters, verifying after each wave that every applied object is ready. " +
 			"A cluster that fails verification is restored to its backup (last good) revision and the failed revision is recorded " +
@@ -218,10 +220,11 @@ func (r *rolloutResource) Schema(ctx context.Context, _ resource.SchemaRequest, 
 					"drifted, the revision it runs instead, an interrupted apply. Skipped clusters are in `skipped`. Empty when every " +
 					"cluster is current, so a plan names only the clusters that matter.",
 			},
-			"waves": schema.ListAttribute{
-				Computed:    true,
-				ElementType: types.Int64Type,
-				MarkdownDescription: "The planned waves as cluster counts, in order (the clusters of `canary` first). Shown at plan time, " +
+			"waves": schema.StringAttribute{
+				Computed: true,
+				MarkdownDescription: "The planned waves in one line, as counts in order, runs of the same size together and the waves of " +
+					"`canary` first: `\"3 waves: 1 canary wave of 1 cluster, then 2 waves of 2 clusters\"`, `\"none\"` when there is " +
+					"nothing to do. One line however many waves (a thousand clusters one at a time), so a plan stays readable. Shown at plan time, " +
 					"and exactly what apply then does (the clusters of each wave are kept with the plan): a cluster that joins after " +
 					"the plan waits for the next one, and one that became not ready or vanished is left out (apply warns). After a plan " +
 					"with nothing to do it keeps the last apply's waves. The `Planned Waves` warning names the clusters of each wave.",

@@ -94,8 +94,8 @@ run "canary_then_waves" {
   }
 
   assert {
-    condition     = output.waves == tolist([1, 2])
-    error_message = "waves ${jsonencode(output.waves)}, want [1, 2]: the canary, then the two prod clusters"
+    condition     = output.waves == "2 waves: 1 canary wave of 1 cluster, then 1 wave of 2 clusters"
+    error_message = "waves \"${output.waves}\", want the canary, then the two prod clusters"
   }
   assert {
     condition     = output.summary == tomap({ current = 3 }) && length(output.attention) == 0
