@@ -90,6 +90,17 @@ func planFleet(ctx context.Context, data *providerdata.Data, in *Input, limits f
 		diags.Append(diagnostics.FromError(err, "In-Place Update Plan Failed"))
 		return nil, diags
 	}
+	fp.cutWaves()
+	for _, n := range fp.waves.Notes {
+		tflog.Info(ctx, "in-place plan: "+n)
+	}
+	return fp, diags
+}
+
+// cutWaves hands the picked clusters to the engine: a cluster whose owners all record the
+// revision and whose machines are done is current, one written but not seen through is applied
+// again, the rest in waves (canary first, at most update_limit at a time).
+func (fp *fleetPlan) cutWaves() {
 	rev := fp.owners.Revision
 	var targets []engine.Target
 	for _, name := range fp.picked {
@@ -109,11 +120,7 @@ func planFleet(ctx context.Context, data *providerdata.Data, in *Input, limits f
 		}
 		targets = append(targets, t)
 	}
-	fp.waves = engine.PlanRollout(targets, rev, policy)
-	for _, n := range fp.waves.Notes {
-		tflog.Info(ctx, "in-place plan: "+n)
-	}
-	return fp, diags
+	fp.waves = engine.PlanRollout(targets, rev, fp.policy)
 }
 
 // owners converts the owner-picking inputs of the fleet form.

@@ -1,0 +1,83 @@
+package inplaceupdate
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/gradual-dev/terraform-provider-gradual/internal/engine"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/inplace"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/inplace/owners"
+)
+
+// A fleet update over a thousand clusters, one at a time (the default update_limit), every
+// worker in place but for three clusters whose machine Cluster API would replace and two
+// skipped clusters: what the plan shows grows with what needs a look, not with the fleet —
+// waves in one line, a summary of counts, and attention for those five clusters only.
+func TestFleetPlanSizedByTheChange(t *testing.T) {
+	const n = 1000
+	version := []inplace.Field{{Object: inplace.KindMachine, Path: "/spec/version"}}
+	replaced := map[string]bool{"c-0100": true, "c-0500": true, "c-0900": true}
+	skipped := map[string]string{"c-0003": "control plane not initialized", "c-0004": "paused"}
+	fp := &fleetPlan{owners: &owners.FleetPlan{Revision: "ip-0123456789"}, skipped: map[string]string{}}
+	limit, err := engine.ParseLimit("1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fp.policy = engine.Policy{UpdateLimit: limit, Canary: []string{"c-0001"}, Irreversible: true}
+	for i := range n {
+		name := fmt.Sprintf("c-%04d", i+1)
+		fp.picked = append(fp.picked, name)
+		if why, ok := skipped[name]; ok {
+			fp.skipped[name] = why
+			continue
+		}
+		var machines []inplace.MachinePlan
+		for j := range 3 {
+			mp := inplace.MachinePlan{Machine: fmt.Sprintf("%s-md-0-%d", name, j), Strategy: inplace.StrategyInPlace, Extensions: []string{"ext"}, Changed: version}
+			if j == 0 && replaced[name] {
+				mp.Strategy, mp.Extensions, mp.Uncovered = inplace.StrategyRolling, nil, version
+			}
+			machines = append(machines, mp)
+		}
+		fp.owners.Clusters = append(fp.owners.Clusters, &owners.ClusterPlan{Cluster: name, Owners: []*owners.Result{{
+			Owner: &owners.Owner{Current: &unstructured.Unstructured{Object: map[string]any{}}},
+			Plan:  inplace.Plan{Machines: machines},
+		}}})
+	}
+	fp.cutWaves()
+	var m Model
+	if diags := m.setFleetPlan(context.Background(), fp); diags.HasError() {
+		t.Fatal(diags)
+	}
+	if got, want := m.Waves.ValueString(), "998 waves: 1 canary wave of 1 cluster, then 997 waves of 1 cluster"; got != want {
+		t.Errorf("waves %q, want %q", got, want)
+	}
+	att := m.Attention.Elements()
+	if len(att) != len(replaced)+len(skipped) {
+		t.Errorf("attention names %d clusters, want the %d that need a look: %v", len(att), len(replaced)+len(skipped), att)
+	}
+	for name := range replaced {
+		if v, ok := att[name]; !ok || !strings.Contains(v.String(), "replaced by Cluster API (machine spec.version)") {
+			t.Errorf("attention[%s] = %v, want the replaced machine and the field", name, v)
+		}
+	}
+	for name, why := range skipped {
+		if v, ok := att[name]; !ok || !strings.Contains(v.String(), why) {
+			t.Errorf("attention[%s] = %v, want skipped: %s", name, v, why)
+		}
+	}
+	sum := map[string]int64{}
+	if diags := m.Summary.ElementsAs(context.Background(), &sum, false); diags.HasError() {
+		t.Fatal(diags)
+	}
+	want := map[string]int64{"clusters": n, "skipped": 2, "current": 0, "changing": n - 2, "in_place": 3*(n-2) - 3, "rolling": 3, "unchanged": 0}
+	for k, w := range want {
+		if sum[k] != w {
+			t.Errorf("summary[%s] = %d, want %d (summary %v)", k, sum[k], w, sum)
+		}
+	}
+}
