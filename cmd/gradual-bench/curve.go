@@ -338,7 +338,7 @@ func changedManifests(ns string) string {
 func (p *providerSide) measure(ctx context.Context, dir, logName string, timeout time.Duration, args ...string) (step, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, p.cfg.tofu, append([]string{"-chdir=" + dir}, append(args, "-input=false", "-no-color")...)...)
+	cmd := exec.CommandContext(ctx, p.cfg.tofu, tofuArgs(dir, args)...)
 	cmd.Env = append(os.Environ(), "TF_CLI_CONFIG_FILE="+p.rcFile, "CHECKPOINT_DISABLE=1", "TF_IN_AUTOMATION=1", "TF_INPUT=0")
 	if p.cfg.logs != "" {
 		cmd.Env = append(cmd.Env, "TF_LOG_PROVIDER=INFO", "TF_LOG_PATH="+filepath.Join(p.cfg.logs, logName+".log"))
@@ -363,6 +363,13 @@ func (p *providerSide) measure(ctx context.Context, dir, logName string, timeout
 		return s, fmt.Errorf("tofu %s in %s: %w\n%s", args[0], dir, err, tail(out.String(), 40))
 	}
 	return s, nil
+}
+
+// tofuArgs is `-chdir=dir SUBCOMMAND -input=false -no-color REST...`: the flags before any
+// positional argument (`apply PLANFILE` takes none after it).
+func tofuArgs(dir string, args []string) []string {
+	out := []string{"-chdir=" + dir, args[0], "-input=false", "-no-color"}
+	return append(out, args[1:]...)
 }
 
 // runBounded is run with at most limit clusters at once, into namespace ns.

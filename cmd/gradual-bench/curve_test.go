@@ -70,3 +70,11 @@ func TestCPUTicks(t *testing.T) {
 		t.Fatal("cpuTicks of no process is not 0")
 	}
 }
+
+// Flags go before a saved plan: `tofu apply PLANFILE -no-color` is refused.
+func TestTofuArgs(t *testing.T) {
+	got := strings.Join(tofuArgs("d", []string{"apply", "drift.tfplan"}), " ")
+	if want := "-chdir=d apply -input=false -no-color drift.tfplan"; got != want {
+		t.Errorf("tofuArgs = %q, want %q", got, want)
+	}
+}

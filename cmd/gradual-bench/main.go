@@ -372,7 +372,7 @@ func (p *providerSide) run(ctx context.Context, i int) (providerRun, error) {
 func (p *providerSide) tofu(ctx context.Context, dir, logName string, timeout time.Duration, args ...string) (time.Duration, int64, int, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, p.cfg.tofu, append([]string{"-chdir=" + dir}, append(args, "-input=false", "-no-color")...)...)
+	cmd := exec.CommandContext(ctx, p.cfg.tofu, tofuArgs(dir, args)...)
 	cmd.Env = append(os.Environ(), "TF_CLI_CONFIG_FILE="+p.rcFile, "CHECKPOINT_DISABLE=1", "TF_IN_AUTOMATION=1", "TF_INPUT=0")
 	if p.cfg.logs != "" {
 		cmd.Env = append(cmd.Env, "TF_LOG_PROVIDER=INFO", "TF_LOG_PATH="+filepath.Join(p.cfg.logs, logName+".log"))
