@@ -1,7 +1,7 @@
 // Command gradual-testbed starts and stops a local fleet for the demo and for people: a management
 // cluster holding Cluster API objects and kwok workload clusters (see internal/testbed).
 //
-//	gradual-testbed up     [--dir DIR] [--workloads 3] [--clusters N] [--namespace fleet] [--parallel 4] [--cluster-api]   # last stdout line: management kubeconfig
+//	gradual-testbed up     [--dir DIR] [--workloads 3] [--clusters N] [--namespace fleet] [--parallel 4] [--cluster-api [--in-place-updates-off]]   # last stdout line: management kubeconfig
 //	gradual-testbed down   [--dir DIR]
 //	gradual-testbed status [--dir DIR]
 //	gradual-testbed in-memory [--dir DIR] NAME[:key=value,...]...   # with --cluster-api: clusters CAPI provisions
@@ -70,6 +70,10 @@ flags:
                      control plane, CAPD in-memory) and CAPI's test extension; they reconcile only
                      objects labelled cluster.x-k8s.io/watch-filter=gradual-testbed, webhooks apply
                      in namespace capi (build them first: tools/toolchain.sh cluster-api)
+  --in-place-updates-off
+                     up --cluster-api: run the core and KubeadmControlPlane managers with Cluster
+                     API's InPlaceUpdates feature gate off (its default in v1.14): machines are
+                     replaced, never updated in place
 `
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -86,6 +90,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	namespace := fs.String("namespace", testbed.DefaultNamespace, "namespace of the Cluster objects")
 	parallel := fs.Int("parallel", 4, "control planes started at once")
 	clusterAPI := fs.Bool("cluster-api", false, "also run the real Cluster API controllers")
+	inPlaceOff := fs.Bool("in-place-updates-off", false, "with --cluster-api: Cluster API's InPlaceUpdates feature gate off")
 	clusters := fs.Int("clusters", 0, "scale bed: CAPI Clusters over --workloads API servers")
 	solo := fs.Int("solo", 0, "scale bed: the last N API servers serve one Cluster each (the others share the rest)")
 	if err := fs.Parse(args[1:]); err != nil {
@@ -114,7 +119,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			}
 		}
 		return up(ctx, *dir, testbed.Options{
-			Namespace: *namespace, Workloads: specs, Parallel: *parallel, ClusterAPI: *clusterAPI, Logf: logf,
+			Namespace: *namespace, Workloads: specs, Parallel: *parallel, ClusterAPI: *clusterAPI, InPlaceUpdatesOff: *inPlaceOff, Logf: logf,
 		}, stdout)
 	case "down":
 		f, err := testbed.Load(*dir)
@@ -205,12 +210,12 @@ func defaultWorkloads(n int) []testbed.WorkloadSpec {
 func up(ctx context.Context, dir string, opts testbed.Options, stdout io.Writer) error {
 	logf := opts.Logf
 	if f, err := testbed.Load(dir); err == nil {
-		if err := testbed.Check(ctx, f.Management); err == nil && (f.ClusterAPI != nil) == opts.ClusterAPI {
+		if err := testbed.Check(ctx, f.Management); err == nil && (f.ClusterAPI != nil) == opts.ClusterAPI && (f.ClusterAPI == nil || f.ClusterAPI.InPlaceUpdatesOff == opts.InPlaceUpdatesOff) {
 			logf("fleet %s is already up in %s", f.Name, dir)
 			fmt.Fprintln(stdout, f.Management.KubeconfigPath)
 			return nil
 		}
-		logf("fleet %s in %s does not answer or differs in --cluster-api; replacing it", f.Name, dir)
+		logf("fleet %s in %s does not answer or differs in --cluster-api or --in-place-updates-off; replacing it", f.Name, dir)
 		f.SetLogf(logf)
 		if err := f.Down(ctx); err != nil {
 			return err

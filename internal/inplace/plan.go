@@ -264,9 +264,17 @@ func (p Plan) Counts() map[Strategy]int {
 	return out
 }
 
-// Err names every blocked machine and the fields nothing covers; nil when none is blocked.
+// Blocked is how a refused plan (see Plan.Err) is introduced to the person running it.
+const (
+	BlockedSummary = "Machines Cannot Be Updated In Place"
+	BlockedLead    = "Cluster API would replace these machines instead of updating them in place, and fallback is \"none\""
+)
+
+// Err names every blocked machine and the fields nothing covers (or, when no field is to blame,
+// its notes); nil when none is blocked.
 func (p Plan) Err() error {
 	var lines []string
+	uncovered := false
 	for _, m := range p.Machines {
 		if m.Strategy != StrategyBlocked {
 			continue
@@ -276,6 +284,7 @@ func (p Plan) Err() error {
 			names[i] = f.String()
 		}
 		line := fmt.Sprintf("machine %s: no extension can update %s in place", m.Machine, strings.Join(names, ", "))
+		uncovered = uncovered || len(m.Uncovered) > 0
 		if len(m.Uncovered) == 0 {
 			line = fmt.Sprintf("machine %s: %s", m.Machine, strings.Join(m.Notes, "; "))
 		}
@@ -284,7 +293,11 @@ func (p Plan) Err() error {
 	if len(lines) == 0 {
 		return nil
 	}
-	return errors.New(strings.Join(lines, "\n") + "\n(set fallback = \"rolling\" to replace such machines, or add an extension that covers these fields)")
+	hint := "(set fallback = \"rolling\" to replace such machines, or add an extension that covers these fields)"
+	if !uncovered {
+		hint = "(set fallback = \"rolling\" to let Cluster API replace such machines)"
+	}
+	return errors.New(strings.Join(lines, "\n") + "\n" + hint)
 }
 
 // CanUpdateMachineRequest is the request CAPI would send for a machine: current and desired

@@ -70,6 +70,9 @@ type ClusterAPI struct {
 	Processes []ClusterAPIProc `json:"processes"`
 	// TestExtensionURL is where CAPI's test extension serves its runtime hooks.
 	TestExtensionURL string `json:"testExtensionURL"`
+	// InPlaceUpdatesOff: the core and KubeadmControlPlane managers run with Cluster API's
+	// InPlaceUpdates feature gate off (Options.InPlaceUpdatesOff), so CAPI replaces machines.
+	InPlaceUpdatesOff bool `json:"inPlaceUpdatesOff,omitempty"`
 }
 
 // ClusterAPIProc is one manager process.
@@ -98,10 +101,20 @@ type capiComponent struct {
 	featureGates string
 	scoped       bool
 	env          []string
+	// deployment is how clusterctl installs the manager (namespace/name, cluster.x-k8s.io/provider
+	// label, image); the test bed records the process as such a Deployment (managerDeployment).
+	// Empty: not recorded.
+	deployment managerRecord
+}
+
+// managerRecord names a manager's Deployment as clusterctl installs it.
+type managerRecord struct {
+	namespace, name, provider, image string
 }
 
 // capiComponents are started together. Feature gates: InPlaceUpdates (alpha, off by default in
-// v1.14) in the core manager (MachineDeployment/MachineSet/Machine in-place flow) and in KCP;
+// v1.14; Options.InPlaceUpdatesOff turns it off) in the core manager (MachineDeployment/
+// MachineSet/Machine in-place flow) and in KCP;
 // RuntimeSDK in the core manager for ExtensionConfig discovery and the runtime client (KCP builds
 // its own read-only registry when InPlaceUpdates is on).
 var capiComponents = []capiComponent{
@@ -109,18 +122,23 @@ var capiComponents = []capiComponent{
 		name: "capi-core", binary: func(b ClusterAPIBinaries) string { return b.Core },
 		module: "sigs.k8s.io/cluster-api", webhookManifest: "core/config/webhook/manifests.yaml",
 		featureGates: "InPlaceUpdates=true,RuntimeSDK=true", scoped: true,
+		deployment: managerRecord{"capi-system", "capi-controller-manager", "cluster-api", "registry.k8s.io/cluster-api/cluster-api-controller"},
 	},
 	{
 		name: "capi-kubeadm-bootstrap", binary: func(b ClusterAPIBinaries) string { return b.KubeadmBootstrap },
 		module: "sigs.k8s.io/cluster-api", webhookManifest: "bootstrap/kubeadm/config/webhook/manifests.yaml",
 		labelCRDs: []string{"kubeadmconfigs.bootstrap.cluster.x-k8s.io", "kubeadmconfigtemplates.bootstrap.cluster.x-k8s.io"},
 		scoped:    true,
+		deployment: managerRecord{"capi-kubeadm-bootstrap-system", "capi-kubeadm-bootstrap-controller-manager", "bootstrap-kubeadm",
+			"registry.k8s.io/cluster-api/kubeadm-bootstrap-controller"},
 	},
 	{
 		name: "capi-kubeadm-control-plane", binary: func(b ClusterAPIBinaries) string { return b.KubeadmControlPlane },
 		module: "sigs.k8s.io/cluster-api", webhookManifest: "controlplane/kubeadm/config/webhook/manifests.yaml",
 		labelCRDs:    []string{"kubeadmcontrolplanes.controlplane.cluster.x-k8s.io", "kubeadmcontrolplanetemplates.controlplane.cluster.x-k8s.io"},
 		featureGates: "InPlaceUpdates=true,RuntimeSDK=true", scoped: true,
+		deployment: managerRecord{"capi-kubeadm-control-plane-system", "capi-kubeadm-control-plane-controller-manager", "control-plane-kubeadm",
+			"registry.k8s.io/cluster-api/kubeadm-control-plane-controller"},
 	},
 	{
 		// CAPD with its in-memory backend (DevCluster/DevMachine backend.inMemory): fake workload
@@ -174,7 +192,7 @@ func checkClusterAPIOptions(tc Toolchain, opts *Options) error {
 // startClusterAPI installs what the real controllers need in the management cluster and starts
 // them: their CRDs (with contract labels), a serving certificate for 127.0.0.1, the managers, then
 // their webhook configurations pointing at https://127.0.0.1:<port>, scoped to the namespace.
-func (f *Fleet) startClusterAPI(ctx context.Context, namespace string) (err error) {
+func (f *Fleet) startClusterAPI(ctx context.Context, namespace string, inPlaceOff bool) (err error) {
 	opts := Options{Namespace: f.Namespace, ClusterAPINamespace: namespace}
 	if err := checkClusterAPIOptions(f.Toolchain, &opts); err != nil {
 		return err
@@ -196,7 +214,7 @@ func (f *Fleet) startClusterAPI(ctx context.Context, namespace string) (err erro
 		return fmt.Errorf("cluster API: serving certificate: %w", err)
 	}
 	caPEM := certs.CAPEM
-	state := &ClusterAPI{Namespace: namespace, WatchFilter: ClusterAPIWatchFilter, Dir: dir, CABundle: caPEM}
+	state := &ClusterAPI{Namespace: namespace, WatchFilter: ClusterAPIWatchFilter, Dir: dir, CABundle: caPEM, InPlaceUpdatesOff: inPlaceOff}
 	if err := f.update(func() { f.ClusterAPI = state }); err != nil {
 		return err
 	}
@@ -217,10 +235,15 @@ func (f *Fleet) startClusterAPI(ctx context.Context, namespace string) (err erro
 	if err != nil {
 		return err
 	}
+	var records []*unstructured.Unstructured
 	for i, c := range capiComponents {
-		p, err := f.startCAPIProcess(c, certDir, ports[3*i], ports[3*i+1], ports[3*i+2])
+		c = c.inPlaceUpdatesOff(inPlaceOff)
+		p, args, err := f.startCAPIProcess(c, certDir, ports[3*i], ports[3*i+1], ports[3*i+2])
 		if err != nil {
 			return err
+		}
+		if c.deployment.name != "" {
+			records = append(records, managerDeployment(c.deployment, p, args))
 		}
 		if err := f.update(func() {
 			state.Processes = append(state.Processes, p)
@@ -241,6 +264,14 @@ func (f *Fleet) startClusterAPI(ctx context.Context, namespace string) (err erro
 		return fmt.Errorf("cluster API: %w", err)
 	}
 	f.logf("cluster API: %d managers ready after %s", len(state.Processes), time.Since(t0).Round(100*time.Millisecond))
+	for _, d := range records {
+		if err := applyNamespace(ctx, mc, d.GetNamespace()); err != nil {
+			return fmt.Errorf("cluster API: namespace %s: %w", d.GetNamespace(), err)
+		}
+		if err := apply(ctx, mc, d); err != nil {
+			return fmt.Errorf("cluster API: record %s as Deployment %s/%s: %w", d.GetLabels()[providerLabel], d.GetNamespace(), d.GetName(), err)
+		}
+	}
 
 	for i, c := range capiComponents {
 		if c.webhookManifest == "" {
@@ -305,13 +336,36 @@ func installClusterAPICRDs(ctx context.Context, c client.Client) error {
 
 // startCAPIProcess starts one manager, detached from the caller's process group (so Ctrl-C on
 // `gradual-testbed up` does not take it down), with its working directory in the fleet's
-// directory (how Down recognises it) and its output in logs/<name>.log.
-func (f *Fleet) startCAPIProcess(c capiComponent, certDir string, webhookPort, healthPort, diagPort int) (ClusterAPIProc, error) {
+// directory (how Down recognises it) and its output in logs/<name>.log. It returns the process
+// and the arguments it was started with.
+func (f *Fleet) startCAPIProcess(c capiComponent, certDir string, webhookPort, healthPort, diagPort int) (ClusterAPIProc, []string, error) {
 	dir := filepath.Join(f.Dir, clusterAPIDir)
 	p := ClusterAPIProc{
 		Name: c.name, WebhookPort: webhookPort, HealthPort: healthPort, DiagnosticsPort: diagPort,
 		Log: filepath.Join(dir, "logs", c.name+".log"),
 	}
+	args := c.args(certDir, webhookPort, healthPort, diagPort)
+	logFile, err := os.OpenFile(p.Log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return p, nil, err
+	}
+	defer logFile.Close() // the child holds its own descriptor
+	cmd := exec.Command(c.binary(f.Toolchain.ClusterAPI), args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+f.Management.KubeconfigPath)
+	cmd.Env = append(cmd.Env, c.env...)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		return p, nil, fmt.Errorf("cluster API: start %s: %w", c.name, err)
+	}
+	p.PID = cmd.Process.Pid
+	go func() { _ = cmd.Wait() }() // reap it if it dies while this process lives
+	return p, args, nil
+}
+
+// args are the manager's command-line arguments.
+func (c capiComponent) args(certDir string, webhookPort, healthPort, diagPort int) []string {
 	args := []string{
 		"--webhook-port=" + strconv.Itoa(webhookPort),
 		"--webhook-cert-dir=" + certDir,
@@ -328,23 +382,57 @@ func (f *Fleet) startCAPIProcess(c capiComponent, certDir string, webhookPort, h
 	if c.featureGates != "" {
 		args = append(args, "--feature-gates="+c.featureGates)
 	}
-	logFile, err := os.OpenFile(p.Log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return p, err
+	return args
+}
+
+// inPlaceUpdatesOff is c with the InPlaceUpdates feature gate off when off is true.
+func (c capiComponent) inPlaceUpdatesOff(off bool) capiComponent {
+	if off {
+		c.featureGates = strings.ReplaceAll(c.featureGates, "InPlaceUpdates=true", "InPlaceUpdates=false")
 	}
-	defer logFile.Close() // the child holds its own descriptor
-	cmd := exec.Command(c.binary(f.Toolchain.ClusterAPI), args...)
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "KUBECONFIG="+f.Management.KubeconfigPath)
-	cmd.Env = append(cmd.Env, c.env...)
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		return p, fmt.Errorf("cluster API: start %s: %w", c.name, err)
+	return c
+}
+
+// providerLabel is clusterctl's label naming the provider of each component it installs
+// (clusterv1.ProviderNameLabel).
+const providerLabel = "cluster.x-k8s.io/provider"
+
+// managerDeployment records a manager process the way clusterctl would have installed it: a
+// Deployment with clusterctl's name, namespace and provider label whose container runs the
+// manager with the flags the process was started with, and the release image of CAPIVersion.
+// It has no replicas (the process runs outside the cluster; the annotation says which one), so
+// nothing is scheduled: it is there for what reads how Cluster API runs (the in-place planner
+// reads the --feature-gates flag from it).
+func managerDeployment(r managerRecord, p ClusterAPIProc, args []string) *unstructured.Unstructured {
+	labels := map[string]any{providerLabel: r.provider, "clusterctl.cluster.x-k8s.io": "", "control-plane": "controller-manager"}
+	d := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "apps/v1",
+		"kind":       "Deployment",
+		"metadata": map[string]any{
+			"name": r.name, "namespace": r.namespace, "labels": labels,
+			"annotations": map[string]any{"gradual.dev/testbed-process": fmt.Sprintf("%s (pid %d, log %s)", p.Name, p.PID, p.Log)},
+		},
+		"spec": map[string]any{
+			"replicas": int64(0),
+			"selector": map[string]any{"matchLabels": labels},
+			"template": map[string]any{
+				"metadata": map[string]any{"labels": labels},
+				"spec": map[string]any{"containers": []any{map[string]any{
+					"name": "manager", "image": r.image + ":" + CAPIVersion,
+					"command": []any{"/manager"}, "args": stringsToAny(args),
+				}}},
+			},
+		},
+	}}
+	return d
+}
+
+func stringsToAny(s []string) []any {
+	out := make([]any, len(s))
+	for i, v := range s {
+		out[i] = v
 	}
-	p.PID = cmd.Process.Pid
-	go func() { _ = cmd.Wait() }() // reap it if it dies while this process lives
-	return p, nil
+	return out
 }
 
 // waitHealthy waits for a manager's /readyz (which includes its webhook server having started).

@@ -6,6 +6,14 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	"github.com/gradual-dev/terraform-provider-gradual/internal/inplace/owners"
 )
 
 func TestRewriteWebhooks(t *testing.T) {
@@ -94,5 +102,38 @@ func TestCheckClusterAPIOptions(t *testing.T) {
 	}
 	if err := checkClusterAPIOptions(full, &Options{Namespace: "fleet", ClusterAPINamespace: "Not_A_Label"}); err == nil {
 		t.Error("invalid namespace: want an error")
+	}
+}
+
+// The Deployments that record the managers carry the flags the processes run with, in the form
+// the in-place planner reads Cluster API's InPlaceUpdates feature gate from.
+func TestManagerDeploymentsRecordTheFeatureGate(t *testing.T) {
+	for _, off := range []bool{false, true} {
+		var objs []client.Object
+		for i, c := range capiComponents {
+			if c.deployment.name == "" {
+				continue
+			}
+			c = c.inPlaceUpdatesOff(off)
+			p := ClusterAPIProc{Name: c.name, PID: 100 + i, Log: "/tmp/" + c.name + ".log"}
+			objs = append(objs, managerDeployment(c.deployment, p, c.args("/certs", 1, 2, 3)))
+		}
+		if len(objs) != 3 {
+			t.Fatalf("%d manager records, want 3 (core, kubeadm bootstrap and control plane)", len(objs))
+		}
+		mapper := meta.NewDefaultRESTMapper(nil)
+		mapper.Add(schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"}, meta.RESTScopeNamespace)
+		c := fake.NewClientBuilder().WithRESTMapper(mapper).WithScheme(runtime.NewScheme()).WithObjects(objs...).Build()
+		g := owners.ReadGates(t.Context(), c)
+		want := owners.GateOn
+		if off {
+			want = owners.GateOff
+		}
+		if g.Core.State != want || g.KCP.State != want {
+			t.Errorf("off=%v: gates %+v; want both %s", off, g, want)
+		}
+		if !strings.Contains(g.Core.Why, "Deployment capi-system/capi-controller-manager") {
+			t.Errorf("core gate evidence %q", g.Core.Why)
+		}
 	}
 }

@@ -38,9 +38,17 @@
 //   - Flags: --webhook-port, --webhook-cert-dir, --health-addr=127.0.0.1:P (readiness is
 //     /readyz), --diagnostics-address=127.0.0.1:P --insecure-diagnostics, --leader-elect=false,
 //     --watch-filter=gradual-testbed, --feature-gates=InPlaceUpdates=true,RuntimeSDK=true (core,
-//     KCP); ports are picked free per start. CAPD needs POD_IP=127.0.0.1 (where its in-memory API
-//     servers listen, ports 20000-30000) and always binds a debug server on :19000, so only one
-//     such fleet can run on a machine at a time (take /tmp/gradual-fleet.lock).
+//     KCP; Options.InPlaceUpdatesOff, `up --in-place-updates-off`, starts them with
+//     InPlaceUpdates=false, v1.14's default); ports are picked free per start. CAPD needs
+//     POD_IP=127.0.0.1 (where its in-memory API servers listen, ports 20000-30000) and always
+//     binds a debug server on :19000, so only one such fleet can run on a machine at a time
+//     (take /tmp/gradual-fleet.lock).
+//   - Manager records: the core, kubeadm bootstrap and control plane managers are recorded as the
+//     Deployments clusterctl would install (capi-system/capi-controller-manager, ...; label
+//     cluster.x-k8s.io/provider; the release image; the process's own arguments), with no
+//     replicas and an annotation naming the process. They run nothing; the in-place planner reads
+//     Cluster API's InPlaceUpdates feature gate from their --feature-gates flag, as it does in a
+//     real management cluster (nothing on Machines or owners shows the gate).
 //   - Scoping is by label, not namespace: --namespace breaks v1.14.2's MachineDeployment,
 //     MachineSet and KCP controllers ("failed to cast MachineSet informer to
 //     SharedIndexInformer": a namespaced cache hands out multi-namespace informers that CAPI's

@@ -81,6 +81,10 @@ type Options struct {
 	ClusterAPI bool
 	// ClusterAPINamespace: default "capi"; must differ from Namespace.
 	ClusterAPINamespace string
+	// InPlaceUpdatesOff (with ClusterAPI) starts the core and KubeadmControlPlane managers with
+	// Cluster API's InPlaceUpdates feature gate off, its default in v1.14, instead of on: Cluster
+	// API then replaces machines whatever the update extensions cover.
+	InPlaceUpdatesOff bool
 
 	ephemeral bool // set by Start: the fleet may be reaped once its test process is gone
 }
@@ -225,7 +229,7 @@ func Up(ctx context.Context, tc Toolchain, opts Options) (_ *Fleet, err error) {
 		return nil, err
 	}
 	if opts.ClusterAPI {
-		if err := f.startClusterAPI(ctx, opts.ClusterAPINamespace); err != nil {
+		if err := f.startClusterAPI(ctx, opts.ClusterAPINamespace, opts.InPlaceUpdatesOff); err != nil {
 			return nil, err
 		}
 	}

@@ -79,7 +79,7 @@ type Execution struct {
 // written.
 func (p *Planner) Execute(ctx context.Context, res *Result, req ExecuteRequest) (*Execution, error) {
 	if err := res.Plan.Err(); err != nil {
-		return nil, usererr.Wrap(err, "Machines Cannot Be Updated In Place", "No update extension covers these changes, and fallback is \"none\".")
+		return nil, usererr.Wrap(err, inplace.BlockedSummary, inplace.BlockedLead+".")
 	}
 	if req.Clock == nil {
 		req.Clock = engine.SystemClock{}

@@ -161,6 +161,7 @@ func (p *Planner) PlanFleet(ctx context.Context, req FleetRequest) (*FleetPlan, 
 		out.Notes = append(out.Notes, notes...)
 	}
 	exts := &extensionSet{endpoints: endpoints, opts: p.Options}
+	gates := &gateSet{}
 	names := slices.Clone(req.Clusters)
 	slices.Sort(names)
 	names = slices.Compact(names)
@@ -176,7 +177,7 @@ func (p *Planner) PlanFleet(ctx context.Context, req FleetRequest) (*FleetPlan, 
 		wg.Go(func() {
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			out.Clusters[i], errs[i] = p.planCluster(ctx, req, name, exts)
+			out.Clusters[i], errs[i] = p.planCluster(ctx, req, name, exts, gates)
 		})
 	}
 	wg.Wait()
@@ -198,7 +199,7 @@ func (p *Planner) PlanFleet(ctx context.Context, req FleetRequest) (*FleetPlan, 
 }
 
 // planCluster finds the cluster's owners and plans each.
-func (p *Planner) planCluster(ctx context.Context, req FleetRequest, cluster string, exts *extensionSet) (*ClusterPlan, error) {
+func (p *Planner) planCluster(ctx context.Context, req FleetRequest, cluster string, exts *extensionSet, gates *gateSet) (*ClusterPlan, error) {
 	cp := &ClusterPlan{Cluster: cluster}
 	sels, skip, err := p.ClusterOwners(ctx, req.Namespace, cluster, req.Owners)
 	if err != nil {
@@ -209,7 +210,7 @@ func (p *Planner) planCluster(ctx context.Context, req FleetRequest, cluster str
 		return cp, nil
 	}
 	for _, sel := range sels {
-		res, err := p.plan(ctx, Request{Selection: sel, Change: req.Change, Fallback: req.Fallback, Endpoints: exts.endpoints}, exts)
+		res, err := p.plan(ctx, Request{Selection: sel, Change: req.Change, Fallback: req.Fallback, Endpoints: exts.endpoints}, exts, gates)
 		if err != nil {
 			if e, ok := usererr.As(err); ok && skippable(e.Summary) {
 				return &ClusterPlan{Cluster: cluster, SkipReason: e.Detail}, nil

@@ -22,6 +22,10 @@ import (
 var (
 	kctGVK = schema.GroupVersionKind{Group: "bootstrap.cluster.x-k8s.io", Version: "v1beta2", Kind: "KubeadmConfigTemplate"}
 	dmtGVK = schema.GroupVersionKind{Group: "infrastructure.cluster.x-k8s.io", Version: "v1beta2", Kind: "DevMachineTemplate"}
+	kcGVK  = schema.GroupVersionKind{Group: "bootstrap.cluster.x-k8s.io", Version: "v1beta2", Kind: "KubeadmConfig"}
+	dmGVK  = schema.GroupVersionKind{Group: "infrastructure.cluster.x-k8s.io", Version: "v1beta2", Kind: "DevMachine"}
+	// deploymentGVK: the Cluster API managers' Deployments, read for the feature gate.
+	deploymentGVK = schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"}
 )
 
 func obj(gvk schema.GroupVersionKind, name string, fields map[string]any) *unstructured.Unstructured {
@@ -42,7 +46,7 @@ func world(t *testing.T, mdSpec map[string]any, mdAnnotations map[string]string)
 
 func worldWithCluster(t *testing.T, mdSpec map[string]any, mdAnnotations map[string]string, clusterPaused, clusterReady bool) (client.Client, *[]string) {
 	t.Helper()
-	gvks := []schema.GroupVersionKind{machineDeploymentGVK, machineGVK, clusterGVK, kcpGVK, kctGVK, dmtGVK}
+	gvks := []schema.GroupVersionKind{machineDeploymentGVK, machineGVK, clusterGVK, kcpGVK, kctGVK, dmtGVK, kcGVK, dmGVK, deploymentGVK}
 	var gvs []schema.GroupVersion
 	for _, gvk := range gvks {
 		gvs = append(gvs, gvk.GroupVersion())

@@ -92,7 +92,7 @@ func (p *Planner) Plan(ctx context.Context, req Request) (*Result, error) {
 			return nil, err
 		}
 	}
-	res, err := p.plan(ctx, req, &extensionSet{endpoints: endpoints, opts: p.Options})
+	res, err := p.plan(ctx, req, &extensionSet{endpoints: endpoints, opts: p.Options}, &gateSet{})
 	if err != nil {
 		return nil, err
 	}
@@ -100,8 +100,9 @@ func (p *Planner) Plan(ctx context.Context, req Request) (*Result, error) {
 	return res, nil
 }
 
-// plan plans one owner, asking the extensions of exts (connected on first need).
-func (p *Planner) plan(ctx context.Context, req Request, exts *extensionSet) (*Result, error) {
+// plan plans one owner, asking the extensions of exts (connected on first need) unless Cluster
+// API's InPlaceUpdates feature gate is evidently off (gates, read on first need).
+func (p *Planner) plan(ctx context.Context, req Request, exts *extensionSet, gates *gateSet) (*Result, error) {
 	res := &Result{Request: req, Revision: Revision(req.Change)}
 	owner, err := readOwner(ctx, p.Client, req.Selection, req.Change)
 	if err != nil {
@@ -123,6 +124,18 @@ func (p *Planner) plan(ctx context.Context, req Request, exts *extensionSet) (*R
 	for _, m := range res.Machines {
 		needsAnswers = needsAnswers || m.changes()
 	}
+	var gate Gate
+	if needsAnswers {
+		var note string
+		gate, note = gates.get(ctx, p.Client).forOwner(owner.Kind)
+		if note != "" {
+			res.Notes = append(res.Notes, note)
+		}
+		if gate.State == GateOff {
+			planGateOff(res, gate)
+			return res, nil
+		}
+	}
 	if needsAnswers {
 		if res.Extensions, err = exts.get(ctx); err != nil {
 			return nil, err
@@ -143,7 +156,37 @@ func (p *Planner) plan(ctx context.Context, req Request, exts *extensionSet) (*R
 		res.Machines[i].Plan = applySurge(res.Machines[i].Plan, owner, req.Fallback)
 		res.Plan.Machines = append(res.Plan.Machines, res.Machines[i].Plan)
 	}
+	if gate.State == GateUnknown && res.Plan.Counts()[inplace.StrategyInPlace] > 0 {
+		res.Notes = append(res.Notes, "Cannot tell whether Cluster API's "+inPlaceGate+" feature gate is on ("+gate.Why+
+			"). The machines shown in place assume it is; with it off (the default up to Cluster API v1.14), Cluster API replaces them instead.")
+	}
 	return res, nil
+}
+
+// GateOffNote is the note of every changing machine when Cluster API's InPlaceUpdates feature
+// gate is off: Cluster API replaces it, whatever the extensions would answer.
+const GateOffNote = "Cluster API's " + inPlaceGate + " feature gate is off"
+
+// planGateOff plans every machine of res as Cluster API does with the gate off: each one that
+// changes is replaced (or, with fallback "none", blocks the plan), and no extension is asked.
+func planGateOff(res *Result, gate Gate) {
+	changing := 0
+	for i := range res.Machines {
+		m := &res.Machines[i]
+		mp := inplace.PlanMachine(m.Current, m.Desired, nil, res.Request.Fallback)
+		if mp.Strategy != inplace.StrategyUnchanged {
+			changing++
+			// No field forces the replacement: the gate does.
+			mp.Uncovered, mp.Notes = nil, append([]string{GateOffNote}, mp.Notes...)
+		}
+		m.Plan = mp
+		res.Plan.Machines = append(res.Plan.Machines, mp)
+	}
+	if changing > 0 {
+		res.Notes = append(res.Notes, GateOffNote+" ("+gate.Why+"), so Cluster API replaces every machine that changes instead of updating it in place, "+
+			"whatever the update extensions cover; none was asked. To update in place, turn the gate on in the core and KubeadmControlPlane managers "+
+			"(EXP_IN_PLACE_UPDATES=true with clusterctl, or "+featureGatesFlag+"=…,"+inPlaceGate+"=true).")
+	}
 }
 
 // askSet asks every CanUpdateMachineSet handler about the MachineDeployment's change, as CAPI

@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/gradual-dev/terraform-provider-gradual/internal/engine"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/inplace"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/usererr"
 )
 
@@ -105,7 +106,7 @@ func classify(err error) error {
 	}
 	if e, ok := usererr.As(err); ok {
 		switch e.Summary {
-		case "Machines Cannot Be Updated In Place", "Owner Changed Since The Plan", "Template Name Taken":
+		case inplace.BlockedSummary, "Owner Changed Since The Plan", "Template Name Taken":
 			return engine.Mark(engine.ErrChangeRefused, err)
 		}
 	}

@@ -61,29 +61,52 @@ func TestMain(m *testing.M) {
 var capi capiShared
 
 type capiShared struct {
-	once  sync.Once
-	fleet *testbed.Fleet
-	lock  *os.File
-	err   error
+	mu      sync.Mutex
+	started bool
+	fleet   *testbed.Fleet
+	lock    *os.File
+	err     error
 }
 
+// stop takes the shared fleet down (if it runs) and releases the lock; the next capiFleet
+// starts it again (a test that needs a fleet of its own stops this one first).
 func (c *capiShared) stop() {
-	if c.fleet != nil {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	stopCAPIFleet(c.fleet, c.lock)
+	c.started, c.fleet, c.lock, c.err = false, nil, nil, nil
+}
+
+func stopCAPIFleet(f *testbed.Fleet, lock *os.File) {
+	if f != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
-		c.fleet.SetLogf(func(format string, args ...any) { fmt.Fprintf(os.Stderr, "capi fleet: "+format+"\n", args...) })
-		if err := c.fleet.Down(ctx); err != nil {
+		f.SetLogf(func(format string, args ...any) { fmt.Fprintf(os.Stderr, "capi fleet: "+format+"\n", args...) })
+		if err := f.Down(ctx); err != nil {
 			fmt.Fprintf(os.Stderr, "stopping the Cluster API fleet: %v\n", err)
 		}
 	}
-	if c.lock != nil {
-		_ = c.lock.Close()
+	if lock != nil {
+		_ = lock.Close()
 	}
 }
 
-// capiFleet starts the shared fleet on first use; tests skip unless acceptance tests and the
-// Cluster API step are enabled and the controllers are built.
-func capiFleet(t *testing.T) (*testbed.Fleet, client.Client) {
+// lockCAPI takes capiLock (blocking while another process runs a Cluster API fleet).
+func lockCAPI() (*os.File, error) {
+	lock, err := os.OpenFile(capiLock, os.O_CREATE|os.O_RDWR, 0o666)
+	if err != nil {
+		return nil, err
+	}
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
+		_ = lock.Close()
+		return nil, err
+	}
+	return lock, nil
+}
+
+// capiToolchain skips the test unless acceptance tests and the Cluster API step are enabled and
+// the controllers are built.
+func capiToolchain(t *testing.T) testbed.Toolchain {
 	t.Helper()
 	acctest.PreCheck(t)
 	if os.Getenv(clusterAPIEnv) != "1" {
@@ -96,22 +119,32 @@ func capiFleet(t *testing.T) (*testbed.Fleet, client.Client) {
 	if !tc.HasClusterAPI() {
 		t.Skip("skipping: Cluster API binaries missing; build them with `tools/toolchain.sh cluster-api`")
 	}
-	capi.once.Do(func() {
+	return tc
+}
+
+// capiFleet starts the shared fleet on first use; tests skip unless acceptance tests and the
+// Cluster API step are enabled and the controllers are built.
+func capiFleet(t *testing.T) (*testbed.Fleet, client.Client) {
+	t.Helper()
+	tc := capiToolchain(t)
+	capi.mu.Lock()
+	defer capi.mu.Unlock()
+	if !capi.started {
+		capi.started = true
 		t0 := time.Now()
-		if capi.lock, capi.err = os.OpenFile(capiLock, os.O_CREATE|os.O_RDWR, 0o666); capi.err != nil {
-			return
-		}
-		if capi.err = syscall.Flock(int(capi.lock.Fd()), syscall.LOCK_EX); capi.err != nil {
-			return
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
-		defer cancel()
-		if capi.fleet, capi.err = testbed.Up(ctx, tc, testbed.Options{ClusterAPI: true, Logf: t.Logf}); capi.err != nil {
-			return
-		}
-		capi.err = provision(ctx, capi.fleet)
-		t.Logf("Cluster API fleet with in-memory cluster %s and %s ready in %s", memCluster, extensionName, time.Since(t0).Round(time.Second))
-	})
+		func() {
+			if capi.lock, capi.err = lockCAPI(); capi.err != nil {
+				return
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+			defer cancel()
+			if capi.fleet, capi.err = testbed.Up(ctx, tc, testbed.Options{ClusterAPI: true, Logf: t.Logf}); capi.err != nil {
+				return
+			}
+			capi.err = provision(ctx, capi.fleet)
+			t.Logf("Cluster API fleet with in-memory cluster %s and %s ready in %s", memCluster, extensionName, time.Since(t0).Round(time.Second))
+		}()
+	}
 	if capi.err != nil {
 		t.Fatalf("Cluster API fleet: %v", capi.err)
 	}

@@ -58,7 +58,8 @@ const (
 	descInfraPatch        = "JSON merge patch of the infrastructure machine template's `spec.template.spec`: the template is rotated (copied with the patch applied under a new name) and the owner pointed at the copy."
 	descBootstrapPatch    = "JSON merge patch of the bootstrap config's `spec` (e.g. a KubeadmConfig's `files` or `ntp`): merged into a rotated copy of the MachineDeployment's bootstrap template, or into a KubeadmControlPlane's `spec.kubeadmConfigSpec`. Sensitive: bootstrap files often carry keys and tokens."
 	descExtensions        = "Update extensions to ask, explicitly. Unset: those registered in the management cluster as `ExtensionConfig` objects with a `url` (found through their Discovery hook)."
-	descFallback          = "What happens to a machine whose change no extension covers: `none` fails the plan naming the machine and the fields; `rolling` lets Cluster API replace it. Default `none`."
+	descFallback          = "What happens to a machine Cluster API would replace (no extension covers its change, the owner's `maxSurge`, or the `InPlaceUpdates` feature gate off): `none` fails the plan naming the machine and why; `rolling` lets Cluster API replace it. Default `none`."
+	descGate              = "Cluster API updates machines in place only with its `InPlaceUpdates` feature gate on (alpha, off by default up to v1.14). The plan reads the gate from the `--feature-gates` flag of the managers' Deployments in the management cluster (labelled `cluster.x-k8s.io/provider` `cluster-api` for MachineDeployments, `control-plane-kubeadm` for control planes, as clusterctl, the Cluster API operator and the Helm charts install them; listing Deployments needs read access to `apps/v1` Deployments in every namespace): with the gate off, every machine that changes is shown replaced with the note \"Cluster API's InPlaceUpdates feature gate is off\", no extension is asked, and `fallback = \"none\"` refuses the plan. Nothing on Machines or their owners shows the gate, so when no such Deployment can be read (the managers run elsewhere, or the provider may not list Deployments) the plan warns that it cannot tell and shows what the extensions answer."
 	descMachines          = "Per selected Machine, sorted by name: its `node`, the `changed_fields`, the `strategy` (`in-place`, `rolling`, `blocked`, `unchanged`), the `extensions` that cover it (and what each covers, `coverage`), the `uncovered_fields` and `notes`."
 )
 
@@ -78,7 +79,7 @@ func (d *planDataSource) Schema(_ context.Context, _ datasource.SchemaRequest, r
 		MarkdownDescription: "Plans an in-place update of the machines of a MachineDeployment, a control plane or selected Machines, read-only: " +
 			"the change between their current and desired Machine, infrastructure machine and bootstrap config specs, and, from " +
 			"each update extension's `CanUpdateMachine` answer (CAPI runtime extensions), which machine is updated in place by " +
-			"which extension, which would be replaced, and which no extension covers. For review and `check` blocks; the " +
+			"which extension, which would be replaced, and which no extension covers. " + descGate + " For review and `check` blocks; the " +
 			"`gradual_inplace_update` resource carries the same plan out.",
 		Attributes: map[string]schema.Attribute{
 			"namespace": schema.StringAttribute{Required: true, MarkdownDescription: descNamespace,
@@ -181,8 +182,8 @@ func (d *planDataSource) Read(ctx context.Context, req datasource.ReadRequest, r
 		resp.Diagnostics.AddWarning("In-Place Update Plan", n)
 	}
 	if err := res.Plan.Err(); err != nil {
-		resp.Diagnostics.AddAttributeError(path.Root("fallback"), "Machines Cannot Be Updated In Place",
-			"No update extension covers these changes, and fallback is \"none\":\n"+indent(err.Error()))
+		resp.Diagnostics.AddAttributeError(path.Root("fallback"), inplace.BlockedSummary,
+			inplace.BlockedLead+":\n"+indent(err.Error()))
 		return
 	}
 	model.Revision = types.StringValue(res.Revision)
@@ -206,8 +207,8 @@ func (d *planDataSource) readFleet(ctx context.Context, model *PlanModel, resp *
 		resp.Diagnostics.AddWarning("In-Place Update Plan", n)
 	}
 	if err := fp.owners.Err(); err != nil {
-		resp.Diagnostics.AddAttributeError(path.Root("fallback"), "Machines Cannot Be Updated In Place",
-			"No update extension covers these changes, and fallback is \"none\":\n"+indent(err.Error()))
+		resp.Diagnostics.AddAttributeError(path.Root("fallback"), inplace.BlockedSummary,
+			inplace.BlockedLead+":\n"+indent(err.Error()))
 		return
 	}
 	var all inplace.Plan

@@ -304,7 +304,7 @@ func (r *updateResource) applyFleet(ctx context.Context, plan *Model, verify tim
 		return
 	}
 	if err := fp.owners.Err(); err != nil {
-		diags.AddAttributeError(path.Root("fallback"), "Machines Cannot Be Updated In Place", blockedDetail(err))
+		diags.AddAttributeError(path.Root("fallback"), inplace.BlockedSummary, blockedDetail(err))
 		plan.fillUnknown()
 		return
 	}
@@ -354,9 +354,9 @@ func (m *Model) limits(verify time.Duration) fleetLimits {
 }
 
 func blockedDetail(err error) string {
-	return "No update extension covers these changes, and fallback is \"none\":\n" + indent(err.Error()) +
+	return inplace.BlockedLead + ":\n" + indent(err.Error()) +
 		"\nTerraform plans again when it applies: if this comes from applying a plan that showed these machines in place, " +
-		"that plan is stale (an extension was removed, or answers differently now). Nothing was written; plan again."
+		"that plan is stale (an extension was removed or answers differently now, or Cluster API's InPlaceUpdates feature gate was turned off). Nothing was written; plan again."
 }
 
 // observeFleet refreshes the status of every machine of the picked clusters' owners (specs,
@@ -450,7 +450,7 @@ func (r *updateResource) modifyFleetPlan(ctx context.Context, plan, prior *Model
 		resp.Diagnostics.AddWarning("In-Place Update Plan", n)
 	}
 	if err := fp.owners.Err(); err != nil {
-		resp.Diagnostics.AddAttributeError(path.Root("fallback"), "Machines Cannot Be Updated In Place", blockedDetail(err))
+		resp.Diagnostics.AddAttributeError(path.Root("fallback"), inplace.BlockedSummary, blockedDetail(err))
 		return
 	}
 	if len(fp.skipped) > 0 {
@@ -505,7 +505,11 @@ func (m *Model) setSingleSummary(ctx context.Context, res *owners.Result) diag.D
 			sum[sumInPlace]++
 		case inplace.StrategyRolling:
 			sum[sumRolling]++
-			notes = append(notes, fmt.Sprintf("machine %s replaced by Cluster API (%s)", mp.Machine, fieldNames(mp.Uncovered)))
+			why := fieldNames(mp.Uncovered)
+			if why == "" {
+				why = strings.Join(mp.Notes, "; ")
+			}
+			notes = append(notes, fmt.Sprintf("machine %s replaced by Cluster API (%s)", mp.Machine, why))
 		default:
 			sum[sumUnchanged]++
 		}

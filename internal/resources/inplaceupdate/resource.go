@@ -143,10 +143,10 @@ func (r *updateResource) ModifyPlan(ctx context.Context, req resource.ModifyPlan
 		resp.Diagnostics.AddWarning("In-Place Update Plan", n)
 	}
 	if err := res.Plan.Err(); err != nil {
-		resp.Diagnostics.AddAttributeError(path.Root("fallback"), "Machines Cannot Be Updated In Place",
-			"No update extension covers these changes, and fallback is \"none\":\n"+indent(err.Error())+
+		resp.Diagnostics.AddAttributeError(path.Root("fallback"), inplace.BlockedSummary,
+			inplace.BlockedLead+":\n"+indent(err.Error())+
 				"\nTerraform plans again when it applies: if this comes from applying a plan that showed these machines in place, "+
-				"that plan is stale (an extension was removed, or answers differently now). Nothing was written; plan again.")
+				"that plan is stale (an extension was removed or answers differently now, or Cluster API's InPlaceUpdates feature gate was turned off). Nothing was written; plan again.")
 		return
 	}
 	for _, m := range res.Plan.Machines {

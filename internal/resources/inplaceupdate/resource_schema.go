@@ -40,7 +40,7 @@ func (r *updateResource) Schema(ctx context.Context, _ resource.SchemaRequest, r
 			"gate `InPlaceUpdates`) update its machines, in place where its runtime update extensions cover the change. `terraform plan` " +
 			"previews, per machine, what Cluster API will do: it sends the extensions the `CanUpdateMachine` requests CAPI would send " +
 			"(CAPI's wire types) and shows the node, the changed fields, the strategy (`in-place` by which extension, or replaced) and the " +
-			"fields that force a replacement; `fallback = \"none\"` refuses the plan when any machine would be replaced. Apply creates the " +
+			"fields that force a replacement; `fallback = \"none\"` refuses the plan when any machine would be replaced. " + descGate + " Apply creates the " +
 			"rotated templates, writes the owner, and waits within `verify.timeout` until the owner has observed its generation, every " +
 			"machine is `UpToDate` by CAPI's conditions, none is updating, replicas are all up to date and available, and every Node is " +
 			"Ready on the expected kubelet version; a failure names the cluster, the owner and the machines. The provider never writes " +
