@@ -110,17 +110,18 @@ echo "[testacc] Cluster API controllers" >&2
 env_file=$(tools/toolchain.sh cluster-api | tail -n 1)
 # shellcheck disable=SC1090
 source "$env_file"
-GRADUAL_TEST_CLUSTER_API=1 go test -count=1 -timeout 15m -run '^TestClusterAPIControllers$' ./internal/testbed/
+GRADUAL_TEST_CLUSTER_API=1 go test -v -count=1 -timeout 15m -run '^TestClusterAPIControllers$' ./internal/testbed/
 
 # gradual_inplace_update against those controllers, on both CLIs: the preview and CAPI's choice
 # agree (a covered version bump done in place, same Machine), an uncovered change refused at plan,
 # a stale plan stopping the apply. One Cluster API fleet per CLI run, started by the tests (they
-# hold /tmp/gradual-capi.lock while it runs).
+# hold /tmp/gradual-capi.lock while it runs). Verbose (-v): each test's time and what it logs
+# (the fleet's start, Machine UIDs before and after) are the figures these runs are read for.
 capi_acc() {
   local cli=$1 path=$2; shift 2
   echo "[testacc] gradual_inplace_update on the real Cluster API controllers, $cli" >&2
   TF_ACC_TERRAFORM_PATH="$path" GRADUAL_TEST_CLUSTER_API=1 "$@" \
-    go test -count=1 -timeout 20m -run '^TestAccCAPIInPlace_' ./internal/resources/inplaceupdate/
+    go test -v -count=1 -timeout 20m -run '^TestAccCAPIInPlace_' ./internal/resources/inplaceupdate/
 }
 capi_acc OpenTofu "$GRADUAL_TOFU" env TF_ACC_PROVIDER_NAMESPACE=hashicorp TF_ACC_PROVIDER_HOST=registry.opentofu.org
 if [ -n "${GRADUAL_TERRAFORM:-}" ]; then
