@@ -42,6 +42,8 @@ go build -o "$work/plugins/terraform-provider-gradual" .
 exec 9>/tmp/gradual-fleet.lock
 echo "[bench] waiting for the fleet lock (/tmp/gradual-fleet.lock)" >&2
 flock 9
+# The fleet's daemons must not inherit fd 9 (`9>&-` below): if this script were killed, they
+# would go on holding the lock, and every later fleet would wait for it (it happened).
 
 kubectl=${GRADUAL_KUBECTL:-$(command -v kubectl || true)}
 if [ "${BENCH_BASELINE:-1}" = 0 ]; then kubectl=none; fi
@@ -50,7 +52,7 @@ if [ -n "${BENCH_LOGS:-}" ]; then args+=(--logs "$BENCH_LOGS"); fi
 
 if [ -n "${BENCH_COMPARE:-}" ]; then
   echo "[bench] starting the test bed: a management cluster and 4 workload clusters" >&2
-  "$work/gradual-testbed" up --dir "$work/fleet" --workloads 4 >/dev/null
+  "$work/gradual-testbed" up --dir "$work/fleet" --workloads 4 >/dev/null 9>&-
   "$work/gradual-bench" "${args[@]}" --clusters 4 --runs "${RUNS:-5}"
   exit
 fi
@@ -63,6 +65,6 @@ clusters=$((largest > servers ? largest : servers))
 out=${BENCH_OUT:-bench-out}
 mkdir -p "$out"
 echo "[bench] starting the scale bed: $clusters CAPI Clusters over $servers kwok API servers ($solo serving one Cluster each)" >&2
-"$work/gradual-testbed" up --dir "$work/fleet" --workloads "$servers" --clusters "$clusters" --solo "$solo" >/dev/null
+"$work/gradual-testbed" up --dir "$work/fleet" --workloads "$servers" --clusters "$clusters" --solo "$solo" >/dev/null 9>&-
 "$work/gradual-bench" "${args[@]}" --sizes "$sizes" --csv "$out/curve.csv" --markdown "$out/curve.md"
 echo "[bench] written: $out/curve.csv, $out/curve.md" >&2

@@ -37,7 +37,10 @@ const clusterAPITestEnv = "GRADUAL_TEST_CLUSTER_API"
 // fixed ports):
 //
 //	source ~/.cache/terraform-provider-gradual/toolchain.env
-//	GRADUAL_TEST_CLUSTER_API=1 flock /tmp/gradual-fleet.lock go test -run TestClusterAPIControllers -v ./internal/testbed/
+//	GRADUAL_TEST_CLUSTER_API=1 flock -o /tmp/gradual-fleet.lock go test -run TestClusterAPIControllers -v ./internal/testbed/
+//
+// (-o: the lock's descriptor is not passed on, so daemons of a test that was killed cannot keep
+// holding it.)
 func TestClusterAPIControllers(t *testing.T) {
 	tc, err := ToolchainFromEnv()
 	if err != nil {
