@@ -109,14 +109,23 @@ func curveTargets(ctx context.Context, f *testbed.Fleet) ([]*testbed.Workload, e
 		}
 		out = append(out, w)
 	}
-	perServer := map[string]int{}
-	for _, w := range out {
-		perServer[w.Server]++
-	}
+	perServer := clustersPerServer(f)
 	slices.SortStableFunc(out, func(a, b *testbed.Workload) int {
 		return cmpBool(perServer[a.Server] == 1, perServer[b.Server] == 1)
 	})
 	return out, nil
+}
+
+// clustersPerServer counts the fleet's Clusters by the API server they reach: a server that
+// serves one Cluster is that Cluster's alone (its records and objects too).
+func clustersPerServer(f *testbed.Fleet) map[string]int {
+	n := map[string]int{}
+	for _, w := range f.Workloads {
+		if w.Server != "" {
+			n[w.Server]++
+		}
+	}
+	return n
 }
 
 // cmpBool orders true before false.
@@ -132,12 +141,7 @@ func cmpBool(a, b bool) int {
 
 // soloTarget is the first of targets whose API server serves no other Cluster of the fleet, or nil.
 func soloTarget(f *testbed.Fleet, targets []*testbed.Workload) *testbed.Workload {
-	perServer := map[string]int{}
-	for _, w := range f.Workloads {
-		if w.Server != "" {
-			perServer[w.Server]++
-		}
-	}
+	perServer := clustersPerServer(f)
 	for _, w := range targets {
 		if perServer[w.Server] == 1 {
 			return w
