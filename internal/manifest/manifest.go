@@ -318,3 +318,19 @@ func redact(err error) error {
 	}
 	return errors.New("invalid YAML (the parser's message is withheld: it may quote the content)")
 }
+
+// Documents renders each object as YAML (keys sorted), keyed by its Key. A plan shows this map
+// instead of the bundle's text: Terraform prints a changed multi-line string whole, but hides
+// the unchanged elements of a map, so a change to one object of a large bundle shows that
+// object's lines only.
+func Documents(objs []*unstructured.Unstructured) (map[string]string, error) {
+	out := make(map[string]string, len(objs))
+	for _, obj := range objs {
+		doc, err := yaml.Marshal(obj.Object)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", Key(obj), err)
+		}
+		out[Key(obj)] = string(doc)
+	}
+	return out, nil
+}

@@ -160,3 +160,38 @@ func TestRevisionWith(t *testing.T) {
 		t.Errorf("revisions with settings: %s, %s (plain %s): want distinct names of %d digits", a, b, plain, RevisionLength)
 	}
 }
+
+// Documents gives one entry per object, the same for any formatting of the same objects, so a
+// plan's per-object map changes only where an object does.
+func TestDocumentsOnePerObjectFormattingFree(t *testing.T) {
+	docs := func(text string) map[string]string {
+		t.Helper()
+		set, err := Parse(text)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := Documents(set.Objects)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	a := docs(namespace + "---\n" + deployment)
+	b := docs(`{"kind":"Deployment","apiVersion":"apps/v1","spec":{"replicas":2},"metadata":{"namespace":"demo","name":"web"}}` + "\n---\n# ns\n" + namespace)
+	if len(a) != 2 || len(b) != 2 {
+		t.Fatalf("want 2 documents each, got %d and %d", len(a), len(b))
+	}
+	for k, v := range a {
+		if b[k] != v {
+			t.Errorf("%s: %q vs %q", k, v, b[k])
+		}
+	}
+	want := "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\n  namespace: demo\nspec:\n  replicas: 2\n"
+	if got := a["apps/Deployment demo/web"]; got != want {
+		t.Errorf("Deployment rendered as %q, want %q (keys: %v)", got, want, a)
+	}
+	c := docs(namespace + "---\n" + strings.Replace(deployment, "replicas: 2", "replicas: 3", 1))
+	if c["/Namespace /demo"] != a["/Namespace /demo"] || c["apps/Deployment demo/web"] == a["apps/Deployment demo/web"] {
+		t.Errorf("a change to the Deployment should change its entry only: %v vs %v", a, c)
+	}
+}

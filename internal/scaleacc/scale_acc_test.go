@@ -128,6 +128,14 @@ func TestAccScale_planLineBudget(t *testing.T) {
 			t.Errorf("the plan does not name %s drifted (ConfigMap %s/settings):\n%s", drifted, ns, out)
 		}
 	}
+	// Only the changed object is shown: the others' entries of `objects` are hidden, and
+	// `manifests`, whose whole text the CLI would print, is sensitive.
+	if strings.Contains(out, "unchanged-3") {
+		t.Errorf("the plan shows objects that did not change (ConfigMap unchanged-3):\n%s", out)
+	}
+	if n := strings.Count(out, "unchanged elements hidden"); n < 2 {
+		t.Errorf("the plan hides no unchanged objects (%d \"unchanged elements hidden\"), want both resources to:\n%s", n, out)
+	}
 	if others := regexp.MustCompile(`"(c-\d{4}|scale-api-[12])"\s*=\s*"`).FindAllString(out, -1); len(others) > 0 {
 		t.Errorf("the plan lists other clusters one per line: %v", others)
 	}
@@ -205,11 +213,25 @@ func devOverrides(t *testing.T, work string) string {
 	return rc
 }
 
-// config is a rollout and an assignment over the labelled Clusters, each a Namespace and a
-// ConfigMap holding version, in waves of a quarter of the fleet.
+// unchangedObjects is how many ConfigMaps of each bundle stay the same when the version changes:
+// ~100 lines of YAML per bundle, which a plan printing the whole text of `manifests` would
+// repeat and blow the budget with.
+const unchangedObjects = 8
+
+// config is a rollout and an assignment over the labelled Clusters, each a Namespace, a
+// ConfigMap holding version and unchangedObjects other ConfigMaps, in waves of a quarter of the
+// fleet.
 func config(f *testbed.Fleet, label, version string) string {
 	bundle := func(ns string) string {
-		return fmt.Sprintf("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: %[1]s\n---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\n  namespace: %[1]s\ndata:\n  setting: %[2]s\n", ns, version)
+		var b strings.Builder
+		fmt.Fprintf(&b, "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: %[1]s\n---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\n  namespace: %[1]s\ndata:\n  setting: %[2]s\n", ns, version)
+		for i := range unchangedObjects {
+			fmt.Fprintf(&b, "---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: unchanged-%[2]d\n  namespace: %[1]s\ndata:\n", ns, i)
+			for k := range 5 {
+				fmt.Fprintf(&b, "  key-%d: value-%d-%d\n", k, i, k)
+			}
+		}
+		return b.String()
 	}
 	return fmt.Sprintf(`terraform {
   required_providers {

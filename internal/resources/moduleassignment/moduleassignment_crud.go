@@ -41,6 +41,9 @@ func (r *assignmentResource) apply(ctx context.Context, timeout time.Duration, p
 	}
 	plan.ID = types.StringValue(spec.Key.Namespace + "/" + spec.Key.Name)
 	plan.setRevisions(spec)
+	if plan.Objects.IsUnknown() {
+		diags.Append(plan.setObjects(ctx, spec)...)
+	}
 	if plan.SensitiveObjects.IsUnknown() {
 		diags.Append(plan.setSensitiveObjects(ctx)...)
 	}
@@ -158,6 +161,11 @@ func (r *assignmentResource) Read(ctx context.Context, req resource.ReadRequest,
 		return
 	}
 	state.setRevisions(spec)
+	if state.Objects.IsNull() {
+		// Imported, or written by a version without `objects`: filled here so that the next
+		// plan, which works them out the same way (but with the sensitive halves), shows no change.
+		resp.Diagnostics.Append(state.setObjects(ctx, spec)...)
+	}
 	resp.Diagnostics.Append(state.setObserved(ctx, obs, spec)...)
 	if state.Waves.IsNull() || state.Waves.IsUnknown() {
 		state.setWaves(nil) // imported: no apply yet

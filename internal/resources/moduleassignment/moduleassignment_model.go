@@ -43,10 +43,12 @@ type Model struct {
 	Revisions       types.Map      `tfsdk:"revisions"`
 	// SensitiveObjects: module → identities of its sensitive_manifests.
 	SensitiveObjects types.Map `tfsdk:"sensitive_objects"`
-	Summary          types.Map `tfsdk:"summary"`
-	Attention        types.Map `tfsdk:"attention"`
-	Waves            types.Map `tfsdk:"waves"`
-	Skipped          types.Map `tfsdk:"skipped"`
+	// Objects: module → its objects of manifests, key → YAML (manifesttype.Objects).
+	Objects   types.Map `tfsdk:"objects"`
+	Summary   types.Map `tfsdk:"summary"`
+	Attention types.Map `tfsdk:"attention"`
+	Waves     types.Map `tfsdk:"waves"`
+	Skipped   types.Map `tfsdk:"skipped"`
 
 	// private is kept in the resource's private state (see moduleassignment_private.go), out of plans.
 	private privateState
@@ -275,6 +277,27 @@ func (m *Model) setRevisions(spec assignment.Spec) {
 		revs[mod.Name] = types.StringValue(mod.Revision)
 	}
 	m.Revisions = types.MapValueMust(types.StringType, revs)
+}
+
+// setObjects shows each module's `manifests` object by object (manifesttype.Objects); spec holds
+// the whole bundles.
+func (m *Model) setObjects(ctx context.Context, spec assignment.Spec) diag.Diagnostics {
+	mods, diags := m.modules(ctx)
+	public := map[string]string{}
+	for _, mm := range mods {
+		public[mm.Name.ValueString()] = mm.Manifests.ValueString()
+	}
+	out := map[string]attr.Value{}
+	for _, mod := range spec.Modules {
+		shown, _ := mod.Objects.Halves(public[mod.Name])
+		v, d := manifesttype.Objects(ctx, pathModules, shown)
+		diags.Append(d...)
+		out[mod.Name] = v
+	}
+	var d diag.Diagnostics
+	m.Objects, d = types.MapValue(objectsType, out)
+	diags.Append(d...)
+	return diags
 }
 
 func (m *Model) setSkipped(skipped map[string]string) {

@@ -74,6 +74,7 @@ func (r *assignmentResource) ModifyPlan(ctx context.Context, req resource.Modify
 	if !plan.known() || sensitiveUnknown(ctx, req.Config) {
 		plan.markObservedUnknown()
 		plan.SensitiveObjects = types.MapUnknown(sensitiveObjectsType)
+		plan.Objects = types.MapUnknown(objectsType)
 		resp.Diagnostics.Append(resp.Plan.Set(ctx, &plan)...)
 		return
 	}
@@ -86,6 +87,7 @@ func (r *assignmentResource) ModifyPlan(ctx context.Context, req resource.Modify
 		return
 	}
 	plan.setRevisions(spec)
+	resp.Diagnostics.Append(plan.setObjects(ctx, spec)...)
 	if r.Data == nil {
 		revisions := plan.Revisions
 		plan.markObservedUnknown()

@@ -48,6 +48,9 @@ var moduleAttrTypes = map[string]attr.Type{
 
 var sensitiveObjectsType = types.ListType{ElemType: types.StringType}
 
+// objectsType: per module, its objects (manifesttype.Objects).
+var objectsType = types.MapType{ElemType: manifesttype.ObjectsType}
+
 // wavesType: per module, its waves in one line (lifecycle.WavesText).
 var wavesType = types.StringType
 
@@ -91,9 +94,12 @@ func (r *assignmentResource) Schema(ctx context.Context, _ resource.SchemaReques
 					},
 					"manifests": schema.StringAttribute{
 						Required: true, CustomType: manifesttype.Type{}, PlanModifiers: []planmodifier.String{manifesttype.KeepPriorOnSameRevision()},
+						// Sensitive for the CLI's sake only: see `objects`.
+						Sensitive: true,
 						MarkdownDescription: "Multi-document YAML of the module's objects. Namespaces and CRDs are applied first. " +
-							"Terraform shows it verbatim in plans and stores it in state, so objects of kind `Secret` are refused here: put " +
-							"them in `sensitive_manifests`.",
+							"Plans show it object by object, under `objects`, changed objects only; the text itself is marked sensitive so " +
+							"that the CLI does not print all of it for a one-line edit. It is not a secret: it is stored in state and in plan " +
+							"files, so objects of kind `Secret` are refused here: put them in `sensitive_manifests`.",
 						Validators: []validator.String{stringvalidator.LengthAtLeast(1), validators.Manifests(), validators.NoSecrets(secretsAdvice)},
 					},
 					"sensitive_manifests": schema.StringAttribute{
@@ -169,6 +175,10 @@ func (r *assignmentResource) Schema(ctx context.Context, _ resource.SchemaReques
 			"revisions": schema.MapAttribute{
 				Computed: true, ElementType: types.StringType,
 				MarkdownDescription: "Per module, the revision of its `manifests`: a short hash of the normalized objects, known at plan time.",
+			},
+			"objects": schema.MapAttribute{
+				Computed: true, ElementType: objectsType,
+				MarkdownDescription: "Per module, its objects: " + manifesttype.ObjectsDescription("the module's `manifests`"),
 			},
 			"sensitive_objects": schema.MapAttribute{
 				Computed: true, ElementType: sensitiveObjectsType,

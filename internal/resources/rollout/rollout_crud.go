@@ -17,6 +17,7 @@ import (
 	"github.com/gradual-dev/terraform-provider-gradual/internal/manifest"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/records"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/lifecycle"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/manifesttype"
 )
 
 // Create applies the rollout. As lifecycle.Create says, a failed Create saves no state: the records
@@ -49,6 +50,9 @@ func (r *rolloutResource) apply(ctx context.Context, timeout time.Duration, plan
 	plan.Revision = types.StringValue(spec.Revision)
 	if plan.SensitiveObjects.IsUnknown() {
 		diags.Append(plan.setSensitiveObjects(ctx)...)
+	}
+	if plan.Objects.IsUnknown() {
+		diags.Append(plan.setObjects(ctx, spec.Objects)...)
 	}
 	// The waves the plan showed are the waves apply carries out: their clusters come with the
 	// plan's private state (none when the plan could not plan them, e.g. on create).
@@ -201,6 +205,11 @@ func (r *rolloutResource) Read(ctx context.Context, req resource.ReadRequest, re
 	}
 	resp.Diagnostics.Append(state.setObserved(ctx, obs)...)
 	resp.Diagnostics.Append(state.SavePrivate(ctx, resp.Private)...)
+	if state.Objects.IsNull() && !state.Manifests.IsNull() {
+		// Imported, or written by a version without `objects`: filled here so that the next
+		// plan, which works them out the same way, shows no change.
+		state.Objects = manifesttype.ObjectsOf(ctx, state.Manifests.ValueString(), state.DefaultNamespace.ValueString())
+	}
 	if state.Waves.IsNull() {
 		state.setWaves(engine.Plan{})
 	}

@@ -2,10 +2,13 @@ package rollout_test
 
 import (
 	"fmt"
+	"regexp"
 	"testing"
 
 	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
+	"github.com/hashicorp/terraform-plugin-testing/knownvalue"
 	"github.com/hashicorp/terraform-plugin-testing/plancheck"
+	"github.com/hashicorp/terraform-plugin-testing/tfjsonpath"
 
 	"github.com/gradual-dev/terraform-provider-gradual/internal/acctest"
 )
@@ -54,9 +57,20 @@ resource "gradual_module_assignment" "test" {
 				}},
 			},
 			{
-				Config:             config(true, "v2"),
-				PlanOnly:           true,
-				ExpectNonEmptyPlan: true,
+				// A changed value: the plan shows the changed object under `objects` (the unchanged
+				// Namespace stays as it was), while `manifests` is kept out of the CLI's output.
+				Config: config(true, "v2"),
+				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
+					plancheck.ExpectResourceAction("gradual_rollout.test", plancheck.ResourceActionUpdate),
+					plancheck.ExpectSensitiveValue("gradual_rollout.test", tfjsonpath.New("manifests")),
+					plancheck.ExpectKnownValue("gradual_rollout.test", tfjsonpath.New("objects"), knownvalue.MapExact(map[string]knownvalue.Check{
+						"/Namespace /" + rolloutNS:              knownvalue.StringExact("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: " + rolloutNS + "\n"),
+						"/ConfigMap " + rolloutNS + "/settings": knownvalue.StringRegexp(regexp.MustCompile(`(?m)^  setting: v2$`)),
+					})),
+					plancheck.ExpectSensitiveValue("gradual_module_assignment.test", tfjsonpath.New("modules").AtSliceIndex(0).AtMapKey("manifests")),
+					plancheck.ExpectKnownValue("gradual_module_assignment.test", tfjsonpath.New("objects").AtMapKey("settings").AtMapKey("/ConfigMap "+assignmentNS+"/settings"),
+						knownvalue.StringRegexp(regexp.MustCompile(`(?m)^  setting: v2$`))),
+				}},
 			},
 		},
 	})

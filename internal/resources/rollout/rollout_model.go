@@ -33,6 +33,7 @@ type Model struct {
 	Clusters         types.List         `tfsdk:"clusters"` // deprecated alias of Names
 	Manifests        manifesttype.Value `tfsdk:"manifests"`
 	Sensitive        types.String       `tfsdk:"sensitive_manifests"` // write-only: only from the configuration
+	Objects          types.Map          `tfsdk:"objects"`
 	SensitiveObjects types.List         `tfsdk:"sensitive_objects"`
 	Canary           types.List         `tfsdk:"canary"`
 	CanaryOptional   types.Bool         `tfsdk:"canary_optional"`
@@ -105,6 +106,14 @@ func (m *Model) setSensitiveObjects(ctx context.Context) diag.Diagnostics {
 	}
 	var diags diag.Diagnostics
 	m.SensitiveObjects, diags = types.ListValueFrom(ctx, types.StringType, keys)
+	return diags
+}
+
+// setObjects shows the objects of `manifests` one by one; set is the whole bundle (spec.Objects).
+func (m *Model) setObjects(ctx context.Context, set *manifest.Set) diag.Diagnostics {
+	shown, _ := set.Halves(m.Manifests.ValueString())
+	var diags diag.Diagnostics
+	m.Objects, diags = manifesttype.Objects(ctx, pathManifests, shown)
 	return diags
 }
 

@@ -68,6 +68,7 @@ func (r *rolloutResource) ModifyPlan(ctx context.Context, req resource.ModifyPla
 	if plan.Manifests.IsUnknown() || plan.Sensitive.IsUnknown() || plan.DefaultNamespace.IsUnknown() || !ignoreattr.Known(plan.IgnoreFields) ||
 		!ignoreattr.Known(plan.SensitivePaths) {
 		plan.Revision = types.StringUnknown()
+		plan.Objects = types.MapUnknown(manifesttype.ObjectsType)
 		r.markObservedUnknown(&plan)
 		resp.Diagnostics.Append(setPlan(ctx, resp, plan)...)
 		return
@@ -78,6 +79,7 @@ func (r *rolloutResource) ModifyPlan(ctx context.Context, req resource.ModifyPla
 		return
 	}
 	plan.Revision = types.StringValue(spec.Revision)
+	resp.Diagnostics.Append(plan.setObjects(ctx, spec.Objects)...)
 	if r.Data == nil || !plan.knownTargets() {
 		// The provider connects later, or the clusters depend on other resources: show what is
 		// known and let apply work out the rest.

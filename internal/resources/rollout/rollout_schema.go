@@ -91,10 +91,13 @@ func (r *rolloutResource) Schema(ctx context.Context, _ resource.SchemaRequest, 
 			}(),
 			"manifests": schema.StringAttribute{
 				Optional: true, CustomType: manifesttype.Type{}, PlanModifiers: []planmodifier.String{manifesttype.KeepPriorOnSameRevision()},
+				// Sensitive for the CLI's sake only: see `objects`.
+				Sensitive: true,
 				MarkdownDescription: "Multi-document YAML of the objects to apply to every cluster. Namespaces and CRDs are applied first. " +
-					"Its normalized content (with `sensitive_manifests`) names the `revision`. Terraform shows it verbatim in plans and " +
-					"stores it in state, so objects of kind `Secret` are refused here: put them in `sensitive_manifests`. " +
-					"At least one of the two is required.",
+					"Its normalized content (with `sensitive_manifests`) names the `revision`. Plans show it object by object, under " +
+					"`objects`, changed objects only; the text itself is marked sensitive so that the CLI does not print all of it for " +
+					"a one-line edit. It is not a secret: it is stored in state and in plan files, so objects of kind `Secret` are " +
+					"refused here: put them in `sensitive_manifests`. At least one of the two is required.",
 				Validators: []validator.String{
 					stringvalidator.LengthAtLeast(1), validators.Manifests(), validators.NoSecrets("sensitive_manifests"),
 					stringvalidator.AtLeastOneOf(path.MatchRoot("sensitive_manifests")),
@@ -110,6 +113,10 @@ func (r *rolloutResource) Schema(ctx context.Context, _ resource.SchemaRequest, 
 					"workload clusters keep the objects (as Secrets), so refresh, drift repair, restore and destroy work without it. " +
 					"An imported rollout restores `manifests` only: set this again in the configuration.",
 				Validators: []validator.String{validators.SensitiveManifests()},
+			},
+			"objects": schema.MapAttribute{
+				Computed: true, ElementType: manifesttype.ObjectsType,
+				MarkdownDescription: manifesttype.ObjectsDescription("`manifests`"),
 			},
 			"sensitive_objects": schema.ListAttribute{
 				Computed: true, ElementType: types.StringType,
