@@ -17,6 +17,8 @@
 # BENCH_COMPARE=1: instead, the 4-cluster comparison: four workload clusters with a control plane
 # each, RUNS (default 5) alternating rounds of provider and kubectl after a warm-up, medians.
 #
+# BENCH_CLI=terraform drives the provider with Terraform ($GRADUAL_TERRAFORM, else `terraform` on
+# PATH) instead of OpenTofu; the CSV's `cli` column and the table's heading name the CLI.
 # BENCH_BASELINE=0 skips the kubectl baseline (provider only, quicker).
 # BENCH_LOGS=DIR keeps each tofu run's provider log (TF_LOG_PROVIDER=INFO) and output in DIR.
 # One fleet at a time on a machine: the bed runs under flock /tmp/gradual-fleet.lock.
@@ -47,7 +49,15 @@ flock 9
 
 kubectl=${GRADUAL_KUBECTL:-$(command -v kubectl || true)}
 if [ "${BENCH_BASELINE:-1}" = 0 ]; then kubectl=none; fi
-args=(--fleet "$work/fleet" --plugins "$work/plugins" --work "$work" --tofu "$GRADUAL_TOFU" --kubectl "$kubectl")
+cli=$GRADUAL_TOFU
+case "${BENCH_CLI:-tofu}" in
+  tofu | opentofu) ;;
+  terraform)
+    cli=${GRADUAL_TERRAFORM:-$(command -v terraform || true)}
+    if [ -z "$cli" ]; then echo "[bench] BENCH_CLI=terraform, but no terraform binary (GRADUAL_TERRAFORM or PATH)" >&2; exit 2; fi ;;
+  *) echo "[bench] BENCH_CLI must be tofu or terraform, not ${BENCH_CLI}" >&2; exit 2 ;;
+esac
+args=(--fleet "$work/fleet" --plugins "$work/plugins" --work "$work" --tofu "$cli" --kubectl "$kubectl")
 if [ -n "${BENCH_LOGS:-}" ]; then args+=(--logs "$BENCH_LOGS"); fi
 
 if [ -n "${BENCH_COMPARE:-}" ]; then

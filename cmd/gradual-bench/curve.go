@@ -419,7 +419,7 @@ var csvHeader = []string{
 	"clusters", "plan_s", "plan_lines", "apply_s", "apply_provider_cpu_s", "provider_cpu_s_per_cluster",
 	"nochange_plan_s", "nochange_plan_lines", "nochange_provider_cpu_s", "provider_peak_rss_mib", "kubectl_s", "apply_over_kubectl",
 	"plan_rss_mib", "apply_rss_mib", "nochange_rss_mib",
-	"drift_plan_s", "drift_plan_lines", "drift_apply_s", "change_plan_s", "change_plan_lines",
+	"drift_plan_s", "drift_plan_lines", "drift_apply_s", "change_plan_s", "change_plan_lines", "cli",
 }
 
 func (pt curvePoint) row() []string {
@@ -465,21 +465,22 @@ func optLines(s step) string {
 	return strconv.Itoa(s.lines)
 }
 
-// curveCSV is the curve as CSV (no field needs quoting).
-func curveCSV(points []curvePoint) string {
+// curveCSV is the curve as CSV (no field needs quoting); cli names the CLI that drove the
+// provider ("OpenTofu v1.12.6").
+func curveCSV(points []curvePoint, cli string) string {
 	var b strings.Builder
 	b.WriteString(strings.Join(csvHeader, ",") + "\n")
 	for _, pt := range points {
-		b.WriteString(strings.Join(pt.row(), ",") + "\n")
+		b.WriteString(strings.Join(append(pt.row(), cli), ",") + "\n")
 	}
 	return b.String()
 }
 
 // curveMarkdown is the curve as the table of docs/guides/benchmarks.md, with the machine it ran on.
-func curveMarkdown(points []curvePoint, servers int) string {
+func curveMarkdown(points []curvePoint, servers int, cli string) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "Measured %s on %s (%d CPUs, %s), %d kwok API servers.\n\n",
-		time.Now().UTC().Format("2006-01-02 15:04 UTC"), cpuModel(), runtime.NumCPU(), memTotal(), servers)
+	fmt.Fprintf(&b, "Measured %s on %s (%d CPUs, %s), %d kwok API servers, driven by %s.\n\n",
+		time.Now().UTC().Format("2006-01-02 15:04 UTC"), cpuModel(), runtime.NumCPU(), memTotal(), servers, cli)
 	b.WriteString("| Clusters | plan | plan lines | first apply | provider CPU (apply) | CPU per cluster | no-change plan | no-change plan lines | provider peak RSS (plan / apply / no-change) | kubectl apply + wait | apply / kubectl |\n")
 	b.WriteString("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, pt := range points {
@@ -534,7 +535,8 @@ func curve(ctx context.Context, c config, f *testbed.Fleet, logf func(string, ..
 				servers[w.Server] = true
 			}
 		}
-		csv, md := curveCSV(points), curveMarkdown(points, len(servers))
+		cli := cliVersion(ctx, c.tofu)
+		csv, md := curveCSV(points, cli), curveMarkdown(points, len(servers), cli)
 		_, _ = io.WriteString(stdout, "\n"+csv+"\n"+md)
 		for file, text := range map[string]string{c.csv: csv, c.markdown: md} {
 			if file == "" {
@@ -546,4 +548,15 @@ func curve(ctx context.Context, c config, f *testbed.Fleet, logf func(string, ..
 		}
 	}
 	return err
+}
+
+// cliVersion is the first line of `CLI version` ("OpenTofu v1.12.6", "Terraform v1.11.4"), or
+// the binary's name if that fails.
+func cliVersion(ctx context.Context, bin string) string {
+	out, err := exec.CommandContext(ctx, bin, "version").Output()
+	first, _, _ := strings.Cut(strings.TrimSpace(string(out)), "\n")
+	if err != nil || first == "" || strings.Contains(first, ",") {
+		return filepath.Base(bin)
+	}
+	return first
 }

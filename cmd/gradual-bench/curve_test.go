@@ -29,7 +29,7 @@ func TestCurveCSV(t *testing.T) {
 		// No drift repair at this point (a fleet without a solo server): its columns say so.
 		changePlan: step{elapsed: 3 * time.Second, lines: 42},
 	}
-	lines := strings.Split(strings.TrimSpace(curveCSV([]curvePoint{pt})), "\n")
+	lines := strings.Split(strings.TrimSpace(curveCSV([]curvePoint{pt}, "Terraform v1.11.4")), "\n")
 	if len(lines) != 2 {
 		t.Fatalf("%d lines", len(lines))
 	}
@@ -39,7 +39,7 @@ func TestCurveCSV(t *testing.T) {
 	}
 	want := map[string]string{"clusters": "4", "plan_s": "1.5", "plan_lines": "300", "apply_s": "6.0", "provider_cpu_s_per_cluster": "0.250",
 		"nochange_plan_lines": "17", "provider_peak_rss_mib": "70", "kubectl_s": "4.0", "apply_over_kubectl": "1.50", "apply_rss_mib": "70",
-		"drift_plan_s": "-", "drift_plan_lines": "-", "drift_apply_s": "-", "change_plan_s": "3.0", "change_plan_lines": "42"}
+		"drift_plan_s": "-", "drift_plan_lines": "-", "drift_apply_s": "-", "change_plan_s": "3.0", "change_plan_lines": "42", "cli": "Terraform v1.11.4"}
 	seen := 0
 	for i, h := range header {
 		if w, ok := want[h]; ok {
@@ -52,7 +52,10 @@ func TestCurveCSV(t *testing.T) {
 	if seen != len(want) {
 		t.Errorf("%d of the %d expected columns in the header %v", seen, len(want), header)
 	}
-	md := curveMarkdown([]curvePoint{pt}, 4)
+	md := curveMarkdown([]curvePoint{pt}, 4, "Terraform v1.11.4")
+	if !strings.Contains(md, "driven by Terraform v1.11.4.") {
+		t.Errorf("the table does not name the CLI:\n%s", md)
+	}
 	if !strings.Contains(md, "| 4 | 3.0 s | 42 | - | - | - |") {
 		t.Errorf("the changes table lacks the point:\n%s", md)
 	}
