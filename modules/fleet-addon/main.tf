@@ -12,10 +12,11 @@ resource "gradual_module_assignment" "this" {
 
   modules = [
     for m in var.modules : {
-      name       = m.name
-      version    = m.version
-      manifests  = m.manifests
-      depends_on = length(m.depends_on) > 0 ? m.depends_on : null
+      name              = m.name
+      version           = m.version
+      manifests         = m.manifests
+      depends_on        = length(m.depends_on) > 0 ? m.depends_on : null
+      default_namespace = m.default_namespace
     }
   ]
 

@@ -44,12 +44,13 @@ variable "selector_expressions" {
 }
 
 variable "modules" {
-  description = "The bundles to put on every picked cluster: `name` (a DNS label, unique), `version` (for people), `manifests` (multi-document YAML) and optional `depends_on` (names of modules applied and verified first on each cluster)."
+  description = "The bundles to put on every picked cluster: `name` (a DNS label, unique), `version` (for people), `manifests` (multi-document YAML), optional `depends_on` (names of modules applied and verified first on each cluster) and optional `default_namespace` (for the module's objects that name none, as `helm template` output often does not)."
   type = list(object({
-    name       = string
-    version    = string
-    manifests  = string
-    depends_on = optional(list(string), [])
+    name              = string
+    version           = string
+    manifests         = string
+    depends_on        = optional(list(string), [])
+    default_namespace = optional(string)
   }))
   nullable = false
 

@@ -205,7 +205,7 @@ func (r *rolloutResource) Read(ctx context.Context, req resource.ReadRequest, re
 	}
 	resp.Diagnostics.Append(state.setObserved(ctx, obs)...)
 	resp.Diagnostics.Append(state.SavePrivate(ctx, resp.Private)...)
-	if state.Objects.IsNull() && !state.Manifests.IsNull() {
+	if state.Objects.IsNull() {
 		// Imported, or written by a version without `objects`: filled here so that the next
 		// plan, which works them out the same way, shows no change.
 		state.Objects = manifesttype.ObjectsOf(ctx, state.Manifests.ValueString(), state.DefaultNamespace.ValueString())

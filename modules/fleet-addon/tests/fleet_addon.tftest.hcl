@@ -108,7 +108,9 @@ run "binds_prod_clusters" {
   }
 }
 
-# A changed module goes out again (Reconcile): every binding of it carries the new revision.
+# A changed module goes out again (Reconcile): every binding of it carries the new revision. The
+# changed ConfigMap names no namespace, as rendered output often does not: default_namespace
+# places it where it was.
 run "reconciles_a_changed_module" {
   command = apply
 
@@ -127,15 +129,15 @@ run "reconciles_a_changed_module" {
         EOT
       },
       {
-        name       = "settings"
-        version    = "1.1.0"
-        depends_on = ["namespace"]
-        manifests  = <<-EOT
+        name              = "settings"
+        version           = "1.1.0"
+        depends_on        = ["namespace"]
+        default_namespace = "addon-${var.run_id}"
+        manifests         = <<-EOT
           apiVersion: v1
           kind: ConfigMap
           metadata:
             name: settings
-            namespace: addon-${var.run_id}
           data:
             level: "2"
         EOT
