@@ -102,6 +102,9 @@ type MachinePlan struct {
 	Strategy  Strategy
 	// Notes explain what an operator may wonder about (a failed answer, a stray patch).
 	Notes []string
+	// MayBeReplaced, on a machine planned in place, says why Cluster API may replace it all the
+	// same (an owner that surges replaces up to maxSurge machines, which ones no one can tell).
+	MayBeReplaced string
 }
 
 // PlanMachine plans one machine from its current and desired objects (see Desired) and the

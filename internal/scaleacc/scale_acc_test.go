@@ -68,18 +68,7 @@ func TestAccScale_planLineBudget(t *testing.T) {
 	rc := devOverrides(t, work)
 	run := func(args ...string) (string, time.Duration) {
 		t.Helper()
-		start := time.Now()
-		// Flags first: a saved plan is the last argument.
-		cmd := exec.CommandContext(ctx, cli, append([]string{"-chdir=" + work, args[0], "-input=false", "-no-color"}, args[1:]...)...)
-		cmd.Env = append(os.Environ(), "TF_CLI_CONFIG_FILE="+rc, "TF_IN_AUTOMATION=1", "CHECKPOINT_DISABLE=1", "TF_LOG=")
-		var out bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &out
-		err := cmd.Run()
-		took := time.Since(start)
-		if err != nil {
-			t.Fatalf("%s %s: %v\n%s", filepath.Base(cli), args[0], err, tail(out.String(), 60))
-		}
-		return out.String(), took
+		return runCLI(ctx, t, cli, work, rc, args...)
 	}
 	write := func(version string) {
 		t.Helper()
@@ -150,6 +139,24 @@ func TestAccScale_planLineBudget(t *testing.T) {
 			t.Errorf("%s: ConfigMap %s/settings after apply: %v %v, want setting v2", drifted, ns, cm.Data, err)
 		}
 	}
+}
+
+// runCLI runs `cli SUBCOMMAND -input=false -no-color REST...` in work with the CLI configuration
+// rc, as a person would (plan output on stdout), and returns the output and how long it took.
+func runCLI(ctx context.Context, t *testing.T, cli, work, rc string, args ...string) (string, time.Duration) {
+	t.Helper()
+	start := time.Now()
+	// Flags first: a saved plan is the last argument.
+	cmd := exec.CommandContext(ctx, cli, append([]string{"-chdir=" + work, args[0], "-input=false", "-no-color"}, args[1:]...)...)
+	cmd.Env = append(os.Environ(), "TF_CLI_CONFIG_FILE="+rc, "TF_IN_AUTOMATION=1", "CHECKPOINT_DISABLE=1", "TF_LOG=")
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Run()
+	took := time.Since(start)
+	if err != nil {
+		t.Fatalf("%s %s: %v\n%s", filepath.Base(cli), args[0], err, tail(out.String(), 60))
+	}
+	return out.String(), took
 }
 
 // pick returns the ready Clusters of the bed except those sharing the drifted cluster's API

@@ -3,6 +3,7 @@ package testbed
 import (
 	"context"
 	"fmt"
+	"maps"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -21,6 +22,8 @@ type MachineDeploymentSpec struct {
 	Replicas int
 	// Version is spec.version of the template and of every Machine; default KubeletVersion.
 	Version string
+	// Labels are extra labels of the MachineDeployment (for a machine_deployment_selector).
+	Labels map[string]string
 }
 
 // Machine groups and kinds the test bed writes.
@@ -44,7 +47,8 @@ func (f *Fleet) AddMachineDeployment(ctx context.Context, spec MachineDeployment
 	if nodes == 0 {
 		nodes = defaultNodes
 	}
-	if !w.Spec.hasControlPlane() {
+	// A Cluster of the scale bed that shares another's control plane has that one's Nodes.
+	if !w.Spec.hasControlPlane() && (w.Spec.SharesWith == "" || w.Spec.NoKubeconfig || w.Spec.ExecKubeconfig) {
 		return nil, fmt.Errorf("workload %s has no control plane, so no Nodes for Machines", spec.Cluster)
 	}
 	if spec.Name == "" || spec.Replicas < 1 || spec.Replicas > nodes {
@@ -62,6 +66,10 @@ func (f *Fleet) AddMachineDeployment(ctx context.Context, spec MachineDeployment
 		"cluster.x-k8s.io/cluster-name":    spec.Cluster,
 		"cluster.x-k8s.io/deployment-name": spec.Name,
 	}
+	mdLabels := maps.Clone(labels)
+	for k, v := range spec.Labels {
+		mdLabels[k] = v
+	}
 	objs := []*unstructured.Unstructured{
 		{Object: map[string]any{
 			"apiVersion": infraAPIVersion, "kind": "GradualMachineTemplate",
@@ -75,7 +83,7 @@ func (f *Fleet) AddMachineDeployment(ctx context.Context, spec MachineDeployment
 		}},
 		{Object: map[string]any{
 			"apiVersion": capiAPIVersion, "kind": "MachineDeployment",
-			"metadata": map[string]any{"name": spec.Name, "namespace": ns, "labels": labels},
+			"metadata": map[string]any{"name": spec.Name, "namespace": ns, "labels": mdLabels},
 			"spec": map[string]any{
 				"clusterName": spec.Cluster,
 				"replicas":    int64(spec.Replicas),

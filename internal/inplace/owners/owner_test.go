@@ -258,5 +258,9 @@ func TestApplySurge(t *testing.T) {
 		if tc.surge > 0 && (len(got.Notes) == 0 || !strings.Contains(got.Notes[0], "maxSurge")) {
 			t.Errorf("%s maxSurge %d: notes %v", tc.kind, tc.surge, got.Notes)
 		}
+		// In place, yet maybe replaced: said apart from the notes, for a fleet plan's attention.
+		if mayBe := got.Strategy == inplace.StrategyInPlace && tc.surge > 0; mayBe != strings.Contains(got.MayBeReplaced, "maxSurge") {
+			t.Errorf("%s maxSurge %d, replicas %d, fallback %s: MayBeReplaced %q", tc.kind, tc.surge, tc.replicas, tc.fallback, got.MayBeReplaced)
+		}
 	}
 }

@@ -285,6 +285,7 @@ func applySurge(mp inplace.MachinePlan, owner *Owner, fallback inplace.Fallback)
 		mp.Strategy = inplace.StrategyBlocked
 	default:
 		mp.Notes = append(mp.Notes, "may be replaced: "+hint)
+		mp.MayBeReplaced = hint
 	}
 	return mp
 }

@@ -220,10 +220,17 @@ func (fp *fleetPlan) summary() (map[string]int64, map[string]string) {
 			notes = append(notes, "an earlier apply did not see it through; applied again")
 		}
 		for _, r := range cp.Owners {
+			// Machines planned in place that Cluster API may replace all the same (the owner
+			// surges): one note per owner, as the reason is the owner's.
+			var mayBe []string
+			var mayBeWhy string
 			for _, m := range r.Plan.Machines {
 				switch m.Strategy {
 				case inplace.StrategyInPlace:
 					sum[sumInPlace]++
+					if m.MayBeReplaced != "" {
+						mayBe, mayBeWhy = append(mayBe, m.Machine), m.MayBeReplaced
+					}
 				case inplace.StrategyRolling:
 					sum[sumRolling]++
 					why := fieldNames(m.Uncovered)
@@ -234,6 +241,13 @@ func (fp *fleetPlan) summary() (map[string]int64, map[string]string) {
 				default:
 					sum[sumUnchanged]++
 				}
+			}
+			if len(mayBe) > 0 {
+				what := "machine "
+				if len(mayBe) > 1 {
+					what = "machines "
+				}
+				notes = append(notes, fmt.Sprintf("%s%s may be replaced by Cluster API (%s)", what, strings.Join(mayBe, ", "), mayBeWhy))
 			}
 		}
 		if len(notes) > 0 {

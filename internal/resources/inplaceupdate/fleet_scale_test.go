@@ -21,6 +21,9 @@ func TestFleetPlanSizedByTheChange(t *testing.T) {
 	const n = 1000
 	version := []inplace.Field{{Object: inplace.KindMachine, Path: "/spec/version"}}
 	replaced := map[string]bool{"c-0100": true, "c-0500": true, "c-0900": true}
+	// Planned in place, but its MachineDeployment surges: Cluster API may replace some.
+	const surging = "c-0700"
+	const surgeWhy = "MachineDeployment fleet/c-0700-md-0 rolls out with maxSurge 1"
 	skipped := map[string]string{"c-0003": "control plane not initialized", "c-0004": "paused"}
 	fp := &fleetPlan{owners: &owners.FleetPlan{Revision: "ip-0123456789"}, skipped: map[string]string{}}
 	limit, err := engine.ParseLimit("1")
@@ -41,6 +44,9 @@ func TestFleetPlanSizedByTheChange(t *testing.T) {
 			if j == 0 && replaced[name] {
 				mp.Strategy, mp.Extensions, mp.Uncovered = inplace.StrategyRolling, nil, version
 			}
+			if name == surging {
+				mp.MayBeReplaced = surgeWhy
+			}
 			machines = append(machines, mp)
 		}
 		fp.owners.Clusters = append(fp.owners.Clusters, &owners.ClusterPlan{Cluster: name, Owners: []*owners.Result{{
@@ -57,8 +63,11 @@ func TestFleetPlanSizedByTheChange(t *testing.T) {
 		t.Errorf("waves %q, want %q", got, want)
 	}
 	att := m.Attention.Elements()
-	if len(att) != len(replaced)+len(skipped) {
-		t.Errorf("attention names %d clusters, want the %d that need a look: %v", len(att), len(replaced)+len(skipped), att)
+	if len(att) != len(replaced)+len(skipped)+1 {
+		t.Errorf("attention names %d clusters, want the %d that need a look: %v", len(att), len(replaced)+len(skipped)+1, att)
+	}
+	if v, ok := att[surging]; !ok || !strings.Contains(v.String(), "machines c-0700-md-0-0, c-0700-md-0-1, c-0700-md-0-2 may be replaced by Cluster API ("+surgeWhy+")") {
+		t.Errorf("attention[%s] = %v, want its machines that may be replaced, and why", surging, v)
 	}
 	for name := range replaced {
 		if v, ok := att[name]; !ok || !strings.Contains(v.String(), "replaced by Cluster API (machine spec.version)") {

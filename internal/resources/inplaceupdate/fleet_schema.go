@@ -32,8 +32,9 @@ const (
 		"`in_place` (by an extension), `rolling` (replaced by Cluster API) and `unchanged`. Counts, so that a plan over a large " +
 		"fleet stays readable; the per-machine detail is in the `gradual_inplace_update_plan` data source."
 	descAttention = "The clusters a reviewer should look at, with why: skipped (and the reason), machines Cluster API will replace " +
-		"(and the fields that force it), an earlier apply that did not finish. Empty when every picked cluster is updated in place " +
-		"or done."
+		"(and the fields that force it), machines planned in place that Cluster API may replace all the same (an owner that rolls " +
+		"out with `maxSurge` > 0 replaces up to that many, which ones cannot be told; with `fallback = \"none\"` the plan refuses " +
+		"instead), an earlier apply that did not finish. Empty when every picked cluster is updated in place or done."
 	descWaves = "The planned waves in one line, as counts in order with runs of the same size together and the waves of `canary` " +
 		"first (`\"3 waves: 1 canary wave of 1 cluster, then 2 waves of 1 cluster\"`, `\"none\"`): one line however many waves, " +
 		"so a plan over a thousand clusters one at a time stays readable. The `Planned Waves` warning names the clusters of the first waves."
