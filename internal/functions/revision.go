@@ -21,11 +21,12 @@ func (revision) Metadata(_ context.Context, _ function.MetadataRequest, resp *fu
 func (revision) Definition(_ context.Context, _ function.DefinitionRequest, resp *function.DefinitionResponse) {
 	resp.Definition = function.Definition{
 		Summary: "Revision name of a multi-document YAML manifest",
-		MarkdownDescription: "Returns the revision name that `gradual_rollout` gives these manifests: the first " +
+		MarkdownDescription: "Returns the revision name that `gradual_rollout` gives these manifests, and `gradual_module_assignment` a " +
+			"module with them (its `revisions`): the first " +
 			"12 hex digits of the SHA-256 of the normalized objects (sorted by group, kind, namespace and name; " +
 			"canonical JSON). The same objects in any order or formatting give the same revision; comments and " +
 			"empty documents do not count. Invalid YAML, or a document that is not a Kubernetes object, is an " +
-			"error naming the document (1-based). A rollout with `sensitive_manifests`, `ignore_fields`, `sensitive_paths` or " +
+			"error naming the document (1-based). A rollout or module with `sensitive_manifests`, `ignore_fields`, `sensitive_paths` or " +
 			"`default_namespace` covers those too, so its revision differs from this one.",
 		Parameters: []function.Parameter{
 			function.StringParameter{

@@ -14,7 +14,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/gradual-dev/terraform-provider-gradual/internal/acctest"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/testbed"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/testbed/updateext"
 )
@@ -36,30 +35,8 @@ const surged = "c-0010"
 // asks and prints at this size. Whether Cluster API then does what the preview says is checked
 // against the real controllers (internal/resources/inplaceupdate, TestAccCAPIInPlace_*).
 func TestAccScale_inPlacePlanLineBudget(t *testing.T) {
-	dir := os.Getenv(ScaleDirEnv)
-	if dir == "" {
-		t.Skip("needs the scale bed: set " + ScaleDirEnv + " (tools/testacc.sh does)")
-	}
-	acctest.PreCheck(t)
-	cli := os.Getenv("TF_ACC_TERRAFORM_PATH")
-	f, err := testbed.Load(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
-	defer cancel()
-	label := acctest.UniqueLabel("inplace")
-	picked := pick(f)
-	if len(picked) < 200 {
-		t.Fatalf("the scale bed offers %d Clusters for this test, want at least 200 (start it with --clusters 450)", len(picked))
-	}
-	mc, err := f.ManagementClient()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := labelClusters(ctx, mc, f.Namespace, picked, label); err != nil {
-		t.Fatal(err)
-	}
+	s := setUp(t, "inplace")
+	ctx, f, mc, cli, picked, label := s.ctx, s.fleet, s.management, s.cli, s.picked, s.label
 	start := time.Now()
 	if err := addWorkers(ctx, f, mc, picked, label); err != nil {
 		t.Fatal(err)
@@ -148,30 +125,21 @@ func addWorkers(ctx context.Context, f *testbed.Fleet, mc client.Client, cluster
 // Kubernetes version, a tenth of the clusters at a time, with the reference extension; machines
 // Cluster API would replace are let be replaced (fallback "rolling"), and shown.
 func inPlaceConfig(f *testbed.Fleet, label string, ext *updateext.Server) string {
-	return fmt.Sprintf(`terraform {
-  required_providers {
-    gradual = { source = "gradual-dev/gradual" }
-  }
-}
-
-provider "gradual" {
-  kubeconfig_path = %[1]q
-}
-
+	return providerConfig(f) + fmt.Sprintf(`
 resource "gradual_inplace_update" "scale" {
-  namespace                   = %[2]q
-  selector                    = { match_labels = { %[3]q = "yes" } }
-  machine_deployment_selector = { match_labels = { %[3]q = "yes" } }
+  namespace                   = %[1]q
+  selector                    = { match_labels = { %[2]q = "yes" } }
+  machine_deployment_selector = { match_labels = { %[2]q = "yes" } }
   version                     = "v1.37.0"
   update_limit                = "10%%"
   fallback                    = "rolling"
   extensions = [{
     name      = "gradual-update"
-    url       = %[4]q
+    url       = %[3]q
     ca_bundle = <<-EOT
-%[5]s
+%[4]s
 EOT
   }]
 }
-`, f.Management.KubeconfigPath, f.Namespace, label, ext.URL(), strings.TrimSpace(string(ext.CABundle())))
+`, f.Namespace, label, ext.URL(), strings.TrimSpace(string(ext.CABundle())))
 }

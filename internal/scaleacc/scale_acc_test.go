@@ -40,30 +40,8 @@ const drifted = "scale-api-3"
 // revisions, and checks that the plan, read by a person in a pull request, stays within the line
 // budget and names the drifted cluster with what drifted.
 func TestAccScale_planLineBudget(t *testing.T) {
-	dir := os.Getenv(ScaleDirEnv)
-	if dir == "" {
-		t.Skip("needs the scale bed: set " + ScaleDirEnv + " (tools/testacc.sh does)")
-	}
-	acctest.PreCheck(t)
-	cli := os.Getenv("TF_ACC_TERRAFORM_PATH")
-	f, err := testbed.Load(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
-	defer cancel()
-	label := acctest.UniqueLabel("budget")
-	picked := pick(f)
-	if len(picked) < 200 {
-		t.Fatalf("the scale bed offers %d Clusters for this test, want at least 200 (start it with --clusters 450)", len(picked))
-	}
-	mc, err := f.ManagementClient()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := labelClusters(ctx, mc, f.Namespace, picked, label); err != nil {
-		t.Fatal(err)
-	}
+	s := setUp(t, "budget")
+	ctx, f, cli, picked, label := s.ctx, s.fleet, s.cli, s.picked, s.label
 	work := t.TempDir()
 	rc := devOverrides(t, work)
 	run := func(args ...string) (string, time.Duration) {
@@ -139,6 +117,46 @@ func TestAccScale_planLineBudget(t *testing.T) {
 			t.Errorf("%s: ConfigMap %s/settings after apply: %v %v, want setting v2", drifted, ns, cm.Data, err)
 		}
 	}
+}
+
+// scaleRun is what a test on the scale bed starts from: the bed, its management client, the CLI,
+// and the Clusters picked for the test, labelled label=yes (unique to the run, so that runs on
+// both CLIs share a bed).
+type scaleRun struct {
+	ctx        context.Context
+	fleet      *testbed.Fleet
+	management client.Client
+	cli        string
+	picked     []string
+	label      string
+}
+
+// setUp loads the scale bed (skipping the test without one), picks its Clusters and labels
+// them; prefix starts the label.
+func setUp(t *testing.T, prefix string) scaleRun {
+	t.Helper()
+	dir := os.Getenv(ScaleDirEnv)
+	if dir == "" {
+		t.Skip("needs the scale bed: set " + ScaleDirEnv + " (tools/testacc.sh does)")
+	}
+	acctest.PreCheck(t)
+	f, err := testbed.Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	t.Cleanup(cancel)
+	s := scaleRun{ctx: ctx, fleet: f, cli: os.Getenv("TF_ACC_TERRAFORM_PATH"), picked: pick(f), label: acctest.UniqueLabel(prefix)}
+	if len(s.picked) < 200 {
+		t.Fatalf("the scale bed offers %d Clusters for this test, want at least 200 (start it with --clusters 450)", len(s.picked))
+	}
+	if s.management, err = f.ManagementClient(); err != nil {
+		t.Fatal(err)
+	}
+	if err := labelClusters(ctx, s.management, f.Namespace, s.picked, s.label); err != nil {
+		t.Fatal(err)
+	}
+	return s
 }
 
 // runCLI runs `cli SUBCOMMAND -input=false -no-color REST...` in work with the CLI configuration
@@ -240,6 +258,35 @@ func config(f *testbed.Fleet, label, version string) string {
 		}
 		return b.String()
 	}
+	return providerConfig(f) + fmt.Sprintf(`
+resource "gradual_rollout" "scale" {
+  name         = %[2]q
+  namespace    = %[1]q
+  selector     = { match_labels = { %[2]q = "yes" } }
+  manifests    = <<-EOT
+%[3]s
+EOT
+  update_limit = "25%%"
+  verify       = { timeout = "5m" }
+}
+
+resource "gradual_module_assignment" "scale" {
+  name         = %[2]q
+  namespace    = %[1]q
+  selector     = { match_labels = { %[2]q = "yes" } }
+  modules      = [{ name = "settings", version = %[5]q, manifests = <<-EOT
+%[4]s
+EOT
+  }]
+  update_limit = "25%%"
+  verify       = { timeout = "5m" }
+}
+`, f.Namespace, label, bundle(label+"-r"), bundle(label+"-a"), version)
+}
+
+// providerConfig is the header of every configuration here: the provider, on the bed's
+// management cluster, loaded through dev_overrides.
+func providerConfig(f *testbed.Fleet) string {
 	return fmt.Sprintf(`terraform {
   required_providers {
     gradual = { source = "gradual-dev/gradual" }
@@ -249,30 +296,7 @@ func config(f *testbed.Fleet, label, version string) string {
 provider "gradual" {
   kubeconfig_path = %[1]q
 }
-
-resource "gradual_rollout" "scale" {
-  name         = %[3]q
-  namespace    = %[2]q
-  selector     = { match_labels = { %[3]q = "yes" } }
-  manifests    = <<-EOT
-%[4]s
-EOT
-  update_limit = "25%%"
-  verify       = { timeout = "5m" }
-}
-
-resource "gradual_module_assignment" "scale" {
-  name         = %[3]q
-  namespace    = %[2]q
-  selector     = { match_labels = { %[3]q = "yes" } }
-  modules      = [{ name = "settings", version = %[6]q, manifests = <<-EOT
-%[5]s
-EOT
-  }]
-  update_limit = "25%%"
-  verify       = { timeout = "5m" }
-}
-`, f.Management.KubeconfigPath, f.Namespace, label, bundle(label+"-r"), bundle(label+"-a"), version)
+`, f.Management.KubeconfigPath)
 }
 
 func tail(s string, n int) string {
