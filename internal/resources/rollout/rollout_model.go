@@ -93,6 +93,7 @@ func (m *Model) setSensitiveObjects(ctx context.Context) diag.Diagnostics {
 	}
 	keys := []string{}
 	if !m.Sensitive.IsNull() {
+		// The sensitive half alone first, so that its own errors are reported as its own.
 		set, err := manifest.Bundle("", m.Sensitive.ValueString())
 		if err == nil {
 			err = set.DefaultNamespace(m.DefaultNamespace.ValueString())
@@ -103,6 +104,16 @@ func (m *Model) setSensitiveObjects(ctx context.Context) diag.Diagnostics {
 			return diags
 		}
 		keys = set.Keys()
+		// Then whole, as it is applied: a CRD of `manifests` can make a kind of the sensitive half
+		// cluster-scoped, so that the default namespace does not apply to it. Errors of the whole
+		// (the public half, a clash) are spec's to report, against manifests.
+		if whole, err := m.bundle(); err == nil {
+			_, hidden := whole.Halves(m.Manifests.ValueString())
+			keys = make([]string, len(hidden))
+			for i, obj := range hidden {
+				keys[i] = manifest.Key(obj)
+			}
+		}
 	}
 	var diags diag.Diagnostics
 	m.SensitiveObjects, diags = types.ListValueFrom(ctx, types.StringType, keys)
@@ -115,6 +126,15 @@ func (m *Model) setObjects(ctx context.Context, set *manifest.Set) diag.Diagnost
 	var diags diag.Diagnostics
 	m.Objects, diags = manifesttype.Objects(ctx, pathManifests, shown)
 	return diags
+}
+
+// bundle is both halves as one set, the default namespace applied: what is applied.
+func (m *Model) bundle() (*manifest.Set, error) {
+	set, err := manifest.Bundle(m.Manifests.ValueString(), m.Sensitive.ValueString())
+	if err == nil {
+		err = set.DefaultNamespace(m.DefaultNamespace.ValueString())
+	}
+	return set, err
 }
 
 // TimeoutsValue is the `timeouts` attribute, for lifecycle.Create and lifecycle.Update.
@@ -156,10 +176,7 @@ func (m *Model) spec(ctx context.Context) (delivery.Spec, diag.Diagnostics) {
 	}
 	// Sensitive is null outside plan and apply (Read, Delete): the records keep what the clusters
 	// need, and nothing here needs its content then.
-	set, err := manifest.Bundle(m.Manifests.ValueString(), m.Sensitive.ValueString())
-	if err == nil {
-		err = set.DefaultNamespace(m.DefaultNamespace.ValueString())
-	}
+	set, err := m.bundle()
 	if err != nil {
 		diags.AddAttributeError(pathManifests, "Invalid Manifests", err.Error())
 		return spec, diags
