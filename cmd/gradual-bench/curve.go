@@ -550,13 +550,15 @@ func curve(ctx context.Context, c config, f *testbed.Fleet, logf func(string, ..
 	return err
 }
 
-// cliVersion is the first line of `CLI version` ("OpenTofu v1.12.6", "Terraform v1.11.4"), or
-// the binary's name if that fails.
+// cliVersion is what `CLI version` says it is ("OpenTofu v1.12.6", "Terraform v1.11.4"), or the
+// binary's name. The line is looked for: the CLI may print warnings first (a missing CLI
+// configuration file, say).
 func cliVersion(ctx context.Context, bin string) string {
-	out, err := exec.CommandContext(ctx, bin, "version").Output()
-	first, _, _ := strings.Cut(strings.TrimSpace(string(out)), "\n")
-	if err != nil || first == "" || strings.Contains(first, ",") {
-		return filepath.Base(bin)
+	out, _ := exec.CommandContext(ctx, bin, "version").Output()
+	if m := cliVersionLine.FindString(string(out)); m != "" {
+		return m
 	}
-	return first
+	return filepath.Base(bin)
 }
+
+var cliVersionLine = regexp.MustCompile(`(?m)^(OpenTofu|Terraform) v\d+\.\d+\.\d+\S*`)

@@ -81,3 +81,12 @@ func TestTofuArgs(t *testing.T) {
 		t.Errorf("tofuArgs = %q, want %q", got, want)
 	}
 }
+
+// The CLI's name and version, though it warns first (it does when TF_CLI_CONFIG_FILE names a
+// missing file).
+func TestCLIVersionLine(t *testing.T) {
+	out := "\nWarning: Unable to open CLI configuration file\n\nThe CLI configuration file at \"/root/.terraformrc\" does not exist.\n\nOpenTofu v1.12.6\non linux_amd64\n"
+	if got := cliVersionLine.FindString(out); got != "OpenTofu v1.12.6" {
+		t.Errorf("found %q, want OpenTofu v1.12.6", got)
+	}
+}
