@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 )
@@ -46,16 +47,21 @@ type run struct {
 	limit  int
 	res    Result
 
-	mu        sync.Mutex
-	failures  int
-	cancelled atomic.Bool
+	mu          sync.Mutex
+	failures    int
+	lostContact int
+	// haltReason, once set, stops every new wave: the run cannot go on safely (a revision
+	// that failed could not be recorded invalid).
+	haltReason string
+	cancelled  atomic.Bool
 }
 
 func newRun(plan Plan, world World, clock Clock, policy Policy) *run {
 	r := &run{plan: plan, world: world, clock: clock, policy: policy, limit: max(plan.UpdateLimit, 1)}
 	r.res = Result{
 		Desired:     plan.Desired,
-		MaxFailures: plan.MaxFailures,
+		MaxFailures:  plan.MaxFailures,
+		MaxUnsettled: plan.MaxUnsettled,
 		Outcomes:    make([]Outcome, len(plan.Order)),
 		index:       make(map[string]int, len(plan.Order)),
 	}
@@ -100,17 +106,17 @@ func (r *run) execute(ctx context.Context) {
 	}
 
 	finish := "completed"
-	if r.overBudget() {
+	if reason, rollback := r.abortReason(); reason != "" {
 		r.res.Aborted = true
-		r.res.AbortReason = fmt.Sprintf("%s, more than max_failures %d", plural(r.failures, "failure"), r.plan.MaxFailures)
+		r.res.AbortReason = reason
 		finish = "aborted: " + r.res.AbortReason
 		// Anything but an explicit halt rolls back: it is the safe reading
 		// of a policy that skipped Validate.
-		if r.policy.OnFailure != Halt {
+		if rollback && r.policy.OnFailure != Halt {
 			r.rollback(ctx)
 		}
 	}
-	r.res.Failures = r.failures
+	r.res.Failures, r.res.LostContact = r.failures, r.lostContact
 	if r.cancelled.Load() {
 		r.res.Cancelled = true
 		r.res.CancelCause = context.Cause(ctx).Error()
@@ -133,10 +139,48 @@ func (r *run) stop(ctx context.Context) bool {
 	return false
 }
 
+// overBudget reports whether no new wave may start: failures exceeded max_failures, targets
+// that lost contact exceeded max_unsettled, or the run was halted.
 func (r *run) overBudget() bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.failures > r.plan.MaxFailures
+	return r.failures > r.plan.MaxFailures || r.lostContact > r.plan.MaxUnsettled || r.haltReason != ""
+}
+
+// abortReason says why the run stopped early ("" if it did not), and whether on_failure
+// applies: only failures of the revision roll the fleet back; a halt for lost contact or an
+// unwritable ledger says nothing against the targets that succeeded.
+func (r *run) abortReason() (reason string, rollback bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var parts []string
+	if r.failures > r.plan.MaxFailures {
+		parts = append(parts, fmt.Sprintf("%s, more than max_failures %d", plural(r.failures, "failure"), r.plan.MaxFailures))
+		rollback = true
+	}
+	if r.lostContact > r.plan.MaxUnsettled {
+		parts = append(parts, fmt.Sprintf("%s stopped answering after the change began, more than max_unsettled %d",
+			plural(r.lostContact, "target"), r.plan.MaxUnsettled))
+	}
+	if r.haltReason != "" {
+		parts = append(parts, r.haltReason)
+	}
+	return strings.Join(parts, "; "), rollback
+}
+
+// halt stops every new wave, saying why (the first reason is kept).
+func (r *run) halt(reason string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.haltReason == "" {
+		r.haltReason = reason
+	}
+}
+
+func (r *run) countLostContact() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.lostContact++
 }
 
 func (r *run) countFailure(o *Outcome) {
@@ -210,7 +254,8 @@ func (r *run) wave(ctx context.Context, k int, names []string) {
 		done = "cancelled"
 	case r.overBudget():
 		// No wave follows; baking would only delay the rollback.
-		done = "failure budget exceeded"
+		reason, _ := r.abortReason()
+		done = "no further wave: " + reason
 	case len(baking) > 0 && r.policy.BakeTime > 0:
 		if err := r.clock.Sleep(ctx, r.policy.BakeTime); err != nil {
 			r.cancelled.Store(true)

@@ -62,6 +62,9 @@ type Plan struct {
 	// MaxFailures is the resolved number of failures tolerated before no
 	// new wave starts.
 	MaxFailures int
+	// MaxUnsettled is the resolved number of targets that may stop answering after their change
+	// began (StatusLostContact) before no new wave starts.
+	MaxUnsettled int
 	// Order lists every target once: canary targets first in the order
 	// given, then the rest sorted by name.
 	Order []string
@@ -113,6 +116,7 @@ func PlanRollout(targets []Target, desired string, policy Policy) Plan {
 	}
 	p.UpdateLimit = max(policy.UpdateLimit.Resolve(p.Eligible), 1)
 	p.MaxFailures = policy.MaxFailures.Resolve(p.Eligible)
+	p.MaxUnsettled = policy.MaxUnsettled.Resolve(p.Eligible)
 
 	// Canary targets first, in the order the user gave: that order is the
 	// point of listing them.

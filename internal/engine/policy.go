@@ -96,6 +96,17 @@ func UpdateLimitOf(n int) Limit { return Limit{value: max(n, 1), kind: kindUpdat
 // MaxFailuresOf is a failure budget of exactly n targets (n below 0 is 0).
 func MaxFailuresOf(n int) Limit { return Limit{value: max(n, 0), kind: kindBudget} }
 
+// ParseMaxUnsettled parses max_unsettled: a whole number ≥ 0 ("0") or a percentage from 0% to
+// 100% of the eligible targets, counted like max_failures.
+func ParseMaxUnsettled(s string) (Limit, error) {
+	l, err := parseLimit(s, 0)
+	if err != nil {
+		return Limit{}, fmt.Errorf(`max_unsettled %q: %w; must be a whole number ≥ 0 (e.g. "0") or a percentage from 0%% to 100%% (e.g. "10%%")`, s, err)
+	}
+	l.kind = kindBudget
+	return l, nil
+}
+
 // parseLimit accepts only ASCII digits with an optional trailing '%'. It is
 // deliberately stricter than strconv.Atoi: "+2", " 2" and "2.5" are typos in
 // configuration, and silently accepting them would hide intent.
@@ -152,6 +163,12 @@ type Policy struct {
 	// MaxFailures is how many targets may fail before no new wave starts.
 	// The zero value means none.
 	MaxFailures Limit
+	// MaxUnsettled is how many targets may stop answering after their change began (an
+	// infrastructure failure once something was applied: StatusLostContact) before no new wave
+	// starts. The zero value means none: a cluster that was reachable before its wave and is not
+	// after our change is a signal, not noise. Exceeding it halts (nothing is rolled back: the
+	// evidence is not against the revision), whatever OnFailure says.
+	MaxUnsettled Limit
 	// OnFailure is applied once MaxFailures is exceeded. The empty value
 	// means Rollback: an apply that gave up should not leave the fleet split
 	// between revisions unless the user asked for that with Halt.

@@ -42,7 +42,19 @@ const (
 	StatusUnsettled Status = "unsettled"
 	// StatusGone: the target vanished during the run.
 	StatusGone Status = "gone"
+	// StatusLostContact: the target was reachable before its change and could not be written,
+	// read or verified after it began (an infrastructure failure once something was applied,
+	// or a record of success that could not be written). That is a signal, not noise: a
+	// revision can break a cluster's admission or API server. It counts against max_unsettled,
+	// the target is restored to its backup where possible (Revision says where it ended;
+	// Unsettled when the restore failed too), and the revision is not recorded invalid on that
+	// evidence alone.
+	StatusLostContact Status = "lost-contact"
 )
+
+// statusOrder is the order outcome counts are reported in.
+var statusOrder = []Status{StatusSucceeded, StatusAlreadyCurrent, StatusFailed, StatusRolledBack, StatusLostContact,
+	StatusUnsettled, StatusRestored, StatusCancelled, StatusGone, StatusNotStarted, StatusSkipped}
 
 // Outcome is what happened to one target.
 type Outcome struct {
@@ -84,10 +96,15 @@ type Result struct {
 	// MaxFailures.
 	Failures    int
 	MaxFailures int
+	// LostContact counts targets that stopped answering after their change began
+	// (StatusLostContact), against MaxUnsettled.
+	LostContact  int
+	MaxUnsettled int
 	// WavesDone counts waves that ran to completion (verified and baked).
 	WavesDone int
-	// Aborted is set when failures exceeded the budget; AbortReason says
-	// so, and RolledBack whether targets were then rolled back.
+	// Aborted is set when failures exceeded the budget, targets that lost contact exceeded
+	// max_unsettled, or the run could not record a revision invalid; AbortReason says which,
+	// and RolledBack whether targets were then rolled back.
 	Aborted     bool
 	AbortReason string
 	RolledBack  bool
@@ -155,10 +172,24 @@ func (r *Result) Err() error {
 	if len(parts) == 0 {
 		return nil
 	}
-	c := r.Counts()
-	head := fmt.Errorf("rollout of %s: %s; %d succeeded, %d failed, %d not started",
-		r.Desired, strings.Join(parts, "; "), c[StatusSucceeded], r.Failures, c[StatusNotStarted])
+	head := fmt.Errorf("rollout of %s: %s; %s", r.Desired, strings.Join(parts, "; "), r.CountsText())
 	return errors.Join(append([]error{head}, details...)...)
+}
+
+// CountsText says how every target ended, one count per status that occurred, in a fixed
+// order ("2 succeeded, 1 lost-contact, 3 not-started"): each target is counted exactly once.
+func (r *Result) CountsText() string {
+	c := r.Counts()
+	var out []string
+	for _, st := range statusOrder {
+		if n := c[st]; n > 0 {
+			out = append(out, fmt.Sprintf("%d %s", n, st))
+		}
+	}
+	if len(out) == 0 {
+		return "no targets"
+	}
+	return strings.Join(out, ", ")
 }
 
 // Warnings lists what went wrong without failing the run: failures within
@@ -171,6 +202,8 @@ func (r *Result) Warnings() []string {
 			out = append(out, fmt.Sprintf("%s vanished during the rollout: %s", o.Target, o.Error))
 		case o.Failed && !r.Aborted && !o.Unsettled:
 			out = append(out, fmt.Sprintf("%s failed and was restored to %s (within max_failures %d): %s", o.Target, show(o.Revision), r.MaxFailures, o.Error))
+		case o.Status == StatusLostContact && !r.Aborted && !o.Unsettled:
+			out = append(out, fmt.Sprintf("%s stopped answering after its change began and was restored to %s (within max_unsettled %d): %s", o.Target, show(o.Revision), r.MaxUnsettled, o.Error))
 		}
 	}
 	for _, e := range r.RecordErrors {

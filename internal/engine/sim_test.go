@@ -47,6 +47,15 @@ func policy(t testing.TB, limit, maxFailures string, onFailure OnFailure, bake t
 	}
 }
 
+func mustMaxUnsettled(t testing.TB, s string) Limit {
+	t.Helper()
+	l, err := ParseMaxUnsettled(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
 type goldenCase struct {
 	sc     scenario
 	expect func(t *testing.T, r Result)
@@ -177,12 +186,32 @@ func goldenCases(t *testing.T) []goldenCase {
 				policy:  policy(t, "2", "0", Rollback, 0),
 			},
 			expect: func(t *testing.T, r Result) {
-				wantStatus(t, r, map[string]Status{"a": StatusSucceeded, "b": StatusUnsettled, "c": StatusSucceeded, "d": StatusSucceeded})
-				if o, _ := r.Outcome("b"); o.Invalid || o.Failed || !o.Unsettled || o.Provisioning != "r2" {
+				// b answered before its change and not after: it lost contact, is restored, is not
+				// blamed on the revision, and (max_unsettled 0) no later wave starts. a, which
+				// succeeded, stays: the evidence is not against the revision.
+				wantStatus(t, r, map[string]Status{"a": StatusSucceeded, "b": StatusLostContact, "c": StatusNotStarted, "d": StatusNotStarted})
+				if o, _ := r.Outcome("b"); o.Invalid || o.Failed || o.Unsettled || o.Revision != "r1" {
 					t.Errorf("b: %+v", o)
 				}
-				if r.Failures != 0 || r.Aborted || r.RolledBack || r.Err() == nil {
-					t.Errorf("failures %d, aborted %v, rolled back %v, err %v", r.Failures, r.Aborted, r.RolledBack, r.Err())
+				if r.Failures != 0 || r.LostContact != 1 || !r.Aborted || r.RolledBack || r.Err() == nil {
+					t.Errorf("failures %d, lost contact %d, aborted %v, rolled back %v, err %v", r.Failures, r.LostContact, r.Aborted, r.RolledBack, r.Err())
+				}
+			},
+		},
+		{
+			sc: scenario{
+				name: "unreachable-within-max-unsettled", seed: 7,
+				targets: withFaults(specs("a", "b", "c", "d"), "b", func(s *simSpec) { s.faults.unreachable = true }),
+				policy: func() Policy {
+					p := policy(t, "2", "0", Rollback, 0)
+					p.MaxUnsettled = mustMaxUnsettled(t, "1")
+					return p
+				}(),
+			},
+			expect: func(t *testing.T, r Result) {
+				wantStatus(t, r, map[string]Status{"a": StatusSucceeded, "b": StatusLostContact, "c": StatusSucceeded, "d": StatusSucceeded})
+				if r.Aborted || r.Err() != nil || len(r.Warnings()) != 1 {
+					t.Errorf("aborted %v, err %v, warnings %q", r.Aborted, r.Err(), r.Warnings())
 				}
 			},
 		},

@@ -535,8 +535,19 @@ func (w *simWorld) checkResult(res Result) {
 	if res.Failures != w.failures {
 		w.errorf("result counts %d failures, %d were recorded", res.Failures, w.failures)
 	}
-	if res.Aborted != (w.failures > w.plan.MaxFailures) {
-		w.errorf("aborted %v with %d failures, max_failures %d", res.Aborted, w.failures, w.plan.MaxFailures)
+	lost := 0
+	for _, o := range res.Outcomes {
+		if o.Status == StatusLostContact {
+			lost++
+		}
+	}
+	if lost > res.LostContact {
+		w.errorf("%d targets ended lost-contact, the result counts %d", lost, res.LostContact)
+	}
+	halted := strings.Contains(res.AbortReason, "could not be recorded invalid")
+	if res.Aborted != (w.failures > w.plan.MaxFailures || res.LostContact > w.plan.MaxUnsettled || halted) {
+		w.errorf("aborted %v with %d failures, max_failures %d, %d lost contact, max_unsettled %d", res.Aborted, w.failures,
+			w.plan.MaxFailures, res.LostContact, w.plan.MaxUnsettled)
 	}
 	if res.Cancelled && !w.cancelled {
 		w.errorf("result says cancelled but the context never was")
@@ -590,6 +601,14 @@ func (w *simWorld) checkResult(res Result) {
 		if rev, ok := want[o.Status]; ok && tg.actual != rev {
 			w.errorf("%s is %s but runs %s", name, o.Status, show(tg.actual))
 		}
+		if o.Status == StatusLostContact {
+			if o.Invalid || o.Failed {
+				w.errorf("%s lost contact but was recorded invalid or counted as failed: %+v", name, o)
+			}
+			if !o.Unsettled && tg.actual != in.RestoreTo {
+				w.errorf("%s lost contact and is recorded restored, but runs %s, not %s", name, show(tg.actual), show(in.RestoreTo))
+			}
+		}
 		if o.Status == StatusUnsettled && tg.rec.Provisioning == "" && !strings.HasPrefix(o.Error, "record provisioning: ") {
 			// Only a target whose provisioning record could not be written (so nothing was
 			// applied) may end unsettled with a settled record.
@@ -601,7 +620,7 @@ func (w *simWorld) checkResult(res Result) {
 		if o.Status == StatusRolledBack && w.sc.policy.OnFailure == Halt {
 			w.errorf("%s rolled back under on_failure halt", name)
 		}
-		if o.Status == StatusSucceeded && res.Aborted && !res.Cancelled && w.sc.policy.withDefaults().OnFailure == Rollback &&
+		if o.Status == StatusSucceeded && w.failures > w.plan.MaxFailures && !res.Cancelled && w.sc.policy.withDefaults().OnFailure == Rollback &&
 			!strings.Contains(o.Error, "record rolling back") {
 			w.errorf("%s left on %s after the run aborted with on_failure rollback", name, desiredRev)
 		}

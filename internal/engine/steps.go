@@ -86,10 +86,19 @@ func (r *run) rollbackTarget(ctx context.Context, o *Outcome) {
 	}
 }
 
+// succeed records the target on the desired revision. A record that cannot be written after
+// the change is no detail: the cluster took our change and then stopped accepting writes (a
+// revision can break its admission), so the target lost contact rather than succeeded.
 func (r *run) succeed(ctx context.Context, o *Outcome) {
-	o.Status, o.Revision = StatusSucceeded, r.plan.Desired
-	if r.note(ctx, o, r.event(EventSucceeded, o.Target, r.plan.Desired, o.Backup, "")) {
+	err := r.recordFresh(ctx, r.event(EventSucceeded, o.Target, r.plan.Desired, o.Backup, ""))
+	switch {
+	case err == nil:
+		o.Status, o.Revision = StatusSucceeded, r.plan.Desired
 		o.Unsettled, o.Provisioning = false, ""
+	case classOf(err) == classGone:
+		r.gone(ctx, o, "record succeeded: "+err.Error())
+	default:
+		r.loseContact(ctx, o, "verified, but its record could not be written: "+err.Error(), false)
 	}
 }
 
@@ -122,7 +131,9 @@ func (r *run) fail(ctx context.Context, o *Outcome, step string, err error, sett
 		return
 	}
 	if class == classInfrastructure {
-		r.unsettle(ctx, o, reason)
+		// The change began (something may be applied): the target answered before it and
+		// does not now.
+		r.loseContact(ctx, o, reason, settled)
 		return
 	}
 	r.countFailure(o)
@@ -134,21 +145,38 @@ func (r *run) fail(ctx context.Context, o *Outcome, step string, err error, sett
 		o.Status = StatusFailed
 		return
 	}
-	if class == classRevision && r.note(ctx, o, r.event(EventInvalid, o.Target, desired, o.Backup, reason)) {
-		o.Invalid = true
+	if class == classRevision {
+		if r.note(ctx, o, r.event(EventInvalid, o.Target, desired, o.Backup, reason)) {
+			o.Invalid = true
+		} else {
+			// A failure the ledger does not hold would be offered again by the next plan as
+			// if nothing had happened: stop here rather than take the revision further.
+			r.halt(fmt.Sprintf("revision %s failed on %s but could not be recorded invalid", desired, o.Target))
+		}
 	}
 	if ok, _ := r.restore(ctx, o, o.Backup, reason, settled); ok {
 		o.Status = StatusFailed
 	}
 }
 
-// unsettle leaves a target whose change met an infrastructure failure as it is: not counted,
-// not recorded invalid, not restored (what broke the change would break the restore). A target
-// in flight keeps its provisioning record, so the next run applies the revision again; one
-// already recorded on the revision (a failure of the check after bake) stays recorded on it.
-func (r *run) unsettle(ctx context.Context, o *Outcome, reason string) {
-	o.Error, o.Status = reason, StatusUnsettled
+// loseContact handles a target that stopped answering after its change began: an
+// infrastructure failure once something was applied, or a record that could not be written
+// after it. It counts against max_unsettled (halting later waves once spent), is not recorded
+// invalid (API errors are retried, not blamed), and is restored to its backup where that still
+// works (a webhook configuration the revision brought is deleted first; see World.Restore).
+// settled says the target is recorded on the desired revision already (a failure after bake).
+// An irreversible change is not restored: the target stays in flight for the next run.
+func (r *run) loseContact(ctx context.Context, o *Outcome, reason string, settled bool) {
+	r.countLostContact()
+	o.Error, o.Status = reason, StatusLostContact
 	r.note(ctx, o, r.event(EventUnsettled, o.Target, r.plan.Desired, o.Backup, reason))
+	if r.policy.Irreversible {
+		return
+	}
+	if _, err := r.restore(ctx, o, o.Backup, reason, settled); err != nil && o.Status == StatusGone {
+		return
+	}
+	o.Status = StatusLostContact
 }
 
 // restore brings a target back to revision to and verifies it, on a fresh
