@@ -15,6 +15,7 @@ import (
 	"github.com/gradual-dev/terraform-provider-gradual/internal/fleet"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/manifest"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/records"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/usererr"
 )
 
 // Spec is one rollout as configured.
@@ -77,6 +78,13 @@ type Observation struct {
 	Ledger []InvalidRevision
 	// Interrupted describes the last run when it did not finish; nil when it did.
 	Interrupted *Interruption
+	// Managed says a Terraform state holds the rollout already (records.Progress.Managed).
+	Managed bool
+	// LostContact names the clusters the last run of LostContactRevision lost contact with
+	// after its change began (engine.StatusLostContact), with the reason: the next run of the
+	// same revision does not go past them without retry_invalid.
+	LostContact         map[string]string
+	LostContactRevision string
 	// Leaving are the clusters earlier runs changed that the rollout no longer picks (relabelled,
 	// or removed from `clusters`), sorted: the next apply deletes or keeps their objects by
 	// deletion_policy and removes their records. Placed is every cluster earlier runs changed
@@ -112,6 +120,25 @@ func (i *Interruption) String() string {
 		s += " Clusters it left in flight: " + strings.Join(i.Clusters, ", ") + "; this apply settles them first (applies its revision again, or completes a rollback)."
 	}
 	return s
+}
+
+// LostContactRefusal is the refusal of revision when the last run of it lost contact with
+// clusters after its change began (nil when it did not, or retry is set): plan and apply say
+// it in the same words.
+func (o *Observation) LostContactRefusal(revision, what string, retry bool) error {
+	if retry || len(o.LostContact) == 0 || o.LostContactRevision != revision {
+		return nil
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "The last apply of revision %s of %s lost contact with these clusters after its change began: they answered "+
+		"before their wave and could not be written, read or verified after it.", revision, what)
+	for _, name := range sortedKeys(o.LostContact) {
+		fmt.Fprintf(&b, "\n  - %s: %s", name, o.LostContact[name])
+	}
+	b.WriteString("\n\nThat is not recorded as the revision's failure (API errors are retried, not blamed), but the rollout does not " +
+		"take the same revision further on that evidence. Look at those clusters first (a revision can break a cluster's admission " +
+		"or API server). Then change the manifests, or set retry_invalid = true to apply this revision again on purpose.")
+	return usererr.New("Clusters Lost Contact After This Revision", b.String())
 }
 
 // InvalidKnown reports whether the ledger lists revision.

@@ -35,6 +35,19 @@ func (s *Service) Observe(ctx context.Context, q fleet.Query, key records.Key, r
 	}
 	obs := &Observation{Discovery: found, Clusters: map[string]ClusterState{}, Skipped: map[string]string{}}
 	obs.Interrupted = interruption(progress)
+	if progress != nil {
+		obs.Managed = progress.Managed
+		if progress.Phase != records.PhaseRunning {
+			for name, o := range progress.Clusters {
+				if o.State == string(engine.StatusLostContact) {
+					if obs.LostContact == nil {
+						obs.LostContact, obs.LostContactRevision = map[string]string{}, progress.Revision
+					}
+					obs.LostContact[name] = o.Reason
+				}
+			}
+		}
+	}
 	for _, entry := range ledger {
 		obs.Ledger = append(obs.Ledger, InvalidRevision{Revision: entry.Revision, Reason: entry.Reason, Clusters: entry.Clusters, RecordedAt: entry.RecordedAt})
 	}

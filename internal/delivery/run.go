@@ -37,10 +37,17 @@ type RunRequest struct {
 	PlannedKnown bool
 	// Config is what the records keep of the configuration, so import can restore it.
 	Config []byte
-	// Leave removes the rollout from the clusters it left (Observation.Leaving) once the waves
-	// are done: their objects are deleted, or kept with Orphan, and their records removed.
-	// Module assignments leave clusters by their bindings instead.
+	// Leave removes the rollout from the clusters the plan listed as leaving (Leaving) once the
+	// waves are done: their objects are deleted, or kept with Orphan, and their records removed.
+	// Only clusters both listed and still leaving are touched: a cluster that started leaving
+	// after the plan waits for the next plan, one that came back stays. Module assignments leave
+	// clusters by their bindings instead.
 	Leave, Orphan bool
+	Leaving       []string
+	// Create says the run is a resource's Create: it refuses when a Terraform state holds the
+	// rollout already (Observation.Managed), with ImportHint (the import command) in the error.
+	Create     bool
+	ImportHint string
 	Logf          func(msg string, fields map[string]any)
 }
 
@@ -83,6 +90,12 @@ func (s *Service) Run(ctx context.Context, req RunRequest) (_ *RunResult, err er
 	obs, err := s.Observe(ctx, req.Query, spec.Key, spec.RecordNamespace, false, spec.Ignore...)
 	if err != nil {
 		return nil, err
+	}
+	if req.Create && obs.Managed {
+		return &RunResult{After: obs}, AlreadyManaged(spec.Key.Describe(), req.ImportHint)
+	}
+	if err := obs.LostContactRefusal(spec.Revision, spec.Key.Describe(), spec.Retry); err != nil {
+		return &RunResult{After: obs}, err
 	}
 	targets := obs.Targets
 	if entry, ok := obs.Invalid(spec.Revision); ok && !spec.Retry {
@@ -140,6 +153,7 @@ func (s *Service) Run(ctx context.Context, req RunRequest) (_ *RunResult, err er
 	progress := &progressWriter{store: mstore, key: spec.Key, clock: s.clock, progress: records.Progress{
 		Phase: records.PhaseRunning, Revision: spec.Revision, Waves: len(plan.Waves), StartedAt: time.Now(),
 		Holder: holder, Clusters: map[string]records.ClusterOutcome{}, Config: req.Config, Placed: placed,
+		Managed: obs.Managed || !req.Create,
 	}}
 	progress.save(ctx)
 	for _, note := range plan.Notes {
@@ -148,8 +162,9 @@ func (s *Service) Run(ctx context.Context, req RunRequest) (_ *RunResult, err er
 	w := &world{svc: s, spec: spec, desired: desired, progress: progress, logf: req.Logf}
 	result := engine.Execute(ctx, plan, w, s.clock, spec.Policy)
 	var left, leaveFailures, leftNotes []string
-	if req.Leave && len(obs.Leaving) > 0 && ctx.Err() == nil {
-		left, leaveFailures, leftNotes = s.leave(ctx, spec, obs.Leaving, req.Orphan, req.Logf)
+	leaving := plannedLeaving(req.Leaving, obs.Leaving)
+	if req.Leave && len(leaving) > 0 && ctx.Err() == nil {
+		left, leaveFailures, leftNotes = s.leave(ctx, spec, leaving, req.Orphan, req.Logf)
 		progress.mu.Lock()
 		progress.progress.Placed = slices.DeleteFunc(progress.progress.Placed, func(n string) bool { return slices.Contains(left, n) })
 		progress.mu.Unlock()
@@ -158,6 +173,11 @@ func (s *Service) Run(ctx context.Context, req RunRequest) (_ *RunResult, err er
 	// on a fresh context, but bounded: an unreachable cluster must not hold the CLI.
 	tail, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
 	defer cancel()
+	if result.Err() == nil {
+		progress.mu.Lock()
+		progress.progress.Managed = true // a run that completed is saved in a Terraform state
+		progress.mu.Unlock()
+	}
 	progress.finish(tail, &result)
 	if spec.Retry && result.Err() == nil {
 		if err := mstore.ForgetInvalid(tail, spec.Key, spec.Revision); err != nil {
@@ -173,6 +193,33 @@ func (s *Service) Run(ctx context.Context, req RunRequest) (_ *RunResult, err er
 		return run, usererr.Wrap(err, "Rollout Failed", fmt.Sprintf("Rollout %s of revision %s did not complete.", spec.Key.Describe(), spec.Revision))
 	}
 	return run, nil
+}
+
+// plannedLeaving is the clusters apply may let go of: those the plan listed (planned) that
+// still leave (now). A cluster that started leaving after the plan is not in planned, and one
+// that came back since is not in now.
+func plannedLeaving(planned, now []string) []string {
+	var out []string
+	for _, name := range planned {
+		if slices.Contains(now, name) {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
+// AlreadyManaged is the refusal of a Create whose rollout a Terraform state holds already.
+func AlreadyManaged(what, importHint string) error {
+	detail := fmt.Sprintf("The records of %s in the management cluster say a Terraform state holds it already: an earlier apply "+
+		"created it and completed. Creating it again here would give two states one rollout, and a destroy of either would "+
+		"delete it from every cluster the other manages.", what)
+	if importHint != "" {
+		detail += "\n\nIf this configuration should manage it (the state was lost, or the configuration moved), import it instead:\n\n" + importHint
+	} else {
+		detail += " Import it instead."
+	}
+	detail += "\n\nIf another workspace manages it, give this one another name or namespace."
+	return usererr.New("Rollout Already Exists", detail)
 }
 
 // leave removes the rollout from the clusters it left, by deletion policy. left are those done.

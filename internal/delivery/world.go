@@ -202,16 +202,21 @@ func (w *world) restore(ctx context.Context, target, revision string) error {
 	if err != nil {
 		return err
 	}
+	// What the undone revision added goes first, then the backup is applied again: a revision
+	// that broke the cluster's admission (a fail-closed webhook configuration whose service is
+	// not there) would refuse the re-apply, while deleting a webhook configuration is never
+	// subject to admission webhooks. Objects only the undone revision had are no part of the
+	// backup, so deleting them first costs the backup nothing.
+	made, adopted := splitAdopted(previousInventory(state, revision), state.AdoptedOf())
+	if _, err := c.applier.Prune(ctx, made, objs); err != nil {
+		return err
+	}
 	if _, err := c.applier.Apply(ctx, objs); err != nil {
 		return err
 	}
 	// Adopted objects the restored revision does not hold are given back: put back as they
 	// were when the revision being undone adopted them, left as they are when the restored
 	// revision had adopted them already (their saved content predates it).
-	made, adopted := splitAdopted(previousInventory(state, revision), state.AdoptedOf())
-	if _, err := c.applier.Prune(ctx, made, objs); err != nil {
-		return err
-	}
 	note, err := giveBack(ctx, c.applier, target, dropped(adopted, objs), adoptedSince(state, revision))
 	w.note(target, note)
 	return err
@@ -303,12 +308,14 @@ func (w *world) record(ctx context.Context, ev engine.Event) error {
 	case engine.EventSucceeded:
 		return store.MarkCurrent(ctx, key, ev.Revision)
 	case engine.EventInvalid:
-		if err := store.MarkInvalid(ctx, key, ev.Revision, ev.Reason); err != nil {
-			return err
-		}
-		return w.svc.managementStore(w.spec.RecordNamespace).RecordInvalid(ctx, key, records.InvalidEntry{
+		// The management cluster's ledger first: it is what the next plan refuses by, and the
+		// workload cluster that just failed is the less likely of the two to take a write.
+		if err := w.svc.managementStore(w.spec.RecordNamespace).RecordInvalid(ctx, key, records.InvalidEntry{
 			Revision: ev.Revision, Reason: ev.Reason, Clusters: []string{ev.Target}, RecordedAt: ev.At,
-		})
+		}); err != nil {
+			return fmt.Errorf("record the ledger entry: %w", err)
+		}
+		return store.MarkInvalid(ctx, key, ev.Revision, ev.Reason)
 	case engine.EventRollingBack:
 		return store.MarkRollingBack(ctx, key, ev.Revision)
 	case engine.EventRestored:

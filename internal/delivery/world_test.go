@@ -342,8 +342,15 @@ func (e *env) check(r runResult) {
 	if r.res.Failures != failed || r.watch.failures != failed {
 		t.Errorf("result counts %d failures, %d outcomes failed, %d failures recorded", r.res.Failures, failed, r.watch.failures)
 	}
-	if r.res.Aborted != (failed > r.plan.MaxFailures) {
-		t.Errorf("aborted %v with %d failures, max_failures %d", r.res.Aborted, failed, r.plan.MaxFailures)
+	lost := 0
+	for _, o := range r.res.Outcomes {
+		if o.Status == engine.StatusLostContact {
+			lost++
+		}
+	}
+	if r.res.Aborted != (failed > r.plan.MaxFailures || r.res.LostContact > r.plan.MaxUnsettled) || lost > r.res.LostContact {
+		t.Errorf("aborted %v with %d failures, max_failures %d, %d lost contact (%d outcomes), max_unsettled %d", r.res.Aborted, failed,
+			r.plan.MaxFailures, r.res.LostContact, lost, r.plan.MaxUnsettled)
 	}
 	rollback := e.spec.Policy.OnFailure != engine.Halt
 
@@ -423,6 +430,22 @@ func (e *env) check(r runResult) {
 			} else if st.Provisioning == nil || st.Provisioning.Revision != desired || !o.Unsettled || o.Provisioning != desired {
 				errorf("records %s, outcome unsettled %v on %q: want provisioning desired", now, o.Unsettled, e.show(o.Provisioning))
 			}
+		case engine.StatusLostContact:
+			// Restored where the cluster let it be: settled on the restore point, or still
+			// provisioning for the next run.
+			if o.Unsettled {
+				if st.Provisioning == nil {
+					errorf("records %s, outcome unsettled: want provisioning", now)
+				}
+			} else {
+				cur := ""
+				if st.Current != nil {
+					cur = st.Current.Revision
+				}
+				if cur != in.RestoreTo || st.Provisioning != nil || live != e.objectsOf(c, in.RestoreTo) {
+					errorf("records %s, want restored to %s and settled", now, e.show(in.RestoreTo))
+				}
+			}
 		case engine.StatusGone:
 			if now != c.goneRecords {
 				errorf("records %s changed after it went (were %s)", now, c.goneRecords)
@@ -498,8 +521,9 @@ func (e *env) checkFaultOutcome(r runResult, o engine.Outcome, f faults, rollbac
 			wrong("unsettled, its provisioning record not written")
 		}
 	case f.unreachableVerify || (f.applyErr != nil && revisionClass(f.applyErr) == nil):
-		if o.Status != engine.StatusUnsettled || o.Failed || o.Invalid || r.watch.restores[o.Target] > 0 {
-			wrong("unsettled, not counted, not invalid, not restored")
+		// Reachable before its change, not after: lost contact, never blamed on the revision.
+		if o.Status != engine.StatusLostContact || o.Failed || o.Invalid {
+			wrong("lost-contact, not counted, not invalid")
 		}
 	case f.counted():
 		want := engine.StatusFailed
@@ -511,7 +535,9 @@ func (e *env) checkFaultOutcome(r runResult, o engine.Outcome, f faults, rollbac
 		}
 	default:
 		switch {
-		case o.Status == engine.StatusSucceeded && (!r.res.Aborted || !rollback):
+		case o.Status == engine.StatusSucceeded && (!r.res.Aborted || !rollback || r.res.Failures <= r.res.MaxFailures):
+			// Only failures of the revision past max_failures roll back; a halt for lost
+			// contact leaves the clusters that succeeded.
 		case o.Status == engine.StatusRolledBack:
 		default:
 			wrong("succeeded (or rolled back)")
@@ -545,12 +571,13 @@ func TestWorldScenarios(t *testing.T) {
 		return map[string]engine.Status{"c1": c1, "c2": c2, "c3": c3}
 	}
 	const (
-		ok         = engine.StatusSucceeded
-		failed     = engine.StatusFailed
-		rolledBack = engine.StatusRolledBack
-		notStarted = engine.StatusNotStarted
-		unsettled  = engine.StatusUnsettled
-		gone       = engine.StatusGone
+		ok          = engine.StatusSucceeded
+		failed      = engine.StatusFailed
+		rolledBack  = engine.StatusRolledBack
+		notStarted  = engine.StatusNotStarted
+		unsettled   = engine.StatusUnsettled
+		lostContact = engine.StatusLostContact
+		gone        = engine.StatusGone
 	)
 	errorHas := func(target string, parts ...string) func(*testing.T, *env, runResult) {
 		return func(t *testing.T, e *env, r runResult) {
@@ -563,11 +590,12 @@ func TestWorldScenarios(t *testing.T) {
 		}
 	}
 	tests := []struct {
-		name        string
-		clusters    []clusterSpec
-		maxFailures string
-		onFailure   engine.OnFailure
-		want        want
+		name         string
+		clusters     []clusterSpec
+		maxFailures  string
+		maxUnsettled string
+		onFailure    engine.OnFailure
+		want         want
 	}{{
 		name:     "all good",
 		clusters: three(faults{}),
@@ -595,9 +623,19 @@ func TestWorldScenarios(t *testing.T) {
 		maxFailures: "1",
 		want:        want{status: st(ok, failed, ok), failures: 1},
 	}, {
-		name:     "workload API unreachable during verify: unsettled, not counted, not restored",
+		name:     "workload API unreachable during verify: lost contact, not counted, not invalid, later waves halted",
 		clusters: three(faults{unreachableVerify: true}),
-		want:     want{status: st(ok, unsettled, ok), extra: errorHas("c2", "timed out after 300ms", "connection refused")},
+		want: want{status: st(ok, lostContact, notStarted), aborted: true, extra: func(t *testing.T, e *env, r runResult) {
+			errorHas("c2", "timed out after 300ms", "connection refused")(t, e, r)
+			if r.res.LostContact != 1 || r.res.RolledBack {
+				t.Errorf("lost contact %d, rolled back %v: want 1 and nothing rolled back", r.res.LostContact, r.res.RolledBack)
+			}
+		}},
+	}, {
+		name:         "workload API unreachable during verify within max_unsettled: the rollout goes on",
+		clusters:     three(faults{unreachableVerify: true}),
+		maxUnsettled: "1",
+		want:         want{status: st(ok, lostContact, ok), extra: errorHas("c2", "connection refused")},
 	}, {
 		name:     "kubeconfig Secret deleted mid-wave: gone, not counted, nothing rolled back",
 		clusters: three(faults{goneAtApply: true}),
@@ -643,9 +681,9 @@ func TestWorldScenarios(t *testing.T) {
 		maxFailures: "1",
 		want:        want{status: st(ok, failed, ok), failures: 1, extra: errorHas("c2", `admission webhook "images.policy.example.com" denied the request`)},
 	}, {
-		name:     "RBAC forbidden on apply: infrastructure, unsettled, not invalid",
+		name:     "RBAC forbidden on apply: infrastructure after the change began, lost contact, not invalid",
 		clusters: three(faults{applyErr: errRBAC}),
-		want: want{status: st(ok, unsettled, ok), extra: func(t *testing.T, e *env, r runResult) {
+		want: want{status: st(ok, lostContact, notStarted), aborted: true, extra: func(t *testing.T, e *env, r runResult) {
 			errorHas("c2", "cannot patch resource")(t, e, r)
 			if e.goneChecks == 0 {
 				t.Errorf("an infrastructure failure was not checked against the management cluster")
@@ -693,7 +731,15 @@ func TestWorldScenarios(t *testing.T) {
 				if mf == "" {
 					mf = "0"
 				}
-				e := newEnv(t, testPolicy(t, "1", mf, tt.onFailure), tt.clusters)
+				policy := testPolicy(t, "1", mf, tt.onFailure)
+				if tt.maxUnsettled != "" {
+					l, err := engine.ParseMaxUnsettled(tt.maxUnsettled)
+					if err != nil {
+						t.Fatal(err)
+					}
+					policy.MaxUnsettled = l
+				}
+				e := newEnv(t, policy, tt.clusters)
 				r := e.run()
 				for name, want := range tt.want.status {
 					if o, _ := r.res.Outcome(name); o.Status != want {

@@ -59,11 +59,11 @@ type run struct {
 func newRun(plan Plan, world World, clock Clock, policy Policy) *run {
 	r := &run{plan: plan, world: world, clock: clock, policy: policy, limit: max(plan.UpdateLimit, 1)}
 	r.res = Result{
-		Desired:     plan.Desired,
+		Desired:      plan.Desired,
 		MaxFailures:  plan.MaxFailures,
 		MaxUnsettled: plan.MaxUnsettled,
-		Outcomes:    make([]Outcome, len(plan.Order)),
-		index:       make(map[string]int, len(plan.Order)),
+		Outcomes:     make([]Outcome, len(plan.Order)),
+		index:        make(map[string]int, len(plan.Order)),
 	}
 	for i, name := range plan.Order {
 		in := plan.Intents[name]

@@ -23,13 +23,22 @@ import (
 // RevisionLength is the number of hex digits of the content hash that name a revision.
 const RevisionLength = 12
 
-// DocumentError says which YAML document (1-based, counting every `---` separated part) is wrong.
+// DocumentError says which YAML document (1-based, counting every `---` separated part) is wrong,
+// and, when it could be read, which object it holds.
 type DocumentError struct {
 	Index int
-	Err   error
+	// Object names the document's object by apiVersion, kind and name ("apps/v1 Deployment
+	// web") where the error leaves them readable; often empty.
+	Object string
+	Err    error
 }
 
-func (e *DocumentError) Error() string { return fmt.Sprintf("document %d: %v", e.Index, e.Err) }
+func (e *DocumentError) Error() string {
+	if e.Object != "" {
+		return fmt.Sprintf("document %d (%s): %v", e.Index, e.Object, e.Err)
+	}
+	return fmt.Sprintf("document %d: %v", e.Index, e.Err)
+}
 func (e *DocumentError) Unwrap() error { return e.Err }
 
 // Set is a parsed, normalized bundle of objects, sorted in a canonical order.
@@ -38,7 +47,8 @@ type Set struct {
 }
 
 // Parse splits multi-document YAML and decodes each non-empty document into an object. `List`
-// kinds are flattened. Objects must carry apiVersion, kind and metadata.name, and appear once.
+// kinds are flattened. Objects must carry apiVersion, kind and metadata.name, and appear once;
+// no mapping may give a key twice (see DuplicateKeyError).
 func Parse(text string) (*Set, error) {
 	reader := utilyaml.NewYAMLReader(bufio.NewReader(strings.NewReader(text)))
 	var objects []*unstructured.Unstructured
@@ -56,7 +66,12 @@ func Parse(text string) (*Set, error) {
 		}
 		content, err := decode(doc)
 		if err != nil {
-			return nil, &DocumentError{Index: index, Err: err}
+			docErr := &DocumentError{Index: index, Err: err}
+			var dup *DuplicateKeyError
+			if errors.As(err, &dup) && !dup.identifying() && content != nil {
+				docErr.Object = describeObject(content)
+			}
+			return nil, docErr
 		}
 		if content == nil {
 			continue
@@ -176,12 +191,29 @@ func isBlank(doc []byte) bool {
 }
 
 // decode turns one YAML document into JSON-compatible values, keeping integers as int64 (as
-// Kubernetes' own decoders do) so that they round-trip unchanged through apply.
+// Kubernetes' own decoders do) so that they round-trip unchanged through apply. A mapping that
+// gives a key twice is a *DuplicateKeyError; the content is then returned as well (last key
+// wins), so that the error can name the object.
 func decode(doc []byte) (map[string]any, error) {
-	raw, err := yaml.YAMLToJSON(doc)
-	if err != nil {
-		return nil, &syntaxError{err}
+	// Strict and lenient conversion are one function with one output; strict mode only adds the
+	// refusal of duplicate keys, so revisions are what they always were.
+	raw, strictErr := yaml.YAMLToJSONStrict(doc)
+	if strictErr != nil {
+		var err error
+		if raw, err = yaml.YAMLToJSON(doc); err != nil {
+			return nil, &syntaxError{err}
+		}
+		if dupErr := duplicateError(doc, strictErr); dupErr != nil {
+			content, _ := toObject(raw)
+			return content, dupErr
+		}
+		return nil, &syntaxError{strictErr}
 	}
+	return toObject(raw)
+}
+
+// toObject decodes the JSON of one document into an object (nil for an empty document).
+func toObject(raw []byte) (map[string]any, error) {
 	var value any
 	if err := utiljson.Unmarshal(raw, &value); err != nil {
 		return nil, &syntaxError{err}
@@ -306,7 +338,8 @@ func (e *syntaxError) Error() string { return "invalid YAML: " + e.err.Error() }
 func (e *syntaxError) Unwrap() error { return e.err }
 
 // redact drops the decoder's own words from err, which may quote a Secret's data; the document
-// number and the checks of our own (kind, name, duplicates) stay, as they name no value.
+// number and the checks of our own (kind, name, duplicate objects and keys) stay, as they name
+// no value.
 func redact(err error) error {
 	var syntax *syntaxError
 	if !errors.As(err, &syntax) {

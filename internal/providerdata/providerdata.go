@@ -17,6 +17,8 @@ type Data struct {
 	// Delivery carries revisions to the workload clusters; resources share it so that each
 	// cluster's clients are built once per run of the provider.
 	Delivery *delivery.Service
+	// Replacements are the creates this process planned as replacements (see Replacements).
+	Replacements *Replacements
 }
 
 // From checks and converts the ProviderData a resource or data source receives in Configure.

@@ -200,7 +200,7 @@ func TestAgainstAPIServer(t *testing.T) {
 			h, err := Acquire(ctx, c, "records-mgmt", ingress, "successor", d, clock)
 			ch <- acquired{h, err}
 		}()
-		clock.step(t, 1, d-time.Second, time.Second)
+		clock.step(t, 1, d+takeoverMargin(d)-time.Second, time.Second)
 		stillWaiting(t, ch, clock)
 		clock.step(t, 1, time.Second, time.Second)
 		next := receive(t, ch)

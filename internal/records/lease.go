@@ -36,7 +36,7 @@ type HeldError struct {
 	// expiry is never judged by the holder's times).
 	Since time.Time
 	// Duration is the Lease's duration: how long it must go unrenewed, as this process
-	// observes it, before another process may take it over.
+	// observes it, before another process may take it over (plus takeoverMargin of it).
 	Duration time.Duration
 }
 
@@ -65,9 +65,10 @@ func HolderIdentity() string {
 // Expiry is judged by observed time, as client-go's leader election does: a contender
 // remembers when, by its own clock, it last saw the Lease's record (holder, times,
 // resourceVersion) change, and takes the Lease over only once it has seen no change for the
-// Lease's duration. The holder, for its part, counts the Lease lost when it has not renewed it
-// for its duration by its own clock. No one ever compares another process's timestamps with its
-// own clock, so skewed clocks cannot make two holders.
+// Lease's duration plus a margin (takeoverMargin). The holder, for its part, counts the Lease
+// lost when it has not renewed it for its duration by its own clock, and checks that with Valid
+// before every write. No one ever compares another process's timestamps with its own clock, so
+// skewed clocks cannot make two holders.
 type Held struct {
 	c         client.Client
 	namespace string
@@ -78,8 +79,9 @@ type Held struct {
 	clock     Clock
 
 	mu        sync.Mutex
-	renewedAt time.Time
+	renewedAt time.Time // see setRenewed: taken before the read and write that renewed
 	err       error
+	released  bool // Release has begun: Valid fails from then on
 
 	stopCtx  context.Context
 	stop     context.CancelFunc
@@ -98,8 +100,9 @@ func pollInterval(d time.Duration) time.Duration {
 // succeeds at once when the Lease is absent, released or already held by holder. When another
 // holder has it, Acquire watches it: a change of its record (a renewal, a takeover) while
 // watching means a live holder, and Acquire returns a *HeldError naming it; a record left
-// unchanged for the Lease's duration, by clock, means a dead holder, and Acquire takes the Lease
-// over. So Acquire may wait up to a Lease's duration (it returns ctx's cause if ctx ends first).
+// unchanged for the Lease's duration plus takeoverMargin of it, by clock, means a dead holder,
+// and Acquire takes the Lease over. So Acquire may wait up to a Lease's duration and margin (it
+// returns ctx's cause if ctx ends first).
 // duration is rounded up to whole seconds and must be at least one. The namespace is created if
 // missing. The background renewals outlive ctx (an apply being cancelled must still hold the
 // Lease while it brings clusters to a recorded state): they stop on Release.
@@ -133,6 +136,17 @@ func Acquire(ctx context.Context, c client.Client, namespace string, key Key, ho
 	return h, nil
 }
 
+// takeoverMargin is how much longer than a Lease's duration d a contender waits, after it last
+// saw the Lease change, before it takes the Lease over: a quarter of d, at least a second. The
+// old holder stops writing once d has passed since its last renewal began (Valid), but two
+// things can stretch that on the contender's side: request latency (a write the holder sent
+// just before its deadline lands later; its last renewal reached the server some time after
+// the holder took its time) and clock-rate drift (d on the holder's clock may be a little
+// longer than d on the contender's). The margin absorbs both.
+func takeoverMargin(d time.Duration) time.Duration {
+	return max(d/4, time.Second)
+}
+
 // observedRecord is what a contender compares between reads of a Lease: any change means its
 // holder is alive.
 func observedRecord(l *coordinationv1.Lease) string {
@@ -153,6 +167,12 @@ func (h *Held) acquire(ctx context.Context) error {
 	// Each round reads the Lease and writes it guarded by what it read; losing a race is a
 	// conflict (or AlreadyExists), after which the next read sees the winner, whose write is a
 	// change observed: a live holder.
+	//
+	// Times (the same rule in Renew): before is read before the read, now after it. Everything
+	// about the Lease as read (when this record was first seen, whether it has gone unchanged
+	// long enough, the AcquireTime and RenewTime written into it) uses now, so no read latency
+	// (or pause during the read) makes the Lease look older than it is. Our own deadline
+	// (setRenewed) counts from before, the earlier, which is surely before the write was sent.
 	var (
 		observed   string // the record as last read; "" before the first read
 		observedAt time.Time
@@ -160,8 +180,9 @@ func (h *Held) acquire(ctx context.Context) error {
 		conflicts  int
 	)
 	for {
-		now := h.clock.Now()
+		before := h.clock.Now()
 		l, err := h.get(ctx)
+		now := h.clock.Now()
 		if err != nil && !apierrors.IsNotFound(err) {
 			return h.wrap("read", err)
 		}
@@ -189,13 +210,15 @@ func (h *Held) acquire(ctx context.Context) error {
 				if observed == "" {
 					observed, observedAt = rec, now
 				}
-				if left := observedAt.Add(leaseDuration(l, h.duration)).Sub(now); left > 0 {
+				wait := leaseDuration(l, h.duration)
+				wait += takeoverMargin(wait)
+				if left := observedAt.Add(wait).Sub(now); left > 0 {
 					if err := sleep(ctx, h.clock, min(h.poll, left)); err != nil {
 						return h.wrap("wait for", fmt.Errorf("held by %s: %w", holder, err))
 					}
 					continue
 				}
-				// Unchanged for its whole duration by our clock: its holder is gone.
+				// Unchanged for its whole duration and margin by our clock: its holder is gone.
 				l.Spec.LeaseTransitions = ptr.To(ptr.Deref(l.Spec.LeaseTransitions, 0) + 1)
 			} else if holder == "" && l.Spec.AcquireTime != nil {
 				l.Spec.LeaseTransitions = ptr.To(ptr.Deref(l.Spec.LeaseTransitions, 0) + 1)
@@ -205,7 +228,7 @@ func (h *Held) acquire(ctx context.Context) error {
 			err = h.update(ctx, l)
 		}
 		if err == nil {
-			h.setRenewed(now)
+			h.setRenewed(before)
 			return nil
 		}
 		if !apierrors.IsConflict(err) && !apierrors.IsAlreadyExists(err) {
@@ -230,19 +253,23 @@ func (h *Held) take(l *coordinationv1.Lease, now time.Time) {
 }
 
 // Renew extends the Lease by its duration from now. It fails with ErrLeaseLost when another
-// holder took the Lease or it was deleted; the Held is then done.
+// holder took the Lease or it was deleted, or when the Held is lost already (a lost Lease is
+// never renewed back); the Held is then done.
 func (h *Held) Renew(ctx context.Context) error {
+	if err := h.Err(); err != nil {
+		return err
+	}
 	err := retry.RetryOnConflict(conflictBackoff, func() error {
-		now := h.clock.Now()
+		before := h.clock.Now() // our deadline's base: see acquire for the rule
 		l, err := h.check(ctx)
 		if err != nil {
 			return err
 		}
-		h.take(l, now)
+		h.take(l, h.clock.Now()) // stamped after the read
 		if err := h.update(ctx, l); err != nil {
 			return err
 		}
-		h.setRenewed(now)
+		h.setRenewed(before)
 		return nil
 	})
 	if err != nil && !errors.Is(err, ErrLeaseLost) {
@@ -282,8 +309,7 @@ func (h *Held) loop(ctx context.Context) {
 		deadline := h.RenewedAt().Add(h.duration)
 		now := h.clock.Now()
 		if !now.Before(deadline) {
-			_ = h.lost(fmt.Errorf("%w: Lease %s/%s of %s could not be renewed for %s (it may be taken over now): %v",
-				ErrLeaseLost, h.namespace, h.Name(), h.key.Describe(), h.duration, lastErr))
+			_ = h.lost(h.expired(lastErr))
 			return
 		}
 		if err := sleep(ctx, h.clock, min(h.poll, deadline.Sub(now))); err != nil {
@@ -318,10 +344,55 @@ func (h *Held) loop(ctx context.Context) {
 	}
 }
 
+// expired is the loss of a Lease not renewed for its duration by this process's clock; lastErr
+// is the last renewal's failure, if one failed.
+func (h *Held) expired(lastErr error) error {
+	if lastErr == nil {
+		return fmt.Errorf("%w: Lease %s/%s of %s was not renewed for %s by this process's clock (paused or cut off?); it may be taken over now",
+			ErrLeaseLost, h.namespace, h.Name(), h.key.Describe(), h.duration)
+	}
+	return fmt.Errorf("%w: Lease %s/%s of %s could not be renewed for %s (it may be taken over now): %v",
+		ErrLeaseLost, h.namespace, h.Name(), h.key.Describe(), h.duration, lastErr)
+}
+
+// Valid is the write fence: every write made under the Lease calls it right before writing,
+// and writes only on nil. It makes no API call. It is nil while the Lease is held by this
+// process's own clock: not lost, not released, and renewed less than its duration ago (from
+// when the last renewal began). Otherwise it returns an error wrapping ErrLeaseLost; when the
+// duration has passed it first marks the Held lost with it, so Done and Fence fire.
+//
+// Valid catches what the renew loop may notice only later: a process paused (SIGSTOP, a
+// suspended VM) past its Lease's duration resumes with its goroutines runnable in any order,
+// and its next write must not go out.
+//
+// No two processes write at once because:
+//   - the holder stops writing (Valid fails) once its duration has passed since its last
+//     renewal began: renewedAt is taken before the renewal's read and write are sent, so it
+//     is no later than when the renewed record reached the API server;
+//   - a contender takes over only after seeing the record unchanged, by its own clock, for
+//     the duration plus takeoverMargin, counted from after the read that first showed it, so
+//     no earlier than when that record reached the server. The margin covers the holder's
+//     in-flight writes (request latency) and clock-rate drift between the two processes.
+func (h *Held) Valid() error {
+	h.mu.Lock()
+	err, released, renewedAt := h.err, h.released, h.renewedAt
+	h.mu.Unlock()
+	switch {
+	case err != nil:
+		return err
+	case released:
+		return fmt.Errorf("%w: Lease %s/%s of %s was released", ErrLeaseLost, h.namespace, h.Name(), h.key.Describe())
+	case h.clock.Now().Sub(renewedAt) < h.duration:
+		return nil
+	}
+	return h.lost(h.expired(nil))
+}
+
 // Fence returns a context derived from parent that is cancelled, with the loss as its cause
 // (an error wrapping ErrLeaseLost, saying why), when the Lease is lost. Work that must stop
 // once another process may hold the Lease runs on it. cancel releases its resources; Release
-// does not cancel it (the work ends first, then releases).
+// does not cancel it (the work ends first, then releases). The context is cancelled only once
+// the loss is noticed (by the renew loop or Valid): writes check Valid too.
 func (h *Held) Fence(parent context.Context) (ctx context.Context, cancel context.CancelFunc) {
 	ctx, cancelCause := context.WithCancelCause(parent)
 	go func() {
@@ -337,8 +408,12 @@ func (h *Held) Fence(parent context.Context) (ctx context.Context, cancel contex
 }
 
 // Release stops the renewals and deletes the Lease (unless another holder has taken it since),
-// so the next apply need not wait for it to expire. Releasing twice does nothing.
+// so the next apply need not wait for it to expire. Valid fails from its start. Releasing
+// twice does nothing.
 func (h *Held) Release(ctx context.Context) error {
+	h.mu.Lock()
+	h.released = true
+	h.mu.Unlock()
 	h.stop()
 	<-h.stopped
 	err := retry.RetryOnConflict(conflictBackoff, func() error {
@@ -386,22 +461,31 @@ func (h *Held) Holder() string { return h.holder }
 // Name is the Lease's name.
 func (h *Held) Name() string { return h.key.ObjectName() }
 
-// RenewedAt is when the Lease was last acquired or renewed.
+// RenewedAt is when the Lease was last acquired or renewed: the time taken before that
+// acquisition's or renewal's read and write were sent.
 func (h *Held) RenewedAt() time.Time {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.renewedAt
 }
 
+// setRenewed records a successful acquisition or renewal begun at t, the base of the holder's
+// deadline (t+duration). t must be taken before the write is sent (before the read that
+// precedes it, in fact): a contender counts from when it sees the write, later still. A renewal
+// finishing after a later-begun one does not move it back.
 func (h *Held) setRenewed(t time.Time) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.renewedAt = t
+	if t.After(h.renewedAt) {
+		h.renewedAt = t
+	}
 }
 
-// lost records err (wrapping ErrLeaseLost) and closes Done; it returns err.
+// lost records err (wrapping ErrLeaseLost), closes Done and stops the renewals (a lost Lease
+// is not renewed back); it returns err.
 func (h *Held) lost(err error) error {
 	h.finish(err)
+	h.stop()
 	return err
 }
 

@@ -137,7 +137,7 @@ func TestLeaseLiveHolderRefused(t *testing.T) {
 }
 
 // A holder that stopped renewing is taken over once the contender has watched its Lease go
-// unchanged for the Lease's duration on the contender's own clock, whatever the holder's clock
+// unchanged for the Lease's duration and margin on the contender's own clock, whatever the holder's clock
 // said: a renew time far in the past is not expired at once, one far in the future is no
 // reason to wait longer. The old holder then finds out and its run context is cancelled.
 func TestLeaseTakeoverByObservedTime(t *testing.T) {
@@ -155,7 +155,7 @@ func TestLeaseTakeoverByObservedTime(t *testing.T) {
 			defer cancel()
 
 			ch := acquireAsync(ctx, c, "holder-b", d, clock)
-			clock.step(t, 1, d-time.Second, time.Second)
+			clock.step(t, 1, d+takeoverMargin(d)-time.Second, time.Second)
 			stillWaiting(t, ch, clock)
 			clock.step(t, 1, time.Second, time.Second)
 			r := receive(t, ch)
@@ -196,7 +196,7 @@ func TestLeaseRenewAfterTakeover(t *testing.T) {
 	a, err := Acquire(ctx, c, "", ingress, "holder-a", 5*time.Second, holderClock)
 	must(t, err)
 	ch := acquireAsync(ctx, c, "holder-b", 5*time.Second, clock)
-	clock.step(t, 1, 5*time.Second, 500*time.Millisecond)
+	clock.step(t, 1, 5*time.Second+takeoverMargin(5*time.Second), 500*time.Millisecond)
 	b := receive(t, ch)
 	must(t, b.err)
 	if err := a.Renew(ctx); !errors.Is(err, ErrLeaseLost) || !strings.Contains(err.Error(), `taken over by "holder-b"`) {

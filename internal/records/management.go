@@ -62,7 +62,11 @@ type Progress struct {
 	// UpdatedAt is stamped by SaveProgress when zero.
 	UpdatedAt time.Time `json:"updatedAt,omitzero"`
 	// Holder is the identity of the process that ran it (its Lease holder).
-	Holder   string                    `json:"holder,omitempty"`
+	Holder string `json:"holder,omitempty"`
+	// Managed says a Terraform state holds the rollout: one of its runs completed (a Create
+	// that completes is saved in state) or updated it. Once set it stays set until the records
+	// are deleted (destroy). A Create finding it set refuses, and says to import instead.
+	Managed  bool                      `json:"managed,omitempty"`
 	Clusters map[string]ClusterOutcome `json:"clusters,omitempty"`
 	// Placed lists, sorted, every cluster a run of the rollout may have changed, across runs,
 	// until the rollout leaves it: the clusters that left its selector are found from it (the

@@ -7,8 +7,12 @@ package ignoreattr
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/hashicorp/terraform-plugin-framework-validators/listvalidator"
@@ -191,49 +195,126 @@ func Exposed(objs []*unstructured.Unstructured, sensitive []Rule) ([]string, err
 	return out, nil
 }
 
-// SensitiveValues lists the values at the paths sensitive rules name in objs, as text: every
-// string, number and boolean at or under such a path (a path may name a whole map). Errors that
-// could echo them are redacted with this list (delivery.Spec.Redact). Paths that do not parse
-// name nothing here; Exposed reports them.
+// MinSensitiveLength is the length (in bytes, after trimming white space) under which
+// SensitiveValues leaves a text out. Errors are redacted by replacing every occurrence of a
+// listed text, and texts this short ("1", "yes", "app", "80") occur all over messages — in field
+// names, numbers, object names — so replacing them would garble the message past reading, while
+// a value that short is guessed easily anyway and hides little.
+const MinSensitiveLength = 4
+
+// SensitiveValues lists, as texts that error messages must not repeat (delivery.Spec.Redact),
+// what objs (the sensitive half of a bundle) hold that is secret:
+//
+//   - of every core/v1 Secret, each value of `data`, both as written (base64) and decoded, and
+//     each value of `stringData`, both as written and base64-encoded (an admission policy sees
+//     a Secret's data base64-encoded, and its message may quote it so or decoded);
+//   - every string and number at or under a path sensitive rules name (a path may name a whole
+//     map), as written and base64-encoded.
+//
+// Each text is also listed with surrounding white space trimmed and as it reads inside a Go or
+// JSON quoted string (a multi-line key or certificate appears with `\n` escapes in messages),
+// where those differ. Texts shorter than MinSensitiveLength are left out. The list is sorted and
+// without repeats. Paths that do not parse name nothing here; Exposed reports them.
 func SensitiveValues(objs []*unstructured.Unstructured, sensitive []Rule) []string {
+	list := sensitiveList{}
+	for _, obj := range objs {
+		if !manifest.IsSecret(obj) {
+			continue
+		}
+		if data, ok := obj.Object["data"].(map[string]any); ok {
+			for _, v := range data {
+				written, ok := v.(string)
+				if !ok {
+					leaves(v, list.add) // not base64 at all (the API server refuses it, quoting it)
+					continue
+				}
+				list.add(written)
+				// As the API server decodes []byte fields: standard base64, line breaks ignored.
+				if decoded, err := base64.StdEncoding.DecodeString(strings.NewReplacer("\n", "", "\r", "").Replace(written)); err == nil {
+					list.add(string(decoded))
+				}
+			}
+		}
+		if stringData, ok := obj.Object["stringData"].(map[string]any); ok {
+			for _, v := range stringData {
+				leaves(v, list.addWithBase64)
+			}
+		}
+	}
 	rules, err := Ignore(sensitive)
 	if err != nil {
-		return nil
-	}
-	var out []string
-	var leaves func(v any)
-	leaves = func(v any) {
-		switch v := v.(type) {
-		case map[string]any:
-			for _, e := range v {
-				leaves(e)
-			}
-		case []any:
-			for _, e := range v {
-				leaves(e)
-			}
-		case string:
-			if v != "" {
-				out = append(out, v)
-			}
-		case nil, bool:
-			// true, false and null say nothing worth hiding, and replacing them would garble messages.
-		default:
-			out = append(out, fmt.Sprint(v))
-		}
+		return list.sorted()
 	}
 	for _, obj := range objs {
 		for _, r := range rules {
 			if r.Matches(obj) {
 				for _, p := range r.Paths {
 					for _, v := range p.Values(obj.Object) {
-						leaves(v)
+						leaves(v, list.addWithBase64)
 					}
 				}
 			}
 		}
 	}
-	return out
+	return list.sorted()
+}
+
+// leaves calls add with every string and number at or under v, as text: true, false and null
+// say nothing worth hiding, and replacing them would garble messages.
+func leaves(v any, add func(string)) {
+	switch v := v.(type) {
+	case map[string]any:
+		for _, e := range v {
+			leaves(e, add)
+		}
+	case []any:
+		for _, e := range v {
+			leaves(e, add)
+		}
+	case string:
+		add(v)
+	case nil, bool:
+	default:
+		add(fmt.Sprint(v))
+	}
+}
+
+// sensitiveList collects the texts SensitiveValues returns.
+type sensitiveList map[string]bool
+
+// add lists text, trimmed and in its quoted forms too (see SensitiveValues).
+func (l sensitiveList) add(text string) {
+	for _, t := range []string{text, strings.TrimSpace(text)} {
+		forms := []string{t, quotedForm(t)}
+		if j, err := json.Marshal(t); err == nil {
+			forms = append(forms, string(j[1:len(j)-1]))
+		}
+		for _, f := range forms {
+			if len(strings.TrimSpace(f)) >= MinSensitiveLength {
+				l[f] = true
+			}
+		}
+	}
+}
+
+// addWithBase64 lists text and its standard base64 encoding.
+func (l sensitiveList) addWithBase64(text string) {
+	l.add(text)
+	l.add(base64.StdEncoding.EncodeToString([]byte(text)))
+}
+
+func (l sensitiveList) sorted() []string {
+	if len(l) == 0 {
+		return nil
+	}
+	return slices.Sorted(maps.Keys(l))
+}
+
+// quotedForm is text as it reads between the quotes of Go's %q (how field errors of the API
+// server quote a refused value).
+func quotedForm(text string) string {
+	q := strconv.Quote(text)
+	return q[1 : len(q)-1]
 }
 
 // ExposedDetail is the diagnostic detail for Exposed's findings; instead names the attribute

@@ -123,11 +123,84 @@ spec: {creds: {pin: 4321, token: tok-1, enabled: true}}
 	}
 	rules := []Rule{{Name: "db", Paths: []string{".data.password", ".spec.creds"}}}
 	got := SensitiveValues(set.Objects, rules)
-	slices.Sort(got)
-	if want := []string{"4321", "hunter2", "tok-1"}; !slices.Equal(got, want) {
+	// Each as written and base64-encoded; sorted.
+	if want := []string{"4321", "NDMyMQ==", "aHVudGVyMg==", "dG9rLTE=", "hunter2", "tok-1"}; !slices.Equal(got, want) {
 		t.Errorf("SensitiveValues = %q, want %q", got, want)
 	}
 	if got := SensitiveValues(set.Objects, []Rule{{Paths: []string{"bad"}}}); got != nil {
 		t.Errorf("unparsable rules: %q", got)
+	}
+}
+
+func TestSensitiveValuesCoverSecretsOfTheSensitiveHalf(t *testing.T) {
+	set, err := manifest.Parse(`apiVersion: v1
+kind: Secret
+metadata: {name: db, namespace: app}
+stringData:
+  password: hunter2-long
+  pem: "-----BEGIN KEY-----\nMIIBOgIBAAJBAK\n-----END KEY-----\n"
+  port: 5432
+  pin: "123"
+  html: "<pw>&more"
+data:
+  token: c2VjcmV0LXRva2Vu
+  user: YWRt
+  broken: not*base64
+---
+apiVersion: example.com/v1
+kind: Secret
+metadata: {name: not-core, namespace: app}
+data: {token: bm90LWEtc2VjcmV0}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: cm, namespace: app}
+data: {password: not-listed-without-a-rule}
+`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := SensitiveValues(set.Objects, nil)
+	has := func(v string) bool { return slices.Contains(got, v) }
+	for _, want := range []string{
+		"hunter2-long", "aHVudGVyMi1sb25n", // stringData: raw and base64
+		"5432", "NTQzMg==", // a number, as the API server would quote it refusing it
+		"c2VjcmV0LXRva2Vu", "secret-token", // data: as written and decoded
+		"YWRt",       // as written; decoded "adm" is too short
+		"not*base64", // not base64: as written only
+		"MTIz",       // base64 of the short pin
+		// A multi-line value as written, trimmed, and as it reads quoted, trimmed or not.
+		"-----BEGIN KEY-----\nMIIBOgIBAAJBAK\n-----END KEY-----\n",
+		"-----BEGIN KEY-----\nMIIBOgIBAAJBAK\n-----END KEY-----",
+		`-----BEGIN KEY-----\nMIIBOgIBAAJBAK\n-----END KEY-----\n`,
+		`-----BEGIN KEY-----\nMIIBOgIBAAJBAK\n-----END KEY-----`,
+		// As JSON quotes it (a field error quoting a whole object).
+		`\u003cpw\u003e\u0026more`,
+	} {
+		if !has(want) {
+			t.Errorf("%q not listed in %q", want, got)
+		}
+	}
+	for _, unwanted := range []string{"123", "adm", "not-a-secret", "bm90LWEtc2VjcmV0", "not-listed-without-a-rule", "db", "app"} {
+		if has(unwanted) {
+			t.Errorf("%q listed: %q", unwanted, got)
+		}
+	}
+	for _, v := range got {
+		if len(strings.TrimSpace(v)) < MinSensitiveLength {
+			t.Errorf("%q is shorter than %d bytes", v, MinSensitiveLength)
+		}
+	}
+	if !slices.IsSorted(got) || len(slices.Compact(slices.Clone(got))) != len(got) {
+		t.Errorf("not sorted without repeats: %q", got)
+	}
+	// Unparsable rules still leave the Secrets' values listed.
+	if again := SensitiveValues(set.Objects, []Rule{{Paths: []string{"bad"}}}); !slices.Equal(again, got) {
+		t.Errorf("with unparsable rules: %q", again)
+	}
+	// Rules add to them.
+	withRule := SensitiveValues(set.Objects, []Rule{{Kind: "ConfigMap", Paths: []string{".data.password"}}})
+	if !slices.Contains(withRule, "not-listed-without-a-rule") || !slices.Contains(withRule, "secret-token") {
+		t.Errorf("with a rule: %q", withRule)
 	}
 }

@@ -12,7 +12,9 @@ import (
 
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
+	"github.com/hashicorp/terraform-plugin-framework/types"
 
+	"github.com/gradual-dev/terraform-provider-gradual/internal/engine"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/providerdata"
 )
 
@@ -21,7 +23,24 @@ var (
 	PathSelector    = path.Root("selector")
 	PathUpdateLimit = path.Root("update_limit")
 	PathMaxFailures = path.Root("max_failures")
+	// PathMaxUnsettled is `max_unsettled`, on the resources that apply through delivery.
+	PathMaxUnsettled = path.Root("max_unsettled")
 )
+
+// MaxUnsettledDescription documents `max_unsettled` for both resources.
+const MaxUnsettledDescription = "Clusters that may stop answering after their change began — reachable before their wave, " +
+	"then not writable, readable or verifiable (a revision can break a cluster's admission or API server) — before no new wave " +
+	"starts: a whole number ≥ 0 or a percentage from 0% to 100%. Such a cluster is restored to its backup where that still " +
+	"works, is not recorded invalid on that evidence alone, and the next plan refuses to take the same revision past it " +
+	"without `retry_invalid = true`. Unset means `\"0\"`: the first such cluster halts the rollout (nothing is rolled back)."
+
+// MaxUnsettled parses `max_unsettled`; null is "0".
+func MaxUnsettled(s types.String) (engine.Limit, error) {
+	if s.IsNull() || s.IsUnknown() {
+		return engine.Limit{}, nil
+	}
+	return engine.ParseMaxUnsettled(s.ValueString())
+}
 
 // Configured keeps the provider's data. Embedded in a resource it gives the resource its
 // Configure; Data stays nil until the provider is configured (during validation and in plans

@@ -33,6 +33,7 @@ type Model struct {
 	Mode            types.String   `tfsdk:"mode"`
 	UpdateLimit     types.String   `tfsdk:"update_limit"`
 	MaxFailures     types.String   `tfsdk:"max_failures"`
+	MaxUnsettled    types.String   `tfsdk:"max_unsettled"`
 	Verify          types.Object   `tfsdk:"verify"`
 	DeletionPolicy  types.String   `tfsdk:"deletion_policy"`
 	Adopt           types.Bool     `tfsdk:"adopt"`
@@ -262,6 +263,9 @@ func (m *Model) spec(ctx context.Context) (assignment.Spec, diag.Diagnostics) {
 	if spec.Policy.MaxFailures, err2 = engine.ParseMaxFailures(m.MaxFailures.ValueString()); err2 != nil {
 		diags.AddAttributeError(lifecycle.PathMaxFailures, "Invalid Failure Budget", err2.Error())
 	}
+	if spec.Policy.MaxUnsettled, err2 = lifecycle.MaxUnsettled(m.MaxUnsettled); err2 != nil {
+		diags.AddAttributeError(lifecycle.PathMaxUnsettled, "Invalid Unsettled Budget", err2.Error())
+	}
 	// A failed module is restored where it failed; clusters that took it keep it (its dependents
 	// are blocked only where it failed).
 	spec.Policy.OnFailure = engine.Halt
@@ -359,6 +363,7 @@ type storedConfig struct {
 	Mode           string              `json:"mode"`
 	UpdateLimit    string              `json:"updateLimit"`
 	MaxFailures    string              `json:"maxFailures"`
+	MaxUnsettled   string              `json:"maxUnsettled,omitempty"`
 	VerifyTimeout  string              `json:"verifyTimeout"`
 	BakeTime       string              `json:"bakeTime"`
 	DeletionPolicy string              `json:"deletionPolicy"`
@@ -383,7 +388,7 @@ type storedModule struct {
 }
 
 func (m *Model) configRecord(ctx context.Context) ([]byte, diag.Diagnostics) {
-	c := storedConfig{Mode: m.Mode.ValueString(), UpdateLimit: m.UpdateLimit.ValueString(), MaxFailures: m.MaxFailures.ValueString(), DeletionPolicy: m.DeletionPolicy.ValueString(),
+	c := storedConfig{Mode: m.Mode.ValueString(), UpdateLimit: m.UpdateLimit.ValueString(), MaxFailures: m.MaxFailures.ValueString(), MaxUnsettled: m.MaxUnsettled.ValueString(), DeletionPolicy: m.DeletionPolicy.ValueString(),
 		NoAdopt: !m.Adopt.IsNull() && !m.Adopt.ValueBool()}
 	var diags diag.Diagnostics
 	c.Selector, diags = fleetattr.ToLabelSelector(ctx, m.Selector)
@@ -450,6 +455,9 @@ func (m *Model) fromConfigRecord(ctx context.Context, raw []byte) diag.Diagnosti
 	m.Revisions = types.MapValueMust(types.StringType, revisions)
 	m.Modules = types.ListValueMust(types.ObjectType{AttrTypes: moduleAttrTypes}, mods)
 	m.Mode, m.UpdateLimit, m.MaxFailures = types.StringValue(c.Mode), types.StringValue(c.UpdateLimit), types.StringValue(c.MaxFailures)
+	if c.MaxUnsettled != "" {
+		m.MaxUnsettled = types.StringValue(c.MaxUnsettled)
+	}
 	m.DeletionPolicy = types.StringValue(c.DeletionPolicy)
 	m.Adopt = types.BoolValue(!c.NoAdopt)
 	var d diag.Diagnostics

@@ -102,7 +102,7 @@ func TestSpecSensitivePathsMatchDefaultedObjects(t *testing.T) {
 	if diags.HasError() {
 		t.Fatal(errorText(diags))
 	}
-	if got := spec.Modules[0].Redact; !slices.Equal(got, []string{"hunter2-db"}) {
+	if got := spec.Modules[0].Redact; !slices.Equal(got, []string{"aHVudGVyMi1kYg==", "hunter2-db"}) {
 		t.Errorf("Redact = %q", got)
 	}
 	if diags := m.setSensitiveObjects(ctx); diags.HasError() {

@@ -19,6 +19,7 @@ import (
 
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/fleetattr"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/ignoreattr"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/lifecycle"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/manifesttype"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/validators"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/verifyattr"
@@ -147,6 +148,11 @@ func (r *assignmentResource) Schema(ctx context.Context, _ resource.SchemaReques
 				Optional: true, Computed: true, Default: stringdefault.StaticString(defaultMaxFailures),
 				MarkdownDescription: "Clusters a module may fail on before its next wave is not started: a whole number ≥ 0 or a percentage. Clusters that succeeded keep the module. Default `\"0\"`.",
 				Validators:          []validator.String{validators.MaxFailures()},
+			},
+			"max_unsettled": schema.StringAttribute{
+				Optional:            true,
+				MarkdownDescription: lifecycle.MaxUnsettledDescription,
+				Validators:          []validator.String{validators.MaxUnsettled()},
 			},
 			"verify": verifyattr.Attribute(verifyattr.Descriptions{
 				Verify:   "How each cluster is verified after a module is applied: every object ready (kstatus) within `timeout`, then `bake_time`.",

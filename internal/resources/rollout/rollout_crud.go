@@ -23,18 +23,25 @@ import (
 // Create applies the rollout. As lifecycle.Create says, a failed Create saves no state: the records
 // in the clusters keep what was applied, and the next Create picks up from them.
 func (r *rolloutResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
-	lifecycle.Create(ctx, req, resp, r.apply, "Rollout Not Saved In State",
+	create := func(ctx context.Context, timeout time.Duration, plan *Model, diags *diag.Diagnostics) bool {
+		return r.apply(ctx, timeout, plan, diags, true)
+	}
+	lifecycle.Create(ctx, req, resp, create, "Rollout Not Saved In State",
 		"The rollout failed before it completed, so it is not saved in the Terraform state. Every change it made is recorded in the clusters; the next apply continues from those records instead of starting over.")
 }
 
 // Update applies the rollout; its state is saved even on failure (see lifecycle.Update).
 func (r *rolloutResource) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
-	lifecycle.Update(ctx, req, resp, r.apply)
+	update := func(ctx context.Context, timeout time.Duration, plan *Model, diags *diag.Diagnostics) bool {
+		return r.apply(ctx, timeout, plan, diags, false)
+	}
+	lifecycle.Update(ctx, req, resp, update)
 }
 
 // apply runs the rollout and fills plan's computed attributes from the outcome. It reports
-// whether the rollout succeeded.
-func (r *rolloutResource) apply(ctx context.Context, timeout time.Duration, plan *Model, diags *diag.Diagnostics) bool {
+// whether the rollout succeeded. create says it is the resource's Create, which refuses a rollout
+// that a Terraform state holds already.
+func (r *rolloutResource) apply(ctx context.Context, timeout time.Duration, plan *Model, diags *diag.Diagnostics, create bool) bool {
 	if r.Data == nil {
 		diags.AddError("Provider Not Configured", diagnostics.UnconfiguredProvider)
 		return false
@@ -56,8 +63,8 @@ func (r *rolloutResource) apply(ctx context.Context, timeout time.Duration, plan
 	}
 	// The waves the plan showed are the waves apply carries out: their clusters come with the
 	// plan's private state (none when the plan could not plan them, e.g. on create).
-	planned := plan.private.PlannedWaves
-	plan.private.PlannedWaves = nil // carried out once
+	planned, leaving := plan.private.PlannedWaves, plan.private.PlannedLeaving
+	plan.private.PlannedWaves, plan.private.PlannedLeaving = nil, nil // carried out once
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	config, d := plan.configRecord(ctx)
@@ -67,7 +74,8 @@ func (r *rolloutResource) apply(ctx context.Context, timeout time.Duration, plan
 	}
 	run, err := r.Data.Delivery.Run(ctx, delivery.RunRequest{
 		Spec: spec, Query: query, Planned: planned, PlannedKnown: planned != nil, Config: config,
-		Leave: true, Orphan: plan.DeletionPolicy.ValueString() == "orphan",
+		Leave: true, Orphan: plan.DeletionPolicy.ValueString() == "orphan", Leaving: leaving,
+		Create: create, ImportHint: importHint(spec.Key),
 		Logf: func(msg string, fields map[string]any) { tflog.Info(ctx, msg, fields) },
 	})
 	if run != nil {
@@ -151,6 +159,16 @@ func (m *Model) settleOutcome(ctx context.Context, after *delivery.Observation, 
 			done = run.Plan
 		}
 		m.setWaves(done)
+	}
+	if m.Leaving.IsUnknown() {
+		var left []string
+		if run != nil {
+			left = run.Left
+		}
+		m.setLeaving(left)
+	}
+	if read {
+		m.private.Leaving = observed.private.Leaving
 	}
 	return diags
 }

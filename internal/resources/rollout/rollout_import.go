@@ -35,6 +35,7 @@ type storedConfig struct {
 	Canary           []string          `json:"canary,omitempty"`
 	UpdateLimit      string            `json:"updateLimit"`
 	MaxFailures      string            `json:"maxFailures"`
+	MaxUnsettled     string            `json:"maxUnsettled,omitempty"`
 	OnFailure        string            `json:"onFailure"`
 	VerifyTimeout    string            `json:"verifyTimeout"`
 	BakeTime         string            `json:"bakeTime"`
@@ -64,7 +65,7 @@ type storedCheck struct {
 func (m *Model) configRecord(ctx context.Context) ([]byte, diag.Diagnostics) {
 	var diags diag.Diagnostics
 	c := storedConfig{
-		Manifests: m.Manifests.ValueString(), UpdateLimit: m.UpdateLimit.ValueString(), MaxFailures: m.MaxFailures.ValueString(),
+		Manifests: m.Manifests.ValueString(), UpdateLimit: m.UpdateLimit.ValueString(), MaxFailures: m.MaxFailures.ValueString(), MaxUnsettled: m.MaxUnsettled.ValueString(),
 		OnFailure: m.OnFailure.ValueString(), DeletionPolicy: m.DeletionPolicy.ValueString(), ForceConflicts: m.ForceConflicts.ValueBool(),
 		NoAdopt:  !m.Adopt.IsNull() && !m.Adopt.ValueBool(),
 		Revision: m.Revision.ValueString(), CanaryOptional: m.CanaryOptional.ValueBool(),
@@ -128,6 +129,9 @@ func (m *Model) fromConfigRecord(ctx context.Context, raw []byte) diag.Diagnosti
 		m.Revision = types.StringValue(c.Revision)
 	}
 	m.UpdateLimit, m.MaxFailures, m.OnFailure = types.StringValue(c.UpdateLimit), types.StringValue(c.MaxFailures), types.StringValue(c.OnFailure)
+	if c.MaxUnsettled != "" {
+		m.MaxUnsettled = types.StringValue(c.MaxUnsettled)
+	}
 	m.DeletionPolicy, m.ForceConflicts = types.StringValue(c.DeletionPolicy), types.BoolValue(c.ForceConflicts)
 	m.RetryInvalid = types.BoolValue(false)
 	var d diag.Diagnostics

@@ -2,10 +2,12 @@ package rollout
 
 import (
 	"context"
+	"slices"
 	"sort"
 	"time"
 
 	"github.com/hashicorp/terraform-plugin-framework-timeouts/resource/timeouts"
+	"github.com/hashicorp/terraform-plugin-framework/attr"
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/tfsdk"
 	"github.com/hashicorp/terraform-plugin-framework/types"
@@ -39,6 +41,7 @@ type Model struct {
 	CanaryOptional   types.Bool         `tfsdk:"canary_optional"`
 	UpdateLimit      types.String       `tfsdk:"update_limit"`
 	MaxFailures      types.String       `tfsdk:"max_failures"`
+	MaxUnsettled     types.String       `tfsdk:"max_unsettled"`
 	OnFailure        types.String       `tfsdk:"on_failure"`
 	Verify           types.Object       `tfsdk:"verify"`
 	RecordNamespace  types.String       `tfsdk:"record_namespace"`
@@ -56,6 +59,7 @@ type Model struct {
 	Summary          types.Map          `tfsdk:"summary"`
 	Attention        types.Map          `tfsdk:"attention"`
 	Waves            types.String       `tfsdk:"waves"`
+	Leaving          types.List         `tfsdk:"leaving"`
 	Skipped          types.Map          `tfsdk:"skipped"`
 
 	// private is kept in the resource's private state (see rollout_private.go), out of plans.
@@ -216,6 +220,9 @@ func (m *Model) spec(ctx context.Context) (delivery.Spec, diag.Diagnostics) {
 	if spec.Policy.MaxFailures, err = engine.ParseMaxFailures(m.MaxFailures.ValueString()); err != nil {
 		diags.AddAttributeError(lifecycle.PathMaxFailures, "Invalid Failure Budget", err.Error())
 	}
+	if spec.Policy.MaxUnsettled, err = lifecycle.MaxUnsettled(m.MaxUnsettled); err != nil {
+		diags.AddAttributeError(lifecycle.PathMaxUnsettled, "Invalid Unsettled Budget", err.Error())
+	}
 	if spec.Policy.OnFailure, err = engine.ParseOnFailure(m.OnFailure.ValueString()); err != nil {
 		diags.AddAttributeError(pathOnFailure, "Invalid On Failure", err.Error())
 	}
@@ -257,7 +264,17 @@ func (m *Model) setObserved(ctx context.Context, obs *delivery.Observation) diag
 	diags.Append(m.setLedger(ctx, obs.Ledger)...)
 	m.Skipped, d = types.MapValueFrom(ctx, types.StringType, nonNilMap(obs.Skipped))
 	diags.Append(d...)
+	m.private.Leaving = obs.Leaving
 	return diags
+}
+
+// setLeaving shows the clusters apply lets go of (sorted; an empty list for none).
+func (m *Model) setLeaving(names []string) {
+	elems := make([]attr.Value, 0, len(names))
+	for _, n := range slices.Sorted(slices.Values(names)) {
+		elems = append(elems, types.StringValue(n))
+	}
+	m.Leaving = types.ListValueMust(types.StringType, elems)
 }
 
 func (m *Model) setLedger(ctx context.Context, ledger []delivery.InvalidRevision) diag.Diagnostics {

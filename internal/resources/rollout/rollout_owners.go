@@ -3,6 +3,7 @@ package rollout
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/hashicorp/terraform-plugin-framework/diag"
@@ -54,13 +55,24 @@ func (r *rolloutResource) checkOwners(ctx context.Context, plan *Model, spec del
 
 // warnLeaving shows the clusters that left the rollout (relabelled, or removed from `clusters`)
 // and what apply does to them under deletion_policy.
-func warnLeaving(diags *diag.Diagnostics, plan *Model, obs *delivery.Observation) {
-	if len(obs.Leaving) == 0 {
-		return
+func warnLeaving(diags *diag.Diagnostics, plan *Model, leaving []string, obs *delivery.Observation) {
+	if len(leaving) > 0 {
+		diags.AddAttributeWarning(path.Root("leaving"), "Clusters Leaving The Rollout",
+			fmt.Sprintf("%d cluster(s) that earlier applies changed are no longer picked: %s.\n\n%s",
+				len(leaving), lifecycle.ShortList(leaving, 10), leavingEffect(plan.DeletionPolicy.ValueString())))
 	}
-	diags.AddAttributeWarning(path.Root("deletion_policy"), "Clusters Leaving The Rollout",
-		fmt.Sprintf("%d cluster(s) that earlier applies changed are no longer picked: %s.\n\n%s",
-			len(obs.Leaving), lifecycle.ShortList(obs.Leaving, 10), leavingEffect(plan.DeletionPolicy.ValueString())))
+	var later []string
+	for _, name := range obs.Leaving {
+		if !slices.Contains(leaving, name) {
+			later = append(later, name)
+		}
+	}
+	if len(later) > 0 {
+		diags.AddAttributeWarning(path.Root("leaving"), "Clusters Leaving After This Apply",
+			fmt.Sprintf("%d cluster(s) that earlier applies changed are no longer picked as the fleet reads now: %s. This apply leaves them "+
+				"alone (they were not picked as the refresh read the fleet, or this plan changes which clusters are picked); the next plan "+
+				"lists them in `leaving`.", len(later), lifecycle.ShortList(later, 10)))
+	}
 }
 
 func leavingEffect(policy string) string {

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
 
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
@@ -51,8 +50,12 @@ func (r *rolloutResource) ModifyPlan(ctx context.Context, req resource.ModifyPla
 			lifecycle.WarnDeletion(&resp.Diagnostics, prior.deletion(changed))
 		}
 	}
-	// The waves of an earlier plan never carry over: only this plan's are carried out.
+	// The waves and leaving clusters of an earlier plan never carry over: only this plan's are
+	// carried out.
 	plan.private = privateState{Clusters: priorClusters(prior)}
+	if prior != nil {
+		plan.private.Leaving = prior.private.Leaving
+	}
 	defer func() { resp.Diagnostics.Append(plan.SavePrivate(ctx, resp.Private)...) }()
 	// Write-only: in the configuration only. Plan.Set below (setPlan) leaves it null again.
 	resp.Diagnostics.Append(plan.ReadWriteOnly(ctx, req.Config)...)
@@ -109,6 +112,15 @@ func (r *rolloutResource) ModifyPlan(ctx context.Context, req resource.ModifyPla
 	if !fromState {
 		targets = delivery.MarkDrifted(obs.Targets, priorDrift(prior))
 	}
+	if err := obs.LostContactRefusal(spec.Revision, spec.Key.Describe(), spec.Retry); err != nil {
+		resp.Diagnostics.Append(diagnostics.AttributeFromError(pathManifests, err, "Clusters Lost Contact After This Revision"))
+		return
+	}
+	claimsIgnored := r.replacedBy(spec.Key, &plan, prior)
+	if _, replacing := r.Data.Replacements.Of(spec.Key); prior == nil && obs.Managed && !replacing {
+		resp.Diagnostics.Append(diagnostics.AttributeFromError(path.Root("name"), delivery.AlreadyManaged(spec.Key.Describe(), importHint(spec.Key)), "Rollout Already Exists"))
+		return
+	}
 	if entry, ok := obs.Invalid(spec.Revision); ok && !spec.Retry {
 		if !delivery.RunsRevision(targets, spec.Revision) {
 			resp.Diagnostics.AddAttributeError(pathManifests, "Revision Recorded Invalid", invalidDetail(spec, entry))
@@ -158,23 +170,32 @@ func (r *rolloutResource) ModifyPlan(ctx context.Context, req resource.ModifyPla
 		resp.Diagnostics.Append(diagnostics.AttributeFromError(pathManifests, err, "Manifests Cannot Be Applied"))
 		return
 	}
-	if !r.checkOwners(ctx, &plan, spec, changing, replacedBy(spec.Key, &plan, prior), &resp.Diagnostics) {
+	if !r.checkOwners(ctx, &plan, spec, changing, claimsIgnored, &resp.Diagnostics) {
 		return
 	}
 	if obs.Interrupted != nil {
 		resp.Diagnostics.AddWarning("Earlier Apply Did Not Finish", obs.Interrupted.String())
 	}
-	warnLeaving(&resp.Diagnostics, &plan, obs)
+	// The clusters apply lets go of are the ones the refresh before this plan found leaving, for
+	// the same reason the waves are: the final plan at apply must come out the same. A change of
+	// the clusters picked is planned against a fresh read, which apply could not repeat, so the
+	// clusters it makes leave wait for the next plan.
+	var leaving []string
+	if fromState {
+		leaving = prior.private.Leaving
+	}
+	warnLeaving(&resp.Diagnostics, &plan, leaving, obs)
 	switch {
 	case !fromState:
 		plan.markOutcomeUnknown()
 		plan.Waves = types.StringUnknown()
+		plan.setLeaving(nil)
 		if planned.Changes() {
 			resp.Diagnostics.AddWarning("Planned Waves", wavesSummary(planned)+
 				"\n\nThese are the waves as the fleet reads now; apply reads it again (a create, or a change of the clusters picked, "+
 				"has no earlier state to plan from), so `waves` is known after apply.")
 		}
-	case planned.Changes() || configChanged || len(obs.Leaving) > 0:
+	case planned.Changes() || configChanged || len(leaving) > 0:
 		// What apply will do is `waves`, which it carries out as planned here (the clusters of
 		// each wave go to apply in private state). What it leads to depends on how each cluster
 		// fares, so it is known only after apply: promising it here is what made Terraform call a
@@ -182,6 +203,8 @@ func (r *rolloutResource) ModifyPlan(ctx context.Context, req resource.ModifyPla
 		plan.markOutcomeUnknown()
 		plan.setWaves(planned)
 		plan.private.PlannedWaves = nonNilWaves(planned.Waves)
+		plan.setLeaving(leaving)
+		plan.private.PlannedLeaving = nonNilNames(leaving)
 		if planned.Changes() {
 			resp.Diagnostics.AddWarning("Planned Waves", wavesSummary(planned))
 		}
@@ -238,6 +261,19 @@ func priorClusters(prior *Model) map[string]clusterRecord {
 		return nil
 	}
 	return prior.private.Clusters
+}
+
+func nonNilNames(names []string) []string {
+	if names == nil {
+		return []string{}
+	}
+	return names
+}
+
+// importHint is the import command (and block) for a rollout that exists already.
+func importHint(key records.Key) string {
+	id := key.Namespace + "/" + key.Name
+	return fmt.Sprintf("  terraform import gradual_rollout.<name> %s\n\nor, in the configuration:\n\n  import {\n    to = gradual_rollout.<name>\n    id = %q\n  }", id, id)
 }
 
 func nonNilWaves(waves [][]string) [][]string {
@@ -297,6 +333,8 @@ func (m *Model) knownTargets() bool {
 func (r *rolloutResource) markObservedUnknown(m *Model) {
 	m.markOutcomeUnknown()
 	m.Waves = types.StringUnknown()
+	// Apply lets go of no cluster this plan could not list; the next plan lists them.
+	m.setLeaving(nil)
 }
 
 // markOutcomeUnknown leaves the attributes that depend on apply's outcome to apply.
@@ -310,8 +348,8 @@ func (m *Model) markOutcomeUnknown() {
 
 // copyComputed keeps prior's computed attributes, for a plan that changes nothing.
 func (m *Model) copyComputed(prior *Model) {
-	m.BackupRevision, m.InvalidRevisions, m.Summary, m.Attention, m.Skipped, m.Waves =
-		prior.BackupRevision, prior.InvalidRevisions, prior.Summary, prior.Attention, prior.Skipped, prior.Waves
+	m.BackupRevision, m.InvalidRevisions, m.Summary, m.Attention, m.Skipped, m.Waves, m.Leaving =
+		prior.BackupRevision, prior.InvalidRevisions, prior.Summary, prior.Attention, prior.Skipped, prior.Waves, prior.Leaving
 }
 
 // priorDrift returns the clusters the last refresh found drifted.
@@ -386,23 +424,18 @@ func (m *Model) deletion(replacing string) lifecycle.Deletion {
 	return d
 }
 
-// replacements remembers, for this provider process, which rollout each new rollout key replaces
-// (new key → prior key). Terraform plans a replacement in two calls to the same process: first
-// with the prior state (where identityChange sees the rename), then as a create with no prior
-// state at all. The prior rollout is destroyed before the new one applies, so in the second call
-// its objects are not another owner's.
-var replacements sync.Map
-
 // replacedBy returns the claim filter for plan (key): claims held by the rollout it replaces do not
-// count. Nil when it replaces none.
-func replacedBy(key records.Key, plan, prior *Model) func(records.Key) bool {
-	if prior != nil && identityChange(plan, prior) != "" {
-		replacements.Store(key, records.Key{Kind: "rollout", Namespace: prior.Namespace.ValueString(), Name: prior.Name.ValueString()})
+// count. Nil when it replaces none. It also notes, with the provider, that a plan with a prior
+// state saw key, so that the create Terraform plans next for a replacement is not taken for a
+// second workspace's.
+func (r *rolloutResource) replacedBy(key records.Key, plan, prior *Model) func(records.Key) bool {
+	if prior != nil {
+		priorKey := records.Key{Kind: "rollout", Namespace: prior.Namespace.ValueString(), Name: prior.Name.ValueString()}
+		r.Data.Replacements.Note(key, priorKey)
 	}
-	v, ok := replacements.Load(key)
-	if !ok {
+	priorKey, ok := r.Data.Replacements.Of(key)
+	if !ok || priorKey == key {
 		return nil
 	}
-	priorKey := v.(records.Key) //nolint:forcetypeassert // replacements holds nothing else
 	return func(k records.Key) bool { return k == priorKey }
 }

@@ -22,6 +22,12 @@ type privateState struct {
 	// PlannedWaves are the clusters of each wave the plan showed as counts; apply carries out
 	// exactly these. Nil when the plan could not plan the waves (create, other clusters picked).
 	PlannedWaves [][]string
+	// Leaving are the clusters the rollout no longer picks, as the last refresh or apply read
+	// them (delivery.Observation.Leaving): a plan lets go of these and only these.
+	Leaving []string
+	// PlannedLeaving are the clusters the plan showed in `leaving`; apply lets go of exactly
+	// those that still leave.
+	PlannedLeaving []string
 }
 
 // clusterRecord is one cluster's records, as the last refresh or apply read them.
@@ -35,16 +41,20 @@ type clusterRecord struct {
 const (
 	privateClustersKey = "clusters"
 	privateWavesKey    = "planned_waves"
+	privateLeavingKey  = "leaving"
+	privatePlannedKey  = "planned_leaving"
 )
 
 // LoadPrivate reads the private state; a missing key leaves its field nil.
 func (m *Model) LoadPrivate(ctx context.Context, from lifecycle.PrivateGetter) diag.Diagnostics {
-	return lifecycle.LoadPrivateJSON(ctx, from, "rollout", map[string]any{privateClustersKey: &m.private.Clusters, privateWavesKey: &m.private.PlannedWaves})
+	return lifecycle.LoadPrivateJSON(ctx, from, "rollout", map[string]any{privateClustersKey: &m.private.Clusters, privateWavesKey: &m.private.PlannedWaves,
+		privateLeavingKey: &m.private.Leaving, privatePlannedKey: &m.private.PlannedLeaving})
 }
 
 // SavePrivate writes the private state; a nil field removes its key.
 func (m *Model) SavePrivate(ctx context.Context, to lifecycle.PrivateSetter) diag.Diagnostics {
-	return lifecycle.SavePrivateJSON(ctx, to, map[string]any{privateClustersKey: m.private.Clusters, privateWavesKey: m.private.PlannedWaves})
+	return lifecycle.SavePrivateJSON(ctx, to, map[string]any{privateClustersKey: m.private.Clusters, privateWavesKey: m.private.PlannedWaves,
+		privateLeavingKey: m.private.Leaving, privatePlannedKey: m.private.PlannedLeaving})
 }
 
 // Summary states beyond delivery's: a cluster verified on another revision than the rollout's,
@@ -67,6 +77,11 @@ func summarize(revision string, obs *delivery.Observation) (map[string]int64, ma
 	}
 	if n := len(obs.Skipped); n > 0 {
 		summary[summarySkipped] = int64(n)
+	}
+	for name, reason := range obs.LostContact {
+		if obs.LostContactRevision == revision {
+			attention[name] = "lost contact after revision " + revision + " was applied (the next apply of it needs retry_invalid): " + reason
+		}
 	}
 	return summary, attention
 }

@@ -23,6 +23,7 @@ import (
 
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/fleetattr"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/ignoreattr"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/lifecycle"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/manifesttype"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/validators"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/verifyattr"
@@ -146,6 +147,11 @@ func (r *rolloutResource) Schema(ctx context.Context, _ resource.SchemaRequest, 
 				MarkdownDescription: "Clusters that may fail before no new wave starts: a whole number ≥ 0 or a percentage from 0% to 100%. Default `\"0\"`.",
 				Validators:          []validator.String{validators.MaxFailures()},
 			},
+			"max_unsettled": schema.StringAttribute{
+				Optional:            true,
+				MarkdownDescription: lifecycle.MaxUnsettledDescription,
+				Validators:          []validator.String{validators.MaxUnsettled()},
+			},
 			"on_failure": schema.StringAttribute{
 				Optional: true, Computed: true, Default: stringdefault.StaticString(defaultOnFailure),
 				MarkdownDescription: "When failures exceed `max_failures`: `rollback` restores every cluster this apply changed to its backup revision; `halt` leaves the clusters that succeeded. Default `rollback`.",
@@ -226,6 +232,15 @@ func (r *rolloutResource) Schema(ctx context.Context, _ resource.SchemaRequest, 
 				MarkdownDescription: "The picked clusters that are not `current`, each with what is wrong: the objects and fields that " +
 					"drifted, the revision it runs instead, an interrupted apply. Skipped clusters are in `skipped`. Empty when every " +
 					"cluster is current, so a plan names only the clusters that matter.",
+			},
+			"leaving": schema.ListAttribute{
+				Computed: true, ElementType: types.StringType,
+				MarkdownDescription: "The clusters apply lets go of, sorted: earlier applies changed them and the selector (or `names`) " +
+					"no longer picks them, as the refresh before this plan read it. Apply deletes the objects the rollout made there " +
+					"(or keeps them, with `deletion_policy = \"orphan\"`) and removes its records — on these clusters and no other: " +
+					"a cluster that starts leaving after the plan waits for the next plan, and one that came back since is left alone. " +
+					"When the plan changes which clusters are picked, the clusters that leave because of it are listed by the next plan. " +
+					"After a plan with nothing to do it keeps the last apply's list.",
 			},
 			"waves": schema.StringAttribute{
 				Computed: true,

@@ -108,6 +108,15 @@ func MaxFailures() validator.String {
 	}
 }
 
+// MaxUnsettled checks `max_unsettled` with the engine's parser.
+func MaxUnsettled() validator.String {
+	return stringFunc{
+		description: `a whole number ≥ 0 or a percentage from 0% to 100%`,
+		summary:     "Invalid Unsettled Budget",
+		check:       func(s string) error { _, err := engine.ParseMaxUnsettled(s); return err },
+	}
+}
+
 // Duration checks a Go duration string between least and most (most 0: no upper bound).
 func Duration(least, most time.Duration) validator.String {
 	desc := fmt.Sprintf("a duration such as \"30s\" or \"5m\", at least %s", least)
