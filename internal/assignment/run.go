@@ -86,7 +86,14 @@ type RunRequest struct {
 	Waves map[string][][]string
 	// Config is kept in the management cluster so import can restore it.
 	Config []byte
-	Logf   Logf
+	// Leaving are the clusters the plan listed as leaving: the run lets go of those that still
+	// leave and of no other (a cluster that started leaving after the plan waits for the next).
+	Leaving []string
+	// Create says the run is the resource's Create: it refuses an assignment a Terraform state
+	// holds already, with ImportHint (the import command) in the error.
+	Create     bool
+	ImportHint string
+	Logf       Logf
 }
 
 // RunResult is what a run left.
@@ -116,7 +123,18 @@ func Run(ctx context.Context, svc *delivery.Service, req RunRequest) (_ *RunResu
 	ctx = runCtx // cancelled, with the reason, if the Lease is lost
 	defer func() { err = delivery.LeaseLost(runCtx, err, "Assignment "+spec.Key.Describe()) }()
 	mstore := records.NewManagementStore(mc, spec.RecordNamespace)
-	if err := mstore.SaveProgress(ctx, spec.Key, records.Progress{Phase: records.PhaseRunning, StartedAt: time.Now(), Config: req.Config}); err != nil {
+	prev, err := mstore.LoadProgress(ctx, spec.Key)
+	if err != nil {
+		return nil, fmt.Errorf("read the progress record of %s: %w", spec.Key.Describe(), err)
+	}
+	managed := prev != nil && prev.Managed
+	if req.Create && managed {
+		return nil, delivery.AlreadyExists(spec.Key.Describe(), "Module Assignment Already Exists", req.ImportHint)
+	}
+	// Managed (records.Progress) stays set once a state holds the assignment: an update says so,
+	// a create once it completes.
+	managed = managed || !req.Create
+	if err := mstore.SaveProgress(ctx, spec.Key, records.Progress{Phase: records.PhaseRunning, StartedAt: time.Now(), Config: req.Config, Managed: managed}); err != nil {
 		return nil, fmt.Errorf("record %s: %w", spec.Key.Describe(), err)
 	}
 	obs, err := Observe(ctx, svc, req.Query, spec, false)
@@ -167,6 +185,9 @@ func Run(ctx context.Context, svc *delivery.Service, req RunRequest) (_ *RunResu
 			result[cluster] = map[string]records.ModuleBinding{}
 		}
 		result[cluster][b.Module] = b
+		if err := delivery.Fenced(ctx); err != nil {
+			return err // the Lease is lost: another apply may be writing these bindings now
+		}
 		return bstore.Update(context.WithoutCancel(ctx), spec.Key, cluster, func(old []records.ModuleBinding) []records.ModuleBinding {
 			out := slices.DeleteFunc(old, func(o records.ModuleBinding) bool { return o.Module == b.Module })
 			return append(out, b)
@@ -220,6 +241,8 @@ func Run(ctx context.Context, svc *delivery.Service, req RunRequest) (_ *RunResu
 		}
 	}
 	if ctx.Err() == nil {
+		// Only the clusters the plan listed are let go of; the others wait for the next plan.
+		plan.Leaving = plannedLeaving(req.Leaving, plan.Leaving)
 		res.Warnings = append(res.Warnings, letGo(ctx, svc, spec, obs, plan, bstore, &failures)...)
 	} else {
 		failures = append(failures, "cancelled: "+context.Cause(ctx).Error())
@@ -233,13 +256,27 @@ func Run(ctx context.Context, svc *delivery.Service, req RunRequest) (_ *RunResu
 	if len(failures) > 0 {
 		phase = records.PhaseFailed
 	}
-	_ = mstore.SaveProgress(context.WithoutCancel(ctx), spec.Key, records.Progress{Phase: phase, UpdatedAt: time.Now(), Config: req.Config})
+	if delivery.Fenced(ctx) == nil {
+		_ = mstore.SaveProgress(context.WithoutCancel(ctx), spec.Key, records.Progress{Phase: phase, UpdatedAt: time.Now(), Config: req.Config,
+			Managed: managed || len(failures) == 0})
+	}
 	if len(failures) > 0 {
 		return res, usererr.New("Module Assignment Failed",
 			fmt.Sprintf("%s did not complete:\n  %s\nFailed modules were restored on the clusters where they failed, and modules that depend on them were not applied there.",
 				spec.Key.Describe(), strings.Join(failures, "\n  ")))
 	}
 	return res, nil
+}
+
+// plannedLeaving is the clusters both listed by the plan (planned) and still leaving (now).
+func plannedLeaving(planned, now []string) []string {
+	var out []string
+	for _, name := range planned {
+		if slices.Contains(now, name) {
+			out = append(out, name)
+		}
+	}
+	return out
 }
 
 // blockedBy returns a dependency of m that is not applied on the cluster, and its state.

@@ -165,7 +165,11 @@ func ObservationFrom(status []ClusterStatus, skipped map[string]string, spec Spe
 	}
 	for _, cs := range status {
 		switch cs.State {
-		case StateSkipped, StateLeaving:
+		case StateLeaving:
+			// As the refresh found them: the plan lets go of these, and apply of no other.
+			obs.Leaving = append(obs.Leaving, cs.Name)
+			continue
+		case StateSkipped:
 			continue
 		}
 		obs.Eligible = append(obs.Eligible, cs.Name)

@@ -137,7 +137,7 @@ func (o *Observation) LostContactRefusal(revision, what string, retry bool) erro
 	}
 	b.WriteString("\n\nThat is not recorded as the revision's failure (API errors are retried, not blamed), but the rollout does not " +
 		"take the same revision further on that evidence. Look at those clusters first (a revision can break a cluster's admission " +
-		"or API server). Then change the manifests, or set retry_invalid = true to apply this revision again on purpose.")
+		"or API server). Then change the manifests, or (gradual_rollout) set retry_invalid = true to apply this revision again on purpose.")
 	return usererr.New("Clusters Lost Contact After This Revision", b.String())
 }
 

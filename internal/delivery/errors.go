@@ -99,6 +99,9 @@ const maxRetryWait = 15 * time.Second
 func (w *world) retry(ctx context.Context, target string, op func(ctx context.Context) error) error {
 	wait := w.svc.retryWait
 	for {
+		if err := Fenced(ctx); err != nil {
+			return err // the Lease is lost: nothing more is written, and waiting will not win it back
+		}
 		err := w.classify(ctx, target, redact(op(ctx), w.spec.Redact))
 		if err == nil || errors.Is(err, engine.ErrTargetGone) || errors.Is(err, engine.ErrRevisionFailed) || errors.Is(err, engine.ErrChangeRefused) {
 			return err

@@ -13,8 +13,8 @@ import (
 
 // HoldLease takes key's Lease for one apply by holder, so that two applies of the same rollout
 // or assignment never run at once. When another apply holds it (it renews the Lease while this
-// one watches; a Lease left unrenewed for its duration is taken over, so this may wait up to
-// that long), the error is a user error with busyTitle and busyDetail (each caller names what
+// one watches; a Lease left unrenewed for its duration plus a margin is taken over, so this may
+// wait up to that long), the error is a user error with busyTitle and busyDetail (each caller names what
 // is running).
 //
 // runCtx, derived from ctx, is what the apply runs on: it is cancelled when the Lease is lost
@@ -33,12 +33,29 @@ func (s *Service) HoldLease(ctx context.Context, recordNamespace string, key rec
 		return nil, nil, fmt.Errorf("acquire the Lease of %s: %w", key.Describe(), err)
 	}
 	runCtx, cancel := lease.Fence(ctx)
+	// The write fence travels with the run's context, and with the fresh contexts derived from
+	// it (context.WithoutCancel keeps values) on which a cancelled run settles.
+	runCtx = context.WithValue(runCtx, fenceKey{}, lease.Valid)
 	return runCtx, func() {
 		cancel()
 		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		defer rcancel()
 		_ = lease.Release(rctx)
 	}, nil
+}
+
+type fenceKey struct{}
+
+// Fenced is the write fence of the run ctx belongs to: nil while its Lease is held by this
+// process's own clock (records.Held.Valid), an error wrapping records.ErrLeaseLost once it may
+// not be. Every write of a run checks it right before writing, so that a process paused or cut
+// off past its Lease (a contender may hold it now) writes nothing more — not even the restores
+// and records a cancelled run otherwise settles with. Contexts outside a run have no fence.
+func Fenced(ctx context.Context) error {
+	if valid, ok := ctx.Value(fenceKey{}).(func() error); ok {
+		return valid()
+	}
+	return nil
 }
 
 // LeaseLost returns err as a user error saying that the Lease was lost and why, when runCtx

@@ -85,7 +85,7 @@ func (s *Service) Run(ctx context.Context, req RunRequest) (_ *RunResult, err er
 	}
 	defer release()
 	ctx = runCtx // cancelled, with the reason, if the Lease is lost
-	defer func() { err = LeaseLost(runCtx, err, "Rollout "+spec.Key.Describe()) }()
+	defer func() { err = LeaseLost(runCtx, err, capitalize(spec.Key.Describe())) }()
 
 	obs, err := s.Observe(ctx, req.Query, spec.Key, spec.RecordNamespace, false, spec.Ignore...)
 	if err != nil {
@@ -190,9 +190,18 @@ func (s *Service) Run(ctx context.Context, req RunRequest) (_ *RunResult, err er
 	}
 	run := &RunResult{Plan: plan, Result: result, After: after, Adopted: append(w.Notes(), leftNotes...), Left: left, LeaveFailures: leaveFailures}
 	if err := result.Err(); err != nil {
-		return run, usererr.Wrap(err, "Rollout Failed", fmt.Sprintf("Rollout %s of revision %s did not complete.", spec.Key.Describe(), spec.Revision))
+		return run, usererr.Wrap(err, "Rollout Failed", fmt.Sprintf("%s did not complete revision %s.", capitalize(spec.Key.Describe()), spec.Revision))
 	}
 	return run, nil
+}
+
+// capitalize starts s with a capital letter, for a sentence that starts with a key's
+// description ("rollout fleet/web" → "Rollout fleet/web").
+func capitalize(s string) string {
+	if s == "" {
+		return s
+	}
+	return strings.ToUpper(s[:1]) + s[1:]
 }
 
 // plannedLeaving is the clusters apply may let go of: those the plan listed (planned) that
@@ -210,6 +219,12 @@ func plannedLeaving(planned, now []string) []string {
 
 // AlreadyManaged is the refusal of a Create whose rollout a Terraform state holds already.
 func AlreadyManaged(what, importHint string) error {
+	return AlreadyExists(what, "Rollout Already Exists", importHint)
+}
+
+// AlreadyExists is the refusal, titled title, of a Create of what (a rollout or an assignment)
+// whose records say a Terraform state holds it already.
+func AlreadyExists(what, title, importHint string) error {
 	detail := fmt.Sprintf("The records of %s in the management cluster say a Terraform state holds it already: an earlier apply "+
 		"created it and completed. Creating it again here would give two states one rollout, and a destroy of either would "+
 		"delete it from every cluster the other manages.", what)
@@ -219,7 +234,7 @@ func AlreadyManaged(what, importHint string) error {
 		detail += " Import it instead."
 	}
 	detail += "\n\nIf another workspace manages it, give this one another name or namespace."
-	return usererr.New("Rollout Already Exists", detail)
+	return usererr.New(title, detail)
 }
 
 // leave removes the rollout from the clusters it left, by deletion policy. left are those done.

@@ -12,22 +12,31 @@ import (
 
 	"github.com/gradual-dev/terraform-provider-gradual/internal/assignment"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/diagnostics"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/records"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/lifecycle"
 )
 
 // Create applies the assignment. As for rollouts (see lifecycle.Create), a failed Create saves no
 // state: the records and bindings keep what was applied, and the next Create continues from them.
 func (r *assignmentResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
-	lifecycle.Create(ctx, req, resp, r.apply, "Module Assignment Not Saved In State",
+	create := func(ctx context.Context, timeout time.Duration, plan *Model, diags *diag.Diagnostics) bool {
+		return r.apply(ctx, timeout, plan, diags, true)
+	}
+	lifecycle.Create(ctx, req, resp, create, "Module Assignment Not Saved In State",
 		"The assignment failed before it completed, so it is not saved in the Terraform state. Every change it made is recorded in the clusters and bindings; the next apply continues from them.")
 }
 
 // Update applies the assignment; its state is saved even on failure (see lifecycle.Update).
 func (r *assignmentResource) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
-	lifecycle.Update(ctx, req, resp, r.apply)
+	update := func(ctx context.Context, timeout time.Duration, plan *Model, diags *diag.Diagnostics) bool {
+		return r.apply(ctx, timeout, plan, diags, false)
+	}
+	lifecycle.Update(ctx, req, resp, update)
 }
 
-func (r *assignmentResource) apply(ctx context.Context, timeout time.Duration, plan *Model, diags *diag.Diagnostics) bool {
+// apply runs the assignment and fills plan's computed attributes from the outcome. create says it
+// is the resource's Create, which refuses an assignment a Terraform state holds already.
+func (r *assignmentResource) apply(ctx context.Context, timeout time.Duration, plan *Model, diags *diag.Diagnostics, create bool) bool {
 	if r.Data == nil {
 		diags.AddError("Provider Not Configured", diagnostics.UnconfiguredProvider)
 		return false
@@ -49,14 +58,15 @@ func (r *assignmentResource) apply(ctx context.Context, timeout time.Duration, p
 	}
 	// The waves the plan showed are the waves apply carries out: their clusters come with the
 	// plan's private state (none when the plan could not plan them, e.g. on create).
-	waves := plan.private.PlannedWaves
-	plan.private.PlannedWaves = nil // carried out once
+	waves, leaving := plan.private.PlannedWaves, plan.private.PlannedLeaving
+	plan.private.PlannedWaves, plan.private.PlannedLeaving = nil, nil // carried out once
 	config, d := plan.configRecord(ctx)
 	diags.Append(d...)
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	res, err := assignment.Run(ctx, r.Data.Delivery, assignment.RunRequest{
 		Spec: spec, Query: query, Planned: flatten(waves), PlannedKnown: waves != nil, Waves: waves, Config: config,
+		Leaving: leaving, Create: create, ImportHint: importHint(spec.Key),
 		Logf: func(msg string, fields map[string]any) { tflog.Info(ctx, msg, fields) },
 	})
 	if res != nil {
@@ -93,6 +103,9 @@ func (r *assignmentResource) apply(ctx context.Context, timeout time.Duration, p
 	if plan.Skipped.IsUnknown() {
 		plan.Skipped = observed.Skipped
 	}
+	if plan.Leaving.IsUnknown() {
+		plan.setLeaving(nil)
+	}
 	if plan.Waves.IsUnknown() {
 		var applied map[string][]string
 		if res != nil {
@@ -105,6 +118,12 @@ func (r *assignmentResource) apply(ctx context.Context, timeout time.Duration, p
 		return false
 	}
 	return true
+}
+
+// importHint is the import command (and block) for an assignment that exists already.
+func importHint(key records.Key) string {
+	id := key.Namespace + "/" + key.Name
+	return fmt.Sprintf("  terraform import gradual_module_assignment.<name> %s\n\nor, in the configuration:\n\n  import {\n    to = gradual_module_assignment.<name>\n    id = %q\n  }", id, id)
 }
 
 // flatten returns, per module, the clusters of its waves.

@@ -3,6 +3,7 @@ package moduleassignment
 import (
 	"context"
 	"encoding/json"
+	"slices"
 
 	"github.com/hashicorp/terraform-plugin-framework-timeouts/resource/timeouts"
 	"github.com/hashicorp/terraform-plugin-framework/attr"
@@ -45,11 +46,12 @@ type Model struct {
 	// SensitiveObjects: module → identities of its sensitive_manifests.
 	SensitiveObjects types.Map `tfsdk:"sensitive_objects"`
 	// Objects: module → its objects of manifests, key → YAML (manifesttype.Objects).
-	Objects   types.Map `tfsdk:"objects"`
-	Summary   types.Map `tfsdk:"summary"`
-	Attention types.Map `tfsdk:"attention"`
-	Waves     types.Map `tfsdk:"waves"`
-	Skipped   types.Map `tfsdk:"skipped"`
+	Objects   types.Map  `tfsdk:"objects"`
+	Summary   types.Map  `tfsdk:"summary"`
+	Attention types.Map  `tfsdk:"attention"`
+	Waves     types.Map  `tfsdk:"waves"`
+	Leaving   types.List `tfsdk:"leaving"`
+	Skipped   types.Map  `tfsdk:"skipped"`
 
 	// private is kept in the resource's private state (see moduleassignment_private.go), out of plans.
 	private privateState
@@ -316,6 +318,17 @@ func (m *Model) markObservedUnknown() {
 	m.Revisions = types.MapUnknown(types.StringType)
 	m.markOutcomeUnknown()
 	m.Waves = types.MapUnknown(wavesType)
+	// Apply lets go of no cluster this plan could not list; the next plan lists them.
+	m.setLeaving(nil)
+}
+
+// setLeaving shows the clusters apply lets go of (sorted; an empty list for none).
+func (m *Model) setLeaving(names []string) {
+	elems := make([]attr.Value, 0, len(names))
+	for _, n := range slices.Sorted(slices.Values(names)) {
+		elems = append(elems, types.StringValue(n))
+	}
+	m.Leaving = types.ListValueMust(types.StringType, elems)
 }
 
 // markOutcomeUnknown leaves the attributes that depend on apply's outcome to apply.
@@ -327,7 +340,7 @@ func (m *Model) markOutcomeUnknown() {
 
 // copyComputed keeps prior's computed attributes, for a plan that changes nothing.
 func (m *Model) copyComputed(prior *Model) {
-	m.Summary, m.Attention, m.Skipped, m.Waves = prior.Summary, prior.Attention, prior.Skipped, prior.Waves
+	m.Summary, m.Attention, m.Skipped, m.Waves, m.Leaving = prior.Summary, prior.Attention, prior.Skipped, prior.Waves, prior.Leaving
 }
 
 // setObserved fills summary, attention and skipped from what the clusters and records say, and

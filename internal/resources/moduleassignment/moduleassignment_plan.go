@@ -3,6 +3,7 @@ package moduleassignment
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -117,8 +118,10 @@ func (r *assignmentResource) ModifyPlan(ctx context.Context, req resource.Modify
 	if fromState {
 		planned = assignment.PlanAssignment(assignment.ObservationFrom(prior.private.Clusters, priorSkipped(ctx, prior), spec), spec,
 			assignment.Drifted(prior.private.Clusters))
-		// Leaving and deleted clusters are only ever let go of: as the fleet reads now.
-		planned.Leaving, planned.Gone = obs.Leaving, obs.Gone
+		// The clusters let go of are the ones the refresh found leaving (ObservationFrom), so that
+		// the final plan at apply comes out the same; bindings of deleted Clusters are dropped by
+		// apply as it finds them (nothing is left there to change), not planned.
+		planned.Gone = nil
 	} else {
 		planned = assignment.PlanAssignment(obs, spec, assignment.Drifted(priorClusters(prior)))
 	}
@@ -150,13 +153,23 @@ func (r *assignmentResource) ModifyPlan(ctx context.Context, req resource.Modify
 	if len(obs.Skipped) > 0 {
 		resp.Diagnostics.AddWarning("Clusters Skipped", lifecycle.SkippedDetail(skippedIntro, obs.Skipped))
 	}
-	if len(planned.Leaving) > 0 {
+	var leaving []string
+	if fromState {
+		leaving = planned.Leaving
+	}
+	if len(leaving) > 0 {
 		what := "loses its modules (deletion_policy = \"delete\")"
 		if spec.Orphan {
 			what = "keeps its objects, but its records and bindings are removed (deletion_policy = \"orphan\")"
 		}
-		resp.Diagnostics.AddWarning("Clusters No Longer Match",
-			fmt.Sprintf("These clusters no longer match the selector; each %s: %s", what, lifecycle.ShortList(planned.Leaving, 20)))
+		resp.Diagnostics.AddAttributeWarning(path.Root("leaving"), "Clusters No Longer Match",
+			fmt.Sprintf("These clusters no longer match the selector; each %s: %s", what, lifecycle.ShortList(leaving, 20)))
+	}
+	if later := slices.DeleteFunc(slices.Clone(obs.Leaving), func(n string) bool { return slices.Contains(leaving, n) }); len(later) > 0 {
+		resp.Diagnostics.AddAttributeWarning(path.Root("leaving"), "Clusters Leaving After This Apply",
+			fmt.Sprintf("These clusters hold bindings but no longer match the selector as the fleet reads now: %s. This apply leaves them "+
+				"alone (they matched as the refresh read the fleet, or this plan changes the selector); the next plan lists them in `leaving`.",
+				lifecycle.ShortList(later, 20)))
 	}
 	if len(obs.Eligible) == 0 && len(obs.Skipped) == 0 {
 		resp.Diagnostics.AddWarning("No Clusters Picked",
@@ -190,6 +203,7 @@ func (r *assignmentResource) ModifyPlan(ctx context.Context, req resource.Modify
 	case !fromState:
 		plan.markOutcomeUnknown()
 		plan.Waves = types.MapUnknown(wavesType)
+		plan.setLeaving(nil)
 		if planned.Changes() {
 			if summary := wavesSummary(waves); summary != "" {
 				resp.Diagnostics.AddWarning("Planned Waves", summary+
@@ -205,6 +219,8 @@ func (r *assignmentResource) ModifyPlan(ctx context.Context, req resource.Modify
 		plan.markOutcomeUnknown()
 		plan.setWaves(waves)
 		plan.private.PlannedWaves = waves
+		plan.setLeaving(leaving)
+		plan.private.PlannedLeaving = append([]string{}, leaving...)
 		if summary := wavesSummary(waves); summary != "" {
 			resp.Diagnostics.AddWarning("Planned Waves", summary)
 		}

@@ -20,20 +20,26 @@ type privateState struct {
 	// PlannedWaves are, per module, the clusters of each wave the plan showed as counts; apply
 	// carries out exactly these. Nil when the plan could not plan them (create, other clusters).
 	PlannedWaves map[string][][]string
+	// PlannedLeaving are the clusters the plan showed in `leaving`; apply lets go of exactly
+	// those that still leave.
+	PlannedLeaving []string
 }
 
 // Private state keys; values are JSON.
 const (
 	privateClustersKey = "clusters"
 	privateWavesKey    = "planned_waves"
+	privatePlannedKey  = "planned_leaving"
 )
 
 // LoadPrivate reads the private state; a missing key leaves its field nil.
 func (m *Model) LoadPrivate(ctx context.Context, from lifecycle.PrivateGetter) diag.Diagnostics {
-	return lifecycle.LoadPrivateJSON(ctx, from, "assignment", map[string]any{privateClustersKey: &m.private.Clusters, privateWavesKey: &m.private.PlannedWaves})
+	return lifecycle.LoadPrivateJSON(ctx, from, "assignment", map[string]any{privateClustersKey: &m.private.Clusters, privateWavesKey: &m.private.PlannedWaves,
+		privatePlannedKey: &m.private.PlannedLeaving})
 }
 
 // SavePrivate writes the private state; a nil field removes its key.
 func (m *Model) SavePrivate(ctx context.Context, to lifecycle.PrivateSetter) diag.Diagnostics {
-	return lifecycle.SavePrivateJSON(ctx, to, map[string]any{privateClustersKey: m.private.Clusters, privateWavesKey: m.private.PlannedWaves})
+	return lifecycle.SavePrivateJSON(ctx, to, map[string]any{privateClustersKey: m.private.Clusters, privateWavesKey: m.private.PlannedWaves,
+		privatePlannedKey: m.private.PlannedLeaving})
 }

@@ -206,6 +206,15 @@ func (r *assignmentResource) Schema(ctx context.Context, _ resource.SchemaReques
 					"joining or leaving. Skipped clusters are in `skipped`. Empty when every cluster is current, so a plan names only the " +
 					"clusters that matter, at any fleet size.",
 			},
+			"leaving": schema.ListAttribute{
+				Computed: true, ElementType: types.StringType,
+				MarkdownDescription: "The clusters apply lets go of, sorted: they hold bindings of this assignment and the selector no " +
+					"longer picks them, as the refresh before this plan read it. Apply removes the modules there (or keeps their " +
+					"objects, with `deletion_policy = \"orphan\"`) and drops the bindings — on these clusters and no other: a cluster " +
+					"that starts leaving after the plan waits for the next plan, and one that came back since is left alone. When the " +
+					"plan changes the selector, the clusters that leave because of it are listed by the next plan. After a plan with " +
+					"nothing to do it keeps the last apply's list.",
+			},
 			"waves": schema.MapAttribute{
 				Computed: true, ElementType: wavesType,
 				MarkdownDescription: "Per module, the planned waves in one line, as counts in order with runs of the same size together " +
