@@ -242,7 +242,7 @@ func Run(ctx context.Context, svc *delivery.Service, req RunRequest) (_ *RunResu
 	}
 	if ctx.Err() == nil {
 		// Only the clusters the plan listed are let go of; the others wait for the next plan.
-		plan.Leaving = plannedLeaving(req.Leaving, plan.Leaving)
+		plan.Leaving = delivery.PlannedLeaving(req.Leaving, plan.Leaving)
 		res.Warnings = append(res.Warnings, letGo(ctx, svc, spec, obs, plan, bstore, &failures)...)
 	} else {
 		failures = append(failures, "cancelled: "+context.Cause(ctx).Error())
@@ -266,17 +266,6 @@ func Run(ctx context.Context, svc *delivery.Service, req RunRequest) (_ *RunResu
 				spec.Key.Describe(), strings.Join(failures, "\n  ")))
 	}
 	return res, nil
-}
-
-// plannedLeaving is the clusters both listed by the plan (planned) and still leaving (now).
-func plannedLeaving(planned, now []string) []string {
-	var out []string
-	for _, name := range planned {
-		if slices.Contains(now, name) {
-			out = append(out, name)
-		}
-	}
-	return out
 }
 
 // blockedBy returns a dependency of m that is not applied on the cluster, and its state.

@@ -95,6 +95,7 @@ func (s *Service) Observe(ctx context.Context, q fleet.Query, key records.Key, r
 		obs.Targets = append(obs.Targets, t)
 	}
 	obs.Backup = MostCommon(backups)
+	obs.Ledger = withClusterFailures(obs.Ledger, obs.Targets)
 	if err := s.observeLeaving(ctx, q.Namespace, progress, obs); err != nil {
 		return nil, err
 	}
@@ -202,6 +203,30 @@ func targetRecord(state *records.State) engine.TargetRecord {
 		rec.Backup = state.Backup.Revision
 	}
 	return rec
+}
+
+// withClusterFailures adds to ledger the revisions the clusters' own records hold invalid and the
+// ledger does not: a failure whose ledger entry could not be written (the management cluster
+// was unreachable when the revision failed) is still refused by the next plan, naming where and
+// why it failed. A revision some cluster runs is left out: records keep a failure's reason after
+// a deliberate retry (retry_invalid) succeeded and cleared the ledger.
+func withClusterFailures(ledger []InvalidRevision, targets []engine.Target) []InvalidRevision {
+	added := map[string]int{}
+	for _, t := range targets {
+		for _, rev := range sortedKeys(t.Record.Invalid) {
+			if slices.ContainsFunc(ledger, func(l InvalidRevision) bool { return l.Revision == rev }) && added[rev] == 0 || RunsRevision(targets, rev) {
+				continue
+			}
+			if added[rev] == 0 {
+				ledger = append(ledger, InvalidRevision{Revision: rev,
+					Reason: t.Record.Invalid[rev] + " (from the cluster's records: the ledger entry was not written)"})
+				added[rev] = len(ledger)
+			}
+			l := &ledger[added[rev]-1]
+			l.Clusters = append(l.Clusters, t.Name)
+		}
+	}
+	return ledger
 }
 
 // rollingBack reports whether the run that left name's record provisioning was rolling it back

@@ -162,7 +162,7 @@ func (s *Service) Run(ctx context.Context, req RunRequest) (_ *RunResult, err er
 	w := &world{svc: s, spec: spec, desired: desired, progress: progress, logf: req.Logf}
 	result := engine.Execute(ctx, plan, w, s.clock, spec.Policy)
 	var left, leaveFailures, leftNotes []string
-	leaving := plannedLeaving(req.Leaving, obs.Leaving)
+	leaving := PlannedLeaving(req.Leaving, obs.Leaving)
 	if req.Leave && len(leaving) > 0 && ctx.Err() == nil {
 		left, leaveFailures, leftNotes = s.leave(ctx, spec, leaving, req.Orphan, req.Logf)
 		progress.mu.Lock()
@@ -204,10 +204,10 @@ func capitalize(s string) string {
 	return strings.ToUpper(s[:1]) + s[1:]
 }
 
-// plannedLeaving is the clusters apply may let go of: those the plan listed (planned) that
+// PlannedLeaving is the clusters apply may let go of: those the plan listed (planned) that
 // still leave (now). A cluster that started leaving after the plan is not in planned, and one
 // that came back since is not in now.
-func plannedLeaving(planned, now []string) []string {
+func PlannedLeaving(planned, now []string) []string {
 	var out []string
 	for _, name := range planned {
 		if slices.Contains(now, name) {

@@ -310,12 +310,16 @@ func (w *world) record(ctx context.Context, ev engine.Event) error {
 	case engine.EventInvalid:
 		// The management cluster's ledger first: it is what the next plan refuses by, and the
 		// workload cluster that just failed is the less likely of the two to take a write.
-		if err := w.svc.managementStore(w.spec.RecordNamespace).RecordInvalid(ctx, key, records.InvalidEntry{
+		// The cluster's own record is written even when the ledger cannot be: the next refresh
+		// finds the failure there (Observe), so it is never forgotten; the run still stops.
+		lerr := w.svc.managementStore(w.spec.RecordNamespace).RecordInvalid(ctx, key, records.InvalidEntry{
 			Revision: ev.Revision, Reason: ev.Reason, Clusters: []string{ev.Target}, RecordedAt: ev.At,
-		}); err != nil {
-			return fmt.Errorf("record the ledger entry: %w", err)
+		})
+		werr := store.MarkInvalid(ctx, key, ev.Revision, ev.Reason)
+		if lerr != nil {
+			return fmt.Errorf("record the ledger entry: %w", lerr)
 		}
-		return store.MarkInvalid(ctx, key, ev.Revision, ev.Reason)
+		return werr
 	case engine.EventRollingBack:
 		return store.MarkRollingBack(ctx, key, ev.Revision)
 	case engine.EventRestored:

@@ -15,7 +15,7 @@ import (
 type Replacements struct{ m sync.Map }
 
 // Note records that planning key (a create to come) replaces prior; prior may equal key
-// (`-replace`, or a change that forces a new resource under the same key).
+// (unused today: a plan cannot tell a `-replace` from a second workspace).
 func (r *Replacements) Note(key, prior records.Key) {
 	if r != nil {
 		r.m.Store(key, prior)

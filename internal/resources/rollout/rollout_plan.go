@@ -117,9 +117,13 @@ func (r *rolloutResource) ModifyPlan(ctx context.Context, req resource.ModifyPla
 		return
 	}
 	claimsIgnored := r.replacedBy(spec.Key, &plan, prior)
-	if _, replacing := r.Data.Replacements.Of(spec.Key); prior == nil && obs.Managed && !replacing {
-		resp.Diagnostics.Append(diagnostics.AttributeFromError(path.Root("name"), delivery.AlreadyManaged(spec.Key.Describe(), importHint(spec.Key)), "Rollout Already Exists"))
-		return
+	if prior == nil && obs.Managed && claimsIgnored == nil {
+		// A create of a rollout some state holds: refused by apply, unless this plan replaces it
+		// under the same name (`-replace`, a taint), whose destroy goes first and removes its
+		// records. A plan cannot tell the two apart, so it warns.
+		resp.Diagnostics.AddAttributeWarning(path.Root("name"), "Rollout Already Exists",
+			"Unless this plan replaces it (terraform apply -replace, or a tainted resource), apply will refuse to create it. "+
+				delivery.AlreadyManaged(spec.Key.Describe(), importHint(spec.Key)).Error())
 	}
 	if entry, ok := obs.Invalid(spec.Revision); ok && !spec.Retry {
 		if !delivery.RunsRevision(targets, spec.Revision) {
@@ -425,16 +429,14 @@ func (m *Model) deletion(replacing string) lifecycle.Deletion {
 }
 
 // replacedBy returns the claim filter for plan (key): claims held by the rollout it replaces do not
-// count. Nil when it replaces none. It also notes, with the provider, that a plan with a prior
-// state saw key, so that the create Terraform plans next for a replacement is not taken for a
-// second workspace's.
+// count. Nil when it replaces none. The rename is noted with the provider, as Terraform plans
+// the create of a replacement in a second call without the prior state.
 func (r *rolloutResource) replacedBy(key records.Key, plan, prior *Model) func(records.Key) bool {
-	if prior != nil {
-		priorKey := records.Key{Kind: "rollout", Namespace: prior.Namespace.ValueString(), Name: prior.Name.ValueString()}
-		r.Data.Replacements.Note(key, priorKey)
+	if prior != nil && identityChange(plan, prior) != "" {
+		r.Data.Replacements.Note(key, records.Key{Kind: "rollout", Namespace: prior.Namespace.ValueString(), Name: prior.Name.ValueString()})
 	}
 	priorKey, ok := r.Data.Replacements.Of(key)
-	if !ok || priorKey == key {
+	if !ok {
 		return nil
 	}
 	return func(k records.Key) bool { return k == priorKey }
