@@ -186,6 +186,9 @@ func (r *assignmentResource) Read(ctx context.Context, req resource.ReadRequest,
 		resp.Diagnostics.Append(state.setObjects(ctx, spec)...)
 	}
 	resp.Diagnostics.Append(state.setObserved(ctx, obs, spec)...)
+	if state.Leaving.IsNull() || state.Leaving.IsUnknown() {
+		state.setLeaving(nil) // imported, or written by a version without `leaving`
+	}
 	if state.Waves.IsNull() || state.Waves.IsUnknown() {
 		state.setWaves(nil) // imported: no apply yet
 	}

@@ -231,6 +231,9 @@ func (r *rolloutResource) Read(ctx context.Context, req resource.ReadRequest, re
 	if state.Waves.IsNull() {
 		state.setWaves(engine.Plan{})
 	}
+	if state.Leaving.IsNull() {
+		state.setLeaving(nil) // imported, or written by a version without `leaving`
+	}
 	resp.Diagnostics.Append(resp.State.Set(ctx, &state)...)
 }
 
