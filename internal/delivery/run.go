@@ -48,7 +48,7 @@ type RunRequest struct {
 	// rollout already (Observation.Managed), with ImportHint (the import command) in the error.
 	Create     bool
 	ImportHint string
-	Logf          func(msg string, fields map[string]any)
+	Logf       func(msg string, fields map[string]any)
 }
 
 // RunResult is what a run did.

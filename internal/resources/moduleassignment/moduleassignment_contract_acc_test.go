@@ -17,7 +17,9 @@ import (
 // of the saved plan (terraform-plugin-testing saves the plan when a step has PreApply checks).
 type betweenPlanAndApply func()
 
-func (b betweenPlanAndApply) CheckPlan(context.Context, plancheck.CheckPlanRequest, *plancheck.CheckPlanResponse) { b() }
+func (b betweenPlanAndApply) CheckPlan(context.Context, plancheck.CheckPlanRequest, *plancheck.CheckPlanResponse) {
+	b()
+}
 
 // The plan is the contract: a cluster that stops matching between a saved plan and its apply
 // keeps its modules (the plan did not list it in `leaving`); the next plan lists it, and that
@@ -28,7 +30,9 @@ func TestAccModuleAssignment_savedPlanRelabelOutLeavesItAlone(t *testing.T) {
 	l := newLabeler(t, f, name, "prod-eu-1", "staging-eu-1")
 	v1 := module{name: "cfg", version: "1.0.0", manifests: configMaps(name, "v1", "settings")}
 	v2 := module{name: "cfg", version: "2.0.0", manifests: configMaps(name, "v2", "settings")}
-	config := func(m module) string { return acctest.ProviderConfig(f) + assignmentConfig(f, "test", name, name, "", m) }
+	config := func(m module) string {
+		return acctest.ProviderConfig(f) + assignmentConfig(f, "test", name, name, "", m)
+	}
 	resource.Test(t, resource.TestCase{
 		ProtoV6ProviderFactories: acctest.ProviderFactories,
 		Steps: []resource.TestStep{

@@ -28,7 +28,9 @@ import (
 // plan (terraform-plugin-testing saves the plan whenever a step has PreApply checks).
 type sideEffect func()
 
-func (s sideEffect) CheckPlan(_ context.Context, _ plancheck.CheckPlanRequest, _ *plancheck.CheckPlanResponse) { s() }
+func (s sideEffect) CheckPlan(_ context.Context, _ plancheck.CheckPlanRequest, _ *plancheck.CheckPlanResponse) {
+	s()
+}
 
 // A saved plan applied after a Cluster left the selector deletes nothing from it: the plan did
 // not list it in `leaving`, so apply leaves it alone (and out of the waves). The next plan lists
@@ -242,7 +244,7 @@ resource "gradual_rollout" "copy" {
 		Steps: []resource.TestStep{
 			{Config: one},
 			{
-				Config: two,
+				Config:      two,
 				ExpectError: regexp.MustCompile(`(?s)Rollout Already Exists.*` + words("terraform import gradual_rollout.<name> "+f.Namespace+"/"+name)),
 				Check: func(*terraform.State) error {
 					return expectDeployment(f, []string{"staging-eu-1"}, name, "v1", false)
