@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"regexp"
+	"strings"
 	"testing"
 
 	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
@@ -142,13 +143,13 @@ webhooks:
       service: {namespace: %[1]s, name: no-such-policy-engine, port: 443}
     namespaceSelector:
       matchExpressions:
-        - {key: kubernetes.io/metadata.name, operator: In, values: %[2]q}
+        - {key: kubernetes.io/metadata.name, operator: In, values: [%[2]s]}
     rules:
       - apiGroups: [""]
         apiVersions: ["v1"]
         operations: ["CREATE", "UPDATE", "DELETE"]
         resources: ["configmaps", "secrets"]
-`, name, namespaces)
+`, name, `"`+strings.Join(namespaces, `", "`)+`"`)
 }
 
 // webhookGone checks that no cluster holds the test's webhook configuration.
