@@ -80,10 +80,17 @@ func ParseLimit(s string) (Limit, error) {
 
 // ParseMaxFailures parses max_failures: a whole number ≥ 0 ("1") or a
 // percentage from 0% to 100% ("10%") of the eligible targets.
-func ParseMaxFailures(s string) (Limit, error) {
+func ParseMaxFailures(s string) (Limit, error) { return parseBudget("max_failures", s) }
+
+// ParseMaxUnsettled parses max_unsettled: a whole number ≥ 0 ("0") or a percentage from 0% to
+// 100% of the eligible targets, counted like max_failures.
+func ParseMaxUnsettled(s string) (Limit, error) { return parseBudget("max_unsettled", s) }
+
+// parseBudget parses a budget named name: percentages round down and may be 0.
+func parseBudget(name, s string) (Limit, error) {
 	l, err := parseLimit(s, 0)
 	if err != nil {
-		return Limit{}, fmt.Errorf(`max_failures %q: %w; must be a whole number ≥ 0 (e.g. "1") or a percentage from 0%% to 100%% (e.g. "10%%")`, s, err)
+		return Limit{}, fmt.Errorf(`%s %q: %w; must be a whole number ≥ 0 (e.g. "1") or a percentage from 0%% to 100%% (e.g. "10%%")`, name, s, err)
 	}
 	l.kind = kindBudget
 	return l, nil
@@ -95,17 +102,6 @@ func UpdateLimitOf(n int) Limit { return Limit{value: max(n, 1), kind: kindUpdat
 
 // MaxFailuresOf is a failure budget of exactly n targets (n below 0 is 0).
 func MaxFailuresOf(n int) Limit { return Limit{value: max(n, 0), kind: kindBudget} }
-
-// ParseMaxUnsettled parses max_unsettled: a whole number ≥ 0 ("0") or a percentage from 0% to
-// 100% of the eligible targets, counted like max_failures.
-func ParseMaxUnsettled(s string) (Limit, error) {
-	l, err := parseLimit(s, 0)
-	if err != nil {
-		return Limit{}, fmt.Errorf(`max_unsettled %q: %w; must be a whole number ≥ 0 (e.g. "0") or a percentage from 0%% to 100%% (e.g. "10%%")`, s, err)
-	}
-	l.kind = kindBudget
-	return l, nil
-}
 
 // parseLimit accepts only ASCII digits with an optional trailing '%'. It is
 // deliberately stricter than strconv.Atoi: "+2", " 2" and "2.5" are typos in

@@ -8,14 +8,17 @@ package lifecycle
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
+	"github.com/hashicorp/terraform-plugin-framework/attr"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
 	"github.com/gradual-dev/terraform-provider-gradual/internal/engine"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/providerdata"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/records"
 )
 
 // Attribute paths both resources report diagnostics against.
@@ -65,4 +68,21 @@ func ImportNamespaceName(ctx context.Context, req resource.ImportStateRequest, r
 	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("id"), req.ID)...)
 	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("namespace"), namespace)...)
 	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("name"), name)...)
+}
+
+// SortedNames is a list of cluster names for a plan (`leaving`): sorted, and an empty list for
+// none, never null.
+func SortedNames(names []string) types.List {
+	elems := make([]attr.Value, 0, len(names))
+	for _, n := range slices.Sorted(slices.Values(names)) {
+		elems = append(elems, types.StringValue(n))
+	}
+	return types.ListValueMust(types.StringType, elems)
+}
+
+// ImportHint is the import command and block for a resource of typeName whose records exist
+// already under key, for the refusal of a second create.
+func ImportHint(typeName string, key records.Key) string {
+	id := key.Namespace + "/" + key.Name
+	return fmt.Sprintf("  terraform import %[1]s.<name> %[2]s\n\nor, in the configuration:\n\n  import {\n    to = %[1]s.<name>\n    id = %[2]q\n  }", typeName, id)
 }

@@ -120,11 +120,8 @@ func (r *assignmentResource) apply(ctx context.Context, timeout time.Duration, p
 	return true
 }
 
-// importHint is the import command (and block) for an assignment that exists already.
-func importHint(key records.Key) string {
-	id := key.Namespace + "/" + key.Name
-	return fmt.Sprintf("  terraform import gradual_module_assignment.<name> %s\n\nor, in the configuration:\n\n  import {\n    to = gradual_module_assignment.<name>\n    id = %q\n  }", id, id)
-}
+// importHint is the import command (and block) for one that exists already.
+func importHint(key records.Key) string { return lifecycle.ImportHint("gradual_module_assignment", key) }
 
 // flatten returns, per module, the clusters of its waves.
 func flatten(waves map[string][][]string) map[string][]string {

@@ -3,7 +3,6 @@ package moduleassignment
 import (
 	"context"
 	"encoding/json"
-	"slices"
 
 	"github.com/hashicorp/terraform-plugin-framework-timeouts/resource/timeouts"
 	"github.com/hashicorp/terraform-plugin-framework/attr"
@@ -323,13 +322,7 @@ func (m *Model) markObservedUnknown() {
 }
 
 // setLeaving shows the clusters apply lets go of (sorted; an empty list for none).
-func (m *Model) setLeaving(names []string) {
-	elems := make([]attr.Value, 0, len(names))
-	for _, n := range slices.Sorted(slices.Values(names)) {
-		elems = append(elems, types.StringValue(n))
-	}
-	m.Leaving = types.ListValueMust(types.StringType, elems)
-}
+func (m *Model) setLeaving(names []string) { m.Leaving = lifecycle.SortedNames(names) }
 
 // markOutcomeUnknown leaves the attributes that depend on apply's outcome to apply.
 func (m *Model) markOutcomeUnknown() {

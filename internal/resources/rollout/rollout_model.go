@@ -2,12 +2,10 @@ package rollout
 
 import (
 	"context"
-	"slices"
 	"sort"
 	"time"
 
 	"github.com/hashicorp/terraform-plugin-framework-timeouts/resource/timeouts"
-	"github.com/hashicorp/terraform-plugin-framework/attr"
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/tfsdk"
 	"github.com/hashicorp/terraform-plugin-framework/types"
@@ -269,13 +267,7 @@ func (m *Model) setObserved(ctx context.Context, obs *delivery.Observation) diag
 }
 
 // setLeaving shows the clusters apply lets go of (sorted; an empty list for none).
-func (m *Model) setLeaving(names []string) {
-	elems := make([]attr.Value, 0, len(names))
-	for _, n := range slices.Sorted(slices.Values(names)) {
-		elems = append(elems, types.StringValue(n))
-	}
-	m.Leaving = types.ListValueMust(types.StringType, elems)
-}
+func (m *Model) setLeaving(names []string) { m.Leaving = lifecycle.SortedNames(names) }
 
 func (m *Model) setLedger(ctx context.Context, ledger []delivery.InvalidRevision) diag.Diagnostics {
 	type entry struct {

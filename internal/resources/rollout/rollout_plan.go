@@ -274,11 +274,8 @@ func nonNilNames(names []string) []string {
 	return names
 }
 
-// importHint is the import command (and block) for a rollout that exists already.
-func importHint(key records.Key) string {
-	id := key.Namespace + "/" + key.Name
-	return fmt.Sprintf("  terraform import gradual_rollout.<name> %s\n\nor, in the configuration:\n\n  import {\n    to = gradual_rollout.<name>\n    id = %q\n  }", id, id)
-}
+// importHint is the import command (and block) for one that exists already.
+func importHint(key records.Key) string { return lifecycle.ImportHint("gradual_rollout", key) }
 
 func nonNilWaves(waves [][]string) [][]string {
 	if waves == nil {
