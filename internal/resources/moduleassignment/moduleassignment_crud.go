@@ -121,7 +121,9 @@ func (r *assignmentResource) apply(ctx context.Context, timeout time.Duration, p
 }
 
 // importHint is the import command (and block) for one that exists already.
-func importHint(key records.Key) string { return lifecycle.ImportHint("gradual_module_assignment", key) }
+func importHint(key records.Key) string {
+	return lifecycle.ImportHint("gradual_module_assignment", key)
+}
 
 // flatten returns, per module, the clusters of its waves.
 func flatten(waves map[string][][]string) map[string][]string {
