@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the pinned test-bed toolchain (and kubectl, for `make bench`) from the Go module proxy
-# into a cache outside the clone (DESIGN.md §4). Prebuilt-binary downloads are not reachable
+# into a cache outside the clone. Prebuilt-binary downloads are not reachable
 # here, so every binary is compiled from its Go module. A second run only checks that the
 # binaries exist and finishes in seconds.
 #
@@ -12,7 +12,7 @@ STAGING_VERSION=v0.36.3
 ETCD_VERSION=v3.6.16
 KWOK_VERSION=v0.8.0
 OPENTOFU_VERSION=v1.12.6
-# Cluster API controllers for the opt-in `--cluster-api` test bed (DESIGN.md §4). The root module
+# Cluster API controllers for the opt-in `--cluster-api` test bed. The root module
 # and its test module (CAPD, the test extension) are pinned to the same release; the test
 # module's go.mod points both at ../ with replaces, which only apply in the main module, so the
 # helper module repeats them with the release version.

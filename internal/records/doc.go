@@ -35,6 +35,18 @@
 // detected. Chunks without a head (a write or delete that was interrupted) are ignored, and
 // removed by the next MarkCurrent, MarkInvalid or Restored.
 //
+// Records are read with bounds, as anyone who can write Secrets in the records namespace can
+// plant some: every list is selected by the rollout's labels (other Secrets of the namespace are
+// never read), and a Secret with those labels that lacks what the store gives every record of
+// the rollout (its rollout-key annotation, the name made of key, revision and chunk) is left
+// alone: never decoded, relabelled or deleted. A record whose Secrets hold more than
+// MaxSecretDataSize bytes each or are more than MaxRecordChunks, or whose data decompresses to
+// more than MaxRevisionRecordSize (decompression stops there), or that is torn, corrupt or holds
+// another rollout's payload, is not decoded. Reads report all of these in State.Skipped, for
+// the caller to warn, except that a current, backup or provisioning record that cannot be
+// decoded fails the read (restore and pruning depend on it). Summary reads no record data;
+// LoadCurrent reads only the current record's.
+//
 // States and transitions, each safe to re-run after an interruption, none ever leaving two
 // current records (an old current is demoted before a new one is promoted):
 //

@@ -22,8 +22,8 @@ func (s *WorkloadStore) Keys(ctx context.Context) ([]Key, error) {
 	var out []Key
 	for i := range list.Items {
 		k, err := ParseKey(list.Items[i].GetAnnotations()[AnnotationRolloutKey])
-		if err != nil || seen[k] {
-			continue
+		if err != nil || seen[k] || list.Items[i].GetLabels()[LabelRollout] != k.Hash() {
+			continue // not a record head the store wrote
 		}
 		seen[k] = true
 		out = append(out, k)

@@ -413,7 +413,7 @@ func (s *ManagementStore) decode(ctx context.Context, key Key, sec *corev1.Secre
 	if err != nil {
 		return nil, err
 	}
-	raw, err := decompressChunks(append([][]byte{head}, rest...), digest)
+	raw, err := decompressChunks(append([][]byte{head}, rest...), digest, MaxRecordSize)
 	if err != nil {
 		return nil, err
 	}
@@ -433,7 +433,7 @@ func (s *ManagementStore) decode(ctx context.Context, key Key, sec *corev1.Secre
 			if err != nil {
 				return nil, err
 			}
-			if st.r.Progress.Config, err = decompressChunks(chunks, st.config.Digest); err != nil {
+			if st.r.Progress.Config, err = decompressChunks(chunks, st.config.Digest, MaxRecordSize); err != nil {
 				return nil, fmt.Errorf("configuration: %w", err)
 			}
 			st.configLoaded = true

@@ -39,9 +39,44 @@ const (
 // and the rest is left for metadata.
 const ChunkSize = 900 << 10
 
-// MaxRecordSize bounds a decompressed record, so a corrupt or hostile Secret cannot exhaust
-// memory.
+// Bounds on reading a workload revision record. Records are not trusted blindly: anyone who can
+// write Secrets in a workload cluster's records namespace can plant one carrying a rollout's
+// labels, and every refresh of every cluster of a wave reads them. A record beyond these bounds
+// is not decoded (see WorkloadStore.Load), and the store never writes one (MarkProvisioning
+// refuses it), so no record it wrote is ever refused.
+const (
+	// MaxSecretDataSize bounds the record data one Secret may hold: the API server refuses a
+	// Secret whose data exceeds 1 MiB, and the store's chunks hold at most ChunkSize bytes, so
+	// more was written neither through an API server nor by the store.
+	MaxSecretDataSize = 1 << 20
+	// MaxRevisionRecordSize bounds the decompressed JSON of one revision record: the bundle's
+	// canonical manifests, its inventory and the content saved of adopted objects (at most 256
+	// KiB each). Bundles are a few megabytes at most in practice (the project tests 1.15 MB of
+	// CRDs, which a record holds about twice over when every object was adopted), so 32 MiB
+	// leaves ample room, while a planted record costs a read at most that much memory instead
+	// of the gigabyte a 1 MiB gzip bomb expands to. Decompression stops at the bound
+	// (io.LimitReader): a bomb is never expanded further.
+	MaxRevisionRecordSize = 32 << 20
+	// MaxRecordChunks bounds the Secrets of one revision record: enough for a record of
+	// MaxRevisionRecordSize that gzip could not shrink at all, in chunks of ChunkSize.
+	MaxRecordChunks = MaxRevisionRecordSize/ChunkSize + 2
+)
+
+// MaxRecordSize bounds a decompressed management record (progress and ledger) or the
+// configuration stored with it, so a corrupt Secret cannot exhaust memory. The management
+// cluster is the provider's own; workload records have the tighter MaxRevisionRecordSize.
 const MaxRecordSize = 256 << 20
+
+// readLimits bound what reading one record may take. Stores hold the package's bounds; tests
+// lower them.
+type readLimits struct {
+	secretData int   // record data of one Secret
+	chunks     int   // Secrets of one record
+	size       int64 // decompressed
+}
+
+// revisionLimits are the bounds of workload revision records.
+var revisionLimits = readLimits{secretData: MaxSecretDataSize, chunks: MaxRecordChunks, size: MaxRevisionRecordSize}
 
 // MaxReasonLength bounds a stored failure reason (annotations share 256 KiB per object).
 const MaxReasonLength = 16 << 10
@@ -77,6 +112,30 @@ type Revision struct {
 	Reason string `json:"reason,omitempty"`
 	// RolloutKey is the rollout the record belongs to.
 	RolloutKey Key `json:"rolloutKey"`
+}
+
+// SkippedRecord is a Secret a read of a rollout's records passed over, and why, so that the
+// caller can warn, naming it. Either it carries the rollout's labels but is no record of the
+// rollout (another rollout's key, no key, a name or labels the store never gives its records:
+// planted, or copied by hand), and it is left out of the State and never read, changed or
+// deleted; or it is a record of the rollout whose contents could not be read safely (larger
+// than the bounds above, torn, corrupt, or holding another rollout's payload), and it stays in
+// the State with what its metadata say (revision, state, reason, times) but no Manifests,
+// Inventory or Adopted. The latter is only ever an invalid or superseded record: a current,
+// backup or provisioning record that cannot be read fails the read instead, since restore and
+// pruning depend on its contents.
+type SkippedRecord struct {
+	// Namespace and Name of the Secret.
+	Namespace string
+	Name      string
+	// Revision its labels name, "" when none.
+	Revision string
+	Reason   string
+}
+
+// String is "Secret <namespace>/<name>: <reason>", for a warning.
+func (r SkippedRecord) String() string {
+	return "Secret " + r.Namespace + "/" + r.Name + ": " + r.Reason
 }
 
 // Adopted is an object a rollout found on a cluster before it first applied it: someone else
@@ -120,6 +179,9 @@ type State struct {
 	// Superseded records (and any surplus current/backup/provisioning record an interrupted
 	// or concurrent writer left), oldest first.
 	Superseded []Revision
+	// Skipped lists, by name, the Secrets the read passed over (see SkippedRecord): callers
+	// should warn about each.
+	Skipped []SkippedRecord
 }
 
 // LastGood is the revision a failed change returns to: the current record unless it is marked
@@ -176,19 +238,28 @@ type payload struct {
 }
 
 // encodePayload returns the compressed JSON of p cut into chunks of at most chunkSize bytes,
-// and the SHA-256 of the whole compressed payload.
-func encodePayload(p payload, chunkSize int) ([][]byte, string, error) {
+// and the SHA-256 of the whole compressed payload. It refuses a record that lim would not let
+// a read decode.
+func encodePayload(p payload, chunkSize int, lim readLimits) ([][]byte, string, error) {
 	raw, err := json.Marshal(p)
 	if err != nil {
 		return nil, "", fmt.Errorf("encode record of revision %s: %w", p.Revision, err)
 	}
-	return compressChunks(raw, chunkSize)
+	if int64(len(raw)) > lim.size {
+		return nil, "", fmt.Errorf("the record of revision %s would be %d bytes, more than the %d a record may hold: the bundle is too large", p.Revision, len(raw), lim.size)
+	}
+	chunks, digest, err := compressChunks(raw, chunkSize)
+	if err == nil && len(chunks) > lim.chunks {
+		return nil, "", fmt.Errorf("the record of revision %s would take %d Secrets, more than the %d a record may: the bundle is too large", p.Revision, len(chunks), lim.chunks)
+	}
+	return chunks, digest, err
 }
 
-// decodePayload joins chunks, checks them against digest and decompresses them.
-func decodePayload(chunks [][]byte, digest string) (payload, error) {
+// decodePayload checks chunks against digest and decompresses them (see decompressChunks),
+// refusing more than maxSize bytes.
+func decodePayload(chunks [][]byte, digest string, maxSize int64) (payload, error) {
 	var p payload
-	raw, err := decompressChunks(chunks, digest)
+	raw, err := decompressChunks(chunks, digest, maxSize)
 	if err != nil {
 		return p, err
 	}
@@ -220,24 +291,30 @@ func compressChunks(raw []byte, chunkSize int) (chunks [][]byte, digest string, 
 	return chunks, "sha256:" + hex.EncodeToString(sum[:]), nil
 }
 
-// decompressChunks joins chunks, checks them against digest (unless it is empty) and
-// decompresses them, refusing more than MaxRecordSize bytes.
-func decompressChunks(chunks [][]byte, digest string) ([]byte, error) {
-	data := bytes.Join(chunks, nil)
-	sum := sha256.Sum256(data)
-	if got := "sha256:" + hex.EncodeToString(sum[:]); digest != "" && got != digest {
+// decompressChunks checks chunks, taken as one stream, against digest (unless it is empty) and
+// decompresses them, refusing more than maxSize bytes: decompression stops one byte past
+// maxSize, so a record that expands further (a gzip bomb) never costs more memory than that.
+// The chunks are read in place, never joined into a copy.
+func decompressChunks(chunks [][]byte, digest string, maxSize int64) ([]byte, error) {
+	h := sha256.New()
+	readers := make([]io.Reader, len(chunks))
+	for i, c := range chunks {
+		h.Write(c)
+		readers[i] = bytes.NewReader(c)
+	}
+	if got := "sha256:" + hex.EncodeToString(h.Sum(nil)); digest != "" && got != digest {
 		return nil, fmt.Errorf("record data does not match its digest (%s, expected %s): torn or edited by hand", got, digest)
 	}
-	zr, err := gzip.NewReader(bytes.NewReader(data))
+	zr, err := gzip.NewReader(io.MultiReader(readers...))
 	if err != nil {
 		return nil, fmt.Errorf("record data is not gzip: %w", err)
 	}
-	raw, err := io.ReadAll(io.LimitReader(zr, MaxRecordSize+1))
+	raw, err := io.ReadAll(io.LimitReader(zr, maxSize+1))
 	if err != nil {
 		return nil, fmt.Errorf("decompress record: %w", err)
 	}
-	if len(raw) > MaxRecordSize {
-		return nil, fmt.Errorf("record decompresses to more than %d bytes", MaxRecordSize)
+	if int64(len(raw)) > maxSize {
+		return nil, fmt.Errorf("record decompresses to more than %d bytes", maxSize)
 	}
 	return raw, nil
 }

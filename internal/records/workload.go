@@ -3,6 +3,7 @@ package records
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -31,7 +32,8 @@ type WorkloadStore struct {
 	// DefaultMaxInvalid when zero.
 	MaxInvalid int
 
-	chunkSize int // ChunkSize; smaller in tests
+	chunkSize int        // ChunkSize; smaller in tests
+	limits    readLimits // revisionLimits; smaller in tests
 }
 
 // NewWorkloadStore keeps records through c in namespace (DefaultNamespace when empty).
@@ -39,7 +41,7 @@ func NewWorkloadStore(c client.Client, namespace string) *WorkloadStore {
 	if namespace == "" {
 		namespace = DefaultNamespace
 	}
-	return &WorkloadStore{c: c, namespace: namespace, chunkSize: ChunkSize}
+	return &WorkloadStore{c: c, namespace: namespace, chunkSize: ChunkSize, limits: revisionLimits}
 }
 
 // Namespace is where the store keeps its records.
@@ -64,12 +66,15 @@ func (r *record) reason() string {
 	return r.head.GetAnnotations()[AnnotationReason]
 }
 
-// group sorts a rollout's Secrets into records, checking that they belong to key.
-func (s *WorkloadStore) group(key Key, objs []metav1.Object) (map[string]*record, error) {
+// group sorts a rollout's Secrets into records. Secrets that are no record of key (see
+// foreign) are left out, and returned as skipped: they are never decoded, relabelled or deleted.
+func (s *WorkloadStore) group(key Key, objs []metav1.Object) (map[string]*record, []SkippedRecord) {
 	recs := map[string]*record{}
+	var skipped []SkippedRecord
 	for _, o := range objs {
-		if got := o.GetAnnotations()[AnnotationRolloutKey]; got != key.String() {
-			return nil, fmt.Errorf("Secret %s/%s carries the label of %s but belongs to %q", s.namespace, o.GetName(), key.Describe(), got)
+		if why := foreign(key, o); why != "" {
+			skipped = append(skipped, s.skipped(o, fmt.Sprintf("labelled a record of %s but %s: not read", key.Describe(), why)))
+			continue
 		}
 		rev := o.GetLabels()[LabelRevision]
 		r := recs[rev]
@@ -85,7 +90,65 @@ func (s *WorkloadStore) group(key Key, objs []metav1.Object) (map[string]*record
 		r.state = RevisionState(o.GetLabels()[LabelState])
 		r.changedAt = parseStamp(o.GetAnnotations()[AnnotationStateChangedAt])
 	}
-	return recs, nil
+	sortSkipped(skipped)
+	return recs, skipped
+}
+
+// foreign says why o is no record of key, "" when it is one: the store gives every Secret of
+// a record its labels, key's rollout-key annotation and a name made of key, revision and chunk
+// index, and a Secret lacking any of them was not written by the store for key (whoever can
+// write Secrets in the namespace can plant one with the rollout's labels).
+func foreign(key Key, o metav1.Object) string {
+	labels := o.GetLabels()
+	if labels[LabelManagedBy] != ManagedBy || labels[LabelRollout] != key.Hash() {
+		return "it lacks the labels " + LabelManagedBy + "=" + ManagedBy + " and " + LabelRollout + "=" + key.Hash()
+	}
+	switch got := o.GetAnnotations()[AnnotationRolloutKey]; got {
+	case key.String():
+	case "":
+		return "it carries no " + AnnotationRolloutKey + " annotation"
+	default:
+		return fmt.Sprintf("it belongs to %q", got)
+	}
+	rev := labels[LabelRevision]
+	if err := validateRevision(rev); err != nil {
+		return "its " + LabelRevision + " label is not a revision: " + err.Error()
+	}
+	want := key.revisionSecretName(rev)
+	if chunk := labels[LabelChunk]; chunk != "0" {
+		i, err := strconv.Atoi(chunk)
+		if err != nil || i < 1 || strconv.Itoa(i) != chunk {
+			return fmt.Sprintf("its %s label is %q, not a chunk index", LabelChunk, chunk)
+		}
+		want = chunkSecretName(want, i)
+	}
+	if o.GetName() != want {
+		return "a record of its revision would be named " + want
+	}
+	return ""
+}
+
+// skipped reports o as skipped for reason.
+func (s *WorkloadStore) skipped(o metav1.Object, reason string) SkippedRecord {
+	return SkippedRecord{Namespace: s.namespace, Name: o.GetName(), Revision: o.GetLabels()[LabelRevision], Reason: reason}
+}
+
+func sortSkipped(skipped []SkippedRecord) {
+	slices.SortFunc(skipped, func(a, b SkippedRecord) int { return compareStrings(a.Name, b.Name) })
+}
+
+// trusted reports whether the contents of a record in state must be read for the rollout's
+// records to be used at all: the current and backup records are what a failed change restores
+// (their manifests) and the provisioning record's inventory is what undoing a change prunes. A
+// read that cannot decode one of them fails rather than report a state without it. Invalid and
+// superseded records only add to pruning and to what was adopted (which later records carry
+// forward), so one that cannot be read is skipped, with a warning.
+func trusted(state RevisionState) bool {
+	switch state {
+	case StateCurrent, StateBackup, StateProvisioning:
+		return true
+	}
+	return false
 }
 
 func (s *WorkloadStore) selector(key Key) client.ListOption {
@@ -93,22 +156,38 @@ func (s *WorkloadStore) selector(key Key) client.ListOption {
 }
 
 // listMeta returns the rollout's records from a metadata-only list: transitions and Summary need
-// no record data.
+// no record data. Secrets that are no record of the rollout are left out.
 func (s *WorkloadStore) listMeta(ctx context.Context, key Key) (map[string]*record, error) {
+	recs, _, err := s.listMetaSkipped(ctx, key)
+	return recs, err
+}
+
+// listMetaSkipped is listMeta, also returning the Secrets it left out.
+func (s *WorkloadStore) listMetaSkipped(ctx context.Context, key Key) (map[string]*record, []SkippedRecord, error) {
 	list := &metav1.PartialObjectMetadataList{}
 	list.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("SecretList"))
 	if err := s.c.List(ctx, list, client.InNamespace(s.namespace), s.selector(key)); err != nil {
-		return nil, fmt.Errorf("list records of %s in namespace %s: %w", key.Describe(), s.namespace, err)
+		return nil, nil, fmt.Errorf("list records of %s in namespace %s: %w", key.Describe(), s.namespace, err)
 	}
 	objs := make([]metav1.Object, len(list.Items))
 	for i := range list.Items {
 		objs[i] = &list.Items[i]
 	}
-	return s.group(key, objs)
+	recs, skipped := s.group(key, objs)
+	return recs, skipped, nil
 }
 
-// Load reads every record of the rollout, contents included. It returns an empty State when
-// there are none (or the namespace does not exist).
+// Load reads every record of the rollout, contents included, from one list of the Secrets
+// labelled with the rollout (no other Secret of the namespace is read). It returns an empty
+// State when there are none (or the namespace does not exist).
+//
+// Records are not trusted blindly: a Secret with the rollout's labels that is no record of it
+// is left out; a record whose data exceeds MaxSecretDataSize per Secret or MaxRecordChunks
+// Secrets, or that decompresses to more than MaxRevisionRecordSize, is not decoded (and is
+// decompressed no further than that); a record that is torn, corrupt or holds another
+// rollout's payload is not used. Such an invalid or superseded record is skipped, and the
+// State's Skipped says which and why; such a current, backup or provisioning record fails the
+// Load, naming its Secret (see trusted).
 func (s *WorkloadStore) Load(ctx context.Context, key Key) (*State, error) {
 	if err := key.Validate(); err != nil {
 		return nil, err
@@ -121,27 +200,107 @@ func (s *WorkloadStore) Load(ctx context.Context, key Key) (*State, error) {
 	for i := range list.Items {
 		objs[i] = &list.Items[i]
 	}
-	recs, err := s.group(key, objs)
-	if err != nil {
-		return nil, err
-	}
-	return s.state(key, recs, true)
+	recs, skipped := s.group(key, objs)
+	return s.state(key, recs, true, skipped)
 }
 
 // Summary is Load without record contents (no Manifests or Inventory): one metadata-only list,
-// cheap enough for every plan of a large fleet.
+// cheap enough for every plan of a large fleet. No record data is read or decompressed.
 func (s *WorkloadStore) Summary(ctx context.Context, key Key) (*State, error) {
 	if err := key.Validate(); err != nil {
 		return nil, err
 	}
-	recs, err := s.listMeta(ctx, key)
+	recs, skipped, err := s.listMetaSkipped(ctx, key)
 	if err != nil {
 		return nil, err
 	}
-	return s.state(key, recs, false)
+	return s.state(key, recs, false, skipped)
 }
 
-func (s *WorkloadStore) state(key Key, recs map[string]*record, contents bool) (*State, error) {
+// LoadCurrent is Summary with the contents of the current record (State.Current's Manifests,
+// Inventory and Adopted), what comparing a cluster with its current revision (drift) needs:
+// one metadata-only list, then the current record's Secrets only, so that the other records
+// (backup, invalid, superseded: up to a dozen copies of a bundle) are neither read nor
+// decompressed. The current record is read with Load's bounds, and fails the read when it
+// cannot be decoded.
+func (s *WorkloadStore) LoadCurrent(ctx context.Context, key Key) (*State, error) {
+	if err := key.Validate(); err != nil {
+		return nil, err
+	}
+	var err error
+	for range 3 {
+		var st *State
+		if st, err = s.loadCurrent(ctx, key); !errors.Is(err, errTorn) {
+			return st, err
+		}
+	}
+	return nil, err
+}
+
+// loadCurrent is one attempt of LoadCurrent; errTorn when a Secret listed is gone when read.
+func (s *WorkloadStore) loadCurrent(ctx context.Context, key Key) (*State, error) {
+	recs, skipped, err := s.listMetaSkipped(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	st, err := s.state(key, recs, false, skipped)
+	if err != nil || st.Current == nil {
+		return st, err
+	}
+	r := recs[st.Current.Revision]
+	p, err := s.fetchAndDecode(ctx, key, r)
+	if err != nil {
+		return nil, fmt.Errorf("record of %s, revision %s (Secret %s/%s): %w", key.Describe(), r.revision, s.namespace, r.head.GetName(), err)
+	}
+	st.Current.Manifests, st.Current.Inventory, st.Current.Adopted = p.Manifests, p.Inventory, p.Adopted
+	return st, nil
+}
+
+// fetchAndDecode reads the Secrets of a record found by a metadata-only list, the head then the
+// chunks it names, and decodes them.
+func (s *WorkloadStore) fetchAndDecode(ctx context.Context, key Key, r *record) (payload, error) {
+	get := func(name string) (*corev1.Secret, error) {
+		sec := &corev1.Secret{}
+		err := s.c.Get(ctx, client.ObjectKey{Namespace: s.namespace, Name: name}, sec)
+		if apierrors.IsNotFound(err) {
+			return nil, fmt.Errorf("%w: Secret %s is gone", errTorn, name)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("read Secret %s/%s: %w", s.namespace, name, err)
+		}
+		return sec, nil
+	}
+	head, err := get(r.head.GetName())
+	if err != nil {
+		return payload{}, err
+	}
+	n, err := s.chunkCount(head)
+	if err != nil {
+		return payload{}, err
+	}
+	objs := []metav1.Object{head}
+	for i := 1; i < n; i++ {
+		c, err := get(chunkSecretName(head.Name, i))
+		if err != nil {
+			return payload{}, err
+		}
+		objs = append(objs, c)
+	}
+	got, skipped := s.group(key, objs)
+	if len(skipped) > 0 {
+		return payload{}, errors.New(skipped[0].String())
+	}
+	full := got[r.revision]
+	if full == nil || full.head == nil {
+		return payload{}, fmt.Errorf("%w: Secret %s is no longer the head of revision %s", errTorn, head.Name, r.revision)
+	}
+	return s.decode(key, full)
+}
+
+// state sorts records into a State, with their contents when contents. skipped are the
+// Secrets left out already; records whose contents cannot be read are added to them, or fail
+// the read (see trusted).
+func (s *WorkloadStore) state(key Key, recs map[string]*record, contents bool, skipped []SkippedRecord) (*State, error) {
 	var revs []Revision
 	for _, r := range recs {
 		if r.head == nil {
@@ -156,11 +315,15 @@ func (s *WorkloadStore) state(key Key, recs map[string]*record, contents bool) (
 			RolloutKey:     key,
 		}
 		if contents {
-			p, err := s.decode(r)
-			if err != nil {
+			p, err := s.decode(key, r)
+			switch {
+			case err == nil:
+				rev.Manifests, rev.Inventory, rev.Adopted = p.Manifests, p.Inventory, p.Adopted
+			case trusted(r.state):
 				return nil, fmt.Errorf("record of %s, revision %s (Secret %s/%s): %w", key.Describe(), r.revision, s.namespace, r.head.GetName(), err)
+			default:
+				skipped = append(skipped, s.skipped(r.head, fmt.Sprintf("the contents of the %s record of revision %s of %s were not read: %v", r.state, r.revision, key.Describe(), err)))
 			}
-			rev.Manifests, rev.Inventory, rev.Adopted = p.Manifests, p.Inventory, p.Adopted
 		}
 		revs = append(revs, rev)
 	}
@@ -170,7 +333,8 @@ func (s *WorkloadStore) state(key Key, recs map[string]*record, contents bool) (
 		}
 		return compareStrings(a.Revision, b.Revision)
 	})
-	st := &State{}
+	sortSkipped(skipped)
+	st := &State{Skipped: skipped}
 	for i := range revs {
 		rev := revs[i]
 		var slot **Revision
@@ -207,14 +371,27 @@ func compareStrings(a, b string) int {
 	return 0
 }
 
-// decode reads and joins a record's Secrets.
-func (s *WorkloadStore) decode(r *record) (payload, error) {
+// chunkCount is the number of Secrets a record's head says it takes, within the bounds.
+func (s *WorkloadStore) chunkCount(head metav1.Object) (int, error) {
 	n := 1
-	if v := r.head.GetAnnotations()[AnnotationChunks]; v != "" {
+	if v := head.GetAnnotations()[AnnotationChunks]; v != "" {
 		var err error
 		if n, err = strconv.Atoi(v); err != nil || n < 1 {
-			return payload{}, fmt.Errorf("bad %s annotation %q", AnnotationChunks, v)
+			return 0, fmt.Errorf("bad %s annotation %q", AnnotationChunks, v)
 		}
+	}
+	if n > s.limits.chunks {
+		return 0, fmt.Errorf("the record says it takes %d Secrets, more than the %d a record may", n, s.limits.chunks)
+	}
+	return n, nil
+}
+
+// decode reads and joins a record's Secrets, within the store's bounds, and checks that they
+// hold the record of key's revision.
+func (s *WorkloadStore) decode(key Key, r *record) (payload, error) {
+	n, err := s.chunkCount(r.head)
+	if err != nil {
+		return payload{}, err
 	}
 	parts := make([][]byte, n)
 	parts[0] = secretData(r.head)
@@ -229,8 +406,22 @@ func (s *WorkloadStore) decode(r *record) (payload, error) {
 		if p == nil {
 			return payload{}, fmt.Errorf("chunk %d of %d is missing (Secret %s)", i, n, chunkSecretName(r.head.GetName(), i))
 		}
+		if len(p) > s.limits.secretData {
+			name := r.head.GetName()
+			if i > 0 {
+				name = chunkSecretName(name, i)
+			}
+			return payload{}, fmt.Errorf("Secret %s holds %d bytes of record data, more than the %d a Secret of a record may", name, len(p), s.limits.secretData)
+		}
 	}
-	return decodePayload(parts, r.head.GetAnnotations()[AnnotationDigest])
+	p, err := decodePayload(parts, r.head.GetAnnotations()[AnnotationDigest], s.limits.size)
+	if err != nil {
+		return p, err
+	}
+	if p.RolloutKey != key || p.Revision != r.revision {
+		return payload{}, fmt.Errorf("the record holds revision %q of %q, not revision %s of %s", p.Revision, p.RolloutKey.String(), r.revision, key.String())
+	}
+	return p, nil
 }
 
 func secretData(o metav1.Object) []byte {
@@ -256,7 +447,7 @@ func (s *WorkloadStore) MarkProvisioning(ctx context.Context, key Key, rev Revis
 	if len(rev.Manifests) > 0 && !json.Valid(rev.Manifests) {
 		return fmt.Errorf("revision %s: manifests are not valid JSON", rev.Revision)
 	}
-	chunks, digest, err := encodePayload(payload{RolloutKey: key, Revision: rev.Revision, Manifests: rev.Manifests, Inventory: rev.Inventory, Adopted: rev.Adopted}, s.chunkSize)
+	chunks, digest, err := encodePayload(payload{RolloutKey: key, Revision: rev.Revision, Manifests: rev.Manifests, Inventory: rev.Inventory, Adopted: rev.Adopted}, s.chunkSize, s.limits)
 	if err != nil {
 		return err
 	}

@@ -336,14 +336,16 @@ func TestRolloutsAreKeptApart(t *testing.T) {
 	expectState(t, s, ingress, "current=aaa backup=- prov=- invalid=[] superseded=[]")
 	must(t, s.Delete(ctx, other)) // nothing left: still fine
 
-	// A Secret with a rollout's label but another key is refused, not silently mixed in.
+	// A Secret with a rollout's label but another key is not mixed in: it is skipped, and
+	// reported so that the caller can warn.
 	must(t, c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{
 		Name: "impostor", Namespace: DefaultNamespace,
 		Labels:      map[string]string{LabelManagedBy: ManagedBy, LabelRollout: ingress.Hash(), LabelRevision: "x", LabelChunk: "0"},
 		Annotations: map[string]string{AnnotationRolloutKey: "rollout/other/thing"},
 	}}))
-	if _, err := s.Load(ctx, ingress); err == nil || !strings.Contains(err.Error(), "belongs to") {
-		t.Fatalf("Load with an impostor Secret: %v", err)
+	st := expectState(t, s, ingress, "current=aaa backup=- prov=- invalid=[] superseded=[]")
+	if len(st.Skipped) != 1 || st.Skipped[0].Name != "impostor" || !strings.Contains(st.Skipped[0].Reason, "belongs to") {
+		t.Fatalf("Load with an impostor Secret: skipped %+v", st.Skipped)
 	}
 }
 

@@ -1,6 +1,6 @@
 // Package testbed runs a real local fleet for tests and the demo: a management cluster holding
 // Cluster API objects and kwok workload clusters, all real kube-apiservers started by
-// `kwokctl --runtime binary` from the pinned toolchain (`make tools`, DESIGN.md §4).
+// `kwokctl --runtime binary` from the pinned toolchain (`make tools`).
 //
 // The management cluster serves the CAPI CRDs of sigs.k8s.io/cluster-api (core, kubeadm
 // bootstrap, kubeadm control plane, read from the Go module cache) and the test bed's own

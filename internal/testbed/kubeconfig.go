@@ -50,7 +50,7 @@ func adminKubeconfig(kwokKubeconfig, kwokName, name, context string) ([]byte, st
 }
 
 // execKubeconfig is a workload kubeconfig that asks to run a credential plugin, which the provider
-// must refuse to run for workload clusters (DESIGN.md §2, Targets). Its server is never contacted.
+// must refuse to run for workload clusters. Its server is never contacted.
 func execKubeconfig(name string) ([]byte, error) {
 	userName := name + "-admin"
 	context := userName + "@" + name

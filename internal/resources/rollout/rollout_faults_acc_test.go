@@ -28,7 +28,7 @@ import (
 	"github.com/gradual-dev/terraform-provider-gradual/internal/testbed"
 )
 
-// The fault model (DESIGN.md §2): a rollout that meets a fault is never worse than one that did
+// The fault model: a rollout that meets a fault is never worse than one that did
 // nothing, and what Terraform records is what happened — never "Provider produced inconsistent
 // result after apply", never a taint that would turn the next apply into a fleet-wide delete.
 
