@@ -54,6 +54,21 @@ type ClusterState struct {
 	Backup   string
 	// Drift lists the objects that are missing or edited (for StateDrifted).
 	Drift []string
+	// SkippedRecords names the record Secrets of this rollout on the cluster that were not read
+	// (oversized, unreadable, or another rollout's under our labels), with the reason.
+	SkippedRecords []string
+}
+
+// SkippedRecords lists, per cluster, the record Secrets the observation left unread, for a
+// warning ("cluster: Secret ns/name: reason").
+func (o *Observation) SkippedRecords() []string {
+	var out []string
+	for _, name := range sortedKeys(o.Clusters) {
+		for _, s := range o.Clusters[name].SkippedRecords {
+			out = append(out, name+": "+s)
+		}
+	}
+	return out
 }
 
 // InvalidRevision is one entry of the management cluster's ledger.

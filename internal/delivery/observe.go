@@ -155,7 +155,7 @@ func (s *Service) observeCluster(ctx context.Context, namespace, name string, ke
 	store := records.NewWorkloadStore(c.client, recordNamespace)
 	load := store.Summary // revisions and states only: enough to plan
 	if drift {
-		load = store.Load // the current revision's objects too, to compare with the live ones
+		load = store.LoadCurrent // the current revision's objects too (only its), to compare with the live ones
 	}
 	state, err := load(ctx, key)
 	if err != nil {
@@ -163,6 +163,9 @@ func (s *Service) observeCluster(ctx context.Context, namespace, name string, ke
 	}
 	rec := targetRecord(state)
 	st := ClusterState{Revision: rec.Current, Backup: rec.Backup, State: StateCurrent}
+	for _, sk := range state.Skipped {
+		st.SkippedRecords = append(st.SkippedRecords, sk.String())
+	}
 	switch {
 	case rec.Provisioning != "":
 		st.State = StateProvisioning

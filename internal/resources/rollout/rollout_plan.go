@@ -101,6 +101,11 @@ func (r *rolloutResource) ModifyPlan(ctx context.Context, req resource.ModifyPla
 		return
 	}
 	warnMissing(&resp.Diagnostics, obs)
+	if skipped := obs.SkippedRecords(); len(skipped) > 0 {
+		resp.Diagnostics.AddWarning("Records Not Read",
+			"These Secrets carry this rollout's record labels but were not read: too large, unreadable, or naming another rollout. "+
+				"The rollout never decodes, changes or deletes them; look at who wrote them: "+lifecycle.ShortList(skipped, 20))
+	}
 	// Terraform plans again when it applies (with the same configuration and prior state) and
 	// rejects any value this plan showed that comes out different ("inconsistent final plan").
 	// So the waves are worked out from the prior state — the refresh that preceded this plan —
