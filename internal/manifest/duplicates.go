@@ -90,10 +90,10 @@ func duplicateError(doc []byte, strictErr error) error {
 // when there is none (or doc does not parse as go-yaml v3 reads YAML).
 func findDuplicate(doc []byte) *DuplicateKeyError {
 	var root yamlv3.Node
-	if err := yamlv3.Unmarshal(doc, &root); err != nil {
-		return nil
+	if yamlv3.Unmarshal(doc, &root) == nil {
+		return dupNode(&root, "")
 	}
-	return dupNode(&root, "")
+	return nil // the caller reports the strict decoder's own words instead
 }
 
 func dupNode(n *yamlv3.Node, path string) *DuplicateKeyError {
