@@ -3,6 +3,7 @@ package delivery
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -37,7 +38,13 @@ func (s *Service) Observe(ctx context.Context, q fleet.Query, key records.Key, r
 	obs.Interrupted = interruption(progress)
 	if progress != nil {
 		obs.Managed = progress.Managed
-		if progress.Phase != records.PhaseRunning {
+		// The gate holds when the run lost contact and stopped before clusters it had planned
+		// (not started): the next run would take the revision past the clusters it lost. Within
+		// max_unsettled the run went on past them already, and the next one just settles them.
+		halted := slices.ContainsFunc(slices.Collect(maps.Values(progress.Clusters)), func(o records.ClusterOutcome) bool {
+			return o.State == string(engine.StatusNotStarted)
+		})
+		if progress.Phase != records.PhaseRunning && halted {
 			for name, o := range progress.Clusters {
 				if o.State == string(engine.StatusLostContact) {
 					if obs.LostContact == nil {

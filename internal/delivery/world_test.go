@@ -697,7 +697,7 @@ func TestWorldScenarios(t *testing.T) {
 		name:        "revision failure whose restore fails: unsettled, counted, invalid",
 		clusters:    three(faults{neverReady: true, restoreBroken: true}),
 		maxFailures: "1",
-		want:        want{status: st(ok, unsettled, ok), failures: 1, extra: errorHas("c2", "restore to", "rollback timeout 300ms exceeded")},
+		want:        want{status: st(ok, unsettled, ok), failures: 1, extra: errorHas("c2", "restore to", "restore timeout 300ms exceeded")},
 	}, {
 		name:     "resume: applied again, missing objects created, the previous revision's pruned",
 		clusters: []clusterSpec{{"c1", startInterrupted, faults{}}, {"c2", startOld, faults{}}, {"c3", startFresh, faults{}}},

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 )
 
 // The per-target steps. Each runs on its own goroutine and owns its
@@ -173,7 +174,11 @@ func (r *run) loseContact(ctx context.Context, o *Outcome, reason string, settle
 	if r.policy.Irreversible {
 		return
 	}
-	if _, err := r.restore(ctx, o, o.Backup, reason, settled); err != nil && o.Status == StatusGone {
+	// The cluster just failed to answer: the attempt is bounded tighter than a rollback (twice
+	// the verify timeout, which covers the restore's own verification), so an unreachable
+	// cluster does not hold the apply for the whole rollback timeout.
+	within := min(r.policy.RollbackTimeout, 2*r.policy.VerifyTimeout)
+	if _, err := r.restoreWithin(ctx, o, o.Backup, reason, settled, within); err != nil && o.Status == StatusGone {
 		return
 	}
 	o.Status = StatusLostContact
@@ -187,7 +192,12 @@ func (r *run) loseContact(ctx context.Context, o *Outcome, reason string, settle
 // on to; if not, o says why (StatusUnsettled, or unchanged when even the
 // intent to restore could not be recorded) and err is the World's error.
 func (r *run) restore(ctx context.Context, o *Outcome, to, why string, settled bool) (bool, error) {
-	rctx, cancel := r.clock.WithTimeout(context.WithoutCancel(ctx), r.policy.RollbackTimeout)
+	return r.restoreWithin(ctx, o, to, why, settled, r.policy.RollbackTimeout)
+}
+
+// restoreWithin is restore bounded by timeout instead of the rollback timeout.
+func (r *run) restoreWithin(ctx context.Context, o *Outcome, to, why string, settled bool, timeout time.Duration) (bool, error) {
+	rctx, cancel := r.clock.WithTimeout(context.WithoutCancel(ctx), timeout)
 	defer cancel()
 	if settled {
 		ev := r.event(EventRollingBack, o.Target, r.plan.Desired, to, why)
@@ -205,7 +215,7 @@ func (r *run) restore(ctx context.Context, o *Outcome, to, why string, settled b
 	}
 	if err != nil {
 		if rctx.Err() != nil && !errors.Is(err, ErrTargetGone) {
-			err = fmt.Errorf("rollback timeout %s exceeded: %w", r.policy.RollbackTimeout, err)
+			err = fmt.Errorf("restore timeout %s exceeded: %w", timeout, err)
 		}
 		reason := "restore to " + show(to) + ": " + err.Error()
 		if errors.Is(err, ErrTargetGone) {

@@ -216,8 +216,9 @@ func TestAccRollout_kubeconfigDeletedMidRollout(t *testing.T) {
 }
 
 // A workload API server that stops answering (frozen with SIGSTOP) while its cluster's wave
-// verifies: that cluster ends unsettled (apply says so and fails), nothing is recorded invalid
-// and nothing rolled back, the other clusters get the revision; once it answers again the next
+// verifies: that cluster lost contact after its change; its restore cannot reach it either, so it
+// ends unsettled (apply says so and fails), nothing is recorded invalid and nothing rolled back;
+// within max_unsettled = "1" the other clusters get the revision; once it answers again the next
 // apply converges. The request timeout is shorter than the verify timeout, as in production
 // (30 s against minutes): kstatus' poller takes a timed-out request for its own shutdown, and
 // verification must not take that for success.
@@ -232,6 +233,7 @@ func TestAccRollout_workloadAPIDownDuringVerify(t *testing.T) {
 	// Short request and verify timeouts: a frozen API server costs one request timeout per read.
 	config := strings.Replace(interruptConfig(f, name, v1), `verify = { timeout = "90s" }`, `verify = { timeout = "15s" }`, 1)
 	config = strings.Replace(config, "provider \"gradual\" {\n", "provider \"gradual\" {\n  request_timeout = \"5s\"\n", 1)
+	config = strings.Replace(config, `update_limit = "1"`, `update_limit = "1"`+"\n  max_unsettled = \"1\"", 1)
 	if !strings.Contains(config, `request_timeout = "5s"`) {
 		t.Fatal("workloadAPIDownDuringVerify: acctest.ProviderConfig changed")
 	}
