@@ -69,6 +69,9 @@ type Applier struct {
 	reader *ssa.ResourceManager
 	// ignore names the fields left to other controllers (see WithIgnore).
 	ignore Ignore
+	// poller and unvetted are what applier is built from (see WithForceConflicts).
+	poller   *polling.StatusPoller
+	unvetted client.WithWatch
 }
 
 // New builds an Applier for the cluster cfg reaches. It makes no request: API discovery
@@ -96,20 +99,46 @@ func New(cfg *rest.Config, opts Options) (*Applier, error) {
 	if err != nil {
 		return nil, fmt.Errorf("apply: discovery client: %w", err)
 	}
-	a := &Applier{opts: opts, client: c, mapper: mapper, discovery: dc}
-	owner := ssa.Owner{Field: opts.FieldManager, Group: "gradual.dev"}
-	poller := polling.NewStatusPoller(c, mapper, polling.Options{})
-
-	applyClient := c
-	if !opts.ForceConflicts {
-		applyClient = interceptor.NewClient(c, interceptor.Funcs{Patch: a.vetConflicts})
-	}
-	a.applier = ssa.NewResourceManager(applyClient, poller, owner)
-	a.applier.SetConcurrency(opts.Concurrency)
-	a.reader = ssa.NewResourceManager(c, poller, owner)
+	a := &Applier{opts: opts, client: c, mapper: mapper, discovery: dc, unvetted: c,
+		poller: polling.NewStatusPoller(c, mapper, polling.Options{})}
+	a.applier = a.applyManager()
+	a.reader = ssa.NewResourceManager(c, a.poller, a.owner())
 	a.reader.SetConcurrency(opts.Concurrency)
 	return a, nil
 }
+
+func (a *Applier) owner() ssa.Owner {
+	return ssa.Owner{Field: a.opts.FieldManager, Group: "gradual.dev"}
+}
+
+// applyManager is the resource manager that applies: without ForceConflicts its client vets
+// every apply for conflicts with other managers first (see conflicts.go).
+func (a *Applier) applyManager() *ssa.ResourceManager {
+	applyClient := a.unvetted
+	if !a.opts.ForceConflicts {
+		applyClient = interceptor.NewClient(a.unvetted, interceptor.Funcs{Patch: a.vetConflicts})
+	}
+	m := ssa.NewResourceManager(applyClient, a.poller, a.owner())
+	m.SetConcurrency(a.opts.Concurrency)
+	return m
+}
+
+// WithForceConflicts returns an Applier like a that does or does not take fields over from
+// other managers (Options.ForceConflicts). It shares a's connection, mapper and discovery
+// cache, so one cached Applier per cluster serves every rollout, forcing or not; a itself is
+// unchanged.
+func (a *Applier) WithForceConflicts(force bool) *Applier {
+	if a.opts.ForceConflicts == force {
+		return a
+	}
+	b := *a
+	b.opts.ForceConflicts = force
+	b.applier = b.applyManager()
+	return &b
+}
+
+// ForceConflicts says whether the Applier takes fields over from other managers.
+func (a *Applier) ForceConflicts() bool { return a.opts.ForceConflicts }
 
 // FieldManager is the field manager the Applier applies with.
 func (a *Applier) FieldManager() string { return a.opts.FieldManager }

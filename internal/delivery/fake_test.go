@@ -631,7 +631,7 @@ func describeState(st *records.State) string {
 }
 
 // dial and goneReason stand for the management cluster's view of the clusters.
-func (e *env) dial(_ context.Context, namespace, name string, force bool) (*conn, error) {
+func (e *env) dial(_ context.Context, namespace, name string, _ bool) (*conn, error) {
 	c := e.clusters[name]
 	if c == nil {
 		return nil, fmt.Errorf("no cluster %s", name)
@@ -644,7 +644,7 @@ func (e *env) dial(_ context.Context, namespace, name string, force bool) (*conn
 		return nil, fmt.Errorf("cluster %s/%s: kubeconfig Secret %s not found: %w", namespace, name, secret,
 			apierrors.NewNotFound(schema.GroupResource{Resource: "secrets"}, secret))
 	}
-	return &conn{client: c.rec, applier: c, force: force}, nil
+	return &conn{client: c.rec, applier: c}, nil
 }
 
 func (e *env) goneReason(_ context.Context, namespace, name string) (string, error) {

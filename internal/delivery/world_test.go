@@ -118,8 +118,8 @@ func newEnv(t *testing.T, policy engine.Policy, specs []clusterSpec) *env {
 		mgmt:        &fleet.Management{Client: e.mgmt},
 		concurrency: 4,
 		clock:       engine.SystemClock{},
-		conns:       map[string]*conn{},
 		dial:        e.dial,
+		recheck:     func(string, string) {},
 		goneReason:  e.goneReason,
 		retryWait:   time.Millisecond,
 	}

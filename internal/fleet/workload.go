@@ -58,7 +58,7 @@ func (w *workloadConfigs) remember(namespace string, items []corev1.Secret) {
 	for i := range items {
 		s := &items[i]
 		if !strings.HasSuffix(s.Name, kubeconfigSecretSuffix) {
-			continue // only what WorkloadConfig reads is kept
+			continue // only what workloadConfig reads is kept
 		}
 		if value, ok := s.Data[KubeconfigSecretKey]; ok && len(value) > 0 {
 			secrets[s.Name] = listedSecret{version: string(s.UID) + "/" + s.ResourceVersion, value: value}
@@ -73,7 +73,7 @@ func (w *workloadConfigs) remember(namespace string, items []corev1.Secret) {
 }
 
 // ForgetListed drops the kubeconfig Secret of the workload cluster namespace/name from the last
-// list, so that the next WorkloadConfig reads the Secret itself. A rollout calls it before it
+// list, so that the next workloadConfig reads the Secret itself. A rollout calls it before it
 // changes a cluster: a Secret deleted or rotated seconds ago must be seen then, not after the
 // list goes stale.
 func (m *Management) ForgetListed(namespace, name string) {
@@ -101,9 +101,11 @@ type workloadConfig struct {
 	cfg     *rest.Config
 }
 
-// WorkloadConfig returns a REST config for the workload cluster namespace/name, built from its
-// `<name>-kubeconfig` Secret. Errors name the cluster and never quote the kubeconfig.
-func (m *Management) WorkloadConfig(ctx context.Context, namespace, name string) (*rest.Config, error) {
+// workloadConfig returns a REST config for the workload cluster namespace/name, built from its
+// `<name>-kubeconfig` Secret, and the version (UID/resourceVersion) of the Secret it was built
+// from. Errors name the cluster and never quote the kubeconfig. Clients is its caller: it
+// decides when to look again.
+func (m *Management) workloadConfig(ctx context.Context, namespace, name string) (*rest.Config, string, error) {
 	key := client.ObjectKey{Namespace: namespace, Name: KubeconfigSecretName(name)}
 	listed, ok := m.workloads.fromList(namespace, key.Name)
 	if !ok {
@@ -112,9 +114,9 @@ func (m *Management) WorkloadConfig(ctx context.Context, namespace, name string)
 			if apierrors.IsNotFound(err) {
 				// Wrapped, so that callers can tell a deleted Secret (the cluster is gone) from a
 				// failed read (the management API is unwell) with apierrors.IsNotFound.
-				return nil, fmt.Errorf("cluster %s/%s: kubeconfig Secret %s not found: %w", namespace, name, key.Name, err)
+				return nil, "", fmt.Errorf("cluster %s/%s: kubeconfig Secret %s not found: %w", namespace, name, key.Name, err)
 			}
-			return nil, fmt.Errorf("cluster %s/%s: read kubeconfig Secret %s: %w", namespace, name, key.Name, err)
+			return nil, "", fmt.Errorf("cluster %s/%s: read kubeconfig Secret %s: %w", namespace, name, key.Name, err)
 		}
 		listed = listedSecret{version: string(secret.UID) + "/" + secret.ResourceVersion, value: secret.Data[KubeconfigSecretKey]}
 	}
@@ -122,11 +124,11 @@ func (m *Management) WorkloadConfig(ctx context.Context, namespace, name string)
 	m.workloads.mu.Lock()
 	defer m.workloads.mu.Unlock()
 	if e, ok := m.workloads.entries[namespace+"/"+name]; ok && e.version == version {
-		return rest.CopyConfig(e.cfg), nil
+		return rest.CopyConfig(e.cfg), version, nil
 	}
 	cfg, err := WorkloadRESTConfig(listed.value)
 	if err != nil {
-		return nil, fmt.Errorf("cluster %s/%s: %w", namespace, name, err)
+		return nil, "", fmt.Errorf("cluster %s/%s: %w", namespace, name, err)
 	}
 	cfg.QPS, cfg.Burst, cfg.UserAgent = m.RESTConfig.QPS, m.RESTConfig.Burst, m.RESTConfig.UserAgent
 	// Every request to a workload cluster is bounded: an API server that accepts connections and
@@ -136,7 +138,7 @@ func (m *Management) WorkloadConfig(ctx context.Context, namespace, name string)
 		m.workloads.entries = map[string]workloadConfig{}
 	}
 	m.workloads.entries[namespace+"/"+name] = workloadConfig{version: version, cfg: cfg}
-	return rest.CopyConfig(cfg), nil
+	return rest.CopyConfig(cfg), version, nil
 }
 
 // DefaultRequestTimeout bounds one request to a management or workload API server when the

@@ -53,7 +53,7 @@ func TestWorkloadConfigFromList(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, name := range []string{"a", "b", "a"} {
-		cfg, err := m.WorkloadConfig(ctx, "fleet", name)
+		cfg, err := m.config(ctx, "fleet", name)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -75,10 +75,10 @@ func TestWorkloadConfigFromList(t *testing.T) {
 	if _, err := m.kubeconfigSecrets(ctx, "fleet"); err != nil {
 		t.Fatal(err)
 	}
-	if cfg, err := m.WorkloadConfig(ctx, "fleet", "a"); err != nil || cfg.Host != "https://a2.example:6443" {
+	if cfg, err := m.config(ctx, "fleet", "a"); err != nil || cfg.Host != "https://a2.example:6443" {
 		t.Fatalf("rotated kubeconfig: %v %v", cfg, err)
 	}
-	if _, err := m.WorkloadConfig(ctx, "fleet", "b"); !apierrors.IsNotFound(err) {
+	if _, err := m.config(ctx, "fleet", "b"); !apierrors.IsNotFound(err) {
 		t.Fatalf("deleted Secret: %v, want NotFound", err)
 	}
 	if n := gets.Load(); n != 1 {
@@ -87,7 +87,7 @@ func TestWorkloadConfigFromList(t *testing.T) {
 
 	// Once the list is stale, each cluster's Secret is read again.
 	now = now.Add(listedFresh + time.Second)
-	if _, err := m.WorkloadConfig(ctx, "fleet", "a"); err != nil {
+	if _, err := m.config(ctx, "fleet", "a"); err != nil {
 		t.Fatal(err)
 	}
 	if n := gets.Load(); n != 2 {
@@ -112,10 +112,16 @@ func TestForgetListedReadsTheSecretAgain(t *testing.T) {
 		t.Fatal(err)
 	}
 	m.ForgetListed("fleet", "a")
-	if _, err := m.WorkloadConfig(ctx, "fleet", "a"); err == nil || !strings.Contains(err.Error(), "not found") {
+	if _, err := m.config(ctx, "fleet", "a"); err == nil || !strings.Contains(err.Error(), "not found") {
 		t.Fatalf("a after ForgetListed: err %v, want its Secret not found", err)
 	}
-	if _, err := m.WorkloadConfig(ctx, "fleet", "b"); err != nil {
+	if _, err := m.config(ctx, "fleet", "b"); err != nil {
 		t.Fatalf("b: %v (ForgetListed dropped more than a)", err)
 	}
+}
+
+// config is workloadConfig without the version.
+func (m *Management) config(ctx context.Context, namespace, name string) (*rest.Config, error) {
+	cfg, _, err := m.workloadConfig(ctx, namespace, name)
+	return cfg, err
 }

@@ -304,7 +304,8 @@ func (p *gradualProvider) Configure(ctx context.Context, req provider.ConfigureR
 		// Validated as a duration at plan time; an unparsable value keeps the default.
 		opts.LeaseDuration, _ = time.ParseDuration(s)
 	}
-	data := &providerdata.Data{Management: mgmt, Delivery: delivery.New(mgmt, opts), Replacements: &providerdata.Replacements{}}
+	clients := fleet.NewClients(mgmt, nil)
+	data := &providerdata.Data{Management: mgmt, Clients: clients, Delivery: delivery.New(clients, opts), Replacements: &providerdata.Replacements{}}
 	resp.DataSourceData = data
 	resp.ResourceData = data
 	resp.EphemeralResourceData = data

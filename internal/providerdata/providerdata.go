@@ -14,6 +14,9 @@ import (
 // Data is the provider's configured state.
 type Data struct {
 	Management *fleet.Management
+	// Clients owns every workload cluster's clients (built once per cluster and provider
+	// process, under one freshness rule); Delivery and in-place updates both use it.
+	Clients *fleet.Clients
 	// Delivery carries revisions to the workload clusters; resources share it so that each
 	// cluster's clients are built once per run of the provider.
 	Delivery *delivery.Service

@@ -7,9 +7,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
-	"sync"
 
 	jsonpatch "github.com/evanphx/json-patch/v5"
+	"golang.org/x/sync/errgroup"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/gradual-dev/terraform-provider-gradual/internal/extension"
@@ -304,24 +304,13 @@ func (p *Planner) ask(ctx context.Context, res *Result) error {
 	if parallel <= 0 {
 		parallel = 4
 	}
-	sem := make(chan struct{}, parallel)
-	errs := make([]error, len(res.Machines))
-	var wg sync.WaitGroup
+	var g errgroup.Group
+	g.SetLimit(parallel)
 	for i := range res.Machines {
 		m := &res.Machines[i]
-		wg.Go(func() {
-			sem <- struct{}{}
-			defer func() { <-sem }()
-			errs[i] = p.planMachine(ctx, res, m)
-		})
+		g.Go(func() error { return p.planMachine(ctx, res, m) })
 	}
-	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			return err
-		}
-	}
-	return nil
+	return g.Wait()
 }
 
 func (p *Planner) planMachine(ctx context.Context, res *Result, m *Machine) error {

@@ -20,7 +20,6 @@ import (
 	"github.com/gradual-dev/terraform-provider-gradual/internal/inplace"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/inplace/owners"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/providerdata"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 const defaultFallback = "none"
@@ -154,18 +153,10 @@ func patchBytes(v types.String) []byte {
 	return []byte(v.ValueString())
 }
 
-// planner is the live planner over the provider's management connection.
+// planner is the live planner over the provider's management connection; it checks Nodes
+// with the workload clients the provider shares (fleet.Clients).
 func planner(data *providerdata.Data) *owners.Planner {
-	return &owners.Planner{
-		Client: data.Management.Client,
-		Workload: func(ctx context.Context, namespace, cluster string) (client.Client, error) {
-			cfg, err := data.Management.WorkloadConfig(ctx, namespace, cluster)
-			if err != nil {
-				return nil, err
-			}
-			return client.New(cfg, client.Options{})
-		},
-	}
+	return &owners.Planner{Client: data.Management.Client, Workload: data.Clients.Client}
 }
 
 // machinesValue is the `machines` list of a plan.

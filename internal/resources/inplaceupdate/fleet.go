@@ -17,6 +17,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/resource"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 	"github.com/hashicorp/terraform-plugin-log/tflog"
+	"golang.org/x/sync/errgroup"
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/gradual-dev/terraform-provider-gradual/internal/diagnostics"
@@ -401,15 +402,13 @@ func observeFleet(ctx context.Context, data *providerdata.Data, in *Input, prior
 	status := map[string]string{}
 	var notes []string
 	var firstErr error
-	sem := make(chan struct{}, 4)
-	var wg sync.WaitGroup
+	var g errgroup.Group
+	g.SetLimit(4)
 	for _, c := range found.Clusters {
 		if c.SkipReason != "" {
 			continue
 		}
-		wg.Go(func() {
-			sem <- struct{}{}
-			defer func() { <-sem }()
+		g.Go(func() error {
 			st, n, err := observeCluster(ctx, p, c, ownersSel, change, prior)
 			mu.Lock()
 			defer mu.Unlock()
@@ -420,9 +419,10 @@ func observeFleet(ctx context.Context, data *providerdata.Data, in *Input, prior
 			for k, v := range st {
 				status[k] = v
 			}
+			return nil // every cluster is observed; the first error is returned below
 		})
 	}
-	wg.Wait()
+	_ = g.Wait()
 	slices.Sort(notes)
 	return status, notes, firstErr
 }
