@@ -7,6 +7,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
+# README.md's package list follows the package comments.
+tools/layout.sh
 docs() { (cd tools && go tool tfplugindocs generate --provider-dir .. --provider-name gradual --rendered-provider-name gradual "$@"); }
 
 if command -v terraform >/dev/null 2>&1; then

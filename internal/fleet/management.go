@@ -1,7 +1,7 @@
 // Package fleet finds the CAPI Clusters a rollout targets in the management cluster, decides which
-// are eligible (and why the others are skipped), and builds clients for the workload clusters
-// from their kubeconfig Secrets. Every resource and data source uses it, so the rules for
-// readiness and skipping live in one place.
+// are eligible (and why the others are skipped), and owns the clients of the workload clusters,
+// built from their kubeconfig Secrets (Clients). Every resource and data source uses it, so the
+// rules for readiness, skipping and client freshness live in one place.
 package fleet
 
 import (

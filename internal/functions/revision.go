@@ -1,4 +1,4 @@
-// Package functions implements the provider's functions, e.g. provider::gradual::revision.
+// Package functions implements the provider's functions (provider::gradual::revision).
 package functions
 
 import (

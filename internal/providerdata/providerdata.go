@@ -1,5 +1,6 @@
 // Package providerdata is what the provider's Configure hands to every resource, data source and
-// function: the connection to the management cluster and provider-wide settings.
+// function: the management cluster, the workload clients' owner, the delivery service and
+// provider-wide settings.
 package providerdata
 
 import (
