@@ -8,7 +8,9 @@
 #   GRADUAL_TESTACC_SERIAL=1 tools/testacc.sh   # one CLI after the other, on one fleet
 #
 # Why side by side: the suite mostly waits (rollouts verified, Leases expiring, CLIs starting), so
-# two lanes on 2 cores take far less than twice one lane. Within a lane, packages run one at a
+# two lanes on 2 cores take far less than twice one lane; the tests that check what the provider
+# does to the fleet rather than how a CLI drives it run on one lane only (acctest.OnOneLane).
+# Within a lane, packages run one at a
 # time (-p 1): they share the lane's fleet and change its clusters (labels, readiness, joins); run
 # side by side, one package's change would show up in another's plan.
 set -euo pipefail
@@ -40,17 +42,55 @@ export TF_ACC=1 CHECKPOINT_DISABLE=1 TF_IN_AUTOMATION=1
 : >"$work/cli.tfrc"
 export TF_CLI_CONFIG_FILE="$work/cli.tfrc"
 
+# Every test binary is built once, here, and the provider binary the CLI-driving tests install
+# once (acctest.ProviderBinaryEnv): the lanes then link and build nothing, so they do not
+# compile the same packages side by side, and no test builds its own provider.
+echo "[testacc] building the test binaries and the provider" >&2
+go test -c -o "$work/testbin/" ./... >/dev/null
+go build -o "$work/provider/terraform-provider-gradual" .
+export GRADUAL_PROVIDER_BINARY="$work/provider/terraform-provider-gradual"
+# The packages that have tests: "directory import-path" per line.
+packages=$(go list -f '{{if or .TestGoFiles .XTestGoFiles}}{{.Dir}} {{.ImportPath}}{{end}}' ./...)
+
+# run_tests TIMEOUT RUN-REGEX [env assignments...]: runs the prebuilt test binary of every
+# package (in its directory, as go test does), one package at a time. It prints each test's
+# result and time, and a package's whole output when it fails; it fails when a package failed.
+run_tests() {
+  local timeout=$1 run=$2; shift 2
+  local failed=0 dir pkg bin log start rc
+  while read -r dir pkg; do
+    bin="$work/testbin/${pkg##*/}.test"
+    log=$(mktemp "$work/log.XXXXXX")
+    start=$SECONDS
+    rc=0
+    (cd "$dir" && env "$@" "$bin" -test.count=1 -test.v -test.timeout "$timeout" -test.run "$run") >"$log" 2>&1 </dev/null || rc=$?
+    grep -E '^\s*--- (PASS|FAIL)' "$log" || true
+    if [ "$rc" = 0 ]; then
+      echo "ok   $pkg $((SECONDS - start))s"
+    else
+      cat "$log"
+      echo "FAIL $pkg $((SECONDS - start))s (exit $rc)"
+      failed=1
+    fi
+    rm -f "$log"
+  done <<<"$packages"
+  return "$failed"
+}
+
+# run_one PACKAGE-DIR TIMEOUT RUN-REGEX [env assignments...]: one package's prebuilt test
+# binary, verbose (each test's time and logs are what these runs are read for).
+run_one() {
+  local dir=$1 timeout=$2 run=$3; shift 3
+  (cd "$dir" && env "$@" "$work/testbin/${dir##*/}.test" -test.count=1 -test.v -test.timeout "$timeout" -test.run "$run")
+}
+
 # acc CLI-NAME CLI-PATH FLEET-DIR [env assignments...]: the acceptance tests of every package.
 acc() {
   local cli=$1 path=$2 fleet=$3; shift 3
   echo "[testacc] acceptance tests on $cli ($("$path" version | head -n 1))" >&2
-  env "$@" GRADUAL_TESTBED_DIR="$fleet" TF_ACC_TERRAFORM_PATH="$path" \
-    go test -p 1 -count=1 -timeout "${GO_TEST_TIMEOUT:-40m}" -run '^TestAcc' ./...
+  run_tests "${GO_TEST_TIMEOUT:-40m}" '^TestAcc' "$@" GRADUAL_TESTBED_DIR="$fleet" TF_ACC_TERRAFORM_PATH="$path"
 }
 tofu_env=(TF_ACC_PROVIDER_NAMESPACE=hashicorp TF_ACC_PROVIDER_HOST=registry.opentofu.org)
-
-# Compile every test binary once, so the two lanes do not compile the same packages side by side.
-go test -count=1 -run '^$' ./... >/dev/null
 
 if [ -n "${GRADUAL_TESTACC_SERIAL:-}" ] || [ -z "${GRADUAL_TERRAFORM:-}" ]; then
   [ -n "${GRADUAL_TERRAFORM:-}" ] || echo "[testacc] terraform not on PATH: Terraform run skipped" >&2
@@ -62,15 +102,23 @@ else
   # Fleets start one after the other: side by side they race for free ports and CPU.
   up fleet-tofu
   up fleet-terraform
-  # lane NAME COMMAND...: runs COMMAND with its output prefixed by [NAME], records its exit code.
+  # lane NAME COMMAND...: runs COMMAND (a function of this script) in the background with its
+  # output prefixed by [NAME], and records its exit code.
   lane() {
     local name=$1; shift
     ( set +e; "$@" 2>&1 | sed -u "s/^/[$name] /"; echo "${PIPESTATUS[0]}" >"$work/$name.rc" ) &
     lanes+=("$!")
   }
-  # The modules' tests (`tofu test` and `terraform test`) follow OpenTofu's lane on its fleet.
-  lane OpenTofu bash -c "$(declare -f acc); set -e; acc OpenTofu '$GRADUAL_TOFU' '$work/fleet-tofu' ${tofu_env[*]}; GRADUAL_TESTBED_DIR='$work/fleet-tofu' tools/moduletest.sh"
-  lane Terraform bash -c "$(declare -f acc); acc Terraform '$GRADUAL_TERRAFORM' '$work/fleet-terraform'"
+  # The tests marked acctest.OnOneLane (what the provider does to the fleet, not how a CLI drives
+  # it) are spread over the two lanes; the CLI-specific ones run on both. The modules' tests
+  # (`tofu test` and `terraform test`) follow OpenTofu's lane on its fleet.
+  tofu_lane() {
+    acc OpenTofu "$GRADUAL_TOFU" "$work/fleet-tofu" "${tofu_env[@]}" GRADUAL_ACC_LANE=0/2 &&
+      GRADUAL_TESTBED_DIR="$work/fleet-tofu" tools/moduletest.sh
+  }
+  terraform_lane() { acc Terraform "$GRADUAL_TERRAFORM" "$work/fleet-terraform" GRADUAL_ACC_LANE=1/2; }
+  lane OpenTofu tofu_lane
+  lane Terraform terraform_lane
   wait "${lanes[@]}" || true
   lanes=()
   failed=0
@@ -95,10 +143,10 @@ export GRADUAL_TESTBED_SCALE_DIR="$work/scale"
 scale() {
   local cli=$1 path=$2; shift 2
   echo "[testacc] plan line budget on the scale bed, $cli" >&2
-  TF_ACC_TERRAFORM_PATH="$path" "$@" go test -count=1 -timeout 20m -run '^TestAccScale_' ./internal/scaleacc/
+  run_one internal/scaleacc 20m '^TestAccScale_' "$@" TF_ACC_TERRAFORM_PATH="$path"
 }
-scale OpenTofu "$GRADUAL_TOFU" env
-if [ -n "${GRADUAL_TERRAFORM:-}" ]; then scale Terraform "$GRADUAL_TERRAFORM" env; fi
+scale OpenTofu "$GRADUAL_TOFU"
+if [ -n "${GRADUAL_TERRAFORM:-}" ]; then scale Terraform "$GRADUAL_TERRAFORM"; fi
 "$testbed" down --dir "$work/scale" >&2
 fleets=()
 unset GRADUAL_TESTBED_SCALE_DIR
@@ -110,7 +158,7 @@ echo "[testacc] Cluster API controllers" >&2
 env_file=$(tools/toolchain.sh cluster-api | tail -n 1)
 # shellcheck disable=SC1090
 source "$env_file"
-GRADUAL_TEST_CLUSTER_API=1 go test -v -count=1 -timeout 15m -run '^TestClusterAPIControllers$' ./internal/testbed/
+run_one internal/testbed 15m '^TestClusterAPIControllers$' GRADUAL_TEST_CLUSTER_API=1
 
 # gradual_inplace_update against those controllers, on both CLIs: the preview and CAPI's choice
 # agree (a covered version bump done in place, same Machine), an uncovered change refused at plan,
@@ -120,10 +168,9 @@ GRADUAL_TEST_CLUSTER_API=1 go test -v -count=1 -timeout 15m -run '^TestClusterAP
 capi_acc() {
   local cli=$1 path=$2; shift 2
   echo "[testacc] gradual_inplace_update on the real Cluster API controllers, $cli" >&2
-  TF_ACC_TERRAFORM_PATH="$path" GRADUAL_TEST_CLUSTER_API=1 "$@" \
-    go test -v -count=1 -timeout 20m -run '^TestAccCAPIInPlace_' ./internal/resources/inplaceupdate/
+  run_one internal/resources/inplaceupdate 20m '^TestAccCAPIInPlace_' "$@" TF_ACC_TERRAFORM_PATH="$path" GRADUAL_TEST_CLUSTER_API=1
 }
-capi_acc OpenTofu "$GRADUAL_TOFU" env TF_ACC_PROVIDER_NAMESPACE=hashicorp TF_ACC_PROVIDER_HOST=registry.opentofu.org
+capi_acc OpenTofu "$GRADUAL_TOFU" TF_ACC_PROVIDER_NAMESPACE=hashicorp TF_ACC_PROVIDER_HOST=registry.opentofu.org
 if [ -n "${GRADUAL_TERRAFORM:-}" ]; then
-  capi_acc Terraform "$GRADUAL_TERRAFORM" env
+  capi_acc Terraform "$GRADUAL_TERRAFORM"
 fi

@@ -111,3 +111,27 @@ func UniqueLabel(prefix string) string {
 	_, _ = rand.Read(b)
 	return prefix + "-" + hex.EncodeToString(b)
 }
+
+// LaneEnv, set to "i/n" by tools/testacc.sh when n CLI lanes run side by side (lane 0 OpenTofu,
+// lane 1 Terraform), spreads the tests marked with OnOneLane over the lanes.
+const LaneEnv = "GRADUAL_ACC_LANE"
+
+// OnOneLane marks a test whose subject is what the provider does to the fleet (waves, faults,
+// records, drift), not how a CLI drives the provider: when tools/testacc.sh runs one lane per
+// CLI, such a test runs on lane (mod n) only, and the CLI-specific tests (plans, saved plans,
+// import, signals, what the CLI prints) run on every lane. Each test names its lane, so that
+// the lanes take about as long. Without LaneEnv (a developer's run, the serial mode) it runs.
+func OnOneLane(t *testing.T, lane int) {
+	t.Helper()
+	env := os.Getenv(LaneEnv)
+	if env == "" {
+		return
+	}
+	var i, n int
+	if _, err := fmt.Sscanf(env, "%d/%d", &i, &n); err != nil || n <= 0 || i < 0 || i >= n {
+		t.Fatalf("%s=%q: want i/n with 0 <= i < n", LaneEnv, env)
+	}
+	if lane%n != i {
+		t.Skipf("runs on lane %d/%d only (%s): it tests what the provider does to the fleet, not the CLI", lane%n, n, LaneEnv)
+	}
+}

@@ -218,11 +218,7 @@ func labelClusters(ctx context.Context, c client.Client, namespace string, names
 func devOverrides(t *testing.T, work string) string {
 	t.Helper()
 	bin := filepath.Join(work, "plugins")
-	build := exec.Command("go", "build", "-o", filepath.Join(bin, "terraform-provider-gradual"), ".")
-	build.Dir = filepath.Join("..", "..")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build the provider: %v\n%s", err, out)
-	}
+	acctest.InstallProvider(t, bin)
 	rc := filepath.Join(work, "cli.tfrc")
 	content := fmt.Sprintf(`provider_installation {
   dev_overrides {

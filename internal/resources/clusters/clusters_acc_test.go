@@ -19,6 +19,7 @@ import (
 func TestMain(m *testing.M) { acctest.Main(m) }
 
 func TestAccClusters_selectorMatching(t *testing.T) {
+	acctest.OnOneLane(t, 0)
 	f := acctest.Fleet(t)
 	data := "data.gradual_clusters.picked"
 	resource.Test(t, resource.TestCase{
@@ -81,6 +82,7 @@ data "gradual_clusters" "picked" {
 // Clusters that are not ready, paused, lack a kubeconfig Secret or carry an exec plugin show why
 // a rollout would skip them.
 func TestAccClusters_skipReasons(t *testing.T) {
+	acctest.OnOneLane(t, 1)
 	f := acctest.Fleet(t)
 	run := acctest.UniqueLabel("skip")
 	specs := []testbed.WorkloadSpec{

@@ -260,6 +260,7 @@ const res = "gradual_module_assignment.test"
 // re-applied to the cluster that has it (the plan warns), but a cluster that joins gets the new
 // version; a cluster that stops matching loses the module (deletion_policy = delete).
 func TestAccModuleAssignment_applyOnceJoinLeave(t *testing.T) {
+	acctest.OnOneLane(t, 0)
 	f := acctest.Fleet(t)
 	name := acctest.UniqueLabel("once")
 	l := newLabeler(t, f, name, "prod-eu-1")
@@ -338,6 +339,7 @@ func TestAccModuleAssignment_applyOnceJoinLeave(t *testing.T) {
 // deleted by hand) shows in the plan and is repaired; a cluster that leaves with
 // deletion_policy = orphan keeps its objects.
 func TestAccModuleAssignment_reconcileDriftOrphan(t *testing.T) {
+	acctest.OnOneLane(t, 1)
 	f := acctest.Fleet(t)
 	name := acctest.UniqueLabel("recon")
 	l := newLabeler(t, f, name, "prod-eu-1", "prod-us-1")
@@ -438,6 +440,7 @@ func expectOneAtATime(f *testbed.Fleet, key records.Key, clusters []string) erro
 // A module that fails verification is restored (its Deployment removed) and the module that
 // depends on it is not applied there; the independent module is.
 func TestAccModuleAssignment_failedModuleBlocksDependents(t *testing.T) {
+	acctest.OnOneLane(t, 0)
 	f := acctest.Fleet(t)
 	name := acctest.UniqueLabel("fail")
 	newLabeler(t, f, name, "staging-eu-1")
@@ -489,6 +492,7 @@ func TestAccModuleAssignment_failedModuleBlocksDependents(t *testing.T) {
 // Two assignments bind the same cluster without clobbering each other's bindings; a module that
 // would manage an object the other assignment manages is refused naming both.
 func TestAccModuleAssignment_twoAssignmentsOneCluster(t *testing.T) {
+	acctest.OnOneLane(t, 1)
 	f := acctest.Fleet(t)
 	name := acctest.UniqueLabel("two")
 	newLabeler(t, f, name, "staging-eu-1")
@@ -555,6 +559,7 @@ func TestAccModuleAssignment_badInput(t *testing.T) {
 // adopt = false: a module whose objects exist already on a cluster, made with kubectl, is
 // refused at plan, naming the cluster, the object and its field manager.
 func TestAccModuleAssignment_adoptFalseRefuses(t *testing.T) {
+	acctest.OnOneLane(t, 0)
 	f := acctest.Fleet(t)
 	name := acctest.UniqueLabel("noadopt")
 	newLabeler(t, f, name, "staging-eu-1")

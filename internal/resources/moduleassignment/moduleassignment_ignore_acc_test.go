@@ -18,6 +18,7 @@ import (
 // A Reconcile assignment with ignore_fields leaves a scaled Deployment's replicas alone (no drift,
 // kept through a new module version); without the rule it takes them back.
 func TestAccModuleAssignment_ignoreFields(t *testing.T) {
+	acctest.OnOneLane(t, 0)
 	f := acctest.Fleet(t)
 	name := acctest.UniqueLabel("ignore")
 	newLabeler(t, f, name, "staging-eu-1")

@@ -28,6 +28,7 @@ import (
 // the state, and the status data source (which reads the configuration back from the record, as
 // import does). A default_namespace not known at plan leaves the revision known after apply.
 func TestAccModuleAssignment_defaultNamespace(t *testing.T) {
+	acctest.OnOneLane(t, 1)
 	f := acctest.Fleet(t)
 	name := acctest.UniqueLabel("defns")
 	newLabeler(t, f, name, "staging-eu-1")

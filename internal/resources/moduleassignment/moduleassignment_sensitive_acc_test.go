@@ -205,15 +205,7 @@ func newCLI(t *testing.T) *cliRun {
 			t.Fatal(err)
 		}
 	}
-	modRoot, err := moduleRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	build := exec.Command("go", "build", "-o", filepath.Join(plugins, "terraform-provider-gradual"), ".")
-	build.Dir = modRoot
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build the provider: %v\n%s", err, out)
-	}
+	acctest.InstallProvider(t, plugins)
 	rc := filepath.Join(root, "cli.tfrc")
 	if err := os.WriteFile(rc, fmt.Appendf(nil, `provider_installation {
   dev_overrides {
@@ -265,22 +257,4 @@ func (c *cliRun) state() string {
 		c.t.Fatal(err)
 	}
 	return string(raw)
-}
-
-// moduleRoot is the directory of this module's go.mod, above the test's working directory.
-func moduleRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if data, err := os.ReadFile(filepath.Join(dir, "go.mod")); err == nil && bytes.HasPrefix(data, []byte("module github.com/gradual-dev/terraform-provider-gradual\n")) {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("go.mod of github.com/gradual-dev/terraform-provider-gradual not found above the working directory")
-		}
-		dir = parent
-	}
 }

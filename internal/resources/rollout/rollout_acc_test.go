@@ -213,6 +213,7 @@ func rolloutStateValues(state *tfjson.State) map[string]any {
 // (command and block);
 // an update keeps the old revision as backup; destroy deletes what was applied.
 func TestAccRollout_oneClusterAtATime(t *testing.T) {
+	acctest.OnOneLane(t, 1)
 	f := acctest.Fleet(t)
 	name := acctest.UniqueLabel("waves")
 	v1, v2 := app(name, "v1", false, ""), app(name, "v2", false, "")
@@ -277,6 +278,7 @@ func TestAccRollout_oneClusterAtATime(t *testing.T) {
 // to its backup; the revision is recorded invalid; other clusters are untouched; the next plan
 // refuses it; a fixed revision goes out to every cluster.
 func TestAccRollout_badRevisionRestoredAndRefused(t *testing.T) {
+	acctest.OnOneLane(t, 1)
 	f := acctest.Fleet(t)
 	name := acctest.UniqueLabel("bad")
 	prod := []string{"prod-eu-1", "prod-us-1"}
@@ -335,6 +337,7 @@ func TestAccRollout_badRevisionRestoredAndRefused(t *testing.T) {
 // Drift: an applied object deleted in one cluster and edited in another shows in the plan, and
 // apply repairs it.
 func TestAccRollout_drift(t *testing.T) {
+	acctest.OnOneLane(t, 0)
 	f := acctest.Fleet(t)
 	name := acctest.UniqueLabel("drift")
 	v1 := app(name, "v1", false, "")
@@ -417,6 +420,7 @@ data "gradual_rollout_status" "test" {
 // A cluster that gains the label joins; a not-ready cluster is skipped with its reason and joins
 // once ready.
 func TestAccRollout_joinAndSkip(t *testing.T) {
+	acctest.OnOneLane(t, 0)
 	f := acctest.Fleet(t)
 	name := acctest.UniqueLabel("join")
 	label := name // a label key only this test uses
@@ -476,6 +480,7 @@ func TestAccRollout_joinAndSkip(t *testing.T) {
 
 // Destroy with deletion_policy = "orphan" leaves the objects and removes the records.
 func TestAccRollout_orphan(t *testing.T) {
+	acctest.OnOneLane(t, 0)
 	f := acctest.Fleet(t)
 	name := acctest.UniqueLabel("orphan")
 	v1 := app(name, "v1", false, "")
@@ -499,6 +504,7 @@ func TestAccRollout_orphan(t *testing.T) {
 // renewed; a Lease left by a killed process (never renewed while watched, whatever its times
 // say) is taken over after the Lease's duration.
 func TestAccRollout_lease(t *testing.T) {
+	acctest.OnOneLane(t, 0)
 	f := acctest.Fleet(t)
 	name := acctest.UniqueLabel("lease")
 	v1 := app(name, "v1", false, "")
@@ -781,6 +787,7 @@ func ptr[T any](v T) *T { return &v }
 // taint and replace: the next apply plans a create that continues from the records, and the
 // cluster that succeeded keeps its objects throughout (no fleet-wide delete).
 func TestAccRollout_failedCreateIsNotReplaced(t *testing.T) {
+	acctest.OnOneLane(t, 0)
 	f := acctest.Fleet(t)
 	name := acctest.UniqueLabel("create")
 	// Schedulable only on prod-eu-1's nodes, which this test labels.
@@ -870,6 +877,7 @@ func deploymentUID(t *testing.T, f *testbed.Fleet, cluster, ns string) string {
 // verify.http_checks run after the objects are ready, with {cluster} replaced; a check that never
 // answers as expected fails the cluster like any verification.
 func TestAccRollout_httpChecks(t *testing.T) {
+	acctest.OnOneLane(t, 1)
 	f := acctest.Fleet(t)
 	name := acctest.UniqueLabel("http")
 	var calls atomic.Int32

@@ -13,6 +13,7 @@ import (
 // A 5 MiB bundle that compresses poorly rolls out, its management records (progress with the
 // configuration, ledger) are chunked, and `terraform import` restores the resource from them.
 func TestAccRollout_bigBundle(t *testing.T) {
+	acctest.OnOneLane(t, 0)
 	f := acctest.Fleet(t)
 	name := acctest.UniqueLabel("big")
 	manifests := acctest.BigBundle(name, 5<<20)

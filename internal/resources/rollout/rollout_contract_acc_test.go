@@ -176,6 +176,7 @@ func webhookGone(f *testbed.Fleet, name string, clusters []string) error {
 // restored (the webhook configuration deleted first), never recorded invalid; the apply fails;
 // and the next plan refuses to take the revision further without retry_invalid.
 func TestAccRollout_failClosedWebhookHaltsAtTheFirstCluster(t *testing.T) {
+	acctest.OnOneLane(t, 1)
 	f := acctest.Fleet(t)
 	name := acctest.UniqueLabel("webhook")
 	recordNS := name + "-records"
@@ -228,6 +229,7 @@ func TestAccRollout_failClosedWebhookHaltsAtTheFirstCluster(t *testing.T) {
 // A second state creating a rollout that another state manages (a copied workspace) is refused
 // with the import command; the first keeps its app.
 func TestAccRollout_secondStateCreateRefused(t *testing.T) {
+	acctest.OnOneLane(t, 1)
 	f := acctest.Fleet(t)
 	name := acctest.UniqueLabel("copy")
 	v1 := app(name, "v1", false, "")

@@ -36,6 +36,7 @@ import (
 // (no taint), and the next plan is empty — no replace, nothing deleted. The revision, recorded
 // invalid where it failed, stays where it runs and goes nowhere else.
 func TestAccRollout_failureWithinBudgetOnCreate(t *testing.T) {
+	acctest.OnOneLane(t, 1)
 	f := acctest.Fleet(t)
 	name := acctest.UniqueLabel("budget")
 	// Schedulable only on the nodes this test labels on prod-eu-1 and prod-us-1: staging-eu-1
@@ -177,6 +178,7 @@ func TestAccRollout_savedPlanThenFleetChanges(t *testing.T) {
 // defaults max_failures = 0 and on_failure = rollback: the cluster is set aside as gone, the
 // clusters done stay done, the revision is not recorded invalid, and apply succeeds, saying so.
 func TestAccRollout_kubeconfigDeletedMidRollout(t *testing.T) {
+	acctest.OnOneLane(t, 1)
 	f := acctest.Fleet(t)
 	tf := newCLIRun(t)
 	name := acctest.UniqueLabel("gone")
@@ -223,6 +225,7 @@ func TestAccRollout_kubeconfigDeletedMidRollout(t *testing.T) {
 // (30 s against minutes): kstatus' poller takes a timed-out request for its own shutdown, and
 // verification must not take that for success.
 func TestAccRollout_workloadAPIDownDuringVerify(t *testing.T) {
+	acctest.OnOneLane(t, 0)
 	f := acctest.Fleet(t)
 	tf := newCLIRun(t)
 	name := acctest.UniqueLabel("down")

@@ -40,6 +40,7 @@ resource "gradual_rollout" %q {
 // sees no drift and keeps the scaled count through a new revision; the one that does not
 // reports the field as drifted and takes it back.
 func TestAccRollout_ignoreFields(t *testing.T) {
+	acctest.OnOneLane(t, 1)
 	f := acctest.Fleet(t)
 	name := acctest.UniqueLabel("ignore")
 	rules := `ignore_fields = [{ kind = "Deployment", name = "web", paths = [".spec.replicas"] }]`

@@ -7,7 +7,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -393,7 +392,7 @@ func newCLIRun(t *testing.T) *cliRun {
 			t.Fatal(err)
 		}
 	}
-	buildProvider(t, plugins)
+	acctest.InstallProvider(t, plugins)
 	rc := filepath.Join(root, "cli.tfrc")
 	config := fmt.Sprintf(`provider_installation {
   dev_overrides {
@@ -410,43 +409,6 @@ func newCLIRun(t *testing.T) *cliRun {
 		"TF_CLI_CONFIG_FILE="+rc, "CHECKPOINT_DISABLE=1", "TF_IN_AUTOMATION=1", "TF_INPUT=0",
 		"TF_LOG=", "TF_LOG_PATH=", "TF_REATTACH_PROVIDERS=")
 	return &cliRun{t: t, path: path, dir: dir, env: env}
-}
-
-// buildProvider builds the provider from the repository root into dir.
-func buildProvider(t *testing.T, dir string) {
-	t.Helper()
-	root, err := moduleRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
-	start := time.Now()
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", filepath.Join(dir, "terraform-provider-gradual"), ".")
-	cmd.Dir = root
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("build the provider: %v\n%s", err, out)
-	}
-	t.Logf("built the provider in %s", time.Since(start).Round(time.Millisecond))
-}
-
-// moduleRoot is the directory of this module's go.mod, above the test's working directory.
-func moduleRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		data, err := os.ReadFile(filepath.Join(dir, "go.mod"))
-		if err == nil && bytes.HasPrefix(data, []byte("module github.com/gradual-dev/terraform-provider-gradual\n")) {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("go.mod of github.com/gradual-dev/terraform-provider-gradual not found above the working directory")
-		}
-		dir = parent
-	}
 }
 
 func (c *cliRun) writeConfig(config string) {

@@ -19,6 +19,7 @@ import (
 // Two applies of one rollout where the first loses its Lease mid-wave (another apply takes it
 // over): the first stops as on Ctrl-C and says why; the next apply converges.
 func TestAccRollout_leaseLostMidWave(t *testing.T) {
+	acctest.OnOneLane(t, 1)
 	f := acctest.Fleet(t)
 	name := acctest.UniqueLabel("lost")
 	key := records.Key{Kind: "rollout", Namespace: f.Namespace, Name: name}

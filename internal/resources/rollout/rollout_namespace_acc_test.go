@@ -28,6 +28,7 @@ import (
 // default_namespace they land in it, the ClusterRole stays cluster-scoped, and the revision is
 // that of the same objects written with their namespace.
 func TestAccRollout_defaultNamespace(t *testing.T) {
+	acctest.OnOneLane(t, 0)
 	f := acctest.Fleet(t)
 	name := acctest.UniqueLabel("defns")
 	clusterRole := fmt.Sprintf("---\napiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata:\n  name: %s-reader\nrules:\n  - apiGroups: [\"\"]\n    resources: [configmaps]\n    verbs: [get]\n", name)

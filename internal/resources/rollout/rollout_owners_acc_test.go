@@ -63,6 +63,7 @@ func expectAdoptedSettings(f *testbed.Fleet, cluster, ns, want string) error {
 // fails puts the ConfigMap back as kubectl made it (the Deployment the rollout made is deleted);
 // destroy leaves both, given back, with the content the rollout applied.
 func TestAccRollout_adoptedObjectsSurvive(t *testing.T) {
+	acctest.OnOneLane(t, 1)
 	f := acctest.Fleet(t)
 	name := acctest.UniqueLabel("adopt")
 	const cluster = "staging-eu-1"
@@ -150,6 +151,7 @@ func TestAccRollout_adoptedObjectsSurvive(t *testing.T) {
 // One owner per object: a second rollout listing a ConfigMap the first one manages is refused
 // at plan, naming the first rollout, the cluster and the object.
 func TestAccRollout_oneOwnerPerObject(t *testing.T) {
+	acctest.OnOneLane(t, 0)
 	f := acctest.Fleet(t)
 	name := acctest.UniqueLabel("owner")
 	const cluster = "staging-eu-1"
@@ -202,6 +204,7 @@ func labeller(t *testing.T, f *testbed.Fleet, label string) func(cluster string,
 // rollout's objects there with deletion_policy = "delete", keeps them with "orphan"; the
 // records go either way.
 func TestAccRollout_leavingClusters(t *testing.T) {
+	acctest.OnOneLane(t, 1)
 	f := acctest.Fleet(t)
 	name := acctest.UniqueLabel("leave")
 	relabel := labeller(t, f, name) // a label key only this test uses
