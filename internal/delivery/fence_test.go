@@ -71,7 +71,7 @@ func TestLeaseLostMidWaveWritesNothingMore(t *testing.T) {
 		runCtx, cancel := context.WithCancelCause(ctx)
 		defer cancel(nil)
 		fw := &fenceWorld{cancel: cancel}
-		runCtx = context.WithValue(runCtx, fenceKey{}, fw.fence)
+		runCtx = records.WithFence(runCtx, fw.fence)
 		fw.World = &world{svc: e.svc, spec: e.spec, desired: e.desired.canonical, progress: progress, logf: e.logf}
 		seen := map[string]string{}
 		var progressAtLoss string
@@ -118,7 +118,7 @@ func TestFencedReadsTheRunsFence(t *testing.T) {
 	if err := Fenced(context.Background()); err != nil {
 		t.Fatalf("no run: %v", err)
 	}
-	ctx := context.WithValue(context.Background(), fenceKey{}, func() error { return errTestLeaseLost })
+	ctx := records.WithFence(context.Background(), func() error { return errTestLeaseLost })
 	if err := Fenced(context.WithoutCancel(ctx)); !errors.Is(err, records.ErrLeaseLost) {
 		t.Fatalf("a settling context derived from the run's: %v", err)
 	}

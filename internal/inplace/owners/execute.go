@@ -17,6 +17,7 @@ import (
 
 	"github.com/gradual-dev/terraform-provider-gradual/internal/engine"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/inplace"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/records"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/usererr"
 )
 
@@ -79,7 +80,7 @@ type Execution struct {
 // written.
 func (p *Planner) Execute(ctx context.Context, res *Result, req ExecuteRequest) (*Execution, error) {
 	if err := res.Plan.Err(); err != nil {
-		return nil, usererr.Wrap(err, inplace.BlockedSummary, inplace.BlockedLead+".")
+		return nil, engine.Mark(engine.ErrChangeRefused, usererr.Wrap(err, inplace.BlockedSummary, inplace.BlockedLead+"."))
 	}
 	if req.Clock == nil {
 		req.Clock = engine.SystemClock{}
@@ -131,6 +132,9 @@ func (p *Planner) Execute(ctx context.Context, res *Result, req ExecuteRequest) 
 // ensureTemplate creates a rotated template; one of that name that exists already must hold the
 // same spec (it was created by an earlier apply of the same change), else the apply stops.
 func (p *Planner) ensureTemplate(ctx context.Context, t *unstructured.Unstructured) (bool, error) {
+	if err := records.Fenced(ctx); err != nil {
+		return false, err // the Lease may be another apply's now: write nothing
+	}
 	err := p.Client.Create(ctx, t.DeepCopy())
 	if err == nil {
 		return true, nil
@@ -145,8 +149,8 @@ func (p *Planner) ensureTemplate(ctx context.Context, t *unstructured.Unstructur
 		return false, usererr.Wrap(err, "Cannot Read Template", "Reading "+what+" failed.")
 	}
 	if patch, err := specPatch(have.Object, t.Object); err != nil || patch != nil {
-		return false, usererr.New("Template Name Taken",
-			fmt.Sprintf("%s exists with another spec than the rotated template this change needs (its name is a hash of its content, so someone edited it). Delete or restore it, then apply again.", what))
+		return false, engine.Mark(engine.ErrChangeRefused, usererr.New("Template Name Taken",
+			fmt.Sprintf("%s exists with another spec than the rotated template this change needs (its name is a hash of its content, so someone edited it). Delete or restore it, then apply again.", what)))
 	}
 	return false, nil
 }
@@ -172,9 +176,12 @@ func (p *Planner) writeOwner(ctx context.Context, o *Owner, specPatchJSON []byte
 	u.SetGroupVersionKind(o.Current.GroupVersionKind())
 	u.SetNamespace(o.Current.GetNamespace())
 	u.SetName(o.Current.GetName())
+	if err := records.Fenced(ctx); err != nil {
+		return err // the Lease may be another apply's now: write nothing
+	}
 	if err := p.Client.Patch(ctx, u, client.RawPatch(types.MergePatchType, raw)); err != nil {
 		if apierrors.IsConflict(err) {
-			return usererr.Wrap(err, "Owner Changed Since The Plan", o.Name()+" was changed after the plan read it; plan again.")
+			return engine.Mark(engine.ErrChangeRefused, usererr.Wrap(err, "Owner Changed Since The Plan", o.Name()+" was changed after the plan read it; plan again."))
 		}
 		return usererr.Wrap(err, "Cannot Write Owner", "Writing the change to "+o.Name()+" failed (templates created by this apply stay, unused).")
 	}

@@ -212,7 +212,7 @@ func (p *Planner) planCluster(ctx context.Context, req FleetRequest, cluster str
 	for _, sel := range sels {
 		res, err := p.plan(ctx, Request{Selection: sel, Change: req.Change, Fallback: req.Fallback, Endpoints: exts.endpoints}, exts, gates)
 		if err != nil {
-			if e, ok := usererr.As(err); ok && skippable(e.Summary) {
+			if e, ok := usererr.As(err); ok && errors.Is(err, ErrClusterSkippable) {
 				return &ClusterPlan{Cluster: cluster, SkipReason: e.Detail}, nil
 			}
 			return nil, fmt.Errorf("cluster %s/%s: %w", req.Namespace, cluster, err)
@@ -220,13 +220,6 @@ func (p *Planner) planCluster(ctx context.Context, req FleetRequest, cluster str
 		cp.Owners = append(cp.Owners, res)
 	}
 	return cp, nil
-}
-
-// skippable are the refusals that concern one cluster of a fleet and are fixed there (the
-// owner paused or rolling out OnDelete, the cluster paused or not initialized): the cluster is
-// skipped with the reason instead of failing the whole plan.
-func skippable(summary string) bool {
-	return strings.HasSuffix(summary, " Paused") || summary == "MachineDeployment Uses OnDelete" || summary == "Cluster Not Ready"
 }
 
 // ClusterOwners lists the owners of cluster that o picks, in the order they are updated (the

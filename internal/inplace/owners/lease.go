@@ -55,47 +55,22 @@ func LeaseKeys(sel Selection, machines []Machine) []records.Key {
 	return slices.Compact(keys)
 }
 
-// holdLeases takes the Leases of keys for holder, in order (two applies meet at the first key
-// they share, so neither holds what the other waits for). ctx's derivative runCtx is cancelled,
-// with the reason as cause, when any of them is lost; release cancels it and gives every Lease
-// back (for up to ten seconds, also after ctx is cancelled). A Lease another apply holds is the
-// user error "In-Place Update Already Running".
+// holdLeases takes the Leases of keys (sorted: LeaseKeys) for holder with records.Hold. A Lease
+// another apply holds is the user error "In-Place Update Already Running".
 func (p *Planner) holdLeases(ctx context.Context, keys []records.Key, req ExecuteRequest) (runCtx context.Context, release func(), err error) {
 	duration := req.LeaseDuration
 	if duration <= 0 {
 		duration = DefaultLeaseDuration
 	}
-	var (
-		held    []*records.Held
-		cancels []context.CancelFunc
-	)
-	runCtx = ctx
-	release = func() {
-		for _, c := range slices.Backward(cancels) {
-			c()
+	runCtx, release, err = records.Hold(ctx, p.Client, req.LeaseNamespace, keys, req.Holder, duration, req.Clock)
+	if err != nil {
+		var busy *records.HeldError
+		if errors.As(err, &busy) {
+			return nil, nil, usererr.Wrap(err, "In-Place Update Already Running",
+				fmt.Sprintf("Another apply is updating the machines of %s (it holds the Lease %s). Wait for it to finish; "+
+					"if that process died, the Lease expires on its own and the next apply takes over.", busy.Key.Describe(), busy.Key.ObjectName()))
 		}
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-		defer cancel()
-		for _, h := range slices.Backward(held) {
-			_ = h.Release(rctx)
-		}
-	}
-	for _, key := range keys {
-		h, err := records.Acquire(ctx, p.Client, req.LeaseNamespace, key, req.Holder, duration, req.Clock)
-		if err != nil {
-			release()
-			var busy *records.HeldError
-			if errors.As(err, &busy) {
-				return nil, nil, usererr.Wrap(err, "In-Place Update Already Running",
-					fmt.Sprintf("Another apply is updating the machines of %s (it holds the Lease %s). Wait for it to finish; "+
-						"if that process died, the Lease expires on its own and the next apply takes over.", key.Describe(), key.ObjectName()))
-			}
-			return nil, nil, fmt.Errorf("acquire the Lease of %s: %w", key.Describe(), err)
-		}
-		held = append(held, h)
-		var cancel context.CancelFunc
-		runCtx, cancel = h.Fence(runCtx)
-		cancels = append(cancels, cancel)
+		return nil, nil, fmt.Errorf("acquire the Leases of %d owners: %w", len(keys), err)
 	}
 	return runCtx, release, nil
 }

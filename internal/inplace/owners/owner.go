@@ -2,6 +2,7 @@ package owners
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -11,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/gradual-dev/terraform-provider-gradual/internal/engine"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/inplace"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/usererr"
 )
@@ -175,6 +177,11 @@ func (o *Owner) template(name string) *unstructured.Unstructured {
 	return nil
 }
 
+// ErrClusterSkippable marks the refusals that concern one cluster of a fleet and are fixed
+// there (the owner paused or rolling out OnDelete, the cluster paused or not initialized): a
+// fleet plan skips that cluster with the reason instead of failing as a whole.
+var ErrClusterSkippable = errors.New("the cluster is skipped")
+
 // checkOwner refuses owners Cluster API would not update as asked: paused ones (nothing would
 // happen until someone unpauses them) and MachineDeployments with the OnDelete strategy
 // (machines change only when someone deletes them; never in place).
@@ -182,8 +189,8 @@ func checkOwner(ctx context.Context, c client.Client, sel Selection, o *Owner) e
 	u := o.Current
 	paused, _, _ := unstructured.NestedBool(u.Object, "spec", "paused")
 	if _, ok := u.GetAnnotations()[pausedAnnotation]; ok || paused {
-		return usererr.New(o.Kind+" Paused",
-			fmt.Sprintf("%s is paused (spec.paused or the %s annotation): Cluster API would not roll the change out. Unpause it, then plan again.", o.Name(), pausedAnnotation))
+		return engine.Mark(ErrClusterSkippable, usererr.New(o.Kind+" Paused",
+			fmt.Sprintf("%s is paused (spec.paused or the %s annotation): Cluster API would not roll the change out. Unpause it, then plan again.", o.Name(), pausedAnnotation)))
 	}
 	cl := &unstructured.Unstructured{}
 	cl.SetGroupVersionKind(clusterGVK)
@@ -194,11 +201,11 @@ func checkOwner(ctx context.Context, c client.Client, sel Selection, o *Owner) e
 		return usererr.Wrap(err, "Cannot Read Cluster", fmt.Sprintf("Reading Cluster %s/%s failed.", sel.Namespace, sel.Cluster))
 	}
 	if paused, _, _ := unstructured.NestedBool(cl.Object, "spec", "paused"); paused {
-		return usererr.New("Cluster Paused", fmt.Sprintf("Cluster %s/%s is paused: Cluster API would not roll the change out. Unpause it, then plan again.", sel.Namespace, sel.Cluster))
+		return engine.Mark(ErrClusterSkippable, usererr.New("Cluster Paused", fmt.Sprintf("Cluster %s/%s is paused: Cluster API would not roll the change out. Unpause it, then plan again.", sel.Namespace, sel.Cluster)))
 	}
 	if init, _, _ := unstructured.NestedBool(cl.Object, "status", "initialization", "controlPlaneInitialized"); !init {
-		return usererr.New("Cluster Not Ready",
-			fmt.Sprintf("Cluster %s/%s has no initialized control plane yet (status.initialization.controlPlaneInitialized): its machines cannot be updated, and their Nodes not verified. Plan again once it is up.", sel.Namespace, sel.Cluster))
+		return engine.Mark(ErrClusterSkippable, usererr.New("Cluster Not Ready",
+			fmt.Sprintf("Cluster %s/%s has no initialized control plane yet (status.initialization.controlPlaneInitialized): its machines cannot be updated, and their Nodes not verified. Plan again once it is up.", sel.Namespace, sel.Cluster)))
 	}
 	replicas, _, _ := unstructured.NestedInt64(u.Object, "spec", "replicas")
 	o.Replicas = replicas
@@ -209,9 +216,9 @@ func checkOwner(ctx context.Context, c client.Client, sel Selection, o *Owner) e
 		return nil
 	}
 	if t, _, _ := unstructured.NestedString(u.Object, "spec", "rollout", "strategy", "type"); t == "OnDelete" {
-		return usererr.New("MachineDeployment Uses OnDelete",
+		return engine.Mark(ErrClusterSkippable, usererr.New("MachineDeployment Uses OnDelete",
 			fmt.Sprintf("%s has rollout strategy OnDelete: Cluster API changes its machines only when someone deletes them, never in place. "+
-				"Use the RollingUpdate strategy with maxSurge 0 and maxUnavailable of at least 1 for in-place updates.", o.Name()))
+				"Use the RollingUpdate strategy with maxSurge 0 and maxUnavailable of at least 1 for in-place updates.", o.Name())))
 	}
 	o.MaxSurge = resolveSurge(u, replicas)
 	return nil

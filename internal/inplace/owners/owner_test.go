@@ -2,6 +2,7 @@ package owners
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"sync"
 	"testing"
@@ -16,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/gradual-dev/terraform-provider-gradual/internal/inplace"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/records"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/usererr"
 )
 
@@ -262,5 +264,24 @@ func TestApplySurge(t *testing.T) {
 		if mayBe := got.Strategy == inplace.StrategyInPlace && tc.surge > 0; mayBe != strings.Contains(got.MayBeReplaced, "maxSurge") {
 			t.Errorf("%s maxSurge %d, replicas %d, fallback %s: MayBeReplaced %q", tc.kind, tc.surge, tc.replicas, tc.fallback, got.MayBeReplaced)
 		}
+	}
+}
+
+// A run whose Lease may be another apply's by now (records.Fenced) writes nothing: no rotated
+// template, no owner.
+func TestExecuteWritesNothingPastItsFence(t *testing.T) {
+	c, writes := world(t, nil, nil)
+	p := &Planner{Client: c}
+	change := inplace.Change{Version: "v1.34.1", BootstrapConfigSpec: []byte(`{"files":[{"path":"/etc/motd","content":"hi"}]}`)}
+	res, err := p.Plan(t.Context(), Request{Selection: mdSelection, Change: change, Fallback: inplace.FallbackNone})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fenced := records.WithFence(t.Context(), func() error { return records.ErrLeaseLost })
+	if _, err := p.Execute(fenced, res, ExecuteRequest{VerifyTimeout: 5 * time.Second}); !errors.Is(err, records.ErrLeaseLost) {
+		t.Fatalf("Execute past the fence: %v, want ErrLeaseLost", err)
+	}
+	if len(*writes) != 0 {
+		t.Errorf("writes past the fence: %v", *writes)
 	}
 }

@@ -8,8 +8,6 @@ import (
 	"sync"
 
 	"github.com/gradual-dev/terraform-provider-gradual/internal/engine"
-	"github.com/gradual-dev/terraform-provider-gradual/internal/inplace"
-	"github.com/gradual-dev/terraform-provider-gradual/internal/usererr"
 )
 
 // FleetWorld is the engine's World for an in-place update over a fleet: a target is a cluster.
@@ -104,11 +102,5 @@ func classify(err error) error {
 	if errors.Is(err, ErrNotVerified) {
 		return engine.Mark(engine.ErrRevisionFailed, err)
 	}
-	if e, ok := usererr.As(err); ok {
-		switch e.Summary {
-		case inplace.BlockedSummary, "Owner Changed Since The Plan", "Template Name Taken":
-			return engine.Mark(engine.ErrChangeRefused, err)
-		}
-	}
-	return err
+	return err // refusals (blocked, owner changed, template name taken) are marked where they arise
 }
