@@ -1,10 +1,8 @@
 package rollout
 
 import (
-	"cmp"
 	"context"
 	"fmt"
-	"slices"
 	"strings"
 
 	"github.com/hashicorp/terraform-plugin-framework/diag"
@@ -246,21 +244,11 @@ func targetsFromState(ctx context.Context, plan, prior *Model) (targets []engine
 			return nil, false
 		}
 	}
+	clusters := make(map[string]delivery.ClusterState, len(prior.private.Clusters))
 	for name, st := range prior.private.Clusters {
-		rec := engine.TargetRecord{Current: st.Revision, Backup: st.Backup}
-		if st.State == delivery.StateProvisioning {
-			// The state does not say which revision was in flight, only that one was: any
-			// revision but the desired one plans the same (applied again, or restored first).
-			rec.Provisioning = "(interrupted)"
-		}
-		targets = append(targets, engine.Target{Name: name, Record: rec, Drifted: st.State == delivery.StateDrifted})
+		clusters[name] = delivery.ClusterState{Revision: st.Revision, State: st.State, Backup: st.Backup}
 	}
-	for name, reason := range skipped {
-		if _, eligible := prior.private.Clusters[name]; !eligible {
-			targets = append(targets, engine.Target{Name: name, SkipReason: reason})
-		}
-	}
-	slices.SortFunc(targets, func(a, b engine.Target) int { return cmp.Compare(a.Name, b.Name) })
+	targets = delivery.RecordedTargets(clusters, skipped)
 	return targets, true
 }
 
