@@ -232,7 +232,7 @@ func Run(ctx context.Context, svc *delivery.Service, req RunRequest) (_ *RunResu
 					err = errors.Join(err, set(o.Target, records.ModuleBinding{Module: m.Name, Revision: m.Revision, Result: records.BindingFailed, Reason: o.Error}))
 				}
 			}
-			for _, w := range append(out.Result.Warnings(), out.Adopted...) {
+			for _, w := range slices.Concat(out.Result.Warnings(), out.Adopted, out.Kept) {
 				res.Warnings = append(res.Warnings, fmt.Sprintf("module %s: %s", m.Name, w))
 			}
 		}

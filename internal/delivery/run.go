@@ -60,6 +60,9 @@ type RunResult struct {
 	// Adopted says, per cluster, which adopted objects restore or prune gave back instead of
 	// deleting.
 	Adopted []string
+	// Kept says, per cluster, which objects prune left in place although the revision dropped
+	// them, and why ("cluster: Kind ns/name: kept: reason").
+	Kept []string
 	// Left lists the clusters the rollout was removed from (RunRequest.Leave); LeaveFailures
 	// says where that did not complete (they stay leaving, for the next apply).
 	Left, LeaveFailures []string
@@ -188,7 +191,7 @@ func (s *Service) Run(ctx context.Context, req RunRequest) (_ *RunResult, err er
 	if oerr != nil {
 		after = obs
 	}
-	run := &RunResult{Plan: plan, Result: result, After: after, Adopted: append(w.Notes(), leftNotes...), Left: left, LeaveFailures: leaveFailures}
+	run := &RunResult{Plan: plan, Result: result, After: after, Adopted: append(w.Notes(), leftNotes...), Kept: w.Kept(), Left: left, LeaveFailures: leaveFailures}
 	if err := result.Err(); err != nil {
 		return run, usererr.Wrap(err, "Rollout Failed", fmt.Sprintf("%s did not complete revision %s.", capitalize(spec.Key.Describe()), spec.Revision))
 	}

@@ -24,7 +24,41 @@ type world struct {
 	logf     func(string, map[string]any)
 
 	mu    sync.Mutex
-	notes map[string]string // per cluster: adopted objects given back (see giveBack)
+	notes map[string]string          // per cluster: adopted objects given back (see giveBack)
+	kept  map[string]map[string]bool // per cluster: objects prune left in place, and why
+}
+
+// pruned keeps what a prune on target left in place (apply.Kept: objects marked
+// gradual.dev/prune=disabled, system Namespaces, Namespaces or CRDs still holding objects of
+// others), so that the outcome says so; an attempt made again says the same, once.
+func (w *world) pruned(target string, res *apply.DeleteResult) {
+	if res == nil || len(res.Kept) == 0 {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.kept == nil {
+		w.kept = map[string]map[string]bool{}
+	}
+	if w.kept[target] == nil {
+		w.kept[target] = map[string]bool{}
+	}
+	for _, k := range res.Kept {
+		w.kept[target][k.String()] = true
+	}
+}
+
+// Kept lists, per cluster, what prune left in place and why ("cluster: Kind ns/name: kept: why").
+func (w *world) Kept() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var out []string
+	for _, name := range sortedKeys(w.kept) {
+		for _, k := range sortedKeys(w.kept[name]) {
+			out = append(out, name+": "+k)
+		}
+	}
+	return out
 }
 
 // note keeps what giveBack said about target for the outcome (the last word per cluster).
@@ -118,7 +152,9 @@ func (w *world) apply(ctx context.Context, target, revision string) error {
 	// Objects the new revision drops: deleted when the rollout made them, given back (as they
 	// are now) when it adopted them.
 	made, adopted := splitAdopted(previousInventory(state, revision), state.AdoptedOf())
-	if _, err := c.applier.Prune(ctx, made, objs); err != nil {
+	pruned, err := c.applier.Prune(ctx, made, objs)
+	w.pruned(target, pruned)
+	if err != nil {
 		return err
 	}
 	note, err := giveBack(ctx, c.applier, target, dropped(adopted, objs), never)
@@ -208,7 +244,9 @@ func (w *world) restore(ctx context.Context, target, revision string) error {
 	// subject to admission webhooks. Objects only the undone revision had are no part of the
 	// backup, so deleting them first costs the backup nothing.
 	made, adopted := splitAdopted(previousInventory(state, revision), state.AdoptedOf())
-	if _, err := c.applier.Prune(ctx, made, objs); err != nil {
+	pruned, err := c.applier.Prune(ctx, made, objs)
+	w.pruned(target, pruned)
+	if err != nil {
 		return err
 	}
 	if _, err := c.applier.Apply(ctx, objs); err != nil {

@@ -199,6 +199,15 @@ func (e *env) objectsOf(c *fakeCluster, revision string) string {
 	for _, obj := range c.seeded {
 		if !inv.Contains(apply.RefOf(obj)) {
 			objs = append(objs, obj)
+			inv = append(inv, apply.RefOf(obj))
+		}
+	}
+	// Objects another manager took over entirely are theirs: prune and delete keep them.
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, l := range c.live {
+		if !l.ours && len(l.foreign) > 0 && !inv.Contains(apply.RefOf(l.obj)) {
+			objs = append(objs, l.obj)
 		}
 	}
 	return describeObjects(objs)
@@ -224,6 +233,7 @@ type runResult struct {
 	progress *records.Progress
 	ledger   []records.InvalidEntry
 	notes    []string // what the World said about adopted objects
+	kept     []string // what prune left in place, and why
 }
 
 // run plans the rollout from what the clusters' records say (as Observe does), executes it on
@@ -257,7 +267,7 @@ func (e *env) run() runResult {
 	res := engine.Execute(ctx, plan, watch, e.svc.clock, e.spec.Policy)
 	progress.finish(ctx, &res)
 
-	r := runResult{plan: plan, res: res, watch: watch, notes: w.Notes()}
+	r := runResult{plan: plan, res: res, watch: watch, notes: w.Notes(), kept: w.Kept()}
 	var err error
 	if r.progress, err = pstore.LoadProgress(ctx, e.spec.Key); err != nil || r.progress == nil {
 		e.t.Fatalf("progress record: %v, %v", r.progress, err)
@@ -935,4 +945,26 @@ func sorted(in []string) []string {
 	out := slices.Clone(in)
 	slices.Sort(out)
 	return out
+}
+
+// An object the new revision drops that someone else took over is kept by prune, and the run's
+// outcome says so (RunResult.Kept), once per cluster however often the apply was attempted.
+func TestWorldReportsWhatPruneKept(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, testPolicy(t, "1", "0", engine.Rollback), []clusterSpec{{"c1", startOld, faults{}}})
+		c := e.clusters["c1"]
+		l := c.live["/ConfigMap/demo/legacy"]
+		l.ours, l.foreign = false, []string{"kubectl-edit"}
+		c.live["/ConfigMap/demo/legacy"] = l
+		r := e.run()
+		if o, _ := r.res.Outcome("c1"); o.Status != engine.StatusSucceeded {
+			t.Fatalf("c1 ended %s, want succeeded", o.Status)
+		}
+		if _, ok := c.live["/ConfigMap/demo/legacy"]; !ok {
+			t.Fatal("legacy was deleted although another manager took it over")
+		}
+		if len(r.kept) != 1 || !strings.HasPrefix(r.kept[0], "c1: ") || !strings.Contains(r.kept[0], "legacy") || !strings.Contains(r.kept[0], "managed by others") {
+			t.Errorf("kept %q, want legacy on c1 with the reason", r.kept)
+		}
+	})
 }

@@ -90,6 +90,10 @@ func (r *rolloutResource) apply(ctx context.Context, timeout time.Duration, plan
 		for _, note := range run.Adopted {
 			diags.AddWarning("Adopted Objects Left In Place", note)
 		}
+		if len(run.Kept) > 0 {
+			diags.AddWarning("Dropped Objects Kept", "The revision no longer holds these objects, but prune left them in place:\n  "+
+				strings.Join(run.Kept, "\n  "))
+		}
 		if len(run.Left) > 0 {
 			diags.AddWarning("Clusters Left The Rollout", leftDetail(run.Left, plan.DeletionPolicy.ValueString()))
 		}
