@@ -21,7 +21,7 @@ import (
 	"github.com/gradual-dev/terraform-provider-gradual/internal/diagnostics"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/fleet"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/providerdata"
-	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/validators"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/shared"
 )
 
 // configModel is the provider block.
@@ -171,7 +171,7 @@ func (p *gradualProvider) Schema(_ context.Context, _ provider.SchemaRequest, re
 				Optional: true,
 				MarkdownDescription: "Time limit of one request to the management or a workload cluster, and of the first run of the `exec` " +
 					"plugin (default `" + defaultRequestTimeout + "`). Long waits such as verification are loops of short requests and are not limited by it.",
-				Validators: []validator.String{validators.Duration(time.Second, 10*time.Minute)},
+				Validators: []validator.String{shared.Duration(time.Second, 10*time.Minute)},
 			},
 			"qps": schema.Float64Attribute{
 				Optional:            true,
@@ -189,7 +189,7 @@ func (p *gradualProvider) Schema(_ context.Context, _ provider.SchemaRequest, re
 					"such as a killed CI job: the next apply of the same resource waits that long before it takes over (default `" +
 					fmt.Sprintf("%ds", int(delivery.DefaultLeaseDuration.Seconds())) + "`). A live apply renews its Lease every third of it, so keep it well above the " +
 					"management cluster's worst response time.",
-				Validators: []validator.String{validators.Duration(15*time.Second, time.Hour)},
+				Validators: []validator.String{shared.Duration(15*time.Second, time.Hour)},
 			},
 			"max_parallel_clusters": schema.Int64Attribute{
 				Optional: true,

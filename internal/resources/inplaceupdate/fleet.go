@@ -27,8 +27,7 @@ import (
 	"github.com/gradual-dev/terraform-provider-gradual/internal/inplace/owners"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/providerdata"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/records"
-	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/fleetattr"
-	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/lifecycle"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/shared"
 )
 
 // fleetPlan is an in-place update planned over the picked clusters: the owners' plans per
@@ -55,7 +54,7 @@ func planFleet(ctx context.Context, data *providerdata.Data, in *Input, limits f
 	if !in.Cluster.IsNull() {
 		names = types.ListValueMust(types.StringType, []attr.Value{in.Cluster})
 	}
-	query, d := fleetattr.Query(ctx, in.Namespace, in.Selector, names)
+	query, d := shared.Query(ctx, in.Namespace, in.Selector, names)
 	diags.Append(d...)
 	if diags.HasError() {
 		return nil, diags
@@ -129,7 +128,7 @@ func (in *Input) owners(ctx context.Context) (owners.Owners, diag.Diagnostics) {
 	var diags diag.Diagnostics
 	o := owners.Owners{ControlPlane: in.UpdateControlPlane.ValueBool()}
 	if !in.MachineDeploymentSelector.IsNull() {
-		ls, d := fleetattr.ToLabelSelector(ctx, in.MachineDeploymentSelector)
+		ls, d := shared.ToLabelSelector(ctx, in.MachineDeploymentSelector)
 		diags.Append(d...)
 		sel, err := ls.Selector()
 		if err != nil {
@@ -267,7 +266,7 @@ func (m *Model) setFleetPlan(ctx context.Context, fp *fleetPlan) diag.Diagnostic
 	diags.Append(d...)
 	m.Attention, d = types.MapValueFrom(ctx, types.StringType, att)
 	diags.Append(d...)
-	m.Waves = types.StringValue(lifecycle.WavesText(lifecycle.WaveSizes(fp.waves.Waves), fp.waves.CanaryWaves))
+	m.Waves = types.StringValue(shared.WavesText(shared.WaveSizes(fp.waves.Waves), fp.waves.CanaryWaves))
 	m.Revision = types.StringValue(fp.owners.Revision)
 	m.Plan = types.ListNull(types.ObjectType{AttrTypes: machineAttrTypes})
 	return diags
@@ -381,7 +380,7 @@ func observeFleet(ctx context.Context, data *providerdata.Data, in *Input, prior
 	if !in.Cluster.IsNull() {
 		names = types.ListValueMust(types.StringType, []attr.Value{in.Cluster})
 	}
-	query, d := fleetattr.Query(ctx, in.Namespace, in.Selector, names)
+	query, d := shared.Query(ctx, in.Namespace, in.Selector, names)
 	if d.HasError() {
 		return nil, nil, fmt.Errorf("cluster selection: %v", d)
 	}
@@ -468,7 +467,7 @@ func (r *updateResource) modifyFleetPlan(ctx context.Context, plan, prior *Model
 		return
 	}
 	if len(fp.skipped) > 0 {
-		resp.Diagnostics.AddWarning("Clusters Skipped", lifecycle.SkippedDetail("These picked clusters are left alone by this apply; a later apply updates them once they can be:", fp.skipped))
+		resp.Diagnostics.AddWarning("Clusters Skipped", shared.SkippedDetail("These picked clusters are left alone by this apply; a later apply updates them once they can be:", fp.skipped))
 	}
 	if len(fp.waves.UnknownCanaries) > 0 {
 		resp.Diagnostics.AddAttributeWarning(path.Root("canary"), "Canary Clusters Not Picked",
@@ -543,6 +542,6 @@ func (m *Model) setSingleSummary(ctx context.Context, res *owners.Result) diag.D
 	diags.Append(d...)
 	m.Attention, d = types.MapValueFrom(ctx, types.StringType, att)
 	diags.Append(d...)
-	m.Waves = types.StringValue(lifecycle.WavesText(waves, 0))
+	m.Waves = types.StringValue(shared.WavesText(waves, 0))
 	return diags
 }

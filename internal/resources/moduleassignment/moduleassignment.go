@@ -9,7 +9,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
 
-	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/lifecycle"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/shared"
 )
 
 var pathModules = path.Root("modules")
@@ -17,7 +17,7 @@ var pathModules = path.Root("modules")
 // New returns the resource.
 func New() resource.Resource { return &assignmentResource{} }
 
-type assignmentResource struct{ lifecycle.Configured }
+type assignmentResource struct{ shared.Configured }
 
 var (
 	_ resource.ResourceWithConfigure      = (*assignmentResource)(nil)
@@ -33,7 +33,7 @@ func (r *assignmentResource) Metadata(_ context.Context, req resource.MetadataRe
 
 // ImportState takes `namespace/name`; Read then fills everything from the records.
 func (r *assignmentResource) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
-	lifecycle.ImportNamespaceName(ctx, req, resp, "assignment", "fleet/cni")
+	shared.ImportNamespaceName(ctx, req, resp, "assignment", "fleet/cni")
 }
 
 // UpgradeState upgrades states from before schema version 1, whose `waves` held lists of counts
@@ -41,5 +41,5 @@ func (r *assignmentResource) ImportState(ctx context.Context, req resource.Impor
 func (r *assignmentResource) UpgradeState(ctx context.Context) map[int64]resource.StateUpgrader {
 	var resp resource.SchemaResponse
 	r.Schema(ctx, resource.SchemaRequest{}, &resp)
-	return map[int64]resource.StateUpgrader{0: lifecycle.WavesUpgrader("gradual_module_assignment", resp.Schema)}
+	return map[int64]resource.StateUpgrader{0: shared.WavesUpgrader("gradual_module_assignment", resp.Schema)}
 }

@@ -13,25 +13,25 @@ import (
 	"github.com/gradual-dev/terraform-provider-gradual/internal/assignment"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/diagnostics"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/records"
-	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/lifecycle"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/shared"
 )
 
-// Create applies the assignment. As for rollouts (see lifecycle.Create), a failed Create saves no
+// Create applies the assignment. As for rollouts (see shared.Create), a failed Create saves no
 // state: the records and bindings keep what was applied, and the next Create continues from them.
 func (r *assignmentResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
 	create := func(ctx context.Context, timeout time.Duration, plan *Model, diags *diag.Diagnostics) bool {
 		return r.apply(ctx, timeout, plan, diags, true)
 	}
-	lifecycle.Create(ctx, req, resp, create, "Module Assignment Not Saved In State",
+	shared.Create(ctx, req, resp, create, "Module Assignment Not Saved In State",
 		"The assignment failed before it completed, so it is not saved in the Terraform state. Every change it made is recorded in the clusters and bindings; the next apply continues from them.")
 }
 
-// Update applies the assignment; its state is saved even on failure (see lifecycle.Update).
+// Update applies the assignment; its state is saved even on failure (see shared.Update).
 func (r *assignmentResource) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
 	update := func(ctx context.Context, timeout time.Duration, plan *Model, diags *diag.Diagnostics) bool {
 		return r.apply(ctx, timeout, plan, diags, false)
 	}
-	lifecycle.Update(ctx, req, resp, update)
+	shared.Update(ctx, req, resp, update)
 }
 
 // apply runs the assignment and fills plan's computed attributes from the outcome. create says it
@@ -122,7 +122,7 @@ func (r *assignmentResource) apply(ctx context.Context, timeout time.Duration, p
 
 // importHint is the import command (and block) for one that exists already.
 func importHint(key records.Key) string {
-	return lifecycle.ImportHint("gradual_module_assignment", key)
+	return shared.ImportHint("gradual_module_assignment", key)
 }
 
 // flatten returns, per module, the clusters of its waves.
@@ -205,7 +205,7 @@ func (r *assignmentResource) Delete(ctx context.Context, req resource.DeleteRequ
 		resp.Diagnostics.AddError("Provider Not Configured", diagnostics.UnconfiguredProvider)
 		return
 	}
-	timeout, diags := state.Timeouts.Delete(ctx, lifecycle.DefaultDeleteTimeout)
+	timeout, diags := state.Timeouts.Delete(ctx, shared.DefaultDeleteTimeout)
 	resp.Diagnostics.Append(diags...)
 	spec, d := state.spec(ctx)
 	resp.Diagnostics.Append(d...)

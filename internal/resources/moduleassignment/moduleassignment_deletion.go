@@ -9,7 +9,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
 	"github.com/gradual-dev/terraform-provider-gradual/internal/manifest"
-	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/lifecycle"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/shared"
 )
 
 // warnDeletion warns, at plan time, what a destroy (no planned state) or a replacement (name,
@@ -26,7 +26,7 @@ func warnDeletion(ctx context.Context, req resource.ModifyPlanRequest, diags *di
 		return
 	}
 	if req.Plan.Raw.IsNull() {
-		lifecycle.WarnDeletion(diags, prior.deletion(ctx, ""))
+		shared.WarnDeletion(diags, prior.deletion(ctx, ""))
 		return
 	}
 	var plan Model
@@ -43,14 +43,14 @@ func warnDeletion(ctx context.Context, req resource.ModifyPlanRequest, diags *di
 		}
 	}
 	if len(changed) > 0 {
-		lifecycle.WarnDeletion(diags, prior.deletion(ctx, strings.Join(changed, ", ")))
+		shared.WarnDeletion(diags, prior.deletion(ctx, strings.Join(changed, ", ")))
 	}
 }
 
 // deletion is what destroying the assignment m (a state) removes: on each cluster, the objects
 // of the modules bound there.
-func (m *Model) deletion(ctx context.Context, replacing string) lifecycle.Deletion {
-	d := lifecycle.Deletion{What: "module assignment " + m.Namespace.ValueString() + "/" + m.Name.ValueString(),
+func (m *Model) deletion(ctx context.Context, replacing string) shared.Deletion {
+	d := shared.Deletion{What: "module assignment " + m.Namespace.ValueString() + "/" + m.Name.ValueString(),
 		Orphan: m.DeletionPolicy.ValueString() == "orphan", Replacing: replacing}
 	objects := map[string]int{}
 	if mods, diags := m.modules(ctx); !diags.HasError() {

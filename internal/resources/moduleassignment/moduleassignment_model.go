@@ -16,11 +16,9 @@ import (
 	"github.com/gradual-dev/terraform-provider-gradual/internal/fleet"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/manifest"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/records"
-	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/fleetattr"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/ignoreattr"
-	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/lifecycle"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/manifesttype"
-	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/verifyattr"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/shared"
 )
 
 // Model is the resource's configuration and state.
@@ -83,7 +81,7 @@ func (mm ModuleModel) bundle(hidden string) (*manifest.Set, error) {
 
 // ReadWriteOnly takes each module's `sensitive_manifests` from the configuration: Terraform keeps
 // write-only values out of the plan and the state, so plan and apply find them only there
-// (lifecycle.WriteOnly).
+// (shared.WriteOnly).
 func (m *Model) ReadWriteOnly(ctx context.Context, config tfsdk.Config) diag.Diagnostics {
 	var mods []ModuleModel
 	diags := config.GetAttribute(ctx, pathModules, &mods)
@@ -96,7 +94,7 @@ func (m *Model) ReadWriteOnly(ctx context.Context, config tfsdk.Config) diag.Dia
 	return diags
 }
 
-// ClearWriteOnly is lifecycle.WriteOnly's: the values live outside the attributes (in
+// ClearWriteOnly is shared.WriteOnly's: the values live outside the attributes (in
 // m.sensitive), so the state never holds them; they are dropped all the same once applied.
 func (m *Model) ClearWriteOnly() { m.sensitive = nil }
 
@@ -172,7 +170,7 @@ type VerifyModel struct {
 	BakeTime types.String `tfsdk:"bake_time"`
 }
 
-// TimeoutsValue is the `timeouts` attribute, for lifecycle.Create and lifecycle.Update.
+// TimeoutsValue is the `timeouts` attribute, for shared.Create and shared.Update.
 func (m *Model) TimeoutsValue() timeouts.Value { return m.Timeouts }
 
 var objectOpts = basetypes.ObjectAsOptions{UnhandledNullAsEmpty: true, UnhandledUnknownAsEmpty: true}
@@ -182,7 +180,7 @@ func (m *Model) key() records.Key {
 }
 
 func (m *Model) query(ctx context.Context) (fleet.Query, diag.Diagnostics) {
-	return fleetattr.Query(ctx, m.Namespace, m.Selector, types.ListNull(types.StringType)) // no names: only a selector
+	return shared.Query(ctx, m.Namespace, m.Selector, types.ListNull(types.StringType)) // no names: only a selector
 }
 
 func (m *Model) modules(ctx context.Context) ([]ModuleModel, diag.Diagnostics) {
@@ -259,20 +257,20 @@ func (m *Model) spec(ctx context.Context) (assignment.Spec, diag.Diagnostics) {
 	spec.Modules = ordered
 	var err2 error
 	if spec.Policy.UpdateLimit, err2 = engine.ParseLimit(m.UpdateLimit.ValueString()); err2 != nil {
-		diags.AddAttributeError(lifecycle.PathUpdateLimit, "Invalid Update Limit", err2.Error())
+		diags.AddAttributeError(shared.PathUpdateLimit, "Invalid Update Limit", err2.Error())
 	}
 	if spec.Policy.MaxFailures, err2 = engine.ParseMaxFailures(m.MaxFailures.ValueString()); err2 != nil {
-		diags.AddAttributeError(lifecycle.PathMaxFailures, "Invalid Failure Budget", err2.Error())
+		diags.AddAttributeError(shared.PathMaxFailures, "Invalid Failure Budget", err2.Error())
 	}
-	if spec.Policy.MaxUnsettled, err2 = lifecycle.MaxUnsettled(m.MaxUnsettled); err2 != nil {
-		diags.AddAttributeError(lifecycle.PathMaxUnsettled, "Invalid Unsettled Budget", err2.Error())
+	if spec.Policy.MaxUnsettled, err2 = shared.MaxUnsettled(m.MaxUnsettled); err2 != nil {
+		diags.AddAttributeError(shared.PathMaxUnsettled, "Invalid Unsettled Budget", err2.Error())
 	}
 	// A failed module is restored where it failed; clusters that took it keep it (its dependents
 	// are blocked only where it failed).
 	spec.Policy.OnFailure = engine.Halt
-	verify := VerifyModel{Timeout: types.StringValue(verifyattr.DefaultTimeout), BakeTime: types.StringValue(verifyattr.DefaultBakeTime)}
-	diags.Append(verifyattr.As(ctx, m.Verify, &verify)...)
-	spec.Policy.VerifyTimeout, spec.Policy.BakeTime = verifyattr.Durations(verify.Timeout, verify.BakeTime)
+	verify := VerifyModel{Timeout: types.StringValue(shared.DefaultVerifyTimeout), BakeTime: types.StringValue(shared.DefaultBakeTime)}
+	diags.Append(shared.VerifyAs(ctx, m.Verify, &verify)...)
+	spec.Policy.VerifyTimeout, spec.Policy.BakeTime = shared.VerifyDurations(verify.Timeout, verify.BakeTime)
 	return spec, diags
 }
 
@@ -322,7 +320,7 @@ func (m *Model) markObservedUnknown() {
 }
 
 // setLeaving shows the clusters apply lets go of (sorted; an empty list for none).
-func (m *Model) setLeaving(names []string) { m.Leaving = lifecycle.SortedNames(names) }
+func (m *Model) setLeaving(names []string) { m.Leaving = shared.SortedNames(names) }
 
 // markOutcomeUnknown leaves the attributes that depend on apply's outcome to apply.
 func (m *Model) markOutcomeUnknown() {
@@ -351,12 +349,12 @@ func (m *Model) setObserved(ctx context.Context, obs *assignment.Observation, sp
 	return diags
 }
 
-// setWaves shows each module's waves in one line of counts (lifecycle.WavesText); the clusters
+// setWaves shows each module's waves in one line of counts (shared.WavesText); the clusters
 // go to private state.
 func (m *Model) setWaves(waves map[string][][]string) {
 	vals := map[string]attr.Value{}
 	for module, ws := range waves {
-		vals[module] = types.StringValue(lifecycle.WavesText(lifecycle.WaveSizes(ws), 0))
+		vals[module] = types.StringValue(shared.WavesText(shared.WaveSizes(ws), 0))
 	}
 	m.Waves = types.MapValueMust(wavesType, vals)
 }
@@ -397,7 +395,7 @@ func (m *Model) configRecord(ctx context.Context) ([]byte, diag.Diagnostics) {
 	c := storedConfig{Mode: m.Mode.ValueString(), UpdateLimit: m.UpdateLimit.ValueString(), MaxFailures: m.MaxFailures.ValueString(), MaxUnsettled: m.MaxUnsettled.ValueString(), DeletionPolicy: m.DeletionPolicy.ValueString(),
 		NoAdopt: !m.Adopt.IsNull() && !m.Adopt.ValueBool()}
 	var diags diag.Diagnostics
-	c.Selector, diags = fleetattr.ToLabelSelector(ctx, m.Selector)
+	c.Selector, diags = shared.ToLabelSelector(ctx, m.Selector)
 	mods, d := m.modules(ctx)
 	diags.Append(d...)
 	for _, mm := range mods {
@@ -435,7 +433,7 @@ func (m *Model) fromConfigRecord(ctx context.Context, raw []byte) diag.Diagnosti
 		diags.AddError("Unreadable Assignment Record", "The management cluster's record of this assignment cannot be decoded: "+err.Error())
 		return diags
 	}
-	m.Selector = fleetattr.FromLabelSelector(ctx, c.Selector)
+	m.Selector = shared.FromLabelSelector(ctx, c.Selector)
 	var mods []attr.Value
 	sensitive, revisions := map[string][]string{}, map[string]attr.Value{}
 	for _, sm := range c.Modules {

@@ -15,8 +15,8 @@ import (
 	"github.com/gradual-dev/terraform-provider-gradual/internal/delivery"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/diagnostics"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/ignoreattr"
-	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/lifecycle"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/manifesttype"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/shared"
 )
 
 // ValidateConfig refuses duplicate module names, unknown depends_on names and cycles before
@@ -55,7 +55,7 @@ func (r *assignmentResource) ModifyPlan(ctx context.Context, req resource.Modify
 	if restored, ok := manifesttype.RestorePrior(req.Plan.Raw, req.Config.Raw, req.State.Raw); ok {
 		req.Plan.Raw, resp.Plan.Raw = restored, restored
 	}
-	plan, prior, ok := lifecycle.PlanAndPrior[Model](ctx, req, resp)
+	plan, prior, ok := shared.PlanAndPrior[Model](ctx, req, resp)
 	if !ok {
 		return
 	}
@@ -151,7 +151,7 @@ func (r *assignmentResource) ModifyPlan(ctx context.Context, req resource.Modify
 		resp.Diagnostics.AddWarning("Clusters Keep An Older Module Version", w)
 	}
 	if len(obs.Skipped) > 0 {
-		resp.Diagnostics.AddWarning("Clusters Skipped", lifecycle.SkippedDetail(skippedIntro, obs.Skipped))
+		resp.Diagnostics.AddWarning("Clusters Skipped", shared.SkippedDetail(skippedIntro, obs.Skipped))
 	}
 	var leaving []string
 	if fromState {
@@ -163,13 +163,13 @@ func (r *assignmentResource) ModifyPlan(ctx context.Context, req resource.Modify
 			what = "keeps its objects, but its records and bindings are removed (deletion_policy = \"orphan\")"
 		}
 		resp.Diagnostics.AddAttributeWarning(path.Root("leaving"), "Clusters No Longer Match",
-			fmt.Sprintf("These clusters no longer match the selector; each %s: %s", what, lifecycle.ShortList(leaving, 20)))
+			fmt.Sprintf("These clusters no longer match the selector; each %s: %s", what, shared.ShortList(leaving, 20)))
 	}
 	if later := slices.DeleteFunc(slices.Clone(obs.Leaving), func(n string) bool { return slices.Contains(leaving, n) }); len(later) > 0 {
 		resp.Diagnostics.AddAttributeWarning(path.Root("leaving"), "Clusters Leaving After This Apply",
 			fmt.Sprintf("These clusters hold bindings but no longer match the selector as the fleet reads now: %s. This apply leaves them "+
 				"alone (they matched as the refresh read the fleet, or this plan changes the selector); the next plan lists them in `leaving`.",
-				lifecycle.ShortList(later, 20)))
+				shared.ShortList(later, 20)))
 	}
 	if len(obs.Eligible) == 0 && len(obs.Skipped) == 0 {
 		resp.Diagnostics.AddWarning("No Clusters Picked",
@@ -318,7 +318,7 @@ func wavesSummary(waves map[string][][]string) string {
 				fmt.Fprintf(&b, "  … and %d more wave(s)\n", len(waves[m])-shown)
 				break
 			}
-			fmt.Fprintf(&b, "  wave %d: %s\n", i+1, lifecycle.ShortList(wave, shown))
+			fmt.Fprintf(&b, "  wave %d: %s\n", i+1, shared.ShortList(wave, shown))
 		}
 	}
 	return strings.TrimSuffix(b.String(), "\n")

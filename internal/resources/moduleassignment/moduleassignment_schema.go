@@ -17,12 +17,9 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
-	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/fleetattr"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/ignoreattr"
-	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/lifecycle"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/manifesttype"
-	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/validators"
-	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/verifyattr"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/shared"
 )
 
 // Defaults, shown in the schema and used when the attribute is left out.
@@ -36,7 +33,7 @@ const (
 
 var dnsLabel = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
 
-var verifyAttrTypes = verifyattr.AttrTypes()
+var verifyAttrTypes = shared.VerifyAttrTypes()
 
 var moduleAttrTypes = map[string]attr.Type{
 	"name":                types.StringType,
@@ -52,7 +49,7 @@ var sensitiveObjectsType = types.ListType{ElemType: types.StringType}
 // objectsType: per module, its objects (manifesttype.Objects).
 var objectsType = types.MapType{ElemType: manifesttype.ObjectsType}
 
-// wavesType: per module, its waves in one line (lifecycle.WavesText).
+// wavesType: per module, its waves in one line (shared.WavesText).
 var wavesType = types.StringType
 
 func (r *assignmentResource) Schema(ctx context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
@@ -77,8 +74,8 @@ func (r *assignmentResource) Schema(ctx context.Context, _ resource.SchemaReques
 				Validators:          []validator.String{stringvalidator.LengthBetween(1, 63), stringvalidator.RegexMatches(dnsLabel, "must be a DNS label: lower-case letters, digits and '-'")},
 				PlanModifiers:       []planmodifier.String{stringplanmodifier.RequiresReplace()},
 			},
-			"namespace": fleetattr.ResourceNamespace(),
-			"selector":  fleetattr.RequiredResourceSelector(),
+			"namespace": shared.ResourceNamespace(),
+			"selector":  shared.RequiredResourceSelector(),
 			"modules": schema.ListNestedAttribute{
 				Required: true,
 				MarkdownDescription: "The bundles to put on every picked cluster. On each cluster they are applied in `depends_on` order " +
@@ -101,7 +98,7 @@ func (r *assignmentResource) Schema(ctx context.Context, _ resource.SchemaReques
 							"Plans show it object by object, under `objects`, changed objects only; the text itself is marked sensitive so " +
 							"that the CLI does not print all of it for a one-line edit. It is not a secret: it is stored in state and in plan " +
 							"files, so objects of kind `Secret` are refused here: put them in `sensitive_manifests`.",
-						Validators: []validator.String{stringvalidator.LengthAtLeast(1), validators.Manifests(), validators.NoSecrets(secretsAdvice)},
+						Validators: []validator.String{stringvalidator.LengthAtLeast(1), shared.Manifests(), shared.NoSecrets(secretsAdvice)},
 					},
 					"sensitive_manifests": schema.StringAttribute{
 						Optional: true, Sensitive: true, WriteOnly: true,
@@ -112,7 +109,7 @@ func (r *assignmentResource) Schema(ctx context.Context, _ resource.SchemaReques
 							"itself is never shown; `sensitive_objects` names the objects. The records in the workload clusters keep the " +
 							"objects (as Secrets), so refresh, drift repair, restore and removal work without it; the management cluster's " +
 							"record keeps only the public half. An imported assignment restores `manifests` only: set this again in the configuration.",
-						Validators: []validator.String{validators.SensitiveManifests()},
+						Validators: []validator.String{shared.SensitiveManifests()},
 					},
 					"depends_on": schema.ListAttribute{
 						Optional: true, ElementType: types.StringType,
@@ -142,21 +139,21 @@ func (r *assignmentResource) Schema(ctx context.Context, _ resource.SchemaReques
 			"update_limit": schema.StringAttribute{
 				Optional: true, Computed: true, Default: stringdefault.StaticString(defaultUpdateLimit),
 				MarkdownDescription: "Most clusters a module changes at once: a whole number ≥ 1 or a percentage of the eligible clusters, rounded up. Default `\"" + defaultUpdateLimit + "\"`.",
-				Validators:          []validator.String{validators.UpdateLimit()},
+				Validators:          []validator.String{shared.UpdateLimit()},
 			},
 			"max_failures": schema.StringAttribute{
 				Optional: true, Computed: true, Default: stringdefault.StaticString(defaultMaxFailures),
 				MarkdownDescription: "Clusters a module may fail on before its next wave is not started: a whole number ≥ 0 or a percentage. Clusters that succeeded keep the module. Default `\"0\"`.",
-				Validators:          []validator.String{validators.MaxFailures()},
+				Validators:          []validator.String{shared.MaxFailures()},
 			},
 			"max_unsettled": schema.StringAttribute{
 				Optional:            true,
-				MarkdownDescription: lifecycle.MaxUnsettledDescription,
-				Validators:          []validator.String{validators.MaxUnsettled()},
+				MarkdownDescription: shared.MaxUnsettledDescription,
+				Validators:          []validator.String{shared.MaxUnsettledValidator()},
 			},
-			"verify": verifyattr.Attribute(verifyattr.Descriptions{
+			"verify": shared.VerifyAttribute(shared.VerifyDescriptions{
 				Verify:   "How each cluster is verified after a module is applied: every object ready (kstatus) within `timeout`, then `bake_time`.",
-				Timeout:  "Longest wait for a module's objects on one cluster to become ready. Default `" + verifyattr.DefaultTimeout + "`.",
+				Timeout:  "Longest wait for a module's objects on one cluster to become ready. Default `" + shared.DefaultVerifyTimeout + "`.",
 				BakeTime: "Wait after a wave is verified before it is checked again. Default `0s`.",
 			}),
 			"deletion_policy": schema.StringAttribute{

@@ -8,7 +8,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
 
-	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/lifecycle"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/shared"
 )
 
 var (
@@ -22,7 +22,7 @@ var (
 // New returns the resource.
 func New() resource.Resource { return &rolloutResource{} }
 
-type rolloutResource struct{ lifecycle.Configured }
+type rolloutResource struct{ shared.Configured }
 
 var (
 	_ resource.ResourceWithConfigure    = (*rolloutResource)(nil)
@@ -37,7 +37,7 @@ func (r *rolloutResource) Metadata(_ context.Context, req resource.MetadataReque
 
 // ImportState takes `namespace/name`; Read then fills everything from the records.
 func (r *rolloutResource) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
-	lifecycle.ImportNamespaceName(ctx, req, resp, "rollout", "fleet/ingress")
+	shared.ImportNamespaceName(ctx, req, resp, "rollout", "fleet/ingress")
 }
 
 // UpgradeState upgrades states from before schema version 1, whose `waves` was a list (of
@@ -45,5 +45,5 @@ func (r *rolloutResource) ImportState(ctx context.Context, req resource.ImportSt
 func (r *rolloutResource) UpgradeState(ctx context.Context) map[int64]resource.StateUpgrader {
 	var resp resource.SchemaResponse
 	r.Schema(ctx, resource.SchemaRequest{}, &resp)
-	return map[int64]resource.StateUpgrader{0: lifecycle.WavesUpgrader("gradual_rollout", resp.Schema)}
+	return map[int64]resource.StateUpgrader{0: shared.WavesUpgrader("gradual_rollout", resp.Schema)}
 }

@@ -16,26 +16,26 @@ import (
 	"github.com/gradual-dev/terraform-provider-gradual/internal/engine"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/manifest"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/records"
-	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/lifecycle"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/manifesttype"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/shared"
 )
 
-// Create applies the rollout. As lifecycle.Create says, a failed Create saves no state: the records
+// Create applies the rollout. As shared.Create says, a failed Create saves no state: the records
 // in the clusters keep what was applied, and the next Create picks up from them.
 func (r *rolloutResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
 	create := func(ctx context.Context, timeout time.Duration, plan *Model, diags *diag.Diagnostics) bool {
 		return r.apply(ctx, timeout, plan, diags, true)
 	}
-	lifecycle.Create(ctx, req, resp, create, "Rollout Not Saved In State",
+	shared.Create(ctx, req, resp, create, "Rollout Not Saved In State",
 		"The rollout failed before it completed, so it is not saved in the Terraform state. Every change it made is recorded in the clusters; the next apply continues from those records instead of starting over.")
 }
 
-// Update applies the rollout; its state is saved even on failure (see lifecycle.Update).
+// Update applies the rollout; its state is saved even on failure (see shared.Update).
 func (r *rolloutResource) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
 	update := func(ctx context.Context, timeout time.Duration, plan *Model, diags *diag.Diagnostics) bool {
 		return r.apply(ctx, timeout, plan, diags, false)
 	}
-	lifecycle.Update(ctx, req, resp, update)
+	shared.Update(ctx, req, resp, update)
 }
 
 // apply runs the rollout and fills plan's computed attributes from the outcome. It reports
@@ -251,7 +251,7 @@ func (r *rolloutResource) Delete(ctx context.Context, req resource.DeleteRequest
 		resp.Diagnostics.AddError("Provider Not Configured", diagnostics.UnconfiguredProvider)
 		return
 	}
-	timeout, diags := state.Timeouts.Delete(ctx, lifecycle.DefaultDeleteTimeout)
+	timeout, diags := state.Timeouts.Delete(ctx, shared.DefaultDeleteTimeout)
 	resp.Diagnostics.Append(diags...)
 	spec, d := state.spec(ctx)
 	resp.Diagnostics.Append(d...)

@@ -10,9 +10,9 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/types/basetypes"
 
 	"github.com/gradual-dev/terraform-provider-gradual/internal/fleet"
-	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/fleetattr"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/ignoreattr"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/manifesttype"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/shared"
 )
 
 var basetypesOpts = basetypes.ObjectAsOptions{UnhandledNullAsEmpty: true, UnhandledUnknownAsEmpty: true}
@@ -144,13 +144,13 @@ func (m *Model) fromConfigRecord(ctx context.Context, raw []byte) diag.Diagnosti
 	}
 	diags.Append(d...)
 	m.Adopt = types.BoolValue(!c.NoAdopt)
-	m.Selector = types.ObjectNull(fleetattr.SelectorAttrTypes)
+	m.Selector = types.ObjectNull(shared.SelectorAttrTypes)
 	if c.HasSelector {
 		ls := fleet.LabelSelector{MatchLabels: c.MatchLabels}
 		for _, e := range c.Expressions {
 			ls.MatchExpressions = append(ls.MatchExpressions, fleet.Requirement{Key: e.Key, Operator: e.Operator, Values: e.Values})
 		}
-		m.Selector = fleetattr.FromLabelSelector(ctx, ls)
+		m.Selector = shared.FromLabelSelector(ctx, ls)
 	}
 	m.Clusters = stringListOrNull(ctx, c.Clusters)
 	m.Names = stringListOrNull(ctx, c.Names)

@@ -16,11 +16,9 @@ import (
 	"github.com/gradual-dev/terraform-provider-gradual/internal/fleet"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/manifest"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/records"
-	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/fleetattr"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/ignoreattr"
-	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/lifecycle"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/manifesttype"
-	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/verifyattr"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/shared"
 )
 
 // Model is the resource's configuration and state.
@@ -79,12 +77,12 @@ type HTTPCheckModel struct {
 }
 
 // ReadWriteOnly takes `sensitive_manifests` from the configuration: Terraform keeps write-only
-// values out of the plan, so Create and Update find it only there (lifecycle.WriteOnly).
+// values out of the plan, so Create and Update find it only there (shared.WriteOnly).
 func (m *Model) ReadWriteOnly(ctx context.Context, config tfsdk.Config) diag.Diagnostics {
 	return config.GetAttribute(ctx, pathSensitive, &m.Sensitive)
 }
 
-// ClearWriteOnly drops `sensitive_manifests` before the state is saved (lifecycle.WriteOnly).
+// ClearWriteOnly drops `sensitive_manifests` before the state is saved (shared.WriteOnly).
 func (m *Model) ClearWriteOnly() { m.Sensitive = types.StringNull() }
 
 // setSensitiveObjects names the objects of `sensitive_manifests` (identities, never content).
@@ -139,7 +137,7 @@ func (m *Model) bundle() (*manifest.Set, error) {
 	return set, err
 }
 
-// TimeoutsValue is the `timeouts` attribute, for lifecycle.Create and lifecycle.Update.
+// TimeoutsValue is the `timeouts` attribute, for shared.Create and shared.Update.
 func (m *Model) TimeoutsValue() timeouts.Value { return m.Timeouts }
 
 // ignore converts `ignore_fields` for drift checks outside plan and apply (Read, the status
@@ -162,7 +160,7 @@ func (m *Model) query(ctx context.Context) (fleet.Query, diag.Diagnostics) {
 	if names.IsNull() {
 		names = m.Clusters
 	}
-	return fleetattr.Query(ctx, m.Namespace, m.Selector, names)
+	return shared.Query(ctx, m.Namespace, m.Selector, names)
 }
 
 // spec converts the configuration into what delivery needs. The manifests and limits have been
@@ -213,13 +211,13 @@ func (m *Model) spec(ctx context.Context) (delivery.Spec, diag.Diagnostics) {
 		return spec, diags
 	}
 	if spec.Policy.UpdateLimit, err = engine.ParseLimit(m.UpdateLimit.ValueString()); err != nil {
-		diags.AddAttributeError(lifecycle.PathUpdateLimit, "Invalid Update Limit", err.Error())
+		diags.AddAttributeError(shared.PathUpdateLimit, "Invalid Update Limit", err.Error())
 	}
 	if spec.Policy.MaxFailures, err = engine.ParseMaxFailures(m.MaxFailures.ValueString()); err != nil {
-		diags.AddAttributeError(lifecycle.PathMaxFailures, "Invalid Failure Budget", err.Error())
+		diags.AddAttributeError(shared.PathMaxFailures, "Invalid Failure Budget", err.Error())
 	}
-	if spec.Policy.MaxUnsettled, err = lifecycle.MaxUnsettled(m.MaxUnsettled); err != nil {
-		diags.AddAttributeError(lifecycle.PathMaxUnsettled, "Invalid Unsettled Budget", err.Error())
+	if spec.Policy.MaxUnsettled, err = shared.MaxUnsettled(m.MaxUnsettled); err != nil {
+		diags.AddAttributeError(shared.PathMaxUnsettled, "Invalid Unsettled Budget", err.Error())
 	}
 	if spec.Policy.OnFailure, err = engine.ParseOnFailure(m.OnFailure.ValueString()); err != nil {
 		diags.AddAttributeError(pathOnFailure, "Invalid On Failure", err.Error())
@@ -228,16 +226,16 @@ func (m *Model) spec(ctx context.Context) (delivery.Spec, diag.Diagnostics) {
 		diags.Append(m.Canary.ElementsAs(ctx, &spec.Policy.Canary, false)...)
 	}
 	spec.Policy.CanaryOptional = m.CanaryOptional.ValueBool()
-	verify := VerifyModel{Timeout: types.StringValue(verifyattr.DefaultTimeout), BakeTime: types.StringValue(verifyattr.DefaultBakeTime)}
-	diags.Append(verifyattr.As(ctx, m.Verify, &verify)...)
-	spec.Policy.VerifyTimeout, spec.Policy.BakeTime = verifyattr.Durations(verify.Timeout, verify.BakeTime)
+	verify := VerifyModel{Timeout: types.StringValue(shared.DefaultVerifyTimeout), BakeTime: types.StringValue(shared.DefaultBakeTime)}
+	diags.Append(shared.VerifyAs(ctx, m.Verify, &verify)...)
+	spec.Policy.VerifyTimeout, spec.Policy.BakeTime = shared.VerifyDurations(verify.Timeout, verify.BakeTime)
 	if !verify.HTTPChecks.IsNull() && !verify.HTTPChecks.IsUnknown() {
 		var checks []HTTPCheckModel
 		diags.Append(verify.HTTPChecks.ElementsAs(ctx, &checks, false)...)
 		for _, c := range checks {
 			spec.HTTPChecks = append(spec.HTTPChecks, delivery.HTTPCheck{
 				URL: c.URL.ValueString(), ExpectedStatus: int(c.ExpectedStatus.ValueInt64()),
-				Timeout: verifyattr.ParseDuration(c.Timeout, defaultHTTPCheckTimeout),
+				Timeout: shared.ParseDuration(c.Timeout, defaultHTTPCheckTimeout),
 			})
 		}
 	}
@@ -267,7 +265,7 @@ func (m *Model) setObserved(ctx context.Context, obs *delivery.Observation) diag
 }
 
 // setLeaving shows the clusters apply lets go of (sorted; an empty list for none).
-func (m *Model) setLeaving(names []string) { m.Leaving = lifecycle.SortedNames(names) }
+func (m *Model) setLeaving(names []string) { m.Leaving = shared.SortedNames(names) }
 
 func (m *Model) setLedger(ctx context.Context, ledger []delivery.InvalidRevision) diag.Diagnostics {
 	type entry struct {
@@ -290,10 +288,10 @@ func (m *Model) setLedger(ctx context.Context, ledger []delivery.InvalidRevision
 	return diags
 }
 
-// setWaves shows waves as one line of counts (lifecycle.WavesText); the clusters of each are
+// setWaves shows waves as one line of counts (shared.WavesText); the clusters of each are
 // kept in private state.
 func (m *Model) setWaves(p engine.Plan) {
-	m.Waves = types.StringValue(lifecycle.WavesText(lifecycle.WaveSizes(p.Waves), p.CanaryWaves))
+	m.Waves = types.StringValue(shared.WavesText(shared.WaveSizes(p.Waves), p.CanaryWaves))
 }
 
 func nonNilMap(m map[string]string) map[string]string {

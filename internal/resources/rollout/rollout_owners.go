@@ -13,7 +13,7 @@ import (
 	"github.com/gradual-dev/terraform-provider-gradual/internal/delivery"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/diagnostics"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/records"
-	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/lifecycle"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/shared"
 )
 
 // checkOwners is the plan-time check that every object has one owner, on the clusters the plan
@@ -59,7 +59,7 @@ func warnLeaving(diags *diag.Diagnostics, plan *Model, leaving []string, obs *de
 	if len(leaving) > 0 {
 		diags.AddAttributeWarning(path.Root("leaving"), "Clusters Leaving The Rollout",
 			fmt.Sprintf("%d cluster(s) that earlier applies changed are no longer picked: %s.\n\n%s",
-				len(leaving), lifecycle.ShortList(leaving, 10), leavingEffect(plan.DeletionPolicy.ValueString())))
+				len(leaving), shared.ShortList(leaving, 10), leavingEffect(plan.DeletionPolicy.ValueString())))
 	}
 	var later []string
 	for _, name := range obs.Leaving {
@@ -71,7 +71,7 @@ func warnLeaving(diags *diag.Diagnostics, plan *Model, leaving []string, obs *de
 		diags.AddAttributeWarning(path.Root("leaving"), "Clusters Leaving After This Apply",
 			fmt.Sprintf("%d cluster(s) that earlier applies changed are no longer picked as the fleet reads now: %s. This apply leaves them "+
 				"alone (they were not picked as the refresh read the fleet, or this plan changes which clusters are picked); the next plan "+
-				"lists them in `leaving`.", len(later), lifecycle.ShortList(later, 10)))
+				"lists them in `leaving`.", len(later), shared.ShortList(later, 10)))
 	}
 }
 

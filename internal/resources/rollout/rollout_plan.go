@@ -17,8 +17,8 @@ import (
 	"github.com/gradual-dev/terraform-provider-gradual/internal/manifest"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/records"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/ignoreattr"
-	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/lifecycle"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/manifesttype"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/shared"
 )
 
 // ModifyPlan shows at plan time what apply will do: the revision, the waves (as counts; their
@@ -35,17 +35,17 @@ func (r *rolloutResource) ModifyPlan(ctx context.Context, req resource.ModifyPla
 		var state Model
 		if diags := req.State.Get(ctx, &state); !diags.HasError() {
 			state.LoadPrivate(ctx, req.Private)
-			lifecycle.WarnDeletion(&resp.Diagnostics, state.deletion(""))
+			shared.WarnDeletion(&resp.Diagnostics, state.deletion(""))
 		}
 	}
-	plan, prior, ok := lifecycle.PlanAndPrior[Model](ctx, req, resp)
+	plan, prior, ok := shared.PlanAndPrior[Model](ctx, req, resp)
 	if !ok {
 		return
 	}
 	if prior != nil {
 		resp.Diagnostics.Append(prior.LoadPrivate(ctx, req.Private)...)
 		if changed := identityChange(&plan, prior); changed != "" {
-			lifecycle.WarnDeletion(&resp.Diagnostics, prior.deletion(changed))
+			shared.WarnDeletion(&resp.Diagnostics, prior.deletion(changed))
 		}
 	}
 	// The waves and leaving clusters of an earlier plan never carry over: only this plan's are
@@ -102,7 +102,7 @@ func (r *rolloutResource) ModifyPlan(ctx context.Context, req resource.ModifyPla
 	if skipped := obs.SkippedRecords(); len(skipped) > 0 {
 		resp.Diagnostics.AddWarning("Records Not Read",
 			"These Secrets carry this rollout's record labels but were not read: too large, unreadable, or naming another rollout. "+
-				"The rollout never decodes, changes or deletes them; look at who wrote them: "+lifecycle.ShortList(skipped, 20))
+				"The rollout never decodes, changes or deletes them; look at who wrote them: "+shared.ShortList(skipped, 20))
 	}
 	// Terraform plans again when it applies (with the same configuration and prior state) and
 	// rejects any value this plan showed that comes out different ("inconsistent final plan").
@@ -156,7 +156,7 @@ func (r *rolloutResource) ModifyPlan(ctx context.Context, req resource.ModifyPla
 			fmt.Sprintf("The canary clusters %s are not among the clusters this rollout picks; canary_optional is set, so they are ignored.", strings.Join(planned.UnknownCanaries, ", ")))
 	}
 	if len(obs.Skipped) > 0 {
-		resp.Diagnostics.AddWarning("Clusters Skipped", lifecycle.SkippedDetail(skippedIntro, obs.Skipped))
+		resp.Diagnostics.AddWarning("Clusters Skipped", shared.SkippedDetail(skippedIntro, obs.Skipped))
 	}
 	if len(obs.Clusters) == 0 && len(obs.Skipped) == 0 {
 		resp.Diagnostics.AddWarning("No Clusters Picked",
@@ -268,7 +268,7 @@ func nonNilNames(names []string) []string {
 }
 
 // importHint is the import command (and block) for one that exists already.
-func importHint(key records.Key) string { return lifecycle.ImportHint("gradual_rollout", key) }
+func importHint(key records.Key) string { return shared.ImportHint("gradual_rollout", key) }
 
 func nonNilWaves(waves [][]string) [][]string {
 	if waves == nil {
@@ -313,7 +313,7 @@ func wavesSummary(planned engine.Plan) string {
 		if i < planned.CanaryWaves {
 			label = " (canary)"
 		}
-		fmt.Fprintf(&b, "\n  wave %d%s: %s", i+1, label, lifecycle.ShortList(wave, shown))
+		fmt.Fprintf(&b, "\n  wave %d%s: %s", i+1, label, shared.ShortList(wave, shown))
 	}
 	return b.String()
 }
@@ -400,8 +400,8 @@ func identityChange(plan, prior *Model) string {
 // deletion is what destroying the rollout m (a state) removes: the objects of its bundle from
 // every cluster that runs a revision of it. Sensitive objects are counted by sensitive_objects,
 // as the state never holds their content.
-func (m *Model) deletion(replacing string) lifecycle.Deletion {
-	d := lifecycle.Deletion{What: "rollout " + m.Namespace.ValueString() + "/" + m.Name.ValueString(),
+func (m *Model) deletion(replacing string) shared.Deletion {
+	d := shared.Deletion{What: "rollout " + m.Namespace.ValueString() + "/" + m.Name.ValueString(),
 		Orphan: m.DeletionPolicy.ValueString() == "orphan", Replacing: replacing}
 	if set, err := manifest.Parse(m.Manifests.ValueString()); err == nil {
 		d.Objects = len(set.Objects)

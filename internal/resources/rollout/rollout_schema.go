@@ -21,12 +21,9 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
-	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/fleetattr"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/ignoreattr"
-	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/lifecycle"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/manifesttype"
-	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/validators"
-	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/verifyattr"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/shared"
 )
 
 // Defaults, shown in the schema and used when the attribute is left out.
@@ -41,7 +38,7 @@ const (
 
 var dnsLabel = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
 
-var verifyAttrTypes = verifyattr.AttrTypes(httpChecks)
+var verifyAttrTypes = shared.VerifyAttrTypes(httpChecks)
 
 var httpCheckAttrTypes = map[string]attr.Type{
 	"url":             types.StringType,
@@ -77,16 +74,16 @@ func (r *rolloutResource) Schema(ctx context.Context, _ resource.SchemaRequest, 
 				Validators:          []validator.String{stringvalidator.LengthBetween(1, 63), stringvalidator.RegexMatches(dnsLabel, "must be a DNS label: lower-case letters, digits and '-'")},
 				PlanModifiers:       []planmodifier.String{stringplanmodifier.RequiresReplace()},
 			},
-			"namespace": fleetattr.ResourceNamespace(),
-			"selector":  fleetattr.ResourceSelector("names", "clusters"),
+			"namespace": shared.ResourceNamespace(),
+			"selector":  shared.ResourceSelector("names", "clusters"),
 			"names": func() schema.ListAttribute {
-				a := fleetattr.ResourceNames("Names of the `Cluster` objects to roll out to, instead of `selector` (the attribute " +
+				a := shared.ResourceNames("Names of the `Cluster` objects to roll out to, instead of `selector` (the attribute " +
 					"the `gradual_clusters` data source has). A listed cluster that does not exist is skipped with a warning.")
 				a.Validators = append(a.Validators, listvalidator.ConflictsWith(path.MatchRoot("clusters")))
 				return a
 			}(),
 			"clusters": func() schema.ListAttribute {
-				a := fleetattr.ResourceNames("Deprecated: the former name of `names`, still accepted.")
+				a := shared.ResourceNames("Deprecated: the former name of `names`, still accepted.")
 				a.DeprecationMessage = "Use `names` instead: the same list of Cluster names, under the name the gradual_clusters data source uses. `clusters` keeps working until the next major version."
 				return a
 			}(),
@@ -100,7 +97,7 @@ func (r *rolloutResource) Schema(ctx context.Context, _ resource.SchemaRequest, 
 					"a one-line edit. It is not a secret: it is stored in state and in plan files, so objects of kind `Secret` are " +
 					"refused here: put them in `sensitive_manifests`. At least one of the two is required.",
 				Validators: []validator.String{
-					stringvalidator.LengthAtLeast(1), validators.Manifests(), validators.NoSecrets("sensitive_manifests"),
+					stringvalidator.LengthAtLeast(1), shared.Manifests(), shared.NoSecrets("sensitive_manifests"),
 					stringvalidator.AtLeastOneOf(path.MatchRoot("sensitive_manifests")),
 				},
 			},
@@ -113,7 +110,7 @@ func (r *rolloutResource) Schema(ctx context.Context, _ resource.SchemaRequest, 
 					"changes) though the value itself is never shown; `sensitive_objects` names the objects. The records in the " +
 					"workload clusters keep the objects (as Secrets), so refresh, drift repair, restore and destroy work without it. " +
 					"An imported rollout restores `manifests` only: set this again in the configuration.",
-				Validators: []validator.String{validators.SensitiveManifests()},
+				Validators: []validator.String{shared.SensitiveManifests()},
 			},
 			"objects": schema.MapAttribute{
 				Computed: true, ElementType: manifesttype.ObjectsType,
@@ -140,26 +137,26 @@ func (r *rolloutResource) Schema(ctx context.Context, _ resource.SchemaRequest, 
 				Optional: true, Computed: true, Default: stringdefault.StaticString(defaultUpdateLimit),
 				MarkdownDescription: "Most clusters changed at once: a whole number ≥ 1 (`\"2\"`) or a percentage of the eligible clusters " +
 					"from 1% to 100% (`\"25%\"`), rounded up, at least 1. Default `\"" + defaultUpdateLimit + "\"`.",
-				Validators: []validator.String{validators.UpdateLimit()},
+				Validators: []validator.String{shared.UpdateLimit()},
 			},
 			"max_failures": schema.StringAttribute{
 				Optional: true, Computed: true, Default: stringdefault.StaticString(defaultMaxFailures),
 				MarkdownDescription: "Clusters that may fail before no new wave starts: a whole number ≥ 0 or a percentage from 0% to 100%. Default `\"0\"`.",
-				Validators:          []validator.String{validators.MaxFailures()},
+				Validators:          []validator.String{shared.MaxFailures()},
 			},
 			"max_unsettled": schema.StringAttribute{
 				Optional:            true,
-				MarkdownDescription: lifecycle.MaxUnsettledDescription,
-				Validators:          []validator.String{validators.MaxUnsettled()},
+				MarkdownDescription: shared.MaxUnsettledDescription,
+				Validators:          []validator.String{shared.MaxUnsettledValidator()},
 			},
 			"on_failure": schema.StringAttribute{
 				Optional: true, Computed: true, Default: stringdefault.StaticString(defaultOnFailure),
 				MarkdownDescription: "When failures exceed `max_failures`: `rollback` restores every cluster this apply changed to its backup revision; `halt` leaves the clusters that succeeded. Default `rollback`.",
 				Validators:          []validator.String{stringvalidator.OneOf("rollback", "halt")},
 			},
-			"verify": verifyattr.Attribute(verifyattr.Descriptions{
+			"verify": shared.VerifyAttribute(shared.VerifyDescriptions{
 				Verify:   "How each cluster is verified after the revision is applied: every applied object must become ready (kstatus) within `timeout`, then the wave bakes for `bake_time` and is checked again.",
-				Timeout:  "Longest wait for the objects of one cluster to become ready, as a Go duration (`\"5m\"`). Default `" + verifyattr.DefaultTimeout + "`.",
+				Timeout:  "Longest wait for the objects of one cluster to become ready, as a Go duration (`\"5m\"`). Default `" + shared.DefaultVerifyTimeout + "`.",
 				BakeTime: "Wait after a wave is verified, before it is checked again and the next wave starts (`\"30s\"`). Default `0s`.",
 			}, httpChecks),
 			"record_namespace": schema.StringAttribute{
@@ -260,7 +257,7 @@ func (r *rolloutResource) Schema(ctx context.Context, _ resource.SchemaRequest, 
 }
 
 // httpChecks is `verify.http_checks`, which only rollouts have.
-var httpChecks = verifyattr.Extra{
+var httpChecks = shared.VerifyExtra{
 	Name:    "http_checks",
 	Type:    types.ListType{ElemType: types.ObjectType{AttrTypes: httpCheckAttrTypes}},
 	Default: types.ListNull(types.ObjectType{AttrTypes: httpCheckAttrTypes}),
@@ -280,7 +277,7 @@ var httpChecks = verifyattr.Extra{
 			"timeout": schema.StringAttribute{
 				Optional: true, Computed: true, Default: stringdefault.StaticString(defaultHTTPCheckTimeout),
 				MarkdownDescription: "Timeout of one request. Default `10s`.",
-				Validators:          []validator.String{validators.Duration(time.Second, 0)},
+				Validators:          []validator.String{shared.Duration(time.Second, 0)},
 			},
 		}},
 	},

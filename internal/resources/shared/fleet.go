@@ -1,6 +1,7 @@
-// Package fleetattr holds the schema attributes and models that pick clusters — namespace,
+// fleet.go: the schema attributes and models that pick clusters — namespace,
 // selector, names — shared by the provider's resources and data sources.
-package fleetattr
+
+package shared
 
 import (
 	"context"

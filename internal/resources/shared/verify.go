@@ -1,9 +1,10 @@
-// Package verifyattr holds the `verify` attribute — how each cluster is verified after an apply —
+// verify.go: the `verify` attribute — how each cluster is verified after an apply —
 // of the resources that apply through internal/delivery: its `timeout` and `bake_time`, their
 // defaults, and their conversion into durations. Each resource keeps its own wording (the
 // descriptions are part of its documentation) and may add attributes, as rollouts add
 // `http_checks`.
-package verifyattr
+
+package shared
 
 import (
 	"context"
@@ -17,30 +18,28 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 	"github.com/hashicorp/terraform-plugin-framework/types/basetypes"
-
-	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/validators"
 )
 
 // Defaults of `verify.timeout` and `verify.bake_time`.
 const (
-	DefaultTimeout  = "5m"
-	DefaultBakeTime = "0s"
+	DefaultVerifyTimeout = "5m"
+	DefaultBakeTime      = "0s"
 )
 
-// Descriptions are a resource's wording of the attribute and of its two common attributes.
-type Descriptions struct{ Verify, Timeout, BakeTime string }
+// VerifyDescriptions are a resource's wording of the attribute and of its two common attributes.
+type VerifyDescriptions struct{ Verify, Timeout, BakeTime string }
 
-// Extra is an attribute a resource adds to `verify`: its schema, type, and value when `verify`
+// VerifyExtra is an attribute a resource adds to `verify`: its schema, type, and value when `verify`
 // is left out.
-type Extra struct {
+type VerifyExtra struct {
 	Name      string
 	Attribute schema.Attribute
 	Type      attr.Type
 	Default   attr.Value
 }
 
-// AttrTypes are the attribute types of `verify` with extra.
-func AttrTypes(extra ...Extra) map[string]attr.Type {
+// VerifyAttrTypes are the attribute types of `verify` with extra.
+func VerifyAttrTypes(extra ...VerifyExtra) map[string]attr.Type {
 	out := map[string]attr.Type{"timeout": types.StringType, "bake_time": types.StringType}
 	for _, e := range extra {
 		out[e.Name] = e.Type
@@ -48,20 +47,20 @@ func AttrTypes(extra ...Extra) map[string]attr.Type {
 	return out
 }
 
-// Attribute is the optional, computed `verify` attribute, defaulting to the default timeout and
+// VerifyAttribute is the optional, computed `verify` attribute, defaulting to the default timeout and
 // bake time (and the extras' defaults).
-func Attribute(d Descriptions, extra ...Extra) schema.SingleNestedAttribute {
-	defaults := map[string]attr.Value{"timeout": types.StringValue(DefaultTimeout), "bake_time": types.StringValue(DefaultBakeTime)}
+func VerifyAttribute(d VerifyDescriptions, extra ...VerifyExtra) schema.SingleNestedAttribute {
+	defaults := map[string]attr.Value{"timeout": types.StringValue(DefaultVerifyTimeout), "bake_time": types.StringValue(DefaultBakeTime)}
 	attrs := map[string]schema.Attribute{
 		"timeout": schema.StringAttribute{
-			Optional: true, Computed: true, Default: stringdefault.StaticString(DefaultTimeout),
+			Optional: true, Computed: true, Default: stringdefault.StaticString(DefaultVerifyTimeout),
 			MarkdownDescription: d.Timeout,
-			Validators:          []validator.String{validators.Duration(time.Second, 0)},
+			Validators:          []validator.String{Duration(time.Second, 0)},
 		},
 		"bake_time": schema.StringAttribute{
 			Optional: true, Computed: true, Default: stringdefault.StaticString(DefaultBakeTime),
 			MarkdownDescription: d.BakeTime,
-			Validators:          []validator.String{validators.Duration(0, 0)},
+			Validators:          []validator.String{Duration(0, 0)},
 		},
 	}
 	for _, e := range extra {
@@ -69,24 +68,24 @@ func Attribute(d Descriptions, extra ...Extra) schema.SingleNestedAttribute {
 	}
 	return schema.SingleNestedAttribute{
 		Optional: true, Computed: true,
-		Default:             objectdefault.StaticValue(types.ObjectValueMust(AttrTypes(extra...), defaults)),
+		Default:             objectdefault.StaticValue(types.ObjectValueMust(VerifyAttrTypes(extra...), defaults)),
 		MarkdownDescription: d.Verify,
 		Attributes:          attrs,
 	}
 }
 
-// As reads a `verify` value into model (a struct with the attributes' tfsdk tags), leaving
+// VerifyAs reads a `verify` value into model (a struct with the attributes' tfsdk tags), leaving
 // model as it is when the value is null or unknown — so model should hold the defaults.
-func As(ctx context.Context, v types.Object, model any) diag.Diagnostics {
+func VerifyAs(ctx context.Context, v types.Object, model any) diag.Diagnostics {
 	if v.IsNull() || v.IsUnknown() {
 		return nil
 	}
 	return v.As(ctx, model, basetypes.ObjectAsOptions{UnhandledNullAsEmpty: true, UnhandledUnknownAsEmpty: true})
 }
 
-// Durations converts `verify.timeout` and `verify.bake_time`, each falling back to its default.
-func Durations(timeout, bakeTime types.String) (verifyTimeout, bake time.Duration) {
-	return ParseDuration(timeout, DefaultTimeout), ParseDuration(bakeTime, DefaultBakeTime)
+// VerifyDurations converts `verify.timeout` and `verify.bake_time`, each falling back to its default.
+func VerifyDurations(timeout, bakeTime types.String) (verifyTimeout, bake time.Duration) {
+	return ParseDuration(timeout, DefaultVerifyTimeout), ParseDuration(bakeTime, DefaultBakeTime)
 }
 
 // ParseDuration converts a duration attribute; null, unknown, empty or (though the validators

@@ -1,6 +1,7 @@
-// Package validators holds the schema validators the provider's resources share: manifests that
+// validators.go: the schema validators the provider's resources share: manifests that
 // must parse, rollout limits, and durations. Each reports at plan time, before anything is applied.
-package validators
+
+package shared
 
 import (
 	"context"
@@ -109,7 +110,7 @@ func MaxFailures() validator.String {
 }
 
 // MaxUnsettled checks `max_unsettled` with the engine's parser.
-func MaxUnsettled() validator.String {
+func MaxUnsettledValidator() validator.String {
 	return stringFunc{
 		description: `a whole number ≥ 0 or a percentage from 0% to 100%`,
 		summary:     "Invalid Unsettled Budget",

@@ -1,4 +1,4 @@
-package fleetattr
+package shared
 
 import (
 	"github.com/hashicorp/terraform-plugin-framework/datasource/schema"

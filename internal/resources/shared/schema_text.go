@@ -1,4 +1,4 @@
-package fleetattr
+package shared
 
 import (
 	"context"

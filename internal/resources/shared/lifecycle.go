@@ -1,9 +1,10 @@
-// Package lifecycle holds the parts of a resource's Terraform lifecycle that the resources
+// lifecycle.go: the parts of a resource's Terraform lifecycle that the resources
 // applying through internal/delivery (`gradual_rollout`, `gradual_module_assignment`) share:
 // provider data, `namespace/name` import, the Create/Update skeleton with its state rules, the ModifyPlan preamble, and plan-time
 // wording. It is shared so that a rule such as "a failed Create saves no state" cannot hold for
 // one resource and drift for the other. What each resource applies stays in its own package.
-package lifecycle
+
+package shared
 
 import (
 	"context"

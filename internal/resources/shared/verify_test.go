@@ -1,0 +1,53 @@
+package shared
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/terraform-plugin-framework/attr"
+	"github.com/hashicorp/terraform-plugin-framework/types"
+)
+
+func TestVerifyDurations(t *testing.T) {
+	for _, tc := range []struct {
+		timeout, bake types.String
+		want, wantBak time.Duration
+	}{
+		{types.StringNull(), types.StringNull(), 5 * time.Minute, 0},
+		{types.StringUnknown(), types.StringValue(""), 5 * time.Minute, 0},
+		{types.StringValue("90s"), types.StringValue("2m"), 90 * time.Second, 2 * time.Minute},
+		// The validators refuse these; if one got through, the default holds, never zero.
+		{types.StringValue("soon"), types.StringValue("later"), 5 * time.Minute, 0},
+	} {
+		got, bake := VerifyDurations(tc.timeout, tc.bake)
+		if got != tc.want || bake != tc.wantBak {
+			t.Errorf("VerifyDurations(%s, %s) = %s, %s; want %s, %s", tc.timeout, tc.bake, got, bake, tc.want, tc.wantBak)
+		}
+	}
+}
+
+func TestVerifyAttributeAndAs(t *testing.T) {
+	extra := VerifyExtra{Name: "http_checks", Type: types.ListType{ElemType: types.StringType}, Default: types.ListValueMust(types.StringType, nil)}
+	attrTypes := VerifyAttrTypes(extra)
+	if len(attrTypes) != 3 || attrTypes["http_checks"] == nil || attrTypes["timeout"] != types.StringType {
+		t.Fatalf("attribute types %v", attrTypes)
+	}
+
+	type model struct {
+		Timeout  types.String `tfsdk:"timeout"`
+		BakeTime types.String `tfsdk:"bake_time"`
+		Checks   types.List   `tfsdk:"http_checks"`
+	}
+	defaults := model{Timeout: types.StringValue(DefaultVerifyTimeout), BakeTime: types.StringValue(DefaultBakeTime)}
+	m := defaults
+	if diags := VerifyAs(context.Background(), types.ObjectNull(attrTypes), &m); diags.HasError() || !m.Timeout.Equal(defaults.Timeout) || !m.BakeTime.Equal(defaults.BakeTime) {
+		t.Errorf("a null verify changed the defaults: %+v %v", m, diags)
+	}
+	v := types.ObjectValueMust(attrTypes, map[string]attr.Value{
+		"timeout": types.StringValue("1m"), "bake_time": types.StringValue("10s"), "http_checks": types.ListValueMust(types.StringType, nil),
+	})
+	if diags := VerifyAs(context.Background(), v, &m); diags.HasError() || m.Timeout.ValueString() != "1m" || m.BakeTime.ValueString() != "10s" {
+		t.Errorf("VerifyAs = %+v %v", m, diags)
+	}
+}
