@@ -171,3 +171,24 @@ func (o *Observation) Invalid(revision string) (InvalidRevision, bool) {
 	}
 	return InvalidRevision{}, false
 }
+
+// InvalidRefusal is the one wording of a revision refused because the ledger holds it invalid,
+// at plan time and at apply. what names whose revision it is ("rollout fleet/web", "module dns
+// (version 1.2) of assignment fleet/base"); retry says whether `retry_invalid` can apply it
+// anyway. The summary is "Revision Recorded Invalid" for every resource.
+func InvalidRefusal(what, revision, recordNamespace string, entry InvalidRevision, retry bool) *usererr.Error {
+	detail := fmt.Sprintf("Revision %s of %s was recorded invalid", revision, what)
+	if !entry.RecordedAt.IsZero() {
+		detail += " at " + entry.RecordedAt.UTC().Format("2006-01-02T15:04:05Z")
+	}
+	detail += fmt.Sprintf(" after it failed on %s:\n\n  %s\n\n"+
+		"The ledger lives in the management cluster (namespace %q), so it holds across lost or replaced state. ",
+		strings.Join(entry.Clusters, ", "), entry.Reason, recordNamespace)
+	if retry {
+		detail += "Change the manifests (a new revision), or, once what made it fail is fixed outside the manifests, " +
+			"set retry_invalid = true to apply this revision again on purpose."
+	} else {
+		detail += "Change the manifests to apply a new revision."
+	}
+	return usererr.New("Revision Recorded Invalid", detail)
+}

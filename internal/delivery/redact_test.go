@@ -1,4 +1,4 @@
-package delivery
+package delivery_test
 
 import (
 	"encoding/base64"
@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/gradual-dev/terraform-provider-gradual/internal/apply"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/delivery"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/engine"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/manifest"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/ignoreattr"
@@ -27,12 +28,12 @@ func TestRedactKeepsTheClassAndHidesTheValue(t *testing.T) {
 	if !strings.Contains(err.Error(), "hunter2-long") {
 		t.Fatalf("the fake does not echo the value, so the test proves nothing: %v", err)
 	}
-	got := redact(err, []string{"hunter2", "hunter2-long", ""})
-	if msg := got.Error(); strings.Contains(msg, "hunter2") || !strings.Contains(msg, redactedText) || !strings.Contains(msg, "data.password") {
+	got := delivery.Redact(err, []string{"hunter2", "hunter2-long", ""})
+	if msg := got.Error(); strings.Contains(msg, "hunter2") || !strings.Contains(msg, delivery.RedactedText) || !strings.Contains(msg, "data.password") {
 		t.Errorf("redacted message: %s", msg)
 	}
-	if revisionClass(got) != engine.ErrRevisionFailed {
-		t.Errorf("class lost: %v", revisionClass(got))
+	if delivery.RevisionClass(got) != engine.ErrRevisionFailed {
+		t.Errorf("class lost: %v", delivery.RevisionClass(got))
 	}
 	var oe *apply.ObjectError
 	if !errors.As(got, &oe) || oe.Object.Name != "db" {
@@ -43,7 +44,7 @@ func TestRedactKeepsTheClassAndHidesTheValue(t *testing.T) {
 		t.Errorf("marked: %s", msg)
 	}
 	// Nothing to hide: the error itself.
-	if redact(err, []string{"other"}) != error(err) || redact(err, nil) != error(err) || redact(nil, []string{"x"}) != nil {
+	if delivery.Redact(err, []string{"other"}) != error(err) || delivery.Redact(err, nil) != error(err) || delivery.Redact(nil, []string{"x"}) != nil {
 		t.Error("redact changed an error it had nothing to hide in")
 	}
 }
@@ -90,14 +91,14 @@ func checkRedacted(t *testing.T, original, got error, secret string) {
 	if !strings.Contains(original.Error(), secret) {
 		t.Fatalf("the denial does not quote %q, so the test proves nothing: %v", secret, original)
 	}
-	if strings.Contains(msg, secret) || !strings.Contains(msg, redactedText) || !strings.Contains(msg, "denied") {
+	if strings.Contains(msg, secret) || !strings.Contains(msg, delivery.RedactedText) || !strings.Contains(msg, "denied") {
 		t.Errorf("redacted message: %s", msg)
 	}
 	// What the ledger keeps and classify decides on: the message is hidden, the class is not.
-	if revisionClass(got) != engine.ErrRevisionFailed {
-		t.Errorf("class lost: %v", revisionClass(got))
+	if delivery.RevisionClass(got) != engine.ErrRevisionFailed {
+		t.Errorf("class lost: %v", delivery.RevisionClass(got))
 	}
-	marked := engine.Mark(revisionClass(got), got)
+	marked := engine.Mark(delivery.RevisionClass(got), got)
 	if !errors.Is(marked, engine.ErrRevisionFailed) || strings.Contains(marked.Error(), secret) {
 		t.Errorf("marked: %v", marked)
 	}
@@ -110,20 +111,20 @@ func checkRedacted(t *testing.T, original, got error, secret string) {
 func TestRedactSecretStringDataQuotedRawByAPolicy(t *testing.T) {
 	err := denial(http.StatusForbidden, metav1.StatusReasonForbidden,
 		`admission webhook "secrets.policy.example.com" denied the request: password "s3cr3t-Passw0rd" is on the list of breached passwords`)
-	checkRedacted(t, err, redact(err, redactList(t)), "s3cr3t-Passw0rd")
+	checkRedacted(t, err, delivery.Redact(err, redactList(t)), "s3cr3t-Passw0rd")
 }
 
 func TestRedactSecretStringDataQuotedBase64ByAPolicy(t *testing.T) {
 	encoded := base64.StdEncoding.EncodeToString([]byte("s3cr3t-Passw0rd"))
 	err := denial(http.StatusUnprocessableEntity, metav1.StatusReasonInvalid,
 		`ValidatingAdmissionPolicy 'no-weak-secrets' with binding 'all' denied request: object.data.password `+encoded+` is too weak`)
-	checkRedacted(t, err, redact(err, redactList(t)), encoded)
+	checkRedacted(t, err, delivery.Redact(err, redactList(t)), encoded)
 }
 
 func TestRedactSecretDataQuotedDecodedByAPolicy(t *testing.T) {
 	err := denial(http.StatusForbidden, metav1.StatusReasonForbidden,
 		`admission webhook "secrets.policy.example.com" denied the request: token token-from-data must not be reused`)
-	got := redact(err, redactList(t))
+	got := delivery.Redact(err, redactList(t))
 	checkRedacted(t, err, got, "token-from-data")
 	// The field's name stays readable: short words are never replaced.
 	if !strings.Contains(got.Error(), "denied the request: token (sensitive value) must not") {
@@ -134,23 +135,23 @@ func TestRedactSecretDataQuotedDecodedByAPolicy(t *testing.T) {
 func TestRedactLeavesAMessageWithNothingSensitive(t *testing.T) {
 	err := denial(http.StatusForbidden, metav1.StatusReasonForbidden,
 		`admission webhook "secrets.policy.example.com" denied the request: Secret app/db must carry the label team`)
-	if got := redact(err, redactList(t)); got != err {
+	if got := delivery.Redact(err, redactList(t)); got != err {
 		t.Errorf("redact changed an error it had nothing to hide in: %v", got)
 	}
 	// Values too short to replace are not replaced.
-	if got := redact(err, []string{"app", "db", " db \n", ""}); got != err {
+	if got := delivery.Redact(err, []string{"app", "db", " db \n", ""}); got != err {
 		t.Errorf("short values replaced: %v", got)
 	}
 }
 
 func TestRedactCoversOverlappingValuesWhole(t *testing.T) {
 	err := errors.New(`denied: "abcdSECRET-LONG-VALUE" and "SECRET-LONG" again`)
-	got := redact(err, []string{"SECRET-LONG", "abcdSECR", "SECRET-LONG-VALUE"}).Error()
+	got := delivery.Redact(err, []string{"SECRET-LONG", "abcdSECR", "SECRET-LONG-VALUE"}).Error()
 	if want := `denied: "(sensitive value)" and "(sensitive value)" again`; got != want {
 		t.Errorf("got  %s\nwant %s", got, want)
 	}
 	// The replacement text is not searched in turn.
-	if got := redact(errors.New("x hunter2 y"), []string{"hunter2", "sensitive value"}).Error(); got != "x (sensitive value) y" {
+	if got := delivery.Redact(errors.New("x hunter2 y"), []string{"hunter2", "sensitive value"}).Error(); got != "x (sensitive value) y" {
 		t.Errorf("got %s", got)
 	}
 }

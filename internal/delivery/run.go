@@ -103,8 +103,7 @@ func (s *Service) Run(ctx context.Context, req RunRequest) (_ *RunResult, err er
 	targets := obs.Targets
 	if entry, ok := obs.Invalid(spec.Revision); ok && !spec.Retry {
 		if !RunsRevision(targets, spec.Revision) {
-			return &RunResult{After: obs}, usererr.New("Revision Recorded Invalid",
-				fmt.Sprintf("Revision %s of %s failed on %v: %s. Change the manifests, or set retry_invalid = true.", spec.Revision, spec.Key.Describe(), entry.Clusters, entry.Reason))
+			return &RunResult{After: obs}, InvalidRefusal(spec.Key.Describe(), spec.Revision, spec.RecordNamespace, entry, true)
 		}
 		// Clusters already run it (it failed elsewhere within max_failures): it stays where it
 		// runs, goes to no other cluster, and what is left in flight is undone.

@@ -2,6 +2,7 @@ package delivery
 
 import (
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/gradual-dev/terraform-provider-gradual/internal/engine"
@@ -24,5 +25,29 @@ func TestRecordedTargets(t *testing.T) {
 	}
 	if got := RecordedTargets(nil, nil); len(got) != 0 {
 		t.Errorf("no clusters: %+v", got)
+	}
+}
+
+func TestInvalidRefusalOneWording(t *testing.T) {
+	entry := InvalidRevision{Revision: "abc", Reason: "Deployment app/web not ready", Clusters: []string{"c1", "c2"}}
+	withRetry := InvalidRefusal("rollout fleet/web", "abc", "gradual-system", entry, true)
+	without := InvalidRefusal("module dns (version 1) of assignment fleet/base", "abc", "gradual-system", entry, false)
+	for _, e := range []struct {
+		got  string
+		want []string
+	}{
+		{withRetry.Summary, []string{"Revision Recorded Invalid"}},
+		{without.Summary, []string{"Revision Recorded Invalid"}},
+		{withRetry.Detail, []string{"Revision abc of rollout fleet/web was recorded invalid after it failed on c1, c2:", "not ready", `namespace "gradual-system"`, "retry_invalid = true"}},
+		{without.Detail, []string{"of module dns (version 1) of assignment fleet/base", "Change the manifests to apply a new revision."}},
+	} {
+		for _, w := range e.want {
+			if !strings.Contains(e.got, w) {
+				t.Errorf("%q lacks %q", e.got, w)
+			}
+		}
+	}
+	if strings.Contains(without.Detail, "retry_invalid") {
+		t.Error("a resource without retry_invalid is told to set it")
 	}
 }

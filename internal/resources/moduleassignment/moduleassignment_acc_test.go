@@ -483,7 +483,7 @@ func TestAccModuleAssignment_failedModuleBlocksDependents(t *testing.T) {
 				// The failed revision is refused at plan time.
 				Config:      acctest.ProviderConfig(f) + assignmentConfig(f, "test", name, name, "", after, broken, base),
 				PlanOnly:    true,
-				ExpectError: regexp.MustCompile(`Module Revision Recorded Invalid`),
+				ExpectError: regexp.MustCompile(`(?s)Revision Recorded Invalid.*of module`),
 			},
 		},
 	})

@@ -137,11 +137,9 @@ func (r *assignmentResource) ModifyPlan(ctx context.Context, req resource.Modify
 				report = resp.Diagnostics.AddAttributeWarning
 				delete(planned.Apply, m.Name)
 			}
-			report(pathModules.AtListIndex(i), "Module Revision Recorded Invalid",
-				fmt.Sprintf("Revision %s of module %s (version %s) of %s was recorded invalid at %s after it failed on %s:\n\n  %s\n\n"+
-					"The ledger lives in the management cluster (namespace %q). Change the module's manifests to apply a new revision.",
-					m.Revision, m.Name, m.Version, spec.Key.Describe(), entry.RecordedAt.UTC().Format("2006-01-02T15:04:05Z"),
-					strings.Join(entry.Clusters, ", "), entry.Reason, spec.RecordNamespace))
+			refusal := delivery.InvalidRefusal(fmt.Sprintf("module %s (version %s) of %s", m.Name, m.Version, spec.Key.Describe()),
+				m.Revision, spec.RecordNamespace, entry, false)
+			report(pathModules.AtListIndex(i), refusal.Summary, refusal.Detail)
 		}
 	}
 	if resp.Diagnostics.HasError() {

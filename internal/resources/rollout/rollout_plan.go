@@ -358,12 +358,7 @@ func priorDrift(prior *Model) map[string]bool {
 }
 
 func invalidDetail(spec delivery.Spec, entry delivery.InvalidRevision) string {
-	return fmt.Sprintf("Revision %s of %s was recorded invalid at %s after it failed on %s:\n\n  %s\n\n"+
-		"The ledger lives in the management cluster (namespace %q), so it holds across lost or replaced state. "+
-		"Change the manifests (a new revision), or, once what made it fail is fixed outside the manifests, "+
-		"set retry_invalid = true to apply this revision again on purpose.",
-		spec.Revision, spec.Key.Describe(), entry.RecordedAt.UTC().Format("2006-01-02T15:04:05Z"), strings.Join(entry.Clusters, ", "),
-		entry.Reason, spec.RecordNamespace)
+	return delivery.InvalidRefusal(spec.Key.Describe(), spec.Revision, spec.RecordNamespace, entry, true).Detail
 }
 
 const skippedIntro = "These clusters are left alone by this apply; a later apply picks them up once they are ready:"
