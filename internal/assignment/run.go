@@ -105,167 +105,261 @@ type RunResult struct {
 	Applied map[string][]string
 }
 
+// settleTimeout bounds what a cancelled run still writes (bindings, the progress record): those
+// writes go on after Ctrl-C so that the records say where each cluster is, but a management
+// cluster that stopped answering must not hold the apply beyond it.
+const settleTimeout = 30 * time.Second
+
 // Run applies the assignment: modules in depends_on order, each through delivery.Run on the
 // clusters that need it and whose dependencies are applied; then modules no longer configured
 // and clusters that stopped matching lose theirs by deletion policy; bindings follow every step.
+// It runs in four steps on one scope: prepare (Lease, progress record, one read of the fleet,
+// the clusters each module goes to, claims), deliver, let go, finish.
 func Run(ctx context.Context, svc *delivery.Service, req RunRequest) (_ *RunResult, err error) {
-	spec := req.Spec
 	if req.Logf == nil {
 		req.Logf = func(string, map[string]any) {}
 	}
-	mc := svc.ManagementClient()
+	spec := req.Spec
 	runCtx, release, err := svc.HoldLease(ctx, spec.RecordNamespace, spec.Key, records.HolderIdentity(), "Assignment Already Running",
 		"Another apply of "+spec.Key.Describe()+" holds its Lease. Wait for it to finish; if that process died, the Lease expires on its own.")
 	if err != nil {
 		return nil, err
 	}
 	defer release()
-	ctx = runCtx // cancelled, with the reason, if the Lease is lost
 	defer func() { err = delivery.LeaseLost(runCtx, err, "Assignment "+spec.Key.Describe()) }()
-	mstore := records.NewManagementStore(mc, spec.RecordNamespace)
-	prev, err := mstore.LoadProgress(ctx, spec.Key)
-	if err != nil {
-		return nil, fmt.Errorf("read the progress record of %s: %w", spec.Key.Describe(), err)
+	r := newRun(runCtx, svc, req, time.Now)
+	defer r.stopSettling()
+	if err := r.prepare(runCtx); err != nil {
+		return r.partial(), err
 	}
-	managed := prev != nil && prev.Managed
-	if req.Create && managed {
-		return nil, delivery.AlreadyExists(spec.Key.Describe(), "Module Assignment Already Exists", req.ImportHint)
+	r.deliver(runCtx)
+	r.letGo(runCtx)
+	return r.finish(runCtx)
+}
+
+// run is one Run of an assignment: what it read, decided and did so far.
+type run struct {
+	svc  *delivery.Service
+	req  RunRequest
+	spec Spec
+	now  func() time.Time
+
+	mstore *records.ManagementStore
+	bstore *records.BindingStore
+	// settle is what the run writes on: it outlives the run's context by settleTimeout, so that
+	// a cancelled run still records where each cluster is, for a bounded time (with the run's
+	// write fence: nothing is written once the Lease may be another apply's).
+	settle       context.Context
+	stopSettling context.CancelFunc
+
+	managed    bool
+	obs        *Observation
+	plan       Plan
+	candidates map[string][]string                         // per module: the clusters it may go to
+	bound      map[string]map[string]records.ModuleBinding // cluster → module → binding now
+	res        *RunResult
+	failures   []string
+}
+
+func newRun(ctx context.Context, svc *delivery.Service, req RunRequest, now func() time.Time) *run {
+	mc := svc.ManagementClient()
+	settle, stop := context.WithCancel(context.WithoutCancel(ctx))
+	stopAfter := context.AfterFunc(ctx, func() { time.AfterFunc(settleTimeout, stop) })
+	return &run{
+		svc: svc, req: req, spec: req.Spec, now: now,
+		mstore: records.NewManagementStore(mc, req.Spec.RecordNamespace), bstore: records.NewBindingStore(mc, req.Spec.RecordNamespace),
+		settle: settle, stopSettling: func() { stopAfter(); stop() },
+		bound: map[string]map[string]records.ModuleBinding{},
+		res:   &RunResult{Applied: map[string][]string{}},
+	}
+}
+
+// prepare refuses a second create, marks the assignment running, reads the fleet once, and
+// decides which clusters each module may go to; it refuses objects another owner manages there.
+func (r *run) prepare(ctx context.Context) error {
+	spec := r.spec
+	prev, err := r.mstore.LoadProgress(ctx, spec.Key)
+	if err != nil {
+		return fmt.Errorf("read the progress record of %s: %w", spec.Key.Describe(), err)
+	}
+	r.managed = prev != nil && prev.Managed
+	if r.req.Create && r.managed {
+		return delivery.AlreadyExists(spec.Key.Describe(), "Module Assignment Already Exists", r.req.ImportHint)
 	}
 	// Managed (records.Progress) stays set once a state holds the assignment: an update says so,
 	// a create once it completes.
-	managed = managed || !req.Create
-	if err := mstore.SaveProgress(ctx, spec.Key, records.Progress{Phase: records.PhaseRunning, StartedAt: time.Now(), Config: req.Config, Managed: managed}); err != nil {
-		return nil, fmt.Errorf("record %s: %w", spec.Key.Describe(), err)
+	r.managed = r.managed || !r.req.Create
+	if err := r.mstore.SaveProgress(ctx, spec.Key, records.Progress{Phase: records.PhaseRunning, StartedAt: r.now(), Config: r.req.Config, Managed: r.managed}); err != nil {
+		return fmt.Errorf("record %s: %w", spec.Key.Describe(), err)
 	}
-	obs, err := Observe(ctx, svc, req.Query, spec, false)
-	if err != nil {
-		return nil, err
+	if r.obs, err = Observe(ctx, r.svc, r.req.Query, spec, false); err != nil {
+		return err
 	}
-	plan := PlanAssignment(obs, spec, nil)
-	candidates := map[string][]string{}
-	for _, m := range spec.Modules {
-		from := plan.Apply[m.Name]
-		if spec.Mode == Reconcile {
-			from = obs.Eligible // delivery repairs drift on clusters already current
+	r.res.Skipped = r.obs.Skipped
+	for cluster, bs := range r.obs.Bindings {
+		r.bound[cluster] = map[string]records.ModuleBinding{}
+		for _, b := range bs {
+			r.bound[cluster][b.Module] = b
 		}
-		if !req.PlannedKnown {
-			candidates[m.Name] = from
+	}
+	r.plan = PlanAssignment(r.obs, spec, nil)
+	r.candidates = Candidates(spec, r.obs, r.plan, r.req.Planned, r.req.PlannedKnown)
+	return CheckClaims(ctx, r.svc, spec, r.candidates)
+}
+
+// Candidates are, per module, the clusters a run may take it to: the plan's, as far as they are
+// still eligible (one that joined since the plan waits for the next plan; one the plan repairs is
+// applied again even if it looks current), or, without a plan, the clusters that need it. In
+// Reconcile mode without a plan that is every eligible cluster: delivery repairs drift on
+// clusters already current.
+func Candidates(spec Spec, obs *Observation, plan Plan, planned map[string][]string, plannedKnown bool) map[string][]string {
+	eligible := map[string]bool{}
+	for _, c := range obs.Eligible {
+		eligible[c] = true
+	}
+	out := map[string][]string{}
+	for _, m := range spec.Modules {
+		if !plannedKnown {
+			out[m.Name] = plan.Apply[m.Name]
+			if spec.Mode == Reconcile {
+				out[m.Name] = obs.Eligible
+			}
 			continue
 		}
-		// The plan's clusters, as far as they are still eligible: one that joined since waits
-		// for the next plan, one the plan repairs is applied again even if it looks current.
-		eligible := map[string]bool{}
-		for _, c := range obs.Eligible {
-			eligible[c] = true
-		}
 		var cs []string
-		for _, c := range req.Planned[m.Name] {
+		for _, c := range planned[m.Name] {
 			if eligible[c] {
 				cs = append(cs, c)
 			}
 		}
-		candidates[m.Name] = cs
+		out[m.Name] = cs
 	}
-	if err := CheckClaims(ctx, svc, spec, candidates); err != nil {
-		return &RunResult{Bindings: obs.Bindings, Skipped: obs.Skipped}, err
-	}
+	return out
+}
 
-	bstore := records.NewBindingStore(mc, spec.RecordNamespace)
-	res := &RunResult{Skipped: obs.Skipped, Applied: map[string][]string{}}
-	var failures []string
-	result := map[string]map[string]records.ModuleBinding{} // cluster → module → binding now
-	for cluster, bs := range obs.Bindings {
-		result[cluster] = map[string]records.ModuleBinding{}
-		for _, b := range bs {
-			result[cluster][b.Module] = b
-		}
+// setBinding records b for cluster, in the run's view and in the management cluster.
+func (r *run) setBinding(cluster string, b records.ModuleBinding) error {
+	if r.bound[cluster] == nil {
+		r.bound[cluster] = map[string]records.ModuleBinding{}
 	}
-	set := func(cluster string, b records.ModuleBinding) error {
-		if result[cluster] == nil {
-			result[cluster] = map[string]records.ModuleBinding{}
-		}
-		result[cluster][b.Module] = b
-		if err := delivery.Fenced(ctx); err != nil {
-			return err // the Lease is lost: another apply may be writing these bindings now
-		}
-		return bstore.Update(context.WithoutCancel(ctx), spec.Key, cluster, func(old []records.ModuleBinding) []records.ModuleBinding {
-			out := slices.DeleteFunc(old, func(o records.ModuleBinding) bool { return o.Module == b.Module })
-			return append(out, b)
-		})
+	r.bound[cluster][b.Module] = b
+	if err := delivery.Fenced(r.settle); err != nil {
+		return err // the Lease is lost: another apply may be writing these bindings now
 	}
-	for _, m := range spec.Modules {
+	return r.bstore.Update(r.settle, r.spec.Key, cluster, func(old []records.ModuleBinding) []records.ModuleBinding {
+		out := slices.DeleteFunc(old, func(o records.ModuleBinding) bool { return o.Module == b.Module })
+		return append(out, b)
+	})
+}
+
+// deliver takes each module, in depends_on order, to its candidates whose dependencies are
+// applied there; the others are bound as blocked.
+func (r *run) deliver(ctx context.Context) {
+	for _, m := range r.spec.Modules {
 		if ctx.Err() != nil {
-			break
+			return
 		}
-		var run []string
-		for _, cluster := range candidates[m.Name] {
-			if dep, why := blockedBy(result[cluster], m); dep != "" {
-				if err := set(cluster, records.ModuleBinding{Module: m.Name, Revision: m.Revision, Result: records.BindingBlocked,
+		var targets []string
+		for _, cluster := range r.candidates[m.Name] {
+			if dep, why := blockedBy(r.bound[cluster], m); dep != "" {
+				if err := r.setBinding(cluster, records.ModuleBinding{Module: m.Name, Revision: m.Revision, Result: records.BindingBlocked,
 					Reason: fmt.Sprintf("depends on module %s, which is %s", dep, why)}); err != nil {
-					return res, err
+					r.failures = append(r.failures, fmt.Sprintf("module %s: %v", m.Name, err))
+					return
 				}
 				continue
 			}
-			run = append(run, cluster)
+			targets = append(targets, cluster)
 		}
-		if len(run) == 0 {
+		if len(targets) == 0 {
 			continue
 		}
-		res.Applied[m.Name] = run
-		req.Logf(fmt.Sprintf("module %s revision %s: %d cluster(s)", m.Name, m.Revision, len(run)), map[string]any{"assignment": spec.Key.String(), "clusters": run})
-		dr := delivery.RunRequest{Spec: spec.moduleSpec(m), Query: req.Query, Only: run, OnlyKnown: true, Logf: req.Logf}
-		if waves, ok := req.Waves[m.Name]; ok && req.PlannedKnown {
-			dr.Planned, dr.PlannedKnown = onlyIn(waves, run), true
+		r.res.Applied[m.Name] = targets
+		r.req.Logf(fmt.Sprintf("module %s revision %s: %d cluster(s)", m.Name, m.Revision, len(targets)), map[string]any{"assignment": r.spec.Key.String(), "clusters": targets})
+		dr := delivery.RunRequest{Spec: r.spec.moduleSpec(m), Query: r.req.Query, Only: targets, OnlyKnown: true, Logf: r.req.Logf}
+		if waves, ok := r.req.Waves[m.Name]; ok && r.req.PlannedKnown {
+			dr.Planned, dr.PlannedKnown = onlyIn(waves, targets), true
 		}
-		out, err := svc.Run(ctx, dr)
+		out, err := r.svc.Run(ctx, dr)
 		if out != nil {
 			for _, o := range out.Result.Outcomes {
-				prev, bound := result[o.Target][m.Name]
-				switch o.Status {
-				case engine.StatusSucceeded:
-					err = errors.Join(err, set(o.Target, records.ModuleBinding{Module: m.Name, Revision: m.Revision, AppliedAt: time.Now().UTC().Truncate(time.Second), Result: records.BindingApplied}))
-				case engine.StatusAlreadyCurrent:
-					if !bound || prev.Revision != m.Revision || prev.Result != records.BindingApplied {
-						err = errors.Join(err, set(o.Target, records.ModuleBinding{Module: m.Name, Revision: m.Revision, AppliedAt: time.Now().UTC().Truncate(time.Second), Result: records.BindingApplied}))
-					}
-				case engine.StatusFailed, engine.StatusRolledBack, engine.StatusCancelled, engine.StatusUnsettled, engine.StatusRestored:
-					err = errors.Join(err, set(o.Target, records.ModuleBinding{Module: m.Name, Revision: m.Revision, Result: records.BindingFailed, Reason: o.Error}))
+				prev, bound := r.bound[o.Target][m.Name]
+				if b, changed := BindingFor(o, m, prev, bound, r.now()); changed {
+					err = errors.Join(err, r.setBinding(o.Target, b))
 				}
 			}
 			for _, w := range slices.Concat(out.Result.Warnings(), out.Adopted, out.Kept) {
-				res.Warnings = append(res.Warnings, fmt.Sprintf("module %s: %s", m.Name, w))
+				r.res.Warnings = append(r.res.Warnings, fmt.Sprintf("module %s: %s", m.Name, w))
 			}
 		}
 		if err != nil {
-			failures = append(failures, fmt.Sprintf("module %s: %v", m.Name, err))
+			r.failures = append(r.failures, fmt.Sprintf("module %s: %v", m.Name, err))
 		}
 	}
-	if ctx.Err() == nil {
-		// Only the clusters the plan listed are let go of; the others wait for the next plan.
-		plan.Leaving = delivery.PlannedLeaving(req.Leaving, plan.Leaving)
-		res.Warnings = append(res.Warnings, letGo(ctx, svc, spec, obs, plan, bstore, &failures)...)
-	} else {
-		failures = append(failures, "cancelled: "+context.Cause(ctx).Error())
+}
+
+// BindingFor is the binding a module's outcome on a cluster leaves, and whether it differs from
+// prev (the binding before, if bound): applied with the time now (truncated to the second) when
+// it succeeded or was already current, failed with the reason when it did not complete there.
+// An outcome that changed nothing there (not started, gone, skipped) leaves the binding as it
+// was.
+func BindingFor(o engine.Outcome, m Module, prev records.ModuleBinding, bound bool, now time.Time) (records.ModuleBinding, bool) {
+	applied := records.ModuleBinding{Module: m.Name, Revision: m.Revision, AppliedAt: now.UTC().Truncate(time.Second), Result: records.BindingApplied}
+	switch o.Status {
+	case engine.StatusSucceeded:
+		return applied, true
+	case engine.StatusAlreadyCurrent:
+		if bound && prev.Revision == m.Revision && prev.Result == records.BindingApplied {
+			return prev, false
+		}
+		return applied, true
+	case engine.StatusFailed, engine.StatusRolledBack, engine.StatusCancelled, engine.StatusUnsettled, engine.StatusRestored, engine.StatusLostContact:
+		return records.ModuleBinding{Module: m.Name, Revision: m.Revision, Result: records.BindingFailed, Reason: o.Error}, true
 	}
-	after, lerr := bstore.List(context.WithoutCancel(ctx), spec.Key)
-	if lerr != nil {
-		return res, lerr
+	return prev, false
+}
+
+// letGo lets go of what the plan listed (modules no longer configured, clusters leaving, and
+// the bindings of deleted clusters), unless the run was cancelled.
+func (r *run) letGo(ctx context.Context) {
+	if ctx.Err() != nil {
+		r.failures = append(r.failures, "cancelled: "+context.Cause(ctx).Error())
+		return
 	}
-	res.Bindings = onlyConfigured(after, spec)
+	// Only the clusters the plan listed are let go of; the others wait for the next plan.
+	r.plan.Leaving = delivery.PlannedLeaving(r.req.Leaving, r.plan.Leaving)
+	r.res.Warnings = append(r.res.Warnings, letGo(ctx, r.svc, r.spec, r.obs, r.plan, r.bstore, &r.failures)...)
+}
+
+// partial is the result of a run that stopped before it delivered anything.
+func (r *run) partial() *RunResult {
+	if r.obs == nil {
+		return nil
+	}
+	return &RunResult{Bindings: r.obs.Bindings, Skipped: r.obs.Skipped}
+}
+
+// finish reads the bindings as the run left them and records how it ended.
+func (r *run) finish(ctx context.Context) (*RunResult, error) {
+	after, err := r.bstore.List(r.settle, r.spec.Key)
+	if err != nil {
+		return r.res, err
+	}
+	r.res.Bindings = onlyConfigured(after, r.spec)
 	phase := records.PhaseSucceeded
-	if len(failures) > 0 {
+	if len(r.failures) > 0 {
 		phase = records.PhaseFailed
 	}
 	if delivery.Fenced(ctx) == nil {
-		_ = mstore.SaveProgress(context.WithoutCancel(ctx), spec.Key, records.Progress{Phase: phase, UpdatedAt: time.Now(), Config: req.Config,
-			Managed: managed || len(failures) == 0})
+		_ = r.mstore.SaveProgress(r.settle, r.spec.Key, records.Progress{Phase: phase, UpdatedAt: r.now(), Config: r.req.Config,
+			Managed: r.managed || len(r.failures) == 0})
 	}
-	if len(failures) > 0 {
-		return res, usererr.New("Module Assignment Failed",
+	if len(r.failures) > 0 {
+		return r.res, usererr.New("Module Assignment Failed",
 			fmt.Sprintf("%s did not complete:\n  %s\nFailed modules were restored on the clusters where they failed, and modules that depend on them were not applied there.",
-				spec.Key.Describe(), strings.Join(failures, "\n  ")))
+				r.spec.Key.Describe(), strings.Join(r.failures, "\n  ")))
 	}
-	return res, nil
+	return r.res, nil
 }
 
 // blockedBy returns a dependency of m that is not applied on the cluster, and its state.
