@@ -7,7 +7,10 @@
 // infrastructure kinds (infrastructure.gradual.dev). For each workload it holds a v1beta2
 // Cluster whose status the test bed writes as CAPI's controllers would (no controllers run), a
 // GradualCluster, and a <name>-kubeconfig Secret with the workload's admin kubeconfig. Workload
-// clusters get kwok fake Nodes, so Deployments really schedule and their pods go Running.
+// clusters get kwok fake Nodes, so Deployments really schedule and their pods go Running. Each
+// cluster's controller manager and scheduler run without leader election, so that a cluster a
+// fault test froze (SIGSTOP, SIGCONT) keeps them: with it they exit on finding their lease
+// expired, and the cluster's Deployments and Namespace deletions stall from then on.
 //
 // A fleet lives in one directory (Options.Dir): fleet.json (its state, see Load), the
 // kubeconfigs, kwokctl's logs and its own KWOK_WORKDIR, so it never sees or deletes clusters it

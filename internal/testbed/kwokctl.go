@@ -123,9 +123,24 @@ func (k *kwokctl) create(ctx context.Context, name string) error {
 	if err != nil {
 		return err
 	}
-	// etcd's peer port has no flag; a config file carries it.
+	// etcd's peer port has no flag; a config file carries it. The controller manager and the
+	// scheduler run without leader election: each cluster has one of each, and with it a
+	// cluster frozen by a fault test (SIGSTOP, then SIGCONT) would lose them for good — they
+	// exit when they find their lease expired — leaving Deployments and Namespace deletions
+	// stuck for every later test on that cluster.
 	cfg := filepath.Join(k.workdir, name+".kwokctl.yaml")
-	cfgText := fmt.Sprintf("apiVersion: config.kwok.x-k8s.io/v1alpha1\nkind: KwokctlConfiguration\noptions:\n  etcdPeerPort: %d\n", ports[5])
+	cfgText := fmt.Sprintf(`apiVersion: config.kwok.x-k8s.io/v1alpha1
+kind: KwokctlConfiguration
+options:
+  etcdPeerPort: %d
+componentsPatches:
+- name: kube-controller-manager
+  extraArgs:
+  - {key: leader-elect, value: "false"}
+- name: kube-scheduler
+  extraArgs:
+  - {key: leader-elect, value: "false"}
+`, ports[5])
 	if err := os.WriteFile(cfg, []byte(cfgText), 0o644); err != nil {
 		return err
 	}
