@@ -243,7 +243,7 @@ func (r *run) setBinding(cluster string, b records.ModuleBinding) error {
 		r.bound[cluster] = map[string]records.ModuleBinding{}
 	}
 	r.bound[cluster][b.Module] = b
-	if err := delivery.Fenced(r.settle); err != nil {
+	if err := records.Fenced(r.settle); err != nil {
 		return err // the Lease is lost: another apply may be writing these bindings now
 	}
 	return r.bstore.Update(r.settle, r.spec.Key, cluster, func(old []records.ModuleBinding) []records.ModuleBinding {
@@ -350,7 +350,7 @@ func (r *run) finish(ctx context.Context) (*RunResult, error) {
 	if len(r.failures) > 0 {
 		phase = records.PhaseFailed
 	}
-	if delivery.Fenced(ctx) == nil {
+	if records.Fenced(ctx) == nil {
 		_ = r.mstore.SaveProgress(r.settle, r.spec.Key, records.Progress{Phase: phase, UpdatedAt: r.now(), Config: r.req.Config,
 			Managed: r.managed || len(r.failures) == 0})
 	}

@@ -134,7 +134,7 @@ func (s *Service) removeFrom(ctx context.Context, spec Spec, clusters []string, 
 // orphan), those it adopted are given back as they are, then the records go. note says what
 // was given back.
 func (s *Service) destroyCluster(ctx context.Context, spec Spec, name string, orphan bool) (note string, err error) {
-	if err := Fenced(ctx); err != nil {
+	if err := records.Fenced(ctx); err != nil {
 		return "", err
 	}
 	c, err := s.cluster(ctx, spec.ClusterNamespace, name, spec.ForceConflicts)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/gradual-dev/terraform-provider-gradual/internal/apply"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/engine"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/records"
 )
 
 // The engine acts on an error by its class (engine.ErrRevisionFailed, ErrChangeRefused,
@@ -99,7 +100,7 @@ const maxRetryWait = 15 * time.Second
 func (w *world) retry(ctx context.Context, target string, op func(ctx context.Context) error) error {
 	wait := w.svc.retryWait
 	for {
-		if err := Fenced(ctx); err != nil {
+		if err := records.Fenced(ctx); err != nil {
 			return err // the Lease is lost: nothing more is written, and waiting will not win it back
 		}
 		err := w.classify(ctx, target, redact(op(ctx), w.spec.Redact))

@@ -115,11 +115,11 @@ func TestLeaseLostMidWaveWritesNothingMore(t *testing.T) {
 
 // The fence is read from the context, and a context outside a run has none.
 func TestFencedReadsTheRunsFence(t *testing.T) {
-	if err := Fenced(context.Background()); err != nil {
+	if err := records.Fenced(context.Background()); err != nil {
 		t.Fatalf("no run: %v", err)
 	}
 	ctx := records.WithFence(context.Background(), func() error { return errTestLeaseLost })
-	if err := Fenced(context.WithoutCancel(ctx)); !errors.Is(err, records.ErrLeaseLost) {
+	if err := records.Fenced(context.WithoutCancel(ctx)); !errors.Is(err, records.ErrLeaseLost) {
 		t.Fatalf("a settling context derived from the run's: %v", err)
 	}
 	w := &world{svc: &Service{retryWait: 1, clock: engine.SystemClock{}}, logf: func(string, map[string]any) {}}

@@ -17,7 +17,7 @@ import (
 // is running).
 //
 // runCtx and release are records.Hold's: runCtx is cancelled when the Lease is lost (LeaseLost
-// turns the run's error into one that says so) and carries the write fence (Fenced).
+// turns the run's error into one that says so) and carries the write fence (records.Fenced).
 func (s *Service) HoldLease(ctx context.Context, recordNamespace string, key records.Key, holder, busyTitle, busyDetail string) (runCtx context.Context, release func(), err error) {
 	runCtx, release, err = records.Hold(ctx, s.mgmt.Client, recordNamespace, []records.Key{key}, holder, cmp.Or(s.leaseDuration, DefaultLeaseDuration), s.clock)
 	if err != nil {
@@ -29,9 +29,6 @@ func (s *Service) HoldLease(ctx context.Context, recordNamespace string, key rec
 	}
 	return runCtx, release, nil
 }
-
-// Fenced is the write fence of the run ctx belongs to (records.Fenced).
-func Fenced(ctx context.Context) error { return records.Fenced(ctx) }
 
 // LeaseLost returns err as a user error saying that the Lease was lost and why, when runCtx
 // (from HoldLease) was cancelled for that; otherwise err unchanged. Nil stays nil.

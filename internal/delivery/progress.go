@@ -107,7 +107,7 @@ func (p *progressWriter) write(ctx context.Context, c *progressCopy) {
 	}
 	p.writeMu.Lock()
 	defer p.writeMu.Unlock()
-	if c.seq <= p.writtenSeq || Fenced(ctx) != nil {
+	if c.seq <= p.writtenSeq || records.Fenced(ctx) != nil {
 		return
 	}
 	_ = p.store.SaveProgress(ctx, p.key, c.progress)
