@@ -127,7 +127,7 @@ func Run(ctx context.Context, svc *delivery.Service, req RunRequest) (_ *RunResu
 	}
 	defer release()
 	defer func() { err = delivery.LeaseLost(runCtx, err, "Assignment "+spec.Key.Describe()) }()
-	r := newRun(runCtx, svc, req, time.Now)
+	r := newRun(runCtx, svc, req, time.Now, settleTimeout)
 	defer r.stopSettling()
 	if err := r.prepare(runCtx); err != nil {
 		return r.partial(), err
@@ -161,14 +161,15 @@ type run struct {
 	failures   []string
 }
 
-func newRun(ctx context.Context, svc *delivery.Service, req RunRequest, now func() time.Time) *run {
+// newRun starts a run's scope on ctx; its writes outlive ctx by settle.
+func newRun(ctx context.Context, svc *delivery.Service, req RunRequest, now func() time.Time, settle time.Duration) *run {
 	mc := svc.ManagementClient()
-	settle, stop := context.WithCancel(context.WithoutCancel(ctx))
-	stopAfter := context.AfterFunc(ctx, func() { time.AfterFunc(settleTimeout, stop) })
+	settleCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	stopAfter := context.AfterFunc(ctx, func() { time.AfterFunc(settle, stop) })
 	return &run{
 		svc: svc, req: req, spec: req.Spec, now: now,
 		mstore: records.NewManagementStore(mc, req.Spec.RecordNamespace), bstore: records.NewBindingStore(mc, req.Spec.RecordNamespace),
-		settle: settle, stopSettling: func() { stopAfter(); stop() },
+		settle: settleCtx, stopSettling: func() { stopAfter(); stop() },
 		bound: map[string]map[string]records.ModuleBinding{},
 		res:   &RunResult{Applied: map[string][]string{}},
 	}

@@ -1,11 +1,17 @@
 package assignment
 
 import (
+	"context"
+	"errors"
 	"reflect"
 	"testing"
 	"time"
 
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	"github.com/gradual-dev/terraform-provider-gradual/internal/delivery"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/engine"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/fleet"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/records"
 )
 
@@ -59,5 +65,31 @@ func TestCandidates(t *testing.T) {
 	obs.Eligible = []string{"c1", "c2", "c4"}
 	if got, want := Candidates(spec, obs, plan, planned, true), map[string][]string{"a": {"c1"}, "b": {"c2"}}; !reflect.DeepEqual(got, want) {
 		t.Errorf("with a plan: %v, want %v", got, want)
+	}
+}
+
+// A run's writes outlive its context (a cancelled apply still records where each cluster is),
+// for a bounded time only; they carry the run's write fence.
+func TestRunSettlesWithinItsBound(t *testing.T) {
+	svc := delivery.New(fleet.NewClients(&fleet.Management{Client: fake.NewClientBuilder().Build()}, nil), delivery.Options{})
+	fenced := errors.New("fenced")
+	ctx, cancel := context.WithCancel(records.WithFence(context.Background(), func() error { return fenced }))
+	r := newRun(ctx, svc, RunRequest{Spec: Spec{Key: records.Key{Kind: "module-assignment", Namespace: "fleet", Name: "base"}}}, time.Now, time.Second)
+	defer r.stopSettling()
+	if !errors.Is(records.Fenced(r.settle), fenced) {
+		t.Error("the settle context lost the run's write fence")
+	}
+	time.Sleep(100 * time.Millisecond)
+	if r.settle.Err() != nil {
+		t.Fatal("writes were cut off before the run was cancelled")
+	}
+	cancel()
+	if r.settle.Err() != nil {
+		t.Fatal("writes were cut off at once when the run was cancelled; they should settle first")
+	}
+	select {
+	case <-r.settle.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("writes after cancellation are not bounded")
 	}
 }
