@@ -14,7 +14,7 @@ import (
 // A module of 5 MiB that compresses poorly is applied, its management records are chunked, and
 // `terraform import` restores the assignment from them.
 func TestAccModuleAssignment_bigBundle(t *testing.T) {
-	acctest.OnOneLane(t, 0)
+	acctest.OnOneLane(t, 1)
 	f := acctest.Fleet(t)
 	name := acctest.UniqueLabel("big")
 	newLabeler(t, f, name, "staging-eu-1")
