@@ -159,7 +159,9 @@ func TestClusterAPIControllers(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, ctx, time.Minute, "ExtensionConfig "+ext+" Discovered", func() (bool, string) {
+		// Discovered can turn true before the handlers are listed (seen once in CI: the condition
+		// true, the handlers empty, a second later both set): wait for both.
+		waitFor(t, ctx, time.Minute, "ExtensionConfig "+ext+" Discovered with its handlers", func() (bool, string) {
 			if err := rc.Get(ctx, client.ObjectKey{Name: ext}, &ec); err != nil {
 				return false, err.Error()
 			}
@@ -167,7 +169,7 @@ func TestClusterAPIControllers(t *testing.T) {
 			if c == nil {
 				return false, "no Discovered condition"
 			}
-			return c.Status == metav1.ConditionTrue, c.Message
+			return c.Status == metav1.ConditionTrue && len(ec.Status.Handlers) > 0, fmt.Sprintf("%s (%d handlers)", c.Message, len(ec.Status.Handlers))
 		})
 		handlers := map[string]string{}
 		for _, h := range ec.Status.Handlers {
