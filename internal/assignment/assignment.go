@@ -31,8 +31,8 @@ const (
 
 // Record kinds.
 const (
-	KeyKind    = "module-assignment"
-	ModuleKind = "module"
+	KeyKind    = records.KindAssignment
+	ModuleKind = records.KindModule
 )
 
 // Module is one bundle of an assignment.
@@ -84,16 +84,6 @@ func (s Spec) Module(name string) (Module, bool) {
 		}
 	}
 	return Module{}, false
-}
-
-// Describe names an owner key for messages: "module-assignment fleet/cni (module calico)".
-func Describe(key records.Key) string {
-	if key.Kind == ModuleKind {
-		if a, m, ok := strings.Cut(key.Name, "."); ok {
-			return fmt.Sprintf("%s %s/%s (module %s)", KeyKind, key.Namespace, a, m)
-		}
-	}
-	return key.Describe()
 }
 
 // Order returns modules so that each follows every module it depends on, keeping the

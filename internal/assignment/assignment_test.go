@@ -115,7 +115,7 @@ func TestPlanAssignment_removedModule(t *testing.T) {
 
 func TestDescribe(t *testing.T) {
 	spec := Spec{Key: records.Key{Kind: KeyKind, Namespace: "fleet", Name: "cni"}}
-	if got := Describe(spec.ModuleKey("calico")); got != "module-assignment fleet/cni (module calico)" {
+	if got := spec.ModuleKey("calico").Describe(); got != "module-assignment fleet/cni (module calico)" {
 		t.Fatal(got)
 	}
 }

@@ -18,60 +18,6 @@ import (
 // Logf logs one line of a run.
 type Logf func(msg string, fields map[string]any)
 
-// CheckClaims refuses modules whose objects another owner (another assignment's module, a
-// rollout, or another module of this assignment) already manages on the clusters that would
-// get them. It changes nothing.
-func CheckClaims(ctx context.Context, svc *delivery.Service, spec Spec, apply map[string][]string) error {
-	var all []delivery.Claim
-	for _, m := range spec.Modules {
-		if len(apply[m.Name]) == 0 {
-			continue
-		}
-		claims, err := svc.Claims(ctx, spec.moduleSpec(m), apply[m.Name], nil)
-		if err != nil {
-			return err
-		}
-		all = append(all, claims...)
-	}
-	if len(all) == 0 {
-		return nil
-	}
-	return delivery.ClaimsError(all, spec.Key.Describe(), Describe)
-}
-
-// Adoptions lists, per module, the objects that exist already on the clusters that would get
-// it, made by someone else: apply adopts them (delivery.Service.Adoptions). It changes nothing.
-func Adoptions(ctx context.Context, svc *delivery.Service, spec Spec, apply map[string][]string) ([]delivery.Found, error) {
-	var all []delivery.Found
-	for _, m := range spec.Modules {
-		if len(apply[m.Name]) == 0 {
-			continue
-		}
-		found, err := svc.Adoptions(ctx, spec.moduleSpec(m), apply[m.Name])
-		if err != nil {
-			return nil, fmt.Errorf("module %s: %w", m.Name, err)
-		}
-		all = append(all, found...)
-	}
-	return all, nil
-}
-
-// CheckManifests asks each cluster that gets a module whether it can take the module's objects
-// (with those of the modules it depends on, so a CRD from a dependency counts). It changes nothing.
-func CheckManifests(ctx context.Context, svc *delivery.Service, spec Spec, apply map[string][]string) error {
-	for _, m := range spec.Modules {
-		if len(apply[m.Name]) == 0 {
-			continue
-		}
-		ms := spec.moduleSpec(m)
-		ms.Objects = withDependencies(spec, m)
-		if err := svc.Check(ctx, ms, apply[m.Name]); err != nil {
-			return fmt.Errorf("module %s: %w", m.Name, err)
-		}
-	}
-	return nil
-}
-
 // RunRequest is one apply of an assignment.
 type RunRequest struct {
 	Spec  Spec

@@ -100,11 +100,11 @@ func sortClaims(cs []Claim) {
 	})
 }
 
-// ClaimsError is the user-facing error for claims: owner names describe the other owner.
-func ClaimsError(claims []Claim, mine string, describe func(records.Key) string) error {
+// ClaimsError is the user-facing error for claims, made by mine (a key's description).
+func ClaimsError(claims []Claim, mine string) error {
 	var lines []string
 	for _, c := range claims {
-		lines = append(lines, fmt.Sprintf("%s in cluster %s is managed by %s", c.Object, c.Cluster, describe(c.Owner)))
+		lines = append(lines, fmt.Sprintf("%s in cluster %s is managed by %s", c.Object, c.Cluster, c.Owner.Describe()))
 	}
 	return usererr.New("Object Claimed By Two Owners",
 		fmt.Sprintf("%s would manage objects another owner already manages, and each would overwrite and prune the other's:\n  %s\n"+
@@ -117,5 +117,5 @@ func (s *Service) ManagementClient() client.Client { return s.mgmt.Client }
 
 // Discover lists the Clusters q picks, as Observe sees them.
 func (s *Service) Discover(ctx context.Context, q fleet.Query) (*fleet.Discovery, error) {
-	return s.mgmt.Discover(ctx, q)
+	return s.discover(ctx, q)
 }

@@ -31,7 +31,7 @@ func TestClaims(t *testing.T) {
 		if len(claims) != 1 || claims[0] != (Claim{Cluster: "c1", Object: "Deployment demo/web", Owner: other}) {
 			t.Fatalf("claims = %+v, want Deployment demo/web on c1, held by %s (the rollout's own records are no claim)", claims, other)
 		}
-		msg := ClaimsError(claims, e.spec.Key.Describe(), records.Key.Describe).Error()
+		msg := ClaimsError(claims, e.spec.Key.Describe()).Error()
 		for _, want := range []string{"Object Claimed By Two Owners", "rollout fleet/web", "Deployment demo/web in cluster c1 is managed by module-assignment fleet/addons.web"} {
 			if !strings.Contains(msg, want) {
 				t.Errorf("error %q does not say %q", msg, want)

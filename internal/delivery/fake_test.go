@@ -647,6 +647,31 @@ func (e *env) dial(_ context.Context, namespace, name string, _ bool) (*conn, er
 	return &conn{client: c.rec, applier: c}, nil
 }
 
+// discover picks every cluster of the fleet (or those q names), as CAPI Clusters ready to
+// change: a gone cluster has lost its kubeconfig Secret.
+func (e *env) discover(_ context.Context, q fleet.Query) (*fleet.Discovery, error) {
+	names := e.names
+	if len(q.Names) > 0 {
+		names = q.Names
+	}
+	d := &fleet.Discovery{}
+	for _, name := range names {
+		c := e.clusters[name]
+		if c == nil {
+			d.Missing = append(d.Missing, name)
+			continue
+		}
+		found := fleet.Cluster{Name: name, Namespace: q.Namespace, Phase: "Provisioned", ControlPlaneReady: true, InfrastructureReady: true, KubeconfigAvailable: true}
+		c.mu.Lock()
+		if c.gone {
+			found.KubeconfigAvailable, found.SkipReason = false, "kubeconfig Secret not found"
+		}
+		c.mu.Unlock()
+		d.Clusters = append(d.Clusters, found)
+	}
+	return d, nil
+}
+
 func (e *env) goneReason(_ context.Context, namespace, name string) (string, error) {
 	e.mu.Lock()
 	e.goneChecks++

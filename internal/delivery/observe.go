@@ -22,7 +22,7 @@ import (
 // so one broken cluster does not block planning for the fleet. Drift leaves out the fields
 // ignore names (the rollout's ignore_fields).
 func (s *Service) Observe(ctx context.Context, q fleet.Query, key records.Key, recordNamespace string, drift bool, ignore ...apply.IgnoreRule) (*Observation, error) {
-	found, err := s.mgmt.Discover(ctx, q)
+	found, err := s.discover(ctx, q)
 	if err != nil {
 		return nil, err
 	}
@@ -145,7 +145,7 @@ func (s *Service) placedElsewhere(ctx context.Context, namespace string, placed 
 	if len(others) == 0 {
 		return nil, nil
 	}
-	found, err := s.mgmt.Discover(ctx, fleet.Query{Namespace: namespace, Names: others})
+	found, err := s.discover(ctx, fleet.Query{Namespace: namespace, Names: others})
 	if err != nil {
 		return nil, err
 	}

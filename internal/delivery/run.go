@@ -97,17 +97,11 @@ func (s *Service) Run(ctx context.Context, req RunRequest) (_ *RunResult, err er
 	if req.Create && obs.Managed {
 		return &RunResult{After: obs}, AlreadyManaged(spec.Key.Describe(), req.ImportHint)
 	}
-	if err := obs.LostContactRefusal(spec.Revision, spec.Key.Describe(), spec.Retry); err != nil {
-		return &RunResult{After: obs}, err
-	}
-	targets := obs.Targets
-	if entry, ok := obs.Invalid(spec.Revision); ok && !spec.Retry {
-		if !RunsRevision(targets, spec.Revision) {
-			return &RunResult{After: obs}, InvalidRefusal(spec.Key.Describe(), spec.Revision, spec.RecordNamespace, entry, true)
-		}
-		// Clusters already run it (it failed elsewhere within max_failures): it stays where it
-		// runs, goes to no other cluster, and what is left in flight is undone.
-		targets = RefuseRevision(targets, spec.Revision)
+	// The same verdict as the plan's (Plan): refused, or kept only where it runs already and
+	// what is left in flight undone.
+	targets, refusal, _ := revisionVerdict(obs, obs.Targets, spec)
+	if refusal != nil {
+		return &RunResult{After: obs}, refusal
 	}
 	if req.OnlyKnown {
 		targets = onlyTargets(targets, req.Only)

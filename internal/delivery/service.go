@@ -32,11 +32,13 @@ type Service struct {
 	// The seams between the rollout logic and the clusters, replaced by unit tests with fakes
 	// that inject faults: dial returns the clients of one workload cluster (fleet.Clients
 	// owns and caches them), recheck makes the next dial of a cluster read its kubeconfig
-	// Secret again, goneReason says whether a cluster left the fleet
+	// Secret again, discover lists the Clusters a query picks (fleet.Management.Discover),
+	// goneReason says whether a cluster left the fleet
 	// (fleet.Management.GoneReason), retryWait is how long the first retry of an
 	// infrastructure failure waits (it doubles up to maxRetryWait).
 	dial       func(ctx context.Context, namespace, name string, force bool) (*conn, error)
 	recheck    func(namespace, name string)
+	discover   func(ctx context.Context, q fleet.Query) (*fleet.Discovery, error)
 	goneReason func(ctx context.Context, namespace, name string) (string, error)
 	retryWait  time.Duration
 }
@@ -96,7 +98,7 @@ func New(clients *fleet.Clients, opts Options) *Service {
 	}
 	mgmt := clients.Management()
 	return &Service{mgmt: mgmt, concurrency: opts.Concurrency, leaseDuration: opts.LeaseDuration, clock: engine.SystemClock{},
-		goneReason: mgmt.GoneReason, retryWait: time.Second, recheck: clients.Recheck,
+		discover: mgmt.Discover, goneReason: mgmt.GoneReason, retryWait: time.Second, recheck: clients.Recheck,
 		dial: func(ctx context.Context, namespace, name string, force bool) (*conn, error) {
 			c, err := clients.Get(ctx, namespace, name)
 			if err != nil {

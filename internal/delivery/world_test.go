@@ -121,6 +121,7 @@ func newEnv(t *testing.T, policy engine.Policy, specs []clusterSpec) *env {
 		dial:        e.dial,
 		recheck:     func(string, string) {},
 		goneReason:  e.goneReason,
+		discover:    e.discover,
 		retryWait:   time.Millisecond,
 	}
 	ctx := context.Background()

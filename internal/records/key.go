@@ -54,8 +54,24 @@ type Key struct {
 // String is "kind/namespace/name", the form stored in the rollout-key annotation.
 func (k Key) String() string { return k.Kind + "/" + k.Namespace + "/" + k.Name }
 
-// Describe is the key as messages show it: "rollout fleet/ingress".
-func (k Key) Describe() string { return k.Kind + " " + k.Namespace + "/" + k.Name }
+// The kinds of keys: a rollout, a module assignment, and one module of an assignment (named
+// "assignment.module").
+const (
+	KindRollout    = "rollout"
+	KindAssignment = "module-assignment"
+	KindModule     = "module"
+)
+
+// Describe is the key as messages show it: "rollout fleet/ingress", and for a module of an
+// assignment "module-assignment fleet/base (module dns)".
+func (k Key) Describe() string {
+	if k.Kind == KindModule {
+		if a, m, ok := strings.Cut(k.Name, "."); ok {
+			return fmt.Sprintf("%s %s/%s (module %s)", KindAssignment, k.Namespace, a, m)
+		}
+	}
+	return k.Kind + " " + k.Namespace + "/" + k.Name
+}
 
 // Validate reports a key that cannot name records.
 func (k Key) Validate() error {

@@ -3,10 +3,10 @@ package moduleassignment
 import (
 	"context"
 	"fmt"
-	"slices"
 	"sort"
 	"strings"
 
+	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
 	"github.com/hashicorp/terraform-plugin-framework/types"
@@ -14,9 +14,11 @@ import (
 	"github.com/gradual-dev/terraform-provider-gradual/internal/assignment"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/delivery"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/diagnostics"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/fleet"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/ignoreattr"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/manifesttype"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/shared"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/usererr"
 )
 
 // ValidateConfig refuses duplicate module names, unknown depends_on names and cycles before
@@ -101,110 +103,87 @@ func (r *assignmentResource) ModifyPlan(ctx context.Context, req resource.Modify
 	if resp.Diagnostics.HasError() {
 		return
 	}
-	svc := r.Data.Delivery
-	obs, err := assignment.Observe(ctx, svc, query, spec, false)
+	preview := assignment.PreviewRequest{Spec: spec, Query: query, Drifted: assignment.Drifted(priorClusters(prior)),
+		RefuseAdoption: !plan.Adopt.IsUnknown() && !plan.Adopt.IsNull() && !plan.Adopt.ValueBool()}
+	if samePick(&plan, prior) {
+		preview.Prior, preview.PriorSkipped = prior.private.Clusters, priorSkipped(ctx, prior)
+	}
+	res, err := assignment.PreviewApply(ctx, r.Data.Delivery, preview)
 	if err != nil {
 		resp.Diagnostics.Append(diagnostics.FromError(err, "Cannot Read The Fleet"))
 		return
 	}
-	// Terraform plans again when it applies (with the same configuration and prior state) and
-	// rejects any value this plan showed that comes out different. So the waves are worked out
-	// from the prior state — the refresh that preceded this plan, kept in private state — and
-	// the configuration, never from a fresh read of a fleet that may change before apply. On
-	// create, or when the configuration picks other clusters, that cannot be done: the waves are
-	// then known after apply, and a warning shows them as the fleet reads now.
-	var planned assignment.Plan
-	fromState := samePick(&plan, prior)
-	if fromState {
-		planned = assignment.PlanAssignment(assignment.ObservationFrom(prior.private.Clusters, priorSkipped(ctx, prior), spec), spec,
-			assignment.Drifted(prior.private.Clusters))
-		// The clusters let go of are the ones the refresh found leaving (ObservationFrom), so that
-		// the final plan at apply comes out the same; bindings of deleted Clusters are dropped by
-		// apply as it finds them (nothing is left there to change), not planned.
-		planned.Gone = nil
-	} else {
-		planned = assignment.PlanAssignment(obs, spec, assignment.Drifted(priorClusters(prior)))
-	}
-	for i, m := range spec.Modules {
-		if len(planned.Apply[m.Name]) == 0 {
-			continue
-		}
-		if entry, ok := obs.Modules[m.Name].Invalid(m.Revision); ok {
-			report := resp.Diagnostics.AddAttributeError
-			if delivery.RunsRevision(obs.Modules[m.Name].Targets, m.Revision) {
-				// Clusters run it already (it failed elsewhere within max_failures): it stays
-				// where it runs and goes nowhere else, instead of failing every later plan.
-				report = resp.Diagnostics.AddAttributeWarning
-				delete(planned.Apply, m.Name)
-			}
-			refusal := delivery.InvalidRefusal(fmt.Sprintf("module %s (version %s) of %s", m.Name, m.Version, spec.Key.Describe()),
-				m.Revision, spec.RecordNamespace, entry, false)
-			report(pathModules.AtListIndex(i), refusal.Summary, refusal.Detail)
-		}
-	}
-	if resp.Diagnostics.HasError() {
+	if !warnPlan(&resp.Diagnostics, res, spec, query) {
 		return
 	}
+	plan.setPlanned(res, prior, configChanged, &resp.Diagnostics)
+	resp.Diagnostics.Append(resp.Plan.Set(ctx, &plan)...)
+}
+
+// warnPlan shows what a plan found (res) as diagnostics: refusals as errors on the attribute
+// they name, the rest as warnings. It reports whether the plan may go on.
+func warnPlan(diags *diag.Diagnostics, res *assignment.Preview, spec assignment.Spec, query fleet.Query) bool {
+	obs, planned := res.Observation, res.Plan
+	for _, v := range res.Invalid {
+		e, _ := usererr.As(v.Err)
+		if v.Kept {
+			diags.AddAttributeWarning(pathModules.AtListIndex(v.Index), e.Summary, e.Detail)
+		} else {
+			diags.AddAttributeError(pathModules.AtListIndex(v.Index), e.Summary, e.Detail)
+		}
+	}
+	if diags.HasError() {
+		return false
+	}
 	if w := assignment.KeptOldWarning(planned, spec); w != "" {
-		resp.Diagnostics.AddWarning("Clusters Keep An Older Module Version", w)
+		diags.AddWarning("Clusters Keep An Older Module Version", w)
 	}
 	if len(obs.Skipped) > 0 {
-		resp.Diagnostics.AddWarning("Clusters Skipped", shared.SkippedDetail(skippedIntro, obs.Skipped))
+		diags.AddWarning("Clusters Skipped", shared.SkippedDetail(skippedIntro, obs.Skipped))
 	}
-	var leaving []string
-	if fromState {
-		leaving = planned.Leaving
-	}
-	if len(leaving) > 0 {
+	if len(res.Leaving) > 0 {
 		what := "loses its modules (deletion_policy = \"delete\")"
 		if spec.Orphan {
 			what = "keeps its objects, but its records and bindings are removed (deletion_policy = \"orphan\")"
 		}
-		resp.Diagnostics.AddAttributeWarning(path.Root("leaving"), "Clusters No Longer Match",
-			fmt.Sprintf("These clusters no longer match the selector; each %s: %s", what, shared.ShortList(leaving, 20)))
+		diags.AddAttributeWarning(path.Root("leaving"), "Clusters No Longer Match",
+			fmt.Sprintf("These clusters no longer match the selector; each %s: %s", what, shared.ShortList(res.Leaving, 20)))
 	}
-	if later := slices.DeleteFunc(slices.Clone(obs.Leaving), func(n string) bool { return slices.Contains(leaving, n) }); len(later) > 0 {
-		resp.Diagnostics.AddAttributeWarning(path.Root("leaving"), "Clusters Leaving After This Apply",
+	if len(res.LeavingLater) > 0 {
+		diags.AddAttributeWarning(path.Root("leaving"), "Clusters Leaving After This Apply",
 			fmt.Sprintf("These clusters hold bindings but no longer match the selector as the fleet reads now: %s. This apply leaves them "+
 				"alone (they matched as the refresh read the fleet, or this plan changes the selector); the next plan lists them in `leaving`.",
-				shared.ShortList(later, 20)))
+				shared.ShortList(res.LeavingLater, 20)))
 	}
 	if len(obs.Eligible) == 0 && len(obs.Skipped) == 0 {
-		resp.Diagnostics.AddWarning("No Clusters Picked",
+		diags.AddWarning("No Clusters Picked",
 			fmt.Sprintf("The selector of %s picks no Cluster in namespace %q, so apply changes nothing there. Clusters that match later get the modules on a later apply.", spec.Key.Describe(), query.Namespace))
 	}
-	// The clusters to check are the planned ones the fleet still offers: one that became
-	// unreachable since the refresh is left out by apply, with a warning, not refused here.
-	checked := onlyEligible(planned.Apply, obs.Eligible)
-	if err := assignment.CheckClaims(ctx, svc, spec, checked); err != nil {
-		resp.Diagnostics.Append(diagnostics.AttributeFromError(pathModules, err, "Object Claimed By Two Owners"))
-		return
+	if res.Refused != nil {
+		diags.Append(diagnostics.AttributeFromError(path.Root(res.Refused.Attribute), res.Refused.Err, "Assignment Refused"))
+		return false
 	}
-	if err := assignment.CheckManifests(ctx, svc, spec, checked); err != nil {
-		resp.Diagnostics.Append(diagnostics.AttributeFromError(pathModules, err, "Manifests Cannot Be Applied"))
-		return
-	}
-	if found, err := assignment.Adoptions(ctx, svc, spec, checked); err != nil {
-		resp.Diagnostics.Append(diagnostics.FromError(err, "Cannot Read The Fleet"))
-		return
-	} else if len(found) > 0 && !plan.Adopt.IsUnknown() && !plan.Adopt.IsNull() && !plan.Adopt.ValueBool() {
-		resp.Diagnostics.Append(diagnostics.AttributeFromError(path.Root("adopt"), delivery.AdoptRefused(found, spec.Key.Describe()), "Objects Exist Already"))
-		return
-	} else if len(found) > 0 {
-		resp.Diagnostics.AddAttributeWarning(pathModules, "Objects Will Be Adopted",
+	if len(res.Adoptions) > 0 {
+		diags.AddAttributeWarning(pathModules, "Objects Will Be Adopted",
 			"These objects of the modules exist already, made by someone else; apply takes them over and records them as adopted, "+
 				"so the assignment never deletes them (a failed first revision puts them back as they are now; removal gives them back):\n  "+
-				delivery.DescribeFound(found, 20))
+				delivery.DescribeFound(res.Adoptions, 20))
 	}
-	waves := assignment.Waves(planned, spec)
+	return true
+}
+
+// setPlanned sets the attributes apply carries out (`waves`, `leaving`) from res, and leaves
+// to apply those that depend on how each cluster fares.
+func (m *Model) setPlanned(res *assignment.Preview, prior *Model, configChanged bool, diags *diag.Diagnostics) {
+	planned, waves, leaving := res.Plan, res.Waves, res.Leaving
 	switch {
-	case !fromState:
-		plan.markOutcomeUnknown()
-		plan.Waves = types.MapUnknown(wavesType)
-		plan.setLeaving(nil)
+	case !res.FromState:
+		m.markOutcomeUnknown()
+		m.Waves = types.MapUnknown(wavesType)
+		m.setLeaving(nil)
 		if planned.Changes() {
 			if summary := wavesSummary(waves); summary != "" {
-				resp.Diagnostics.AddWarning("Planned Waves", summary+
+				diags.AddWarning("Planned Waves", summary+
 					"\n\nThese are the waves as the fleet reads now; apply reads it again (a create, or a change of the clusters picked, "+
 					"has no earlier state to plan from), so `waves` is known after apply.")
 			}
@@ -214,20 +193,19 @@ func (r *assignmentResource) ModifyPlan(ctx context.Context, req resource.Modify
 		// to apply in private state). Where the clusters end up depends on how each fares, so
 		// summary, attention and skipped are known only after apply: a promise here would make a
 		// failure within max_failures an inconsistent result.
-		plan.markOutcomeUnknown()
-		plan.setWaves(waves)
-		plan.private.PlannedWaves = waves
-		plan.setLeaving(leaving)
-		plan.private.PlannedLeaving = append([]string{}, leaving...)
+		m.markOutcomeUnknown()
+		m.setWaves(waves)
+		m.private.PlannedWaves = waves
+		m.setLeaving(leaving)
+		m.private.PlannedLeaving = append([]string{}, leaving...)
 		if summary := wavesSummary(waves); summary != "" {
-			resp.Diagnostics.AddWarning("Planned Waves", summary)
+			diags.AddWarning("Planned Waves", summary)
 		}
 	default:
 		// Nothing to do: everything stays as the last refresh read it, including the waves of
 		// the last apply (rather than a diff to {}).
-		plan.copyComputed(prior)
+		m.copyComputed(prior)
 	}
-	resp.Diagnostics.Append(resp.Plan.Set(ctx, &plan)...)
 }
 
 // samePick reports whether plan picks the clusters prior picked, and prior holds what a plan
@@ -250,23 +228,6 @@ func priorClusters(prior *Model) []assignment.ClusterStatus {
 func priorSkipped(ctx context.Context, prior *Model) map[string]string {
 	out := map[string]string{}
 	_ = prior.Skipped.ElementsAs(ctx, &out, false)
-	return out
-}
-
-// onlyEligible returns apply without the clusters not in eligible.
-func onlyEligible(apply map[string][]string, eligible []string) map[string][]string {
-	ok := map[string]bool{}
-	for _, c := range eligible {
-		ok[c] = true
-	}
-	out := map[string][]string{}
-	for m, clusters := range apply {
-		for _, c := range clusters {
-			if ok[c] {
-				out[m] = append(out[m], c)
-			}
-		}
-	}
 	return out
 }
 

@@ -14,11 +14,13 @@ import (
 	"github.com/gradual-dev/terraform-provider-gradual/internal/delivery"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/diagnostics"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/engine"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/fleet"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/manifest"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/records"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/ignoreattr"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/manifesttype"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/shared"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/usererr"
 )
 
 // ModifyPlan shows at plan time what apply will do: the revision, the waves (as counts; their
@@ -93,163 +95,139 @@ func (r *rolloutResource) ModifyPlan(ctx context.Context, req resource.ModifyPla
 	if resp.Diagnostics.HasError() {
 		return
 	}
-	obs, err := r.Data.Delivery.Observe(ctx, query, spec.Key, spec.RecordNamespace, false)
+	claimsIgnored := r.replacedBy(spec.Key, &plan, prior)
+	// The waves are planned from the prior state when the configuration picks the same
+	// clusters (see delivery.Prior); without it, a warning shows them as the fleet reads now.
+	priorState := priorForPlan(ctx, &plan, prior)
+	res, err := r.Data.Delivery.Plan(ctx, delivery.PlanRequest{Spec: spec, Query: query, Prior: priorState, Drifted: priorDrift(prior),
+		IgnoreClaims: claimsIgnored, RefuseAdoption: !plan.Adopt.IsUnknown() && !plan.Adopt.IsNull() && !plan.Adopt.ValueBool()})
 	if err != nil {
 		resp.Diagnostics.Append(diagnostics.FromError(err, "Cannot Read The Fleet"))
 		return
 	}
-	warnMissing(&resp.Diagnostics, obs)
+	if !warnPlan(ctx, &resp.Diagnostics, &plan, res, spec, query, prior == nil && claimsIgnored == nil) {
+		return
+	}
+	plan.setPlanned(res, prior, configChanged, &resp.Diagnostics)
+	resp.Diagnostics.Append(setPlan(ctx, resp, plan)...)
+}
+
+// warnPlan shows what a plan found (res) as diagnostics: a refusal as an error on the attribute
+// it names, the rest as warnings. create says the plan creates the rollout (and replaces
+// none). It reports whether the plan may go on.
+func warnPlan(ctx context.Context, diags *diag.Diagnostics, plan *Model, res *delivery.PlanResult, spec delivery.Spec, query fleet.Query, create bool) bool {
+	obs, planned := res.Observation, res.Plan
+	warnMissing(diags, obs)
 	if skipped := obs.SkippedRecords(); len(skipped) > 0 {
-		resp.Diagnostics.AddWarning("Records Not Read",
+		diags.AddWarning("Records Not Read",
 			"These Secrets carry this rollout's record labels but were not read: too large, unreadable, or naming another rollout. "+
 				"The rollout never decodes, changes or deletes them; look at who wrote them: "+shared.ShortList(skipped, 20))
 	}
-	// Terraform plans again when it applies (with the same configuration and prior state) and
-	// rejects any value this plan showed that comes out different ("inconsistent final plan").
-	// So the waves are worked out from the prior state — the refresh that preceded this plan —
-	// and the configuration, never from a fresh read of a fleet that may change before apply.
-	// Without a prior state (create), or when the configuration picks other clusters, that
-	// cannot be done: the waves are then known after apply, and a warning shows them as the
-	// fleet reads now.
-	targets, fromState := targetsFromState(ctx, &plan, prior)
-	if !fromState {
-		targets = delivery.MarkDrifted(obs.Targets, priorDrift(prior))
-	}
-	if err := obs.LostContactRefusal(spec.Revision, spec.Key.Describe(), spec.Retry); err != nil {
-		resp.Diagnostics.Append(diagnostics.AttributeFromError(pathManifests, err, "Clusters Lost Contact After This Revision"))
-		return
-	}
-	claimsIgnored := r.replacedBy(spec.Key, &plan, prior)
-	if prior == nil && obs.Managed && claimsIgnored == nil {
+	if res.Exists && create {
 		// A create of a rollout some state holds: refused by apply, unless this plan replaces it
 		// under the same name (`-replace`, a taint), whose destroy goes first and removes its
 		// records. A plan cannot tell the two apart, so it warns.
-		resp.Diagnostics.AddAttributeWarning(path.Root("name"), "Rollout Already Exists",
+		diags.AddAttributeWarning(path.Root("name"), "Rollout Already Exists",
 			"Unless this plan replaces it (terraform apply -replace, or a tainted resource), apply will refuse to create it. "+
 				delivery.AlreadyManaged(spec.Key.Describe(), importHint(spec.Key)).Error())
 	}
-	if entry, ok := obs.Invalid(spec.Revision); ok && !spec.Retry {
-		if !delivery.RunsRevision(targets, spec.Revision) {
-			resp.Diagnostics.AddAttributeError(pathManifests, "Revision Recorded Invalid", invalidDetail(spec, entry))
-			return
-		}
-		// Clusters run it already (it failed elsewhere within max_failures): keep it where it
-		// runs, and take it nowhere else.
-		resp.Diagnostics.AddAttributeWarning(pathManifests, "Revision Recorded Invalid", invalidDetail(spec, entry)+
+	if res.Refused != nil {
+		diags.Append(diagnostics.AttributeFromError(path.Root(res.Refused.Attribute), res.Refused.Err, "Rollout Refused"))
+		return false
+	}
+	if e, ok := usererr.As(res.InvalidKept); ok {
+		diags.AddAttributeWarning(pathManifests, e.Summary, e.Detail+
 			"\n\nThe clusters already running it keep it; it is applied to no other cluster.")
 	}
-	if !spec.Retry && (priorLedgerHas(ctx, prior, spec.Revision) || (!fromState && obs.InvalidKnown(spec.Revision))) {
-		targets = delivery.RefuseRevision(targets, spec.Revision)
-	}
-	planned := engine.PlanRollout(targets, spec.Revision, spec.Policy)
 	for _, note := range planned.Notes {
 		tflog.Info(ctx, "plan: "+note, map[string]any{"rollout": spec.Key.String(), "revision": spec.Revision})
 	}
-	if gaps := planned.CanaryGaps(spec.Policy); len(gaps) > 0 {
-		resp.Diagnostics.AddAttributeError(path.Root("canary"), "Canary Not In The First Wave", delivery.CanaryGapsDetail(gaps)+
-			"\n\nWithout them the first wave would go straight to the rest of the fleet. Wait until they are ready, remove them "+
-			"from canary, or set canary_optional = true to let the rollout go ahead without them.")
-		return
-	}
 	if len(planned.UnknownCanaries) > 0 {
-		resp.Diagnostics.AddAttributeWarning(path.Root("canary"), "Canary Clusters Not Picked",
+		diags.AddAttributeWarning(path.Root("canary"), "Canary Clusters Not Picked",
 			fmt.Sprintf("The canary clusters %s are not among the clusters this rollout picks; canary_optional is set, so they are ignored.", strings.Join(planned.UnknownCanaries, ", ")))
 	}
 	if len(obs.Skipped) > 0 {
-		resp.Diagnostics.AddWarning("Clusters Skipped", shared.SkippedDetail(skippedIntro, obs.Skipped))
+		diags.AddWarning("Clusters Skipped", shared.SkippedDetail(skippedIntro, obs.Skipped))
 	}
 	if len(obs.Clusters) == 0 && len(obs.Skipped) == 0 {
-		resp.Diagnostics.AddWarning("No Clusters Picked",
+		diags.AddWarning("No Clusters Picked",
 			fmt.Sprintf("The selector (or names) of %s picks no Cluster in namespace %q, so apply changes nothing. Clusters that match later are rolled out to by a later apply.", spec.Key.Describe(), query.Namespace))
 	}
-
-	// The clusters to check are the planned ones the fleet still offers: one that became
-	// unreachable since the refresh is left out by apply, with a warning, not refused here.
-	var changing []string
-	for _, wave := range planned.Waves {
-		for _, name := range wave {
-			if _, eligible := obs.Clusters[name]; eligible {
-				changing = append(changing, name)
-			}
-		}
-	}
-	if err := r.Data.Delivery.Check(ctx, spec, changing); err != nil {
-		resp.Diagnostics.Append(diagnostics.AttributeFromError(pathManifests, err, "Manifests Cannot Be Applied"))
-		return
-	}
-	if !r.checkOwners(ctx, &plan, spec, changing, claimsIgnored, &resp.Diagnostics) {
-		return
+	if len(res.Adoptions) > 0 {
+		diags.AddAttributeWarning(pathManifests, "Objects Will Be Adopted",
+			"These objects of the manifests exist already, made by someone else; apply takes them over and records them as adopted, "+
+				"so the rollout never deletes them (a failed first revision puts them back as they are now; prune and destroy give them back):\n  "+
+				delivery.DescribeFound(res.Adoptions, 20))
 	}
 	if obs.Interrupted != nil {
-		resp.Diagnostics.AddWarning("Earlier Apply Did Not Finish", obs.Interrupted.String())
+		diags.AddWarning("Earlier Apply Did Not Finish", obs.Interrupted.String())
 	}
-	// The clusters apply lets go of are the ones the refresh before this plan found leaving, for
-	// the same reason the waves are: the final plan at apply must come out the same. A change of
-	// the clusters picked is planned against a fresh read, which apply could not repeat, so the
-	// clusters it makes leave wait for the next plan.
-	var leaving []string
-	if fromState {
-		leaving = prior.private.Leaving
-	}
-	warnLeaving(&resp.Diagnostics, &plan, leaving, obs)
+	warnLeaving(diags, plan, res.Leaving, obs)
+	return true
+}
+
+// setPlanned sets the attributes apply carries out (`waves`, `leaving`) from res, and leaves
+// to apply those that depend on how each cluster fares.
+func (m *Model) setPlanned(res *delivery.PlanResult, prior *Model, configChanged bool, diags *diag.Diagnostics) {
+	planned, leaving := res.Plan, res.Leaving
 	switch {
-	case !fromState:
-		plan.markOutcomeUnknown()
-		plan.Waves = types.StringUnknown()
-		plan.setLeaving(nil)
+	case !res.FromState:
+		m.markOutcomeUnknown()
+		m.Waves = types.StringUnknown()
+		m.setLeaving(nil)
 		if planned.Changes() {
-			resp.Diagnostics.AddWarning("Planned Waves", wavesSummary(planned)+
+			diags.AddWarning("Planned Waves", wavesSummary(planned)+
 				"\n\nThese are the waves as the fleet reads now; apply reads it again (a create, or a change of the clusters picked, "+
 				"has no earlier state to plan from), so `waves` is known after apply.")
 		}
 	case planned.Changes() || configChanged || len(leaving) > 0:
 		// What apply will do is `waves`, which it carries out as planned here (the clusters of
-		// each wave go to apply in private state). What it leads to depends on how each cluster
-		// fares, so it is known only after apply: promising it here is what made Terraform call a
+		// each wave go to apply in private state), and `leaving`, the clusters the refresh
+		// before this plan found leaving. What it leads to depends on how each cluster fares,
+		// so it is known only after apply: promising it here is what made Terraform call a
 		// failure within max_failures an inconsistent result.
-		plan.markOutcomeUnknown()
-		plan.setWaves(planned)
-		plan.private.PlannedWaves = nonNilWaves(planned.Waves)
-		plan.setLeaving(leaving)
-		plan.private.PlannedLeaving = nonNilNames(leaving)
+		m.markOutcomeUnknown()
+		m.setWaves(planned)
+		m.private.PlannedWaves = nonNilWaves(planned.Waves)
+		m.setLeaving(leaving)
+		m.private.PlannedLeaving = nonNilNames(leaving)
 		if planned.Changes() {
-			resp.Diagnostics.AddWarning("Planned Waves", wavesSummary(planned))
+			diags.AddWarning("Planned Waves", wavesSummary(planned))
 		}
 	default:
 		// Nothing to roll out: everything stays as the last refresh read it, including the
 		// waves of the last apply (rather than a diff to []).
-		plan.copyComputed(prior)
+		m.copyComputed(prior)
 	}
-	resp.Diagnostics.Append(setPlan(ctx, resp, plan)...)
 }
 
-// targetsFromState returns the targets as the prior state records them (the per-cluster records
-// in private state and `skipped`, as the refresh before this plan read them), when plan picks
-// the same clusters as prior. ok is false when there is no such state.
-func targetsFromState(ctx context.Context, plan, prior *Model) (targets []engine.Target, ok bool) {
+// priorForPlan returns what the prior state recorded (the per-cluster records in private
+// state, `skipped`, the clusters found leaving and `invalid_revisions`, as the refresh before
+// this plan read them) when plan picks the same clusters as prior; nil when there is no such
+// state.
+func priorForPlan(ctx context.Context, plan, prior *Model) *delivery.Prior {
 	if prior == nil || prior.private.Clusters == nil || prior.Skipped.IsUnknown() {
-		return nil, false
+		return nil
 	}
 	for _, same := range []bool{
 		plan.Name.Equal(prior.Name), plan.Namespace.Equal(prior.Namespace), plan.Selector.Equal(prior.Selector),
 		plan.Clusters.Equal(prior.Clusters), plan.Names.Equal(prior.Names), plan.RecordNamespace.Equal(prior.RecordNamespace),
 	} {
 		if !same {
-			return nil, false
+			return nil
 		}
 	}
 	skipped := map[string]string{}
 	if !prior.Skipped.IsNull() {
 		if diags := prior.Skipped.ElementsAs(ctx, &skipped, false); diags.HasError() {
-			return nil, false
+			return nil
 		}
 	}
 	clusters := make(map[string]delivery.ClusterState, len(prior.private.Clusters))
 	for name, st := range prior.private.Clusters {
 		clusters[name] = delivery.ClusterState{Revision: st.Revision, State: st.State, Backup: st.Backup}
 	}
-	targets = delivery.RecordedTargets(clusters, skipped)
-	return targets, true
+	return &delivery.Prior{Clusters: clusters, Skipped: skipped, Leaving: prior.private.Leaving, Invalid: priorInvalid(ctx, prior)}
 }
 
 // priorClusters returns prior's per-cluster records, or nil.
@@ -277,10 +255,10 @@ func nonNilWaves(waves [][]string) [][]string {
 	return waves
 }
 
-// priorLedgerHas reports whether the prior state's invalid_revisions lists revision.
-func priorLedgerHas(ctx context.Context, prior *Model, revision string) bool {
-	if prior == nil || prior.InvalidRevisions.IsNull() || prior.InvalidRevisions.IsUnknown() {
-		return false
+// priorInvalid returns the revisions the prior state's invalid_revisions lists.
+func priorInvalid(ctx context.Context, prior *Model) []string {
+	if prior.InvalidRevisions.IsNull() || prior.InvalidRevisions.IsUnknown() {
+		return nil
 	}
 	var entries []struct {
 		Revision   types.String `tfsdk:"revision"`
@@ -289,14 +267,13 @@ func priorLedgerHas(ctx context.Context, prior *Model, revision string) bool {
 		RecordedAt types.String `tfsdk:"recorded_at"`
 	}
 	if diags := prior.InvalidRevisions.ElementsAs(ctx, &entries, false); diags.HasError() {
-		return false
+		return nil
 	}
+	var out []string
 	for _, e := range entries {
-		if e.Revision.ValueString() == revision {
-			return true
-		}
+		out = append(out, e.Revision.ValueString())
 	}
-	return false
+	return out
 }
 
 // wavesSummary describes planned's waves for a warning, compactly at any fleet size.
@@ -355,10 +332,6 @@ func priorDrift(prior *Model) map[string]bool {
 		}
 	}
 	return out
-}
-
-func invalidDetail(spec delivery.Spec, entry delivery.InvalidRevision) string {
-	return delivery.InvalidRefusal(spec.Key.Describe(), spec.Revision, spec.RecordNamespace, entry, true).Detail
 }
 
 const skippedIntro = "These clusters are left alone by this apply; a later apply picks them up once they are ready:"

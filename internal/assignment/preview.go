@@ -1,0 +1,198 @@
+package assignment
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	"github.com/gradual-dev/terraform-provider-gradual/internal/delivery"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/fleet"
+)
+
+// PreviewRequest is one plan of an assignment.
+type PreviewRequest struct {
+	Spec  Spec
+	Query fleet.Query
+	// Prior, when not nil, is the per-cluster status the refresh before this plan recorded (the
+	// resource's prior state), given when the configuration picks the same clusters: the plan
+	// is made from it, so that Terraform's plan at apply comes out the same (see
+	// delivery.Prior). PriorSkipped are the clusters it could not change, with the reason.
+	Prior        []ClusterStatus
+	PriorSkipped map[string]string
+	// Drifted marks cluster → module pairs the last refresh found drifted (see Drifted).
+	Drifted map[string]map[string]bool
+	// RefuseAdoption refuses objects someone else made (adopt = false) instead of adopting them.
+	RefuseAdoption bool
+}
+
+// ModuleVerdict is the ledger's verdict on one module's revision: Err is its refusal
+// (delivery.InvalidRefusal); Kept says clusters run it already, so it stays where it runs and
+// goes nowhere else, instead of failing every later plan.
+type ModuleVerdict struct {
+	Index int
+	Err   error
+	Kept  bool
+}
+
+// Preview is what a plan of an assignment found and decided, as values: the resource only
+// formats them.
+type Preview struct {
+	Observation *Observation
+	// FromState says the plan was made from PreviewRequest.Prior: its waves and Leaving are
+	// what apply carries out. Otherwise apply reads the fleet again.
+	FromState bool
+	Plan      Plan
+	// Waves are, per module, the waves apply carries out.
+	Waves map[string][][]string
+	// Leaving are the clusters apply lets go of (from Prior only); LeavingLater, the ones the
+	// fleet says are leaving now that this apply leaves alone (the next plan lists them).
+	Leaving, LeavingLater []string
+	// Invalid holds the ledger's verdicts on modules with clusters to change.
+	Invalid []ModuleVerdict
+	// Refused is set when apply would refuse: objects another owner manages, manifests a
+	// cluster cannot take, or objects that exist already with adopt = false.
+	Refused *delivery.Refusal
+	// Adoptions are the objects someone else made that apply takes over.
+	Adoptions []delivery.Found
+}
+
+// Refusing reports whether apply would refuse the plan.
+func (p *Preview) Refusing() bool {
+	return p.Refused != nil || slices.ContainsFunc(p.Invalid, func(v ModuleVerdict) bool { return !v.Kept })
+}
+
+// PreviewApply reads the fleet and decides what an apply of req.Spec would do: per module, the
+// clusters that get its revision and in which waves, the clusters let go of, and whether it is
+// refused. Errors are failures to read; refusals are in the result.
+func PreviewApply(ctx context.Context, svc *delivery.Service, req PreviewRequest) (*Preview, error) {
+	spec := req.Spec
+	obs, err := Observe(ctx, svc, req.Query, spec, false)
+	if err != nil {
+		return nil, err
+	}
+	p := preview(obs, req)
+	if p.Refusing() {
+		return p, nil
+	}
+	// The clusters to check are the planned ones the fleet still offers: one that became
+	// unreachable since the refresh is left out by apply, with a warning, not refused here.
+	checked := onlyEligible(p.Plan.Apply, obs.Eligible)
+	if p.Refused = delivery.Refuse("modules", CheckClaims(ctx, svc, spec, checked)); p.Refused != nil {
+		return p, nil
+	}
+	if p.Refused = delivery.Refuse("modules", CheckManifests(ctx, svc, spec, checked)); p.Refused != nil {
+		return p, nil
+	}
+	if p.Adoptions, err = Adoptions(ctx, svc, spec, checked); err != nil {
+		return nil, err
+	}
+	if len(p.Adoptions) > 0 && req.RefuseAdoption {
+		p.Refused = &delivery.Refusal{Attribute: "adopt", Err: delivery.AdoptRefused(p.Adoptions, spec.Key.Describe())}
+	}
+	return p, nil
+}
+
+// preview is the part of PreviewApply that reads nothing: from what the fleet says (obs) and
+// the request, the plan, the clusters let go of and the ledger's verdicts.
+func preview(obs *Observation, req PreviewRequest) *Preview {
+	spec := req.Spec
+	p := &Preview{Observation: obs, FromState: req.Prior != nil}
+	if p.FromState {
+		p.Plan = PlanAssignment(ObservationFrom(req.Prior, req.PriorSkipped, spec), spec, req.Drifted)
+		// The clusters let go of are the ones the refresh found leaving (ObservationFrom), so
+		// that the final plan at apply comes out the same; bindings of deleted Clusters are
+		// dropped by apply as it finds them (nothing is left there to change), not planned.
+		p.Plan.Gone = nil
+		p.Leaving = p.Plan.Leaving
+	} else {
+		p.Plan = PlanAssignment(obs, spec, req.Drifted)
+	}
+	p.LeavingLater = slices.DeleteFunc(slices.Clone(obs.Leaving), func(n string) bool { return slices.Contains(p.Leaving, n) })
+	for i, m := range spec.Modules {
+		if len(p.Plan.Apply[m.Name]) == 0 {
+			continue
+		}
+		if entry, ok := obs.Modules[m.Name].Invalid(m.Revision); ok {
+			v := ModuleVerdict{Index: i, Err: delivery.InvalidRefusal(fmt.Sprintf("module %s (version %s) of %s", m.Name, m.Version, spec.Key.Describe()),
+				m.Revision, spec.RecordNamespace, entry, false)}
+			if delivery.RunsRevision(obs.Modules[m.Name].Targets, m.Revision) {
+				v.Kept = true
+				delete(p.Plan.Apply, m.Name)
+			}
+			p.Invalid = append(p.Invalid, v)
+		}
+	}
+	p.Waves = Waves(p.Plan, spec)
+	return p
+}
+
+// onlyEligible returns apply without the clusters not in eligible.
+func onlyEligible(apply map[string][]string, eligible []string) map[string][]string {
+	ok := make(map[string]bool, len(eligible))
+	for _, c := range eligible {
+		ok[c] = true
+	}
+	out := map[string][]string{}
+	for m, clusters := range apply {
+		for _, c := range clusters {
+			if ok[c] {
+				out[m] = append(out[m], c)
+			}
+		}
+	}
+	return out
+}
+
+// CheckClaims refuses modules whose objects another owner (another assignment's module, a
+// rollout, or another module of this assignment) already manages on the clusters that would
+// get them. It changes nothing.
+func CheckClaims(ctx context.Context, svc *delivery.Service, spec Spec, apply map[string][]string) error {
+	var all []delivery.Claim
+	for _, m := range spec.Modules {
+		if len(apply[m.Name]) == 0 {
+			continue
+		}
+		claims, err := svc.Claims(ctx, spec.moduleSpec(m), apply[m.Name], nil)
+		if err != nil {
+			return err
+		}
+		all = append(all, claims...)
+	}
+	if len(all) == 0 {
+		return nil
+	}
+	return delivery.ClaimsError(all, spec.Key.Describe())
+}
+
+// Adoptions lists, per module, the objects that exist already on the clusters that would get
+// it, made by someone else: apply adopts them (delivery.Service.Adoptions). It changes nothing.
+func Adoptions(ctx context.Context, svc *delivery.Service, spec Spec, apply map[string][]string) ([]delivery.Found, error) {
+	var all []delivery.Found
+	for _, m := range spec.Modules {
+		if len(apply[m.Name]) == 0 {
+			continue
+		}
+		found, err := svc.Adoptions(ctx, spec.moduleSpec(m), apply[m.Name])
+		if err != nil {
+			return nil, fmt.Errorf("module %s: %w", m.Name, err)
+		}
+		all = append(all, found...)
+	}
+	return all, nil
+}
+
+// CheckManifests asks each cluster that gets a module whether it can take the module's objects
+// (with those of the modules it depends on, so a CRD from a dependency counts). It changes nothing.
+func CheckManifests(ctx context.Context, svc *delivery.Service, spec Spec, apply map[string][]string) error {
+	for _, m := range spec.Modules {
+		if len(apply[m.Name]) == 0 {
+			continue
+		}
+		ms := spec.moduleSpec(m)
+		ms.Objects = withDependencies(spec, m)
+		if err := svc.Check(ctx, ms, apply[m.Name]); err != nil {
+			return fmt.Errorf("module %s: %w", m.Name, err)
+		}
+	}
+	return nil
+}
