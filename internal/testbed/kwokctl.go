@@ -115,10 +115,28 @@ func (k *kwokctl) clusterDir(name string) string {
 	return filepath.Join(k.workdir, "clusters", name)
 }
 
+// createAttempts bounds the tries of create: the ports it picks are free when picked (the
+// kernel's, bound at :0) but are bound by the components a moment later, so another process
+// (test packages run side by side) can take one in between. A failed try is torn down and
+// retried on new ports.
+const createAttempts = 3
+
 // create starts a cluster with the local binaries on ports the test bed picks itself: kwokctl
 // counts down from 32767 in every process, so two kwokctl runs at once (two test packages, or
 // our own parallel creates) would otherwise race for the same ports.
 func (k *kwokctl) create(ctx context.Context, name string) error {
+	var err error
+	for range createAttempts {
+		if err = k.createOnce(ctx, name); err == nil || ctx.Err() != nil {
+			return err
+		}
+		_ = k.delete(ctx, name)
+	}
+	return err
+}
+
+// createOnce is one try of create, on ports picked now.
+func (k *kwokctl) createOnce(ctx context.Context, name string) error {
 	ports, err := freePorts(6)
 	if err != nil {
 		return err
