@@ -96,6 +96,23 @@ func (f *fakeFleet) plan() RunRequest {
 // checks the invariants.
 func (f *fakeFleet) apply(req RunRequest) assignRun {
 	f.t.Helper()
+	a := f.applyUnchecked(req)
+	f.check(a)
+	if f.t.Failed() {
+		f.t.Logf("err: %v", a.err)
+		f.t.Logf("log:\n  %s", strings.Join(f.log, "\n  "))
+		for _, rc := range f.runs {
+			for _, o := range rc.res.Outcomes {
+				f.t.Logf("%s on %s: %s revision %q error %q", rc.module, o.Target, o.Status, o.Revision, o.Error)
+			}
+		}
+	}
+	return a
+}
+
+// applyUnchecked is apply without the invariants, for runs refused before they start.
+func (f *fakeFleet) applyUnchecked(req RunRequest) assignRun {
+	f.t.Helper()
 	if req.Spec.Key == (records.Key{}) {
 		req.Spec, req.Query = f.spec, fleet.Query{Namespace: f.spec.ClusterNamespace}
 	}
@@ -128,16 +145,6 @@ func (f *fakeFleet) apply(req RunRequest) assignRun {
 	a.err = delivery.LeaseLost(ctx, a.err, "Assignment "+f.spec.Key.Describe())
 	a.cancelled, a.fenced = ctx.Err() != nil, f.fenced
 	a.after = f.bindings()
-	f.check(a)
-	if f.t.Failed() {
-		f.t.Logf("err: %v", a.err)
-		f.t.Logf("log:\n  %s", strings.Join(f.log, "\n  "))
-		for _, rc := range f.runs {
-			for _, o := range rc.res.Outcomes {
-				f.t.Logf("%s on %s: %s revision %q error %q", rc.module, o.Target, o.Status, o.Revision, o.Error)
-			}
-		}
-	}
 	return a
 }
 
@@ -434,4 +441,375 @@ func TestWorldRandomFaults(t *testing.T) {
 			})
 		})
 	}
+}
+
+// bound returns the binding of module on cluster after the run, "" fields when none.
+func (a assignRun) bound(cluster, module string) records.ModuleBinding {
+	b, _ := (&Observation{Bindings: a.after}).Binding(cluster, module)
+	return b
+}
+
+// wantBinding checks one binding after the run: result, and a reason that contains reason.
+func wantBinding(t *testing.T, a assignRun, cluster, module, result, reason string) {
+	t.Helper()
+	b := a.bound(cluster, module)
+	if b.Result != result || !strings.Contains(b.Reason, reason) {
+		t.Errorf("%s module %s bound %+v, want %q with reason containing %q", cluster, module, b, result, reason)
+	}
+	if result == records.BindingApplied && b.AppliedAt.IsZero() {
+		t.Errorf("%s module %s bound applied without a time", cluster, module)
+	}
+}
+
+// runsOn lists the clusters each module was delivered to, "module:c1,c2" joined by spaces.
+func (f *fakeFleet) runsOn() string {
+	var out []string
+	for _, rc := range f.runs {
+		out = append(out, rc.module+":"+strings.Join(rc.only, ","))
+	}
+	return strings.Join(out, " ")
+}
+
+func (f *fakeFleet) destroysOn() string {
+	var out []string
+	for _, d := range f.destroys {
+		out = append(out, fmt.Sprintf("%s:%s:keep=%v", d.module, strings.Join(d.clusters, ","), d.keep))
+	}
+	return strings.Join(out, " ")
+}
+
+// TestWorldScenarios are named fault scenarios, checked by the invariants and by what each
+// one must leave.
+func TestWorldScenarios(t *testing.T) {
+	for _, sc := range []struct {
+		name   string
+		policy engine.Policy
+		mode   Mode
+		setup  func(f *fakeFleet)
+		// planned plans first; between runs after the plan, before apply.
+		planned bool
+		between func(f *fakeFleet)
+		want    func(t *testing.T, f *fakeFleet, a assignRun)
+	}{{
+		name:   "an apply failure within the budget blocks the module's dependents on that cluster only",
+		policy: worldPolicy(1, 1, engine.Rollback),
+		setup: func(f *fakeFleet) {
+			f.add("c1")
+			f.add("c2").faults["crds"] = modFaults{applyFails: true}
+			f.add("c3")
+		},
+		want: func(t *testing.T, f *fakeFleet, a assignRun) {
+			if a.err != nil {
+				t.Errorf("a failure within max_failures failed the run: %v", a.err)
+			}
+			wantBinding(t, a, "c2", "crds", records.BindingFailed, "admission webhook")
+			wantBinding(t, a, "c2", "app", records.BindingBlocked, "depends on module crds, which is failed")
+			wantBinding(t, a, "c2", "mon", records.BindingBlocked, "depends on module app, which is blocked")
+			for _, c := range []string{"c1", "c3"} {
+				for _, m := range []string{"crds", "app", "mon"} {
+					wantBinding(t, a, c, m, records.BindingApplied, "")
+				}
+			}
+			if got := f.runsOn(); got != "crds:c1,c2,c3 app:c1,c3 mon:c1,c3" {
+				t.Errorf("delivered %s", got)
+			}
+			if st := f.clusters["c2"].mods["crds"]; st.actual != "" || st.rec.Invalid["crds-r2"] == "" {
+				t.Errorf("c2 crds runs %q, records %+v: want removed and recorded invalid", st.actual, st.rec)
+			}
+			if !slices.ContainsFunc(a.res.Warnings, func(w string) bool { return strings.HasPrefix(w, "module crds: ") && strings.Contains(w, "c2") }) {
+				t.Errorf("no warning names the failure: %v", a.res.Warnings)
+			}
+		},
+	}, {
+		name:   "a verify failure past the budget halts the module and blocks what depends on it",
+		policy: worldPolicy(1, 0, engine.Halt),
+		mode:   Reconcile,
+		setup: func(f *fakeFleet) {
+			for _, c := range []string{"c1", "c2", "c3"} {
+				f.add(c)
+				f.start(c, startPartial)
+			}
+			f.clusters["c2"].faults["app"] = modFaults{verifyFails: true}
+		},
+		want: func(t *testing.T, f *fakeFleet, a assignRun) {
+			if ue, ok := usererr.As(a.err); !ok || !strings.Contains(ue.Detail, "module app: ") {
+				t.Errorf("err %v, want the assignment failed naming module app", a.err)
+			}
+			wantBinding(t, a, "c1", "app", records.BindingApplied, "")
+			wantBinding(t, a, "c2", "app", records.BindingFailed, "not ready")
+			if b := a.bound("c3", "app"); b.Revision != "app-r1" || b.AppliedAt != seededAt {
+				t.Errorf("c3 app, not started, bound %+v: want its old binding as it was", b)
+			}
+			if st := f.clusters["c2"].mods["app"]; st.actual != "app-r1" || st.rec.Current != "app-r1" {
+				t.Errorf("c2 app runs %q (%+v), want restored to app-r1", st.actual, st.rec)
+			}
+			// mon goes to c1 only: c2's app failed; c3's app is still the old one, bound applied.
+			if got := f.runsOn(); got != "crds:c1,c2,c3 app:c1,c2,c3 mon:c1,c3" {
+				t.Errorf("delivered %s", got)
+			}
+			wantBinding(t, a, "c2", "mon", records.BindingBlocked, "depends on module app, which is failed")
+		},
+	}, {
+		name:   "an unreachable cluster is skipped and left as it is",
+		policy: worldPolicy(2, 0, engine.Rollback),
+		setup: func(f *fakeFleet) {
+			f.add("c1")
+			f.add("c2").skip = "control plane not initialized"
+			f.start("c2", startOld)
+		},
+		want: func(t *testing.T, f *fakeFleet, a assignRun) {
+			if a.err != nil || a.res.Skipped["c2"] != "control plane not initialized" {
+				t.Errorf("err %v, skipped %v", a.err, a.res.Skipped)
+			}
+			if got := f.runsOn(); got != "crds:c1 app:c1 mon:c1" {
+				t.Errorf("delivered %s", got)
+			}
+			if b := a.bound("c2", "app"); b.Revision != "app-r1" || b.AppliedAt != seededAt {
+				t.Errorf("skipped c2 bound %+v, want its old binding", b)
+			}
+		},
+	}, {
+		name:   "a cluster that loses contact after its change is bound failed and halts the module",
+		policy: worldPolicy(1, 2, engine.Rollback),
+		setup: func(f *fakeFleet) {
+			f.add("c1").faults["app"] = modFaults{lostContact: true}
+			f.add("c2")
+		},
+		want: func(t *testing.T, f *fakeFleet, a assignRun) {
+			wantBinding(t, a, "c1", "app", records.BindingFailed, "connection refused")
+			if st := f.clusters["c1"].mods["app"]; st.rec.Provisioning != "app-r2" {
+				t.Errorf("c1 app records %+v, want still provisioning app-r2 for the next apply", st.rec)
+			}
+			if _, ok := f.delivered("app", "c2"); !ok || a.bound("c2", "app").Result != "" {
+				t.Errorf("c2 app bound %+v, want not started and unbound (max_unsettled 0 halts)", a.bound("c2", "app"))
+			}
+			wantBinding(t, a, "c2", "mon", records.BindingBlocked, "depends on module app, which is not applied")
+			if a.err == nil {
+				t.Error("the run did not fail")
+			}
+		},
+	}, {
+		name:    "cancellation mid-run restores what was in flight, records it, and lets go of nothing",
+		policy:  worldPolicy(1, 0, engine.Rollback),
+		planned: true,
+		setup: func(f *fakeFleet) {
+			f.add("c1")
+			f.add("c2").faults["app"] = modFaults{cancel: true}
+			f.add("c3")
+			f.add("left")
+			f.start("left", startOld)
+			f.clusters["left"].picked = false
+		},
+		want: func(t *testing.T, f *fakeFleet, a assignRun) {
+			if !a.cancelled || a.err == nil || !strings.Contains(a.err.Error(), "cancelled: interrupted (Ctrl-C)") {
+				t.Errorf("err %v, want cancelled", a.err)
+			}
+			wantBinding(t, a, "c1", "app", records.BindingApplied, "")
+			// Written after the cancellation, within the settle bound.
+			wantBinding(t, a, "c2", "app", records.BindingFailed, "context canceled")
+			if st := f.clusters["c2"].mods["app"]; st.actual != "" || st.rec.Provisioning != "" {
+				t.Errorf("c2 app runs %q, records %+v: want restored to nothing", st.actual, st.rec)
+			}
+			if got := f.runsOn(); got != "crds:c1,c2,c3 app:c1,c2,c3" {
+				t.Errorf("delivered %s, want nothing after the cancellation", got)
+			}
+			if b := a.bound("c3", "mon"); b.Result != "" {
+				t.Errorf("c3 mon bound %+v after the cancellation", b)
+			}
+			if len(f.destroys) != 0 || a.bound("left", "crds").Result != records.BindingApplied {
+				t.Errorf("a cancelled run let go: %s", f.destroysOn())
+			}
+		},
+	}, {
+		name:   "after the Lease is lost nothing more is written",
+		policy: worldPolicy(1, 0, engine.Rollback),
+		setup: func(f *fakeFleet) {
+			f.add("c1")
+			f.add("c2").faults["app"] = modFaults{loseLease: true}
+			f.add("c3")
+		},
+		want: func(t *testing.T, f *fakeFleet, a assignRun) {
+			if ue, ok := usererr.As(a.err); !ok || ue.Summary != "Lease Lost" {
+				t.Errorf("err %v, want Lease Lost", a.err)
+			}
+			// The module before is bound; the one whose run lost the Lease is bound nowhere,
+			// not even where it succeeded before the loss (its bindings follow its run).
+			wantBinding(t, a, "c1", "crds", records.BindingApplied, "")
+			for _, c := range []string{"c1", "c2", "c3"} {
+				if b := a.bound(c, "app"); b.Result != "" {
+					t.Errorf("%s app bound %+v after the Lease was lost", c, b)
+				}
+			}
+			if st := f.clusters["c2"].mods["app"]; st.rec.Provisioning != "app-r2" {
+				t.Errorf("c2 app records %+v: want left in flight (no restore without the Lease)", st.rec)
+			}
+		},
+	}, {
+		name:    "clusters that join or leave after the plan wait for the next plan; the planned leaver is let go, dependents first",
+		policy:  worldPolicy(2, 0, engine.Rollback),
+		planned: true,
+		setup: func(f *fakeFleet) {
+			for _, c := range []string{"c1", "c2", "left"} {
+				f.add(c)
+				f.start(c, startCurrent)
+			}
+			f.clusters["left"].picked = false
+		},
+		between: func(f *fakeFleet) {
+			f.add("joined")
+			f.clusters["c2"].picked = false
+		},
+		want: func(t *testing.T, f *fakeFleet, a assignRun) {
+			if a.err != nil || len(f.runs) != 0 {
+				t.Errorf("err %v, delivered %s", a.err, f.runsOn())
+			}
+			if got := f.destroysOn(); got != "mon:left:keep=true app:left:keep=true crds:left:keep=true" {
+				t.Errorf("let go %s", got)
+			}
+			if _, ok := a.after["left"]; ok || len(f.clusters["left"].mods) != 0 {
+				t.Errorf("left keeps %v, runs %v", a.after["left"], f.clusters["left"].mods)
+			}
+			if len(a.after["c2"]) != 3 || len(a.after["joined"]) != 0 {
+				t.Errorf("c2 bound %v, joined bound %v: want both as they were", a.after["c2"], a.after["joined"])
+			}
+		},
+	}, {
+		name:    "an unreachable leaving cluster keeps its bindings and is named",
+		policy:  worldPolicy(1, 0, engine.Rollback),
+		planned: true,
+		setup: func(f *fakeFleet) {
+			f.add("c1")
+			f.add("left").unreachable = true
+			f.start("left", startCurrent)
+			f.clusters["left"].picked = false
+		},
+		want: func(t *testing.T, f *fakeFleet, a assignRun) {
+			if a.err != nil || len(a.after["left"]) != 3 {
+				t.Errorf("err %v, left bound %v: want kept for a later apply", a.err, a.after["left"])
+			}
+			if !slices.ContainsFunc(a.res.Warnings, func(w string) bool { return strings.Contains(w, "cluster left: unreachable") }) {
+				t.Errorf("warnings %v do not name it", a.res.Warnings)
+			}
+		},
+	}, {
+		name:   "a deleted cluster's bindings and a removed module go",
+		policy: worldPolicy(1, 0, engine.Rollback),
+		setup: func(f *fakeFleet) {
+			f.add("c1")
+			f.start("c1", startCurrent)
+			f.clusters["c1"].mod("legacy").actual = "legacy-r1"
+			f.bind("c1", records.ModuleBinding{Module: "legacy", Revision: "legacy-r1", Result: records.BindingApplied})
+			f.add("deleted")
+			f.start("deleted", startCurrent)
+			f.clusters["deleted"].deleted = true
+		},
+		want: func(t *testing.T, f *fakeFleet, a assignRun) {
+			if a.err != nil || len(a.after["deleted"]) != 0 {
+				t.Errorf("err %v, deleted bound %v", a.err, a.after["deleted"])
+			}
+			if got := f.destroysOn(); got != "legacy:c1:keep=false" {
+				t.Errorf("removed %s", got)
+			}
+			if _, ok := f.clusters["c1"].mods["legacy"]; ok || a.bound("c1", "legacy").Module != "" {
+				t.Errorf("legacy still on c1: %v", a.after["c1"])
+			}
+			if len(a.res.Bindings["c1"]) != 3 {
+				t.Errorf("result bindings %v, want the configured modules", a.res.Bindings["c1"])
+			}
+		},
+	}, {
+		name:   "ApplyOnce keeps what a cluster got; Reconcile takes it to the new revision",
+		policy: worldPolicy(2, 0, engine.Rollback),
+		setup: func(f *fakeFleet) {
+			f.add("c1")
+			f.start("c1", startOld)
+			f.add("c2")
+		},
+		want: func(t *testing.T, f *fakeFleet, a assignRun) {
+			if got := f.runsOn(); got != "crds:c2 app:c2 mon:c2" {
+				t.Errorf("delivered %s", got)
+			}
+			if b := a.bound("c1", "app"); b.Revision != "app-r1" || b.AppliedAt != seededAt {
+				t.Errorf("c1 app bound %+v, want kept", b)
+			}
+			if b := a.bound("c2", "app"); b.AppliedAt != runAt.Truncate(time.Second) {
+				t.Errorf("c2 app applied at %v, want the run's clock truncated to the second", b.AppliedAt)
+			}
+		},
+	}, {
+		name:   "Reconcile updates every module in depends_on order",
+		mode:   Reconcile,
+		policy: worldPolicy(2, 0, engine.Rollback),
+		setup: func(f *fakeFleet) {
+			f.add("c1")
+			f.start("c1", startOld)
+			f.add("c2")
+			f.start("c2", startCurrent)
+		},
+		want: func(t *testing.T, f *fakeFleet, a assignRun) {
+			if got := f.runsOn(); got != "crds:c1,c2 app:c1,c2 mon:c1,c2" {
+				t.Errorf("delivered %s", got)
+			}
+			if o, _ := f.delivered("app", "c2"); o.Status != engine.StatusAlreadyCurrent || a.bound("c2", "app").AppliedAt != seededAt {
+				t.Errorf("c2 app %s bound %+v: want already current, binding kept with its time", o.Status, a.bound("c2", "app"))
+			}
+			wantBinding(t, a, "c1", "mon", records.BindingApplied, "")
+		},
+	}} {
+		t.Run(sc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				mode := cmpOr(sc.mode, ApplyOnce)
+				f := newFakeFleet(t, worldSpec(t, mode, sc.policy))
+				sc.setup(f)
+				var req RunRequest
+				if sc.planned {
+					req = f.plan()
+				}
+				if sc.between != nil {
+					sc.between(f)
+				}
+				sc.want(t, f, f.apply(req))
+			})
+		})
+	}
+}
+
+func cmpOr(m, def Mode) Mode {
+	if m == "" {
+		return def
+	}
+	return m
+}
+
+// Refusals before anything changes: a claim on the objects by another owner, and a Create of an
+// assignment a Terraform state holds already.
+func TestWorldRefusals(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeFleet(t, worldSpec(t, ApplyOnce, worldPolicy(1, 0, engine.Rollback)))
+		f.add("c1")
+		f.add("c2")
+		f.claims["app"] = []delivery.Claim{{Cluster: "c2", Object: "ConfigMap demo/web-config", Owner: records.Key{Kind: "rollout", Namespace: "fleet", Name: "web"}}}
+		a := f.applyUnchecked(RunRequest{})
+		if ue, ok := usererr.As(a.err); !ok || ue.Summary != "Object Claimed By Two Owners" || !strings.Contains(ue.Detail, "rollout fleet/web") {
+			t.Errorf("err %v, want the claim refused", a.err)
+		}
+		if len(f.runs) != 0 || len(a.after) != 0 || a.res == nil || len(a.res.Bindings) != 0 {
+			t.Errorf("a refused run delivered %s, bound %v, result %+v", f.runsOn(), a.after, a.res)
+		}
+	})
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeFleet(t, worldSpec(t, ApplyOnce, worldPolicy(1, 0, engine.Rollback)))
+		f.add("c1")
+		if err := records.NewManagementStore(f.base, f.spec.RecordNamespace).SaveProgress(context.Background(), f.spec.Key,
+			records.Progress{Phase: records.PhaseSucceeded, Managed: true}); err != nil {
+			t.Fatal(err)
+		}
+		a := f.applyUnchecked(RunRequest{Create: true, ImportHint: "terraform import gradual_module_assignment.base fleet/base"})
+		if ue, ok := usererr.As(a.err); !ok || ue.Summary != "Module Assignment Already Exists" || !strings.Contains(ue.Detail, "terraform import") {
+			t.Errorf("err %v, want the create refused with the import hint", a.err)
+		}
+		if a.res != nil || len(f.runs) != 0 || f.progress().Phase != records.PhaseSucceeded {
+			t.Errorf("a refused create delivered %s, result %+v, progress %s", f.runsOn(), a.res, f.progress().Phase)
+		}
+	})
 }
