@@ -194,11 +194,6 @@ func (f *fakeFleet) bindings() map[string][]records.ModuleBinding {
 	return out
 }
 
-func (f *fakeFleet) binding(cluster, module string) (records.ModuleBinding, bool) {
-	o := &Observation{Bindings: f.bindings()}
-	return o.Binding(cluster, module)
-}
-
 func (f *fakeFleet) progress() *records.Progress {
 	p, err := records.NewManagementStore(f.base, f.spec.RecordNamespace).LoadProgress(context.Background(), f.spec.Key)
 	if err != nil {

@@ -228,9 +228,9 @@ func TestJudge(t *testing.T) {
 		return ModuleStatus{Module: mod, Revision: rev, Result: records.BindingApplied, State: state, Drift: drift}
 	}
 	for _, tc := range []struct {
-		name         string
-		spec         Spec
-		mods         []ModuleStatus
+		name              string
+		spec              Spec
+		mods              []ModuleStatus
 		state, wantDetail string
 	}{
 		{"all current", spec, []ModuleStatus{applied("a", "ra2", "current"), applied("b", "rb2", "current")}, StateCurrent, ""},
