@@ -28,6 +28,10 @@ type Observation struct {
 // Observe reads the assignment's bindings and each module's records on the picked clusters;
 // with drift, whether the objects of each module's current revision still match.
 func Observe(ctx context.Context, svc *delivery.Service, q fleet.Query, spec Spec, drift bool) (*Observation, error) {
+	return observe(ctx, svc, q, spec, drift)
+}
+
+func observe(ctx context.Context, svc deliverer, q fleet.Query, spec Spec, drift bool) (*Observation, error) {
 	bindings, err := records.NewBindingStore(svc.ManagementClient(), spec.RecordNamespace).List(ctx, spec.Key)
 	if err != nil {
 		return nil, err

@@ -147,6 +147,10 @@ func onlyEligible(apply map[string][]string, eligible []string) map[string][]str
 // rollout, or another module of this assignment) already manages on the clusters that would
 // get them. It changes nothing.
 func CheckClaims(ctx context.Context, svc *delivery.Service, spec Spec, apply map[string][]string) error {
+	return checkClaims(ctx, svc, spec, apply)
+}
+
+func checkClaims(ctx context.Context, svc deliverer, spec Spec, apply map[string][]string) error {
 	var all []delivery.Claim
 	for _, m := range spec.Modules {
 		if len(apply[m.Name]) == 0 {

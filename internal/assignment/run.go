@@ -75,17 +75,22 @@ func Run(ctx context.Context, svc *delivery.Service, req RunRequest) (_ *RunResu
 	defer func() { err = delivery.LeaseLost(runCtx, err, "Assignment "+spec.Key.Describe()) }()
 	r := newRun(runCtx, svc, req, time.Now, settleTimeout)
 	defer r.stopSettling()
-	if err := r.prepare(runCtx); err != nil {
+	return r.execute(runCtx)
+}
+
+// execute runs the four steps on ctx, the scope of the run's Lease (runCtx).
+func (r *run) execute(ctx context.Context) (*RunResult, error) {
+	if err := r.prepare(ctx); err != nil {
 		return r.partial(), err
 	}
-	r.deliver(runCtx)
-	r.letGo(runCtx)
-	return r.finish(runCtx)
+	r.deliver(ctx)
+	r.letGo(ctx)
+	return r.finish(ctx)
 }
 
 // run is one Run of an assignment: what it read, decided and did so far.
 type run struct {
-	svc  *delivery.Service
+	svc  deliverer
 	req  RunRequest
 	spec Spec
 	now  func() time.Time
@@ -108,7 +113,7 @@ type run struct {
 }
 
 // newRun starts a run's scope on ctx; its writes outlive ctx by settle.
-func newRun(ctx context.Context, svc *delivery.Service, req RunRequest, now func() time.Time, settle time.Duration) *run {
+func newRun(ctx context.Context, svc deliverer, req RunRequest, now func() time.Time, settle time.Duration) *run {
 	mc := svc.ManagementClient()
 	settleCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	stopAfter := context.AfterFunc(ctx, func() { time.AfterFunc(settle, stop) })
@@ -139,7 +144,7 @@ func (r *run) prepare(ctx context.Context) error {
 	if err := r.mstore.SaveProgress(ctx, spec.Key, records.Progress{Phase: records.PhaseRunning, StartedAt: r.now(), Config: r.req.Config, Managed: r.managed}); err != nil {
 		return fmt.Errorf("record %s: %w", spec.Key.Describe(), err)
 	}
-	if r.obs, err = Observe(ctx, r.svc, r.req.Query, spec, false); err != nil {
+	if r.obs, err = observe(ctx, r.svc, r.req.Query, spec, false); err != nil {
 		return err
 	}
 	r.res.Skipped = r.obs.Skipped
@@ -151,7 +156,7 @@ func (r *run) prepare(ctx context.Context) error {
 	}
 	r.plan = PlanAssignment(r.obs, spec, nil)
 	r.candidates = Candidates(spec, r.obs, r.plan, r.req.Planned, r.req.PlannedKnown)
-	return CheckClaims(ctx, r.svc, spec, r.candidates)
+	return checkClaims(ctx, r.svc, spec, r.candidates)
 }
 
 // Candidates are, per module, the clusters a run may take it to: the plan's, as far as they are
@@ -325,7 +330,7 @@ func blockedBy(bound map[string]records.ModuleBinding, m Module) (string, string
 
 // letGo removes modules that are no longer configured, and everything from clusters that stopped
 // matching (by deletion policy), and drops the bindings of deleted clusters.
-func letGo(ctx context.Context, svc *delivery.Service, spec Spec, obs *Observation, plan Plan, bstore *records.BindingStore, failures *[]string) []string {
+func letGo(ctx context.Context, svc deliverer, spec Spec, obs *Observation, plan Plan, bstore *records.BindingStore, failures *[]string) []string {
 	var warnings []string
 	for _, name := range sortedNames(plan.Removed) {
 		ws, err := svc.Destroy(ctx, delivery.DestroyRequest{
@@ -367,7 +372,7 @@ func letGo(ctx context.Context, svc *delivery.Service, spec Spec, obs *Observati
 }
 
 // release removes from cluster every module bound there, dependents first.
-func release(ctx context.Context, svc *delivery.Service, spec Spec, cluster string, bound []records.ModuleBinding) ([]string, error) {
+func release(ctx context.Context, svc deliverer, spec Spec, cluster string, bound []records.ModuleBinding) ([]string, error) {
 	order := bindingOrder(spec, bound)
 	var warnings []string
 	for i := len(order) - 1; i >= 0; i-- {
