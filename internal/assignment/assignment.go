@@ -72,7 +72,7 @@ func (s Spec) ModuleKey(module string) records.Key {
 func (s Spec) moduleSpec(m Module) delivery.Spec {
 	return delivery.Spec{
 		Key: s.ModuleKey(m.Name), ClusterNamespace: s.ClusterNamespace, RecordNamespace: s.RecordNamespace,
-		Objects: m.Objects, Revision: m.Revision, Policy: s.Policy, Ignore: s.Ignore, Redact: m.Redact,
+		Objects: m.Objects, Revision: m.Revision, Policy: s.Policy, Ignore: s.Ignore, Redact: m.Redact, Describe: Describe,
 	}
 }
 

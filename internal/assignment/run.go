@@ -455,7 +455,7 @@ func bindingOrder(spec Spec, bound []records.ModuleBinding) []string {
 
 // removedSpec is enough of a module's delivery spec to remove it.
 func removedSpec(spec Spec, module string) delivery.Spec {
-	return delivery.Spec{Key: spec.ModuleKey(module), ClusterNamespace: spec.ClusterNamespace, RecordNamespace: spec.RecordNamespace, Policy: spec.Policy}
+	return delivery.Spec{Key: spec.ModuleKey(module), ClusterNamespace: spec.ClusterNamespace, RecordNamespace: spec.RecordNamespace, Policy: spec.Policy, Describe: Describe}
 }
 
 // onlyConfigured keeps the bindings of picked clusters (and of left clusters still holding

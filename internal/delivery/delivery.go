@@ -37,6 +37,16 @@ type Spec struct {
 	// clusters' work must not repeat: they are replaced before an error is classified, logged,
 	// recorded or returned.
 	Redact []string
+	// Describe names keys in messages (e.g. assignment.Describe); nil: records.Key.Describe.
+	Describe func(records.Key) string
+}
+
+// describe names key in messages, as Spec.Describe says.
+func (s Spec) describe(key records.Key) string {
+	if s.Describe == nil {
+		return key.Describe()
+	}
+	return s.Describe(key)
 }
 
 // Cluster states, as the rollout's `summary`, `attention` and `gradual_rollout_status` show them.
