@@ -35,9 +35,11 @@ type Existing struct {
 
 // Foreign reports whether a field manager other than ours manages the object, or none does
 // (it predates field management): someone else made it. An object only we manage was made by
-// this provider, even when no record says so (records deleted by hand).
+// this provider, even when no record says so (records deleted by hand). The legacy field
+// manager (DefaultFieldManager, which every rollout shared before each had its own) counts as
+// ours.
 func (e Existing) Foreign(ours string) bool {
-	return len(e.Managers) == 0 || slices.ContainsFunc(e.Managers, func(m string) bool { return m != ours })
+	return len(e.Managers) == 0 || slices.ContainsFunc(e.Managers, func(m string) bool { return m != ours && m != DefaultFieldManager })
 }
 
 // Existing reads which objects of objs are on the cluster, with their field managers and their
@@ -99,7 +101,8 @@ func savedContent(live *unstructured.Unstructured) map[string]any {
 }
 
 // Release gives the objects of refs back to their other owners: it removes this Applier's
-// field manager from their managed fields and changes nothing else. Objects gone are fine.
+// field manager (and the legacy one, DefaultFieldManager, ours too) from their managed fields
+// and changes nothing else. Objects gone are fine.
 //
 // Why not apply an empty configuration instead (server-side apply's way to give fields up)?
 // Fields only we own would then be removed from the object, not handed over: an adopted
@@ -108,16 +111,50 @@ func savedContent(live *unstructured.Unstructured) map[string]any {
 // plain update before field management was. Each write is guarded by the resourceVersion read,
 // so a concurrent writer is never overwritten; a conflict is retried from a fresh read.
 func (a *Applier) Release(ctx context.Context, refs []ObjectRef) error {
+	return a.editManagedFields(ctx, refs, "release", func(live *metav1.PartialObjectMetadata) ([]metav1.ManagedFieldsEntry, bool, error) {
+		all := live.GetManagedFields()
+		kept := slices.DeleteFunc(slices.Clone(all), func(mf metav1.ManagedFieldsEntry) bool { return a.ours(mf.Manager) })
+		return kept, len(kept) != len(all), nil
+	})
+}
+
+// Orphan leaves the objects of refs to whichever rollout applies them next: it hands the
+// fields this Applier's field manager owns to the legacy one (DefaultFieldManager), which
+// every rollout counts as its own, and changes nothing else. An object left behind (a
+// destroy or a cluster leaving with deletion_policy = "orphan") would otherwise stay owned by
+// a rollout that no longer exists, and every other rollout would refuse it as that one's.
+// Objects gone are fine.
+func (a *Applier) Orphan(ctx context.Context, refs []ObjectRef) error {
+	if a.opts.FieldManager == DefaultFieldManager {
+		return nil
+	}
+	own := []ssa.FieldManager{{Name: a.opts.FieldManager, ExactMatch: true, OperationType: metav1.ManagedFieldsOperationApply}}
+	return a.editManagedFields(ctx, refs, "orphan", func(live *metav1.PartialObjectMetadata) ([]metav1.ManagedFieldsEntry, bool, error) {
+		u := &unstructured.Unstructured{}
+		u.SetManagedFields(live.GetManagedFields())
+		patches, err := ssa.PatchReplaceFieldsManagers(u, own, DefaultFieldManager)
+		if err != nil || len(patches) == 0 {
+			return nil, false, err
+		}
+		return patches[0].Value, true, nil
+	})
+}
+
+// editManagedFields replaces the managed fields of each object of refs with what edit makes
+// of them (changed false: leave them), guarded by the resourceVersion read.
+func (a *Applier) editManagedFields(ctx context.Context, refs []ObjectRef, op string,
+	edit func(live *metav1.PartialObjectMetadata) ([]metav1.ManagedFieldsEntry, bool, error)) error {
 	var errs []error
 	for _, ref := range refs {
-		if err := a.releaseOne(ctx, ref); err != nil {
+		if err := a.editOne(ctx, ref, op, edit); err != nil {
 			errs = append(errs, err)
 		}
 	}
 	return errors.Join(errs...)
 }
 
-func (a *Applier) releaseOne(ctx context.Context, ref ObjectRef) error {
+func (a *Applier) editOne(ctx context.Context, ref ObjectRef, op string,
+	edit func(live *metav1.PartialObjectMetadata) ([]metav1.ManagedFieldsEntry, bool, error)) error {
 	const attempts = 5
 	var err error
 	for range attempts {
@@ -130,13 +167,15 @@ func (a *Applier) releaseOne(ctx context.Context, ref ObjectRef) error {
 		case err != nil:
 			return &ObjectError{Object: ref, Op: "read", Err: err}
 		}
-		all := live.GetManagedFields()
-		kept := slices.DeleteFunc(slices.Clone(all), func(mf metav1.ManagedFieldsEntry) bool { return mf.Manager == a.opts.FieldManager })
-		if len(kept) == len(all) {
-			return nil // not ours (any more)
+		entries, changed, eerr := edit(live)
+		switch {
+		case eerr != nil:
+			return &ObjectError{Object: ref, Op: op, Err: eerr}
+		case !changed:
+			return nil // nothing of ours (any more)
 		}
-		var value any = kept
-		if len(kept) == 0 {
+		var value any = entries
+		if len(entries) == 0 {
 			// An empty list means "leave managedFields as they are" to the API server; one
 			// empty entry is how a client clears them.
 			value = []map[string]any{{}}
@@ -146,7 +185,7 @@ func (a *Applier) releaseOne(ctx context.Context, ref ObjectRef) error {
 			{"op": "replace", "path": "/metadata/managedFields", "value": value},
 		})
 		if merr != nil {
-			return &ObjectError{Object: ref, Op: "release", Err: merr}
+			return &ObjectError{Object: ref, Op: op, Err: merr}
 		}
 		err = a.client.Patch(ctx, live, client.RawPatch(types.JSONPatchType, patch))
 		switch {
@@ -155,10 +194,10 @@ func (a *Applier) releaseOne(ctx context.Context, ref ObjectRef) error {
 		case apierrors.IsConflict(err) || apierrors.IsInvalid(err) && live.GetResourceVersion() != "":
 			continue // changed since the read (a failed test op is Invalid or Conflict): read again
 		default:
-			return &ObjectError{Object: ref, Op: "release", Err: err}
+			return &ObjectError{Object: ref, Op: op, Err: err}
 		}
 	}
-	return &ObjectError{Object: ref, Op: "release", Err: fmt.Errorf("changed by another writer %d times in a row: %w", attempts, err)}
+	return &ObjectError{Object: ref, Op: op, Err: fmt.Errorf("changed by another writer %d times in a row: %w", attempts, err)}
 }
 
 // Revert puts objects back to saved content (what Existing saved before a revision overwrote
@@ -171,6 +210,7 @@ func (a *Applier) Revert(ctx context.Context, saved []*unstructured.Unstructured
 	}
 	opts := ssa.DefaultApplyOptions()
 	opts.Force = a.opts.RecreateImmutable
+	opts.Cleanup = a.migrateLegacy()
 	var errs []error
 	var refs []ObjectRef
 	for _, obj := range copies(saved) {

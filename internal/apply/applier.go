@@ -8,15 +8,22 @@ import (
 	"github.com/fluxcd/cli-utils/pkg/kstatus/polling"
 	"github.com/fluxcd/pkg/ssa"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+
+	"github.com/gradual-dev/terraform-provider-gradual/internal/records"
 )
 
-// DefaultFieldManager is the server-side apply field manager of everything the provider applies.
-const DefaultFieldManager = "gradual"
+// DefaultFieldManager is the server-side apply field manager of an Applier that is given none:
+// the one every rollout and module assignment shared before each got its own
+// (records.Key.FieldManager, see WithFieldManager). An Applier with another manager counts
+// this one as its own too: it takes the fields it owns over on apply (see migrateLegacy), and
+// it deletes, releases and adopts as if they were its own.
+const DefaultFieldManager = records.LegacyFieldManager
 
 // PruneAnnotation, set to "disabled" as an annotation or label on a live object, keeps Prune
 // and Delete from deleting it.
@@ -24,13 +31,15 @@ const PruneAnnotation = "gradual.dev/prune"
 
 // Options configure an Applier.
 type Options struct {
-	// FieldManager owns the applied fields; default "gradual".
+	// FieldManager owns the applied fields; default DefaultFieldManager ("gradual").
 	FieldManager string
 	// ForceConflicts takes fields over from other server-side appliers (other field managers
 	// with operation Apply). Without it such a conflict fails the apply with a ConflictError
 	// before any object of the conflicting stage is applied. Fields last written by a plain
 	// update (kubectl edit, scale, patch, client-side apply) are taken back either way: that
-	// is drift being repaired.
+	// is drift being repaired. Fields another rollout or module assignment of this provider
+	// applied (another key's field manager, see records.IsFieldManager) are never taken: that
+	// conflict fails the apply even when forced.
 	ForceConflicts bool
 	// RecreateImmutable deletes and recreates an object whose change touches an immutable
 	// field (ssa's Force). Without it such a change fails the apply.
@@ -102,8 +111,7 @@ func New(cfg *rest.Config, opts Options) (*Applier, error) {
 	a := &Applier{opts: opts, client: c, mapper: mapper, discovery: dc, unvetted: c,
 		poller: polling.NewStatusPoller(c, mapper, polling.Options{})}
 	a.applier = a.applyManager()
-	a.reader = ssa.NewResourceManager(c, a.poller, a.owner())
-	a.reader.SetConcurrency(opts.Concurrency)
+	a.reader = a.readManager()
 	return a, nil
 }
 
@@ -111,16 +119,55 @@ func (a *Applier) owner() ssa.Owner {
 	return ssa.Owner{Field: a.opts.FieldManager, Group: "gradual.dev"}
 }
 
-// applyManager is the resource manager that applies: without ForceConflicts its client vets
-// every apply for conflicts with other managers first (see conflicts.go).
+// applyManager is the resource manager that applies: its client vets every apply for
+// conflicts with other managers first (see conflicts.go).
 func (a *Applier) applyManager() *ssa.ResourceManager {
-	applyClient := a.unvetted
-	if !a.opts.ForceConflicts {
-		applyClient = interceptor.NewClient(a.unvetted, interceptor.Funcs{Patch: a.vetConflicts})
-	}
+	applyClient := interceptor.NewClient(a.unvetted, interceptor.Funcs{Patch: a.vetConflicts})
 	m := ssa.NewResourceManager(applyClient, a.poller, a.owner())
 	m.SetConcurrency(a.opts.Concurrency)
 	return m
+}
+
+// readManager is the resource manager that waits, compares, reverts and deletes, with the
+// plain client.
+func (a *Applier) readManager() *ssa.ResourceManager {
+	m := ssa.NewResourceManager(a.unvetted, a.poller, a.owner())
+	m.SetConcurrency(a.opts.Concurrency)
+	return m
+}
+
+// WithFieldManager returns an Applier like a that applies with field manager m (a rollout's
+// own, records.Key.FieldManager). Like WithForceConflicts it shares a's connection, mapper and
+// discovery cache; a itself is unchanged. An empty m is DefaultFieldManager.
+func (a *Applier) WithFieldManager(m string) *Applier {
+	if m == "" {
+		m = DefaultFieldManager
+	}
+	if a.opts.FieldManager == m {
+		return a
+	}
+	b := *a
+	b.opts.FieldManager = m
+	b.applier = b.applyManager()
+	b.reader = b.readManager()
+	return &b
+}
+
+// ours reports whether field manager m is the Applier's: its own, or the legacy one every
+// rollout shared before (DefaultFieldManager), whose fields it takes over.
+func (a *Applier) ours(m string) bool { return m == a.opts.FieldManager || m == DefaultFieldManager }
+
+// migrateLegacy is the cleanup that makes an apply take over the fields the legacy field
+// manager applied: ssa renames its entry to ours (merging the two) before applying, so the
+// apply owns them alone and drops those it no longer sets, as if it had applied them itself.
+// Nothing to do for an Applier that is the legacy manager.
+func (a *Applier) migrateLegacy() ssa.ApplyCleanupOptions {
+	if a.opts.FieldManager == DefaultFieldManager {
+		return ssa.ApplyCleanupOptions{}
+	}
+	return ssa.ApplyCleanupOptions{FieldManagers: []ssa.FieldManager{
+		{Name: DefaultFieldManager, ExactMatch: true, OperationType: metav1.ManagedFieldsOperationApply},
+	}}
 }
 
 // WithForceConflicts returns an Applier like a that does or does not take fields over from

@@ -73,6 +73,7 @@ func (a *Applier) Apply(ctx context.Context, objs []*unstructured.Unstructured) 
 	opts := ssa.DefaultApplyOptions()
 	opts.Force = a.opts.RecreateImmutable
 	opts.WaitInterval = a.opts.PollInterval
+	opts.Cleanup = a.migrateLegacy()
 
 	if len(definitions) > 0 {
 		if err := a.applyStage(ctx, definitions, opts, res); err != nil {

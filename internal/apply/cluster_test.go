@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/gradual-dev/terraform-provider-gradual/internal/fieldpath"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/records"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/testbed"
 )
 
@@ -535,6 +536,93 @@ func TestCluster(t *testing.T) {
 			} else if err != nil && !apierrors.IsNotFound(err) {
 				t.Error(err)
 			}
+		}
+	})
+
+	t.Run("per-rollout field managers: legacy fields taken over, two rollouts conflict, orphans go back to the legacy manager", func(t *testing.T) {
+		const ns = "apply-owners"
+		t.Cleanup(func() { _ = kube.Delete(context.Background(), namespaceObj(ns)) })
+		teamA := records.Key{Kind: "rollout", Namespace: "team-a", Name: "web"}
+		teamB := records.Key{Kind: "rollout", Namespace: "team-b", Name: "web"}
+		rollA, rollB := a.WithFieldManager(teamA.FieldManager()), a.WithFieldManager(teamB.FieldManager())
+		if a.FieldManager() != DefaultFieldManager || rollA.FieldManager() != "gradual/rollout/team-a/web" {
+			t.Fatalf("managers: %q, %q", a.FieldManager(), rollA.FieldManager())
+		}
+		managers := func(t *testing.T, name string) []string {
+			t.Helper()
+			live := configMap(ns, name, nil)
+			if err := kube.Get(ctx, client.ObjectKeyFromObject(live), live); err != nil {
+				t.Fatal(err)
+			}
+			return managersOf(live.GetManagedFields())
+		}
+		data := func(t *testing.T, name string) map[string]string {
+			t.Helper()
+			live := configMap(ns, name, nil)
+			if err := kube.Get(ctx, client.ObjectKeyFromObject(live), live); err != nil {
+				t.Fatal(err)
+			}
+			d, _, _ := unstructured.NestedStringMap(live.Object, "data")
+			return d
+		}
+
+		// Applied before rollouts had managers of their own: the legacy manager owns it all.
+		if _, err := a.Apply(ctx, []*unstructured.Unstructured{
+			namespaceObj(ns), configMap(ns, "shared", map[string]any{"a": "1", "b": "1"}), configMap(ns, "legacy-only", map[string]any{"x": "1"}),
+		}); err != nil {
+			t.Fatal(err)
+		}
+		// The rollout's first apply with its own manager takes the legacy fields over, so
+		// dropping .data.b removes it instead of leaving it to the legacy manager.
+		res, err := rollA.Apply(ctx, []*unstructured.Unstructured{namespaceObj(ns), configMap(ns, "shared", map[string]any{"a": "1"})})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := actions(res)["ConfigMap apply-owners/shared"]; got != Configured {
+			t.Errorf("migrating apply: shared %s, want configured", got)
+		}
+		if d, m := data(t, "shared"), managers(t, "shared"); !maps.Equal(d, map[string]string{"a": "1"}) || !slices.Equal(m, []string{rollA.FieldManager()}) {
+			t.Errorf("after the migrating apply: data %v (want only a=1: b dropped), managers %v (want only %s)", d, m, rollA.FieldManager())
+		}
+
+		// Another rollout setting a field the first owns, to another value: a conflict naming
+		// the first rollout, forced or not; nothing changes.
+		for _, b := range []*Applier{rollB, rollB.WithForceConflicts(true)} {
+			_, err := b.Apply(ctx, []*unstructured.Unstructured{namespaceObj(ns), configMap(ns, "shared", map[string]any{"a": "2"})})
+			var ce *ConflictError
+			if !errors.As(err, &ce) || len(ce.Conflicts) != 1 || ce.Conflicts[0].Manager != rollA.FieldManager() || ce.Conflicts[0].Field != ".data.a" ||
+				!strings.Contains(err.Error(), ".data.a owned by rollout team-a/web") {
+				t.Fatalf("second rollout (force %v): err = %v, want a conflict on .data.a owned by rollout team-a/web", b.ForceConflicts(), err)
+			}
+			t.Logf("conflict: %v", err)
+		}
+		if d := data(t, "shared"); d["a"] != "1" {
+			t.Errorf("after the refused applies: data %v, want a=1", d)
+		}
+
+		// Delete: an object only the legacy manager owns is ours; one another rollout owns is not.
+		res2, err := rollB.Delete(ctx, Inventory{RefOf(configMap(ns, "legacy-only", nil)), RefOf(configMap(ns, "shared", nil))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(res2.Deleted) != 1 || res2.Deleted[0].Name != "legacy-only" || len(res2.Kept) != 1 || res2.Kept[0].Object.Name != "shared" ||
+			!strings.Contains(res2.Kept[0].Reason, rollA.FieldManager()) {
+			t.Errorf("Delete by the second rollout: deleted %v, kept %v; want legacy-only deleted, shared kept as the first rollout's", res2.Deleted, res2.Kept)
+		}
+
+		// Orphaned by the first rollout, the object goes back to the legacy manager, which the
+		// next rollout takes over without a conflict.
+		if err := rollA.Orphan(ctx, []ObjectRef{RefOf(configMap(ns, "shared", nil))}); err != nil {
+			t.Fatal(err)
+		}
+		if m := managers(t, "shared"); !slices.Equal(m, []string{DefaultFieldManager}) {
+			t.Errorf("after Orphan: managers %v, want only the legacy one", m)
+		}
+		if _, err := rollB.Apply(ctx, []*unstructured.Unstructured{namespaceObj(ns), configMap(ns, "shared", map[string]any{"a": "2"})}); err != nil {
+			t.Fatalf("apply of an orphaned object: %v", err)
+		}
+		if d, m := data(t, "shared"), managers(t, "shared"); d["a"] != "2" || !slices.Equal(m, []string{rollB.FieldManager()}) {
+			t.Errorf("after the second rollout took it: data %v, managers %v", d, m)
 		}
 	})
 }

@@ -12,6 +12,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/gradual-dev/terraform-provider-gradual/internal/records"
 )
 
 // FieldConflict is one field that another field manager owns.
@@ -42,24 +44,40 @@ func (e *ConflictError) Error() string {
 	}
 	slices.Sort(managers)
 	parts := make([]string, len(managers))
+	var ours, others bool
 	for i, m := range managers {
-		parts[i] = fmt.Sprintf("%s owned by field manager %q", strings.Join(byManager[m], ", "), m)
+		parts[i] = fmt.Sprintf("%s owned by %s", strings.Join(byManager[m], ", "), records.DescribeFieldManager(m))
+		if records.IsFieldManager(m) {
+			ours = true
+		} else {
+			others = true
+		}
 	}
-	return fmt.Sprintf("%s: server-side apply conflict: %s; another tool applies these fields: "+
-		"stop managing them in one of the two, or force conflicts to take them over",
-		e.Object, strings.Join(parts, "; "))
+	var advice []string
+	if ours {
+		advice = append(advice, "another rollout or module assignment applies these fields, and an object has one owner: "+
+			"leave it to one of the two (forcing conflicts does not take fields from another rollout)")
+	}
+	if others {
+		advice = append(advice, "another tool applies these fields: stop managing them in one of the two, or force conflicts to take them over")
+	}
+	return fmt.Sprintf("%s: server-side apply conflict: %s; %s", e.Object, strings.Join(parts, "; "), strings.Join(advice, "; "))
 }
 
 // vetConflicts intercepts the client's Patch calls. ssa forces ownership on every apply, its
-// dry-runs included; without ForceConflicts, a dry-run apply is first sent unforced, and
-// when the server reports conflicts:
-//   - with plain updaters only (kubectl edit/scale/patch, client-side apply), the forced
-//     dry-run follows: taking back fields we applied is how drift is repaired;
-//   - with another server-side applier, the patch fails with a ConflictError, and ssa's
-//     ApplyAll stops before applying anything, since it dry-runs every object first.
+// dry-runs included; a dry-run apply is first sent unforced, and when the server reports
+// conflicts:
+//   - with plain updaters only (kubectl edit/scale/patch, client-side apply), or with the
+//     legacy field manager (ours, see DefaultFieldManager), the forced dry-run follows: taking
+//     back fields we applied is how drift is repaired;
+//   - with another rollout or module assignment (another key's field manager), the patch
+//     fails with a ConflictError, forced or not: an object has one owner;
+//   - with another server-side applier, the patch fails with a ConflictError unless
+//     ForceConflicts.
 //
-// The real apply stays forced: its dry-run has just shown that it takes nothing from another
-// applier.
+// ssa's ApplyAll stops before applying anything on such an error, since it dry-runs every
+// object first. The real apply stays forced: its dry-run has just shown that it takes nothing
+// it must not.
 func (a *Applier) vetConflicts(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
 	po := (&client.PatchOptions{}).ApplyOptions(opts)
 	forced := po.Force != nil && *po.Force
@@ -75,14 +93,28 @@ func (a *Applier) vetConflicts(ctx context.Context, c client.WithWatch, obj clie
 	if len(conflicts) == 0 {
 		return err // a conflict of another kind (e.g. a stale resourceVersion): ssa reports it
 	}
-	if applied := slices.DeleteFunc(conflicts, func(c FieldConflict) bool { return !c.Applied }); len(applied) > 0 {
+	refused := slices.DeleteFunc(conflicts, func(c FieldConflict) bool { return !a.refuses(c) })
+	if len(refused) > 0 {
 		gvk := obj.GetObjectKind().GroupVersionKind()
 		return &ConflictError{
 			Object:    ObjectRef{Group: gvk.Group, Version: gvk.Version, Kind: gvk.Kind, Namespace: obj.GetNamespace(), Name: obj.GetName()},
-			Conflicts: applied,
+			Conflicts: refused,
 		}
 	}
 	return c.Patch(ctx, obj, patch, opts...)
+}
+
+// refuses says whether the Applier must not take field conflict c over: another key's field
+// manager's always, another server-side applier's unless ForceConflicts; never a plain
+// updater's or our own (the legacy manager's).
+func (a *Applier) refuses(c FieldConflict) bool {
+	switch {
+	case !c.Applied || a.ours(c.Manager):
+		return false
+	case records.IsFieldManager(c.Manager):
+		return true
+	}
+	return !a.opts.ForceConflicts
 }
 
 // fieldConflicts reads the conflicts out of a server-side apply conflict error. The API server

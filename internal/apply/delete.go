@@ -47,7 +47,8 @@ func (a *Applier) Prune(ctx context.Context, previous Inventory, objs []*unstruc
 //   - objects annotated or labelled gradual.dev/prune: disabled;
 //   - the system namespaces (default, kube-*);
 //   - objects that other field managers manage and the Applier's does not (someone else's
-//     now, e.g. replaced);
+//     now, e.g. replaced, or another rollout's); the legacy field manager (DefaultFieldManager)
+//     counts as the Applier's;
 //   - Namespaces and CRDs that another field manager also manages, a Namespace that holds
 //     objects not in inv (or kept), and a CRD whose custom resources are not all in inv (or
 //     kept): deleting them would take those objects with them.
@@ -117,9 +118,11 @@ func (a *Applier) keepReason(ctx context.Context, ref ObjectRef, live *metav1.Pa
 	// An object whose applied fields are only its name (a bare Namespace) has no managed
 	// fields entry of ours: the API server drops empty ones. So only another manager's
 	// entry without ours says the object is someone else's now (replaced, or taken over).
+	// The legacy field manager (DefaultFieldManager) is ours: objects applied before each
+	// rollout had its own manager are still only its.
 	managers := managersOf(live.GetManagedFields())
-	ours := slices.Contains(managers, a.opts.FieldManager)
-	others := slices.DeleteFunc(managers, func(m string) bool { return m == a.opts.FieldManager })
+	ours := slices.ContainsFunc(managers, a.ours)
+	others := slices.DeleteFunc(managers, a.ours)
 	switch {
 	case !ours && len(others) > 0:
 		return fmt.Sprintf("managed by field manager %s, not by %q", quoteAll(others), a.opts.FieldManager), nil

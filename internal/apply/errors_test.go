@@ -1,6 +1,7 @@
 package apply
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"reflect"
@@ -62,6 +63,13 @@ func TestErrorMessages(t *testing.T) {
 		want: `Deployment demo/web: server-side apply conflict: .spec.template.spec.containers[name="web"].image owned by field manager "argocd"; ` +
 			`.spec.replicas, .metadata.labels.app owned by field manager "flux"; another tool applies these fields: stop managing them in one of the two, or force conflicts to take them over`,
 	}, {
+		name: "conflict with another rollout",
+		err: &ConflictError{Object: cfg, Conflicts: []FieldConflict{
+			{Manager: "gradual/rollout/team-a/web", Field: ".data.color", Applied: true},
+		}},
+		want: `ConfigMap demo/cfg: server-side apply conflict: .data.color owned by rollout team-a/web; another rollout or module assignment ` +
+			`applies these fields, and an object has one owner: leave it to one of the two (forcing conflicts does not take fields from another rollout)`,
+	}, {
 		name: "object",
 		err:  &ObjectError{Object: cfg, Op: "delete", Err: errors.New("boom")},
 		want: "ConfigMap demo/cfg: delete: boom",
@@ -113,9 +121,12 @@ func TestFieldConflicts(t *testing.T) {
 // dry-run apply with a given conflict, and records what was sent.
 func TestVetConflicts(t *testing.T) {
 	a := &Applier{opts: Options{FieldManager: "gradual"}}
+	mine := &Applier{opts: Options{FieldManager: "gradual/rollout/team-a/web"}}
+	forcing := &Applier{opts: Options{FieldManager: "gradual/rollout/team-a/web", ForceConflicts: true}}
 	apply := []client.PatchOption{client.DryRunAll, client.ForceOwnership, client.FieldOwner("gradual")}
 	for _, tc := range []struct {
 		name     string
+		applier  *Applier
 		conflict error
 		opts     []client.PatchOption
 		wantErr  string
@@ -126,6 +137,13 @@ func TestVetConflicts(t *testing.T) {
 		{name: "appliers are refused", conflict: conflictError(`conflict with "kubectl-edit" using v1`, `conflict with "flux"`), opts: apply,
 			wantErr: `ConfigMap demo/cfg: server-side apply conflict: .data.k1 owned by field manager "flux"; another`, wantSent: []bool{false}},
 		{name: "the real apply passes", opts: []client.PatchOption{client.ForceOwnership, client.FieldOwner("gradual")}, wantSent: []bool{true}},
+		{name: "the legacy manager's fields are taken over", applier: mine, conflict: conflictError(`conflict with "gradual"`), opts: apply,
+			wantSent: []bool{false, true}},
+		{name: "another rollout's fields are refused", applier: mine, conflict: conflictError(`conflict with "gradual"`, `conflict with "gradual/rollout/team-b/web"`),
+			opts: apply, wantErr: `ConfigMap demo/cfg: server-side apply conflict: .data.k1 owned by rollout team-b/web; another rollout`, wantSent: []bool{false}},
+		{name: "another rollout's fields are refused when forcing", applier: forcing, conflict: conflictError(`conflict with "flux"`, `conflict with "gradual/rollout/team-b/web"`),
+			opts: apply, wantErr: `ConfigMap demo/cfg: server-side apply conflict: .data.k1 owned by rollout team-b/web; another rollout`, wantSent: []bool{false}},
+		{name: "forcing takes other appliers' fields", applier: forcing, conflict: conflictError(`conflict with "flux"`), opts: apply, wantSent: []bool{false, true}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var sent []bool
@@ -141,7 +159,8 @@ func TestVetConflicts(t *testing.T) {
 				},
 			})
 			o := obj("v1", "ConfigMap", "demo", "cfg")
-			err := a.vetConflicts(t.Context(), inner, o, client.Apply, tc.opts...)
+			applier := cmp.Or(tc.applier, a)
+			err := applier.vetConflicts(t.Context(), inner, o, client.Apply, tc.opts...)
 			if tc.wantErr == "" && err != nil || tc.wantErr != "" && (err == nil || !strings.HasPrefix(err.Error(), tc.wantErr)) {
 				t.Errorf("err = %v, want %q", err, tc.wantErr)
 			}

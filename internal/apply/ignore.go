@@ -97,11 +97,12 @@ func (a *Applier) keepIgnored(ctx context.Context, objs []*unstructured.Unstruct
 	return nil
 }
 
-// othersFields decodes the managed fields of every field manager but ours.
+// othersFields decodes the managed fields of every field manager but ours (the legacy one
+// included: its fields are taken over by the apply).
 func (a *Applier) othersFields(live *unstructured.Unstructured) ([]map[string]any, error) {
 	var out []map[string]any
 	for _, mf := range live.GetManagedFields() {
-		if mf.Manager == a.opts.FieldManager || mf.FieldsV1 == nil {
+		if a.ours(mf.Manager) || mf.FieldsV1 == nil {
 			continue
 		}
 		var fields map[string]any

@@ -24,9 +24,11 @@ import (
 
 // adoptions returns what the provisioning record of a change to objs must say was adopted:
 // what the records adopted already, and the objects of objs that no record holds and that are
-// on the cluster, made by someone else. It reads only. Sorted, so that the record written again
-// by a retry is the same.
-func adoptions(ctx context.Context, applier objectApplier, state *records.State, objs []*unstructured.Unstructured) ([]records.Adopted, error) {
+// on the cluster, made by someone else. Those another rollout or module assignment manages (its
+// field manager is on them) are not someone else's to adopt: they are returned as claims, for
+// the caller to refuse. It reads only. Sorted, so that the record written again by a retry is
+// the same.
+func adoptions(ctx context.Context, c *conn, cluster string, state *records.State, objs []*unstructured.Unstructured) ([]records.Adopted, []Claim, error) {
 	prior := state.AdoptedOf()
 	ours := map[manifest.Identity]bool{}
 	for _, ref := range previousInventory(state, "") {
@@ -43,19 +45,21 @@ func adoptions(ctx context.Context, applier objectApplier, state *records.State,
 	for _, a := range prior {
 		out = append(out, a)
 	}
+	var claims []Claim
 	if len(fresh) > 0 {
-		found, err := applier.Existing(ctx, fresh)
+		found, err := c.applier.Existing(ctx, fresh)
 		if err != nil {
-			return nil, fmt.Errorf("read which objects exist already: %w", err)
+			return nil, nil, fmt.Errorf("read which objects exist already: %w", err)
 		}
+		claims = claimsOf(found, cluster, c.manager, nil)
 		for _, e := range found {
-			if e.Foreign(apply.DefaultFieldManager) {
+			if e.Foreign(c.manager) {
 				out = append(out, records.Adopted{Object: e.Object, Managers: e.Managers, Saved: e.Saved, SavedSize: e.SavedSize})
 			}
 		}
 	}
 	slices.SortFunc(out, func(a, b records.Adopted) int { return compareIdentity(a.Object.Identity(), b.Object.Identity()) })
-	return out, nil
+	return out, claims, nil
 }
 
 func compareIdentity(a, b manifest.Identity) int {
@@ -161,7 +165,7 @@ func (s *Service) Adoptions(ctx context.Context, spec Spec, clusters []string) (
 		out []Found
 	)
 	errs := s.forEach(ctx, clusters, func(ctx context.Context, name string) error {
-		c, err := s.cluster(ctx, spec.ClusterNamespace, name, spec.ForceConflicts)
+		c, err := s.cluster(ctx, spec.ClusterNamespace, name, spec.Key, spec.ForceConflicts)
 		if err != nil {
 			return err
 		}
@@ -170,7 +174,7 @@ func (s *Service) Adoptions(ctx context.Context, spec Spec, clusters []string) (
 			return fmt.Errorf("read records: %w", err)
 		}
 		prior := state.AdoptedOf()
-		adopted, err := adoptions(ctx, c.applier, state, spec.Objects.Objects)
+		adopted, _, err := adoptions(ctx, c, name, state, spec.Objects.Objects) // claims: see Claims
 		if err != nil {
 			return err
 		}

@@ -13,7 +13,7 @@ import (
 // time, so a bundle that cannot apply is refused before any cluster is touched.
 func (s *Service) Check(ctx context.Context, spec Spec, clusters []string) error {
 	errs := s.forEach(ctx, clusters, func(ctx context.Context, name string) error {
-		c, err := s.cluster(ctx, spec.ClusterNamespace, name, spec.ForceConflicts)
+		c, err := s.cluster(ctx, spec.ClusterNamespace, name, spec.Key, spec.ForceConflicts)
 		if err != nil {
 			return err
 		}

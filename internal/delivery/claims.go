@@ -7,25 +7,40 @@ import (
 	"strings"
 	"sync"
 
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/gradual-dev/terraform-provider-gradual/internal/apply"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/fleet"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/manifest"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/records"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/usererr"
 )
 
-// Claim is an object of a spec that another key's records on a cluster already hold.
+// Claim is an object of a spec that another key already holds on a cluster: its records do,
+// or its field manager manages the live object.
 type Claim struct {
 	Cluster string
 	Object  string
 	Owner   records.Key
+	// Manager is the other key's field manager when it does not say which key it is (a
+	// shortened one, see records.Key.FieldManager); Owner is then zero.
+	Manager string
 }
 
-// Claims reports, for each of clusters, the objects of spec that the current (or in-flight)
-// revision of another key holds there: two owners would apply and prune the same object. Both
-// use the same field manager, so server-side apply alone would never see the conflict.
-// ignore, when not nil, exempts keys (e.g. the caller's own other modules).
+// owner names the claim's owner: its key, or else its field manager.
+func (c Claim) owner() string {
+	if c.Owner == (records.Key{}) {
+		return records.DescribeFieldManager(c.Manager)
+	}
+	return c.Owner.Describe()
+}
+
+// Claims reports, for each of clusters, the objects of spec that another key holds there: the
+// current (or in-flight) revision of another key with records in spec's record namespace, or
+// another key's field manager on the live object (whatever record namespace that key keeps its
+// records in). Two owners would apply and prune the same object. ignore, when not nil, exempts
+// keys (e.g. the rollout a plan replaces).
 func (s *Service) Claims(ctx context.Context, spec Spec, clusters []string, ignore func(records.Key) bool) ([]Claim, error) {
 	want := map[manifest.Identity]bool{}
 	for _, obj := range spec.Objects.Objects {
@@ -36,10 +51,17 @@ func (s *Service) Claims(ctx context.Context, spec Spec, clusters []string, igno
 		out []Claim
 	)
 	errs := s.forEach(ctx, clusters, func(ctx context.Context, name string) error {
-		c, err := s.cluster(ctx, spec.ClusterNamespace, name, false)
+		c, err := s.cluster(ctx, spec.ClusterNamespace, name, spec.Key, false)
 		if err != nil {
 			return err
 		}
+		managed, err := managerClaims(ctx, c, name, spec.Objects.Objects, ignore)
+		if err != nil {
+			return err
+		}
+		mu.Lock()
+		out = append(out, managed...)
+		mu.Unlock()
 		store := records.NewWorkloadStore(c.client, spec.RecordNamespace)
 		keys, err := store.Keys(ctx)
 		if err != nil {
@@ -78,6 +100,72 @@ func (s *Service) Claims(ctx context.Context, spec Spec, clusters []string, igno
 	return dedupeClaims(out), nil
 }
 
+// managerClaims lists the objects of objs on cluster (reached by c) that another key's field
+// manager manages: another rollout or module assignment applied them, in any record
+// namespace. It reads only (apply.Applier.Existing).
+func managerClaims(ctx context.Context, c *conn, cluster string, objs []*unstructured.Unstructured, ignore func(records.Key) bool) ([]Claim, error) {
+	if len(objs) == 0 {
+		return nil, nil
+	}
+	found, err := c.applier.Existing(ctx, objs)
+	if err != nil {
+		return nil, fmt.Errorf("read which objects exist already: %w", err)
+	}
+	return claimsOf(found, cluster, c.manager, ignore), nil
+}
+
+// claimsOf lists the objects of found that a key's field manager other than own manages.
+// Namespaces may be shared, and the legacy field manager is every key's. ignore, when not nil,
+// exempts keys.
+func claimsOf(found []apply.Existing, cluster, own string, ignore func(records.Key) bool) []Claim {
+	var out []Claim
+	for _, e := range found {
+		if e.Object.Group == "" && e.Object.Kind == "Namespace" {
+			continue
+		}
+		for _, m := range e.Managers {
+			if m == own || m == records.LegacyFieldManager || !records.IsFieldManager(m) {
+				continue
+			}
+			claim := Claim{Cluster: cluster, Object: e.Object.String(), Manager: m}
+			if key, ok := records.ParseFieldManager(m); ok {
+				if ignore != nil && ignore(key) {
+					continue
+				}
+				claim.Owner, claim.Manager = key, ""
+			}
+			out = append(out, claim)
+		}
+	}
+	return out
+}
+
+// CheckOwners refuses, before anything is written, objects of spec that another key's field
+// manager manages on clusters: the apply-time half of the plan's Claims, which works across
+// record namespaces. A cluster that cannot be read is left to its wave, where provisioning
+// makes the same check of the objects the rollout does not hold yet (see adoptions).
+func (s *Service) CheckOwners(ctx context.Context, spec Spec, clusters []string) error {
+	var (
+		mu  sync.Mutex
+		out []Claim
+	)
+	s.forEach(ctx, clusters, func(ctx context.Context, name string) error {
+		c, err := s.cluster(ctx, spec.ClusterNamespace, name, spec.Key, spec.ForceConflicts)
+		if err != nil {
+			return err
+		}
+		claims, err := managerClaims(ctx, c, name, spec.Objects.Objects, nil)
+		mu.Lock()
+		out = append(out, claims...)
+		mu.Unlock()
+		return err
+	})
+	if len(out) == 0 {
+		return nil
+	}
+	return ClaimsError(dedupeClaims(out), spec.Key.Describe())
+}
+
 func dedupeClaims(in []Claim) []Claim {
 	seen := map[Claim]bool{}
 	var out []Claim
@@ -104,7 +192,7 @@ func sortClaims(cs []Claim) {
 func ClaimsError(claims []Claim, mine string) error {
 	var lines []string
 	for _, c := range claims {
-		lines = append(lines, fmt.Sprintf("%s in cluster %s is managed by %s", c.Object, c.Cluster, c.Owner.Describe()))
+		lines = append(lines, fmt.Sprintf("%s in cluster %s is managed by %s", c.Object, c.Cluster, c.owner()))
 	}
 	return usererr.New("Object Claimed By Two Owners",
 		fmt.Sprintf("%s would manage objects another owner already manages, and each would overwrite and prune the other's:\n  %s\n"+

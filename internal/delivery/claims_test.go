@@ -2,6 +2,8 @@ package delivery
 
 import (
 	"context"
+	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -73,8 +75,65 @@ func TestLeave(t *testing.T) {
 		if got := c2.describeLive(); got != before || len(c2.deleted) != 0 {
 			t.Errorf("c2 after leaving (orphan) runs\n%s\nwant\n%s", got, before)
 		}
+		if want := []string{"/ConfigMap/demo/extra", "/ConfigMap/demo/web-config", "apps/Deployment/demo/web"}; !slices.Equal(sorted(c2.orphaned), want) {
+			t.Errorf("c2 left (orphan): objects handed to the legacy field manager %v, want %v", c2.orphaned, want)
+		}
 		if st := e.load(c2); st.Current != nil || st.Backup != nil {
 			t.Errorf("c2 records after leaving: %s", describeState(st))
+		}
+	})
+}
+
+// TestOwnersAcrossRecordNamespaces: an object another rollout applied, whose records live in
+// another record namespace, is claimed by that rollout's field manager on the live object:
+// plan's Claims and apply's CheckOwners refuse it naming the rollout, and a run's provisioning
+// applies nothing there. An object only the legacy field manager holds is ours to take.
+func TestOwnersAcrossRecordNamespaces(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		e := newEnv(t, testPolicy(t, "1", "1", engine.Rollback), []clusterSpec{{"c1", startFresh, faults{}}, {"c2", startFresh, faults{}}})
+		other := records.Key{Kind: "rollout", Namespace: "team-b", Name: "web"}
+		store := records.NewWorkloadStore(e.clusters["c2"].base, "team-b-records")
+		if err := store.MarkProvisioning(ctx, other, records.Revision{Revision: "abc123", Inventory: []records.ObjectRef{
+			{Version: "v1", Kind: "ConfigMap", Namespace: "demo", Name: "web-config"},
+		}}); err != nil {
+			t.Fatal(err)
+		}
+		e.seed("c2", foreignConfig(t), other.FieldManager())
+		e.seed("c1", foreignConfig(t), records.LegacyFieldManager) // applied before rollouts had managers of their own
+
+		want := "ConfigMap demo/web-config in cluster c2 is managed by rollout team-b/web"
+		err := e.svc.CheckOwners(ctx, e.spec, []string{"c1", "c2"})
+		if err == nil || !strings.Contains(err.Error(), "Object Claimed By Two Owners") || !strings.Contains(err.Error(), want) ||
+			strings.Contains(err.Error(), "cluster c1") {
+			t.Fatalf("CheckOwners = %v, want a claim saying %q, and none on c1", err, want)
+		}
+		claims, err := e.svc.Claims(ctx, e.spec, []string{"c1", "c2"}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(claims) != 1 || claims[0] != (Claim{Cluster: "c2", Object: "ConfigMap demo/web-config", Owner: other}) {
+			t.Fatalf("claims = %+v, want web-config on c2, held by %s (its records are in another record namespace)", claims, other)
+		}
+		if ignored, err := e.svc.Claims(ctx, e.spec, []string{"c2"}, func(k records.Key) bool { return k == other }); err != nil || len(ignored) != 0 {
+			t.Errorf("claims of an ignored key = %+v, %v; want none", ignored, err)
+		}
+
+		// A cluster the run's check could not see: its provisioning refuses (a refused change,
+		// not the revision's fault), and nothing is applied there.
+		w := &world{svc: e.svc, spec: e.spec, desired: e.desired.canonical, logf: e.logf}
+		err = w.record(ctx, engine.Event{Kind: engine.EventProvisioning, Target: "c2", Revision: e.spec.Revision})
+		if !errors.Is(err, engine.ErrChangeRefused) || !strings.Contains(err.Error(), want) {
+			t.Errorf("provisioning c2: %v; want a refused change saying %q", err, want)
+		}
+		if st := e.load(e.clusters["c2"]); st.Provisioning != nil {
+			t.Errorf("c2 records after the refusal: %s; want nothing in flight", describeState(st))
+		}
+		if err := w.record(ctx, engine.Event{Kind: engine.EventProvisioning, Target: "c1", Revision: e.spec.Revision}); err != nil {
+			t.Errorf("provisioning c1 (the legacy manager's object is the rollout's to take): %v", err)
+		}
+		if st := e.load(e.clusters["c1"]); st.Provisioning == nil || len(st.Provisioning.Adopted) != 0 {
+			t.Errorf("c1 records: %s, adopted %v; want provisioning, adopting nothing", describeState(st), st.Provisioning)
 		}
 	})
 }

@@ -137,7 +137,7 @@ func (s *Service) destroyCluster(ctx context.Context, spec Spec, name string, or
 	if err := records.Fenced(ctx); err != nil {
 		return "", err
 	}
-	c, err := s.cluster(ctx, spec.ClusterNamespace, name, spec.ForceConflicts)
+	c, err := s.cluster(ctx, spec.ClusterNamespace, name, spec.Key, spec.ForceConflicts)
 	if err != nil {
 		return "", err
 	}
@@ -146,7 +146,13 @@ func (s *Service) destroyCluster(ctx context.Context, spec Spec, name string, or
 	if err != nil {
 		return "", fmt.Errorf("read records: %w", err)
 	}
-	if !orphan {
+	if orphan {
+		// Left in place, and to whichever rollout applies them next: under the rollout's own
+		// field manager they would stay claimed by a rollout that no longer holds them.
+		if err := c.applier.Orphan(ctx, previousInventory(state, "")); err != nil {
+			return "", fmt.Errorf("leave objects in place: %w", err)
+		}
+	} else {
 		made, adopted := splitAdopted(previousInventory(state, ""), state.AdoptedOf())
 		res, err := c.applier.Delete(ctx, made)
 		if err != nil {

@@ -206,8 +206,8 @@ func newFakeClient(objs ...client.Object) client.WithWatch {
 type liveObject struct {
 	obj   *unstructured.Unstructured
 	ready bool
-	// foreign are its field managers other than ours (it was made by kubectl, say); ours says
-	// whether our field manager is on it too.
+	// foreign are its field managers other than ours (it was made by kubectl, or another
+	// rollout applied it); ours says whether our field manager (the rollout's) is on it too.
 	foreign []string
 	ours    bool
 }
@@ -232,6 +232,7 @@ type fakeCluster struct {
 	seeded       []*unstructured.Unstructured // made by someone else before the run (seedForeign)
 	destroying   bool                         // deletes come from a destroy: no change is in flight
 	released     []string                     // objects given back (Release, Revert)
+	orphaned     []string                     // objects left to the legacy field manager (Orphan)
 	reverted     []string                     // objects put back to saved content (Revert)
 	desiredApply int                          // successful applies of the desired revision
 	restoreOps   int                          // successful applies or deletes made to restore
@@ -533,7 +534,7 @@ func (c *fakeCluster) Existing(_ context.Context, objs []*unstructured.Unstructu
 		}
 		managers := slices.Clone(l.foreign)
 		if l.ours {
-			managers = append(managers, apply.DefaultFieldManager)
+			managers = append(managers, c.env.spec.Key.FieldManager())
 		}
 		slices.Sort(managers)
 		saved := objJSON(l.obj)
@@ -554,6 +555,22 @@ func (c *fakeCluster) Release(_ context.Context, refs []apply.ObjectRef) error {
 			l.ours = false
 			c.live[k] = l
 			c.released = append(c.released, k)
+		}
+	}
+	return nil
+}
+
+// Orphan hands objects to the legacy field manager, which every rollout counts as its own: the
+// fake keeps them ours and notes them.
+func (c *fakeCluster) Orphan(_ context.Context, refs []apply.ObjectRef) error {
+	if err := c.enter("orphan"); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, ref := range refs {
+		if _, ok := c.live[refKey(ref)]; ok {
+			c.orphaned = append(c.orphaned, refKey(ref))
 		}
 	}
 	return nil

@@ -154,7 +154,7 @@ func (s *Service) placedElsewhere(ctx context.Context, namespace string, placed 
 
 // observeCluster reads one cluster's records of key (and its drift).
 func (s *Service) observeCluster(ctx context.Context, namespace, name string, key records.Key, recordNamespace string, drift bool, ignore apply.Ignore) (engine.TargetRecord, ClusterState, error) {
-	c, err := s.cluster(ctx, namespace, name, false)
+	c, err := s.cluster(ctx, namespace, name, key, false)
 	if err != nil {
 		return engine.TargetRecord{}, ClusterState{}, err
 	}

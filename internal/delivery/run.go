@@ -128,6 +128,12 @@ func (s *Service) Run(ctx context.Context, req RunRequest) (_ *RunResult, err er
 		return &RunResult{Plan: plan, After: obs}, usererr.New("Canary Not Available", CanaryGapsDetail(gaps)+
 			"\n\nThe fleet changed since the plan; nothing was applied. Plan again once the canary is ready, or set canary_optional = true.")
 	}
+	// One owner per object, across record namespaces: objects another rollout or module
+	// assignment applied (its field manager is on them) are refused before anything is written.
+	// The plan checked the records of this record namespace (Claims); the clusters say the rest.
+	if err := s.CheckOwners(ctx, spec, plannedClusters(plan)); err != nil {
+		return &RunResult{Plan: plan, After: obs}, err
+	}
 	desired, err := spec.Objects.Canonical()
 	if err != nil {
 		return nil, err
@@ -189,6 +195,15 @@ func (s *Service) Run(ctx context.Context, req RunRequest) (_ *RunResult, err er
 		return run, usererr.Wrap(err, "Rollout Failed", fmt.Sprintf("%s did not complete revision %s.", capitalize(spec.Key.Describe()), spec.Revision))
 	}
 	return run, nil
+}
+
+// plannedClusters lists the clusters plan's waves change.
+func plannedClusters(plan engine.Plan) []string {
+	var out []string
+	for _, wave := range plan.Waves {
+		out = append(out, wave...)
+	}
+	return out
 }
 
 // capitalize starts s with a capital letter, for a sentence that starts with a key's
@@ -260,7 +275,7 @@ func (s *Service) driftedOf(ctx context.Context, spec Spec, targets []engine.Tar
 	var mu sync.Mutex
 	out := map[string]bool{}
 	s.forEach(ctx, names, func(ctx context.Context, name string) error {
-		c, err := s.cluster(ctx, spec.ClusterNamespace, name, spec.ForceConflicts)
+		c, err := s.cluster(ctx, spec.ClusterNamespace, name, spec.Key, spec.ForceConflicts)
 		if err != nil {
 			return err
 		}

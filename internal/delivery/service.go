@@ -44,11 +44,14 @@ type Service struct {
 }
 
 // conn is one workload cluster's clients as a rollout uses them: the shared ones of
-// fleet.Clients, with the rollout's own force_conflicts.
+// fleet.Clients, with the rollout's own force_conflicts and field manager.
 type conn struct {
 	cfg     *rest.Config
 	client  client.Client
 	applier objectApplier
+	// manager is the field manager the applier applies with: the rollout's own
+	// (records.Key.FieldManager).
+	manager string
 }
 
 // objectApplier is what delivery does with a workload cluster's objects: *apply.Applier, or a
@@ -63,7 +66,21 @@ type objectApplier interface {
 	Drift(ctx context.Context, objs []*unstructured.Unstructured) ([]apply.Drift, error)
 	Existing(ctx context.Context, objs []*unstructured.Unstructured) ([]apply.Existing, error)
 	Release(ctx context.Context, refs []apply.ObjectRef) error
+	Orphan(ctx context.Context, refs []apply.ObjectRef) error
 	Revert(ctx context.Context, saved []*unstructured.Unstructured) error
+}
+
+// as returns c with an applier that applies, prunes, deletes, reverts, releases and checks
+// drift with key's own field manager (records.Key.FieldManager), so that server-side apply
+// tells two rollouts apart; c itself, shared by every rollout that reaches the cluster, stays
+// as it is. A fake applier is kept, only the manager is set.
+func (c *conn) as(key records.Key) *conn {
+	out := *c
+	out.manager = key.FieldManager()
+	if a, ok := c.applier.(*apply.Applier); ok {
+		out.applier = a.WithFieldManager(out.manager)
+	}
+	return &out
 }
 
 // ignoring returns c with an applier that leaves the fields ig names alone; c itself, shared
@@ -108,9 +125,14 @@ func New(clients *fleet.Clients, opts Options) *Service {
 		}}
 }
 
-// cluster returns the clients of one workload cluster, with force_conflicts as force.
-func (s *Service) cluster(ctx context.Context, namespace, name string, force bool) (*conn, error) {
-	return s.dial(ctx, namespace, name, force)
+// cluster returns the clients of one workload cluster as key uses them: with key's field
+// manager, and force_conflicts as force.
+func (s *Service) cluster(ctx context.Context, namespace, name string, key records.Key, force bool) (*conn, error) {
+	c, err := s.dial(ctx, namespace, name, force)
+	if err != nil {
+		return nil, err
+	}
+	return c.as(key), nil
 }
 
 // managementStore is the management cluster's record store for key's records namespace.

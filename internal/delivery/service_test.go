@@ -11,6 +11,7 @@ import (
 
 	"github.com/gradual-dev/terraform-provider-gradual/internal/apply"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/fleet"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/records"
 )
 
 func kubeconfigSecret(name, token string) *corev1.Secret {
@@ -28,7 +29,8 @@ current-context: %[1]s
 }
 
 // TestServiceSharesClusterClients: a rollout's clients are fleet.Clients' shared ones (one
-// connection per cluster, whatever the rollout), with the rollout's own force_conflicts.
+// connection per cluster, whatever the rollout), with the rollout's own force_conflicts and
+// field manager.
 func TestServiceSharesClusterClients(t *testing.T) {
 	ctx := context.Background()
 	clients := fleet.NewClients(&fleet.Management{Client: newFakeClient(kubeconfigSecret("c1", "token-1")), RESTConfig: &rest.Config{}}, nil)
@@ -37,21 +39,27 @@ func TestServiceSharesClusterClients(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	plain, err := svc.cluster(ctx, "fleet", "c1", false)
+	key := records.Key{Kind: "rollout", Namespace: "fleet", Name: "web"}
+	plain, err := svc.cluster(ctx, "fleet", "c1", key, false)
 	if err != nil {
 		t.Fatal(err)
 	}
-	forced, err := svc.cluster(ctx, "fleet", "c1", true)
+	forced, err := svc.cluster(ctx, "fleet", "c1", key, true)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if plain.client != shared.Client || forced.client != shared.Client || plain.cfg.BearerToken != "token-1" {
 		t.Error("a rollout's clients are not the shared ones")
 	}
-	if plain.applier != shared.Applier || shared.Applier.ForceConflicts() {
-		t.Error("without force_conflicts the shared Applier is used as it is")
+	if a, ok := plain.applier.(*apply.Applier); !ok || a == shared.Applier || a.ForceConflicts() || a.Client() != shared.Client ||
+		a.FieldManager() != "gradual/rollout/fleet/web" || plain.manager != a.FieldManager() {
+		t.Error("the rollout gets a copy of the shared Applier with its own field manager")
 	}
-	if a, ok := forced.applier.(*apply.Applier); !ok || a == shared.Applier || !a.ForceConflicts() || a.Client() != shared.Client {
-		t.Error("with force_conflicts the rollout gets a forcing copy of the shared Applier")
+	if shared.Applier.ForceConflicts() || shared.Applier.FieldManager() != apply.DefaultFieldManager {
+		t.Error("the shared Applier changed")
+	}
+	if a, ok := forced.applier.(*apply.Applier); !ok || a == shared.Applier || !a.ForceConflicts() || a.Client() != shared.Client ||
+		a.FieldManager() != "gradual/rollout/fleet/web" {
+		t.Error("with force_conflicts the rollout gets a forcing copy of the shared Applier, with its own field manager")
 	}
 }

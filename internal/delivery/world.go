@@ -96,7 +96,7 @@ const (
 )
 
 func (w *world) conn(ctx context.Context, target string) (*conn, *records.WorkloadStore, error) {
-	c, err := w.svc.cluster(ctx, w.spec.ClusterNamespace, target, w.spec.ForceConflicts)
+	c, err := w.svc.cluster(ctx, w.spec.ClusterNamespace, target, w.spec.Key, w.spec.ForceConflicts)
 	if err != nil {
 		return nil, nil, err // classified by the caller's retry: a deleted Secret makes it gone
 	}
@@ -333,9 +333,14 @@ func (w *world) record(ctx context.Context, ev engine.Event) error {
 		if err != nil {
 			return fmt.Errorf("read records: %w", err)
 		}
-		adopted, err := adoptions(ctx, c.applier, state, w.spec.Objects.Objects)
+		adopted, claims, err := adoptions(ctx, c, ev.Target, state, w.spec.Objects.Objects)
 		if err != nil {
 			return err
+		}
+		if len(claims) > 0 {
+			// Another rollout or module assignment applied them since the run's check (or this
+			// cluster could not be read then): nothing is applied here.
+			return engine.Mark(engine.ErrChangeRefused, ClaimsError(dedupeClaims(claims), key.Describe()))
 		}
 		return store.MarkProvisioning(ctx, key, records.Revision{
 			Revision:  ev.Revision,

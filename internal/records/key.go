@@ -155,3 +155,73 @@ func ParseKey(s string) (Key, error) {
 	k := Key{Kind: parts[0], Namespace: parts[1], Name: parts[2]}
 	return k, k.Validate()
 }
+
+// LegacyFieldManager is the server-side apply field manager that every rollout and module
+// assignment shared before each key got its own (Key.FieldManager). Objects applied then are
+// still managed by it: it is ours, of no key in particular, and the next apply of a key takes
+// its fields over.
+const LegacyFieldManager = "gradual"
+
+// fieldManagerPrefix starts the field manager of every key.
+const fieldManagerPrefix = LegacyFieldManager + "/"
+
+// MaxFieldManagerLength is the API server's limit on a field manager's name.
+const MaxFieldManagerLength = 128
+
+// FieldManager is the server-side apply field manager that k applies with:
+// "gradual/<kind>/<namespace>/<name>". One longer than MaxFieldManagerLength is shortened
+// deterministically: its beginning, "~" and Hash(), exactly MaxFieldManagerLength long, so it
+// stays unique and recognizably ours, though ParseFieldManager cannot read the key back from
+// it. (A full name that happens to look shortened is shortened too, so none is ambiguous.)
+func (k Key) FieldManager() string {
+	m := fieldManagerPrefix + k.String()
+	if len(m) <= MaxFieldManagerLength && !shortened(m) {
+		return m
+	}
+	suffix := "~" + k.Hash()
+	return m[:MaxFieldManagerLength-len(suffix)] + suffix
+}
+
+// shortened reports whether m has the form of a shortened field manager: MaxFieldManagerLength
+// long, ending in "~" and 16 hex digits.
+func shortened(m string) bool {
+	const hashLength = 16
+	if len(m) != MaxFieldManagerLength || m[len(m)-hashLength-1] != '~' {
+		return false
+	}
+	_, err := hex.DecodeString(m[len(m)-hashLength:])
+	return err == nil
+}
+
+// IsFieldManager reports whether m is a field manager of this provider: a key's
+// (Key.FieldManager) or the legacy one.
+func IsFieldManager(m string) bool {
+	return m == LegacyFieldManager || strings.HasPrefix(m, fieldManagerPrefix)
+}
+
+// ParseFieldManager reads the key back from its field manager. It fails for the legacy
+// manager, for one that is not ours and for a shortened one (whose key is not all in it).
+func ParseFieldManager(m string) (Key, bool) {
+	rest, ok := strings.CutPrefix(m, fieldManagerPrefix)
+	if !ok || shortened(m) {
+		return Key{}, false
+	}
+	k, err := ParseKey(rest)
+	if err != nil || k.FieldManager() != m {
+		return Key{}, false
+	}
+	return k, true
+}
+
+// DescribeFieldManager names the owner behind field manager m for messages: "rollout
+// fleet/web" for a key's, "another rollout or module assignment (field manager "...")" for a
+// shortened one, and the manager itself, quoted, for anyone else's.
+func DescribeFieldManager(m string) string {
+	if k, ok := ParseFieldManager(m); ok {
+		return k.Describe()
+	}
+	if IsFieldManager(m) {
+		return fmt.Sprintf("another rollout or module assignment (field manager %q)", m)
+	}
+	return fmt.Sprintf("field manager %q", m)
+}

@@ -17,7 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/gradual-dev/terraform-provider-gradual/internal/acctest"
-	"github.com/gradual-dev/terraform-provider-gradual/internal/apply"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/records"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/testbed"
 )
 
@@ -52,7 +52,7 @@ func expectAdoptedSettings(f *testbed.Fleet, cluster, ns, want string) error {
 	}
 	// kubectl-create may have no field left (the rollout took its one field over, and the API
 	// server drops empty entries): given back means ours is gone.
-	if data["setting"] != want || slices.Contains(managers, apply.DefaultFieldManager) {
+	if data["setting"] != want || slices.ContainsFunc(managers, records.IsFieldManager) {
 		return fmt.Errorf("%s: ConfigMap %s/settings has data %v, managers %v; want setting %q, without our field manager", cluster, ns, data, managers, want)
 	}
 	return nil
