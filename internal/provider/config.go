@@ -20,6 +20,7 @@ import (
 	"github.com/gradual-dev/terraform-provider-gradual/internal/delivery"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/diagnostics"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/fleet"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/inplace/owners"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/providerdata"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/shared"
 )
@@ -305,7 +306,8 @@ func (p *gradualProvider) Configure(ctx context.Context, req provider.ConfigureR
 		opts.LeaseDuration, _ = time.ParseDuration(s)
 	}
 	clients := fleet.NewClients(mgmt, nil)
-	data := &providerdata.Data{Management: mgmt, Clients: clients, Delivery: delivery.New(clients, opts), Replacements: &providerdata.Replacements{}}
+	data := &providerdata.Data{Management: mgmt, Delivery: delivery.New(clients, opts), InPlace: &owners.Planner{Client: mgmt.Client, Workload: clients.Client},
+		Replacements: &providerdata.Replacements{}}
 	resp.DataSourceData = data
 	resp.ResourceData = data
 	resp.EphemeralResourceData = data

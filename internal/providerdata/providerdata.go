@@ -10,17 +10,21 @@ import (
 
 	"github.com/gradual-dev/terraform-provider-gradual/internal/delivery"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/fleet"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/inplace/owners"
 )
 
 // Data is the provider's configured state.
+//
+// It holds services, not clients: every workload cluster's clients are owned by one
+// fleet.Clients (built once per cluster and provider process, under one freshness rule),
+// which Delivery and InPlace share.
 type Data struct {
+	// Management discovers the fleet's Clusters and reads their credentials.
 	Management *fleet.Management
-	// Clients owns every workload cluster's clients (built once per cluster and provider
-	// process, under one freshness rule); Delivery and in-place updates both use it.
-	Clients *fleet.Clients
-	// Delivery carries revisions to the workload clusters; resources share it so that each
-	// cluster's clients are built once per run of the provider.
+	// Delivery carries revisions to the workload clusters.
 	Delivery *delivery.Service
+	// InPlace plans and carries out in-place updates of machines.
+	InPlace *owners.Planner
 	// Replacements are the creates this process planned as replacements (see Replacements).
 	Replacements *Replacements
 }

@@ -153,11 +153,9 @@ func patchBytes(v types.String) []byte {
 	return []byte(v.ValueString())
 }
 
-// planner is the live planner over the provider's management connection; it checks Nodes
-// with the workload clients the provider shares (fleet.Clients).
-func planner(data *providerdata.Data) *owners.Planner {
-	return &owners.Planner{Client: data.Management.Client, Workload: data.Clients.Client}
-}
+// planner is the provider's in-place planner (over its management connection, checking Nodes
+// with the workload clients the provider shares).
+func planner(data *providerdata.Data) *owners.Planner { return data.InPlace }
 
 // machinesValue is the `machines` list of a plan.
 func machinesValue(plan inplace.Plan) (types.List, diag.Diagnostics) {

@@ -94,15 +94,9 @@ func (r *assignmentResource) apply(ctx context.Context, timeout time.Duration, p
 		}
 	}
 	plan.private.Clusters = observed.private.Clusters
-	if plan.Summary.IsUnknown() {
-		plan.Summary = observed.Summary
-	}
-	if plan.Attention.IsUnknown() {
-		plan.Attention = observed.Attention
-	}
-	if plan.Skipped.IsUnknown() {
-		plan.Skipped = observed.Skipped
-	}
+	// What the run did, rather than what the fleet reads now: the waves carried out and the
+	// clusters let go of (none: an assignment lets go of them by their bindings). The rest
+	// comes from what apply left.
 	if plan.Leaving.IsUnknown() {
 		plan.setLeaving(nil)
 	}
@@ -113,6 +107,7 @@ func (r *assignmentResource) apply(ctx context.Context, timeout time.Duration, p
 		}
 		plan.setWaves(assignment.Waves(assignment.Plan{Apply: applied}, spec))
 	}
+	shared.FillUnknown(plan, &observed)
 	if err != nil {
 		diags.Append(diagnostics.FromError(err, "Module Assignment Failed"))
 		return false

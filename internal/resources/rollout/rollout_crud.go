@@ -142,21 +142,8 @@ func (m *Model) settleOutcome(ctx context.Context, after *delivery.Observation, 
 		// when it could not read the fleet, what the last refresh read.
 		m.private.Clusters = observed.private.Clusters
 	}
-	if m.Summary.IsUnknown() {
-		m.Summary = observed.Summary
-	}
-	if m.Attention.IsUnknown() {
-		m.Attention = observed.Attention
-	}
-	if m.BackupRevision.IsUnknown() {
-		m.BackupRevision = observed.BackupRevision
-	}
-	if m.InvalidRevisions.IsUnknown() {
-		m.InvalidRevisions = observed.InvalidRevisions
-	}
-	if m.Skipped.IsUnknown() {
-		m.Skipped = observed.Skipped
-	}
+	// What the run did, rather than what the fleet reads now: the waves carried out and the
+	// clusters let go of. The rest comes from what apply left.
 	if m.Waves.IsUnknown() {
 		var done engine.Plan
 		if run != nil {
@@ -171,6 +158,7 @@ func (m *Model) settleOutcome(ctx context.Context, after *delivery.Observation, 
 		}
 		m.setLeaving(left)
 	}
+	shared.FillUnknown(m, &observed)
 	if read {
 		m.private.Leaving = observed.private.Leaving
 	}
