@@ -2,8 +2,11 @@
 # Acceptance tests against real local fleets: builds the toolchain if needed, starts one test bed
 # (a management cluster and three workload clusters) per CLI, and runs the acceptance tests on
 # OpenTofu and, when `terraform` is on PATH, on Terraform, the two side by side (each on its own
-# fleet), then the modules' tests, then the tests against the real Cluster API controllers. Every
-# fleet is torn down on exit, whatever happened.
+# fleet). Each lane then goes on with what follows on its own: the OpenTofu lane with the
+# modules' tests and gradual_inplace_update on the real Cluster API controllers, the Terraform
+# lane with the plan line budget on a scale bed, the Cluster API controllers' own test and
+# gradual_inplace_update on them under Terraform (the Cluster API fleets take a lock, so one
+# runs at a time). Every fleet is torn down on exit, whatever happened.
 #
 #   GRADUAL_TESTACC_SERIAL=1 tools/testacc.sh   # one CLI after the other, on one fleet
 #
@@ -18,11 +21,15 @@ cd "$(dirname "$0")/.."
 env_file=$(tools/toolchain.sh | tail -n 1)
 # shellcheck disable=SC1090
 source "$env_file"
+# The Cluster API controllers too (built once, cached), before the lanes that use them start.
+env_file=$(tools/toolchain.sh cluster-api | tail -n 1)
+# shellcheck disable=SC1090
+source "$env_file"
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/gradual-testacc.XXXXXX")
 testbed="$work/gradual-testbed"
 go build -o "$testbed" ./cmd/gradual-testbed
-fleets=()
+fleets=("$work/scale") # the scale bed, started by a lane; down is a no-op until then
 lanes=()
 cleanup() {
   for pid in "${lanes[@]}"; do kill "$pid" 2>/dev/null || true; done
@@ -92,12 +99,60 @@ acc() {
 }
 tofu_env=(TF_ACC_PROVIDER_NAMESPACE=hashicorp TF_ACC_PROVIDER_HOST=registry.opentofu.org)
 
+# scale CLI-NAME CLI-PATH [env assignments...]: the plan line budget on the scale bed.
+scale() {
+  local cli=$1 path=$2; shift 2
+  echo "[testacc] plan line budget on the scale bed, $cli" >&2
+  GRADUAL_TESTBED_SCALE_DIR="$work/scale" run_one internal/scaleacc 20m '^TestAccScale_' "$@" TF_ACC_TERRAFORM_PATH="$path"
+}
+# The plan line budget at a few hundred clusters (internal/scaleacc) needs a scale bed of its own:
+# 450 CAPI Clusters over 3 kwok API servers, of which the test picks ~300.
+scale_stage() {
+  echo "[testacc] starting the scale bed: 450 CAPI Clusters over 3 kwok API servers" >&2
+  "$testbed" up --dir "$work/scale" --workloads 3 --clusters 450 >/dev/null
+  local rc=0
+  scale OpenTofu "$GRADUAL_TOFU" || rc=1
+  if [ -n "${GRADUAL_TERRAFORM:-}" ]; then scale Terraform "$GRADUAL_TERRAFORM" || rc=1; fi
+  "$testbed" down --dir "$work/scale" >&2 || true
+  return "$rc"
+}
+
+# The real Cluster API controllers (core, kubeadm bootstrap and control plane, CAPD in memory, the
+# test extension): CAPI provisions a cluster itself and updates a Machine in place. The test starts
+# its own management cluster with the controllers (CAPD binds fixed ports: the tests take
+# /tmp/gradual-capi.lock, so one such fleet runs at a time).
+capi_controllers() {
+  echo "[testacc] Cluster API controllers" >&2
+  # The lock the in-place tests take (internal/resources/inplaceupdate), so that the two never
+  # run their fleets at once.
+  (
+    flock 9
+    run_one internal/testbed 15m '^TestClusterAPIControllers$' GRADUAL_TEST_CLUSTER_API=1
+  ) 9>/tmp/gradual-capi.lock
+}
+
+# gradual_inplace_update against those controllers: the preview and CAPI's choice agree (a
+# covered version bump done in place, same Machine), an uncovered change refused at plan, a stale
+# plan stopping the apply. One Cluster API fleet per CLI run, started by the tests. Verbose (-v):
+# each test's time and what it logs (the fleet's start, Machine UIDs before and after) are the
+# figures these runs are read for.
+capi_acc() {
+  local cli=$1 path=$2; shift 2
+  echo "[testacc] gradual_inplace_update on the real Cluster API controllers, $cli" >&2
+  run_one internal/resources/inplaceupdate 20m '^TestAccCAPIInPlace_' "$@" TF_ACC_TERRAFORM_PATH="$path" GRADUAL_TEST_CLUSTER_API=1
+}
+
 if [ -n "${GRADUAL_TESTACC_SERIAL:-}" ] || [ -z "${GRADUAL_TERRAFORM:-}" ]; then
   [ -n "${GRADUAL_TERRAFORM:-}" ] || echo "[testacc] terraform not on PATH: Terraform run skipped" >&2
   up fleet
   acc OpenTofu "$GRADUAL_TOFU" "$work/fleet" "${tofu_env[@]}"
   [ -z "${GRADUAL_TERRAFORM:-}" ] || acc Terraform "$GRADUAL_TERRAFORM" "$work/fleet"
   GRADUAL_TESTBED_DIR="$work/fleet" tools/moduletest.sh
+  "$testbed" down --dir "$work/fleet" >&2 || true
+  scale_stage
+  capi_controllers
+  capi_acc OpenTofu "$GRADUAL_TOFU" "${tofu_env[@]}"
+  [ -z "${GRADUAL_TERRAFORM:-}" ] || capi_acc Terraform "$GRADUAL_TERRAFORM"
 else
   # Fleets start one after the other: side by side they race for free ports and CPU.
   up fleet-tofu
@@ -110,13 +165,25 @@ else
     lanes+=("$!")
   }
   # The tests marked acctest.OnOneLane (what the provider does to the fleet, not how a CLI drives
-  # it) are spread over the two lanes; the CLI-specific ones run on both. The modules' tests
-  # (`tofu test` and `terraform test`) follow OpenTofu's lane on its fleet.
+  # it) are spread over the two lanes; the CLI-specific ones run on both. A lane's fleet goes
+  # down as soon as its acceptance tests are done, before the lane's next stage starts.
   tofu_lane() {
+    local rc=0
     acc OpenTofu "$GRADUAL_TOFU" "$work/fleet-tofu" "${tofu_env[@]}" GRADUAL_ACC_LANE=0/2 &&
-      GRADUAL_TESTBED_DIR="$work/fleet-tofu" tools/moduletest.sh
+      GRADUAL_TESTBED_DIR="$work/fleet-tofu" tools/moduletest.sh || rc=1
+    "$testbed" down --dir "$work/fleet-tofu" >&2 || true
+    capi_acc OpenTofu "$GRADUAL_TOFU" "${tofu_env[@]}" || rc=1
+    return "$rc"
   }
-  terraform_lane() { acc Terraform "$GRADUAL_TERRAFORM" "$work/fleet-terraform" GRADUAL_ACC_LANE=1/2; }
+  terraform_lane() {
+    local rc=0
+    acc Terraform "$GRADUAL_TERRAFORM" "$work/fleet-terraform" GRADUAL_ACC_LANE=1/2 || rc=1
+    "$testbed" down --dir "$work/fleet-terraform" >&2 || true
+    scale_stage || rc=1
+    capi_controllers || rc=1
+    capi_acc Terraform "$GRADUAL_TERRAFORM" || rc=1
+    return "$rc"
+  }
   lane OpenTofu tofu_lane
   lane Terraform terraform_lane
   wait "${lanes[@]}" || true
@@ -128,49 +195,4 @@ else
     [ "$rc" = 0 ] || failed=1
   done
   [ "$failed" = 0 ] || exit 1
-fi
-# The fleets are no longer needed: stop them before the Cluster API controllers start.
-for dir in "${fleets[@]}"; do "$testbed" down --dir "$dir" >&2 || true; done
-fleets=()
-
-# The plan line budget at a few hundred clusters (internal/scaleacc) needs a scale bed of its own:
-# 450 CAPI Clusters over 3 kwok API servers, of which the test picks ~300. It starts once the
-# small fleets are down, so that they never hold memory together.
-echo "[testacc] starting the scale bed: 450 CAPI Clusters over 3 kwok API servers" >&2
-fleets+=("$work/scale")
-"$testbed" up --dir "$work/scale" --workloads 3 --clusters 450 >/dev/null
-export GRADUAL_TESTBED_SCALE_DIR="$work/scale"
-scale() {
-  local cli=$1 path=$2; shift 2
-  echo "[testacc] plan line budget on the scale bed, $cli" >&2
-  run_one internal/scaleacc 20m '^TestAccScale_' "$@" TF_ACC_TERRAFORM_PATH="$path"
-}
-scale OpenTofu "$GRADUAL_TOFU"
-if [ -n "${GRADUAL_TERRAFORM:-}" ]; then scale Terraform "$GRADUAL_TERRAFORM"; fi
-"$testbed" down --dir "$work/scale" >&2
-fleets=()
-unset GRADUAL_TESTBED_SCALE_DIR
-
-# The real Cluster API controllers (core, kubeadm bootstrap and control plane, CAPD in memory, the
-# test extension): CAPI provisions a cluster itself and updates a Machine in place. The test starts
-# its own management cluster with the controllers (CAPD binds fixed ports: one such fleet at a time).
-echo "[testacc] Cluster API controllers" >&2
-env_file=$(tools/toolchain.sh cluster-api | tail -n 1)
-# shellcheck disable=SC1090
-source "$env_file"
-run_one internal/testbed 15m '^TestClusterAPIControllers$' GRADUAL_TEST_CLUSTER_API=1
-
-# gradual_inplace_update against those controllers, on both CLIs: the preview and CAPI's choice
-# agree (a covered version bump done in place, same Machine), an uncovered change refused at plan,
-# a stale plan stopping the apply. One Cluster API fleet per CLI run, started by the tests (they
-# hold /tmp/gradual-capi.lock while it runs). Verbose (-v): each test's time and what it logs
-# (the fleet's start, Machine UIDs before and after) are the figures these runs are read for.
-capi_acc() {
-  local cli=$1 path=$2; shift 2
-  echo "[testacc] gradual_inplace_update on the real Cluster API controllers, $cli" >&2
-  run_one internal/resources/inplaceupdate 20m '^TestAccCAPIInPlace_' "$@" TF_ACC_TERRAFORM_PATH="$path" GRADUAL_TEST_CLUSTER_API=1
-}
-capi_acc OpenTofu "$GRADUAL_TOFU" TF_ACC_PROVIDER_NAMESPACE=hashicorp TF_ACC_PROVIDER_HOST=registry.opentofu.org
-if [ -n "${GRADUAL_TERRAFORM:-}" ]; then
-  capi_acc Terraform "$GRADUAL_TERRAFORM"
 fi

@@ -1,0 +1,96 @@
+//go:build unix
+
+package rollout_test
+
+import (
+	"context"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/gradual-dev/terraform-provider-gradual/internal/acctest"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/records"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/testbed"
+)
+
+// A revision fails verification on its first cluster while the management cluster's API server
+// is paused (SIGSTOP, 60 s): the failure cannot reach the ledger, and the apply ends on its
+// lost Lease. Once the management cluster is back, the next plan still refuses the revision,
+// naming the cluster and why (the cluster's own records hold the failure), and a plain apply
+// does not take it to any cluster; only retry_invalid would.
+func TestAccRollout_managementPausedWhenRevisionFails(t *testing.T) {
+	acctest.OnOneLane(t, 0)
+	f := acctest.Fleet(t)
+	tf := newCLIRun(t)
+	name := acctest.UniqueLabel("mgmtpause")
+	key := records.Key{Kind: "rollout", Namespace: f.Namespace, Name: name}
+	clusters := []string{"prod-eu-1", "prod-us-1", "staging-eu-1"}
+	v1, bad := app(name, "v1", false, ""), app(name, "v2", true, "")
+	revBad := revisionOf(t, bad)
+	config := func(manifests string) string {
+		c := strings.Replace(interruptConfig(f, name, manifests), `verify = { timeout = "90s" }`, `verify = { timeout = "15s" }`, 1)
+		return strings.Replace(c, "provider \"gradual\" {\n", "provider \"gradual\" {\n  request_timeout = \"5s\"\n", 1)
+	}
+	t.Cleanup(func() {
+		if res := tf.run(context.Background(), "destroy", "-auto-approve"); res.code != 0 {
+			t.Errorf("cleanup: destroy exited %d:\n%s", res.code, res.output)
+		}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	tf.writeConfig(config(v1))
+	tf.mustRun(ctx, 0, "apply", "-auto-approve")
+
+	tf.writeConfig(config(bad))
+	p := tf.start(false, "apply", "-auto-approve")
+	defer p.kill()
+	waitApplied(t, f, key, "prod-eu-1", revBad, "v2", p, 3*time.Minute)
+	thaw := freezeManagement(t, f)
+	time.Sleep(60 * time.Second)
+	thaw()
+	res := p.wait(t, 4*time.Minute)
+	t.Logf("the apply with the management cluster paused exited %d:\n%s", res.code, res.output)
+	if res.code == 0 {
+		t.Fatal("the apply exited 0")
+	}
+
+	// The next plan refuses the revision, naming where and why it failed.
+	out := tf.mustRun(ctx, 1, "plan")
+	if !regexp.MustCompile(`(?s)Revision Recorded Invalid.*prod-eu-1`).MatchString(out) {
+		t.Errorf("the plan after the pause does not refuse the failed revision naming prod-eu-1:\n%s", out)
+	}
+	// And no apply takes it anywhere: every cluster is back on, or still on, v1.
+	tf.mustRun(ctx, 1, "apply", "-auto-approve")
+	if err := expectDeployment(f, clusters, name, "v1", true); err != nil {
+		t.Errorf("after the refused apply: %v", err)
+	}
+}
+
+// freezeManagement stops (SIGSTOP) every process of the management cluster's control plane and
+// returns a func that resumes them (also run at cleanup).
+func freezeManagement(t *testing.T, f *testbed.Fleet) (thaw func()) {
+	t.Helper()
+	pids := f.Processes()[f.Management.KwokName]
+	if len(pids) == 0 {
+		t.Fatalf("no processes for the management cluster (kwok cluster %q)", f.Management.KwokName)
+	}
+	for _, pid := range pids {
+		if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+			t.Fatalf("SIGSTOP %d: %v", pid, err)
+		}
+	}
+	done := false
+	thaw = func() {
+		if done {
+			return
+		}
+		done = true
+		for _, pid := range pids {
+			_ = syscall.Kill(pid, syscall.SIGCONT)
+		}
+	}
+	t.Cleanup(thaw)
+	return thaw
+}
