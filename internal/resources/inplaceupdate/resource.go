@@ -22,9 +22,8 @@ import (
 	"github.com/gradual-dev/terraform-provider-gradual/internal/inplace/owners"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/providerdata"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/records"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/shared"
 )
-
-const defaultApplyTimeout = 60 * time.Minute
 
 // NewResource returns the `gradual_inplace_update` resource.
 func NewResource() resource.Resource { return &updateResource{} }
@@ -172,17 +171,11 @@ func (m *Model) readWriteOnly(ctx context.Context, config tfsdk.Config) diag.Dia
 	return config.GetAttribute(ctx, path.Root("bootstrap_config_spec_patch"), &m.BootstrapConfigSpecPatch)
 }
 
-// setPlan and setState write the model with the write-only patch null, as Terraform requires.
+// setPlan writes the model with the write-only patch null, as Terraform requires.
 func (m *Model) setPlan(ctx context.Context, p *tfsdk.Plan) diag.Diagnostics {
 	c := *m
 	c.BootstrapConfigSpecPatch = types.StringNull()
 	return p.Set(ctx, &c)
-}
-
-func (m *Model) setState(ctx context.Context, s *tfsdk.State) diag.Diagnostics {
-	c := *m
-	c.BootstrapConfigSpecPatch = types.StringNull()
-	return s.Set(ctx, &c)
 }
 
 // digest is `bootstrap_config_spec_patch_digest`: a short hash of the normalised patch, "" when
@@ -198,76 +191,66 @@ func digest(v types.String) types.String {
 	return types.StringValue(owners.Digest(b))
 }
 
+// Create updates the machines. A failed Create is saved (shared.FailedCreate.Saved): its status
+// shows which machines were updated, and the replacement Terraform then plans changes nothing
+// but runs the update again.
 func (r *updateResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
-	var plan Model
-	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
-	resp.Diagnostics.Append(plan.readWriteOnly(ctx, req.Config)...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	timeout, diags := plan.Timeouts.Create(ctx, defaultApplyTimeout)
-	resp.Diagnostics.Append(diags...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	r.apply(ctx, timeout, &plan, &resp.Diagnostics)
-	// Saved even on failure: status shows which machines were updated (Terraform then taints
-	// the resource; replacing it changes nothing but re-runs the update).
-	resp.Diagnostics.Append(plan.setState(ctx, &resp.State)...)
+	shared.Create(ctx, req, resp, r.apply, shared.FailedCreate{Saved: true})
 }
 
+// Update updates the machines; the state is saved even on failure (see shared.Update).
 func (r *updateResource) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
-	var plan Model
-	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
-	resp.Diagnostics.Append(plan.readWriteOnly(ctx, req.Config)...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	timeout, diags := plan.Timeouts.Update(ctx, defaultApplyTimeout)
-	resp.Diagnostics.Append(diags...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	r.apply(ctx, timeout, &plan, &resp.Diagnostics)
-	resp.Diagnostics.Append(plan.setState(ctx, &resp.State)...)
+	shared.Update(ctx, req, resp, r.apply)
 }
+
+// TimeoutsValue is the `timeouts` attribute, for shared.Create and shared.Update.
+func (m *Model) TimeoutsValue() timeouts.Value { return m.Timeouts }
+
+// ReadWriteOnly reads the write-only `bootstrap_config_spec_patch` from the configuration; ClearWriteOnly
+// nulls it again before a state is saved (see shared.WriteOnly).
+func (m *Model) ReadWriteOnly(ctx context.Context, config tfsdk.Config) diag.Diagnostics {
+	return m.readWriteOnly(ctx, config)
+}
+
+// ClearWriteOnly: see ReadWriteOnly.
+func (m *Model) ClearWriteOnly() { m.BootstrapConfigSpecPatch = types.StringNull() }
 
 // apply plans again against the live machines and executes the plan, filling plan's computed
-// attributes with what was done.
-func (r *updateResource) apply(ctx context.Context, timeout time.Duration, plan *Model, diags *diag.Diagnostics) {
+// attributes with what was done. It reports whether the update succeeded.
+func (r *updateResource) apply(ctx context.Context, timeout time.Duration, plan *Model, diags *diag.Diagnostics) bool {
 	if r.data == nil {
 		diags.AddError("Provider Not Configured", diagnostics.UnconfiguredProvider)
-		return
+		return false
 	}
 	plan.ID = plan.id()
 	verify, d := plan.verifyTimeout(ctx)
 	diags.Append(d...)
 	if diags.HasError() {
-		return
+		return false
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	if plan.fleet() {
 		r.applyFleet(ctx, plan, verify, diags)
-		return
+		return !diags.HasError()
 	}
 	request, d := plan.request(ctx)
 	diags.Append(d...)
 	if diags.HasError() {
-		return
+		return false
 	}
 	p := planner(r.data)
 	res, err := p.Plan(ctx, request)
 	if err != nil {
 		diags.Append(diagnostics.FromError(err, "In-Place Update Plan Failed"))
 		plan.fillUnknown()
-		return
+		return false
 	}
 	plan.Revision = types.StringValue(res.Revision)
 	if stale := staleMachines(plan.Plan, res.Plan); len(stale) > 0 {
 		diags.AddError("In-Place Update Plan Is Stale", staleDetail(stale))
 		plan.fillUnknown()
-		return
+		return false
 	}
 	if plan.Plan.IsUnknown() {
 		plan.Plan, d = machinesValue(res.Plan)
@@ -292,6 +275,7 @@ func (r *updateResource) apply(ctx context.Context, timeout time.Duration, plan 
 	if err != nil {
 		diags.Append(diagnostics.FromError(err, "In-Place Update Failed"))
 	}
+	return !diags.HasError()
 }
 
 func (m *Model) fillUnknown() {

@@ -22,8 +22,8 @@ func (r *assignmentResource) Create(ctx context.Context, req resource.CreateRequ
 	create := func(ctx context.Context, timeout time.Duration, plan *Model, diags *diag.Diagnostics) bool {
 		return r.apply(ctx, timeout, plan, diags, true)
 	}
-	shared.Create(ctx, req, resp, create, "Module Assignment Not Saved In State",
-		"The assignment failed before it completed, so it is not saved in the Terraform state. Every change it made is recorded in the clusters and bindings; the next apply continues from them.")
+	shared.Create(ctx, req, resp, create, shared.FailedCreate{Title: "Module Assignment Not Saved In State",
+		Detail: "The assignment failed before it completed, so it is not saved in the Terraform state. Every change it made is recorded in the clusters and bindings; the next apply continues from them."})
 }
 
 // Update applies the assignment; its state is saved even on failure (see shared.Update).

@@ -26,8 +26,8 @@ func (r *rolloutResource) Create(ctx context.Context, req resource.CreateRequest
 	create := func(ctx context.Context, timeout time.Duration, plan *Model, diags *diag.Diagnostics) bool {
 		return r.apply(ctx, timeout, plan, diags, true)
 	}
-	shared.Create(ctx, req, resp, create, "Rollout Not Saved In State",
-		"The rollout failed before it completed, so it is not saved in the Terraform state. Every change it made is recorded in the clusters; the next apply continues from those records instead of starting over.")
+	shared.Create(ctx, req, resp, create, shared.FailedCreate{Title: "Rollout Not Saved In State",
+		Detail: "The rollout failed before it completed, so it is not saved in the Terraform state. Every change it made is recorded in the clusters; the next apply continues from those records instead of starting over."})
 }
 
 // Update applies the rollout; its state is saved even on failure (see shared.Update).

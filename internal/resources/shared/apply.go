@@ -55,11 +55,21 @@ type PrivateSetter interface {
 // attributes from the outcome, even on failure. It reports whether the apply succeeded.
 type ApplyFunc[P any] func(ctx context.Context, timeout time.Duration, plan P, diags *diag.Diagnostics) bool
 
-// Create reads the plan, takes the create timeout and applies. A failed Create saves no state:
-// Terraform would taint the resource, and the next apply would replace it — a fleet-wide delete.
-// The records in the clusters keep what was applied and the next Create picks up from them;
-// the warning notSavedTitle/notSavedDetail says so.
-func Create[M any, P Model[M]](ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse, apply ApplyFunc[P], notSavedTitle, notSavedDetail string) {
+// FailedCreate is a resource's rule for what a failed Create saves, stated where the resource
+// calls Create.
+type FailedCreate struct {
+	// Saved: the state is saved with the error, and Terraform taints the resource, so the next
+	// apply replaces it. Right where a replacement is harmless (an in-place update re-runs).
+	// Otherwise nothing is saved: for a rollout a taint would make the next apply a fleet-wide
+	// delete and create, so the records in the clusters keep what was applied and the next
+	// Create picks up from them; the warning Title/Detail says so.
+	Saved         bool
+	Title, Detail string
+}
+
+// Create reads the plan, takes the create timeout and applies; failed says what a failed
+// Create saves.
+func Create[M any, P Model[M]](ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse, apply ApplyFunc[P], failed FailedCreate) {
 	var plan M
 	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
 	if resp.Diagnostics.HasError() {
@@ -73,8 +83,8 @@ func Create[M any, P Model[M]](ctx context.Context, req resource.CreateRequest, 
 	if resp.Diagnostics.HasError() {
 		return
 	}
-	if !apply(ctx, timeout, &plan, &resp.Diagnostics) {
-		resp.Diagnostics.AddWarning(notSavedTitle, notSavedDetail)
+	if !apply(ctx, timeout, &plan, &resp.Diagnostics) && !failed.Saved {
+		resp.Diagnostics.AddWarning(failed.Title, failed.Detail)
 		return
 	}
 	if pm, ok := any(P(&plan)).(PrivateModel); ok && resp.Private != nil {
