@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # `make demo`: the main job on a local fleet. Builds the toolchain (cached), starts a management
 # cluster with Cluster API objects and three workload clusters, builds the provider, and runs
-# examples/quickstart with OpenTofu (and Terraform when on PATH), narrating each step.
+# examples/quickstart with OpenTofu (and Terraform when on PATH), narrating each step; then
+# builds the Cluster API controllers (`tools/toolchain.sh cluster-api`, cached) and runs
+# examples/inplace-fleet against them on a management cluster of its own.
 # KEEP=1 keeps the fleet running at the end and prints how to reach it.
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -7,7 +7,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
-# README.md's package list follows the package comments.
+# CONTRIBUTING.md's package list (its Layout section) follows the package comments.
 tools/layout.sh
 docs() { (cd tools && go tool tfplugindocs generate --provider-dir .. --provider-name gradual --rendered-provider-name gradual "$@"); }
 

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Writes the package list of README.md's "Layout" section from the package docs (the first
+# Writes the package list of CONTRIBUTING.md's "Layout" section from the package docs (the first
 # sentence of each package comment), grouped by layer, between the layout markers. `make
 # generate` runs it, so `make test`'s generate check fails when a package is added, removed or
-# re-described without the README following. The layers are the ones tools/layers.sh and
+# re-described without CONTRIBUTING.md following. The layers are the ones tools/layers.sh and
 # .golangci.yml enforce.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -30,9 +30,10 @@ block=$(
 )
 begin='<!-- layout:begin (tools/layout.sh writes this list from the package comments: edit those) -->'
 end='<!-- layout:end -->'
-grep -qF "$begin" README.md || { echo "layout: README.md has no layout markers" >&2; exit 1; }
+doc=CONTRIBUTING.md
+grep -qF "$begin" "$doc" || { echo "layout: $doc has no layout markers" >&2; exit 1; }
 awk -v begin="$begin" -v end="$end" -v block="$block" '
   $0 == begin { print; print ""; print block; print ""; skip = 1; next }
   $0 == end { skip = 0 }
-  !skip { print }' README.md >README.md.tmp
-mv README.md.tmp README.md
+  !skip { print }' "$doc" >"$doc.tmp"
+mv "$doc.tmp" "$doc"

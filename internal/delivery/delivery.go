@@ -101,7 +101,7 @@ type Observation struct {
 	LostContact         map[string]string
 	LostContactRevision string
 	// Leaving are the clusters earlier runs changed that the rollout no longer picks (relabelled,
-	// or removed from `clusters`), sorted: the next apply deletes or keeps their objects by
+	// or removed from `names`), sorted: the next apply deletes or keeps their objects by
 	// deletion_policy and removes their records. Placed is every cluster earlier runs changed
 	// whose Cluster still exists.
 	Leaving, Placed []string

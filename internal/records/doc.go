@@ -94,7 +94,7 @@
 //	        encryption at rest already protect.
 //	Lease   gradual.<readable>.<hash> (coordination.k8s.io/v1): holder, acquire and renew times.
 //	        Expiry is judged by observed time (see Held): a contender takes the Lease over only
-//	        after watching it go unrenewed for its duration by its own clock.
+//	        after watching it go unrenewed for its duration plus a quarter by its own clock.
 //
 // Every read-modify-write of the record is guarded by the head's resourceVersion and retried on
 // conflict (and serialised within one process), so progress and ledger writers never lose each

@@ -165,7 +165,7 @@ variable "retry_invalid" {
 }
 
 variable "force_conflicts" {
-  description = "Take ownership of fields another field manager owns (server-side apply force)."
+  description = "Take ownership of fields another server-side applier owns (server-side apply force). Fields another gradual_rollout or gradual_module_assignment applied are never taken."
   type        = bool
   default     = false
   nullable    = false
@@ -189,7 +189,7 @@ variable "default_namespace" {
 }
 
 variable "deletion_policy" {
-  description = "On destroy: `delete` removes the applied objects from every cluster (in waves); `orphan` leaves them and removes only the records."
+  description = "On destroy, and for clusters that stop being picked: `delete` removes the applied objects (in waves); `orphan` leaves them and removes only the records."
   type        = string
   default     = "delete"
   nullable    = false

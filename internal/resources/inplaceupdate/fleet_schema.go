@@ -23,7 +23,7 @@ const (
 	descCanary      = "Clusters updated first, in this order, in waves of their own (at most `update_limit` at a time); names not picked are ignored."
 	descUpdateLimit = "Most clusters updated at once: a whole number ≥ 1 (`\"2\"`) or a percentage of the eligible clusters (`\"25%\"`), " +
 		"rounded up, at least 1. Within a cluster, Cluster API paces the machines of each owner by its rollout strategy " +
-		"(`maxSurge`/`maxUnavailable`), owner after owner. Default `\"1\"`. (Before v0.5 a number that was ignored; old states are upgraded.)"
+		"(`maxSurge`/`maxUnavailable`), owner after owner. Default `\"1\"`. (In 0.1.0 a number, which was ignored; old states are upgraded.)"
 	descMaxFailures = "Clusters that may fail (not up to date within `verify.timeout`, or the change refused) before no new wave " +
 		"starts: a whole number ≥ 0 or a percentage. Default `\"0\"`: the first failure stops the update. A failed cluster is " +
 		"never rolled back (an in-place update cannot be undone by writing the old spec back: that is a second update, a " +

@@ -12,7 +12,7 @@ import (
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/shared"
 )
 
-// warnLeaving shows the clusters that left the rollout (relabelled, or removed from `clusters`)
+// warnLeaving shows the clusters that left the rollout (relabelled, or removed from `names`)
 // and what apply does to them under deletion_policy.
 func warnLeaving(diags *diag.Diagnostics, plan *Model, leaving []string, obs *delivery.Observation) {
 	if len(leaving) > 0 {
