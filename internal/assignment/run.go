@@ -333,15 +333,33 @@ func blockedBy(bound map[string]records.ModuleBinding, m Module) (string, string
 func letGo(ctx context.Context, svc deliverer, spec Spec, obs *Observation, plan Plan, bstore *records.BindingStore, failures *[]string) []string {
 	var warnings []string
 	for _, name := range sortedNames(plan.Removed) {
+		// A cluster that cannot be changed now keeps the module and its binding, so that a later
+		// apply finishes the removal: dropping the binding would leave the module's objects there
+		// with nothing that remembers them.
+		var reachable []string
+		for _, cluster := range plan.Removed[name] {
+			if reason, skipped := obs.Skipped[cluster]; skipped {
+				warnings = append(warnings, fmt.Sprintf("%s: %s; module %s stays there until a later apply can remove it", cluster, reason, name))
+				continue
+			}
+			reachable = append(reachable, cluster)
+		}
+		if len(reachable) == 0 {
+			continue
+		}
 		ws, err := svc.Destroy(ctx, delivery.DestroyRequest{
-			Spec: removedSpec(spec, name), Query: fleet.Query{Namespace: spec.ClusterNamespace, Names: plan.Removed[name]}, Orphan: spec.Orphan,
+			Spec: removedSpec(spec, name), Query: fleet.Query{Namespace: spec.ClusterNamespace, Names: reachable}, Orphan: spec.Orphan,
+			Adopted: func(note string) { warnings = append(warnings, note) }, // ws then names unreachable clusters only
 		})
 		warnings = append(warnings, ws...)
 		if err != nil {
 			*failures = append(*failures, fmt.Sprintf("remove module %s: %v", name, err))
 			continue
 		}
-		for _, cluster := range plan.Removed[name] {
+		if len(ws) > 0 {
+			continue // a cluster became unreachable since the run began: every binding stays, the next apply retries
+		}
+		for _, cluster := range reachable {
 			if err := bstore.Update(ctx, spec.Key, cluster, func(old []records.ModuleBinding) []records.ModuleBinding {
 				return slices.DeleteFunc(old, func(b records.ModuleBinding) bool { return b.Module == name })
 			}); err != nil {

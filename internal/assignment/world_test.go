@@ -718,6 +718,32 @@ func TestWorldScenarios(t *testing.T) {
 			}
 		},
 	}, {
+		name:   "a removed module stays, bound, on a cluster that cannot be changed now",
+		policy: worldPolicy(1, 0, engine.Rollback),
+		setup: func(f *fakeFleet) {
+			for _, name := range []string{"c1", "c2"} {
+				f.add(name)
+				f.start(name, startCurrent)
+				f.clusters[name].mod("legacy").actual = "legacy-r1"
+				f.bind(name, records.ModuleBinding{Module: "legacy", Revision: "legacy-r1", Result: records.BindingApplied})
+			}
+			f.clusters["c2"].skip = "control plane not initialized"
+		},
+		want: func(t *testing.T, f *fakeFleet, a assignRun) {
+			if got := f.destroysOn(); got != "legacy:c1:keep=false" {
+				t.Errorf("removed %s, want legacy from c1 only", got)
+			}
+			if _, ok := f.clusters["c2"].mods["legacy"]; !ok || a.bound("c2", "legacy").Module != "legacy" {
+				t.Errorf("c2 lost legacy or its binding (%v): a later apply could not finish the removal", a.after["c2"])
+			}
+			if a.bound("c1", "legacy").Module != "" {
+				t.Errorf("c1 still bound to legacy: %v", a.after["c1"])
+			}
+			if !slices.ContainsFunc(a.res.Warnings, func(w string) bool { return strings.Contains(w, "module legacy stays there") }) {
+				t.Errorf("warnings %v do not say legacy stays on c2", a.res.Warnings)
+			}
+		},
+	}, {
 		name:   "ApplyOnce keeps what a cluster got; Reconcile takes it to the new revision",
 		policy: worldPolicy(2, 0, engine.Rollback),
 		setup: func(f *fakeFleet) {
