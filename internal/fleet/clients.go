@@ -2,6 +2,7 @@ package fleet
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -80,6 +81,13 @@ func (c *Clients) Get(ctx context.Context, namespace, name string) (*Conn, error
 
 	cfg, version, err := c.mgmt.workloadConfig(ctx, namespace, name)
 	if err != nil {
+		// The management cluster cannot say now (slow, paused, throttled): clients that worked
+		// stay in use, since restoring a workload cluster must not wait on the management
+		// cluster; the next Get asks again. Only an answer — the Secret is gone or unusable —
+		// retires them.
+		if unread := (secretUnread{}); cached != nil && errors.As(err, &unread) {
+			return cached, nil
+		}
 		return nil, err
 	}
 	if cached != nil && cached.version == version {

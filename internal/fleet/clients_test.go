@@ -2,6 +2,7 @@ package fleet
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -9,7 +10,9 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 )
 
 // TestClientsFreshness covers the one freshness rule of workload clients: reused until
@@ -88,5 +91,40 @@ func TestClientsFreshness(t *testing.T) {
 	clients.Recheck("fleet", "c1")
 	if _, err := get(); !apierrors.IsNotFound(err) {
 		t.Fatalf("Get after the kubeconfig Secret was deleted: %v, want a NotFound error", err)
+	}
+}
+
+// TestClientsOutliveAManagementOutage: when the management cluster does not answer (a read of
+// the kubeconfig Secret fails), the clients that worked stay in use — a rollout restoring a
+// workload cluster must not wait on the management cluster — and the next Get asks again. With
+// no clients yet, the error is returned.
+func TestClientsOutliveAManagementOutage(t *testing.T) {
+	ctx := context.Background()
+	var down atomic.Bool
+	mgmt := interceptor.NewClient(fake.NewClientBuilder().WithScheme(Scheme()).WithObjects(kubeconfigSecret("c1", "https://c1.example:6443")).Build(),
+		interceptor.Funcs{Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			if down.Load() {
+				return apierrors.NewTimeoutError("the management API server did not answer", 1)
+			}
+			return c.Get(ctx, key, obj, opts...)
+		}})
+	clients := NewClients(&Management{Client: mgmt, RESTConfig: &rest.Config{}}, time.Now)
+	down.Store(true)
+	if _, err := clients.Get(ctx, "fleet", "c1"); err == nil {
+		t.Fatal("Get with no clients yet and the management cluster down: no error")
+	}
+	down.Store(false)
+	first, err := clients.Get(ctx, "fleet", "c1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	down.Store(true)
+	clients.Recheck("fleet", "c1")
+	if c, err := clients.Get(ctx, "fleet", "c1"); err != nil || c != first {
+		t.Fatalf("Get during the outage: %v, %v; want the clients that worked", c, err)
+	}
+	down.Store(false)
+	if c, err := clients.Get(ctx, "fleet", "c1"); err != nil || c != first {
+		t.Fatalf("Get after the outage: %v, %v", c, err)
 	}
 }

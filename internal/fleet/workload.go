@@ -105,6 +105,14 @@ type workloadConfig struct {
 // `<name>-kubeconfig` Secret, and the version (UID/resourceVersion) of the Secret it was built
 // from. Errors name the cluster and never quote the kubeconfig. Clients is its caller: it
 // decides when to look again.
+// secretUnread is a kubeconfig Secret the management cluster did not return (slow, paused,
+// throttled), as opposed to one it says is gone or holds no usable kubeconfig: the message is
+// the API error's, and callers may keep the clients they have (see Clients.Get).
+type secretUnread struct{ err error }
+
+func (e secretUnread) Error() string { return e.err.Error() }
+func (e secretUnread) Unwrap() error { return e.err }
+
 func (m *Management) workloadConfig(ctx context.Context, namespace, name string) (*rest.Config, string, error) {
 	key := client.ObjectKey{Namespace: namespace, Name: KubeconfigSecretName(name)}
 	listed, ok := m.workloads.fromList(namespace, key.Name)
@@ -116,7 +124,7 @@ func (m *Management) workloadConfig(ctx context.Context, namespace, name string)
 				// failed read (the management API is unwell) with apierrors.IsNotFound.
 				return nil, "", fmt.Errorf("cluster %s/%s: kubeconfig Secret %s not found: %w", namespace, name, key.Name, err)
 			}
-			return nil, "", fmt.Errorf("cluster %s/%s: read kubeconfig Secret %s: %w", namespace, name, key.Name, err)
+			return nil, "", fmt.Errorf("cluster %s/%s: read kubeconfig Secret %s: %w", namespace, name, key.Name, secretUnread{err})
 		}
 		listed = listedSecret{version: string(secret.UID) + "/" + secret.ResourceVersion, value: secret.Data[KubeconfigSecretKey]}
 	}
