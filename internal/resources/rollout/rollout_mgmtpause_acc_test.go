@@ -21,7 +21,6 @@ import (
 // naming the cluster and why (the cluster's own records hold the failure), and a plain apply
 // does not take it to any cluster; only retry_invalid would.
 func TestAccRollout_managementPausedWhenRevisionFails(t *testing.T) {
-	acctest.OnOneLane(t, 0)
 	f := acctest.Fleet(t)
 	tf := newCLIRun(t)
 	name := acctest.UniqueLabel("mgmtpause")
