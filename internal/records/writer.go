@@ -89,34 +89,35 @@ func describeWriter(e metav1.ManagedFieldsEntry) string {
 
 // ownsRecordFields reports whether e owns a field the provider reads of a record Secret.
 func ownsRecordFields(e metav1.ManagedFieldsEntry) (bool, error) {
-	if e.FieldsV1 == nil || len(e.FieldsV1.Raw) == 0 {
+	raw := e.FieldsV1.GetRawBytes()
+	if len(raw) == 0 {
 		return false, nil
 	}
 	if e.FieldsType != "FieldsV1" {
 		return false, fmt.Errorf("fields type %q", e.FieldsType)
 	}
 	var top map[string]json.RawMessage
-	if err := json.Unmarshal(e.FieldsV1.Raw, &top); err != nil {
+	if err := json.Unmarshal(raw, &top); err != nil {
 		return false, err
 	}
 	if _, ok := top["f:data"]; ok {
 		return true, nil
 	}
-	raw, ok := top["f:metadata"]
+	metaRaw, ok := top["f:metadata"]
 	if !ok {
 		return false, nil
 	}
 	var meta map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &meta); err != nil {
+	if err := json.Unmarshal(metaRaw, &meta); err != nil {
 		return false, err
 	}
 	for _, set := range []string{"f:labels", "f:annotations"} {
-		raw, ok := meta[set]
+		setRaw, ok := meta[set]
 		if !ok {
 			continue
 		}
 		var fields map[string]json.RawMessage
-		if err := json.Unmarshal(raw, &fields); err != nil {
+		if err := json.Unmarshal(setRaw, &fields); err != nil {
 			return false, err
 		}
 		for f := range fields {

@@ -11,7 +11,7 @@ import (
 func entry(manager string, op metav1.ManagedFieldsOperationType, fields string) metav1.ManagedFieldsEntry {
 	e := metav1.ManagedFieldsEntry{Manager: manager, Operation: op, APIVersion: "v1", FieldsType: "FieldsV1"}
 	if fields != "" {
-		e.FieldsV1 = &metav1.FieldsV1{Raw: []byte(fields)}
+		e.FieldsV1 = metav1.NewFieldsV1(fields)
 	}
 	return e
 }
