@@ -39,13 +39,18 @@
 // plant some: every list is selected by the rollout's labels (other Secrets of the namespace are
 // never read), and a Secret with those labels that lacks what the store gives every record of
 // the rollout (its rollout-key annotation, the name made of key, revision and chunk) is left
-// alone: never decoded, relabelled or deleted. A record whose Secrets hold more than
+// alone: never decoded, relabelled or deleted. So is a record someone other than the provider
+// wrote or edited: the stores write every record with the field manager RecordsFieldManager
+// (records of earlier versions carry "terraform-provider-gradual", their user agent's), and a
+// record whose data, managed-by label or gradual.dev/ labels and annotations another manager
+// last wrote (kubectl-create, kubectl-edit, ...; see ForeignWriters) is not read, and a write
+// that would replace it fails, naming it. A record whose Secrets hold more than
 // MaxSecretDataSize bytes each or are more than MaxRecordChunks, or whose data decompresses to
 // more than MaxRevisionRecordSize (decompression stops there), or that is torn, corrupt or holds
 // another rollout's payload, is not decoded. Reads report all of these in State.Skipped, for
 // the caller to warn, except that a current, backup or provisioning record that cannot be
-// decoded fails the read (restore and pruning depend on it). Summary reads no record data;
-// LoadCurrent reads only the current record's.
+// decoded fails the read (restore and pruning depend on it), as does one labelled so that
+// someone else wrote. Summary reads no record data; LoadCurrent reads only the current record's.
 //
 // States and transitions, each safe to re-run after an interruption, none ever leaving two
 // current records (an old current is demoted before a new one is promoted):
@@ -95,6 +100,10 @@
 //	Lease   gradual.<readable>.<hash> (coordination.k8s.io/v1): holder, acquire and renew times.
 //	        Expiry is judged by observed time (see Held): a contender takes the Lease over only
 //	        after watching it go unrenewed for its duration plus a quarter by its own clock.
+//
+// A management record (head or chunk) that someone other than the provider wrote or edited (see
+// ForeignWriters) is neither used nor changed: its reads and writes fail, naming it and its
+// writer, so that a planted ledger or progress neither blocks nor unblocks a rollout unseen.
 //
 // Every read-modify-write of the record is guarded by the head's resourceVersion and retried on
 // conflict (and serialised within one process), so progress and ledger writers never lose each

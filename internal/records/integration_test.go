@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -174,6 +175,108 @@ func TestAgainstAPIServer(t *testing.T) {
 		must(t, s.Delete(ctx, ingress))
 		if n := chunkSecrets(t, ctx, c, DefaultNamespace); n != 0 {
 			t.Fatalf("%d chunk Secrets after Delete", n)
+		}
+	})
+
+	t.Run("records someone else wrote are not read; an earlier version's are", func(t *testing.T) {
+		ctx := t.Context()
+		key := Key{Kind: "rollout", Namespace: "fleet", Name: "writers"}
+		// An earlier version: no field manager, the provider's user agent.
+		legacyCfg := rest.CopyConfig(cfg)
+		legacyCfg.UserAgent = "terraform-provider-gradual/v0.1.0"
+		legacyClient, err := client.New(legacyCfg, client.Options{Scheme: c.Scheme()})
+		must(t, err)
+		old := &WorkloadStore{c: legacyClient, namespace: DefaultNamespace, chunkSize: ChunkSize, limits: revisionLimits}
+		must(t, old.MarkProvisioning(ctx, key, testRevision("aaa")))
+		must(t, old.MarkCurrent(ctx, key, "aaa"))
+		managers := func(name string) []string {
+			t.Helper()
+			sec := &corev1.Secret{}
+			must(t, c.Get(ctx, client.ObjectKey{Namespace: DefaultNamespace, Name: name}, sec))
+			var out []string
+			for _, e := range sec.ManagedFields {
+				out = append(out, e.Manager+"/"+string(e.Operation))
+			}
+			return out
+		}
+		if got := managers(key.revisionSecretName("aaa")); !slices.Equal(got, []string{"terraform-provider-gradual/Update"}) {
+			t.Fatalf("an earlier version's record is managed by %v, want the user agent's first part", got)
+		}
+		s := NewWorkloadStore(c, "")
+		s.limits.secretData = 64 << 10
+		provisionAndSettle(t, s, key, "bbb")
+		st, err := s.Load(ctx, key)
+		must(t, err)
+		if got := describe(st); got != "current=bbb backup=aaa prov=- invalid=[] superseded=[]" || st.Backup.Manifests == nil || len(st.Skipped) != 0 {
+			t.Fatalf("records of an earlier version and this one: %s, skipped %v", got, st.Skipped)
+		}
+		if got := managers(key.revisionSecretName("bbb")); !slices.Equal(got, []string{RecordsFieldManager + "/Update"}) {
+			t.Fatalf("a record of this version is managed by %v", got)
+		}
+
+		// Planted with the record's very name, labels and annotation: by kubectl create, by a
+		// client that names no manager (the API server takes the test binary's user agent), and
+		// an oversized one by kubectl.
+		planted := plant(t, c, key, key.String(), "zzz", StateInvalid, payloadOf(t, key, testRevision("zzz")), client.FieldOwner("kubectl-create"))
+		anonymous := plant(t, c, key, key.String(), "yyy", StateSuperseded, payloadOf(t, key, testRevision("yyy")))
+		bigByKubectl := plant(t, c, key, key.String(), "xxx", StateInvalid, payloadOf(t, key, incompressibleRevision(t, "xxx", 100<<10)), client.FieldOwner("kubectl-create"))
+		// Oversized, under our own manager's name: the bounds still hold.
+		bigByUs := plant(t, c, key, key.String(), "www", StateInvalid, payloadOf(t, key, incompressibleRevision(t, "www", 100<<10)), client.FieldOwner(RecordsFieldManager))
+		// The provider's invalid record, edited by hand since.
+		must(t, s.MarkProvisioning(ctx, key, testRevision("bad")))
+		must(t, s.MarkInvalid(ctx, key, "bad", "boom"))
+		_, err = s.Restored(ctx, key)
+		must(t, err)
+		edited := key.revisionSecretName("bad")
+		edit(t, c, DefaultNamespace, edited, "kubectl-edit", `{"metadata":{"annotations":{"gradual.dev/reason":"nothing"}}}`)
+		if got := managers(edited); !slices.Contains(got, "kubectl-edit/Update") {
+			t.Fatalf("managers after kubectl-edit: %v", got)
+		}
+
+		st, err = s.Load(ctx, key)
+		must(t, err)
+		if got := describe(st); got != "current=bbb backup=aaa prov=- invalid=[www:planted] superseded=[]" {
+			t.Fatalf("state %s", got)
+		}
+		reasons := map[string]string{}
+		for _, sk := range st.Skipped {
+			reasons[sk.Name] = sk.String()
+		}
+		for name, want := range map[string]string{
+			planted:      "written by kubectl-create, not by the provider",
+			anonymous:    "written by records.test, not by the provider",
+			bigByKubectl: "written by kubectl-create, not by the provider",
+			bigByUs:      "more than the 65536",
+			edited:       "written by kubectl-edit, not by the provider",
+		} {
+			if !strings.Contains(reasons[name], want) || !strings.Contains(reasons[name], name) {
+				t.Errorf("skipped %s: %q, want it named, saying %q", name, reasons[name], want)
+			}
+		}
+		if len(reasons) != 5 {
+			t.Errorf("skipped %v", st.Skipped)
+		}
+
+		// The current record relabelled by hand: no read goes on without it.
+		edit(t, c, DefaultNamespace, key.revisionSecretName("bbb"), "kubectl-label", `{"metadata":{"labels":{"gradual.dev/state":"backup"}}}`)
+		_, err = s.Summary(ctx, key)
+		failsNaming(t, "Summary", err, key.revisionSecretName("bbb"), "kubectl-label")
+
+		// The management record: an earlier version's is read; edited by hand, it is not.
+		oldMgmt := &ManagementStore{c: legacyClient, namespace: DefaultNamespace, chunkSize: ChunkSize}
+		must(t, oldMgmt.RecordInvalid(ctx, key, InvalidEntry{Revision: "bad", Reason: "boom"}))
+		m := NewManagementStore(c, "")
+		must(t, m.SaveProgress(ctx, key, Progress{Phase: PhaseFailed, Revision: "bad"}))
+		if l, err := m.Ledger(ctx, key); err != nil || len(l) != 1 {
+			t.Fatalf("ledger of an earlier version: %v, %v", l, err)
+		}
+		edit(t, c, DefaultNamespace, key.ObjectName(), "kubectl-edit", `{"data":{"record":null,"ledger":"W10="}}`)
+		_, err = m.Ledger(ctx, key)
+		failsNaming(t, "Ledger", err, key.ObjectName(), "kubectl-edit")
+		failsNaming(t, "Delete", m.Delete(ctx, key), key.ObjectName(), "kubectl-edit")
+
+		for _, name := range []string{planted, anonymous, bigByKubectl, bigByUs, edited, key.revisionSecretName("aaa"), key.revisionSecretName("bbb"), key.ObjectName()} {
+			must(t, c.Delete(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: DefaultNamespace, Name: name}}))
 		}
 	})
 

@@ -22,7 +22,7 @@ func (s *WorkloadStore) Keys(ctx context.Context) ([]Key, error) {
 	var out []Key
 	for i := range list.Items {
 		k, err := ParseKey(list.Items[i].GetAnnotations()[AnnotationRolloutKey])
-		if err != nil || seen[k] || list.Items[i].GetLabels()[LabelRollout] != k.Hash() {
+		if err != nil || seen[k] || list.Items[i].GetLabels()[LabelRollout] != k.Hash() || writtenBy(&list.Items[i]) != "" {
 			continue // not a record head the store wrote
 		}
 		seen[k] = true

@@ -121,7 +121,7 @@ func NewManagementStore(c client.Client, namespace string) *ManagementStore {
 	if namespace == "" {
 		namespace = DefaultNamespace
 	}
-	return &ManagementStore{c: c, namespace: namespace, chunkSize: ChunkSize}
+	return &ManagementStore{c: withRecordsFieldManager(c), namespace: namespace, chunkSize: ChunkSize}
 }
 
 // managementPayload is what the head and chunks of a management record hold, compressed.
@@ -288,6 +288,10 @@ func (s *ManagementStore) Delete(ctx context.Context, key Key) error {
 	if err := key.Validate(); err != nil {
 		return err
 	}
+	// A head someone else wrote is left alone, and the records with it (see get).
+	if _, err := s.get(ctx, key); err != nil {
+		return fmt.Errorf("delete records of %s: %w", key.Describe(), err)
+	}
 	// The head first: the record is gone at once; then every chunk.
 	if err := s.deleteName(ctx, key.ObjectName()); err != nil {
 		return fmt.Errorf("delete records of %s: %w", key.Describe(), err)
@@ -304,7 +308,8 @@ func (s *ManagementStore) Delete(ctx context.Context, key Key) error {
 	return nil
 }
 
-// listChunks names the chunk Secrets of key's record, whichever write they belong to.
+// listChunks names the chunk Secrets of key's record, whichever write they belong to, except
+// those someone else wrote (see ForeignWriters), which are left alone.
 func (s *ManagementStore) listChunks(ctx context.Context, key Key) ([]string, error) {
 	list := &metav1.PartialObjectMetadataList{}
 	list.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("SecretList"))
@@ -313,7 +318,7 @@ func (s *ManagementStore) listChunks(ctx context.Context, key Key) ([]string, er
 	}
 	var out []string
 	for _, o := range list.Items {
-		if o.GetAnnotations()[AnnotationRolloutKey] == key.String() && strings.HasPrefix(o.GetName(), key.ObjectName()+".") {
+		if o.GetAnnotations()[AnnotationRolloutKey] == key.String() && strings.HasPrefix(o.GetName(), key.ObjectName()+".") && writtenBy(&o) == "" {
 			out = append(out, o.GetName())
 		}
 	}
@@ -342,6 +347,9 @@ func (s *ManagementStore) get(ctx context.Context, key Key) (*corev1.Secret, err
 	}
 	if got := sec.Annotations[AnnotationRolloutKey]; got != key.String() {
 		return nil, fmt.Errorf("Secret %s/%s should hold the records of %s but belongs to %q", s.namespace, sec.Name, key.Describe(), got)
+	}
+	if by := writtenBy(sec); by != "" {
+		return nil, fmt.Errorf("read records of %s: %w", key.Describe(), foreignWriteError(s.namespace, sec.Name, by))
 	}
 	return sec, nil
 }
@@ -455,6 +463,9 @@ func (s *ManagementStore) readChunks(ctx context.Context, prefix, digest string,
 		if err != nil {
 			return nil, fmt.Errorf("read chunk %d of %d (Secret %s): %w", i, n, name, err)
 		}
+		if by := writtenBy(chunk); by != "" {
+			return nil, fmt.Errorf("chunk %d of %d: %w", i, n, foreignWriteError(s.namespace, name, by))
+		}
 		out = append(out, chunk.Data[managementRecordKey])
 	}
 	return out, nil
@@ -476,12 +487,31 @@ func (s *ManagementStore) writeChunks(ctx context.Context, key Key, prefix, dige
 			Type: RolloutChunkSecretType,
 			Data: map[string][]byte{managementRecordKey: chunks[i]},
 		}
-		if err := createInNamespace(ctx, s.c, chunk); err != nil && !apierrors.IsAlreadyExists(err) {
+		err := createInNamespace(ctx, s.c, chunk)
+		if apierrors.IsAlreadyExists(err) {
+			// Named by the digest: the chunk is there already, unless someone else put it there.
+			err = s.checkWriter(ctx, name)
+		}
+		if err != nil {
 			return names, fmt.Errorf("create Secret %s/%s: %w", s.namespace, name, err)
 		}
 		names = append(names, name)
 	}
 	return names, nil
+}
+
+// checkWriter fails when Secret name was written by someone other than the provider (see
+// ForeignWriters), or cannot be read.
+func (s *ManagementStore) checkWriter(ctx context.Context, name string) error {
+	sec := &metav1.PartialObjectMetadata{}
+	sec.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Secret"))
+	if err := s.c.Get(ctx, client.ObjectKey{Namespace: s.namespace, Name: name}, sec); err != nil {
+		return err
+	}
+	if by := writtenBy(sec); by != "" {
+		return foreignWriteError(s.namespace, name, by)
+	}
+	return nil
 }
 
 func chunkNames(prefix, digest string, from, n int) []string {

@@ -88,8 +88,9 @@ func payloadOf(t testing.TB, key Key, rev Revision) []byte {
 }
 
 // plant creates the head Secret of a record of revision as the store names and labels it for
-// key, except that its rollout-key annotation is owner's, holding data.
-func plant(t testing.TB, c client.Client, key Key, owner, revision string, state RevisionState, data []byte) string {
+// key, except that its rollout-key annotation is owner's, holding data, created with opts (a
+// field owner: see ForeignWriters).
+func plant(t testing.TB, c client.Client, key Key, owner, revision string, state RevisionState, data []byte, opts ...client.CreateOption) string {
 	t.Helper()
 	name := key.revisionSecretName(revision)
 	must(t, c.Create(context.Background(), &corev1.Secret{
@@ -107,7 +108,7 @@ func plant(t testing.TB, c client.Client, key Key, owner, revision string, state
 		},
 		Type: RevisionSecretType,
 		Data: map[string][]byte{"record": data},
-	}))
+	}, opts...))
 	return name
 }
 

@@ -41,7 +41,7 @@ func NewWorkloadStore(c client.Client, namespace string) *WorkloadStore {
 	if namespace == "" {
 		namespace = DefaultNamespace
 	}
-	return &WorkloadStore{c: c, namespace: namespace, chunkSize: ChunkSize, limits: revisionLimits}
+	return &WorkloadStore{c: withRecordsFieldManager(c), namespace: namespace, chunkSize: ChunkSize, limits: revisionLimits}
 }
 
 // Namespace is where the store keeps its records.
@@ -56,6 +56,9 @@ type record struct {
 	head      metav1.Object   // nil for chunks whose head is gone
 	chunks    []metav1.Object // beyond the head, any order
 	changedAt time.Time
+	// alien are chunks of the record that someone else wrote (see ForeignWriters): never
+	// read, changed or deleted; a decode that needs one fails.
+	alien []metav1.Object
 }
 
 // reason is why the record's revision failed here; "" unless it is marked invalid.
@@ -67,13 +70,24 @@ func (r *record) reason() string {
 }
 
 // group sorts a rollout's Secrets into records. Secrets that are no record of key (see
-// foreign) are left out, and returned as skipped: they are never decoded, relabelled or deleted.
-func (s *WorkloadStore) group(key Key, objs []metav1.Object) (map[string]*record, []SkippedRecord) {
+// foreign) or that someone other than the provider wrote (see ForeignWriters) are left out, and
+// returned as skipped: they are never decoded, relabelled or deleted. A head written by someone
+// else takes its revision's chunks out with it (they are left alone); a chunk written by someone
+// else makes its record unreadable (see decode). A head written by someone else that is labelled
+// current, backup or provisioning fails the grouping, naming it, as a record in those states
+// that cannot be decoded fails a read (see trusted): it may be the provider's own record,
+// edited since, and restore and pruning must not go on without it.
+func (s *WorkloadStore) group(key Key, objs []metav1.Object) (map[string]*record, []SkippedRecord, error) {
 	recs := map[string]*record{}
 	var skipped []SkippedRecord
+	var alien []metav1.Object
 	for _, o := range objs {
 		if why := foreign(key, o); why != "" {
 			skipped = append(skipped, s.skipped(o, fmt.Sprintf("labelled a record of %s but %s: not read", key.Describe(), why)))
+			continue
+		}
+		if writtenBy(o) != "" {
+			alien = append(alien, o)
 			continue
 		}
 		rev := o.GetLabels()[LabelRevision]
@@ -90,8 +104,26 @@ func (s *WorkloadStore) group(key Key, objs []metav1.Object) (map[string]*record
 		r.state = RevisionState(o.GetLabels()[LabelState])
 		r.changedAt = parseStamp(o.GetAnnotations()[AnnotationStateChangedAt])
 	}
+	slices.SortFunc(alien, func(a, b metav1.Object) int { return compareStrings(a.GetName(), b.GetName()) })
+	var errs []error
+	for _, o := range alien {
+		rev, by := o.GetLabels()[LabelRevision], writtenBy(o)
+		if o.GetLabels()[LabelChunk] != "0" {
+			if r := recs[rev]; r != nil {
+				r.alien = append(r.alien, o)
+			}
+			skipped = append(skipped, s.skipped(o, fmt.Sprintf("a chunk of the record of revision %s of %s, but written by %s, not by the provider: not read", rev, key.Describe(), by)))
+			continue
+		}
+		delete(recs, rev)
+		state := RevisionState(o.GetLabels()[LabelState])
+		if trusted(state) {
+			errs = append(errs, fmt.Errorf("the %s record of revision %s of %s: %w", state, rev, key.Describe(), foreignWriteError(s.namespace, o.GetName(), by)))
+		}
+		skipped = append(skipped, s.skipped(o, fmt.Sprintf("labelled the %s record of revision %s of %s, but written by %s, not by the provider: not read", state, rev, key.Describe(), by)))
+	}
 	sortSkipped(skipped)
-	return recs, skipped
+	return recs, skipped, errors.Join(errs...)
 }
 
 // foreign says why o is no record of key, "" when it is one: the store gives every Secret of
@@ -173,8 +205,7 @@ func (s *WorkloadStore) listMetaSkipped(ctx context.Context, key Key) (map[strin
 	for i := range list.Items {
 		objs[i] = &list.Items[i]
 	}
-	recs, skipped := s.group(key, objs)
-	return recs, skipped, nil
+	return s.group(key, objs)
 }
 
 // Load reads every record of the rollout, contents included, from one list of the Secrets
@@ -200,7 +231,10 @@ func (s *WorkloadStore) Load(ctx context.Context, key Key) (*State, error) {
 	for i := range list.Items {
 		objs[i] = &list.Items[i]
 	}
-	recs, skipped := s.group(key, objs)
+	recs, skipped, err := s.group(key, objs)
+	if err != nil {
+		return nil, err
+	}
 	return s.state(key, recs, true, skipped)
 }
 
@@ -286,7 +320,10 @@ func (s *WorkloadStore) fetchAndDecode(ctx context.Context, key Key, r *record) 
 		}
 		objs = append(objs, c)
 	}
-	got, skipped := s.group(key, objs)
+	got, skipped, err := s.group(key, objs)
+	if err != nil {
+		return payload{}, err
+	}
 	if len(skipped) > 0 {
 		return payload{}, errors.New(skipped[0].String())
 	}
@@ -392,6 +429,11 @@ func (s *WorkloadStore) decode(key Key, r *record) (payload, error) {
 	n, err := s.chunkCount(r.head)
 	if err != nil {
 		return payload{}, err
+	}
+	for _, c := range r.alien {
+		if i, err := strconv.Atoi(c.GetLabels()[LabelChunk]); err == nil && i >= 1 && i < n {
+			return payload{}, fmt.Errorf("chunk %d of %d: %w", i, n, foreignWriteError(s.namespace, c.GetName(), writtenBy(c)))
+		}
 	}
 	parts := make([][]byte, n)
 	parts[0] = secretData(r.head)
@@ -553,6 +595,9 @@ func (s *WorkloadStore) put(ctx context.Context, sec *corev1.Secret) error {
 	existing := &corev1.Secret{}
 	if err := s.c.Get(ctx, client.ObjectKey{Namespace: s.namespace, Name: sec.Name}, existing); err != nil {
 		return fmt.Errorf("read Secret %s/%s: %w", s.namespace, sec.Name, err)
+	}
+	if by := writtenBy(existing); by != "" {
+		return fmt.Errorf("replace Secret %s/%s: %w", s.namespace, sec.Name, foreignWriteError(s.namespace, sec.Name, by))
 	}
 	sec = sec.DeepCopy()
 	sec.ResourceVersion = existing.ResourceVersion

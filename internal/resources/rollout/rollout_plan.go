@@ -120,7 +120,7 @@ func warnPlan(ctx context.Context, diags *diag.Diagnostics, plan *Model, res *de
 	warnMissing(diags, obs)
 	if skipped := obs.SkippedRecords(); len(skipped) > 0 {
 		diags.AddWarning("Records Not Read",
-			"These Secrets carry this rollout's record labels but were not read: too large, unreadable, or naming another rollout. "+
+			"These Secrets carry this rollout's record labels but were not read: too large, unreadable, naming another rollout, or written by someone other than the provider. "+
 				"The rollout never decodes, changes or deletes them; look at who wrote them: "+shared.ShortList(skipped, 20))
 	}
 	if res.Exists && create {
