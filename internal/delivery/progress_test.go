@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
@@ -18,17 +19,18 @@ import (
 )
 
 // progressFixture is a progressWriter over a fake management cluster that counts the writes
-// of the progress record, on a fake clock.
+// of the progress record. It runs in a synctest bubble: time is virtual, and the fixture waits
+// for the writer's background writes with synctest.Wait rather than with real sleeps (which
+// made the counts flaky on a loaded machine).
 type progressFixture struct {
 	t      *testing.T
 	p      *progressWriter
-	clock  *engine.FakeClock
 	store  *records.ManagementStore
 	writes atomic.Int32
 }
 
 func newProgressFixture(t *testing.T) *progressFixture {
-	f := &progressFixture{t: t, clock: engine.NewFakeClock(time.Date(2026, 7, 1, 12, 0, 0, 0, time.UTC))}
+	f := &progressFixture{t: t}
 	s := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(s); err != nil {
 		t.Fatal(err)
@@ -50,62 +52,37 @@ func newProgressFixture(t *testing.T) *progressFixture {
 		},
 	}).Build()
 	f.store = records.NewManagementStore(c, "")
-	f.p = &progressWriter{store: f.store, key: key, clock: f.clock, progress: records.Progress{
+	f.p = &progressWriter{store: f.store, key: key, clock: engine.SystemClock{}, progress: records.Progress{
 		Phase: records.PhaseRunning, Revision: "aaa", Waves: 2, Clusters: map[string]records.ClusterOutcome{},
 	}}
 	return f
 }
 
 func (f *progressFixture) target(kind engine.EventKind, target string) {
-	f.p.observe(f.t.Context(), engine.Event{Kind: kind, Target: target, Revision: "aaa", At: f.clock.Now()})
+	f.p.observe(f.t.Context(), engine.Event{Kind: kind, Target: target, Revision: "aaa", At: time.Now()})
 }
 
 func (f *progressFixture) batch(kind engine.EventKind, n int, targets ...string) {
 	f.p.observe(f.t.Context(), engine.Event{Kind: kind, Phase: engine.PhaseWave, Batch: n, Batches: 2, Targets: targets})
 }
 
-// settle waits until no write has happened for 50 ms (background writes done).
-func (f *progressFixture) settle() {
-	f.t.Helper()
-	last := f.writes.Load()
-	for range 200 {
-		time.Sleep(50 * time.Millisecond)
-		now := f.writes.Load()
-		if now == last {
-			return
-		}
-		last = now
-	}
-}
+// settle waits until the writer's background writes are done.
+func (f *progressFixture) settle() { synctest.Wait() }
 
-// wantWrites waits (the delayed write runs in the background) until the record was written n
-// times, and checks it stays so.
+// wantWrites checks, once the background writes are done, that the record was written n times.
 func (f *progressFixture) wantWrites(n int32) {
 	f.t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for f.writes.Load() < n && time.Now().Before(deadline) {
-		time.Sleep(time.Millisecond)
-	}
-	time.Sleep(5 * time.Millisecond)
+	synctest.Wait()
 	if got := f.writes.Load(); got != n {
 		f.t.Fatalf("%d writes of the progress record, want %d", got, n)
 	}
 }
 
-// advance moves the clock once the delayed write (if any) is waiting on it.
+// advance moves the bubble's clock by d, once everything waiting has settled.
 func (f *progressFixture) advance(d time.Duration) {
-	f.t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for f.p.pendingWrite() && f.clock.Pending() == 0 && time.Now().Before(deadline) {
-		time.Sleep(time.Millisecond)
-	}
-	f.clock.Advance(d)
-}
-
-func (p *progressWriter) pendingWrite() bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.pending
+	synctest.Wait()
+	time.Sleep(d)
+	synctest.Wait()
 }
 
 func (f *progressFixture) state(target string) string {
@@ -120,7 +97,9 @@ func (f *progressFixture) state(target string) string {
 // Progress writes are debounced: at most one per ProgressInterval, the changes in between
 // written together at the end of the interval; the start, batch boundaries and the end are
 // written at once.
-func TestProgressWritesDebounced(t *testing.T) {
+func TestProgressWritesDebounced(t *testing.T) { synctest.Test(t, testProgressWritesDebounced) }
+
+func testProgressWritesDebounced(t *testing.T) {
 	f := newProgressFixture(t)
 	f.p.save(t.Context())
 	f.wantWrites(1)
@@ -172,7 +151,7 @@ func TestProgressWritesDebounced(t *testing.T) {
 	before := f.writes.Load()
 	f.p.finish(t.Context(), &engine.Result{})
 	f.wantWrites(before + 1)
-	f.clock.Advance(time.Minute)
+	f.advance(time.Minute)
 	f.wantWrites(before + 1)
 	p, err := f.store.LoadProgress(t.Context(), f.p.key)
 	if err != nil || p.Phase != records.PhaseSucceeded || p.Clusters["d"].State != "succeeded" {
