@@ -15,9 +15,9 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
+	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -202,21 +202,20 @@ func runCurve(ctx context.Context, c config, f *testbed.Fleet, sizes []int, logf
 // labelClusters sets label=yes on every target's Cluster object (a merge patch of metadata only).
 func labelClusters(ctx context.Context, c client.Client, namespace string, targets []*testbed.Workload, label string) error {
 	patch := client.RawPatch("application/merge-patch+json", []byte(fmt.Sprintf(`{"metadata":{"labels":{%q:"yes"}}}`, label)))
-	sem := make(chan struct{}, labelParallel)
-	var wg sync.WaitGroup
+	var g errgroup.Group
+	g.SetLimit(labelParallel)
 	errs := make([]error, len(targets))
 	for i, w := range targets {
-		sem <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-sem }()
+		g.Go(func() error {
 			cl := &clusterv1.Cluster{}
 			cl.Namespace, cl.Name = namespace, w.Name
 			if err := c.Patch(ctx, cl, patch); err != nil {
 				errs[i] = fmt.Errorf("label Cluster %s: %w", w.Name, err)
 			}
+			return nil // every target is tried; the errors are joined
 		})
 	}
-	wg.Wait()
+	_ = g.Wait()
 	return errors.Join(errs...)
 }
 
@@ -385,13 +384,11 @@ func (k *kubectlSide) runBounded(ctx context.Context, ns string, limit int) (tim
 	ctx, cancel := context.WithTimeout(ctx, curveApplyTimeout)
 	defer cancel()
 	start := time.Now()
-	sem := make(chan struct{}, limit)
-	var wg sync.WaitGroup
+	var g errgroup.Group
+	g.SetLimit(limit)
 	errs := make([]error, len(k.targets))
 	for j, w := range k.targets {
-		sem <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-sem }()
+		g.Go(func() error {
 			kc := "--kubeconfig=" + w.KubeconfigPath
 			for _, args := range [][]string{
 				{"apply", kc, "--server-side", "--field-manager=bench", "-f", file},
@@ -401,12 +398,13 @@ func (k *kubectlSide) runBounded(ctx context.Context, ns string, limit int) (tim
 				cmd.WaitDelay = 10 * time.Second
 				if out, err := cmd.CombinedOutput(); err != nil {
 					errs[j] = fmt.Errorf("cluster %s: kubectl %s: %w\n%s", w.Name, args[0], err, tail(string(out), 20))
-					return
+					return nil // every cluster is tried; the errors are joined
 				}
 			}
+			return nil
 		})
 	}
-	wg.Wait()
+	_ = g.Wait()
 	elapsed := time.Since(start)
 	if err := errors.Join(errs...); err != nil {
 		return elapsed, err

@@ -18,6 +18,7 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sync/errgroup"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -653,42 +654,21 @@ func (f *Fleet) saveLocked() error {
 	return os.Rename(tmp.Name(), filepath.Join(f.Dir, stateFile))
 }
 
-// runLimited runs tasks with at most n at once; the first error cancels the rest.
+// runLimited runs tasks with at most n at once; the first error cancels the rest and is the one
+// returned (the others see only the cancellation).
 func runLimited(ctx context.Context, n int, tasks []func(context.Context) error) error {
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	sem := make(chan struct{}, n)
-	var (
-		wg   sync.WaitGroup
-		mu   sync.Mutex
-		errs []error
-	)
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(n)
 	for _, task := range tasks {
-		select {
-		case sem <- struct{}{}:
-		case <-ctx.Done():
-		}
-		if ctx.Err() != nil {
+		if gctx.Err() != nil {
 			break
 		}
-		wg.Go(func() {
-			defer func() { <-sem }()
-			if err := task(ctx); err != nil {
-				mu.Lock()
-				// Once one task failed the others see only the cancellation; report the cause.
-				if len(errs) == 0 || context.Cause(ctx) == nil || !errors.Is(err, context.Canceled) {
-					errs = append(errs, err)
-				}
-				mu.Unlock()
-				cancel(err)
-			}
-		})
+		g.Go(func() error { return task(gctx) })
 	}
-	wg.Wait()
-	if len(errs) == 0 && ctx.Err() != nil {
-		return context.Cause(ctx)
+	if err := g.Wait(); err != nil {
+		return err
 	}
-	return errors.Join(errs...)
+	return ctx.Err()
 }
 
 func randomSuffix() string {
