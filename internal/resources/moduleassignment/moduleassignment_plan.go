@@ -117,6 +117,11 @@ func (r *assignmentResource) ModifyPlan(ctx context.Context, req resource.Modify
 		return
 	}
 	plan.setPlanned(res, prior, configChanged, &resp.Diagnostics)
+	waves := 0 // the modules' waves run one module after the other
+	for _, w := range res.Waves {
+		waves += len(w)
+	}
+	shared.WarnWavesOutlast(ctx, &resp.Diagnostics, plan.Timeouts, prior == nil, waves, spec.Policy)
 	resp.Diagnostics.Append(resp.Plan.Set(ctx, &plan)...)
 }
 

@@ -109,6 +109,7 @@ func (r *rolloutResource) ModifyPlan(ctx context.Context, req resource.ModifyPla
 		return
 	}
 	plan.setPlanned(res, prior, configChanged, &resp.Diagnostics)
+	shared.WarnWavesOutlast(ctx, &resp.Diagnostics, plan.Timeouts, prior == nil, len(res.Plan.Waves), spec.Policy)
 	resp.Diagnostics.Append(setPlan(ctx, resp, plan)...)
 }
 

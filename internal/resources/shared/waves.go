@@ -5,7 +5,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"time"
 
+	"github.com/gradual-dev/terraform-provider-gradual/internal/engine"
+	"github.com/hashicorp/terraform-plugin-framework-timeouts/resource/timeouts"
+	"github.com/hashicorp/terraform-plugin-framework/diag"
+	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
 	"github.com/hashicorp/terraform-plugin-go/tfprotov6"
@@ -155,4 +160,38 @@ func WavesUpgrader(typeName string, current schema.Schema) resource.StateUpgrade
 		}
 		resp.DynamicValue = &tfprotov6.DynamicValue{JSON: raw}
 	}}
+}
+
+// WavesOutlastTimeout says, for a plan of waves waves, whether they can take longer than
+// timeout (the resource's `timeouts` for this apply) when every wave takes as long as it may:
+// verification up to verify, then bake. It returns the warning's detail, or "" when they fit.
+// An apply stopped by its timeout settles what is in flight and leaves the rest for the next
+// apply, so this is a warning, not a refusal.
+func WavesOutlastTimeout(waves int, verify, bake, timeout time.Duration) string {
+	if waves == 0 || timeout <= 0 {
+		return ""
+	}
+	worst := time.Duration(waves) * (verify + bake)
+	if worst <= timeout {
+		return ""
+	}
+	return fmt.Sprintf("The %s planned can take up to %s (each verified for up to %s, then baked %s), longer than this apply's timeout "+
+		"of %s. If it runs out, the apply stops as on Ctrl-C: the clusters in flight are settled, and the rest wait for the next apply. "+
+		"Raise `timeouts` (create/update), or `update_limit` for fewer waves.",
+		plural(waves, "wave"), worst, verify, bake, timeout)
+}
+
+// WarnWavesOutlast adds WavesOutlastTimeout's warning, if any, for waves planned under policy
+// within the `timeouts` tv (its create timeout when create, else its update timeout).
+func WarnWavesOutlast(ctx context.Context, diags *diag.Diagnostics, tv timeouts.Value, create bool, waves int, policy engine.Policy) {
+	timeout, d := tv.Update(ctx, DefaultApplyTimeout)
+	if create {
+		timeout, d = tv.Create(ctx, DefaultApplyTimeout)
+	}
+	if d.HasError() {
+		return // the timeouts attribute reports its own errors
+	}
+	if detail := WavesOutlastTimeout(waves, policy.VerifyTimeout, policy.BakeTime, timeout); detail != "" {
+		diags.AddAttributeWarning(path.Root("timeouts"), "Waves May Outlast The Timeout", detail)
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestWavesText(t *testing.T) {
@@ -66,4 +67,19 @@ func mustJSON(v any) string {
 	var b strings.Builder
 	_ = json.NewEncoder(&b).Encode(v)
 	return b.String()
+}
+
+func TestWavesOutlastTimeout(t *testing.T) {
+	if got := WavesOutlastTimeout(10, 5*time.Minute, time.Minute, time.Hour); got != "" {
+		t.Errorf("10 waves of at most 6 min in 60 min: %q", got)
+	}
+	got := WavesOutlastTimeout(11, 5*time.Minute, time.Minute, time.Hour)
+	for _, want := range []string{"11 waves", "1h6m0s", "1h0m0s", "timeouts"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("11 waves of at most 6 min in 60 min: %q does not say %q", got, want)
+		}
+	}
+	if got := WavesOutlastTimeout(0, time.Hour, 0, time.Minute); got != "" {
+		t.Errorf("no waves: %q", got)
+	}
 }
