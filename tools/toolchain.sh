@@ -254,7 +254,8 @@ case $only in
   # The real Cluster API controllers of the `--cluster-api` test bed (~7 min cold on 2 cores):
   # `make test` builds them (tools/testacc.sh); the demo does not need them.
   cluster-api) build_cluster_api ;;
-  # Flux's source-controller and kustomize-controller of the `--flux` test bed (opt-in).
+  # Flux's source-controller and kustomize-controller of the `--flux` test bed (opt-in; cold ~14 min
+  # on 2 cores shared, of which ~13 for source-controller; ~1 min for kustomize-controller after it).
   flux) build_flux ;;
   *) echo "usage: $0 [all|kubernetes|kubectl|etcd|kwok|opentofu|cluster-api|flux]" >&2; exit 2 ;;
 esac

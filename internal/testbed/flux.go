@@ -97,7 +97,7 @@ func (x *Flux) RegistryURL(repository string) string {
 // is unusable; it fills in the default namespace.
 func checkFluxOptions(tc Toolchain, opts *Options) error {
 	if missing := missingFlux(tc.Flux); len(missing) > 0 {
-		return fmt.Errorf("flux controllers missing (%s): run `tools/toolchain.sh flux` (cold: ~10 min on 2 cores)", strings.Join(missing, ", "))
+		return fmt.Errorf("flux controllers missing (%s): run `tools/toolchain.sh flux` (cold: ~14 min on 2 cores)", strings.Join(missing, ", "))
 	}
 	if opts.FluxNamespace == "" {
 		opts.FluxNamespace = DefaultFluxNamespace
