@@ -17,6 +17,19 @@ OPENTOFU_VERSION=v1.12.6
 # module's go.mod points both at ../ with replaces, which only apply in the main module, so the
 # helper module repeats them with the release version.
 CLUSTER_API_VERSION=v1.14.2
+# Flux's source-controller and kustomize-controller for the opt-in `--flux` test bed. The pair
+# is one release line (Flux v2.9 ships v1.9.x of both; both require source-controller/api v1.9),
+# and the newest whose go.mod accepts Go 1.26: v1.10.x asks for go 1.27.0. Both go.mods replace
+# their ./api and go-digest (for BLAKE3); replaces only apply in the main module, so the helper
+# module repeats them with the release versions. Both need github.com/fluxcd/pkg/artifact v0.18.3,
+# which the Go module proxy here does not serve (403: v0.18.0 is the newest of v0.18 it has), so
+# the helper module replaces it with v0.18.0 (same minor: the controllers build and run with it).
+# `go mod tidy` cannot be used: it walks the controllers' test imports (pkg/helmtestserver, not
+# served either); `go list -deps -mod=mod` records just what the build needs.
+FLUX_SOURCE_CONTROLLER_VERSION=v1.9.6
+FLUX_KUSTOMIZE_CONTROLLER_VERSION=v1.9.6
+FLUX_GO_DIGEST_REPLACE='github.com/opencontainers/go-digest => github.com/opencontainers/go-digest v1.0.1-0.20220411205349-bde1400a84be'
+FLUX_ARTIFACT_REPLACE='github.com/fluxcd/pkg/artifact => github.com/fluxcd/pkg/artifact v0.18.0'
 # OpenTofu's own go.mod replaces hcl with its fork; replaces only apply in the main module,
 # so the helper module has to repeat it.
 OPENTOFU_HCL_REPLACE='github.com/hashicorp/hcl/v2 v2.20.1 => github.com/opentofu/hcl/v2 v2.20.2-0.20251021132045-587d123c2828'
@@ -184,6 +197,56 @@ replace sigs.k8s.io/cluster-api/api => sigs.k8s.io/cluster-api/api $CLUSTER_API_
   done
 }
 
+# Flux's two controllers of the `--flux` test bed, one niced `go build` each, and their CRDs,
+# read from the downloaded modules (config/crd/bases), so the CRDs always match the binaries.
+flux_dir() { printf '%s' "$BIN/flux-$FLUX_SOURCE_CONTROLLER_VERSION-$FLUX_KUSTOMIZE_CONTROLLER_VERSION"; }
+
+build_flux() {
+  local out dir name pkg start
+  out=$(flux_dir)
+  if [[ -x $out/source-controller && -x $out/kustomize-controller && -d $out/crds ]]; then return; fi
+  dir=$SRC/flux-$FLUX_SOURCE_CONTROLLER_VERSION-$FLUX_KUSTOMIZE_CONTROLLER_VERSION
+  if [[ ! -f $dir/go.sum ]]; then
+    mkdir -p "$dir"
+    cat >"$dir/go.mod" <<EOF
+module gradual.local/flux
+go 1.26
+require (
+	github.com/fluxcd/source-controller $FLUX_SOURCE_CONTROLLER_VERSION
+	github.com/fluxcd/source-controller/api $FLUX_SOURCE_CONTROLLER_VERSION
+	github.com/fluxcd/kustomize-controller $FLUX_KUSTOMIZE_CONTROLLER_VERSION
+	github.com/fluxcd/kustomize-controller/api $FLUX_KUSTOMIZE_CONTROLLER_VERSION
+)
+replace $FLUX_GO_DIGEST_REPLACE
+replace $FLUX_ARTIFACT_REPLACE
+replace sigs.k8s.io/kustomize/api => sigs.k8s.io/kustomize/api v0.21.1
+replace sigs.k8s.io/kustomize/kyaml => sigs.k8s.io/kustomize/kyaml v0.21.1
+replace gopkg.in/yaml.v3 => gopkg.in/yaml.v3 v3.0.1
+EOF
+    (cd "$dir" && go list -deps github.com/fluxcd/source-controller github.com/fluxcd/kustomize-controller >/dev/null)
+  fi
+  mkdir -p "$out"
+  for entry in "source-controller github.com/fluxcd/source-controller" "kustomize-controller github.com/fluxcd/kustomize-controller"; do
+    name=${entry%% *} pkg=${entry#* }
+    [[ -x $out/$name ]] && continue
+    log "building Flux $name ($pkg)"
+    start=$SECONDS
+    (cd "$dir" && nice -n 15 go build -trimpath -ldflags "-s -w" -o "$out/$name.tmp" "$pkg")
+    mv "$out/$name.tmp" "$out/$name"
+    log "built $name in $((SECONDS - start))s"
+  done
+  rm -rf "$out/crds.tmp" && mkdir -p "$out/crds.tmp"
+  for entry in "source-controller $FLUX_SOURCE_CONTROLLER_VERSION" "kustomize-controller $FLUX_KUSTOMIZE_CONTROLLER_VERSION"; do
+    name=${entry%% *}
+    local mod
+    mod=$(cd "$dir" && go mod download -json "github.com/fluxcd/$name@${entry#* }" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
+    [[ -d $mod/config/crd/bases ]] || { log "no config/crd/bases in $name's module ($mod)"; exit 1; }
+    cp "$mod"/config/crd/bases/*.yaml "$out/crds.tmp/"
+  done
+  chmod -R u+w "$out/crds.tmp"
+  rm -rf "$out/crds" && mv "$out/crds.tmp" "$out/crds"
+}
+
 only=${1:-all}
 case $only in
   all) build_etcd; build_kwok; build_opentofu; build_kubernetes; build_kubectl ;;
@@ -191,7 +254,10 @@ case $only in
   # The real Cluster API controllers of the `--cluster-api` test bed (~7 min cold on 2 cores):
   # `make test` builds them (tools/testacc.sh); the demo does not need them.
   cluster-api) build_cluster_api ;;
-  *) echo "usage: $0 [all|kubernetes|kubectl|etcd|kwok|opentofu|cluster-api]" >&2; exit 2 ;;
+  # Flux's source-controller and kustomize-controller of the `--flux` test bed (opt-in; cold ~14 min
+  # on 2 cores shared, of which ~13 for source-controller; ~1 min for kustomize-controller after it).
+  flux) build_flux ;;
+  *) echo "usage: $0 [all|kubernetes|kubectl|etcd|kwok|opentofu|cluster-api|flux]" >&2; exit 2 ;;
 esac
 
 env_file=$CACHE/toolchain.env
@@ -211,6 +277,12 @@ env_file=$CACHE/toolchain.env
     echo "export GRADUAL_CAPI_KUBEADM_CONTROL_PLANE=$capi/capi-kubeadm-control-plane"
     echo "export GRADUAL_CAPD=$capi/capd"
     echo "export GRADUAL_CAPI_TEST_EXTENSION=$capi/capi-test-extension"
+  fi
+  flux=$(flux_dir)
+  if [[ -x $flux/kustomize-controller && -x $flux/source-controller && -d $flux/crds ]]; then
+    echo "export GRADUAL_FLUX_SOURCE_CONTROLLER=$flux/source-controller"
+    echo "export GRADUAL_FLUX_KUSTOMIZE_CONTROLLER=$flux/kustomize-controller"
+    echo "export GRADUAL_FLUX_CRDS=$flux/crds"
   fi
   if command -v terraform >/dev/null 2>&1; then echo "export GRADUAL_TERRAFORM=$(command -v terraform)"; fi
 } >"$env_file"

@@ -1,7 +1,7 @@
 // Command gradual-testbed starts and stops a local fleet for the demo and for people: a management
 // cluster holding Cluster API objects and kwok workload clusters (see internal/testbed).
 //
-//	gradual-testbed up     [--dir DIR] [--workloads 3] [--clusters N] [--namespace fleet] [--parallel 4] [--cluster-api [--in-place-updates-off]]   # last stdout line: management kubeconfig
+//	gradual-testbed up     [--dir DIR] [--workloads 3] [--clusters N] [--namespace fleet] [--parallel 4] [--cluster-api [--in-place-updates-off]] [--flux]   # last stdout line: management kubeconfig
 //	gradual-testbed down   [--dir DIR]
 //	gradual-testbed status [--dir DIR]
 //	gradual-testbed in-memory [--dir DIR] NAME[:key=value,...]...   # with --cluster-api: clusters CAPI provisions
@@ -74,6 +74,10 @@ flags:
                      up --cluster-api: run the core and KubeadmControlPlane managers with Cluster
                      API's InPlaceUpdates feature gate off (its default in v1.14): machines are
                      replaced, never updated in place
+  --flux             up: also run Flux's source-controller and kustomize-controller against the
+                     management cluster (RUNTIME_NAMESPACE flux-system, all namespaces watched)
+                     and an in-memory OCI registry on loopback (plain HTTP; OCIRepositories need
+                     insecure: true) (build them first: tools/toolchain.sh flux)
 `
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -91,6 +95,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	parallel := fs.Int("parallel", 4, "control planes started at once")
 	clusterAPI := fs.Bool("cluster-api", false, "also run the real Cluster API controllers")
 	inPlaceOff := fs.Bool("in-place-updates-off", false, "with --cluster-api: Cluster API's InPlaceUpdates feature gate off")
+	flux := fs.Bool("flux", false, "also run Flux's source-controller and kustomize-controller and an OCI registry")
 	clusters := fs.Int("clusters", 0, "scale bed: CAPI Clusters over --workloads API servers")
 	solo := fs.Int("solo", 0, "scale bed: the last N API servers serve one Cluster each (the others share the rest)")
 	if err := fs.Parse(args[1:]); err != nil {
@@ -119,7 +124,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			}
 		}
 		return up(ctx, *dir, testbed.Options{
-			Namespace: *namespace, Workloads: specs, Parallel: *parallel, ClusterAPI: *clusterAPI, InPlaceUpdatesOff: *inPlaceOff, Logf: logf,
+			Namespace: *namespace, Workloads: specs, Parallel: *parallel, ClusterAPI: *clusterAPI, InPlaceUpdatesOff: *inPlaceOff, Flux: *flux, Logf: logf,
 		}, stdout)
 	case "down":
 		f, err := testbed.Load(*dir)
@@ -210,12 +215,12 @@ func defaultWorkloads(n int) []testbed.WorkloadSpec {
 func up(ctx context.Context, dir string, opts testbed.Options, stdout io.Writer) error {
 	logf := opts.Logf
 	if f, err := testbed.Load(dir); err == nil {
-		if err := testbed.Check(ctx, f.Management); err == nil && (f.ClusterAPI != nil) == opts.ClusterAPI && (f.ClusterAPI == nil || f.ClusterAPI.InPlaceUpdatesOff == opts.InPlaceUpdatesOff) {
+		if err := testbed.Check(ctx, f.Management); err == nil && (f.ClusterAPI != nil) == opts.ClusterAPI && (f.ClusterAPI == nil || f.ClusterAPI.InPlaceUpdatesOff == opts.InPlaceUpdatesOff) && (f.Flux != nil) == opts.Flux {
 			logf("fleet %s is already up in %s", f.Name, dir)
 			fmt.Fprintln(stdout, f.Management.KubeconfigPath)
 			return nil
 		}
-		logf("fleet %s in %s does not answer or differs in --cluster-api or --in-place-updates-off; replacing it", f.Name, dir)
+		logf("fleet %s in %s does not answer or differs in --cluster-api, --in-place-updates-off or --flux; replacing it", f.Name, dir)
 		f.SetLogf(logf)
 		if err := f.Down(ctx); err != nil {
 			return err
@@ -233,6 +238,9 @@ func up(ctx context.Context, dir string, opts testbed.Options, stdout io.Writer)
 	logf("management kubeconfig (context %q): %s", testbed.ManagementContext, f.Management.KubeconfigPath)
 	if f.ClusterAPI != nil {
 		logf("Cluster API controllers reconcile objects labelled cluster.x-k8s.io/watch-filter=%s, webhooks in namespace %s; logs in %s/logs; test extension at %s", f.ClusterAPI.WatchFilter, f.ClusterAPI.Namespace, f.ClusterAPI.Dir, f.ClusterAPI.TestExtensionURL)
+	}
+	if f.Flux != nil {
+		logf("Flux controllers (RUNTIME_NAMESPACE %s) run against the management cluster; OCI registry at %s (plain HTTP); logs in %s/logs", f.Flux.Namespace, f.Flux.Registry, f.Flux.Dir)
 	}
 	logf("tear down with: gradual-testbed down --dir %s", dir)
 	fmt.Fprintln(stdout, f.Management.KubeconfigPath)
@@ -284,6 +292,12 @@ func status(ctx context.Context, dir string, stdout io.Writer) error {
 		fmt.Fprintf(stdout, "\nCluster API controllers (namespace %s, logs in %s/logs):\n", f.ClusterAPI.Namespace, f.ClusterAPI.Dir)
 		for _, p := range f.ClusterAPI.Processes {
 			fmt.Fprintf(stdout, "  %-28s pid %-8d webhook :%d  health :%d\n", p.Name, p.PID, p.WebhookPort, p.HealthPort)
+		}
+	}
+	if f.Flux != nil {
+		fmt.Fprintf(stdout, "\nFlux (namespace %s, OCI registry %s, artifacts http://%s, logs in %s/logs):\n", f.Flux.Namespace, f.Flux.Registry, f.Flux.ArtifactAddr, f.Flux.Dir)
+		for _, p := range f.Flux.Processes {
+			fmt.Fprintf(stdout, "  %-28s pid %-8d ready %s\n", p.Name, p.PID, p.ReadyURL)
 		}
 	}
 	fmt.Fprintf(stdout, "\nmanagement kubeconfig: %s\n", f.Management.KubeconfigPath)

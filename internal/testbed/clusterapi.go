@@ -4,11 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -438,30 +436,7 @@ func stringsToAny(s []string) []any {
 // waitHealthy waits for a manager's /readyz (which includes its webhook server having started).
 // A manager that exits fails at once, with the end of its log.
 func waitHealthy(ctx context.Context, p ClusterAPIProc) error {
-	url := fmt.Sprintf("http://127.0.0.1:%d/readyz", p.HealthPort)
-	hc := &http.Client{Timeout: 2 * time.Second}
-	for {
-		if !ownedAlive(p.PID, filepath.Dir(filepath.Dir(p.Log))) {
-			raw, _ := os.ReadFile(p.Log)
-			return fmt.Errorf("%s exited during start; end of %s:\n%s", p.Name, p.Log, tail(string(raw), 15))
-		}
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-		if err != nil {
-			return err
-		}
-		if resp, err := hc.Do(req); err == nil {
-			_ = resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
-		}
-		select {
-		case <-ctx.Done():
-			raw, _ := os.ReadFile(p.Log)
-			return fmt.Errorf("%s not ready at %s: %w; end of %s:\n%s", p.Name, url, ctx.Err(), p.Log, tail(string(raw), 15))
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
+	return waitReady(ctx, p.Name, p.PID, fmt.Sprintf("http://127.0.0.1:%d/readyz", p.HealthPort), p.Log, filepath.Dir(filepath.Dir(p.Log)))
 }
 
 // webhookConfigurations reads a module's generated webhook configurations and points them at a
@@ -538,29 +513,14 @@ func (f *Fleet) stopClusterAPI() error {
 	if state == nil {
 		return nil
 	}
-	var pids []int
+	pids := make([]int, 0, len(state.Processes))
 	for _, p := range state.Processes {
-		if ownedAlive(p.PID, state.Dir) {
-			_ = syscall.Kill(p.PID, syscall.SIGTERM)
-			pids = append(pids, p.PID)
-		}
+		pids = append(pids, p.PID)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		pids = slices.DeleteFunc(pids, func(pid int) bool { return !ownedAlive(pid, state.Dir) })
-		if len(pids) == 0 {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			killOwned(pids, state.Dir)
-			time.Sleep(200 * time.Millisecond)
-			if pids = slices.DeleteFunc(pids, func(pid int) bool { return !ownedAlive(pid, state.Dir) }); len(pids) > 0 {
-				return fmt.Errorf("cluster API processes %v survive SIGKILL", pids)
-			}
-			return nil
-		}
-		time.Sleep(100 * time.Millisecond)
+	if err := stopOwned(pids, state.Dir); err != nil {
+		return fmt.Errorf("cluster API: %w", err)
 	}
+	return nil
 }
 
 // RegisterTestExtension registers CAPI's test extension (started with Options.ClusterAPI) in an

@@ -77,4 +77,36 @@
 //     Machine for an uncovered DevMachine change in ~20 s. CAPI's MachineDeployment status can
 //     lag a step behind (replicas all "up to date" while the old Machine is being deleted), so
 //     verification counts the Machines itself.
+//
+// # Flux controllers (opt-in)
+//
+// Options.Flux (`gradual-testbed up --flux`) runs Flux's source-controller and
+// kustomize-controller (FluxVersion: v1.9.6 of both, the newest whose go.mod takes Go 1.26;
+// v1.10 wants go 1.27) as local processes against the management kube-apiserver, for the Flux
+// delivery engine: an OCI artifact per revision, a Kustomization per cluster applying remotely
+// through the cluster's <name>-kubeconfig Secret (spec.kubeConfig.secretRef, key value; the
+// kubeconfigs point at 127.0.0.1, which the local kustomize-controller reaches as an in-cluster
+// one reaches a real workload). `tools/toolchain.sh flux` builds both from the Go module proxy
+// in a helper module (pkg/artifact is pinned down to v0.18.0, the newest v0.18 served here) and
+// copies their CRDs from the modules' config/crd/bases (GRADUAL_FLUX_* in toolchain.env).
+//
+//   - CRDs: all of both modules' (source-controller's reconcilers watch every source kind, so
+//     GitRepository, HelmRepository, HelmChart, Bucket and ExternalArtifact are installed too);
+//     namespace Options.FluxNamespace (default flux-system) is the controllers' RUNTIME_NAMESPACE.
+//   - Flags: --metrics-addr and --health-addr on free loopback ports (readiness /readyz),
+//     --enable-leader-election=false, --watch-all-namespaces; source-controller also
+//     --storage-path (DIR/flux/storage) and --storage-addr = --storage-adv-addr = 127.0.0.1:P: its
+//     artifact server, started at once without leader election, from which kustomize-controller
+//     downloads (Fleet.Flux.ArtifactAddr).
+//   - OCI registry: go-containerregistry's in-memory pkg/registry, plain HTTP on 127.0.0.1
+//     (Fleet.Flux.Registry, RegistryURL); OCIRepositories need spec.insecure true. It is this very
+//     executable (test binary or gradual-testbed) started again with GRADUAL_TESTBED_OCI_REGISTRY
+//     set, which this package's init serves: no binary of its own. A restart empties it.
+//   - Put OCIRepositories and Kustomizations in the fleet's namespace: a Kustomization's
+//     kubeConfig.secretRef names a Secret of its own namespace, and the kubeconfig Secrets live
+//     beside the Clusters. The test bed reads and writes Flux objects unstructured (FluxObject):
+//     Flux's API modules v1.9.6 would move the main module's k8s.io modules from v0.36.3 to v0.36.4.
+//   - Down stops the three processes (recognised by their working directory, DIR/flux) with the
+//     fleet. TestFluxControllers (GRADUAL_TEST_FLUX=1) is the proof: publish, apply, move to a
+//     second revision, prune on delete, with timings.
 package testbed

@@ -86,6 +86,12 @@ type Options struct {
 	// Cluster API's InPlaceUpdates feature gate off, its default in v1.14, instead of on: Cluster
 	// API then replaces machines whatever the update extensions cover.
 	InPlaceUpdatesOff bool
+	// Flux also starts Flux's source-controller and kustomize-controller as local processes
+	// against the management cluster (all namespaces), with their CRDs, and an in-memory OCI
+	// registry on loopback (see Fleet.Flux). Needs `tools/toolchain.sh flux`.
+	Flux bool
+	// FluxNamespace is the controllers' RUNTIME_NAMESPACE; default "flux-system".
+	FluxNamespace string
 
 	ephemeral bool // set by Start: the fleet may be reaped once its test process is gone
 }
@@ -121,6 +127,8 @@ type Fleet struct {
 	Ephemeral bool `json:"ephemeral,omitempty"`
 	// ClusterAPI: the real controllers, when started with Options.ClusterAPI; nil otherwise.
 	ClusterAPI *ClusterAPI `json:"clusterAPI,omitempty"`
+	// Flux: its controllers and the OCI registry, when started with Options.Flux; nil otherwise.
+	Flux *Flux `json:"flux,omitempty"`
 
 	mu       sync.Mutex
 	kwok     *kwokctl
@@ -141,6 +149,11 @@ func Up(ctx context.Context, tc Toolchain, opts Options) (_ *Fleet, err error) {
 	}
 	if opts.ClusterAPI {
 		if err := checkClusterAPIOptions(tc, &opts); err != nil {
+			return nil, err
+		}
+	}
+	if opts.Flux {
+		if err := checkFluxOptions(tc, &opts); err != nil {
 			return nil, err
 		}
 	}
@@ -231,6 +244,11 @@ func Up(ctx context.Context, tc Toolchain, opts Options) (_ *Fleet, err error) {
 	}
 	if opts.ClusterAPI {
 		if err := f.startClusterAPI(ctx, opts.ClusterAPINamespace, opts.InPlaceUpdatesOff); err != nil {
+			return nil, err
+		}
+	}
+	if opts.Flux {
+		if err := f.startFlux(ctx, opts.FluxNamespace); err != nil {
 			return nil, err
 		}
 	}
@@ -521,6 +539,9 @@ func (f *Fleet) Down(ctx context.Context) error {
 	if err := f.stopClusterAPI(); err != nil {
 		errs = append(errs, err)
 	}
+	if err := f.stopFlux(); err != nil {
+		errs = append(errs, err)
+	}
 	names := f.kwokNames()
 	listed, err := f.kwok.list(ctx)
 	if err != nil {
@@ -542,7 +563,7 @@ func (f *Fleet) Down(ctx context.Context) error {
 	if len(errs) > 0 {
 		return fmt.Errorf("fleet %s: %w", f.Name, errors.Join(errs...))
 	}
-	for _, p := range []string{stateFile, "kwok", "bin", "logs", "kubeconfigs", "management.kubeconfig", "fleet.lock", clusterAPIDir} {
+	for _, p := range []string{stateFile, "kwok", "bin", "logs", "kubeconfigs", "management.kubeconfig", "fleet.lock", clusterAPIDir, fluxDir} {
 		if err := os.RemoveAll(filepath.Join(f.Dir, p)); err != nil {
 			errs = append(errs, err)
 		}

@@ -24,6 +24,9 @@ type Toolchain struct {
 	// ClusterAPI is optional too: only a fleet started with Options.ClusterAPI needs it
 	// (`tools/toolchain.sh cluster-api` builds it).
 	ClusterAPI ClusterAPIBinaries `json:"clusterAPI,omitzero"`
+	// Flux is optional too: only a fleet started with Options.Flux needs it
+	// (`tools/toolchain.sh flux` builds it).
+	Flux FluxBinaries `json:"flux,omitzero"`
 }
 
 // ClusterAPIBinaries are the Cluster API managers (and CAPI's test extension) that
@@ -61,6 +64,9 @@ func (tc *Toolchain) vars() []struct {
 		{"GRADUAL_CAPI_KUBEADM_CONTROL_PLANE", &tc.ClusterAPI.KubeadmControlPlane, false},
 		{"GRADUAL_CAPD", &tc.ClusterAPI.CAPD, false},
 		{"GRADUAL_CAPI_TEST_EXTENSION", &tc.ClusterAPI.TestExtension, false},
+		{"GRADUAL_FLUX_SOURCE_CONTROLLER", &tc.Flux.SourceController, false},
+		{"GRADUAL_FLUX_KUSTOMIZE_CONTROLLER", &tc.Flux.KustomizeController, false},
+		{"GRADUAL_FLUX_CRDS", &tc.Flux.CRDs, false},
 	}
 }
 
