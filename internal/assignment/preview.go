@@ -77,10 +77,12 @@ func PreviewApply(ctx context.Context, svc *delivery.Service, req PreviewRequest
 	// The clusters to check are the planned ones the fleet still offers: one that became
 	// unreachable since the refresh is left out by apply, with a warning, not refused here.
 	checked := onlyEligible(p.Plan.Apply, obs.Eligible)
-	if p.Refused = delivery.Refuse("modules", CheckClaims(ctx, svc, spec, checked)); p.Refused != nil {
+	// The manifests first, as the rollout's plan does: a bundle a cluster cannot take is named
+	// as such, before the objects it names are looked up on the clusters for their owners.
+	if p.Refused = delivery.Refuse("modules", CheckManifests(ctx, svc, spec, checked)); p.Refused != nil {
 		return p, nil
 	}
-	if p.Refused = delivery.Refuse("modules", CheckManifests(ctx, svc, spec, checked)); p.Refused != nil {
+	if p.Refused = delivery.Refuse("modules", CheckClaims(ctx, svc, spec, checked)); p.Refused != nil {
 		return p, nil
 	}
 	if p.Adoptions, err = Adoptions(ctx, svc, spec, checked); err != nil {
