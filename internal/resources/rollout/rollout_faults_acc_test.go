@@ -487,13 +487,19 @@ func freeze(t *testing.T, f *testbed.Fleet, cluster string) (thaw func()) {
 	if len(pids) == 0 {
 		t.Fatalf("no processes for %s (kwok cluster %q)", cluster, kwokName)
 	}
+	return stopProcesses(t, pids)
+}
+
+// stopProcesses stops (SIGSTOP) pids and returns a func that resumes them (also run at cleanup).
+func stopProcesses(t *testing.T, pids []int) (resume func()) {
+	t.Helper()
 	for _, pid := range pids {
 		if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
 			t.Fatalf("SIGSTOP %d: %v", pid, err)
 		}
 	}
 	done := false
-	thaw = func() {
+	resume = func() {
 		if done {
 			return
 		}
@@ -502,6 +508,6 @@ func freeze(t *testing.T, f *testbed.Fleet, cluster string) (thaw func()) {
 			_ = syscall.Kill(pid, syscall.SIGCONT)
 		}
 	}
-	t.Cleanup(thaw)
-	return thaw
+	t.Cleanup(resume)
+	return resume
 }

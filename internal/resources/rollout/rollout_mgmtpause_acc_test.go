@@ -6,7 +6,6 @@ import (
 	"context"
 	"regexp"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -77,21 +76,5 @@ func freezeManagement(t *testing.T, f *testbed.Fleet) (thaw func()) {
 	if len(pids) == 0 {
 		t.Fatalf("no processes for the management cluster (kwok cluster %q)", f.Management.KwokName)
 	}
-	for _, pid := range pids {
-		if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
-			t.Fatalf("SIGSTOP %d: %v", pid, err)
-		}
-	}
-	done := false
-	thaw = func() {
-		if done {
-			return
-		}
-		done = true
-		for _, pid := range pids {
-			_ = syscall.Kill(pid, syscall.SIGCONT)
-		}
-	}
-	t.Cleanup(thaw)
-	return thaw
+	return stopProcesses(t, pids)
 }
