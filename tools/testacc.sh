@@ -18,6 +18,9 @@
 # side by side, one package's change would show up in another's plan.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# stage MESSAGE: what starts now, with the time of day, so that a run's log shows where its time
+# went.
+stage() { echo "[testacc $(date +%T)] $*" >&2; }
 env_file=$(tools/toolchain.sh | tail -n 1)
 # shellcheck disable=SC1090
 source "$env_file"
@@ -39,7 +42,7 @@ cleanup() {
 trap cleanup EXIT
 
 up() {
-  echo "[testacc] starting test bed $1" >&2
+  stage "starting test bed $1"
   fleets+=("$work/$1")
   "$testbed" up --dir "$work/$1" >/dev/null
 }
@@ -52,7 +55,7 @@ export TF_CLI_CONFIG_FILE="$work/cli.tfrc"
 # Every test binary is built once, here, and the provider binary the CLI-driving tests install
 # once (acctest.ProviderBinaryEnv): the lanes then link and build nothing, so they do not
 # compile the same packages side by side, and no test builds its own provider.
-echo "[testacc] building the test binaries and the provider" >&2
+stage "building the test binaries and the provider"
 go test -c -o "$work/testbin/" ./... >/dev/null
 go build -o "$work/provider/terraform-provider-gradual" .
 export GRADUAL_PROVIDER_BINARY="$work/provider/terraform-provider-gradual"
@@ -94,7 +97,7 @@ run_one() {
 # acc CLI-NAME CLI-PATH FLEET-DIR [env assignments...]: the acceptance tests of every package.
 acc() {
   local cli=$1 path=$2 fleet=$3; shift 3
-  echo "[testacc] acceptance tests on $cli ($("$path" version | head -n 1))" >&2
+  stage "acceptance tests on $cli ($("$path" version | head -n 1))"
   run_tests "${GO_TEST_TIMEOUT:-40m}" '^TestAcc' "$@" GRADUAL_TESTBED_DIR="$fleet" TF_ACC_TERRAFORM_PATH="$path"
 }
 tofu_env=(TF_ACC_PROVIDER_NAMESPACE=hashicorp TF_ACC_PROVIDER_HOST=registry.opentofu.org)
@@ -102,17 +105,25 @@ tofu_env=(TF_ACC_PROVIDER_NAMESPACE=hashicorp TF_ACC_PROVIDER_HOST=registry.open
 # scale CLI-NAME CLI-PATH [env assignments...]: the plan line budget on the scale bed.
 scale() {
   local cli=$1 path=$2; shift 2
-  echo "[testacc] plan line budget on the scale bed, $cli" >&2
+  stage "plan line budget on the scale bed, $cli"
   GRADUAL_TESTBED_SCALE_DIR="$work/scale" run_one internal/scaleacc 20m '^TestAccScale_' "$@" TF_ACC_TERRAFORM_PATH="$path"
 }
 # The plan line budget at a few hundred clusters (internal/scaleacc) needs a scale bed of its own:
-# 450 CAPI Clusters over 3 kwok API servers, of which the test picks ~300.
+# 450 CAPI Clusters over 3 kwok API servers, of which the test picks ~300. The two CLIs' runs go
+# side by side on it: each labels the Clusters and names its resources and namespaces after a
+# label of its own (scaleacc's setUp), so neither sees the other's, and the runs mostly wait on
+# the bed's API servers rather than on each other.
 scale_stage() {
-  echo "[testacc] starting the scale bed: 450 CAPI Clusters over 3 kwok API servers" >&2
+  stage "starting the scale bed: 450 CAPI Clusters over 3 kwok API servers"
   "$testbed" up --dir "$work/scale" --workloads 3 --clusters 450 >/dev/null
-  local rc=0
-  scale OpenTofu "$GRADUAL_TOFU" || rc=1
-  if [ -n "${GRADUAL_TERRAFORM:-}" ]; then scale Terraform "$GRADUAL_TERRAFORM" || rc=1; fi
+  local pids=() rc=0 pid
+  ( scale OpenTofu "$GRADUAL_TOFU" 2>&1 | sed -u 's/^/[scale OpenTofu] /'; exit "${PIPESTATUS[0]}" ) &
+  pids+=("$!")
+  if [ -n "${GRADUAL_TERRAFORM:-}" ]; then
+    ( scale Terraform "$GRADUAL_TERRAFORM" 2>&1 | sed -u 's/^/[scale Terraform] /'; exit "${PIPESTATUS[0]}" ) &
+    pids+=("$!")
+  fi
+  for pid in "${pids[@]}"; do wait "$pid" || rc=1; done
   "$testbed" down --dir "$work/scale" >&2 || true
   return "$rc"
 }
@@ -122,7 +133,7 @@ scale_stage() {
 # its own management cluster with the controllers (CAPD binds fixed ports: the tests take
 # /tmp/gradual-capi.lock, so one such fleet runs at a time).
 capi_controllers() {
-  echo "[testacc] Cluster API controllers" >&2
+  stage "Cluster API controllers"
   # The lock the in-place tests take (internal/resources/inplaceupdate), so that the two never
   # run their fleets at once.
   (
@@ -138,12 +149,12 @@ capi_controllers() {
 # figures these runs are read for.
 capi_acc() {
   local cli=$1 path=$2; shift 2
-  echo "[testacc] gradual_inplace_update on the real Cluster API controllers, $cli" >&2
+  stage "gradual_inplace_update on the real Cluster API controllers, $cli"
   run_one internal/resources/inplaceupdate 20m '^TestAccCAPIInPlace_' "$@" TF_ACC_TERRAFORM_PATH="$path" GRADUAL_TEST_CLUSTER_API=1
 }
 
 if [ -n "${GRADUAL_TESTACC_SERIAL:-}" ] || [ -z "${GRADUAL_TERRAFORM:-}" ]; then
-  [ -n "${GRADUAL_TERRAFORM:-}" ] || echo "[testacc] terraform not on PATH: Terraform run skipped" >&2
+  [ -n "${GRADUAL_TERRAFORM:-}" ] || stage "terraform not on PATH: Terraform run skipped"
   up fleet
   acc OpenTofu "$GRADUAL_TOFU" "$work/fleet" "${tofu_env[@]}"
   [ -z "${GRADUAL_TERRAFORM:-}" ] || acc Terraform "$GRADUAL_TERRAFORM" "$work/fleet"
@@ -172,7 +183,7 @@ else
     acc OpenTofu "$GRADUAL_TOFU" "$work/fleet-tofu" "${tofu_env[@]}" GRADUAL_ACC_LANE=0/2 &&
       GRADUAL_TESTBED_DIR="$work/fleet-tofu" tools/moduletest.sh || rc=1
     "$testbed" down --dir "$work/fleet-tofu" >&2 || true
-    capi_acc OpenTofu "$GRADUAL_TOFU" "${tofu_env[@]}" || rc=1
+    capi_acc OpenTofu "$GRADUAL_TOFU" "${tofu_env[@]}" GRADUAL_ACC_LANE=0/2 || rc=1
     return "$rc"
   }
   terraform_lane() {
@@ -181,7 +192,7 @@ else
     "$testbed" down --dir "$work/fleet-terraform" >&2 || true
     scale_stage || rc=1
     capi_controllers || rc=1
-    capi_acc Terraform "$GRADUAL_TERRAFORM" || rc=1
+    capi_acc Terraform "$GRADUAL_TERRAFORM" GRADUAL_ACC_LANE=1/2 || rc=1
     return "$rc"
   }
   lane OpenTofu tofu_lane
@@ -191,7 +202,7 @@ else
   failed=0
   for name in OpenTofu Terraform; do
     rc=$(cat "$work/$name.rc" 2>/dev/null || echo 1)
-    echo "[testacc] $name lane exit code $rc" >&2
+    stage "$name lane exit code $rc"
     [ "$rc" = 0 ] || failed=1
   done
   [ "$failed" = 0 ] || exit 1

@@ -425,6 +425,7 @@ func TestAccCAPIInPlace_stalePlanStopsApply(t *testing.T) {
 // is previewed as a replacement naming the field, and CAPI does replace the Machine (a new UID);
 // the infrastructure template is rotated, and status says which Machine went and which came.
 func TestAccCAPIInPlace_uncoveredReplaced(t *testing.T) {
+	acctest.OnOneLane(t, 1) // what Cluster API does with the write, not how a CLI drives it
 	f, mc := capiFleet(t)
 	before := worker(t, mc)
 	oldRef := machineDeployment(t, mc).Spec.Template.Spec.InfrastructureRef.Name

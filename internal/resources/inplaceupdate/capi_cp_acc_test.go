@@ -60,6 +60,7 @@ func controlPlaneMachine(t *testing.T, mc client.Client) clusterv1.Machine {
 // the Machine. The plan says so (rolling, naming maxSurge) and CAPI does it: a new Machine on
 // the new version, the old one gone, status `replaced` and `created`.
 func TestAccCAPIInPlace_controlPlaneReplacedAsPreviewed(t *testing.T) {
+	acctest.OnOneLane(t, 1) // what Cluster API does with the write, not how a CLI drives it
 	f, mc := capiFleet(t)
 	before := controlPlaneMachine(t, mc)
 	const version = "v1.34.3"

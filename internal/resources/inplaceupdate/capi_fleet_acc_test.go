@@ -50,6 +50,7 @@ resource "gradual_inplace_update" "fleet" {
 // again and mem-4 updated; every worker was updated in place (the same Machine UID). A third
 // plan is empty.
 func TestAccCAPIInPlace_fleetWavesHalt(t *testing.T) {
+	acctest.OnOneLane(t, 0) // the fleet's pacing against the controllers, not how a CLI drives it
 	f, mc := capiFleet(t)
 	k := playKubelet(t, mc, "mem-2", "mem-4")
 	before := map[string]types.UID{}

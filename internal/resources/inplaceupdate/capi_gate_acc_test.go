@@ -30,6 +30,7 @@ import (
 // the gate off as with it on (False, NotUpdating), which is why the plan reads the managers'
 // flags instead.
 func TestAccCAPIInPlace_gateOff(t *testing.T) {
+	acctest.OnOneLane(t, 0) // what the provider does when the gate is off, not how a CLI drives it
 	tc := capiToolchain(t)
 	capi.stop() // one Cluster API fleet per machine: the shared one (gate on) goes first
 	t0 := time.Now()
