@@ -200,6 +200,9 @@ func checkOwner(ctx context.Context, c client.Client, sel Selection, o *Owner) e
 		}
 		return usererr.Wrap(err, "Cannot Read Cluster", fmt.Sprintf("Reading Cluster %s/%s failed.", sel.Namespace, sel.Cluster))
 	}
+	if err := refuseTopologyOwned(cl, o); err != nil {
+		return err
+	}
 	if paused, _, _ := unstructured.NestedBool(cl.Object, "spec", "paused"); paused {
 		return engine.Mark(ErrClusterSkippable, usererr.New("Cluster Paused", fmt.Sprintf("Cluster %s/%s is paused: Cluster API would not roll the change out. Unpause it, then plan again.", sel.Namespace, sel.Cluster)))
 	}
@@ -222,6 +225,41 @@ func checkOwner(ctx context.Context, c client.Client, sel Selection, o *Owner) e
 	}
 	o.MaxSurge = resolveSurge(u, replicas)
 	return nil
+}
+
+// topologyOwnedLabel marks the objects Cluster API's topology controller made from a
+// ClusterClass (clusterv1.ClusterTopologyOwnedLabel; this package reads Cluster API objects as
+// unstructured and does not import its API module).
+const topologyOwnedLabel = "topology.cluster.x-k8s.io/owned"
+
+// refuseTopologyOwned refuses an owner that the topology controller of a managed Cluster
+// (spec.topology) made: that controller computes the owner's version and template references
+// from the Cluster's topology and its ClusterClass and puts back whatever else writes them, so a
+// write here would be reverted behind the plan's back. Such clusters are upgraded through
+// Cluster.spec.topology. An owner the topology did not make (no label) may be written as any
+// other.
+func refuseTopologyOwned(cluster *unstructured.Unstructured, o *Owner) error {
+	topology, _, _ := unstructured.NestedMap(cluster.Object, "spec", "topology")
+	if len(topology) == 0 {
+		return nil
+	}
+	if _, owned := o.Current.GetLabels()[topologyOwnedLabel]; !owned {
+		return nil
+	}
+	class, _, _ := unstructured.NestedString(topology, "classRef", "name")
+	if class == "" {
+		class, _, _ = unstructured.NestedString(topology, "class") // v1beta1 Clusters
+	}
+	field := "`machine_deployment` (or `machine_deployment_selector`)"
+	if o.Kind == KindKubeadmControlPlane {
+		field = "`control_plane`"
+	}
+	return usererr.New("Owner Managed By A ClusterClass",
+		fmt.Sprintf("Cluster %s/%s is built from ClusterClass %q (spec.topology), and its topology controller manages %s (label %s): "+
+			"it would put back the version and templates this resource writes. %s picks it; pick owners the topology does not manage, "+
+			"or upgrade this cluster through the Cluster: set spec.topology.version, or change the ClusterClass's templates. "+
+			"Cluster API then updates the control plane first and the MachineDeployments after, in place where the update extensions allow.",
+			cluster.GetNamespace(), cluster.GetName(), class, o.Name(), topologyOwnedLabel, field))
 }
 
 // resolveSurge is the MachineDeployment's maxSurge as a number of machines (CAPI's default is 1;

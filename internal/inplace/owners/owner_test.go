@@ -218,6 +218,64 @@ func TestPlanRefusesOwnersCAPIWouldNotUpdate(t *testing.T) {
 			}
 		})
 	}
+	// A managed topology's owners are refused; one the topology did not make (no label) is not.
+	for _, tc := range []struct {
+		name     string
+		topology map[string]any
+		owned    bool
+		summary  string
+	}{
+		{"topology-owned MachineDeployment", map[string]any{"classRef": map[string]any{"name": "quick-start"}, "version": "v1.34.0"}, true, "Owner Managed By A ClusterClass"},
+		{"v1beta1 class field", map[string]any{"class": "quick-start", "version": "v1.34.0"}, true, "Owner Managed By A ClusterClass"},
+		{"MachineDeployment outside the topology", map[string]any{"classRef": map[string]any{"name": "quick-start"}}, false, ""},
+		{"label without a topology", nil, true, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, writes := world(t, nil, nil)
+			cl := obj(clusterGVK, "c", map[string]any{})
+			if err := c.Get(t.Context(), client.ObjectKeyFromObject(cl), cl); err != nil {
+				t.Fatal(err)
+			}
+			if tc.topology != nil {
+				if err := unstructured.SetNestedMap(cl.Object, tc.topology, "spec", "topology"); err != nil {
+					t.Fatal(err)
+				}
+				if err := c.Update(t.Context(), cl); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if tc.owned {
+				md := obj(machineDeploymentGVK, "md-0", map[string]any{})
+				if err := c.Get(t.Context(), client.ObjectKeyFromObject(md), md); err != nil {
+					t.Fatal(err)
+				}
+				md.SetLabels(map[string]string{topologyOwnedLabel: ""})
+				if err := c.Update(t.Context(), md); err != nil {
+					t.Fatal(err)
+				}
+			}
+			*writes = nil
+			_, err := (&Planner{Client: c}).Plan(t.Context(), Request{Selection: mdSelection, Change: inplace.Change{Version: "v1.34.1"}})
+			if tc.summary == "" {
+				if err != nil {
+					t.Fatalf("plan error %v, want none", err)
+				}
+				return
+			}
+			u, ok := usererr.As(err)
+			if !ok || u.Summary != tc.summary {
+				t.Fatalf("plan error %v, want %q", err, tc.summary)
+			}
+			for _, want := range []string{`ClusterClass "quick-start"`, "MachineDeployment fleet/md-0", "spec.topology.version", "`machine_deployment`"} {
+				if !strings.Contains(u.Detail, want) {
+					t.Errorf("detail %q does not say %q", u.Detail, want)
+				}
+			}
+			if len(*writes) > 0 {
+				t.Errorf("writes %v", *writes)
+			}
+		})
+	}
 	t.Run("selector without owner", func(t *testing.T) {
 		c, _ := world(t, nil, nil)
 		_, err := (&Planner{Client: c}).Plan(t.Context(), Request{Selection: Selection{Namespace: "fleet", Cluster: "c"}, Change: inplace.Change{Version: "v1.34.1"}})

@@ -53,7 +53,12 @@ func (r *updateResource) Schema(ctx context.Context, _ resource.SchemaRequest, r
 			"The plan shows `waves` (counts), `summary` and `attention` (skipped clusters, machines Cluster API would replace, unfinished " +
 			"clusters), readable at any fleet size; `gradual_inplace_update_plan` gives the per-machine detail. Clusters already done " +
 			"(every owner carries the revision and Cluster API is done with every machine) are left alone, so applying again after a " +
-			"failure goes on where the update stopped.",
+			"failure goes on where the update stopped.\n\n" +
+			"**Managed topologies.** In a Cluster built from a ClusterClass (`spec.topology`), the topology controller owns the " +
+			"version and template references of the control plane and MachineDeployments it made (label " +
+			"`topology.cluster.x-k8s.io/owned`) and would put back what this resource writes: the plan refuses such an owner, naming " +
+			"it. Upgrade those clusters through `Cluster.spec.topology.version` or the ClusterClass; MachineDeployments the topology " +
+			"did not make are updated as in any other cluster.",
 		Attributes: map[string]schema.Attribute{
 			"id": schema.StringAttribute{Computed: true, MarkdownDescription: "`namespace/cluster/machine_deployment` or `namespace/cluster/control-plane:control_plane` for one owner of one cluster; `namespace/fleet:<sha>` (a hash of the cluster and owner selection) otherwise.",
 				PlanModifiers: []planmodifier.String{stringplanmodifier.UseStateForUnknown()}},
