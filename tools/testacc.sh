@@ -4,9 +4,9 @@
 # OpenTofu and, when `terraform` is on PATH, on Terraform, the two side by side (each on its own
 # fleet). Each lane then goes on with what follows on its own: the OpenTofu lane with the
 # modules' tests and gradual_inplace_update on the real Cluster API controllers, the Terraform
-# lane with the plan line budget on a scale bed, the Cluster API controllers' own test and
-# gradual_inplace_update on them under Terraform (the Cluster API fleets take a lock, so one
-# runs at a time). Every fleet is torn down on exit, whatever happened.
+# lane with the plan line budget on a scale bed (both CLIs side by side), the Cluster API
+# controllers' own test and gradual_inplace_update on them under Terraform (the Cluster API fleets
+# take a lock, so one runs at a time). Every fleet is torn down on exit, whatever happened.
 #
 #   GRADUAL_TESTACC_SERIAL=1 tools/testacc.sh   # one CLI after the other, on one fleet
 #
