@@ -136,7 +136,8 @@ func (d *statusDataSource) Read(ctx context.Context, req datasource.ReadRequest,
 			return
 		}
 	}
-	obs, err := d.data.Delivery.Observe(ctx, query, key, recordNamespace, true, rollout.ignore(ctx)...)
+	rollout.RecordNamespace, rollout.Revision = types.StringValue(recordNamespace), types.StringValue(revision)
+	obs, err := rollout.observe(ctx, d.data.Delivery, query, key)
 	if err != nil {
 		resp.Diagnostics.Append(diagnostics.FromError(err, "Cannot Read The Fleet"))
 		return

@@ -28,7 +28,8 @@ func valuesAttribute() schema.SingleNestedAttribute {
 			"(`spec.topology.variables`) by name (a string's content, other values as JSON). For one cluster, later sources win: " +
 			"topology variables, `from_labels`, `from_annotations`, the `selected` entries that match (in order), then `clusters`. " +
 			"A variable used without a default that a cluster does not get fails the plan, naming the cluster and the variable; " +
-			"nothing is applied. The template and these rules name the `revision` (a change here is a new revision, rolled out in " +
+			"nothing is applied. Terraform interpolates `${` in its own strings: in a heredoc write `$${var}` " +
+			"(manifests read with `file()` need no escaping). The template and these rules name the `revision` (a change here is a new revision, rolled out in " +
 			"waves); a change on a Cluster (a label it takes a value from) changes that cluster only: the refresh finds it " +
 			"`values-changed` in `summary` and `attention`, and the plan updates it alone. Without `values`, nothing is substituted.",
 		Attributes: map[string]schema.Attribute{
