@@ -79,7 +79,7 @@ func (d *statusDataSource) Schema(_ context.Context, _ datasource.SchemaRequest,
 				MarkdownDescription: "Every picked cluster, sorted by name.",
 				NestedObject: schema.NestedAttributeObject{Attributes: map[string]schema.Attribute{
 					"name":     computed("Cluster name."),
-					"state":    computed("`current`, `outdated`, `drifted`, `provisioning`, `pending` or `skipped`."),
+					"state":    computed("`current`, `outdated`, `drifted`, `values-changed` (with `values`: the manifests render differently for it now), `provisioning`, `pending` or `skipped`."),
 					"revision": computed("Revision the cluster runs (empty: none)."),
 					"backup":   computed("Revision the cluster returns to on failure (empty: none)."),
 					"detail":   computed("What is wrong, as in the rollout's `attention`; empty when current."),
