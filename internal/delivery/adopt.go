@@ -174,7 +174,11 @@ func (s *Service) Adoptions(ctx context.Context, spec Spec, clusters []string) (
 			return fmt.Errorf("read records: %w", err)
 		}
 		prior := state.AdoptedOf()
-		adopted, _, err := adoptions(ctx, c, name, state, spec.Objects.Objects) // claims: see Claims
+		objs, err := spec.ObjectsFor(name)
+		if err != nil {
+			return err
+		}
+		adopted, _, err := adoptions(ctx, c, name, state, objs) // claims: see Claims
 		if err != nil {
 			return err
 		}

@@ -13,11 +13,15 @@ import (
 // time, so a bundle that cannot apply is refused before any cluster is touched.
 func (s *Service) Check(ctx context.Context, spec Spec, clusters []string) error {
 	errs := s.forEach(ctx, clusters, func(ctx context.Context, name string) error {
+		objs, err := spec.ObjectsFor(name)
+		if err != nil {
+			return err
+		}
 		c, err := s.cluster(ctx, spec.ClusterNamespace, name, spec.Key, spec.ForceConflicts)
 		if err != nil {
 			return err
 		}
-		return c.applier.Check(ctx, spec.Objects.Objects)
+		return c.applier.Check(ctx, objs)
 	})
 	if len(errs) == 0 {
 		return nil

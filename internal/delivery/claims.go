@@ -42,20 +42,24 @@ func (c Claim) owner() string {
 // records in). Two owners would apply and prune the same object. ignore, when not nil, exempts
 // keys (e.g. the rollout a plan replaces).
 func (s *Service) Claims(ctx context.Context, spec Spec, clusters []string, ignore func(records.Key) bool) ([]Claim, error) {
-	want := map[manifest.Identity]bool{}
-	for _, obj := range spec.Objects.Objects {
-		want[manifest.IdentityOf(obj)] = true
-	}
 	var (
 		mu  sync.Mutex
 		out []Claim
 	)
 	errs := s.forEach(ctx, clusters, func(ctx context.Context, name string) error {
+		objs, err := spec.ObjectsFor(name)
+		if err != nil {
+			return err
+		}
+		want := map[manifest.Identity]bool{}
+		for _, obj := range objs {
+			want[manifest.IdentityOf(obj)] = true
+		}
 		c, err := s.cluster(ctx, spec.ClusterNamespace, name, spec.Key, false)
 		if err != nil {
 			return err
 		}
-		managed, err := managerClaims(ctx, c, name, spec.Objects.Objects, ignore)
+		managed, err := managerClaims(ctx, c, name, objs, ignore)
 		if err != nil {
 			return err
 		}
@@ -150,11 +154,15 @@ func (s *Service) CheckOwners(ctx context.Context, spec Spec, clusters []string)
 		out []Claim
 	)
 	s.forEach(ctx, clusters, func(ctx context.Context, name string) error {
+		objs, err := spec.ObjectsFor(name)
+		if err != nil {
+			return err
+		}
 		c, err := s.cluster(ctx, spec.ClusterNamespace, name, spec.Key, spec.ForceConflicts)
 		if err != nil {
 			return err
 		}
-		claims, err := managerClaims(ctx, c, name, spec.Objects.Objects, nil)
+		claims, err := managerClaims(ctx, c, name, objs, nil)
 		mu.Lock()
 		out = append(out, claims...)
 		mu.Unlock()

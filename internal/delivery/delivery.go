@@ -37,6 +37,11 @@ type Spec struct {
 	// clusters' work must not repeat: they are replaced before an error is classified, logged,
 	// recorded or returned.
 	Redact []string
+	// Values, when set, makes Objects a template: each cluster gets Objects with its own
+	// variables substituted (Render), kept in Rendered by cluster name. The revision names the
+	// template and these rules; each cluster's record holds what was rendered for it.
+	Values   *Values
+	Rendered map[string]*manifest.Set
 }
 
 // Cluster states, as the rollout's `summary`, `attention` and `gradual_rollout_status` show them.
@@ -45,6 +50,9 @@ const (
 	StateDrifted      = "drifted"      // on Revision per the records, but objects are missing or edited
 	StateProvisioning = "provisioning" // a run stopped while changing it
 	StatePending      = "pending"      // nothing applied yet
+	// StateValuesChanged: on Revision, but the manifests render differently for the cluster now
+	// (a label, annotation or topology variable it takes a value from changed).
+	StateValuesChanged = "values-changed"
 )
 
 // ClusterState is what one picked cluster runs.
@@ -52,11 +60,15 @@ type ClusterState struct {
 	Revision string
 	State    string
 	Backup   string
-	// Drift lists the objects that are missing or edited (for StateDrifted).
+	// Drift lists the objects that are missing or edited (for StateDrifted), or, for
+	// StateValuesChanged, the objects that render differently now.
 	Drift []string
 	// SkippedRecords names the record Secrets of this rollout on the cluster that were not read
 	// (oversized, unreadable, or another rollout's under our labels), with the reason.
 	SkippedRecords []string
+	// recorded is the current record's objects (canonical JSON) while Observe compares them with
+	// what the bundle renders now; never kept.
+	recorded []byte
 }
 
 // SkippedRecords lists, per cluster, the record Secrets the observation left unread, for a

@@ -679,6 +679,7 @@ func (e *env) discover(_ context.Context, q fleet.Query) (*fleet.Discovery, erro
 			continue
 		}
 		found := fleet.Cluster{Name: name, Namespace: q.Namespace, Phase: "Provisioned", ControlPlaneReady: true, InfrastructureReady: true, KubeconfigAvailable: true}
+		found.Labels = e.labels[name]
 		c.mu.Lock()
 		if c.gone {
 			found.KubeconfigAvailable, found.SkipReason = false, "kubeconfig Secret not found"

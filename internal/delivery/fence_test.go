@@ -72,7 +72,7 @@ func TestLeaseLostMidWaveWritesNothingMore(t *testing.T) {
 		defer cancel(nil)
 		fw := &fenceWorld{cancel: cancel}
 		runCtx = records.WithFence(runCtx, fw.fence)
-		fw.World = &world{svc: e.svc, spec: e.spec, desired: e.desired.canonical, progress: progress, logf: e.logf}
+		fw.World = &world{svc: e.svc, spec: e.spec, progress: progress, logf: e.logf}
 		seen := map[string]string{}
 		var progressAtLoss string
 		fw.after = func() {

@@ -22,6 +22,26 @@ import (
 // so one broken cluster does not block planning for the fleet. Drift leaves out the fields
 // ignore names (the rollout's ignore_fields).
 func (s *Service) Observe(ctx context.Context, q fleet.Query, key records.Key, recordNamespace string, drift bool, ignore ...apply.IgnoreRule) (*Observation, error) {
+	return s.observe(ctx, q, key, recordNamespace, drift, ignore, nil)
+}
+
+// Rendering is a rollout with values as a refresh knows it: its revision, the template (the
+// public half of the bundle: the sensitive half is write-only) and the values' rules.
+type Rendering struct {
+	Revision string
+	Template *manifest.Set
+	Values   *Values
+}
+
+// ObserveRendered is Observe with drift for a rollout with values: a cluster current on
+// r.Revision whose objects render differently now than its record holds (a label, annotation or
+// topology variable it takes a value from changed) is StateValuesChanged, with the objects
+// that differ, so that the next plan updates that cluster.
+func (s *Service) ObserveRendered(ctx context.Context, q fleet.Query, key records.Key, recordNamespace string, r Rendering, ignore ...apply.IgnoreRule) (*Observation, error) {
+	return s.observe(ctx, q, key, recordNamespace, true, ignore, &r)
+}
+
+func (s *Service) observe(ctx context.Context, q fleet.Query, key records.Key, recordNamespace string, drift bool, ignore apply.Ignore, r *Rendering) (*Observation, error) {
 	found, err := s.discover(ctx, q)
 	if err != nil {
 		return nil, err
@@ -62,9 +82,14 @@ func (s *Service) Observe(ctx context.Context, q fleet.Query, key records.Key, r
 		obs.Skipped[name] = "Cluster not found"
 	}
 	var eligible []string
+	rendering := map[string]func() (*manifest.Set, error){}
 	for _, c := range found.Clusters {
 		if c.Eligible() {
 			eligible = append(eligible, c.Name)
+			if r != nil {
+				vars := r.Values.For(c)
+				rendering[c.Name] = func() (*manifest.Set, error) { return manifest.Substitute(r.Template, vars) }
+			}
 		} else {
 			obs.Skipped[c.Name] = c.SkipReason
 		}
@@ -77,6 +102,9 @@ func (s *Service) Observe(ctx context.Context, q fleet.Query, key records.Key, r
 	var mu sync.Mutex
 	errs := s.forEach(ctx, eligible, func(ctx context.Context, name string) error {
 		rec, st, err := s.observeCluster(ctx, q.Namespace, name, key, recordNamespace, drift, ignore)
+		if err == nil && r != nil && st.State == StateCurrent && rec.Current == r.Revision {
+			st, err = valuesChanged(st, rendering[name])
+		}
 		if err != nil {
 			return err
 		}
@@ -152,6 +180,34 @@ func (s *Service) placedElsewhere(ctx context.Context, namespace string, placed 
 	return found.Clusters, nil
 }
 
+// valuesChanged marks st (current, its record's objects in st.recorded) StateValuesChanged
+// when render gives other objects than the record holds. A cluster that cannot be rendered any
+// more (a label it takes a variable from is gone) is marked too, with the reason: the plan
+// refuses it, naming the variable.
+func valuesChanged(st ClusterState, render func() (*manifest.Set, error)) (ClusterState, error) {
+	recorded := st.recorded
+	st.recorded = nil
+	if render == nil || recorded == nil {
+		return st, nil
+	}
+	set, err := render()
+	if m, ok := manifest.IsMissingVariables(err); ok {
+		st.State, st.Drift = StateValuesChanged, []string{"cannot be rendered: " + m.Error()}
+		return st, nil
+	}
+	if err != nil {
+		return st, err
+	}
+	changed, err := RenderedChanges(recorded, set, true)
+	if err != nil {
+		return st, err
+	}
+	if len(changed) > 0 {
+		st.State, st.Drift = StateValuesChanged, changed
+	}
+	return st, nil
+}
+
 // observeCluster reads one cluster's records of key (and its drift).
 func (s *Service) observeCluster(ctx context.Context, namespace, name string, key records.Key, recordNamespace string, drift bool, ignore apply.Ignore) (engine.TargetRecord, ClusterState, error) {
 	c, err := s.cluster(ctx, namespace, name, key, false)
@@ -193,6 +249,7 @@ func (s *Service) observeCluster(ctx context.Context, namespace, name string, ke
 		if len(st.Drift) > 0 {
 			st.State = StateDrifted
 		}
+		st.recorded = state.Current.Manifests
 	}
 	return rec, st, nil
 }

@@ -92,6 +92,12 @@ func (s *Service) Plan(ctx context.Context, req PlanRequest) (*PlanResult, error
 	if err != nil {
 		return nil, err
 	}
+	// Each cluster's variables come from its Cluster as it reads now; one that misses a
+	// variable refuses the plan.
+	if err := spec.Render(obs.Discovery.Clusters); err != nil {
+		return &PlanResult{Observation: obs, Refused: Refuse("manifests", err)}, nil
+	}
+	req.Spec = spec
 	res := decide(obs, req)
 	if res.Refused != nil {
 		return res, nil

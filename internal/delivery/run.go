@@ -94,6 +94,11 @@ func (s *Service) Run(ctx context.Context, req RunRequest) (_ *RunResult, err er
 	if err != nil {
 		return nil, err
 	}
+	// Rendered again from the fleet as it reads now, the same way the plan rendered it: a
+	// cluster that misses a variable now stops the run before anything is written.
+	if err := spec.Render(obs.Discovery.Clusters); err != nil {
+		return &RunResult{After: obs}, err
+	}
 	if req.Create && obs.Managed {
 		return &RunResult{After: obs}, AlreadyManaged(spec.Key.Describe(), req.ImportHint)
 	}
@@ -134,10 +139,6 @@ func (s *Service) Run(ctx context.Context, req RunRequest) (_ *RunResult, err er
 	if err := s.CheckOwners(ctx, spec, plannedClusters(plan)); err != nil {
 		return &RunResult{Plan: plan, After: obs}, err
 	}
-	desired, err := spec.Objects.Canonical()
-	if err != nil {
-		return nil, err
-	}
 	mstore := s.managementStore(spec.RecordNamespace)
 	// Every cluster this run may change is listed as placed before it is changed, so that a
 	// later run finds it when it leaves the selector.
@@ -161,7 +162,7 @@ func (s *Service) Run(ctx context.Context, req RunRequest) (_ *RunResult, err er
 	for _, note := range plan.Notes {
 		req.Logf("plan: "+note, map[string]any{"rollout": spec.Key.String(), "revision": spec.Revision})
 	}
-	w := &world{svc: s, spec: spec, desired: desired, progress: progress, logf: req.Logf}
+	w := &world{svc: s, spec: spec, progress: progress, logf: req.Logf}
 	result := engine.Execute(ctx, plan, w, s.clock, spec.Policy)
 	var left, leaveFailures, leftNotes []string
 	leaving := PlannedLeaving(req.Leaving, obs.Leaving)
@@ -264,7 +265,8 @@ func (s *Service) leave(ctx context.Context, spec Spec, leaving []string, orphan
 	return left, failures, notes
 }
 
-// driftedOf checks, for targets already on the desired revision, whether their objects drifted.
+// driftedOf checks, for targets already on the desired revision, whether their objects drifted
+// or, for a rollout with values, render differently now than their records hold.
 func (s *Service) driftedOf(ctx context.Context, spec Spec, targets []engine.Target) map[string]bool {
 	var names []string
 	for _, t := range targets {
@@ -279,7 +281,26 @@ func (s *Service) driftedOf(ctx context.Context, spec Spec, targets []engine.Tar
 		if err != nil {
 			return err
 		}
-		drifts, err := c.ignoring(spec.Ignore).applier.Drift(ctx, spec.Objects.Objects)
+		objs, err := spec.ObjectsFor(name)
+		if err != nil {
+			return err
+		}
+		if spec.Values != nil {
+			state, err := records.NewWorkloadStore(c.client, spec.RecordNamespace).LoadCurrent(ctx, spec.Key)
+			if err != nil {
+				return err
+			}
+			set, _ := spec.SetFor(name) // rendered above (ObjectsFor)
+			if state.Current != nil {
+				if changed, err := RenderedChanges(state.Current.Manifests, set, false); err != nil || len(changed) > 0 {
+					mu.Lock()
+					out[name] = true
+					mu.Unlock()
+					return err
+				}
+			}
+		}
+		drifts, err := c.ignoring(spec.Ignore).applier.Drift(ctx, objs)
 		if err == nil && len(drifts) > 0 {
 			mu.Lock()
 			out[name] = true

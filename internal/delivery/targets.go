@@ -22,7 +22,7 @@ func RecordedTargets(clusters map[string]ClusterState, skipped map[string]string
 		if st.State == StateProvisioning {
 			rec.Provisioning = "(interrupted)"
 		}
-		targets = append(targets, engine.Target{Name: name, Record: rec, Drifted: st.State == StateDrifted})
+		targets = append(targets, engine.Target{Name: name, Record: rec, Drifted: st.State == StateDrifted || st.State == StateValuesChanged})
 	}
 	for name, reason := range skipped {
 		if _, eligible := clusters[name]; !eligible {

@@ -19,7 +19,6 @@ import (
 type world struct {
 	svc      *Service
 	spec     Spec
-	desired  []byte // canonical manifests of the desired revision
 	progress *progressWriter
 	logf     func(string, map[string]any)
 
@@ -103,11 +102,12 @@ func (w *world) conn(ctx context.Context, target string) (*conn, *records.Worklo
 	return c.ignoring(w.spec.Ignore), records.NewWorkloadStore(c.client, w.spec.RecordNamespace), nil
 }
 
-// objectsOf returns the objects of revision on target: the desired ones, or a revision the
-// cluster's records hold (a backup being restored).
-func (w *world) objectsOf(state *records.State, revision string) ([]*unstructured.Unstructured, error) {
+// objectsOf returns the objects of revision on target: the desired ones (rendered for target
+// when the rollout has values), or a revision the cluster's records hold (a backup being
+// restored).
+func (w *world) objectsOf(state *records.State, target, revision string) ([]*unstructured.Unstructured, error) {
 	if revision == w.spec.Revision {
-		return w.spec.Objects.Objects, nil
+		return w.spec.ObjectsFor(target)
 	}
 	for _, r := range allRecords(state) {
 		if r.Revision == revision && len(r.Manifests) > 0 {
@@ -139,7 +139,7 @@ func (w *world) apply(ctx context.Context, target, revision string) error {
 	if err != nil {
 		return fmt.Errorf("read records: %w", err)
 	}
-	objs, err := w.objectsOf(state, revision)
+	objs, err := w.objectsOf(state, target, revision)
 	if err != nil {
 		return err
 	}
@@ -183,15 +183,15 @@ func (w *world) verify(ctx context.Context, target, revision string) error {
 	if err != nil {
 		return err
 	}
-	objs := w.spec.Objects.Objects
+	var state *records.State
 	if revision != w.spec.Revision {
-		state, err := store.Load(ctx, w.spec.Key)
-		if err != nil {
+		if state, err = store.Load(ctx, w.spec.Key); err != nil {
 			return fmt.Errorf("read records: %w", err)
 		}
-		if objs, err = w.objectsOf(state, revision); err != nil {
-			return err
-		}
+	}
+	objs, err := w.objectsOf(state, target, revision)
+	if err != nil {
+		return err
 	}
 	if err := c.applier.Wait(ctx, objs, 0); err != nil {
 		return err
@@ -234,7 +234,7 @@ func (w *world) restore(ctx context.Context, target, revision string) error {
 		w.note(target, note)
 		return err
 	}
-	objs, err := w.objectsOf(state, revision)
+	objs, err := w.objectsOf(state, target, revision)
 	if err != nil {
 		return err
 	}
@@ -333,7 +333,15 @@ func (w *world) record(ctx context.Context, ev engine.Event) error {
 		if err != nil {
 			return fmt.Errorf("read records: %w", err)
 		}
-		adopted, claims, err := adoptions(ctx, c, ev.Target, state, w.spec.Objects.Objects)
+		set, err := w.spec.SetFor(ev.Target)
+		if err != nil {
+			return err
+		}
+		desired, err := set.Canonical()
+		if err != nil {
+			return err
+		}
+		adopted, claims, err := adoptions(ctx, c, ev.Target, state, set.Objects)
 		if err != nil {
 			return err
 		}
@@ -344,8 +352,8 @@ func (w *world) record(ctx context.Context, ev engine.Event) error {
 		}
 		return store.MarkProvisioning(ctx, key, records.Revision{
 			Revision:  ev.Revision,
-			Manifests: w.desired,
-			Inventory: inventoryOf(w.spec.Objects.Objects),
+			Manifests: desired,
+			Inventory: inventoryOf(set.Objects),
 			Adopted:   adopted,
 		})
 	case engine.EventSucceeded:

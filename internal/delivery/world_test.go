@@ -74,6 +74,9 @@ type env struct {
 	clusters       map[string]*fakeCluster
 	initial        map[string]snapshot
 
+	// labels are the Clusters' labels, by name, as discover reports them.
+	labels map[string]map[string]string
+
 	mu         sync.Mutex
 	goneChecks int
 	logs       []string
@@ -263,7 +266,7 @@ func (e *env) run() runResult {
 		Clusters: map[string]records.ClusterOutcome{},
 	}}
 	progress.save(ctx)
-	w := &world{svc: e.svc, spec: e.spec, desired: e.desired.canonical, progress: progress, logf: e.logf}
+	w := &world{svc: e.svc, spec: e.spec, progress: progress, logf: e.logf}
 	watch := &watchWorld{World: w, e: e, plan: plan, restores: map[string]int{}}
 	res := engine.Execute(ctx, plan, watch, e.svc.clock, e.spec.Policy)
 	progress.finish(ctx, &res)

@@ -10,9 +10,13 @@ import (
 // Cluster is what the provider needs to know about one CAPI Cluster, whatever API version the
 // management cluster serves.
 type Cluster struct {
-	Name                string
-	Namespace           string
-	Labels              map[string]string
+	Name        string
+	Namespace   string
+	Labels      map[string]string
+	Annotations map[string]string
+	// TopologyVariables are the ClusterClass variables of spec.topology.variables, by name, each
+	// value as the JSON the Cluster gives (a string variable is a quoted JSON string).
+	TopologyVariables   map[string]string
 	Phase               string
 	ControlPlaneReady   bool
 	InfrastructureReady bool
@@ -63,17 +67,21 @@ func skipReason(c Cluster) string {
 
 func fromV1Beta2(obj *clusterv1.Cluster) Cluster {
 	c := Cluster{
-		Name:      obj.Name,
-		Namespace: obj.Namespace,
-		Labels:    obj.Labels,
-		Phase:     obj.Status.Phase,
-		Paused:    (obj.Spec.Paused != nil && *obj.Spec.Paused) || hasPausedAnnotation(obj.Annotations),
-		Deleting:  !obj.DeletionTimestamp.IsZero(),
+		Name:        obj.Name,
+		Namespace:   obj.Namespace,
+		Labels:      obj.Labels,
+		Annotations: obj.Annotations,
+		Phase:       obj.Status.Phase,
+		Paused:      (obj.Spec.Paused != nil && *obj.Spec.Paused) || hasPausedAnnotation(obj.Annotations),
+		Deleting:    !obj.DeletionTimestamp.IsZero(),
 	}
 	init := obj.Status.Initialization
 	c.InfrastructureReady = init.InfrastructureProvisioned != nil && *init.InfrastructureProvisioned
 	c.ControlPlaneReady = init.ControlPlaneInitialized != nil && *init.ControlPlaneInitialized
 	c.KubernetesVersion = obj.Spec.Topology.Version
+	for _, v := range obj.Spec.Topology.Variables {
+		c.TopologyVariables = withVariable(c.TopologyVariables, v.Name, v.Value.Raw)
+	}
 	if c.KubernetesVersion == "" && obj.Status.ControlPlane != nil && len(obj.Status.ControlPlane.Versions) == 1 {
 		c.KubernetesVersion = obj.Status.ControlPlane.Versions[0].Version
 	}
@@ -85,6 +93,7 @@ func fromV1Beta1(obj *clusterv1beta1.Cluster) Cluster {
 		Name:                obj.Name,
 		Namespace:           obj.Namespace,
 		Labels:              obj.Labels,
+		Annotations:         obj.Annotations,
 		Phase:               obj.Status.Phase,
 		Paused:              obj.Spec.Paused || hasPausedAnnotation(obj.Annotations),
 		Deleting:            !obj.DeletionTimestamp.IsZero(),
@@ -93,8 +102,19 @@ func fromV1Beta1(obj *clusterv1beta1.Cluster) Cluster {
 	}
 	if obj.Spec.Topology != nil {
 		c.KubernetesVersion = obj.Spec.Topology.Version
+		for _, v := range obj.Spec.Topology.Variables {
+			c.TopologyVariables = withVariable(c.TopologyVariables, v.Name, v.Value.Raw)
+		}
 	}
 	return c
+}
+
+func withVariable(vars map[string]string, name string, raw []byte) map[string]string {
+	if vars == nil {
+		vars = map[string]string{}
+	}
+	vars[name] = string(raw)
+	return vars
 }
 
 func hasPausedAnnotation(annotations map[string]string) bool {

@@ -1,9 +1,11 @@
 package fleet
 
 import (
+	"maps"
 	"strings"
 	"testing"
 
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clusterv1beta1 "sigs.k8s.io/cluster-api/api/core/v1beta1"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
@@ -160,5 +162,33 @@ func TestSelector(t *testing.T) {
 		if _, err := bad.Selector(); err == nil || !strings.Contains(err.Error(), "Invalid Selector") {
 			t.Errorf("%+v: want Invalid Selector, got %v", bad, err)
 		}
+	}
+}
+
+// TestTopologyVariablesAndAnnotations: what per-cluster values read from a Cluster, in both API
+// versions: its annotations, and its ClusterClass variables as the JSON the Cluster gives.
+func TestTopologyVariablesAndAnnotations(t *testing.T) {
+	v2 := readyV1Beta2()
+	v2.Annotations = map[string]string{"example.com/zone": "z1"}
+	v2.Spec.Topology.Variables = []clusterv1.ClusterVariable{
+		{Name: "region", Value: apiextensionsv1.JSON{Raw: []byte(`"eu-west"`)}},
+		{Name: "replicas", Value: apiextensionsv1.JSON{Raw: []byte(`3`)}},
+	}
+	v1 := &clusterv1beta1.Cluster{ObjectMeta: metav1.ObjectMeta{Name: "b", Annotations: map[string]string{"example.com/zone": "z2"}}}
+	v1.Spec.Topology = &clusterv1beta1.Topology{Variables: []clusterv1beta1.ClusterVariable{{Name: "region", Value: apiextensionsv1.JSON{Raw: []byte(`"us"`)}}}}
+	for _, tc := range []struct {
+		got      Cluster
+		zone     string
+		topology map[string]string
+	}{
+		{fromV1Beta2(v2), "z1", map[string]string{"region": `"eu-west"`, "replicas": `3`}},
+		{fromV1Beta1(v1), "z2", map[string]string{"region": `"us"`}},
+	} {
+		if tc.got.Annotations["example.com/zone"] != tc.zone || !maps.Equal(tc.got.TopologyVariables, tc.topology) {
+			t.Errorf("%s: annotations %v topology variables %v, want zone %s and %v", tc.got.Name, tc.got.Annotations, tc.got.TopologyVariables, tc.zone, tc.topology)
+		}
+	}
+	if got := fromV1Beta2(readyV1Beta2()).TopologyVariables; got != nil {
+		t.Errorf("a Cluster without variables: %v", got)
 	}
 }

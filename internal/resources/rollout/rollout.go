@@ -15,6 +15,7 @@ var (
 	pathManifests    = path.Root("manifests")
 	pathSensitive    = path.Root("sensitive_manifests")
 	pathIgnoreFields = path.Root("ignore_fields")
+	pathValues       = path.Root("values")
 	pathSensPaths    = path.Root("sensitive_paths")
 	pathOnFailure    = path.Root("on_failure")
 )

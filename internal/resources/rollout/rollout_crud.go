@@ -208,7 +208,7 @@ func (r *rolloutResource) Read(ctx context.Context, req resource.ReadRequest, re
 	if resp.Diagnostics.HasError() {
 		return
 	}
-	obs, err := r.Data.Delivery.Observe(ctx, query, key, state.RecordNamespace.ValueString(), true, state.ignore(ctx)...)
+	obs, err := state.observe(ctx, r.Data.Delivery, query, key)
 	if err != nil {
 		resp.Diagnostics.Append(diagnostics.FromError(err, "Cannot Read The Fleet"))
 		return

@@ -9,6 +9,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/types"
 	"github.com/hashicorp/terraform-plugin-framework/types/basetypes"
 
+	"github.com/gradual-dev/terraform-provider-gradual/internal/delivery"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/fleet"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/ignoreattr"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/manifesttype"
@@ -47,6 +48,8 @@ type storedConfig struct {
 	DefaultNamespace string            `json:"defaultNamespace,omitempty"`
 	// NoAdopt is adopt = false (stored negated: records written before adopt existed adopt).
 	NoAdopt bool `json:"noAdopt,omitempty"`
+	// Values is `values` (delivery.Values' own JSON form).
+	Values *delivery.Values `json:"values,omitempty"`
 }
 
 type storedReq struct {
@@ -103,6 +106,9 @@ func (m *Model) configRecord(ctx context.Context) ([]byte, diag.Diagnostics) {
 	for _, ch := range checks {
 		c.HTTPChecks = append(c.HTTPChecks, storedCheck{URL: ch.URL.ValueString(), ExpectedStatus: ch.ExpectedStatus.ValueInt64(), Timeout: ch.Timeout.ValueString()})
 	}
+	values, d := m.values(ctx)
+	diags.Append(d...)
+	c.Values = values
 	out, err := json.Marshal(c)
 	if err != nil {
 		diags.AddError("Cannot Record Configuration", err.Error())
@@ -144,6 +150,8 @@ func (m *Model) fromConfigRecord(ctx context.Context, raw []byte) diag.Diagnosti
 	}
 	diags.Append(d...)
 	m.Adopt = types.BoolValue(!c.NoAdopt)
+	m.Values, d = valuesValue(ctx, c.Values)
+	diags.Append(d...)
 	m.Selector = types.ObjectNull(shared.SelectorAttrTypes)
 	if c.HasSelector {
 		ls := fleet.LabelSelector{MatchLabels: c.MatchLabels}

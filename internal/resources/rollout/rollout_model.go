@@ -46,6 +46,7 @@ type Model struct {
 	IgnoreFields     types.List         `tfsdk:"ignore_fields"`
 	SensitivePaths   types.List         `tfsdk:"sensitive_paths"`
 	DefaultNamespace types.String       `tfsdk:"default_namespace"`
+	Values           types.Object       `tfsdk:"values"`
 	Adopt            types.Bool         `tfsdk:"adopt"`
 	RetryInvalid     types.Bool         `tfsdk:"retry_invalid"`
 	Timeouts         timeouts.Value     `tfsdk:"timeouts"`
@@ -206,7 +207,12 @@ func (m *Model) spec(ctx context.Context) (delivery.Spec, diag.Diagnostics) {
 		return spec, diags
 	}
 	spec.Redact = ignoreattr.SensitiveValues(hidden, sensitive)
-	if spec.Revision, err = set.RevisionWith(ignoreattr.Settings(rules, sensitive)); err != nil {
+	spec.Values, d = m.values(ctx)
+	diags.Append(d...)
+	if d.HasError() {
+		return spec, diags
+	}
+	if spec.Revision, err = set.RevisionWith(append(ignoreattr.Settings(rules, sensitive), spec.Values.Settings()...)); err != nil {
 		diags.AddAttributeError(pathManifests, "Invalid Manifests", err.Error())
 		return spec, diags
 	}

@@ -69,7 +69,7 @@ func (r *rolloutResource) ModifyPlan(ctx context.Context, req resource.ModifyPla
 		plan.ID = types.StringValue(plan.Namespace.ValueString() + "/" + plan.Name.ValueString())
 	}
 	if plan.Manifests.IsUnknown() || plan.Sensitive.IsUnknown() || plan.DefaultNamespace.IsUnknown() || !ignoreattr.Known(plan.IgnoreFields) ||
-		!ignoreattr.Known(plan.SensitivePaths) {
+		!ignoreattr.Known(plan.SensitivePaths) || !plan.valuesKnown(ctx) {
 		plan.Revision = types.StringUnknown()
 		plan.Objects = types.MapUnknown(manifesttype.ObjectsType)
 		r.markObservedUnknown(&plan)
@@ -324,11 +324,12 @@ func (m *Model) copyComputed(prior *Model) {
 		prior.BackupRevision, prior.InvalidRevisions, prior.Summary, prior.Attention, prior.Skipped, prior.Waves, prior.Leaving
 }
 
-// priorDrift returns the clusters the last refresh found drifted.
+// priorDrift returns the clusters the last refresh found drifted, or rendering differently
+// now (values-changed): both are applied again.
 func priorDrift(prior *Model) map[string]bool {
 	out := map[string]bool{}
 	for name, st := range priorClusters(prior) {
-		if st.State == delivery.StateDrifted {
+		if st.State == delivery.StateDrifted || st.State == delivery.StateValuesChanged {
 			out[name] = true
 		}
 	}

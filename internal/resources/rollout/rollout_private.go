@@ -112,15 +112,24 @@ func attentionNote(revision, state string, st delivery.ClusterState) string {
 		if len(drift) == 0 {
 			return "drifted: objects of " + runs + " are missing or edited"
 		}
-		const shown = 5
-		if len(drift) > shown {
-			drift = append(drift[:shown], fmt.Sprintf("and %d more", len(drift)-shown))
-		}
-		return "drifted: " + strings.Join(drift, "; ")
+		return "drifted: " + shortList(drift)
 	case delivery.StateProvisioning:
 		return fmt.Sprintf("provisioning: an apply stopped while changing it (it runs %s)", runs)
 	case delivery.StatePending:
 		return "pending: nothing applied yet"
+	case delivery.StateValuesChanged:
+		return "values-changed: " + runs + " renders differently for this cluster now: " + shortList(st.Drift)
 	}
 	return fmt.Sprintf("%s: runs %s", state, runs)
+}
+
+// shortList joins items with "; ", at most a few of them, sorted.
+func shortList(items []string) string {
+	items = append([]string{}, items...)
+	sort.Strings(items)
+	const shown = 5
+	if len(items) > shown {
+		items = append(items[:shown], fmt.Sprintf("and %d more", len(items)-shown))
+	}
+	return strings.Join(items, "; ")
 }

@@ -186,6 +186,7 @@ func (r *rolloutResource) Schema(ctx context.Context, _ resource.SchemaRequest, 
 					"without a namespace fails the apply's check, before anything is applied.",
 				Validators: []validator.String{stringvalidator.LengthBetween(1, 63), stringvalidator.RegexMatches(dnsLabel, "must be a DNS label")},
 			},
+			"values": valuesAttribute(),
 			"adopt": schema.BoolAttribute{
 				Optional: true, Computed: true, Default: booldefault.StaticBool(true),
 				MarkdownDescription: "Take over objects of `manifests` that already exist in a cluster, made by someone else (kubectl, Helm, …). " +
@@ -220,7 +221,7 @@ func (r *rolloutResource) Schema(ctx context.Context, _ resource.SchemaRequest, 
 				Computed: true, ElementType: types.Int64Type,
 				MarkdownDescription: "How many picked clusters are in each state: `current` (verified on `revision`), `outdated` (on another " +
 					"revision, e.g. restored after a failure, or not reached yet), `drifted` (objects missing or edited), `provisioning` " +
-					"(an apply stopped while changing it), `pending` (nothing applied yet) and `skipped`. A plan stays readable at any fleet " +
+					"(an apply stopped while changing it), `pending` (nothing applied yet), `values-changed` (with `values`: it renders differently now) and `skipped`. A plan stays readable at any fleet " +
 					"size: per-cluster detail is in `attention` (clusters that need it) and in the `gradual_rollout_status` data source. " +
 					"Where clusters end up depends on how apply fares, so while a plan changes anything this is known after apply.",
 			},

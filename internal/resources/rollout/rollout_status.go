@@ -79,7 +79,7 @@ func (d *statusDataSource) Schema(_ context.Context, _ datasource.SchemaRequest,
 				MarkdownDescription: "Every picked cluster, sorted by name.",
 				NestedObject: schema.NestedAttributeObject{Attributes: map[string]schema.Attribute{
 					"name":     computed("Cluster name."),
-					"state":    computed("`current`, `outdated`, `drifted`, `provisioning`, `pending` or `skipped`."),
+					"state":    computed("`current`, `outdated`, `drifted`, `values-changed` (with `values`: the manifests render differently for it now), `provisioning`, `pending` or `skipped`."),
 					"revision": computed("Revision the cluster runs (empty: none)."),
 					"backup":   computed("Revision the cluster returns to on failure (empty: none)."),
 					"detail":   computed("What is wrong, as in the rollout's `attention`; empty when current."),
@@ -136,7 +136,8 @@ func (d *statusDataSource) Read(ctx context.Context, req datasource.ReadRequest,
 			return
 		}
 	}
-	obs, err := d.data.Delivery.Observe(ctx, query, key, recordNamespace, true, rollout.ignore(ctx)...)
+	rollout.RecordNamespace, rollout.Revision = types.StringValue(recordNamespace), types.StringValue(revision)
+	obs, err := rollout.observe(ctx, d.data.Delivery, query, key)
 	if err != nil {
 		resp.Diagnostics.Append(diagnostics.FromError(err, "Cannot Read The Fleet"))
 		return
