@@ -16,7 +16,6 @@ var (
 	pathSensitive    = path.Root("sensitive_manifests")
 	pathIgnoreFields = path.Root("ignore_fields")
 	pathSensPaths    = path.Root("sensitive_paths")
-	pathOnFailure    = path.Root("on_failure")
 )
 
 // New returns the resource.
