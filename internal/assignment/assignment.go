@@ -60,6 +60,11 @@ type Spec struct {
 	Orphan bool
 	// Ignore names fields left to other controllers in every module (ignore_fields).
 	Ignore apply.Ignore
+	// ForceConflicts takes fields another server-side applier owns (force_conflicts), as a
+	// rollout's does.
+	ForceConflicts bool
+	// Retry applies a module's revision even when it is recorded invalid (retry_invalid).
+	Retry bool
 }
 
 // ModuleKey is the records key of one module of the assignment. Assignment and module names
@@ -68,11 +73,17 @@ func (s Spec) ModuleKey(module string) records.Key {
 	return records.Key{Kind: ModuleKind, Namespace: s.Key.Namespace, Name: s.Key.Name + "." + module}
 }
 
-// moduleSpec is what delivery needs to roll one module out.
+// moduleSpec is what delivery needs to roll one module out. Its canaries still go first, but
+// delivery does not refuse a gap in them: the assignment checks its canaries itself, over every
+// cluster it picks (CanaryGaps), where a module's run sees only the clusters it changes, so a
+// canary that has the module already would look missing to it.
 func (s Spec) moduleSpec(m Module) delivery.Spec {
+	policy := s.Policy
+	policy.CanaryOptional = true
 	return delivery.Spec{
 		Key: s.ModuleKey(m.Name), ClusterNamespace: s.ClusterNamespace, RecordNamespace: s.RecordNamespace,
-		Objects: m.Objects, Revision: m.Revision, Policy: s.Policy, Ignore: s.Ignore, Redact: m.Redact,
+		Objects: m.Objects, Revision: m.Revision, Policy: policy, Ignore: s.Ignore, Redact: m.Redact,
+		ForceConflicts: s.ForceConflicts, Retry: s.Retry,
 	}
 }
 

@@ -49,8 +49,9 @@ type Preview struct {
 	Leaving, LeavingLater []string
 	// Invalid holds the ledger's verdicts on modules with clusters to change.
 	Invalid []ModuleVerdict
-	// Refused is set when apply would refuse: objects another owner manages, manifests a
-	// cluster cannot take, or objects that exist already with adopt = false.
+	// Refused is set when apply would refuse: a canary that cannot go first, objects another
+	// owner manages, manifests a cluster cannot take, or objects that exist already with
+	// adopt = false.
 	Refused *delivery.Refusal
 	// Adoptions are the objects someone else made that apply takes over.
 	Adoptions []delivery.Found
@@ -99,8 +100,10 @@ func PreviewApply(ctx context.Context, svc *delivery.Service, req PreviewRequest
 func preview(obs *Observation, req PreviewRequest) *Preview {
 	spec := req.Spec
 	p := &Preview{Observation: obs, FromState: req.Prior != nil}
+	planned := obs // what the plan is made from
 	if p.FromState {
-		p.Plan = PlanAssignment(ObservationFrom(req.Prior, req.PriorSkipped, spec), spec, req.Drifted)
+		planned = ObservationFrom(req.Prior, req.PriorSkipped, spec)
+		p.Plan = PlanAssignment(planned, spec, req.Drifted)
 		// The clusters let go of are the ones the refresh found leaving (ObservationFrom), so
 		// that the final plan at apply comes out the same; bindings of deleted Clusters are
 		// dropped by apply as it finds them (nothing is left there to change), not planned.
@@ -114,9 +117,10 @@ func preview(obs *Observation, req PreviewRequest) *Preview {
 		if len(p.Plan.Apply[m.Name]) == 0 {
 			continue
 		}
-		if entry, ok := obs.Modules[m.Name].Invalid(m.Revision); ok {
+		// retry_invalid applies it anyway, as a rollout's does; the ledger entry goes once it succeeds.
+		if entry, ok := obs.Modules[m.Name].Invalid(m.Revision); ok && !spec.Retry {
 			v := ModuleVerdict{Index: i, Err: delivery.InvalidRefusal(fmt.Sprintf("module %s (version %s) of %s", m.Name, m.Version, spec.Key.Describe()),
-				m.Revision, spec.RecordNamespace, entry, false)}
+				m.Revision, spec.RecordNamespace, entry, true)}
 			if delivery.RunsRevision(obs.Modules[m.Name].Targets, m.Revision) {
 				v.Kept = true
 				delete(p.Plan.Apply, m.Name)
@@ -125,6 +129,11 @@ func preview(obs *Observation, req PreviewRequest) *Preview {
 		}
 	}
 	p.Waves = Waves(p.Plan, spec)
+	if err := CanaryRefusal(CanaryGaps(planned, p.Plan, spec), "Canary Not In The First Wave",
+		"Without them a module's first wave would go straight to the rest of the fleet. Wait until they are ready, remove them "+
+			"from canary, or set canary_optional = true to let the modules go ahead without them."); err != nil {
+		p.Refused = &delivery.Refusal{Attribute: "canary", Err: err}
+	}
 	return p
 }
 

@@ -156,6 +156,12 @@ func (r *run) prepare(ctx context.Context) error {
 	}
 	r.plan = PlanAssignment(r.obs, spec, nil)
 	r.candidates = Candidates(spec, r.obs, r.plan, r.req.Planned, r.req.PlannedKnown)
+	// The plan refused this already; here the fleet changed since (a canary went not ready).
+	// Nothing has been changed yet, and a module's first wave must not go to the fleet instead.
+	if err := CanaryRefusal(CanaryGaps(r.obs, Plan{Apply: r.candidates}, spec), "Canary Not Available",
+		"The fleet changed since the plan; nothing was applied. Plan again once the canary is ready, or set canary_optional = true."); err != nil {
+		return err
+	}
 	return checkClaims(ctx, r.svc, spec, r.candidates)
 }
 

@@ -10,6 +10,7 @@ import (
 	"github.com/gradual-dev/terraform-provider-gradual/internal/delivery"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/engine"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/records"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/usererr"
 )
 
 // Cluster states, as an assignment's summary counts them: the worst state of the cluster's
@@ -225,4 +226,78 @@ func Waves(p Plan, spec Spec) map[string][][]string {
 		out[m.Name] = engine.PlanRollout(targets, m.Revision, spec.Policy).Waves
 	}
 	return out
+}
+
+// ModuleCanaryGaps are the listed canaries one module's canary waves miss.
+type ModuleCanaryGaps struct {
+	Module string
+	Gaps   []engine.CanaryGap
+}
+
+// CanaryGaps lists, per module with clusters to change (in spec order), the listed canaries that
+// are not in its canary waves, as engine.Plan.CanaryGaps judges them: a canary skipped or not
+// picked is a gap; one that has the module already (current, or kept by ApplyOnce) counts as
+// done. Nil when canary_optional is set or no canary is listed. obs is the observation p was
+// planned from.
+func CanaryGaps(obs *Observation, p Plan, spec Spec) []ModuleCanaryGaps {
+	if spec.Policy.CanaryOptional || len(spec.Policy.Canary) == 0 {
+		return nil
+	}
+	var out []ModuleCanaryGaps
+	for _, m := range spec.Modules {
+		changing := map[string]bool{}
+		for _, c := range p.Apply[m.Name] {
+			changing[c] = true
+		}
+		if len(changing) == 0 {
+			continue
+		}
+		// Every picked cluster, so that the engine can tell a canary that has the module from one
+		// that is not picked. These waves only judge the canaries: Waves cuts the ones apply runs,
+		// with update_limit counting the clusters the module goes to.
+		targets := make([]engine.Target, 0, len(obs.Eligible)+len(obs.Skipped))
+		for _, c := range obs.Eligible {
+			t := engine.Target{Name: c, Drifted: true}
+			if !changing[c] {
+				t = engine.Target{Name: c, Record: engine.TargetRecord{Current: m.Revision}}
+			}
+			targets = append(targets, t)
+		}
+		for _, c := range sortedNames(obs.Skipped) {
+			targets = append(targets, engine.Target{Name: c, SkipReason: obs.Skipped[c]})
+		}
+		if gaps := engine.PlanRollout(targets, m.Revision, spec.Policy).CanaryGaps(spec.Policy); len(gaps) > 0 {
+			out = append(out, ModuleCanaryGaps{Module: m.Name, Gaps: gaps})
+		}
+	}
+	return out
+}
+
+// CanaryRefusal is the refusal of gaps (nil for none), in the rollout's words
+// (delivery.CanaryGapsDetail), module by module; title and then end it for plan or apply.
+func CanaryRefusal(gaps []ModuleCanaryGaps, title, then string) error {
+	if len(gaps) == 0 {
+		return nil
+	}
+	var b strings.Builder
+	for i, g := range gaps {
+		if i > 0 {
+			b.WriteString("\n\n")
+		}
+		fmt.Fprintf(&b, "Module %s: %s", g.Module, delivery.CanaryGapsDetail(g.Gaps))
+	}
+	return usererr.New(title, b.String()+"\n\n"+then)
+}
+
+// CanaryWaves counts the leading waves of a module that hold its canaries (they have waves of
+// their own), so that `waves` can name them.
+func CanaryWaves(waves [][]string, canary []string) int {
+	n := 0
+	for _, w := range waves {
+		if len(w) == 0 || !slices.Contains(canary, w[0]) {
+			break
+		}
+		n++
+	}
+	return n
 }

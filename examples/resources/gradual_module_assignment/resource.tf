@@ -35,8 +35,25 @@ resource "gradual_module_assignment" "cni" {
 
   mode            = "Reconcile" # or "ApplyOnce": like ClusterResourceSet, never re-applied
   update_limit    = "10%"
-  deletion_policy = "delete" # clusters that lose the label lose the modules
+  canary          = ["staging-eu-1"] # each module is verified here before it goes anywhere else
+  on_failure      = "rollback"       # past max_failures, undo a module everywhere this apply took it
+  deletion_policy = "delete"         # clusters that lose the label lose the modules
   verify          = { timeout = "5m" }
+}
+
+# The same modules on clusters named one by one instead of by label. force_conflicts takes
+# fields another server-side applier (a ClusterResourceSet being retired, Helm) owns.
+resource "gradual_module_assignment" "lab" {
+  name            = "lab"
+  namespace       = "fleet"
+  names           = ["lab-1", "lab-2"]
+  force_conflicts = true
+
+  modules = [{
+    name      = "calico"
+    version   = "3.28.0"
+    manifests = file("${path.module}/calico.yaml")
+  }]
 }
 
 # The plan shows `summary` (clusters per state), `attention` (clusters needing it, with what is

@@ -105,7 +105,7 @@ func (r *assignmentResource) apply(ctx context.Context, timeout time.Duration, p
 		if res != nil {
 			applied = res.Applied
 		}
-		plan.setWaves(assignment.Waves(assignment.Plan{Apply: applied}, spec))
+		plan.setWaves(assignment.Waves(assignment.Plan{Apply: applied}, spec), spec.Policy.Canary)
 	}
 	shared.FillUnknown(plan, &observed)
 	if err != nil {
@@ -143,6 +143,7 @@ func (r *assignmentResource) Read(ctx context.Context, req resource.ReadRequest,
 	if state.RecordNamespace.IsNull() {
 		state.RecordNamespace = types.StringValue(defaultRecordNamespace)
 	}
+	state.defaultChangeAttributes()
 	if state.Modules.IsNull() {
 		key := state.key()
 		found, err := assignment.LoadConfig(ctx, r.Data.Delivery, key, state.RecordNamespace.ValueString())
@@ -184,7 +185,7 @@ func (r *assignmentResource) Read(ctx context.Context, req resource.ReadRequest,
 		state.setLeaving(nil) // imported, or written by a version without `leaving`
 	}
 	if state.Waves.IsNull() || state.Waves.IsUnknown() {
-		state.setWaves(nil) // imported: no apply yet
+		state.setWaves(nil, nil) // imported: no apply yet
 	}
 	resp.Diagnostics.Append(state.SavePrivate(ctx, resp.Private)...)
 	resp.Diagnostics.Append(resp.State.Set(ctx, &state)...)

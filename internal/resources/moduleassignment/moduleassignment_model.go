@@ -27,6 +27,7 @@ type Model struct {
 	Name            types.String   `tfsdk:"name"`
 	Namespace       types.String   `tfsdk:"namespace"`
 	Selector        types.Object   `tfsdk:"selector"`
+	Names           types.List     `tfsdk:"names"`
 	Modules         types.List     `tfsdk:"modules"`
 	Mode            types.String   `tfsdk:"mode"`
 	UpdateLimit     types.String   `tfsdk:"update_limit"`
@@ -34,6 +35,11 @@ type Model struct {
 	MaxUnsettled    types.String   `tfsdk:"max_unsettled"`
 	Verify          types.Object   `tfsdk:"verify"`
 	DeletionPolicy  types.String   `tfsdk:"deletion_policy"`
+	Canary          types.List     `tfsdk:"canary"`
+	CanaryOptional  types.Bool     `tfsdk:"canary_optional"`
+	OnFailure       types.String   `tfsdk:"on_failure"`
+	ForceConflicts  types.Bool     `tfsdk:"force_conflicts"`
+	RetryInvalid    types.Bool     `tfsdk:"retry_invalid"`
 	Adopt           types.Bool     `tfsdk:"adopt"`
 	IgnoreFields    types.List     `tfsdk:"ignore_fields"`
 	SensitivePaths  types.List     `tfsdk:"sensitive_paths"`
@@ -180,7 +186,7 @@ func (m *Model) key() records.Key {
 }
 
 func (m *Model) query(ctx context.Context) (fleet.Query, diag.Diagnostics) {
-	return shared.Query(ctx, m.Namespace, m.Selector, types.ListNull(types.StringType)) // no names: only a selector
+	return shared.Query(ctx, m.Namespace, m.Selector, m.Names)
 }
 
 func (m *Model) modules(ctx context.Context) ([]ModuleModel, diag.Diagnostics) {
@@ -195,6 +201,7 @@ func (m *Model) spec(ctx context.Context) (assignment.Spec, diag.Diagnostics) {
 	spec := assignment.Spec{
 		Key: m.key(), ClusterNamespace: m.Namespace.ValueString(), RecordNamespace: m.RecordNamespace.ValueString(),
 		Mode: assignment.Mode(m.Mode.ValueString()), Orphan: m.DeletionPolicy.ValueString() == "orphan",
+		ForceConflicts: m.ForceConflicts.ValueBool(), Retry: m.RetryInvalid.ValueBool(),
 	}
 	if spec.Mode == "" {
 		spec.Mode = assignment.Reconcile
@@ -265,9 +272,10 @@ func (m *Model) spec(ctx context.Context) (assignment.Spec, diag.Diagnostics) {
 	if spec.Policy.MaxUnsettled, err2 = shared.MaxUnsettled(m.MaxUnsettled); err2 != nil {
 		diags.AddAttributeError(shared.PathMaxUnsettled, "Invalid Unsettled Budget", err2.Error())
 	}
-	// A failed module is restored where it failed; clusters that took it keep it (its dependents
-	// are blocked only where it failed).
-	spec.Policy.OnFailure = engine.Halt
+	// A failed module is restored where it failed; by default (halt) clusters that took it keep it
+	// (its dependents are blocked only where it failed).
+	diags.Append(shared.SetOnFailure(m.OnFailure, defaultOnFailure, &spec.Policy)...)
+	diags.Append(shared.SetCanary(ctx, m.Canary, m.CanaryOptional, &spec.Policy)...)
 	verify := VerifyModel{Timeout: types.StringValue(shared.DefaultVerifyTimeout), BakeTime: types.StringValue(shared.DefaultBakeTime)}
 	diags.Append(shared.VerifyAs(ctx, m.Verify, &verify)...)
 	spec.Policy.VerifyTimeout, spec.Policy.BakeTime = shared.VerifyDurations(verify.Timeout, verify.BakeTime)
@@ -329,6 +337,23 @@ func (m *Model) markOutcomeUnknown() {
 	m.Skipped = types.MapUnknown(types.StringType)
 }
 
+// defaultChangeAttributes sets the change attributes a state written before they existed lacks
+// (null) to their defaults, so that upgrading the provider plans no change.
+func (m *Model) defaultChangeAttributes() {
+	if m.CanaryOptional.IsNull() {
+		m.CanaryOptional = types.BoolValue(false)
+	}
+	if m.OnFailure.IsNull() {
+		m.OnFailure = types.StringValue(string(defaultOnFailure))
+	}
+	if m.ForceConflicts.IsNull() {
+		m.ForceConflicts = types.BoolValue(false)
+	}
+	if m.RetryInvalid.IsNull() {
+		m.RetryInvalid = types.BoolValue(false)
+	}
+}
+
 // copyComputed keeps prior's computed attributes, for a plan that changes nothing.
 func (m *Model) copyComputed(prior *Model) {
 	m.Summary, m.Attention, m.Skipped, m.Waves, m.Leaving = prior.Summary, prior.Attention, prior.Skipped, prior.Waves, prior.Leaving
@@ -349,12 +374,12 @@ func (m *Model) setObserved(ctx context.Context, obs *assignment.Observation, sp
 	return diags
 }
 
-// setWaves shows each module's waves in one line of counts (shared.WavesText); the clusters
-// go to private state.
-func (m *Model) setWaves(waves map[string][][]string) {
+// setWaves shows each module's waves in one line of counts (shared.WavesText), its canary
+// waves first; the clusters go to private state.
+func (m *Model) setWaves(waves map[string][][]string, canary []string) {
 	vals := map[string]attr.Value{}
 	for module, ws := range waves {
-		vals[module] = types.StringValue(shared.WavesText(shared.WaveSizes(ws), 0))
+		vals[module] = types.StringValue(shared.WavesText(shared.WaveSizes(ws), assignment.CanaryWaves(ws, canary)))
 	}
 	m.Waves = types.MapValueMust(wavesType, vals)
 }
@@ -362,19 +387,29 @@ func (m *Model) setWaves(waves map[string][][]string) {
 // storedConfig is what the management cluster keeps of the configuration, so `terraform
 // import` can restore it. Field names are part of the record format.
 type storedConfig struct {
-	Selector       fleet.LabelSelector `json:"selector"`
-	Modules        []storedModule      `json:"modules"`
-	Mode           string              `json:"mode"`
-	UpdateLimit    string              `json:"updateLimit"`
-	MaxFailures    string              `json:"maxFailures"`
-	MaxUnsettled   string              `json:"maxUnsettled,omitempty"`
-	VerifyTimeout  string              `json:"verifyTimeout"`
-	BakeTime       string              `json:"bakeTime"`
-	DeletionPolicy string              `json:"deletionPolicy"`
+	Selector fleet.LabelSelector `json:"selector"`
+	// Names picks the clusters instead of Selector when set (omitted when unset, so records
+	// from before it existed read as a selector).
+	Names          []string       `json:"names,omitempty"`
+	Modules        []storedModule `json:"modules"`
+	Mode           string         `json:"mode"`
+	UpdateLimit    string         `json:"updateLimit"`
+	MaxFailures    string         `json:"maxFailures"`
+	MaxUnsettled   string         `json:"maxUnsettled,omitempty"`
+	VerifyTimeout  string         `json:"verifyTimeout"`
+	BakeTime       string         `json:"bakeTime"`
+	DeletionPolicy string         `json:"deletionPolicy"`
 	// NoAdopt is adopt = false (stored negated: records written before adopt existed adopt).
 	NoAdopt        bool              `json:"noAdopt,omitempty"`
 	IgnoreFields   []ignoreattr.Rule `json:"ignoreFields,omitempty"`
 	SensitivePaths []ignoreattr.Rule `json:"sensitivePaths,omitempty"`
+	// The change attributes, omitted at their defaults (records written before they existed
+	// read as the defaults).
+	Canary         []string `json:"canary,omitempty"`
+	CanaryOptional bool     `json:"canaryOptional,omitempty"`
+	OnFailure      string   `json:"onFailure,omitempty"`
+	ForceConflicts bool     `json:"forceConflicts,omitempty"`
+	RetryInvalid   bool     `json:"retryInvalid,omitempty"`
 }
 
 type storedModule struct {
@@ -396,6 +431,16 @@ func (m *Model) configRecord(ctx context.Context) ([]byte, diag.Diagnostics) {
 		NoAdopt: !m.Adopt.IsNull() && !m.Adopt.ValueBool()}
 	var diags diag.Diagnostics
 	c.Selector, diags = shared.ToLabelSelector(ctx, m.Selector)
+	if !m.Names.IsNull() && !m.Names.IsUnknown() {
+		diags.Append(m.Names.ElementsAs(ctx, &c.Names, false)...)
+	}
+	if !m.Canary.IsNull() && !m.Canary.IsUnknown() {
+		diags.Append(m.Canary.ElementsAs(ctx, &c.Canary, false)...)
+	}
+	c.CanaryOptional, c.ForceConflicts, c.RetryInvalid = m.CanaryOptional.ValueBool(), m.ForceConflicts.ValueBool(), m.RetryInvalid.ValueBool()
+	if v := m.OnFailure.ValueString(); v != string(defaultOnFailure) {
+		c.OnFailure = v
+	}
 	mods, d := m.modules(ctx)
 	diags.Append(d...)
 	for _, mm := range mods {
@@ -433,7 +478,20 @@ func (m *Model) fromConfigRecord(ctx context.Context, raw []byte) diag.Diagnosti
 		diags.AddError("Unreadable Assignment Record", "The management cluster's record of this assignment cannot be decoded: "+err.Error())
 		return diags
 	}
-	m.Selector = shared.FromLabelSelector(ctx, c.Selector)
+	m.Selector, m.Names = shared.FromLabelSelector(ctx, c.Selector), types.ListNull(types.StringType)
+	if len(c.Names) > 0 {
+		m.Selector = types.ObjectNull(shared.SelectorAttrTypes)
+		m.Names, _ = types.ListValueFrom(ctx, types.StringType, c.Names)
+	}
+	m.Canary = types.ListNull(types.StringType)
+	if len(c.Canary) > 0 {
+		m.Canary, _ = types.ListValueFrom(ctx, types.StringType, c.Canary)
+	}
+	m.OnFailure = types.StringValue(string(defaultOnFailure))
+	if c.OnFailure != "" {
+		m.OnFailure = types.StringValue(c.OnFailure)
+	}
+	m.CanaryOptional, m.ForceConflicts, m.RetryInvalid = types.BoolValue(c.CanaryOptional), types.BoolValue(c.ForceConflicts), types.BoolValue(c.RetryInvalid)
 	var mods []attr.Value
 	sensitive, revisions := map[string][]string{}, map[string]attr.Value{}
 	for _, sm := range c.Modules {

@@ -116,7 +116,7 @@ func (r *assignmentResource) ModifyPlan(ctx context.Context, req resource.Modify
 	if !warnPlan(&resp.Diagnostics, res, spec, query) {
 		return
 	}
-	plan.setPlanned(res, prior, configChanged, &resp.Diagnostics)
+	plan.setPlanned(res, prior, configChanged, spec.Policy.Canary, &resp.Diagnostics)
 	waves := 0 // the modules' waves run one module after the other
 	for _, w := range res.Waves {
 		waves += len(w)
@@ -152,17 +152,17 @@ func warnPlan(diags *diag.Diagnostics, res *assignment.Preview, spec assignment.
 			what = "keeps its objects, but its records and bindings are removed (deletion_policy = \"orphan\")"
 		}
 		diags.AddAttributeWarning(path.Root("leaving"), "Clusters No Longer Match",
-			fmt.Sprintf("These clusters no longer match the selector; each %s: %s", what, shared.ShortList(res.Leaving, 20)))
+			fmt.Sprintf("These clusters are no longer picked (by the selector, or `names`); each %s: %s", what, shared.ShortList(res.Leaving, 20)))
 	}
 	if len(res.LeavingLater) > 0 {
 		diags.AddAttributeWarning(path.Root("leaving"), "Clusters Leaving After This Apply",
-			fmt.Sprintf("These clusters hold bindings but no longer match the selector as the fleet reads now: %s. This apply leaves them "+
-				"alone (they matched as the refresh read the fleet, or this plan changes the selector); the next plan lists them in `leaving`.",
+			fmt.Sprintf("These clusters hold bindings but are no longer picked as the fleet reads now: %s. This apply leaves them "+
+				"alone (they were picked as the refresh read the fleet, or this plan changes the clusters picked); the next plan lists them in `leaving`.",
 				shared.ShortList(res.LeavingLater, 20)))
 	}
 	if len(obs.Eligible) == 0 && len(obs.Skipped) == 0 {
 		diags.AddWarning("No Clusters Picked",
-			fmt.Sprintf("The selector of %s picks no Cluster in namespace %q, so apply changes nothing there. Clusters that match later get the modules on a later apply.", spec.Key.Describe(), query.Namespace))
+			fmt.Sprintf("No Cluster in namespace %q is picked by %s, so apply changes nothing there. Clusters that match later get the modules on a later apply.", query.Namespace, spec.Key.Describe()))
 	}
 	if res.Refused != nil {
 		diags.Append(diagnostics.AttributeFromError(path.Root(res.Refused.Attribute), res.Refused.Err, "Assignment Refused"))
@@ -179,7 +179,7 @@ func warnPlan(diags *diag.Diagnostics, res *assignment.Preview, spec assignment.
 
 // setPlanned sets the attributes apply carries out (`waves`, `leaving`) from res, and leaves
 // to apply those that depend on how each cluster fares.
-func (m *Model) setPlanned(res *assignment.Preview, prior *Model, configChanged bool, diags *diag.Diagnostics) {
+func (m *Model) setPlanned(res *assignment.Preview, prior *Model, configChanged bool, canary []string, diags *diag.Diagnostics) {
 	planned, waves, leaving := res.Plan, res.Waves, res.Leaving
 	switch {
 	case !res.FromState:
@@ -199,7 +199,7 @@ func (m *Model) setPlanned(res *assignment.Preview, prior *Model, configChanged 
 		// summary, attention and skipped are known only after apply: a promise here would make a
 		// failure within max_failures an inconsistent result.
 		m.markOutcomeUnknown()
-		m.setWaves(waves)
+		m.setWaves(waves, canary)
 		m.private.PlannedWaves = waves
 		m.setLeaving(leaving)
 		m.private.PlannedLeaving = append([]string{}, leaving...)
@@ -220,7 +220,7 @@ func samePick(plan, prior *Model) bool {
 		return false
 	}
 	return plan.Name.Equal(prior.Name) && plan.Namespace.Equal(prior.Namespace) && plan.Selector.Equal(prior.Selector) &&
-		plan.RecordNamespace.Equal(prior.RecordNamespace)
+		plan.Names.Equal(prior.Names) && plan.RecordNamespace.Equal(prior.RecordNamespace)
 }
 
 func priorClusters(prior *Model) []assignment.ClusterStatus {
@@ -238,7 +238,8 @@ func priorSkipped(ctx context.Context, prior *Model) map[string]string {
 
 // known reports whether everything the plan needs is known.
 func (m *Model) known() bool {
-	return !m.Namespace.IsUnknown() && !m.Name.IsUnknown() && !m.Selector.IsUnknown() && !m.Modules.IsUnknown() &&
+	return !m.Namespace.IsUnknown() && !m.Name.IsUnknown() && !m.Selector.IsUnknown() && !m.Names.IsUnknown() && !m.Modules.IsUnknown() &&
+		!m.Canary.IsUnknown() && !m.CanaryOptional.IsUnknown() && !m.OnFailure.IsUnknown() && !m.ForceConflicts.IsUnknown() && !m.RetryInvalid.IsUnknown() &&
 		!m.Mode.IsUnknown() && !m.UpdateLimit.IsUnknown() && !m.MaxFailures.IsUnknown() && !m.Verify.IsUnknown() &&
 		!m.RecordNamespace.IsUnknown() && !m.DeletionPolicy.IsUnknown() && m.modulesKnown() && ignoreattr.Known(m.IgnoreFields) &&
 		ignoreattr.Known(m.SensitivePaths)

@@ -17,10 +17,26 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
+	"github.com/gradual-dev/terraform-provider-gradual/internal/engine"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/ignoreattr"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/manifesttype"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/shared"
 )
+
+// defaultOnFailure keeps, per module, the clusters that took it when others fail: what
+// assignments did before `on_failure` existed.
+const defaultOnFailure = engine.Halt
+
+// changeText is what an assignment says in the change attributes it shares with rollouts.
+var changeText = shared.ChangeText{
+	Canary:   "Clusters each module changes first",
+	Subject:  "a module",
+	Revision: "a module's revision",
+	OnFailure: "When a module's failures exceed `max_failures`: `halt` starts no new wave of it and leaves it on the clusters " +
+		"where it succeeded; `rollback` also restores every cluster this apply changed it on to its backup revision (the " +
+		"modules that depend on it are then blocked there). Either way a module is restored where it failed, and the other " +
+		"modules go on. Default `halt`.",
+}
 
 // Defaults, shown in the schema and used when the attribute is left out.
 const (
@@ -75,7 +91,11 @@ func (r *assignmentResource) Schema(ctx context.Context, _ resource.SchemaReques
 				PlanModifiers:       []planmodifier.String{stringplanmodifier.RequiresReplace()},
 			},
 			"namespace": shared.ResourceNamespace(),
-			"selector":  shared.RequiredResourceSelector(),
+			"selector":  shared.ExclusiveResourceSelector("names"),
+			"names": shared.ResourceNames("Names of the `Cluster` objects to put the modules on, instead of `selector` (the attribute " +
+				"`gradual_rollout` and the `gradual_clusters` data source have). A listed cluster that does not exist is skipped with a " +
+				"warning, and gets the modules once it exists; one removed from the list leaves, as a cluster that stops matching " +
+				"the selector does."),
 			"modules": schema.ListNestedAttribute{
 				Required: true,
 				MarkdownDescription: "The bundles to put on every picked cluster. On each cluster they are applied in `depends_on` order " +
@@ -156,6 +176,11 @@ func (r *assignmentResource) Schema(ctx context.Context, _ resource.SchemaReques
 				Timeout:  "Longest wait for a module's objects on one cluster to become ready. Default `" + shared.DefaultVerifyTimeout + "`.",
 				BakeTime: "Wait after a wave is verified before it is checked again. Default `0s`.",
 			}),
+			"canary":          shared.CanaryAttribute(changeText),
+			"canary_optional": shared.CanaryOptionalAttribute(changeText),
+			"on_failure":      shared.OnFailureAttribute(changeText, defaultOnFailure),
+			"force_conflicts": shared.ForceConflictsAttribute(),
+			"retry_invalid":   shared.RetryInvalidAttribute(changeText),
 			"deletion_policy": schema.StringAttribute{
 				Optional: true, Computed: true, Default: stringdefault.StaticString(defaultDeletionPolicy),
 				MarkdownDescription: "For clusters that stop matching, modules removed from `modules`, and destroy: `delete` removes the applied objects; `orphan` leaves them and removes only the records. Default `delete`.",

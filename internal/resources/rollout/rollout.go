@@ -17,7 +17,6 @@ var (
 	pathIgnoreFields = path.Root("ignore_fields")
 	pathValues       = path.Root("values")
 	pathSensPaths    = path.Root("sensitive_paths")
-	pathOnFailure    = path.Root("on_failure")
 )
 
 // New returns the resource.

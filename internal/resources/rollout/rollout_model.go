@@ -225,13 +225,8 @@ func (m *Model) spec(ctx context.Context) (delivery.Spec, diag.Diagnostics) {
 	if spec.Policy.MaxUnsettled, err = shared.MaxUnsettled(m.MaxUnsettled); err != nil {
 		diags.AddAttributeError(shared.PathMaxUnsettled, "Invalid Unsettled Budget", err.Error())
 	}
-	if spec.Policy.OnFailure, err = engine.ParseOnFailure(m.OnFailure.ValueString()); err != nil {
-		diags.AddAttributeError(pathOnFailure, "Invalid On Failure", err.Error())
-	}
-	if !m.Canary.IsNull() && !m.Canary.IsUnknown() {
-		diags.Append(m.Canary.ElementsAs(ctx, &spec.Policy.Canary, false)...)
-	}
-	spec.Policy.CanaryOptional = m.CanaryOptional.ValueBool()
+	diags.Append(shared.SetOnFailure(m.OnFailure, engine.Rollback, &spec.Policy)...)
+	diags.Append(shared.SetCanary(ctx, m.Canary, m.CanaryOptional, &spec.Policy)...)
 	verify := VerifyModel{Timeout: types.StringValue(shared.DefaultVerifyTimeout), BakeTime: types.StringValue(shared.DefaultBakeTime)}
 	diags.Append(shared.VerifyAs(ctx, m.Verify, &verify)...)
 	spec.Policy.VerifyTimeout, spec.Policy.BakeTime = shared.VerifyDurations(verify.Timeout, verify.BakeTime)

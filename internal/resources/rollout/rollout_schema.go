@@ -21,6 +21,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
+	"github.com/gradual-dev/terraform-provider-gradual/internal/engine"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/ignoreattr"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/manifesttype"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/shared"
@@ -30,7 +31,6 @@ import (
 const (
 	defaultUpdateLimit      = "1"
 	defaultMaxFailures      = "0"
-	defaultOnFailure        = "rollback"
 	defaultHTTPCheckTimeout = "10s"
 	defaultRecordNamespace  = "gradual-system"
 	defaultDeletionPolicy   = "delete"
@@ -120,19 +120,8 @@ func (r *rolloutResource) Schema(ctx context.Context, _ resource.SchemaRequest, 
 				Computed: true, ElementType: types.StringType,
 				MarkdownDescription: "The objects of `sensitive_manifests`, by identity only (`group/Kind namespace/name`), never their content. Known at plan time.",
 			},
-			"canary": schema.ListAttribute{
-				Optional: true, ElementType: types.StringType,
-				MarkdownDescription: "Clusters changed first, in this order, in waves of their own (still at most `update_limit` at a time). " +
-					"Each must be in those first waves unless `canary_optional` is set.",
-				Validators: []validator.List{listvalidator.UniqueValues(), listvalidator.ValueStringsAre(stringvalidator.LengthAtLeast(1))},
-			},
-			"canary_optional": schema.BoolAttribute{
-				Optional: true, Computed: true, Default: booldefault.StaticBool(false),
-				MarkdownDescription: "Let a rollout go ahead when a listed canary cannot be in the first waves (skipped, not ready, not picked). " +
-					"Default false: the plan fails naming the canary and why, and so does an apply whose canary became unavailable " +
-					"after the plan, before it changes anything, so that the first wave never goes straight to the fleet. A canary " +
-					"that already runs the revision (verified by an earlier apply) counts as done.",
-			},
+			"canary":          shared.CanaryAttribute(changeText),
+			"canary_optional": shared.CanaryOptionalAttribute(changeText),
 			"update_limit": schema.StringAttribute{
 				Optional: true, Computed: true, Default: stringdefault.StaticString(defaultUpdateLimit),
 				MarkdownDescription: "Most clusters changed at once: a whole number ≥ 1 (`\"2\"`) or a percentage of the eligible clusters " +
@@ -149,11 +138,7 @@ func (r *rolloutResource) Schema(ctx context.Context, _ resource.SchemaRequest, 
 				MarkdownDescription: shared.MaxUnsettledDescription,
 				Validators:          []validator.String{shared.MaxUnsettledValidator()},
 			},
-			"on_failure": schema.StringAttribute{
-				Optional: true, Computed: true, Default: stringdefault.StaticString(defaultOnFailure),
-				MarkdownDescription: "When failures exceed `max_failures`: `rollback` restores every cluster this apply changed to its backup revision; `halt` leaves the clusters that succeeded. Default `rollback`.",
-				Validators:          []validator.String{stringvalidator.OneOf("rollback", "halt")},
-			},
+			"on_failure": shared.OnFailureAttribute(changeText, engine.Rollback),
 			"verify": shared.VerifyAttribute(shared.VerifyDescriptions{
 				Verify:   "How each cluster is verified after the revision is applied: every applied object must become ready (kstatus) within `timeout`, then the wave bakes for `bake_time` and is checked again.",
 				Timeout:  "Longest wait for the objects of one cluster to become ready, as a Go duration (`\"5m\"`). Default `" + shared.DefaultVerifyTimeout + "`.",
@@ -170,10 +155,7 @@ func (r *rolloutResource) Schema(ctx context.Context, _ resource.SchemaRequest, 
 				MarkdownDescription: "On destroy, and for clusters that leave the rollout (relabelled out of `selector`, or removed from `names`; the plan lists them in `leaving`): `delete` removes the objects the rollout made (in waves; objects it adopted are given back, never deleted); `orphan` leaves them, handed back to the shared field manager `gradual` for whichever rollout applies them next. The records go either way. Default `delete`.",
 				Validators:          []validator.String{stringvalidator.OneOf("delete", "orphan")},
 			},
-			"force_conflicts": schema.BoolAttribute{
-				Optional: true, Computed: true, Default: booldefault.StaticBool(false),
-				MarkdownDescription: "Take ownership of fields another server-side applier owns (server-side apply `force`). Default false: such conflicts fail the cluster. Fields another `gradual_rollout` or `gradual_module_assignment` applied are never taken, forced or not (an object has one owner); fields last written by a plain update (`kubectl edit`, `scale`, `patch`) are taken back either way: that is drift being repaired.",
-			},
+			"force_conflicts":        shared.ForceConflictsAttribute(),
 			ignoreattr.Name:          ignoreattr.Attribute("`manifests` and `sensitive_manifests`"),
 			ignoreattr.SensitiveName: ignoreattr.SensitiveAttribute("`manifests`", "`sensitive_manifests`"),
 			"default_namespace": schema.StringAttribute{
@@ -193,11 +175,8 @@ func (r *rolloutResource) Schema(ctx context.Context, _ resource.SchemaRequest, 
 					"They are recorded as adopted before the first apply and never deleted by the rollout: a failed first revision puts them back as they were, " +
 					"prune and destroy give them back to their other field managers as they are. `false` refuses, at plan time, a cluster where such an object exists. Default `true`.",
 			},
-			"retry_invalid": schema.BoolAttribute{
-				Optional: true, Computed: true, Default: booldefault.StaticBool(false),
-				MarkdownDescription: "Apply the revision even though it is recorded invalid (after fixing what made it fail outside the manifests). The ledger entry is cleared when the revision succeeds.",
-			},
-			"timeouts": timeouts.Attributes(ctx, timeouts.Opts{Create: true, Update: true, Delete: true}),
+			"retry_invalid": shared.RetryInvalidAttribute(changeText),
+			"timeouts":      timeouts.Attributes(ctx, timeouts.Opts{Create: true, Update: true, Delete: true}),
 
 			"revision": schema.StringAttribute{
 				Computed:            true,
@@ -255,6 +234,15 @@ func (r *rolloutResource) Schema(ctx context.Context, _ resource.SchemaRequest, 
 			},
 		},
 	}
+}
+
+// changeText is what the rollout says in the change attributes it shares with module assignments.
+var changeText = shared.ChangeText{
+	Canary:   "Clusters changed first",
+	Subject:  "a rollout",
+	Revision: "the revision",
+	OnFailure: "When failures exceed `max_failures`: `rollback` restores every cluster this apply changed to its backup revision; " +
+		"`halt` leaves the clusters that succeeded. Default `rollback`.",
 }
 
 // httpChecks is `verify.http_checks`, which only rollouts have.

@@ -1,9 +1,12 @@
 package shared
 
 import (
+	"github.com/hashicorp/terraform-plugin-framework-validators/objectvalidator"
+	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/planmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringplanmodifier"
+	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 )
 
@@ -44,12 +47,12 @@ func ResourceSelector(namesAttrs ...string) schema.SingleNestedAttribute {
 	}
 }
 
-// RequiredResourceSelector is the `selector` of resources that pick clusters by labels only.
-func RequiredResourceSelector() schema.SingleNestedAttribute {
+// ExclusiveResourceSelector is the `selector` of resources that must say which clusters they
+// pick: by labels, or by the names attribute namesAttr, exactly one of the two.
+func ExclusiveResourceSelector(namesAttr string) schema.SingleNestedAttribute {
 	s := ResourceSelector()
-	s.Validators = nil
-	s.Required, s.Optional = true, false
-	s.MarkdownDescription = requiredSelectorDescription
+	s.Validators = []validator.Object{objectvalidator.ExactlyOneOf(path.MatchRoot(namesAttr))}
+	s.MarkdownDescription = exclusiveSelectorDescription + " Exactly one of `selector` and `" + namesAttr + "` is required."
 	return s
 }
 

@@ -16,16 +16,16 @@ import (
 // data source and a resource cannot come to describe or validate the same selector differently.
 
 const (
-	namespaceDescription        = "Namespace of the Cluster API `Cluster` objects in the management cluster."
-	selectorDescription         = "Label selector over the `Cluster` objects, as in Kubernetes: `match_labels` and `match_expressions` are ANDed. Conflicts with `names`. With neither, every Cluster in the namespace is picked."
-	requiredSelectorDescription = "Label selector over the `Cluster` objects, as in Kubernetes: `match_labels` and `match_expressions` are ANDed. An empty selector (`{}`) picks every Cluster in the namespace."
-	namesDescription            = "Names of the `Cluster` objects to pick. Conflicts with `selector`. Names that do not exist give a warning. " + emptyNamesDescription
-	emptyNamesDescription       = "An empty list is an error, not \"no filter\": leave the attribute out instead."
-	matchLabelsDescription      = "Labels the Cluster must carry, key to value."
-	matchExpressionsDescription = "Label requirements, all of which must hold."
-	keyDescription              = "Label key."
-	operatorDescription         = "One of `In`, `NotIn`, `Exists`, `DoesNotExist`."
-	valuesDescription           = "Values for `In` and `NotIn`; must be empty for `Exists` and `DoesNotExist`."
+	namespaceDescription         = "Namespace of the Cluster API `Cluster` objects in the management cluster."
+	selectorDescription          = "Label selector over the `Cluster` objects, as in Kubernetes: `match_labels` and `match_expressions` are ANDed. Conflicts with `names`. With neither, every Cluster in the namespace is picked."
+	exclusiveSelectorDescription = "Label selector over the `Cluster` objects, as in Kubernetes: `match_labels` and `match_expressions` are ANDed; clusters that match later are picked by a later apply. An empty selector (`{}`) picks every Cluster in the namespace."
+	namesDescription             = "Names of the `Cluster` objects to pick. Conflicts with `selector`. Names that do not exist give a warning. " + emptyNamesDescription
+	emptyNamesDescription        = "An empty list is an error, not \"no filter\": leave the attribute out instead."
+	matchLabelsDescription       = "Labels the Cluster must carry, key to value."
+	matchExpressionsDescription  = "Label requirements, all of which must hold."
+	keyDescription               = "Label key."
+	operatorDescription          = "One of `In`, `NotIn`, `Exists`, `DoesNotExist`."
+	valuesDescription            = "Values for `In` and `NotIn`; must be empty for `Exists` and `DoesNotExist`."
 )
 
 func namespaceValidators() []validator.String {
