@@ -92,6 +92,11 @@ func (s *Service) Plan(ctx context.Context, req PlanRequest) (*PlanResult, error
 	if err != nil {
 		return nil, err
 	}
+	// A window annotation that cannot be read is bad input: the plan fails naming the cluster
+	// (apply, which may not refuse, skips such a cluster with the same words).
+	if err := obs.Discovery.WindowProblems(); err != nil {
+		return nil, err
+	}
 	res := decide(obs, req)
 	if res.Refused != nil {
 		return res, nil

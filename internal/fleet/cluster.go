@@ -23,6 +23,8 @@ type Cluster struct {
 	KubeconfigAvailable bool
 	// KubeconfigProblem, when set, says why the kubeconfig in the Secret cannot be used.
 	KubeconfigProblem string
+	// The holds its annotations set (gradual.dev/paused, the maintenance window): see Hold.
+	holdFields
 	// SkipReason says why a rollout would skip the cluster; empty when it is eligible.
 	SkipReason string
 }
@@ -63,12 +65,13 @@ func skipReason(c Cluster) string {
 
 func fromV1Beta2(obj *clusterv1.Cluster) Cluster {
 	c := Cluster{
-		Name:      obj.Name,
-		Namespace: obj.Namespace,
-		Labels:    obj.Labels,
-		Phase:     obj.Status.Phase,
-		Paused:    (obj.Spec.Paused != nil && *obj.Spec.Paused) || hasPausedAnnotation(obj.Annotations),
-		Deleting:  !obj.DeletionTimestamp.IsZero(),
+		Name:       obj.Name,
+		Namespace:  obj.Namespace,
+		Labels:     obj.Labels,
+		Phase:      obj.Status.Phase,
+		Paused:     (obj.Spec.Paused != nil && *obj.Spec.Paused) || hasPausedAnnotation(obj.Annotations),
+		Deleting:   !obj.DeletionTimestamp.IsZero(),
+		holdFields: readHolds(obj.Annotations),
 	}
 	init := obj.Status.Initialization
 	c.InfrastructureReady = init.InfrastructureProvisioned != nil && *init.InfrastructureProvisioned
@@ -90,6 +93,7 @@ func fromV1Beta1(obj *clusterv1beta1.Cluster) Cluster {
 		Deleting:            !obj.DeletionTimestamp.IsZero(),
 		InfrastructureReady: obj.Status.InfrastructureReady,
 		ControlPlaneReady:   obj.Status.ControlPlaneReady,
+		holdFields:          readHolds(obj.Annotations),
 	}
 	if obj.Spec.Topology != nil {
 		c.KubernetesVersion = obj.Spec.Topology.Version

@@ -83,6 +83,11 @@ func (r *rolloutResource) ModifyPlan(ctx context.Context, req resource.ModifyPla
 	}
 	plan.Revision = types.StringValue(spec.Revision)
 	resp.Diagnostics.Append(plan.setObjects(ctx, spec.Objects)...)
+	if plan.isPaused() {
+		plan.planPaused(prior, &resp.Diagnostics)
+		resp.Diagnostics.Append(setPlan(ctx, resp, plan)...)
+		return
+	}
 	if r.Data == nil || !plan.knownTargets() {
 		// The provider connects later, or the clusters depend on other resources: show what is
 		// known and let apply work out the rest.

@@ -61,7 +61,7 @@ func (r *rolloutResource) Schema(ctx context.Context, _ resource.SchemaRequest, 
 			"picks, in waves of at most `update_limit` clusters, verifying after each wave that every applied object is ready. " +
 			"A cluster that fails verification is restored to its backup (last good) revision and the failed revision is recorded " +
 			"invalid, so later plans refuse it. `terraform plan` shows the revision, the waves, skipped clusters and every cluster " +
-			"that is not on the desired revision (drift, joins, interrupted runs), compactly at any fleet size.",
+			"that is not on the desired revision (drift, joins, interrupted runs), compactly at any fleet size. " + shared.HoldsDescription,
 		Attributes: map[string]schema.Attribute{
 			"id": schema.StringAttribute{
 				Computed:            true,
@@ -196,7 +196,9 @@ func (r *rolloutResource) Schema(ctx context.Context, _ resource.SchemaRequest, 
 				Optional: true, Computed: true, Default: booldefault.StaticBool(false),
 				MarkdownDescription: "Apply the revision even though it is recorded invalid (after fixing what made it fail outside the manifests). The ledger entry is cleared when the revision succeeds.",
 			},
-			"timeouts": timeouts.Attributes(ctx, timeouts.Opts{Create: true, Update: true, Delete: true}),
+			"paused":             pausedAttribute(),
+			"maintenance_window": shared.MaintenanceWindowAttribute("rollout"),
+			"timeouts":           timeouts.Attributes(ctx, timeouts.Opts{Create: true, Update: true, Delete: true}),
 
 			"revision": schema.StringAttribute{
 				Computed:            true,
