@@ -21,9 +21,14 @@ import (
 // when left out).
 const Annotation = "gradual.dev/maintenance-window"
 
-// maxMerge bounds how many overlapping starts Closes follows: a window that starts every minute
-// and lasts a day never closes within them, and is reported as open for at least that long.
-const maxMerge = 1000
+// A window whose starts overlap (one every hour, open for two) stays open across them. Closes
+// follows them for at most maxMerge steps, each to the latest start before the close, and stops
+// once the close is horizon away (more than the longest duration): a window that starts every
+// minute and lasts a day never closes, and is reported open at least that long.
+const (
+	maxMerge = 64
+	horizon  = 8 * 24 * time.Hour
+)
 
 // Window is a parsed maintenance window: it opens at each start of its schedule, in its time
 // zone, and stays open for its duration.
@@ -165,16 +170,38 @@ func (w Window) At(now time.Time) State {
 	}
 	closes := start.Add(w.duration)
 	for range maxMerge {
-		next := w.schedule.Next(start)
-		if next.IsZero() || next.After(closes) {
+		latest, ok := w.latestStart(closes)
+		if !ok || !latest.Add(w.duration).After(closes) || closes.Sub(now) > horizon {
 			break
 		}
-		start = next
-		if end := next.Add(w.duration); end.After(closes) {
-			closes = end
-		}
+		closes = latest.Add(w.duration)
 	}
 	return State{Open: true, Closes: closes}
+}
+
+// latestStart is the latest start in (t - duration, t]: the one whose end is the latest among
+// those that begin before t. Starts are whole minutes apart, so the smallest j (in minutes) for
+// which the first start after t - j is at or before t finds it; that is monotone in j, so it is
+// a binary search of a few cron lookups, not a walk over every start.
+func (w Window) latestStart(t time.Time) (time.Time, bool) {
+	within := func(j time.Duration) (time.Time, bool) {
+		s := w.schedule.Next(t.Add(-j))
+		return s, !s.IsZero() && !s.After(t)
+	}
+	if _, ok := within(w.duration); !ok {
+		return time.Time{}, false
+	}
+	lo, hi := time.Duration(0), (w.duration+time.Minute-1)/time.Minute // in minutes: within(hi) holds
+	for hi-lo > 1 {
+		mid := (lo + hi) / 2
+		if _, ok := within(mid * time.Minute); ok {
+			hi = mid
+		} else {
+			lo = mid
+		}
+	}
+	j := min(hi*time.Minute, w.duration)
+	return within(j)
 }
 
 // shortDuration prints d without zero units: "4h", "1h30m", "90s".
