@@ -71,6 +71,16 @@ func PreviewApply(ctx context.Context, svc *delivery.Service, req PreviewRequest
 	if err != nil {
 		return nil, err
 	}
+	// A window annotation that cannot be read is bad input: the plan fails naming the cluster
+	// (every module read the same Clusters, so the first one says it).
+	for _, m := range spec.Modules {
+		if o := obs.Modules[m.Name]; o != nil && o.Discovery != nil {
+			if err := o.Discovery.WindowProblems(); err != nil {
+				return nil, err
+			}
+			break
+		}
+	}
 	p := preview(obs, req)
 	if p.Refusing() {
 		return p, nil

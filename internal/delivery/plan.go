@@ -92,6 +92,11 @@ func (s *Service) Plan(ctx context.Context, req PlanRequest) (*PlanResult, error
 	if err != nil {
 		return nil, err
 	}
+	// A window annotation that cannot be read is bad input: the plan fails naming the cluster
+	// (apply, which may not refuse, skips such a cluster with the same words).
+	if err := obs.Discovery.WindowProblems(); err != nil {
+		return nil, err
+	}
 	// Each cluster's variables come from its Cluster as it reads now; one that misses a
 	// variable refuses the plan.
 	if err := spec.Render(obs.Discovery.Clusters); err != nil {

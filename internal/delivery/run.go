@@ -162,7 +162,8 @@ func (s *Service) Run(ctx context.Context, req RunRequest) (_ *RunResult, err er
 	for _, note := range plan.Notes {
 		req.Logf("plan: "+note, map[string]any{"rollout": spec.Key.String(), "revision": spec.Revision})
 	}
-	w := &world{svc: s, spec: spec, progress: progress, logf: req.Logf}
+	w := &world{svc: s, spec: spec, progress: progress, logf: req.Logf,
+		hold: req.Query.Hold, clusters: clustersByName(obs.Discovery)}
 	result := engine.Execute(ctx, plan, w, s.clock, spec.Policy)
 	var left, leaveFailures, leftNotes []string
 	leaving := PlannedLeaving(req.Leaving, obs.Leaving)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/gradual-dev/terraform-provider-gradual/internal/apply"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/engine"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/fleet"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/manifest"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/records"
 )
@@ -21,6 +22,10 @@ type world struct {
 	spec     Spec
 	progress *progressWriter
 	logf     func(string, map[string]any)
+	// hold and clusters are what Held judges: the rollout's hold and the clusters as apply
+	// read them (their own windows).
+	hold     fleet.Hold
+	clusters map[string]fleet.Cluster
 
 	mu    sync.Mutex
 	notes map[string]string          // per cluster: adopted objects given back (see giveBack)

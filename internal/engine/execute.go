@@ -102,7 +102,7 @@ func (r *run) execute(ctx context.Context) {
 		if r.stop(ctx) || r.overBudget() {
 			break
 		}
-		r.wave(ctx, i+1, r.ready(wave))
+		r.wave(ctx, i+1, r.unheld(r.ready(wave)))
 	}
 
 	finish := "completed"
@@ -208,6 +208,25 @@ func (r *run) ready(wave []string) []string {
 	}
 	if out == nil {
 		return wave
+	}
+	return out
+}
+
+// unheld drops from a wave the targets the World holds back now (Holder), marking them
+// skipped with the reason: they are not touched, and the next run picks them up.
+func (r *run) unheld(wave []string) []string {
+	h, ok := r.world.(Holder)
+	if !ok {
+		return wave
+	}
+	out := make([]string, 0, len(wave))
+	for _, name := range wave {
+		if reason := h.Held(name); reason != "" {
+			o := r.outcome(name)
+			o.Status, o.Error = StatusSkipped, "held back when its wave started: "+reason
+			continue
+		}
+		out = append(out, name)
 	}
 	return out
 }

@@ -16,7 +16,8 @@ const (
 	StatusSucceeded Status = "succeeded"
 	// StatusAlreadyCurrent: the target already ran the desired revision.
 	StatusAlreadyCurrent Status = "already-current"
-	// StatusSkipped: the plan skipped the target.
+	// StatusSkipped: the plan skipped the target, or the World held it back when its wave
+	// started (Holder: its maintenance window closed since the plan).
 	StatusSkipped Status = "skipped"
 	// StatusNotStarted: the target was due to change but the run stopped
 	// (budget exceeded or cancelled) before its turn; it is unchanged.

@@ -91,6 +91,16 @@ type World interface {
 	Record(ctx context.Context, ev Event) error
 }
 
+// Holder is implemented by Worlds whose targets may be held back at the moment their wave
+// starts, for a reason that arises with time alone (a maintenance window that closed since the
+// plan). Execute asks it for each target of a wave right before the wave starts: a held target
+// is not changed in this run, nothing is recorded for it, and its outcome is StatusSkipped with
+// the reason in Error, for the next run to pick up.
+type Holder interface {
+	// Held says why target must not start changing now; "" when it may.
+	Held(target string) string
+}
+
 // EventKind says what an Event records.
 type EventKind string
 

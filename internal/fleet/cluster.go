@@ -27,6 +27,8 @@ type Cluster struct {
 	KubeconfigAvailable bool
 	// KubeconfigProblem, when set, says why the kubeconfig in the Secret cannot be used.
 	KubeconfigProblem string
+	// The holds its annotations set (gradual.dev/paused, the maintenance window): see Hold.
+	holdFields
 	// SkipReason says why a rollout would skip the cluster; empty when it is eligible.
 	SkipReason string
 }
@@ -74,6 +76,7 @@ func fromV1Beta2(obj *clusterv1.Cluster) Cluster {
 		Phase:       obj.Status.Phase,
 		Paused:      (obj.Spec.Paused != nil && *obj.Spec.Paused) || hasPausedAnnotation(obj.Annotations),
 		Deleting:    !obj.DeletionTimestamp.IsZero(),
+		holdFields:  readHolds(obj.Annotations),
 	}
 	init := obj.Status.Initialization
 	c.InfrastructureReady = init.InfrastructureProvisioned != nil && *init.InfrastructureProvisioned
@@ -99,6 +102,7 @@ func fromV1Beta1(obj *clusterv1beta1.Cluster) Cluster {
 		Deleting:            !obj.DeletionTimestamp.IsZero(),
 		InfrastructureReady: obj.Status.InfrastructureReady,
 		ControlPlaneReady:   obj.Status.ControlPlaneReady,
+		holdFields:          readHolds(obj.Annotations),
 	}
 	if obj.Spec.Topology != nil {
 		c.KubernetesVersion = obj.Spec.Topology.Version

@@ -23,6 +23,9 @@ type Query struct {
 	Namespace string
 	Selector  labels.Selector
 	Names     []string
+	// Hold is what holds clusters back besides their state (pauses, maintenance windows),
+	// judged at the management's clock.
+	Hold Hold
 }
 
 // Discovery is the result of a Query: the Clusters found, sorted by name, and the names asked
@@ -75,6 +78,7 @@ func (m *Management) Discover(ctx context.Context, q Query) (*Discovery, error) 
 	if err != nil {
 		return nil, err
 	}
+	now := m.now()
 	for i := range clusters {
 		c := &clusters[i]
 		if value, ok := secrets[KubeconfigSecretName(c.Name)]; ok {
@@ -82,6 +86,9 @@ func (m *Management) Discover(ctx context.Context, q Query) (*Discovery, error) 
 			c.KubeconfigProblem = checkKubeconfig(value)
 		}
 		c.SkipReason = skipReason(*c)
+		if c.SkipReason == "" {
+			c.SkipReason = c.HoldReason(q.Hold, now)
+		}
 	}
 	sort.Slice(clusters, func(i, j int) bool { return clusters[i].Name < clusters[j].Name })
 	d.Clusters = clusters

@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/url"
 	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -21,6 +22,7 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/gradual-dev/terraform-provider-gradual/internal/clock"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/usererr"
 )
 
@@ -34,6 +36,8 @@ type Management struct {
 	RESTConfig *rest.Config
 	// Source says where the connection settings came from, for messages; it holds no secrets.
 	Source string
+	// Clock judges maintenance windows; nil is the wall clock.
+	Clock clock.Reader
 
 	mu         sync.Mutex
 	apiVersion string // served CAPI version, found on first use
@@ -119,4 +123,12 @@ func (m *Management) unreachable(err error) error {
 			detail+". Check that the server is running and reachable from here, and that kubeconfig_path/context (or host) point at it.")
 	}
 	return usererr.Wrap(err, "Management Cluster Unreachable", detail+".")
+}
+
+// now is the management's time, by which maintenance windows are judged.
+func (m *Management) now() time.Time {
+	if m.Clock == nil {
+		return clock.System{}.Now()
+	}
+	return m.Clock.Now()
 }

@@ -20,6 +20,16 @@ resource "gradual_rollout" "ingress" {
     { kind = "ValidatingWebhookConfiguration", paths = [".webhooks[*].clientConfig.caBundle"] },
   ]
 
+  # Change clusters only on Saturday nights, Berlin time: a cluster starts only while the window
+  # is open for at least verify.timeout + bake_time more; the others wait, and the plan says
+  # until when. A Cluster annotated gradual.dev/maintenance-window = "<cron>;<duration>;<zone>"
+  # must be inside its own window as well; one annotated gradual.dev/paused = "<reason>" waits.
+  maintenance_window = {
+    schedule  = "0 1 * * 6"
+    duration  = "4h"
+    time_zone = "Europe/Berlin"
+  }
+
   verify = {
     timeout   = "5m"
     bake_time = "30s"

@@ -45,7 +45,9 @@ type Model struct {
 	SensitivePaths  types.List     `tfsdk:"sensitive_paths"`
 	RecordNamespace types.String   `tfsdk:"record_namespace"`
 	Timeouts        timeouts.Value `tfsdk:"timeouts"`
-	Revisions       types.Map      `tfsdk:"revisions"`
+	// MaintenanceWindow is the assignment's own window (shared.MaintenanceWindowAttribute).
+	MaintenanceWindow types.Object `tfsdk:"maintenance_window"`
+	Revisions         types.Map    `tfsdk:"revisions"`
 	// SensitiveObjects: module → identities of its sensitive_manifests.
 	SensitiveObjects types.Map `tfsdk:"sensitive_objects"`
 	// Objects: module → its objects of manifests, key → YAML (manifesttype.Objects).
@@ -186,7 +188,14 @@ func (m *Model) key() records.Key {
 }
 
 func (m *Model) query(ctx context.Context) (fleet.Query, diag.Diagnostics) {
-	return shared.Query(ctx, m.Namespace, m.Selector, m.Names)
+	q, diags := shared.Query(ctx, m.Namespace, m.Selector, m.Names)
+	verify := VerifyModel{Timeout: types.StringValue(shared.DefaultVerifyTimeout), BakeTime: types.StringValue(shared.DefaultBakeTime)}
+	diags.Append(shared.VerifyAs(ctx, m.Verify, &verify)...)
+	verifyTimeout, bake := shared.VerifyDurations(verify.Timeout, verify.BakeTime)
+	var d diag.Diagnostics
+	q.Hold, d = shared.HoldFrom(ctx, m.MaintenanceWindow, verifyTimeout, bake)
+	diags.Append(d...)
+	return q, diags
 }
 
 func (m *Model) modules(ctx context.Context) ([]ModuleModel, diag.Diagnostics) {

@@ -213,14 +213,15 @@ func (m *Model) setPlanned(res *assignment.Preview, prior *Model, configChanged 
 	}
 }
 
-// samePick reports whether plan picks the clusters prior picked, and prior holds what a plan
-// can work from (the per-cluster status of the last refresh or apply).
+// samePick reports whether plan picks the clusters prior picked, under the same
+// maintenance_window (the refresh judged the windows by the prior one), and prior holds what a
+// plan can work from (the per-cluster status of the last refresh or apply).
 func samePick(plan, prior *Model) bool {
 	if prior == nil || prior.private.Clusters == nil || prior.Skipped.IsUnknown() || prior.Skipped.IsNull() {
 		return false
 	}
 	return plan.Name.Equal(prior.Name) && plan.Namespace.Equal(prior.Namespace) && plan.Selector.Equal(prior.Selector) &&
-		plan.Names.Equal(prior.Names) && plan.RecordNamespace.Equal(prior.RecordNamespace)
+		plan.Names.Equal(prior.Names) && plan.RecordNamespace.Equal(prior.RecordNamespace) && plan.MaintenanceWindow.Equal(prior.MaintenanceWindow)
 }
 
 func priorClusters(prior *Model) []assignment.ClusterStatus {

@@ -78,7 +78,7 @@ func (r *assignmentResource) Schema(ctx context.Context, _ resource.SchemaReques
 			"last good revision, invalid-revision ledger). What each cluster got is recorded in per-cluster bindings in the " +
 			"management cluster. A plan stays the size of the change, not of the fleet: `summary` counts clusters by state, " +
 			"`attention` names the clusters needing it, `waves` are counts; every cluster's bindings are in the " +
-			"`gradual_module_assignment_status` data source.",
+			"`gradual_module_assignment_status` data source. " + shared.HoldsDescription,
 		Attributes: map[string]schema.Attribute{
 			"id": schema.StringAttribute{
 				Computed: true, MarkdownDescription: "`namespace/name`.",
@@ -192,6 +192,7 @@ func (r *assignmentResource) Schema(ctx context.Context, _ resource.SchemaReques
 				Optional: true, Computed: true, Default: booldefault.StaticBool(true),
 				MarkdownDescription: "Take over objects of the modules that already exist in a cluster, made by someone else (kubectl, Helm, …): they are recorded as adopted before the first apply and never deleted by the assignment (a failed first revision puts them back as they were; removal gives them back to their other field managers). `false` refuses, at plan time, a cluster where such an object exists. Default `true`.",
 			},
+			"maintenance_window": shared.MaintenanceWindowAttribute("assignment"),
 			"record_namespace": schema.StringAttribute{
 				Optional: true, Computed: true, Default: stringdefault.StaticString(defaultRecordNamespace),
 				MarkdownDescription: "Namespace, in every workload cluster and in the management cluster, of the records, bindings and Leases. Default `" + defaultRecordNamespace + "`. Changing it replaces the resource.",

@@ -61,6 +61,9 @@ func (r *rolloutResource) apply(ctx context.Context, timeout time.Duration, plan
 	if plan.Objects.IsUnknown() {
 		diags.Append(plan.setObjects(ctx, spec.Objects)...)
 	}
+	if plan.isPaused() {
+		return r.applyPaused(ctx, plan, diags)
+	}
 	// The waves the plan showed are the waves apply carries out: their clusters come with the
 	// plan's private state (none when the plan could not plan them, e.g. on create).
 	planned, leaving := plan.private.PlannedWaves, plan.private.PlannedLeaving

@@ -23,41 +23,43 @@ import (
 
 // Model is the resource's configuration and state.
 type Model struct {
-	ID               types.String       `tfsdk:"id"`
-	Name             types.String       `tfsdk:"name"`
-	Namespace        types.String       `tfsdk:"namespace"`
-	Selector         types.Object       `tfsdk:"selector"`
-	Names            types.List         `tfsdk:"names"`
-	Clusters         types.List         `tfsdk:"clusters"` // deprecated alias of Names
-	Manifests        manifesttype.Value `tfsdk:"manifests"`
-	Sensitive        types.String       `tfsdk:"sensitive_manifests"` // write-only: only from the configuration
-	Objects          types.Map          `tfsdk:"objects"`
-	SensitiveObjects types.List         `tfsdk:"sensitive_objects"`
-	Canary           types.List         `tfsdk:"canary"`
-	CanaryOptional   types.Bool         `tfsdk:"canary_optional"`
-	UpdateLimit      types.String       `tfsdk:"update_limit"`
-	MaxFailures      types.String       `tfsdk:"max_failures"`
-	MaxUnsettled     types.String       `tfsdk:"max_unsettled"`
-	OnFailure        types.String       `tfsdk:"on_failure"`
-	Verify           types.Object       `tfsdk:"verify"`
-	RecordNamespace  types.String       `tfsdk:"record_namespace"`
-	DeletionPolicy   types.String       `tfsdk:"deletion_policy"`
-	ForceConflicts   types.Bool         `tfsdk:"force_conflicts"`
-	IgnoreFields     types.List         `tfsdk:"ignore_fields"`
-	SensitivePaths   types.List         `tfsdk:"sensitive_paths"`
-	DefaultNamespace types.String       `tfsdk:"default_namespace"`
-	Values           types.Object       `tfsdk:"values"`
-	Adopt            types.Bool         `tfsdk:"adopt"`
-	RetryInvalid     types.Bool         `tfsdk:"retry_invalid"`
-	Timeouts         timeouts.Value     `tfsdk:"timeouts"`
-	Revision         types.String       `tfsdk:"revision"`
-	BackupRevision   types.String       `tfsdk:"backup_revision"`
-	InvalidRevisions types.List         `tfsdk:"invalid_revisions"`
-	Summary          types.Map          `tfsdk:"summary"`
-	Attention        types.Map          `tfsdk:"attention"`
-	Waves            types.String       `tfsdk:"waves"`
-	Leaving          types.List         `tfsdk:"leaving"`
-	Skipped          types.Map          `tfsdk:"skipped"`
+	ID                types.String       `tfsdk:"id"`
+	Name              types.String       `tfsdk:"name"`
+	Namespace         types.String       `tfsdk:"namespace"`
+	Selector          types.Object       `tfsdk:"selector"`
+	Names             types.List         `tfsdk:"names"`
+	Clusters          types.List         `tfsdk:"clusters"` // deprecated alias of Names
+	Manifests         manifesttype.Value `tfsdk:"manifests"`
+	Sensitive         types.String       `tfsdk:"sensitive_manifests"` // write-only: only from the configuration
+	Objects           types.Map          `tfsdk:"objects"`
+	SensitiveObjects  types.List         `tfsdk:"sensitive_objects"`
+	Canary            types.List         `tfsdk:"canary"`
+	CanaryOptional    types.Bool         `tfsdk:"canary_optional"`
+	UpdateLimit       types.String       `tfsdk:"update_limit"`
+	MaxFailures       types.String       `tfsdk:"max_failures"`
+	MaxUnsettled      types.String       `tfsdk:"max_unsettled"`
+	OnFailure         types.String       `tfsdk:"on_failure"`
+	Verify            types.Object       `tfsdk:"verify"`
+	RecordNamespace   types.String       `tfsdk:"record_namespace"`
+	DeletionPolicy    types.String       `tfsdk:"deletion_policy"`
+	ForceConflicts    types.Bool         `tfsdk:"force_conflicts"`
+	IgnoreFields      types.List         `tfsdk:"ignore_fields"`
+	SensitivePaths    types.List         `tfsdk:"sensitive_paths"`
+	DefaultNamespace  types.String       `tfsdk:"default_namespace"`
+	Values            types.Object       `tfsdk:"values"`
+	Adopt             types.Bool         `tfsdk:"adopt"`
+	RetryInvalid      types.Bool         `tfsdk:"retry_invalid"`
+	Paused            types.Bool         `tfsdk:"paused"`
+	MaintenanceWindow types.Object       `tfsdk:"maintenance_window"`
+	Timeouts          timeouts.Value     `tfsdk:"timeouts"`
+	Revision          types.String       `tfsdk:"revision"`
+	BackupRevision    types.String       `tfsdk:"backup_revision"`
+	InvalidRevisions  types.List         `tfsdk:"invalid_revisions"`
+	Summary           types.Map          `tfsdk:"summary"`
+	Attention         types.Map          `tfsdk:"attention"`
+	Waves             types.String       `tfsdk:"waves"`
+	Leaving           types.List         `tfsdk:"leaving"`
+	Skipped           types.Map          `tfsdk:"skipped"`
 
 	// private is kept in the resource's private state (see rollout_private.go), out of plans.
 	private privateState
@@ -161,7 +163,14 @@ func (m *Model) query(ctx context.Context) (fleet.Query, diag.Diagnostics) {
 	if names.IsNull() {
 		names = m.Clusters
 	}
-	return shared.Query(ctx, m.Namespace, m.Selector, names)
+	q, diags := shared.Query(ctx, m.Namespace, m.Selector, names)
+	verify := VerifyModel{Timeout: types.StringValue(shared.DefaultVerifyTimeout), BakeTime: types.StringValue(shared.DefaultBakeTime)}
+	diags.Append(shared.VerifyAs(ctx, m.Verify, &verify)...)
+	verifyTimeout, bake := shared.VerifyDurations(verify.Timeout, verify.BakeTime)
+	var d diag.Diagnostics
+	q.Hold, d = shared.HoldFrom(ctx, m.MaintenanceWindow, verifyTimeout, bake)
+	diags.Append(d...)
+	return q, diags
 }
 
 // spec converts the configuration into what delivery needs. The manifests and limits have been

@@ -83,6 +83,11 @@ func (r *rolloutResource) ModifyPlan(ctx context.Context, req resource.ModifyPla
 	}
 	plan.Revision = types.StringValue(spec.Revision)
 	resp.Diagnostics.Append(plan.setObjects(ctx, spec.Objects)...)
+	if plan.isPaused() {
+		plan.planPaused(prior, &resp.Diagnostics)
+		resp.Diagnostics.Append(setPlan(ctx, resp, plan)...)
+		return
+	}
 	if r.Data == nil || !plan.knownTargets() {
 		// The provider connects later, or the clusters depend on other resources: show what is
 		// known and let apply work out the rest.
@@ -204,8 +209,9 @@ func (m *Model) setPlanned(res *delivery.PlanResult, prior *Model, configChanged
 
 // priorForPlan returns what the prior state recorded (the per-cluster records in private
 // state, `skipped`, the clusters found leaving and `invalid_revisions`, as the refresh before
-// this plan read them) when plan picks the same clusters as prior; nil when there is no such
-// state.
+// this plan read them) when plan picks the same clusters as prior, under the same
+// maintenance_window (the refresh judged the windows by the prior one); nil when there is no
+// such state.
 func priorForPlan(ctx context.Context, plan, prior *Model) *delivery.Prior {
 	if prior == nil || prior.private.Clusters == nil || prior.Skipped.IsUnknown() {
 		return nil
@@ -213,6 +219,7 @@ func priorForPlan(ctx context.Context, plan, prior *Model) *delivery.Prior {
 	for _, same := range []bool{
 		plan.Name.Equal(prior.Name), plan.Namespace.Equal(prior.Namespace), plan.Selector.Equal(prior.Selector),
 		plan.Clusters.Equal(prior.Clusters), plan.Names.Equal(prior.Names), plan.RecordNamespace.Equal(prior.RecordNamespace),
+		plan.MaintenanceWindow.Equal(prior.MaintenanceWindow),
 	} {
 		if !same {
 			return nil

@@ -61,7 +61,7 @@ func (r *rolloutResource) Schema(ctx context.Context, _ resource.SchemaRequest, 
 			"picks, in waves of at most `update_limit` clusters, verifying after each wave that every applied object is ready. " +
 			"A cluster that fails verification is restored to its backup (last good) revision and the failed revision is recorded " +
 			"invalid, so later plans refuse it. `terraform plan` shows the revision, the waves, skipped clusters and every cluster " +
-			"that is not on the desired revision (drift, joins, interrupted runs), compactly at any fleet size.",
+			"that is not on the desired revision (drift, joins, interrupted runs), compactly at any fleet size. " + shared.HoldsDescription,
 		Attributes: map[string]schema.Attribute{
 			"id": schema.StringAttribute{
 				Computed:            true,
@@ -175,8 +175,10 @@ func (r *rolloutResource) Schema(ctx context.Context, _ resource.SchemaRequest, 
 					"They are recorded as adopted before the first apply and never deleted by the rollout: a failed first revision puts them back as they were, " +
 					"prune and destroy give them back to their other field managers as they are. `false` refuses, at plan time, a cluster where such an object exists. Default `true`.",
 			},
-			"retry_invalid": shared.RetryInvalidAttribute(changeText),
-			"timeouts":      timeouts.Attributes(ctx, timeouts.Opts{Create: true, Update: true, Delete: true}),
+			"retry_invalid":      shared.RetryInvalidAttribute(changeText),
+			"paused":             pausedAttribute(),
+			"maintenance_window": shared.MaintenanceWindowAttribute("rollout"),
+			"timeouts":           timeouts.Attributes(ctx, timeouts.Opts{Create: true, Update: true, Delete: true}),
 
 			"revision": schema.StringAttribute{
 				Computed:            true,

@@ -66,7 +66,7 @@ func setClusterLabel(t *testing.T, f *testbed.Fleet, name, key, value string) {
 }
 
 // expectSettings checks each cluster's ConfigMap: its own name, its zone, its tier.
-func expectSettings(f *testbed.Fleet, ns string, want map[string][2]string) func(*terraform.State) error {
+func expectValueSettings(f *testbed.Fleet, ns string, want map[string][2]string) func(*terraform.State) error {
 	return func(*terraform.State) error {
 		for cluster, zt := range want {
 			c, err := f.WorkloadClient(cluster)
@@ -119,7 +119,7 @@ func TestAccRollout_values(t *testing.T) {
 		Steps: []resource.TestStep{
 			{
 				Config: config,
-				Check: resource.ComposeTestCheckFunc(expectSettings(f, name, map[string][2]string{
+				Check: resource.ComposeTestCheckFunc(expectValueSettings(f, name, map[string][2]string{
 					"prod-eu-1": {"eu-a", "standard"}, "prod-us-1": {"us-a", "premium"}, "staging-eu-1": {"eu-b", "standard"},
 				}), keepAppliedAt),
 			},
@@ -135,7 +135,7 @@ func TestAccRollout_values(t *testing.T) {
 					plancheck.ExpectKnownValue("gradual_rollout.test", tfjsonpath.New("waves"), knownvalue.StringExact("1 wave of 1 cluster")),
 				}},
 				Check: resource.ComposeTestCheckFunc(
-					expectSettings(f, name, map[string][2]string{"prod-eu-1": {"eu-c", "standard"}}),
+					expectValueSettings(f, name, map[string][2]string{"prod-eu-1": {"eu-c", "standard"}}),
 					func(*terraform.State) error {
 						for c, at := range appliedAt {
 							if got := workloadRecords(t, f, c, name).Current.AppliedAt; !got.Equal(at) {

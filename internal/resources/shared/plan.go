@@ -32,7 +32,10 @@ func PlanAndPrior[M any](ctx context.Context, req resource.ModifyPlanRequest, re
 }
 
 // SkippedDetail is the detail of the "Clusters Skipped" plan warning: intro, then each skipped
-// cluster with its reason, sorted by name so that plans read the same from run to run.
+// cluster with its reason, sorted by name so that plans read the same from run to run. Past
+// skippedListed clusters it groups them by reason instead (pauses and maintenance windows
+// share one reason per annotation), with a count and the first names, so that the warning
+// stays a few lines at any fleet size.
 func SkippedDetail(intro string, skipped map[string]string) string {
 	names := make([]string, 0, len(skipped))
 	for name := range skipped {
@@ -41,11 +44,51 @@ func SkippedDetail(intro string, skipped map[string]string) string {
 	sort.Strings(names)
 	var b strings.Builder
 	b.WriteString(intro + "\n")
+	if len(names) <= skippedListed {
+		for _, name := range names {
+			fmt.Fprintf(&b, "  - %s: %s\n", name, skipped[name])
+		}
+		return b.String()
+	}
+	byReason := map[string][]string{}
+	var reasons []string
 	for _, name := range names {
-		fmt.Fprintf(&b, "  - %s: %s\n", name, skipped[name])
+		r := skipped[name]
+		if _, seen := byReason[r]; !seen {
+			reasons = append(reasons, r)
+		}
+		byReason[r] = append(byReason[r], name)
+	}
+	// The largest groups first; ties by reason, for a stable plan.
+	sort.SliceStable(reasons, func(i, j int) bool {
+		if a, b := len(byReason[reasons[i]]), len(byReason[reasons[j]]); a != b {
+			return a > b
+		}
+		return reasons[i] < reasons[j]
+	})
+	shown := reasons
+	if len(shown) > skippedReasons {
+		shown = shown[:skippedReasons]
+	}
+	for _, r := range shown {
+		fmt.Fprintf(&b, "  - %d cluster(s) %s: %s\n", len(byReason[r]), ShortList(byReason[r], 5), r)
+	}
+	if rest := len(reasons) - len(shown); rest > 0 {
+		n := 0
+		for _, r := range reasons[len(shown):] {
+			n += len(byReason[r])
+		}
+		fmt.Fprintf(&b, "  - %d more cluster(s) for %d other reason(s); the skipped attribute lists each\n", n, rest)
 	}
 	return b.String()
 }
+
+// skippedListed is how many skipped clusters a plan warning names one per line; skippedReasons
+// is how many reasons it shows once it groups them.
+const (
+	skippedListed  = 20
+	skippedReasons = 10
+)
 
 // ShortList joins names for a plan warning, at most shown of them, then "and N more": a
 // warning stays readable at any fleet size.

@@ -1,0 +1,105 @@
+// hold.go: the `maintenance_window` attribute that rollouts and module assignments share, and
+// how it becomes fleet's Hold (with the gradual.dev/paused and gradual.dev/maintenance-window
+// Cluster annotations, which fleet reads itself).
+
+package shared
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/hashicorp/terraform-plugin-framework/attr"
+	"github.com/hashicorp/terraform-plugin-framework/diag"
+	"github.com/hashicorp/terraform-plugin-framework/path"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
+	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
+	"github.com/hashicorp/terraform-plugin-framework/types"
+	"github.com/hashicorp/terraform-plugin-framework/types/basetypes"
+
+	"github.com/gradual-dev/terraform-provider-gradual/internal/fleet"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/window"
+)
+
+// PathMaintenanceWindow is the `maintenance_window` attribute.
+var PathMaintenanceWindow = path.Root("maintenance_window")
+
+// MaintenanceWindowAttrTypes are the attribute types of `maintenance_window`.
+var MaintenanceWindowAttrTypes = map[string]attr.Type{
+	"schedule": types.StringType, "duration": types.StringType, "time_zone": types.StringType,
+}
+
+// MaintenanceWindowModel is `maintenance_window`.
+type MaintenanceWindowModel struct {
+	Schedule types.String `tfsdk:"schedule"`
+	Duration types.String `tfsdk:"duration"`
+	TimeZone types.String `tfsdk:"time_zone"`
+}
+
+// HoldsDescription is the part of a resource description on what holds clusters back.
+const HoldsDescription = "A Cluster annotated `" + fleet.PausedAnnotation + ": \"<reason>\"` is skipped with that reason by every " +
+	"rollout and module assignment until the annotation is removed. A Cluster annotated `" + window.Annotation +
+	": \"<cron>;<duration>[;<time zone>]\"` (e.g. `\"0 2 * * 6;4h;Europe/Berlin\"`, time zone UTC when left out) is changed " +
+	"only inside that window; with `maintenance_window` set as well, inside both."
+
+// MaintenanceWindowAttribute is the `maintenance_window` attribute of what (e.g. "rollout").
+func MaintenanceWindowAttribute(what string) schema.SingleNestedAttribute {
+	return schema.SingleNestedAttribute{
+		Optional: true,
+		MarkdownDescription: "When the " + what + " may change clusters: a cluster is started only while this window is open " +
+			"and stays open for at least `verify.timeout` + `verify.bake_time` more, so that its wave ends inside it. Judged at " +
+			"plan (a cluster outside it is skipped with the time the window opens next), again when apply reads the fleet, and " +
+			"again right before each wave: a cluster whose window closed in between is left alone, never changed outside it, " +
+			"and picked up by a later apply. A Cluster's own `" + window.Annotation + "` annotation applies as well.",
+		Attributes: map[string]schema.Attribute{
+			"schedule": schema.StringAttribute{
+				Required: true,
+				MarkdownDescription: "When the window opens: a cron expression of five fields (minute hour day-of-month month " +
+					"day-of-week, e.g. `\"0 2 * * 6\"` for Saturdays at 02:00) or a descriptor such as `@daily`, in `time_zone`.",
+				Validators: []validator.String{windowField(func(s string) error { _, err := window.ParseSchedule(s); return err }, "a cron expression of five fields", "Invalid Cron Expression")},
+			},
+			"duration": schema.StringAttribute{
+				Required:            true,
+				MarkdownDescription: "How long the window stays open after each start, e.g. `\"4h\"` (more than 0, at most `\"168h\"`).",
+				Validators:          []validator.String{windowField(func(s string) error { _, err := window.ParseDuration(s); return err }, "a duration of at most 168h", "Invalid Duration")},
+			},
+			"time_zone": schema.StringAttribute{
+				Optional:            true,
+				MarkdownDescription: "The IANA time zone `schedule` is read in, e.g. `\"Europe/Berlin\"` (daylight saving time included). Default `\"UTC\"`.",
+				Validators:          []validator.String{windowField(func(s string) error { _, err := window.ParseTimeZone(s); return err }, "an IANA time zone name", "Invalid Time Zone")},
+			},
+		},
+	}
+}
+
+func windowField(check func(string) error, description, summary string) validator.String {
+	return stringFunc{description: description, summary: summary, check: check}
+}
+
+// HoldFrom converts `maintenance_window` into fleet's Hold; margin is how long a window must
+// stay open for a cluster to be started (verify timeout plus bake time). The validators have
+// run already; errors are reported against the attribute anyway.
+func HoldFrom(ctx context.Context, v types.Object, verifyTimeout, bake time.Duration) (fleet.Hold, diag.Diagnostics) {
+	hold := fleet.Hold{Margin: verifyTimeout + bake}
+	if v.IsNull() || v.IsUnknown() {
+		return hold, nil
+	}
+	var m MaintenanceWindowModel
+	diags := v.As(ctx, &m, basetypes.ObjectAsOptions{})
+	if diags.HasError() {
+		return hold, diags
+	}
+	w, err := window.New(m.Schedule.ValueString(), m.Duration.ValueString(), m.TimeZone.ValueString())
+	if err != nil {
+		at := PathMaintenanceWindow
+		var fe *window.FieldError
+		if errors.As(err, &fe) {
+			at = at.AtName(fe.Field)
+		}
+		diags.AddAttributeError(at, "Invalid Maintenance Window", fmt.Sprintf("maintenance_window: %v", err))
+		return hold, diags
+	}
+	hold.Window = &w
+	return hold, diags
+}
