@@ -22,6 +22,8 @@ type world struct {
 	desired  []byte // canonical manifests of the desired revision
 	progress *progressWriter
 	logf     func(string, map[string]any)
+	// flux is set when the service delivers through Flux (flux.go).
+	flux *fluxWorld
 
 	mu    sync.Mutex
 	notes map[string]string          // per cluster: adopted objects given back (see giveBack)
@@ -125,6 +127,9 @@ func (w *world) objectsOf(state *records.State, revision string) ([]*unstructure
 func (w *world) Apply(ctx context.Context, target, revision string) error {
 	rctx, cancel := w.svc.clock.WithTimeout(ctx, applyRetryWindow)
 	defer cancel()
+	if w.flux != nil {
+		return w.retry(rctx, target, func(ctx context.Context) error { _, err := w.fluxPin(ctx, target, revision); return err })
+	}
 	return w.retry(rctx, target, func(ctx context.Context) error { return w.apply(ctx, target, revision) })
 }
 
@@ -174,6 +179,9 @@ func (w *world) Verify(ctx context.Context, target, revision string) error {
 	if revision == "" {
 		return nil // nothing installed: Restore already deleted and waited
 	}
+	if w.flux != nil {
+		return w.fluxVerify(ctx, target, revision)
+	}
 	return w.retry(ctx, target, func(ctx context.Context) error { return w.verify(ctx, target, revision) })
 }
 
@@ -205,6 +213,9 @@ func (w *world) verify(ctx context.Context, target, revision string) error {
 // Restore returns target to revision: its objects re-applied and what newer revisions added
 // deleted. Restoring to "" deletes everything the rollout applied.
 func (w *world) Restore(ctx context.Context, target, revision string) error {
+	if w.flux != nil {
+		return w.retry(ctx, target, func(ctx context.Context) error { return w.fluxRestore(ctx, target, revision) })
+	}
 	return w.retry(ctx, target, func(ctx context.Context) error { return w.restore(ctx, target, revision) })
 }
 
@@ -310,8 +321,11 @@ func (w *world) Record(ctx context.Context, ev engine.Event) error {
 		return nil // the progress record has them; the cluster's records do not change
 	case engine.EventProvisioning:
 		// About to change the cluster: read its kubeconfig Secret again, so that a cluster
-		// deleted or re-keyed since the last read is seen before anything is applied.
-		w.svc.recheck(w.spec.ClusterNamespace, ev.Target)
+		// deleted or re-keyed since the last read is seen before anything is applied. (Flux
+		// reads it, not this process.)
+		if w.flux == nil {
+			w.svc.recheck(w.spec.ClusterNamespace, ev.Target)
+		}
 	}
 	rctx, cancel := w.svc.clock.WithTimeout(ctx, recordRetryWindow)
 	defer cancel()
@@ -320,13 +334,24 @@ func (w *world) Record(ctx context.Context, ev engine.Event) error {
 
 // record is one attempt of Record for a target event. Each store transition is idempotent.
 func (w *world) record(ctx context.Context, ev engine.Event) error {
-	c, store, err := w.conn(ctx, ev.Target)
-	if err != nil {
+	var (
+		c     *conn
+		store *records.WorkloadStore
+		err   error
+		key   = w.spec.Key
+	)
+	if w.flux != nil {
+		// Flux mode: the cluster's records live in the management cluster, and Flux's own
+		// inventory is what it prunes by: nothing is adopted.
+		store, key = w.svc.fluxStore(w.spec.RecordNamespace), fluxRecordKey(w.spec.Key, ev.Target)
+	} else if c, store, err = w.conn(ctx, ev.Target); err != nil {
 		return err
 	}
-	key := w.spec.Key
 	switch ev.Kind {
 	case engine.EventProvisioning:
+		if w.flux != nil {
+			return store.MarkProvisioning(ctx, key, records.Revision{Revision: ev.Revision, Manifests: w.desired})
+		}
 		// Which objects exist already is read and recorded before anything is applied: once
 		// applied, our field manager is on them too and who made them is harder to tell.
 		state, err := store.Load(ctx, key)
@@ -355,7 +380,7 @@ func (w *world) record(ctx context.Context, ev engine.Event) error {
 		// workload cluster that just failed is the less likely of the two to take a write.
 		// The cluster's own record is written even when the ledger cannot be: the next refresh
 		// finds the failure there (Observe), so it is never forgotten; the run still stops.
-		lerr := w.svc.managementStore(w.spec.RecordNamespace).RecordInvalid(ctx, key, records.InvalidEntry{
+		lerr := w.svc.managementStore(w.spec.RecordNamespace).RecordInvalid(ctx, w.spec.Key, records.InvalidEntry{
 			Revision: ev.Revision, Reason: ev.Reason, Clusters: []string{ev.Target}, RecordedAt: ev.At,
 		})
 		werr := store.MarkInvalid(ctx, key, ev.Revision, ev.Reason)

@@ -196,6 +196,7 @@ func (r *rolloutResource) Schema(ctx context.Context, _ resource.SchemaRequest, 
 				Optional: true, Computed: true, Default: booldefault.StaticBool(false),
 				MarkdownDescription: "Apply the revision even though it is recorded invalid (after fixing what made it fail outside the manifests). The ledger entry is cleared when the revision succeeds.",
 			},
+			"delivery": deliveryAttribute(),
 			"timeouts": timeouts.Attributes(ctx, timeouts.Opts{Create: true, Update: true, Delete: true}),
 
 			"revision": schema.StringAttribute{
