@@ -146,6 +146,11 @@ func TestAccRollout_flux(t *testing.T) {
 					if len(ledger) != 1 || ledger[0].Revision != brokenRev || strings.Join(ledger[0].Clusters, ",") != "staging-eu-1" {
 						return fmt.Errorf("ledger %+v, want %s invalid on staging-eu-1", ledger, brokenRev)
 					}
+					// The reason is the workload API server's refusal as kustomize-controller
+					// reported it, not a timeout.
+					if !regexp.MustCompile(`dry-run failed.*Invalid value`).MatchString(ledger[0].Reason) {
+						return fmt.Errorf("ledger reason %q, want kustomize-controller's dry-run refusal", ledger[0].Reason)
+					}
 					return onClusters("one")(s)
 				},
 			},
