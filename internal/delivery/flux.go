@@ -38,6 +38,20 @@ func (s *Service) WithFlux(settings *fluxdelivery.Settings) *Service {
 // Flux says whether the service delivers through Flux.
 func (s *Service) Flux() bool { return s.flux != nil }
 
+// FluxReady refuses, in the person's words, what makes delivery through Flux impossible before
+// anything is written: a management cluster without Flux's CRDs, a registry that cannot be
+// reached or refuses a push.
+func (s *Service) FluxReady(ctx context.Context) error {
+	if err := s.FluxInstalled(); err != nil {
+		return err
+	}
+	if err := s.flux.CheckPush(ctx); err != nil {
+		return usererr.Wrap(err, "Registry Not Usable",
+			"delivery.flux publishes each revision to "+s.flux.Repository+"; this process must be able to push there. Nothing was written.")
+	}
+	return nil
+}
+
 // FluxInstalled refuses, in the person's words, a management cluster that lacks Flux's CRDs.
 func (s *Service) FluxInstalled() error {
 	if err := fluxdelivery.Installed(s.mgmt.Client); err != nil {
@@ -69,24 +83,25 @@ func (w *world) fluxDelivery() *fluxdelivery.Delivery {
 
 // fluxPin publishes revision (the desired one, or one the cluster's records hold) and pins the
 // cluster's Kustomization to it.
-func (w *world) fluxPin(ctx context.Context, target, revision string) (digest string, err error) {
+func (w *world) fluxPin(ctx context.Context, target, revision string) error {
 	store := w.svc.fluxStore(w.spec.RecordNamespace)
 	state, err := store.Load(ctx, fluxRecordKey(w.spec.Key, target))
 	if err != nil {
-		return "", fmt.Errorf("read records: %w", err)
+		return fmt.Errorf("read records: %w", err)
 	}
 	objs, err := w.objectsOf(state, revision)
 	if err != nil {
-		return "", err
+		return err
 	}
 	manifests, err := fluxdelivery.Manifests(objs)
 	if err != nil {
-		return "", err
+		return err
 	}
-	if digest, err = w.flux.d.Publish(ctx, revision, manifests); err != nil {
-		return "", err // an infrastructure failure: the registry, never the revision
+	digest, err := w.flux.d.Publish(ctx, revision, manifests)
+	if err != nil {
+		return err // an infrastructure failure: the registry, never the revision
 	}
-	return digest, w.flux.d.Pin(ctx, w.spec.ClusterNamespace, target, digest, w.spec.Policy.VerifyTimeout)
+	return w.flux.d.Pin(ctx, w.spec.ClusterNamespace, target, digest, w.spec.Policy.VerifyTimeout)
 }
 
 // fluxVerify waits, within ctx, for the cluster's Kustomization to have revision applied and
@@ -134,7 +149,7 @@ func (w *world) fluxRestore(ctx context.Context, target, revision string) error 
 	if revision == "" {
 		return w.flux.d.Remove(ctx, w.spec.ClusterNamespace, target, fluxPoll)
 	}
-	if _, err := w.fluxPin(ctx, target, revision); err != nil {
+	if err := w.fluxPin(ctx, target, revision); err != nil {
 		return err
 	}
 	return w.fluxVerify(ctx, target, revision)

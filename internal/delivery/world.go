@@ -128,7 +128,7 @@ func (w *world) Apply(ctx context.Context, target, revision string) error {
 	rctx, cancel := w.svc.clock.WithTimeout(ctx, applyRetryWindow)
 	defer cancel()
 	if w.flux != nil {
-		return w.retry(rctx, target, func(ctx context.Context) error { _, err := w.fluxPin(ctx, target, revision); return err })
+		return w.retry(rctx, target, func(ctx context.Context) error { return w.fluxPin(ctx, target, revision) })
 	}
 	return w.retry(rctx, target, func(ctx context.Context) error { return w.apply(ctx, target, revision) })
 }

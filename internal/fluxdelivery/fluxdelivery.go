@@ -14,6 +14,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -21,8 +22,10 @@ import (
 	"time"
 
 	"github.com/fluxcd/pkg/oci"
+	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/crane"
 	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -70,6 +73,36 @@ func (s Settings) Validate() error {
 	}
 	return nil
 }
+
+// pushCheckTimeout bounds CheckPush: a registry that does not answer in that time is unusable.
+const pushCheckTimeout = 15 * time.Second
+
+// CheckPush checks, without writing an artifact, that this process can push to the repository:
+// the registry answers and takes its credentials (an upload is started and cancelled).
+func (s Settings) CheckPush(ctx context.Context) error {
+	var opts []name.Option
+	if s.Insecure {
+		opts = append(opts, name.Insecure)
+	}
+	repo, err := name.NewRepository(strings.TrimPrefix(s.Repository, oci.OCIRepositoryPrefix), opts...)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, pushCheckTimeout)
+	defer cancel()
+	// CheckPushPermission takes no context; every request it makes gets ctx through the transport.
+	rt := roundTripper(func(r *http.Request) (*http.Response, error) {
+		return remote.DefaultTransport.RoundTrip(r.WithContext(ctx))
+	})
+	if err := remote.CheckPushPermission(repo.Tag("gradual-push-check"), authn.DefaultKeychain, rt); err != nil {
+		return fmt.Errorf("push to %s: %w", s.Repository, err)
+	}
+	return nil
+}
+
+type roundTripper func(*http.Request) (*http.Response, error)
+
+func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
 // Delivery is the Flux side of one rollout's delivery: publishing, pinning, reading readiness
 // and removing, in the management cluster and the registry.

@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"github.com/google/go-containerregistry/pkg/registry"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/gradual-dev/terraform-provider-gradual/internal/records"
 )
@@ -105,5 +107,35 @@ func TestPublishIsContentAddressed(t *testing.T) {
 	}
 	if _, err := other.Digest(ctx, "rev3"); err == nil {
 		t.Fatal("Digest of a revision never published: want an error")
+	}
+}
+
+func TestCheckPush(t *testing.T) {
+	srv := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
+	defer srv.Close()
+	ok := Settings{Repository: "oci://" + strings.TrimPrefix(srv.URL, "http://") + "/gradual/web", Insecure: true}
+	if err := ok.CheckPush(context.Background()); err != nil {
+		t.Fatalf("CheckPush to the in-memory registry: %v", err)
+	}
+	// Nothing listens on port 1 of the loopback address.
+	down := Settings{Repository: "oci://127.0.0.1:1/gradual/web", Insecure: true}
+	if err := down.CheckPush(context.Background()); err == nil || !strings.Contains(err.Error(), "127.0.0.1:1") {
+		t.Fatalf("CheckPush to a registry that is down: %v, want an error naming it", err)
+	}
+}
+
+func TestInstalled(t *testing.T) {
+	without := fake.NewClientBuilder().WithRESTMapper(meta.NewDefaultRESTMapper(nil)).Build()
+	if err := Installed(without); !errors.Is(err, ErrNotInstalled) || !strings.Contains(err.Error(), "OCIRepository") {
+		t.Fatalf("Installed without Flux's kinds: %v, want ErrNotInstalled naming OCIRepository", err)
+	}
+	mapper := meta.NewDefaultRESTMapper(nil)
+	mapper.Add(OCIRepositoryKind, meta.RESTScopeNamespace)
+	if err := Installed(fake.NewClientBuilder().WithRESTMapper(mapper).Build()); !errors.Is(err, ErrNotInstalled) || !strings.Contains(err.Error(), "Kustomization") {
+		t.Fatalf("Installed with OCIRepository only: %v, want ErrNotInstalled naming Kustomization", err)
+	}
+	mapper.Add(KustomizationKind, meta.RESTScopeNamespace)
+	if err := Installed(fake.NewClientBuilder().WithRESTMapper(mapper).Build()); err != nil {
+		t.Fatalf("Installed with both kinds: %v", err)
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"regexp"
 
 	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
-	"github.com/hashicorp/terraform-plugin-framework/attr"
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
@@ -19,8 +18,6 @@ import (
 )
 
 var pathDelivery = path.Root("delivery")
-
-var fluxAttrTypes = map[string]attr.Type{"repository": types.StringType, "insecure": types.BoolType}
 
 // deliveryAttribute is `delivery`: which engine carries revisions to the clusters.
 func deliveryAttribute() schema.SingleNestedAttribute {

@@ -56,10 +56,11 @@ func TestAccRollout_flux(t *testing.T) {
 	clusters := []string{"prod-eu-1", "prod-us-1", "staging-eu-1"}
 	good, broken := fluxBundle(name, "one", false), fluxBundle(name, "two", true)
 	goodRev, brokenRev := revisionOf(t, good), revisionOf(t, broken)
-	config := func(manifests string) string {
+	configAt := func(repository, manifests string) string {
 		return rolloutConfig(f, name, allThree, manifests, fmt.Sprintf(`canary = ["staging-eu-1"]
-  delivery = { flux = { repository = %q, insecure = true } }`, f.Flux.RegistryURL("gradual/"+name)))
+  delivery = { flux = { repository = %q, insecure = true } }`, repository))
 	}
+	config := func(manifests string) string { return configAt(f.Flux.RegistryURL("gradual/"+name), manifests) }
 	// onClusters checks the ConfigMap's value on every cluster, and that no record of the
 	// rollout was written to a workload cluster (Flux mode keeps them in the management cluster).
 	onClusters := func(value string) func(*terraform.State) error {
@@ -111,6 +112,16 @@ func TestAccRollout_flux(t *testing.T) {
 			return nil
 		},
 		Steps: []resource.TestStep{
+			{
+				// Refused at plan time, nothing written: a repository that is not oci://, and a
+				// registry nothing answers at (port 1 of the loopback address).
+				Config: configAt("https://"+f.Flux.Registry+"/gradual/"+name, good), PlanOnly: true,
+				ExpectError: regexp.MustCompile(`must be oci://host/path`),
+			},
+			{
+				Config: configAt("oci://127.0.0.1:1/gradual/"+name, good), PlanOnly: true,
+				ExpectError: regexp.MustCompile(`Registry Not Usable`),
+			},
 			{
 				Config: config(good),
 				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{

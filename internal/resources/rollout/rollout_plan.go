@@ -98,7 +98,7 @@ func (r *rolloutResource) ModifyPlan(ctx context.Context, req resource.ModifyPla
 		return
 	}
 	if svc.Flux() {
-		if err := svc.FluxInstalled(); err != nil {
+		if err := svc.FluxReady(ctx); err != nil {
 			resp.Diagnostics.Append(diagnostics.AttributeFromError(pathDelivery, err, "Flux Not Installed"))
 			return
 		}
