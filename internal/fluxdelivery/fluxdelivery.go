@@ -58,9 +58,9 @@ const (
 // Settings say where revisions are published and how Flux reaches them.
 type Settings struct {
 	// Repository is the OCI repository, "oci://host[:port]/path"; each revision is a tag of it.
-	Repository string
+	Repository string `json:"repository"`
 	// Insecure reaches the registry over plain HTTP (both this process and source-controller).
-	Insecure bool
+	Insecure bool `json:"insecure,omitempty"`
 }
 
 // Validate reports settings that cannot be used, in words for the person configuring them.

@@ -5,6 +5,7 @@ import (
 	"regexp"
 
 	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
+	"github.com/hashicorp/terraform-plugin-framework/attr"
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
@@ -18,6 +19,24 @@ import (
 )
 
 var pathDelivery = path.Root("delivery")
+
+var (
+	fluxAttrTypes     = map[string]attr.Type{"repository": types.StringType, "insecure": types.BoolType}
+	deliveryAttrTypes = map[string]attr.Type{"flux": types.ObjectType{AttrTypes: fluxAttrTypes}}
+)
+
+// deliveryValue is `delivery` for settings (null for direct delivery), as the records keep it.
+func deliveryValue(settings *delivery.FluxSettings) types.Object {
+	if settings == nil {
+		return types.ObjectNull(deliveryAttrTypes)
+	}
+	insecure := types.BoolNull()
+	if settings.Insecure {
+		insecure = types.BoolValue(true)
+	}
+	flux := types.ObjectValueMust(fluxAttrTypes, map[string]attr.Value{"repository": types.StringValue(settings.Repository), "insecure": insecure})
+	return types.ObjectValueMust(deliveryAttrTypes, map[string]attr.Value{"flux": flux})
+}
 
 // deliveryAttribute is `delivery`: which engine carries revisions to the clusters.
 func deliveryAttribute() schema.SingleNestedAttribute {

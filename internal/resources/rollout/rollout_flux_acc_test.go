@@ -165,6 +165,16 @@ func TestAccRollout_flux(t *testing.T) {
 					return onClusters("one")(s)
 				},
 			},
+			{
+				// Import finds the engine in the management cluster's record and reads the
+				// per-cluster records there: the same state, every cluster current.
+				ResourceName:                         "gradual_rollout.test",
+				ImportState:                          true,
+				ImportStateId:                        f.Namespace + "/" + name,
+				ImportStateVerify:                    true,
+				ImportStateVerifyIdentifierAttribute: "id",
+				ImportStateVerifyIgnore:              []string{"timeouts", "waves"},
+			},
 		},
 	})
 }

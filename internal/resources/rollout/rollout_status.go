@@ -136,7 +136,9 @@ func (d *statusDataSource) Read(ctx context.Context, req datasource.ReadRequest,
 			return
 		}
 	}
-	obs, err := d.data.Delivery.Observe(ctx, query, key, recordNamespace, true, rollout.ignore(ctx)...)
+	flux, diags := rollout.fluxSettings(ctx)
+	resp.Diagnostics.Append(diags...)
+	obs, err := d.data.Delivery.WithFlux(flux).Observe(ctx, query, key, recordNamespace, true, rollout.ignore(ctx)...)
 	if err != nil {
 		resp.Diagnostics.Append(diagnostics.FromError(err, "Cannot Read The Fleet"))
 		return
