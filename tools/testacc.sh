@@ -3,10 +3,11 @@
 # (a management cluster and three workload clusters) per CLI, and runs the acceptance tests on
 # OpenTofu and, when `terraform` is on PATH, on Terraform, the two side by side (each on its own
 # fleet). Each lane then goes on with what follows on its own: the OpenTofu lane with the
-# modules' tests and gradual_inplace_update on the real Cluster API controllers, the Terraform
-# lane with the plan line budget on a scale bed (both CLIs side by side), the Cluster API
-# controllers' own test and gradual_inplace_update on them under Terraform (the Cluster API fleets
-# take a lock, so one runs at a time). Every fleet is torn down on exit, whatever happened.
+# modules' tests, gradual_inplace_update on the real Cluster API controllers and delivery through
+# Flux (on a Flux test bed of its own, both CLIs), the Terraform lane with the plan line budget on
+# a scale bed (both CLIs side by side), the Cluster API controllers' own test and
+# gradual_inplace_update on them under Terraform (the Cluster API fleets take a lock, so one runs
+# at a time). Every fleet is torn down on exit, whatever happened.
 #
 #   GRADUAL_TESTACC_SERIAL=1 tools/testacc.sh   # one CLI after the other, on one fleet
 #
@@ -28,11 +29,16 @@ source "$env_file"
 env_file=$(tools/toolchain.sh cluster-api | tail -n 1)
 # shellcheck disable=SC1090
 source "$env_file"
+# And Flux's source-controller and kustomize-controller, for the Flux stage (cached likewise).
+env_file=$(tools/toolchain.sh flux | tail -n 1)
+# shellcheck disable=SC1090
+source "$env_file"
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/gradual-testacc.XXXXXX")
 testbed="$work/gradual-testbed"
 go build -o "$testbed" ./cmd/gradual-testbed
-fleets=("$work/scale") # the scale bed, started by a lane; down is a no-op until then
+# The scale bed and the Flux bed, started by a lane; down is a no-op until then.
+fleets=("$work/scale" "$work/fleet-flux")
 lanes=()
 cleanup() {
   for pid in "${lanes[@]}"; do kill "$pid" 2>/dev/null || true; done
@@ -153,6 +159,24 @@ capi_acc() {
   run_one internal/resources/inplaceupdate 20m '^TestAccCAPIInPlace_' "$@" TF_ACC_TERRAFORM_PATH="$path" GRADUAL_TEST_CLUSTER_API=1
 }
 
+# Delivery through Flux (gradual_rollout's delivery.flux) on a test bed of its own started with
+# --flux: Flux's real source-controller and kustomize-controller against the management cluster,
+# and an OCI registry. The Flux test skips on the other fleets; here it runs on both CLIs, one
+# after the other (it changes the three clusters of this fleet).
+flux_acc() {
+  stage "delivery through Flux: starting a test bed with Flux's controllers"
+  "$testbed" up --dir "$work/fleet-flux" --flux >/dev/null || return 1
+  local rc=0
+  run_one internal/resources/rollout 10m '^TestAccRollout_flux$' "${tofu_env[@]}" GRADUAL_TESTBED_DIR="$work/fleet-flux" \
+    TF_ACC_TERRAFORM_PATH="$GRADUAL_TOFU" || rc=1
+  if [ -n "${GRADUAL_TERRAFORM:-}" ]; then
+    run_one internal/resources/rollout 10m '^TestAccRollout_flux$' GRADUAL_TESTBED_DIR="$work/fleet-flux" \
+      TF_ACC_TERRAFORM_PATH="$GRADUAL_TERRAFORM" || rc=1
+  fi
+  "$testbed" down --dir "$work/fleet-flux" >&2 || true
+  return "$rc"
+}
+
 if [ -n "${GRADUAL_TESTACC_SERIAL:-}" ] || [ -z "${GRADUAL_TERRAFORM:-}" ]; then
   [ -n "${GRADUAL_TERRAFORM:-}" ] || stage "terraform not on PATH: Terraform run skipped"
   up fleet
@@ -164,6 +188,7 @@ if [ -n "${GRADUAL_TESTACC_SERIAL:-}" ] || [ -z "${GRADUAL_TERRAFORM:-}" ]; then
   capi_controllers
   capi_acc OpenTofu "$GRADUAL_TOFU" "${tofu_env[@]}"
   [ -z "${GRADUAL_TERRAFORM:-}" ] || capi_acc Terraform "$GRADUAL_TERRAFORM"
+  flux_acc
 else
   # Fleets start one after the other: side by side they race for free ports and CPU.
   up fleet-tofu
@@ -184,6 +209,7 @@ else
       GRADUAL_TESTBED_DIR="$work/fleet-tofu" tools/moduletest.sh || rc=1
     "$testbed" down --dir "$work/fleet-tofu" >&2 || true
     capi_acc OpenTofu "$GRADUAL_TOFU" "${tofu_env[@]}" GRADUAL_ACC_LANE=0/2 || rc=1
+    flux_acc || rc=1
     return "$rc"
   }
   terraform_lane() {

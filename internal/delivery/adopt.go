@@ -160,6 +160,9 @@ type Found struct {
 // by someone else, and that the rollout's records do not hold: the next apply would adopt them.
 // It reads only.
 func (s *Service) Adoptions(ctx context.Context, spec Spec, clusters []string) ([]Found, error) {
+	if s.flux != nil {
+		return nil, nil // Flux mode adopts nothing: Flux applies and prunes by its own inventory
+	}
 	var (
 		mu  sync.Mutex
 		out []Found

@@ -12,6 +12,9 @@ import (
 // objects: every kind known (or brought by a CRD in the bundle). Resources call it at plan
 // time, so a bundle that cannot apply is refused before any cluster is touched.
 func (s *Service) Check(ctx context.Context, spec Spec, clusters []string) error {
+	if s.flux != nil {
+		return nil // Flux mode asks no workload cluster; kustomize-controller's dry-run refuses at apply
+	}
 	errs := s.forEach(ctx, clusters, func(ctx context.Context, name string) error {
 		objs, err := spec.ObjectsFor(name)
 		if err != nil {

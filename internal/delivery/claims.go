@@ -42,6 +42,9 @@ func (c Claim) owner() string {
 // records in). Two owners would apply and prune the same object. ignore, when not nil, exempts
 // keys (e.g. the rollout a plan replaces).
 func (s *Service) Claims(ctx context.Context, spec Spec, clusters []string, ignore func(records.Key) bool) ([]Claim, error) {
+	if s.flux != nil {
+		return nil, nil // Flux mode asks no workload cluster
+	}
 	var (
 		mu  sync.Mutex
 		out []Claim
@@ -149,6 +152,9 @@ func claimsOf(found []apply.Existing, cluster, own string, ignore func(records.K
 // record namespaces. A cluster that cannot be read is left to its wave, where provisioning
 // makes the same check of the objects the rollout does not hold yet (see adoptions).
 func (s *Service) CheckOwners(ctx context.Context, spec Spec, clusters []string) error {
+	if s.flux != nil {
+		return nil // Flux mode asks no workload cluster; Flux's own inventory is what it prunes
+	}
 	var (
 		mu  sync.Mutex
 		out []Claim

@@ -134,6 +134,9 @@ func (s *Service) removeFrom(ctx context.Context, spec Spec, clusters []string, 
 // orphan), those it adopted are given back as they are, then the records go. note says what
 // was given back.
 func (s *Service) destroyCluster(ctx context.Context, spec Spec, name string, orphan bool) (note string, err error) {
+	if s.flux != nil {
+		return "", s.fluxRemove(ctx, spec, name, orphan)
+	}
 	if err := records.Fenced(ctx); err != nil {
 		return "", err
 	}

@@ -210,12 +210,21 @@ func valuesChanged(st ClusterState, render func() (*manifest.Set, error)) (Clust
 
 // observeCluster reads one cluster's records of key (and its drift).
 func (s *Service) observeCluster(ctx context.Context, namespace, name string, key records.Key, recordNamespace string, drift bool, ignore apply.Ignore) (engine.TargetRecord, ClusterState, error) {
-	c, err := s.cluster(ctx, namespace, name, key, false)
-	if err != nil {
-		return engine.TargetRecord{}, ClusterState{}, err
+	var (
+		c     *conn
+		store *records.WorkloadStore
+		err   error
+	)
+	if s.flux != nil {
+		// Flux mode: the records are in the management cluster, and Flux repairs drift.
+		store, key, drift = s.fluxStore(recordNamespace), fluxRecordKey(key, name), false
+	} else {
+		if c, err = s.cluster(ctx, namespace, name, key, false); err != nil {
+			return engine.TargetRecord{}, ClusterState{}, err
+		}
+		c = c.ignoring(ignore)
+		store = records.NewWorkloadStore(c.client, recordNamespace)
 	}
-	c = c.ignoring(ignore)
-	store := records.NewWorkloadStore(c.client, recordNamespace)
 	load := store.Summary // revisions and states only: enough to plan
 	if drift {
 		load = store.LoadCurrent // the current revision's objects too (only its), to compare with the live ones

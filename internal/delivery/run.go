@@ -164,6 +164,9 @@ func (s *Service) Run(ctx context.Context, req RunRequest) (_ *RunResult, err er
 	}
 	w := &world{svc: s, spec: spec, progress: progress, logf: req.Logf,
 		hold: req.Query.Hold, clusters: clustersByName(obs.Discovery)}
+	if s.flux != nil {
+		w.flux = &fluxWorld{d: w.fluxDelivery()}
+	}
 	result := engine.Execute(ctx, plan, w, s.clock, spec.Policy)
 	var left, leaveFailures, leftNotes []string
 	leaving := PlannedLeaving(req.Leaving, obs.Leaving)
@@ -269,6 +272,9 @@ func (s *Service) leave(ctx context.Context, spec Spec, leaving []string, orphan
 // driftedOf checks, for targets already on the desired revision, whether their objects drifted
 // or, for a rollout with values, render differently now than their records hold.
 func (s *Service) driftedOf(ctx context.Context, spec Spec, targets []engine.Target) map[string]bool {
+	if s.flux != nil {
+		return nil // Flux repairs drift between applies; the plan no longer needs to
+	}
 	var names []string
 	for _, t := range targets {
 		if t.SkipReason == "" && t.Record.Current == spec.Revision && t.Record.Provisioning == "" {

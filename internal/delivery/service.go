@@ -14,6 +14,7 @@ import (
 	"github.com/gradual-dev/terraform-provider-gradual/internal/apply"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/engine"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/fleet"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/fluxdelivery"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/records"
 )
 
@@ -41,6 +42,10 @@ type Service struct {
 	discover   func(ctx context.Context, q fleet.Query) (*fleet.Discovery, error)
 	goneReason func(ctx context.Context, namespace, name string) (string, error)
 	retryWait  time.Duration
+
+	// flux, when set, delivers through Flux (WithFlux, flux.go): nothing connects to a workload
+	// cluster, and the per-cluster records live in the management cluster.
+	flux *fluxdelivery.Settings
 }
 
 // conn is one workload cluster's clients as a rollout uses them: the shared ones of
@@ -128,6 +133,9 @@ func New(clients *fleet.Clients, opts Options) *Service {
 // cluster returns the clients of one workload cluster as key uses them: with key's field
 // manager, and force_conflicts as force.
 func (s *Service) cluster(ctx context.Context, namespace, name string, key records.Key, force bool) (*conn, error) {
+	if s.flux != nil {
+		return nil, errFluxNoWorkload // a path Flux mode must not take; fails loudly, never connects
+	}
 	c, err := s.dial(ctx, namespace, name, force)
 	if err != nil {
 		return nil, err

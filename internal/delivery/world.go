@@ -26,6 +26,8 @@ type world struct {
 	// read them (their own windows).
 	hold     fleet.Hold
 	clusters map[string]fleet.Cluster
+	// flux is set when the service delivers through Flux (flux.go).
+	flux *fluxWorld
 
 	mu    sync.Mutex
 	notes map[string]string          // per cluster: adopted objects given back (see giveBack)
@@ -130,6 +132,9 @@ func (w *world) objectsOf(state *records.State, target, revision string) ([]*uns
 func (w *world) Apply(ctx context.Context, target, revision string) error {
 	rctx, cancel := w.svc.clock.WithTimeout(ctx, applyRetryWindow)
 	defer cancel()
+	if w.flux != nil {
+		return w.retry(rctx, target, func(ctx context.Context) error { return w.fluxPin(ctx, target, revision) })
+	}
 	return w.retry(rctx, target, func(ctx context.Context) error { return w.apply(ctx, target, revision) })
 }
 
@@ -179,6 +184,9 @@ func (w *world) Verify(ctx context.Context, target, revision string) error {
 	if revision == "" {
 		return nil // nothing installed: Restore already deleted and waited
 	}
+	if w.flux != nil {
+		return w.fluxVerify(ctx, target, revision)
+	}
 	return w.retry(ctx, target, func(ctx context.Context) error { return w.verify(ctx, target, revision) })
 }
 
@@ -210,6 +218,9 @@ func (w *world) verify(ctx context.Context, target, revision string) error {
 // Restore returns target to revision: its objects re-applied and what newer revisions added
 // deleted. Restoring to "" deletes everything the rollout applied.
 func (w *world) Restore(ctx context.Context, target, revision string) error {
+	if w.flux != nil {
+		return w.retry(ctx, target, func(ctx context.Context) error { return w.fluxRestore(ctx, target, revision) })
+	}
 	return w.retry(ctx, target, func(ctx context.Context) error { return w.restore(ctx, target, revision) })
 }
 
@@ -315,8 +326,11 @@ func (w *world) Record(ctx context.Context, ev engine.Event) error {
 		return nil // the progress record has them; the cluster's records do not change
 	case engine.EventProvisioning:
 		// About to change the cluster: read its kubeconfig Secret again, so that a cluster
-		// deleted or re-keyed since the last read is seen before anything is applied.
-		w.svc.recheck(w.spec.ClusterNamespace, ev.Target)
+		// deleted or re-keyed since the last read is seen before anything is applied. (Flux
+		// reads it, not this process.)
+		if w.flux == nil {
+			w.svc.recheck(w.spec.ClusterNamespace, ev.Target)
+		}
 	}
 	rctx, cancel := w.svc.clock.WithTimeout(ctx, recordRetryWindow)
 	defer cancel()
@@ -325,19 +339,21 @@ func (w *world) Record(ctx context.Context, ev engine.Event) error {
 
 // record is one attempt of Record for a target event. Each store transition is idempotent.
 func (w *world) record(ctx context.Context, ev engine.Event) error {
-	c, store, err := w.conn(ctx, ev.Target)
-	if err != nil {
+	var (
+		c     *conn
+		store *records.WorkloadStore
+		err   error
+		key   = w.spec.Key
+	)
+	if w.flux != nil {
+		// Flux mode: the cluster's records live in the management cluster, and Flux's own
+		// inventory is what it prunes by: nothing is adopted.
+		store, key = w.svc.fluxStore(w.spec.RecordNamespace), fluxRecordKey(w.spec.Key, ev.Target)
+	} else if c, store, err = w.conn(ctx, ev.Target); err != nil {
 		return err
 	}
-	key := w.spec.Key
 	switch ev.Kind {
 	case engine.EventProvisioning:
-		// Which objects exist already is read and recorded before anything is applied: once
-		// applied, our field manager is on them too and who made them is harder to tell.
-		state, err := store.Load(ctx, key)
-		if err != nil {
-			return fmt.Errorf("read records: %w", err)
-		}
 		set, err := w.spec.SetFor(ev.Target)
 		if err != nil {
 			return err
@@ -345,6 +361,15 @@ func (w *world) record(ctx context.Context, ev engine.Event) error {
 		desired, err := set.Canonical()
 		if err != nil {
 			return err
+		}
+		if w.flux != nil {
+			return store.MarkProvisioning(ctx, key, records.Revision{Revision: ev.Revision, Manifests: desired})
+		}
+		// Which objects exist already is read and recorded before anything is applied: once
+		// applied, our field manager is on them too and who made them is harder to tell.
+		state, err := store.Load(ctx, key)
+		if err != nil {
+			return fmt.Errorf("read records: %w", err)
 		}
 		adopted, claims, err := adoptions(ctx, c, ev.Target, state, set.Objects)
 		if err != nil {
@@ -368,7 +393,7 @@ func (w *world) record(ctx context.Context, ev engine.Event) error {
 		// workload cluster that just failed is the less likely of the two to take a write.
 		// The cluster's own record is written even when the ledger cannot be: the next refresh
 		// finds the failure there (Observe), so it is never forgotten; the run still stops.
-		lerr := w.svc.managementStore(w.spec.RecordNamespace).RecordInvalid(ctx, key, records.InvalidEntry{
+		lerr := w.svc.managementStore(w.spec.RecordNamespace).RecordInvalid(ctx, w.spec.Key, records.InvalidEntry{
 			Revision: ev.Revision, Reason: ev.Reason, Clusters: []string{ev.Target}, RecordedAt: ev.At,
 		})
 		werr := store.MarkInvalid(ctx, key, ev.Revision, ev.Reason)

@@ -50,6 +50,8 @@ func (r *rolloutResource) apply(ctx context.Context, timeout time.Duration, plan
 	diags.Append(d...)
 	query, d := plan.query(ctx)
 	diags.Append(d...)
+	svc, d := r.service(ctx, plan)
+	diags.Append(d...)
 	if diags.HasError() {
 		return false
 	}
@@ -75,7 +77,7 @@ func (r *rolloutResource) apply(ctx context.Context, timeout time.Duration, plan
 	if diags.HasError() {
 		return false
 	}
-	run, err := r.Data.Delivery.Run(ctx, delivery.RunRequest{
+	run, err := svc.Run(ctx, delivery.RunRequest{
 		Spec: spec, Query: query, Planned: planned, PlannedKnown: planned != nil, Config: config,
 		Leave: true, Orphan: plan.DeletionPolicy.ValueString() == "orphan", Leaving: leaving,
 		Create: create, ImportHint: importHint(spec.Key),
@@ -117,7 +119,7 @@ func (r *rolloutResource) apply(ctx context.Context, timeout time.Duration, plan
 		// be read at all.
 		octx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		defer cancel()
-		if obs, oerr := r.Data.Delivery.Observe(octx, query, spec.Key, spec.RecordNamespace, false); oerr == nil {
+		if obs, oerr := svc.Observe(octx, query, spec.Key, spec.RecordNamespace, false); oerr == nil {
 			after = obs
 		}
 	}
@@ -211,7 +213,12 @@ func (r *rolloutResource) Read(ctx context.Context, req resource.ReadRequest, re
 	if resp.Diagnostics.HasError() {
 		return
 	}
-	obs, err := state.observe(ctx, r.Data.Delivery, query, key)
+	svc, diags := r.service(ctx, &state)
+	resp.Diagnostics.Append(diags...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	obs, err := state.observe(ctx, svc, query, key)
 	if err != nil {
 		resp.Diagnostics.Append(diagnostics.FromError(err, "Cannot Read The Fleet"))
 		return
@@ -248,12 +255,14 @@ func (r *rolloutResource) Delete(ctx context.Context, req resource.DeleteRequest
 	resp.Diagnostics.Append(d...)
 	query, d := state.query(ctx)
 	resp.Diagnostics.Append(d...)
+	svc, d := r.service(ctx, &state)
+	resp.Diagnostics.Append(d...)
 	if resp.Diagnostics.HasError() {
 		return
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	warnings, err := r.Data.Delivery.Destroy(ctx, delivery.DestroyRequest{
+	warnings, err := svc.Destroy(ctx, delivery.DestroyRequest{
 		Spec: spec, Query: query, Orphan: state.DeletionPolicy.ValueString() == "orphan",
 		Logf:    func(msg string, fields map[string]any) { tflog.Info(ctx, msg, fields) },
 		Adopted: func(note string) { resp.Diagnostics.AddWarning("Adopted Objects Left In Place", note) },

@@ -24,28 +24,31 @@ type storedConfig struct {
 	// Manifests is the public half only: sensitive_manifests is never written here (this record
 	// is read back into Terraform state by import). Revision and SensitiveObjects say what the
 	// sensitive half was, by hash and identity.
-	Manifests        string            `json:"manifests"`
-	Revision         string            `json:"revision,omitempty"`
-	SensitiveObjects []string          `json:"sensitiveObjects,omitempty"`
-	CanaryOptional   bool              `json:"canaryOptional,omitempty"`
-	MatchLabels      map[string]string `json:"matchLabels,omitempty"`
-	Expressions      []storedReq       `json:"matchExpressions,omitempty"`
-	HasSelector      bool              `json:"hasSelector,omitempty"`
-	Clusters         []string          `json:"clusters,omitempty"` // the deprecated `clusters`
-	Names            []string          `json:"names,omitempty"`
-	Canary           []string          `json:"canary,omitempty"`
-	UpdateLimit      string            `json:"updateLimit"`
-	MaxFailures      string            `json:"maxFailures"`
-	MaxUnsettled     string            `json:"maxUnsettled,omitempty"`
-	OnFailure        string            `json:"onFailure"`
-	VerifyTimeout    string            `json:"verifyTimeout"`
-	BakeTime         string            `json:"bakeTime"`
-	HTTPChecks       []storedCheck     `json:"httpChecks,omitempty"`
-	DeletionPolicy   string            `json:"deletionPolicy"`
-	ForceConflicts   bool              `json:"forceConflicts,omitempty"`
-	IgnoreFields     []ignoreattr.Rule `json:"ignoreFields,omitempty"`
-	SensitivePaths   []ignoreattr.Rule `json:"sensitivePaths,omitempty"`
-	DefaultNamespace string            `json:"defaultNamespace,omitempty"`
+	Manifests string `json:"manifests"`
+	// Flux is `delivery.flux` (nil: direct), so that import and the status data source read
+	// the records where the engine keeps them.
+	Flux             *delivery.FluxSettings `json:"flux,omitempty"`
+	Revision         string                 `json:"revision,omitempty"`
+	SensitiveObjects []string               `json:"sensitiveObjects,omitempty"`
+	CanaryOptional   bool                   `json:"canaryOptional,omitempty"`
+	MatchLabels      map[string]string      `json:"matchLabels,omitempty"`
+	Expressions      []storedReq            `json:"matchExpressions,omitempty"`
+	HasSelector      bool                   `json:"hasSelector,omitempty"`
+	Clusters         []string               `json:"clusters,omitempty"` // the deprecated `clusters`
+	Names            []string               `json:"names,omitempty"`
+	Canary           []string               `json:"canary,omitempty"`
+	UpdateLimit      string                 `json:"updateLimit"`
+	MaxFailures      string                 `json:"maxFailures"`
+	MaxUnsettled     string                 `json:"maxUnsettled,omitempty"`
+	OnFailure        string                 `json:"onFailure"`
+	VerifyTimeout    string                 `json:"verifyTimeout"`
+	BakeTime         string                 `json:"bakeTime"`
+	HTTPChecks       []storedCheck          `json:"httpChecks,omitempty"`
+	DeletionPolicy   string                 `json:"deletionPolicy"`
+	ForceConflicts   bool                   `json:"forceConflicts,omitempty"`
+	IgnoreFields     []ignoreattr.Rule      `json:"ignoreFields,omitempty"`
+	SensitivePaths   []ignoreattr.Rule      `json:"sensitivePaths,omitempty"`
+	DefaultNamespace string                 `json:"defaultNamespace,omitempty"`
 	// NoAdopt is adopt = false (stored negated: records written before adopt existed adopt).
 	NoAdopt bool `json:"noAdopt,omitempty"`
 	// Values is `values` (delivery.Values' own JSON form).
@@ -74,6 +77,9 @@ func (m *Model) configRecord(ctx context.Context) ([]byte, diag.Diagnostics) {
 		Revision: m.Revision.ValueString(), CanaryOptional: m.CanaryOptional.ValueBool(),
 	}
 	diags.Append(m.SensitiveObjects.ElementsAs(ctx, &c.SensitiveObjects, true)...)
+	var d diag.Diagnostics
+	c.Flux, d = m.fluxSettings(ctx)
+	diags.Append(d...)
 	rules, d := ignoreattr.Rules(ctx, m.IgnoreFields)
 	diags.Append(d...)
 	c.IgnoreFields = rules
@@ -129,6 +135,7 @@ func (m *Model) fromConfigRecord(ctx context.Context, raw []byte) diag.Diagnosti
 		m.Manifests = manifesttype.NewValue(c.Manifests)
 	}
 	m.Sensitive = types.StringNull()
+	m.Delivery = deliveryValue(c.Flux)
 	m.SensitiveObjects, _ = types.ListValueFrom(ctx, types.StringType, append([]string{}, c.SensitiveObjects...))
 	m.CanaryOptional = types.BoolValue(c.CanaryOptional)
 	if c.Revision != "" {

@@ -60,6 +60,7 @@ type Model struct {
 	Waves             types.String       `tfsdk:"waves"`
 	Leaving           types.List         `tfsdk:"leaving"`
 	Skipped           types.Map          `tfsdk:"skipped"`
+	Delivery          types.Object       `tfsdk:"delivery"`
 
 	// private is kept in the resource's private state (see rollout_private.go), out of plans.
 	private privateState

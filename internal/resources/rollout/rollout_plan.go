@@ -97,14 +97,22 @@ func (r *rolloutResource) ModifyPlan(ctx context.Context, req resource.ModifyPla
 	}
 	query, diags := plan.query(ctx)
 	resp.Diagnostics.Append(diags...)
+	svc, diags := r.service(ctx, &plan)
+	resp.Diagnostics.Append(diags...)
 	if resp.Diagnostics.HasError() {
 		return
+	}
+	if svc.Flux() {
+		if err := svc.FluxReady(ctx); err != nil {
+			resp.Diagnostics.Append(diagnostics.AttributeFromError(pathDelivery, err, "Flux Not Installed"))
+			return
+		}
 	}
 	claimsIgnored := r.replacedBy(spec.Key, &plan, prior)
 	// The waves are planned from the prior state when the configuration picks the same
 	// clusters (see delivery.Prior); without it, a warning shows them as the fleet reads now.
 	priorState := priorForPlan(ctx, &plan, prior)
-	res, err := r.Data.Delivery.Plan(ctx, delivery.PlanRequest{Spec: spec, Query: query, Prior: priorState, Drifted: priorDrift(prior),
+	res, err := svc.Plan(ctx, delivery.PlanRequest{Spec: spec, Query: query, Prior: priorState, Drifted: priorDrift(prior),
 		IgnoreClaims: claimsIgnored, RefuseAdoption: !plan.Adopt.IsUnknown() && !plan.Adopt.IsNull() && !plan.Adopt.ValueBool()})
 	if err != nil {
 		resp.Diagnostics.Append(diagnostics.FromError(err, "Cannot Read The Fleet"))

@@ -137,7 +137,9 @@ func (d *statusDataSource) Read(ctx context.Context, req datasource.ReadRequest,
 		}
 	}
 	rollout.RecordNamespace, rollout.Revision = types.StringValue(recordNamespace), types.StringValue(revision)
-	obs, err := rollout.observe(ctx, d.data.Delivery, query, key)
+	flux, diags := rollout.fluxSettings(ctx)
+	resp.Diagnostics.Append(diags...)
+	obs, err := rollout.observe(ctx, d.data.Delivery.WithFlux(flux), query, key)
 	if err != nil {
 		resp.Diagnostics.Append(diagnostics.FromError(err, "Cannot Read The Fleet"))
 		return

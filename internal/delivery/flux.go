@@ -1,0 +1,176 @@
+package delivery
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/gradual-dev/terraform-provider-gradual/internal/engine"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/fluxdelivery"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/records"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/usererr"
+)
+
+// The Flux engine. Everything that decides stays as in direct mode (the engine's waves, canary,
+// budget and bake, the ledger, the progress record, the Lease): only what changes and reads a
+// cluster goes through Flux (internal/fluxdelivery), and the per-cluster records move from the
+// workload clusters to the management cluster, since the runner may not reach the workloads.
+
+// errFluxNoWorkload is what a path that would connect to a workload cluster returns in Flux
+// mode: the Flux engine reads and writes the management cluster and the registry only.
+var errFluxNoWorkload = errors.New("the Flux engine does not connect to workload clusters")
+
+// fluxPoll is how often the Flux engine reads a Kustomization while it waits.
+const fluxPoll = 500 * time.Millisecond
+
+// WithFlux returns the service delivering through Flux with settings; nil settings return s
+// (direct). The copy shares s's clients.
+func (s *Service) WithFlux(settings *fluxdelivery.Settings) *Service {
+	if settings == nil {
+		return s
+	}
+	out := *s
+	out.flux = settings
+	return &out
+}
+
+// Flux says whether the service delivers through Flux.
+func (s *Service) Flux() bool { return s.flux != nil }
+
+// FluxReady refuses, in the person's words, what makes delivery through Flux impossible before
+// anything is written: a management cluster without Flux's CRDs, a registry that cannot be
+// reached or refuses a push.
+func (s *Service) FluxReady(ctx context.Context) error {
+	if err := s.FluxInstalled(); err != nil {
+		return err
+	}
+	if err := s.flux.CheckPush(ctx); err != nil {
+		return usererr.Wrap(err, "Registry Not Usable",
+			"delivery.flux publishes each revision to "+s.flux.Repository+"; this process must be able to push there. Nothing was written.")
+	}
+	return nil
+}
+
+// FluxInstalled refuses, in the person's words, a management cluster that lacks Flux's CRDs.
+func (s *Service) FluxInstalled() error {
+	if err := fluxdelivery.Installed(s.mgmt.Client); err != nil {
+		return usererr.Wrap(err, "Flux Not Installed",
+			"delivery.flux needs Flux's source-controller and kustomize-controller (their OCIRepository and Kustomization kinds) in the management cluster.")
+	}
+	return nil
+}
+
+// fluxRecordKey is the key of key's records of cluster in the management cluster: the records
+// of every cluster live side by side there, told apart by the cluster in the key.
+func fluxRecordKey(key records.Key, cluster string) records.Key {
+	return records.Key{Kind: key.Kind, Namespace: key.Namespace, Name: key.Name + "@" + cluster}
+}
+
+// fluxStore is where the Flux engine keeps the per-cluster records: the management cluster.
+func (s *Service) fluxStore(recordNamespace string) *records.WorkloadStore {
+	return records.NewWorkloadStore(s.mgmt.Client, recordNamespace)
+}
+
+// fluxWorld is the part of the World that goes through Flux for one run.
+type fluxWorld struct {
+	d *fluxdelivery.Delivery
+}
+
+func (w *world) fluxDelivery() *fluxdelivery.Delivery {
+	return fluxdelivery.New(w.svc.mgmt.Client, *w.svc.flux, w.spec.Key)
+}
+
+// fluxPin publishes revision (the desired one, or one the cluster's records hold) and pins the
+// cluster's Kustomization to it.
+func (w *world) fluxPin(ctx context.Context, target, revision string) error {
+	store := w.svc.fluxStore(w.spec.RecordNamespace)
+	state, err := store.Load(ctx, fluxRecordKey(w.spec.Key, target))
+	if err != nil {
+		return fmt.Errorf("read records: %w", err)
+	}
+	objs, err := w.objectsOf(state, target, revision)
+	if err != nil {
+		return err
+	}
+	manifests, err := fluxdelivery.Manifests(objs)
+	if err != nil {
+		return err
+	}
+	digest, err := w.flux.d.Publish(ctx, revision, manifests)
+	if err != nil {
+		return err // an infrastructure failure: the registry, never the revision
+	}
+	return w.flux.d.Pin(ctx, w.spec.ClusterNamespace, target, digest, w.spec.Policy.VerifyTimeout)
+}
+
+// fluxVerify waits, within ctx, for the cluster's Kustomization to have revision applied and
+// ready, and classifies what it says otherwise.
+func (w *world) fluxVerify(ctx context.Context, target, revision string) error {
+	digest, err := w.flux.d.Digest(ctx, revision)
+	if err != nil {
+		return err
+	}
+	var last fluxdelivery.Status
+	for {
+		st, err := w.flux.d.Read(ctx, w.spec.ClusterNamespace, target)
+		if err == nil {
+			last = st
+			if err := fluxdelivery.Classify(st, digest, false); err != nil {
+				return fluxMark(err)
+			}
+			if st.On(digest) {
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			if err != nil && !last.Exists {
+				return fmt.Errorf("read the Kustomization of %s: %w", target, err)
+			}
+			return fluxMark(fluxdelivery.Classify(last, digest, true))
+		case <-time.After(fluxPoll):
+		}
+	}
+}
+
+// fluxMark marks a Flux failure with the engine's class: the revision's own, or (unmarked)
+// infrastructure.
+func fluxMark(err error) error {
+	if errors.Is(err, fluxdelivery.ErrRevisionFailed) {
+		return engine.Mark(engine.ErrRevisionFailed, err)
+	}
+	return err
+}
+
+// fluxRestore returns target to revision by pinning it again and waiting for it; "" deletes the
+// Kustomization, and Flux prunes what it applied.
+func (w *world) fluxRestore(ctx context.Context, target, revision string) error {
+	if revision == "" {
+		return w.flux.d.Remove(ctx, w.spec.ClusterNamespace, target, fluxPoll)
+	}
+	if err := w.fluxPin(ctx, target, revision); err != nil {
+		return err
+	}
+	return w.fluxVerify(ctx, target, revision)
+}
+
+// fluxRemove removes key from cluster in Flux mode: the Kustomization deleted (Flux prunes
+// unless orphan), then the records in the management cluster.
+func (s *Service) fluxRemove(ctx context.Context, spec Spec, name string, orphan bool) error {
+	if err := records.Fenced(ctx); err != nil {
+		return err
+	}
+	d := fluxdelivery.New(s.mgmt.Client, *s.flux, spec.Key)
+	if orphan {
+		return errors.New("deletion_policy = \"orphan\" is not supported with delivery.flux yet")
+	}
+	if err := d.Remove(ctx, spec.ClusterNamespace, name, fluxPoll); err != nil {
+		return err
+	}
+	return s.fluxStore(spec.RecordNamespace).Delete(ctx, fluxRecordKey(spec.Key, name))
+}
+
+// FluxSettings are a resource's `delivery.flux` settings (fluxdelivery.Settings), so that
+// resources configure the Flux engine without importing it.
+type FluxSettings = fluxdelivery.Settings

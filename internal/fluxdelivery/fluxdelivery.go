@@ -1,0 +1,429 @@
+// Package fluxdelivery delivers revisions through Flux instead of applying them from this
+// process: each revision is published as an OCI artifact (Flux's own client library and media
+// types; tag = revision, pinned by digest), and in the management cluster, beside each Cluster,
+// an OCIRepository and a Kustomization per (rollout, cluster) have Flux's kustomize-controller
+// apply it to the workload cluster through the Cluster's kubeconfig Secret. It reads and writes
+// the management cluster and the registry only: it never reads a kubeconfig Secret nor
+// connects to a workload cluster. Flux objects are handled unstructured, so the module does
+// not take Flux's API modules (they would move the pinned Kubernetes libraries).
+package fluxdelivery
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/fluxcd/pkg/oci"
+	"github.com/google/go-containerregistry/pkg/authn"
+	"github.com/google/go-containerregistry/pkg/crane"
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	"github.com/gradual-dev/terraform-provider-gradual/internal/records"
+)
+
+// The Flux APIs the engine writes (Flux v2.x: source-controller and kustomize-controller v1).
+var (
+	OCIRepositoryKind = schema.GroupVersionKind{Group: "source.toolkit.fluxcd.io", Version: "v1", Kind: "OCIRepository"}
+	KustomizationKind = schema.GroupVersionKind{Group: "kustomize.toolkit.fluxcd.io", Version: "v1", Kind: "Kustomization"}
+)
+
+// Labels and annotations on the Flux objects, so that they name the rollout and cluster they
+// serve (and a destroy finds them by label).
+const (
+	LabelCluster = "gradual.dev/cluster"
+	// fieldOwner is the server-side apply field manager of the Flux objects.
+	fieldOwner = "gradual-flux"
+	// artifactFile is the one file of each artifact: the revision's objects as YAML.
+	artifactFile = "manifests.yaml"
+	// created is every artifact's creation stamp: fixed, so that the same revision always has
+	// the same digest (content-addressed), whenever and by whomever it is published.
+	created = "1970-01-01T00:00:00Z"
+)
+
+// Settings say where revisions are published and how Flux reaches them.
+type Settings struct {
+	// Repository is the OCI repository, "oci://host[:port]/path"; each revision is a tag of it.
+	Repository string `json:"repository"`
+	// Insecure reaches the registry over plain HTTP (both this process and source-controller).
+	Insecure bool `json:"insecure,omitempty"`
+}
+
+// Validate reports settings that cannot be used, in words for the person configuring them.
+func (s Settings) Validate() error {
+	if !strings.HasPrefix(s.Repository, oci.OCIRepositoryPrefix) {
+		return fmt.Errorf("repository %q must start with %s: revisions are published as OCI artifacts", s.Repository, oci.OCIRepositoryPrefix)
+	}
+	if _, err := name.NewRepository(strings.TrimPrefix(s.Repository, oci.OCIRepositoryPrefix)); err != nil {
+		return fmt.Errorf("repository %q: %w (name a repository, without a tag or digest: each revision is its own tag)", s.Repository, err)
+	}
+	return nil
+}
+
+// pushCheckTimeout bounds CheckPush: a registry that does not answer in that time is unusable.
+const pushCheckTimeout = 15 * time.Second
+
+// CheckPush checks, without writing an artifact, that this process can push to the repository:
+// the registry answers and takes its credentials (an upload is started and cancelled).
+func (s Settings) CheckPush(ctx context.Context) error {
+	var opts []name.Option
+	if s.Insecure {
+		opts = append(opts, name.Insecure)
+	}
+	repo, err := name.NewRepository(strings.TrimPrefix(s.Repository, oci.OCIRepositoryPrefix), opts...)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, pushCheckTimeout)
+	defer cancel()
+	// CheckPushPermission takes no context; every request it makes gets ctx through the transport.
+	rt := roundTripper(func(r *http.Request) (*http.Response, error) {
+		return remote.DefaultTransport.RoundTrip(r.WithContext(ctx))
+	})
+	if err := remote.CheckPushPermission(repo.Tag("gradual-push-check"), authn.DefaultKeychain, rt); err != nil {
+		return fmt.Errorf("push to %s: %w", s.Repository, err)
+	}
+	return nil
+}
+
+type roundTripper func(*http.Request) (*http.Response, error)
+
+func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// Delivery is the Flux side of one rollout's delivery: publishing, pinning, reading readiness
+// and removing, in the management cluster and the registry.
+type Delivery struct {
+	mgmt     client.Client
+	settings Settings
+	key      records.Key
+	oci      *oci.Client
+
+	mu      sync.Mutex
+	digests map[string]string // revision → "sha256:…", once published or resolved
+}
+
+// New returns the Flux delivery of key through mgmt (the management cluster's client).
+func New(mgmt client.Client, settings Settings, key records.Key) *Delivery {
+	opts := oci.DefaultOptions()
+	if settings.Insecure {
+		opts = append(opts, crane.Insecure)
+	}
+	return &Delivery{mgmt: mgmt, settings: settings, key: key, oci: oci.NewClient(opts), digests: map[string]string{}}
+}
+
+// ErrNotInstalled is returned by Installed when the management cluster lacks Flux's CRDs.
+var ErrNotInstalled = errors.New("flux is not installed in the management cluster")
+
+// Installed checks that the management cluster serves the Flux kinds the engine writes.
+func Installed(mgmt client.Client) error {
+	for _, gvk := range []schema.GroupVersionKind{OCIRepositoryKind, KustomizationKind} {
+		if _, err := mgmt.RESTMapper().RESTMapping(gvk.GroupKind(), gvk.Version); err != nil {
+			if meta.IsNoMatchError(err) {
+				return fmt.Errorf("%w: it does not serve %s (%s); install Flux's source-controller and kustomize-controller (their CRDs) first",
+					ErrNotInstalled, gvk.Kind, gvk.GroupVersion())
+			}
+			return fmt.Errorf("look up %s in the management cluster: %w", gvk.Kind, err)
+		}
+	}
+	return nil
+}
+
+// artifactRef is the registry reference of revision's artifact ("host/path:revision").
+func (d *Delivery) artifactRef(revision string) string {
+	return strings.TrimPrefix(d.settings.Repository, oci.OCIRepositoryPrefix) + ":" + revision
+}
+
+// Publish pushes revision's objects (YAML) as an OCI artifact tagged revision unless the
+// registry holds that tag already, and returns its digest ("sha256:…"). The artifact is
+// content-addressed: the same objects always make the same digest.
+func (d *Delivery) Publish(ctx context.Context, revision string, manifests []byte) (string, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock() // waves publish once per revision, not once per cluster
+	if dg, ok := d.digests[revision]; ok {
+		return dg, nil
+	}
+	if dg, err := d.resolve(ctx, revision); err == nil {
+		d.digests[revision] = dg
+		return dg, nil
+	}
+	dir, err := os.MkdirTemp("", "gradual-artifact-")
+	if err != nil {
+		return "", err
+	}
+	defer func() { _ = os.RemoveAll(dir) }()
+	if err := os.WriteFile(filepath.Join(dir, artifactFile), manifests, 0o600); err != nil {
+		return "", err
+	}
+	ref, err := d.oci.Push(ctx, d.artifactRef(revision), dir, oci.WithPushMetadata(oci.Metadata{
+		Source: "gradual " + d.key.String(), Revision: revision, Created: created,
+	}))
+	if err != nil {
+		return "", fmt.Errorf("publish revision %s to %s: %w", revision, d.settings.Repository, err)
+	}
+	_, dg, ok := strings.Cut(ref, "@")
+	if !ok {
+		return "", fmt.Errorf("publish revision %s: the registry returned %q, not a digest", revision, ref)
+	}
+	d.digests[revision] = dg
+	return dg, nil
+}
+
+// Digest is the digest of revision's artifact, as published by this process or found in the
+// registry.
+func (d *Delivery) Digest(ctx context.Context, revision string) (string, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if dg, ok := d.digests[revision]; ok {
+		return dg, nil
+	}
+	dg, err := d.resolve(ctx, revision)
+	if err != nil {
+		return "", fmt.Errorf("revision %s in %s: %w", revision, d.settings.Repository, err)
+	}
+	d.digests[revision] = dg
+	return dg, nil
+}
+
+func (d *Delivery) resolve(ctx context.Context, revision string) (string, error) {
+	return crane.Digest(d.artifactRef(revision), append(d.oci.GetOptions(), crane.WithContext(ctx))...)
+}
+
+// ObjectName names the OCIRepository and Kustomization of key on cluster: readable, unique by a
+// hash of both, and short enough to be a label value (Flux labels what it applies with it).
+func ObjectName(key records.Key, cluster string) string {
+	sum := sha256.Sum256([]byte(key.String() + "\x00" + cluster))
+	return "gradual-" + readable(key.Name, 18) + "-" + readable(cluster, 18) + "-" + hex.EncodeToString(sum[:])[:12]
+}
+
+func readable(s string, n int) string {
+	var b strings.Builder
+	for _, r := range strings.ToLower(s) {
+		if (r >= 'a' && r <= 'z') || (r >= '0' && r <= '9') {
+			b.WriteRune(r)
+		} else {
+			b.WriteByte('-')
+		}
+	}
+	out := b.String()
+	if len(out) > n {
+		out = out[:n]
+	}
+	if out = strings.Trim(out, "-"); out == "" {
+		out = "x"
+	}
+	return out
+}
+
+func (d *Delivery) object(gvk schema.GroupVersionKind, namespace, cluster string) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(gvk)
+	u.SetNamespace(namespace)
+	u.SetName(ObjectName(d.key, cluster))
+	u.SetLabels(map[string]string{
+		records.LabelManagedBy: records.ManagedBy, records.LabelRollout: d.key.Hash(), LabelCluster: readable(cluster, 63),
+	})
+	u.SetAnnotations(map[string]string{records.AnnotationRolloutKey: d.key.String(), "gradual.dev/cluster-name": cluster})
+	return u
+}
+
+// Pin makes Flux apply the artifact digest to cluster (a Cluster in namespace): the
+// OCIRepository pinned to it and the Kustomization that applies it through the Cluster's
+// kubeconfig Secret, created or updated by server-side apply. timeout is the Kustomization's
+// wait timeout (verify.timeout).
+func (d *Delivery) Pin(ctx context.Context, namespace, cluster, digest string, timeout time.Duration) error {
+	name := ObjectName(d.key, cluster)
+	src := d.object(OCIRepositoryKind, namespace, cluster)
+	src.Object["spec"] = map[string]any{
+		"url":      d.settings.Repository,
+		"ref":      map[string]any{"digest": digest},
+		"insecure": d.settings.Insecure,
+		// The digest never changes under a pin: the interval only re-checks the registry.
+		"interval": "10m",
+	}
+	ks := d.object(KustomizationKind, namespace, cluster)
+	ks.Object["spec"] = map[string]any{
+		"sourceRef":     map[string]any{"kind": OCIRepositoryKind.Kind, "name": name},
+		"path":          "./",
+		"interval":      "10m",
+		"retryInterval": "5s",
+		"timeout":       timeout.String(),
+		"prune":         true,
+		"wait":          true,
+		// CAPI writes the admin kubeconfig of <cluster> to <cluster>-kubeconfig, key "value";
+		// kustomize-controller reads it, this process never does.
+		"kubeConfig": map[string]any{"secretRef": map[string]any{"name": cluster + "-kubeconfig", "key": "value"}},
+	}
+	for _, o := range []*unstructured.Unstructured{src, ks} {
+		if err := d.mgmt.Apply(ctx, client.ApplyConfigurationFromUnstructured(o), client.FieldOwner(fieldOwner), client.ForceOwnership); err != nil {
+			return fmt.Errorf("write %s %s/%s: %w", o.GetKind(), namespace, name, err)
+		}
+	}
+	return nil
+}
+
+// Status is what a cluster's Kustomization says.
+type Status struct {
+	Exists bool
+	// Ready is the Ready condition at the Kustomization's current generation: "True", "False"
+	// or "Unknown" (also when not yet observed at this generation).
+	Ready, Reason, Message string
+	// Applied and Attempted are lastAppliedRevision and lastAttemptedRevision.
+	Applied, Attempted string
+	Suspended          bool
+}
+
+// On reports whether the status shows digest applied and ready.
+func (s Status) On(digest string) bool {
+	return s.Ready == "True" && revisionIs(s.Applied, digest)
+}
+
+// revisionIs reports whether a Flux revision ("tag@sha256:…" or "sha256:…") names digest.
+func revisionIs(rev, digest string) bool {
+	return digest != "" && (rev == digest || strings.HasSuffix(rev, "@"+digest))
+}
+
+// Read returns the Kustomization's status on cluster.
+func (d *Delivery) Read(ctx context.Context, namespace, cluster string) (Status, error) {
+	ks := d.object(KustomizationKind, namespace, cluster)
+	if err := d.mgmt.Get(ctx, client.ObjectKeyFromObject(ks), ks); err != nil {
+		if apierrors.IsNotFound(err) {
+			return Status{}, nil
+		}
+		return Status{}, err
+	}
+	st := Status{Exists: true, Ready: "Unknown"}
+	st.Applied, _, _ = unstructured.NestedString(ks.Object, "status", "lastAppliedRevision")
+	st.Attempted, _, _ = unstructured.NestedString(ks.Object, "status", "lastAttemptedRevision")
+	st.Suspended, _, _ = unstructured.NestedBool(ks.Object, "spec", "suspend")
+	conds, _, _ := unstructured.NestedSlice(ks.Object, "status", "conditions")
+	for _, c := range conds {
+		m, ok := c.(map[string]any)
+		if !ok || m["type"] != "Ready" {
+			continue
+		}
+		if g, ok := m["observedGeneration"].(int64); ok && g != ks.GetGeneration() {
+			break // about an older spec
+		}
+		st.Ready, _ = m["status"].(string)
+		st.Reason, _ = m["reason"].(string)
+		st.Message, _ = m["message"].(string)
+	}
+	return st, nil
+}
+
+// Failure classes of a Kustomization that did not get a revision ready.
+var (
+	// ErrRevisionFailed: Flux applied, or tried to apply, the revision and it failed on its own
+	// account (refused by the workload API server, not built, not ready in time).
+	ErrRevisionFailed = errors.New("the revision failed in Flux")
+	// ErrInfrastructure: Flux could not get to the revision (source not fetched, kubeconfig
+	// Secret missing, workload unreachable, controller not running).
+	ErrInfrastructure = errors.New("flux could not deliver the revision")
+)
+
+// Classify says why st is not digest applied and ready, wrapping ErrRevisionFailed or
+// ErrInfrastructure; nil while Flux is still working on it (Ready Unknown, or a failure of an
+// earlier revision). final says the wait is over: a revision Flux attempted and did not get
+// ready is then the revision's failure, one it never attempted an infrastructure failure.
+func Classify(st Status, digest string, final bool) error {
+	if st.On(digest) {
+		return nil
+	}
+	msg := st.Message
+	if msg == "" {
+		msg = "no word from kustomize-controller"
+	}
+	switch {
+	case !st.Exists:
+		return fmt.Errorf("%w: the Kustomization is gone", ErrInfrastructure)
+	case st.Suspended:
+		return fmt.Errorf("%w: the Kustomization is suspended", ErrInfrastructure)
+	}
+	attempted := revisionIs(st.Attempted, digest)
+	if attempted && st.Ready == "False" {
+		switch st.Reason {
+		case "HealthCheckFailed", "BuildFailed":
+			return fmt.Errorf("%w: %s: %s", ErrRevisionFailed, st.Reason, msg)
+		case "ReconciliationFailed":
+			if refusedByServer(msg) {
+				return fmt.Errorf("%w: %s: %s", ErrRevisionFailed, st.Reason, msg)
+			}
+			if final {
+				return fmt.Errorf("%w: %s: %s", ErrInfrastructure, st.Reason, msg)
+			}
+			return nil // retried by Flux every retryInterval: it may be a passing fault
+		}
+	}
+	if !final {
+		return nil
+	}
+	if attempted {
+		return fmt.Errorf("%w: not ready within the verify timeout: %s: %s", ErrRevisionFailed, st.Reason, msg)
+	}
+	return fmt.Errorf("%w: Flux did not attempt %s within the verify timeout (last attempted %q): %s: %s",
+		ErrInfrastructure, digest, st.Attempted, st.Reason, msg)
+}
+
+// refusedByServer reports whether a kustomize-controller message says the workload API server
+// (or its admission) refused the revision's objects, rather than that it could not be reached.
+func refusedByServer(msg string) bool {
+	for _, s := range []string{"dry-run failed", " is invalid", "Invalid value", "admission webhook", "denied the request", "field is immutable"} {
+		if strings.Contains(msg, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// Remove deletes cluster's Kustomization (Flux prunes what it applied there) and then its
+// OCIRepository, and returns once the Kustomization is gone or ctx ends.
+func (d *Delivery) Remove(ctx context.Context, namespace, cluster string, poll time.Duration) error {
+	ks := d.object(KustomizationKind, namespace, cluster)
+	if err := d.mgmt.Delete(ctx, ks); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("delete Kustomization %s/%s: %w", namespace, ks.GetName(), err)
+	}
+	for {
+		err := d.mgmt.Get(ctx, client.ObjectKeyFromObject(ks), ks)
+		if apierrors.IsNotFound(err) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("Kustomization %s/%s not gone (Flux prunes before it goes): %w", namespace, ks.GetName(), context.Cause(ctx))
+		case <-time.After(poll):
+		}
+	}
+	src := d.object(OCIRepositoryKind, namespace, cluster)
+	if err := d.mgmt.Delete(ctx, src); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("delete OCIRepository %s/%s: %w", namespace, src.GetName(), err)
+	}
+	return nil
+}
+
+// Manifests renders objects as the multi-document YAML an artifact holds.
+func Manifests(objs []*unstructured.Unstructured) ([]byte, error) {
+	var b strings.Builder
+	for _, o := range objs {
+		y, err := yaml.Marshal(o.Object)
+		if err != nil {
+			return nil, err
+		}
+		b.WriteString("---\n")
+		b.Write(y)
+	}
+	return []byte(b.String()), nil
+}

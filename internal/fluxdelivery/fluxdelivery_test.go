@@ -1,0 +1,141 @@
+package fluxdelivery
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/google/go-containerregistry/pkg/registry"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	"github.com/gradual-dev/terraform-provider-gradual/internal/records"
+)
+
+func TestSettingsValidate(t *testing.T) {
+	for _, tc := range []struct {
+		repo string
+		ok   bool
+	}{
+		{"oci://127.0.0.1:5000/gradual/web", true},
+		{"oci://ghcr.io/org/fleet", true},
+		{"https://ghcr.io/org/fleet", false},
+		{"ghcr.io/org/fleet", false},
+		{"oci://ghcr.io/org/fleet:v1", false},
+		{"oci://ghcr.io/org/fleet@sha256:0123", false},
+	} {
+		err := Settings{Repository: tc.repo}.Validate()
+		if (err == nil) != tc.ok {
+			t.Errorf("Validate(%q) = %v, want ok=%v", tc.repo, err, tc.ok)
+		}
+	}
+}
+
+func TestObjectNameIsALabelValue(t *testing.T) {
+	key := records.Key{Kind: records.KindRollout, Namespace: "fleet", Name: strings.Repeat("very-long-rollout-", 4)}
+	a, b := ObjectName(key, strings.Repeat("cluster", 9)), ObjectName(key, strings.Repeat("cluster", 9)+"x")
+	if len(a) > 63 || a == b {
+		t.Fatalf("names %q and %q: want ≤ 63 characters (Flux labels what it applies with it) and distinct", a, b)
+	}
+}
+
+const digest = "sha256:aaaa"
+
+func TestClassify(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		st    Status
+		final bool
+		want  error // nil: no verdict yet (or success)
+	}{
+		{"applied", Status{Exists: true, Ready: "True", Applied: "r1@" + digest}, true, nil},
+		{"refused by the API server", Status{Exists: true, Ready: "False", Reason: "ReconciliationFailed", Attempted: "r1@" + digest,
+			Message: `ConfigMap/x/settings dry-run failed (Invalid): ConfigMap "settings" is invalid`}, false, ErrRevisionFailed},
+		{"health check failed", Status{Exists: true, Ready: "False", Reason: "HealthCheckFailed", Attempted: "r1@" + digest}, false, ErrRevisionFailed},
+		{"workload unreachable, still retrying", Status{Exists: true, Ready: "False", Reason: "ReconciliationFailed", Attempted: "r1@" + digest,
+			Message: "dial tcp 127.0.0.1:1: connection refused"}, false, nil},
+		{"workload unreachable at the end", Status{Exists: true, Ready: "False", Reason: "ReconciliationFailed", Attempted: "r1@" + digest,
+			Message: "dial tcp 127.0.0.1:1: connection refused"}, true, ErrInfrastructure},
+		{"an older revision's failure", Status{Exists: true, Ready: "False", Reason: "HealthCheckFailed", Attempted: "r0@sha256:bbbb"}, false, nil},
+		{"never attempted (source or controller down)", Status{Exists: true, Ready: "True", Applied: "r0@sha256:bbbb", Attempted: "r0@sha256:bbbb"}, true, ErrInfrastructure},
+		{"attempted, not ready in time", Status{Exists: true, Ready: "Unknown", Reason: "Progressing", Attempted: "r1@" + digest}, true, ErrRevisionFailed},
+		{"suspended", Status{Exists: true, Suspended: true}, false, ErrInfrastructure},
+		{"gone", Status{}, false, ErrInfrastructure},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := Classify(tc.st, digest, tc.final)
+			if tc.want == nil && err != nil || tc.want != nil && !errors.Is(err, tc.want) {
+				t.Fatalf("Classify = %v, want %v", err, tc.want)
+			}
+		})
+	}
+}
+
+// TestPublishIsContentAddressed publishes to go-containerregistry's in-memory registry (the test
+// bed's): the same objects make the same digest, found again by tag, and another revision another.
+func TestPublishIsContentAddressed(t *testing.T) {
+	srv := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
+	defer srv.Close()
+	repo := "oci://" + strings.TrimPrefix(srv.URL, "http://") + "/gradual/web"
+	key := records.Key{Kind: records.KindRollout, Namespace: "fleet", Name: "web"}
+	ctx := context.Background()
+	manifests := []byte("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a\n  namespace: default\n")
+	first, err := New(nil, Settings{Repository: repo, Insecure: true}, key).Publish(ctx, "rev1", manifests)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(first, "sha256:") {
+		t.Fatalf("digest %q", first)
+	}
+	// The same revision pushed to another repository, by a fresh Delivery, has the same digest;
+	// a fresh Delivery of the first repository resolves the tag from the registry.
+	again, err := New(nil, Settings{Repository: repo + "-copy", Insecure: true}, key).Publish(ctx, "rev1", manifests)
+	if err != nil || again != first {
+		t.Fatalf("the same content published again: %q, %v; want %q", again, err, first)
+	}
+	other := New(nil, Settings{Repository: repo, Insecure: true}, key)
+	if got, err := other.Digest(ctx, "rev1"); err != nil || got != first {
+		t.Fatalf("Digest(rev1) = %q, %v; want %q", got, err, first)
+	}
+	changed, err := other.Publish(ctx, "rev2", append(manifests, "data: {a: b}\n"...))
+	if err != nil || changed == first {
+		t.Fatalf("another revision: %q, %v; want a digest other than %q", changed, err, first)
+	}
+	if _, err := other.Digest(ctx, "rev3"); err == nil {
+		t.Fatal("Digest of a revision never published: want an error")
+	}
+}
+
+func TestCheckPush(t *testing.T) {
+	srv := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
+	defer srv.Close()
+	ok := Settings{Repository: "oci://" + strings.TrimPrefix(srv.URL, "http://") + "/gradual/web", Insecure: true}
+	if err := ok.CheckPush(context.Background()); err != nil {
+		t.Fatalf("CheckPush to the in-memory registry: %v", err)
+	}
+	// Nothing listens on port 1 of the loopback address.
+	down := Settings{Repository: "oci://127.0.0.1:1/gradual/web", Insecure: true}
+	if err := down.CheckPush(context.Background()); err == nil || !strings.Contains(err.Error(), "127.0.0.1:1") {
+		t.Fatalf("CheckPush to a registry that is down: %v, want an error naming it", err)
+	}
+}
+
+func TestInstalled(t *testing.T) {
+	without := fake.NewClientBuilder().WithRESTMapper(meta.NewDefaultRESTMapper(nil)).Build()
+	if err := Installed(without); !errors.Is(err, ErrNotInstalled) || !strings.Contains(err.Error(), "OCIRepository") {
+		t.Fatalf("Installed without Flux's kinds: %v, want ErrNotInstalled naming OCIRepository", err)
+	}
+	mapper := meta.NewDefaultRESTMapper(nil)
+	mapper.Add(OCIRepositoryKind, meta.RESTScopeNamespace)
+	if err := Installed(fake.NewClientBuilder().WithRESTMapper(mapper).Build()); !errors.Is(err, ErrNotInstalled) || !strings.Contains(err.Error(), "Kustomization") {
+		t.Fatalf("Installed with OCIRepository only: %v, want ErrNotInstalled naming Kustomization", err)
+	}
+	mapper.Add(KustomizationKind, meta.RESTScopeNamespace)
+	if err := Installed(fake.NewClientBuilder().WithRESTMapper(mapper).Build()); err != nil {
+		t.Fatalf("Installed with both kinds: %v", err)
+	}
+}
