@@ -34,12 +34,12 @@ func TestHoldReasons(t *testing.T) {
 		"paused without":       {map[string]string{PausedAnnotation: ""}, Hold{}, "no reason given"},
 		"own window closed": {map[string]string{window.Annotation: "0 2 * * *;4h;Europe/Berlin"}, Hold{},
 			"outside its maintenance window (gradual.dev/maintenance-window) 0 2 * * * for 4h (Europe/Berlin): opens next at 2026-11-27 02:00 CET"},
-		"own window open":       {map[string]string{window.Annotation: "0 9 * * *;4h"}, Hold{Margin: time.Hour}, ""},
+		"own window open":        {map[string]string{window.Annotation: "0 9 * * *;4h"}, Hold{Margin: time.Hour}, ""},
 		"own window closes soon": {map[string]string{window.Annotation: "0 9 * * *;90m"}, Hold{Margin: time.Hour}, "closes at 2026-11-26 10:30 UTC, within 1h0m0s"},
-		"bad annotation":        {map[string]string{window.Annotation: "every night"}, Hold{}, "the gradual.dev/maintenance-window annotation cannot be used"},
-		"rollout window closed": {nil, Hold{Window: &nightly}, "outside the rollout's maintenance_window 0 2 * * * for 4h (Europe/Berlin): opens next at 2026-11-27 02:00 CET"},
-		"both must be open":     {map[string]string{window.Annotation: "0 9 * * *;4h"}, Hold{Window: &nightly}, "the rollout's maintenance_window"},
-		"pause wins":            {map[string]string{PausedAnnotation: "migrating", window.Annotation: "bad"}, Hold{Window: &nightly}, "migrating"},
+		"bad annotation":         {map[string]string{window.Annotation: "every night"}, Hold{}, "the gradual.dev/maintenance-window annotation cannot be used"},
+		"rollout window closed":  {nil, Hold{Window: &nightly}, "outside the rollout's maintenance_window 0 2 * * * for 4h (Europe/Berlin): opens next at 2026-11-27 02:00 CET"},
+		"both must be open":      {map[string]string{window.Annotation: "0 9 * * *;4h"}, Hold{Window: &nightly}, "the rollout's maintenance_window"},
+		"pause wins":             {map[string]string{PausedAnnotation: "migrating", window.Annotation: "bad"}, Hold{Window: &nightly}, "migrating"},
 	} {
 		got := annotated(tc.annotations).HoldReason(tc.hold, fake.Now())
 		if tc.want == "" && got != "" || !strings.Contains(got, tc.want) {
