@@ -191,16 +191,16 @@ func (w Window) latestStart(t time.Time) (time.Time, bool) {
 	if _, ok := within(w.duration); !ok {
 		return time.Time{}, false
 	}
-	lo, hi := time.Duration(0), (w.duration+time.Minute-1)/time.Minute // in minutes: within(hi) holds
+	lo, hi := int64(0), int64((w.duration+time.Minute-1)/time.Minute) // in minutes: within(hi) holds
 	for hi-lo > 1 {
 		mid := (lo + hi) / 2
-		if _, ok := within(mid * time.Minute); ok {
+		if _, ok := within(time.Duration(mid) * time.Minute); ok {
 			hi = mid
 		} else {
 			lo = mid
 		}
 	}
-	j := min(hi*time.Minute, w.duration)
+	j := min(time.Duration(hi)*time.Minute, w.duration)
 	return within(j)
 }
 
