@@ -5,10 +5,12 @@ resource "gradual_module_assignment" "this" {
   name      = var.name
   namespace = var.namespace
 
-  selector = {
+  selector = var.clusters != null ? null : {
     match_labels      = length(var.selector_labels) > 0 ? var.selector_labels : null
     match_expressions = length(var.selector_expressions) > 0 ? var.selector_expressions : null
   }
+  # An empty list stays empty, and the provider refuses it: it must not mean "every Cluster".
+  names = var.clusters
 
   modules = [
     for m in var.modules : {
@@ -25,6 +27,15 @@ resource "gradual_module_assignment" "this" {
   max_failures     = var.max_failures
   deletion_policy  = var.deletion_policy
   record_namespace = var.record_namespace
+
+  canary             = length(var.canary) > 0 ? var.canary : null
+  canary_optional    = var.canary_optional
+  on_failure         = var.on_failure
+  retry_invalid      = var.retry_invalid
+  force_conflicts    = var.force_conflicts
+  adopt              = var.adopt
+  ignore_fields      = var.ignore_fields
+  maintenance_window = var.maintenance_window
 
   verify = {
     timeout   = var.verify_timeout

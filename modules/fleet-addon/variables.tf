@@ -164,3 +164,87 @@ variable "timeouts" {
   })
   default = null
 }
+
+variable "clusters" {
+  description = "Names of the `Cluster` objects to put the modules on, instead of a selector. Null (the default): pick by selector. An empty list is an error, not \"every Cluster\"."
+  type        = list(string)
+  default     = null
+
+  validation {
+    condition     = alltrue([for c in coalesce(var.clusters, []) : length(trimspace(c)) > 0])
+    error_message = "clusters must not contain empty names."
+  }
+}
+
+variable "canary" {
+  description = "Clusters each module changes first, in this order, in waves of their own, each verified before the module goes anywhere else. Empty: no canary."
+  type        = list(string)
+  default     = []
+  nullable    = false
+
+  validation {
+    condition     = alltrue([for c in var.canary : length(trimspace(c)) > 0]) && length(distinct(var.canary)) == length(var.canary)
+    error_message = "canary must not contain empty names or name a cluster twice."
+  }
+}
+
+variable "canary_optional" {
+  description = "Let a module go ahead when a listed canary cannot be in the first waves (skipped, not ready, not picked). Default false: the plan fails naming the canary."
+  type        = bool
+  default     = false
+  nullable    = false
+}
+
+variable "on_failure" {
+  description = "When a module's failures exceed `max_failures`: `halt` (the default) keeps it on the clusters where it succeeded; `rollback` restores every cluster the apply took it to."
+  type        = string
+  default     = "halt"
+  nullable    = false
+
+  validation {
+    condition     = contains(["rollback", "halt"], var.on_failure)
+    error_message = "on_failure must be \"rollback\" or \"halt\"."
+  }
+}
+
+variable "retry_invalid" {
+  description = "Apply a module's revision even though it is recorded invalid (after fixing what made it fail outside the manifests)."
+  type        = bool
+  default     = false
+  nullable    = false
+}
+
+variable "force_conflicts" {
+  description = "Take ownership of fields another server-side applier owns (a ClusterResourceSet being retired, Helm). Fields another gradual_rollout or gradual_module_assignment applied are never taken."
+  type        = bool
+  default     = false
+  nullable    = false
+}
+
+variable "adopt" {
+  description = "Take over objects of the modules that already exist in a cluster, made by someone else (kubectl, Helm, a ClusterResourceSet); `false` refuses, at plan time, a cluster where such an object exists."
+  type        = bool
+  default     = true
+  nullable    = false
+}
+
+variable "ignore_fields" {
+  description = "Fields other controllers own (an HPA's `.spec.replicas`), left to them by apply and drift detection: rules of optional `kind`, `namespace`, `name` and the `paths`."
+  type = list(object({
+    kind      = optional(string)
+    namespace = optional(string)
+    name      = optional(string)
+    paths     = list(string)
+  }))
+  default = null
+}
+
+variable "maintenance_window" {
+  description = "When the assignment may change clusters: `schedule` (cron, five fields), `duration` (e.g. \"4h\") and optional `time_zone` (IANA, default UTC). A cluster outside it is skipped with the time it opens next. Null: any time."
+  type = object({
+    schedule  = string
+    duration  = string
+    time_zone = optional(string)
+  })
+  default = null
+}

@@ -52,6 +52,35 @@ run "rejects_bad_mode" {
   expect_failures = [var.mode]
 }
 
+# Clusters by name, a canary and the rollout's failure and conflict settings reach the assignment
+# as given (plan only: the provider plans the canary's wave first).
+run "passes_names_canary_and_failure_settings" {
+  command = plan
+
+  variables {
+    name            = "addon-${var.run_id}"
+    clusters        = ["prod-eu-1", "staging-eu-1"]
+    canary          = ["staging-eu-1"]
+    on_failure      = "rollback"
+    force_conflicts = true
+    adopt           = false
+    modules         = [{ name = "settings", version = "1", manifests = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\n  namespace: default\n" }]
+  }
+
+  assert {
+    condition     = gradual_module_assignment.this.selector == null && gradual_module_assignment.this.names == tolist(["prod-eu-1", "staging-eu-1"])
+    error_message = "want names and no selector, got names ${jsonencode(gradual_module_assignment.this.names)}"
+  }
+  assert {
+    condition     = gradual_module_assignment.this.canary == tolist(["staging-eu-1"]) && gradual_module_assignment.this.on_failure == "rollback"
+    error_message = "canary or on_failure not passed through"
+  }
+  assert {
+    condition     = gradual_module_assignment.this.force_conflicts && !gradual_module_assignment.this.adopt
+    error_message = "force_conflicts or adopt not passed through"
+  }
+}
+
 # The bundle lands on both production clusters and nowhere else, each binding applied.
 run "binds_prod_clusters" {
   command = apply
