@@ -121,7 +121,12 @@ scale() {
 # the bed's API servers rather than on each other.
 scale_stage() {
   stage "starting the scale bed: 450 CAPI Clusters over 3 kwok API servers"
-  "$testbed" up --dir "$work/scale" --workloads 3 --clusters 450 >/dev/null
+  # Once more if it does not come up (it tears itself down): it starts while the other lane is
+  # busy, and a bed that is not there fails every test on it.
+  if ! "$testbed" up --dir "$work/scale" --workloads 3 --clusters 450 >/dev/null; then
+    stage "the scale bed did not come up: starting it once more"
+    "$testbed" up --dir "$work/scale" --workloads 3 --clusters 450 >/dev/null || return 1
+  fi
   local pids=() rc=0 pid
   ( scale OpenTofu "$GRADUAL_TOFU" 2>&1 | sed -u 's/^/[scale OpenTofu] /'; exit "${PIPESTATUS[0]}" ) &
   pids+=("$!")

@@ -50,7 +50,9 @@ func prepareWorkload(ctx context.Context, cfg *rest.Config, nodes int) error {
 			return fmt.Errorf("create fake node: %w", err)
 		}
 	}
-	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+	// Three minutes: on a loaded 2-core machine (a scale bed coming up while the other lane runs
+	// its module tests) the controller manager and kwok took more than one.
+	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
 		if _, err := cs.CoreV1().ServiceAccounts("default").Get(ctx, "default", metav1.GetOptions{}); err != nil {
 			return false, nil //nolint:nilerr // created by the controller manager shortly: poll again
 		}
