@@ -3,11 +3,11 @@
 # (a management cluster and three workload clusters) per CLI, and runs the acceptance tests on
 # OpenTofu and, when `terraform` is on PATH, on Terraform, the two side by side (each on its own
 # fleet). Each lane then goes on with what follows on its own: the OpenTofu lane with the
-# modules' tests, gradual_inplace_update on the real Cluster API controllers and delivery through
-# Flux (on a Flux test bed of its own, both CLIs), the Terraform lane with the plan line budget on
-# a scale bed (both CLIs side by side), the Cluster API controllers' own test and
-# gradual_inplace_update on them under Terraform (the Cluster API fleets take a lock, so one runs
-# at a time). Every fleet is torn down on exit, whatever happened.
+# modules' tests, the Cluster API controllers' own test, gradual_inplace_update on them and
+# delivery through Flux (on a Flux test bed of its own, both CLIs); the Terraform lane with the
+# plan line budget on a scale bed (both CLIs side by side) and gradual_inplace_update on the
+# Cluster API controllers under Terraform (the Cluster API fleets take a lock, so one runs at a
+# time). Every fleet is torn down on exit, whatever happened.
 #
 #   GRADUAL_TESTACC_SERIAL=1 tools/testacc.sh   # one CLI after the other, on one fleet
 #
@@ -62,11 +62,15 @@ export TF_CLI_CONFIG_FILE="$work/cli.tfrc"
 # once (acctest.ProviderBinaryEnv): the lanes then link and build nothing, so they do not
 # compile the same packages side by side, and no test builds its own provider.
 stage "building the test binaries and the provider"
-go test -c -o "$work/testbin/" ./... >/dev/null
+# Only the packages with acceptance tests (TestAcc*, and the test bed's TestClusterAPIControllers)
+# are built and run here, "directory import-path" per line; the others ran as unit tests.
+packages=$(go list -f '{{if or .TestGoFiles .XTestGoFiles}}{{.Dir}} {{.ImportPath}}{{end}}' ./... | while read -r dir pkg; do
+  if grep -qE '^func (TestAcc|TestClusterAPIControllers\()' "$dir"/*_test.go 2>/dev/null; then echo "$dir $pkg"; fi
+done)
+# shellcheck disable=SC2046 # one import path per word
+go test -c -o "$work/testbin/" $(awk '{print $2}' <<<"$packages") >/dev/null
 go build -o "$work/provider/terraform-provider-gradual" .
 export GRADUAL_PROVIDER_BINARY="$work/provider/terraform-provider-gradual"
-# The packages that have tests: "directory import-path" per line.
-packages=$(go list -f '{{if or .TestGoFiles .XTestGoFiles}}{{.Dir}} {{.ImportPath}}{{end}}' ./...)
 
 # run_tests TIMEOUT RUN-REGEX [env assignments...]: runs the prebuilt test binary of every
 # package (in its directory, as go test does), one package at a time. It prints each test's
@@ -108,6 +112,16 @@ acc() {
 }
 tofu_env=(TF_ACC_PROVIDER_NAMESPACE=hashicorp TF_ACC_PROVIDER_HOST=registry.opentofu.org)
 
+# bed_up DIR [flags...]: starts a test bed the lanes start late (the scale bed, the Flux bed),
+# once more if it does not come up (it tears itself down then): it starts while the other lane is
+# busy, and a bed that is not there would fail every test on it.
+bed_up() {
+  local dir=$1; shift
+  "$testbed" up --dir "$dir" "$@" >/dev/null && return 0
+  stage "the test bed in $dir did not come up: starting it once more"
+  "$testbed" up --dir "$dir" "$@" >/dev/null
+}
+
 # scale CLI-NAME CLI-PATH [env assignments...]: the plan line budget on the scale bed.
 scale() {
   local cli=$1 path=$2; shift 2
@@ -121,12 +135,7 @@ scale() {
 # the bed's API servers rather than on each other.
 scale_stage() {
   stage "starting the scale bed: 450 CAPI Clusters over 3 kwok API servers"
-  # Once more if it does not come up (it tears itself down): it starts while the other lane is
-  # busy, and a bed that is not there fails every test on it.
-  if ! "$testbed" up --dir "$work/scale" --workloads 3 --clusters 450 >/dev/null; then
-    stage "the scale bed did not come up: starting it once more"
-    "$testbed" up --dir "$work/scale" --workloads 3 --clusters 450 >/dev/null || return 1
-  fi
+  bed_up "$work/scale" --workloads 3 --clusters 450 || return 1
   local pids=() rc=0 pid
   ( scale OpenTofu "$GRADUAL_TOFU" 2>&1 | sed -u 's/^/[scale OpenTofu] /'; exit "${PIPESTATUS[0]}" ) &
   pids+=("$!")
@@ -170,7 +179,7 @@ capi_acc() {
 # after the other (it changes the three clusters of this fleet).
 flux_acc() {
   stage "delivery through Flux: starting a test bed with Flux's controllers"
-  "$testbed" up --dir "$work/fleet-flux" --flux >/dev/null || return 1
+  bed_up "$work/fleet-flux" --flux || return 1
   local rc=0
   run_one internal/resources/rollout 10m '^TestAccRollout_flux$' "${tofu_env[@]}" GRADUAL_TESTBED_DIR="$work/fleet-flux" \
     TF_ACC_TERRAFORM_PATH="$GRADUAL_TOFU" || rc=1
@@ -213,6 +222,7 @@ else
     acc OpenTofu "$GRADUAL_TOFU" "$work/fleet-tofu" "${tofu_env[@]}" GRADUAL_ACC_LANE=0/2 &&
       GRADUAL_TESTBED_DIR="$work/fleet-tofu" tools/moduletest.sh || rc=1
     "$testbed" down --dir "$work/fleet-tofu" >&2 || true
+    capi_controllers || rc=1
     capi_acc OpenTofu "$GRADUAL_TOFU" "${tofu_env[@]}" GRADUAL_ACC_LANE=0/2 || rc=1
     flux_acc || rc=1
     return "$rc"
@@ -222,7 +232,6 @@ else
     acc Terraform "$GRADUAL_TERRAFORM" "$work/fleet-terraform" GRADUAL_ACC_LANE=1/2 || rc=1
     "$testbed" down --dir "$work/fleet-terraform" >&2 || true
     scale_stage || rc=1
-    capi_controllers || rc=1
     capi_acc Terraform "$GRADUAL_TERRAFORM" GRADUAL_ACC_LANE=1/2 || rc=1
     return "$rc"
   }
