@@ -211,7 +211,7 @@ else
   # output prefixed by [NAME], and records its exit code.
   lane() {
     local name=$1; shift
-    ( set +e; "$@" 2>&1 | sed -u "s/^/[$name] /"; echo "${PIPESTATUS[0]}" >"$work/$name.rc" ) &
+    ( set +e; "$@" 2>&1 | sed -u "s/^/[$name] /" | tee "$work/$name.log"; echo "${PIPESTATUS[0]}" >"$work/$name.rc" ) &
     lanes+=("$!")
   }
   # The tests marked acctest.OnOneLane (what the provider does to the fleet, not how a CLI drives
@@ -245,5 +245,12 @@ else
     stage "$name lane exit code $rc"
     [ "$rc" = 0 ] || failed=1
   done
+  # What failed, last: a CI log is often read from its tail only.
+  if [ "$failed" != 0 ]; then
+    stage "what failed"
+    for name in OpenTofu Terraform; do
+      grep -E -e '--- FAIL|^\[[^]]*\] (FAIL|panic:)|did not come up|test timed out|_test\.go:[0-9]+: .*([Ee]rror|expected|want)' "$work/$name.log" 2>/dev/null | tail -n 40 >&2 || true
+    done
+  fi
   [ "$failed" = 0 ] || exit 1
 fi
