@@ -47,9 +47,13 @@ cleanup() {
 }
 trap cleanup EXIT
 
+# up NAME: starts the lane fleet NAME, once more if it does not come up (it tears itself down
+# then): a bed that starts while the machine is busy can miss its deadlines.
 up() {
   stage "starting test bed $1"
   fleets+=("$work/$1")
+  "$testbed" up --dir "$work/$1" >/dev/null && return 0
+  stage "the test bed $1 did not come up: starting it once more"
   "$testbed" up --dir "$work/$1" >/dev/null
 }
 

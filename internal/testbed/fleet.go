@@ -31,7 +31,11 @@ const (
 	defaultNodes     = 2
 	defaultParallel  = 4
 	// clusterTimeout bounds one control plane's start, readiness and preparation.
-	clusterTimeout = 3 * time.Minute
+	clusterTimeout = 5 * time.Minute
+	// apiReadyTimeout bounds the wait for a started API server's /readyz. A kube-apiserver
+	// is ready in seconds on an idle machine, but a bed started while builds and other fleets
+	// share two cores has taken over a minute.
+	apiReadyTimeout = 3 * time.Minute
 )
 
 // WorkloadSpec says what one workload cluster looks like to CAPI.
@@ -310,7 +314,7 @@ func (f *Fleet) startControlPlane(ctx context.Context, c *Cluster, kwokName, kub
 	if err != nil {
 		return err
 	}
-	if err := waitAPIReady(ctx, cfg, time.Minute); err != nil {
+	if err := waitAPIReady(ctx, cfg, apiReadyTimeout); err != nil {
 		return fmt.Errorf("cluster %s: %w", c.Name, err)
 	}
 	f.logf("cluster %s (kwok %s) serving at %s after %s", c.Name, kwokName, server, time.Since(t0).Round(100*time.Millisecond))
