@@ -7,6 +7,14 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
+# A CLI configuration file that the environment names but that does not exist (TF_CLI_CONFIG_FILE
+# set for a machine's own use) makes every terraform run print a warning box, the last lines
+# `make test` would show; an empty configuration changes nothing.
+if [ -n "${TF_CLI_CONFIG_FILE:-}" ] && [ ! -e "$TF_CLI_CONFIG_FILE" ]; then
+  empty_rc=$(mktemp "${TMPDIR:-/tmp}/gradual-generate-rc.XXXXXX")
+  trap 'rm -f "$empty_rc"' EXIT
+  export TF_CLI_CONFIG_FILE="$empty_rc"
+fi
 # CONTRIBUTING.md's package list (its Layout section) follows the package comments.
 tools/layout.sh
 docs() { (cd tools && go tool tfplugindocs generate --provider-dir .. --provider-name gradual --rendered-provider-name gradual "$@"); }
@@ -20,7 +28,7 @@ else
   source "$env_file"
   cli=$GRADUAL_TOFU
   work=$(mktemp -d "${TMPDIR:-/tmp}/gradual-generate.XXXXXX")
-  trap 'rm -rf "$work"' EXIT
+  trap 'rm -rf "$work" "${empty_rc:-}"' EXIT
   version=0.1.0
   plugin="$work/mirror/registry.opentofu.org/hashicorp/gradual/$version/$(go env GOOS)_$(go env GOARCH)"
   mkdir -p "$plugin" "$work/config"

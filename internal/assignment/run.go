@@ -49,6 +49,9 @@ type RunResult struct {
 	Warnings []string
 	// Applied lists, per module, the clusters the run applied it to (whatever the outcome).
 	Applied map[string][]string
+	// Summaries says in one line per module delivered what its run did (delivery's
+	// RunResult.Summary), for the end of the apply.
+	Summaries []string
 }
 
 // settleTimeout bounds what a cancelled run still writes (bindings, the progress record): those
@@ -246,6 +249,7 @@ func (r *run) deliver(ctx context.Context) {
 					err = errors.Join(err, r.setBinding(o.Target, b))
 				}
 			}
+			r.res.Summaries = append(r.res.Summaries, fmt.Sprintf("module %s: %s", m.Name, out.Summary()))
 			for _, w := range slices.Concat(out.Result.Warnings(), out.Adopted, out.Kept) {
 				r.res.Warnings = append(r.res.Warnings, fmt.Sprintf("module %s: %s", m.Name, w))
 			}

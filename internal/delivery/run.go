@@ -196,10 +196,38 @@ func (s *Service) Run(ctx context.Context, req RunRequest) (_ *RunResult, err er
 		after = obs
 	}
 	run := &RunResult{Plan: plan, Result: result, After: after, Adopted: append(w.Notes(), leftNotes...), Kept: w.Kept(), Left: left, LeaveFailures: leaveFailures}
+	if len(plan.Waves) > 0 || len(plan.Resume) > 0 || len(left) > 0 {
+		reason, warning := records.EventReasonSucceeded, false
+		switch {
+		case result.Cancelled:
+			reason, warning = records.EventReasonInterrupted, true
+		case result.Err() != nil:
+			reason, warning = records.EventReasonFailed, true
+		}
+		if eerr := mstore.Event(tail, spec.Key, warning, reason, run.Summary()); eerr != nil {
+			req.Logf("event not written: "+eerr.Error(), map[string]any{"rollout": spec.Key.String(), "reason": reason})
+		}
+	}
 	if err := result.Err(); err != nil {
 		return run, usererr.Wrap(err, "Rollout Failed", fmt.Sprintf("%s did not complete revision %s.", capitalize(spec.Key.Describe()), spec.Revision))
 	}
 	return run, nil
+}
+
+// Summary says in one line what the run did: the revision, how many clusters in how many waves,
+// how each cluster ended and how long it took, e.g. "Revision 3f2a…: 12 clusters, 3 of 3 waves
+// done in 2m10s: 11 succeeded, 1 failed".
+func (r *RunResult) Summary() string {
+	took := r.Result.Finished.Sub(r.Result.Started).Round(time.Second)
+	if r.Result.Started.IsZero() || took < 0 {
+		took = 0
+	}
+	s := fmt.Sprintf("Revision %s: %d clusters, %d of %d waves done in %s: %s",
+		r.Plan.Desired, len(r.Result.Outcomes), r.Result.WavesDone, len(r.Plan.Waves), took, r.Result.CountsText())
+	if n := len(r.Left); n > 0 {
+		s += fmt.Sprintf("; left %d clusters", n)
+	}
+	return s
 }
 
 // plannedClusters lists the clusters plan's waves change.

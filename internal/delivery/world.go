@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -319,6 +320,7 @@ func (w *world) Record(ctx context.Context, ev engine.Event) error {
 	w.progress.observe(ctx, ev)
 	if ev.Target == "" {
 		w.logRun(ev)
+		w.event(ctx, ev)
 		return nil
 	}
 	switch ev.Kind {
@@ -423,6 +425,50 @@ func (w *world) logRun(ev engine.Event) {
 	case engine.EventRunStarted, engine.EventRunFinished:
 		w.logf(fmt.Sprintf("rollout %s: %s %s", w.spec.Key, ev.Kind, ev.Reason), fields)
 	}
+}
+
+// event writes a Kubernetes Event on the management record when a wave starts and when it is
+// done (Run writes the run's end), for whoever follows the run with `kubectl get events -w`.
+func (w *world) event(ctx context.Context, ev engine.Event) {
+	if ev.Phase != engine.PhaseWave {
+		return
+	}
+	var reason, msg string
+	warning := false
+	switch ev.Kind {
+	case engine.EventBatchStarted:
+		reason = records.EventReasonWaveStarted
+		msg = fmt.Sprintf("Wave %d/%d of revision %s started: %s", ev.Batch, ev.Batches, w.spec.Revision, shortNames(ev.Targets))
+	case engine.EventBatchDone:
+		reason = records.EventReasonWaveDone
+		summary := w.progress.summary(ev.Targets)
+		warning = !allSucceeded(summary)
+		msg = fmt.Sprintf("Wave %d/%d of revision %s done: %s", ev.Batch, ev.Batches, w.spec.Revision, summary)
+	default:
+		return
+	}
+	if err := w.svc.managementStore(w.spec.RecordNamespace).Event(ctx, w.spec.Key, warning, reason, msg); err != nil {
+		w.logf("event not written: "+err.Error(), map[string]any{"rollout": w.spec.Key.String(), "reason": reason})
+	}
+}
+
+// allSucceeded reports whether a batch summary ("a succeeded, b failed") names only successes.
+func allSucceeded(summary string) bool {
+	for part := range strings.SplitSeq(summary, ", ") {
+		if part != "" && !strings.HasSuffix(part, " "+string(engine.EventSucceeded)) {
+			return false
+		}
+	}
+	return true
+}
+
+// shortNames lists up to ten names, then how many more: an Event's message is bounded.
+func shortNames(names []string) string {
+	const shown = 10
+	if len(names) <= shown {
+		return strings.Join(names, ", ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(names[:shown], ", "), len(names)-shown)
 }
 
 func inventoryOf(objs []*unstructured.Unstructured) []records.ObjectRef {

@@ -3,6 +3,7 @@ package moduleassignment
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/hashicorp/terraform-plugin-framework/diag"
@@ -72,6 +73,9 @@ func (r *assignmentResource) apply(ctx context.Context, timeout time.Duration, p
 	if res != nil {
 		for _, w := range res.Warnings {
 			diags.AddWarning("Module Assignment Warning", w)
+		}
+		if len(res.Summaries) > 0 {
+			diags.AddWarning("Module Assignment Summary", strings.Join(res.Summaries, "\n"))
 		}
 	}
 	// Only what the plan left unknown is filled in: a value the plan showed is a promise. What

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -241,6 +242,10 @@ func TestAccRollout_oneClusterAtATime(t *testing.T) {
 				},
 				Check: func(*terraform.State) error {
 					if err := expectOneAtATime(f, name, clusters); err != nil {
+						return err
+					}
+					if err := expectEvents(f, name, "Normal/RolloutSucceeded", "Normal/WaveDone", "Normal/WaveDone", "Normal/WaveDone",
+						"Normal/WaveStarted", "Normal/WaveStarted", "Normal/WaveStarted"); err != nil {
 						return err
 					}
 					return expectDeployment(f, clusters, name, "v1", true)
@@ -688,6 +693,32 @@ func ledgerOf(t *testing.T, f *testbed.Fleet, name string) []records.InvalidEntr
 		t.Fatal(err)
 	}
 	return ledger
+}
+
+// expectEvents checks the Events on the rollout's management record (type/reason, in any
+// order): what `kubectl get events -w` shows of a run.
+func expectEvents(f *testbed.Fleet, name string, want ...string) error {
+	mc, err := f.ManagementClient()
+	if err != nil {
+		return err
+	}
+	record := records.Key{Kind: "rollout", Namespace: f.Namespace, Name: name}.ObjectName()
+	var list corev1.EventList
+	if err := mc.List(context.Background(), &list, client.InNamespace(records.DefaultNamespace)); err != nil {
+		return err
+	}
+	var got []string
+	for _, ev := range list.Items {
+		if ev.InvolvedObject.Kind == "Secret" && ev.InvolvedObject.Name == record {
+			got = append(got, ev.Type+"/"+ev.Reason)
+		}
+	}
+	slices.Sort(got)
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		return fmt.Errorf("events on %s: %v, want %v", record, got, want)
+	}
+	return nil
 }
 
 // expectOneAtATime checks, from the times the progress record holds, that no two clusters were

@@ -102,6 +102,11 @@ func (r *rolloutResource) apply(ctx context.Context, timeout time.Duration, plan
 		if len(run.Left) > 0 {
 			diags.AddWarning("Clusters Left The Rollout", leftDetail(run.Left, plan.DeletionPolicy.ValueString()))
 		}
+		if len(run.Plan.Waves) > 0 || len(run.Plan.Resume) > 0 || len(run.Left) > 0 {
+			// What the run did, in one line, at the end of the apply (Terraform has no
+			// informational diagnostic; the same line is the run's last Event).
+			diags.AddWarning("Rollout Summary", run.Summary())
+		}
 		if len(run.LeaveFailures) > 0 {
 			diags.AddWarning("Clusters Not Cleaned Up", "These clusters left the rollout but still hold its objects or records; the next apply tries again:\n  "+
 				strings.Join(run.LeaveFailures, "\n  "))
