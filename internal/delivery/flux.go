@@ -174,3 +174,24 @@ func (s *Service) fluxRemove(ctx context.Context, spec Spec, name string, orphan
 // FluxSettings are a resource's `delivery.flux` settings (fluxdelivery.Settings), so that
 // resources configure the Flux engine without importing it.
 type FluxSettings = fluxdelivery.Settings
+
+// skipError is a cluster's reason to be left alone by this run (a suspended Kustomization), as
+// an error of observeCluster: the cluster is then skipped with it, not as unreadable.
+type skipError string
+
+func (e skipError) Error() string { return string(e) }
+
+// fluxSuspended says why the cluster is left alone when its Kustomization for key is suspended
+// (`flux suspend kustomization`): Flux would not act on a new pin, so the run would only wait
+// for its verify timeout; someone stopped delivery there on purpose. "" when it is not.
+func (s *Service) fluxSuspended(ctx context.Context, key records.Key, namespace, cluster string) (string, error) {
+	st, err := fluxdelivery.New(s.mgmt.Client, *s.flux, key).Read(ctx, namespace, cluster)
+	if err != nil {
+		return "", fmt.Errorf("read the Kustomization of %s: %w", cluster, err)
+	}
+	if !st.Suspended {
+		return "", nil
+	}
+	return fmt.Sprintf("its Flux Kustomization is suspended (resume it with `flux resume kustomization -n %s %s`)",
+		namespace, fluxdelivery.ObjectName(key, cluster)), nil
+}

@@ -1,6 +1,9 @@
 package delivery
 
 import (
+	"context"
+	"time"
+
 	"github.com/gradual-dev/terraform-provider-gradual/internal/fleet"
 )
 
@@ -8,14 +11,26 @@ import (
 // maintenance windows (its own and the rollout's, fleet.Hold) still let its change start. A
 // window open when apply read the fleet may have closed while earlier waves ran and baked; such
 // a cluster is held back, never changed outside its window. Pauses were judged when apply read
-// the fleet and do not change with time.
+// the fleet and do not change with time. Through Flux, a cluster whose Kustomization was
+// suspended since the plan is held too: Flux would not act on the new pin.
 func (w *world) Held(target string) string {
 	c, ok := w.clusters[target]
 	if !ok {
 		return ""
 	}
-	return c.HoldReason(w.hold, w.svc.clock.Now())
+	if reason := c.HoldReason(w.hold, w.svc.clock.Now()); reason != "" || w.flux == nil {
+		return reason
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), heldReadTimeout)
+	defer cancel()
+	// A read that fails holds nothing back: the pin that follows meets the same management
+	// cluster and fails (an infrastructure failure) if it is still unreachable.
+	reason, _ := w.svc.fluxSuspended(ctx, w.spec.Key, w.spec.ClusterNamespace, target)
+	return reason
 }
+
+// heldReadTimeout bounds Held's read of a Kustomization.
+const heldReadTimeout = 10 * time.Second
 
 // clustersByName indexes the clusters a discovery found.
 func clustersByName(found *fleet.Discovery) map[string]fleet.Cluster {

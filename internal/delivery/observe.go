@@ -2,6 +2,7 @@ package delivery
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -117,7 +118,12 @@ func (s *Service) observe(ctx context.Context, q fleet.Query, key records.Key, r
 	for _, c := range found.Clusters {
 		t := engine.Target{Name: c.Name, SkipReason: obs.Skipped[c.Name]}
 		if err, failed := errs[c.Name]; failed {
-			t.SkipReason = "cannot read the cluster: " + firstLine(err.Error())
+			var skip skipError
+			if errors.As(err, &skip) {
+				t.SkipReason = string(skip)
+			} else {
+				t.SkipReason = "cannot read the cluster: " + firstLine(err.Error())
+			}
 			obs.Skipped[c.Name] = t.SkipReason
 		} else if r, ok := results[c.Name]; ok {
 			t.Record = r.record
@@ -216,6 +222,12 @@ func (s *Service) observeCluster(ctx context.Context, namespace, name string, ke
 		err   error
 	)
 	if s.flux != nil {
+		switch reason, err := s.fluxSuspended(ctx, key, namespace, name); {
+		case err != nil:
+			return engine.TargetRecord{}, ClusterState{}, err
+		case reason != "":
+			return engine.TargetRecord{}, ClusterState{}, skipError(reason)
+		}
 		// Flux mode: the records are in the management cluster, and Flux repairs drift.
 		store, key, drift = s.fluxStore(recordNamespace), fluxRecordKey(key, name), false
 	} else {

@@ -16,6 +16,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/gradual-dev/terraform-provider-gradual/internal/acctest"
@@ -54,16 +55,29 @@ func TestAccRollout_flux(t *testing.T) {
 	}
 	key := records.Key{Kind: records.KindRollout, Namespace: f.Namespace, Name: name}
 	clusters := []string{"prod-eu-1", "prod-us-1", "staging-eu-1"}
-	good, broken := fluxBundle(name, "one", false), fluxBundle(name, "two", true)
+	good, broken, next := fluxBundle(name, "one", false), fluxBundle(name, "two", true), fluxBundle(name, "three", false)
 	goodRev, brokenRev := revisionOf(t, good), revisionOf(t, broken)
 	configAt := func(repository, manifests string) string {
 		return rolloutConfig(f, name, allThree, manifests, fmt.Sprintf(`canary = ["staging-eu-1"]
   delivery = { flux = { repository = %q, insecure = true } }`, repository))
 	}
 	config := func(manifests string) string { return configAt(f.Flux.RegistryURL("gradual/"+name), manifests) }
+	var onSome func(clusters []string, value string) func(*terraform.State) error
 	// onClusters checks the ConfigMap's value on every cluster, and that no record of the
 	// rollout was written to a workload cluster (Flux mode keeps them in the management cluster).
 	onClusters := func(value string) func(*terraform.State) error {
+		return onSome(clusters, value)
+	}
+	// suspend sets spec.suspend of prod-us-1's Kustomization, as `flux suspend kustomization`
+	// (or `flux resume`) does.
+	suspend := func(on bool) {
+		ks := kustomization(f, key, "prod-us-1")
+		patch := fmt.Sprintf(`{"spec":{"suspend":%t}}`, on)
+		if err := mc.Patch(ctx, ks, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	onSome = func(clusters []string, value string) func(*terraform.State) error {
 		return func(*terraform.State) error {
 			for _, c := range clusters {
 				wc := workloadClient(t, f, c)
@@ -164,6 +178,29 @@ func TestAccRollout_flux(t *testing.T) {
 					}
 					return onClusters("one")(s)
 				},
+			},
+			{
+				// A Kustomization suspended by hand (`flux suspend`): its cluster is skipped with
+				// the reason, not waited on and failed; the others get the next revision.
+				PreConfig: func() { suspend(true) },
+				Config:    config(next),
+				ConfigStateChecks: []statecheck.StateCheck{
+					statecheck.ExpectKnownValue("gradual_rollout.test", tfjsonpath.New("skipped"), knownvalue.MapExact(map[string]knownvalue.Check{
+						"prod-us-1": knownvalue.StringRegexp(regexp.MustCompile(`Kustomization is suspended.*flux resume kustomization`)),
+					})),
+				},
+				Check: func(s *terraform.State) error {
+					if err := onSome([]string{"prod-eu-1", "staging-eu-1"}, "three")(s); err != nil {
+						return err
+					}
+					return onSome([]string{"prod-us-1"}, "one")(s)
+				},
+			},
+			{
+				// Resumed: the next apply brings it to the revision.
+				PreConfig: func() { suspend(false) },
+				Config:    config(next),
+				Check:     onClusters("three"),
 			},
 			{
 				// Import finds the engine in the management cluster's record and reads the
