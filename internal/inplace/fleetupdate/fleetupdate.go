@@ -32,6 +32,7 @@ type Discoverer interface {
 type Service struct {
 	Fleet    Discoverer
 	Machines Machines
+	Observer Observer
 }
 
 // Spec is one fleet in-place update: the clusters and owners it picks, the change and how it is
@@ -63,6 +64,8 @@ type ClusterFacts struct {
 // Prior is what the refresh before a plan recorded: the picked clusters' facts, given when the
 // configuration picks the same clusters as the state (see the package doc).
 type Prior struct {
+	// Revision is the state's revision: the one the facts' Settled was judged against.
+	Revision string
 	Clusters map[string]ClusterFacts
 }
 
@@ -80,7 +83,7 @@ func (p *Prior) targets(revision string) []engine.Target {
 		f := p.Clusters[n]
 		t := engine.Target{Name: n, SkipReason: f.Skip}
 		switch {
-		case f.Recorded == revision && f.Settled:
+		case f.Recorded == revision && f.Settled && p.Revision == revision:
 			t.Record.Current = revision
 		case f.Recorded == revision:
 			t.Record.Provisioning = revision
@@ -149,21 +152,29 @@ type PlanResult struct {
 	Missing []string
 	// Notes are worth a warning each.
 	Notes []string
+	// Blocked names the machines that would be replaced under fallback "none", by cluster;
+	// apply refuses such a plan.
+	Blocked error
 }
+
+// ErrMissing is the refusal of a plan that names clusters that do not exist (without a state
+// to plan from).
+var ErrMissing = errors.New("cluster not found")
 
 // ErrCanary is the refusal of a plan whose canary clusters are not all in its canary waves.
 var ErrCanary = errors.New("canary not in the first wave")
 
 // Plan plans spec. The waves come from prior when it is given (see Prior); the live preview is
-// always taken. A spec whose machines would be blocked, or whose canaries are missing from the
-// canary waves, is refused (usererr).
+// always taken (blocked machines are PlanResult.Blocked). A plan whose canaries are missing
+// from the canary waves (ErrCanary), or that names clusters that do not exist without a state to
+// plan from (ErrMissing), is refused (usererr).
 func (s *Service) Plan(ctx context.Context, spec Spec, prior *Prior) (*PlanResult, error) {
 	found, err := s.Fleet.Discover(ctx, spec.Query)
 	if err != nil {
 		return nil, err
 	}
 	if len(found.Missing) > 0 && prior == nil {
-		return nil, usererr.New("Cluster Not Found", fmt.Sprintf("No Cluster %s in namespace %q of the management cluster.", strings.Join(found.Missing, ", "), spec.Query.Namespace))
+		return nil, usererr.Wrap(ErrMissing, "Cluster Not Found", fmt.Sprintf("No Cluster %s in namespace %q of the management cluster.", strings.Join(found.Missing, ", "), spec.Query.Namespace))
 	}
 	out := &PlanResult{Revision: spec.Revision(), Missing: found.Missing, Skipped: map[string]string{}}
 	live, liveTargets, err := s.preview(ctx, spec, found)
@@ -172,9 +183,7 @@ func (s *Service) Plan(ctx context.Context, spec Spec, prior *Prior) (*PlanResul
 	}
 	out.Live, out.Preview = live, previewOf(live)
 	out.Notes = append(out.Notes, live.Notes...)
-	if err := live.Err(); err != nil {
-		return nil, usererr.Wrap(err, inplace.BlockedSummary, inplace.BlockedLead+":\n"+err.Error())
-	}
+	out.Blocked = live.Err()
 	targets := liveTargets
 	if prior != nil {
 		out.FromState = true

@@ -147,7 +147,7 @@ func TestPlanResumesAndSkipsCurrent(t *testing.T) {
 	f := newFakeFleet("a", "b", "c")
 	spec := specOf("1", "0")
 	rev := spec.Revision()
-	prior := &Prior{Clusters: map[string]ClusterFacts{"a": {Recorded: rev, Settled: true}, "b": {Recorded: rev}, "c": {Skip: "paused"}}}
+	prior := &Prior{Revision: rev, Clusters: map[string]ClusterFacts{"a": {Recorded: rev, Settled: true}, "b": {Recorded: rev}, "c": {Skip: "paused"}}}
 	p, err := f.service().Plan(context.Background(), spec, prior)
 	if err != nil {
 		t.Fatal(err)
