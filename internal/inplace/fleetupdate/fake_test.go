@@ -36,7 +36,7 @@ type fakeFleet struct {
 	// afterApply runs after a cluster is written (to change the world mid-run).
 	afterApply func(f *fakeFleet, cluster string)
 
-	written []string // clusters, in the order written
+	written               []string // clusters, in the order written
 	inFlight, maxInFlight int
 }
 

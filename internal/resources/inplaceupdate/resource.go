@@ -516,6 +516,7 @@ func fieldNames(fields []inplace.Field) string {
 	}
 	return strings.Join(s, ", ")
 }
+
 // setSingleSummary fills summary, attention and waves for the single-owner form from its plan.
 func (m *Model) setSingleSummary(ctx context.Context, res *owners.Result) diag.Diagnostics {
 	sum := map[string]int64{fleetupdate.SumClusters: 1, fleetupdate.SumSkipped: 0, fleetupdate.SumCurrent: 0, fleetupdate.SumChanging: 0, fleetupdate.SumInPlace: 0, fleetupdate.SumRolling: 0, fleetupdate.SumUnchanged: 0}
