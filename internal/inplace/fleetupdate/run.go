@@ -91,8 +91,10 @@ func (s *Service) Apply(ctx context.Context, req ApplyRequest) (*ApplyResult, er
 	if baseline == nil {
 		baseline = previewOf(live)
 	}
-	if diffs := baseline.Differences(previewOf(live), waveClusters(plan)); len(diffs) > 0 || live.Err() != nil {
-		return nil, usererr.New("In-Place Preview Changed Since The Plan", "Nothing was written: "+previewChange(diffs, live.Err()))
+	changing := waveClusters(plan)
+	blocked := blockedIn(live, changing)
+	if diffs := baseline.Differences(previewOf(live), changing); len(diffs) > 0 || blocked != nil {
+		return nil, usererr.New("In-Place Preview Changed Since The Plan", "Nothing was written: "+previewChange(diffs, blocked))
 	}
 	w := &world{svc: s, spec: spec, exec: req.Exec, baseline: baseline, ctx: ctx, current: map[string]*owners.ClusterPlan{}, status: map[string]string{}}
 	for _, c := range live.Clusters {
@@ -130,6 +132,18 @@ func waveClusters(p engine.Plan) []string {
 		out = append(out, w...)
 	}
 	return out
+}
+
+// blockedIn is fp's blocked machines (FleetPlan.Err) in clusters only: a cluster apply does not
+// touch cannot stop it.
+func blockedIn(fp *owners.FleetPlan, clusters []string) error {
+	sub := &owners.FleetPlan{Revision: fp.Revision}
+	for _, c := range fp.Clusters {
+		if slices.Contains(clusters, c.Cluster) {
+			sub.Clusters = append(sub.Clusters, c)
+		}
+	}
+	return sub.Err()
 }
 
 func previewChange(diffs []string, blocked error) string {

@@ -216,6 +216,11 @@ func (r *updateResource) modifyFleetPlan(ctx context.Context, plan, prior *Model
 	plan.Revision = types.StringValue(res.Revision)
 	if !res.Plan.Changes() && prior != nil && prior.Revision.ValueString() == res.Revision && !prior.Summary.IsNull() {
 		plan.Plan, plan.Status, plan.Summary, plan.Attention, plan.Waves = prior.Plan, prior.Status, prior.Summary, prior.Attention, prior.Waves
+		if res.FromState {
+			// An update of the pacing alone: apply carries out these (no) waves, not the fleet
+			// as it reads then.
+			plan.private.PlannedWaves = nonNilWaves(res.Plan.Waves)
+		}
 		resp.Diagnostics.Append(plan.setPlan(ctx, &resp.Plan)...)
 		return
 	}
