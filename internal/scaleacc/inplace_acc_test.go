@@ -78,7 +78,7 @@ func TestAccScale_inPlacePlanLineBudget(t *testing.T) {
 	if !regexp.MustCompile(surged + `:` + sp + `machines` + sp + `[\s\S]*?may` + sp + `be` + sp + `replaced` + sp + `by` + sp + `Cluster` + sp + `API` + sp + `\([\s\S]*?maxSurge` + sp + `1`).MatchString(out) {
 		t.Errorf("the preview does not name %s with the machines Cluster API may replace and why:\n%s", surged, out)
 	}
-	others := regexp.MustCompile(`-` + sp + `(c-\d{4}|scale-api-\d):` + sp).FindAllString(out, -1)
+	others := regexp.MustCompile(`-`+sp+`(c-\d{4}|scale-api-\d):`+sp).FindAllString(out, -1)
 	if len(others) != 1 {
 		t.Errorf("the plan lists %d clusters one per line, want only %s: %v", len(others), surged, others)
 	}

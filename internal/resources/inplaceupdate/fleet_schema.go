@@ -20,7 +20,7 @@ const (
 	descUpdateControlPlane = "Update the control plane of each cluster too (the KubeadmControlPlane its `spec.controlPlaneRef` names), " +
 		"before its MachineDeployments: Kubernetes' version skew policy wants the control plane first. Each owner is verified " +
 		"before the next is written."
-	descCanary      = "Clusters updated first, in this order, in waves of their own (at most `update_limit` at a time). A canary that cannot go first " +
+	descCanary = "Clusters updated first, in this order, in waves of their own (at most `update_limit` at a time). A canary that cannot go first " +
 		"(not picked, skipped) refuses the plan, and apply checks it again before anything is written; one already done is no gap."
 	descUpdateLimit = "Most clusters updated at once: a whole number ≥ 1 (`\"2\"`) or a percentage of the eligible clusters (`\"25%\"`), " +
 		"rounded up, at least 1. Within a cluster, Cluster API paces the machines of each owner by its rollout strategy " +
