@@ -197,7 +197,7 @@ func (d *planDataSource) Read(ctx context.Context, req datasource.ReadRequest, r
 
 // readFleet plans over the picked clusters: every machine of every owner picked, by cluster.
 func (d *planDataSource) readFleet(ctx context.Context, model *PlanModel, resp *datasource.ReadResponse) {
-	spec, diags := model.Input.fleetSpec(ctx, fleetLimits{})
+	spec, diags := model.fleetSpec(ctx, fleetLimits{})
 	resp.Diagnostics.Append(diags...)
 	if resp.Diagnostics.HasError() {
 		return
