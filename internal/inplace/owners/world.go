@@ -49,16 +49,9 @@ func (w *FleetWorld) Apply(ctx context.Context, cluster, _ string) error {
 	if cp == nil {
 		return engine.Mark(engine.ErrChangeRefused, fmt.Errorf("cluster %s is not in the plan", cluster))
 	}
-	for _, res := range cp.Owners {
-		exec, err := w.Planner.Execute(ctx, res, w.Exec)
-		if exec != nil {
-			w.note(exec.Status)
-		}
-		if err != nil {
-			return classify(err)
-		}
-	}
-	return nil
+	st, err := w.Planner.ApplyCluster(ctx, cp, w.Exec)
+	w.note(st)
+	return err
 }
 
 // Verify waits (within ctx, which carries the verify timeout) until every owner of the cluster
@@ -69,20 +62,43 @@ func (w *FleetWorld) Verify(ctx context.Context, cluster, _ string) error {
 	if cp == nil {
 		return engine.Mark(engine.ErrChangeRefused, fmt.Errorf("cluster %s is not in the plan", cluster))
 	}
-	req := w.Exec
+	st, err := w.Planner.VerifyCluster(ctx, cp, w.Exec)
+	w.note(st)
+	return err
+}
+
+// ApplyCluster writes the change to the owners of one planned cluster in order (the control
+// plane first), each verified before the next is written. It returns every machine's status
+// so far; its error is marked for the engine (see classify).
+func (p *Planner) ApplyCluster(ctx context.Context, cp *ClusterPlan, req ExecuteRequest) (map[string]string, error) {
+	status := map[string]string{}
+	for _, res := range cp.Owners {
+		exec, err := p.Execute(ctx, res, req)
+		if exec != nil {
+			maps.Copy(status, exec.Status)
+		}
+		if err != nil {
+			return status, classify(err)
+		}
+	}
+	return status, nil
+}
+
+// VerifyCluster waits (within ctx) until every owner of the planned cluster and its machines
+// are up to date; its error is marked for the engine (see classify).
+func (p *Planner) VerifyCluster(ctx context.Context, cp *ClusterPlan, req ExecuteRequest) (map[string]string, error) {
 	if req.Clock == nil {
 		req.Clock = engine.SystemClock{}
 	}
+	status := map[string]string{}
 	for _, res := range cp.Owners {
-		st, err := w.Planner.waitUpToDate(ctx, res, req)
-		if st != nil {
-			w.note(st)
-		}
+		st, err := p.waitUpToDate(ctx, res, req)
+		maps.Copy(status, st)
 		if err != nil {
-			return classify(err)
+			return status, classify(err)
 		}
 	}
-	return nil
+	return status, nil
 }
 
 // Restore is never called for an irreversible change; it refuses, so that a misconfigured

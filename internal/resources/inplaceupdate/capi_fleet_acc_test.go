@@ -24,20 +24,22 @@ import (
 	"github.com/gradual-dev/terraform-provider-gradual/internal/testbed"
 )
 
-func fleetConfig(f *testbed.Fleet) string {
+func fleetConfig(f *testbed.Fleet) string { return fleetConfigOn(f, "v1.34.1") }
+
+func fleetConfigOn(f *testbed.Fleet, version string) string {
 	return acctest.ProviderConfig(f) + fmt.Sprintf(`
 resource "gradual_inplace_update" "fleet" {
   namespace                   = %q
   selector                    = { match_labels = { %q = "yes" } }
   machine_deployment_selector = {}
-  version                     = "v1.34.1"
+  version                     = %q
   canary                      = ["mem-2"]
   update_limit                = "1"
   max_failures                = "0"
   fallback                    = "none"
   verify                      = { timeout = "45s" }
 }
-`, testbed.DefaultClusterAPINamespace, fleetLabel)
+`, testbed.DefaultClusterAPINamespace, fleetLabel, version)
 }
 
 // The fleet form against the real controllers: three clusters picked by label, each one's
@@ -49,6 +51,14 @@ resource "gradual_inplace_update" "fleet" {
 // plays for mem-3 as well, mem-2 is current and left alone, mem-3 (written already) is verified
 // again and mem-4 updated; every worker was updated in place (the same Machine UID). A third
 // plan is empty.
+//
+// The plan is the contract: the create's waves (and the replacement's, after the failed create
+// tainted it) come from live reads, so they are known after apply; an update's are cut from the
+// refreshed state, so Terraform's plan during apply comes out
+// the same. A fourth step plans v1.34.2 over the three clusters, then relabels mem-4 out of the
+// selector between `plan -out` and `apply`: the apply is not an "inconsistent final plan", mem-2
+// and mem-3 are updated in place, and mem-4 is not touched (same MachineDeployment
+// resourceVersion, same worker Machine).
 func TestAccCAPIInPlace_fleetWavesHalt(t *testing.T) {
 	acctest.OnOneLane(t, 0) // the fleet's pacing against the controllers, not how a CLI drives it
 	f, mc := capiFleet(t)
@@ -57,8 +67,15 @@ func TestAccCAPIInPlace_fleetWavesHalt(t *testing.T) {
 	for _, c := range fleetClusters {
 		before[c] = workerOf(t, mc, c).UID
 	}
-	const version = "v1.34.1"
+	const version, next = "v1.34.1", "v1.34.2"
 	const res = "gradual_inplace_update.fleet"
+	var mem4 clusterv1.MachineDeployment
+	var mem4Worker types.UID
+	t.Cleanup(func() {
+		if err := relabel(context.Background(), mc, "mem-4", "yes"); err != nil {
+			t.Errorf("relabelling mem-4 back: %v", err)
+		}
+	})
 	resource.Test(t, resource.TestCase{
 		ProtoV6ProviderFactories: acctest.ProviderFactories,
 		TerraformVersionChecks:   []tfversion.TerraformVersionCheck{tfversion.SkipBelow(tfversion.Version1_11_0)},
@@ -66,10 +83,11 @@ func TestAccCAPIInPlace_fleetWavesHalt(t *testing.T) {
 			{
 				Config: fleetConfig(f),
 				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
-					plancheck.ExpectKnownValue(res, tfjsonpath.New("waves"), knownvalue.StringExact("3 waves: 1 canary wave of 1 cluster, then 2 waves of 1 cluster")),
-					plancheck.ExpectKnownValue(res, tfjsonpath.New("summary"), knownvalue.MapPartial(map[string]knownvalue.Check{
-						"clusters": knownvalue.Int64Exact(3), "changing": knownvalue.Int64Exact(3), "in_place": knownvalue.Int64Exact(3), "rolling": knownvalue.Int64Exact(0)})),
-					plancheck.ExpectKnownValue(res, tfjsonpath.New("attention"), knownvalue.MapExact(map[string]knownvalue.Check{})),
+					// A create has no refreshed state to plan from: the waves as the fleet reads now
+					// are a warning, and apply reads it again.
+					plancheck.ExpectUnknownValue(res, tfjsonpath.New("waves")),
+					plancheck.ExpectUnknownValue(res, tfjsonpath.New("summary")),
+					plancheck.ExpectUnknownValue(res, tfjsonpath.New("attention")),
 				}},
 				ExpectError: regexp.MustCompile(`(?s)In-Place Update Failed.*cluster mem-3 \(failed\): apply ip-[0-9a-f]+: In-Place Update Not Verified`),
 			},
@@ -86,13 +104,13 @@ func TestAccCAPIInPlace_fleetWavesHalt(t *testing.T) {
 				Config: fleetConfig(f),
 				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
 					// mem-2, the canary, is done: no canary wave is left.
-					plancheck.ExpectKnownValue(res, tfjsonpath.New("waves"), knownvalue.StringExact("2 waves of 1 cluster")),
-					plancheck.ExpectKnownValue(res, tfjsonpath.New("summary"), knownvalue.MapPartial(map[string]knownvalue.Check{
-						"current": knownvalue.Int64Exact(1), "changing": knownvalue.Int64Exact(2)})),
-					plancheck.ExpectKnownValue(res, tfjsonpath.New("attention"), knownvalue.MapExact(map[string]knownvalue.Check{
-						"mem-3": knownvalue.StringRegexp(regexp.MustCompile(`did not see it through`))})),
+					// The failed create tainted the resource: this is a replacement, a create with no
+					// refreshed state to plan from, so the waves are known after apply.
+					plancheck.ExpectResourceAction(res, plancheck.ResourceActionReplace),
+					plancheck.ExpectUnknownValue(res, tfjsonpath.New("waves")),
+					plancheck.ExpectUnknownValue(res, tfjsonpath.New("summary")),
 					// The kubelet plays for mem-3 from a little after the plan: Terraform plans again
-					// when it applies, and that plan must still find mem-3 unfinished.
+					// when it applies, and nothing it planned may come out different.
 					checkFunc(func(context.Context) error {
 						time.AfterFunc(10*time.Second, func() { k.Play("mem-3") })
 						return nil
@@ -103,6 +121,12 @@ func TestAccCAPIInPlace_fleetWavesHalt(t *testing.T) {
 						checkUpdatedInPlace(t, mc, c, before[c], version)
 					}
 					return nil
+				},
+				ConfigStateChecks: []statecheck.StateCheck{
+					// Apply's own reading: mem-2 (the canary) done, mem-3 and mem-4 changed.
+					statecheck.ExpectKnownValue(res, tfjsonpath.New("waves"), knownvalue.StringExact("2 waves of 1 cluster")),
+					statecheck.ExpectKnownValue(res, tfjsonpath.New("summary"), knownvalue.MapPartial(map[string]knownvalue.Check{
+						"current": knownvalue.Int64Exact(1), "changing": knownvalue.Int64Exact(2)})),
 				},
 			},
 			{
@@ -124,8 +148,51 @@ data "gradual_inplace_update_plan" "fleet" {
 					statecheck.ExpectKnownValue("data.gradual_inplace_update_plan.fleet", tfjsonpath.New("skipped"), knownvalue.MapExact(map[string]knownvalue.Check{})),
 				},
 			},
+			{
+				// A saved plan of v1.34.2 over the three clusters; mem-4 relabelled out of the
+				// selector before it is applied.
+				Config: fleetConfigOn(f, next),
+				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
+					plancheck.ExpectKnownValue(res, tfjsonpath.New("waves"), knownvalue.StringExact("3 waves: 1 canary wave of 1 cluster, then 2 waves of 1 cluster")),
+					checkFunc(func(ctx context.Context) error {
+						mem4 = mdOf(t, mc, "mem-4")
+						mem4Worker = workerOf(t, mc, "mem-4").UID
+						return relabel(ctx, mc, "mem-4", "")
+					}),
+				}},
+				Check: func(*terraform.State) error {
+					for _, c := range []string{"mem-2", "mem-3"} {
+						checkUpdatedInPlace(t, mc, c, before[c], next)
+					}
+					if md := mdOf(t, mc, "mem-4"); md.ResourceVersion != mem4.ResourceVersion || md.Spec.Template.Spec.Version != version {
+						t.Errorf("mem-4, relabelled out after the plan, was written: resourceVersion %s → %s, version %s", mem4.ResourceVersion, md.ResourceVersion, md.Spec.Template.Spec.Version)
+					}
+					if uid := workerOf(t, mc, "mem-4").UID; uid != mem4Worker {
+						t.Errorf("mem-4's worker replaced (%s → %s)", mem4Worker, uid)
+					}
+					return nil
+				},
+			},
 		},
 	})
+}
+
+// relabel sets the fleet label of cluster to value ("" removes it).
+func relabel(ctx context.Context, mc client.Client, cluster, value string) error {
+	var c clusterv1.Cluster
+	if err := mc.Get(ctx, client.ObjectKey{Namespace: testbed.DefaultClusterAPINamespace, Name: cluster}, &c); err != nil {
+		return err
+	}
+	patch := client.MergeFrom(c.DeepCopy())
+	if value == "" {
+		delete(c.Labels, fleetLabel)
+	} else {
+		if c.Labels == nil {
+			c.Labels = map[string]string{}
+		}
+		c.Labels[fleetLabel] = value
+	}
+	return mc.Patch(ctx, &c, patch)
 }
 
 // checkUpdatedInPlace fails t unless cluster's worker is the same Machine (uid) on version, its

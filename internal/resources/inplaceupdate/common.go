@@ -1,7 +1,8 @@
 // Package inplaceupdate implements the `gradual_inplace_update_plan` data source and the
 // `gradual_inplace_update` resource: Terraform glue around internal/inplace/owners, which
 // reads the owner and its machines, asks the update extensions for the preview, writes the
-// change to the owner and waits for Cluster API to carry it out.
+// change to the owner and waits for Cluster API to carry it out, and, for the fleet form,
+// internal/inplace/fleetupdate, which plans and paces it over clusters.
 package inplaceupdate
 
 import (

@@ -197,22 +197,27 @@ func (d *planDataSource) Read(ctx context.Context, req datasource.ReadRequest, r
 
 // readFleet plans over the picked clusters: every machine of every owner picked, by cluster.
 func (d *planDataSource) readFleet(ctx context.Context, model *PlanModel, resp *datasource.ReadResponse) {
-	fp, diags := planFleet(ctx, d.data, &model.Input, fleetLimits{})
+	spec, diags := model.fleetSpec(ctx, fleetLimits{})
 	resp.Diagnostics.Append(diags...)
 	if resp.Diagnostics.HasError() {
 		return
 	}
-	for _, n := range fp.owners.Notes {
+	res, err := fleetService(d.data).Plan(ctx, spec, nil)
+	if err != nil {
+		resp.Diagnostics.Append(fleetError(err, "In-Place Update Plan Failed", &model.Input))
+		return
+	}
+	for _, n := range res.Notes {
 		resp.Diagnostics.AddWarning("In-Place Update Plan", n)
 	}
-	if err := fp.owners.Err(); err != nil {
+	if res.Blocked != nil {
 		resp.Diagnostics.AddAttributeError(path.Root("fallback"), inplace.BlockedSummary,
-			inplace.BlockedLead+":\n"+indent(err.Error()))
+			inplace.BlockedLead+":\n"+indent(res.Blocked.Error()))
 		return
 	}
 	var all inplace.Plan
 	clusters := map[string][]string{}
-	for _, c := range fp.owners.Clusters {
+	for _, c := range res.Live.Clusters {
 		if c.SkipReason != "" {
 			continue
 		}
@@ -220,13 +225,13 @@ func (d *planDataSource) readFleet(ctx context.Context, model *PlanModel, resp *
 		all.Machines = append(all.Machines, ms...)
 		clusters[c.Cluster] = machineNames(inplace.Plan{Machines: ms})
 	}
-	model.Revision = types.StringValue(fp.owners.Revision)
+	model.Revision = types.StringValue(res.Revision)
 	model.Machines, diags = machinesValue(all)
 	resp.Diagnostics.Append(diags...)
 	model.Counts = countsValue(all)
 	model.Clusters, diags = types.MapValueFrom(ctx, types.ListType{ElemType: types.StringType}, clusters)
 	resp.Diagnostics.Append(diags...)
-	model.Skipped, diags = types.MapValueFrom(ctx, types.StringType, fp.skipped)
+	model.Skipped, diags = types.MapValueFrom(ctx, types.StringType, res.Skipped)
 	resp.Diagnostics.Append(diags...)
 	resp.Diagnostics.Append(resp.State.Set(ctx, model)...)
 }

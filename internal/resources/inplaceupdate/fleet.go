@@ -4,11 +4,9 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
-	"maps"
-	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/hashicorp/terraform-plugin-framework/attr"
@@ -17,110 +15,44 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/resource"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 	"github.com/hashicorp/terraform-plugin-log/tflog"
-	"golang.org/x/sync/errgroup"
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/gradual-dev/terraform-provider-gradual/internal/diagnostics"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/engine"
-	"github.com/gradual-dev/terraform-provider-gradual/internal/fleet"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/inplace"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/inplace/fleetupdate"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/inplace/owners"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/providerdata"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/records"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/shared"
 )
 
-// fleetPlan is an in-place update planned over the picked clusters: the owners' plans per
-// cluster, the clusters skipped and why, and the engine's waves over the clusters.
-type fleetPlan struct {
-	owners  *owners.FleetPlan
-	picked  []string
-	skipped map[string]string
-	waves   engine.Plan
-	policy  engine.Policy
+// The fleet form is planned and carried out by fleetupdate; this file maps the model to its
+// Spec and its results back to attributes and diagnostics.
+
+// fleetService is the fleet in-place update service of the provider's management cluster.
+func fleetService(data *providerdata.Data) *fleetupdate.Service {
+	return &fleetupdate.Service{Fleet: data.Management, Machines: data.InPlace, Observer: data.InPlace}
 }
 
-// planFleet discovers the picked clusters, plans every eligible one (the owners the inputs pick
-// there, the extensions asked) and cuts the waves. Attribute errors point at what is wrong.
-func planFleet(ctx context.Context, data *providerdata.Data, in *Input, limits fleetLimits) (*fleetPlan, diag.Diagnostics) {
+// fleetSpec converts the fleet form's inputs. Attribute errors point at what is wrong.
+func (in *Input) fleetSpec(ctx context.Context, limits fleetLimits) (fleetupdate.Spec, diag.Diagnostics) {
 	var diags diag.Diagnostics
-	change, fallback, endpoints, d := in.change(ctx)
+	var spec fleetupdate.Spec
+	var d diag.Diagnostics
+	spec.Change, spec.Fallback, spec.Endpoints, d = in.change(ctx)
 	diags.Append(d...)
-	ownersSel, d := in.owners(ctx)
+	spec.Owners, d = in.owners(ctx)
 	diags.Append(d...)
-	policy, d := limits.policy(ctx)
+	spec.Policy, d = limits.policy(ctx)
 	diags.Append(d...)
 	names := in.Names
 	if !in.Cluster.IsNull() {
 		names = types.ListValueMust(types.StringType, []attr.Value{in.Cluster})
 	}
-	query, d := shared.Query(ctx, in.Namespace, in.Selector, names)
+	spec.Query, d = shared.Query(ctx, in.Namespace, in.Selector, names)
 	diags.Append(d...)
-	if diags.HasError() {
-		return nil, diags
-	}
-	found, err := data.Management.Discover(ctx, query)
-	if err != nil {
-		diags.Append(diagnostics.FromError(err, "Cannot List Clusters"))
-		return nil, diags
-	}
-	if len(found.Missing) > 0 {
-		attrName := "names"
-		if !in.Cluster.IsNull() {
-			attrName = "cluster"
-		}
-		diags.AddAttributeError(path.Root(attrName), "Cluster Not Found",
-			fmt.Sprintf("No Cluster %s in namespace %q of the management cluster.", strings.Join(found.Missing, ", "), query.Namespace))
-		return nil, diags
-	}
-	fp := &fleetPlan{skipped: map[string]string{}, policy: policy}
-	var eligible []string
-	for _, c := range found.Clusters {
-		fp.picked = append(fp.picked, c.Name)
-		if c.SkipReason != "" {
-			fp.skipped[c.Name] = c.SkipReason
-			continue
-		}
-		eligible = append(eligible, c.Name)
-	}
-	fp.owners, err = planner(data).PlanFleet(ctx, owners.FleetRequest{
-		Namespace: query.Namespace, Clusters: eligible, Owners: ownersSel, Change: change, Fallback: fallback, Endpoints: endpoints,
-	})
-	if err != nil {
-		diags.Append(diagnostics.FromError(err, "In-Place Update Plan Failed"))
-		return nil, diags
-	}
-	fp.cutWaves()
-	for _, n := range fp.waves.Notes {
-		tflog.Info(ctx, "in-place plan: "+n)
-	}
-	return fp, diags
-}
-
-// cutWaves hands the picked clusters to the engine: a cluster whose owners all record the
-// revision and whose machines are done is current, one written but not seen through is applied
-// again, the rest in waves (canary first, at most update_limit at a time).
-func (fp *fleetPlan) cutWaves() {
-	rev := fp.owners.Revision
-	var targets []engine.Target
-	for _, name := range fp.picked {
-		t := engine.Target{Name: name, SkipReason: fp.skipped[name]}
-		if cp := fp.owners.Cluster(name); cp != nil {
-			if cp.SkipReason != "" {
-				t.SkipReason = cp.SkipReason
-				fp.skipped[name] = cp.SkipReason
-			}
-			switch {
-			case cp.Current(rev):
-				t.Record.Current = rev
-			case cp.Recorded(rev):
-				// Written by an earlier apply that did not see it through: applied again.
-				t.Record.Provisioning = rev
-			}
-		}
-		targets = append(targets, t)
-	}
-	fp.waves = engine.PlanRollout(targets, rev, fp.policy)
+	return spec, diags
 }
 
 // owners converts the owner-picking inputs of the fleet form.
@@ -160,7 +92,7 @@ type fleetLimits struct {
 
 func (l fleetLimits) policy(ctx context.Context) (engine.Policy, diag.Diagnostics) {
 	var diags diag.Diagnostics
-	p := engine.Policy{Irreversible: true, OnFailure: engine.Halt, VerifyTimeout: l.VerifyTimeout, CanaryOptional: true}
+	p := engine.Policy{Irreversible: true, OnFailure: engine.Halt, VerifyTimeout: l.VerifyTimeout}
 	var err error
 	if p.UpdateLimit, err = engine.ParseLimit(orDefault(l.UpdateLimit, "1")); err != nil {
 		diags.AddAttributeError(path.Root("update_limit"), "Invalid Update Limit", err.Error())
@@ -184,122 +116,16 @@ func orDefault(v types.String, def string) string {
 	return v.ValueString()
 }
 
-// Summary keys.
-const (
-	sumClusters  = "clusters"
-	sumSkipped   = "skipped"
-	sumCurrent   = "current"
-	sumChanging  = "changing"
-	sumInPlace   = "in_place"
-	sumRolling   = "rolling"
-	sumUnchanged = "unchanged"
-)
-
-// summary counts the plan; attention names the clusters to look at, with why.
-func (fp *fleetPlan) summary() (map[string]int64, map[string]string) {
-	sum := map[string]int64{sumClusters: int64(len(fp.picked)), sumSkipped: 0, sumCurrent: 0, sumChanging: 0, sumInPlace: 0, sumRolling: 0, sumUnchanged: 0}
-	att := map[string]string{}
-	for _, name := range fp.picked {
-		in := fp.waves.Intents[name]
-		switch in.Action {
-		case engine.ActionSkip:
-			sum[sumSkipped]++
-			att[name] = "skipped: " + fp.skipped[name]
-			continue
-		case engine.ActionAlreadyCurrent:
-			sum[sumCurrent]++
-		default:
-			sum[sumChanging]++
-		}
-		cp := fp.owners.Cluster(name)
-		if cp == nil {
-			continue
-		}
-		var notes []string
-		if in.Provisioning != "" {
-			notes = append(notes, "an earlier apply did not see it through; applied again")
-		}
-		for _, r := range cp.Owners {
-			// Machines planned in place that Cluster API may replace all the same (the owner
-			// surges): one note per owner, as the reason is the owner's.
-			var mayBe []string
-			var mayBeWhy string
-			for _, m := range r.Plan.Machines {
-				switch m.Strategy {
-				case inplace.StrategyInPlace:
-					sum[sumInPlace]++
-					if m.MayBeReplaced != "" {
-						mayBe, mayBeWhy = append(mayBe, m.Machine), m.MayBeReplaced
-					}
-				case inplace.StrategyRolling:
-					sum[sumRolling]++
-					why := fieldNames(m.Uncovered)
-					if why == "" {
-						why = strings.Join(m.Notes, "; ")
-					}
-					notes = append(notes, fmt.Sprintf("machine %s replaced by Cluster API (%s)", m.Machine, why))
-				default:
-					sum[sumUnchanged]++
-				}
-			}
-			if len(mayBe) > 0 {
-				what := "machine "
-				if len(mayBe) > 1 {
-					what = "machines "
-				}
-				notes = append(notes, fmt.Sprintf("%s%s may be replaced by Cluster API (%s)", what, strings.Join(mayBe, ", "), mayBeWhy))
-			}
-		}
-		if len(notes) > 0 {
-			att[name] = strings.Join(notes, "; ")
-		}
-	}
-	return sum, att
-}
-
-// setFleetPlan fills the computed attributes of a fleet plan.
-func (m *Model) setFleetPlan(ctx context.Context, fp *fleetPlan) diag.Diagnostics {
-	var diags diag.Diagnostics
-	sum, att := fp.summary()
-	var d diag.Diagnostics
-	m.Summary, d = types.MapValueFrom(ctx, types.Int64Type, sum)
-	diags.Append(d...)
-	m.Attention, d = types.MapValueFrom(ctx, types.StringType, att)
-	diags.Append(d...)
-	m.Waves = types.StringValue(shared.WavesText(shared.WaveSizes(fp.waves.Waves), fp.waves.CanaryWaves))
-	m.Revision = types.StringValue(fp.owners.Revision)
-	m.Plan = types.ListNull(types.ObjectType{AttrTypes: machineAttrTypes})
-	return diags
-}
-
-// wavesDetail describes the waves for a warning, compactly at any fleet size.
-func wavesDetail(p engine.Plan) string {
-	const shown = 10
-	var b strings.Builder
-	fmt.Fprintf(&b, "%d wave(s) of up to %d cluster(s), each cluster's owners one after the other, each verified before the next:", len(p.Waves), p.UpdateLimit)
-	for i, wave := range p.Waves {
-		if i == shown {
-			fmt.Fprintf(&b, "\n  … and %d more wave(s)", len(p.Waves)-shown)
-			break
-		}
-		label := ""
-		if i < p.CanaryWaves {
-			label = " (canary)"
-		}
-		list := wave
-		if len(list) > shown {
-			list = append(slices.Clone(list[:shown]), fmt.Sprintf("… %d more", len(wave)-shown))
-		}
-		fmt.Fprintf(&b, "\n  wave %d%s: %s", i+1, label, strings.Join(list, ", "))
-	}
-	return b.String()
+// limits are the model's pacing attributes.
+func (m *Model) limits(verify time.Duration) fleetLimits {
+	return fleetLimits{UpdateLimit: m.UpdateLimit, MaxFailures: m.MaxFailures, Canary: m.Canary, VerifyTimeout: verify}
 }
 
 // fleetID names a fleet update by what it picks: the namespace and a short hash of the cluster
 // and owner selection.
 func (m *Model) fleetID() types.String {
 	var b strings.Builder
-	for _, v := range []attr.Value{m.Cluster, m.Names, m.Selector, m.MachineDeploymentSelector, m.UpdateControlPlane} {
+	for _, v := range m.pick() {
 		b.WriteString(v.String())
 		b.WriteByte(0)
 	}
@@ -307,44 +133,183 @@ func (m *Model) fleetID() types.String {
 	return types.StringValue(m.Namespace.ValueString() + "/fleet:" + hex.EncodeToString(sum[:])[:12])
 }
 
-// applyFleet plans the fleet again and carries the waves out through the engine: each cluster's
-// owners written one after the other and verified, at most update_limit clusters at a time, no
-// new wave once more than max_failures clusters failed, nothing rolled back.
+// pick are the attributes that choose the clusters and owners.
+func (m *Model) pick() []attr.Value {
+	return []attr.Value{m.Cluster, m.Names, m.Selector, m.MachineDeploymentSelector, m.UpdateControlPlane}
+}
+
+// priorForPlan is what the refresh before this plan recorded of the picked clusters, when plan
+// picks the same clusters and owners as prior; nil otherwise (see fleetupdate.Prior).
+func priorForPlan(plan, prior *Model) *fleetupdate.Prior {
+	if prior == nil || prior.private.Clusters == nil || !plan.Namespace.Equal(prior.Namespace) {
+		return nil
+	}
+	now := plan.pick()
+	for i, v := range prior.pick() {
+		if !v.Equal(now[i]) {
+			return nil
+		}
+	}
+	return &fleetupdate.Prior{Revision: prior.Revision.ValueString(), Clusters: prior.private.Clusters}
+}
+
+// fleetError is err as a diagnostic on the attribute that fixes it.
+func fleetError(err error, fallbackSummary string, in *Input) diag.Diagnostic {
+	switch {
+	case errors.Is(err, fleetupdate.ErrCanary):
+		return diagnostics.AttributeFromError(path.Root("canary"), err, fallbackSummary)
+	case errors.Is(err, fleetupdate.ErrMissing) && !in.Cluster.IsNull():
+		return diagnostics.AttributeFromError(path.Root("cluster"), err, fallbackSummary)
+	case errors.Is(err, fleetupdate.ErrMissing):
+		return diagnostics.AttributeFromError(path.Root("names"), err, fallbackSummary)
+	}
+	return diagnostics.FromError(err, fallbackSummary)
+}
+
+func blockedDetail(err error) string {
+	return inplace.BlockedLead + ":\n" + indent(err.Error()) +
+		"\nTerraform plans again when it applies: if this comes from applying a plan that showed these machines in place, " +
+		"that plan is stale (an extension was removed or answers differently now, or Cluster API's InPlaceUpdates feature gate was turned off). Nothing was written; plan again."
+}
+
+// modifyFleetPlan plans a fleet update. What Terraform keeps from the plan is a pure function
+// of the configuration and the refreshed state: the revision, and the waves when the state
+// picks the same clusters (their clusters go to apply in private state). What only live reads
+// can tell (the extensions' preview: machines in place or replaced, the summary and attention
+// built from it) is shown as warnings and known after apply, so that a fleet that changes
+// between `plan -out` and `apply` cannot make the plans differ. A plan that changes nothing
+// keeps the state's computed attributes, so it is empty.
+func (r *updateResource) modifyFleetPlan(ctx context.Context, plan, prior *Model, resp *resource.ModifyPlanResponse) {
+	plan.private = fleetPrivate{}
+	if prior != nil {
+		plan.private.Clusters = prior.private.Clusters
+	}
+	defer func() { resp.Diagnostics.Append(plan.SavePrivate(ctx, resp.Private)...) }()
+	verify, d := plan.verifyTimeout(ctx)
+	resp.Diagnostics.Append(d...)
+	spec, d := plan.fleetSpec(ctx, plan.limits(verify))
+	resp.Diagnostics.Append(d...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	res, err := fleetService(r.data).Plan(ctx, spec, priorForPlan(plan, prior))
+	if err != nil {
+		resp.Diagnostics.Append(fleetError(err, "In-Place Update Plan Failed", &plan.Input))
+		return
+	}
+	for _, n := range res.Notes {
+		resp.Diagnostics.AddWarning("In-Place Update Plan", n)
+	}
+	if res.Blocked != nil {
+		resp.Diagnostics.AddAttributeError(path.Root("fallback"), inplace.BlockedSummary, blockedDetail(res.Blocked))
+		return
+	}
+	if len(res.Skipped) > 0 {
+		resp.Diagnostics.AddWarning("Clusters Skipped", shared.SkippedDetail("These picked clusters are left alone by this apply; a later apply updates them once they can be:", res.Skipped))
+	}
+	if len(res.Missing) > 0 {
+		resp.Diagnostics.AddWarning("Clusters Gone", fmt.Sprintf("No Cluster %s any more in namespace %q: left out of this apply.", strings.Join(res.Missing, ", "), spec.Query.Namespace))
+	}
+	for _, n := range res.Plan.Notes {
+		tflog.Info(ctx, "in-place plan: "+n)
+	}
+	plan.Revision = types.StringValue(res.Revision)
+	if !res.Plan.Changes() && prior != nil && prior.Revision.ValueString() == res.Revision && !prior.Summary.IsNull() {
+		plan.Plan, plan.Status, plan.Summary, plan.Attention, plan.Waves = prior.Plan, prior.Status, prior.Summary, prior.Attention, prior.Waves
+		if res.FromState {
+			// An update of the pacing alone: apply carries out these (no) waves, not the fleet
+			// as it reads then.
+			plan.private.PlannedWaves = nonNilWaves(res.Plan.Waves)
+		}
+		resp.Diagnostics.Append(plan.setPlan(ctx, &resp.Plan)...)
+		return
+	}
+	plan.Plan = types.ListNull(types.ObjectType{AttrTypes: machineAttrTypes})
+	plan.Status, plan.Summary, plan.Attention = types.MapUnknown(types.StringType), types.MapUnknown(types.Int64Type), types.MapUnknown(types.StringType)
+	plan.private.Preview = res.Preview
+	if res.FromState {
+		plan.Waves = types.StringValue(shared.WavesText(shared.WaveSizes(res.Plan.Waves), res.Plan.CanaryWaves))
+		plan.private.PlannedWaves = nonNilWaves(res.Plan.Waves)
+		if res.Plan.Changes() {
+			resp.Diagnostics.AddWarning("Planned Waves", fleetupdate.WavesDetail(res.Plan))
+		}
+	} else {
+		plan.Waves = types.StringUnknown()
+		if res.Plan.Changes() {
+			resp.Diagnostics.AddWarning("Planned Waves", fleetupdate.WavesDetail(res.Plan)+
+				"\n\nThese are the waves as the fleet reads now; apply reads it again (a create, or a change of the clusters picked, "+
+				"has no refreshed state to plan from), so `waves` is known after apply.")
+		}
+	}
+	if res.Plan.Changes() {
+		resp.Diagnostics.AddWarning("In-Place Preview", previewDetail(res))
+	}
+	resp.Diagnostics.Append(plan.setPlan(ctx, &resp.Plan)...)
+}
+
+// previewDetail is the extensions' preview as a warning: the machine counts and the clusters to
+// look at. It is what they answer now; apply asks them again before each wave and stops a wave
+// whose answer got worse.
+func previewDetail(res *fleetupdate.PlanResult) string {
+	sum, att := fleetupdate.Summarize(res.Live, res.Plan)
+	var b strings.Builder
+	fmt.Fprintf(&b, "As the extensions answer now: %d machine(s) updated in place, %d replaced by Cluster API, %d unchanged "+
+		"(`summary` and `attention` are known after apply; apply previews each wave again and stops one whose preview got worse).",
+		sum[fleetupdate.SumInPlace], sum[fleetupdate.SumRolling], sum[fleetupdate.SumUnchanged])
+	if len(att) > 0 {
+		b.WriteString("\n" + shared.SkippedDetail("Clusters to look at:", att))
+	}
+	return b.String()
+}
+
+func nonNilWaves(waves [][]string) [][]string {
+	if waves == nil {
+		return [][]string{}
+	}
+	return waves
+}
+
+// applyFleet carries out the planned waves through fleetupdate and fills the computed
+// attributes with what was done.
 func (r *updateResource) applyFleet(ctx context.Context, plan *Model, verify time.Duration, diags *diag.Diagnostics) {
-	fp, d := planFleet(ctx, r.data, &plan.Input, plan.limits(verify))
+	spec, d := plan.fleetSpec(ctx, plan.limits(verify))
 	diags.Append(d...)
+	planned := plan.private
+	// What apply leaves in private state is read again by the next refresh.
+	plan.private = fleetPrivate{}
 	if diags.HasError() {
 		plan.fillUnknown()
 		return
 	}
-	if err := fp.owners.Err(); err != nil {
-		diags.AddAttributeError(path.Root("fallback"), inplace.BlockedSummary, blockedDetail(err))
+	res, err := fleetService(r.data).Apply(ctx, fleetupdate.ApplyRequest{Spec: spec, Planned: planned.PlannedWaves, Preview: planned.Preview,
+		Exec: owners.ExecuteRequest{
+			VerifyTimeout: verify,
+			Logf:          func(msg string, fields map[string]any) { tflog.Info(ctx, msg, fields) },
+			Holder:        records.HolderIdentity(),
+		}})
+	if err != nil {
+		diags.Append(fleetError(err, "In-Place Update Not Started", &plan.Input))
 		plan.fillUnknown()
 		return
 	}
-	if plan.Summary.IsUnknown() || plan.Waves.IsUnknown() || plan.Attention.IsUnknown() || plan.Revision.IsUnknown() {
-		diags.Append(plan.setFleetPlan(ctx, fp)...)
+	if len(res.Differences) > 0 {
+		diags.AddWarning("Apply Differs From The Plan", "Clusters that changed since the plan are left alone and show in the next plan:\n"+indent(strings.Join(res.Differences, "\n")))
 	}
-	world := &owners.FleetWorld{Planner: planner(r.data), Plan: fp.owners, Exec: owners.ExecuteRequest{
-		VerifyTimeout: verify,
-		Logf:          func(msg string, fields map[string]any) { tflog.Info(ctx, msg, fields) },
-		Holder:        records.HolderIdentity(),
-	}}
-	res := engine.Execute(ctx, fp.waves, world, engine.SystemClock{}, fp.policy)
-	// Every machine of the clusters planned: unchanged, or not started unless the run did more.
-	status := map[string]string{}
-	for _, c := range fp.owners.Clusters {
-		for _, m := range c.Machines() {
-			status[m.Machine] = owners.StatusNotStarted
-			if fp.waves.Intents[c.Cluster].Action == engine.ActionAlreadyCurrent {
-				status[m.Machine] = owners.StatusUnchanged
-			}
-		}
+	if plan.Summary.IsUnknown() || plan.Attention.IsUnknown() {
+		sum, att := fleetupdate.Summarize(res.Live, res.Plan)
+		plan.Summary, d = types.MapValueFrom(ctx, types.Int64Type, sum)
+		diags.Append(d...)
+		plan.Attention, d = types.MapValueFrom(ctx, types.StringType, att)
+		diags.Append(d...)
 	}
-	maps.Copy(status, world.Status())
+	if plan.Waves.IsUnknown() {
+		plan.Waves = types.StringValue(shared.WavesText(shared.WaveSizes(res.Plan.Waves), res.Plan.CanaryWaves))
+	}
+	if plan.Revision.IsUnknown() {
+		plan.Revision = types.StringValue(res.Revision)
+	}
 	if plan.Status.IsUnknown() {
-		var d diag.Diagnostics
-		plan.Status, d = types.MapValueFrom(ctx, types.StringType, status)
+		plan.Status, d = types.MapValueFrom(ctx, types.StringType, res.Status)
 		diags.Append(d...)
 	}
 	if plan.Plan.IsUnknown() {
@@ -352,7 +317,7 @@ func (r *updateResource) applyFleet(ctx context.Context, plan *Model, verify tim
 	}
 	if err := res.Err(); err != nil {
 		var failed []string
-		for _, o := range res.Outcomes {
+		for _, o := range res.Result.Outcomes {
 			if o.Error != "" {
 				failed = append(failed, fmt.Sprintf("cluster %s (%s): %s", o.Target, o.Status, o.Error))
 			}
@@ -362,186 +327,29 @@ func (r *updateResource) applyFleet(ctx context.Context, plan *Model, verify tim
 	}
 }
 
-// limits are the model's pacing attributes.
-func (m *Model) limits(verify time.Duration) fleetLimits {
-	return fleetLimits{UpdateLimit: m.UpdateLimit, MaxFailures: m.MaxFailures, Canary: m.Canary, VerifyTimeout: verify}
-}
-
-func blockedDetail(err error) string {
-	return inplace.BlockedLead + ":\n" + indent(err.Error()) +
-		"\nTerraform plans again when it applies: if this comes from applying a plan that showed these machines in place, " +
-		"that plan is stale (an extension was removed or answers differently now, or Cluster API's InPlaceUpdates feature gate was turned off). Nothing was written; plan again."
-}
-
-// observeFleet refreshes the status of every machine of the picked clusters' owners (specs,
-// CAPI's conditions, Nodes; no extension is called), a few clusters at a time.
-func observeFleet(ctx context.Context, data *providerdata.Data, in *Input, prior map[string]string) (map[string]string, []string, error) {
-	names := in.Names
-	if !in.Cluster.IsNull() {
-		names = types.ListValueMust(types.StringType, []attr.Value{in.Cluster})
-	}
-	query, d := shared.Query(ctx, in.Namespace, in.Selector, names)
-	if d.HasError() {
-		return nil, nil, fmt.Errorf("cluster selection: %v", d)
-	}
-	ownersSel, d := in.owners(ctx)
-	if d.HasError() {
-		return nil, nil, fmt.Errorf("owner selection: %v", d)
-	}
-	change, _, _, d := in.change(ctx)
-	if d.HasError() {
-		return nil, nil, fmt.Errorf("change: %v", d)
-	}
-	found, err := data.Management.Discover(ctx, query)
-	if err != nil {
-		return nil, nil, err
-	}
-	p := planner(data)
-	var mu sync.Mutex
-	status := map[string]string{}
-	var notes []string
-	var firstErr error
-	var g errgroup.Group
-	g.SetLimit(4)
-	for _, c := range found.Clusters {
-		if c.SkipReason != "" {
-			continue
-		}
-		g.Go(func() error {
-			st, n, err := observeCluster(ctx, p, c, ownersSel, change, prior)
-			mu.Lock()
-			defer mu.Unlock()
-			if err != nil && firstErr == nil {
-				firstErr = err
-			}
-			notes = append(notes, n...)
-			for k, v := range st {
-				status[k] = v
-			}
-			return nil // every cluster is observed; the first error is returned below
-		})
-	}
-	_ = g.Wait()
-	slices.Sort(notes)
-	return status, notes, firstErr
-}
-
-func observeCluster(ctx context.Context, p *owners.Planner, c fleet.Cluster, o owners.Owners, change inplace.Change, prior map[string]string) (map[string]string, []string, error) {
-	sels, skip, err := p.ClusterOwners(ctx, c.Namespace, c.Name, o)
-	if err != nil || skip != "" {
-		return nil, nil, err
-	}
-	status := map[string]string{}
-	var notes []string
-	for _, sel := range sels {
-		obs, err := p.Observe(ctx, sel, change)
-		if err != nil {
-			return nil, nil, err
-		}
-		notes = append(notes, obs.Notes...)
-		for _, m := range obs.Machines {
-			was, known := prior[m.Machine]
-			if s := m.Status(was); known || s != owners.StatusUnchanged {
-				status[m.Machine] = s
-			}
-		}
-	}
-	return status, notes, nil
-}
-
-// modifyFleetPlan plans a fleet update: the waves, the summary and the clusters to look at. A
-// plan that changes nothing keeps the state's computed attributes, so it is empty.
-func (r *updateResource) modifyFleetPlan(ctx context.Context, plan, prior *Model, resp *resource.ModifyPlanResponse) {
-	verify, d := plan.verifyTimeout(ctx)
-	resp.Diagnostics.Append(d...)
-	fp, d := planFleet(ctx, r.data, &plan.Input, plan.limits(verify))
-	resp.Diagnostics.Append(d...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	for _, n := range fp.owners.Notes {
-		resp.Diagnostics.AddWarning("In-Place Update Plan", n)
-	}
-	if err := fp.owners.Err(); err != nil {
-		resp.Diagnostics.AddAttributeError(path.Root("fallback"), inplace.BlockedSummary, blockedDetail(err))
-		return
-	}
-	if len(fp.skipped) > 0 {
-		resp.Diagnostics.AddWarning("Clusters Skipped", shared.SkippedDetail("These picked clusters are left alone by this apply; a later apply updates them once they can be:", fp.skipped))
-	}
-	if len(fp.waves.UnknownCanaries) > 0 {
-		resp.Diagnostics.AddAttributeWarning(path.Root("canary"), "Canary Clusters Not Picked",
-			fmt.Sprintf("The canary clusters %s are not among the clusters this update picks; they are ignored.", strings.Join(fp.waves.UnknownCanaries, ", ")))
-	}
-	plan.Revision = types.StringValue(fp.owners.Revision)
-	if !fp.waves.Changes() && prior != nil && prior.Revision.ValueString() == fp.owners.Revision && !prior.Summary.IsNull() {
-		plan.Plan, plan.Status, plan.Summary, plan.Attention, plan.Waves = prior.Plan, prior.Status, prior.Summary, prior.Attention, prior.Waves
-		resp.Diagnostics.Append(plan.setPlan(ctx, &resp.Plan)...)
-		return
-	}
-	resp.Diagnostics.Append(plan.setFleetPlan(ctx, fp)...)
-	plan.Status = types.MapUnknown(types.StringType)
-	if fp.waves.Changes() {
-		resp.Diagnostics.AddWarning("Planned Waves", wavesDetail(fp.waves))
-	}
-	resp.Diagnostics.Append(plan.setPlan(ctx, &resp.Plan)...)
-}
-
-// readFleet refreshes the machines' status of a fleet update.
+// readFleet refreshes the machines' status of a fleet update, and keeps in private state what
+// the next plan cuts its waves from.
 func (r *updateResource) readFleet(ctx context.Context, state *Model, resp *resource.ReadResponse) {
 	prior := map[string]string{}
 	if !state.Status.IsNull() && !state.Status.IsUnknown() {
 		resp.Diagnostics.Append(state.Status.ElementsAs(ctx, &prior, false)...)
 	}
-	status, notes, err := observeFleet(ctx, r.data, &state.Input, prior)
+	spec, d := state.fleetSpec(ctx, state.limits(0))
+	if d.HasError() {
+		resp.Diagnostics.AddError("Cannot Read Machines", fmt.Sprintf("The state's selection cannot be read: %v", d))
+		return
+	}
+	got, err := fleetService(r.data).Refresh(ctx, spec, prior)
 	if err != nil {
 		resp.Diagnostics.Append(diagnostics.FromError(err, "Cannot Read Machines"))
 		return
 	}
-	for _, n := range notes {
+	for _, n := range got.Notes {
 		resp.Diagnostics.AddWarning("In-Place Update Not Fully Refreshed", n)
 	}
-	var d diag.Diagnostics
-	state.Status, d = types.MapValueFrom(ctx, types.StringType, status)
+	state.Status, d = types.MapValueFrom(ctx, types.StringType, got.Status)
 	resp.Diagnostics.Append(d...)
+	state.private = fleetPrivate{Clusters: got.Clusters}
+	resp.Diagnostics.Append(state.SavePrivate(ctx, resp.Private)...)
 	resp.Diagnostics.Append(resp.State.Set(ctx, state)...)
-}
-
-// setSingleSummary fills summary, attention and waves for the single-owner form from its plan.
-func (m *Model) setSingleSummary(ctx context.Context, res *owners.Result) diag.Diagnostics {
-	sum := map[string]int64{sumClusters: 1, sumSkipped: 0, sumCurrent: 0, sumChanging: 0, sumInPlace: 0, sumRolling: 0, sumUnchanged: 0}
-	att := map[string]string{}
-	var notes []string
-	for _, mp := range res.Plan.Machines {
-		switch mp.Strategy {
-		case inplace.StrategyInPlace:
-			sum[sumInPlace]++
-		case inplace.StrategyRolling:
-			sum[sumRolling]++
-			why := fieldNames(mp.Uncovered)
-			if why == "" {
-				why = strings.Join(mp.Notes, "; ")
-			}
-			notes = append(notes, fmt.Sprintf("machine %s replaced by Cluster API (%s)", mp.Machine, why))
-		default:
-			sum[sumUnchanged]++
-		}
-	}
-	var waves []int
-	if changes, _ := res.Owner.Changes(); changes || sum[sumInPlace]+sum[sumRolling] > 0 || res.Owner.Current.GetAnnotations()[owners.AnnotationRevision] != res.Revision {
-		sum[sumChanging] = 1
-		waves = []int{1}
-	} else {
-		sum[sumCurrent] = 1
-	}
-	if len(notes) > 0 {
-		att[m.Cluster.ValueString()] = strings.Join(notes, "; ")
-	}
-	var diags, d diag.Diagnostics
-	m.Summary, d = types.MapValueFrom(ctx, types.Int64Type, sum)
-	diags.Append(d...)
-	m.Attention, d = types.MapValueFrom(ctx, types.StringType, att)
-	diags.Append(d...)
-	m.Waves = types.StringValue(shared.WavesText(waves, 0))
-	return diags
 }

@@ -20,7 +20,8 @@ const (
 	descUpdateControlPlane = "Update the control plane of each cluster too (the KubeadmControlPlane its `spec.controlPlaneRef` names), " +
 		"before its MachineDeployments: Kubernetes' version skew policy wants the control plane first. Each owner is verified " +
 		"before the next is written."
-	descCanary      = "Clusters updated first, in this order, in waves of their own (at most `update_limit` at a time); names not picked are ignored."
+	descCanary = "Clusters updated first, in this order, in waves of their own (at most `update_limit` at a time). A canary that cannot go first " +
+		"(not picked, skipped) refuses the plan, and apply checks it again before anything is written; one already done is no gap."
 	descUpdateLimit = "Most clusters updated at once: a whole number ≥ 1 (`\"2\"`) or a percentage of the eligible clusters (`\"25%\"`), " +
 		"rounded up, at least 1. Within a cluster, Cluster API paces the machines of each owner by its rollout strategy " +
 		"(`maxSurge`/`maxUnavailable`), owner after owner. Default `\"1\"`. (In 0.1.0 a number, which was ignored; old states are upgraded.)"
@@ -30,14 +31,22 @@ const (
 		"downgrade); it is named with its owner and machines, and Cluster API goes on with it. Clusters already updated stay."
 	descSummary = "The plan in numbers: `clusters` picked, `skipped`, `current` (already done), `changing` (in the waves); machines " +
 		"`in_place` (by an extension), `rolling` (replaced by Cluster API) and `unchanged`. Counts, so that a plan over a large " +
-		"fleet stays readable; the per-machine detail is in the `gradual_inplace_update_plan` data source."
+		"fleet stays readable; the per-machine detail is in the `gradual_inplace_update_plan` data source. The machine counts come " +
+		"from the extensions' answers, which may change before apply, so while a plan changes anything the summary is known after " +
+		"apply; the `In-Place Preview` warning shows it as the extensions answer at plan time."
 	descAttention = "The clusters a reviewer should look at, with why: skipped (and the reason), machines Cluster API will replace " +
 		"(and the fields that force it), machines planned in place that Cluster API may replace all the same (an owner that rolls " +
 		"out with `maxSurge` > 0 replaces up to that many, which ones cannot be told; with `fallback = \"none\"` the plan refuses " +
-		"instead), an earlier apply that did not finish. Empty when every picked cluster is updated in place or done."
+		"instead), an earlier apply that did not finish. Empty when every picked cluster is updated in place or done. Known after " +
+		"apply while a plan changes anything (as `summary`)."
 	descWaves = "The planned waves in one line, as counts in order with runs of the same size together and the waves of `canary` " +
 		"first (`\"3 waves: 1 canary wave of 1 cluster, then 2 waves of 1 cluster\"`, `\"none\"`): one line however many waves, " +
-		"so a plan over a thousand clusters one at a time stays readable. The `Planned Waves` warning names the clusters of the first waves."
+		"so a plan over a thousand clusters one at a time stays readable. The `Planned Waves` warning names the clusters of the first waves. " +
+		"The waves are cut from the refreshed state when the configuration picks the same clusters as the state, and apply carries out " +
+		"exactly those: a cluster picked since waits for the next plan, one no longer picked (or deleted) is left alone, and apply " +
+		"says so (`Apply Differs From The Plan`). On a create, or when the clusters picked change, they are known after apply. " +
+		"Before each wave apply asks the extensions again; a wave whose machines would now be replaced (or blocked) though the plan " +
+		"showed them updated in place is not started, and nothing of it is written."
 )
 
 // clusterSelector is `selector`: the clusters, like the rollout's (exactly one of cluster,

@@ -19,6 +19,7 @@ import (
 
 	"github.com/gradual-dev/terraform-provider-gradual/internal/diagnostics"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/inplace"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/inplace/fleetupdate"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/inplace/owners"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/providerdata"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/records"
@@ -53,6 +54,8 @@ type Model struct {
 	BootstrapDigest types.String `tfsdk:"bootstrap_config_spec_patch_digest"`
 	Plan            types.List   `tfsdk:"plan"`
 	Status          types.Map    `tfsdk:"status"`
+	// private is kept in the resource's private state (fleet form; see private.go).
+	private fleetPrivate
 }
 
 func (r *updateResource) Metadata(_ context.Context, req resource.MetadataRequest, resp *resource.MetadataResponse) {
@@ -113,6 +116,7 @@ func (r *updateResource) ModifyPlan(ctx context.Context, req resource.ModifyPlan
 	if !req.State.Raw.IsNull() {
 		prior = &Model{}
 		resp.Diagnostics.Append(req.State.Get(ctx, prior)...)
+		resp.Diagnostics.Append(prior.LoadPrivate(ctx, req.Private)...)
 		if resp.Diagnostics.HasError() {
 			return
 		}
@@ -511,4 +515,43 @@ func fieldNames(fields []inplace.Field) string {
 		s[i] = f.String()
 	}
 	return strings.Join(s, ", ")
+}
+
+// setSingleSummary fills summary, attention and waves for the single-owner form from its plan.
+func (m *Model) setSingleSummary(ctx context.Context, res *owners.Result) diag.Diagnostics {
+	sum := map[string]int64{fleetupdate.SumClusters: 1, fleetupdate.SumSkipped: 0, fleetupdate.SumCurrent: 0, fleetupdate.SumChanging: 0, fleetupdate.SumInPlace: 0, fleetupdate.SumRolling: 0, fleetupdate.SumUnchanged: 0}
+	att := map[string]string{}
+	var notes []string
+	for _, mp := range res.Plan.Machines {
+		switch mp.Strategy {
+		case inplace.StrategyInPlace:
+			sum[fleetupdate.SumInPlace]++
+		case inplace.StrategyRolling:
+			sum[fleetupdate.SumRolling]++
+			why := fieldNames(mp.Uncovered)
+			if why == "" {
+				why = strings.Join(mp.Notes, "; ")
+			}
+			notes = append(notes, fmt.Sprintf("machine %s replaced by Cluster API (%s)", mp.Machine, why))
+		default:
+			sum[fleetupdate.SumUnchanged]++
+		}
+	}
+	var waves []int
+	if changes, _ := res.Owner.Changes(); changes || sum[fleetupdate.SumInPlace]+sum[fleetupdate.SumRolling] > 0 || res.Owner.Current.GetAnnotations()[owners.AnnotationRevision] != res.Revision {
+		sum[fleetupdate.SumChanging] = 1
+		waves = []int{1}
+	} else {
+		sum[fleetupdate.SumCurrent] = 1
+	}
+	if len(notes) > 0 {
+		att[m.Cluster.ValueString()] = strings.Join(notes, "; ")
+	}
+	var diags, d diag.Diagnostics
+	m.Summary, d = types.MapValueFrom(ctx, types.Int64Type, sum)
+	diags.Append(d...)
+	m.Attention, d = types.MapValueFrom(ctx, types.StringType, att)
+	diags.Append(d...)
+	m.Waves = types.StringValue(shared.WavesText(waves, 0))
+	return diags
 }

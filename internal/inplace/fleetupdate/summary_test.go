@@ -1,7 +1,6 @@
-package inplaceupdate
+package fleetupdate
 
 import (
-	"context"
 	"fmt"
 	"strings"
 	"testing"
@@ -17,7 +16,7 @@ import (
 // worker in place but for three clusters whose machine Cluster API would replace and two
 // skipped clusters: what the plan shows grows with what needs a look, not with the fleet —
 // waves in one line, a summary of counts, and attention for those five clusters only.
-func TestFleetPlanSizedByTheChange(t *testing.T) {
+func TestSummarySizedByTheChange(t *testing.T) {
 	const n = 1000
 	version := []inplace.Field{{Object: inplace.KindMachine, Path: "/spec/version"}}
 	replaced := map[string]bool{"c-0100": true, "c-0500": true, "c-0900": true}
@@ -25,17 +24,17 @@ func TestFleetPlanSizedByTheChange(t *testing.T) {
 	const surging = "c-0700"
 	const surgeWhy = "MachineDeployment fleet/c-0700-md-0 rolls out with maxSurge 1"
 	skipped := map[string]string{"c-0003": "control plane not initialized", "c-0004": "paused"}
-	fp := &fleetPlan{owners: &owners.FleetPlan{Revision: "ip-0123456789"}, skipped: map[string]string{}}
+	live := &owners.FleetPlan{Revision: "ip-0123456789"}
 	limit, err := engine.ParseLimit("1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	fp.policy = engine.Policy{UpdateLimit: limit, Canary: []string{"c-0001"}, Irreversible: true}
+	policy := engine.Policy{UpdateLimit: limit, Canary: []string{"c-0001"}, Irreversible: true}
+	var targets []engine.Target
 	for i := range n {
 		name := fmt.Sprintf("c-%04d", i+1)
-		fp.picked = append(fp.picked, name)
-		if why, ok := skipped[name]; ok {
-			fp.skipped[name] = why
+		targets = append(targets, engine.Target{Name: name, SkipReason: skipped[name]})
+		if _, ok := skipped[name]; ok {
 			continue
 		}
 		var machines []inplace.MachinePlan
@@ -49,39 +48,31 @@ func TestFleetPlanSizedByTheChange(t *testing.T) {
 			}
 			machines = append(machines, mp)
 		}
-		fp.owners.Clusters = append(fp.owners.Clusters, &owners.ClusterPlan{Cluster: name, Owners: []*owners.Result{{
+		live.Clusters = append(live.Clusters, &owners.ClusterPlan{Cluster: name, Owners: []*owners.Result{{
 			Owner: &owners.Owner{Current: &unstructured.Unstructured{Object: map[string]any{}}},
 			Plan:  inplace.Plan{Machines: machines},
 		}}})
 	}
-	fp.cutWaves()
-	var m Model
-	if diags := m.setFleetPlan(context.Background(), fp); diags.HasError() {
-		t.Fatal(diags)
+	p := engine.PlanRollout(targets, live.Revision, policy)
+	if len(p.Waves) != 998 || p.CanaryWaves != 1 {
+		t.Errorf("%d waves (%d canary), want 998 (1 canary)", len(p.Waves), p.CanaryWaves)
 	}
-	if got, want := m.Waves.ValueString(), "998 waves: 1 canary wave of 1 cluster, then 997 waves of 1 cluster"; got != want {
-		t.Errorf("waves %q, want %q", got, want)
-	}
-	att := m.Attention.Elements()
+	sum, att := Summarize(live, p)
 	if len(att) != len(replaced)+len(skipped)+1 {
 		t.Errorf("attention names %d clusters, want the %d that need a look: %v", len(att), len(replaced)+len(skipped)+1, att)
 	}
-	if v, ok := att[surging]; !ok || !strings.Contains(v.String(), "machines c-0700-md-0-0, c-0700-md-0-1, c-0700-md-0-2 may be replaced by Cluster API ("+surgeWhy+")") {
+	if v, ok := att[surging]; !ok || !strings.Contains(v, "machines c-0700-md-0-0, c-0700-md-0-1, c-0700-md-0-2 may be replaced by Cluster API ("+surgeWhy+")") {
 		t.Errorf("attention[%s] = %v, want its machines that may be replaced, and why", surging, v)
 	}
 	for name := range replaced {
-		if v, ok := att[name]; !ok || !strings.Contains(v.String(), "replaced by Cluster API (machine spec.version)") {
+		if v, ok := att[name]; !ok || !strings.Contains(v, "replaced by Cluster API (machine spec.version)") {
 			t.Errorf("attention[%s] = %v, want the replaced machine and the field", name, v)
 		}
 	}
 	for name, why := range skipped {
-		if v, ok := att[name]; !ok || !strings.Contains(v.String(), why) {
+		if v, ok := att[name]; !ok || !strings.Contains(v, why) {
 			t.Errorf("attention[%s] = %v, want skipped: %s", name, v, why)
 		}
-	}
-	sum := map[string]int64{}
-	if diags := m.Summary.ElementsAs(context.Background(), &sum, false); diags.HasError() {
-		t.Fatal(diags)
 	}
 	want := map[string]int64{"clusters": n, "skipped": 2, "current": 0, "changing": n - 2, "in_place": 3*(n-2) - 3, "rolling": 3, "unchanged": 0}
 	for k, w := range want {

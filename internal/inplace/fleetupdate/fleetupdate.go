@@ -1,0 +1,257 @@
+package fleetupdate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/gradual-dev/terraform-provider-gradual/internal/engine"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/extension"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/fleet"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/inplace"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/inplace/owners"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/usererr"
+)
+
+// Machines is what the service needs of the management cluster's machines (owners.Planner):
+// previews, and writing and verifying one planned cluster. Tests give a fake.
+type Machines interface {
+	PlanFleet(ctx context.Context, req owners.FleetRequest) (*owners.FleetPlan, error)
+	ApplyCluster(ctx context.Context, cp *owners.ClusterPlan, req owners.ExecuteRequest) (map[string]string, error)
+	VerifyCluster(ctx context.Context, cp *owners.ClusterPlan, req owners.ExecuteRequest) (map[string]string, error)
+}
+
+// Discoverer lists the clusters a query picks (fleet.Management).
+type Discoverer interface {
+	Discover(ctx context.Context, q fleet.Query) (*fleet.Discovery, error)
+}
+
+// Service plans and runs fleet in-place updates against one management cluster.
+type Service struct {
+	Fleet    Discoverer
+	Machines Machines
+	Observer Observer
+}
+
+// Spec is one fleet in-place update: the clusters and owners it picks, the change and how it is
+// paced. Policy must be valid (engine.Policy.Validate) and Irreversible.
+type Spec struct {
+	Query     fleet.Query
+	Owners    owners.Owners
+	Change    inplace.Change
+	Fallback  inplace.Fallback
+	Endpoints []extension.Endpoint
+	Policy    engine.Policy
+}
+
+// Revision is the spec's revision (owners.Revision of its change).
+func (s Spec) Revision() string { return owners.Revision(s.Change) }
+
+// ClusterFacts is what a refresh recorded of one picked cluster, without asking any extension:
+// enough to plan its wave again, identically, when Terraform plans during apply.
+type ClusterFacts struct {
+	// Skip says why the cluster cannot be updated ("" when it can).
+	Skip string `json:"skip,omitempty"`
+	// Recorded is the revision every selected owner carries (owners.AnnotationRevision), ""
+	// when they differ or none does.
+	Recorded string `json:"recorded,omitempty"`
+	// Settled: every machine was as Recorded wants and Cluster API was done with it.
+	Settled bool `json:"settled,omitempty"`
+}
+
+// Prior is what the refresh before a plan recorded: the picked clusters' facts, given when the
+// configuration picks the same clusters as the state (see the package doc).
+type Prior struct {
+	// Revision is the state's revision: the one the facts' Settled was judged against.
+	Revision string
+	Clusters map[string]ClusterFacts
+}
+
+// targets turns the facts into the engine's targets for revision: a cluster recorded and
+// settled on it is current, one recorded but not settled (an earlier apply wrote it and did not
+// see it through) is applied again.
+func (p *Prior) targets(revision string) []engine.Target {
+	names := make([]string, 0, len(p.Clusters))
+	for n := range p.Clusters {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	out := make([]engine.Target, 0, len(names))
+	for _, n := range names {
+		f := p.Clusters[n]
+		t := engine.Target{Name: n, SkipReason: f.Skip}
+		switch {
+		case f.Recorded == revision && f.Settled && p.Revision == revision:
+			t.Record.Current = revision
+		case f.Recorded == revision:
+			t.Record.Provisioning = revision
+		}
+		out = append(out, t)
+	}
+	return out
+}
+
+// Preview is each machine's planned strategy (inplace.Strategy), keyed "cluster/machine".
+type Preview map[string]string
+
+// previewOf is the preview of the clusters of fp.
+func previewOf(fp *owners.FleetPlan) Preview {
+	out := Preview{}
+	for _, c := range fp.Clusters {
+		for _, m := range c.Machines() {
+			out[c.Cluster+"/"+m.Machine] = string(m.Strategy)
+		}
+	}
+	return out
+}
+
+// Differences lists, for the clusters of now, where now departs from p in a way that makes
+// the wave worse than planned: a machine planned in place (or unchanged) now replaced or
+// blocked, a new machine that would be replaced. A machine that now needs less is no
+// difference.
+func (p Preview) Differences(now Preview, clusters []string) []string {
+	in := map[string]bool{}
+	for _, c := range clusters {
+		in[c] = true
+	}
+	var out []string
+	for key, s := range now {
+		cluster, _, _ := strings.Cut(key, "/")
+		if !in[cluster] {
+			continue
+		}
+		was, known := p[key]
+		worse := s == string(inplace.StrategyRolling) || s == string(inplace.StrategyBlocked)
+		switch {
+		case !known && worse:
+			out = append(out, fmt.Sprintf("machine %s: not in the plan, now %s", key, s))
+		case known && worse && was != s && was != string(inplace.StrategyBlocked):
+			out = append(out, fmt.Sprintf("machine %s: planned %s, now %s", key, was, s))
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// PlanResult is what Plan found and decided.
+type PlanResult struct {
+	Revision string
+	// FromState: the waves were cut from Prior; apply carries them out. Otherwise they are the
+	// fleet as it reads now, and apply reads it again.
+	FromState bool
+	Plan      engine.Plan
+	// Live is the preview as the fleet and the extensions answer now (for warnings).
+	Live    *owners.FleetPlan
+	Preview Preview
+	// Skipped are the picked clusters that cannot be updated, with why (from the state when
+	// FromState).
+	Skipped map[string]string
+	// Missing are clusters named that do not exist (an error without Prior, a note with it).
+	Missing []string
+	// Notes are worth a warning each.
+	Notes []string
+	// Blocked names the machines that would be replaced under fallback "none", by cluster;
+	// apply refuses such a plan.
+	Blocked error
+}
+
+// ErrMissing is the refusal of a plan that names clusters that do not exist (without a state
+// to plan from).
+var ErrMissing = errors.New("cluster not found")
+
+// ErrCanary is the refusal of a plan whose canary clusters are not all in its canary waves.
+var ErrCanary = errors.New("canary not in the first wave")
+
+// Plan plans spec. The waves come from prior when it is given (see Prior); the live preview is
+// always taken (blocked machines are PlanResult.Blocked). A plan whose canaries are missing
+// from the canary waves (ErrCanary), or that names clusters that do not exist without a state to
+// plan from (ErrMissing), is refused (usererr).
+func (s *Service) Plan(ctx context.Context, spec Spec, prior *Prior) (*PlanResult, error) {
+	found, err := s.Fleet.Discover(ctx, spec.Query)
+	if err != nil {
+		return nil, err
+	}
+	if len(found.Missing) > 0 && prior == nil {
+		return nil, usererr.Wrap(ErrMissing, "Cluster Not Found", fmt.Sprintf("No Cluster %s in namespace %q of the management cluster.", strings.Join(found.Missing, ", "), spec.Query.Namespace))
+	}
+	out := &PlanResult{Revision: spec.Revision(), Missing: found.Missing, Skipped: map[string]string{}}
+	live, liveTargets, err := s.preview(ctx, spec, found)
+	if err != nil {
+		return nil, err
+	}
+	out.Live, out.Preview = live, previewOf(live)
+	out.Notes = append(out.Notes, live.Notes...)
+	out.Blocked = live.Err()
+	targets := liveTargets
+	if prior != nil {
+		out.FromState = true
+		targets = prior.targets(out.Revision)
+	}
+	for _, t := range targets {
+		if t.SkipReason != "" {
+			out.Skipped[t.Name] = t.SkipReason
+		}
+	}
+	out.Plan = engine.PlanRollout(targets, out.Revision, spec.Policy)
+	if err := canaryRefusal(out.Plan, spec.Policy); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// preview asks the owners and extensions of the eligible clusters of found, and returns the
+// engine's targets as the fleet reads now.
+func (s *Service) preview(ctx context.Context, spec Spec, found *fleet.Discovery) (*owners.FleetPlan, []engine.Target, error) {
+	skipped := map[string]string{}
+	var eligible, picked []string
+	for _, c := range found.Clusters {
+		picked = append(picked, c.Name)
+		if c.SkipReason != "" {
+			skipped[c.Name] = c.SkipReason
+			continue
+		}
+		eligible = append(eligible, c.Name)
+	}
+	fp, err := s.Machines.PlanFleet(ctx, owners.FleetRequest{
+		Namespace: spec.Query.Namespace, Clusters: eligible, Owners: spec.Owners, Change: spec.Change, Fallback: spec.Fallback, Endpoints: spec.Endpoints,
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	rev := fp.Revision
+	var targets []engine.Target
+	for _, name := range picked {
+		t := engine.Target{Name: name, SkipReason: skipped[name]}
+		if cp := fp.Cluster(name); cp != nil {
+			if cp.SkipReason != "" {
+				t.SkipReason = cp.SkipReason
+			}
+			switch {
+			case cp.Current(rev):
+				t.Record.Current = rev
+			case cp.Recorded(rev):
+				t.Record.Provisioning = rev
+			}
+		}
+		targets = append(targets, t)
+	}
+	return fp, targets, nil
+}
+
+// canaryRefusal refuses a plan whose listed canaries are not in its canary waves, as the
+// rollout does: without them the first wave would go to the rest of the fleet.
+func canaryRefusal(p engine.Plan, policy engine.Policy) error {
+	gaps := p.CanaryGaps(policy)
+	if len(gaps) == 0 {
+		return nil
+	}
+	lines := make([]string, 0, len(gaps))
+	for _, g := range gaps {
+		lines = append(lines, fmt.Sprintf("  %s: %s", g.Name, g.Reason))
+	}
+	return usererr.Wrap(ErrCanary, "Canary Not In The First Wave",
+		"The canary clusters must be the first to change, and these cannot be:\n"+strings.Join(lines, "\n")+
+			"\nFix or pick them, or change `canary`; nothing was written.")
+}

@@ -1,0 +1,110 @@
+package fleetupdate
+
+import (
+	"context"
+	"slices"
+	"sync"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/gradual-dev/terraform-provider-gradual/internal/inplace"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/inplace/owners"
+)
+
+// Observer reads the machines of a cluster's owners without asking any extension
+// (owners.Planner).
+type Observer interface {
+	ClusterOwners(ctx context.Context, namespace, cluster string, o owners.Owners) ([]owners.Selection, string, error)
+	Observe(ctx context.Context, sel owners.Selection, change inplace.Change) (*owners.Observation, error)
+}
+
+// Refreshed is what a refresh read: every machine's status, the facts the next plan's waves are
+// cut from, and notes worth a warning.
+type Refreshed struct {
+	Status   map[string]string
+	Clusters map[string]ClusterFacts
+	Notes    []string
+}
+
+// refreshParallel bounds the clusters read at once.
+const refreshParallel = 4
+
+// Refresh reads the picked clusters' owners and machines (specs, Cluster API's conditions,
+// Nodes; no extension is called), a few clusters at a time. prior is the machines' status the
+// state holds: a machine unchanged and not in it stays out of Status. The first error reading a
+// cluster is returned once every cluster was read.
+func (s *Service) Refresh(ctx context.Context, spec Spec, prior map[string]string) (*Refreshed, error) {
+	found, err := s.Fleet.Discover(ctx, spec.Query)
+	if err != nil {
+		return nil, err
+	}
+	out := &Refreshed{Status: map[string]string{}, Clusters: map[string]ClusterFacts{}}
+	var mu sync.Mutex
+	var firstErr error
+	var g errgroup.Group
+	g.SetLimit(refreshParallel)
+	for _, c := range found.Clusters {
+		if c.SkipReason != "" {
+			out.Clusters[c.Name] = ClusterFacts{Skip: c.SkipReason}
+			continue
+		}
+		g.Go(func() error {
+			st, facts, notes, err := s.refreshCluster(ctx, spec, c.Namespace, c.Name, prior)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				if firstErr == nil {
+					firstErr = err
+				}
+				return nil
+			}
+			out.Notes = append(out.Notes, notes...)
+			for k, v := range st {
+				out.Status[k] = v
+			}
+			out.Clusters[c.Name] = facts
+			return nil // every cluster is read; the first error is returned below
+		})
+	}
+	_ = g.Wait()
+	slices.Sort(out.Notes)
+	return out, firstErr
+}
+
+func (s *Service) refreshCluster(ctx context.Context, spec Spec, namespace, cluster string, prior map[string]string) (map[string]string, ClusterFacts, []string, error) {
+	sels, skip, err := s.Observer.ClusterOwners(ctx, namespace, cluster, spec.Owners)
+	if err != nil || skip != "" {
+		return nil, ClusterFacts{Skip: skip}, nil, err
+	}
+	status := map[string]string{}
+	var notes []string
+	facts := ClusterFacts{Settled: true}
+	for i, sel := range sels {
+		obs, err := s.Observer.Observe(ctx, sel, spec.Change)
+		if err != nil {
+			return nil, ClusterFacts{}, nil, err
+		}
+		notes = append(notes, obs.Notes...)
+		switch {
+		case obs.OwnerGone:
+			facts.Recorded, facts.Settled = "", false
+		case i == 0:
+			facts.Recorded = obs.OwnerRevision
+		case obs.OwnerRevision != facts.Recorded:
+			facts.Recorded = ""
+		}
+		for _, m := range obs.Machines {
+			if len(m.Changed) > 0 || m.Pending != "" {
+				facts.Settled = false
+			}
+			was, known := prior[m.Machine]
+			if st := m.Status(was); known || st != owners.StatusUnchanged {
+				status[m.Machine] = st
+			}
+		}
+	}
+	if facts.Recorded == "" {
+		facts.Settled = false
+	}
+	return status, facts, notes, nil
+}

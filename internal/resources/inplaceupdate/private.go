@@ -1,0 +1,39 @@
+package inplaceupdate
+
+import (
+	"context"
+
+	"github.com/hashicorp/terraform-plugin-framework/diag"
+
+	"github.com/gradual-dev/terraform-provider-gradual/internal/inplace/fleetupdate"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/shared"
+)
+
+// fleetPrivate is what the fleet form keeps in Terraform's private state, out of plans: what
+// the last refresh read of each picked cluster (the next plan's waves are cut from it), and
+// from a plan to its apply, the waves and the preview apply carries out and checks against.
+type fleetPrivate struct {
+	Clusters     map[string]fleetupdate.ClusterFacts
+	PlannedWaves [][]string
+	Preview      fleetupdate.Preview
+}
+
+const (
+	privateClustersKey = "fleet_clusters"
+	privateWavesKey    = "planned_waves"
+	privatePreviewKey  = "planned_preview"
+)
+
+// LoadPrivate reads the private state (see fleetPrivate).
+func (m *Model) LoadPrivate(ctx context.Context, from shared.PrivateGetter) diag.Diagnostics {
+	return shared.LoadPrivateJSON(ctx, from, "in-place update", map[string]any{
+		privateClustersKey: &m.private.Clusters, privateWavesKey: &m.private.PlannedWaves, privatePreviewKey: &m.private.Preview,
+	})
+}
+
+// SavePrivate writes the private state; what is nil is removed.
+func (m *Model) SavePrivate(ctx context.Context, to shared.PrivateSetter) diag.Diagnostics {
+	return shared.SavePrivateJSON(ctx, to, map[string]any{
+		privateClustersKey: m.private.Clusters, privateWavesKey: m.private.PlannedWaves, privatePreviewKey: m.private.Preview,
+	})
+}
