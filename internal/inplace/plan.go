@@ -105,6 +105,10 @@ type MachinePlan struct {
 	// MayBeReplaced, on a machine planned in place, says why Cluster API may replace it all the
 	// same (an owner that surges replaces up to maxSurge machines, which ones no one can tell).
 	MayBeReplaced string
+	// Stuck, on a blocked machine, says why Cluster API would stop with an error rather than
+	// either update or replace it (several extensions registered for a hook that takes one):
+	// no fallback helps, so the machine is blocked whatever the fallback.
+	Stuck string
 }
 
 // PlanMachine plans one machine from its current and desired objects (see Desired) and the
@@ -270,18 +274,24 @@ func (p Plan) Counts() map[Strategy]int {
 // Blocked is how a refused plan (see Plan.Err) is introduced to the person running it.
 const (
 	BlockedSummary = "Machines Cannot Be Updated In Place"
-	BlockedLead    = "Cluster API would replace these machines instead of updating them in place, and fallback is \"none\""
+	BlockedLead    = "Cluster API would not update these machines in place, and the plan does not allow what it would do instead (with fallback = \"none\" a replacement; whatever the fallback, an error that stops the rollout)"
 )
 
 // Err names every blocked machine and the fields nothing covers (or, when no field is to blame,
 // its notes); nil when none is blocked.
 func (p Plan) Err() error {
 	var lines []string
-	uncovered := false
+	uncovered, stuck, replaced := false, false, false
 	for _, m := range p.Machines {
 		if m.Strategy != StrategyBlocked {
 			continue
 		}
+		if m.Stuck != "" {
+			stuck = true
+			lines = append(lines, fmt.Sprintf("machine %s: %s", m.Machine, m.Stuck))
+			continue
+		}
+		replaced = true
 		names := make([]string, len(m.Uncovered))
 		for i, f := range m.Uncovered {
 			names[i] = f.String()
@@ -296,11 +306,17 @@ func (p Plan) Err() error {
 	if len(lines) == 0 {
 		return nil
 	}
-	hint := "(set fallback = \"rolling\" to replace such machines, or add an extension that covers these fields)"
-	if !uncovered {
-		hint = "(set fallback = \"rolling\" to let Cluster API replace such machines)"
+	var hints []string
+	switch {
+	case uncovered:
+		hints = append(hints, "(set fallback = \"rolling\" to replace such machines, or add an extension that covers these fields)")
+	case replaced:
+		hints = append(hints, "(set fallback = \"rolling\" to let Cluster API replace such machines)")
 	}
-	return errors.New(strings.Join(lines, "\n") + "\n" + hint)
+	if stuck {
+		hints = append(hints, "(no fallback helps where Cluster API stops with an error: register one extension per in-place hook)")
+	}
+	return errors.New(strings.Join(lines, "\n") + "\n" + strings.Join(hints, "\n"))
 }
 
 // CanUpdateMachineRequest is the request CAPI would send for a machine: current and desired

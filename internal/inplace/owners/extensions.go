@@ -147,3 +147,68 @@ func servesNamespace(ctx context.Context, c client.Client, ec *runtimev1.Extensi
 	}
 	return sel.Matches(labels.Set(ns.GetLabels())), nil
 }
+
+// handlerNames are the handlers of exts for one hook (see Extension), named as Cluster API names
+// the handlers it registers: "<handler>.<extension>".
+func handlerNames(exts []*Extension, handlers func(*Extension) []extension.Handler) []string {
+	var out []string
+	for _, e := range exts {
+		for _, h := range handlers(e) {
+			out = append(out, h.Name+"."+e.Name)
+		}
+	}
+	return out
+}
+
+// oneHandlerPerHook says why Cluster API would stop, rather than update or replace, the machines
+// of owner that change: Cluster API v1.14 calls exactly one extension handler per in-place hook
+// and returns an error when it finds several, which fails the reconcile and stops the rollout
+// (it then neither updates nor replaces a machine), in three places:
+//
+//   - KubeadmControlPlane asks CanUpdateMachine for the machine it would otherwise delete
+//     (controlplane/kubeadm/reconcilers/kubeadmcontrolplane/inplace_canupdatemachine.go,
+//     canUpdateMachine: "found multiple CanUpdateMachine hooks (…): only one hook is supported");
+//   - MachineDeployment asks CanUpdateMachineSet for each old MachineSet eligible for an in-place
+//     update, and an error there fails the whole rollout plan, so no MachineSet is scaled either
+//     (core/reconcilers/machinedeployment/machinedeployment_canupdatemachineset.go,
+//     canUpdateMachineSetInPlace, called from reconcileInPlaceUpdateIntent in
+//     machinedeployment_rollout_rollingupdate.go); it never calls CanUpdateMachine;
+//   - the Machine controller calls UpdateMachine for a machine marked for an in-place update
+//     (core/reconcilers/machine/machine_controller_inplace_update.go, callUpdateMachineHook:
+//     "found multiple UpdateMachine hooks" and, with none, "no extensions registered for
+//     UpdateMachine hook").
+//
+// Cluster API counts the handlers of every ExtensionConfig that serves the owner's namespace,
+// whatever their failurePolicy; exts are those (or the explicit extensions, which stand for
+// them). "" means Cluster API calls at most one handler for each of the owner's hooks.
+func oneHandlerPerHook(owner *Owner, exts []*Extension) string {
+	type hook struct {
+		name     string
+		handlers func(*Extension) []extension.Handler
+	}
+	hooks := []hook{{extension.HookUpdateMachine, func(e *Extension) []extension.Handler { return e.Update }}}
+	if owner != nil && owner.Kind == KindKubeadmControlPlane {
+		hooks = append([]hook{{extension.HookCanUpdateMachine, func(e *Extension) []extension.Handler { return e.CanUpdate }}}, hooks...)
+	} else {
+		hooks = append([]hook{{extension.HookCanUpdateMachineSet, func(e *Extension) []extension.Handler { return e.CanUpdateSet }}}, hooks...)
+	}
+	for _, h := range hooks {
+		names := handlerNames(exts, h.handlers)
+		if len(names) > 1 {
+			return fmt.Sprintf("Cluster API calls one extension per in-place hook and stops with \"found multiple %s hooks (%s): only one hook is supported\", "+
+				"so it neither updates nor replaces this machine; keep one extension serving %s", h.name, strings.Join(names, ","), h.name)
+		}
+	}
+	return ""
+}
+
+// noUpdateHandler says why Cluster API would stop half-way through updating a machine in
+// place: no extension serves UpdateMachine, and the Machine controller answers "no extensions
+// registered for UpdateMachine hook" after the machine was marked for the update.
+func noUpdateHandler(exts []*Extension) string {
+	if len(handlerNames(exts, func(e *Extension) []extension.Handler { return e.Update })) > 0 {
+		return ""
+	}
+	return "an extension covers the change but none serves UpdateMachine: Cluster API would mark the machine for an in-place update and then stop " +
+		"with \"no extensions registered for UpdateMachine hook\"; register the extension's UpdateMachine handler"
+}

@@ -143,6 +143,10 @@ func (p *Planner) plan(ctx context.Context, req Request, exts *extensionSet, gat
 		if len(res.Extensions) == 0 {
 			res.Notes = append(res.Notes, "no update extension is configured or registered (ExtensionConfig): nothing can be updated in place")
 		}
+		if why := oneHandlerPerHook(owner, res.Extensions); why != "" {
+			planStuck(res, why)
+			return res, nil
+		}
 	}
 	if err := p.ask(ctx, res); err != nil {
 		return nil, err
@@ -154,6 +158,7 @@ func (p *Planner) plan(ctx context.Context, req Request, exts *extensionSet, gat
 	for i := range res.Machines {
 		res.Machines[i].Plan = applySet(res.Machines[i].Plan, setNotes, req.Fallback)
 		res.Machines[i].Plan = applySurge(res.Machines[i].Plan, owner, req.Fallback)
+		res.Machines[i].Plan = applyUpdateHandler(res.Machines[i].Plan, res.Extensions)
 		res.Plan.Machines = append(res.Plan.Machines, res.Machines[i].Plan)
 	}
 	if gate.State == GateUnknown && res.Plan.Counts()[inplace.StrategyInPlace] > 0 {
@@ -187,6 +192,45 @@ func planGateOff(res *Result, gate Gate) {
 			"whatever the update extensions cover; none was asked. To update in place, turn the gate on in the core and KubeadmControlPlane managers "+
 			"(EXP_IN_PLACE_UPDATES=true with clusterctl, or "+featureGatesFlag+"=…,"+inPlaceGate+"=true).")
 	}
+}
+
+// planStuck plans every machine of res as Cluster API does when it finds several extensions
+// for an in-place hook (why, see oneHandlerPerHook): none is asked. A machine that changes is
+// blocked whatever the fallback, since Cluster API stops the rollout with an error, except where
+// the owner surges over all its replicas: then Cluster API replaces every machine without asking
+// an extension (see applySurge), which fallback "rolling" allows.
+func planStuck(res *Result, why string) {
+	owner := res.Owner
+	for i := range res.Machines {
+		m := &res.Machines[i]
+		mp := inplace.PlanMachine(m.Current, m.Desired, nil, res.Request.Fallback)
+		if mp.Strategy != inplace.StrategyUnchanged {
+			mp.Uncovered = nil
+			if owner != nil && owner.MaxSurge > 0 && int64(owner.MaxSurge) >= owner.Replicas {
+				mp.Notes = append(mp.Notes, fmt.Sprintf("%s rolls out with maxSurge %d, at least its replicas: Cluster API replaces its machines without asking an extension",
+					owner.Name(), owner.MaxSurge))
+				mp.Strategy = blockedOr(res.Request.Fallback)
+			} else {
+				mp.Notes = append(mp.Notes, why)
+				mp.Strategy, mp.Stuck = inplace.StrategyBlocked, why
+			}
+		}
+		m.Plan = mp
+		res.Plan.Machines = append(res.Plan.Machines, mp)
+	}
+}
+
+// applyUpdateHandler blocks a machine planned in place when no extension serves UpdateMachine
+// (see noUpdateHandler).
+func applyUpdateHandler(mp inplace.MachinePlan, exts []*Extension) inplace.MachinePlan {
+	if mp.Strategy != inplace.StrategyInPlace {
+		return mp
+	}
+	if why := noUpdateHandler(exts); why != "" {
+		mp.Notes = append(mp.Notes, why)
+		mp.Strategy, mp.Stuck = inplace.StrategyBlocked, why
+	}
+	return mp
 }
 
 // askSet asks every CanUpdateMachineSet handler about the MachineDeployment's change, as CAPI
