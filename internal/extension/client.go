@@ -19,6 +19,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-retryablehttp"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/rest"
 	hooksv1 "sigs.k8s.io/cluster-api/api/runtime/hooks/v1alpha1"
 )
 
@@ -70,6 +72,85 @@ type Endpoint struct {
 	AllowInsecureLoopback bool
 	// Settings are sent with every hook request (ExtensionConfig spec.settings).
 	Settings map[string]string
+	// Service, instead of URL, names an extension installed behind a Service of the management
+	// cluster (ExtensionConfig spec.clientConfig.service): it is called through the management
+	// API server's service proxy with Proxy (see ProxyURL for what is verified there).
+	Service *Service
+	// Proxy is the management cluster's REST config (the provider's own connection: its host,
+	// CA and credentials), which calls to a Service go through; unused with a URL.
+	Proxy *rest.Config
+}
+
+// Service is an extension installed behind a Service of the management cluster, as an
+// ExtensionConfig's spec.clientConfig.service names it.
+type Service struct {
+	Namespace, Name string
+	// Port is the Service's port; 0 means 443, Cluster API's default.
+	Port int32
+	// Path prefixes the hook paths, as a URL's path does.
+	Path string
+}
+
+// DefaultServicePort is the port Cluster API calls a Service on when its ExtensionConfig gives
+// none (it then calls https://<name>.<namespace>.svc).
+const DefaultServicePort = 443
+
+func (s Service) port() int32 {
+	if s.Port == 0 {
+		return DefaultServicePort
+	}
+	return s.Port
+}
+
+// InClusterURL is the URL Cluster API's runtime client calls for the Service from inside the
+// management cluster (urlForExtension in sigs.k8s.io/cluster-api internal/runtime/client):
+// always https, host <name>.<namespace>.svc, the port, the path. Errors show it.
+func (s Service) InClusterURL() string {
+	u := url.URL{Scheme: "https", Host: net.JoinHostPort(s.Name+"."+s.Namespace+".svc", strconv.Itoa(int(s.port()))), Path: s.Path}
+	return u.String()
+}
+
+// ProxyURL is the base URL, on the management API server whose REST config is cfg, that reaches
+// the Service's extension: <host>/api/v1/namespaces/<namespace>/services/https:<name>:<port>/proxy<path>.
+// The hook paths are appended to it as to an extension's URL.
+//
+// What is verified on this path differs from a direct call, and from Cluster API's own calls:
+//   - The connection to the API server is verified and authenticated as every other call of
+//     the provider is (cfg's CA, credentials and proxy settings). The API server then checks
+//     that those credentials may create services/proxy in the namespace (RBAC).
+//   - The API server, not this client, makes the TLS connection to the extension (the "https:"
+//     in the proxy path), to a ready endpoint address of the Service. kube-apiserver's proxy
+//     transport does not verify that certificate at all (it dials endpoint IPs, so it sets
+//     InsecureSkipVerify), and it presents no client certificate. So the ExtensionConfig's
+//     caBundle verifies nothing on this path: it is not used. Cluster API's runtime client,
+//     calling from inside the cluster, verifies the certificate against caBundle for the host
+//     <name>.<namespace>.svc; the preview cannot, and trusts the API server and the cluster's
+//     network for the last hop. An extension that requires client certificates refuses the
+//     proxied call.
+//   - The API server refuses to proxy to loopback and link-local endpoint addresses.
+func ProxyURL(cfg *rest.Config, s Service) (*url.URL, error) {
+	if cfg == nil || cfg.Host == "" {
+		return nil, errors.New("no management cluster connection to reach the Service through")
+	}
+	for what, v := range map[string]string{"namespace": s.Namespace, "name": s.Name} {
+		if errs := validation.IsDNS1123Label(v); len(errs) > 0 {
+			return nil, fmt.Errorf("service %s %q is not a DNS label: %s", what, v, strings.Join(errs, "; "))
+		}
+	}
+	if s.Port < 0 || s.Port > 65535 {
+		return nil, fmt.Errorf("service port %d is out of range", s.Port)
+	}
+	host, _, err := rest.DefaultServerUrlFor(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("management API server URL: %w", err)
+	}
+	u := *host
+	u.RawQuery, u.Fragment, u.User = "", "", nil
+	// path.Clean of an absolute path drops any "..": the path stays under the Service's proxy.
+	u.Path = path.Join("/", host.Path, "api/v1/namespaces", s.Namespace, "services",
+		"https:"+s.Name+":"+strconv.Itoa(int(s.port())), "proxy", path.Clean("/"+s.Path))
+	u.RawPath = ""
+	return &u, nil
 }
 
 // Options tune the client; the zero value is the defaults above.
@@ -91,6 +172,7 @@ type Options struct {
 type Client struct {
 	ep      Endpoint
 	base    *url.URL
+	display string // the URL errors show
 	timeout time.Duration
 	opts    Options
 	http    *retryablehttp.Client
@@ -100,7 +182,11 @@ type Client struct {
 func New(ep Endpoint, opts Options) (*Client, error) {
 	c := &Client{ep: ep, opts: opts.withDefaults()}
 	fail := func(kind Kind, format string, args ...any) (*Client, error) {
-		return nil, &Error{Extension: ep.Name, URL: ep.URL, Kind: kind, Detail: fmt.Sprintf(format, args...)}
+		shown := ep.URL
+		if c.display != "" {
+			shown = c.display
+		}
+		return nil, &Error{Extension: ep.Name, URL: shown, Kind: kind, Detail: fmt.Sprintf(format, args...)}
 	}
 	switch {
 	case ep.Timeout < 0:
@@ -111,6 +197,9 @@ func New(ep Endpoint, opts Options) (*Client, error) {
 		c.timeout = DefaultTimeout
 	default:
 		c.timeout = ep.Timeout
+	}
+	if ep.Service != nil {
+		return newProxied(c, fail)
 	}
 	u, err := url.Parse(ep.URL)
 	if err != nil {
@@ -142,7 +231,8 @@ func New(ep Endpoint, opts Options) (*Client, error) {
 		}
 		tlsConfig.RootCAs = pool
 	}
-	transport := &http.Transport{
+	c.display = ep.URL
+	return c.withTransport(&http.Transport{
 		Proxy:                 http.ProxyFromEnvironment,
 		DialContext:           (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
 		TLSClientConfig:       tlsConfig,
@@ -151,7 +241,31 @@ func New(ep Endpoint, opts Options) (*Client, error) {
 		MaxIdleConns:          10,
 		IdleConnTimeout:       90 * time.Second,
 		ExpectContinueTimeout: time.Second,
+	}), nil
+}
+
+// newProxied is New for an endpoint with a Service: calls go through the management API
+// server's service proxy (ProxyURL), over client-go's transport for the management cluster.
+func newProxied(c *Client, fail func(Kind, string, ...any) (*Client, error)) (*Client, error) {
+	ep := c.ep
+	c.display = ep.Service.InClusterURL() + " through the management API server's service proxy"
+	if ep.URL != "" {
+		return fail(KindConfig, "both a URL and a Service are given; an extension has one")
 	}
+	base, err := ProxyURL(ep.Proxy, *ep.Service)
+	if err != nil {
+		return fail(KindConfig, "%v", err)
+	}
+	transport, err := rest.TransportFor(ep.Proxy)
+	if err != nil {
+		return fail(KindConfig, "management cluster transport: %v", err)
+	}
+	c.base = base
+	return c.withTransport(transport), nil
+}
+
+// withTransport finishes c with the retrying HTTP client over transport.
+func (c *Client) withTransport(transport http.RoundTripper) *Client {
 	rc := retryablehttp.NewClient()
 	rc.HTTPClient = &http.Client{
 		Transport: transport,
@@ -170,7 +284,7 @@ func New(ep Endpoint, opts Options) (*Client, error) {
 	// Hand the last response back as is, so do() can quote its status and message.
 	rc.ErrorHandler = retryablehttp.PassthroughErrorHandler
 	c.http = rc
-	return c, nil
+	return c
 }
 
 func (o Options) withDefaults() Options {
@@ -388,7 +502,7 @@ func (c *Client) call(ctx context.Context, hook, handler string, req, resp any, 
 
 func (c *Client) errorf(hook, handler string, kind Kind, status int, format string, args ...any) *Error {
 	return &Error{
-		Extension: c.ep.Name, Hook: hook, Handler: handler, URL: c.ep.URL,
+		Extension: c.ep.Name, Hook: hook, Handler: handler, URL: c.display,
 		Kind: kind, StatusCode: status, Detail: fmt.Sprintf(format, args...),
 	}
 }

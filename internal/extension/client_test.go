@@ -12,8 +12,11 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/client-go/rest"
 	hooksv1 "sigs.k8s.io/cluster-api/api/runtime/hooks/v1alpha1"
 	runtimev1 "sigs.k8s.io/cluster-api/api/runtime/v1alpha1"
+
+	"github.com/gradual-dev/terraform-provider-gradual/internal/testbed/servingcert"
 )
 
 // tlsServer serves h over TLS and returns an endpoint that trusts it.
@@ -390,17 +393,119 @@ func TestFromExtensionConfig(t *testing.T) {
 	ec.Spec.ClientConfig.URL = &u
 	ec.Spec.ClientConfig.CABundle = []byte("pem")
 	ec.Spec.Settings = map[string]string{"a": "b"}
-	ep, err := FromExtensionConfig(ec)
-	if err != nil || ep.URL != u || ep.Name != "updater" || string(ep.CABundle) != "pem" || ep.Settings["a"] != "b" {
+	mgmt := &rest.Config{Host: "https://mgmt.example:6443"}
+	ep, err := FromExtensionConfig(ec, mgmt)
+	if err != nil || ep.URL != u || ep.Name != "updater" || string(ep.CABundle) != "pem" || ep.Settings["a"] != "b" || ep.Service != nil {
 		t.Errorf("FromExtensionConfig = %+v, %v", ep, err)
 	}
 	ec.Spec.ClientConfig.URL = nil
-	ec.Spec.ClientConfig.Service = &runtimev1.ServiceReference{Namespace: "capi", Name: "updater"}
-	_, err = FromExtensionConfig(ec)
-	wantKind(t, err, KindConfig, "capi/updater")
+	port, p := int32(8443), "/hooks"
+	ec.Spec.ClientConfig.Service = &runtimev1.ServiceReference{Namespace: "capi", Name: "updater", Port: &port, Path: &p}
+	ep, err = FromExtensionConfig(ec, mgmt)
+	if err != nil || ep.URL != "" || ep.Service == nil || *ep.Service != (Service{Namespace: "capi", Name: "updater", Port: 8443, Path: "/hooks"}) ||
+		ep.Proxy != mgmt || ep.CABundle != nil || ep.Settings["a"] != "b" {
+		t.Errorf("FromExtensionConfig(service) = %+v, %v", ep, err)
+	}
+	ec.Spec.ClientConfig.Service = nil
+	_, err = FromExtensionConfig(ec, mgmt)
+	wantKind(t, err, KindConfig, "neither")
 	if got := HandlerName("can-update.updater", "updater"); got != "can-update" {
 		t.Errorf("HandlerName = %q", got)
 	}
+}
+
+// The proxy URL is the API server's (path prefix included), the Service's proxy subresource
+// with Cluster API's https scheme and default port 443, and the path, which cannot climb out.
+func TestProxyURL(t *testing.T) {
+	for _, tc := range []struct {
+		host string
+		svc  Service
+		want string
+	}{
+		{"https://10.0.0.1:6443", Service{Namespace: "capi", Name: "ext"}, "https://10.0.0.1:6443/api/v1/namespaces/capi/services/https:ext:443/proxy"},
+		{"https://10.0.0.1:6443/", Service{Namespace: "capi", Name: "ext", Port: 9443, Path: "/hooks/"}, "https://10.0.0.1:6443/api/v1/namespaces/capi/services/https:ext:9443/proxy/hooks"},
+		{"https://rancher.example/k8s/clusters/c-1", Service{Namespace: "capi", Name: "ext"}, "https://rancher.example/k8s/clusters/c-1/api/v1/namespaces/capi/services/https:ext:443/proxy"},
+		{"https://mgmt.example:6443", Service{Namespace: "capi", Name: "ext", Path: "../../../secrets"}, "https://mgmt.example:6443/api/v1/namespaces/capi/services/https:ext:443/proxy/secrets"},
+	} {
+		u, err := ProxyURL(&rest.Config{Host: tc.host}, tc.svc)
+		if err != nil || u.String() != tc.want {
+			t.Errorf("ProxyURL(%q, %+v) = %v, %v; want %s", tc.host, tc.svc, u, err, tc.want)
+		}
+	}
+	for name, svc := range map[string]Service{
+		"slash in name":      {Namespace: "capi", Name: "a/b"},
+		"empty namespace":    {Name: "ext"},
+		"port out of range":  {Namespace: "capi", Name: "ext", Port: 70000},
+		"upper-case service": {Namespace: "capi", Name: "Ext"},
+	} {
+		if _, err := ProxyURL(&rest.Config{Host: "https://10.0.0.1:6443"}, svc); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+	if _, err := ProxyURL(nil, Service{Namespace: "capi", Name: "ext"}); err == nil {
+		t.Error("no REST config: accepted")
+	}
+	if got := (Service{Namespace: "capi", Name: "ext"}).InClusterURL(); got != "https://ext.capi.svc:443" {
+		t.Errorf("InClusterURL = %q", got)
+	}
+}
+
+// A Service endpoint is called over the management cluster's transport: the API server's CA
+// verifies it, its credentials go along, the hook path follows the proxy path with CAPI's
+// timeout query; the extension's answer (or the API server's own error) comes back as from a
+// direct call, and errors show the in-cluster URL.
+func TestServiceThroughTheAPIServerProxy(t *testing.T) {
+	var gotPath, gotAuth, gotQuery atomic.Value
+	apiserver := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		gotPath.Store(r.URL.Path)
+		gotAuth.Store(r.Header.Get("Authorization"))
+		gotQuery.Store(r.URL.RawQuery)
+		if strings.Contains(r.URL.Path, "/services/https:down:443/") {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = io.WriteString(w, `{"kind":"Status","message":"no endpoints available for service \"down\"","code":503}`)
+			return
+		}
+		writeJSON(w, &hooksv1.DiscoveryResponse{CommonResponse: hooksv1.CommonResponse{Status: hooksv1.ResponseStatusSuccess},
+			Handlers: []hooksv1.ExtensionHandler{{Name: "can", RequestHook: hooksv1.GroupVersionHook{APIVersion: hooksGroupVersion, Hook: HookCanUpdateMachine}}}})
+	}))
+	t.Cleanup(apiserver.Close)
+	ca := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: apiserver.Certificate().Raw})
+	mgmt := &rest.Config{Host: apiserver.URL, BearerToken: "secret-token", TLSClientConfig: rest.TLSClientConfig{CAData: ca}}
+
+	c := newClient(t, Endpoint{Name: "svc-ext", Service: &Service{Namespace: "capi", Name: "ext", Port: 9443, Path: "/x"}, Proxy: mgmt})
+	resp, err := c.Discover(t.Context())
+	if err != nil || len(HandlersFor(resp, HookCanUpdateMachine)) != 1 {
+		t.Fatalf("Discover = %+v, %v", resp, err)
+	}
+	if p := gotPath.Load(); p != "/api/v1/namespaces/capi/services/https:ext:9443/proxy/x/hooks.runtime.cluster.x-k8s.io/v1alpha1/discovery" {
+		t.Errorf("path %v", p)
+	}
+	if a := gotAuth.Load(); a != "Bearer secret-token" {
+		t.Errorf("Authorization %v", a)
+	}
+	if q := gotQuery.Load(); q != "timeout=10s" {
+		t.Errorf("query %v", q)
+	}
+
+	_, err = newClient(t, Endpoint{Name: "down", Service: &Service{Namespace: "capi", Name: "down"}, Proxy: mgmt}).Discover(t.Context())
+	wantKind(t, err, KindStatus, "503", "no endpoints available", "https://down.capi.svc:443 through the management API server")
+	if strings.Contains(err.Error(), "secret-token") {
+		t.Errorf("the token leaked into an error: %v", err)
+	}
+
+	// The management cluster's CA verifies the API server: another CA is refused.
+	other, err := servingcert.New("another-cluster")
+	if err != nil {
+		t.Fatal(err)
+	}
+	untrusted := &rest.Config{Host: apiserver.URL, TLSClientConfig: rest.TLSClientConfig{CAData: other.CAPEM}}
+	_, err = newClient(t, Endpoint{Name: "svc-ext", Service: &Service{Namespace: "capi", Name: "ext"}, Proxy: untrusted}).Discover(t.Context())
+	wantKind(t, err, KindConnection, "certificate")
+
+	_, err = New(Endpoint{Name: "both", URL: "https://10.0.0.1", Service: &Service{Namespace: "capi", Name: "ext"}, Proxy: mgmt}, Options{})
+	wantKind(t, err, KindConfig, "both a URL and a Service")
+	_, err = New(Endpoint{Name: "no-proxy", Service: &Service{Namespace: "capi", Name: "ext"}}, Options{})
+	wantKind(t, err, KindConfig, "no management cluster connection")
 }
 
 func TestHookPath(t *testing.T) {

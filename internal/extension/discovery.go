@@ -1,10 +1,10 @@
 package extension
 
 import (
-	"fmt"
 	"strings"
 	"time"
 
+	"k8s.io/client-go/rest"
 	hooksv1 "sigs.k8s.io/cluster-api/api/runtime/hooks/v1alpha1"
 	runtimev1 "sigs.k8s.io/cluster-api/api/runtime/v1alpha1"
 )
@@ -44,19 +44,25 @@ func HandlersFor(resp *hooksv1.DiscoveryResponse, hook string) []Handler {
 	return out
 }
 
-// FromExtensionConfig is the endpoint of a CAPI ExtensionConfig. Only spec.clientConfig.url is
-// usable: a service reference resolves inside the management cluster, which the machine that
-// runs Terraform usually cannot reach, so it is refused with a hint.
-func FromExtensionConfig(ec *runtimev1.ExtensionConfig) (Endpoint, error) {
+// FromExtensionConfig is the endpoint of a CAPI ExtensionConfig: its spec.clientConfig.url, or
+// its spec.clientConfig.service called through the management API server's service proxy with
+// proxy, the management cluster's REST config (see ProxyURL: the caBundle then verifies nothing,
+// the API server makes the TLS connection, so it is left out).
+func FromExtensionConfig(ec *runtimev1.ExtensionConfig, proxy *rest.Config) (Endpoint, error) {
 	cc := ec.Spec.ClientConfig
-	ep := Endpoint{Name: ec.Name, CABundle: cc.CABundle, Settings: ec.Spec.Settings}
+	ep := Endpoint{Name: ec.Name, Settings: ec.Spec.Settings}
 	switch {
 	case cc.URL != nil && *cc.URL != "":
-		ep.URL = *cc.URL
+		ep.URL, ep.CABundle = *cc.URL, cc.CABundle
 	case cc.Service != nil:
-		return ep, &Error{Extension: ec.Name, Kind: KindConfig, Detail: fmt.Sprintf(
-			"ExtensionConfig points at Service %s/%s, which is not reachable from outside the management cluster; give the extension explicitly with a URL",
-			cc.Service.Namespace, cc.Service.Name)}
+		svc := &Service{Namespace: cc.Service.Namespace, Name: cc.Service.Name}
+		if cc.Service.Port != nil {
+			svc.Port = *cc.Service.Port
+		}
+		if cc.Service.Path != nil {
+			svc.Path = *cc.Service.Path
+		}
+		ep.Service, ep.Proxy = svc, proxy
 	default:
 		return ep, &Error{Extension: ec.Name, Kind: KindConfig, Detail: "ExtensionConfig has neither spec.clientConfig.url nor a service"}
 	}

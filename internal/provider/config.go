@@ -306,7 +306,7 @@ func (p *gradualProvider) Configure(ctx context.Context, req provider.ConfigureR
 		opts.LeaseDuration, _ = time.ParseDuration(s)
 	}
 	clients := fleet.NewClients(mgmt, nil)
-	data := &providerdata.Data{Management: mgmt, Delivery: delivery.New(clients, opts), InPlace: &owners.Planner{Client: mgmt.Client, Workload: clients.Client},
+	data := &providerdata.Data{Management: mgmt, Delivery: delivery.New(clients, opts), InPlace: &owners.Planner{Client: mgmt.Client, RESTConfig: mgmt.RESTConfig, Workload: clients.Client},
 		Replacements: &providerdata.Replacements{}}
 	resp.DataSourceData = data
 	resp.ResourceData = data

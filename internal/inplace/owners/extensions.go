@@ -6,12 +6,14 @@ import (
 	"slices"
 	"strings"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/rest"
 	runtimev1 "sigs.k8s.io/cluster-api/api/runtime/v1alpha1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -34,12 +36,18 @@ type Extension struct {
 	Update       []extension.Handler
 }
 
-// connect builds a client for each endpoint and asks its Discovery hook what it serves. Any
-// failure is an error: an extension the user names (or registers) that cannot be reached
-// would silently change the plan.
-func connect(ctx context.Context, endpoints []extension.Endpoint, opts extension.Options) ([]*Extension, error) {
+// connect builds a client for each endpoint and asks its Discovery hook what it serves; ready,
+// when set, is asked first about every endpoint (see Planner.serviceReady). Any failure is an
+// error: an extension the user names (or registers) that cannot be reached would silently
+// change the plan.
+func connect(ctx context.Context, endpoints []extension.Endpoint, opts extension.Options, ready func(context.Context, extension.Endpoint) error) ([]*Extension, error) {
 	var out []*Extension
 	for _, ep := range endpoints {
+		if ready != nil {
+			if err := ready(ctx, ep); err != nil {
+				return nil, err
+			}
+		}
 		c, err := extension.New(ep, opts)
 		if err != nil {
 			return nil, extensionError(err)
@@ -58,10 +66,11 @@ func connect(ctx context.Context, endpoints []extension.Endpoint, opts extension
 	return out, nil
 }
 
-// fromExtensionConfigs are the endpoints of the management cluster's ExtensionConfig objects,
-// sorted by name. Those reachable only through a Service are left out, with a note: they serve
-// the CAPI controllers, not the machine running Terraform.
-func fromExtensionConfigs(ctx context.Context, c client.Client, namespace string) ([]extension.Endpoint, []string, error) {
+// fromExtensionConfigs are the endpoints of the management cluster's ExtensionConfig objects
+// that serve namespace, sorted by name. Those installed behind a Service are called through the
+// management API server's service proxy with proxy, the management cluster's REST config (see
+// extension.ProxyURL); without it they are left out with a note.
+func fromExtensionConfigs(ctx context.Context, c client.Client, proxy *rest.Config, namespace string) ([]extension.Endpoint, []string, error) {
 	list := &unstructured.UnstructuredList{}
 	served := false
 	for _, v := range extensionConfigVersions {
@@ -96,7 +105,11 @@ func fromExtensionConfigs(ctx context.Context, c client.Client, namespace string
 		} else if !ok {
 			continue
 		}
-		ep, err := extension.FromExtensionConfig(&ec)
+		if ec.Spec.ClientConfig.Service != nil && (ec.Spec.ClientConfig.URL == nil || *ec.Spec.ClientConfig.URL == "") && proxy == nil {
+			notes = append(notes, fmt.Sprintf("ExtensionConfig %s ignored: it names a Service and there is no management cluster connection to call it through", ec.Name))
+			continue
+		}
+		ep, err := extension.FromExtensionConfig(&ec, proxy)
 		if err != nil {
 			notes = append(notes, fmt.Sprintf("ExtensionConfig %s ignored: %v", ec.Name, err))
 			continue
@@ -121,6 +134,9 @@ func extensionError(err error) error {
 		hint = "Redirects are never followed; configure the URL the extension really serves."
 	case extension.KindConnection:
 		hint = "Check that the extension is reachable from where Terraform runs and that ca_bundle signs its certificate."
+	case extension.KindStatus:
+		hint = "Check the extension's logs; nothing was changed. For an extension installed behind a Service (called through the management API server's service proxy), " +
+			"HTTP 403 means the provider's credentials may not create services/proxy in its namespace, and 502 or 503 that the API server could not reach it."
 	default:
 		hint = "Check the extension's logs; nothing was changed."
 	}
@@ -211,4 +227,97 @@ func noUpdateHandler(exts []*Extension) string {
 	}
 	return "an extension covers the change but none serves UpdateMachine: Cluster API would mark the machine for an in-place update and then stop " +
 		"with \"no extensions registered for UpdateMachine hook\"; register the extension's UpdateMachine handler"
+}
+
+// serviceReady checks, before an extension installed behind a Service is first called, that
+// the Service exists, has the port its ExtensionConfig names, and has a ready endpoint for it:
+// the API server's service proxy (and Cluster API, from inside the cluster) can reach it only
+// then. A failure is a plan-time error naming the ExtensionConfig and the Service. Endpoints
+// that this provider may not read (RBAC) are not judged: the call itself then tells.
+func (p *Planner) serviceReady(ctx context.Context, ep extension.Endpoint) error {
+	svc := ep.Service
+	if svc == nil {
+		return nil
+	}
+	port := svc.Port
+	if port == 0 {
+		port = extension.DefaultServicePort
+	}
+	where := fmt.Sprintf("ExtensionConfig %s names Service %s/%s port %d", ep.Name, svc.Namespace, svc.Name, port)
+	fail := func(why string) error {
+		return usererr.New("Update Extension Not Reachable", where+", "+why+
+			": neither this preview nor Cluster API can call the extension, and an in-place update would stop. Nothing was written.")
+	}
+	s := &unstructured.Unstructured{}
+	s.SetGroupVersionKind(schema.GroupVersionKind{Version: "v1", Kind: "Service"})
+	err := p.Client.Get(ctx, client.ObjectKey{Namespace: svc.Namespace, Name: svc.Name}, s)
+	switch {
+	case apierrors.IsNotFound(err):
+		return fail("which does not exist")
+	case apierrors.IsForbidden(err):
+		return nil
+	case err != nil:
+		return usererr.Wrap(err, "Cannot Read Extension Service", fmt.Sprintf("Reading Service %s/%s (%s) failed.", svc.Namespace, svc.Name, where))
+	}
+	if t, _, _ := unstructured.NestedString(s.Object, "spec", "type"); t == "ExternalName" {
+		return fail("an ExternalName Service, which the API server's service proxy cannot reach")
+	}
+	ports, _, _ := unstructured.NestedSlice(s.Object, "spec", "ports")
+	portName, found := "", false
+	var have []string
+	for _, x := range ports {
+		m, _ := x.(map[string]any)
+		n, _, _ := unstructured.NestedInt64(m, "port")
+		have = append(have, fmt.Sprint(n))
+		if n == int64(port) {
+			portName, _, _ = unstructured.NestedString(m, "name")
+			found = true
+		}
+	}
+	if !found {
+		return fail("which has no such port (it has " + orNone(have) + ")")
+	}
+	list := &unstructured.UnstructuredList{}
+	list.SetGroupVersionKind(schema.GroupVersionKind{Group: "discovery.k8s.io", Version: "v1", Kind: "EndpointSliceList"})
+	err = p.Client.List(ctx, list, client.InNamespace(svc.Namespace), client.MatchingLabels{"kubernetes.io/service-name": svc.Name})
+	switch {
+	case apierrors.IsForbidden(err) || meta.IsNoMatchError(err):
+		return nil
+	case err != nil:
+		return usererr.Wrap(err, "Cannot List Extension Endpoints", fmt.Sprintf("Listing the EndpointSlices of Service %s/%s (%s) failed.", svc.Namespace, svc.Name, where))
+	}
+	for _, sl := range list.Items {
+		if !slicePorts(sl, portName) {
+			continue
+		}
+		eps, _, _ := unstructured.NestedSlice(sl.Object, "endpoints")
+		for _, e := range eps {
+			m, _ := e.(map[string]any)
+			// EndpointSlice: a nil ready condition is to be read as ready.
+			if ready, found, _ := unstructured.NestedBool(m, "conditions", "ready"); !found || ready {
+				return nil
+			}
+		}
+	}
+	return fail("which has no ready endpoint (no EndpointSlice labelled kubernetes.io/service-name=" + svc.Name + " lists a ready address for it)")
+}
+
+// slicePorts reports whether an EndpointSlice serves the Service port named name ("" for a
+// Service's single unnamed port).
+func slicePorts(sl unstructured.Unstructured, name string) bool {
+	ports, _, _ := unstructured.NestedSlice(sl.Object, "ports")
+	for _, x := range ports {
+		m, _ := x.(map[string]any)
+		if n, _, _ := unstructured.NestedString(m, "name"); n == name {
+			return true
+		}
+	}
+	return false
+}
+
+func orNone(xs []string) string {
+	if len(xs) == 0 {
+		return "none"
+	}
+	return strings.Join(xs, ", ")
 }

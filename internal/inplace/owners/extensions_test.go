@@ -3,6 +3,7 @@ package owners
 import (
 	"encoding/json"
 	"encoding/pem"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -10,12 +11,18 @@ import (
 	"sync"
 	"testing"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/rest"
 	hooksv1 "sigs.k8s.io/cluster-api/api/runtime/hooks/v1alpha1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/gradual-dev/terraform-provider-gradual/internal/extension"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/inplace"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/usererr"
 )
 
 // hookServer is a fake extension serving one handler, named after it in lower case, for each of
@@ -181,5 +188,126 @@ func TestOneHandlerPerHookByOwner(t *testing.T) {
 	}
 	if why := oneHandlerPerHook(md, nil); why != "" {
 		t.Errorf("no extension: %q", why)
+	}
+}
+
+// serviceWorld is a fake management cluster with an ExtensionConfig "svc-ext" that names
+// Service capi/ext port 9443, and the given objects.
+func serviceWorld(t *testing.T, objs ...*unstructured.Unstructured) client.Client {
+	t.Helper()
+	gvks := []schema.GroupVersionKind{
+		{Version: "v1", Kind: "Service"}, {Version: "v1", Kind: "Namespace"},
+		{Group: "discovery.k8s.io", Version: "v1", Kind: "EndpointSlice"},
+		{Group: "runtime.cluster.x-k8s.io", Version: "v1beta2", Kind: "ExtensionConfig"},
+	}
+	var gvs []schema.GroupVersion
+	for _, gvk := range gvks {
+		gvs = append(gvs, gvk.GroupVersion())
+	}
+	mapper := meta.NewDefaultRESTMapper(gvs)
+	for _, gvk := range gvks {
+		scope := meta.RESTScopeNamespace
+		if gvk.Kind == "Namespace" || gvk.Kind == "ExtensionConfig" {
+			scope = meta.RESTScopeRoot
+		}
+		mapper.Add(gvk, scope)
+	}
+	ec := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"clientConfig": map[string]any{
+		"service":  map[string]any{"namespace": "capi", "name": "ext", "port": int64(9443)},
+		"caBundle": "Y2E=",
+	}}}}
+	ec.SetGroupVersionKind(gvks[3])
+	ec.SetName("svc-ext")
+	var cobjs []client.Object
+	for _, o := range append(objs, ec) {
+		cobjs = append(cobjs, o)
+	}
+	return fake.NewClientBuilder().WithRESTMapper(mapper).WithScheme(runtime.NewScheme()).WithObjects(cobjs...).Build()
+}
+
+func service(ports ...map[string]any) *unstructured.Unstructured {
+	var ps []any
+	for _, p := range ports {
+		ps = append(ps, p)
+	}
+	s := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"ports": ps}}}
+	s.SetAPIVersion("v1")
+	s.SetKind("Service")
+	s.SetNamespace("capi")
+	s.SetName("ext")
+	return s
+}
+
+func endpointSlice(port string, ready ...any) *unstructured.Unstructured {
+	var eps []any
+	for i, r := range ready {
+		e := map[string]any{"addresses": []any{fmt.Sprintf("10.0.0.%d", i+1)}}
+		if r != nil {
+			e["conditions"] = map[string]any{"ready": r}
+		}
+		eps = append(eps, e)
+	}
+	s := &unstructured.Unstructured{Object: map[string]any{
+		"addressType": "IPv4", "endpoints": eps,
+		"ports": []any{map[string]any{"name": port, "port": int64(9443), "protocol": "TCP"}},
+	}}
+	s.SetAPIVersion("discovery.k8s.io/v1")
+	s.SetKind("EndpointSlice")
+	s.SetNamespace("capi")
+	s.SetName("ext-" + port + fmt.Sprint(len(ready)))
+	s.SetLabels(map[string]string{"kubernetes.io/service-name": "ext"})
+	return s
+}
+
+// An ExtensionConfig that names a Service becomes an endpoint called through the management API
+// server's proxy; before its first call the Service must exist, have the port and a ready
+// endpoint for it, else the plan fails naming the ExtensionConfig and the Service.
+func TestExtensionConfigServiceThroughTheProxy(t *testing.T) {
+	mgmt := &rest.Config{Host: "https://10.0.0.1:6443"}
+	c := serviceWorld(t)
+	eps, notes, err := fromExtensionConfigs(t.Context(), c, mgmt, "fleet")
+	if err != nil || len(notes) != 0 || len(eps) != 1 {
+		t.Fatalf("endpoints %+v, notes %q, %v", eps, notes, err)
+	}
+	if ep := eps[0]; ep.Service == nil || *ep.Service != (extension.Service{Namespace: "capi", Name: "ext", Port: 9443}) || ep.Proxy != mgmt || ep.URL != "" {
+		t.Errorf("endpoint %+v", ep)
+	}
+	if eps, notes, _ := fromExtensionConfigs(t.Context(), c, nil, "fleet"); len(eps) != 0 || len(notes) != 1 || !strings.Contains(notes[0], "svc-ext ignored") {
+		t.Errorf("without a management connection: endpoints %+v, notes %q", eps, notes)
+	}
+
+	named := map[string]any{"name": "https", "port": int64(9443)}
+	for _, tc := range []struct {
+		name string
+		objs []*unstructured.Unstructured
+		want string // "" means ready
+	}{
+		{"no Service", nil, "which does not exist"},
+		{"another port", []*unstructured.Unstructured{service(map[string]any{"port": int64(443)})}, "which has no such port (it has 443)"},
+		{"no EndpointSlice", []*unstructured.Unstructured{service(named)}, "which has no ready endpoint"},
+		{"not ready", []*unstructured.Unstructured{service(named), endpointSlice("https", false, false)}, "which has no ready endpoint"},
+		{"ready for another port", []*unstructured.Unstructured{service(named), endpointSlice("metrics", true)}, "which has no ready endpoint"},
+		{"ready", []*unstructured.Unstructured{service(named), endpointSlice("https", false, true)}, ""},
+		{"ready condition unset", []*unstructured.Unstructured{service(named), endpointSlice("https", nil)}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := &Planner{Client: serviceWorld(t, tc.objs...), RESTConfig: mgmt}
+			err := p.serviceReady(t.Context(), eps[0])
+			if tc.want == "" {
+				if err != nil {
+					t.Errorf("ready: %v", err)
+				}
+				return
+			}
+			e, ok := usererr.As(err)
+			if !ok || e.Summary != "Update Extension Not Reachable" || !strings.Contains(e.Detail, "ExtensionConfig svc-ext names Service capi/ext port 9443, "+tc.want) ||
+				!strings.Contains(e.Detail, "Nothing was written") {
+				t.Errorf("error %v; want %q", err, tc.want)
+			}
+		})
+	}
+	// An endpoint with a URL is not judged.
+	if err := (&Planner{Client: serviceWorld(t)}).serviceReady(t.Context(), extension.Endpoint{Name: "u", URL: "https://10.0.0.2"}); err != nil {
+		t.Errorf("URL endpoint: %v", err)
 	}
 }

@@ -156,12 +156,12 @@ func (p *Planner) PlanFleet(ctx context.Context, req FleetRequest) (*FleetPlan, 
 	if endpoints == nil {
 		var notes []string
 		var err error
-		if endpoints, notes, err = fromExtensionConfigs(ctx, p.Client, req.Namespace); err != nil {
+		if endpoints, notes, err = fromExtensionConfigs(ctx, p.Client, p.RESTConfig, req.Namespace); err != nil {
 			return nil, err
 		}
 		out.Notes = append(out.Notes, notes...)
 	}
-	exts := &extensionSet{endpoints: endpoints, opts: p.Options}
+	exts := &extensionSet{endpoints: endpoints, opts: p.Options, ready: p.serviceReady}
 	gates := &gateSet{}
 	names := slices.Clone(req.Clusters)
 	slices.Sort(names)
@@ -278,12 +278,13 @@ func (p *Planner) ClusterOwners(ctx context.Context, namespace, cluster string, 
 type extensionSet struct {
 	endpoints []extension.Endpoint
 	opts      extension.Options
+	ready     func(context.Context, extension.Endpoint) error
 	once      sync.Once
 	exts      []*Extension
 	err       error
 }
 
 func (s *extensionSet) get(ctx context.Context) ([]*Extension, error) {
-	s.once.Do(func() { s.exts, s.err = connect(ctx, s.endpoints, s.opts) })
+	s.once.Do(func() { s.exts, s.err = connect(ctx, s.endpoints, s.opts, s.ready) })
 	return s.exts, s.err
 }

@@ -10,6 +10,7 @@ import (
 
 	jsonpatch "github.com/evanphx/json-patch/v5"
 	"golang.org/x/sync/errgroup"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/gradual-dev/terraform-provider-gradual/internal/extension"
@@ -52,6 +53,10 @@ type Planner struct {
 	// Client reads and writes the management cluster (Machines, infrastructure machines,
 	// bootstrap configs, ExtensionConfigs; unstructured, so no scheme is needed for them).
 	Client client.Client
+	// RESTConfig is the management cluster's connection, which extensions installed behind a
+	// Service (ExtensionConfig spec.clientConfig.service) are called through (the API server's
+	// service proxy); nil leaves those out with a note.
+	RESTConfig *rest.Config
 	// Workload returns a client for a workload cluster (to verify Nodes); needed by Execute.
 	Workload func(ctx context.Context, namespace, cluster string) (client.Client, error)
 	// Options tune the extension clients.
@@ -88,11 +93,11 @@ func (p *Planner) Plan(ctx context.Context, req Request) (*Result, error) {
 	var notes []string
 	if endpoints == nil {
 		var err error
-		if endpoints, notes, err = fromExtensionConfigs(ctx, p.Client, req.Selection.Namespace); err != nil {
+		if endpoints, notes, err = fromExtensionConfigs(ctx, p.Client, p.RESTConfig, req.Selection.Namespace); err != nil {
 			return nil, err
 		}
 	}
-	res, err := p.plan(ctx, req, &extensionSet{endpoints: endpoints, opts: p.Options}, &gateSet{})
+	res, err := p.plan(ctx, req, &extensionSet{endpoints: endpoints, opts: p.Options, ready: p.serviceReady}, &gateSet{})
 	if err != nil {
 		return nil, err
 	}
