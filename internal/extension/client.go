@@ -119,7 +119,8 @@ func (s Service) InClusterURL() string {
 //     the provider is (cfg's CA, credentials and proxy settings). The API server then checks
 //     that those credentials may create services/proxy in the namespace (RBAC).
 //   - The API server, not this client, makes the TLS connection to the extension (the "https:"
-//     in the proxy path), to a ready endpoint address of the Service. kube-apiserver's proxy
+//     in the proxy path), to a ready address of the Service's Endpoints that names a Pod with
+//     that IP (kube-apiserver's service proxy goes nowhere else). kube-apiserver's proxy
 //     transport does not verify that certificate at all (it dials endpoint IPs, so it sets
 //     InsecureSkipVerify), and it presents no client certificate. So the ExtensionConfig's
 //     caBundle verifies nothing on this path: it is not used. Cluster API's runtime client,
