@@ -161,7 +161,7 @@ func extensionConfig(name string, ca []byte) *unstructured.Unstructured {
 		"kind":       "ExtensionConfig",
 		"metadata":   map[string]any{"name": name},
 		"spec": map[string]any{"clientConfig": map[string]any{
-			"service":  map[string]any{"namespace": "ext-system", "name": "updater"},
+			"service": map[string]any{"namespace": "ext-system", "name": "updater"},
 		}},
 	}}
 	if len(ca) > 0 {
