@@ -1,0 +1,167 @@
+package inplaceupdate_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
+	"github.com/hashicorp/terraform-plugin-testing/tfversion"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/util/retry"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/gradual-dev/terraform-provider-gradual/internal/acctest"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/inplace"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/inplace/owners"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/testbed"
+)
+
+// secondExtension is CAPI's test extension registered a second time, under another
+// ExtensionConfig: Cluster API then finds two handlers for each of its hooks.
+const secondExtension = extensionName + "-2"
+
+// registerSecondExtension registers secondExtension and waits until Cluster API has discovered
+// its handlers (it counts only those); the test's cleanup removes it.
+func registerSecondExtension(t *testing.T, f *testbed.Fleet, mc client.Client) {
+	t.Helper()
+	ctx := context.Background()
+	ec := &unstructured.Unstructured{}
+	ec.SetAPIVersion("runtime.cluster.x-k8s.io/v1beta2")
+	ec.SetKind("ExtensionConfig")
+	ec.SetName(secondExtension)
+	t.Cleanup(func() {
+		if err := mc.Delete(context.Background(), ec); client.IgnoreNotFound(err) != nil {
+			t.Errorf("remove %s: %v", secondExtension, err)
+		}
+	})
+	if err := f.RegisterTestExtension(ctx, secondExtension); err != nil {
+		t.Fatal(err)
+	}
+	var handlers []any
+	err := wait.PollUntilContextTimeout(ctx, time.Second, time.Minute, true, func(ctx context.Context) (bool, error) {
+		got := &unstructured.Unstructured{}
+		got.SetGroupVersionKind(ec.GroupVersionKind())
+		if err := mc.Get(ctx, client.ObjectKey{Name: secondExtension}, got); err != nil {
+			return false, nil //nolint:nilerr // retried until the timeout
+		}
+		handlers, _, _ = unstructured.NestedSlice(got.Object, "status", "handlers")
+		return len(handlers) > 0, nil
+	})
+	if err != nil {
+		t.Fatalf("Cluster API did not discover %s's handlers: %v", secondExtension, err)
+	}
+}
+
+// With CAPI's test extension registered twice, a version bump the extension covers is refused
+// at plan even with fallback "rolling": Cluster API calls one extension per in-place hook, and
+// the error names both CanUpdateMachineSet handlers as Cluster API's own error does. Nothing is
+// written. TestAccCAPIInPlace_twoExtensionsCAPIStops shows what Cluster API does.
+func TestAccCAPIInPlace_twoExtensionsRefusedAtPlan(t *testing.T) {
+	f, mc := capiFleet(t)
+	md := machineDeployment(t, mc)
+	m := worker(t, mc)
+	registerSecondExtension(t, f, mc)
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: acctest.ProviderFactories,
+		TerraformVersionChecks:   []tfversion.TerraformVersionCheck{tfversion.SkipBelow(tfversion.Version1_11_0)},
+		Steps: []resource.TestStep{{
+			Config: config(f, `  version  = "v1.34.1"
+  fallback = "rolling"`),
+			ExpectError: regexp.MustCompile(`(?s)Machines Cannot Be Updated In Place.*machine\s+` + regexp.QuoteMeta(m.Name) +
+				`:\s+Cluster\s+API\s+calls\s+one\s+extension\s+per\s+in-place\s+hook.*found\s+multiple\s+CanUpdateMachineSet\s+hooks\s+\(can-update-machineset\.` +
+				regexp.QuoteMeta(extensionName) + `,can-update-machineset\.` + regexp.QuoteMeta(secondExtension) + `\).*no\s+fallback\s+helps`),
+		}},
+	})
+	if now := machineDeployment(t, mc); now.Generation != md.Generation || now.Spec.Template.Spec.Version != md.Spec.Template.Spec.Version {
+		t.Errorf("MachineDeployment written by a refused plan: generation %d → %d, version %s → %s",
+			md.Generation, now.Generation, md.Spec.Template.Spec.Version, now.Spec.Template.Spec.Version)
+	}
+}
+
+// What Cluster API does where the preview refuses: with the test extension registered twice,
+// the preview blocks the worker naming both handlers; the same version bump written to the
+// MachineDeployment anyway is neither done in place nor by replacement: Cluster API's
+// MachineDeployment controller stops with "found multiple CanUpdateMachineSet hooks" and the
+// worker keeps its UID and version. The bump is taken back before the second extension goes.
+func TestAccCAPIInPlace_twoExtensionsCAPIStops(t *testing.T) {
+	acctest.OnOneLane(t, 0) // what Cluster API does, not how a CLI drives the provider
+	f, mc := capiFleet(t)
+	playKubelet(t, mc)
+	before := worker(t, mc)
+	oldVersion := machineDeployment(t, mc).Spec.Template.Spec.Version
+	registerSecondExtension(t, f, mc)
+
+	cfg, err := f.Management.RESTConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	const version = "v1.34.1"
+	res, err := (&owners.Planner{Client: mc, RESTConfig: cfg}).Plan(context.Background(), owners.Request{
+		Selection: owners.Selection{Namespace: testbed.DefaultClusterAPINamespace, Cluster: memCluster, MachineDeployment: workers},
+		Change:    inplace.Change{Version: version}, Fallback: inplace.FallbackRolling,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mp := res.Plan.Machines[0]
+	if mp.Strategy != inplace.StrategyBlocked || !strings.Contains(mp.Stuck, "found multiple CanUpdateMachineSet hooks") {
+		t.Fatalf("preview %+v; want blocked, Cluster API stopping", mp)
+	}
+
+	core := ""
+	for _, p := range f.ClusterAPI.Processes {
+		if p.Name == "capi-core" {
+			core = p.Log
+		}
+	}
+	logged := 0
+	if fi, err := os.Stat(core); err == nil {
+		logged = int(fi.Size())
+	}
+	// Written anyway, as a resource without the one-hook rule would have; taken back before the
+	// second extension is removed (cleanups run last first).
+	setVersion := func(v string) error {
+		return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			now := machineDeployment(t, mc)
+			now.Spec.Template.Spec.Version = v
+			return mc.Update(context.Background(), &now)
+		})
+	}
+	t.Cleanup(func() {
+		if err := setVersion(oldVersion); err != nil {
+			t.Errorf("take the version bump back: %v", err)
+		}
+	})
+	if err := setVersion(version); err != nil {
+		t.Fatal(err)
+	}
+	const capiSays = "found multiple CanUpdateMachineSet hooks"
+	err = wait.PollUntilContextTimeout(context.Background(), time.Second, 90*time.Second, true, func(context.Context) (bool, error) {
+		log, err := os.ReadFile(core)
+		return err == nil && len(log) > logged && strings.Contains(string(log[logged:]), capiSays), nil
+	})
+	if err != nil {
+		t.Fatalf("the core manager's log (%s) never says %q: %v", core, capiSays, err)
+	}
+	var machines clusterv1.MachineList
+	if err := mc.List(context.Background(), &machines, client.InNamespace(testbed.DefaultClusterAPINamespace),
+		client.MatchingLabels{clusterv1.MachineDeploymentNameLabel: workers}); err != nil {
+		t.Fatal(err)
+	}
+	if len(machines.Items) != 1 || machines.Items[0].UID != before.UID || machines.Items[0].Spec.Version != before.Spec.Version || !machines.Items[0].DeletionTimestamp.IsZero() {
+		var got []string
+		for _, m := range machines.Items {
+			got = append(got, fmt.Sprintf("%s (%s, %s, deleting=%v)", m.Name, m.UID, m.Spec.Version, !m.DeletionTimestamp.IsZero()))
+		}
+		t.Fatalf("worker %s (%s, %s) is now %v: Cluster API went on although it found two extensions", before.Name, before.UID, before.Spec.Version, got)
+	}
+	t.Logf("preview: %s blocked (%s); Cluster API: %q in the core manager's log, Machine %s kept UID %s and version %s",
+		mp.Machine, mp.Stuck, capiSays, before.Name, before.UID, before.Spec.Version)
+}
