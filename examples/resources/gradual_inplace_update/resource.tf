@@ -27,7 +27,8 @@ resource "gradual_inplace_update" "workers" {
 
 # The control plane of prod-eu-1: KubeadmControlPlane prod-eu-1-cp gets the version and
 # updates its machines; the extensions come from the management cluster's ExtensionConfig
-# objects.
+# objects (one with a `service` is called through the management API server's service proxy).
+# Cluster API calls one extension per in-place hook: register one.
 resource "gradual_inplace_update" "control_plane" {
   namespace     = "fleet"
   cluster       = "prod-eu-1"

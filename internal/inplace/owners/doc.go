@@ -5,10 +5,13 @@
 // edited), refuses owners CAPI would not update as asked (paused, OnDelete, Cluster not ready),
 // reads the owner's Machines with their infrastructure machines and bootstrap configs, finds the
 // update extensions (given explicitly or from ExtensionConfig objects, through their Discovery
-// hook) and previews each machine by asking what CAPI will ask: CanUpdateMachineSet for a
+// hook; one installed behind a Service is called through the management API server's service
+// proxy) and previews each machine by asking what CAPI will ask: CanUpdateMachineSet for a
 // MachineDeployment's change and CanUpdateMachine per machine, in CAPI's wire types; the pure
 // planner in internal/inplace turns the answers into in place (by which extension) or replaced
-// (which fields force it), and the MachineDeployment's maxSurge is taken into account.
+// (which fields force it), and the MachineDeployment's maxSurge is taken into account. Like
+// Cluster API v1.14, it allows one extension per in-place hook: with several, CAPI stops the
+// rollout, and the machines are blocked.
 //
 // Execute creates the rotated templates, writes the owner (under the resourceVersion the plan
 // read) and waits until Cluster API is done: the owner's generation observed, its replicas all

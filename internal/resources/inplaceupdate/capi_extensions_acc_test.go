@@ -59,6 +59,17 @@ func registerSecondExtension(t *testing.T, f *testbed.Fleet, mc client.Client) {
 	}
 }
 
+// otherVersion is a version the workers are not on (earlier tests bump them), at most the
+// control plane's.
+func otherVersion(current string) string {
+	for _, v := range []string{"v1.34.2", "v1.34.1", "v1.34.0"} {
+		if v != current {
+			return v
+		}
+	}
+	return ""
+}
+
 // With CAPI's test extension registered twice, a version bump the extension covers is refused
 // at plan even with fallback "rolling": Cluster API calls one extension per in-place hook, and
 // the error names both CanUpdateMachineSet handlers as Cluster API's own error does. Nothing is
@@ -72,7 +83,7 @@ func TestAccCAPIInPlace_twoExtensionsRefusedAtPlan(t *testing.T) {
 		ProtoV6ProviderFactories: acctest.ProviderFactories,
 		TerraformVersionChecks:   []tfversion.TerraformVersionCheck{tfversion.SkipBelow(tfversion.Version1_11_0)},
 		Steps: []resource.TestStep{{
-			Config: config(f, `  version  = "v1.34.1"
+			Config: config(f, `  version  = "`+otherVersion(md.Spec.Template.Spec.Version)+`"
   fallback = "rolling"`),
 			ExpectError: regexp.MustCompile(`(?s)Machines Cannot Be Updated In Place.*machine\s+` + regexp.QuoteMeta(m.Name) +
 				`:\s+Cluster\s+API\s+calls\s+one\s+extension\s+per\s+in-place\s+hook.*found\s+multiple\s+CanUpdateMachineSet\s+hooks\s+\(can-update-machineset\.` +
@@ -102,7 +113,7 @@ func TestAccCAPIInPlace_twoExtensionsCAPIStops(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const version = "v1.34.1"
+	version := otherVersion(oldVersion)
 	res, err := (&owners.Planner{Client: mc, RESTConfig: cfg}).Plan(context.Background(), owners.Request{
 		Selection: owners.Selection{Namespace: testbed.DefaultClusterAPINamespace, Cluster: memCluster, MachineDeployment: workers},
 		Change:    inplace.Change{Version: version}, Fallback: inplace.FallbackRolling,
