@@ -150,6 +150,10 @@ func (p *Planner) plan(ctx context.Context, req Request, exts *extensionSet, gat
 		}
 		if why := oneHandlerPerHook(owner, res.Extensions); why != "" {
 			planStuck(res, why)
+			if gate.State == GateUnknown && res.Plan.Counts()[inplace.StrategyBlocked] > 0 {
+				res.Notes = append(res.Notes, "Cannot tell whether Cluster API's "+inPlaceGate+" feature gate is on ("+gate.Why+
+					"). The machines shown blocked assume it is (Cluster API then stops at the extensions); with it off, Cluster API replaces them instead.")
+			}
 			return res, nil
 		}
 	}
