@@ -13,6 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
@@ -828,10 +829,18 @@ func (s *WorkloadStore) Delete(ctx context.Context, key Key) error {
 	return nil
 }
 
+// transitionBackoff paces the retries of a transition that met a conflict. Clusters whose
+// kubeconfigs reach one API server (a virtual-cluster setup; the scale test bed, 150 Clusters per
+// kwok API server) share their record Secrets there, and a wave writes them all at once: a
+// hundred writers racing on one object need far more attempts, spread further apart, than
+// conflictBackoff's handful (ten attempts ran out on the scale bed under load). Each attempt
+// reads afresh and steps are idempotent; a cancelled ctx ends the retries at the next read.
+var transitionBackoff = wait.Backoff{Steps: 40, Duration: 20 * time.Millisecond, Factor: 1.5, Jitter: 1.0, Cap: 2 * time.Second}
+
 // transition runs step on a fresh view of the rollout's records, again from the start when a
 // write meets a conflict: steps are idempotent, so re-running one converges.
 func (s *WorkloadStore) transition(ctx context.Context, key Key, what string, step func(map[string]*record) error) error {
-	err := retry.RetryOnConflict(conflictBackoff, func() error {
+	err := retry.RetryOnConflict(transitionBackoff, func() error {
 		recs, err := s.listMeta(ctx, key)
 		if err != nil {
 			return err
