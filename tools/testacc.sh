@@ -253,8 +253,15 @@ else
   if [ "$failed" != 0 ]; then
     stage "what failed"
     for name in OpenTofu Terraform; do
-      grep -E -e '--- FAIL|^\[[^]]*\] (FAIL|panic:)|did not come up|test timed out|_test\.go:[0-9]+: .*([Ee]rror|expected|want)' "$work/$name.log" 2>/dev/null | tail -n 40 >&2 || true
+      awk -f tools/failures.awk "$work/$name.log" 2>/dev/null | tail -n 80 >&2 || true
     done
+  fi
+  # The lane logs are kept (the last three runs) where a clean clone's run does not remove them.
+  keep="${XDG_CACHE_HOME:-$HOME/.cache}/terraform-provider-gradual/testacc-logs"
+  if mkdir -p "$keep/$(date -u +%Y%m%dT%H%M%S)" 2>/dev/null; then
+    cp "$work"/*.log "$keep/$(ls -1 "$keep" | tail -n 1)/" 2>/dev/null || true
+    ls -1d "$keep"/* | head -n -3 | xargs -r rm -rf
+    stage "lane logs kept in $keep/$(ls -1 "$keep" | tail -n 1)"
   fi
   [ "$failed" = 0 ] || exit 1
 fi

@@ -21,6 +21,7 @@ import (
 	"golang.org/x/sync/errgroup"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -290,41 +291,75 @@ func (s *WorkloadSpec) validate() error {
 	return nil
 }
 
-// startControlPlane creates the kwok cluster for c and writes its self-contained kubeconfig.
+// controlPlaneAttempts bounds the starts of one control plane whose components exit while it
+// comes up: each start picks new ports, so one taken in between costs one more start, not the bed.
+const controlPlaneAttempts = 3
+
+// startControlPlane creates the kwok cluster for c, writes its self-contained kubeconfig, and
+// runs prepare (nil for none) once its API server is ready. When one of its components exits
+// meanwhile, the cluster is deleted and started again on new ports.
 // The kwokctl name is saved before kwokctl runs, so Down finds it even if Up dies midway.
-func (f *Fleet) startControlPlane(ctx context.Context, c *Cluster, kwokName, kubeconfigPath, context string) error {
+func (f *Fleet) startControlPlane(ctx context.Context, c *Cluster, kwokName, kubeconfigPath, kubeContext string, prepare func(context.Context, *rest.Config, func() error) error) error {
 	if err := f.update(func() { c.KwokName = kwokName }); err != nil {
 		return err
 	}
+	var err error
+	for attempt := 1; attempt <= controlPlaneAttempts; attempt++ {
+		var exited bool
+		exited, err = f.startControlPlaneOnce(ctx, c, kwokName, kubeconfigPath, kubeContext, prepare)
+		if err == nil || !exited || ctx.Err() != nil || attempt == controlPlaneAttempts {
+			break
+		}
+		f.logf("cluster %s: %v; starting it once more on new ports", c.Name, err)
+		if derr := f.stopControlPlane(ctx, kwokName); derr != nil {
+			return errors.Join(err, derr)
+		}
+	}
+	return err
+}
+
+// startControlPlaneOnce is one start of startControlPlane. exited says whether it failed because a
+// component exited (worth another start) rather than for another reason.
+func (f *Fleet) startControlPlaneOnce(ctx context.Context, c *Cluster, kwokName, kubeconfigPath, kubeContext string, prepare func(context.Context, *rest.Config, func() error) error) (exited bool, err error) {
 	t0 := time.Now()
 	if err := f.kwok.create(ctx, kwokName); err != nil {
-		return fmt.Errorf("cluster %s: %w", c.Name, err)
+		return false, fmt.Errorf("cluster %s: %w", c.Name, err)
 	}
-	raw, server, err := adminKubeconfig(f.kwok.kubeconfigPath(kwokName), kwokName, c.Name, context)
+	raw, server, err := adminKubeconfig(f.kwok.kubeconfigPath(kwokName), kwokName, c.Name, kubeContext)
 	if err != nil {
-		return fmt.Errorf("cluster %s: %w", c.Name, err)
+		return false, fmt.Errorf("cluster %s: %w", c.Name, err)
 	}
 	if err := writePrivate(kubeconfigPath, raw); err != nil {
-		return err
+		return false, err
 	}
 	if err := f.update(func() { c.KubeconfigPath, c.Server = kubeconfigPath, server }); err != nil {
-		return err
+		return false, err
 	}
 	cfg, err := c.RESTConfig()
 	if err != nil {
-		return err
+		return false, err
 	}
-	if err := waitAPIReady(ctx, cfg, apiReadyTimeout); err != nil {
-		return fmt.Errorf("cluster %s: %w", c.Name, err)
+	var gone error
+	running := func() error {
+		gone = f.kwok.exited(kwokName)
+		return gone
+	}
+	if err := waitAPIReady(ctx, cfg, apiReadyTimeout, running); err != nil {
+		return gone != nil, fmt.Errorf("cluster %s: %w", c.Name, err)
 	}
 	f.logf("cluster %s (kwok %s) serving at %s after %s", c.Name, kwokName, server, time.Since(t0).Round(100*time.Millisecond))
-	return nil
+	if prepare != nil {
+		if err := prepare(ctx, cfg, running); err != nil {
+			return gone != nil, fmt.Errorf("cluster %s: %w", c.Name, err)
+		}
+	}
+	return false, nil
 }
 
 func (f *Fleet) startManagement(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, clusterTimeout)
 	defer cancel()
-	if err := f.startControlPlane(ctx, &f.Management, f.Name, filepath.Join(f.Dir, "management.kubeconfig"), ManagementContext); err != nil {
+	if err := f.startControlPlane(ctx, &f.Management, f.Name, filepath.Join(f.Dir, "management.kubeconfig"), ManagementContext, nil); err != nil {
 		return err
 	}
 	t0 := time.Now()
@@ -346,17 +381,10 @@ func (f *Fleet) startWorkload(ctx context.Context, w *Workload) error {
 	ctx, cancel := context.WithTimeout(ctx, clusterTimeout)
 	defer cancel()
 	path := filepath.Join(f.Dir, "kubeconfigs", w.Spec.Name+".kubeconfig")
-	if err := f.startControlPlane(ctx, &w.Cluster, f.Name+"-"+w.Spec.Name, path, ""); err != nil {
-		return err
+	prepare := func(ctx context.Context, cfg *rest.Config, running func() error) error {
+		return prepareWorkload(ctx, cfg, w.Spec.Nodes, running)
 	}
-	cfg, err := w.RESTConfig()
-	if err != nil {
-		return err
-	}
-	if err := prepareWorkload(ctx, cfg, w.Spec.Nodes); err != nil {
-		return fmt.Errorf("cluster %s: %w", w.Spec.Name, err)
-	}
-	return nil
+	return f.startControlPlane(ctx, &w.Cluster, f.Name+"-"+w.Spec.Name, path, "", prepare)
 }
 
 // AddWorkload starts one more workload cluster (unless the spec needs no control plane) and

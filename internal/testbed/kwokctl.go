@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -231,6 +230,30 @@ func (k *kwokctl) processes(name string) []int {
 	return pids
 }
 
+// exited returns an error naming the components of a cluster whose processes are gone (a pid file
+// whose process no longer runs), with the end of each one's log, or nil while all run. A
+// component that exits at start (a port taken, a flag refused) would otherwise show only as an API
+// server or a controller that never gets ready, minutes later.
+func (k *kwokctl) exited(name string) error {
+	dir := k.clusterDir(name)
+	files, _ := filepath.Glob(filepath.Join(dir, "pids", "*.pid"))
+	var errs []error
+	for _, f := range files {
+		raw, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		pid, err := strconv.Atoi(strings.TrimSpace(string(raw)))
+		if err != nil || pid <= 0 || ownedAlive(pid, dir) {
+			continue
+		}
+		component := strings.TrimSuffix(filepath.Base(f), ".pid")
+		log, _ := os.ReadFile(filepath.Join(dir, "logs", component+".log"))
+		errs = append(errs, fmt.Errorf("%s exited; the end of its log:\n%s", component, tail(string(log), 5)))
+	}
+	return errors.Join(errs...)
+}
+
 // ownedAlive reports whether pid runs (and is not a zombie) with its cwd inside dir.
 func ownedAlive(pid int, dir string) bool {
 	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
@@ -256,28 +279,6 @@ func killOwned(pids []int, dir string) {
 			_ = syscall.Kill(pid, syscall.SIGKILL)
 		}
 	}
-}
-
-// freePorts asks the kernel for n distinct free loopback ports (random, unlike kwokctl's
-// countdown), holding them all until each is known so they are distinct.
-func freePorts(n int) ([]int, error) {
-	ports := make([]int, 0, n)
-	var ls []net.Listener
-	defer func() {
-		for _, l := range ls {
-			_ = l.Close()
-		}
-	}()
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, fmt.Errorf("find a free port: %w", err)
-		}
-		ls = append(ls, l)
-		addr, _ := l.Addr().(*net.TCPAddr) // a "tcp" listener's address is a *net.TCPAddr
-		ports = append(ports, addr.Port)
-	}
-	return ports, nil
 }
 
 func tail(s string, lines int) string {

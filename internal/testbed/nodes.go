@@ -17,14 +17,18 @@ import (
 // KubeletVersion is what fake Nodes report until someone (an in-place update) changes it.
 const KubeletVersion = "v1.36.3"
 
-// waitAPIReady polls /readyz until the API server answers ok.
-func waitAPIReady(ctx context.Context, cfg *rest.Config, timeout time.Duration) error {
+// waitAPIReady polls /readyz until the API server answers ok. It stops early with running's error
+// when running (which checks the control plane's processes) returns one.
+func waitAPIReady(ctx context.Context, cfg *rest.Config, timeout time.Duration, running func() error) error {
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return err
 	}
 	var last error
 	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		if err := running(); err != nil {
+			return false, err
+		}
 		body, err := cs.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
 		if err != nil {
 			last = err
@@ -39,8 +43,9 @@ func waitAPIReady(ctx context.Context, cfg *rest.Config, timeout time.Duration) 
 }
 
 // prepareWorkload makes a fresh workload cluster usable the way a provisioned one is: the
-// default ServiceAccount exists (pods are refused without it) and kwok fake Nodes are Ready.
-func prepareWorkload(ctx context.Context, cfg *rest.Config, nodes int) error {
+// default ServiceAccount exists (pods are refused without it) and kwok fake Nodes are Ready. It
+// stops early with running's error when running returns one.
+func prepareWorkload(ctx context.Context, cfg *rest.Config, nodes int, running func() error) error {
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return err
@@ -53,6 +58,9 @@ func prepareWorkload(ctx context.Context, cfg *rest.Config, nodes int) error {
 	// Three minutes: on a loaded 2-core machine (a scale bed coming up while the other lane runs
 	// its module tests) the controller manager and kwok took more than one.
 	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
+		if err := running(); err != nil {
+			return false, err
+		}
 		if _, err := cs.CoreV1().ServiceAccounts("default").Get(ctx, "default", metav1.GetOptions{}); err != nil {
 			return false, nil //nolint:nilerr // created by the controller manager shortly: poll again
 		}
