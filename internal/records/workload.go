@@ -504,6 +504,13 @@ func (s *WorkloadStore) MarkProvisioning(ctx context.Context, key Key, rev Revis
 		}
 		r := recs[rev.Revision]
 		if r != nil && r.head != nil && r.head.GetAnnotations()[AnnotationDigest] == digest && complete(r, len(chunks)) {
+			if r.state == StateProvisioning && r.reason() == "" {
+				// Already marked, by an earlier try or by another cluster whose kubeconfig
+				// reaches this API server (they share the record): only the time is new, so it
+				// is written without a resourceVersion. With one, every such writer of a wave
+				// conflicts with every other; without, the state a concurrent writer set stands.
+				return s.patchAnnotations(ctx, r.head, map[string]any{AnnotationAppliedAt: stamp(appliedAt)})
+			}
 			return s.patchMeta(ctx, r.head, map[string]any{LabelState: string(StateProvisioning)}, map[string]any{
 				AnnotationAppliedAt:      stamp(appliedAt),
 				AnnotationStateChangedAt: s.changedStamp(r, StateProvisioning),
@@ -908,6 +915,22 @@ func (s *WorkloadStore) setState(ctx context.Context, r *record, state RevisionS
 
 // patchMeta merge-patches labels and annotations of a Secret, guarded by the resourceVersion
 // it was read at (a change in between is a conflict, and the transition starts over).
+// patchAnnotations sets annotations of a record Secret whatever its resourceVersion: for values
+// whose last writer may win.
+func (s *WorkloadStore) patchAnnotations(ctx context.Context, o metav1.Object, annotations map[string]any) error {
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": annotations}})
+	if err != nil {
+		return err
+	}
+	sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: s.namespace, Name: o.GetName()}}
+	if err := s.c.Patch(ctx, sec, client.RawPatch(types.MergePatchType, patch)); err != nil {
+		return fmt.Errorf("update Secret %s/%s: %w", s.namespace, o.GetName(), err)
+	}
+	o.SetResourceVersion(sec.ResourceVersion)
+	o.SetAnnotations(sec.Annotations)
+	return nil
+}
+
 func (s *WorkloadStore) patchMeta(ctx context.Context, o metav1.Object, labels, annotations map[string]any) error {
 	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
 		"resourceVersion": o.GetResourceVersion(),

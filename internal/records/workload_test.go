@@ -639,3 +639,36 @@ func TestTransitionRetriesOnConflict(t *testing.T) {
 	}
 	expectState(t, s, ingress, "current=aaa backup=- prov=- invalid=[] superseded=[]")
 }
+
+// Clusters whose kubeconfigs reach one API server share its records, and a wave marks the same
+// revision provisioning from each of them at once: once it is marked, the others only move its
+// time, with a patch that carries no resourceVersion, so they cannot conflict with one another.
+func TestMarkProvisioningAgainCannotConflict(t *testing.T) {
+	ctx := t.Context()
+	var again []string
+	marked := false
+	c := newFakeClient(&interceptor.Funcs{
+		Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+			if marked {
+				data, err := patch.Data(obj)
+				if err != nil {
+					return err
+				}
+				again = append(again, string(data))
+			}
+			return c.Patch(ctx, obj, patch, opts...)
+		},
+	})
+	s := newTestStore(t, c)
+	must(t, s.MarkProvisioning(ctx, ingress, testRevision("aaa")))
+	first := mustState(t, s, ingress).Provisioning.AppliedAt
+	marked = true
+	must(t, s.MarkProvisioning(ctx, ingress, testRevision("aaa")))
+	if len(again) != 1 || strings.Contains(again[0], "resourceVersion") || strings.Contains(again[0], "labels") || !strings.Contains(again[0], AnnotationAppliedAt) {
+		t.Errorf("marking a revision already provisioning patched %q, want one patch of its applied-at alone, without a resourceVersion", again)
+	}
+	st := expectState(t, s, ingress, "current=- backup=- prov=aaa invalid=[] superseded=[]")
+	if !st.Provisioning.AppliedAt.After(first) {
+		t.Errorf("applied-at %s, want after %s", st.Provisioning.AppliedAt, first)
+	}
+}

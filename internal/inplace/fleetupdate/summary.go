@@ -98,35 +98,3 @@ func FieldNames(fields []inplace.Field) string {
 	}
 	return strings.Join(names, ", ")
 }
-
-// WavesDetail describes the waves for a warning, compactly at any fleet size.
-func WavesDetail(p engine.Plan) string {
-	const shown = 10
-	var b strings.Builder
-	fmt.Fprintf(&b, "%d wave(s) of up to %d cluster(s), each cluster's owners one after the other, each verified before the next:", len(p.Waves), p.UpdateLimit)
-	for i, wave := range p.Waves {
-		if i == shown {
-			fmt.Fprintf(&b, "\n  … and %d more wave(s)", len(p.Waves)-shown)
-			break
-		}
-		label := ""
-		if i < p.CanaryWaves {
-			label = " (canary)"
-		}
-		list := wave
-		if len(list) > shown {
-			list = append(append([]string{}, list[:shown]...), fmt.Sprintf("… %d more", len(wave)-shown))
-		}
-		resumed := ""
-		for _, n := range list {
-			if p.Intents[n].Provisioning != "" {
-				resumed += " " + n
-			}
-		}
-		fmt.Fprintf(&b, "\n  wave %d%s: %s", i+1, label, strings.Join(list, ", "))
-		if resumed != "" {
-			fmt.Fprintf(&b, " (an earlier apply did not see%s through; applied again)", resumed)
-		}
-	}
-	return b.String()
-}

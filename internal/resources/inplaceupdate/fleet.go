@@ -231,12 +231,12 @@ func (r *updateResource) modifyFleetPlan(ctx context.Context, plan, prior *Model
 		plan.Waves = types.StringValue(shared.WavesText(shared.WaveSizes(res.Plan.Waves), res.Plan.CanaryWaves))
 		plan.private.PlannedWaves = nonNilWaves(res.Plan.Waves)
 		if res.Plan.Changes() {
-			resp.Diagnostics.AddWarning("Planned Waves", fleetupdate.WavesDetail(res.Plan))
+			resp.Diagnostics.AddWarning("Planned Waves", res.Plan.WavesText("each cluster's owners one after the other, each verified before the next"))
 		}
 	} else {
 		plan.Waves = types.StringUnknown()
 		if res.Plan.Changes() {
-			resp.Diagnostics.AddWarning("Planned Waves", fleetupdate.WavesDetail(res.Plan)+
+			resp.Diagnostics.AddWarning("Planned Waves", res.Plan.WavesText("each cluster's owners one after the other, each verified before the next")+
 				"\n\nThese are the waves as the fleet reads now; apply reads it again (a create, or a change of the clusters picked, "+
 				"has no refreshed state to plan from), so `waves` is known after apply.")
 		}

@@ -13,7 +13,6 @@ import (
 
 	"github.com/gradual-dev/terraform-provider-gradual/internal/delivery"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/diagnostics"
-	"github.com/gradual-dev/terraform-provider-gradual/internal/engine"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/fleet"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/manifest"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/records"
@@ -190,7 +189,7 @@ func (m *Model) setPlanned(res *delivery.PlanResult, prior *Model, configChanged
 		m.Waves = types.StringUnknown()
 		m.setLeaving(nil)
 		if planned.Changes() {
-			diags.AddWarning("Planned Waves", wavesSummary(planned)+
+			diags.AddWarning("Planned Waves", planned.WavesText("")+
 				"\n\nThese are the waves as the fleet reads now; apply reads it again (a create, or a change of the clusters picked, "+
 				"has no earlier state to plan from), so `waves` is known after apply.")
 		}
@@ -206,7 +205,7 @@ func (m *Model) setPlanned(res *delivery.PlanResult, prior *Model, configChanged
 		m.setLeaving(leaving)
 		m.private.PlannedLeaving = nonNilNames(leaving)
 		if planned.Changes() {
-			diags.AddWarning("Planned Waves", wavesSummary(planned))
+			diags.AddWarning("Planned Waves", planned.WavesText(""))
 		}
 	default:
 		// Nothing to roll out: everything stays as the last refresh read it, including the
@@ -290,25 +289,6 @@ func priorInvalid(ctx context.Context, prior *Model) []string {
 		out = append(out, e.Revision.ValueString())
 	}
 	return out
-}
-
-// wavesSummary describes planned's waves for a warning, compactly at any fleet size.
-func wavesSummary(planned engine.Plan) string {
-	const shown = 10
-	var b strings.Builder
-	fmt.Fprintf(&b, "%d wave(s) of up to %d cluster(s):", len(planned.Waves), planned.UpdateLimit)
-	for i, wave := range planned.Waves {
-		if i == shown {
-			fmt.Fprintf(&b, "\n  … and %d more wave(s)", len(planned.Waves)-shown)
-			break
-		}
-		label := ""
-		if i < planned.CanaryWaves {
-			label = " (canary)"
-		}
-		fmt.Fprintf(&b, "\n  wave %d%s: %s", i+1, label, shared.ShortList(wave, shown))
-	}
-	return b.String()
 }
 
 // knownTargets reports whether the attributes that pick clusters are known at plan time.
