@@ -32,6 +32,7 @@ run "selector_wiring" {
     bake_time            = "10s"
     maintenance_window   = { schedule = "0 2 * * *", duration = "4h" }
     ignore_fields        = [{ kind = "Deployment", paths = [".spec.replicas"] }]
+    sensitive_paths      = [{ kind = "ConfigMap", paths = [".data.password"] }]
   }
 
   assert {
@@ -54,6 +55,10 @@ run "selector_wiring" {
   assert {
     condition     = gradual_module_assignment.this.maintenance_window.schedule == "0 2 * * *" && gradual_module_assignment.this.ignore_fields[0].paths == tolist([".spec.replicas"])
     error_message = "maintenance_window or ignore_fields not passed"
+  }
+  assert {
+    condition     = gradual_module_assignment.this.sensitive_paths[0].paths == tolist([".data.password"])
+    error_message = "sensitive_paths not passed: ${jsonencode(gradual_module_assignment.this.sensitive_paths)}"
   }
   assert {
     condition     = gradual_module_assignment.this.canary == null && gradual_module_assignment.this.on_failure == "halt" && !gradual_module_assignment.this.force_conflicts && gradual_module_assignment.this.adopt

@@ -30,6 +30,10 @@ run "selector_wiring" {
     http_checks          = [{ url = "https://{cluster}.example.com/healthz", expected_status = 200 }]
     default_namespace    = "web"
     deletion_policy      = "orphan"
+    adopt                = false
+    canary_optional      = true
+    sensitive_paths      = [{ kind = "ConfigMap", paths = [".data.password"] }]
+    sensitive_manifests  = "apiVersion: v1\nkind: Secret\nmetadata:\n  name: web-token\n  namespace: web\nstringData:\n  token: s3cret\n"
   }
 
   assert {
@@ -49,6 +53,12 @@ run "selector_wiring" {
     condition     = gradual_rollout.this.default_namespace == "web" && gradual_rollout.this.deletion_policy == "orphan" && gradual_rollout.this.record_namespace == "gradual-system"
     error_message = "default_namespace, deletion_policy or record_namespace not passed"
   }
+  assert {
+    condition     = !gradual_rollout.this.adopt && gradual_rollout.this.canary_optional && gradual_rollout.this.sensitive_paths[0].paths == tolist([".data.password"])
+    error_message = "adopt, canary_optional or sensitive_paths not passed"
+  }
+  # sensitive_manifests is write-only: never in the plan, so there is nothing to compare; the
+  # provider accepting the bundle with it is what this run shows.
 }
 
 # By name: names and no selector. Neither names nor labels: no selector (every Cluster of the
@@ -70,6 +80,10 @@ run "names_wiring" {
   assert {
     condition     = gradual_rollout.this.retry_invalid && gradual_rollout.this.force_conflicts && gradual_rollout.this.canary == null
     error_message = "retry_invalid or force_conflicts not passed, or an empty canary set"
+  }
+  assert {
+    condition     = gradual_rollout.this.adopt && !gradual_rollout.this.canary_optional && gradual_rollout.this.sensitive_paths == null
+    error_message = "the defaults (adopt, no canary_optional, no sensitive_paths) did not reach the rollout"
   }
 }
 
