@@ -1,8 +1,15 @@
 #!/usr/bin/env bash
 # Module tests: runs `tofu test` (and `terraform test` when GRADUAL_TERRAFORM is set) in every
-# modules/* directory against a running test-bed fleet, failing when any run fails.
+# modules/* directory, failing when any run fails. Two kinds of test files:
 #
-#   GRADUAL_TESTBED_DIR=/tmp/fleet tools/moduletest.sh      # after: gradual-testbed up --dir /tmp/fleet
+#   tools/moduletest.sh --mock                              # tests/*_mock.tftest.hcl: no fleet, seconds
+#   GRADUAL_TESTBED_DIR=/tmp/fleet tools/moduletest.sh      # the others, after: gradual-testbed up --dir /tmp/fleet
+#
+# The *_mock files mock the provider (`mock_provider "gradual" {}`): they check each module's
+# wiring and validations at plan time without a cluster (`make test` runs them right after the
+# unit tests). The CLI still starts the real provider for its schema and validators, so both kinds
+# install it the same way. OpenTofu also reads tests/*.tofutest.hcl (Terraform does not): for what
+# only OpenTofu's test command can do.
 #
 # It builds the provider and installs it from a local filesystem mirror (a CLI config of its own):
 # `init` with dev_overrides still asks the registry for gradual-dev/gradual and fails offline, and
@@ -10,17 +17,20 @@
 # MachineDeployment with two Machines on workload staging-eu-1 (as the test bed's Go API does) and
 # starts the reference update extension (cmd/gradual-update-extension); both are removed on exit.
 # Each module is copied to a scratch directory, so nothing is written into modules/.
+# MODULETEST_MODULES="inplace-kubernetes-upgrade ..." runs those modules only.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
-: "${GRADUAL_TESTBED_DIR:?set GRADUAL_TESTBED_DIR to the directory of a running fleet (gradual-testbed up --dir DIR)}"
+mock=
+if [ "${1:-}" = --mock ]; then mock=1; fi
+[ -n "$mock" ] || : "${GRADUAL_TESTBED_DIR:?set GRADUAL_TESTBED_DIR to the directory of a running fleet (gradual-testbed up --dir DIR), or pass --mock}"
 if [ -z "${GRADUAL_TOFU:-}" ] || [ -z "${GRADUAL_KUBECTL:-}" ]; then
   env_file=$(tools/toolchain.sh | tail -n 1)
   # shellcheck disable=SC1090
   source "$env_file"
 fi
-kubeconfig=$GRADUAL_TESTBED_DIR/management.kubeconfig
-[ -f "$kubeconfig" ] || { echo "[moduletest] no $kubeconfig: is the fleet up?" >&2; exit 1; }
+kubeconfig=${GRADUAL_TESTBED_DIR:-}/management.kubeconfig
+[ -n "$mock" ] || [ -f "$kubeconfig" ] || { echo "[moduletest] no $kubeconfig: is the fleet up?" >&2; exit 1; }
 namespace=fleet
 inplace_cluster=staging-eu-1
 log() { echo "[moduletest] $*" >&2; }
@@ -61,8 +71,61 @@ provider_installation {
   }
 }
 RC
-export TF_CLI_CONFIG_FILE="$work/cli.tfrc" CHECKPOINT_DISABLE=1 TF_IN_AUTOMATION=1 KUBE_CONFIG_PATH="$kubeconfig"
+export TF_CLI_CONFIG_FILE="$work/cli.tfrc" CHECKPOINT_DISABLE=1 TF_IN_AUTOMATION=1
 
+# test_files DIR CLI_NAME: the test files this run takes from DIR/tests, as -filter flags: the
+# *_mock files with --mock, the others without; .tofutest.hcl files for OpenTofu only.
+test_files() {
+  local dir=$1 cli_name=$2 f base
+  for f in "$dir"/tests/*.tftest.hcl "$dir"/tests/*.tofutest.hcl; do
+    [ -f "$f" ] || continue
+    base=$(basename "$f")
+    case "$base" in *.tofutest.hcl) [ "$cli_name" = OpenTofu ] || continue ;; esac
+    case "$base" in
+      *_mock.tftest.hcl | *_mock.tofutest.hcl) [ -n "$mock" ] || continue ;;
+      *) [ -z "$mock" ] || continue ;;
+    esac
+    printf -- '-filter=tests/%s\n' "$base"
+  done
+}
+
+clis=("OpenTofu:$GRADUAL_TOFU")
+[ -n "${GRADUAL_TERRAFORM:-}" ] && clis+=("Terraform:$GRADUAL_TERRAFORM")
+[ -n "${GRADUAL_TERRAFORM:-}" ] || log "GRADUAL_TERRAFORM not set: terraform test skipped"
+
+if [ -n "$mock" ]; then
+  failed=()
+  for entry in "${clis[@]}"; do
+    cli_name=${entry%%:*} cli=${entry#*:}
+    short=$(echo "$cli_name" | tr 'A-Z' 'a-z' | head -c 4)
+    for module_dir in "$root"/modules/*/; do
+      module=$(basename "$module_dir")
+      [ -z "${MODULETEST_MODULES:-}" ] || [[ " $MODULETEST_MODULES " == *" $module "* ]] || continue
+      dir="$work/$short/$module"
+      mkdir -p "$(dirname "$dir")"
+      cp -r "$module_dir" "$dir"
+      rm -rf "$dir/.terraform" "$dir/.terraform.lock.hcl"
+      mapfile -t filters < <(test_files "$dir" "$cli_name")
+      [ ${#filters[@]} -gt 0 ] || continue
+      log "$cli_name: $module, mocked provider (${filters[*]#-filter=})"
+      if "$cli" -chdir="$dir" init -no-color -input=false >"$dir/init.log" 2>&1 &&
+        "$cli" -chdir="$dir" test -no-color "${filters[@]}" 2>&1 | sed "s/^/    /" >&2; then
+        :
+      else
+        [ -s "$dir/init.log" ] && grep -q Error "$dir/init.log" && sed 's/^/    /' "$dir/init.log" >&2
+        failed+=("$cli_name $module")
+      fi
+    done
+  done
+  if [ ${#failed[@]} -gt 0 ]; then
+    log "FAILED (mocked provider): ${failed[*]}"
+    exit 1
+  fi
+  log "all mocked-provider module tests passed on: ${clis[*]%%:*}"
+  exit 0
+fi
+
+export KUBE_CONFIG_PATH="$kubeconfig"
 log "starting the reference update extension"
 go build -o "$work/gradual-update-extension" ./cmd/gradual-update-extension
 "$work/gradual-update-extension" --kubeconfig "$kubeconfig" --ca-file "$work/ext-ca.pem" --delay 1s \
@@ -83,9 +146,6 @@ machine_deployment() {
   "$testbed" machines --dir "$GRADUAL_TESTBED_DIR" "$inplace_cluster" "$md" 2 v1.36.3 >/dev/null
 }
 
-clis=("OpenTofu:$GRADUAL_TOFU")
-[ -n "${GRADUAL_TERRAFORM:-}" ] && clis+=("Terraform:$GRADUAL_TERRAFORM")
-[ -n "${GRADUAL_TERRAFORM:-}" ] || log "GRADUAL_TERRAFORM not set: terraform test skipped"
 failed=()
 n=0
 for entry in "${clis[@]}"; do
@@ -96,6 +156,7 @@ for entry in "${clis[@]}"; do
   for module_dir in "$root"/modules/*/; do
     module=$(basename "$module_dir")
     [ -d "$module_dir/tests" ] || continue
+    [ -z "${MODULETEST_MODULES:-}" ] || [[ " $MODULETEST_MODULES " == *" $module "* ]] || continue
     dir="$work/$short/$module"
     mkdir -p "$(dirname "$dir")"
     cp -r "$module_dir" "$dir"
@@ -115,9 +176,11 @@ $(cat "$work/ext-ca.pem")
 EOT
 VARS
     fi
+    mapfile -t filters < <(test_files "$dir" "$cli_name")
+    [ ${#filters[@]} -gt 0 ] || continue
     log "$cli_name: $module ($("$cli" version | head -n 1))"
     if "$cli" -chdir="$dir" init -no-color -input=false >"$dir/init.log" 2>&1 &&
-      "$cli" -chdir="$dir" test -no-color -var-file="$vars" 2>&1 | sed "s/^/    /" >&2; then
+      "$cli" -chdir="$dir" test -no-color -var-file="$vars" "${filters[@]}" 2>&1 | sed "s/^/    /" >&2; then
       :
     else
       [ -s "$dir/init.log" ] && grep -q Error "$dir/init.log" && sed 's/^/    /' "$dir/init.log" >&2

@@ -19,6 +19,8 @@ resource "gradual_module_assignment" "this" {
       manifests         = m.manifests
       depends_on        = length(m.depends_on) > 0 ? m.depends_on : null
       default_namespace = m.default_namespace
+      # Write-only in the provider: never in the plan or the state.
+      sensitive_manifests = m.sensitive_manifests
     }
   ]
 
@@ -35,6 +37,7 @@ resource "gradual_module_assignment" "this" {
   force_conflicts    = var.force_conflicts
   adopt              = var.adopt
   ignore_fields      = var.ignore_fields
+  sensitive_paths    = var.sensitive_paths
   maintenance_window = var.maintenance_window
 
   verify = {

@@ -44,13 +44,14 @@ variable "selector_expressions" {
 }
 
 variable "modules" {
-  description = "The bundles to put on every picked cluster: `name` (a DNS label, unique), `version` (for people), `manifests` (multi-document YAML), optional `depends_on` (names of modules applied and verified first on each cluster) and optional `default_namespace` (for the module's objects that name none, as `helm template` output often does not)."
+  description = "The bundles to put on every picked cluster: `name` (a DNS label, unique), `version` (for people), `manifests` (multi-document YAML), optional `depends_on` (names of modules applied and verified first on each cluster), optional `default_namespace` (for the module's objects that name none, as `helm template` output often does not) and optional `sensitive_manifests` (the module's `Secret`s and credentials, never shown or stored by Terraform: write-only, Terraform or OpenTofu 1.11+ when set)."
   type = list(object({
-    name              = string
-    version           = string
-    manifests         = string
-    depends_on        = optional(list(string), [])
-    default_namespace = optional(string)
+    name                = string
+    version             = string
+    manifests           = string
+    depends_on          = optional(list(string), [])
+    default_namespace   = optional(string)
+    sensitive_manifests = optional(string)
   }))
   nullable = false
 
@@ -246,5 +247,16 @@ variable "maintenance_window" {
     duration  = string
     time_zone = optional(string)
   })
+  default = null
+}
+
+variable "sensitive_paths" {
+  description = "Fields to treat like a Secret's data (a ConfigMap's `.data.password`): a value at one of these paths in a module's manifests is refused at plan time, naming the object and the path, never the value; such objects belong in the module's `sensitive_manifests`. Rules of optional `kind`, `namespace`, `name` and the `paths`."
+  type = list(object({
+    kind      = optional(string)
+    namespace = optional(string)
+    name      = optional(string)
+    paths     = list(string)
+  }))
   default = null
 }

@@ -13,12 +13,15 @@ resource "gradual_rollout" "this" {
   # An empty list stays empty, and the provider refuses it: it must not mean "every Cluster".
   names = var.clusters
 
-  manifests = var.manifests
+  manifests           = var.manifests
+  sensitive_manifests = var.sensitive_manifests
+  sensitive_paths     = var.sensitive_paths
 
-  canary       = length(var.canary) > 0 ? var.canary : null
-  update_limit = var.wave_size
-  max_failures = var.max_failures
-  on_failure   = var.on_failure
+  canary          = length(var.canary) > 0 ? var.canary : null
+  canary_optional = var.canary_optional
+  update_limit    = var.wave_size
+  max_failures    = var.max_failures
+  on_failure      = var.on_failure
 
   verify = {
     timeout     = var.verify_timeout
@@ -28,6 +31,7 @@ resource "gradual_rollout" "this" {
 
   retry_invalid     = var.retry_invalid
   force_conflicts   = var.force_conflicts
+  adopt             = var.adopt
   ignore_fields     = var.ignore_fields
   default_namespace = var.default_namespace
   deletion_policy   = var.deletion_policy

@@ -216,3 +216,35 @@ variable "timeouts" {
   })
   default = null
 }
+
+variable "sensitive_manifests" {
+  description = "Multi-document YAML of objects whose content must never be shown or stored by Terraform (`Secret`s, credentials), applied with `manifests` as one bundle. Write-only: needs Terraform or OpenTofu 1.11+ when set; a changed value still changes the revision."
+  type        = string
+  default     = null
+  sensitive   = true
+}
+
+variable "sensitive_paths" {
+  description = "Fields to treat like a Secret's data (a ConfigMap's `.data.password`): a value at one of these paths in the manifests is refused at plan time, naming the object and the path, never the value; such objects belong in `sensitive_manifests`. Rules of optional `kind`, `namespace`, `name` and the `paths`."
+  type = list(object({
+    kind      = optional(string)
+    namespace = optional(string)
+    name      = optional(string)
+    paths     = list(string)
+  }))
+  default = null
+}
+
+variable "adopt" {
+  description = "Take over objects of the manifests that already exist in a cluster, made by someone else (kubectl, Helm); `false` refuses, at plan time, a cluster where such an object exists."
+  type        = bool
+  default     = true
+  nullable    = false
+}
+
+variable "canary_optional" {
+  description = "Let the rollout go ahead when a listed canary cannot be in the first waves (skipped, not ready, not picked). Default false: the plan fails naming the canary."
+  type        = bool
+  default     = false
+  nullable    = false
+}

@@ -16,41 +16,8 @@ variables {
   verify_timeout  = "2m"
 }
 
-# Bad input is refused at plan time, before any call to a cluster.
-run "rejects_bad_update_limit" {
-  command = plan
-
-  variables {
-    name         = "addon-${var.run_id}"
-    update_limit = "0%"
-    modules      = [{ name = "settings", version = "1", manifests = "kind: ConfigMap" }]
-  }
-
-  expect_failures = [var.update_limit]
-}
-
-run "rejects_unknown_dependency" {
-  command = plan
-
-  variables {
-    name    = "addon-${var.run_id}"
-    modules = [{ name = "settings", version = "1", manifests = "kind: ConfigMap", depends_on = ["nope"] }]
-  }
-
-  expect_failures = [var.modules]
-}
-
-run "rejects_bad_mode" {
-  command = plan
-
-  variables {
-    name    = "addon-${var.run_id}"
-    mode    = "Sometimes"
-    modules = [{ name = "settings", version = "1", manifests = "kind: ConfigMap" }]
-  }
-
-  expect_failures = [var.mode]
-}
+# Bad input is refused by the module's validations; those runs need no fleet and are in
+# plan_mock.tftest.hcl.
 
 # Clusters by name, a canary and the rollout's failure and conflict settings reach the assignment
 # as given (plan only: the provider plans the canary's wave first).

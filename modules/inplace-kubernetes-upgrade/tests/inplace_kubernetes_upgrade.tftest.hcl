@@ -28,45 +28,8 @@ variables {
   verify_timeout     = "90s"
 }
 
-run "rejects_bad_version" {
-  command = plan
-
-  variables {
-    kubernetes_version = "1.37"
-  }
-
-  expect_failures = [var.kubernetes_version]
-}
-
-run "rejects_bad_fallback" {
-  command = plan
-
-  variables {
-    fallback = "replace"
-  }
-
-  expect_failures = [var.fallback]
-}
-
-run "rejects_plain_http_extension" {
-  command = plan
-
-  variables {
-    extensions = [{ name = "reference", url = "http://127.0.0.1:9443" }]
-  }
-
-  expect_failures = [var.extensions]
-}
-
-run "rejects_bad_update_limit" {
-  command = plan
-
-  variables {
-    update_limit = 0
-  }
-
-  expect_failures = [var.update_limit]
-}
+# Bad input (versions, forms, limits, extensions) is refused by the module's validations; those
+# runs need no fleet and are in plan_mock.tftest.hcl.
 
 # The plan, before anything changes: both machines in place through the reference extension.
 run "plan_in_place" {
@@ -99,5 +62,30 @@ run "rolling_fallback" {
   assert {
     condition     = length(output.replaced_machines) == 2 && alltrue([for m in output.plan : contains(m.uncovered_fields, "infrastructureMachine spec.size")])
     error_message = "want both machines replaced for infrastructureMachine spec.size: ${jsonencode(output.plan)}"
+  }
+}
+
+# The fleet form over the same MachineDeployment: the cluster by name, its MachineDeployments by
+# label. On a create the waves and counts are known after apply (the plan shows them as
+# warnings); what is known is the fleet's id and the revision, and the per-machine outputs are
+# empty (the resource's `plan` is null in the fleet form).
+run "fleet_form_plan" {
+  command = plan
+
+  variables {
+    cluster                     = null
+    machine_deployment          = null
+    clusters                    = [var.cluster]
+    machine_deployment_selector = { match_labels = { "cluster.x-k8s.io/deployment-name" = var.machine_deployment } }
+    update_limit                = "50%"
+  }
+
+  assert {
+    condition     = startswith(output.id, "fleet/fleet:") && output.revision != ""
+    error_message = "id ${output.id}, revision ${output.revision}: want a fleet id and a revision"
+  }
+  assert {
+    condition     = length(output.plan) == 0 && length(output.machines) == 0 && length(output.in_place_machines) == 0
+    error_message = "the fleet form's per-machine outputs must be empty: ${jsonencode(output.machines)}"
   }
 }

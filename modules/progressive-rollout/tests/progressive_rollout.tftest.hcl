@@ -18,40 +18,8 @@ variables {
   verify_timeout       = "2m"
 }
 
-run "rejects_bad_wave_size" {
-  command = plan
-
-  variables {
-    name      = "web-${var.run_id}"
-    manifests = "kind: ConfigMap"
-    wave_size = "25 percent"
-  }
-
-  expect_failures = [var.wave_size]
-}
-
-run "rejects_bad_on_failure" {
-  command = plan
-
-  variables {
-    name       = "web-${var.run_id}"
-    manifests  = "kind: ConfigMap"
-    on_failure = "ignore"
-  }
-
-  expect_failures = [var.on_failure]
-}
-
-run "rejects_empty_manifests" {
-  command = plan
-
-  variables {
-    name      = "web-${var.run_id}"
-    manifests = "  "
-  }
-
-  expect_failures = [var.manifests]
-}
+# Bad input is refused by the module's validations; those runs need no fleet and are in
+# plan_mock.tftest.hcl.
 
 # The canary alone first, then the two production clusters together (50% of 3, rounded up);
 # afterwards every picked cluster is current on the revision.

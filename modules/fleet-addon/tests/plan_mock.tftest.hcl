@@ -1,0 +1,184 @@
+# Plan tests without a fleet: the provider is mocked (`mock_provider`, OpenTofu >= 1.8, Terraform
+# >= 1.7), so these runs check the module's own wiring (what each input becomes on the
+# gradual_module_assignment resource) and its validations, in seconds. The provider's schema and
+# its own validators still run: the CLI starts the real provider for them, installed as for any
+# test (tools/moduletest.sh --mock). What the provider does with a real fleet is
+# tests/fleet_addon.tftest.hcl.
+
+mock_provider "gradual" {}
+
+variables {
+  name      = "addon"
+  namespace = "fleet"
+  modules = [
+    { name = "namespace", version = "1.0.0", manifests = "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: addon\n" },
+    { name = "settings", version = "1.0.0", depends_on = ["namespace"], manifests = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\n  namespace: addon\n" },
+  ]
+}
+
+# By label: the selector, the modules and the pacing reach the assignment as given; what is left
+# empty stays unset, so the provider's defaults apply.
+run "selector_wiring" {
+  command = plan
+
+  variables {
+    selector_labels      = { env = "prod" }
+    selector_expressions = [{ key = "region", operator = "In", values = ["eu"] }]
+    mode                 = "ApplyOnce"
+    update_limit         = "50%"
+    max_failures         = "1"
+    deletion_policy      = "orphan"
+    verify_timeout       = "2m"
+    bake_time            = "10s"
+    maintenance_window   = { schedule = "0 2 * * *", duration = "4h" }
+    ignore_fields        = [{ kind = "Deployment", paths = [".spec.replicas"] }]
+    sensitive_paths      = [{ kind = "ConfigMap", paths = [".data.password"] }]
+  }
+
+  assert {
+    condition     = gradual_module_assignment.this.names == null && gradual_module_assignment.this.selector.match_labels == tomap({ env = "prod" }) && gradual_module_assignment.this.selector.match_expressions[0].values == tolist(["eu"])
+    error_message = "selector not passed: ${jsonencode(gradual_module_assignment.this.selector)}, names ${jsonencode(gradual_module_assignment.this.names)}"
+  }
+  assert {
+    condition     = length(gradual_module_assignment.this.modules) == 2 && gradual_module_assignment.this.modules[0].depends_on == null && gradual_module_assignment.this.modules[1].depends_on == tolist(["namespace"])
+    error_message = "modules not passed (an empty depends_on must stay unset): ${jsonencode([for m in gradual_module_assignment.this.modules : m.depends_on])}"
+  }
+  assert {
+    condition = (gradual_module_assignment.this.mode == "ApplyOnce" && gradual_module_assignment.this.update_limit == "50%" &&
+    gradual_module_assignment.this.max_failures == "1" && gradual_module_assignment.this.deletion_policy == "orphan")
+    error_message = "mode, update_limit, max_failures or deletion_policy not passed"
+  }
+  assert {
+    condition     = gradual_module_assignment.this.verify.timeout == "2m" && gradual_module_assignment.this.verify.bake_time == "10s"
+    error_message = "verify not passed: ${jsonencode(gradual_module_assignment.this.verify)}"
+  }
+  assert {
+    condition     = gradual_module_assignment.this.maintenance_window.schedule == "0 2 * * *" && gradual_module_assignment.this.ignore_fields[0].paths == tolist([".spec.replicas"])
+    error_message = "maintenance_window or ignore_fields not passed"
+  }
+  assert {
+    condition     = gradual_module_assignment.this.sensitive_paths[0].paths == tolist([".data.password"])
+    error_message = "sensitive_paths not passed: ${jsonencode(gradual_module_assignment.this.sensitive_paths)}"
+  }
+  assert {
+    condition     = gradual_module_assignment.this.canary == null && gradual_module_assignment.this.on_failure == "halt" && !gradual_module_assignment.this.force_conflicts && gradual_module_assignment.this.adopt
+    error_message = "the defaults (no canary, halt, no force, adopt) did not reach the assignment"
+  }
+}
+
+# By name: names and no selector; the canary and the failure and conflict settings as given.
+run "names_wiring" {
+  command = plan
+
+  variables {
+    clusters        = ["prod-eu-1", "staging-eu-1"]
+    canary          = ["staging-eu-1"]
+    canary_optional = true
+    on_failure      = "rollback"
+    retry_invalid   = true
+    force_conflicts = true
+    adopt           = false
+  }
+
+  assert {
+    condition     = gradual_module_assignment.this.selector == null && gradual_module_assignment.this.names == tolist(["prod-eu-1", "staging-eu-1"])
+    error_message = "want names and no selector, got names ${jsonencode(gradual_module_assignment.this.names)}, selector ${jsonencode(gradual_module_assignment.this.selector)}"
+  }
+  assert {
+    condition     = gradual_module_assignment.this.canary == tolist(["staging-eu-1"]) && gradual_module_assignment.this.canary_optional && gradual_module_assignment.this.on_failure == "rollback"
+    error_message = "canary, canary_optional or on_failure not passed"
+  }
+  assert {
+    condition     = gradual_module_assignment.this.retry_invalid && gradual_module_assignment.this.force_conflicts && !gradual_module_assignment.this.adopt
+    error_message = "retry_invalid, force_conflicts or adopt not passed"
+  }
+}
+
+# Bad input is refused at plan time, before any call to a cluster.
+run "rejects_bad_update_limit" {
+  command = plan
+
+  variables {
+    name         = "addon"
+    update_limit = "0%"
+    modules      = [{ name = "settings", version = "1", manifests = "kind: ConfigMap" }]
+  }
+
+  expect_failures = [var.update_limit]
+}
+
+run "rejects_unknown_dependency" {
+  command = plan
+
+  variables {
+    name    = "addon"
+    modules = [{ name = "settings", version = "1", manifests = "kind: ConfigMap", depends_on = ["nope"] }]
+  }
+
+  expect_failures = [var.modules]
+}
+
+run "rejects_bad_mode" {
+  command = plan
+
+  variables {
+    name    = "addon"
+    mode    = "Sometimes"
+    modules = [{ name = "settings", version = "1", manifests = "kind: ConfigMap" }]
+  }
+
+  expect_failures = [var.mode]
+}
+
+run "rejects_duplicate_module_names" {
+  command = plan
+
+  variables {
+    modules = [
+      { name = "settings", version = "1", manifests = "kind: ConfigMap" },
+      { name = "settings", version = "2", manifests = "kind: ConfigMap" },
+    ]
+  }
+
+  expect_failures = [var.modules]
+}
+
+run "rejects_bad_name" {
+  command = plan
+
+  variables {
+    name = "Addon_1"
+  }
+
+  expect_failures = [var.name]
+}
+
+run "rejects_empty_cluster_name" {
+  command = plan
+
+  variables {
+    clusters = ["prod-eu-1", " "]
+  }
+
+  expect_failures = [var.clusters]
+}
+
+run "rejects_bad_on_failure" {
+  command = plan
+
+  variables {
+    on_failure = "ignore"
+  }
+
+  expect_failures = [var.on_failure]
+}
+
+run "rejects_duplicate_canary" {
+  command = plan
+
+  variables {
+    canary = ["prod-eu-1", "prod-eu-1"]
+  }
+
+  expect_failures = [var.canary]
+}
