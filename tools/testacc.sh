@@ -167,7 +167,8 @@ capi_controllers() {
 }
 
 # gradual_inplace_update against those controllers: the preview and CAPI's choice agree (a
-# covered version bump done in place, same Machine), an uncovered change refused at plan, a stale
+# covered version bump done in place, same Machine, for a MachineDeployment and a three-replica
+# KubeadmControlPlane), an uncovered change refused at plan, a stale
 # plan stopping the apply. One Cluster API fleet per CLI run, started by the tests. Verbose (-v):
 # each test's time and what it logs (the fleet's start, Machine UIDs before and after) are the
 # figures these runs are read for.

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -135,5 +136,46 @@ func TestManagerDeploymentsRecordTheFeatureGate(t *testing.T) {
 		if !strings.Contains(g.Core.Why, "Deployment capi-system/capi-controller-manager") {
 			t.Errorf("core gate evidence %q", g.Core.Why)
 		}
+	}
+}
+
+// A KubeadmControlPlane gets maxSurge 0 only where its webhook allows it (3 replicas or more) and
+// in-place rollouts are asked for; otherwise it keeps CAPI's default (one replica, maxSurge 1).
+func TestInMemoryClusterControlPlaneRollout(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		c         InMemoryCluster
+		replicas  int64
+		wantSurge bool
+	}{
+		{"default", InMemoryCluster{InPlaceRollout: true}, 1, false},
+		{"three replicas, in place", InMemoryCluster{InPlaceRollout: true, ControlPlaneReplicas: 3}, 3, true},
+		{"three replicas, default rollout", InMemoryCluster{ControlPlaneReplicas: 3}, 3, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.c.Name, tc.c.Namespace, tc.c.ControlPlaneVersion, tc.c.WorkerVersion = "c", "ns", "v1.34.2", "v1.34.0"
+			objs, err := tc.c.Objects()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var kcp map[string]any
+			for _, o := range objs {
+				if o.GetKind() == "KubeadmControlPlane" {
+					kcp = o.Object
+				}
+			}
+			if kcp == nil {
+				t.Fatal("no KubeadmControlPlane")
+			}
+			// decodeYAML leaves numbers float64, as JSON does.
+			replicas, _, _ := unstructured.NestedFieldNoCopy(kcp, "spec", "replicas")
+			if replicas != float64(tc.replicas) {
+				t.Errorf("replicas %v, want %d", replicas, tc.replicas)
+			}
+			surge, found, _ := unstructured.NestedFieldNoCopy(kcp, "spec", "rollout", "strategy", "rollingUpdate", "maxSurge")
+			if found != tc.wantSurge || (found && surge != float64(0)) {
+				t.Errorf("maxSurge %v (set %v), want set=%v to 0", surge, found, tc.wantSurge)
+			}
+		})
 	}
 }

@@ -30,11 +30,25 @@ type InMemoryCluster struct {
 	Labels map[string]string
 	// InPlaceRollout gives the MachineDeployment maxSurge 0 / maxUnavailable 1, so that Cluster
 	// API updates its machine in place when an extension covers the change (with its default
-	// maxSurge 1 it creates a new Machine first and deletes the old one).
+	// maxSurge 1 it creates a new Machine first and deletes the old one). With ControlPlaneReplicas
+	// of 3 or more it gives the KubeadmControlPlane maxSurge 0 too (its webhook allows 0 from 3
+	// replicas): KubeadmControlPlane then updates each Machine in place, one at a time, rather than
+	// creating one and deleting another.
 	InPlaceRollout bool
+	// ControlPlaneReplicas is the KubeadmControlPlane's replicas; 0 means 1.
+	ControlPlaneReplicas int
 }
 
-// Objects are the cluster's objects: a DevCluster, a one-replica KubeadmControlPlane and a
+// controlPlaneReplicas is ControlPlaneReplicas with its default.
+func (c InMemoryCluster) controlPlaneReplicas() int {
+	if c.ControlPlaneReplicas <= 0 {
+		return 1
+	}
+	return c.ControlPlaneReplicas
+}
+
+// Objects are the cluster's objects: a DevCluster, a KubeadmControlPlane (one replica unless
+// ControlPlaneReplicas says otherwise) and a
 // one-replica MachineDeployment with DevMachineTemplates and a KubeadmConfigTemplate. The
 // MachineDeployment has no selector (the webhook defaults it). Every object, and the templates'
 // metadata, carries the managers' watch-filter label. Provisioning delays are short, so the
@@ -54,6 +68,14 @@ func (c InMemoryCluster) Objects() ([]*unstructured.Unstructured, error) {
     strategy:
       type: RollingUpdate
       rollingUpdate: {maxSurge: 0, maxUnavailable: 1}`
+	}
+	cpRollout := ""
+	if c.InPlaceRollout && c.controlPlaneReplicas() >= 3 {
+		cpRollout = `
+  rollout:
+    strategy:
+      type: RollingUpdate
+      rollingUpdate: {maxSurge: 0}`
 	}
 	manifests := fmt.Sprintf(`
 apiVersion: infrastructure.cluster.x-k8s.io/v1beta2
@@ -97,7 +119,7 @@ apiVersion: controlplane.cluster.x-k8s.io/v1beta2
 kind: KubeadmControlPlane
 metadata: {name: %[1]s-control-plane, namespace: %[2]s, labels: {cluster.x-k8s.io/watch-filter: %[6]s}}
 spec:
-  replicas: 1
+  replicas: %[8]d%[9]s
   version: %[3]s
   machineTemplate:
     metadata:
@@ -140,7 +162,7 @@ spec:
       bootstrap:
         configRef: {apiGroup: bootstrap.cluster.x-k8s.io, kind: KubeadmConfigTemplate, name: %[1]s-md-0}
       infrastructureRef: {apiGroup: infrastructure.cluster.x-k8s.io, kind: DevMachineTemplate, name: %[1]s-md-0}
-`, c.Name, c.Namespace, c.ControlPlaneVersion, c.WorkerVersion, inMemoryMachine, ClusterAPIWatchFilter, rollout)
+`, c.Name, c.Namespace, c.ControlPlaneVersion, c.WorkerVersion, inMemoryMachine, ClusterAPIWatchFilter, rollout, c.controlPlaneReplicas(), cpRollout)
 	objs, err := decodeYAML([]byte(manifests))
 	if err != nil {
 		return nil, err
@@ -158,39 +180,63 @@ spec:
 	return objs, nil
 }
 
-// ProvisionInMemory creates the clusters on CAPD's in-memory backend in the fleet's Cluster API
-// namespace (their Namespace is set to it) and waits, within ctx, until Cluster API has brought
-// every Machine of theirs up: Running, with a Node, UpToDate. The fleet must run the Cluster API
-// controllers (Options.ClusterAPI). Clusters that exist already are left as they are.
-func (f *Fleet) ProvisionInMemory(ctx context.Context, clusters ...InMemoryCluster) error {
+// CreateInMemory creates the clusters' objects on CAPD's in-memory backend in the fleet's Cluster
+// API namespace (their Namespace is set to it) and returns without waiting for Cluster API to
+// bring them up (ProvisionInMemory waits). The fleet must run the Cluster API controllers
+// (Options.ClusterAPI). Objects that exist already are left as they are.
+func (f *Fleet) CreateInMemory(ctx context.Context, clusters ...InMemoryCluster) error {
+	_, err := f.createInMemory(ctx, clusters)
+	return err
+}
+
+// createInMemory is CreateInMemory, returning the Cluster API namespace.
+func (f *Fleet) createInMemory(ctx context.Context, clusters []InMemoryCluster) (string, error) {
 	f.mu.Lock()
 	state := f.ClusterAPI
 	f.mu.Unlock()
 	if state == nil {
-		return fmt.Errorf("fleet %s runs no Cluster API controllers (Options.ClusterAPI)", f.Name)
+		return "", fmt.Errorf("fleet %s runs no Cluster API controllers (Options.ClusterAPI)", f.Name)
+	}
+	mc, err := f.ManagementClient()
+	if err != nil {
+		return "", err
+	}
+	for _, c := range clusters {
+		c.Namespace = state.Namespace
+		objs, err := c.Objects()
+		if err != nil {
+			return "", err
+		}
+		for _, o := range objs {
+			if err := mc.Create(ctx, o); err != nil && !apierrors.IsAlreadyExists(err) {
+				return "", fmt.Errorf("create %s %s: %w", o.GetKind(), o.GetName(), err)
+			}
+		}
+	}
+	return state.Namespace, nil
+}
+
+// ProvisionInMemory creates the clusters (CreateInMemory) and waits, within ctx, until Cluster
+// API has brought every Machine of theirs up: Running, with a Node, UpToDate. Clusters that exist
+// already are left as they are.
+func (f *Fleet) ProvisionInMemory(ctx context.Context, clusters ...InMemoryCluster) error {
+	namespace, err := f.createInMemory(ctx, clusters)
+	if err != nil {
+		return err
 	}
 	mc, err := f.ManagementClient()
 	if err != nil {
 		return err
 	}
-	names := map[string]bool{}
+	// want is how many Machines each cluster has when it is up: its control plane's and a worker.
+	want := map[string]int{}
 	for _, c := range clusters {
-		c.Namespace = state.Namespace
-		names[c.Name] = true
-		objs, err := c.Objects()
-		if err != nil {
-			return err
-		}
-		for _, o := range objs {
-			if err := mc.Create(ctx, o); err != nil && !apierrors.IsAlreadyExists(err) {
-				return fmt.Errorf("create %s %s: %w", o.GetKind(), o.GetName(), err)
-			}
-		}
+		want[c.Name] = c.controlPlaneReplicas() + 1
 	}
 	var last string
 	err = wait.PollUntilContextCancel(ctx, time.Second, true, func(ctx context.Context) (bool, error) {
 		var list clusterv1.MachineList
-		if err := mc.List(ctx, &list, client.InNamespace(state.Namespace)); err != nil {
+		if err := mc.List(ctx, &list, client.InNamespace(namespace)); err != nil {
 			last = err.Error()
 			return false, nil //nolint:nilerr // a failed read is retried until ctx ends
 		}
@@ -198,7 +244,7 @@ func (f *Fleet) ProvisionInMemory(ctx context.Context, clusters ...InMemoryClust
 		perCluster := map[string]int{}
 		ok := true
 		for _, m := range list.Items {
-			if !names[m.Spec.ClusterName] {
+			if want[m.Spec.ClusterName] == 0 {
 				continue
 			}
 			perCluster[m.Spec.ClusterName]++
@@ -206,9 +252,8 @@ func (f *Fleet) ProvisionInMemory(ctx context.Context, clusters ...InMemoryClust
 			states = append(states, fmt.Sprintf("%s=%s node=%q upToDate=%v", m.Name, m.Status.Phase, m.Status.NodeRef.Name, up))
 			ok = ok && m.Status.Phase == string(clusterv1.MachinePhaseRunning) && m.Status.NodeRef.IsDefined() && up
 		}
-		for name := range names {
-			// A control plane machine and a worker each.
-			ok = ok && perCluster[name] >= 2
+		for name, n := range want {
+			ok = ok && perCluster[name] >= n
 		}
 		last = strings.Join(states, ", ")
 		return ok, nil
@@ -235,9 +280,10 @@ func WorkloadClient(ctx context.Context, mc client.Client, namespace, cluster st
 
 // Kubelet stands in for the kubelets CAPD's in-memory backend does not run: CAPI's test
 // extension only pretends to update a Machine in place, and Cluster API keeps the Machine
-// UpToDate=False until its Node's kubelet reports the new version. The Node of a worker Machine
-// of a cluster it plays for is made to report the Machine's version, as a kubelet restarted by
-// the update would. It decides nothing: whether Cluster API updates in place, and when it calls
+// UpToDate=False until its Node's kubelet reports the new version (the MachineSet's and the
+// KubeadmControlPlane's controllers alike). The Node of a Machine (a worker or a control plane
+// one) of a cluster it plays for is made to report the Machine's version, as a kubelet restarted
+// by the update would. It decides nothing: whether Cluster API updates in place, and when it calls
 // a Machine done, stays Cluster API's. A cluster it does not play for is one whose kubelets do
 // not come back on the new version (a failed update); Play makes them recover.
 type Kubelet struct {
@@ -276,7 +322,7 @@ func (k *Kubelet) Run(ctx context.Context, mc client.Client, namespace string) {
 			return
 		}
 		var list clusterv1.MachineList
-		if err := mc.List(ctx, &list, client.InNamespace(namespace), client.HasLabels{clusterv1.MachineDeploymentNameLabel}); err != nil {
+		if err := mc.List(ctx, &list, client.InNamespace(namespace), client.HasLabels{clusterv1.ClusterNameLabel}); err != nil {
 			continue
 		}
 		for _, m := range list.Items {

@@ -28,7 +28,9 @@ resource "gradual_inplace_update" "workers" {
 # The control plane of prod-eu-1: KubeadmControlPlane prod-eu-1-cp gets the version and
 # updates its machines; the extensions come from the management cluster's ExtensionConfig
 # objects (one with a `service` is called through the management API server's service proxy).
-# Cluster API calls one extension per in-place hook: register one.
+# Cluster API calls one extension per in-place hook: register one. KubeadmControlPlane updates
+# its machines in place when it rolls out with maxSurge 0 (which needs 3 replicas or more);
+# with its default maxSurge 1 it replaces them.
 resource "gradual_inplace_update" "control_plane" {
   namespace     = "fleet"
   cluster       = "prod-eu-1"

@@ -57,7 +57,8 @@ func TestMain(m *testing.M) {
 // capi is the one fleet with the real Cluster API controllers that the tests of this package
 // share, with one in-memory cluster provisioned by CAPI (a one-replica control plane and a
 // one-replica MachineDeployment rolled out with maxSurge 0 / maxUnavailable 1, so a covered
-// change is done in place) and CAPI's test extension registered.
+// change is done in place) and CAPI's test extension registered; the fleet tests' clusters
+// (fleetClusters) and cpCluster (a three-replica control plane) beside it.
 var capi capiShared
 
 type capiShared struct {
@@ -155,8 +156,8 @@ func capiFleet(t *testing.T) (*testbed.Fleet, client.Client) {
 	return capi.fleet, mc
 }
 
-// provision creates the in-memory clusters (memCluster and fleetClusters), registers the test
-// extension, and waits for CAPI to bring up their Machines.
+// provision creates the in-memory clusters (memCluster, fleetClusters, cpCluster), registers the test
+// extension, and waits for CAPI to bring up the Machines of all but cpCluster.
 func provision(ctx context.Context, f *testbed.Fleet) error {
 	clusters := []testbed.InMemoryCluster{{Name: memCluster, ControlPlaneVersion: "v1.34.2", WorkerVersion: "v1.34.0", InPlaceRollout: true}}
 	for _, name := range fleetClusters {
@@ -164,6 +165,12 @@ func provision(ctx context.Context, f *testbed.Fleet) error {
 			Labels: map[string]string{fleetLabel: "yes"}})
 	}
 	if err := f.RegisterTestExtension(ctx, extensionName); err != nil {
+		return err
+	}
+	// KubeadmControlPlane brings cpCluster's three Machines up one after another (about a
+	// minute): created now, it comes up meanwhile, and only the test that uses it waits for it.
+	if err := f.CreateInMemory(ctx, testbed.InMemoryCluster{Name: cpCluster, ControlPlaneVersion: "v1.34.2", WorkerVersion: "v1.34.0",
+		InPlaceRollout: true, ControlPlaneReplicas: 3}); err != nil {
 		return err
 	}
 	return f.ProvisionInMemory(ctx, clusters...)

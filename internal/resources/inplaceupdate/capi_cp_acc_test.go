@@ -11,9 +11,11 @@ import (
 	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
 	"github.com/hashicorp/terraform-plugin-testing/knownvalue"
 	"github.com/hashicorp/terraform-plugin-testing/plancheck"
+	"github.com/hashicorp/terraform-plugin-testing/statecheck"
 	"github.com/hashicorp/terraform-plugin-testing/terraform"
 	"github.com/hashicorp/terraform-plugin-testing/tfjsonpath"
 	"github.com/hashicorp/terraform-plugin-testing/tfversion"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/util/wait"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
@@ -100,6 +102,127 @@ resource "gradual_inplace_update" "cp" {
 						return fmt.Errorf("status %s=%q, %s=%q; want replaced and created", before.Name, attrs["status."+before.Name], after.Name, attrs["status."+after.Name])
 					}
 					t.Logf("preview rolling (maxSurge 1); KubeadmControlPlane replaced Machine %s by %s on %s", before.Name, after.Name, version)
+					return nil
+				},
+			},
+			{Config: cfg, PlanOnly: true},
+		},
+	})
+}
+
+// cpCluster is an in-memory cluster with a three-replica KubeadmControlPlane rolled out with
+// maxSurge 0: the shape in which Cluster API v1.14 updates control plane Machines in place
+// (provisioned with the shared fleet, see provision).
+const cpCluster = "mem-cp3"
+
+// controlPlaneMachines are cluster's n KubeadmControlPlane Machines, once CAPI has settled them:
+// n Machines, none being deleted, each UpToDate, not Updating, with a Node.
+func controlPlaneMachines(t *testing.T, mc client.Client, cluster string, n int) []clusterv1.Machine {
+	t.Helper()
+	var list clusterv1.MachineList
+	var last string
+	err := wait.PollUntilContextTimeout(context.Background(), time.Second, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
+		if err := mc.List(ctx, &list, client.InNamespace(testbed.DefaultClusterAPINamespace),
+			client.MatchingLabels{clusterv1.MachineControlPlaneNameLabel: cluster + "-control-plane"}); err != nil {
+			last = err.Error()
+			return false, nil //nolint:nilerr // a failed read is retried until the timeout
+		}
+		var states []string
+		settled := 0
+		for _, m := range list.Items {
+			up := meta.IsStatusConditionTrue(m.Status.Conditions, clusterv1.MachineUpToDateCondition)
+			updating := meta.IsStatusConditionTrue(m.Status.Conditions, clusterv1.MachineUpdatingCondition)
+			states = append(states, fmt.Sprintf("%s deleting=%v upToDate=%v updating=%v", m.Name, !m.DeletionTimestamp.IsZero(), up, updating))
+			if m.DeletionTimestamp.IsZero() && up && !updating && m.Status.NodeRef.IsDefined() {
+				settled++
+			}
+		}
+		last = strings.Join(states, "; ")
+		return len(list.Items) == n && settled == n, nil
+	})
+	if err != nil {
+		t.Fatalf("control plane Machines of %s not settled: %v; last: %s", cluster, err, last)
+	}
+	return list.Items
+}
+
+// A version bump of a three-replica KubeadmControlPlane with maxSurge 0, which CAPI's test
+// extension covers: the plan previews every control plane Machine in place by test-extension,
+// and KubeadmControlPlane does update them in place, one at a time (it only updates in place a
+// Machine it would otherwise delete: with maxSurge 0 it never creates one first). After apply the
+// same three Machines (same UIDs) are on the new version, their Nodes' kubelets too, and status
+// says each was updated; a second plan is empty.
+func TestAccCAPIInPlace_controlPlaneInPlace(t *testing.T) {
+	acctest.OnOneLane(t, 1) // what Cluster API does with the write, not how a CLI drives it
+	f, mc := capiFleet(t)
+	playKubelet(t, mc, cpCluster)
+	before := controlPlaneMachines(t, mc, cpCluster, 3)
+	names := make([]string, len(before))
+	for i, m := range before {
+		names[i] = regexp.QuoteMeta(m.Name)
+	}
+	anyMachine := regexp.MustCompile(`^(` + strings.Join(names, "|") + `)$`)
+	const version = "v1.34.3"
+	const res = "gradual_inplace_update.cp"
+	cfg := acctest.ProviderConfig(f) + fmt.Sprintf(`
+resource "gradual_inplace_update" "cp" {
+  namespace     = %q
+  cluster       = %q
+  control_plane = %q
+  version       = %q
+  fallback      = "none"
+  verify        = { timeout = "5m" }
+}
+`, testbed.DefaultClusterAPINamespace, cpCluster, cpCluster+"-control-plane", version)
+	var preview []plancheck.PlanCheck
+	for i := range before {
+		m := tfjsonpath.New("plan").AtSliceIndex(i)
+		preview = append(preview,
+			plancheck.ExpectKnownValue(res, m.AtMapKey("name"), knownvalue.StringRegexp(anyMachine)),
+			plancheck.ExpectKnownValue(res, m.AtMapKey("strategy"), knownvalue.StringExact("in-place")),
+			plancheck.ExpectKnownValue(res, m.AtMapKey("extensions"), knownvalue.ListExact([]knownvalue.Check{knownvalue.StringExact(extensionName)})))
+	}
+	wantStatus := map[string]knownvalue.Check{}
+	for _, m := range before {
+		wantStatus[m.Name] = knownvalue.StringExact("updated")
+	}
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: acctest.ProviderFactories,
+		TerraformVersionChecks:   []tfversion.TerraformVersionCheck{tfversion.SkipBelow(tfversion.Version1_11_0)},
+		Steps: []resource.TestStep{
+			{
+				Config:            cfg,
+				ConfigPlanChecks:  resource.ConfigPlanChecks{PreApply: preview},
+				ConfigStateChecks: []statecheck.StateCheck{statecheck.ExpectKnownValue(res, tfjsonpath.New("status"), knownvalue.MapExact(wantStatus))},
+				Check: func(*terraform.State) error {
+					after := controlPlaneMachines(t, mc, cpCluster, 3)
+					uids := map[string]bool{}
+					for _, m := range before {
+						uids[string(m.UID)] = true
+					}
+					wc, err := workloadClient(context.Background(), mc, cpCluster)
+					if err != nil {
+						return err
+					}
+					var kept []string
+					for _, m := range after {
+						if !uids[string(m.UID)] {
+							return fmt.Errorf("control plane Machine %s (UID %s) is new: KubeadmControlPlane did not update in place", m.Name, m.UID)
+						}
+						if m.Spec.Version != version {
+							return fmt.Errorf("control plane Machine %s on %s, want %s", m.Name, m.Spec.Version, version)
+						}
+						var n corev1.Node
+						if err := wc.Get(context.Background(), client.ObjectKey{Name: m.Status.NodeRef.Name}, &n); err != nil {
+							return err
+						}
+						if n.Status.NodeInfo.KubeletVersion != version {
+							return fmt.Errorf("Node %s of %s: kubelet %s, want %s", n.Name, m.Name, n.Status.NodeInfo.KubeletVersion, version)
+						}
+						kept = append(kept, fmt.Sprintf("%s (UID %s, Node %s)", m.Name, m.UID, n.Name))
+					}
+					t.Logf("preview in-place by %s for all 3; KubeadmControlPlane kept %s, all on %s",
+						extensionName, strings.Join(kept, ", "), version)
 					return nil
 				},
 			},
