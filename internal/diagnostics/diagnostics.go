@@ -3,8 +3,12 @@
 package diagnostics
 
 import (
+	"errors"
+	"strings"
+
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	"github.com/gradual-dev/terraform-provider-gradual/internal/usererr"
 )
@@ -23,15 +27,41 @@ func AttributeFromError(p path.Path, err error, fallbackSummary string) diag.Dia
 }
 
 func parts(err error, fallbackSummary string) (string, string) {
+	summary, detail := fallbackSummary, err.Error()
 	if e, ok := usererr.As(err); ok {
-		detail := e.Detail
+		summary, detail = e.Summary, e.Detail
 		if e.Err != nil {
 			detail += "\n\nCause: " + e.Err.Error()
 		}
-		return e.Summary, detail
 	}
-	return fallbackSummary, err.Error()
+	if hint := permissionHint(err); hint != "" {
+		detail += "\n\n" + hint
+	}
+	return summary, detail
 }
+
+// permissionHint explains an RBAC refusal in err's chain, or returns "". The API server's
+// message already names the user, the verb, the resource, its API group and namespace; what it
+// cannot say is which credentials those were and where the roles are documented. Admission
+// webhooks and policies answer 403 too, but their message says why (they never say "cannot
+// <verb> resource"), and what they refuse is the objects, not the credentials.
+func permissionHint(err error) string {
+	var status apierrors.APIStatus
+	if !errors.As(err, &status) || !apierrors.IsForbidden(err) {
+		return ""
+	}
+	msg := status.Status().Message
+	if !strings.Contains(msg, " cannot ") || !strings.Contains(msg, " resource ") {
+		return ""
+	}
+	return "Missing Kubernetes permission: " + msg + ". " + PermissionDenied
+}
+
+// PermissionDenied says whose credentials lack an RBAC permission and where the roles are.
+const PermissionDenied = "Where the error names a workload cluster, grant the permission to the identity in that " +
+	"Cluster's `<name>-kubeconfig` Secret; otherwise to the identity the provider connects to the management " +
+	"cluster with (its `kubeconfig_*`, `host`/`token` or exec settings). The RBAC guide (docs/guides/rbac.md) " +
+	"gives the ClusterRoles each use needs: plan only, rollouts and module assignments, in-place updates, Flux delivery."
 
 // UnconfiguredProvider is the detail of the error a resource reports when the provider was
 // not configured (its configuration had unknown values).
