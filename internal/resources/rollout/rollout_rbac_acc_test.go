@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
+	"github.com/hashicorp/terraform-plugin-testing/plancheck"
 	"github.com/hashicorp/terraform-plugin-testing/terraform"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -27,6 +28,7 @@ import (
 	"github.com/gradual-dev/terraform-provider-gradual/internal/acctest"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/fleet"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/manifest"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/records"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/testbed"
 )
 
@@ -106,13 +108,16 @@ resource "gradual_rollout" "test" {
 			{
 				PreConfig: asApply,
 				Config:    config(bed.kubeconfig["apply"], v1),
-				Check:     configMaps(map[string]bool{"settings": true, "extra": true}),
+				Check:     resource.ComposeTestCheckFunc(configMaps(map[string]bool{"settings": true, "extra": true}), bed.events(t)),
 			},
 			{
-				// Refreshed by the plan-only roles (records read, drift by dry run): nothing to do.
-				PreConfig: asPlan,
-				Config:    config(bed.kubeconfig["plan"], v1),
-				PlanOnly:  true,
+				// Refreshed by the plan-only roles (records read, drift by dry run): nothing to do,
+				// and no cluster set aside as unreadable (a refused drift dry run would do that,
+				// with a warning only).
+				PreConfig:        asPlan,
+				Config:           config(bed.kubeconfig["plan"], v1),
+				PlanOnly:         true,
+				ConfigPlanChecks: resource.ConfigPlanChecks{PostApplyPostRefresh: []plancheck.PlanCheck{noneSkipped{}}},
 			},
 			{
 				// A change, planned by them (the bundle checked against the clusters).
@@ -120,6 +125,7 @@ resource "gradual_rollout" "test" {
 				Config:             config(bed.kubeconfig["plan"], v2),
 				PlanOnly:           true,
 				ExpectNonEmptyPlan: true,
+				ConfigPlanChecks:   resource.ConfigPlanChecks{PostApplyPostRefresh: []plancheck.PlanCheck{noneSkipped{}}},
 			},
 			{
 				// Applied by the apply roles: a ConfigMap changed, one pruned. The destroy that
@@ -130,6 +136,22 @@ resource "gradual_rollout" "test" {
 			},
 		},
 	})
+}
+
+// noneSkipped checks that the plan's prior (refreshed) state of gradual_rollout.test skips no
+// cluster: a cluster the refresh cannot read (an RBAC refusal among others) is skipped with the
+// reason, which fails no plan by itself.
+type noneSkipped struct{}
+
+func (noneSkipped) CheckPlan(_ context.Context, req plancheck.CheckPlanRequest, resp *plancheck.CheckPlanResponse) {
+	values := rolloutStateValues(req.Plan.PriorState)
+	if values == nil {
+		resp.Error = fmt.Errorf("the plan's prior state has no gradual_rollout.test")
+		return
+	}
+	if skipped, _ := values["skipped"].(map[string]any); len(skipped) > 0 {
+		resp.Error = fmt.Errorf("the refresh skipped clusters: %v", skipped)
+	}
 }
 
 // rbacBundle is a Namespace and its ConfigMaps: the kinds the guide's example bundle roles cover.
@@ -160,6 +182,29 @@ func (b *rbacBed) use(t *testing.T, identity string) func() {
 		for _, cluster := range rbacClusters {
 			writeKubeconfigSecret(t, mc, b.namespace, cluster, b.workload[identity][cluster])
 		}
+	}
+}
+
+// events checks that the run wrote its Events on the management record (the rule on events in
+// gradual-apply-records): an Event that cannot be written is dropped without failing the run, so
+// only this check notices a missing rule.
+func (b *rbacBed) events(t *testing.T) resource.TestCheckFunc {
+	return func(*terraform.State) error {
+		mc, err := b.f.ManagementClient()
+		if err != nil {
+			return err
+		}
+		var list corev1.EventList
+		if err := mc.List(context.Background(), &list, client.InNamespace(b.records)); err != nil {
+			return err
+		}
+		for _, ev := range list.Items {
+			if ev.Reason == records.EventReasonSucceeded {
+				return nil
+			}
+		}
+		t.Logf("Events in %s: %d", b.records, len(list.Items))
+		return fmt.Errorf("no %s Event in the record namespace %s", records.EventReasonSucceeded, b.records)
 	}
 }
 
