@@ -60,7 +60,7 @@ func permissionHint(err error) string {
 // PermissionDenied says whose credentials lack an RBAC permission and where the roles are.
 const PermissionDenied = "Where the error names a workload cluster, grant the permission to the identity in that " +
 	"Cluster's `<name>-kubeconfig` Secret; otherwise to the identity the provider connects to the management " +
-	"cluster with (its `kubeconfig_*`, `host`/`token` or exec settings). The RBAC guide (docs/guides/rbac.md) " +
+	"cluster with (its `config_path`, `kubeconfig_raw`, `host` and `token`, or `exec` settings, or the pod's ServiceAccount). The RBAC guide (docs/guides/rbac.md) " +
 	"gives the ClusterRoles each use needs: plan only, rollouts and module assignments, in-place updates, Flux delivery."
 
 // UnconfiguredProvider is the detail of the error a resource reports when the provider was
