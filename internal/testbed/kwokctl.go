@@ -212,8 +212,25 @@ func (k *kwokctl) list(ctx context.Context) ([]string, error) {
 // its process, and the pid be reused by someone else's).
 func (k *kwokctl) processes(name string) []int {
 	dir := k.clusterDir(name)
-	files, _ := filepath.Glob(filepath.Join(dir, "pids", "*.pid"))
 	var pids []int
+	for _, c := range k.components(name) {
+		if ownedAlive(c.pid, dir) {
+			pids = append(pids, c.pid)
+		}
+	}
+	return pids
+}
+
+// component is one process kwokctl started for a cluster, as its pid file names it.
+type component struct {
+	name string // etcd, kube-apiserver, kwok-controller, …
+	pid  int
+}
+
+// components reads a cluster's pid files; unreadable ones are left out.
+func (k *kwokctl) components(name string) []component {
+	files, _ := filepath.Glob(filepath.Join(k.clusterDir(name), "pids", "*.pid"))
+	var out []component
 	for _, f := range files {
 		raw, err := os.ReadFile(f)
 		if err != nil {
@@ -223,11 +240,9 @@ func (k *kwokctl) processes(name string) []int {
 		if err != nil || pid <= 0 {
 			continue
 		}
-		if ownedAlive(pid, dir) {
-			pids = append(pids, pid)
-		}
+		out = append(out, component{name: strings.TrimSuffix(filepath.Base(f), ".pid"), pid: pid})
 	}
-	return pids
+	return out
 }
 
 // exited returns an error naming the components of a cluster whose processes are gone (a pid file
@@ -236,20 +251,13 @@ func (k *kwokctl) processes(name string) []int {
 // server or a controller that never gets ready, minutes later.
 func (k *kwokctl) exited(name string) error {
 	dir := k.clusterDir(name)
-	files, _ := filepath.Glob(filepath.Join(dir, "pids", "*.pid"))
 	var errs []error
-	for _, f := range files {
-		raw, err := os.ReadFile(f)
-		if err != nil {
+	for _, c := range k.components(name) {
+		if ownedAlive(c.pid, dir) {
 			continue
 		}
-		pid, err := strconv.Atoi(strings.TrimSpace(string(raw)))
-		if err != nil || pid <= 0 || ownedAlive(pid, dir) {
-			continue
-		}
-		component := strings.TrimSuffix(filepath.Base(f), ".pid")
-		log, _ := os.ReadFile(filepath.Join(dir, "logs", component+".log"))
-		errs = append(errs, fmt.Errorf("%s exited; the end of its log:\n%s", component, tail(string(log), 5)))
+		log, _ := os.ReadFile(filepath.Join(dir, "logs", c.name+".log"))
+		errs = append(errs, fmt.Errorf("%s exited; the end of its log:\n%s", c.name, tail(string(log), 5)))
 	}
 	return errors.Join(errs...)
 }
