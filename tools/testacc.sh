@@ -2,12 +2,12 @@
 # Acceptance tests against real local fleets: builds the toolchain if needed, starts one test bed
 # (a management cluster and three workload clusters) per CLI, and runs the acceptance tests on
 # OpenTofu and, when `terraform` is on PATH, on Terraform, the two side by side (each on its own
-# fleet). Each lane then goes on with what follows on its own: the OpenTofu lane with the
-# modules' tests, the Cluster API controllers' own test, gradual_inplace_update on them and
-# delivery through Flux (on a Flux test bed of its own, both CLIs); the Terraform lane with the
-# plan line budget on a scale bed (both CLIs side by side) and gradual_inplace_update on the
-# Cluster API controllers under Terraform (the Cluster API fleets take a lock, so one runs at a
-# time). Every fleet is torn down on exit, whatever happened.
+# fleet), and beside them the Cluster API controllers' own test. Each lane then goes on with what
+# follows on its own: the OpenTofu lane with the modules' tests, gradual_inplace_update on the
+# Cluster API controllers and delivery through Flux (on a Flux test bed of its own, both CLIs);
+# the Terraform lane with the plan line budget on a scale bed (both CLIs side by side) and
+# gradual_inplace_update on the Cluster API controllers under Terraform (the Cluster API fleets
+# take a lock, so one runs at a time). Every fleet is torn down on exit, whatever happened.
 #
 #   GRADUAL_TESTACC_SERIAL=1 tools/testacc.sh   # one CLI after the other, on one fleet
 #
@@ -227,7 +227,6 @@ else
     acc OpenTofu "$GRADUAL_TOFU" "$work/fleet-tofu" "${tofu_env[@]}" GRADUAL_ACC_LANE=0/2 &&
       GRADUAL_TESTBED_DIR="$work/fleet-tofu" tools/moduletest.sh || rc=1
     "$testbed" down --dir "$work/fleet-tofu" >&2 || true
-    capi_controllers || rc=1
     capi_acc OpenTofu "$GRADUAL_TOFU" "${tofu_env[@]}" GRADUAL_ACC_LANE=0/2 || rc=1
     flux_acc || rc=1
     return "$rc"
@@ -242,10 +241,14 @@ else
   }
   lane OpenTofu tofu_lane
   lane Terraform terraform_lane
+  # The Cluster API controllers' own test runs beside the lanes' acceptance tests, not after
+  # them: the Cluster API fleets run one at a time (the lock), and the lanes' later Cluster API
+  # stages are the end of the run.
+  lane ClusterAPI capi_controllers
   wait "${lanes[@]}" || true
   lanes=()
   failed=0
-  for name in OpenTofu Terraform; do
+  for name in OpenTofu Terraform ClusterAPI; do
     rc=$(cat "$work/$name.rc" 2>/dev/null || echo 1)
     stage "$name lane exit code $rc"
     [ "$rc" = 0 ] || failed=1
@@ -253,7 +256,7 @@ else
   # What failed, last: a CI log is often read from its tail only.
   if [ "$failed" != 0 ]; then
     stage "what failed"
-    for name in OpenTofu Terraform; do
+    for name in OpenTofu Terraform ClusterAPI; do
       awk -f tools/failures.awk "$work/$name.log" 2>/dev/null | tail -n 80 >&2 || true
     done
   fi
