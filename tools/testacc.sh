@@ -3,11 +3,11 @@
 # (a management cluster and three workload clusters) per CLI, and runs the acceptance tests on
 # OpenTofu and, when `terraform` is on PATH, on Terraform, the two side by side (each on its own
 # fleet), and beside them the Cluster API controllers' own test. Each lane then goes on with what
-# follows on its own: the OpenTofu lane with the modules' tests, gradual_inplace_update on the
-# Cluster API controllers and delivery through Flux (on a Flux test bed of its own, both CLIs);
-# the Terraform lane with the plan line budget on a scale bed (both CLIs side by side) and
-# gradual_inplace_update on the Cluster API controllers under Terraform (the Cluster API fleets
-# take a lock, so one runs at a time). Every fleet is torn down on exit, whatever happened.
+# follows on its own: the OpenTofu lane with the modules' tests, delivery through Flux (on a Flux
+# test bed of its own, both CLIs) and the plan line budget on a scale bed (both CLIs side by
+# side); the Terraform lane with gradual_inplace_update on the real Cluster API controllers,
+# under Terraform and then OpenTofu (the Cluster API fleets take a lock, so one runs at a time).
+# Every fleet is torn down on exit, whatever happened.
 #
 #   GRADUAL_TESTACC_SERIAL=1 tools/testacc.sh   # one CLI after the other, on one fleet
 #
@@ -221,22 +221,25 @@ else
   }
   # The tests marked acctest.OnOneLane (what the provider does to the fleet, not how a CLI drives
   # it) are spread over the two lanes; the CLI-specific ones run on both. A lane's fleet goes
-  # down as soon as its acceptance tests are done, before the lane's next stage starts.
+  # down as soon as its acceptance tests are done, before the lane's next stage starts. After
+  # that the lanes are two queues of about equal length: the Cluster API stages of both CLIs
+  # form one chain (their fleets run one at a time), so they all go on the Terraform lane, and
+  # the Flux and scale beds (both CLIs each) on the OpenTofu lane.
   tofu_lane() {
     local rc=0
     acc OpenTofu "$GRADUAL_TOFU" "$work/fleet-tofu" "${tofu_env[@]}" GRADUAL_ACC_LANE=0/2 &&
       GRADUAL_TESTBED_DIR="$work/fleet-tofu" tools/moduletest.sh || rc=1
     "$testbed" down --dir "$work/fleet-tofu" >&2 || true
-    capi_acc OpenTofu "$GRADUAL_TOFU" "${tofu_env[@]}" GRADUAL_ACC_LANE=0/2 || rc=1
     flux_acc || rc=1
+    scale_stage || rc=1
     return "$rc"
   }
   terraform_lane() {
     local rc=0
     acc Terraform "$GRADUAL_TERRAFORM" "$work/fleet-terraform" GRADUAL_ACC_LANE=1/2 || rc=1
     "$testbed" down --dir "$work/fleet-terraform" >&2 || true
-    scale_stage || rc=1
     capi_acc Terraform "$GRADUAL_TERRAFORM" GRADUAL_ACC_LANE=1/2 || rc=1
+    capi_acc OpenTofu "$GRADUAL_TOFU" "${tofu_env[@]}" GRADUAL_ACC_LANE=0/2 || rc=1
     return "$rc"
   }
   lane OpenTofu tofu_lane
