@@ -59,7 +59,9 @@ func TestAccRollout_fluxWithoutSecrets(t *testing.T) {
 		t.Fatal(err)
 	}
 	createNamespace(t, mc, recordNS)
-	t.Cleanup(func() { _ = mc.Delete(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: recordNS}}) })
+	t.Cleanup(func() {
+		_ = mc.Delete(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: recordNS}})
+	})
 	applyAll(t, mc, append(append(guideRoles(t, "management-plan.yaml"), guideRoles(t, "management-apply.yaml")...), guideRoles(t, "management-flux.yaml")...))
 	bindings := map[string][]binding{
 		"plan": {{role: "gradual-plan-namespaces"}, {role: "gradual-flux-plan-fleet", namespace: f.Namespace},
