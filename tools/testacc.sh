@@ -180,16 +180,17 @@ capi_acc() {
 
 # Delivery through Flux (gradual_rollout's delivery.flux) on a test bed of its own started with
 # --flux: Flux's real source-controller and kustomize-controller against the management cluster,
-# and an OCI registry. The Flux test skips on the other fleets; here it runs on both CLIs, one
-# after the other (it changes the three clusters of this fleet).
+# and an OCI registry. The Flux tests (TestAccRollout_flux*: delivery, and the run with
+# credentials that grant nothing on the Clusters' Secrets) skip on the other fleets; here they run
+# on both CLIs, one after the other (they change the three clusters of this fleet).
 flux_acc() {
   stage "delivery through Flux: starting a test bed with Flux's controllers"
   bed_up "$work/fleet-flux" --flux || return 1
   local rc=0
-  run_one internal/resources/rollout 10m '^TestAccRollout_flux$' "${tofu_env[@]}" GRADUAL_TESTBED_DIR="$work/fleet-flux" \
+  run_one internal/resources/rollout 10m '^TestAccRollout_flux' "${tofu_env[@]}" GRADUAL_TESTBED_DIR="$work/fleet-flux" \
     TF_ACC_TERRAFORM_PATH="$GRADUAL_TOFU" || rc=1
   if [ -n "${GRADUAL_TERRAFORM:-}" ]; then
-    run_one internal/resources/rollout 10m '^TestAccRollout_flux$' GRADUAL_TESTBED_DIR="$work/fleet-flux" \
+    run_one internal/resources/rollout 10m '^TestAccRollout_flux' GRADUAL_TESTBED_DIR="$work/fleet-flux" \
       TF_ACC_TERRAFORM_PATH="$GRADUAL_TERRAFORM" || rc=1
   fi
   "$testbed" down --dir "$work/fleet-flux" >&2 || true
