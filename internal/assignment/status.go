@@ -16,19 +16,19 @@ import (
 // Cluster states, as an assignment's summary counts them: the worst state of the cluster's
 // modules (see ClusterStatus.State).
 const (
-	StateCurrent      = delivery.StateCurrent      // every module applied on its revision, objects as applied
-	StateKept         = "kept"                     // ApplyOnce: runs an older version of a module, on purpose
-	StateOutdated     = "outdated"                 // a module runs another revision, or none yet (the cluster has others)
-	StateJoining      = "joining"                  // picked, but no module applied yet
+	StateCurrent  = delivery.StateCurrent // every module applied on its revision, objects as applied
+	StateKept     = "kept"                // ApplyOnce: runs an older version of a module, on purpose
+	StateOutdated = "outdated"            // a module runs another revision, or none yet (the cluster has others)
+	StateJoining  = "joining"             // picked, but no module applied yet
 	// StateValuesChanged: a module renders differently for the cluster now than what it got (a
 	// label, annotation or topology variable it takes a value from changed); the plan updates it.
 	StateValuesChanged = delivery.StateValuesChanged
-	StateProvisioning = delivery.StateProvisioning // an apply stopped while changing a module there
-	StateDrifted      = delivery.StateDrifted      // a module's objects are missing or edited
-	StateBlocked      = records.BindingBlocked     // a module it depends on is not applied there
-	StateFailed       = records.BindingFailed      // a module failed there and was restored
-	StateSkipped      = "skipped"                  // picked, but cannot be changed now
-	StateLeaving      = "leaving"                  // bound, but no longer picked
+	StateProvisioning  = delivery.StateProvisioning // an apply stopped while changing a module there
+	StateDrifted       = delivery.StateDrifted      // a module's objects are missing or edited
+	StateBlocked       = records.BindingBlocked     // a module it depends on is not applied there
+	StateFailed        = records.BindingFailed      // a module failed there and was restored
+	StateSkipped       = "skipped"                  // picked, but cannot be changed now
+	StateLeaving       = "leaving"                  // bound, but no longer picked
 )
 
 // severity orders states from fine to worst; a cluster shows its worst module's.
