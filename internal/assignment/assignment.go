@@ -11,6 +11,8 @@ import (
 	"sort"
 	"strings"
 
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
 	"github.com/gradual-dev/terraform-provider-gradual/internal/apply"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/delivery"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/engine"
@@ -45,6 +47,9 @@ type Module struct {
 	// Redact lists the values at sensitive_paths in the module's sensitive half, which errors
 	// must not repeat (see delivery.Spec.Redact).
 	Redact []string
+	// Rendered holds, with Spec.Values, what Objects render for each eligible cluster, by name
+	// (Spec.Render).
+	Rendered map[string]*manifest.Set
 }
 
 // Spec is one assignment as configured.
@@ -65,6 +70,10 @@ type Spec struct {
 	ForceConflicts bool
 	// Retry applies a module's revision even when it is recorded invalid (retry_invalid).
 	Retry bool
+	// Values, when set, makes every module's Objects a template rendered for each cluster with
+	// its own variables (values), as a rollout's are; each module's revision names its template
+	// and these rules.
+	Values *delivery.Values
 }
 
 // ModuleKey is the records key of one module of the assignment. Assignment and module names
@@ -83,7 +92,7 @@ func (s Spec) moduleSpec(m Module) delivery.Spec {
 	return delivery.Spec{
 		Key: s.ModuleKey(m.Name), ClusterNamespace: s.ClusterNamespace, RecordNamespace: s.RecordNamespace,
 		Objects: m.Objects, Revision: m.Revision, Policy: policy, Ignore: s.Ignore, Redact: m.Redact,
-		ForceConflicts: s.ForceConflicts, Retry: s.Retry,
+		ForceConflicts: s.ForceConflicts, Retry: s.Retry, Values: s.Values, Rendered: m.Rendered,
 	}
 }
 
@@ -193,8 +202,9 @@ func sortedNames[V any](m map[string]V) []string {
 	return out
 }
 
-// withDependencies is m's objects plus those of every module it depends on, transitively.
-func withDependencies(spec Spec, m Module) *manifest.Set {
+// withDependencies is m's objects plus those of every module it depends on, transitively, as
+// objectsOf gives each module's (its template, or what it renders for one cluster).
+func withDependencies(spec Spec, m Module, objectsOf func(Module) []*unstructured.Unstructured) *manifest.Set {
 	seen := map[string]bool{}
 	set := &manifest.Set{}
 	var add func(Module)
@@ -208,7 +218,7 @@ func withDependencies(spec Spec, m Module) *manifest.Set {
 				add(dm)
 			}
 		}
-		set.Objects = append(set.Objects, m.Objects.Objects...)
+		set.Objects = append(set.Objects, objectsOf(m)...)
 	}
 	add(m)
 	return set

@@ -18,6 +18,7 @@ import (
 	"github.com/gradual-dev/terraform-provider-gradual/internal/delivery"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/engine"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/fleet"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/manifest"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/records"
 )
 
@@ -57,6 +58,9 @@ func (f modFaults) String() string {
 type modState struct {
 	actual string
 	rec    engine.TargetRecord
+	// rendered is the digest of what the module rendered for the cluster when it was applied
+	// there (with values): what delivery's records hold, in short.
+	rendered string
 }
 
 // fakeCluster is one workload cluster.
@@ -66,6 +70,7 @@ type fakeCluster struct {
 	skip        string // why it cannot be changed now ("" = eligible)
 	deleted     bool   // its Cluster object is gone
 	unreachable bool   // destroy cannot reach it
+	labels      map[string]string
 	mods        map[string]*modState
 	faults      map[string]modFaults
 }
@@ -218,7 +223,43 @@ func (f *fakeFleet) moduleOf(key records.Key) string {
 func (f *fakeFleet) ManagementClient() client.Client { return f.mgmt }
 
 func (f *fakeFleet) discovered(c *fakeCluster) fleet.Cluster {
-	return fleet.Cluster{Name: c.name, Namespace: f.spec.ClusterNamespace, SkipReason: c.skip}
+	return fleet.Cluster{Name: c.name, Namespace: f.spec.ClusterNamespace, SkipReason: c.skip, Labels: c.labels}
+}
+
+// ObserveRendered is Observe with what each current cluster renders now compared with what it
+// got (modState.rendered), as delivery's is.
+func (f *fakeFleet) ObserveRendered(ctx context.Context, q fleet.Query, key records.Key, ns string, r delivery.Rendering, ignore ...apply.IgnoreRule) (*delivery.Observation, error) {
+	obs, err := f.Observe(ctx, q, key, ns, true, ignore...)
+	if err != nil {
+		return nil, err
+	}
+	module := f.moduleOf(key)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, c := range obs.Discovery.Clusters {
+		st, ok := obs.Clusters[c.Name]
+		if !ok || st.State != delivery.StateCurrent || st.Revision != r.Revision {
+			continue
+		}
+		set, err := manifest.Substitute(r.Template, r.Values.For(c))
+		switch {
+		case err != nil:
+			st.State, st.Drift = delivery.StateValuesChanged, []string{"cannot be rendered: " + err.Error()}
+		case renderedDigest(f.t, set) != f.clusters[c.Name].mod(module).rendered:
+			st.State, st.Drift = delivery.StateValuesChanged, []string{"rendered " + renderedDigest(f.t, set)}
+		}
+		obs.Clusters[c.Name] = st
+	}
+	return obs, nil
+}
+
+// renderedDigest names what set holds, as delivery's records keep it (canonical JSON).
+func renderedDigest(t testing.TB, set *manifest.Set) string {
+	canonical, err := set.Canonical()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return manifest.Digest(canonical)
 }
 
 func (f *fakeFleet) Observe(_ context.Context, _ fleet.Query, key records.Key, _ string, _ bool, _ ...apply.IgnoreRule) (*delivery.Observation, error) {
@@ -334,7 +375,7 @@ func (f *fakeFleet) Run(ctx context.Context, req delivery.RunRequest) (*delivery
 	if req.PlannedKnown {
 		plan = plan.Follow(req.Planned, req.Spec.Policy)
 	}
-	w := &moduleWorld{f: f, module: module, plan: plan}
+	w := &moduleWorld{f: f, module: module, plan: plan, spec: req.Spec}
 	res := engine.Execute(ctx, plan, w, engine.SystemClock{}, req.Spec.Policy)
 	f.checkRun(module, targets, plan, res, w)
 	var err error
@@ -422,6 +463,7 @@ type moduleWorld struct {
 	f      *fakeFleet
 	module string
 	plan   engine.Plan
+	spec   delivery.Spec
 
 	failures int // EventFailed records
 }
@@ -451,6 +493,15 @@ func (w *moduleWorld) Apply(ctx context.Context, target, revision string) error 
 		return engine.Mark(engine.ErrTargetGone, fmt.Errorf("cluster %s: kubeconfig Secret deleted", target))
 	}
 	st.actual = revision // something may be applied whatever happens next
+	if w.spec.Values != nil && revision == w.plan.Desired {
+		// What delivery applies with values: what was rendered for this cluster, never the template.
+		set, err := w.spec.SetFor(target)
+		if err != nil {
+			w.f.t.Errorf("module %s applied to %s without its rendering: %v", w.module, target, err)
+			return err
+		}
+		st.rendered = renderedDigest(w.f.t, set)
+	}
 	switch {
 	case fs.applyFails:
 		return engine.Mark(engine.ErrRevisionFailed, errors.New(`admission webhook "policy.example.com" denied the request`))

@@ -16,6 +16,9 @@ type Observation struct {
 	Eligible []string
 	// Skipped holds the picked clusters that cannot be changed now, with the reason.
 	Skipped map[string]string
+	// Clusters are the picked Clusters as the fleet read them: their name, labels, annotations
+	// and topology variables give each its values (Spec.Render).
+	Clusters []fleet.Cluster
 	// Bindings are the recorded bindings, by cluster (picked or not).
 	Bindings map[string][]records.ModuleBinding
 	// Modules is each configured module's delivery observation.
@@ -26,7 +29,10 @@ type Observation struct {
 }
 
 // Observe reads the assignment's bindings and each module's records on the picked clusters;
-// with drift, whether the objects of each module's current revision still match.
+// with drift, whether the objects of each module's current revision still match and, with
+// values, whether it renders for each cluster what the cluster's record holds (a label it takes
+// a value from changed: delivery.StateValuesChanged). Both only in Reconcile mode: with
+// ApplyOnce a cluster keeps what it got.
 func Observe(ctx context.Context, svc *delivery.Service, q fleet.Query, spec Spec, drift bool) (*Observation, error) {
 	return observe(ctx, svc, q, spec, drift)
 }
@@ -38,8 +44,17 @@ func observe(ctx context.Context, svc deliverer, q fleet.Query, spec Spec, drift
 	}
 	obs := &Observation{Bindings: bindings, Modules: map[string]*delivery.Observation{}, Skipped: map[string]string{}}
 	var picked map[string]bool
+	drift = drift && spec.Mode == Reconcile
 	for _, m := range spec.Modules {
-		o, err := svc.Observe(ctx, q, spec.ModuleKey(m.Name), spec.RecordNamespace, drift && spec.Mode == Reconcile, spec.Ignore...)
+		var o *delivery.Observation
+		if drift && spec.Values != nil {
+			// The template is the module's public half outside plan and apply (the sensitive half
+			// is write-only): delivery compares only the objects it renders.
+			o, err = svc.ObserveRendered(ctx, q, spec.ModuleKey(m.Name), spec.RecordNamespace,
+				delivery.Rendering{Revision: m.Revision, Template: m.Objects, Values: spec.Values}, spec.Ignore...)
+		} else {
+			o, err = svc.Observe(ctx, q, spec.ModuleKey(m.Name), spec.RecordNamespace, drift, spec.Ignore...)
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -49,6 +64,7 @@ func observe(ctx context.Context, svc deliverer, q fleet.Query, spec Spec, drift
 			for _, c := range o.Discovery.Clusters {
 				picked[c.Name] = true
 			}
+			obs.Clusters = o.Discovery.Clusters
 		}
 		for name, reason := range o.Skipped {
 			obs.Skipped[name] = reason
@@ -60,6 +76,7 @@ func observe(ctx context.Context, svc deliverer, q fleet.Query, spec Spec, drift
 			return nil, err
 		}
 		picked = map[string]bool{}
+		obs.Clusters = found.Clusters
 		for _, c := range found.Clusters {
 			picked[c.Name] = true
 			if !c.Eligible() {

@@ -81,6 +81,11 @@ func PreviewApply(ctx context.Context, svc *delivery.Service, req PreviewRequest
 			break
 		}
 	}
+	// Each cluster's variables come from its Cluster as it reads now; one that misses a
+	// variable refuses the plan, before anything is asked of the clusters.
+	if err := spec.Render(obs.Clusters); err != nil {
+		return &Preview{Observation: obs, Refused: delivery.Refuse("values", err)}, nil
+	}
 	p := preview(obs, req)
 	if p.Refusing() {
 		return p, nil
@@ -213,9 +218,7 @@ func CheckManifests(ctx context.Context, svc *delivery.Service, spec Spec, apply
 		if len(apply[m.Name]) == 0 {
 			continue
 		}
-		ms := spec.moduleSpec(m)
-		ms.Objects = withDependencies(spec, m)
-		if err := svc.Check(ctx, ms, apply[m.Name]); err != nil {
+		if err := svc.Check(ctx, spec.checkedSpec(m, apply[m.Name]), apply[m.Name]); err != nil {
 			return fmt.Errorf("module %s: %w", m.Name, err)
 		}
 	}

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
 	"github.com/gradual-dev/terraform-provider-gradual/internal/delivery"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/engine"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/manifest"
@@ -136,13 +138,13 @@ func TestWithDependencies(t *testing.T) {
 		{Name: "app", Objects: obj("app"), DependsOn: []string{"crds", "ns", "gone"}},
 	}}
 	var got []string
-	for _, o := range withDependencies(spec, spec.Modules[3]).Objects {
+	for _, o := range withDependencies(spec, spec.Modules[3], func(m Module) []*unstructured.Unstructured { return m.Objects.Objects }).Objects {
 		got = append(got, o.GetName())
 	}
 	if strings.Join(got, ",") != "base,crds,ns,app" {
 		t.Errorf("objects %v, want base,crds,ns,app", got)
 	}
-	if n := len(withDependencies(spec, spec.Modules[0]).Objects); n != 1 {
+	if n := len(withDependencies(spec, spec.Modules[0], func(m Module) []*unstructured.Unstructured { return m.Objects.Objects }).Objects); n != 1 {
 		t.Errorf("base alone has %d objects", n)
 	}
 }

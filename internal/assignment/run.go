@@ -150,6 +150,12 @@ func (r *run) prepare(ctx context.Context) error {
 	if r.obs, err = observe(ctx, r.svc, r.req.Query, spec, false); err != nil {
 		return err
 	}
+	// Rendered from the fleet as it reads now, as the plan rendered it: a cluster that misses a
+	// variable now stops the run before anything is applied anywhere. r.spec shares the modules
+	// with spec, so every module's run gets what was rendered here.
+	if err := r.spec.Render(r.obs.Clusters); err != nil {
+		return err
+	}
 	r.res.Skipped = r.obs.Skipped
 	for cluster, bs := range r.obs.Bindings {
 		r.bound[cluster] = map[string]records.ModuleBinding{}

@@ -18,6 +18,7 @@ import (
 type deliverer interface {
 	ManagementClient() client.Client
 	Observe(ctx context.Context, q fleet.Query, key records.Key, recordNamespace string, drift bool, ignore ...apply.IgnoreRule) (*delivery.Observation, error)
+	ObserveRendered(ctx context.Context, q fleet.Query, key records.Key, recordNamespace string, r delivery.Rendering, ignore ...apply.IgnoreRule) (*delivery.Observation, error)
 	Discover(ctx context.Context, q fleet.Query) (*fleet.Discovery, error)
 	Claims(ctx context.Context, spec delivery.Spec, clusters []string, ignore func(records.Key) bool) ([]delivery.Claim, error)
 	Run(ctx context.Context, req delivery.RunRequest) (*delivery.RunResult, error)

@@ -16,20 +16,23 @@ import (
 // Cluster states, as an assignment's summary counts them: the worst state of the cluster's
 // modules (see ClusterStatus.State).
 const (
-	StateCurrent      = delivery.StateCurrent      // every module applied on its revision, objects as applied
-	StateKept         = "kept"                     // ApplyOnce: runs an older version of a module, on purpose
-	StateOutdated     = "outdated"                 // a module runs another revision, or none yet (the cluster has others)
-	StateJoining      = "joining"                  // picked, but no module applied yet
-	StateProvisioning = delivery.StateProvisioning // an apply stopped while changing a module there
-	StateDrifted      = delivery.StateDrifted      // a module's objects are missing or edited
-	StateBlocked      = records.BindingBlocked     // a module it depends on is not applied there
-	StateFailed       = records.BindingFailed      // a module failed there and was restored
-	StateSkipped      = "skipped"                  // picked, but cannot be changed now
-	StateLeaving      = "leaving"                  // bound, but no longer picked
+	StateCurrent  = delivery.StateCurrent // every module applied on its revision, objects as applied
+	StateKept     = "kept"                // ApplyOnce: runs an older version of a module, on purpose
+	StateOutdated = "outdated"            // a module runs another revision, or none yet (the cluster has others)
+	StateJoining  = "joining"             // picked, but no module applied yet
+	// StateValuesChanged: a module renders differently for the cluster now than what it got (a
+	// label, annotation or topology variable it takes a value from changed); the plan updates it.
+	StateValuesChanged = delivery.StateValuesChanged
+	StateProvisioning  = delivery.StateProvisioning // an apply stopped while changing a module there
+	StateDrifted       = delivery.StateDrifted      // a module's objects are missing or edited
+	StateBlocked       = records.BindingBlocked     // a module it depends on is not applied there
+	StateFailed        = records.BindingFailed      // a module failed there and was restored
+	StateSkipped       = "skipped"                  // picked, but cannot be changed now
+	StateLeaving       = "leaving"                  // bound, but no longer picked
 )
 
 // severity orders states from fine to worst; a cluster shows its worst module's.
-var severity = []string{StateCurrent, StateKept, StateOutdated, StateJoining, StateProvisioning, StateDrifted, StateBlocked, StateFailed}
+var severity = []string{StateCurrent, StateKept, StateOutdated, StateJoining, StateValuesChanged, StateProvisioning, StateDrifted, StateBlocked, StateFailed}
 
 // ModuleStatus is one module on one cluster: its binding and what its records say now.
 type ModuleStatus struct {
@@ -39,9 +42,11 @@ type ModuleStatus struct {
 	// Result is the binding's result ("" when the module is not bound there).
 	Result string `json:"result,omitempty"`
 	Reason string `json:"reason,omitempty"`
-	// State is the module's delivery state on the cluster (current, drifted, provisioning, pending).
+	// State is the module's delivery state on the cluster (current, drifted, values-changed,
+	// provisioning, pending).
 	State string `json:"state,omitempty"`
-	// Drift lists the drifted objects with the fields that differ, never their values.
+	// Drift lists the drifted objects with the fields that differ, never their values; for
+	// values-changed, the objects that render differently now.
 	Drift []string `json:"drift,omitempty"`
 }
 
@@ -126,21 +131,27 @@ func judgeModule(ms ModuleStatus, spec Spec) (string, string) {
 	case ms.State == delivery.StateProvisioning:
 		return StateProvisioning, "interrupted: an apply stopped while changing it"
 	case ms.State == delivery.StateDrifted:
-		const shown = 5
-		drift := ms.Drift
-		if len(drift) > shown {
-			drift = append(slices.Clone(drift[:shown]), fmt.Sprintf("and %d more", len(drift)-shown))
-		}
-		if len(drift) == 0 {
+		if len(ms.Drift) == 0 {
 			return StateDrifted, "drifted: objects missing or edited"
 		}
-		return StateDrifted, "drifted: " + strings.Join(drift, ", ")
+		return StateDrifted, "drifted: " + shortList(ms.Drift)
+	case ms.State == delivery.StateValuesChanged:
+		return StateValuesChanged, "renders differently for this cluster now: " + shortList(ms.Drift)
 	case ms.Revision != m.Revision && spec.Mode == ApplyOnce:
 		return StateKept, "" // on purpose; KeptOldWarning counts them
 	case ms.Revision != m.Revision:
 		return StateOutdated, fmt.Sprintf("runs revision %s, not %s", ms.Revision, m.Revision)
 	}
 	return StateCurrent, ""
+}
+
+// shortList joins a few of items with ", ", then says how many more there are.
+func shortList(items []string) string {
+	const shown = 5
+	if len(items) > shown {
+		items = append(slices.Clone(items[:shown]), fmt.Sprintf("and %d more", len(items)-shown))
+	}
+	return strings.Join(items, ", ")
 }
 
 // Summarize counts clusters by state and lists, per cluster needing attention, what is wrong.
@@ -194,12 +205,13 @@ func ObservationFrom(status []ClusterStatus, skipped map[string]string, spec Spe
 	return obs
 }
 
-// Drifted returns the cluster → module pairs status shows drifted.
+// Drifted returns the cluster → module pairs status shows drifted, or rendering differently
+// now (values-changed): Reconcile applies both again.
 func Drifted(status []ClusterStatus) map[string]map[string]bool {
 	out := map[string]map[string]bool{}
 	for _, cs := range status {
 		for _, ms := range cs.Modules {
-			if ms.State == delivery.StateDrifted {
+			if ms.State == delivery.StateDrifted || ms.State == delivery.StateValuesChanged {
 				if out[cs.Name] == nil {
 					out[cs.Name] = map[string]bool{}
 				}

@@ -130,40 +130,50 @@ func (spec *Spec) Render(clusters []fleet.Cluster) error {
 	if spec.Values == nil {
 		return nil
 	}
-	spec.Rendered = make(map[string]*manifest.Set, len(clusters))
-	var lines []string
-	for _, c := range clusters {
-		if !c.Eligible() {
-			continue
+	var problems map[string]string
+	spec.Rendered, problems = spec.Values.Render(spec.Objects, clusters, spec.Redact)
+	if len(problems) > 0 {
+		lines := make([]string, 0, len(problems))
+		for cluster, why := range problems {
+			lines = append(lines, cluster+": "+why)
 		}
-		set, err := manifest.Substitute(spec.Objects, spec.Values.For(c))
-		if m, ok := manifest.IsMissingVariables(err); ok {
-			lines = append(lines, fmt.Sprintf("%s: %s", c.Name, m.Error()))
-			continue
-		}
-		if err != nil {
-			lines = append(lines, fmt.Sprintf("%s: %s", c.Name, spec.redact(err.Error())))
-			continue
-		}
-		spec.Rendered[c.Name] = set
-	}
-	if len(lines) > 0 {
-		sort.Strings(lines)
-		return usererr.New("Missing Variable", "The manifests of "+spec.Key.Describe()+" cannot be rendered for these clusters, so nothing is applied anywhere:\n  "+
-			strings.Join(lines, "\n  ")+
-			"\n\nGive the variable in `values` (from_labels, from_annotations, selected or clusters), label or annotate the Cluster, or write a default: ${name:=default}.")
+		return MissingVariables("The manifests of "+spec.Key.Describe()+" cannot be rendered for these clusters, so nothing is applied anywhere:", lines)
 	}
 	return nil
 }
 
-// redact drops the values at sensitive_paths from a message.
-func (spec *Spec) redact(msg string) string {
-	for _, secret := range spec.Redact {
-		if secret != "" {
-			msg = strings.ReplaceAll(msg, secret, "(sensitive value)")
+// Render substitutes each eligible cluster's variables (For) into template: what was rendered,
+// by cluster name, and, for each cluster that cannot be rendered, why (naming the variables it
+// misses). redactValues lists the values errors must not repeat (the sensitive half's, see
+// Spec.Redact).
+func (v *Values) Render(template *manifest.Set, clusters []fleet.Cluster, redactValues []string) (map[string]*manifest.Set, map[string]string) {
+	rendered := make(map[string]*manifest.Set, len(clusters))
+	problems := map[string]string{}
+	for _, c := range clusters {
+		if !c.Eligible() {
+			continue
 		}
+		set, err := manifest.Substitute(template, v.For(c))
+		if err != nil {
+			if m, ok := manifest.IsMissingVariables(err); ok {
+				err = m // names variables and objects only: nothing to redact
+			} else {
+				err = redact(err, redactValues)
+			}
+			problems[c.Name] = err.Error()
+			continue
+		}
+		rendered[c.Name] = set
 	}
-	return msg
+	return rendered, problems
+}
+
+// MissingVariables is the refusal of a bundle that cannot be rendered for some clusters:
+// intro, then each problem ("cluster: why") on its own line, sorted, then what to do.
+func MissingVariables(intro string, problems []string) error {
+	problems = slices.Sorted(slices.Values(problems))
+	return usererr.New("Missing Variable", intro+"\n  "+strings.Join(problems, "\n  ")+
+		"\n\nGive the variable in `values` (from_labels, from_annotations, selected or clusters), label or annotate the Cluster, or write a default: ${name:=default}.")
 }
 
 // ObjectsFor returns the objects applied to cluster: rendered for it when the rollout has

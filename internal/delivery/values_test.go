@@ -2,6 +2,7 @@ package delivery
 
 import (
 	"context"
+	"fmt"
 	"maps"
 	"slices"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	"github.com/gradual-dev/terraform-provider-gradual/internal/engine"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/fleet"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/manifest"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/records"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/usererr"
 )
 
@@ -104,6 +106,26 @@ func TestValuesRollout(t *testing.T) {
 				t.Fatalf("%s holds %s: want region %s, its own name and the default color", name, live, region)
 			}
 		}
+		// Each cluster's record holds what was rendered for it: one revision, three digests.
+		digests := map[string]bool{}
+		for _, name := range []string{"c1", "c2", "c3"} {
+			state, err := records.NewWorkloadStore(e.clusters[name].base, e.spec.RecordNamespace).LoadCurrent(ctx, e.spec.Key)
+			if err != nil || state.Current == nil || state.Current.Revision != e.spec.Revision {
+				t.Fatalf("%s: current record %+v (%v), want revision %s", name, state, err, e.spec.Revision)
+			}
+			want, err := manifest.Substitute(template, e.spec.Values.For(fleet.Cluster{Name: name, Namespace: "fleet", Labels: e.labels[name]}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			wantCanonical, _ := want.Canonical()
+			if got := manifest.Digest(state.Current.Manifests); got != manifest.Digest(wantCanonical) {
+				t.Fatalf("%s: the record holds rendering %s, want %s (its own)", name, got, manifest.Digest(wantCanonical))
+			}
+			digests[manifest.Digest(state.Current.Manifests)] = true
+		}
+		if len(digests) != 3 {
+			t.Fatalf("the three records hold %d distinct renderings, want 3", len(digests))
+		}
 		rendering := Rendering{Revision: e.spec.Revision, Template: template, Values: e.spec.Values}
 		obs, err := e.svc.ObserveRendered(ctx, query, e.spec.Key, e.spec.RecordNamespace, rendering)
 		if err != nil {
@@ -168,4 +190,43 @@ func TestValuesRollout(t *testing.T) {
 			t.Fatalf("c1 changed although the run was refused:\n%s\n%s", before, after)
 		}
 	})
+}
+
+// TestValuesRender: what each eligible cluster renders and why the others cannot be, the
+// reasons free of the sensitive values; a skipped cluster is neither.
+func TestValuesRender(t *testing.T) {
+	template, err := manifest.Parse(valuesTemplate + `---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: token, namespace: demo}
+data: {token: "${region} s3cr3t-t0ken ${x"}
+`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := &Values{FromLabels: map[string]string{"region": "region"}}
+	clusters := []fleet.Cluster{
+		{Name: "eu", Namespace: "fleet", Labels: map[string]string{"region": "eu"}},
+		{Name: "bare", Namespace: "fleet"},
+		{Name: "down", Namespace: "fleet", SkipReason: "not ready"},
+	}
+	rendered, problems := v.Render(template, clusters, []string{"s3cr3t-t0ken"})
+	if len(rendered) != 0 || !slices.Equal(slices.Sorted(maps.Keys(problems)), []string{"bare", "eu"}) {
+		t.Fatalf("rendered %v, problems %v: want the malformed template refused on both eligible clusters", rendered, problems)
+	}
+	if strings.Contains(problems["eu"], "s3cr3t-t0ken") {
+		t.Errorf("the reason repeats a sensitive value: %s", problems["eu"])
+	}
+	template, err = manifest.Parse(valuesTemplate)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rendered, problems = v.Render(template, clusters, nil)
+	if !slices.Equal(slices.Sorted(maps.Keys(rendered)), []string{"eu"}) || !slices.Equal(slices.Sorted(maps.Keys(problems)), []string{"bare"}) ||
+		!strings.Contains(problems["bare"], "variable region not set") {
+		t.Fatalf("rendered %v, problems %v: want eu rendered, bare missing region, down neither", slices.Sorted(maps.Keys(rendered)), problems)
+	}
+	if got := rendered["eu"].Objects[0].Object["data"]; !strings.Contains(fmt.Sprint(got), "region:eu") {
+		t.Errorf("eu rendered %v", got)
+	}
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/types/basetypes"
 
 	"github.com/gradual-dev/terraform-provider-gradual/internal/assignment"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/delivery"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/engine"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/fleet"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/manifest"
@@ -45,6 +46,8 @@ type Model struct {
 	SensitivePaths  types.List     `tfsdk:"sensitive_paths"`
 	RecordNamespace types.String   `tfsdk:"record_namespace"`
 	Timeouts        timeouts.Value `tfsdk:"timeouts"`
+	// Values is `values` (shared.ValuesAttribute).
+	Values types.Object `tfsdk:"values"`
 	// MaintenanceWindow is the assignment's own window (shared.MaintenanceWindowAttribute).
 	MaintenanceWindow types.Object `tfsdk:"maintenance_window"`
 	Revisions         types.Map    `tfsdk:"revisions"`
@@ -228,6 +231,14 @@ func (m *Model) spec(ctx context.Context) (assignment.Spec, diag.Diagnostics) {
 	}
 	sensitive, d := ignoreattr.Rules(ctx, m.SensitivePaths)
 	diags.Append(d...)
+	spec.Values, d = shared.Values(ctx, m.Values)
+	diags.Append(d...)
+	if d.HasError() {
+		return spec, diags
+	}
+	// The template and the rules name each module's revision, as a rollout's (ignore_fields,
+	// sensitive_paths, values): the same objects under other rules are another revision.
+	settings := append(ignoreattr.Settings(rules, sensitive), spec.Values.Settings()...)
 	var list []assignment.Module
 	for i, mm := range mods {
 		mod := assignment.Module{Name: mm.Name.ValueString(), Version: mm.Version.ValueString()}
@@ -236,7 +247,7 @@ func (m *Model) spec(ctx context.Context) (assignment.Spec, diag.Diagnostics) {
 		// with their namespace.
 		set, err := mm.bundle(m.sensitive[mod.Name])
 		if err == nil {
-			mod.Revision, err = set.RevisionWith(ignoreattr.Settings(rules, sensitive))
+			mod.Revision, err = set.RevisionWith(settings)
 		}
 		if err != nil {
 			diags.AddAttributeError(pathModules.AtListIndex(i).AtName("manifests"), "Invalid Manifests", err.Error())
@@ -419,6 +430,8 @@ type storedConfig struct {
 	OnFailure      string   `json:"onFailure,omitempty"`
 	ForceConflicts bool     `json:"forceConflicts,omitempty"`
 	RetryInvalid   bool     `json:"retryInvalid,omitempty"`
+	// Values is `values` (delivery.Values' own JSON form), omitted when unset.
+	Values *delivery.Values `json:"values,omitempty"`
 }
 
 type storedModule struct {
@@ -472,6 +485,8 @@ func (m *Model) configRecord(ctx context.Context) ([]byte, diag.Diagnostics) {
 	c.IgnoreFields, d = ignoreattr.Rules(ctx, m.IgnoreFields)
 	diags.Append(d...)
 	c.SensitivePaths, d = ignoreattr.Rules(ctx, m.SensitivePaths)
+	diags.Append(d...)
+	c.Values, d = shared.Values(ctx, m.Values)
 	diags.Append(d...)
 	raw, err := json.Marshal(c)
 	if err != nil {
@@ -535,6 +550,8 @@ func (m *Model) fromConfigRecord(ctx context.Context, raw []byte) diag.Diagnosti
 	m.IgnoreFields, d = ignoreattr.Value(ctx, c.IgnoreFields)
 	diags.Append(d...)
 	m.SensitivePaths, d = ignoreattr.Value(ctx, c.SensitivePaths)
+	diags.Append(d...)
+	m.Values, d = shared.ValuesValue(ctx, c.Values)
 	diags.Append(d...)
 	m.Verify = types.ObjectValueMust(verifyAttrTypes, map[string]attr.Value{"timeout": types.StringValue(c.VerifyTimeout), "bake_time": types.StringValue(c.BakeTime)})
 	return diags

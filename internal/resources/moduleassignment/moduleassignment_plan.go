@@ -74,7 +74,7 @@ func (r *assignmentResource) ModifyPlan(ctx context.Context, req resource.Modify
 	if !plan.Namespace.IsUnknown() && !plan.Name.IsUnknown() {
 		plan.ID = types.StringValue(plan.Namespace.ValueString() + "/" + plan.Name.ValueString())
 	}
-	if !plan.known() || sensitiveUnknown(ctx, req.Config) {
+	if !plan.known(ctx) || sensitiveUnknown(ctx, req.Config) {
 		plan.markObservedUnknown()
 		plan.SensitiveObjects = types.MapUnknown(sensitiveObjectsType)
 		plan.Objects = types.MapUnknown(objectsType)
@@ -238,12 +238,12 @@ func priorSkipped(ctx context.Context, prior *Model) map[string]string {
 }
 
 // known reports whether everything the plan needs is known.
-func (m *Model) known() bool {
+func (m *Model) known(ctx context.Context) bool {
 	return !m.Namespace.IsUnknown() && !m.Name.IsUnknown() && !m.Selector.IsUnknown() && !m.Names.IsUnknown() && !m.Modules.IsUnknown() &&
 		!m.Canary.IsUnknown() && !m.CanaryOptional.IsUnknown() && !m.OnFailure.IsUnknown() && !m.ForceConflicts.IsUnknown() && !m.RetryInvalid.IsUnknown() &&
 		!m.Mode.IsUnknown() && !m.UpdateLimit.IsUnknown() && !m.MaxFailures.IsUnknown() && !m.Verify.IsUnknown() &&
 		!m.RecordNamespace.IsUnknown() && !m.DeletionPolicy.IsUnknown() && m.modulesKnown() && ignoreattr.Known(m.IgnoreFields) &&
-		ignoreattr.Known(m.SensitivePaths)
+		ignoreattr.Known(m.SensitivePaths) && shared.ValuesKnown(ctx, m.Values)
 }
 
 func (m *Model) modulesKnown() bool {

@@ -149,6 +149,7 @@ func (r *assignmentResource) Schema(ctx context.Context, _ resource.SchemaReques
 					},
 				}},
 			},
+			"values": shared.ValuesAttribute(valuesText),
 			"mode": schema.StringAttribute{
 				Optional: true, Computed: true, Default: stringdefault.StaticString(defaultMode),
 				MarkdownDescription: "`Reconcile` re-applies a module when it changes (in verified waves, restoring on failure) or its objects drift. " +
@@ -217,7 +218,8 @@ func (r *assignmentResource) Schema(ctx context.Context, _ resource.SchemaReques
 				Computed: true, ElementType: types.Int64Type,
 				MarkdownDescription: "How many clusters are in each state — the worst of their modules: `current` (every module applied on its " +
 					"revision, objects as applied), `kept` (ApplyOnce: an older version kept on purpose), `outdated` (a module on another " +
-					"revision or not applied yet), `joining` (no module applied yet), `provisioning` (an apply stopped while changing it), " +
+					"revision or not applied yet), `joining` (no module applied yet), `values-changed` (with `values`: a module renders " +
+					"differently for it now), `provisioning` (an apply stopped while changing it), " +
 					"`drifted` (objects missing or edited), `blocked` (a module it depends on is not applied), `failed`, `skipped`, and " +
 					"`leaving` (no longer matches the selector). Where clusters end up depends on how apply fares, so while a plan changes " +
 					"anything this is known after apply. Per-cluster bindings are in the `gradual_module_assignment_status` data source.",
@@ -225,8 +227,8 @@ func (r *assignmentResource) Schema(ctx context.Context, _ resource.SchemaReques
 			"attention": schema.MapAttribute{
 				Computed: true, ElementType: types.StringType,
 				MarkdownDescription: "The clusters that need attention, each with what is wrong, per module: the objects and fields that " +
-					"drifted (never their values), a failure and its reason, a blocked dependency, an interrupted apply, a cluster " +
-					"joining or leaving. Skipped clusters are in `skipped`. Empty when every cluster is current, so a plan names only the " +
+					"drifted (never their values), the objects a module renders differently for it now (`values`), a failure and its " +
+					"reason, a blocked dependency, an interrupted apply, a cluster joining or leaving. Skipped clusters are in `skipped`. Empty when every cluster is current, so a plan names only the " +
 					"clusters that matter, at any fleet size.",
 			},
 			"leaving": schema.ListAttribute{
@@ -253,6 +255,14 @@ func (r *assignmentResource) Schema(ctx context.Context, _ resource.SchemaReques
 			},
 		},
 	}
+}
+
+// valuesText is what an assignment says in `values` (shared.ValuesAttribute).
+var valuesText = shared.ValuesText{
+	Template: "every module's `manifests` and `sensitive_manifests` are a template",
+	Extra: "A missing variable names the module too. Each module's revision names its template and these rules. With " +
+		"`mode = \"ApplyOnce\"` a cluster keeps what was rendered for it when it got a module, as it keeps the module's version: " +
+		"a changed label plans nothing there.",
 }
 
 // secretsAdvice is where Secrets go instead of modules[].manifests.

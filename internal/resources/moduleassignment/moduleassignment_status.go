@@ -101,7 +101,7 @@ func (d *statusDataSource) Schema(_ context.Context, _ datasource.SchemaRequest,
 							"reason": computed("Why it failed or is blocked."),
 							"drift": schema.ListAttribute{
 								Computed: true, ElementType: types.StringType,
-								MarkdownDescription: "The objects that are missing or edited, with the fields that differ (never their values).",
+								MarkdownDescription: "The objects that are missing or edited, with the fields that differ (never their values); with `values`, the objects the module renders differently for the cluster now (the cluster's state is then `values-changed`).",
 							},
 						}},
 					},

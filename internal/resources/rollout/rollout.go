@@ -15,7 +15,6 @@ var (
 	pathManifests    = path.Root("manifests")
 	pathSensitive    = path.Root("sensitive_manifests")
 	pathIgnoreFields = path.Root("ignore_fields")
-	pathValues       = path.Root("values")
 	pathSensPaths    = path.Root("sensitive_paths")
 )
 

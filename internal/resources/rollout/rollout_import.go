@@ -157,7 +157,7 @@ func (m *Model) fromConfigRecord(ctx context.Context, raw []byte) diag.Diagnosti
 	}
 	diags.Append(d...)
 	m.Adopt = types.BoolValue(!c.NoAdopt)
-	m.Values, d = valuesValue(ctx, c.Values)
+	m.Values, d = shared.ValuesValue(ctx, c.Values)
 	diags.Append(d...)
 	m.Selector = types.ObjectNull(shared.SelectorAttrTypes)
 	if c.HasSelector {

@@ -68,7 +68,7 @@ func (r *rolloutResource) ModifyPlan(ctx context.Context, req resource.ModifyPla
 		plan.ID = types.StringValue(plan.Namespace.ValueString() + "/" + plan.Name.ValueString())
 	}
 	if plan.Manifests.IsUnknown() || plan.Sensitive.IsUnknown() || plan.DefaultNamespace.IsUnknown() || !ignoreattr.Known(plan.IgnoreFields) ||
-		!ignoreattr.Known(plan.SensitivePaths) || !plan.valuesKnown(ctx) {
+		!ignoreattr.Known(plan.SensitivePaths) || !shared.ValuesKnown(ctx, plan.Values) {
 		plan.Revision = types.StringUnknown()
 		plan.Objects = types.MapUnknown(manifesttype.ObjectsType)
 		r.markObservedUnknown(&plan)
