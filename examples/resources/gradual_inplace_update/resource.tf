@@ -67,7 +67,7 @@ resource "gradual_inplace_update" "prod" {
 # not list is refused at plan.
 resource "gradual_inplace_update" "class_built" {
   namespace            = "fleet"
-  selector             = { match_labels = { "cluster.x-k8s.io/cluster-class" = "standard" } }
+  selector             = { match_labels = { class = "standard" } }
   update_control_plane = true
   version              = "v1.36.3"
 
