@@ -2,12 +2,12 @@
 # Acceptance tests against real local fleets: builds the toolchain if needed, starts one test bed
 # (a management cluster and three workload clusters) per CLI, and runs the acceptance tests on
 # OpenTofu and, when `terraform` is on PATH, on Terraform, the two side by side (each on its own
-# fleet). Each lane then goes on with what follows on its own: the OpenTofu lane with the
-# modules' tests, the Cluster API controllers' own test, gradual_inplace_update on them and
-# delivery through Flux (on a Flux test bed of its own, both CLIs); the Terraform lane with the
-# plan line budget on a scale bed (both CLIs side by side) and gradual_inplace_update on the
-# Cluster API controllers under Terraform (the Cluster API fleets take a lock, so one runs at a
-# time). Every fleet is torn down on exit, whatever happened.
+# fleet), and beside them the Cluster API controllers' own test. Each lane then goes on with what
+# follows on its own: the OpenTofu lane with the modules' tests, delivery through Flux (on a Flux
+# test bed of its own, both CLIs) and the plan line budget on a scale bed (both CLIs side by
+# side); the Terraform lane with gradual_inplace_update on the real Cluster API controllers,
+# under Terraform and then OpenTofu (the Cluster API fleets take a lock, so one runs at a time).
+# Every fleet is torn down on exit, whatever happened.
 #
 #   GRADUAL_TESTACC_SERIAL=1 tools/testacc.sh   # one CLI after the other, on one fleet
 #
@@ -180,16 +180,17 @@ capi_acc() {
 
 # Delivery through Flux (gradual_rollout's delivery.flux) on a test bed of its own started with
 # --flux: Flux's real source-controller and kustomize-controller against the management cluster,
-# and an OCI registry. The Flux test skips on the other fleets; here it runs on both CLIs, one
-# after the other (it changes the three clusters of this fleet).
+# and an OCI registry. The Flux tests (TestAccRollout_flux*: delivery, and the run with
+# credentials that grant nothing on the Clusters' Secrets) skip on the other fleets; here they run
+# on both CLIs, one after the other (they change the three clusters of this fleet).
 flux_acc() {
   stage "delivery through Flux: starting a test bed with Flux's controllers"
   bed_up "$work/fleet-flux" --flux || return 1
   local rc=0
-  run_one internal/resources/rollout 10m '^TestAccRollout_flux$' "${tofu_env[@]}" GRADUAL_TESTBED_DIR="$work/fleet-flux" \
+  run_one internal/resources/rollout 10m '^TestAccRollout_flux' "${tofu_env[@]}" GRADUAL_TESTBED_DIR="$work/fleet-flux" \
     TF_ACC_TERRAFORM_PATH="$GRADUAL_TOFU" || rc=1
   if [ -n "${GRADUAL_TERRAFORM:-}" ]; then
-    run_one internal/resources/rollout 10m '^TestAccRollout_flux$' GRADUAL_TESTBED_DIR="$work/fleet-flux" \
+    run_one internal/resources/rollout 10m '^TestAccRollout_flux' GRADUAL_TESTBED_DIR="$work/fleet-flux" \
       TF_ACC_TERRAFORM_PATH="$GRADUAL_TERRAFORM" || rc=1
   fi
   "$testbed" down --dir "$work/fleet-flux" >&2 || true
@@ -221,31 +222,37 @@ else
   }
   # The tests marked acctest.OnOneLane (what the provider does to the fleet, not how a CLI drives
   # it) are spread over the two lanes; the CLI-specific ones run on both. A lane's fleet goes
-  # down as soon as its acceptance tests are done, before the lane's next stage starts.
+  # down as soon as its acceptance tests are done, before the lane's next stage starts. After
+  # that the lanes are two queues of about equal length: the Cluster API stages of both CLIs
+  # form one chain (their fleets run one at a time), so they all go on the Terraform lane, and
+  # the Flux and scale beds (both CLIs each) on the OpenTofu lane.
   tofu_lane() {
     local rc=0
     acc OpenTofu "$GRADUAL_TOFU" "$work/fleet-tofu" "${tofu_env[@]}" GRADUAL_ACC_LANE=0/2 &&
       GRADUAL_TESTBED_DIR="$work/fleet-tofu" tools/moduletest.sh || rc=1
     "$testbed" down --dir "$work/fleet-tofu" >&2 || true
-    capi_controllers || rc=1
-    capi_acc OpenTofu "$GRADUAL_TOFU" "${tofu_env[@]}" GRADUAL_ACC_LANE=0/2 || rc=1
     flux_acc || rc=1
+    scale_stage || rc=1
     return "$rc"
   }
   terraform_lane() {
     local rc=0
     acc Terraform "$GRADUAL_TERRAFORM" "$work/fleet-terraform" GRADUAL_ACC_LANE=1/2 || rc=1
     "$testbed" down --dir "$work/fleet-terraform" >&2 || true
-    scale_stage || rc=1
     capi_acc Terraform "$GRADUAL_TERRAFORM" GRADUAL_ACC_LANE=1/2 || rc=1
+    capi_acc OpenTofu "$GRADUAL_TOFU" "${tofu_env[@]}" GRADUAL_ACC_LANE=0/2 || rc=1
     return "$rc"
   }
   lane OpenTofu tofu_lane
   lane Terraform terraform_lane
+  # The Cluster API controllers' own test runs beside the lanes' acceptance tests, not after
+  # them: the Cluster API fleets run one at a time (the lock), and the lanes' later Cluster API
+  # stages are the end of the run.
+  lane ClusterAPI capi_controllers
   wait "${lanes[@]}" || true
   lanes=()
   failed=0
-  for name in OpenTofu Terraform; do
+  for name in OpenTofu Terraform ClusterAPI; do
     rc=$(cat "$work/$name.rc" 2>/dev/null || echo 1)
     stage "$name lane exit code $rc"
     [ "$rc" = 0 ] || failed=1
@@ -253,7 +260,7 @@ else
   # What failed, last: a CI log is often read from its tail only.
   if [ "$failed" != 0 ]; then
     stage "what failed"
-    for name in OpenTofu Terraform; do
+    for name in OpenTofu Terraform ClusterAPI; do
       awk -f tools/failures.awk "$work/$name.log" 2>/dev/null | tail -n 80 >&2 || true
     done
   fi

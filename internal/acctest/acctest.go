@@ -123,15 +123,39 @@ const LaneEnv = "GRADUAL_ACC_LANE"
 // the lanes take about as long. Without LaneEnv (a developer's run, the serial mode) it runs.
 func OnOneLane(t *testing.T, lane int) {
 	t.Helper()
+	runs, err := RunsOnLane(lane)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !runs {
+		t.Skipf("runs on lane %s only (%s): it tests what the provider does to the fleet, not the CLI", laneOf(lane), LaneEnv)
+	}
+}
+
+// RunsOnLane says whether the tests marked OnOneLane(t, lane) run in this process: always
+// without LaneEnv. A shared fixture uses it to leave out what only the other lane's tests use.
+func RunsOnLane(lane int) (bool, error) {
+	i, n, err := thisLane()
+	if err != nil || n == 0 {
+		return true, err
+	}
+	return lane%n == i, nil
+}
+
+// thisLane parses LaneEnv: n is 0 when it is not set.
+func thisLane() (i, n int, err error) {
 	env := os.Getenv(LaneEnv)
 	if env == "" {
-		return
+		return 0, 0, nil
 	}
-	var i, n int
 	if _, err := fmt.Sscanf(env, "%d/%d", &i, &n); err != nil || n <= 0 || i < 0 || i >= n {
-		t.Fatalf("%s=%q: want i/n with 0 <= i < n", LaneEnv, env)
+		return 0, 0, fmt.Errorf("%s=%q: want i/n with 0 <= i < n", LaneEnv, env)
 	}
-	if lane%n != i {
-		t.Skipf("runs on lane %d/%d only (%s): it tests what the provider does to the fleet, not the CLI", lane%n, n, LaneEnv)
-	}
+	return i, n, nil
+}
+
+// laneOf names lane as "i/n" for LaneEnv's n.
+func laneOf(lane int) string {
+	_, n, _ := thisLane()
+	return fmt.Sprintf("%d/%d", lane%n, n)
 }

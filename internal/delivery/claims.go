@@ -219,5 +219,5 @@ func (s *Service) ManagementClient() client.Client { return s.mgmt.Client }
 
 // Discover lists the Clusters q picks, as Observe sees them.
 func (s *Service) Discover(ctx context.Context, q fleet.Query) (*fleet.Discovery, error) {
-	return s.discover(ctx, q)
+	return s.fleetOf(ctx, q)
 }

@@ -45,7 +45,7 @@ func (s *Service) Destroy(ctx context.Context, req DestroyRequest) (warnings []s
 	defer release()
 	ctx = runCtx
 
-	found, err := s.discover(ctx, req.Query)
+	found, err := s.fleetOf(ctx, req.Query)
 	if err != nil {
 		return nil, err
 	}

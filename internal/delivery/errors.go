@@ -85,7 +85,7 @@ func (w *world) classify(ctx context.Context, target string, err error) error {
 	}
 	gctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), goneCheckTimeout)
 	defer cancel()
-	if reason, gerr := w.svc.goneReason(gctx, w.spec.ClusterNamespace, target); gerr == nil && reason != "" {
+	if reason, gerr := w.svc.goneOf(gctx, w.spec.ClusterNamespace, target); gerr == nil && reason != "" {
 		return engine.Mark(engine.ErrTargetGone, fmt.Errorf("%s (%w)", reason, err))
 	}
 	return err

@@ -75,13 +75,17 @@ func TestRevisionClass(t *testing.T) {
 	}
 }
 
-// classifyWorld is a world whose management cluster answers goneReason with reason and err.
+// classifyWorld is a direct world whose management cluster answers goneReason with reason and
+// err.
 func classifyWorld(reason string, err error, calls *atomic.Int32) *world {
 	svc := &Service{clock: engine.SystemClock{}, retryWait: time.Millisecond,
-		goneReason: func(_ context.Context, namespace, name string) (string, error) {
+		goneReason: func(_ context.Context, namespace, name string, withoutSecrets bool) (string, error) {
 			calls.Add(1)
 			if namespace != "fleet" || name != "c1" {
 				return "", fmt.Errorf("asked about %s/%s", namespace, name)
+			}
+			if withoutSecrets {
+				return "", errors.New("direct mode asked without reading the kubeconfig Secret")
 			}
 			return reason, err
 		}}

@@ -667,6 +667,9 @@ func (e *env) dial(_ context.Context, namespace, name string, _ bool) (*conn, er
 // discover picks every cluster of the fleet (or those q names), as CAPI Clusters ready to
 // change: a gone cluster has lost its kubeconfig Secret.
 func (e *env) discover(_ context.Context, q fleet.Query) (*fleet.Discovery, error) {
+	if q.WithoutSecrets {
+		return nil, errors.New("direct mode listed the Clusters without their kubeconfig Secrets")
+	}
 	names := e.names
 	if len(q.Names) > 0 {
 		names = q.Names
@@ -690,7 +693,10 @@ func (e *env) discover(_ context.Context, q fleet.Query) (*fleet.Discovery, erro
 	return d, nil
 }
 
-func (e *env) goneReason(_ context.Context, namespace, name string) (string, error) {
+func (e *env) goneReason(_ context.Context, namespace, name string, withoutSecrets bool) (string, error) {
+	if withoutSecrets {
+		return "", errors.New("direct mode asked without reading the kubeconfig Secret")
+	}
 	e.mu.Lock()
 	e.goneChecks++
 	e.mu.Unlock()

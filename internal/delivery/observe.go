@@ -43,7 +43,7 @@ func (s *Service) ObserveRendered(ctx context.Context, q fleet.Query, key record
 }
 
 func (s *Service) observe(ctx context.Context, q fleet.Query, key records.Key, recordNamespace string, drift bool, ignore apply.Ignore, r *Rendering) (*Observation, error) {
-	found, err := s.discover(ctx, q)
+	found, err := s.fleetOf(ctx, q)
 	if err != nil {
 		return nil, err
 	}
@@ -179,7 +179,7 @@ func (s *Service) placedElsewhere(ctx context.Context, namespace string, placed 
 	if len(others) == 0 {
 		return nil, nil
 	}
-	found, err := s.discover(ctx, fleet.Query{Namespace: namespace, Names: others})
+	found, err := s.fleetOf(ctx, fleet.Query{Namespace: namespace, Names: others})
 	if err != nil {
 		return nil, err
 	}

@@ -34,13 +34,14 @@ type Service struct {
 	// that inject faults: dial returns the clients of one workload cluster (fleet.Clients
 	// owns and caches them), recheck makes the next dial of a cluster read its kubeconfig
 	// Secret again, discover lists the Clusters a query picks (fleet.Management.Discover),
-	// goneReason says whether a cluster left the fleet
-	// (fleet.Management.GoneReason), retryWait is how long the first retry of an
-	// infrastructure failure waits (it doubles up to maxRetryWait).
+	// goneReason says whether a cluster left the fleet (fleet.Management.GoneReason, or
+	// ClusterGoneReason withoutSecrets), retryWait is how long the first retry of an
+	// infrastructure failure waits (it doubles up to maxRetryWait). Call discover and
+	// goneReason through fleetOf and goneOf, which keep Flux mode off Secrets.
 	dial       func(ctx context.Context, namespace, name string, force bool) (*conn, error)
 	recheck    func(namespace, name string)
 	discover   func(ctx context.Context, q fleet.Query) (*fleet.Discovery, error)
-	goneReason func(ctx context.Context, namespace, name string) (string, error)
+	goneReason func(ctx context.Context, namespace, name string, withoutSecrets bool) (string, error)
 	retryWait  time.Duration
 
 	// flux, when set, delivers through Flux (WithFlux, flux.go): nothing connects to a workload
@@ -120,7 +121,13 @@ func New(clients *fleet.Clients, opts Options) *Service {
 	}
 	mgmt := clients.Management()
 	return &Service{mgmt: mgmt, concurrency: opts.Concurrency, leaseDuration: opts.LeaseDuration, clock: engine.SystemClock{},
-		discover: mgmt.Discover, goneReason: mgmt.GoneReason, retryWait: time.Second, recheck: clients.Recheck,
+		discover: mgmt.Discover, retryWait: time.Second, recheck: clients.Recheck,
+		goneReason: func(ctx context.Context, namespace, name string, withoutSecrets bool) (string, error) {
+			if withoutSecrets {
+				return mgmt.ClusterGoneReason(ctx, namespace, name)
+			}
+			return mgmt.GoneReason(ctx, namespace, name)
+		},
 		dial: func(ctx context.Context, namespace, name string, force bool) (*conn, error) {
 			c, err := clients.Get(ctx, namespace, name)
 			if err != nil {
@@ -128,6 +135,20 @@ func New(clients *fleet.Clients, opts Options) *Service {
 			}
 			return &conn{cfg: c.Config, client: c.Client, applier: c.Applier.WithForceConflicts(force)}, nil
 		}}
+}
+
+// fleetOf lists the Clusters q picks. Through Flux it reads no Secret (fleet.Query's
+// WithoutSecrets): the runner's credentials need nothing on the Clusters' Secrets, which only
+// Flux's kustomize-controller reads.
+func (s *Service) fleetOf(ctx context.Context, q fleet.Query) (*fleet.Discovery, error) {
+	q.WithoutSecrets = s.flux != nil
+	return s.discover(ctx, q)
+}
+
+// goneOf says whether the cluster namespace/name left the fleet; through Flux, judged by its
+// Cluster alone, reading no Secret (see fleetOf).
+func (s *Service) goneOf(ctx context.Context, namespace, name string) (string, error) {
+	return s.goneReason(ctx, namespace, name, s.flux != nil)
 }
 
 // cluster returns the clients of one workload cluster as key uses them: with key's field

@@ -23,7 +23,8 @@ type Cluster struct {
 	Paused              bool
 	Deleting            bool
 	KubernetesVersion   string
-	// KubeconfigAvailable is true when the `<name>-kubeconfig` Secret exists with a `value` key.
+	// KubeconfigAvailable is true when the `<name>-kubeconfig` Secret exists with a `value` key
+	// (always false when discovered WithoutSecrets: not looked at).
 	KubeconfigAvailable bool
 	// KubeconfigProblem, when set, says why the kubeconfig in the Secret cannot be used.
 	KubeconfigProblem string
@@ -48,8 +49,23 @@ const kubeconfigSecretSuffix = "-kubeconfig"
 const KubeconfigSecretKey = "value"
 
 // skipReason applies the eligibility rules in order of how fundamental the problem is, so the
-// reason shown is the one to fix first.
+// reason shown is the one to fix first: the Cluster's own (statusSkipReason), then its
+// kubeconfig Secret's.
 func skipReason(c Cluster) string {
+	if reason := statusSkipReason(c); reason != "" {
+		return reason
+	}
+	switch {
+	case !c.KubeconfigAvailable:
+		return fmt.Sprintf("kubeconfig Secret %s/%s (key %q) not found", c.Namespace, KubeconfigSecretName(c.Name), KubeconfigSecretKey)
+	case c.KubeconfigProblem != "":
+		return c.KubeconfigProblem
+	}
+	return ""
+}
+
+// statusSkipReason applies the rules the Cluster object alone decides (Query.WithoutSecrets).
+func statusSkipReason(c Cluster) string {
 	switch {
 	case c.Deleting:
 		return "cluster is being deleted"
@@ -59,10 +75,6 @@ func skipReason(c Cluster) string {
 		return "infrastructure is not provisioned"
 	case !c.ControlPlaneReady:
 		return "control plane is not initialized"
-	case !c.KubeconfigAvailable:
-		return fmt.Sprintf("kubeconfig Secret %s/%s (key %q) not found", c.Namespace, KubeconfigSecretName(c.Name), KubeconfigSecretKey)
-	case c.KubeconfigProblem != "":
-		return c.KubeconfigProblem
 	}
 	return ""
 }

@@ -26,6 +26,14 @@ type Query struct {
 	// Hold is what holds clusters back besides their state (pauses, maintenance windows),
 	// judged at the management's clock.
 	Hold Hold
+	// WithoutSecrets judges each Cluster by the Cluster alone and reads no Secret: Cluster API
+	// writes the `<name>-kubeconfig` Secret before it reports the control plane initialized
+	// (status.initialization.controlPlaneInitialized; v1beta1 status.controlPlaneReady), so that
+	// status stands for the Secret. Delivery through Flux sets it: kustomize-controller reads
+	// the Secret, not this process, whose credentials then need nothing on Secrets there; a
+	// Secret missing anyway fails the cluster's Kustomization, an infrastructure failure.
+	// Clusters found so leave KubeconfigAvailable false: nobody looked.
+	WithoutSecrets bool
 }
 
 // Discovery is the result of a Query: the Clusters found, sorted by name, and the names asked
@@ -74,8 +82,11 @@ func (m *Management) Discover(ctx context.Context, q Query) (*Discovery, error) 
 			}
 		}
 	}
-	secrets, err := m.kubeconfigSecrets(ctx, q.Namespace)
-	if err != nil {
+	rules := skipReason
+	var secrets map[string][]byte
+	if q.WithoutSecrets {
+		rules = statusSkipReason
+	} else if secrets, err = m.kubeconfigSecrets(ctx, q.Namespace); err != nil {
 		return nil, err
 	}
 	now := m.now()
@@ -85,7 +96,7 @@ func (m *Management) Discover(ctx context.Context, q Query) (*Discovery, error) 
 			c.KubeconfigAvailable = true
 			c.KubeconfigProblem = checkKubeconfig(value)
 		}
-		c.SkipReason = skipReason(*c)
+		c.SkipReason = rules(*c)
 		if c.SkipReason == "" {
 			c.SkipReason = c.HoldReason(q.Hold, now)
 		}

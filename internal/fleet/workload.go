@@ -163,19 +163,13 @@ func RequestTimeout(cfg *rest.Config) time.Duration {
 }
 
 // GoneReason says whether the workload cluster namespace/name has left the fleet: its Cluster
-// object deleted or being deleted, or its kubeconfig Secret deleted. It returns "" while the
-// cluster is still there, and an error when the management cluster cannot be read (which says
-// nothing either way). Rollouts ask it when a cluster stops answering, so that a cluster torn
-// down mid-rollout is set aside instead of counted as a failure of the revision.
+// object deleted or being deleted (ClusterGoneReason), or its kubeconfig Secret deleted. It
+// returns "" while the cluster is still there, and an error when the management cluster cannot be
+// read (which says nothing either way). Rollouts ask it when a cluster stops answering, so that a
+// cluster torn down mid-rollout is set aside instead of counted as a failure of the revision.
 func (m *Management) GoneReason(ctx context.Context, namespace, name string) (string, error) {
-	cluster, err := m.clusterMetadata(ctx, namespace, name)
-	switch {
-	case apierrors.IsNotFound(err):
-		return fmt.Sprintf("Cluster %s/%s was deleted", namespace, name), nil
-	case err != nil:
-		return "", fmt.Errorf("read Cluster %s/%s: %w", namespace, name, err)
-	case !cluster.DeletionTimestamp.IsZero():
-		return fmt.Sprintf("Cluster %s/%s is being deleted", namespace, name), nil
+	if reason, err := m.ClusterGoneReason(ctx, namespace, name); reason != "" || err != nil {
+		return reason, err
 	}
 	secret := &metav1.PartialObjectMetadata{}
 	secret.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Secret"))
@@ -184,6 +178,22 @@ func (m *Management) GoneReason(ctx context.Context, namespace, name string) (st
 		return fmt.Sprintf("kubeconfig Secret %s/%s was deleted", namespace, KubeconfigSecretName(name)), nil
 	case err != nil:
 		return "", fmt.Errorf("read kubeconfig Secret %s/%s: %w", namespace, KubeconfigSecretName(name), err)
+	}
+	return "", nil
+}
+
+// ClusterGoneReason is GoneReason judged by the Cluster object alone, reading no Secret: what
+// delivery through Flux asks, whose credentials need nothing on the Clusters' Secrets (a
+// kubeconfig Secret deleted under a live Cluster fails the cluster's Kustomization instead).
+func (m *Management) ClusterGoneReason(ctx context.Context, namespace, name string) (string, error) {
+	cluster, err := m.clusterMetadata(ctx, namespace, name)
+	switch {
+	case apierrors.IsNotFound(err):
+		return fmt.Sprintf("Cluster %s/%s was deleted", namespace, name), nil
+	case err != nil:
+		return "", fmt.Errorf("read Cluster %s/%s: %w", namespace, name, err)
+	case !cluster.DeletionTimestamp.IsZero():
+		return fmt.Sprintf("Cluster %s/%s is being deleted", namespace, name), nil
 	}
 	return "", nil
 }

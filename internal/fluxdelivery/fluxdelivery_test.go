@@ -45,6 +45,10 @@ func TestObjectNameIsALabelValue(t *testing.T) {
 
 const digest = "sha256:aaaa"
 
+// kubeconfigMissing is kustomize-controller's Ready message when a Kustomization's
+// kubeConfig.secretRef names a Secret that does not exist.
+const kubeconfigMissing = `unable to read KubeConfig secret 'fleet/c1-kubeconfig' error: secrets "c1-kubeconfig" not found`
+
 func TestClassify(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
@@ -60,6 +64,13 @@ func TestClassify(t *testing.T) {
 			Message: "dial tcp 127.0.0.1:1: connection refused"}, false, nil},
 		{"workload unreachable at the end", Status{Exists: true, Ready: "False", Reason: "ReconciliationFailed", Attempted: "r1@" + digest,
 			Message: "dial tcp 127.0.0.1:1: connection refused"}, true, ErrInfrastructure},
+		// The Cluster's kubeconfig Secret missing (the provider, reading no Secret in Flux mode,
+		// judged the Cluster by its status): kustomize-controller's own failure, never the
+		// revision's.
+		{"kubeconfig Secret missing, still retrying", Status{Exists: true, Ready: "False", Reason: "ReconciliationFailed", Attempted: "r1@" + digest,
+			Message: kubeconfigMissing}, false, nil},
+		{"kubeconfig Secret missing at the end", Status{Exists: true, Ready: "False", Reason: "ReconciliationFailed", Attempted: "r1@" + digest,
+			Message: kubeconfigMissing}, true, ErrInfrastructure},
 		{"an older revision's failure", Status{Exists: true, Ready: "False", Reason: "HealthCheckFailed", Attempted: "r0@sha256:bbbb"}, false, nil},
 		{"never attempted (source or controller down)", Status{Exists: true, Ready: "True", Applied: "r0@sha256:bbbb", Attempted: "r0@sha256:bbbb"}, true, ErrInfrastructure},
 		{"attempted, not ready in time", Status{Exists: true, Ready: "Unknown", Reason: "Progressing", Attempted: "r1@" + digest}, true, ErrRevisionFailed},

@@ -152,6 +152,7 @@ func TestAgainstAPIServer(t *testing.T) {
 	})
 
 	t.Run("management records: a 5 MiB bundle round-trips, chunked", func(t *testing.T) {
+		skipUnderRace(t)
 		ctx := t.Context()
 		s := NewManagementStore(c, "")
 		start := time.Now()

@@ -266,6 +266,7 @@ func chunkSecrets(t testing.TB, ctx context.Context, c client.Client, namespace 
 
 // A 5 MiB bundle (poorly compressible) round-trips through the management store, chunked.
 func TestManagementBigRecordRoundTrip(t *testing.T) {
+	skipUnderRace(t)
 	ctx := t.Context()
 	c := newFakeClient(nil)
 	s, _ := newTestManagementStore(c)

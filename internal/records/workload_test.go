@@ -415,6 +415,7 @@ func incompressibleRevision(t *testing.T, rev string, n int) Revision {
 }
 
 func TestLargeRecordsAreChunked(t *testing.T) {
+	skipUnderRace(t)
 	ctx := t.Context()
 	c := newFakeClient(nil)
 	s := newTestStore(t, c)
@@ -516,6 +517,7 @@ func TestChunkRewritesAndOrphans(t *testing.T) {
 // and checks that the records end as an uninterrupted run leaves them, with never two current
 // records on the way.
 func TestInterruptedTransitionsConverge(t *testing.T) {
+	skipUnderRace(t)
 	type step struct {
 		name string
 		run  func(ctx context.Context, s *WorkloadStore) error

@@ -294,7 +294,17 @@ func tail(s string, lines int) string {
 	if len(parts) > lines {
 		parts = parts[len(parts)-lines:]
 	}
+	for i, p := range parts {
+		// Components log whole health reports on one line (kube-controller-manager's is 5 kB):
+		// the start of each line says what went wrong.
+		if len(p) > maxTailLine {
+			parts[i] = p[:maxTailLine] + " …"
+		}
+	}
 	return strings.Join(parts, "\n")
 }
+
+// maxTailLine is the most of one log line tail keeps.
+const maxTailLine = 400
 
 var errNoControlPlane = errors.New("this workload has no control plane of its own (NoKubeconfig or ExecKubeconfig)")

@@ -46,6 +46,13 @@ const (
 // fleetClusters are three more in-memory clusters, labelled fleetLabel, for the fleet tests.
 var fleetClusters = []string{"mem-2", "mem-3", "mem-4"}
 
+// The lanes (acctest.OnOneLane) of the tests that use fleetClusters and cpCluster: the shared
+// fleet provisions each only where its tests run.
+const (
+	fleetLane        = 0
+	controlPlaneLane = 1
+)
+
 const fleetLabel = "gradual.dev/fleet-test"
 
 func TestMain(m *testing.M) {
@@ -160,18 +167,32 @@ func capiFleet(t *testing.T) (*testbed.Fleet, client.Client) {
 // extension, and waits for CAPI to bring up the Machines of all but cpCluster.
 func provision(ctx context.Context, f *testbed.Fleet) error {
 	clusters := []testbed.InMemoryCluster{{Name: memCluster, ControlPlaneVersion: "v1.34.2", WorkerVersion: "v1.34.0", InPlaceRollout: true}}
-	for _, name := range fleetClusters {
-		clusters = append(clusters, testbed.InMemoryCluster{Name: name, ControlPlaneVersion: "v1.34.2", WorkerVersion: "v1.34.0", InPlaceRollout: true,
-			Labels: map[string]string{fleetLabel: "yes"}})
+	// The clusters only one lane's tests use are provisioned on that lane only: on two cores the
+	// Cluster API controllers' work for clusters nobody reads slows the fleet's start.
+	fleetTests, err := acctest.RunsOnLane(fleetLane)
+	if err != nil {
+		return err
+	}
+	controlPlaneTests, err := acctest.RunsOnLane(controlPlaneLane)
+	if err != nil {
+		return err
+	}
+	if fleetTests {
+		for _, name := range fleetClusters {
+			clusters = append(clusters, testbed.InMemoryCluster{Name: name, ControlPlaneVersion: "v1.34.2", WorkerVersion: "v1.34.0", InPlaceRollout: true,
+				Labels: map[string]string{fleetLabel: "yes"}})
+		}
 	}
 	if err := f.RegisterTestExtension(ctx, extensionName); err != nil {
 		return err
 	}
 	// KubeadmControlPlane brings cpCluster's three Machines up one after another (about a
 	// minute): created now, it comes up meanwhile, and only the test that uses it waits for it.
-	if err := f.CreateInMemory(ctx, testbed.InMemoryCluster{Name: cpCluster, ControlPlaneVersion: "v1.34.2", WorkerVersion: "v1.34.0",
-		InPlaceRollout: true, ControlPlaneReplicas: 3}); err != nil {
-		return err
+	if controlPlaneTests {
+		if err := f.CreateInMemory(ctx, testbed.InMemoryCluster{Name: cpCluster, ControlPlaneVersion: "v1.34.2", WorkerVersion: "v1.34.0",
+			InPlaceRollout: true, ControlPlaneReplicas: 3}); err != nil {
+			return err
+		}
 	}
 	return f.ProvisionInMemory(ctx, clusters...)
 }

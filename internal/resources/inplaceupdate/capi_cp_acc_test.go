@@ -153,7 +153,7 @@ func controlPlaneMachines(t *testing.T, mc client.Client, cluster string, n int)
 // same three Machines (same UIDs) are on the new version, their Nodes' kubelets too, and status
 // says each was updated; a second plan is empty.
 func TestAccCAPIInPlace_controlPlaneInPlace(t *testing.T) {
-	acctest.OnOneLane(t, 1) // what Cluster API does with the write, not how a CLI drives it
+	acctest.OnOneLane(t, controlPlaneLane) // what Cluster API does with the write, not how a CLI drives it
 	f, mc := capiFleet(t)
 	playKubelet(t, mc, cpCluster)
 	before := controlPlaneMachines(t, mc, cpCluster, 3)

@@ -60,7 +60,7 @@ resource "gradual_inplace_update" "fleet" {
 // and mem-3 are updated in place, and mem-4 is not touched (same MachineDeployment
 // resourceVersion, same worker Machine).
 func TestAccCAPIInPlace_fleetWavesHalt(t *testing.T) {
-	acctest.OnOneLane(t, 0) // the fleet's pacing against the controllers, not how a CLI drives it
+	acctest.OnOneLane(t, fleetLane) // the fleet's pacing against the controllers, not how a CLI drives it
 	f, mc := capiFleet(t)
 	k := playKubelet(t, mc, "mem-2", "mem-4")
 	before := map[string]types.UID{}

@@ -26,6 +26,7 @@ import (
 // `on_failure = "rollback"` that failure restores the canary, which had succeeded; a cluster
 // removed from `names` is listed leaving by the next plan and let go of.
 func TestAccModuleAssignment_changeAttributes(t *testing.T) {
+	acctest.OnOneLane(t, 0) // what each attribute does to the fleet, not how a CLI drives the provider
 	f := acctest.Fleet(t)
 	name := acctest.UniqueLabel("change")
 	const canary, other = "prod-us-1", "prod-eu-1"

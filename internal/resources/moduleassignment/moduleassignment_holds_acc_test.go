@@ -19,6 +19,7 @@ import (
 // outside its gradual.dev/maintenance-window (with the next start), refuses a bad
 // maintenance_window at plan, and gives both the modules once unpaused and inside the window.
 func TestAccModuleAssignment_pausesAndWindows(t *testing.T) {
+	acctest.OnOneLane(t, 0) // which clusters the provider holds, not how a CLI drives it
 	f := acctest.Fleet(t)
 	name := acctest.UniqueLabel("mholds")
 	all := []string{"prod-eu-1", "prod-us-1", "staging-eu-1"}

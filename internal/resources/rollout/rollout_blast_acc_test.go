@@ -55,6 +55,7 @@ resource "gradual_rollout" "test" {
 // and a canary that goes not ready between plan and apply stops the apply before it changes
 // anything, instead of sending the first wave to the fleet.
 func TestAccRollout_canaryMustLead(t *testing.T) {
+	acctest.OnOneLane(t, 1) // the provider's canary rule, not how a CLI drives it
 	f := acctest.Fleet(t)
 	tf := newCLIRun(t)
 	name := acctest.UniqueLabel("canary")

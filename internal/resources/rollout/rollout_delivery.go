@@ -48,7 +48,8 @@ func deliveryAttribute() schema.SingleNestedAttribute {
 			"as an OCI artifact (tag = revision), and in the Cluster's namespace of the management cluster an `OCIRepository` " +
 			"pinned by digest and a `Kustomization` per cluster (through the Cluster's `<name>-kubeconfig` Secret, `prune` and " +
 			"`wait` on, `timeout` = `verify.timeout`) apply it. The provider then reads and writes only the management cluster " +
-			"and the registry; the per-cluster records live in the management cluster. Changing the engine replaces the resource.",
+			"and the registry, and reads no Secret in the Clusters' namespace (a Cluster's eligibility comes from its status); " +
+			"the per-cluster records live in the management cluster. Changing the engine replaces the resource.",
 		PlanModifiers: []planmodifier.Object{objectplanmodifier.RequiresReplace()},
 		Attributes: map[string]schema.Attribute{
 			"flux": schema.SingleNestedAttribute{

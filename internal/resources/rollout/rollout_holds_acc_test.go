@@ -87,6 +87,7 @@ func expectSettings(f *testbed.Fleet, ns string, want map[string]string) resourc
 // is wrong; once unpaused and inside its window, each is picked up. The rollout's own
 // maintenance_window, closed, holds every cluster; paused = true plans and applies nothing.
 func TestAccRollout_pausesAndWindows(t *testing.T) {
+	acctest.OnOneLane(t, 0) // which clusters the provider holds, not how a CLI drives it
 	f := acctest.Fleet(t)
 	name := acctest.UniqueLabel("holds")
 	t.Cleanup(func() {

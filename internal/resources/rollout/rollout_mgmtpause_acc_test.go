@@ -20,6 +20,7 @@ import (
 // naming the cluster and why (the cluster's own records hold the failure), and a plain apply
 // does not take it to any cluster; only retry_invalid would.
 func TestAccRollout_managementPausedWhenRevisionFails(t *testing.T) {
+	acctest.OnOneLane(t, 1) // what the provider does when the management cluster stops answering, not how a CLI drives it
 	f := acctest.Fleet(t)
 	tf := newCLIRun(t)
 	name := acctest.UniqueLabel("mgmtpause")

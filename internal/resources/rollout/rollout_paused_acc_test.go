@@ -28,6 +28,7 @@ import (
 // flight (which now runs the second apply's revision). Checked by the resourceVersions of every
 // record and every object of the rollout, before and after the first resumes.
 func TestAccRollout_pausedHolderMakesNoWrite(t *testing.T) {
+	acctest.OnOneLane(t, 1) // the Lease's fencing, not how a CLI drives the provider
 	f := acctest.Fleet(t)
 	first := newCLIRun(t)
 	name := acctest.UniqueLabel("paused")

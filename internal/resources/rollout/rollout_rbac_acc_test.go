@@ -217,17 +217,7 @@ func setUpRBAC(t *testing.T, f *testbed.Fleet, name string) *rbacBed {
 	ctx := context.Background()
 	b := &rbacBed{f: f, namespace: name, records: name + "-records",
 		kubeconfig: map[string]string{}, workload: map[string]map[string][]byte{"plan": {}, "apply": {}}}
-	roles := func(file string) []*unstructured.Unstructured {
-		raw, err := os.ReadFile(filepath.Join(rbacGuideDir, file))
-		if err != nil {
-			t.Fatal(err)
-		}
-		set, err := manifest.Parse(string(raw))
-		if err != nil {
-			t.Fatalf("%s: %v", file, err)
-		}
-		return set.Objects
-	}
+	roles := func(file string) []*unstructured.Unstructured { return guideRoles(t, file) }
 
 	// The management cluster.
 	mgmtCfg, err := f.Management.RESTConfig()
@@ -292,6 +282,20 @@ func setUpRBAC(t *testing.T, f *testbed.Fleet, name string) *rbacBed {
 		}
 	})
 	return b
+}
+
+// guideRoles are the ClusterRoles of the RBAC guide's file (in rbacGuideDir).
+func guideRoles(t *testing.T, file string) []*unstructured.Unstructured {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(rbacGuideDir, file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	set, err := manifest.Parse(string(raw))
+	if err != nil {
+		t.Fatalf("%s: %v", file, err)
+	}
+	return set.Objects
 }
 
 // binding binds role to a ServiceAccount: in namespace (a RoleBinding), or everywhere (a

@@ -90,6 +90,7 @@ func expectValueSettings(f *testbed.Fleet, ns string, want map[string][2]string)
 // one cluster, the others' records untouched); a cluster missing a variable refuses the plan,
 // naming the cluster and the variable.
 func TestAccRollout_values(t *testing.T) {
+	acctest.OnOneLane(t, 0) // what each cluster is given, not how a CLI drives the provider
 	f := acctest.Fleet(t)
 	name := acctest.UniqueLabel("values")
 	key := "values.gradual.dev/" + name
