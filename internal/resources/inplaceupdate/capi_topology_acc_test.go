@@ -31,7 +31,11 @@ import (
 const (
 	topologyCluster = "mem-topo"
 	topologyClass   = "in-memory-gradual"
+	// topologyLane is the lane of the test that uses topologyCluster (see provision).
+	topologyLane = 1
 )
+
+var topologyInMemory = testbed.InMemoryCluster{Name: topologyCluster, Class: topologyClass, ControlPlaneVersion: "v1.34.2", InPlaceRollout: true}
 
 // topologyMachines are the cluster's control plane and worker Machines once Cluster API has
 // settled them: one of each, none being deleted, each UpToDate, not Updating, with a Node.
@@ -114,20 +118,21 @@ resource "gradual_inplace_update" "topology" {
 // Machine, the same worker Machine (UID) on the new version, both Nodes on it. The plan after
 // apply is empty.
 func TestAccCAPIInPlace_topologyVersionBump(t *testing.T) {
-	acctest.OnOneLane(t, 1) // what the topology controller and Cluster API do with the write, not how a CLI drives it
+	acctest.OnOneLane(t, topologyLane) // what the topology controller and Cluster API do with the write, not how a CLI drives it
 	f, mc := capiFleet(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	t0 := time.Now()
+	// provision created them with the shared fleet; created again, they are left as they are.
 	if err := f.CreateClusterClass(ctx, topologyClass); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.ProvisionInMemory(ctx, testbed.InMemoryCluster{Name: topologyCluster, Class: topologyClass, ControlPlaneVersion: "v1.34.2", InPlaceRollout: true}); err != nil {
+	if err := f.ProvisionInMemory(ctx, topologyInMemory); err != nil {
 		t.Fatalf("provision %s from ClusterClass %s: %v", topologyCluster, topologyClass, err)
 	}
 	playKubelet(t, mc, topologyCluster)
 	cpBefore, workerBefore := topologyMachines(t, mc, topologyCluster)
-	t.Logf("%s built from ClusterClass %s in %s", topologyCluster, topologyClass, time.Since(t0).Round(time.Second))
+	t.Logf("%s built from ClusterClass %s (waited %s)", topologyCluster, topologyClass, time.Since(t0).Round(time.Second))
 	const version = "v1.34.3"
 	const res, plan = "gradual_inplace_update.topology", "data.gradual_inplace_update_plan.topology"
 	resource.Test(t, resource.TestCase{
