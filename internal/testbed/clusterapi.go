@@ -114,12 +114,14 @@ type managerRecord struct {
 // v1.14; Options.InPlaceUpdatesOff turns it off) in the core manager (MachineDeployment/
 // MachineSet/Machine in-place flow) and in KCP;
 // RuntimeSDK in the core manager for ExtensionConfig discovery and the runtime client (KCP builds
-// its own read-only registry when InPlaceUpdates is on).
+// its own read-only registry when InPlaceUpdates is on); ClusterTopology (alpha, off by default)
+// in the core manager (topology and ClusterClass controllers and webhooks), KCP and CAPD (their
+// template webhooks refuse templates without it), for clusters built from a ClusterClass.
 var capiComponents = []capiComponent{
 	{
 		name: "capi-core", binary: func(b ClusterAPIBinaries) string { return b.Core },
 		module: "sigs.k8s.io/cluster-api", webhookManifest: "core/config/webhook/manifests.yaml",
-		featureGates: "InPlaceUpdates=true,RuntimeSDK=true", scoped: true,
+		featureGates: "InPlaceUpdates=true,RuntimeSDK=true,ClusterTopology=true", scoped: true,
 		deployment: managerRecord{"capi-system", "capi-controller-manager", "cluster-api", "registry.k8s.io/cluster-api/cluster-api-controller"},
 	},
 	{
@@ -134,7 +136,7 @@ var capiComponents = []capiComponent{
 		name: "capi-kubeadm-control-plane", binary: func(b ClusterAPIBinaries) string { return b.KubeadmControlPlane },
 		module: "sigs.k8s.io/cluster-api", webhookManifest: "controlplane/kubeadm/config/webhook/manifests.yaml",
 		labelCRDs:    []string{"kubeadmcontrolplanes.controlplane.cluster.x-k8s.io", "kubeadmcontrolplanetemplates.controlplane.cluster.x-k8s.io"},
-		featureGates: "InPlaceUpdates=true,RuntimeSDK=true", scoped: true,
+		featureGates: "InPlaceUpdates=true,RuntimeSDK=true,ClusterTopology=true", scoped: true,
 		deployment: managerRecord{"capi-kubeadm-control-plane-system", "capi-kubeadm-control-plane-controller-manager", "control-plane-kubeadm",
 			"registry.k8s.io/cluster-api/kubeadm-control-plane-controller"},
 	},
@@ -146,7 +148,8 @@ var capiComponents = []capiComponent{
 		name: "capd", binary: func(b ClusterAPIBinaries) string { return b.CAPD },
 		module: capiTestModule, webhookManifest: "infrastructure/docker/config/webhook/manifests.yaml",
 		crdDir: "infrastructure/docker/config/crd/bases", scoped: true,
-		env: []string{"POD_IP=127.0.0.1"},
+		featureGates: "ClusterTopology=true",
+		env:          []string{"POD_IP=127.0.0.1"},
 	},
 	{
 		// CAPI's test extension: a runtime extension server (in-place update, lifecycle, topology
@@ -549,6 +552,9 @@ func testExtensionConfig(name string, state *ClusterAPI) *unstructured.Unstructu
 		"metadata":   map[string]any{"name": name, "labels": map[string]any{clusterv1.WatchLabel: state.WatchFilter}},
 		"spec": map[string]any{
 			"clientConfig": map[string]any{"url": state.TestExtensionURL, "caBundle": encodeBase64(state.CABundle)},
+			// The test extension's lifecycle hooks (called for clusters built from a ClusterClass)
+			// keep their answers in a ConfigMap named after the ExtensionConfig, and fail without it.
+			"settings": map[string]any{"extensionConfigName": name},
 			"namespaceSelector": map[string]any{"matchExpressions": []any{map[string]any{
 				"key": "kubernetes.io/metadata.name", "operator": "In", "values": []any{state.Namespace},
 			}}},

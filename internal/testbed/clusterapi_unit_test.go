@@ -179,3 +179,51 @@ func TestInMemoryClusterControlPlaneRollout(t *testing.T) {
 		})
 	}
 }
+
+// A cluster built from a ClusterClass is one Cluster whose topology names the class, the version,
+// the control plane replicas and one MachineDeployment rolled out in place; it and every object of
+// the ClusterClass (and what the topology controller copies from them) carry the watch-filter
+// label, or the scoped managers would never see what the topology controller makes.
+func TestInMemoryTopology(t *testing.T) {
+	objs, err := InMemoryCluster{Namespace: "ns", Name: "c", Class: "cc", ControlPlaneVersion: "v1.34.2", InPlaceRollout: true, Labels: map[string]string{"env": "test"}}.Objects()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(objs) != 1 || objs[0].GetKind() != "Cluster" {
+		t.Fatalf("objects %v; want one Cluster", objs)
+	}
+	cl := objs[0].Object
+	if l := objs[0].GetLabels(); l["env"] != "test" || l["cluster.x-k8s.io/watch-filter"] != ClusterAPIWatchFilter {
+		t.Errorf("Cluster labels %v", l)
+	}
+	for path, want := range map[string]any{"classRef.name": "cc", "version": "v1.34.2", "controlPlane.replicas": float64(1)} {
+		got, _, _ := unstructured.NestedFieldNoCopy(cl, append([]string{"spec", "topology"}, strings.Split(path, ".")...)...)
+		if got != want {
+			t.Errorf("spec.topology.%s %v, want %v", path, got, want)
+		}
+	}
+	mds, _, _ := unstructured.NestedSlice(cl, "spec", "topology", "workers", "machineDeployments")
+	if len(mds) != 1 {
+		t.Fatalf("machineDeployments %v", mds)
+	}
+	if surge, _, _ := unstructured.NestedFieldNoCopy(mds[0].(map[string]any), "rollout", "strategy", "rollingUpdate", "maxSurge"); surge != float64(0) {
+		t.Errorf("md-0 maxSurge %v, want 0", surge)
+	}
+
+	class, err := InMemoryClusterClass("ns", "cc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	kinds := map[string]bool{}
+	for _, o := range class {
+		kinds[o.GetKind()] = true
+		if o.GetLabels()["cluster.x-k8s.io/watch-filter"] != ClusterAPIWatchFilter || o.GetNamespace() != "ns" {
+			t.Errorf("%s %s/%s: labels %v", o.GetKind(), o.GetNamespace(), o.GetName(), o.GetLabels())
+		}
+	}
+	for _, k := range []string{"ClusterClass", "DevClusterTemplate", "KubeadmControlPlaneTemplate", "DevMachineTemplate", "KubeadmConfigTemplate"} {
+		if !kinds[k] {
+			t.Errorf("no %s in the ClusterClass's objects", k)
+		}
+	}
+}

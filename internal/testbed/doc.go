@@ -40,9 +40,11 @@
 //     and the test extension; the CA key is never written.
 //   - Flags: --webhook-port, --webhook-cert-dir, --health-addr=127.0.0.1:P (readiness is
 //     /readyz), --diagnostics-address=127.0.0.1:P --insecure-diagnostics, --leader-elect=false,
-//     --watch-filter=gradual-testbed, --feature-gates=InPlaceUpdates=true,RuntimeSDK=true (core,
-//     KCP; Options.InPlaceUpdatesOff, `up --in-place-updates-off`, starts them with
-//     InPlaceUpdates=false, v1.14's default); ports are picked free per start. CAPD needs
+//     --watch-filter=gradual-testbed, --feature-gates=InPlaceUpdates=true,RuntimeSDK=true,
+//     ClusterTopology=true (core, KCP; Options.InPlaceUpdatesOff, `up --in-place-updates-off`,
+//     starts them with InPlaceUpdates=false, v1.14's default), ClusterTopology=true (CAPD: its
+//     DevClusterTemplate webhook wants it), so clusters can be built from a ClusterClass
+//     (InMemoryClusterClass, InMemoryCluster.Class); ports are picked free per start. CAPD needs
 //     POD_IP=127.0.0.1 (where its in-memory API servers listen, ports 20000-30000) and always
 //     binds a debug server on :19000, so only one such fleet can run on a machine at a time
 //     (take /tmp/gradual-fleet.lock).

@@ -37,6 +37,12 @@ type InMemoryCluster struct {
 	InPlaceRollout bool
 	// ControlPlaneReplicas is the KubeadmControlPlane's replicas; 0 means 1.
 	ControlPlaneReplicas int
+	// Class, when set, builds the cluster from that ClusterClass (see InMemoryClusterClass)
+	// instead: a Cluster with spec.topology at ControlPlaneVersion (a topology runs one version;
+	// WorkerVersion is not used) and one MachineDeployment topology "md-0" of class
+	// default-worker; the topology controller makes the other objects. Needs Cluster API's
+	// ClusterTopology feature gate, which the test bed turns on.
+	Class string
 }
 
 // controlPlaneReplicas is ControlPlaneReplicas with its default.
@@ -54,6 +60,9 @@ func (c InMemoryCluster) controlPlaneReplicas() int {
 // metadata, carries the managers' watch-filter label. Provisioning delays are short, so the
 // cluster is up in seconds.
 func (c InMemoryCluster) Objects() ([]*unstructured.Unstructured, error) {
+	if c.Class != "" {
+		return c.topologyObjects()
+	}
 	inMemoryMachine := `
       backend:
         inMemory:

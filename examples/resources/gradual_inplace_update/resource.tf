@@ -57,3 +57,22 @@ resource "gradual_inplace_update" "prod" {
   fallback     = "none"
   verify       = { timeout = "15m" }
 }
+
+# Clusters built from a ClusterClass (spec.topology), two at a time with a canary: the version is
+# written to each Cluster's spec.topology.version, never to the KubeadmControlPlane or the
+# MachineDeployments the topology controller manages. The topology controller upgrades the
+# control plane, then every MachineDeployment it manages; Cluster API updates each machine in
+# place where the update extension covers it. The plan previews every machine in that order;
+# template changes go through the ClusterClass, and a version its spec.kubernetesVersions does
+# not list is refused at plan.
+resource "gradual_inplace_update" "class_built" {
+  namespace            = "fleet"
+  selector             = { match_labels = { class = "standard" } }
+  update_control_plane = true
+  version              = "v1.36.3"
+
+  canary       = ["edge-1"]
+  update_limit = "2"
+  fallback     = "rolling"
+  verify       = { timeout = "30m" }
+}

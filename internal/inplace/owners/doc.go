@@ -19,5 +19,12 @@
 // desired kubelet version. It never writes a Machine, an infrastructure machine or a bootstrap
 // config. Observe reads the same state for a refresh, calling no extension.
 //
+// A Cluster built from a ClusterClass (spec.topology) is upgraded through its topology, never
+// by writing an owner its topology controller manages (those are refused): PlanFleet, with the
+// control plane selected, previews the control plane and every MachineDeployment the topology
+// made, in the order the topology controller upgrades them, as if each got the version;
+// ApplyCluster writes spec.topology.version to the Cluster and waits for its TopologyReconciled
+// condition, the owners on the version and every machine and Node up to date (topology.go).
+//
 // It knows nothing of Terraform; errors meant for the person running it are usererr.Errors.
 package owners

@@ -284,6 +284,9 @@ func (p *Planner) lookAt(ctx context.Context, res *Result) (*look, error) {
 	}
 	l := &look{machines: map[string]string{}}
 	l.problems = ownerProblems(owner, o.Name())
+	if res.Request.Selection.Topology {
+		l.problems = append(l.problems, topologyOwnerProblems(owner, o, res.Request.Change.Version)...)
+	}
 	machines, deleting, err := listMachines(ctx, p.Client, res.Request.Selection)
 	if err != nil {
 		return nil, err

@@ -53,6 +53,10 @@ type ClusterPlan struct {
 	Cluster    string
 	SkipReason string
 	Owners     []*Result
+	// Topology, for a Cluster built from a ClusterClass whose control plane is selected, is the
+	// Cluster the version is written to; the owners it manages (their Selection.Topology) come
+	// first in Owners and are previewed, not written.
+	Topology *Topology
 }
 
 // Machines are the plans of every machine of the cluster, owner by owner.
@@ -89,7 +93,11 @@ func (c *ClusterPlan) Recorded(revision string) bool {
 		return false
 	}
 	for _, r := range c.Owners {
-		if r.Owner.Current.GetAnnotations()[AnnotationRevision] != revision {
+		recorded := r.Owner.Current.GetAnnotations()[AnnotationRevision]
+		if r.Request.Selection.Topology && c.Topology != nil {
+			recorded = c.Topology.Cluster.GetAnnotations()[AnnotationRevision]
+		}
+		if recorded != revision {
 			return false
 		}
 	}
@@ -209,6 +217,11 @@ func (p *Planner) planCluster(ctx context.Context, req FleetRequest, cluster str
 		cp.SkipReason = skip
 		return cp, nil
 	}
+	if len(sels) > 0 && sels[0].Topology {
+		if cp.Topology, err = p.readTopology(ctx, req.Namespace, cluster, req.Change); err != nil {
+			return nil, fmt.Errorf("cluster %s/%s: %w", req.Namespace, cluster, err)
+		}
+	}
 	for _, sel := range sels {
 		res, err := p.plan(ctx, Request{Selection: sel, Change: req.Change, Fallback: req.Fallback, Endpoints: exts.endpoints}, exts, gates)
 		if err != nil {
@@ -216,6 +229,9 @@ func (p *Planner) planCluster(ctx context.Context, req FleetRequest, cluster str
 				return &ClusterPlan{Cluster: cluster, SkipReason: e.Detail}, nil
 			}
 			return nil, fmt.Errorf("cluster %s/%s: %w", req.Namespace, cluster, err)
+		}
+		if sel.Topology && sel.ControlPlane != "" {
+			res.Notes = append(res.Notes, topologyNote(cp.Topology))
 		}
 		cp.Owners = append(cp.Owners, res)
 	}
@@ -239,6 +255,11 @@ func (p *Planner) ClusterOwners(ctx context.Context, namespace, cluster string, 
 			return nil, "no control plane (spec.controlPlaneRef)", nil
 		case kind != KindKubeadmControlPlane:
 			return nil, fmt.Sprintf("control plane is a %s; only KubeadmControlPlane is supported", kind), nil
+		case managedTopology(cl) != nil:
+			// The version goes to spec.topology, and the topology controller upgrades every
+			// MachineDeployment it manages after the control plane, selected or not.
+			sels, err := p.topologySelections(ctx, cl, name, o)
+			return sels, "", err
 		}
 		sels = append(sels, Selection{Namespace: namespace, Cluster: cluster, ControlPlane: name})
 	}

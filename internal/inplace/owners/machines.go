@@ -46,6 +46,9 @@ type Selection struct {
 	// cluster.x-k8s.io/control-plane-name=ControlPlane and cluster.x-k8s.io/control-plane.
 	// It excludes MachineDeployment.
 	ControlPlane string
+	// Topology: the owner belongs to a managed topology (the Cluster's spec.topology) and is
+	// changed through the Cluster's spec.topology.version, never written itself (see Topology).
+	Topology bool
 }
 
 func (s Selection) describe() string {

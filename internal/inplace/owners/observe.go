@@ -77,6 +77,14 @@ func (p *Planner) Observe(ctx context.Context, sel Selection, change inplace.Cha
 		return nil, usererr.Wrap(err, "Cannot Read "+owner.GetKind(), fmt.Sprintf("Reading %s %s/%s failed.", owner.GetKind(), sel.Namespace, name))
 	}
 	out.OwnerRevision = owner.GetAnnotations()[AnnotationRevision]
+	if sel.Topology {
+		// Written through the Cluster's topology: the Cluster carries the revision.
+		rev, err := p.topologyRevision(ctx, sel)
+		if err != nil {
+			return nil, err
+		}
+		out.OwnerRevision = rev
+	}
 	objs, err := readMachines(ctx, p.Client, sel)
 	if err != nil {
 		return nil, err

@@ -200,8 +200,10 @@ func checkOwner(ctx context.Context, c client.Client, sel Selection, o *Owner) e
 		}
 		return usererr.Wrap(err, "Cannot Read Cluster", fmt.Sprintf("Reading Cluster %s/%s failed.", sel.Namespace, sel.Cluster))
 	}
-	if err := refuseTopologyOwned(cl, o); err != nil {
-		return err
+	if !sel.Topology {
+		if err := refuseTopologyOwned(cl, o); err != nil {
+			return err
+		}
 	}
 	if paused, _, _ := unstructured.NestedBool(cl.Object, "spec", "paused"); paused {
 		return engine.Mark(ErrClusterSkippable, usererr.New("Cluster Paused", fmt.Sprintf("Cluster %s/%s is paused: Cluster API would not roll the change out. Unpause it, then plan again.", sel.Namespace, sel.Cluster)))
@@ -250,14 +252,15 @@ func refuseTopologyOwned(cluster *unstructured.Unstructured, o *Owner) error {
 	if class == "" {
 		class, _, _ = unstructured.NestedString(topology, "class") // v1beta1 Clusters
 	}
-	field := "`machine_deployment` (or `machine_deployment_selector`)"
+	field := "`machine_deployment` (or `machine_deployment_selector` without `update_control_plane`)"
 	if o.Kind == KindKubeadmControlPlane {
 		field = "`control_plane`"
 	}
 	return usererr.New("Owner Managed By A ClusterClass",
 		fmt.Sprintf("Cluster %s/%s is built from ClusterClass %q (spec.topology), and its topology controller manages %s (label %s): "+
 			"it would put back the version and templates this resource writes. %s picks it; pick owners the topology does not manage, "+
-			"or upgrade this cluster through the Cluster: set spec.topology.version, or change the ClusterClass's templates. "+
+			"or upgrade the whole cluster through its topology: set `update_control_plane = true` (with `cluster`, `names` or `selector`) and `version`, "+
+			"and this resource writes spec.topology.version; templates change through the ClusterClass. "+
 			"Cluster API then updates the control plane first and the MachineDeployments after, in place where the update extensions allow.",
 			cluster.GetNamespace(), cluster.GetName(), class, o.Name(), topologyOwnedLabel, field))
 }

@@ -72,7 +72,20 @@ func (w *FleetWorld) Verify(ctx context.Context, cluster, _ string) error {
 // so far; its error is marked for the engine (see classify).
 func (p *Planner) ApplyCluster(ctx context.Context, cp *ClusterPlan, req ExecuteRequest) (map[string]string, error) {
 	status := map[string]string{}
-	for _, res := range cp.Owners {
+	direct := cp.Owners
+	if cp.Topology != nil {
+		if req.Logf == nil {
+			req.Logf = func(string, map[string]any) {}
+		}
+		var viaTopology []*Result
+		viaTopology, direct = splitTopology(cp)
+		st, err := p.executeTopology(ctx, cp.Topology, viaTopology, req)
+		maps.Copy(status, st)
+		if err != nil {
+			return status, classify(err)
+		}
+	}
+	for _, res := range direct {
 		exec, err := p.Execute(ctx, res, req)
 		if exec != nil {
 			maps.Copy(status, exec.Status)
@@ -91,7 +104,17 @@ func (p *Planner) VerifyCluster(ctx context.Context, cp *ClusterPlan, req Execut
 		req.Clock = engine.SystemClock{}
 	}
 	status := map[string]string{}
-	for _, res := range cp.Owners {
+	direct := cp.Owners
+	if cp.Topology != nil {
+		var viaTopology []*Result
+		viaTopology, direct = splitTopology(cp)
+		st, err := p.waitTopology(ctx, cp.Topology, viaTopology, req)
+		maps.Copy(status, st)
+		if err != nil {
+			return status, classify(err)
+		}
+	}
+	for _, res := range direct {
 		st, err := p.waitUpToDate(ctx, res, req)
 		maps.Copy(status, st)
 		if err != nil {

@@ -163,8 +163,9 @@ func capiFleet(t *testing.T) (*testbed.Fleet, client.Client) {
 	return capi.fleet, mc
 }
 
-// provision creates the in-memory clusters (memCluster, fleetClusters, cpCluster), registers the test
-// extension, and waits for CAPI to bring up the Machines of all but cpCluster.
+// provision creates the in-memory clusters (memCluster, fleetClusters, cpCluster, and
+// topologyCluster from its ClusterClass), registers the test extension, and waits for CAPI to
+// bring up the Machines of all but cpCluster and topologyCluster.
 func provision(ctx context.Context, f *testbed.Fleet) error {
 	clusters := []testbed.InMemoryCluster{{Name: memCluster, ControlPlaneVersion: "v1.34.2", WorkerVersion: "v1.34.0", InPlaceRollout: true}}
 	// The clusters only one lane's tests use are provisioned on that lane only: on two cores the
@@ -191,6 +192,19 @@ func provision(ctx context.Context, f *testbed.Fleet) error {
 	if controlPlaneTests {
 		if err := f.CreateInMemory(ctx, testbed.InMemoryCluster{Name: cpCluster, ControlPlaneVersion: "v1.34.2", WorkerVersion: "v1.34.0",
 			InPlaceRollout: true, ControlPlaneReplicas: 3}); err != nil {
+			return err
+		}
+	}
+	// The cluster built from a ClusterClass comes up meanwhile too (about 50 s on its own).
+	topologyTests, err := acctest.RunsOnLane(topologyLane)
+	if err != nil {
+		return err
+	}
+	if topologyTests {
+		if err := f.CreateClusterClass(ctx, topologyClass); err != nil {
+			return err
+		}
+		if err := f.CreateInMemory(ctx, topologyInMemory); err != nil {
 			return err
 		}
 	}

@@ -19,7 +19,8 @@ const (
 		"With `update_control_plane` the control plane goes first."
 	descUpdateControlPlane = "Update the control plane of each cluster too (the KubeadmControlPlane its `spec.controlPlaneRef` names), " +
 		"before its MachineDeployments: Kubernetes' version skew policy wants the control plane first. Each owner is verified " +
-		"before the next is written."
+		"before the next is written. In a Cluster built from a ClusterClass, the version goes to `spec.topology.version` instead, " +
+		"and the topology controller upgrades the control plane and every MachineDeployment it manages (see Managed topologies)."
 	descCanary = "Clusters updated first, in this order, in waves of their own (at most `update_limit` at a time). A canary that cannot go first " +
 		"(not picked, skipped) refuses the plan, and apply checks it again before anything is written; one already done is no gap."
 	descUpdateLimit = "Most clusters updated at once: a whole number ≥ 1 (`\"2\"`) or a percentage of the eligible clusters (`\"25%\"`), " +

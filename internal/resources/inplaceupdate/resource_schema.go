@@ -56,9 +56,18 @@ func (r *updateResource) Schema(ctx context.Context, _ resource.SchemaRequest, r
 			"failure goes on where the update stopped.\n\n" +
 			"**Managed topologies.** In a Cluster built from a ClusterClass (`spec.topology`), the topology controller owns the " +
 			"version and template references of the control plane and MachineDeployments it made (label " +
-			"`topology.cluster.x-k8s.io/owned`) and would put back what this resource writes: the plan refuses such an owner, naming " +
-			"it. Upgrade those clusters through `Cluster.spec.topology.version` or the ClusterClass; MachineDeployments the topology " +
-			"did not make are updated as in any other cluster.",
+			"`topology.cluster.x-k8s.io/owned`) and would put back what this resource writes, so such an owner is never written: " +
+			"`control_plane`, `machine_deployment` or a `machine_deployment_selector` without `update_control_plane` that picks one is " +
+			"refused at plan, naming it. With `update_control_plane = true` (and `cluster`, `names` or `selector`) such a cluster is " +
+			"upgraded through its topology: apply writes `version` to `Cluster.spec.topology.version` (and the revision to the Cluster), " +
+			"and the topology controller upgrades the control plane, then every MachineDeployment it manages (selected or not); " +
+			"Cluster API decides per machine whether it updates it in place. The plan previews them in that order, asking the " +
+			"extensions `CanUpdateMachineSet`/`CanUpdateMachine` for every machine as for any owner, assuming the ClusterClass's " +
+			"patches change nothing but the version. Verification waits for the Cluster's `TopologyReconciled` condition (its reason, " +
+			"e.g. `ClusterUpgrading`, names what the topology controller waits for), the owners on the version, every machine up to " +
+			"date and every Node Ready on the version. Refused at plan: spec patches (templates change through the ClusterClass), no " +
+			"`version`, a version the ClusterClass's `spec.kubernetesVersions` does not list, a downgrade. MachineDeployments the " +
+			"topology did not make are written directly, after it, as in any other cluster. Topology variables are not written.",
 		Attributes: map[string]schema.Attribute{
 			"id": schema.StringAttribute{Computed: true, MarkdownDescription: "`namespace/cluster/machine_deployment` or `namespace/cluster/control-plane:control_plane` for one owner of one cluster; `namespace/fleet:<sha>` (a hash of the cluster and owner selection) otherwise.",
 				PlanModifiers: []planmodifier.String{stringplanmodifier.UseStateForUnknown()}},

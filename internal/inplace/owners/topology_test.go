@@ -1,0 +1,312 @@
+package owners
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+
+	"github.com/gradual-dev/terraform-provider-gradual/internal/engine"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/inplace"
+)
+
+// topologyWorld is a management cluster with Cluster "c" built from ClusterClass "cc" at
+// v1.34.0: a KubeadmControlPlane "c-cp" and MachineDeployments "c-md-a" and "c-md-b" the
+// topology made (labelled), "extra" it did not make, all with zero replicas (so no Machines and
+// no extension calls), rolled out. failPatch, when set, fails every patch of a Cluster with it.
+func topologyWorld(t *testing.T, failPatch error) (client.Client, *[]string) {
+	t.Helper()
+	gvks := []schema.GroupVersionKind{machineDeploymentGVK, machineGVK, clusterGVK, clusterClassGVK, kcpGVK, deploymentGVK}
+	var gvs []schema.GroupVersion
+	for _, gvk := range gvks {
+		gvs = append(gvs, gvk.GroupVersion())
+	}
+	mapper := meta.NewDefaultRESTMapper(gvs)
+	for _, gvk := range gvks {
+		mapper.Add(gvk, meta.RESTScopeNamespace)
+	}
+	owned := map[string]string{clusterNameLabel: "c", topologyOwnedLabel: ""}
+	cluster := obj(clusterGVK, "c", map[string]any{
+		"spec": map[string]any{
+			"controlPlaneRef": map[string]any{"apiGroup": kcpGVK.Group, "kind": KindKubeadmControlPlane, "name": "c-cp"},
+			"topology":        map[string]any{"classRef": map[string]any{"name": "cc"}, "version": "v1.34.0"},
+		},
+		"status": map[string]any{
+			"initialization":     map[string]any{"controlPlaneInitialized": true},
+			"observedGeneration": int64(1),
+			"conditions":         []any{map[string]any{"type": topologyReconciledCondition, "status": "True", "reason": "ReconcileSucceeded", "observedGeneration": int64(1)}},
+		},
+	})
+	cluster.SetGeneration(1)
+	kcp := obj(kcpGVK, "c-cp", map[string]any{
+		"spec":   map[string]any{"replicas": int64(0), "version": "v1.34.0", "rollout": map[string]any{"strategy": map[string]any{"rollingUpdate": map[string]any{"maxSurge": int64(0)}}}},
+		"status": map[string]any{"observedGeneration": int64(1)},
+	})
+	kcp.SetLabels(owned)
+	md := func(name string, l map[string]string) *unstructured.Unstructured {
+		u := obj(machineDeploymentGVK, name, map[string]any{
+			"spec": map[string]any{
+				"clusterName": "c", "replicas": int64(0),
+				"template": map[string]any{"spec": map[string]any{"clusterName": "c", "version": "v1.34.0"}},
+				"rollout":  map[string]any{"strategy": map[string]any{"type": "RollingUpdate", "rollingUpdate": map[string]any{"maxSurge": int64(0), "maxUnavailable": int64(1)}}},
+			},
+			"status": map[string]any{"observedGeneration": int64(1)},
+		})
+		u.SetLabels(l)
+		return u
+	}
+	objs := []client.Object{
+		cluster, kcp,
+		md("c-md-b", owned), md("c-md-a", owned), md("extra", map[string]string{clusterNameLabel: "c", "pool": "extra"}),
+		obj(clusterClassGVK, "cc", map[string]any{"spec": map[string]any{"kubernetesVersions": []any{"v1.34.0", "v1.34.1", "v1.35.0"}}}),
+	}
+	writes := &[]string{}
+	var mu sync.Mutex
+	c := fake.NewClientBuilder().WithRESTMapper(mapper).WithScheme(runtime.NewScheme()).WithObjects(objs...).
+		WithInterceptorFuncs(interceptor.Funcs{
+			Patch: func(ctx context.Context, c client.WithWatch, o client.Object, p client.Patch, opts ...client.PatchOption) error {
+				mu.Lock()
+				*writes = append(*writes, "patch "+o.GetObjectKind().GroupVersionKind().Kind+" "+o.GetName())
+				mu.Unlock()
+				if failPatch != nil && o.GetObjectKind().GroupVersionKind().Kind == "Cluster" {
+					return failPatch
+				}
+				return c.Patch(ctx, o, p, opts...)
+			},
+		}).Build()
+	return c, writes
+}
+
+// edit reads the object kind/name, changes it with f and writes it back (as a controller would).
+func edit(t *testing.T, c client.Client, gvk schema.GroupVersionKind, name string, f func(u *unstructured.Unstructured)) {
+	t.Helper()
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(gvk)
+	if err := c.Get(t.Context(), client.ObjectKey{Namespace: "fleet", Name: name}, u); err != nil {
+		t.Fatal(err)
+	}
+	f(u)
+	if err := c.Update(t.Context(), u); err != nil {
+		t.Fatal(err)
+	}
+}
+
+var topologyOwners = Owners{ControlPlane: true, MachineDeployments: labels.SelectorFromSet(labels.Set{"pool": "extra"})}
+
+// A managed topology is planned as the topology controller upgrades it: the control plane, then
+// every MachineDeployment it made (selected or not), then the selected ones it did not make.
+// Apply writes the version to the Cluster only; the topology's owners are never written. Until
+// the topology controller has reconciled, the wait names what it waits for; once it has, the
+// cluster verifies.
+func TestTopologyUpgradeWritesTheClusterOnly(t *testing.T) {
+	c, writes := topologyWorld(t, nil)
+	p := &Planner{Client: c}
+	change := inplace.Change{Version: "v1.34.1"}
+	fp, err := p.PlanFleet(t.Context(), FleetRequest{Namespace: "fleet", Clusters: []string{"c"}, Owners: topologyOwners, Change: change, Fallback: inplace.FallbackNone, Endpoints: nil})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cp := fp.Cluster("c")
+	if cp == nil || cp.Topology == nil || cp.Topology.Class != "cc" || cp.Topology.From != "v1.34.0" || cp.Topology.To != "v1.34.1" {
+		t.Fatalf("cluster plan %+v; want a topology of ClusterClass cc from v1.34.0 to v1.34.1", cp)
+	}
+	var order []string
+	for _, r := range cp.Owners {
+		order = append(order, r.Owner.Current.GetName()+map[bool]string{true: "(topology)", false: ""}[r.Request.Selection.Topology])
+	}
+	if got, want := strings.Join(order, " "), "c-cp(topology) c-md-a(topology) c-md-b(topology) extra"; got != want {
+		t.Errorf("owners %s; want %s", got, want)
+	}
+	if !strings.Contains(strings.Join(fp.Notes, "\n"), "spec.topology.version (ClusterClass \"cc\")") {
+		t.Errorf("notes %q; want one saying the cluster is upgraded through spec.topology.version", fp.Notes)
+	}
+
+	// The topology controller never reconciles: the wait times out, naming what it waits for.
+	_, err = p.ApplyCluster(t.Context(), cp, ExecuteRequest{VerifyTimeout: 50 * time.Millisecond})
+	if !errors.Is(err, ErrNotVerified) || !errors.Is(err, engine.ErrRevisionFailed) {
+		t.Fatalf("apply: %v; want not verified (the change's failure)", err)
+	}
+	for _, want := range []string{"Cluster fleet/c: spec.topology.version is v1.34.1",
+		"KubeadmControlPlane fleet/c-cp: spec.version is v1.34.0, want v1.34.1: the topology controller has not upgraded it yet",
+		"MachineDeployment fleet/c-md-a: spec.template.spec.version is v1.34.0"} {
+		if !strings.Contains(errText(err), want) {
+			t.Errorf("apply error %q does not say %q", errText(err), want)
+		}
+	}
+	// Only the Cluster was written; "extra" (not the topology's) got the version directly.
+	if got := strings.Join(*writes, ", "); got != "patch Cluster c" {
+		t.Errorf("writes %s; want only the Cluster's patch (the extra MachineDeployment's is not reached after a failed topology)", got)
+	}
+	cl := &unstructured.Unstructured{}
+	cl.SetGroupVersionKind(clusterGVK)
+	if err := c.Get(t.Context(), client.ObjectKey{Namespace: "fleet", Name: "c"}, cl); err != nil {
+		t.Fatal(err)
+	}
+	if v, _, _ := unstructured.NestedString(cl.Object, "spec", "topology", "version"); v != "v1.34.1" || cl.GetAnnotations()[AnnotationRevision] != fp.Revision {
+		t.Errorf("Cluster spec.topology.version %q, revision %q; want v1.34.1, %s", v, cl.GetAnnotations()[AnnotationRevision], fp.Revision)
+	}
+
+	// The topology controller does its part: the control plane, then the MachineDeployments.
+	edit(t, c, clusterGVK, "c", func(u *unstructured.Unstructured) {
+		_ = unstructured.SetNestedField(u.Object, u.GetGeneration(), "status", "observedGeneration")
+		_ = unstructured.SetNestedSlice(u.Object, []any{map[string]any{"type": topologyReconciledCondition, "status": "True", "reason": "ReconcileSucceeded", "observedGeneration": u.GetGeneration()}}, "status", "conditions")
+	})
+	edit(t, c, kcpGVK, "c-cp", func(u *unstructured.Unstructured) {
+		_ = unstructured.SetNestedField(u.Object, "v1.34.1", "spec", "version")
+	})
+	for _, md := range []string{"c-md-a", "c-md-b"} {
+		edit(t, c, machineDeploymentGVK, md, func(u *unstructured.Unstructured) {
+			_ = unstructured.SetNestedField(u.Object, "v1.34.1", "spec", "template", "spec", "version")
+		})
+	}
+	if _, err := p.VerifyCluster(t.Context(), cp, ExecuteRequest{VerifyTimeout: 5 * time.Second}); err != nil {
+		t.Fatalf("verify after the topology controller reconciled: %v", err)
+	}
+	// The refresh reads the revision from the Cluster for the topology's owners.
+	obs, err := p.Observe(t.Context(), cp.Owners[1].Request.Selection, change)
+	if err != nil || obs.OwnerRevision != fp.Revision {
+		t.Errorf("observe c-md-a: revision %q, err %v; want %s (the Cluster's)", obs.OwnerRevision, err, fp.Revision)
+	}
+}
+
+// A topology whose Cluster cannot be written (the API server refuses) stops with that error,
+// unclassified (it says nothing about the change); one changed since the plan is a stale plan,
+// refused with nothing written.
+func TestTopologyWriteFaults(t *testing.T) {
+	plan := func(c client.Client) (*Planner, *ClusterPlan) {
+		p := &Planner{Client: c}
+		fp, err := p.PlanFleet(t.Context(), FleetRequest{Namespace: "fleet", Clusters: []string{"c"}, Owners: Owners{ControlPlane: true}, Change: inplace.Change{Version: "v1.35.0"}, Fallback: inplace.FallbackNone, Endpoints: nil})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p, fp.Cluster("c")
+	}
+	c, _ := topologyWorld(t, apierrors.NewServiceUnavailable("management API down"))
+	p, cp := plan(c)
+	_, err := p.ApplyCluster(t.Context(), cp, ExecuteRequest{VerifyTimeout: time.Second})
+	if err == nil || errors.Is(err, ErrNotVerified) || errors.Is(err, engine.ErrChangeRefused) || !strings.Contains(errText(err), "Cannot Write Cluster") {
+		t.Errorf("apply against a failing API server: %v; want Cannot Write Cluster, neither refused nor not verified", err)
+	}
+
+	c, writes := topologyWorld(t, nil)
+	p, cp = plan(c)
+	edit(t, c, clusterGVK, "c", func(u *unstructured.Unstructured) {
+		_ = unstructured.SetNestedField(u.Object, "v1.34.1", "spec", "topology", "version")
+	})
+	*writes = (*writes)[:0]
+	_, err = p.ApplyCluster(t.Context(), cp, ExecuteRequest{VerifyTimeout: time.Second})
+	if !errors.Is(err, engine.ErrChangeRefused) || !strings.Contains(errText(err), "Cluster Changed Since The Plan") {
+		t.Errorf("apply of a stale plan: %v; want Cluster Changed Since The Plan, refused", err)
+	}
+	cl := &unstructured.Unstructured{}
+	cl.SetGroupVersionKind(clusterGVK)
+	if err := c.Get(t.Context(), client.ObjectKey{Namespace: "fleet", Name: "c"}, cl); err != nil {
+		t.Fatal(err)
+	}
+	if v, _, _ := unstructured.NestedString(cl.Object, "spec", "topology", "version"); v != "v1.34.1" {
+		t.Errorf("spec.topology.version %s after a refused apply; want v1.34.1 (the other writer's)", v)
+	}
+}
+
+// What cannot go through a managed topology is refused at plan, with nothing written: template
+// patches (they go through the ClusterClass), no version, a version the ClusterClass does not
+// list, a downgrade, and the topology's MachineDeployments picked without the control plane.
+func TestTopologyPlanRefusals(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		owners Owners
+		change inplace.Change
+		want   string
+	}{
+		{"template patch", Owners{ControlPlane: true}, inplace.Change{Version: "v1.34.1", InfrastructureMachineSpec: []byte(`{"a":1}`)}, "Template Change Through The ClusterClass"},
+		{"no version", Owners{ControlPlane: true}, inplace.Change{}, "No Version For A Managed Topology"},
+		{"version not in the class", Owners{ControlPlane: true}, inplace.Change{Version: "v1.36.0"}, "Version Not In The ClusterClass"},
+		{"downgrade", Owners{ControlPlane: true}, inplace.Change{Version: "v1.33.9"}, "Topology Downgrade"},
+		{"topology MachineDeployments alone", Owners{MachineDeployments: labels.Everything()}, inplace.Change{Version: "v1.34.1"}, "Owner Managed By A ClusterClass"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, writes := topologyWorld(t, nil)
+			p := &Planner{Client: c}
+			_, err := p.PlanFleet(t.Context(), FleetRequest{Namespace: "fleet", Clusters: []string{"c"}, Owners: tc.owners, Change: tc.change, Fallback: inplace.FallbackNone, Endpoints: nil})
+			if err == nil || !strings.Contains(errText(err), tc.want) {
+				t.Errorf("plan: %v; want %s", err, tc.want)
+			}
+			if len(*writes) > 0 {
+				t.Errorf("writes %v at plan", *writes)
+			}
+		})
+	}
+}
+
+// An API server error reading the topology's MachineDeployments fails the plan, naming the cluster.
+func TestTopologyPlanListError(t *testing.T) {
+	c, _ := topologyWorld(t, nil)
+	failing := interceptor.NewClient(c.(client.WithWatch), interceptor.Funcs{
+		List: func(ctx context.Context, c client.WithWatch, l client.ObjectList, opts ...client.ListOption) error {
+			if l.GetObjectKind().GroupVersionKind().Kind == "MachineDeploymentList" {
+				return apierrors.NewTooManyRequests("slow down", 1)
+			}
+			return c.List(ctx, l, opts...)
+		},
+	})
+	p := &Planner{Client: failing}
+	_, err := p.PlanFleet(t.Context(), FleetRequest{Namespace: "fleet", Clusters: []string{"c"}, Owners: Owners{ControlPlane: true}, Change: inplace.Change{Version: "v1.34.1"}, Fallback: inplace.FallbackNone, Endpoints: nil})
+	if err == nil || !strings.Contains(errText(err), "Cannot List MachineDeployments") {
+		t.Errorf("plan: %v; want Cannot List MachineDeployments", err)
+	}
+}
+
+func errText(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
+
+// The Cluster's part of the wait: the version someone else changed, a generation not observed,
+// TopologyReconciled absent (the topology controller not running: the ClusterTopology gate),
+// not True (its reason and message) or about an older generation.
+func TestTopologyProblems(t *testing.T) {
+	top := &Topology{Cluster: obj(clusterGVK, "c", map[string]any{}), To: "v1.35.0"}
+	cluster := func(version string, observed int64, cond map[string]any) *unstructured.Unstructured {
+		u := obj(clusterGVK, "c", map[string]any{"spec": map[string]any{"topology": map[string]any{"version": version}}, "status": map[string]any{"observedGeneration": observed}})
+		u.SetGeneration(3)
+		if cond != nil {
+			_ = unstructured.SetNestedSlice(u.Object, []any{cond}, "status", "conditions")
+		}
+		return u
+	}
+	reconciled := map[string]any{"type": topologyReconciledCondition, "status": "True", "observedGeneration": int64(3)}
+	for _, tc := range []struct {
+		name string
+		u    *unstructured.Unstructured
+		want string
+	}{
+		{"done", cluster("v1.35.0", 3, reconciled), ""},
+		{"version changed", cluster("v1.35.1", 3, reconciled), "spec.topology.version is v1.35.1, want v1.35.0"},
+		{"generation not observed", cluster("v1.35.0", 2, reconciled), "observedGeneration 2 behind generation 3"},
+		{"no condition", cluster("v1.35.0", 3, nil), "no TopologyReconciled condition: the topology controller has not reconciled it (is Cluster API's ClusterTopology feature gate on?)"},
+		{"upgrading", cluster("v1.35.0", 3, map[string]any{"type": topologyReconciledCondition, "status": "False", "reason": "ClusterUpgrading", "message": "Control plane is upgrading to version v1.35.0"}),
+			"TopologyReconciled False (ClusterUpgrading): Control plane is upgrading to version v1.35.0"},
+		{"old generation", cluster("v1.35.0", 3, map[string]any{"type": topologyReconciledCondition, "status": "True", "observedGeneration": int64(2)}), "TopologyReconciled is about generation 2, not 3"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := strings.Join(topologyProblems(tc.u, top), "\n")
+			if (tc.want == "") != (got == "") || !strings.Contains(got, tc.want) {
+				t.Errorf("problems %q; want %q", got, tc.want)
+			}
+		})
+	}
+}
