@@ -146,6 +146,7 @@ func (a attentionOnly) CheckPlan(_ context.Context, req plancheck.CheckPlanReque
 // missing a variable refuses the plan, naming the cluster, the module and the variable, and
 // nothing is applied (a change of the modules that the other cluster could take included).
 func TestAccModuleAssignment_values(t *testing.T) {
+	acctest.OnOneLane(t, 0) // what each cluster is given, not how a CLI drives the provider
 	f := acctest.Fleet(t)
 	name := acctest.UniqueLabel("values")
 	zoneKey := "values.gradual.dev/" + name
