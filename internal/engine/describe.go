@@ -25,11 +25,7 @@ func (p Plan) WavesText(how string) string {
 			fmt.Fprintf(&b, "\n  … and %d more wave(s)", len(p.Waves)-wavesShown)
 			break
 		}
-		label := ""
-		if i < p.CanaryWaves {
-			label = " (canary)"
-		}
-		fmt.Fprintf(&b, "\n  wave %d%s: %s", i+1, label, shortList(wave, wavesShown))
+		fmt.Fprintf(&b, "\n  wave %d%s: %s", i+1, p.waveLabel(i), shortList(wave, wavesShown))
 		var resumed []string
 		for _, n := range wave {
 			if p.Intents[n].Provisioning != "" {
@@ -40,7 +36,23 @@ func (p Plan) WavesText(how string) string {
 			fmt.Fprintf(&b, " (an earlier apply did not see %s through; applied again)", shortList(resumed, wavesShown))
 		}
 	}
+	if text := p.StagesText(); text != "" {
+		b.WriteString("\n  " + text)
+	}
 	return b.String()
+}
+
+// waveLabel marks wave i (0-based) as a canary wave or names its stage.
+func (p Plan) waveLabel(i int) string {
+	if i < p.CanaryWaves {
+		return " (canary)"
+	}
+	if len(p.Waves[i]) > 0 {
+		if st := p.Intents[p.Waves[i][0]].Stage; st > 0 && st <= len(p.Stages) {
+			return " (stage " + p.Stages[st-1].Name + ")"
+		}
+	}
+	return ""
 }
 
 // shortList joins names, the first shown of them when there are more: "a, b and 3 more".

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // Execute carries out plan against world and returns what happened.
@@ -47,9 +48,12 @@ type run struct {
 	limit  int
 	res    Result
 
-	mu          sync.Mutex
-	failures    int
-	lostContact int
+	mu       sync.Mutex
+	failures int
+	// stageFailures counts failures per stage (by Intent.Stage); a stage past its own
+	// max_failures stops the run like the rollout's budget does.
+	stageFailures map[int]int
+	lostContact   int
 	// haltReason, once set, stops every new wave: the run cannot go on safely (a revision
 	// that failed could not be recorded invalid).
 	haltReason string
@@ -57,7 +61,7 @@ type run struct {
 }
 
 func newRun(plan Plan, world World, clock Clock, policy Policy) *run {
-	r := &run{plan: plan, world: world, clock: clock, policy: policy, limit: max(plan.UpdateLimit, 1)}
+	r := &run{plan: plan, world: world, clock: clock, policy: policy, limit: max(plan.UpdateLimit, 1), stageFailures: map[int]int{}}
 	r.res = Result{
 		Desired:      plan.Desired,
 		MaxFailures:  plan.MaxFailures,
@@ -144,7 +148,18 @@ func (r *run) stop(ctx context.Context) bool {
 func (r *run) overBudget() bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.failures > r.plan.MaxFailures || r.lostContact > r.plan.MaxUnsettled || r.haltReason != ""
+	return r.failures > r.plan.MaxFailures || r.lostContact > r.plan.MaxUnsettled || r.haltReason != "" || r.stageOverBudget() != ""
+}
+
+// stageOverBudget names the first stage whose failures exceed its max_failures ("" if none).
+// Called with mu held.
+func (r *run) stageOverBudget() string {
+	for i, st := range r.plan.Stages {
+		if n := r.stageFailures[i+1]; n > st.MaxFailures {
+			return fmt.Sprintf("stage %s: %s, more than its max_failures %d", st.Name, plural(n, "failure"), st.MaxFailures)
+		}
+	}
+	return ""
 }
 
 // abortReason says why the run stopped early ("" if it did not), and whether on_failure
@@ -156,6 +171,10 @@ func (r *run) abortReason() (reason string, rollback bool) {
 	var parts []string
 	if r.failures > r.plan.MaxFailures {
 		parts = append(parts, fmt.Sprintf("%s, more than max_failures %d", plural(r.failures, "failure"), r.plan.MaxFailures))
+		rollback = true
+	}
+	if stage := r.stageOverBudget(); stage != "" {
+		parts = append(parts, stage+"; later stages do not start")
 		rollback = true
 	}
 	if r.lostContact > r.plan.MaxUnsettled {
@@ -186,6 +205,9 @@ func (r *run) countLostContact() {
 func (r *run) countFailure(o *Outcome) {
 	r.mu.Lock()
 	r.failures++
+	if st := r.plan.Intents[o.Target].Stage; st > 0 {
+		r.stageFailures[st]++
+	}
 	r.mu.Unlock()
 	o.Failed = true
 }
@@ -275,8 +297,8 @@ func (r *run) wave(ctx context.Context, k int, names []string) {
 		// No wave follows; baking would only delay the rollback.
 		reason, _ := r.abortReason()
 		done = "no further wave: " + reason
-	case len(baking) > 0 && r.policy.BakeTime > 0:
-		if err := r.clock.Sleep(ctx, r.policy.BakeTime); err != nil {
+	case len(baking) > 0 && r.bakeTime(k) > 0:
+		if err := r.clock.Sleep(ctx, r.bakeTime(k)); err != nil {
 			r.cancelled.Store(true)
 			done = "cancelled while baking"
 			break
@@ -291,6 +313,16 @@ func (r *run) wave(ctx context.Context, k int, names []string) {
 		r.res.WavesDone++
 	}
 	r.recordRun(ctx, Event{Kind: EventBatchDone, Phase: PhaseWave, Batch: k, Batches: of, Reason: done})
+}
+
+// bakeTime is how long wave k (1-based) bakes: its stage's bake time, or the policy's.
+func (r *run) bakeTime(k int) time.Duration {
+	if wave := r.plan.Waves[k-1]; len(wave) > 0 {
+		if st := r.plan.Intents[wave[0]].Stage; st > 0 && st <= len(r.plan.Stages) {
+			return r.plan.Stages[st-1].BakeTime
+		}
+	}
+	return r.policy.BakeTime
 }
 
 // rollback restores every target this run moved to the desired revision.

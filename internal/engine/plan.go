@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 )
 
 // Action is what a plan intends to do with one target.
@@ -47,6 +48,25 @@ type Intent struct {
 	Wave int
 	// Canary is set for targets listed in Policy.Canary.
 	Canary bool
+	// Stage is the 1-based index in Plan.Stages of the target's stage, 0 for a canary and
+	// when the rollout has no stages (or the target is in none).
+	Stage int
+}
+
+// PlanStage is one stage of Policy.Stages as planned, its limits resolved.
+type PlanStage struct {
+	Name string
+	// Eligible counts the stage's targets that are not skipped; its percentages resolve
+	// against it.
+	Eligible    int
+	UpdateLimit int
+	MaxFailures int
+	BakeTime    time.Duration
+	// Waves counts the stage's waves.
+	Waves int
+	// Waiting lists the stage's targets that would change but wait for a later promotion
+	// (they are after Policy.PromoteUntil).
+	Waiting []string
 }
 
 // Plan is what PlanRollout decided. Execute carries it out; resources show
@@ -85,6 +105,13 @@ type Plan struct {
 	UnknownCanaries []string
 	// Duplicates lists target names given more than once; the first wins.
 	Duplicates []string
+	// Stages are Policy.Stages as planned (nil without stages). Their waves follow the canary
+	// waves, in stage order.
+	Stages []PlanStage
+	// PromoteUntil is Policy.PromoteUntil: the last stage this plan carries the revision to.
+	PromoteUntil string
+	// Unstaged lists the targets that would change but are in no stage (left alone).
+	Unstaged []string
 	// Notes are short human-readable lines describing the plan.
 	Notes []string
 	// Differences says, for a plan made by Follow, where it departs from the plan it follows.
@@ -133,38 +160,94 @@ func PlanRollout(targets []Target, desired string, policy Policy) Plan {
 		canary[name] = true
 		p.Order = append(p.Order, name)
 	}
-	rest := make([]string, 0, len(byName)-len(p.Order))
+	// Then each stage's targets (sorted by name), then the rest sorted by name.
+	stageOf := stageMembers(policy, byName, canary)
+	groups := make([][]string, len(policy.Stages)+1) // groups[0]: in no stage
 	for name := range byName {
 		if !canary[name] {
-			rest = append(rest, name)
+			groups[stageOf[name]] = append(groups[stageOf[name]], name)
 		}
 	}
-	slices.Sort(rest)
-	p.Order = append(p.Order, rest...)
+	for i := range groups {
+		slices.Sort(groups[i])
+	}
+	for _, g := range groups[1:] {
+		p.Order = append(p.Order, g...)
+	}
+	p.Order = append(p.Order, groups[0]...)
+	p.PromoteUntil = policy.PromoteUntil
+	last := len(policy.Stages)
+	if i := policy.stageIndex(policy.PromoteUntil); i >= 0 {
+		last = i + 1
+	}
+	for i, st := range policy.Stages {
+		ps := PlanStage{Name: st.Name, BakeTime: max(st.BakeTime, 0)}
+		for _, name := range groups[i+1] {
+			if byName[name].SkipReason == "" {
+				ps.Eligible++
+			}
+		}
+		ps.UpdateLimit = max(st.UpdateLimit.Resolve(ps.Eligible), 1)
+		ps.MaxFailures = st.MaxFailures.Resolve(ps.Eligible)
+		p.Stages = append(p.Stages, ps)
+	}
 
-	var canaryMembers, members []string
+	canaryMembers := []string{}
+	members := make([][]string, len(groups))
 	for _, name := range p.Order {
 		in := intentFor(byName[name], desired, policy.Irreversible)
 		in.Canary = canary[name]
-		p.Intents[name] = in
+		if !in.Canary {
+			in.Stage = stageOf[name]
+		}
+		// held says why a target that would change waits: after the stage promoted to, or in
+		// no stage at all. Only its change waits; an interrupted run is still settled.
+		held := ""
+		switch {
+		case in.Canary || len(policy.Stages) == 0:
+		case in.Stage == 0:
+			held = "in no stage"
+		case in.Stage > last:
+			held = fmt.Sprintf("waits for stage %s (promote_until = %q)", policy.Stages[in.Stage-1].Name, policy.PromoteUntil)
+		}
 		switch {
 		case in.Action == ActionRestore:
 			p.Resume = append(p.Resume, name)
 			if in.RestoreTo == desired || byName[name].Refused != "" {
+				p.Intents[name] = in
 				continue
 			}
 		case in.Action != ActionApply:
+			p.Intents[name] = in
 			continue
 		}
+		if held != "" {
+			if in.Action == ActionApply {
+				in.Action, in.Reason = ActionSkip, held
+			}
+			p.Intents[name] = in
+			if in.Stage == 0 {
+				p.Unstaged = append(p.Unstaged, name)
+			} else {
+				p.Stages[in.Stage-1].Waiting = append(p.Stages[in.Stage-1].Waiting, name)
+			}
+			continue
+		}
+		p.Intents[name] = in
 		if in.Canary {
 			canaryMembers = append(canaryMembers, name)
 		} else {
-			members = append(members, name)
+			members[in.Stage] = append(members[in.Stage], name)
 		}
 	}
 	p.Waves = append(p.Waves, chunk(canaryMembers, p.UpdateLimit)...)
 	p.CanaryWaves = len(p.Waves)
-	p.Waves = append(p.Waves, chunk(members, p.UpdateLimit)...)
+	for i := range p.Stages {
+		w := chunk(members[i+1], p.Stages[i].UpdateLimit)
+		p.Stages[i].Waves = len(w)
+		p.Waves = append(p.Waves, w...)
+	}
+	p.Waves = append(p.Waves, chunk(members[0], p.UpdateLimit)...)
 	for i, wave := range p.Waves {
 		for _, name := range wave {
 			in := p.Intents[name]
@@ -175,6 +258,20 @@ func PlanRollout(targets []Target, desired string, policy Policy) Plan {
 	p.Invalid = KnownInvalid(targets, desired)
 	p.Notes = notes(&p, policy)
 	return p
+}
+
+// stageMembers maps each target (not a canary) of byName to the 1-based index of the first stage
+// of policy listing it; a target in no stage is absent (0).
+func stageMembers(policy Policy, byName map[string]*Target, canary map[string]bool) map[string]int {
+	out := map[string]int{}
+	for i, st := range policy.Stages {
+		for _, name := range st.Members {
+			if _, ok := byName[name]; ok && !canary[name] && out[name] == 0 {
+				out[name] = i + 1
+			}
+		}
+	}
+	return out
 }
 
 func intentFor(t *Target, desired string, irreversible bool) Intent {
@@ -265,19 +362,31 @@ func notes(p *Plan, policy Policy) []string {
 		}
 	}
 	for i, wave := range p.Waves {
-		label := ""
-		if i < p.CanaryWaves {
-			label = " (canary)"
+		add("wave %d/%d%s: %s", i+1, len(p.Waves), p.waveLabel(i), strings.Join(wave, ", "))
+	}
+	for _, st := range p.Stages {
+		add("stage %s: %s of up to %d, tolerating %s, bake %s", st.Name, plural(st.Waves, "wave"), st.UpdateLimit, plural(st.MaxFailures, "failure"), st.BakeTime)
+	}
+	if text := p.StagesText(); text != "" {
+		add("%s", text)
+	}
+	// The targets that wait for a stage are counted above, not listed: there can be hundreds.
+	waiting := map[string]bool{}
+	for _, name := range p.Unstaged {
+		waiting[name] = true
+	}
+	for _, st := range p.Stages {
+		for _, name := range st.Waiting {
+			waiting[name] = true
 		}
-		add("wave %d/%d%s: %s", i+1, len(p.Waves), label, strings.Join(wave, ", "))
 	}
 	var current []string
 	for _, name := range p.Order {
 		in := p.Intents[name]
-		switch in.Action {
-		case ActionAlreadyCurrent:
+		switch {
+		case in.Action == ActionAlreadyCurrent:
 			current = append(current, name)
-		case ActionSkip:
+		case in.Action == ActionSkip && !waiting[name]:
 			add("skip %s: %s", name, in.Reason)
 		}
 	}
@@ -288,6 +397,39 @@ func notes(p *Plan, policy Policy) []string {
 		add("nothing to do")
 	}
 	return out
+}
+
+// StagesText says, in one line whatever the fleet's size, which targets this plan leaves for a
+// later promotion: "stops after stage eu: 120 clusters wait for stages us, ap", and those in no
+// stage. "" when nothing waits.
+func (p Plan) StagesText() string {
+	var parts []string
+	waiting, stages := 0, []string{}
+	for _, st := range p.Stages {
+		if len(st.Waiting) > 0 {
+			waiting += len(st.Waiting)
+			stages = append(stages, st.Name)
+		}
+	}
+	if waiting > 0 {
+		word := "stage"
+		if len(stages) > 1 {
+			word = "stages"
+		}
+		verb := "waits"
+		if waiting > 1 {
+			verb = "wait"
+		}
+		parts = append(parts, fmt.Sprintf("stops after stage %s: %s %s for %s %s", p.PromoteUntil, plural(waiting, "cluster"), verb, word, strings.Join(stages, ", ")))
+	}
+	if n := len(p.Unstaged); n > 0 {
+		verb := "is"
+		if n > 1 {
+			verb = "are"
+		}
+		parts = append(parts, fmt.Sprintf("%s in no stage %s left alone", plural(n, "cluster"), verb))
+	}
+	return strings.Join(parts, "; ")
 }
 
 // show names a revision in messages; the empty revision is "nothing

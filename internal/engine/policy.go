@@ -183,6 +183,15 @@ type Policy struct {
 	// record written after cancellation; these run on a fresh context so a
 	// cancelled apply still leaves every target recorded.
 	RollbackTimeout time.Duration
+	// Stages, when set, cut the rollout into ordered steps (after the canary waves): each stage's
+	// targets go out in waves of their own, with the stage's own limits and bake time, and a
+	// stage whose failures exceed its max_failures stops the run before the next stage starts.
+	// A target listed in no stage is left alone (skipped, with the reason).
+	Stages []Stage
+	// PromoteUntil names the last stage this apply carries the revision to ("" = every stage).
+	// The targets of later stages wait, skipped with the reason, for a reviewed change of this
+	// one setting.
+	PromoteUntil string
 	// Irreversible says a change cannot be undone by restoring a backup: in-place machine
 	// updates, which Cluster API carries out from the owner's desired state (writing the old
 	// version back would be a second update, a downgrade, not a restore). A failed target is
@@ -191,6 +200,28 @@ type Policy struct {
 	// revision's invalidity (the next run verifies again). OnFailure must be Halt (the default
 	// then).
 	Irreversible bool
+}
+
+// Stage is one step of a staged rollout. Its members are target names the caller resolved (from
+// a selector or a list); a target listed in more than one stage belongs to the first.
+type Stage struct {
+	Name    string
+	Members []string
+	// UpdateLimit and MaxFailures resolve against the stage's eligible targets.
+	UpdateLimit Limit
+	MaxFailures Limit
+	// BakeTime replaces Policy.BakeTime for the stage's waves.
+	BakeTime time.Duration
+}
+
+// stageIndex returns the 0-based index of the stage named name, or -1.
+func (p Policy) stageIndex(name string) int {
+	for i, s := range p.Stages {
+		if s.Name == name {
+			return i
+		}
+	}
+	return -1
 }
 
 // Validate reports settings no rollout can run with.
@@ -211,6 +242,22 @@ func (p Policy) Validate() error {
 		if d.d < 0 {
 			errs = append(errs, fmt.Errorf("%s %s: must not be negative", d.name, d.d))
 		}
+	}
+	names := make(map[string]bool, len(p.Stages))
+	for _, st := range p.Stages {
+		switch {
+		case st.Name == "":
+			errs = append(errs, errors.New("stages: a stage without a name"))
+		case names[st.Name]:
+			errs = append(errs, fmt.Errorf("stages: %q named twice", st.Name))
+		}
+		names[st.Name] = true
+		if st.BakeTime < 0 {
+			errs = append(errs, fmt.Errorf("stage %q: bake time %s must not be negative", st.Name, st.BakeTime))
+		}
+	}
+	if p.PromoteUntil != "" && !names[p.PromoteUntil] {
+		errs = append(errs, fmt.Errorf("promote_until %q: no such stage", p.PromoteUntil))
 	}
 	seen := make(map[string]bool, len(p.Canary))
 	for _, c := range p.Canary {

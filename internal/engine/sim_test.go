@@ -316,6 +316,25 @@ func randomScenario(t testing.TB, seed uint64) scenario {
 	if rng.IntN(5) == 0 {
 		sc.recordFailP = 0.05
 	}
+	if rng.IntN(3) == 0 {
+		// Stages: each target in one of two or three (or in none), each stage with limits of
+		// its own, sometimes promoted only part of the way.
+		k := 2 + rng.IntN(2)
+		for i := range k {
+			st := Stage{Name: fmt.Sprintf("s%d", i+1), UpdateLimit: mustLimit(t, strconv.Itoa(1+rng.IntN(4))),
+				BakeTime: []time.Duration{0, 20 * time.Second}[rng.IntN(2)]}
+			st.MaxFailures, _ = ParseMaxFailures([]string{"0", "1", "50%"}[rng.IntN(3)])
+			sc.policy.Stages = append(sc.policy.Stages, st)
+		}
+		for _, tg := range sc.targets {
+			if i := rng.IntN(k + 1); i < k {
+				sc.policy.Stages[i].Members = append(sc.policy.Stages[i].Members, tg.name)
+			}
+		}
+		if rng.IntN(2) == 0 {
+			sc.policy.PromoteUntil = sc.policy.Stages[rng.IntN(k)].Name
+		}
+	}
 	return sc
 }
 

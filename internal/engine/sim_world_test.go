@@ -110,11 +110,61 @@ type simWorld struct {
 	lastWave  *waveTrack
 	cancelled bool
 	failures  int // EventFailed records attempted
-	finished  bool
+	// stageFailures counts failures per stage (Intent.Stage), as failures does for the run.
+	stageFailures map[int]int
+	finished      bool
+}
+
+// overBudget says whether the run's or a stage's failures exceed its max_failures.
+func (w *simWorld) overBudget() bool {
+	if w.failures > w.plan.MaxFailures {
+		return true
+	}
+	for i, st := range w.plan.Stages {
+		if w.stageFailures[i+1] > st.MaxFailures {
+			return true
+		}
+	}
+	return false
+}
+
+// inFlightLimit is the most targets a run may change at once: update_limit, or a stage's.
+func (w *simWorld) inFlightLimit() int {
+	n := w.plan.UpdateLimit
+	for _, st := range w.plan.Stages {
+		n = max(n, st.UpdateLimit)
+	}
+	return n
+}
+
+// waveLimit and waveBake are the update limit and bake time of a wave holding members: its
+// stage's, or the run's.
+func (w *simWorld) waveLimit(members []string) int {
+	if st := w.stageOf(members); st != nil {
+		return st.UpdateLimit
+	}
+	return w.plan.UpdateLimit
+}
+
+func (w *simWorld) waveBake(members []string) time.Duration {
+	if st := w.stageOf(members); st != nil {
+		return st.BakeTime
+	}
+	return w.sc.policy.BakeTime
+}
+
+func (w *simWorld) stageOf(members []string) *PlanStage {
+	if len(members) == 0 {
+		return nil
+	}
+	if i := w.plan.Intents[members[0]].Stage; i > 0 {
+		return &w.plan.Stages[i-1]
+	}
+	return nil
 }
 
 func newSimWorld(t testing.TB, clock *FakeClock, sc scenario) *simWorld {
-	w := &simWorld{t: t, clock: clock, sc: sc, start: clock.Now(), targets: map[string]*simTarget{}, active: map[string]int{}}
+	w := &simWorld{t: t, clock: clock, sc: sc, start: clock.Now(), targets: map[string]*simTarget{}, active: map[string]int{}, stageFailures: map[int]int{}}
 	for i, s := range sc.targets {
 		tg := &simTarget{simSpec: s, rng: rand.New(rand.NewPCG(sc.seed, uint64(i)+1)), actual: s.actual, rec: s.rec}
 		if tg.actual == "" {
@@ -178,8 +228,8 @@ func (w *simWorld) enter(ctx context.Context, name, op string) (*simTarget, erro
 	if w.active[name]++; w.active[name] > 1 {
 		w.errorf("%s %s while another call on it is in progress", op, name)
 	}
-	if n := len(w.active); n > w.plan.UpdateLimit {
-		w.errorf("%d targets in flight, update_limit %d", n, w.plan.UpdateLimit)
+	if n := len(w.active); n > w.inFlightLimit() {
+		w.errorf("%d targets in flight, update_limit %d", n, w.inFlightLimit())
 	}
 	if ctx.Err() != nil && op == "restore" {
 		w.errorf("restore of %s on a done context: restores must run on a fresh one", name)
@@ -364,6 +414,9 @@ func (w *simWorld) Record(ctx context.Context, ev Event) error {
 	switch ev.Kind {
 	case EventFailed:
 		w.failures++
+		if st := w.plan.Intents[ev.Target].Stage; st > 0 {
+			w.stageFailures[st]++
+		}
 	case EventInvalid:
 		if ev.Revision != desiredRev {
 			w.errorf("%s recorded invalid on %s, not the desired %s", ev.Revision, ev.Target, desiredRev)
@@ -434,8 +487,12 @@ func (w *simWorld) recordRun(ev Event) {
 		if w.batch != nil {
 			w.errorf("%s %d started while %s %d is open", ev.Phase, ev.Batch, w.batch.Phase, w.batch.Batch)
 		}
-		if len(ev.Targets) == 0 || len(ev.Targets) > w.plan.UpdateLimit {
-			w.errorf("%s %d holds %d targets, update_limit %d", ev.Phase, ev.Batch, len(ev.Targets), w.plan.UpdateLimit)
+		limit := w.plan.UpdateLimit
+		if ev.Phase == PhaseWave {
+			limit = w.waveLimit(ev.Targets)
+		}
+		if len(ev.Targets) == 0 || len(ev.Targets) > limit {
+			w.errorf("%s %d holds %d targets, update_limit %d", ev.Phase, ev.Batch, len(ev.Targets), limit)
 		}
 		if w.cancelled {
 			w.errorf("%s %d started after cancellation", ev.Phase, ev.Batch)
@@ -446,14 +503,14 @@ func (w *simWorld) recordRun(ev Event) {
 				w.errorf("resume after a wave")
 			}
 		case PhaseWave:
-			if w.failures > w.plan.MaxFailures {
-				w.errorf("wave %d started after %d failures, max_failures %d", ev.Batch, w.failures, w.plan.MaxFailures)
+			if w.overBudget() {
+				w.errorf("wave %d started after %d failures, max_failures %d (stages: %v)", ev.Batch, w.failures, w.plan.MaxFailures, w.stageFailures)
 			}
 			if lw := w.lastWave; lw != nil {
 				if !lw.done || lw.k >= ev.Batch {
 					w.errorf("wave %d started before wave %d was done", ev.Batch, lw.k)
 				}
-				if bake := w.sc.policy.BakeTime; lw.succeeded && bake > 0 {
+				if bake := w.waveBake(lw.members); lw.succeeded && bake > 0 {
 					if since := w.clock.Now().Sub(lw.lastSuccess); since < bake {
 						w.errorf("wave %d started %s after wave %d's last success; bake time %s", ev.Batch, since, lw.k, bake)
 					}
@@ -467,7 +524,7 @@ func (w *simWorld) recordRun(ev Event) {
 			}
 			w.lastWave = &waveTrack{k: ev.Batch, members: ev.Targets}
 		case PhaseRollback:
-			if w.failures <= w.plan.MaxFailures || w.sc.policy.OnFailure == Halt {
+			if !w.overBudget() || w.sc.policy.OnFailure == Halt {
 				w.errorf("rollback with %d failures, max_failures %d, on_failure %q", w.failures, w.plan.MaxFailures, w.sc.policy.OnFailure)
 			}
 		}
@@ -514,8 +571,8 @@ func (w *simWorld) cancelNow(cancel context.CancelFunc) {
 func (w *simWorld) checkStep() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if n := len(w.active); n > w.plan.UpdateLimit {
-		w.errorf("%d targets in flight, update_limit %d", n, w.plan.UpdateLimit)
+	if n := len(w.active); n > w.inFlightLimit() {
+		w.errorf("%d targets in flight, update_limit %d", n, w.inFlightLimit())
 	}
 	if w.batch == nil && len(w.active) > 0 {
 		w.errorf("targets in flight outside a batch")
@@ -545,7 +602,7 @@ func (w *simWorld) checkResult(res Result) {
 		w.errorf("%d targets ended lost-contact, the result counts %d", lost, res.LostContact)
 	}
 	halted := strings.Contains(res.AbortReason, "could not be recorded invalid")
-	if res.Aborted != (w.failures > w.plan.MaxFailures || res.LostContact > w.plan.MaxUnsettled || halted) {
+	if res.Aborted != (w.overBudget() || res.LostContact > w.plan.MaxUnsettled || halted) {
 		w.errorf("aborted %v with %d failures, max_failures %d, %d lost contact, max_unsettled %d", res.Aborted, w.failures,
 			w.plan.MaxFailures, res.LostContact, w.plan.MaxUnsettled)
 	}
@@ -620,7 +677,7 @@ func (w *simWorld) checkResult(res Result) {
 		if o.Status == StatusRolledBack && w.sc.policy.OnFailure == Halt {
 			w.errorf("%s rolled back under on_failure halt", name)
 		}
-		if o.Status == StatusSucceeded && w.failures > w.plan.MaxFailures && !res.Cancelled && w.sc.policy.withDefaults().OnFailure == Rollback &&
+		if o.Status == StatusSucceeded && w.overBudget() && !res.Cancelled && w.sc.policy.withDefaults().OnFailure == Rollback &&
 			!strings.Contains(o.Error, "record rolling back") {
 			w.errorf("%s left on %s after the run aborted with on_failure rollback", name, desiredRev)
 		}
