@@ -42,6 +42,9 @@ type Spec struct {
 	// template and these rules; each cluster's record holds what was rendered for it.
 	Values   *Values
 	Rendered map[string]*manifest.Set
+	// Stages, when set, are resolved against the fleet into Policy.Stages each time it is read
+	// (plan and apply); Policy.PromoteUntil names the last one this apply carries the revision to.
+	Stages []StageSpec
 }
 
 // Cluster states, as the rollout's `summary`, `attention` and `gradual_rollout_status` show them.

@@ -154,8 +154,13 @@ func decide(obs *Observation, req PlanRequest) *PlanResult {
 	if kept == nil && !spec.Retry && priorInvalid {
 		targets = RefuseRevision(targets, spec.Revision)
 	}
-	res.Plan = engine.PlanRollout(targets, spec.Revision, spec.Policy)
-	if gaps := res.Plan.CanaryGaps(spec.Policy); len(gaps) > 0 {
+	policy := spec.policy(obs.Discovery)
+	if err := emptyStages(policy, targets); err != nil {
+		res.Refused = &Refusal{Attribute: "stages", Err: err}
+		return res
+	}
+	res.Plan = engine.PlanRollout(targets, spec.Revision, policy)
+	if gaps := res.Plan.CanaryGaps(policy); len(gaps) > 0 {
 		res.Refused = &Refusal{Attribute: "canary", Err: usererr.New("Canary Not In The First Wave", CanaryGapsDetail(gaps)+
 			"\n\nWithout them the first wave would go straight to the rest of the fleet. Wait until they are ready, remove them "+
 			"from canary, or set canary_optional = true to let the rollout go ahead without them.")}

@@ -77,7 +77,7 @@ func (s *Service) Run(ctx context.Context, req RunRequest) (_ *RunResult, err er
 	if req.Logf == nil {
 		req.Logf = func(string, map[string]any) {}
 	}
-	if err := spec.Policy.Validate(); err != nil {
+	if err := spec.policy(nil).Validate(); err != nil {
 		return nil, usererr.Wrap(err, "Invalid Rollout Policy", "The rollout's settings cannot be used.")
 	}
 	holder := records.HolderIdentity()
@@ -111,6 +111,9 @@ func (s *Service) Run(ctx context.Context, req RunRequest) (_ *RunResult, err er
 	if req.OnlyKnown {
 		targets = onlyTargets(targets, req.Only)
 	}
+	// The stages as the fleet reads now: a cluster relabelled into a later stage since the plan
+	// waits, one the plan placed in a wave keeps it (Follow).
+	policy := spec.policy(obs.Discovery)
 	var plan engine.Plan
 	if req.PlannedKnown {
 		// Clusters the plan repairs (drift found at refresh) are applied even if they look
@@ -121,13 +124,13 @@ func (s *Service) Run(ctx context.Context, req RunRequest) (_ *RunResult, err er
 				planned[name] = true
 			}
 		}
-		plan = engine.PlanRollout(MarkDrifted(targets, planned), spec.Revision, spec.Policy).Follow(req.Planned, spec.Policy)
+		plan = engine.PlanRollout(MarkDrifted(targets, planned), spec.Revision, policy).Follow(req.Planned, policy)
 	} else {
 		targets = MarkDrifted(targets, s.driftedOf(ctx, spec, targets))
-		plan = engine.PlanRollout(targets, spec.Revision, spec.Policy)
+		plan = engine.PlanRollout(targets, spec.Revision, policy)
 	}
 
-	if gaps := plan.CanaryGaps(spec.Policy); len(gaps) > 0 {
+	if gaps := plan.CanaryGaps(policy); len(gaps) > 0 {
 		// Plan refused this already; here the fleet changed since (a canary went not ready).
 		// Nothing has been changed yet, and the first wave must not go to the fleet instead.
 		return &RunResult{Plan: plan, After: obs}, usererr.New("Canary Not Available", CanaryGapsDetail(gaps)+
@@ -167,7 +170,7 @@ func (s *Service) Run(ctx context.Context, req RunRequest) (_ *RunResult, err er
 	if s.flux != nil {
 		w.flux = &fluxWorld{d: w.fluxDelivery()}
 	}
-	result := engine.Execute(ctx, plan, w, s.clock, spec.Policy)
+	result := engine.Execute(ctx, plan, w, s.clock, policy)
 	var left, leaveFailures, leftNotes []string
 	leaving := PlannedLeaving(req.Leaving, obs.Leaving)
 	if req.Leave && len(leaving) > 0 && ctx.Err() == nil {

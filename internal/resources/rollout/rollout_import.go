@@ -53,6 +53,9 @@ type storedConfig struct {
 	NoAdopt bool `json:"noAdopt,omitempty"`
 	// Values is `values` (delivery.Values' own JSON form).
 	Values *delivery.Values `json:"values,omitempty"`
+	// Stages and PromoteUntil are `stages` and `promote_until`.
+	Stages       []storedStage `json:"stages,omitempty"`
+	PromoteUntil string        `json:"promoteUntil,omitempty"`
 }
 
 type storedReq struct {
@@ -115,6 +118,9 @@ func (m *Model) configRecord(ctx context.Context) ([]byte, diag.Diagnostics) {
 	values, d := m.values(ctx)
 	diags.Append(d...)
 	c.Values = values
+	c.Stages, d = m.storedStages(ctx)
+	diags.Append(d...)
+	c.PromoteUntil = m.PromoteUntil.ValueString()
 	out, err := json.Marshal(c)
 	if err != nil {
 		diags.AddError("Cannot Record Configuration", err.Error())
@@ -170,6 +176,11 @@ func (m *Model) fromConfigRecord(ctx context.Context, raw []byte) diag.Diagnosti
 	m.Clusters = stringListOrNull(ctx, c.Clusters)
 	m.Names = stringListOrNull(ctx, c.Names)
 	m.Canary = stringListOrNull(ctx, c.Canary)
+	m.Stages = stagesValue(ctx, c.Stages)
+	m.PromoteUntil = types.StringNull()
+	if c.PromoteUntil != "" {
+		m.PromoteUntil = types.StringValue(c.PromoteUntil)
+	}
 	checks := types.ListNull(types.ObjectType{AttrTypes: httpCheckAttrTypes})
 	if len(c.HTTPChecks) > 0 {
 		var vals []attr.Value

@@ -40,6 +40,8 @@ type Model struct {
 	MaxFailures       types.String       `tfsdk:"max_failures"`
 	MaxUnsettled      types.String       `tfsdk:"max_unsettled"`
 	OnFailure         types.String       `tfsdk:"on_failure"`
+	Stages            types.List         `tfsdk:"stages"`
+	PromoteUntil      types.String       `tfsdk:"promote_until"`
 	Verify            types.Object       `tfsdk:"verify"`
 	RecordNamespace   types.String       `tfsdk:"record_namespace"`
 	DeletionPolicy    types.String       `tfsdk:"deletion_policy"`
@@ -249,6 +251,7 @@ func (m *Model) spec(ctx context.Context) (delivery.Spec, diag.Diagnostics) {
 	verify := VerifyModel{Timeout: types.StringValue(shared.DefaultVerifyTimeout), BakeTime: types.StringValue(shared.DefaultBakeTime)}
 	diags.Append(shared.VerifyAs(ctx, m.Verify, &verify)...)
 	spec.Policy.VerifyTimeout, spec.Policy.BakeTime = shared.VerifyDurations(verify.Timeout, verify.BakeTime)
+	diags.Append(m.stages(ctx, &spec)...)
 	if !verify.HTTPChecks.IsNull() && !verify.HTTPChecks.IsUnknown() {
 		var checks []HTTPCheckModel
 		diags.Append(verify.HTTPChecks.ElementsAs(ctx, &checks, false)...)
@@ -311,7 +314,12 @@ func (m *Model) setLedger(ctx context.Context, ledger []delivery.InvalidRevision
 // setWaves shows waves as one line of counts (shared.WavesText); the clusters of each are
 // kept in private state.
 func (m *Model) setWaves(p engine.Plan) {
-	m.Waves = types.StringValue(shared.WavesText(shared.WaveSizes(p.Waves), p.CanaryWaves))
+	text := shared.WavesText(shared.WaveSizes(p.Waves), p.CanaryWaves)
+	if stages := p.StagesText(); stages != "" {
+		// Who waits for a later promotion, or is in no stage: one line whatever the fleet's size.
+		text += "; " + stages
+	}
+	m.Waves = types.StringValue(text)
 }
 
 func nonNilMap(m map[string]string) map[string]string {

@@ -294,7 +294,8 @@ func priorInvalid(ctx context.Context, prior *Model) []string {
 // knownTargets reports whether the attributes that pick clusters are known at plan time.
 func (m *Model) knownTargets() bool {
 	return !m.Namespace.IsUnknown() && !m.Selector.IsUnknown() && !m.Clusters.IsUnknown() && !m.Names.IsUnknown() && !m.RecordNamespace.IsUnknown() &&
-		!m.Canary.IsUnknown() && !m.UpdateLimit.IsUnknown() && !m.MaxFailures.IsUnknown() && !m.Verify.IsUnknown() && !m.OnFailure.IsUnknown()
+		!m.Canary.IsUnknown() && !m.UpdateLimit.IsUnknown() && !m.MaxFailures.IsUnknown() && !m.Verify.IsUnknown() && !m.OnFailure.IsUnknown() &&
+		!m.Stages.IsUnknown() && !m.PromoteUntil.IsUnknown()
 }
 
 func (r *rolloutResource) markObservedUnknown(m *Model) {

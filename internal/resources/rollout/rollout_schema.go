@@ -122,6 +122,8 @@ func (r *rolloutResource) Schema(ctx context.Context, _ resource.SchemaRequest, 
 			},
 			"canary":          shared.CanaryAttribute(changeText),
 			"canary_optional": shared.CanaryOptionalAttribute(changeText),
+			"stages":          stagesAttribute(),
+			"promote_until":   promoteUntilAttribute(),
 			"update_limit": schema.StringAttribute{
 				Optional: true, Computed: true, Default: stringdefault.StaticString(defaultUpdateLimit),
 				MarkdownDescription: "Most clusters changed at once: a whole number ≥ 1 (`\"2\"`) or a percentage of the eligible clusters " +
