@@ -3,6 +3,7 @@ package scaleacc
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -10,6 +11,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -48,14 +50,17 @@ func TestAccScale_planLineBudget(t *testing.T) {
 		t.Helper()
 		return runCLI(ctx, t, cli, work, rc, args...)
 	}
-	write := func(version string) {
+	// The rollout goes in two stages: a first of ten clusters and the drifted one, then the
+	// rest. v1 goes to both; v2 is promoted until the first, so its plan says who waits.
+	first := append(slices.Clone(picked[:10]), drifted)
+	write := func(version, promoteUntil string) {
 		t.Helper()
-		if err := os.WriteFile(filepath.Join(work, "main.tf"), []byte(config(f, label, version)), 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(work, "main.tf"), []byte(config(f, label, version, first, promoteUntil)), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
 
-	write("v1")
+	write("v1", "")
 	_, took := run("apply", "-auto-approve")
 	t.Logf("%s: first apply to %d clusters: %s", filepath.Base(cli), len(picked), took.Round(100*time.Millisecond))
 	// No destroy: the scale bed is this test's own and torn down after it (a destroy over ~300
@@ -73,7 +78,7 @@ func TestAccScale_planLineBudget(t *testing.T) {
 		}
 	}
 
-	write("v2")
+	write("v2", "first")
 	out, took := run("plan", "-out=plan")
 	lines := strings.Count(out, "\n")
 	t.Logf("%s: plan of a revision change of both resources over %d clusters, one drifted: %d lines, %s", filepath.Base(cli), len(picked), lines, took.Round(100*time.Millisecond))
@@ -82,6 +87,15 @@ func TestAccScale_planLineBudget(t *testing.T) {
 	}
 	if lines > planLineBudget {
 		t.Errorf("the plan has %d lines, want at most %d:\n%s", lines, planLineBudget, out)
+	}
+	waiting := 0
+	for _, name := range picked {
+		if !slices.Contains(first, name) {
+			waiting++
+		}
+	}
+	if want := fmt.Sprintf("stops after stage first: %d clusters wait for stage rest", waiting); !strings.Contains(out, want) {
+		t.Errorf("the plan does not say who waits (%q):\n%s", want, out)
 	}
 	for _, res := range []string{"gradual_rollout.scale", "gradual_module_assignment.scale"} {
 		if !strings.Contains(out, "# "+res+" will be updated in-place") {
@@ -111,6 +125,19 @@ func TestAccScale_planLineBudget(t *testing.T) {
 	}
 	_, took = run("apply", "plan")
 	t.Logf("%s: apply of that plan: %s", filepath.Base(cli), took.Round(100*time.Millisecond))
+	// A cluster of the second stage waits on v1, rendered with its own values.
+	waiter := picked[len(picked)-1]
+	wwc, err := f.WorkloadClient(waiter)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var settings, values corev1.ConfigMap
+	if err := wwc.Get(ctx, client.ObjectKey{Namespace: label + "-r", Name: "settings"}, &settings); err != nil || settings.Data["setting"] != "v1" {
+		t.Errorf("%s (stage rest, waiting): ConfigMap settings %v %v, want setting v1", waiter, settings.Data, err)
+	}
+	if err := wwc.Get(ctx, client.ObjectKey{Namespace: label + "-r", Name: "values"}, &values); err != nil || values.Data["cluster"] != waiter || values.Data["picked"] != "yes" {
+		t.Errorf("%s: ConfigMap values %v %v, want its own name and picked yes", waiter, values.Data, err)
+	}
 	for _, ns := range []string{label + "-r", label + "-a"} {
 		var cm corev1.ConfigMap
 		if err := wc.Get(ctx, client.ObjectKey{Namespace: ns, Name: "settings"}, &cm); err != nil || cm.Data["setting"] != "v2" {
@@ -241,8 +268,9 @@ const unchangedObjects = 8
 
 // config is a rollout and an assignment over the labelled Clusters, each a Namespace, a
 // ConfigMap holding version and unchangedObjects other ConfigMaps, in waves of a quarter of the
-// fleet.
-func config(f *testbed.Fleet, label, version string) string {
+// fleet. The rollout also renders a ConfigMap per cluster (values) and goes in two stages: first
+// (the clusters named), then rest, promoted until promoteUntil ("" = both).
+func config(f *testbed.Fleet, label, version string, first []string, promoteUntil string) string {
 	bundle := func(ns string) string {
 		var b strings.Builder
 		fmt.Fprintf(&b, "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: %[1]s\n---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\n  namespace: %[1]s\ndata:\n  setting: %[2]s\n", ns, version)
@@ -254,16 +282,29 @@ func config(f *testbed.Fleet, label, version string) string {
 		}
 		return b.String()
 	}
+	// $${ is a literal ${ in HCL: the provider substitutes it per cluster.
+	perCluster := fmt.Sprintf("---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: values\n  namespace: %s\ndata:\n  cluster: \"$${cluster_name}\"\n  picked: \"$${picked}\"\n", label+"-r")
+	names, _ := json.Marshal(first)
+	until := "null"
+	if promoteUntil != "" {
+		until = strconv.Quote(promoteUntil)
+	}
 	return providerConfig(f) + fmt.Sprintf(`
 resource "gradual_rollout" "scale" {
   name         = %[2]q
   namespace    = %[1]q
   selector     = { match_labels = { %[2]q = "yes" } }
   manifests    = <<-EOT
-%[3]s
+%[3]s%[6]s
 EOT
+  values       = { from_labels = { picked = %[2]q } }
   update_limit = "25%%"
   verify       = { timeout = "5m" }
+  stages = [
+    { name = "first", names = %[7]s },
+    { name = "rest", match_labels = { %[2]q = "yes" } },
+  ]
+  promote_until = %[8]s
 }
 
 resource "gradual_module_assignment" "scale" {
@@ -277,7 +318,7 @@ EOT
   update_limit = "25%%"
   verify       = { timeout = "5m" }
 }
-`, f.Namespace, label, bundle(label+"-r"), bundle(label+"-a"), version)
+`, f.Namespace, label, bundle(label+"-r"), bundle(label+"-a"), version, perCluster, names, until)
 }
 
 // providerConfig is the header of every configuration here: the provider, on the bed's
