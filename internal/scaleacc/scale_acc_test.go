@@ -301,7 +301,7 @@ EOT
   update_limit = "25%%"
   verify       = { timeout = "5m" }
   stages = [
-    { name = "first", names = %[7]s },
+    { name = "first", names = %[7]s, update_limit = "100%%" },
     { name = "rest", match_labels = { %[2]q = "yes" } },
   ]
   promote_until = %[8]s

@@ -22,6 +22,8 @@ resource "gradual_rollout" "this" {
   update_limit    = var.wave_size
   max_failures    = var.max_failures
   on_failure      = var.on_failure
+  stages          = var.stages
+  promote_until   = var.promote_until
 
   verify = {
     timeout     = var.verify_timeout

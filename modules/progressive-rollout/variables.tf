@@ -248,3 +248,22 @@ variable "canary_optional" {
   default     = false
   nullable    = false
 }
+
+variable "stages" {
+  description = "Ordered stages after the canaries: each picks clusters by `names` and/or `match_labels`, with its own `update_limit`, `max_failures` and `bake_time` (the rollout's where left out). A stage past its own `max_failures` stops the apply before the next. Default: no stages."
+  type = list(object({
+    name         = string
+    names        = optional(list(string))
+    match_labels = optional(map(string))
+    update_limit = optional(string)
+    max_failures = optional(string)
+    bake_time    = optional(string)
+  }))
+  default = null
+}
+
+variable "promote_until" {
+  description = "The last stage this apply carries the revision to; later stages wait (the plan's `waves` says how many clusters). Default null: every stage."
+  type        = string
+  default     = null
+}

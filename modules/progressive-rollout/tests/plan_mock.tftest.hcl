@@ -32,6 +32,8 @@ run "selector_wiring" {
     deletion_policy      = "orphan"
     adopt                = false
     canary_optional      = true
+    stages               = [{ name = "eu", match_labels = { region = "eu" }, max_failures = "0" }, { name = "us", names = ["prod-us-1"] }]
+    promote_until        = "eu"
     sensitive_paths      = [{ kind = "ConfigMap", paths = [".data.password"] }]
     sensitive_manifests  = "apiVersion: v1\nkind: Secret\nmetadata:\n  name: web-token\n  namespace: web\nstringData:\n  token: s3cret\n"
   }
@@ -52,6 +54,10 @@ run "selector_wiring" {
   assert {
     condition     = gradual_rollout.this.default_namespace == "web" && gradual_rollout.this.deletion_policy == "orphan" && gradual_rollout.this.record_namespace == "gradual-system"
     error_message = "default_namespace, deletion_policy or record_namespace not passed"
+  }
+  assert {
+    condition     = gradual_rollout.this.stages[0].match_labels == tomap({ region = "eu" }) && gradual_rollout.this.stages[1].names == tolist(["prod-us-1"]) && gradual_rollout.this.promote_until == "eu"
+    error_message = "stages or promote_until not passed: ${jsonencode(gradual_rollout.this.stages)}"
   }
   assert {
     condition     = !gradual_rollout.this.adopt && gradual_rollout.this.canary_optional && gradual_rollout.this.sensitive_paths[0].paths == tolist([".data.password"])
@@ -80,6 +86,10 @@ run "names_wiring" {
   assert {
     condition     = gradual_rollout.this.retry_invalid && gradual_rollout.this.force_conflicts && gradual_rollout.this.canary == null
     error_message = "retry_invalid or force_conflicts not passed, or an empty canary set"
+  }
+  assert {
+    condition     = gradual_rollout.this.stages == null && gradual_rollout.this.promote_until == null
+    error_message = "no stages by default"
   }
   assert {
     condition     = gradual_rollout.this.adopt && !gradual_rollout.this.canary_optional && gradual_rollout.this.sensitive_paths == null
