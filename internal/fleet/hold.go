@@ -19,6 +19,9 @@ const PausedAnnotation = "gradual.dev/paused"
 type Hold struct {
 	// Window is the rollout's maintenance window; nil for none.
 	Window *window.Window
+	// WindowName names Window in skip reasons ("" = "the rollout's maintenance_window"): the
+	// window may be a module assignment's, or the provider's.
+	WindowName string
 	// Margin is how long a window must stay open for a cluster to be started: a change started
 	// just before the window closes would go on after it (the verify timeout plus the bake
 	// time, so that a wave started in the window ends in it).
@@ -71,7 +74,11 @@ func (c Cluster) HoldReason(h Hold, now time.Time) string {
 		}
 	}
 	if h.Window != nil {
-		return closed(*h.Window, "the rollout's maintenance_window", h.Margin, now)
+		name := h.WindowName
+		if name == "" {
+			name = "the rollout's maintenance_window"
+		}
+		return closed(*h.Window, name, h.Margin, now)
 	}
 	return ""
 }

@@ -39,6 +39,7 @@ func TestHoldReasons(t *testing.T) {
 		"bad annotation":         {map[string]string{window.Annotation: "every night"}, Hold{}, "the gradual.dev/maintenance-window annotation cannot be used"},
 		"rollout window closed":  {nil, Hold{Window: &nightly}, "outside the rollout's maintenance_window 0 2 * * * for 4h (Europe/Berlin): opens next at 2026-11-27 02:00 CET"},
 		"both must be open":      {map[string]string{window.Annotation: "0 9 * * *;4h"}, Hold{Window: &nightly}, "the rollout's maintenance_window"},
+		"provider window closed": {nil, Hold{Window: &nightly, WindowName: "the provider's maintenance_window"}, "outside the provider's maintenance_window 0 2 * * * for 4h"},
 		"pause wins":             {map[string]string{PausedAnnotation: "migrating", window.Annotation: "bad"}, Hold{Window: &nightly}, "migrating"},
 	} {
 		got := annotated(tc.annotations).HoldReason(tc.hold, fake.Now())

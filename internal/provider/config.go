@@ -49,6 +49,7 @@ type configModel struct {
 	Burst                 types.Int64   `tfsdk:"burst"`
 	MaxParallelClusters   types.Int64   `tfsdk:"max_parallel_clusters"`
 	LeaseDuration         types.String  `tfsdk:"lease_duration"`
+	MaintenanceWindow     types.Object  `tfsdk:"maintenance_window"`
 }
 
 // execModel is the exec block.
@@ -198,6 +199,7 @@ func (p *gradualProvider) Schema(_ context.Context, _ provider.SchemaRequest, re
 					"Changes during apply are bounded by each resource's `update_limit`.", delivery.DefaultConcurrency),
 				Validators: []validator.Int64{int64validator.Between(1, 1000)},
 			},
+			"maintenance_window": shared.ProviderMaintenanceWindowAttribute(),
 		},
 		Blocks: map[string]schema.Block{
 			"exec": schema.SingleNestedBlock{
@@ -305,9 +307,13 @@ func (p *gradualProvider) Configure(ctx context.Context, req provider.ConfigureR
 		// Validated as a duration at plan time; an unparsable value keeps the default.
 		opts.LeaseDuration, _ = time.ParseDuration(s)
 	}
+	window, diags := shared.WindowFrom(ctx, cfg.MaintenanceWindow)
+	if resp.Diagnostics.Append(diags...); resp.Diagnostics.HasError() {
+		return
+	}
 	clients := fleet.NewClients(mgmt, nil)
 	data := &providerdata.Data{Management: mgmt, Delivery: delivery.New(clients, opts), InPlace: &owners.Planner{Client: mgmt.Client, RESTConfig: mgmt.RESTConfig, Workload: clients.Client},
-		Replacements: &providerdata.Replacements{}}
+		Replacements: &providerdata.Replacements{}, MaintenanceWindow: window}
 	resp.DataSourceData = data
 	resp.ResourceData = data
 	resp.EphemeralResourceData = data

@@ -11,6 +11,7 @@ import (
 	"github.com/gradual-dev/terraform-provider-gradual/internal/delivery"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/fleet"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/inplace/owners"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/window"
 )
 
 // Data is the provider's configured state.
@@ -27,6 +28,17 @@ type Data struct {
 	InPlace *owners.Planner
 	// Replacements are the creates this process planned as replacements (see Replacements).
 	Replacements *Replacements
+	// MaintenanceWindow is the provider's `maintenance_window`: the window of every rollout and
+	// module assignment that sets none of its own (nil: none).
+	MaintenanceWindow *window.Window
+}
+
+// Window is d's MaintenanceWindow, nil while the provider is not configured.
+func (d *Data) Window() *window.Window {
+	if d == nil {
+		return nil
+	}
+	return d.MaintenanceWindow
 }
 
 // From checks and converts the ProviderData a resource or data source receives in Configure.

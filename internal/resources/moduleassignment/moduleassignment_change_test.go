@@ -37,7 +37,7 @@ func TestConfigRecordKeepsNamesAndChangeAttributes(t *testing.T) {
 		t.Errorf("after the record: selector %v names %v canary %v on_failure %v optional %v force %v retry %v", back.Selector, back.Names,
 			back.Canary, back.OnFailure, back.CanaryOptional, back.ForceConflicts, back.RetryInvalid)
 	}
-	q, diags := back.query(ctx)
+	q, diags := back.query(ctx, nil)
 	if diags.HasError() || !slices.Equal(q.Names, []string{"c2", "c1"}) {
 		t.Errorf("query %+v %v: want the names", q, diags)
 	}

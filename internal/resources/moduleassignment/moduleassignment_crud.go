@@ -44,7 +44,7 @@ func (r *assignmentResource) apply(ctx context.Context, timeout time.Duration, p
 	}
 	spec, d := plan.spec(ctx)
 	diags.Append(d...)
-	query, d := plan.query(ctx)
+	query, d := plan.query(ctx, r.Data.Window())
 	diags.Append(d...)
 	if diags.HasError() {
 		return false
@@ -168,7 +168,7 @@ func (r *assignmentResource) Read(ctx context.Context, req resource.ReadRequest,
 	spec, diags := state.spec(ctx)
 	resp.Diagnostics.Append(diags...)
 	state.keepSensitiveRevisions(ctx, &spec)
-	query, diags := state.query(ctx)
+	query, diags := state.query(ctx, r.Data.Window())
 	resp.Diagnostics.Append(diags...)
 	if resp.Diagnostics.HasError() {
 		return
@@ -209,7 +209,7 @@ func (r *assignmentResource) Delete(ctx context.Context, req resource.DeleteRequ
 	resp.Diagnostics.Append(diags...)
 	spec, d := state.spec(ctx)
 	resp.Diagnostics.Append(d...)
-	query, d := state.query(ctx)
+	query, d := state.query(ctx, r.Data.Window())
 	resp.Diagnostics.Append(d...)
 	if resp.Diagnostics.HasError() {
 		return

@@ -20,6 +20,7 @@ import (
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/ignoreattr"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/manifesttype"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/shared"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/window"
 )
 
 // Model is the resource's configuration and state.
@@ -190,13 +191,16 @@ func (m *Model) key() records.Key {
 	return records.Key{Kind: assignment.KeyKind, Namespace: m.Namespace.ValueString(), Name: m.Name.ValueString()}
 }
 
-func (m *Model) query(ctx context.Context) (fleet.Query, diag.Diagnostics) {
+func (m *Model) query(ctx context.Context, fallback *window.Window) (fleet.Query, diag.Diagnostics) {
 	q, diags := shared.Query(ctx, m.Namespace, m.Selector, m.Names)
 	verify := VerifyModel{Timeout: types.StringValue(shared.DefaultVerifyTimeout), BakeTime: types.StringValue(shared.DefaultBakeTime)}
 	diags.Append(shared.VerifyAs(ctx, m.Verify, &verify)...)
 	verifyTimeout, bake := shared.VerifyDurations(verify.Timeout, verify.BakeTime)
 	var d diag.Diagnostics
-	q.Hold, d = shared.HoldFrom(ctx, m.MaintenanceWindow, verifyTimeout, bake)
+	q.Hold, d = shared.HoldFrom(ctx, m.MaintenanceWindow, verifyTimeout, bake, fallback)
+	if !m.MaintenanceWindow.IsNull() {
+		q.Hold.WindowName = "the module assignment's maintenance_window"
+	}
 	diags.Append(d...)
 	return q, diags
 }

@@ -144,7 +144,7 @@ func (d *statusDataSource) Read(ctx context.Context, req datasource.ReadRequest,
 	spec, diags := m.spec(ctx)
 	resp.Diagnostics.Append(diags...)
 	m.keepSensitiveRevisions(ctx, &spec)
-	query, diags := m.query(ctx)
+	query, diags := m.query(ctx, d.data.Window())
 	resp.Diagnostics.Append(diags...)
 	if resp.Diagnostics.HasError() {
 		return

@@ -48,7 +48,7 @@ func (r *rolloutResource) apply(ctx context.Context, timeout time.Duration, plan
 	}
 	spec, d := plan.spec(ctx)
 	diags.Append(d...)
-	query, d := plan.query(ctx)
+	query, d := plan.query(ctx, r.Data.Window())
 	diags.Append(d...)
 	svc, d := r.service(ctx, plan)
 	diags.Append(d...)
@@ -213,7 +213,7 @@ func (r *rolloutResource) Read(ctx context.Context, req resource.ReadRequest, re
 			}
 		}
 	}
-	query, diags := state.query(ctx)
+	query, diags := state.query(ctx, r.Data.Window())
 	resp.Diagnostics.Append(diags...)
 	if resp.Diagnostics.HasError() {
 		return
@@ -258,7 +258,7 @@ func (r *rolloutResource) Delete(ctx context.Context, req resource.DeleteRequest
 	resp.Diagnostics.Append(diags...)
 	spec, d := state.spec(ctx)
 	resp.Diagnostics.Append(d...)
-	query, d := state.query(ctx)
+	query, d := state.query(ctx, r.Data.Window())
 	resp.Diagnostics.Append(d...)
 	svc, d := r.service(ctx, &state)
 	resp.Diagnostics.Append(d...)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"regexp"
+	"strings"
 	"testing"
 	"time"
 
@@ -85,7 +86,8 @@ func expectSettings(f *testbed.Fleet, ns string, want map[string]string) resourc
 // maintenance window (gradual.dev/maintenance-window) with the time the window opens next; a
 // window annotation that cannot be read and a bad maintenance_window fail the plan naming what
 // is wrong; once unpaused and inside its window, each is picked up. The rollout's own
-// maintenance_window, closed, holds every cluster; paused = true plans and applies nothing.
+// maintenance_window, closed, holds every cluster, and so does the provider's for a rollout
+// without one; paused = true plans and applies nothing.
 func TestAccRollout_pausesAndWindows(t *testing.T) {
 	acctest.OnOneLane(t, 0) // which clusters the provider holds, not how a CLI drives it
 	f := acctest.Fleet(t)
@@ -156,6 +158,16 @@ func TestAccRollout_pausesAndWindows(t *testing.T) {
 				ConfigStateChecks: []statecheck.StateCheck{
 					skipped("prod-eu-1", regexp.MustCompile(`^outside the rollout's maintenance_window `)),
 					skipped("prod-us-1", opensAt),
+					skipped("staging-eu-1", opensAt),
+				},
+			},
+			{
+				// The provider's window, closed, holds a rollout that sets none of its own.
+				Config: strings.Replace(config(v2, ""), "provider \"gradual\" {\n",
+					fmt.Sprintf("provider \"gradual\" {\n  maintenance_window = { schedule = %q, duration = \"1h\" }\n", closed), 1),
+				Check: expectSettings(f, name, map[string]string{"prod-eu-1": "v1", "prod-us-1": "v1", "staging-eu-1": "v1"}),
+				ConfigStateChecks: []statecheck.StateCheck{
+					skipped("prod-eu-1", regexp.MustCompile(`^outside the provider's maintenance_window `)),
 					skipped("staging-eu-1", opensAt),
 				},
 			},

@@ -20,6 +20,7 @@ import (
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/ignoreattr"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/manifesttype"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/shared"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/window"
 )
 
 // Model is the resource's configuration and state.
@@ -162,7 +163,7 @@ func (m *Model) ignore(ctx context.Context) apply.Ignore {
 }
 
 // query converts the cluster-picking attributes.
-func (m *Model) query(ctx context.Context) (fleet.Query, diag.Diagnostics) {
+func (m *Model) query(ctx context.Context, fallback *window.Window) (fleet.Query, diag.Diagnostics) {
 	names := m.Names
 	if names.IsNull() {
 		names = m.Clusters
@@ -172,7 +173,7 @@ func (m *Model) query(ctx context.Context) (fleet.Query, diag.Diagnostics) {
 	diags.Append(shared.VerifyAs(ctx, m.Verify, &verify)...)
 	verifyTimeout, bake := shared.VerifyDurations(verify.Timeout, verify.BakeTime)
 	var d diag.Diagnostics
-	q.Hold, d = shared.HoldFrom(ctx, m.MaintenanceWindow, verifyTimeout, bake)
+	q.Hold, d = shared.HoldFrom(ctx, m.MaintenanceWindow, verifyTimeout, bake, fallback)
 	diags.Append(d...)
 	return q, diags
 }

@@ -94,7 +94,7 @@ func (r *rolloutResource) ModifyPlan(ctx context.Context, req resource.ModifyPla
 		resp.Diagnostics.Append(setPlan(ctx, resp, plan)...)
 		return
 	}
-	query, diags := plan.query(ctx)
+	query, diags := plan.query(ctx, r.Data.Window())
 	resp.Diagnostics.Append(diags...)
 	svc, diags := r.service(ctx, &plan)
 	resp.Diagnostics.Append(diags...)

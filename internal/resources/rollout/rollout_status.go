@@ -122,7 +122,7 @@ func (d *statusDataSource) Read(ctx context.Context, req datasource.ReadRequest,
 	var rollout Model
 	rollout.Namespace = cfg.Namespace
 	resp.Diagnostics.Append(rollout.fromConfigRecord(ctx, raw)...)
-	query, diags := rollout.query(ctx)
+	query, diags := rollout.query(ctx, d.data.Window())
 	resp.Diagnostics.Append(diags...)
 	if resp.Diagnostics.HasError() {
 		return

@@ -13,6 +13,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/attr"
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
+	providerschema "github.com/hashicorp/terraform-plugin-framework/provider/schema"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/types"
@@ -73,16 +74,56 @@ func MaintenanceWindowAttribute(what string) schema.SingleNestedAttribute {
 	}
 }
 
+// ProviderMaintenanceWindowAttribute is the provider's `maintenance_window`: the same fields, the
+// window of every rollout and module assignment that sets none of its own.
+func ProviderMaintenanceWindowAttribute() providerschema.SingleNestedAttribute {
+	r := MaintenanceWindowAttribute("rollout")
+	attrs := map[string]providerschema.Attribute{}
+	for name, a := range r.Attributes {
+		sa := a.(schema.StringAttribute)
+		attrs[name] = providerschema.StringAttribute{Required: sa.Required, Optional: sa.Optional, MarkdownDescription: sa.MarkdownDescription, Validators: sa.Validators}
+	}
+	return providerschema.SingleNestedAttribute{
+		Optional: true,
+		MarkdownDescription: "The maintenance window of every `gradual_rollout` and `gradual_module_assignment` that sets no " +
+			"`maintenance_window` of its own (a resource's own replaces it): clusters are started only while it is open, as " +
+			"described for the resources. A Cluster's own `" + window.Annotation + "` annotation applies as well.",
+		Attributes: attrs,
+	}
+}
+
+// WindowFrom converts the provider's `maintenance_window` (null: nil).
+func WindowFrom(ctx context.Context, v types.Object) (*window.Window, diag.Diagnostics) {
+	if v.IsNull() || v.IsUnknown() {
+		return nil, nil
+	}
+	var m MaintenanceWindowModel
+	diags := v.As(ctx, &m, basetypes.ObjectAsOptions{})
+	if diags.HasError() {
+		return nil, diags
+	}
+	w, err := window.New(m.Schedule.ValueString(), m.Duration.ValueString(), m.TimeZone.ValueString())
+	if err != nil {
+		diags.AddAttributeError(PathMaintenanceWindow, "Invalid Maintenance Window", fmt.Sprintf("maintenance_window: %v", err))
+		return nil, diags
+	}
+	return &w, diags
+}
+
 func windowField(check func(string) error, description, summary string) validator.String {
 	return stringFunc{description: description, summary: summary, check: check}
 }
 
 // HoldFrom converts `maintenance_window` into fleet's Hold; margin is how long a window must
-// stay open for a cluster to be started (verify timeout plus bake time). The validators have
-// run already; errors are reported against the attribute anyway.
-func HoldFrom(ctx context.Context, v types.Object, verifyTimeout, bake time.Duration) (fleet.Hold, diag.Diagnostics) {
+// stay open for a cluster to be started (verify timeout plus bake time). Without one of its
+// own the resource takes the provider's (fallback, nil for none). The validators have run
+// already; errors are reported against the attribute anyway.
+func HoldFrom(ctx context.Context, v types.Object, verifyTimeout, bake time.Duration, fallback *window.Window) (fleet.Hold, diag.Diagnostics) {
 	hold := fleet.Hold{Margin: verifyTimeout + bake}
 	if v.IsNull() || v.IsUnknown() {
+		if fallback != nil {
+			hold.Window, hold.WindowName = fallback, "the provider's maintenance_window"
+		}
 		return hold, nil
 	}
 	var m MaintenanceWindowModel
