@@ -4,6 +4,7 @@
 package manifest
 
 import (
+	"bytes"
 	"bufio"
 	"crypto/sha256"
 	"encoding/hex"
@@ -352,18 +353,42 @@ func redact(err error) error {
 	return errors.New("invalid YAML (the parser's message is withheld: it may quote the content)")
 }
 
-// Documents renders each object as YAML (keys sorted), keyed by its Key. A plan shows this map
-// instead of the bundle's text: Terraform prints a changed multi-line string whole, but hides
-// the unchanged elements of a map, so a change to one object of a large bundle shows that
-// object's lines only.
+// Documents renders each object as compact JSON (keys sorted), keyed by its Key. A plan shows
+// this map instead of the bundle's text. Terraform and OpenTofu print a changed multi-line
+// string whole, but they hide the unchanged elements of a map, and they render a string that is
+// JSON as jsonencode(...), showing only the fields that change, with "# (N unchanged attributes
+// hidden)" for the rest. So a one-field edit of a 5,000-line CRD plans a few lines: the path to
+// the field, not the object.
 func Documents(objs []*unstructured.Unstructured) (map[string]string, error) {
 	out := make(map[string]string, len(objs))
 	for _, obj := range objs {
-		doc, err := yaml.Marshal(obj.Object)
+		doc, err := json.Marshal(obj.Object)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", Key(obj), err)
 		}
 		out[Key(obj)] = string(doc)
 	}
 	return out, nil
+}
+
+// DocumentFromYAML turns an object's entry written by an earlier version (YAML, keys sorted)
+// into what Documents writes now, for state upgrades; an entry that is JSON already is kept.
+func DocumentFromYAML(doc string) (string, error) {
+	if json.Valid([]byte(doc)) {
+		return doc, nil
+	}
+	// Through JSON with numbers kept as written (not float64), then marshalled as Documents
+	// does: the same keys, sorted the same way.
+	j, err := yaml.YAMLToJSON([]byte(doc))
+	if err != nil {
+		return "", err
+	}
+	dec := json.NewDecoder(bytes.NewReader(j))
+	dec.UseNumber()
+	var obj any
+	if err := dec.Decode(&obj); err != nil {
+		return "", err
+	}
+	out, err := json.Marshal(obj)
+	return string(out), err
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/yaml"
 )
 
 const deployment = `apiVersion: apps/v1
@@ -161,6 +162,35 @@ func TestRevisionWith(t *testing.T) {
 	}
 }
 
+// DocumentFromYAML upgrades an entry an earlier version wrote as YAML to exactly what Documents
+// writes now, numbers as written; JSON stays as it is.
+func TestDocumentFromYAML(t *testing.T) {
+	set, err := Parse(deployment + "---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: c, namespace: demo}\ndata: {\"10\": a, \"9\": b, big: \"9007199254740993\"}\nbinaryData: {}\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	now, err := Documents(set.Objects)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for key, obj := range set.Objects {
+		old, err := yaml.Marshal(obj.Object) // what earlier versions kept in state
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := DocumentFromYAML(string(old))
+		if err != nil || got != now[Key(set.Objects[key])] {
+			t.Errorf("%s: upgraded to %q (%v), want %q", Key(obj), got, err, now[Key(obj)])
+		}
+		if again, _ := DocumentFromYAML(got); again != got {
+			t.Errorf("%s: JSON changed on a second upgrade: %q", Key(obj), again)
+		}
+	}
+	if _, err := DocumentFromYAML("kind: ["); err == nil {
+		t.Error("unreadable YAML upgraded")
+	}
+}
+
 // Documents gives one entry per object, the same for any formatting of the same objects, so a
 // plan's per-object map changes only where an object does.
 func TestDocumentsOnePerObjectFormattingFree(t *testing.T) {
@@ -186,7 +216,7 @@ func TestDocumentsOnePerObjectFormattingFree(t *testing.T) {
 			t.Errorf("%s: %q vs %q", k, v, b[k])
 		}
 	}
-	want := "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\n  namespace: demo\nspec:\n  replicas: 2\n"
+	want := `{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"web","namespace":"demo"},"spec":{"replicas":2}}`
 	if got := a["apps/Deployment demo/web"]; got != want {
 		t.Errorf("Deployment rendered as %q, want %q (keys: %v)", got, want, a)
 	}

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/gradual-dev/terraform-provider-gradual/internal/acctest"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/testbed"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/testbed/updateext"
 )
@@ -49,11 +50,11 @@ func TestAccScale_inPlacePlanLineBudget(t *testing.T) {
 	t.Cleanup(func() { _ = ext.Close() })
 
 	work := t.TempDir()
-	rc := devOverrides(t, work)
+	rc := acctest.DevOverrides(t, work)
 	if err := os.WriteFile(filepath.Join(work, "main.tf"), []byte(inPlaceConfig(f, label, ext)), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	out, took := runCLI(ctx, t, cli, work, rc, "plan")
+	out, took := acctest.RunCLI(ctx, t, cli, work, rc, "plan")
 	lines := strings.Count(out, "\n")
 	t.Logf("%s: plan of an in-place upgrade of %d MachineDeployments (%d machines) over %d clusters: %d lines, %s; CanUpdateMachine calls: %d",
 		filepath.Base(cli), len(picked), 2*len(picked), len(picked), lines, took.Round(100*time.Millisecond), ext.Calls()["CanUpdateMachine"])
@@ -129,7 +130,7 @@ func addWorkers(ctx context.Context, f *testbed.Fleet, mc client.Client, cluster
 // Kubernetes version, a tenth of the clusters at a time, with the reference extension; machines
 // Cluster API would replace are let be replaced (fallback "rolling"), and shown.
 func inPlaceConfig(f *testbed.Fleet, label string, ext *updateext.Server) string {
-	return providerConfig(f) + fmt.Sprintf(`
+	return acctest.DevOverridesConfig(f) + fmt.Sprintf(`
 resource "gradual_inplace_update" "scale" {
   namespace                   = %[1]q
   selector                    = { match_labels = { %[2]q = "yes" } }

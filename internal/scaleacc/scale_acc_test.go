@@ -1,13 +1,11 @@
 package scaleacc
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -45,10 +43,10 @@ func TestAccScale_planLineBudget(t *testing.T) {
 	s := setUp(t, "budget")
 	ctx, f, cli, picked, label := s.ctx, s.fleet, s.cli, s.picked, s.label
 	work := t.TempDir()
-	rc := devOverrides(t, work)
+	rc := acctest.DevOverrides(t, work)
 	run := func(args ...string) (string, time.Duration) {
 		t.Helper()
-		return runCLI(ctx, t, cli, work, rc, args...)
+		return acctest.RunCLI(ctx, t, cli, work, rc, args...)
 	}
 	// The rollout goes in two stages: a first of ten clusters and the drifted one, then the
 	// rest. v1 goes to both; v2 is promoted until the first, so its plan says who waits.
@@ -186,24 +184,6 @@ func setUp(t *testing.T, prefix string) scaleRun {
 	return s
 }
 
-// runCLI runs `cli SUBCOMMAND -input=false -no-color REST...` in work with the CLI configuration
-// rc, as a person would (plan output on stdout), and returns the output and how long it took.
-func runCLI(ctx context.Context, t *testing.T, cli, work, rc string, args ...string) (string, time.Duration) {
-	t.Helper()
-	start := time.Now()
-	// Flags first: a saved plan is the last argument.
-	cmd := exec.CommandContext(ctx, cli, append([]string{"-chdir=" + work, args[0], "-input=false", "-no-color"}, args[1:]...)...)
-	cmd.Env = append(os.Environ(), "TF_CLI_CONFIG_FILE="+rc, "TF_IN_AUTOMATION=1", "CHECKPOINT_DISABLE=1", "TF_LOG=")
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	err := cmd.Run()
-	took := time.Since(start)
-	if err != nil {
-		t.Fatalf("%s %s: %v\n%s", filepath.Base(cli), args[0], err, tail(out.String(), 60))
-	}
-	return out.String(), took
-}
-
 // pick returns the ready Clusters of the bed except those sharing the drifted cluster's API
 // server, sorted.
 func pick(f *testbed.Fleet) []string {
@@ -239,28 +219,6 @@ func labelClusters(ctx context.Context, c client.Client, namespace string, names
 	return errors.Join(errs...)
 }
 
-// devOverrides builds the provider and writes a CLI configuration that uses it; it returns the
-// configuration's path. The CLI runs as a user would run it (plan output on stdout), which the
-// in-process provider of terraform-plugin-testing does not show.
-func devOverrides(t *testing.T, work string) string {
-	t.Helper()
-	bin := filepath.Join(work, "plugins")
-	acctest.InstallProvider(t, bin)
-	rc := filepath.Join(work, "cli.tfrc")
-	content := fmt.Sprintf(`provider_installation {
-  dev_overrides {
-    "registry.terraform.io/gradual-dev/gradual" = %[1]q
-    "registry.opentofu.org/gradual-dev/gradual" = %[1]q
-  }
-  direct {}
-}
-`, bin)
-	if err := os.WriteFile(rc, []byte(content), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return rc
-}
-
 // unchangedObjects is how many ConfigMaps of each bundle stay the same when the version changes:
 // ~100 lines of YAML per bundle, which a plan printing the whole text of `manifests` would
 // repeat and blow the budget with.
@@ -289,7 +247,7 @@ func config(f *testbed.Fleet, label, version string, first []string, promoteUnti
 	if promoteUntil != "" {
 		until = strconv.Quote(promoteUntil)
 	}
-	return providerConfig(f) + fmt.Sprintf(`
+	return acctest.DevOverridesConfig(f) + fmt.Sprintf(`
 resource "gradual_rollout" "scale" {
   name         = %[2]q
   namespace    = %[1]q
@@ -319,27 +277,4 @@ EOT
   verify       = { timeout = "5m" }
 }
 `, f.Namespace, label, bundle(label+"-r"), bundle(label+"-a"), version, perCluster, names, until)
-}
-
-// providerConfig is the header of every configuration here: the provider, on the bed's
-// management cluster, loaded through dev_overrides.
-func providerConfig(f *testbed.Fleet) string {
-	return fmt.Sprintf(`terraform {
-  required_providers {
-    gradual = { source = "gradual-dev/gradual" }
-  }
-}
-
-provider "gradual" {
-  kubeconfig_path = %[1]q
-}
-`, f.Management.KubeconfigPath)
-}
-
-func tail(s string, n int) string {
-	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
 }

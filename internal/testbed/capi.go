@@ -66,8 +66,11 @@ func Scheme() *runtime.Scheme {
 	return s
 }
 
-// capiModuleDir locates sigs.k8s.io/cluster-api@CAPIVersion in the module cache, downloading it
-// through the Go module proxy on first use.
+// CAPIModuleDir locates sigs.k8s.io/cluster-api@CAPIVersion in the module cache, downloading it
+// through the Go module proxy on first use: its CRDs serve tests as real, large bundles.
+func CAPIModuleDir(ctx context.Context) (string, error) { return capiModuleDir(ctx) }
+
+// capiModuleDir is CAPIModuleDir.
 func capiModuleDir(ctx context.Context) (string, error) {
 	return moduleDir(ctx, "sigs.k8s.io/cluster-api")
 }

@@ -13,18 +13,21 @@ import (
 
 // The `objects` attributes show a bundle object by object. Terraform prints a changed multi-line
 // string whole — every line of a 300-line bundle for a one-line edit — but hides a map's
-// unchanged elements, so `manifests` is marked sensitive (kept out of the CLI's output, not out
-// of the state or the plan) and the plan shows, under `objects`, the changed objects only.
+// unchanged elements, and renders a string holding JSON field by field (jsonencode(...), the
+// unchanged fields hidden). So `manifests` is marked sensitive (kept out of the CLI's output, not
+// out of the state or the plan) and the plan shows, under `objects`, the changed fields of the
+// changed objects only.
 
-// ObjectsType is the element type of an `objects` map: an object's key → its YAML.
+// ObjectsType is the element type of an `objects` map: an object's key → its JSON.
 var ObjectsType = types.StringType
 
 // ObjectsDescription documents an `objects` attribute; of names the attribute it shows.
 func ObjectsDescription(of string) string {
 	return "The objects of " + of + ", one entry per object: the key is `group/Kind namespace/name` (empty group for " +
-		"the core API), the value the object as it is applied (YAML, keys sorted, default namespace filled in). Known at " +
-		"plan time. A plan shows only the entries that change, where a change to " + of + " — marked sensitive so that " +
-		"the CLI does not print the whole text for a one-line edit — would show every line."
+		"the core API), the value the object as it is applied (compact JSON, keys sorted, default namespace filled in; " +
+		"`jsondecode()` reads it). Known at plan time. A plan shows only the entries that change, and within each only " +
+		"the fields that change (the CLI renders JSON as `jsonencode(...)` and hides unchanged fields), where a change to " +
+		of + " — marked sensitive so that the CLI does not print the whole text for a one-line edit — would show every line."
 }
 
 // Objects is the `objects` value of objs.

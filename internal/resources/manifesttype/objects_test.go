@@ -15,7 +15,7 @@ func TestObjectsOf(t *testing.T) {
 		t.Errorf("no manifests: %v, want an empty map", m)
 	}
 	m := ObjectsOf(ctx, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\ndata: {k: v}\n", "apps")
-	want := "apiVersion: v1\ndata:\n  k: v\nkind: ConfigMap\nmetadata:\n  name: a\n  namespace: apps\n"
+	want := `{"apiVersion":"v1","data":{"k":"v"},"kind":"ConfigMap","metadata":{"name":"a","namespace":"apps"}}`
 	if got, ok := m.Elements()["/ConfigMap apps/a"].(types.String); !ok || got.ValueString() != want {
 		t.Errorf("objects = %v, want /ConfigMap apps/a = %q", m, want)
 	}

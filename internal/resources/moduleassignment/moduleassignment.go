@@ -37,9 +37,10 @@ func (r *assignmentResource) ImportState(ctx context.Context, req resource.Impor
 }
 
 // UpgradeState upgrades states from before schema version 1, whose `waves` held lists of counts
-// per module, to `waves` as text.
+// per module, to `waves` as text, and from before version 2, whose `objects` held YAML, to JSON
+// (shared.Upgraders).
 func (r *assignmentResource) UpgradeState(ctx context.Context) map[int64]resource.StateUpgrader {
 	var resp resource.SchemaResponse
 	r.Schema(ctx, resource.SchemaRequest{}, &resp)
-	return map[int64]resource.StateUpgrader{0: shared.WavesUpgrader("gradual_module_assignment", resp.Schema)}
+	return shared.Upgraders("gradual_module_assignment", resp.Schema, true)
 }

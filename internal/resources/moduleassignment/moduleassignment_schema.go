@@ -71,7 +71,7 @@ var wavesType = types.StringType
 func (r *assignmentResource) Schema(ctx context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
 	resp.Schema = schema.Schema{
 		// Version 1: each module's `waves` is one line of text (it was a list of counts; see UpgradeState).
-		Version: 1,
+		Version: shared.StateVersion,
 		MarkdownDescription: "Puts bundles of manifests (`modules`) on every Cluster API cluster a selector picks, including clusters " +
 			"that match later, like Cluster API's ClusterResourceSet — with deletion, drift repair and verified updates. Each module " +
 			"goes out through the same engine as `gradual_rollout` (waves of `update_limit` clusters, verification, restore to the " +

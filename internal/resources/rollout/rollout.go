@@ -40,9 +40,10 @@ func (r *rolloutResource) ImportState(ctx context.Context, req resource.ImportSt
 }
 
 // UpgradeState upgrades states from before schema version 1, whose `waves` was a list (of
-// counts, or in 0.1.0 of each wave's clusters), to `waves` as text.
+// counts, or in 0.1.0 of each wave's clusters), to `waves` as text, and from before version 2,
+// whose `objects` held YAML, to JSON (shared.Upgraders).
 func (r *rolloutResource) UpgradeState(ctx context.Context) map[int64]resource.StateUpgrader {
 	var resp resource.SchemaResponse
 	r.Schema(ctx, resource.SchemaRequest{}, &resp)
-	return map[int64]resource.StateUpgrader{0: shared.WavesUpgrader("gradual_rollout", resp.Schema)}
+	return shared.Upgraders("gradual_rollout", resp.Schema, false)
 }

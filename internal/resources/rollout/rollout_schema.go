@@ -56,7 +56,7 @@ var invalidRevisionAttrTypes = map[string]attr.Type{
 func (r *rolloutResource) Schema(ctx context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
 	resp.Schema = schema.Schema{
 		// Version 1: `waves` is one line of text (it was a list of counts; see UpgradeState).
-		Version: 1,
+		Version: shared.StateVersion,
 		MarkdownDescription: "Rolls a revision of Kubernetes manifests out to the Cluster API clusters a selector (or a list of names) " +
 			"picks, in waves of at most `update_limit` clusters, verifying after each wave that every applied object is ready. " +
 			"A cluster that fails verification is restored to its backup (last good) revision and the failed revision is recorded " +

@@ -44,3 +44,48 @@ func TestUpgradeStateFromV0(t *testing.T) {
 		t.Errorf("waves %q (%v)", waves, err)
 	}
 }
+
+// A schema version 1 state, each object of `objects` YAML, comes out with each object as the
+// provider writes it now (JSON), so that the first plan after upgrading shows no change; the
+// objects' keys stay.
+func TestUpgradeStateFromV1ObjectsYAML(t *testing.T) {
+	ctx := context.Background()
+	r := &rolloutResource{}
+	var sr resource.SchemaResponse
+	r.Schema(ctx, resource.SchemaRequest{}, &sr)
+	v1 := map[string]any{}
+	for name := range sr.Schema.Attributes {
+		v1[name] = nil
+	}
+	v1["id"], v1["waves"] = "fleet/web", "none"
+	v1["objects"] = map[string]any{"/ConfigMap web/settings": "apiVersion: v1\ndata:\n  replicas: \"3\"\nkind: ConfigMap\nmetadata:\n  name: settings\n  namespace: web\n"}
+	raw, err := json.Marshal(v1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var resp resource.UpgradeStateResponse
+	r.UpgradeState(ctx)[1].StateUpgrader(ctx, resource.UpgradeStateRequest{RawState: &tfprotov6.RawState{JSON: raw}}, &resp)
+	if resp.Diagnostics.HasError() {
+		t.Fatalf("upgrade: %v", resp.Diagnostics)
+	}
+	val, err := resp.DynamicValue.Unmarshal(sr.Schema.Type().TerraformType(ctx))
+	if err != nil {
+		t.Fatalf("the upgraded state is not a value of the current schema: %v", err)
+	}
+	var attrs map[string]tftypes.Value
+	if err := val.As(&attrs); err != nil {
+		t.Fatal(err)
+	}
+	var objects map[string]tftypes.Value
+	if err := attrs["objects"].As(&objects); err != nil {
+		t.Fatal(err)
+	}
+	var doc string
+	want := `{"apiVersion":"v1","data":{"replicas":"3"},"kind":"ConfigMap","metadata":{"name":"settings","namespace":"web"}}`
+	if err := objects["/ConfigMap web/settings"].As(&doc); err != nil || doc != want {
+		t.Errorf("objects[/ConfigMap web/settings] = %q (%v), want %q", doc, err, want)
+	}
+	if _, ok := r.UpgradeState(ctx)[0]; !ok {
+		t.Error("no upgrader from version 0")
+	}
+}

@@ -11,9 +11,6 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework-timeouts/resource/timeouts"
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
-	"github.com/hashicorp/terraform-plugin-framework/resource"
-	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
-	"github.com/hashicorp/terraform-plugin-go/tfprotov6"
 )
 
 // WavesText is how a plan shows waves: one line whatever their number, so that a plan over a
@@ -136,30 +133,6 @@ func listText(list []any) (string, error) {
 		}
 	}
 	return WavesText(sizes, 0), nil
-}
-
-// WavesUpgrader upgrades a schema version 0 state of the resource named typeName, whose schema
-// is now current, to `waves` as text (UpgradeWavesJSON).
-func WavesUpgrader(typeName string, current schema.Schema) resource.StateUpgrader {
-	attrs := map[string]bool{}
-	for name := range current.Attributes {
-		attrs[name] = true
-	}
-	for name := range current.Blocks {
-		attrs[name] = true
-	}
-	return resource.StateUpgrader{StateUpgrader: func(_ context.Context, req resource.UpgradeStateRequest, resp *resource.UpgradeStateResponse) {
-		if req.RawState == nil || req.RawState.JSON == nil {
-			resp.Diagnostics.AddError("Cannot Upgrade State", "The stored state of "+typeName+" (schema version 0) has no JSON form.")
-			return
-		}
-		raw, err := UpgradeWavesJSON(req.RawState.JSON, attrs)
-		if err != nil {
-			resp.Diagnostics.AddError("Cannot Upgrade State", fmt.Sprintf("The stored state of %s (schema version 0) does not decode: %v.", typeName, err))
-			return
-		}
-		resp.DynamicValue = &tfprotov6.DynamicValue{JSON: raw}
-	}}
 }
 
 // WavesOutlastTimeout says, for a plan of waves waves, whether they can take longer than

@@ -1,0 +1,84 @@
+package acctest
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gradual-dev/terraform-provider-gradual/internal/testbed"
+)
+
+// A CLI run as a person runs it: `tofu plan` or `terraform plan` in a directory of its own, the
+// provider installed through dev_overrides, the plan printed on stdout. terraform-plugin-testing
+// drives the CLI too but never shows what it prints; the tests of what a reviewer reads (plan
+// line budgets) need that text.
+
+// DevOverrides installs the provider under work and writes a CLI configuration that loads it
+// (dev_overrides for both registries); it returns the configuration's path.
+func DevOverrides(t *testing.T, work string) string {
+	t.Helper()
+	bin := filepath.Join(work, "plugins")
+	InstallProvider(t, bin)
+	rc := filepath.Join(work, "cli.tfrc")
+	content := fmt.Sprintf(`provider_installation {
+  dev_overrides {
+    "registry.terraform.io/gradual-dev/gradual" = %[1]q
+    "registry.opentofu.org/gradual-dev/gradual" = %[1]q
+  }
+  direct {}
+}
+`, bin)
+	if err := os.WriteFile(rc, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return rc
+}
+
+// DevOverridesConfig is the header of a configuration run with DevOverrides: the provider, by
+// its source address, on f's management cluster.
+func DevOverridesConfig(f *testbed.Fleet) string {
+	return fmt.Sprintf(`terraform {
+  required_providers {
+    gradual = { source = "gradual-dev/gradual" }
+  }
+}
+
+provider "gradual" {
+  kubeconfig_path = %[1]q
+}
+`, f.Management.KubeconfigPath)
+}
+
+// RunCLI runs `cli SUBCOMMAND -input=false -no-color REST...` in work with the CLI configuration
+// rc, and returns what it printed and how long it took; a failure fails the test with the end of
+// the output.
+func RunCLI(ctx context.Context, t *testing.T, cli, work, rc string, args ...string) (string, time.Duration) {
+	t.Helper()
+	start := time.Now()
+	// Flags first: a saved plan is the last argument.
+	cmd := exec.CommandContext(ctx, cli, append([]string{"-chdir=" + work, args[0], "-input=false", "-no-color"}, args[1:]...)...)
+	cmd.Env = append(os.Environ(), "TF_CLI_CONFIG_FILE="+rc, "TF_IN_AUTOMATION=1", "CHECKPOINT_DISABLE=1", "TF_LOG=")
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Run()
+	took := time.Since(start)
+	if err != nil {
+		t.Fatalf("%s %s: %v\n%s", filepath.Base(cli), args[0], err, Tail(out.String(), 60))
+	}
+	return out.String(), took
+}
+
+// Tail is the last n lines of s.
+func Tail(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
