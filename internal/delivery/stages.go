@@ -83,3 +83,40 @@ func emptyStages(p engine.Policy, targets []engine.Target) error {
 		"These stages pick none of the clusters this rollout picks: %s. Check each stage's names and match_labels against the Clusters' names and labels.",
 		strings.Join(empty, ", ")))
 }
+
+// Waiting names the clusters of d that spec's stages leave for a later promotion (in a stage
+// after Policy.PromoteUntil) or leave alone (in no stage); nil without stages. Canaries never
+// wait: they go first. A refresh counts such clusters apart rather than listing each as needing
+// attention, so that a plan stays short while most of a large fleet waits for its stage.
+func (spec Spec) Waiting(d *fleet.Discovery) map[string]bool {
+	if len(spec.Stages) == 0 || d == nil {
+		return nil
+	}
+	last := len(spec.Stages)
+	for i, st := range spec.Stages {
+		if st.Name == spec.Policy.PromoteUntil {
+			last = i + 1
+		}
+	}
+	canary := map[string]bool{}
+	for _, name := range spec.Policy.Canary {
+		canary[name] = true
+	}
+	out := map[string]bool{}
+	for _, c := range d.Clusters {
+		if canary[c.Name] {
+			continue
+		}
+		stage := 0
+		for i, st := range spec.Stages {
+			if st.picks(c) {
+				stage = i + 1
+				break
+			}
+		}
+		if stage == 0 || stage > last {
+			out[c.Name] = true
+		}
+	}
+	return out
+}

@@ -63,3 +63,19 @@ func TestDecideStages(t *testing.T) {
 		}
 	})
 }
+
+func TestWaiting(t *testing.T) {
+	eu := StageSpec{Name: "eu", MatchLabels: map[string]string{"region": "eu"}}
+	us := StageSpec{Name: "us", Names: []string{"c"}}
+	obs := stagedObservation()
+	obs.Discovery.Clusters = append(obs.Discovery.Clusters, fleet.Cluster{Name: "d"}, fleet.Cluster{Name: "e"})
+	spec := stagedSpec(t, "eu", eu, us)
+	spec.Policy.Canary = []string{"e"}
+	got := spec.Waiting(obs.Discovery)
+	if len(got) != 2 || !got["c"] || !got["d"] {
+		t.Errorf("waiting %v, want c (stage us, after eu) and d (in no stage); e is a canary", got)
+	}
+	if got := stagedSpec(t, "").Waiting(obs.Discovery); got != nil {
+		t.Errorf("without stages: %v", got)
+	}
+}

@@ -274,7 +274,7 @@ func (m *Model) setObserved(ctx context.Context, obs *delivery.Observation) diag
 	for name, st := range obs.Clusters {
 		m.private.Clusters[name] = clusterRecord{Revision: st.Revision, State: st.State, Backup: st.Backup}
 	}
-	summary, attention := summarize(m.Revision.ValueString(), obs)
+	summary, attention := summarize(m.Revision.ValueString(), obs, m.waiting(ctx, obs))
 	var d diag.Diagnostics
 	m.Summary, d = types.MapValueFrom(ctx, types.Int64Type, summary)
 	diags.Append(d...)

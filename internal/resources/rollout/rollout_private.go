@@ -62,14 +62,22 @@ func (m *Model) SavePrivate(ctx context.Context, to shared.PrivateSetter) diag.D
 const (
 	summaryOutdated = "outdated"
 	summarySkipped  = "skipped"
+	// summaryWaiting counts the clusters not on the revision that its stages leave for a later
+	// promotion (or in no stage): counted, not listed in `attention`, however many they are.
+	summaryWaiting = "waiting"
 )
 
 // summarize counts the picked clusters by state and says, for each eligible one not current on
-// revision, what is wrong. Skipped clusters are counted; their reasons are in `skipped`.
-func summarize(revision string, obs *delivery.Observation) (map[string]int64, map[string]string) {
+// revision, what is wrong. Skipped clusters are counted; their reasons are in `skipped`. The
+// clusters that wait for a later stage (waiting) are counted as such when not current.
+func summarize(revision string, obs *delivery.Observation, waiting map[string]bool) (map[string]int64, map[string]string) {
 	summary, attention := map[string]int64{}, map[string]string{}
 	for name, st := range obs.Clusters {
 		state := stateOf(revision, st)
+		if waiting[name] && state != delivery.StateCurrent {
+			summary[summaryWaiting]++
+			continue
+		}
 		summary[state]++
 		if note := attentionNote(revision, state, st); note != "" {
 			attention[name] = note

@@ -21,7 +21,7 @@ func TestSummarize(t *testing.T) {
 		},
 		Skipped: map[string]string{"f": "control plane not ready"},
 	}
-	summary, attention := summarize("r2", obs)
+	summary, attention := summarize("r2", obs, nil)
 	want := map[string]int64{"current": 1, "outdated": 1, "drifted": 1, "pending": 1, "provisioning": 1, "skipped": 1}
 	if len(summary) != len(want) {
 		t.Fatalf("summary %v, want %v", summary, want)
@@ -107,5 +107,20 @@ func TestPrivateStateRoundTrip(t *testing.T) {
 	again.LoadPrivate(ctx, store)
 	if again.private.PlannedWaves != nil || again.private.Clusters["a"].Revision != "r1" {
 		t.Errorf("after clearing the waves: %+v", again.private)
+	}
+}
+
+// Clusters waiting for a later stage are counted as waiting, not listed in attention; a waiting
+// cluster already on the revision is current.
+func TestSummarizeWaiting(t *testing.T) {
+	obs := &delivery.Observation{Clusters: map[string]delivery.ClusterState{
+		"a": {Revision: "r2", State: delivery.StateCurrent},
+		"b": {Revision: "r1", State: delivery.StateCurrent},
+		"c": {State: delivery.StatePending},
+		"d": {Revision: "r2", State: delivery.StateCurrent},
+	}}
+	summary, attention := summarize("r2", obs, map[string]bool{"b": true, "c": true, "d": true})
+	if summary["waiting"] != 2 || summary["current"] != 2 || len(attention) != 0 {
+		t.Errorf("summary %v attention %v, want 2 waiting, 2 current, no attention", summary, attention)
 	}
 }

@@ -205,7 +205,7 @@ func (r *rolloutResource) Schema(ctx context.Context, _ resource.SchemaRequest, 
 				Computed: true, ElementType: types.Int64Type,
 				MarkdownDescription: "How many picked clusters are in each state: `current` (verified on `revision`), `outdated` (on another " +
 					"revision, e.g. restored after a failure, or not reached yet), `drifted` (objects missing or edited), `provisioning` " +
-					"(an apply stopped while changing it), `pending` (nothing applied yet), `values-changed` (with `values`: it renders differently now) and `skipped`. A plan stays readable at any fleet " +
+					"(an apply stopped while changing it), `pending` (nothing applied yet), `values-changed` (with `values`: it renders differently now), `waiting` (with `stages`: not on the revision, in a stage after `promote_until` or in no stage; counted here, never listed in `attention`) and `skipped`. A plan stays readable at any fleet " +
 					"size: per-cluster detail is in `attention` (clusters that need it) and in the `gradual_rollout_status` data source. " +
 					"Where clusters end up depends on how apply fares, so while a plan changes anything this is known after apply.",
 			},

@@ -200,3 +200,19 @@ func stagesValue(ctx context.Context, stored []storedStage) types.List {
 	}
 	return types.ListValueMust(elem, vals)
 }
+
+// waiting names the clusters of obs that m's stages leave for a later promotion or in no stage
+// (delivery.Spec.Waiting); nil without stages, or when they cannot be read (plan reports why).
+func (m *Model) waiting(ctx context.Context, obs *delivery.Observation) map[string]bool {
+	if m.Stages.IsNull() || m.Stages.IsUnknown() || obs == nil {
+		return nil
+	}
+	var spec delivery.Spec
+	if diags := m.stages(ctx, &spec); diags.HasError() {
+		return nil
+	}
+	if diags := shared.SetCanary(ctx, m.Canary, m.CanaryOptional, &spec.Policy); diags.HasError() {
+		return nil
+	}
+	return spec.Waiting(obs.Discovery)
+}

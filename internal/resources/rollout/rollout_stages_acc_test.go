@@ -53,6 +53,10 @@ func TestAccRollout_stages(t *testing.T) {
 				Config: config("v1", false, "eu"),
 				Check: resource.ComposeTestCheckFunc(
 					resource.TestCheckResourceAttr("gradual_rollout.test", "waves", "1 wave of 2 clusters; stops after stage eu: 1 cluster waits for stage us"),
+					// The cluster that waits is counted, not listed as needing attention.
+					resource.TestCheckResourceAttr("gradual_rollout.test", "summary.waiting", "1"),
+					resource.TestCheckResourceAttr("gradual_rollout.test", "summary.current", "2"),
+					resource.TestCheckNoResourceAttr("gradual_rollout.test", "attention.prod-us-1"),
 					onRevision(t, f, name, "prod-eu-1", v1), onRevision(t, f, name, "staging-eu-1", v1), onRevision(t, f, name, "prod-us-1", ""),
 				),
 			},

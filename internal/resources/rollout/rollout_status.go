@@ -144,7 +144,7 @@ func (d *statusDataSource) Read(ctx context.Context, req datasource.ReadRequest,
 		resp.Diagnostics.Append(diagnostics.FromError(err, "Cannot Read The Fleet"))
 		return
 	}
-	summary, attention := summarize(revision, obs)
+	summary, attention := summarize(revision, obs, nil)
 	cfg.Revision, cfg.Summary, cfg.Clusters = types.StringValue(revision), summary, statusClusters(revision, obs, attention)
 	resp.Diagnostics.Append(resp.State.Set(ctx, &cfg)...)
 }
