@@ -357,12 +357,16 @@ func redact(err error) error {
 // this map instead of the bundle's text. Terraform and OpenTofu print a changed multi-line
 // string whole, but they hide the unchanged elements of a map, and they render a string that is
 // JSON as jsonencode(...), showing only the fields that change, with "# (N unchanged attributes
-// hidden)" for the rest. So a one-field edit of a 5,000-line CRD plans a few lines: the path to
-// the field, not the object.
+// hidden)" for the rest. Lists are the exception: a changed list element comes with its
+// unchanged neighbours printed whole, which for a CRD's `versions` is thousands of lines. So a
+// list that holds objects or lists is shown as an object keyed by position, and by name where
+// its elements have one ("[0] v1beta1", "[1] v1beta2"), whose unchanged members are hidden like
+// any others. A one-field edit of a 5,000-line CRD then plans a few dozen lines: the path to the
+// field, not the object.
 func Documents(objs []*unstructured.Unstructured) (map[string]string, error) {
 	out := make(map[string]string, len(objs))
 	for _, obj := range objs {
-		doc, err := json.Marshal(obj.Object)
+		doc, err := json.Marshal(shown(obj.Object))
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", Key(obj), err)
 		}
@@ -371,8 +375,67 @@ func Documents(objs []*unstructured.Unstructured) (map[string]string, error) {
 	return out, nil
 }
 
-// DocumentFromYAML turns an object's entry written by an earlier version (YAML, keys sorted)
-// into what Documents writes now, for state upgrades; an entry that is JSON already is kept.
+// shown is v as Documents shows it: every list that holds an object or a list becomes an object
+// keyed by element (shownKeys); everything else as it is.
+func shown(v any) any {
+	switch v := v.(type) {
+	case map[string]any:
+		out := make(map[string]any, len(v))
+		for k, e := range v {
+			out[k] = shown(e)
+		}
+		return out
+	case []any:
+		nested := false
+		for _, e := range v {
+			switch e.(type) {
+			case map[string]any, []any:
+				nested = true
+			}
+		}
+		if !nested {
+			return v
+		}
+		keys := shownKeys(v)
+		out := make(map[string]any, len(v))
+		for i, e := range v {
+			out[keys[i]] = shown(e)
+		}
+		return out
+	}
+	return v
+}
+
+// shownKeys are the keys of a list's elements when it is shown as an object: "[i]", the position
+// zero-padded so that the keys sort in the list's order, then " name" when every element is an
+// object with a distinct, non-empty string `name` (containers, ports, a CRD's versions).
+func shownKeys(list []any) []string {
+	width := len(fmt.Sprint(len(list) - 1))
+	names := make([]string, len(list))
+	seen := map[string]bool{}
+	named := true
+	for i, e := range list {
+		m, ok := e.(map[string]any)
+		name, _ := m["name"].(string)
+		if !ok || name == "" || seen[name] {
+			named = false
+			break
+		}
+		seen[name], names[i] = true, name
+	}
+	keys := make([]string, len(list))
+	for i := range list {
+		keys[i] = fmt.Sprintf("[%0*d]", width, i)
+		if named {
+			keys[i] += " " + names[i]
+		}
+	}
+	return keys
+}
+
+// DocumentFromYAML turns an object's entry written by an earlier version (YAML, keys sorted, lists
+// as they are) into what Documents writes now, for state upgrades; an entry that is JSON already
+// is kept.
 func DocumentFromYAML(doc string) (string, error) {
 	if json.Valid([]byte(doc)) {
 		return doc, nil
@@ -389,6 +452,6 @@ func DocumentFromYAML(doc string) (string, error) {
 	if err := dec.Decode(&obj); err != nil {
 		return "", err
 	}
-	out, err := json.Marshal(obj)
+	out, err := json.Marshal(shown(obj))
 	return string(out), err
 }

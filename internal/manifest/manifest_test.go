@@ -2,6 +2,7 @@ package manifest
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -223,5 +224,33 @@ func TestDocumentsOnePerObjectFormattingFree(t *testing.T) {
 	c := docs(namespace + "---\n" + strings.Replace(deployment, "replicas: 2", "replicas: 3", 1))
 	if c["/Namespace /demo"] != a["/Namespace /demo"] || c["apps/Deployment demo/web"] == a["apps/Deployment demo/web"] {
 		t.Errorf("a change to the Deployment should change its entry only: %v vs %v", a, c)
+	}
+}
+
+// Lists of objects are shown keyed by position and name, so that the CLI hides the unchanged
+// elements; lists of scalars stay lists; positions sort in order past ten.
+func TestDocumentsShowListsKeyed(t *testing.T) {
+	var rules strings.Builder
+	for i := range 11 {
+		fmt.Fprintf(&rules, "  - {port: %d}\n", i)
+	}
+	set, err := Parse("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c, namespace: demo}\ncontainers:\n  - {name: web, args: [a, b]}\n  - {name: side}\ndup:\n  - {name: x}\n  - {name: x}\nrules:\n" + rules.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	docs, err := Documents(set.Objects)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := docs["/ConfigMap demo/c"]
+	for _, want := range []string{
+		`"containers":{"[0] web":{"args":["a","b"],"name":"web"},"[1] side":{"name":"side"}}`,
+		`"dup":{"[0]":{"name":"x"},"[1]":{"name":"x"}}`,
+		`"rules":{"[00]":{"port":0},"[01]":{"port":1},`,
+		`"[10]":{"port":10}}`,
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("shown as %s, want it to contain %s", got, want)
+		}
 	}
 }

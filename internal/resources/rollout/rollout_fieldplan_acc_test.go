@@ -13,14 +13,20 @@ import (
 	"github.com/gradual-dev/terraform-provider-gradual/internal/testbed"
 )
 
-// fieldPlanBudget is the most lines `plan` may print for a one-field change of one object,
-// whatever the object's size.
-const fieldPlanBudget = 60
+// fieldPlanBudget is the most lines `plan` may print for a one-field change of one object near
+// its top (an annotation added), whatever the object's size. deepFieldPlanBudget is the budget
+// of a change twenty levels down: the CLI prints the path to the field, two or three lines per
+// level, and a changed multi-line string whole (here a 55-line description).
+const (
+	fieldPlanBudget     = 60
+	deepFieldPlanBudget = 200
+)
 
-// Plans sized by the change down to the field: Cluster API's ClusterClass CRD (5,000+ lines of
+// Plans sized by the change down to the field: Cluster API's ClusterClass CRD (5,520 lines of
 // YAML) rolled out to one cluster, then one annotation added to it, plans in at most
-// fieldPlanBudget lines as the CLI prints it, showing the annotation and hiding the rest. This
-// is what the CLI renders, so it runs on both lanes.
+// fieldPlanBudget lines as the CLI prints it, showing the annotation and hiding the rest; a
+// description changed deep in its schema, in at most deepFieldPlanBudget. This is what the CLI
+// renders, so it runs on both lanes.
 func TestAccRollout_fieldLevelPlan(t *testing.T) {
 	acctest.PreCheck(t)
 	f := acctest.Fleet(t)
@@ -30,7 +36,7 @@ func TestAccRollout_fieldLevelPlan(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	crd, err := os.ReadFile(filepath.Join(root, "config/crd/bases/cluster.x-k8s.io_clusterclasses.yaml"))
+	crd, err := os.ReadFile(filepath.Join(root, "core/config/crd/bases/cluster.x-k8s.io_clusterclasses.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,16 +79,48 @@ resource "gradual_rollout" "crd" {
 		}
 	})
 
-	write(strings.Replace(string(crd), anchor, anchor+"    gradual.dev/reviewed: \"field-level\"\n", 1))
-	out, took := run("plan")
-	lines := strings.Count(out, "\n")
-	t.Logf("%s: plan of one annotation added to the ClusterClass CRD: %d lines, %s:\n%s", filepath.Base(cli), lines, took.Round(100*time.Millisecond), out)
-	if lines > fieldPlanBudget {
-		t.Errorf("the plan has %d lines, want at most %d", lines, fieldPlanBudget)
+	// One annotation added (metadata.annotations), then one description deep in the schema
+	// changed instead (a dozen levels down: spec.versions[].schema.openAPIV3Schema…).
+	const deep = `description: "rule represents the expression`
+	at := strings.LastIndex(string(crd), deep)
+	if at < 0 {
+		t.Fatalf("the CRD has no %q to change", deep)
 	}
-	for _, want := range []string{`+ "gradual.dev/reviewed"`, "unchanged attributes hidden", "# gradual_rollout.crd will be updated in-place"} {
-		if !strings.Contains(out, want) {
-			t.Errorf("the plan does not show %q", want)
+	for _, edit := range []struct {
+		what, bundle, shows string
+		budget              int
+	}{
+		{"one annotation added", strings.Replace(string(crd), anchor, anchor+"    gradual.dev/reviewed: \"field-level\"\n", 1), `+ "gradual.dev/reviewed"`, fieldPlanBudget},
+		{"one description deep in the schema changed", string(crd[:at]) + `description: "Rule represents the expression` + string(crd[at+len(deep):]),
+			`+ Rule represents the expression`, deepFieldPlanBudget},
+	} {
+		write(edit.bundle)
+		out, took := run("plan")
+		shown := withoutDevOverridesWarning(out)
+		lines := strings.Count(shown, "\n")
+		t.Logf("%s: plan of %s in the ClusterClass CRD: %d lines (%d with the test's dev_overrides warning), %s:\n%s",
+			filepath.Base(cli), edit.what, lines, strings.Count(out, "\n"), took.Round(100*time.Millisecond), shown)
+		if lines > edit.budget {
+			t.Errorf("%s: the plan has %d lines, want at most %d", edit.what, lines, edit.budget)
+		}
+		for _, want := range []string{edit.shows, "unchanged attributes hidden", "# gradual_rollout.crd will be updated in-place"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("%s: the plan does not show %q", edit.what, want)
+			}
 		}
 	}
+}
+
+// withoutDevOverridesWarning drops the warning both CLIs print first when the provider comes from
+// dev_overrides, as in these tests: a user of the released provider never sees it.
+func withoutDevOverridesWarning(out string) string {
+	start := strings.Index(out, "Warning: Provider development overrides are in effect")
+	if start < 0 {
+		return out
+	}
+	end := strings.Index(out[start:], "releases.\n")
+	if end < 0 {
+		return out
+	}
+	return out[:start] + out[start+end+len("releases.\n"):]
 }

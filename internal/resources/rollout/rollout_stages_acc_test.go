@@ -73,7 +73,7 @@ func TestAccRollout_stages(t *testing.T) {
 				// v2 reaches the first stage only: its clusters fail it, beyond the stage's
 				// max_failures 0 (within the rollout's 2), so us never starts and eu is restored.
 				Config:      config("v2", true, "us"),
-				ExpectError: regexp.MustCompile(`stage eu: 2 failures, more than its max_failures 0`),
+				ExpectError: regexp.MustCompile(`stage eu: 2 failures, more than its\s+max_failures 0`),
 			},
 			{
 				Config:      config("v2", true, "us"),
