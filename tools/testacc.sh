@@ -133,13 +133,13 @@ scale() {
   GRADUAL_TESTBED_SCALE_DIR="$work/scale" run_one internal/scaleacc 20m '^TestAccScale_' "$@" TF_ACC_TERRAFORM_PATH="$path"
 }
 # The plan line budget at a few hundred clusters (internal/scaleacc) needs a scale bed of its own:
-# 450 CAPI Clusters over 3 kwok API servers, of which the test picks ~300. The two CLIs' runs go
+# 360 CAPI Clusters over 3 kwok API servers, of which the test picks ~240. The two CLIs' runs go
 # side by side on it: each labels the Clusters and names its resources and namespaces after a
 # label of its own (scaleacc's setUp), so neither sees the other's, and the runs mostly wait on
 # the bed's API servers rather than on each other.
 scale_stage() {
-  stage "starting the scale bed: 450 CAPI Clusters over 3 kwok API servers"
-  bed_up "$work/scale" --workloads 3 --clusters 450 || return 1
+  stage "starting the scale bed: 360 CAPI Clusters over 3 kwok API servers"
+  bed_up "$work/scale" --workloads 3 --clusters 360 || return 1
   local pids=() rc=0 pid
   ( scale OpenTofu "$GRADUAL_TOFU" 2>&1 | sed -u 's/^/[scale OpenTofu] /'; exit "${PIPESTATUS[0]}" ) &
   pids+=("$!")

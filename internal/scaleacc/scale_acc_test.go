@@ -173,7 +173,7 @@ func setUp(t *testing.T, prefix string) scaleRun {
 	t.Cleanup(cancel)
 	s := scaleRun{ctx: ctx, fleet: f, cli: os.Getenv("TF_ACC_TERRAFORM_PATH"), picked: pick(f), label: acctest.UniqueLabel(prefix)}
 	if len(s.picked) < 200 {
-		t.Fatalf("the scale bed offers %d Clusters for this test, want at least 200 (start it with --clusters 450)", len(s.picked))
+		t.Fatalf("the scale bed offers %d Clusters for this test, want at least 200 (start it with --clusters 360)", len(s.picked))
 	}
 	if s.management, err = f.ManagementClient(); err != nil {
 		t.Fatal(err)

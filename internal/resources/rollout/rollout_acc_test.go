@@ -619,6 +619,7 @@ func TestAccRollout_badInput(t *testing.T) {
 
 // A bundle over 1 MiB (after compression) is applied, and its records are split across Secrets.
 func TestAccRollout_largeBundle(t *testing.T) {
+	acctest.OnOneLane(t, 0) // how records are split, not how a CLI drives the provider
 	f := acctest.Fleet(t)
 	name := acctest.UniqueLabel("large")
 	bundle := app(name, "v1", false, "") + bigConfigMaps(name, 3, 450<<10)
