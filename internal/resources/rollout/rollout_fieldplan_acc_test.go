@@ -73,6 +73,15 @@ resource "gradual_rollout" "crd" {
 	write(string(crd))
 	_, took := run("apply", "-auto-approve")
 	t.Logf("%s: the CRD applied in %s", filepath.Base(cli), took.Round(100*time.Millisecond))
+	// The state holds the bundle's text and each object as JSON: under twice the bundle.
+	st, err := os.Stat(filepath.Join(work, "terraform.tfstate"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("state: %d bytes for a bundle of %d (%.2f×)", st.Size(), len(crd), float64(st.Size())/float64(len(crd)))
+	if st.Size() >= 2*int64(len(crd)) {
+		t.Errorf("the state is %d bytes, want under twice the bundle's %d", st.Size(), len(crd))
+	}
 	t.Cleanup(func() {
 		if _, err := os.Stat(filepath.Join(work, "terraform.tfstate")); err == nil {
 			acctest.RunCLI(context.Background(), t, cli, work, rc, "destroy", "-auto-approve")
