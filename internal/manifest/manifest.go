@@ -4,8 +4,8 @@
 package manifest
 
 import (
-	"bytes"
 	"bufio"
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"

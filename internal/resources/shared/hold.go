@@ -44,44 +44,50 @@ const HoldsDescription = "A Cluster annotated `" + fleet.PausedAnnotation + ": \
 	": \"<cron>;<duration>[;<time zone>]\"` (e.g. `\"0 2 * * 6;4h;Europe/Berlin\"`, time zone UTC when left out) is changed " +
 	"only inside that window; with `maintenance_window` set as well, inside both."
 
+// windowFields are the fields of a `maintenance_window`, for the resources' attribute and the
+// provider's.
+var windowFields = []struct {
+	name, description string
+	required          bool
+	check             validator.String
+}{
+	{"schedule", "When the window opens: a cron expression of five fields (minute hour day-of-month month " +
+		"day-of-week, e.g. `\"0 2 * * 6\"` for Saturdays at 02:00) or a descriptor such as `@daily`, in `time_zone`.", true,
+		windowField(func(s string) error { _, err := window.ParseSchedule(s); return err }, "a cron expression of five fields", "Invalid Cron Expression")},
+	{"duration", "How long the window stays open after each start, e.g. `\"4h\"` (more than 0, at most `\"168h\"`).", true,
+		windowField(func(s string) error { _, err := window.ParseDuration(s); return err }, "a duration of at most 168h", "Invalid Duration")},
+	{"time_zone", "The IANA time zone `schedule` is read in, e.g. `\"Europe/Berlin\"` (daylight saving time included). Default `\"UTC\"`.", false,
+		windowField(func(s string) error { _, err := window.ParseTimeZone(s); return err }, "an IANA time zone name", "Invalid Time Zone")},
+}
+
 // MaintenanceWindowAttribute is the `maintenance_window` attribute of what (e.g. "rollout").
 func MaintenanceWindowAttribute(what string) schema.SingleNestedAttribute {
+	attrs := map[string]schema.Attribute{}
+	for _, f := range windowFields {
+		attrs[f.name] = schema.StringAttribute{Required: f.required, Optional: !f.required, MarkdownDescription: f.description, Validators: []validator.String{f.check}}
+	}
 	return schema.SingleNestedAttribute{
 		Optional: true,
 		MarkdownDescription: "When the " + what + " may change clusters: a cluster is started only while this window is open " +
 			"and stays open for at least `verify.timeout` + `verify.bake_time` more, so that its wave ends inside it. Judged at " +
 			"plan (a cluster outside it is skipped with the time the window opens next), again when apply reads the fleet, and " +
 			"again right before each wave: a cluster whose window closed in between is left alone, never changed outside it, " +
-			"and picked up by a later apply. A Cluster's own `" + window.Annotation + "` annotation applies as well.",
-		Attributes: map[string]schema.Attribute{
-			"schedule": schema.StringAttribute{
-				Required: true,
-				MarkdownDescription: "When the window opens: a cron expression of five fields (minute hour day-of-month month " +
-					"day-of-week, e.g. `\"0 2 * * 6\"` for Saturdays at 02:00) or a descriptor such as `@daily`, in `time_zone`.",
-				Validators: []validator.String{windowField(func(s string) error { _, err := window.ParseSchedule(s); return err }, "a cron expression of five fields", "Invalid Cron Expression")},
-			},
-			"duration": schema.StringAttribute{
-				Required:            true,
-				MarkdownDescription: "How long the window stays open after each start, e.g. `\"4h\"` (more than 0, at most `\"168h\"`).",
-				Validators:          []validator.String{windowField(func(s string) error { _, err := window.ParseDuration(s); return err }, "a duration of at most 168h", "Invalid Duration")},
-			},
-			"time_zone": schema.StringAttribute{
-				Optional:            true,
-				MarkdownDescription: "The IANA time zone `schedule` is read in, e.g. `\"Europe/Berlin\"` (daylight saving time included). Default `\"UTC\"`.",
-				Validators:          []validator.String{windowField(func(s string) error { _, err := window.ParseTimeZone(s); return err }, "an IANA time zone name", "Invalid Time Zone")},
-			},
-		},
+			"and picked up by a later apply. A Cluster's own `" + window.Annotation + "` annotation applies as well. Without it, " +
+			"the provider's `maintenance_window`, if any, applies.",
+		Attributes: attrs,
 	}
+}
+
+func windowField(check func(string) error, description, summary string) validator.String {
+	return stringFunc{description: description, summary: summary, check: check}
 }
 
 // ProviderMaintenanceWindowAttribute is the provider's `maintenance_window`: the same fields, the
 // window of every rollout and module assignment that sets none of its own.
 func ProviderMaintenanceWindowAttribute() providerschema.SingleNestedAttribute {
-	r := MaintenanceWindowAttribute("rollout")
 	attrs := map[string]providerschema.Attribute{}
-	for name, a := range r.Attributes {
-		sa := a.(schema.StringAttribute)
-		attrs[name] = providerschema.StringAttribute{Required: sa.Required, Optional: sa.Optional, MarkdownDescription: sa.MarkdownDescription, Validators: sa.Validators}
+	for _, f := range windowFields {
+		attrs[f.name] = providerschema.StringAttribute{Required: f.required, Optional: !f.required, MarkdownDescription: f.description, Validators: []validator.String{f.check}}
 	}
 	return providerschema.SingleNestedAttribute{
 		Optional: true,
@@ -108,10 +114,6 @@ func WindowFrom(ctx context.Context, v types.Object) (*window.Window, diag.Diagn
 		return nil, diags
 	}
 	return &w, diags
-}
-
-func windowField(check func(string) error, description, summary string) validator.String {
-	return stringFunc{description: description, summary: summary, check: check}
 }
 
 // HoldFrom converts `maintenance_window` into fleet's Hold; margin is how long a window must
