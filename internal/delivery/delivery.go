@@ -42,6 +42,9 @@ type Spec struct {
 	// template and these rules; each cluster's record holds what was rendered for it.
 	Values   *Values
 	Rendered map[string]*manifest.Set
+	// Preview says which planned clusters a plan dry-runs the revision on, and for how long
+	// (see Service.CheckAndPreview); apply does not use it.
+	Preview PreviewSpec
 }
 
 // Cluster states, as the rollout's `summary`, `attention` and `gradual_rollout_status` show them.
