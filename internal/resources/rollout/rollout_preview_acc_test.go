@@ -12,7 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/gradual-dev/terraform-provider-gradual/internal/acctest")
+	"github.com/gradual-dev/terraform-provider-gradual/internal/acctest"
+)
 
 // A ValidatingAdmissionPolicy in the canary cluster rejects the bundle's ConfigMap: the plan's
 // dry-run preview fails the plan naming the cluster, the object and the policy's message, and
@@ -101,8 +102,8 @@ func denyPolicy(name string) (policy, binding *unstructured.Unstructured) {
 	}}
 	binding = &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding",
-		"metadata":   map[string]any{"name": "deny-" + name},
-		"spec":       map[string]any{"policyName": "deny-" + name, "validationActions": []any{"Deny"}},
+		"metadata": map[string]any{"name": "deny-" + name},
+		"spec":     map[string]any{"policyName": "deny-" + name, "validationActions": []any{"Deny"}},
 	}}
 	return policy, binding
 }
