@@ -45,6 +45,9 @@ type Spec struct {
 	// Stages, when set, are resolved against the fleet into Policy.Stages each time it is read
 	// (plan and apply); Policy.PromoteUntil names the last one this apply carries the revision to.
 	Stages []StageSpec
+	// Preview says which planned clusters a plan dry-runs the revision on, and for how long
+	// (see Service.CheckAndPreview); apply does not use it.
+	Preview PreviewSpec
 }
 
 // Cluster states, as the rollout's `summary`, `attention` and `gradual_rollout_status` show them.

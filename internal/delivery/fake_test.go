@@ -162,6 +162,14 @@ type faults struct {
 	applyErr error
 	// restoreBroken: applying or deleting objects for a restore answers 503.
 	restoreBroken bool
+	// previewSlow: the dry-run of a preview hangs until its context ends (an API server too
+	// slow for the plan's time budget); previewDown: it answers 503.
+	previewSlow, previewDown bool
+	// previewRejects: the dry-run rejects the desired revision's Deployment with this reason
+	// (an admission policy); previewConflict: it finds a field of ConfigMap web-config owned by
+	// another applier.
+	previewRejects  string
+	previewConflict bool
 }
 
 // counted reports whether the faults make the revision fail in a way that counts against the
@@ -357,6 +365,47 @@ func (c *fakeCluster) checkRecorded(op string, objs []*unstructured.Unstructured
 
 func (c *fakeCluster) Check(_ context.Context, _ []*unstructured.Unstructured) error {
 	return c.enter("check")
+}
+
+// Preview dry-runs objs: created, changed or unchanged by what the fake cluster holds, with
+// the preview faults injected.
+func (c *fakeCluster) Preview(ctx context.Context, objs []*unstructured.Unstructured) (*apply.PreviewResult, error) {
+	if err := c.enter("preview"); err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	f := c.faults
+	c.mu.Unlock()
+	switch {
+	case f.previewSlow:
+		<-ctx.Done()
+		return nil, &apply.ObjectError{Object: apply.RefOf(objs[0]), Op: "dry-run apply", Err: ctx.Err()}
+	case f.previewDown:
+		return nil, &apply.ObjectError{Object: apply.RefOf(objs[0]), Op: "dry-run apply", Err: apierrors.NewServiceUnavailable("etcdserver: request timed out")}
+	}
+	res := &apply.PreviewResult{}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, obj := range objs {
+		ref := apply.RefOf(obj)
+		live, ok := c.live[objKey(obj)]
+		switch {
+		case f.previewRejects != "" && obj.GetKind() == "Deployment":
+			res.Counts.Rejected++
+			res.Rejected = append(res.Rejected, apply.Rejection{Object: ref, Reason: f.previewRejects})
+		case f.previewConflict && obj.GetName() == "web-config":
+			res.Counts.Conflicting++
+			res.Conflicts = append(res.Conflicts, &apply.ConflictError{Object: ref,
+				Conflicts: []apply.FieldConflict{{Manager: "helm", Field: ".data.color", Applied: true}}})
+		case !ok:
+			res.Counts.Created++
+		case objJSON(live.obj) != objJSON(obj):
+			res.Counts.Changed++
+		default:
+			res.Counts.Unchanged++
+		}
+	}
+	return res, nil
 }
 
 func (c *fakeCluster) Apply(_ context.Context, objs []*unstructured.Unstructured) (*apply.Result, error) {

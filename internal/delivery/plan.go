@@ -80,6 +80,9 @@ type PlanResult struct {
 	Changing []string
 	// Adoptions are the objects someone else made that apply takes over.
 	Adoptions []Found
+	// Preview is what the dry-run of the revision found on the clusters Spec.Preview picks
+	// among Changing; nil when it picks none.
+	Preview *Preview
 }
 
 // Plan reads the fleet once and decides what an apply of req.Spec would do: the waves, the
@@ -107,7 +110,12 @@ func (s *Service) Plan(ctx context.Context, req PlanRequest) (*PlanResult, error
 	if res.Refused != nil {
 		return res, nil
 	}
-	if res.Refused = Refuse("manifests", s.Check(ctx, spec, res.Changing)); res.Refused != nil {
+	// The check every changing cluster gets is where the dry-run preview runs too: one pass.
+	res.Preview, err = s.CheckAndPreview(ctx, spec, res.Changing, PreviewTargets(spec.Preview.mode(), res.Plan, res.Changing))
+	if res.Refused = Refuse("manifests", err); res.Refused != nil {
+		return res, nil
+	}
+	if res.Refused = Refuse("manifests", res.Preview.Refusal()); res.Refused != nil {
 		return res, nil
 	}
 	if len(res.Changing) == 0 {

@@ -64,6 +64,7 @@ type conn struct {
 // fake in unit tests.
 type objectApplier interface {
 	Check(ctx context.Context, objs []*unstructured.Unstructured) error
+	Preview(ctx context.Context, objs []*unstructured.Unstructured) (*apply.PreviewResult, error)
 	Apply(ctx context.Context, objs []*unstructured.Unstructured) (*apply.Result, error)
 	Prune(ctx context.Context, previous apply.Inventory, objs []*unstructured.Unstructured) (*apply.DeleteResult, error)
 	Delete(ctx context.Context, inv apply.Inventory) (*apply.DeleteResult, error)

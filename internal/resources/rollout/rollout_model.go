@@ -47,6 +47,7 @@ type Model struct {
 	RecordNamespace   types.String       `tfsdk:"record_namespace"`
 	DeletionPolicy    types.String       `tfsdk:"deletion_policy"`
 	ForceConflicts    types.Bool         `tfsdk:"force_conflicts"`
+	Preview           types.String       `tfsdk:"preview"`
 	IgnoreFields      types.List         `tfsdk:"ignore_fields"`
 	SensitivePaths    types.List         `tfsdk:"sensitive_paths"`
 	DefaultNamespace  types.String       `tfsdk:"default_namespace"`
@@ -188,6 +189,7 @@ func (m *Model) spec(ctx context.Context) (delivery.Spec, diag.Diagnostics) {
 		ForceConflicts:   m.ForceConflicts.ValueBool(),
 		ClusterNamespace: m.Namespace.ValueString(),
 		Retry:            m.RetryInvalid.ValueBool(),
+		Preview:          delivery.PreviewSpec{Mode: m.Preview.ValueString()},
 	}
 	// Sensitive is null outside plan and apply (Read, Delete): the records keep what the clusters
 	// need, and nothing here needs its content then.

@@ -175,6 +175,12 @@ func warnPlan(ctx context.Context, diags *diag.Diagnostics, plan *Model, res *de
 	if obs.Interrupted != nil {
 		diags.AddWarning("Earlier Apply Did Not Finish", obs.Interrupted.String())
 	}
+	// What the dry-run found: counts, and by name only the clusters needing attention. It goes
+	// in a warning, not in `attention`, which is known only after apply while a plan changes
+	// anything (see setPlanned): the plan promises only what apply can keep.
+	if text := res.Preview.Text(); text != "" {
+		diags.AddWarning("Dry-Run Preview", text)
+	}
 	warnLeaving(diags, plan, res.Leaving, obs)
 	return true
 }

@@ -158,6 +158,7 @@ func (r *rolloutResource) Schema(ctx context.Context, _ resource.SchemaRequest, 
 				Validators:          []validator.String{stringvalidator.OneOf("delete", "orphan")},
 			},
 			"force_conflicts":        shared.ForceConflictsAttribute(),
+			"preview":                shared.PreviewAttribute(),
 			ignoreattr.Name:          ignoreattr.Attribute("`manifests` and `sensitive_manifests`"),
 			ignoreattr.SensitiveName: ignoreattr.SensitiveAttribute("`manifests`", "`sensitive_manifests`"),
 			"default_namespace": schema.StringAttribute{

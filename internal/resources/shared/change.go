@@ -1,12 +1,13 @@
 // change.go: the attributes of how a change goes out that `gradual_rollout` and
 // `gradual_module_assignment` share — `canary`, `canary_optional`, `on_failure`,
-// `force_conflicts`, `retry_invalid` — defined, described and parsed once, so that the two
+// `force_conflicts`, `retry_invalid`, `preview` — defined, described and parsed once, so that the two
 // resources cannot come to mean different things by the same name.
 
 package shared
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/hashicorp/terraform-plugin-framework-validators/listvalidator"
 	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
@@ -18,6 +19,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
+	"github.com/gradual-dev/terraform-provider-gradual/internal/delivery"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/engine"
 )
 
@@ -77,6 +79,26 @@ func ForceConflictsAttribute() schema.BoolAttribute {
 			"such conflicts fail the cluster. Fields another `gradual_rollout` or `gradual_module_assignment` applied are never " +
 			"taken, forced or not (an object has one owner); fields last written by a plain update (`kubectl edit`, `scale`, " +
 			"`patch`) are taken back either way: that is drift being repaired.",
+	}
+}
+
+// PreviewAttribute is `preview`: which planned clusters the plan dry-runs the new revision on.
+// It has no default value in the schema (null is "canary"), so that existing states plan no
+// change when the provider that brings it is installed.
+func PreviewAttribute() schema.StringAttribute {
+	return schema.StringAttribute{
+		Optional: true,
+		MarkdownDescription: "Which clusters the plan asks, by server-side dry-run apply of the new revision, what applying it would do: " +
+			"`\"canary\"` (the default) the clusters of the canary waves, or of the first wave when there is no `canary`; `\"all\"` every cluster " +
+			"the plan changes; `\"none\"` none. The dry-run goes through the cluster's schema validation and admission " +
+			"(ValidatingAdmissionPolicies, webhooks), as an apply would, and changes nothing. An object a cluster rejects fails the plan, " +
+			"naming the cluster, the object and the server's reason. Otherwise a `Dry-Run Preview` warning counts the objects each cluster " +
+			"would create, change, leave unchanged, or find in conflict with another server-side applier (totals past five clusters; " +
+			"clusters in conflict are named, at most ten). The dry-runs of one plan share a time budget of " +
+			fmt.Sprintf("%d seconds", int(delivery.DefaultPreviewBudget.Seconds())) + ": a cluster not previewed within it, or whose API " +
+			"failed, is listed as not previewed, with why, never counted as passing; apply still checks it before its wave. " +
+			"Delivery through Flux previews nothing (kustomize-controller dry-runs at apply) and says so.",
+		Validators: []validator.String{stringvalidator.OneOf(delivery.PreviewNone, delivery.PreviewCanary, delivery.PreviewAll)},
 	}
 }
 
