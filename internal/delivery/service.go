@@ -15,6 +15,7 @@ import (
 	"github.com/gradual-dev/terraform-provider-gradual/internal/engine"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/fleet"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/fluxdelivery"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/health"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/records"
 )
 
@@ -86,6 +87,18 @@ func (c *conn) as(key records.Key) *conn {
 	if a, ok := c.applier.(*apply.Applier); ok {
 		out.applier = a.WithFieldManager(out.manager)
 	}
+	return &out
+}
+
+// judging returns c with an applier whose waits judge the kinds h has expressions for by them;
+// c itself stays as it is. Fakes are returned unchanged.
+func (c *conn) judging(h *health.Checker) *conn {
+	a, ok := c.applier.(*apply.Applier)
+	if !ok || h.Empty() {
+		return c
+	}
+	out := *c
+	out.applier = a.WithHealth(h)
 	return &out
 }
 

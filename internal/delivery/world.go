@@ -207,6 +207,9 @@ func (w *world) verify(ctx context.Context, target, revision string) error {
 	if err != nil {
 		return err
 	}
+	if revision == w.spec.Revision {
+		c = c.judging(w.spec.Health)
+	}
 	if err := c.applier.Wait(ctx, objs, 0); err != nil {
 		return err
 	}

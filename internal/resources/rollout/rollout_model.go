@@ -71,7 +71,8 @@ type Model struct {
 type VerifyModel struct {
 	Timeout    types.String `tfsdk:"timeout"`
 	BakeTime   types.String `tfsdk:"bake_time"`
-	HTTPChecks types.List   `tfsdk:"http_checks"`
+	HTTPChecks   types.List   `tfsdk:"http_checks"`
+	HealthChecks types.List   `tfsdk:"health_checks"`
 }
 
 // HTTPCheckModel is one `verify.http_checks` entry.
@@ -249,6 +250,14 @@ func (m *Model) spec(ctx context.Context) (delivery.Spec, diag.Diagnostics) {
 	verify := VerifyModel{Timeout: types.StringValue(shared.DefaultVerifyTimeout), BakeTime: types.StringValue(shared.DefaultBakeTime)}
 	diags.Append(shared.VerifyAs(ctx, m.Verify, &verify)...)
 	spec.Policy.VerifyTimeout, spec.Policy.BakeTime = shared.VerifyDurations(verify.Timeout, verify.BakeTime)
+	spec.Health, d = shared.HealthChecker(ctx, verify.HealthChecks)
+	diags.Append(d...)
+	if !spec.Health.Empty() && !m.Delivery.IsNull() && !m.Delivery.IsUnknown() {
+		// Through Flux, the cluster's Kustomization judges the objects, not this provider.
+		diags.AddAttributeError(shared.PathHealthChecks, "Health Checks Not Delivered Through Flux Yet",
+			"`verify.health_checks` are evaluated by the provider as it waits for the objects, and with `delivery.flux` Flux's "+
+				"Kustomization judges them: the two cannot be used together yet. Deliver directly (leave `delivery` out).")
+	}
 	if !verify.HTTPChecks.IsNull() && !verify.HTTPChecks.IsUnknown() {
 		var checks []HTTPCheckModel
 		diags.Append(verify.HTTPChecks.ElementsAs(ctx, &checks, false)...)
