@@ -69,8 +69,8 @@ type Model struct {
 
 // VerifyModel is the `verify` attribute.
 type VerifyModel struct {
-	Timeout    types.String `tfsdk:"timeout"`
-	BakeTime   types.String `tfsdk:"bake_time"`
+	Timeout      types.String `tfsdk:"timeout"`
+	BakeTime     types.String `tfsdk:"bake_time"`
 	HTTPChecks   types.List   `tfsdk:"http_checks"`
 	HealthChecks types.List   `tfsdk:"health_checks"`
 }

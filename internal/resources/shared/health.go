@@ -140,4 +140,3 @@ func optString(s string) types.String {
 	}
 	return types.StringValue(s)
 }
-
