@@ -32,6 +32,9 @@ type Spec struct {
 	// Health judges the new revision's objects of the kinds it has CEL expressions for, instead
 	// of kstatus (verify.health_checks); restored backups are judged by kstatus alone.
 	Health *health.Checker
+	// ClusterGates re-reads each cluster's own health before its wave and when its change is
+	// verified (verify.cluster_gates; gate.go).
+	ClusterGates bool
 	// Ignore names fields left to other controllers (ignore_fields): apply leaves them to
 	// their owners and drift does not count them (see apply.Applier.WithIgnore).
 	Ignore apply.Ignore

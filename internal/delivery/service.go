@@ -44,6 +44,8 @@ type Service struct {
 	discover   func(ctx context.Context, q fleet.Query) (*fleet.Discovery, error)
 	goneReason func(ctx context.Context, namespace, name string, withoutSecrets bool) (string, error)
 	retryWait  time.Duration
+	// gate reads a cluster's gates (gate.go): "" when healthy; nil reads none.
+	gate func(ctx context.Context, namespace, name string, workload bool) (string, error)
 
 	// flux, when set, delivers through Flux (WithFlux, flux.go): nothing connects to a workload
 	// cluster, and the per-cluster records live in the management cluster.
@@ -133,7 +135,7 @@ func New(clients *fleet.Clients, opts Options) *Service {
 		opts.LeaseDuration = DefaultLeaseDuration
 	}
 	mgmt := clients.Management()
-	return &Service{mgmt: mgmt, concurrency: opts.Concurrency, leaseDuration: opts.LeaseDuration, clock: engine.SystemClock{},
+	s := &Service{mgmt: mgmt, concurrency: opts.Concurrency, leaseDuration: opts.LeaseDuration, clock: engine.SystemClock{},
 		discover: mgmt.Discover, retryWait: time.Second, recheck: clients.Recheck,
 		goneReason: func(ctx context.Context, namespace, name string, withoutSecrets bool) (string, error) {
 			if withoutSecrets {
@@ -148,6 +150,8 @@ func New(clients *fleet.Clients, opts Options) *Service {
 			}
 			return &conn{cfg: c.Config, client: c.Client, applier: c.Applier.WithForceConflicts(force)}, nil
 		}}
+	s.gate = s.clusterGate
+	return s
 }
 
 // fleetOf lists the Clusters q picks. Through Flux it reads no Secret (fleet.Query's

@@ -46,6 +46,7 @@ type storedConfig struct {
 	BakeTime         string                 `json:"bakeTime"`
 	HTTPChecks       []storedCheck          `json:"httpChecks,omitempty"`
 	HealthChecks     []health.Rule          `json:"healthChecks,omitempty"`
+	NoClusterGates   bool                   `json:"noClusterGates,omitempty"`
 	DeletionPolicy   string                 `json:"deletionPolicy"`
 	ForceConflicts   bool                   `json:"forceConflicts,omitempty"`
 	IgnoreFields     []ignoreattr.Rule      `json:"ignoreFields,omitempty"`
@@ -117,6 +118,7 @@ func (m *Model) configRecord(ctx context.Context) ([]byte, diag.Diagnostics) {
 	healthRules, d := shared.HealthRules(ctx, verify.HealthChecks)
 	diags.Append(d...)
 	c.HealthChecks = healthRules
+	c.NoClusterGates = !verify.ClusterGates.IsNull() && !verify.ClusterGates.IsUnknown() && !verify.ClusterGates.ValueBool()
 	values, d := m.values(ctx)
 	diags.Append(d...)
 	c.Values = values
@@ -187,7 +189,7 @@ func (m *Model) fromConfigRecord(ctx context.Context, raw []byte) diag.Diagnosti
 	}
 	m.Verify = types.ObjectValueMust(verifyAttrTypes, map[string]attr.Value{
 		"timeout": types.StringValue(c.VerifyTimeout), "bake_time": types.StringValue(c.BakeTime), "http_checks": checks,
-		"health_checks": shared.HealthValue(c.HealthChecks),
+		"health_checks": shared.HealthValue(c.HealthChecks), "cluster_gates": types.BoolValue(!c.NoClusterGates),
 	})
 	return diags
 }

@@ -73,6 +73,7 @@ type VerifyModel struct {
 	BakeTime     types.String `tfsdk:"bake_time"`
 	HTTPChecks   types.List   `tfsdk:"http_checks"`
 	HealthChecks types.List   `tfsdk:"health_checks"`
+	ClusterGates types.Bool   `tfsdk:"cluster_gates"`
 }
 
 // HTTPCheckModel is one `verify.http_checks` entry.
@@ -250,6 +251,7 @@ func (m *Model) spec(ctx context.Context) (delivery.Spec, diag.Diagnostics) {
 	verify := VerifyModel{Timeout: types.StringValue(shared.DefaultVerifyTimeout), BakeTime: types.StringValue(shared.DefaultBakeTime)}
 	diags.Append(shared.VerifyAs(ctx, m.Verify, &verify)...)
 	spec.Policy.VerifyTimeout, spec.Policy.BakeTime = shared.VerifyDurations(verify.Timeout, verify.BakeTime)
+	spec.ClusterGates = verify.ClusterGates.IsNull() || verify.ClusterGates.IsUnknown() || verify.ClusterGates.ValueBool()
 	spec.Health, d = shared.HealthChecker(ctx, verify.HealthChecks)
 	diags.Append(d...)
 	if !spec.Health.Empty() && !m.Delivery.IsNull() && !m.Delivery.IsUnknown() {

@@ -11,6 +11,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/booldefault"
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
@@ -71,6 +72,24 @@ var HealthChecks = VerifyExtra{
 				Validators: []validator.String{CEL()},
 			},
 		}},
+	},
+}
+
+// ClusterGates is the `verify.cluster_gates` attribute.
+var ClusterGates = VerifyExtra{
+	Name:    "cluster_gates",
+	Type:    types.BoolType,
+	Default: types.BoolValue(true),
+	Attribute: schema.BoolAttribute{
+		Optional: true, Computed: true, Default: booldefault.StaticBool(true),
+		MarkdownDescription: "Re-read each cluster's own health right before its wave starts and each time its change is verified " +
+			"(after the apply and after `bake_time`): the Cluster's `Available` condition in the management cluster and, delivering " +
+			"directly, the `Ready` condition of every Node of the workload cluster. A cluster healthy before its change and " +
+			"unhealthy after it fails with the gate named (a failure of the revision: restored, recorded invalid, counted against " +
+			"`max_failures`). A cluster already unhealthy when its wave starts is skipped with the reason and left for a later " +
+			"apply: its state is not blamed on the revision. A Cluster without an `Available` condition is judged by its Nodes " +
+			"alone; a gate that cannot be read before the change (Nodes not listable with the cluster's credentials) is not " +
+			"checked after it. Default `true`.",
 	},
 }
 
