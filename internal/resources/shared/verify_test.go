@@ -2,10 +2,13 @@ package shared
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/terraform-plugin-framework/attr"
+	"github.com/hashicorp/terraform-plugin-framework/path"
+	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 )
 
@@ -49,5 +52,23 @@ func TestVerifyAttributeAndAs(t *testing.T) {
 	})
 	if diags := VerifyAs(context.Background(), v, &m); diags.HasError() || m.Timeout.ValueString() != "1m" || m.BakeTime.ValueString() != "10s" {
 		t.Errorf("VerifyAs = %+v %v", m, diags)
+	}
+}
+
+func TestCELValidator(t *testing.T) {
+	for expr, want := range map[string]string{
+		"status.conditions.exists(e, e.type == 'Ready')": "",
+		"status.conditions.exists(e, e.type == ":         "verify.health_checks[0].current: ERROR",
+		"'not a bool'":                                   "not bool",
+	} {
+		req := validator.StringRequest{Path: path.Root("verify").AtName("health_checks").AtListIndex(0).AtName("current"), ConfigValue: types.StringValue(expr)}
+		var resp validator.StringResponse
+		CEL().ValidateString(context.Background(), req, &resp)
+		switch {
+		case want == "" && resp.Diagnostics.HasError():
+			t.Errorf("%q refused: %v", expr, resp.Diagnostics)
+		case want != "" && (!resp.Diagnostics.HasError() || !strings.Contains(resp.Diagnostics[0].Detail(), want)):
+			t.Errorf("%q: %v, want an error with %q", expr, resp.Diagnostics, want)
+		}
 	}
 }
