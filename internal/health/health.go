@@ -208,11 +208,11 @@ func (c *Checker) Judge(obj map[string]any) (v Verdict, ok bool) {
 		if x.e == nil {
 			continue
 		}
-		true_, err := x.e.eval(vars)
+		holds, err := x.e.eval(vars)
 		if err != nil {
 			return Verdict{Status: InProgress, Message: fmt.Sprintf("health expression %s `%s` cannot be evaluated yet: %v", x.e.field, x.e.text, err)}, true
 		}
-		if true_ {
+		if holds {
 			return Verdict{Status: x.status, Message: fmt.Sprintf("health expression %s `%s` is true", x.e.field, x.e.text)}, true
 		}
 	}
