@@ -90,6 +90,8 @@ func TestAccRollout_nodeNotReadyGate(t *testing.T) {
   }`
 	c := workloadClient(t, f, "staging-eu-1")
 	failed := make(chan string, 1) // the Node made NotReady
+	watch, stop := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(stop) // a watch still running when the test ends stops without a word
 	resource.Test(t, resource.TestCase{
 		ProtoV6ProviderFactories: acctest.ProviderFactories,
 		Steps: []resource.TestStep{
@@ -98,7 +100,7 @@ func TestAccRollout_nodeNotReadyGate(t *testing.T) {
 				// Once v2 is on the cluster (its wave started), a Node goes NotReady.
 				PreConfig: func() {
 					go func() {
-						failed <- failNodeWhen(t, c, func(ctx context.Context) bool { return deploymentImage(ctx, c, name) == "registry.example/web:v2" })
+						failed <- failNodeWhen(watch, t, c, func(ctx context.Context) bool { return deploymentImage(ctx, c, name) == "registry.example/web:v2" })
 					}()
 				},
 				Config:      gatedConfig(f, name, v2, verify),
@@ -106,11 +108,10 @@ func TestAccRollout_nodeNotReadyGate(t *testing.T) {
 			},
 			{
 				PreConfig: func() {
-					select {
-					case node := <-failed:
+					if node := <-failed; node != "" {
 						healNode(t, c, node)
-					case <-time.After(time.Minute):
-						t.Fatal("no Node was made NotReady")
+					} else {
+						t.Fatal("no Node was made NotReady: v2 never reached the cluster")
 					}
 					if err := expectDeployment(f, []string{"staging-eu-1"}, name, "v1", true); err != nil {
 						t.Fatal(err)
@@ -135,15 +136,13 @@ func deploymentImage(ctx context.Context, c client.Client, ns string) string {
 	return d.Spec.Template.Spec.Containers[0].Image
 }
 
-// failNodeWhen waits (up to a minute) until cond holds, then takes the first Node of the cluster
+// failNodeWhen waits (until ctx ends) for cond to hold, then takes the first Node of the cluster
 // from kwok (without its annotation kwok no longer reports for it) and sets its Ready condition
-// False. It returns the Node's name; healNode undoes it, and so does the test's cleanup.
-func failNodeWhen(t *testing.T, c client.Client, cond func(context.Context) bool) string {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+// False. It returns the Node's name ("" when ctx ended first: the step that waits for it fails);
+// healNode undoes it, and so does the test's cleanup.
+func failNodeWhen(ctx context.Context, t *testing.T, c client.Client, cond func(context.Context) bool) string {
 	for !cond(ctx) {
 		if ctx.Err() != nil {
-			t.Error("the condition to fail a Node never held")
 			return ""
 		}
 		time.Sleep(100 * time.Millisecond)
