@@ -2,6 +2,7 @@ package shared
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -10,6 +11,8 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/types"
+
+	"github.com/gradual-dev/terraform-provider-gradual/internal/health"
 )
 
 func TestVerifyDurations(t *testing.T) {
@@ -70,5 +73,25 @@ func TestCELValidator(t *testing.T) {
 		case want != "" && (!resp.Diagnostics.HasError() || !strings.Contains(resp.Diagnostics[0].Detail(), want)):
 			t.Errorf("%q: %v, want an error with %q", expr, resp.Diagnostics, want)
 		}
+	}
+}
+
+// The rules kept in the records come back as the attribute they were read from.
+func TestHealthRulesRoundTrip(t *testing.T) {
+	ctx := context.Background()
+	rules := []health.Rule{
+		{APIVersion: "apps/v1", Kind: "Deployment", Current: "true", Failed: "false"},
+		{APIVersion: "example.com/v1", Kind: "Widget", Current: "status.ready", InProgress: "has(status.step)"},
+	}
+	back, diags := HealthRules(ctx, HealthValue(rules))
+	if diags.HasError() || !slices.Equal(back, rules) {
+		t.Fatalf("HealthRules(HealthValue(rules)) = %+v, %v; want %+v", back, diags, rules)
+	}
+	if !HealthValue(nil).IsNull() {
+		t.Error("no rules should be a null attribute")
+	}
+	dup := HealthValue([]health.Rule{rules[0], rules[0]})
+	if _, diags := HealthChecker(ctx, dup); !diags.HasError() || !strings.Contains(diags[0].Detail(), "a second rule for apps/v1 Deployment") {
+		t.Errorf("two rules for one kind: %v, want an error naming the kind", diags)
 	}
 }
