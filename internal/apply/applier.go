@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
+	"github.com/gradual-dev/terraform-provider-gradual/internal/health"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/records"
 )
 
@@ -78,6 +79,8 @@ type Applier struct {
 	reader *ssa.ResourceManager
 	// ignore names the fields left to other controllers (see WithIgnore).
 	ignore Ignore
+	// health judges the kinds it has CEL expressions for instead of kstatus (see WithHealth).
+	health *health.Checker
 	// poller and unvetted are what applier is built from (see WithForceConflicts).
 	poller   *polling.StatusPoller
 	unvetted client.WithWatch

@@ -18,7 +18,21 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/gradual-dev/terraform-provider-gradual/internal/clock"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/health"
 )
+
+// WithHealth returns an Applier whose waits judge the kinds c has expressions for by them
+// instead of kstatus (Flux's healthCheckExprs; see internal/health): a kstatus-ready Deployment
+// whose `current` expression is not true yet is waited for, and one whose `failed` expression
+// is true fails the wait at once.
+func (a *Applier) WithHealth(c *health.Checker) *Applier {
+	if c.Empty() {
+		return a
+	}
+	b := *a
+	b.health = c
+	return &b
+}
 
 // ObjectStatus is an object's kstatus status.
 type ObjectStatus struct {
@@ -99,7 +113,15 @@ func (a *Applier) wait(ctx context.Context, objs []*unstructured.Unstructured, t
 	jobsWithTTL := utils.ExtractJobsWithTTL(objs)
 	start := time.Now()
 	var err error
-	for {
+	if a.judged(objs) {
+		// kstatus' poller knows nothing of the expressions, so the objects are polled here,
+		// each judged as notReady does: by its expressions or by kstatus.
+		err = a.poll(ctx, objs, jobsWithTTL, start, timeout)
+		if err == nil {
+			return nil
+		}
+	}
+	for err == nil {
 		err = a.reader.WaitForSetWithContext(ctx, set, ssa.WaitOptions{
 			Interval:    a.opts.PollInterval,
 			Timeout:     timeout - time.Since(start),
@@ -147,6 +169,36 @@ func (a *Applier) wait(ctx context.Context, objs []*unstructured.Unstructured, t
 	return nre
 }
 
+// judged reports whether the health expressions judge any of objs.
+func (a *Applier) judged(objs []*unstructured.Unstructured) bool {
+	for _, o := range objs {
+		if a.health.Judges(o.GetAPIVersion(), o.GetKind()) {
+			return true
+		}
+	}
+	return false
+}
+
+// poll reads objs every PollInterval until each is ready (nil), one has failed, the timeout
+// passes or ctx ends (an error; the caller reads the objects once more for the reason).
+func (a *Applier) poll(ctx context.Context, objs []*unstructured.Unstructured, jobsWithTTL object.ObjMetadataSet, start time.Time, timeout time.Duration) error {
+	for {
+		statuses := a.notReady(ctx, objs, jobsWithTTL)
+		if len(statuses) == 0 {
+			return nil
+		}
+		if statuses[0].Status == string(status.FailedStatus) {
+			return errors.New("objects failed")
+		}
+		if ctx.Err() != nil || time.Since(start) >= timeout {
+			return errors.New("objects not ready")
+		}
+		if err := clock.Sleep(ctx, a.opts.PollInterval); err != nil {
+			return err
+		}
+	}
+}
+
 // notReady reads objs and returns the status of each that is not Current, failed first.
 func (a *Applier) notReady(ctx context.Context, objs []*unstructured.Unstructured, jobsWithTTL object.ObjMetadataSet) []ObjectStatus {
 	var out []ObjectStatus
@@ -163,7 +215,7 @@ func (a *Applier) notReady(ctx context.Context, objs []*unstructured.Unstructure
 		case err != nil:
 			out = append(out, ObjectStatus{Object: ref, Status: string(status.UnknownStatus), Message: err.Error(), Unreadable: true})
 		default:
-			if s := statusOf(live); s.Status != string(status.CurrentStatus) {
+			if s := a.statusOf(live); s.Status != string(status.CurrentStatus) {
 				out = append(out, s)
 			}
 		}
@@ -179,6 +231,15 @@ func rankStatus(s string) int {
 		return 0
 	}
 	return 1
+}
+
+// statusOf judges live by its health expressions when there are some for its kind, by kstatus
+// otherwise.
+func (a *Applier) statusOf(live *unstructured.Unstructured) ObjectStatus {
+	if v, ok := a.health.Judge(live.Object); ok {
+		return ObjectStatus{Object: RefOf(live), Status: v.Status, Message: v.Message}
+	}
+	return statusOf(live)
 }
 
 // statusOf computes live's kstatus status. For a failed object the message is the reason and

@@ -16,6 +16,7 @@ import (
 	"github.com/gradual-dev/terraform-provider-gradual/internal/apply"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/delivery"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/engine"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/health"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/manifest"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/records"
 )
@@ -74,6 +75,10 @@ type Spec struct {
 	// its own variables (values), as a rollout's are; each module's revision names its template
 	// and these rules.
 	Values *delivery.Values
+	// Health and ClusterGates are verify.health_checks and verify.cluster_gates, the same for
+	// every module (delivery.Spec).
+	Health       *health.Checker
+	ClusterGates bool
 }
 
 // ModuleKey is the records key of one module of the assignment. Assignment and module names
@@ -93,6 +98,7 @@ func (s Spec) moduleSpec(m Module) delivery.Spec {
 		Key: s.ModuleKey(m.Name), ClusterNamespace: s.ClusterNamespace, RecordNamespace: s.RecordNamespace,
 		Objects: m.Objects, Revision: m.Revision, Policy: policy, Ignore: s.Ignore, Redact: m.Redact,
 		ForceConflicts: s.ForceConflicts, Retry: s.Retry, Values: s.Values, Rendered: m.Rendered,
+		Health: s.Health, ClusterGates: s.ClusterGates,
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/gradual-dev/terraform-provider-gradual/internal/apply"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/engine"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/fleet"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/health"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/manifest"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/records"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/usererr"
@@ -28,6 +29,12 @@ type Spec struct {
 	Policy           engine.Policy
 	ForceConflicts   bool
 	HTTPChecks       []HTTPCheck
+	// Health judges the new revision's objects of the kinds it has CEL expressions for, instead
+	// of kstatus (verify.health_checks); restored backups are judged by kstatus alone.
+	Health *health.Checker
+	// ClusterGates re-reads each cluster's own health before its wave and when its change is
+	// verified (verify.cluster_gates; gate.go).
+	ClusterGates bool
 	// Ignore names fields left to other controllers (ignore_fields): apply leaves them to
 	// their owners and drift does not count them (see apply.Applier.WithIgnore).
 	Ignore apply.Ignore

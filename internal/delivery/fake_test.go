@@ -170,13 +170,21 @@ type faults struct {
 	// another applier.
 	previewRejects  string
 	previewConflict bool
+	// sickBefore: the cluster's gates are bad before its wave (a Node NotReady): held back.
+	sickBefore bool
+	// sickAfter: its gates go bad while the desired revision runs on it (a Node NotReady after
+	// the change): a revision failure, when the gates could be read before the change.
+	sickAfter bool
+	// gateUnread: its gates cannot be read (Nodes not listable): it is not gated at all.
+	gateUnread bool
 }
 
 // counted reports whether the faults make the revision fail in a way that counts against the
 // budget; invalid whether they also make it recorded invalid.
 func (f faults) counted() bool { return f.invalid() || isConflict(f.applyErr) }
 func (f faults) invalid() bool {
-	return f.neverReady || (f.applyErr != nil && revisionClass(f.applyErr) != nil && !isConflict(f.applyErr))
+	return f.neverReady || (f.applyErr != nil && revisionClass(f.applyErr) != nil && !isConflict(f.applyErr)) ||
+		(f.sickAfter && !f.gateUnread && !f.sickBefore)
 }
 func (f faults) gone() bool { return f.goneAtApply || f.goneAtWave }
 
@@ -243,6 +251,7 @@ type fakeCluster struct {
 	orphaned     []string                     // objects left to the legacy field manager (Orphan)
 	reverted     []string                     // objects put back to saved content (Revert)
 	desiredApply int                          // successful applies of the desired revision
+	runsDesired  bool                         // the desired revision was applied last (gate faults)
 	restoreOps   int                          // successful applies or deletes made to restore
 }
 
@@ -443,6 +452,7 @@ func (c *fakeCluster) Apply(_ context.Context, objs []*unstructured.Unstructured
 		c.live[k] = liveObject{obj: obj.DeepCopy(), ready: ready, foreign: c.live[k].foreign, ours: true}
 		res.Changes = append(res.Changes, apply.Change{Object: apply.RefOf(obj), Action: action})
 	}
+	c.runsDesired = desired
 	if desired {
 		c.desiredApply++
 	} else {
@@ -694,6 +704,25 @@ func describeState(st *records.State) string {
 	}
 	return fmt.Sprintf("current=%s backup=%s prov=%s invalid=%v superseded=%v",
 		name(st.Current), name(st.Backup), name(st.Provisioning), inv, sup)
+}
+
+// gate stands for the clusters' gates (Service.gate), as their faults make them.
+func (e *env) gate(_ context.Context, _, name string, _ bool) (string, error) {
+	c := e.clusters[name]
+	if c == nil {
+		return "", fmt.Errorf("no cluster %s", name)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch {
+	case c.faults.gateUnread:
+		return "", apierrors.NewForbidden(schema.GroupResource{Resource: "nodes"}, "", errors.New("cannot list resource \"nodes\""))
+	case c.faults.sickBefore:
+		return "Node n1 Ready is False (KubeletNotReady): container runtime is down", nil
+	case c.faults.sickAfter && c.runsDesired:
+		return "Node n1 Ready is Unknown (NodeStatusUnknown): Kubelet stopped posting node status.", nil
+	}
+	return "", nil
 }
 
 // dial and goneReason stand for the management cluster's view of the clusters.

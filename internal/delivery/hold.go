@@ -12,21 +12,25 @@ import (
 // window open when apply read the fleet may have closed while earlier waves ran and baked; such
 // a cluster is held back, never changed outside its window. Pauses were judged when apply read
 // the fleet and do not change with time. Through Flux, a cluster whose Kustomization was
-// suspended since the plan is held too: Flux would not act on the new pin.
+// suspended since the plan is held too: Flux would not act on the new pin. Last, the cluster's
+// gates are read (gate.go): one unhealthy before its change is held back, not blamed on the
+// revision.
 func (w *world) Held(target string) string {
-	c, ok := w.clusters[target]
-	if !ok {
-		return ""
+	if c, ok := w.clusters[target]; ok {
+		if reason := c.HoldReason(w.hold, w.svc.clock.Now()); reason != "" {
+			return reason
+		}
 	}
-	if reason := c.HoldReason(w.hold, w.svc.clock.Now()); reason != "" || w.flux == nil {
-		return reason
+	if _, ok := w.clusters[target]; ok && w.flux != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), heldReadTimeout)
+		defer cancel()
+		// A read that fails holds nothing back: the pin that follows meets the same management
+		// cluster and fails (an infrastructure failure) if it is still unreachable.
+		if reason, _ := w.svc.fluxSuspended(ctx, w.spec.Key, w.spec.ClusterNamespace, target); reason != "" {
+			return reason
+		}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), heldReadTimeout)
-	defer cancel()
-	// A read that fails holds nothing back: the pin that follows meets the same management
-	// cluster and fails (an infrastructure failure) if it is still unreachable.
-	reason, _ := w.svc.fluxSuspended(ctx, w.spec.Key, w.spec.ClusterNamespace, target)
-	return reason
+	return w.gateBefore(target)
 }
 
 // heldReadTimeout bounds Held's read of a Kustomization.

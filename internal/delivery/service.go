@@ -15,6 +15,7 @@ import (
 	"github.com/gradual-dev/terraform-provider-gradual/internal/engine"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/fleet"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/fluxdelivery"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/health"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/records"
 )
 
@@ -43,6 +44,8 @@ type Service struct {
 	discover   func(ctx context.Context, q fleet.Query) (*fleet.Discovery, error)
 	goneReason func(ctx context.Context, namespace, name string, withoutSecrets bool) (string, error)
 	retryWait  time.Duration
+	// gate reads a cluster's gates (gate.go): "" when healthy; nil reads none.
+	gate func(ctx context.Context, namespace, name string, workload bool) (string, error)
 
 	// flux, when set, delivers through Flux (WithFlux, flux.go): nothing connects to a workload
 	// cluster, and the per-cluster records live in the management cluster.
@@ -90,6 +93,18 @@ func (c *conn) as(key records.Key) *conn {
 	return &out
 }
 
+// judging returns c with an applier whose waits judge the kinds h has expressions for by them;
+// c itself stays as it is. Fakes are returned unchanged.
+func (c *conn) judging(h *health.Checker) *conn {
+	a, ok := c.applier.(*apply.Applier)
+	if !ok || h.Empty() {
+		return c
+	}
+	out := *c
+	out.applier = a.WithHealth(h)
+	return &out
+}
+
 // ignoring returns c with an applier that leaves the fields ig names alone; c itself, shared
 // by every rollout that reaches the cluster, stays as it is. Fakes are returned unchanged.
 func (c *conn) ignoring(ig apply.Ignore) *conn {
@@ -121,7 +136,7 @@ func New(clients *fleet.Clients, opts Options) *Service {
 		opts.LeaseDuration = DefaultLeaseDuration
 	}
 	mgmt := clients.Management()
-	return &Service{mgmt: mgmt, concurrency: opts.Concurrency, leaseDuration: opts.LeaseDuration, clock: engine.SystemClock{},
+	s := &Service{mgmt: mgmt, concurrency: opts.Concurrency, leaseDuration: opts.LeaseDuration, clock: engine.SystemClock{},
 		discover: mgmt.Discover, retryWait: time.Second, recheck: clients.Recheck,
 		goneReason: func(ctx context.Context, namespace, name string, withoutSecrets bool) (string, error) {
 			if withoutSecrets {
@@ -136,6 +151,8 @@ func New(clients *fleet.Clients, opts Options) *Service {
 			}
 			return &conn{cfg: c.Config, client: c.Client, applier: c.Applier.WithForceConflicts(force)}, nil
 		}}
+	s.gate = s.clusterGate
+	return s
 }
 
 // fleetOf lists the Clusters q picks. Through Flux it reads no Secret (fleet.Query's

@@ -33,6 +33,7 @@ type world struct {
 	mu    sync.Mutex
 	notes map[string]string          // per cluster: adopted objects given back (see giveBack)
 	kept  map[string]map[string]bool // per cluster: objects prune left in place, and why
+	gated map[string]bool            // clusters healthy by their gates before the change (gate.go)
 }
 
 // pruned keeps what a prune on target left in place (apply.Kept: objects marked
@@ -185,10 +186,16 @@ func (w *world) Verify(ctx context.Context, target, revision string) error {
 	if revision == "" {
 		return nil // nothing installed: Restore already deleted and waited
 	}
+	var err error
 	if w.flux != nil {
-		return w.fluxVerify(ctx, target, revision)
+		err = w.fluxVerify(ctx, target, revision)
+	} else {
+		err = w.retry(ctx, target, func(ctx context.Context) error { return w.verify(ctx, target, revision) })
 	}
-	return w.retry(ctx, target, func(ctx context.Context) error { return w.verify(ctx, target, revision) })
+	if err != nil || revision != w.spec.Revision {
+		return err
+	}
+	return w.gateAfter(ctx, target)
 }
 
 // verify is one attempt of Verify.
@@ -206,6 +213,9 @@ func (w *world) verify(ctx context.Context, target, revision string) error {
 	objs, err := w.objectsOf(state, target, revision)
 	if err != nil {
 		return err
+	}
+	if revision == w.spec.Revision {
+		c = c.judging(w.spec.Health)
 	}
 	if err := c.applier.Wait(ctx, objs, 0); err != nil {
 		return err

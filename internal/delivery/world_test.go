@@ -116,6 +116,7 @@ func newEnv(t *testing.T, policy engine.Policy, specs []clusterSpec) *env {
 		Objects:          e.desired.set,
 		Revision:         e.desired.revision,
 		Policy:           policy,
+		ClusterGates:     true,
 	}
 	e.svc = &Service{
 		mgmt:        &fleet.Management{Client: e.mgmt},
@@ -125,6 +126,7 @@ func newEnv(t *testing.T, policy engine.Policy, specs []clusterSpec) *env {
 		recheck:     func(string, string) {},
 		goneReason:  e.goneReason,
 		discover:    e.discover,
+		gate:        e.gate,
 		retryWait:   time.Millisecond,
 	}
 	ctx := context.Background()
@@ -304,6 +306,14 @@ type watchWorld struct {
 	failures int            // EventFailed records seen
 	restores map[string]int // Restore calls per target
 	waves    [][]string
+}
+
+// Held passes the engine's question on to the delivery World (its windows and cluster gates).
+func (w *watchWorld) Held(target string) string {
+	if h, ok := w.World.(engine.Holder); ok {
+		return h.Held(target)
+	}
+	return ""
 }
 
 func (w *watchWorld) Record(ctx context.Context, ev engine.Event) error {
@@ -526,6 +536,10 @@ func (e *env) checkFaultOutcome(r runResult, o engine.Outcome, f faults, rollbac
 		}
 	}
 	switch {
+	case f.sickBefore:
+		if o.Status != engine.StatusSkipped || o.Failed || !strings.Contains(o.Error, "cluster gate: unhealthy before the change") {
+			wrong("skipped by its gate, not counted")
+		}
 	case f.gone():
 		if o.Status != engine.StatusGone || o.Failed {
 			wrong("gone, not counted")
@@ -737,6 +751,21 @@ func TestWorldScenarios(t *testing.T) {
 			{"c3", startOld, faults{}}},
 		maxFailures: "2",
 		want:        want{status: st(failed, failed, ok), failures: 2},
+	}, {
+		name:        "a Node NotReady after the change: failed by its gate, restored, invalid",
+		clusters:    three(faults{sickAfter: true}),
+		maxFailures: "1",
+		want: want{status: st(ok, failed, ok), failures: 1,
+			extra: errorHas("c2", "cluster gate: Node n1 Ready is Unknown (NodeStatusUnknown)", "healthy before the change")},
+	}, {
+		name:     "a Node NotReady before the change: skipped with the reason, never blamed on the revision",
+		clusters: three(faults{sickBefore: true}),
+		want: want{status: st(ok, engine.StatusSkipped, ok),
+			extra: errorHas("c2", "held back when its wave started: cluster gate: unhealthy before the change", "Node n1 Ready is False")},
+	}, {
+		name:     "gates that cannot be read before the change are not checked after it",
+		clusters: three(faults{sickAfter: true, gateUnread: true}),
+		want:     want{status: st(ok, ok, ok)},
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -828,6 +857,10 @@ func randomFaults(rng *rand.Rand) faults {
 		f.applyErr = errRBAC
 	case 7:
 		f.applyErr = errConflict
+	case 8:
+		f.sickBefore = true
+	case 9:
+		f.sickAfter, f.gateUnread = true, rng.IntN(3) == 0
 	}
 	if f.counted() && rng.IntN(3) == 0 {
 		f.restoreBroken = true

@@ -15,6 +15,7 @@ import (
 	"github.com/gradual-dev/terraform-provider-gradual/internal/delivery"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/engine"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/fleet"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/health"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/manifest"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/records"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/ignoreattr"
@@ -178,8 +179,10 @@ func (m *Model) keepSensitiveRevisions(ctx context.Context, spec *assignment.Spe
 
 // VerifyModel is the `verify` attribute.
 type VerifyModel struct {
-	Timeout  types.String `tfsdk:"timeout"`
-	BakeTime types.String `tfsdk:"bake_time"`
+	Timeout      types.String `tfsdk:"timeout"`
+	BakeTime     types.String `tfsdk:"bake_time"`
+	HealthChecks types.List   `tfsdk:"health_checks"`
+	ClusterGates types.Bool   `tfsdk:"cluster_gates"`
 }
 
 // TimeoutsValue is the `timeouts` attribute, for shared.Create and shared.Update.
@@ -303,6 +306,9 @@ func (m *Model) spec(ctx context.Context) (assignment.Spec, diag.Diagnostics) {
 	verify := VerifyModel{Timeout: types.StringValue(shared.DefaultVerifyTimeout), BakeTime: types.StringValue(shared.DefaultBakeTime)}
 	diags.Append(shared.VerifyAs(ctx, m.Verify, &verify)...)
 	spec.Policy.VerifyTimeout, spec.Policy.BakeTime = shared.VerifyDurations(verify.Timeout, verify.BakeTime)
+	spec.ClusterGates = verify.ClusterGates.IsNull() || verify.ClusterGates.IsUnknown() || verify.ClusterGates.ValueBool()
+	spec.Health, d = shared.HealthChecker(ctx, verify.HealthChecks)
+	diags.Append(d...)
 	return spec, diags
 }
 
@@ -422,6 +428,8 @@ type storedConfig struct {
 	MaxUnsettled   string         `json:"maxUnsettled,omitempty"`
 	VerifyTimeout  string         `json:"verifyTimeout"`
 	BakeTime       string         `json:"bakeTime"`
+	HealthChecks   []health.Rule  `json:"healthChecks,omitempty"`
+	NoClusterGates bool           `json:"noClusterGates,omitempty"`
 	DeletionPolicy string         `json:"deletionPolicy"`
 	// NoAdopt is adopt = false (stored negated: records written before adopt existed adopt).
 	NoAdopt        bool              `json:"noAdopt,omitempty"`
@@ -486,6 +494,9 @@ func (m *Model) configRecord(ctx context.Context) ([]byte, diag.Diagnostics) {
 	var verify VerifyModel
 	diags.Append(m.Verify.As(ctx, &verify, objectOpts)...)
 	c.VerifyTimeout, c.BakeTime = verify.Timeout.ValueString(), verify.BakeTime.ValueString()
+	c.HealthChecks, d = shared.HealthRules(ctx, verify.HealthChecks)
+	diags.Append(d...)
+	c.NoClusterGates = !verify.ClusterGates.IsNull() && !verify.ClusterGates.IsUnknown() && !verify.ClusterGates.ValueBool()
 	c.IgnoreFields, d = ignoreattr.Rules(ctx, m.IgnoreFields)
 	diags.Append(d...)
 	c.SensitivePaths, d = ignoreattr.Rules(ctx, m.SensitivePaths)
@@ -557,6 +568,9 @@ func (m *Model) fromConfigRecord(ctx context.Context, raw []byte) diag.Diagnosti
 	diags.Append(d...)
 	m.Values, d = shared.ValuesValue(ctx, c.Values)
 	diags.Append(d...)
-	m.Verify = types.ObjectValueMust(verifyAttrTypes, map[string]attr.Value{"timeout": types.StringValue(c.VerifyTimeout), "bake_time": types.StringValue(c.BakeTime)})
+	m.Verify = types.ObjectValueMust(verifyAttrTypes, map[string]attr.Value{
+		"timeout": types.StringValue(c.VerifyTimeout), "bake_time": types.StringValue(c.BakeTime),
+		"health_checks": shared.HealthValue(c.HealthChecks), "cluster_gates": types.BoolValue(!c.NoClusterGates),
+	})
 	return diags
 }

@@ -49,7 +49,7 @@ const (
 
 var dnsLabel = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
 
-var verifyAttrTypes = shared.VerifyAttrTypes()
+var verifyAttrTypes = shared.VerifyAttrTypes(shared.HealthChecks, shared.ClusterGates)
 
 var moduleAttrTypes = map[string]attr.Type{
 	"name":                types.StringType,
@@ -176,7 +176,7 @@ func (r *assignmentResource) Schema(ctx context.Context, _ resource.SchemaReques
 				Verify:   "How each cluster is verified after a module is applied: every object ready (kstatus) within `timeout`, then `bake_time`.",
 				Timeout:  "Longest wait for a module's objects on one cluster to become ready. Default `" + shared.DefaultVerifyTimeout + "`.",
 				BakeTime: "Wait after a wave is verified before it is checked again. Default `0s`.",
-			}),
+			}, shared.HealthChecks, shared.ClusterGates),
 			"canary":          shared.CanaryAttribute(changeText),
 			"canary_optional": shared.CanaryOptionalAttribute(changeText),
 			"on_failure":      shared.OnFailureAttribute(changeText, defaultOnFailure),

@@ -11,6 +11,7 @@ import (
 
 	"github.com/gradual-dev/terraform-provider-gradual/internal/delivery"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/fleet"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/health"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/ignoreattr"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/manifesttype"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/shared"
@@ -44,6 +45,8 @@ type storedConfig struct {
 	VerifyTimeout    string                 `json:"verifyTimeout"`
 	BakeTime         string                 `json:"bakeTime"`
 	HTTPChecks       []storedCheck          `json:"httpChecks,omitempty"`
+	HealthChecks     []health.Rule          `json:"healthChecks,omitempty"`
+	NoClusterGates   bool                   `json:"noClusterGates,omitempty"`
 	DeletionPolicy   string                 `json:"deletionPolicy"`
 	ForceConflicts   bool                   `json:"forceConflicts,omitempty"`
 	IgnoreFields     []ignoreattr.Rule      `json:"ignoreFields,omitempty"`
@@ -115,6 +118,10 @@ func (m *Model) configRecord(ctx context.Context) ([]byte, diag.Diagnostics) {
 	for _, ch := range checks {
 		c.HTTPChecks = append(c.HTTPChecks, storedCheck{URL: ch.URL.ValueString(), ExpectedStatus: ch.ExpectedStatus.ValueInt64(), Timeout: ch.Timeout.ValueString()})
 	}
+	healthRules, d := shared.HealthRules(ctx, verify.HealthChecks)
+	diags.Append(d...)
+	c.HealthChecks = healthRules
+	c.NoClusterGates = !verify.ClusterGates.IsNull() && !verify.ClusterGates.IsUnknown() && !verify.ClusterGates.ValueBool()
 	values, d := m.values(ctx)
 	diags.Append(d...)
 	c.Values = values
@@ -193,6 +200,7 @@ func (m *Model) fromConfigRecord(ctx context.Context, raw []byte) diag.Diagnosti
 	}
 	m.Verify = types.ObjectValueMust(verifyAttrTypes, map[string]attr.Value{
 		"timeout": types.StringValue(c.VerifyTimeout), "bake_time": types.StringValue(c.BakeTime), "http_checks": checks,
+		"health_checks": shared.HealthValue(c.HealthChecks), "cluster_gates": types.BoolValue(!c.NoClusterGates),
 	})
 	return diags
 }

@@ -73,9 +73,11 @@ type Model struct {
 
 // VerifyModel is the `verify` attribute.
 type VerifyModel struct {
-	Timeout    types.String `tfsdk:"timeout"`
-	BakeTime   types.String `tfsdk:"bake_time"`
-	HTTPChecks types.List   `tfsdk:"http_checks"`
+	Timeout      types.String `tfsdk:"timeout"`
+	BakeTime     types.String `tfsdk:"bake_time"`
+	HTTPChecks   types.List   `tfsdk:"http_checks"`
+	HealthChecks types.List   `tfsdk:"health_checks"`
+	ClusterGates types.Bool   `tfsdk:"cluster_gates"`
 }
 
 // HTTPCheckModel is one `verify.http_checks` entry.
@@ -255,6 +257,15 @@ func (m *Model) spec(ctx context.Context) (delivery.Spec, diag.Diagnostics) {
 	diags.Append(shared.VerifyAs(ctx, m.Verify, &verify)...)
 	spec.Policy.VerifyTimeout, spec.Policy.BakeTime = shared.VerifyDurations(verify.Timeout, verify.BakeTime)
 	diags.Append(m.stages(ctx, &spec)...)
+	spec.ClusterGates = verify.ClusterGates.IsNull() || verify.ClusterGates.IsUnknown() || verify.ClusterGates.ValueBool()
+	spec.Health, d = shared.HealthChecker(ctx, verify.HealthChecks)
+	diags.Append(d...)
+	if !spec.Health.Empty() && !m.Delivery.IsNull() && !m.Delivery.IsUnknown() {
+		// Through Flux, the cluster's Kustomization judges the objects, not this provider.
+		diags.AddAttributeError(shared.PathHealthChecks, "Health Checks Not Delivered Through Flux Yet",
+			"`verify.health_checks` are evaluated by the provider as it waits for the objects, and with `delivery.flux` Flux's "+
+				"Kustomization judges them: the two cannot be used together yet. Deliver directly (leave `delivery` out).")
+	}
 	if !verify.HTTPChecks.IsNull() && !verify.HTTPChecks.IsUnknown() {
 		var checks []HTTPCheckModel
 		diags.Append(verify.HTTPChecks.ElementsAs(ctx, &checks, false)...)

@@ -2,11 +2,17 @@ package shared
 
 import (
 	"context"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/terraform-plugin-framework/attr"
+	"github.com/hashicorp/terraform-plugin-framework/path"
+	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/types"
+
+	"github.com/gradual-dev/terraform-provider-gradual/internal/health"
 )
 
 func TestVerifyDurations(t *testing.T) {
@@ -49,5 +55,43 @@ func TestVerifyAttributeAndAs(t *testing.T) {
 	})
 	if diags := VerifyAs(context.Background(), v, &m); diags.HasError() || m.Timeout.ValueString() != "1m" || m.BakeTime.ValueString() != "10s" {
 		t.Errorf("VerifyAs = %+v %v", m, diags)
+	}
+}
+
+func TestCELValidator(t *testing.T) {
+	for expr, want := range map[string]string{
+		"status.conditions.exists(e, e.type == 'Ready')": "",
+		"status.conditions.exists(e, e.type == ":         "verify.health_checks[0].current: ERROR",
+		"'not a bool'":                                   "not bool",
+	} {
+		req := validator.StringRequest{Path: path.Root("verify").AtName("health_checks").AtListIndex(0).AtName("current"), ConfigValue: types.StringValue(expr)}
+		var resp validator.StringResponse
+		CEL().ValidateString(context.Background(), req, &resp)
+		switch {
+		case want == "" && resp.Diagnostics.HasError():
+			t.Errorf("%q refused: %v", expr, resp.Diagnostics)
+		case want != "" && (!resp.Diagnostics.HasError() || !strings.Contains(resp.Diagnostics[0].Detail(), want)):
+			t.Errorf("%q: %v, want an error with %q", expr, resp.Diagnostics, want)
+		}
+	}
+}
+
+// The rules kept in the records come back as the attribute they were read from.
+func TestHealthRulesRoundTrip(t *testing.T) {
+	ctx := context.Background()
+	rules := []health.Rule{
+		{APIVersion: "apps/v1", Kind: "Deployment", Current: "true", Failed: "false"},
+		{APIVersion: "example.com/v1", Kind: "Widget", Current: "status.ready", InProgress: "has(status.step)"},
+	}
+	back, diags := HealthRules(ctx, HealthValue(rules))
+	if diags.HasError() || !slices.Equal(back, rules) {
+		t.Fatalf("HealthRules(HealthValue(rules)) = %+v, %v; want %+v", back, diags, rules)
+	}
+	if !HealthValue(nil).IsNull() {
+		t.Error("no rules should be a null attribute")
+	}
+	dup := HealthValue([]health.Rule{rules[0], rules[0]})
+	if _, diags := HealthChecker(ctx, dup); !diags.HasError() || !strings.Contains(diags[0].Detail(), "a second rule for apps/v1 Deployment") {
+		t.Errorf("two rules for one kind: %v, want an error naming the kind", diags)
 	}
 }
