@@ -53,7 +53,7 @@ cleanup() {
 trap cleanup EXIT
 
 log "building the provider into a filesystem mirror"
-version=0.2.0 # a release version the modules' constraint accepts; the mirror holds only this build
+version=0.3.0 # the release main goes with, which the modules on main require; the mirror holds only this build
 go build -o "$work/terraform-provider-gradual" .
 for host in registry.terraform.io registry.opentofu.org; do
   dir="$work/mirror/$host/gradual-dev/gradual/$version/$(go env GOOS)_$(go env GOARCH)"

@@ -6,7 +6,7 @@ terraform {
     gradual = {
       source = "gradual-dev/gradual"
       # 0.x: minor releases may change the schema; pin the minor you tested with when you use it.
-      version = ">= 0.2.0, < 0.3.0"
+      version = ">= 0.3.0, < 0.4.0"
     }
   }
 }

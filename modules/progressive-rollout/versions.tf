@@ -6,7 +6,7 @@ terraform {
     gradual = {
       source = "gradual-dev/gradual"
       # 0.x: minor releases may change the schema; pin the minor you tested with when you use it.
-      version = ">= 0.3.0, < 0.4.0" # stages and promote_until are new in 0.3
+      version = ">= 0.3.0, < 0.4.0"
     }
   }
 }
