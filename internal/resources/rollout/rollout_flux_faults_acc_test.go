@@ -96,7 +96,7 @@ func TestAccRollout_fluxControllerStopped(t *testing.T) {
 					}
 					resume()
 				},
-				Config:    config(two),
+				Config: config(two),
 				Check: func(s *terraform.State) error {
 					if err := noLedger(s); err != nil {
 						return err
