@@ -6,6 +6,7 @@ import (
 	"maps"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -83,10 +84,16 @@ func TestAccRollout_fluxControllerStopped(t *testing.T) {
 			},
 			{
 				PreConfig: func() {
-					resume = stopProcesses(t, []int{fluxProcess(t, f, "kustomize-controller")})
+					thaw := stopProcesses(t, []int{fluxProcess(t, f, "kustomize-controller")})
+					var once sync.Once
+					resume = func() { once.Do(thaw) }
+					// Resumed by the next step; and in any case within 2 minutes, so that a
+					// failing step does not leave destroy waiting on a frozen controller (the
+					// Kustomization's finalizer) until the test times out.
+					time.AfterFunc(2*time.Minute, resume)
 				},
 				Config:      config(two),
-				ExpectError: regexp.MustCompile(`(?s)left unsettled.*staging-eu-1|staging-eu-1.*left unsettled`),
+				ExpectError: regexp.MustCompile(`(?s)stopped answering after the change began.*lost-contact.*staging-eu-1: verify .*Flux did not attempt`),
 			},
 			{
 				// The failed apply recorded nothing invalid; the controller runs again.
@@ -142,7 +149,7 @@ func TestAccRollout_fluxRegistryDown(t *testing.T) {
 	key := records.Key{Kind: records.KindRollout, Namespace: f.Namespace, Name: name}
 	clusters := []string{"prod-eu-1", "prod-us-1", "staging-eu-1"}
 	config := func(value string) string {
-		c := rolloutConfig(f, name, allThree, fluxBundle(name, value, false), fmt.Sprintf(`canary = ["staging-eu-1"]
+		c := "terraform {\n  required_providers {\n    gradual = { source = \"gradual-dev/gradual\" }\n  }\n}\n" + rolloutConfig(f, name, allThree, fluxBundle(name, value, false), fmt.Sprintf(`canary = ["staging-eu-1"]
   delivery = { flux = { repository = %q, insecure = true } }`, f.Flux.RegistryURL("gradual/"+name)))
 		return strings.Replace(c, `verify = { timeout = "90s" }`, `verify = { timeout = "30s" }`, 1)
 	}
