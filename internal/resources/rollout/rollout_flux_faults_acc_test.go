@@ -63,9 +63,9 @@ func TestAccRollout_fluxControllerStopped(t *testing.T) {
 	name := acctest.UniqueLabel("fluxstop")
 	clusters := []string{"prod-eu-1", "prod-us-1", "staging-eu-1"}
 	one, two := fluxBundle(name, "one", false), fluxBundle(name, "two", false)
-	config := func(manifests string) string {
+	config := func(manifests string, extra ...string) string {
 		c := rolloutConfig(f, name, allThree, manifests, fmt.Sprintf(`canary = ["staging-eu-1"]
-  delivery = { flux = { repository = %q, insecure = true } }`, f.Flux.RegistryURL("gradual/"+name)))
+  delivery = { flux = { repository = %q, insecure = true } }`, f.Flux.RegistryURL("gradual/"+name))+strings.Join(extra, ""))
 		return strings.Replace(c, `verify = { timeout = "90s" }`, `verify = { timeout = "10s" }`, 1)
 	}
 	var resume func()
@@ -103,7 +103,13 @@ func TestAccRollout_fluxControllerStopped(t *testing.T) {
 					}
 					resume()
 				},
-				Config: config(two),
+				// The engine's guard after lost contact (not a ledger entry): the same revision
+				// is not taken further on that evidence without retry_invalid.
+				Config:      config(two),
+				ExpectError: regexp.MustCompile(`Clusters Lost Contact After This Revision`),
+			},
+			{
+				Config: config(two, "\n  retry_invalid = true"),
 				Check: func(s *terraform.State) error {
 					if err := noLedger(s); err != nil {
 						return err
