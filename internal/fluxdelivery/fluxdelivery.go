@@ -243,7 +243,7 @@ func (d *Delivery) object(gvk schema.GroupVersionKind, namespace, cluster string
 // Pin makes Flux apply the artifact digest to cluster (a Cluster in namespace): the
 // OCIRepository pinned to it and the Kustomization that applies it through the Cluster's
 // kubeconfig Secret, created or updated by server-side apply. timeout is the Kustomization's
-// wait timeout (verify.timeout).
+// wait timeout: KustomizationTimeout of verify.timeout.
 func (d *Delivery) Pin(ctx context.Context, namespace, cluster, digest string, timeout time.Duration) error {
 	name := ObjectName(d.key, cluster)
 	src := d.object(OCIRepositoryKind, namespace, cluster)
@@ -260,7 +260,7 @@ func (d *Delivery) Pin(ctx context.Context, namespace, cluster, digest string, t
 		"path":          "./",
 		"interval":      "10m",
 		"retryInterval": "5s",
-		"timeout":       timeout.String(),
+		"timeout":       KustomizationTimeout(timeout).String(),
 		"prune":         true,
 		"wait":          true,
 		// CAPI writes the admin kubeconfig of <cluster> to <cluster>-kubeconfig, key "value";
@@ -294,6 +294,18 @@ func (s Status) On(digest string) bool {
 // revisionIs reports whether a Flux revision ("tag@sha256:…" or "sha256:…") names digest.
 func revisionIs(rev, digest string) bool {
 	return digest != "" && (rev == digest || strings.HasSuffix(rev, "@"+digest))
+}
+
+// KustomizationTimeout is the spec.timeout of a Kustomization the provider verifies within
+// verify: shorter by a margin (a tenth, from 2 s to 30 s), so that a kustomize-controller at
+// work gives its own verdict (HealthCheckFailed) before the provider stops waiting, and a
+// revision it started on without a verdict at the end means the controller stopped.
+func KustomizationTimeout(verify time.Duration) time.Duration {
+	margin := min(max(verify/10, 2*time.Second), 30*time.Second)
+	if verify-margin < time.Second {
+		return verify
+	}
+	return verify - margin
 }
 
 // Read returns the Kustomization's status on cluster.
@@ -371,8 +383,16 @@ func Classify(st Status, digest string, final bool) error {
 	if !final {
 		return nil
 	}
-	if attempted {
+	if attempted && st.Ready == "False" {
 		return fmt.Errorf("%w: not ready within the verify timeout: %s: %s", ErrRevisionFailed, st.Reason, msg)
+	}
+	if attempted {
+		// No verdict on a revision kustomize-controller started on: its own timeout
+		// (KustomizationTimeout) ends before the verify timeout, so a controller at work would
+		// have said HealthCheckFailed by now. It stopped mid-reconcile (killed, frozen, starved):
+		// the delivery infrastructure's fault, never the revision's.
+		return fmt.Errorf("%w: kustomize-controller started on %s but gave no verdict within the verify timeout (is it running?): %s: %s",
+			ErrInfrastructure, digest, st.Reason, msg)
 	}
 	return fmt.Errorf("%w: Flux did not attempt %s within the verify timeout (last attempted %q): %s: %s",
 		ErrInfrastructure, digest, st.Attempted, st.Reason, msg)

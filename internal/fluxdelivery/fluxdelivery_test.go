@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-containerregistry/pkg/registry"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -73,7 +74,11 @@ func TestClassify(t *testing.T) {
 			Message: kubeconfigMissing}, true, ErrInfrastructure},
 		{"an older revision's failure", Status{Exists: true, Ready: "False", Reason: "HealthCheckFailed", Attempted: "r0@sha256:bbbb"}, false, nil},
 		{"never attempted (source or controller down)", Status{Exists: true, Ready: "True", Applied: "r0@sha256:bbbb", Attempted: "r0@sha256:bbbb"}, true, ErrInfrastructure},
-		{"attempted, not ready in time", Status{Exists: true, Ready: "Unknown", Reason: "Progressing", Attempted: "r1@" + digest}, true, ErrRevisionFailed},
+		{"attempted, failed and not ready in time", Status{Exists: true, Ready: "False", Reason: "DependencyNotReady", Attempted: "r1@" + digest}, true, ErrRevisionFailed},
+		// kustomize-controller stopped mid-reconcile (its own timeout ends first, so a live
+		// one would have given a verdict): infrastructure, never the revision.
+		{"attempted, no verdict in time", Status{Exists: true, Ready: "Unknown", Reason: "Progressing", Attempted: "r1@" + digest}, true, ErrInfrastructure},
+		{"attempted, no verdict yet", Status{Exists: true, Ready: "Unknown", Reason: "Progressing", Attempted: "r1@" + digest}, false, nil},
 		{"suspended", Status{Exists: true, Suspended: true}, false, ErrInfrastructure},
 		{"gone", Status{}, false, ErrInfrastructure},
 	} {
@@ -83,6 +88,19 @@ func TestClassify(t *testing.T) {
 				t.Fatalf("Classify = %v, want %v", err, tc.want)
 			}
 		})
+	}
+}
+
+func TestKustomizationTimeout(t *testing.T) {
+	for _, tc := range []struct{ verify, want time.Duration }{
+		{10 * time.Second, 8 * time.Second},
+		{90 * time.Second, 81 * time.Second},
+		{30 * time.Minute, 29*time.Minute + 30*time.Second},
+		{2 * time.Second, 2 * time.Second}, // too short for a margin
+	} {
+		if got := KustomizationTimeout(tc.verify); got != tc.want {
+			t.Errorf("KustomizationTimeout(%s) = %s, want %s", tc.verify, got, tc.want)
+		}
 	}
 }
 

@@ -77,12 +77,22 @@ func (r *rolloutResource) apply(ctx context.Context, timeout time.Duration, plan
 	if diags.HasError() {
 		return false
 	}
-	run, err := svc.Run(ctx, delivery.RunRequest{
-		Spec: spec, Query: query, Planned: planned, PlannedKnown: planned != nil, Config: config,
-		Leave: true, Orphan: plan.DeletionPolicy.ValueString() == "orphan", Leaving: leaving,
-		Create: create, ImportHint: importHint(spec.Key),
-		Logf: func(msg string, fields map[string]any) { tflog.Info(ctx, msg, fields) },
-	})
+	var run *delivery.RunResult
+	var err error
+	if svc.Flux() {
+		// A saved plan applied after the registry went down (or the Flux CRDs went away): refuse
+		// before the Lease is taken and any Kustomization re-pinned, rather than let every
+		// cluster of the first wave fail to publish and end unsettled.
+		err = svc.FluxReady(ctx)
+	}
+	if err == nil {
+		run, err = svc.Run(ctx, delivery.RunRequest{
+			Spec: spec, Query: query, Planned: planned, PlannedKnown: planned != nil, Config: config,
+			Leave: true, Orphan: plan.DeletionPolicy.ValueString() == "orphan", Leaving: leaving,
+			Create: create, ImportHint: importHint(spec.Key),
+			Logf: func(msg string, fields map[string]any) { tflog.Info(ctx, msg, fields) },
+		})
+	}
 	if run != nil {
 		if len(run.Plan.Differences) > 0 {
 			// One warning: Terraform folds warnings with the same summary into "similar warnings".
