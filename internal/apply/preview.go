@@ -143,12 +143,15 @@ func (a *Applier) Preview(ctx context.Context, objs []*unstructured.Unstructured
 }
 
 // Rejected reports whether err is the API server refusing an object for what it is (schema,
-// validation, admission), as opposed to not answering: 400, 403, 413 and 422. Such a refusal
-// repeats on every try, so a dry-run that gets one predicts a failed apply.
+// validation, an admission policy), as opposed to not answering: 400, 413 and 422. Such a
+// refusal repeats on every try, so a dry-run that gets one predicts a failed apply. 403 is not
+// one: it is also what RBAC answers when the plan's identity may read but not create (a plan-only
+// role), which says nothing of the objects, and the two 403s are told apart only by their text.
+// A cluster answering 403 is reported as not previewed, with the server's reason.
 func Rejected(err error) bool {
 	// Without a status (code 0) it is a transport error, not the server's verdict.
 	switch statusCode(err) {
-	case http.StatusBadRequest, http.StatusForbidden, http.StatusRequestEntityTooLarge, http.StatusUnprocessableEntity:
+	case http.StatusBadRequest, http.StatusRequestEntityTooLarge, http.StatusUnprocessableEntity:
 		return true
 	}
 	return false

@@ -21,7 +21,8 @@ func TestRejected(t *testing.T) {
 		want bool
 	}{
 		{"admission policy (422)", apierrors.NewInvalid(schema.GroupKind{Kind: "ConfigMap"}, "web", nil), true},
-		{"webhook denial (403)", apierrors.NewForbidden(cm, "web", errors.New("admission webhook denied the request")), true},
+		// 403 is also RBAC's answer to a plan-only identity: not a verdict on the object.
+		{"forbidden (403)", apierrors.NewForbidden(cm, "web", errors.New("admission webhook denied the request")), false},
 		{"schema: unknown field (400)", apierrors.NewBadRequest(`strict decoding error: unknown field "spec.replica"`), true},
 		{"too large (413)", apierrors.NewRequestEntityTooLargeError("limit is 3145728"), true},
 		{"wrapped in an ObjectError", &ObjectError{Op: "dry-run apply", Err: apierrors.NewInvalid(schema.GroupKind{Kind: "ConfigMap"}, "web", nil)}, true},

@@ -133,7 +133,7 @@ func TestAccScale_planLineBudget(t *testing.T) {
 	if err := wwc.Get(ctx, client.ObjectKey{Namespace: label + "-r", Name: "settings"}, &settings); err != nil || settings.Data["setting"] != "v1" {
 		t.Errorf("%s (stage rest, waiting): ConfigMap settings %v %v, want setting v1", waiter, settings.Data, err)
 	}
-	if err := wwc.Get(ctx, client.ObjectKey{Namespace: label + "-r", Name: "values"}, &values); err != nil || values.Data["cluster"] != waiter || values.Data["picked"] != "yes" {
+	if err := wwc.Get(ctx, client.ObjectKey{Namespace: label + "-r", Name: "values"}, &values); err != nil || values.Data["cluster"] != waiter || values.Data["picked"] != "picked-yes" {
 		t.Errorf("%s: ConfigMap values %v %v, want its own name and picked yes", waiter, values.Data, err)
 	}
 	for _, ns := range []string{label + "-r", label + "-a"} {
@@ -240,8 +240,9 @@ func config(f *testbed.Fleet, label, version string, first []string, promoteUnti
 		}
 		return b.String()
 	}
-	// $${ is a literal ${ in HCL: the provider substitutes it per cluster.
-	perCluster := fmt.Sprintf("---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: values\n  namespace: %s\ndata:\n  cluster: \"$${cluster_name}\"\n  picked: \"$${picked}\"\n", label+"-r")
+	// $${ is a literal ${ in HCL: the provider substitutes it per cluster. The label's value is
+	// "yes", which YAML reads as a boolean once substituted alone (Flux's rules), hence the prefix.
+	perCluster := fmt.Sprintf("---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: values\n  namespace: %s\ndata:\n  cluster: \"$${cluster_name}\"\n  picked: \"picked-$${picked}\"\n", label+"-r")
 	names, _ := json.Marshal(first)
 	until := "null"
 	if promoteUntil != "" {

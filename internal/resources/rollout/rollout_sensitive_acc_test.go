@@ -39,6 +39,11 @@ func TestAccRollout_sensitivePaths(t *testing.T) {
 	t.Cleanup(func() {
 		if cleanupConfig != "" {
 			tf.writeConfig(cleanupConfig)
+			// Without the Service the API server refuses (OpenTofu's destroy plans the
+			// configuration first, and the dry-run preview would refuse it).
+			if err := os.WriteFile(filepath.Join(tf.dir, "db.yaml"), []byte(db(value)), 0o600); err != nil {
+				t.Error(err)
+			}
 		}
 		if res := tf.run(context.Background(), "destroy", "-auto-approve"); res.code != 0 {
 			t.Errorf("cleanup: destroy exited %d:\n%s", res.code, res.output)
@@ -144,11 +149,24 @@ func TestAccRollout_sensitivePaths(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(tf.dir, "db.yaml"), []byte(db(value)+svc), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	tf.writeConfig(blastConfig(f, name, targets, lightBundle(name, "v1"), `sensitive_paths = [
+	failing := func(preview string) string {
+		return blastConfig(f, name, targets, lightBundle(name, "v1"), `sensitive_paths = [
     { kind = "ConfigMap", name = "db", paths = [".data.password"] },
     { kind = "Service", paths = [".spec.clusterIP"] },
   ]
-  sensitive_manifests = file("${path.module}/db.yaml")`))
+  sensitive_manifests = file("${path.module}/db.yaml")
+  preview = "`+preview+`"`)
+	}
+	// The plan's dry-run preview meets the refusal first: it fails the plan, redacted too.
+	tf.writeConfig(failing("canary"))
+	out, log = run(1, "plan")
+	if !strings.Contains(flat(out), "Manifests Rejected By The API Server") {
+		t.Fatalf("the preview did not refuse the Service:\n%s", out)
+	}
+	leaks("the preview's refusal", out)
+	leaks("the preview's provider TRACE log", providerLines(log))
+	// Without the preview, apply meets it.
+	tf.writeConfig(failing("none"))
 	out, log = run(1, "apply", "-auto-approve")
 	if !strings.Contains(flat(out), "clusterIP") {
 		t.Fatalf("the apply did not fail on the Service's clusterIP:\n%s", out)
