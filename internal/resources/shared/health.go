@@ -6,7 +6,6 @@ package shared
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/hashicorp/terraform-plugin-framework/attr"
 	"github.com/hashicorp/terraform-plugin-framework/diag"
@@ -97,22 +96,8 @@ var ClusterGates = VerifyExtra{
 // CEL checks that a string is a CEL expression giving a bool over an object's fields. The
 // error names the attribute in its text too (verify.health_checks[0].current), since Terraform
 // shows only the configuration lines of an attribute error, which may not say which entry.
-func CEL() validator.String { return celValidator{} }
-
-type celValidator struct{}
-
-func (celValidator) Description(context.Context) string {
-	return "must be a CEL expression giving a bool"
-}
-func (v celValidator) MarkdownDescription(ctx context.Context) string { return v.Description(ctx) }
-
-func (celValidator) ValidateString(_ context.Context, req validator.StringRequest, resp *validator.StringResponse) {
-	if req.ConfigValue.IsNull() || req.ConfigValue.IsUnknown() {
-		return
-	}
-	if err := health.CompileExpr(req.ConfigValue.ValueString()); err != nil {
-		resp.Diagnostics.AddAttributeError(req.Path, "Invalid CEL Expression", fmt.Sprintf("%s: %v", req.Path, err))
-	}
+func CEL() validator.String {
+	return stringFunc{description: "must be a CEL expression giving a bool", summary: "Invalid CEL Expression", check: health.CompileExpr, named: true}
 }
 
 // HealthChecker compiles a `verify.health_checks` value; null or unknown gives an empty

@@ -23,6 +23,9 @@ type stringFunc struct {
 	// Terraform prints the configuration lines of an attribute error, and for these
 	// validators those lines may be the very Secret the error is about.
 	unplaced bool
+	// named starts the detail of an attribute error with the attribute's path, for entries of a
+	// list whose configuration lines may not say which entry it is.
+	named bool
 }
 
 func (v stringFunc) Description(context.Context) string         { return v.description }
@@ -37,7 +40,11 @@ func (v stringFunc) ValidateString(_ context.Context, req validator.StringReques
 			resp.Diagnostics.AddError(v.summary, fmt.Sprintf("%s: %v", req.Path, err))
 			return
 		}
-		resp.Diagnostics.AddAttributeError(req.Path, v.summary, err.Error())
+		detail := err.Error()
+		if v.named {
+			detail = fmt.Sprintf("%s: %v", req.Path, err)
+		}
+		resp.Diagnostics.AddAttributeError(req.Path, v.summary, detail)
 	}
 }
 
