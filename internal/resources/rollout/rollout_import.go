@@ -148,7 +148,7 @@ func (m *Model) fromConfigRecord(ctx context.Context, raw []byte) diag.Diagnosti
 		m.Manifests = manifesttype.NewValue(c.Manifests)
 	}
 	m.Sensitive = types.StringNull()
-	m.Delivery = deliveryValue(c.Flux)
+	m.Delivery = shared.DeliveryValue(c.Flux)
 	m.SensitiveObjects, _ = types.ListValueFrom(ctx, types.StringType, append([]string{}, c.SensitiveObjects...))
 	m.CanaryOptional = types.BoolValue(c.CanaryOptional)
 	if c.Revision != "" {

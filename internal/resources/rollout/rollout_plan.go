@@ -103,7 +103,7 @@ func (r *rolloutResource) ModifyPlan(ctx context.Context, req resource.ModifyPla
 	}
 	if svc.Flux() {
 		if err := svc.FluxReady(ctx); err != nil {
-			resp.Diagnostics.Append(diagnostics.AttributeFromError(pathDelivery, err, "Flux Not Installed"))
+			resp.Diagnostics.Append(diagnostics.AttributeFromError(shared.PathDelivery, err, "Flux Not Installed"))
 			return
 		}
 	}

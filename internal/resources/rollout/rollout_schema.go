@@ -181,7 +181,7 @@ func (r *rolloutResource) Schema(ctx context.Context, _ resource.SchemaRequest, 
 			"retry_invalid":      shared.RetryInvalidAttribute(changeText),
 			"paused":             pausedAttribute(),
 			"maintenance_window": shared.MaintenanceWindowAttribute("rollout"),
-			"delivery":           deliveryAttribute(),
+			"delivery":           shared.DeliveryAttribute(),
 			"timeouts":           timeouts.Attributes(ctx, timeouts.Opts{Create: true, Update: true, Delete: true}),
 
 			"revision": schema.StringAttribute{
