@@ -101,4 +101,3 @@ func FluxSettings(ctx context.Context, value types.Object) (*delivery.FluxSettin
 	}
 	return s, diags
 }
-
