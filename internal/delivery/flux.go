@@ -175,6 +175,9 @@ func (s *Service) fluxRemove(ctx context.Context, spec Spec, name string, orphan
 // resources configure the Flux engine without importing it.
 type FluxSettings = fluxdelivery.Settings
 
+// FluxCredentials are the credentials the Flux engine pushes with (fluxdelivery.Credentials).
+type FluxCredentials = fluxdelivery.Credentials
+
 // skipError is a cluster's reason to be left alone by this run (a suspended Kustomization), as
 // an error of observeCluster: the cluster is then skipped with it, not as unreadable.
 type skipError string

@@ -66,6 +66,9 @@ type Model struct {
 	Leaving           types.List         `tfsdk:"leaving"`
 	Skipped           types.Map          `tfsdk:"skipped"`
 	Delivery          types.Object       `tfsdk:"delivery"`
+	// registryPassword and registryToken are the write-only `delivery.flux.password` and
+	// `token`, read from the configuration (ReadWriteOnly); the framework skips unexported fields.
+	registryPassword, registryToken types.String
 
 	// private is kept in the resource's private state (see rollout_private.go), out of plans.
 	private privateState
@@ -87,14 +90,21 @@ type HTTPCheckModel struct {
 	Timeout        types.String `tfsdk:"timeout"`
 }
 
-// ReadWriteOnly takes `sensitive_manifests` from the configuration: Terraform keeps write-only
-// values out of the plan, so Create and Update find it only there (shared.WriteOnly).
+// ReadWriteOnly takes `sensitive_manifests` and the registry's `delivery.flux.password` and
+// `token` from the configuration: Terraform keeps write-only values out of the plan, so Create
+// and Update find them only there (shared.WriteOnly).
 func (m *Model) ReadWriteOnly(ctx context.Context, config tfsdk.Config) diag.Diagnostics {
-	return config.GetAttribute(ctx, pathSensitive, &m.Sensitive)
+	diags := config.GetAttribute(ctx, pathSensitive, &m.Sensitive)
+	var d diag.Diagnostics
+	m.registryPassword, m.registryToken, d = shared.FluxCredentials(ctx, config)
+	return append(diags, d...)
 }
 
-// ClearWriteOnly drops `sensitive_manifests` before the state is saved (shared.WriteOnly).
-func (m *Model) ClearWriteOnly() { m.Sensitive = types.StringNull() }
+// ClearWriteOnly drops the write-only values before the state is saved (shared.WriteOnly).
+func (m *Model) ClearWriteOnly() {
+	m.Sensitive = types.StringNull()
+	m.registryPassword, m.registryToken = types.StringNull(), types.StringNull()
+}
 
 // setSensitiveObjects names the objects of `sensitive_manifests` (identities, never content).
 func (m *Model) setSensitiveObjects(ctx context.Context) diag.Diagnostics {
