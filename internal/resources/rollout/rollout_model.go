@@ -7,7 +7,6 @@ import (
 
 	"github.com/hashicorp/terraform-plugin-framework-timeouts/resource/timeouts"
 	"github.com/hashicorp/terraform-plugin-framework/diag"
-	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/tfsdk"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
@@ -238,14 +237,6 @@ func (m *Model) spec(ctx context.Context) (delivery.Spec, diag.Diagnostics) {
 	spec.Values, d = m.values(ctx)
 	diags.Append(d...)
 	if d.HasError() {
-		return spec, diags
-	}
-	if spec.Values != nil && !m.Delivery.IsNull() && !m.Delivery.IsUnknown() {
-		// Flux pulls one artifact per revision for every cluster; per-cluster renderings would
-		// need Flux's own postBuild.substitute per Kustomization, which this engine does not set yet.
-		diags.AddAttributeError(path.Root("values"), "Values Not Delivered Through Flux Yet",
-			"`values` renders `manifests` per cluster, and `delivery.flux` publishes one artifact per revision for every cluster: "+
-				"the two cannot be used together yet. Deliver directly (leave `delivery` out), or use one rendering for every cluster.")
 		return spec, diags
 	}
 	if spec.Revision, err = set.RevisionWith(append(ignoreattr.Settings(rules, sensitive), spec.Values.Settings()...)); err != nil {
