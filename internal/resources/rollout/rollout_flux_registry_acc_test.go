@@ -122,7 +122,7 @@ func TestAccRollout_fluxRegistryCredentials(t *testing.T) {
 	}
 	resource.Test(t, resource.TestCase{
 		ProtoV6ProviderFactories: acctest.ProviderFactories,
-		CheckDestroy: func(*terraform.State) error { return nothingWritten() },
+		CheckDestroy:             func(*terraform.State) error { return nothingWritten() },
 		Steps: []resource.TestStep{
 			{
 				// The registry refuses the password: refused at plan, nothing written, and the
