@@ -228,8 +228,9 @@ func (s *Service) observeCluster(ctx context.Context, namespace, name string, ke
 		case reason != "":
 			return engine.TargetRecord{}, ClusterState{}, skipError(reason)
 		}
-		// Flux mode: the records are in the management cluster, and Flux repairs drift.
-		store, key, drift = s.fluxStore(recordNamespace), fluxRecordKey(key, name), false
+		// Flux mode: the records are in the management cluster, and Flux repairs drift (below,
+		// the current record is still loaded: what the cluster got, for values-changed).
+		store, key = s.fluxStore(recordNamespace), fluxRecordKey(key, name)
 	} else {
 		if c, err = s.cluster(ctx, namespace, name, key, false); err != nil {
 			return engine.TargetRecord{}, ClusterState{}, err
@@ -255,6 +256,8 @@ func (s *Service) observeCluster(ctx context.Context, namespace, name string, ke
 		st.State = StateProvisioning
 	case rec.Current == "":
 		st.State = StatePending
+	case drift && s.flux != nil:
+		st.recorded = state.Current.Manifests
 	case drift:
 		set, err := manifest.FromCanonical(state.Current.Manifests)
 		if err != nil {

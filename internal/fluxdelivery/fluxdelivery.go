@@ -85,6 +85,17 @@ type Credentials struct {
 	Username, Password, Token string
 }
 
+// RevisionSettings is what of the settings changes what a cluster's Flux objects say beyond the
+// artifact: the Secrets source-controller pulls with. It is part of the revision (nothing when
+// neither is set, so that existing revisions keep their names), so that a change of either is
+// carried to the clusters in waves, re-pinning each, like any other change.
+func (s Settings) RevisionSettings() []byte {
+	if s.SecretRef == "" && s.CertSecretRef == "" {
+		return nil
+	}
+	return []byte("flux-pull:secretRef=" + s.SecretRef + ",certSecretRef=" + s.CertSecretRef)
+}
+
 // keychain is what this process pushes and resolves with.
 func (s Settings) keychain() authn.Keychain {
 	c := s.Credentials

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
+	"github.com/hashicorp/terraform-plugin-testing/plancheck"
 	"github.com/hashicorp/terraform-plugin-testing/terraform"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -54,8 +55,11 @@ func TestAccRollout_fluxRegistryCredentials(t *testing.T) {
 	}
 	pull := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name + "-pull", Namespace: f.Namespace}, Type: corev1.SecretTypeDockerConfigJson,
 		Data: map[string][]byte{corev1.DockerConfigJsonKey: dockerConfig}}
+	// A second pull Secret, as after a rotation.
+	pull2 := pull.DeepCopy()
+	pull2.Name = name + "-pull2"
 	ca := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name + "-ca", Namespace: f.Namespace}, Data: map[string][]byte{"ca.crt": reg.CAPEM}}
-	for _, s := range []*corev1.Secret{pull, ca} {
+	for _, s := range []*corev1.Secret{pull, pull2, ca} {
 		if err := mc.Create(ctx, s); err != nil {
 			t.Fatal(err)
 		}
@@ -64,6 +68,7 @@ func TestAccRollout_fluxRegistryCredentials(t *testing.T) {
 	key := records.Key{Kind: records.KindRollout, Namespace: f.Namespace, Name: name}
 	clusters := `clusters = ["prod-eu-1", "staging-eu-1"]`
 	caBundle := strings.ReplaceAll(string(reg.CAPEM), "\n", `\n`)
+	pullName, revision := pull.Name, "" // the pull Secret the OCIRepositories must name; the last revision
 	config := func(manifests, credentials string, withCA bool) string {
 		caLine := ""
 		if withCA {
@@ -75,7 +80,7 @@ func TestAccRollout_fluxRegistryCredentials(t *testing.T) {
     secret_ref      = %q
     cert_secret_ref = %q
     %s
-  } }`, reg.URL("gradual/"+name), caLine, pull.Name, ca.Name, credentials))
+  } }`, reg.URL("gradual/"+name), caLine, pullName, ca.Name, credentials))
 	}
 	basic := fmt.Sprintf("username = \"fleet-push\"\n    password = %q", password)
 	// nothingWritten checks that no Kustomization of the rollout exists.
@@ -105,7 +110,7 @@ func TestAccRollout_fluxRegistryCredentials(t *testing.T) {
 					return err
 				}
 				spec, _ := json.Marshal(repo.Object["spec"])
-				if !strings.Contains(string(spec), `"secretRef":{"name":"`+pull.Name+`"}`) || !strings.Contains(string(spec), `"certSecretRef":{"name":"`+ca.Name+`"}`) {
+				if !strings.Contains(string(spec), `"secretRef":{"name":"`+pullName+`"}`) || !strings.Contains(string(spec), `"certSecretRef":{"name":"`+ca.Name+`"}`) {
 					return fmt.Errorf("%s: OCIRepository spec %s lacks the Secret references", c, spec)
 				}
 			}
@@ -145,9 +150,32 @@ func TestAccRollout_fluxRegistryCredentials(t *testing.T) {
 				Check:  onClusters("one"),
 			},
 			{
-				// The next revision pushed with a token instead.
+				// The next revision pushed with a token instead: the credentials change nothing
+				// in the clusters, so the rollout is updated, not replaced.
 				Config: config(fluxBundle(name, "two", false), fmt.Sprintf("token = %q", token), true),
-				Check:  onClusters("two"),
+				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
+					plancheck.ExpectResourceAction("gradual_rollout.test", plancheck.ResourceActionUpdate),
+				}},
+				Check: resource.ComposeTestCheckFunc(onClusters("two"), func(s *terraform.State) error {
+					revision = s.RootModule().Resources["gradual_rollout.test"].Primary.Attributes["revision"]
+					return nil
+				}),
+			},
+			{
+				// Another pull Secret is a new revision (the OCIRepositories change), carried to
+				// the clusters in waves like any other.
+				PreConfig: func() { pullName = pull2.Name },
+				Config: strings.Replace(config(fluxBundle(name, "two", false), fmt.Sprintf("token = %q", token), true),
+					fmt.Sprintf("secret_ref      = %q", pull.Name), fmt.Sprintf("secret_ref      = %q", pull2.Name), 1),
+				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
+					plancheck.ExpectResourceAction("gradual_rollout.test", plancheck.ResourceActionUpdate),
+				}},
+				Check: resource.ComposeTestCheckFunc(onClusters("two"), func(s *terraform.State) error {
+					if now := s.RootModule().Resources["gradual_rollout.test"].Primary.Attributes["revision"]; now == revision {
+						return fmt.Errorf("revision %s unchanged after secret_ref changed", now)
+					}
+					return nil
+				}),
 			},
 		},
 	})

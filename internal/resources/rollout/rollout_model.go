@@ -2,6 +2,7 @@ package rollout
 
 import (
 	"context"
+	"slices"
 	"sort"
 	"time"
 
@@ -239,7 +240,13 @@ func (m *Model) spec(ctx context.Context) (delivery.Spec, diag.Diagnostics) {
 	if d.HasError() {
 		return spec, diags
 	}
-	if spec.Revision, err = set.RevisionWith(append(ignoreattr.Settings(rules, sensitive), spec.Values.Settings()...)); err != nil {
+	flux, d := m.fluxSettings(ctx)
+	diags.Append(d...)
+	var pull []byte
+	if flux != nil {
+		pull = flux.RevisionSettings()
+	}
+	if spec.Revision, err = set.RevisionWith(slices.Concat(ignoreattr.Settings(rules, sensitive), spec.Values.Settings(), pull)); err != nil {
 		diags.AddAttributeError(pathManifests, "Invalid Manifests", err.Error())
 		return spec, diags
 	}

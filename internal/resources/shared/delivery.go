@@ -2,6 +2,7 @@ package shared
 
 import (
 	"context"
+	"fmt"
 	"regexp"
 
 	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
@@ -72,8 +73,12 @@ func DeliveryAttribute() schema.SingleNestedAttribute {
 			"pinned by digest and a `Kustomization` per cluster (through the Cluster's `<name>-kubeconfig` Secret, `prune` and " +
 			"`wait` on, `timeout` = `verify.timeout`) apply it. The provider then reads and writes only the management cluster " +
 			"and the registry, and reads no Secret in the Clusters' namespace (a Cluster's eligibility comes from its status); " +
-			"the per-cluster records live in the management cluster. Changing the engine replaces the resource.",
-		PlanModifiers: []planmodifier.Object{objectplanmodifier.RequiresReplace()},
+			"the per-cluster records live in the management cluster. Changing the engine, `repository` or `insecure` replaces the resource; " +
+			"the credentials and CA this provider pushes with do not, and `secret_ref` and `cert_secret_ref` are part of the revision, " +
+			"so a change of either is rolled out in waves like any other.",
+		PlanModifiers: []planmodifier.Object{objectplanmodifier.RequiresReplaceIf(engineChanged,
+			"Changing the engine (direct or Flux), the repository or `insecure` replaces the resource.",
+			"Changing the engine (direct or Flux), the repository or `insecure` replaces the resource.")},
 		Attributes: map[string]schema.Attribute{
 			"flux": schema.SingleNestedAttribute{
 				Required:            true,
@@ -130,6 +135,34 @@ func DeliveryAttribute() schema.SingleNestedAttribute {
 			},
 		},
 	}
+}
+
+// engineChanged says whether a change of `delivery` replaces the resource: the engine, the
+// repository and `insecure` name where each cluster's artifacts are (a replacement moves every
+// cluster, through destroy and create). The credentials and CA this provider pushes with are its
+// own business and change nothing in the clusters; the Secrets source-controller pulls with are
+// part of the revision (fluxdelivery.Settings.RevisionSettings), rolled out in waves.
+func engineChanged(ctx context.Context, req planmodifier.ObjectRequest, resp *objectplanmodifier.RequiresReplaceIfFuncResponse) {
+	where := func(v types.Object) (string, diag.Diagnostics) {
+		if v.IsNull() {
+			return "direct", nil
+		}
+		var dm struct {
+			Flux types.Object `tfsdk:"flux"`
+		}
+		diags := v.As(ctx, &dm, basetypes.ObjectAsOptions{UnhandledUnknownAsEmpty: true})
+		if diags.HasError() || dm.Flux.IsNull() {
+			return "direct", diags
+		}
+		attrs := dm.Flux.Attributes()
+		insecure, _ := attrs["insecure"].(types.Bool)
+		return fmt.Sprintf("flux %s insecure=%t", attrs["repository"], insecure.ValueBool()), diags
+	}
+	before, d1 := where(req.StateValue)
+	after, d2 := where(req.PlanValue)
+	resp.Diagnostics.Append(d1...)
+	resp.Diagnostics.Append(d2...)
+	resp.RequiresReplace = before != after
 }
 
 // secretName is what a Secret's name must be (a DNS subdomain).
