@@ -215,9 +215,31 @@ func (s *Service) fluxSuspended(ctx context.Context, key records.Key, namespace,
 	if err != nil {
 		return "", fmt.Errorf("read the Kustomization of %s: %w", cluster, err)
 	}
+	return suspendedReason(st, key, namespace, cluster), nil
+}
+
+func suspendedReason(st fluxdelivery.Status, key records.Key, namespace, cluster string) string {
 	if !st.Suspended {
-		return "", nil
+		return ""
 	}
 	return fmt.Sprintf("its Flux Kustomization is suspended (resume it with `flux resume kustomization -n %s %s`)",
-		namespace, fluxdelivery.ObjectName(key, cluster)), nil
+		namespace, fluxdelivery.ObjectName(key, cluster))
+}
+
+// fluxView reads the cluster's Flux objects of key: the reason it is left alone (suspended), and
+// with drift, Flux's view when it disagrees with the records (fluxdelivery.Drift).
+func (s *Service) fluxView(ctx context.Context, key records.Key, namespace, cluster string, drift bool) (skip, disagrees string, err error) {
+	d := fluxdelivery.New(s.mgmt.Client, *s.flux, key)
+	st, err := d.Read(ctx, namespace, cluster)
+	if err != nil {
+		return "", "", fmt.Errorf("read the Kustomization of %s: %w", cluster, err)
+	}
+	if skip = suspendedReason(st, key, namespace, cluster); skip != "" || !drift {
+		return skip, "", nil
+	}
+	pinned, exists, err := d.Pinned(ctx, namespace, cluster)
+	if err != nil {
+		return "", "", fmt.Errorf("read the OCIRepository of %s: %w", cluster, err)
+	}
+	return "", fluxdelivery.Drift(st, pinned, exists), nil
 }

@@ -433,6 +433,49 @@ func (d *Delivery) Read(ctx context.Context, namespace, cluster string) (Status,
 	return st, nil
 }
 
+// Pinned reads the digest cluster's OCIRepository is pinned to; "" and false when it does not
+// exist.
+func (d *Delivery) Pinned(ctx context.Context, namespace, cluster string) (string, bool, error) {
+	src := d.object(OCIRepositoryKind, namespace, cluster)
+	if err := d.mgmt.Get(ctx, client.ObjectKeyFromObject(src), src); err != nil {
+		if apierrors.IsNotFound(err) {
+			return "", false, nil
+		}
+		return "", false, err
+	}
+	digest, _, _ := unstructured.NestedString(src.Object, "spec", "ref", "digest")
+	return digest, true, nil
+}
+
+// Drift is Flux's view of a cluster the records say runs a revision, when it disagrees: its
+// Kustomization or OCIRepository gone (deleted by hand), its Kustomization not ready by Flux's own
+// verdict (Ready False, with Flux's reason), or ready on something other than the pinned digest
+// (its spec edited by hand). "" when Flux keeps the cluster on the pin, or is still working on it
+// (Ready Unknown): a reconcile in progress is not drift. The next apply pins the cluster again
+// and verifies it, as direct delivery repairs drifted objects.
+func Drift(st Status, pinned string, sourceExists bool) string {
+	switch {
+	case !st.Exists:
+		return "Flux: its Kustomization is gone"
+	case !sourceExists:
+		return "Flux: its OCIRepository is gone"
+	case st.Ready == "False":
+		return fmt.Sprintf("Flux: Kustomization not ready (%s): %s", st.Reason, firstLine(st.Message))
+	case st.Ready == "True" && pinned != "" && !revisionIs(st.Applied, pinned):
+		return fmt.Sprintf("Flux: Kustomization applied %s, not the pinned %s", st.Applied, pinned)
+	}
+	return ""
+}
+
+// firstLine is s up to its first newline: Flux's messages can run to a log's length.
+func firstLine(s string) string {
+	line, _, _ := strings.Cut(s, "\n")
+	if len(line) > 300 {
+		line = line[:300] + "…"
+	}
+	return line
+}
+
 // Failure classes of a Kustomization that did not get a revision ready.
 var (
 	// ErrRevisionFailed: Flux applied, or tried to apply, the revision and it failed on its own

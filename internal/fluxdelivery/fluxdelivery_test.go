@@ -261,3 +261,25 @@ func TestCredentialsAndCA(t *testing.T) {
 		}
 	}
 }
+
+func TestDrift(t *testing.T) {
+	const pinned = "sha256:aaa"
+	for _, tc := range []struct {
+		name   string
+		st     Status
+		source bool
+		want   string // a part of the drift; "" for none
+	}{
+		{"on the pin", Status{Exists: true, Ready: "True", Applied: "rev@" + pinned}, true, ""},
+		{"reconciling", Status{Exists: true, Ready: "Unknown", Applied: "rev@sha256:old"}, true, ""},
+		{"Kustomization deleted", Status{}, true, "Kustomization is gone"},
+		{"OCIRepository deleted", Status{Exists: true, Ready: "True", Applied: pinned}, false, "OCIRepository is gone"},
+		{"not ready", Status{Exists: true, Ready: "False", Reason: "ReconciliationFailed", Message: "apply failed\nline two"}, true, "not ready (ReconciliationFailed): apply failed"},
+		{"ready on another digest", Status{Exists: true, Ready: "True", Applied: "rev@sha256:bbb"}, true, "not the pinned sha256:aaa"},
+	} {
+		got := Drift(tc.st, pinned, tc.source)
+		if tc.want == "" && got != "" || tc.want != "" && !strings.Contains(got, tc.want) || strings.Contains(got, "line two") {
+			t.Errorf("%s: Drift = %q, want %q", tc.name, got, tc.want)
+		}
+	}
+}

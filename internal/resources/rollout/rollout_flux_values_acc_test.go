@@ -25,7 +25,8 @@ import (
 // cluster's rendering is an artifact of its own: three clusters get three renderings (the
 // OCIRepositories pin three digests); a label change on one cluster plans an update of that
 // cluster alone, and only its OCIRepository is re-pinned; a cluster missing a variable refuses
-// the plan.
+// the plan. It also shows Flux's view in the plan: an OCIRepository deleted by hand is drift,
+// pinned again by the next apply.
 func TestAccRollout_fluxValues(t *testing.T) {
 	f := acctest.Fleet(t)
 	if f.Flux == nil {
@@ -108,6 +109,26 @@ func TestAccRollout_fluxValues(t *testing.T) {
 						return nil
 					},
 				),
+			},
+			{
+				// Flux's view: prod-us-1's OCIRepository deleted by hand. The refresh finds the
+				// cluster drifted, saying why, and the plan pins it again, alone. (A Kustomization
+				// deleted by hand is found the same way, but Flux prunes its objects first, and a
+				// Namespace takes a minute to go on this bed.)
+				PreConfig: func() {
+					repo := testbed.FluxObject(fluxdelivery.OCIRepositoryKind.GroupVersion().String(), fluxdelivery.OCIRepositoryKind.Kind, f.Namespace, fluxdelivery.ObjectName(rkey, "prod-us-1"))
+					if err := mc.Delete(ctx, repo); err != nil {
+						t.Fatal(err)
+					}
+				},
+				Config: config,
+				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
+					plancheck.ExpectResourceAction("gradual_rollout.test", plancheck.ResourceActionUpdate),
+					attentionBefore{cluster: "prod-us-1", want: []string{"drifted: ", "Flux: its OCIRepository is gone"}},
+					attentionOnly{clusters: []string{"prod-us-1"}},
+					plancheck.ExpectKnownValue("gradual_rollout.test", tfjsonpath.New("waves"), knownvalue.StringExact("1 wave of 1 cluster")),
+				}},
+				Check: expectValueSettings(f, name, map[string][2]string{"prod-us-1": {"us-a", "premium"}}),
 			},
 			{
 				PreConfig:   func() { setClusterLabel(t, f, "staging-eu-1", key, "") },
