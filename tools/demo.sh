@@ -2,8 +2,10 @@
 # `make demo`: the main job on a local fleet. Builds the toolchain (cached), starts a management
 # cluster with Cluster API objects and three workload clusters, builds the provider, and runs
 # examples/quickstart with OpenTofu (and Terraform when on PATH), narrating each step; then
-# builds the Cluster API controllers (`tools/toolchain.sh cluster-api`, cached) and runs
-# examples/inplace-fleet against them on a management cluster of its own.
+# runs examples/flux-delivery with OpenTofu, delivered by Flux's real controllers that run beside
+# the fleet (`tools/toolchain.sh flux`, cached); then builds the Cluster API controllers
+# (`tools/toolchain.sh cluster-api`, cached) and runs examples/inplace-fleet against them on a
+# management cluster of its own.
 # KEEP=1 keeps the fleet running at the end and prints how to reach it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -13,6 +15,10 @@ indent() { sed 's/^/    /'; }
 
 say "Building the toolchain (cached after the first run)"
 env_file=$(tools/toolchain.sh | tail -n 1)
+# shellcheck disable=SC1090
+source "$env_file"
+# Flux's source-controller and kustomize-controller, for step 7 (cached likewise).
+env_file=$(tools/toolchain.sh flux | tail -n 1)
 # shellcheck disable=SC1090
 source "$env_file"
 
@@ -42,8 +48,8 @@ finish() {
 }
 trap finish EXIT
 
-say "Starting a local fleet: a management cluster with Cluster API objects and three workload clusters"
-kubeconfig=$("$testbed" up --dir "$fleet_dir" 2>/dev/null | tail -n 1)
+say "Starting a local fleet: a management cluster with Cluster API objects and three workload clusters, and Flux's controllers"
+kubeconfig=$("$testbed" up --dir "$fleet_dir" --flux 2>/dev/null | tail -n 1)
 "$testbed" status --dir "$fleet_dir" | indent
 
 say "Building the provider and pointing the CLIs at it (dev_overrides, no registry needed)"
@@ -90,7 +96,7 @@ for cli in "${clis[@]}"; do
     exit 1
   fi
   grep -E 'Error|failed|restored|ProgressDeadline' "$dir/broken.log" | head -n 8 | indent
-  tf refresh >/dev/null
+  tf apply -refresh-only -auto-approve >/dev/null
   outputs clusters
   outputs invalid_revisions
 
@@ -121,14 +127,45 @@ for cli in "${clis[@]}"; do
   echo "    The plan asks the update extension what Cluster API will ask (CanUpdateMachine) and shows, per machine,"
   echo "    its node, what changes and which extension updates it in place:"
   tf plan -var app_version=1.28 -var "inplace=$inplace" | grep -E 'name +=|node +=|strategy|extensions|changed_fields|Plan:' | head -n 14 | indent
-  echo "    This fleet runs no Cluster API controllers, so here the demo stops at the preview; step 7 applies an"
+  echo "    This fleet runs no Cluster API controllers, so here the demo stops at the preview; step 8 applies an"
   echo "    in-place update with the real controllers."
 
   say "[$name] Cleaning up: destroy removes the app and the add-ons from every cluster"
   tf destroy -auto-approve -var app_version=1.28 | grep -E 'Destroy complete' | indent
 done
 
-say "Step 7: in-place upgrades across a fleet, carried out by the real Cluster API controllers"
+say "Step 7: Flux delivers, the provider gates"
+echo "    Flux's source-controller and kustomize-controller run against the management cluster. Each revision is"
+echo "    published as an OCI artifact; per cluster, an OCIRepository pinned by digest and a Kustomization (through the"
+echo "    Cluster's kubeconfig Secret) apply it. The waves, canary, budget and invalid ledger stay in the provider."
+registry=$("$testbed" status --dir "$fleet_dir" | sed -nE 's/.*OCI registry ([0-9.:]+),.*/\1/p')
+flux_dir="$work/flux-delivery"
+cp -r "$root/examples/flux-delivery" "$flux_dir"
+tff() { "$GRADUAL_TOFU" -chdir="$flux_dir" "$@" -var "kubeconfig_path=$kubeconfig" -var "repository=oci://$registry/demo/greeter" -no-color -compact-warnings; }
+fluxout() { "$GRADUAL_TOFU" -chdir="$flux_dir" output -no-color "$@" | indent; }
+tff apply -auto-approve | grep -E 'Apply complete' | indent
+fluxout waves
+fluxout summary
+say "Step 7: a revision the workload API servers refuse"
+echo "    The canary's Kustomization reports kustomize-controller's refusal; the provider pins the canary back to the"
+echo "    previous revision, records the revision invalid, and the other clusters never get it:"
+if tff apply -auto-approve -var greeting=hi -var broken=true >"$flux_dir/broken.log" 2>&1; then
+  echo "    unexpected: the broken revision applied" >&2
+  exit 1
+fi
+grep -E 'Error: Rollout Failed|not-started|staging-eu-1: verify|ReconciliationFailed' "$flux_dir/broken.log" | head -n 4 | indent
+tff apply -refresh-only -auto-approve >/dev/null
+fluxout invalid_revisions
+echo "    Planned again, it is refused:"
+if tff plan -var greeting=hi -var broken=true >"$flux_dir/refused.log" 2>&1; then
+  echo "    unexpected: the plan was accepted" >&2
+  exit 1
+fi
+grep -E 'Revision Recorded Invalid' "$flux_dir/refused.log" | head -n 1 | indent
+echo "    destroy deletes the Kustomizations, and Flux prunes what it applied:"
+tff destroy -auto-approve | grep -E 'Destroy complete' | indent
+
+say "Step 8: in-place upgrades across a fleet, carried out by the real Cluster API controllers"
 echo "    Cluster API v1.14 (core, kubeadm bootstrap and control plane, CAPD's in-memory backend, CAPI's test"
 echo "    extension as the update extension) on a management cluster of its own, with three clusters it provisions."
 env_file=$(tools/toolchain.sh cluster-api | tail -n 1)
@@ -147,7 +184,7 @@ for cli in "${clis[@]}"; do
   cp -r "$root/examples/inplace-fleet" "$dir"
   version=${version%.*}.$((${version##*.} + 1))
   tfi() { "$cli" -chdir="$dir" "$@" -var "kubeconfig_path=$capi_kubeconfig" -var "kubernetes_version=$version" -no-color -compact-warnings; }
-  say "[$name] Step 7: the workers of every edge cluster to $version, in place, one cluster at a time, edge-1 first"
+  say "[$name] Step 8: the workers of every edge cluster to $version, in place, one cluster at a time, edge-1 first"
   echo "    The plan previews every machine (CanUpdateMachineSet / CanUpdateMachine, CAPI's own questions) and shows the"
   echo "    waves and a summary, the same size at any fleet size:"
   tfi plan -out="$dir/plan" >"$dir/plan.log"
