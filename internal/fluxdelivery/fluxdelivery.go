@@ -128,7 +128,11 @@ func (s Settings) transport() (http.RoundTripper, error) {
 	if !pool.AppendCertsFromPEM([]byte(s.CABundle)) {
 		return nil, errors.New("ca_bundle holds no PEM certificate")
 	}
-	t := remote.DefaultTransport.(*http.Transport).Clone()
+	base, ok := remote.DefaultTransport.(*http.Transport)
+	if !ok {
+		return nil, errors.New("go-containerregistry's default transport is not an *http.Transport")
+	}
+	t := base.Clone()
 	t.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
 	return t, nil
 }
@@ -337,7 +341,7 @@ func (d *Delivery) object(gvk schema.GroupVersionKind, namespace, cluster string
 func (d *Delivery) Pin(ctx context.Context, namespace, cluster, digest string, timeout time.Duration) error {
 	name := ObjectName(d.key, cluster)
 	src := d.object(OCIRepositoryKind, namespace, cluster)
-	src.Object["spec"] = map[string]any{
+	spec := map[string]any{
 		"url":      d.settings.Repository,
 		"ref":      map[string]any{"digest": digest},
 		"insecure": d.settings.Insecure,
@@ -345,11 +349,12 @@ func (d *Delivery) Pin(ctx context.Context, namespace, cluster, digest string, t
 		"interval": "10m",
 	}
 	if d.settings.SecretRef != "" {
-		src.Object["spec"].(map[string]any)["secretRef"] = map[string]any{"name": d.settings.SecretRef}
+		spec["secretRef"] = map[string]any{"name": d.settings.SecretRef}
 	}
 	if d.settings.CertSecretRef != "" {
-		src.Object["spec"].(map[string]any)["certSecretRef"] = map[string]any{"name": d.settings.CertSecretRef}
+		spec["certSecretRef"] = map[string]any{"name": d.settings.CertSecretRef}
 	}
+	src.Object["spec"] = spec
 	ks := d.object(KustomizationKind, namespace, cluster)
 	ks.Object["spec"] = map[string]any{
 		"sourceRef":     map[string]any{"kind": OCIRepositoryKind.Kind, "name": name},
