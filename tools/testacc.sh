@@ -180,8 +180,9 @@ capi_acc() {
 
 # Delivery through Flux (gradual_rollout's delivery.flux) on a test bed of its own started with
 # --flux: Flux's real source-controller and kustomize-controller against the management cluster,
-# and an OCI registry. The Flux tests (TestAccRollout_flux*: delivery, and the run with
-# credentials that grant nothing on the Clusters' Secrets, the fault tests) skip on the other
+# and an OCI registry. The Flux tests (TestAccRollout_flux*: delivery, the run with credentials
+# that grant nothing on the Clusters' Secrets, a registry with credentials and a CA of its own
+# that the test serves, per-cluster values, the fault tests) skip on the other
 # fleets; here they run on both CLIs, one after the other (they change the three clusters of this
 # fleet), except the fault tests, which run on one CLI each.
 flux_acc() {
