@@ -77,7 +77,7 @@ echo "    listening at $extension_url"
 clis=("$GRADUAL_TOFU")
 [ -n "${GRADUAL_TERRAFORM:-}" ] && clis+=("$GRADUAL_TERRAFORM")
 for cli in "${clis[@]}"; do
-  name=$("$cli" version | head -n 1)
+  name=$("$cli" version | sed -n 1p)
   dir="$work/quickstart-$(basename "$cli")"
   cp -r "$root/examples/quickstart" "$dir"
   tf() { "$cli" -chdir="$dir" "$@" -var "kubeconfig_path=$kubeconfig" -no-color -compact-warnings; }
@@ -85,7 +85,7 @@ for cli in "${clis[@]}"; do
 
   say "[$name] Step 1: roll the demo app out to the production clusters, one cluster per wave"
   echo "    The plan shows the revision, the waves and each cluster's target revision before anything changes:"
-  tf plan -out="$dir/plan" | grep -E 'revision|waves|prod-|Plan:' | head -n 20 | indent
+  tf plan -out="$dir/plan" | grep -E 'revision|waves|prod-|Plan:' | sed -n '1,20p' | indent
   "$cli" -chdir="$dir" apply -no-color "$dir/plan" | grep -E 'Apply complete' | indent
   outputs clusters
 
@@ -95,7 +95,7 @@ for cli in "${clis[@]}"; do
     echo "    unexpected: the broken revision applied" >&2
     exit 1
   fi
-  grep -E 'Error|failed|restored|ProgressDeadline' "$dir/broken.log" | head -n 8 | indent
+  grep -E 'Error|failed|restored|ProgressDeadline' "$dir/broken.log" | sed -n '1,8p' | indent
   tf apply -refresh-only -auto-approve >/dev/null
   outputs clusters
   outputs invalid_revisions
@@ -105,7 +105,7 @@ for cli in "${clis[@]}"; do
     echo "    unexpected: the plan was accepted" >&2
     exit 1
   fi
-  grep -A6 'Revision Recorded Invalid' "$dir/refused.log" | head -n 10 | indent
+  grep -A6 'Revision Recorded Invalid' "$dir/refused.log" | sed -n '1,10p' | indent
 
   say "[$name] Step 4: a fixed revision goes out to every production cluster"
   tf apply -auto-approve -var app_version=1.28 | grep -E 'Apply complete' | indent
@@ -114,7 +114,7 @@ for cli in "${clis[@]}"; do
   say "[$name] Step 5: a new production cluster joins the fleet; the plan shows it, apply gives it the app and the add-ons"
   joiner="prod-ap-$(basename "$cli" | tr -dc 'a-z' | head -c 4)"
   "$testbed" add --dir "$fleet_dir" "$joiner" env=prod,region=ap >/dev/null 2>&1
-  tf plan -var app_version=1.28 | grep -E "^  # |$joiner|Plan:" | head -n 8 | indent
+  tf plan -var app_version=1.28 | grep -E "^  # |$joiner|Plan:" | sed -n '1,8p' | indent
   tf apply -auto-approve -var app_version=1.28 | grep -E 'Apply complete' | indent
   outputs clusters
   outputs addons
@@ -126,7 +126,7 @@ for cli in "${clis[@]}"; do
   inplace="{cluster=\"$cluster\",machine_deployment=\"$md\",version=\"v1.37.0\",extension_url=\"$extension_url\",extension_ca_file=\"$work/extension-ca.pem\"}"
   echo "    The plan asks the update extension what Cluster API will ask (CanUpdateMachine) and shows, per machine,"
   echo "    its node, what changes and which extension updates it in place:"
-  tf plan -var app_version=1.28 -var "inplace=$inplace" | grep -E 'name +=|node +=|strategy|extensions|changed_fields|Plan:' | head -n 14 | indent
+  tf plan -var app_version=1.28 -var "inplace=$inplace" | grep -E 'name +=|node +=|strategy|extensions|changed_fields|Plan:' | sed -n '1,14p' | indent
   echo "    This fleet runs no Cluster API controllers, so here the demo stops at the preview; step 8 applies an"
   echo "    in-place update with the real controllers."
 
@@ -153,7 +153,7 @@ if tff apply -auto-approve -var greeting=hi -var broken=true >"$flux_dir/broken.
   echo "    unexpected: the broken revision applied" >&2
   exit 1
 fi
-grep -E 'Error: Rollout Failed|not-started|staging-eu-1: verify|ReconciliationFailed' "$flux_dir/broken.log" | head -n 4 | indent
+grep -E 'Error: Rollout Failed|not-started|staging-eu-1: verify|ReconciliationFailed' "$flux_dir/broken.log" | sed -n '1,4p' | indent
 tff apply -refresh-only -auto-approve >/dev/null
 fluxout invalid_revisions
 echo "    Planned again, it is refused:"
@@ -161,7 +161,7 @@ if tff plan -var greeting=hi -var broken=true >"$flux_dir/refused.log" 2>&1; the
   echo "    unexpected: the plan was accepted" >&2
   exit 1
 fi
-grep -E 'Revision Recorded Invalid' "$flux_dir/refused.log" | head -n 1 | indent
+grep -E 'Revision Recorded Invalid' "$flux_dir/refused.log" | sed -n '1,1p' | indent
 echo "    destroy deletes the Kustomizations, and Flux prunes what it applied:"
 tff destroy -auto-approve | grep -E 'Destroy complete' | indent
 
@@ -179,7 +179,7 @@ capi_kubeconfig=$("$testbed" up --dir "$capi_dir" --cluster-api 2>/dev/null | ta
 kubelet_pid=$!
 version=v1.34.0
 for cli in "${clis[@]}"; do
-  name=$("$cli" version | head -n 1)
+  name=$("$cli" version | sed -n 1p)
   dir="$work/inplace-$(basename "$cli")"
   cp -r "$root/examples/inplace-fleet" "$dir"
   version=${version%.*}.$((${version##*.} + 1))
@@ -189,7 +189,7 @@ for cli in "${clis[@]}"; do
   echo "    waves and a summary, the same size at any fleet size:"
   tfi plan -out="$dir/plan" >"$dir/plan.log"
   # The resource's attributes (the outputs repeat them).
-  sed '/Changes to Outputs/q' "$dir/plan.log" | sed -nE '/^ +\+ summary /,/^ +}/p; /^ +\+ waves /p' | head -n 14 | indent || true
+  sed '/Changes to Outputs/q' "$dir/plan.log" | sed -nE '/^ +\+ summary /,/^ +}/p; /^ +\+ waves /p' | sed -n '1,14p' | indent || true
   grep -E "^Plan:" "$dir/plan.log" | indent || true
   "$cli" -chdir="$dir" apply -no-color "$dir/plan" | grep -E 'Apply complete' | indent
   echo "    Every worker was updated in place by Cluster API (the same Machine), its Node on $version:"
