@@ -10,9 +10,11 @@ import (
 
 	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
 	"github.com/hashicorp/terraform-plugin-testing/terraform"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/gradual-dev/terraform-provider-gradual/internal/acctest"
@@ -168,11 +170,11 @@ func startKubelet(t *testing.T, f *testbed.Fleet, cluster, node string) *fakeKub
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	k := &fakeKubelet{t: t, c: c, node: node, cluster: cluster, arm: make(chan armed, 1), stop: cancel, done: make(chan struct{})}
+	go k.run(ctx)
 	t.Cleanup(k.remove)
 	if err := k.setReady(ctx, corev1.ConditionTrue, "KubeletReady", "kubelet is posting ready status"); err != nil {
 		t.Fatal(err)
 	}
-	go k.run(ctx)
 	return k
 }
 
@@ -213,21 +215,24 @@ func (k *fakeKubelet) run(ctx context.Context) {
 	}
 }
 
-// setReady writes the Node's Ready condition, heartbeat now.
+// setReady writes the Node's Ready condition, heartbeat now; again on a conflict (the controller
+// manager writes the Node too: taints, annotations).
 func (k *fakeKubelet) setReady(ctx context.Context, status corev1.ConditionStatus, reason, message string) error {
-	var n corev1.Node
-	if err := k.c.Get(ctx, client.ObjectKey{Name: k.node}, &n); err != nil {
-		return err
-	}
-	now := metav1.Now()
-	cond := corev1.NodeCondition{Type: corev1.NodeReady, Status: status, Reason: reason, Message: message, LastHeartbeatTime: now, LastTransitionTime: now}
-	for _, c := range n.Status.Conditions {
-		if c.Type == corev1.NodeReady && c.Status == status {
-			cond.LastTransitionTime = c.LastTransitionTime
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		var n corev1.Node
+		if err := k.c.Get(ctx, client.ObjectKey{Name: k.node}, &n); err != nil {
+			return err
 		}
-	}
-	n.Status.Conditions = []corev1.NodeCondition{cond}
-	return k.c.Status().Update(ctx, &n)
+		now := metav1.Now()
+		cond := corev1.NodeCondition{Type: corev1.NodeReady, Status: status, Reason: reason, Message: message, LastHeartbeatTime: now, LastTransitionTime: now}
+		for _, c := range n.Status.Conditions {
+			if c.Type == corev1.NodeReady && c.Status == status {
+				cond.LastTransitionTime = c.LastTransitionTime
+			}
+		}
+		n.Status.Conditions = []corev1.NodeCondition{cond}
+		return k.c.Status().Update(ctx, &n)
+	})
 }
 
 // remove stops the heartbeat and deletes the Node (idempotent).
@@ -237,4 +242,85 @@ func (k *fakeKubelet) remove() {
 	if err := k.c.Delete(context.Background(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: k.node}}); err != nil && !apierrors.IsNotFound(err) {
 		k.t.Errorf("delete Node %s of %s: %v", k.node, k.cluster, err)
 	}
+}
+
+// checkJob is a Job in namespace ns: kwok completes its pod at once; broken, its pod can never be
+// scheduled and the Job fails at its active deadline.
+func checkJob(ns string, broken bool) string {
+	extra := ""
+	if broken {
+		extra = "  activeDeadlineSeconds: 2\n"
+	}
+	selector := ""
+	if broken {
+		selector = "      nodeSelector: {gradual.dev/no-such-node: \"true\"}\n"
+	}
+	return fmt.Sprintf(`apiVersion: batch/v1
+kind: Job
+metadata: {name: smoke, namespace: %s}
+spec:
+  backoffLimit: 0
+%s  template:
+    spec:
+      restartPolicy: Never
+%s      containers: [{name: smoke, image: registry.example/smoke:1}]
+`, ns, extra, selector)
+}
+
+// verify.check_job: a manifest that is no batch/v1 Job fails the plan naming the attribute; a Job
+// that completes lets the revision through and is deleted; one that fails (its active deadline
+// passes) fails the cluster naming the Job and its condition, the cluster is restored, the Job is
+// gone and the revision is recorded invalid.
+func TestAccRollout_checkJob(t *testing.T) {
+	acctest.OnOneLane(t, 1) // what the provider verifies, not how a CLI drives it
+	f := acctest.Fleet(t)
+	name := acctest.UniqueLabel("job")
+	v1, v2 := app(name, "v1", false, ""), app(name, "v2", false, "")
+	rev2 := revisionOf(t, v2)
+	verify := func(job string) string {
+		return fmt.Sprintf(`verify = {
+    timeout   = "60s"
+    check_job = {
+      timeout  = "30s"
+      manifest = <<-EOT
+%s      EOT
+    }
+  }`, indent(indent(job)))
+	}
+	jobGone := func() {
+		t.Helper()
+		err := workloadClient(t, f, "staging-eu-1").Get(context.Background(), client.ObjectKey{Namespace: name, Name: "smoke"}, &batchv1.Job{})
+		if !apierrors.IsNotFound(err) {
+			t.Fatalf("check Job %s/smoke: want it deleted, got err %v", name, err)
+		}
+	}
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: acctest.ProviderFactories,
+		CheckDestroy:             func(*terraform.State) error { return expectGone(f, []string{"staging-eu-1"}, name) },
+		Steps: []resource.TestStep{
+			{
+				Config:      gatedConfig(f, name, v1, verify(strings.Replace(checkJob(name, false), "kind: Job", "kind: CronJob", 1))),
+				PlanOnly:    true,
+				ExpectError: regexp.MustCompile(`(?s)Invalid Check Job.*verify.check_job.manifest.*` + words("want a batch/v1 Job, found batch/v1 CronJob")),
+			},
+			{Config: gatedConfig(f, name, v1, verify(checkJob(name, false)))},
+			{
+				PreConfig: jobGone,
+				Config:    gatedConfig(f, name, v2, verify(checkJob(name, true))),
+				ExpectError: regexp.MustCompile(`(?s)Rollout Failed.*staging-eu-1.*` +
+					words("check Job "+name+"/smoke failed: Failed (DeadlineExceeded): Job was active longer than specified deadline")),
+			},
+			{
+				PreConfig: func() {
+					jobGone()
+					if err := expectDeployment(f, []string{"staging-eu-1"}, name, "v1", true); err != nil {
+						t.Fatal(err)
+					}
+				},
+				Config:      gatedConfig(f, name, v2, verify(checkJob(name, true))),
+				PlanOnly:    true,
+				ExpectError: regexp.MustCompile(`(?s)Revision Recorded Invalid.*` + rev2 + `.*staging-eu-1`),
+			},
+		},
+	})
 }
