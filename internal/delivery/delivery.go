@@ -35,6 +35,9 @@ type Spec struct {
 	// ClusterGates re-reads each cluster's own health before its wave and when its change is
 	// verified (verify.cluster_gates; gate.go).
 	ClusterGates bool
+	// CheckJob, when set, runs in each cluster after the new revision's objects are ready and
+	// its HTTP checks pass (verify.check_job; checkjob.go). Delivering directly only.
+	CheckJob *CheckJob
 	// Ignore names fields left to other controllers (ignore_fields): apply leaves them to
 	// their owners and drift does not count them (see apply.Applier.WithIgnore).
 	Ignore apply.Ignore

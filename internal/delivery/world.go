@@ -220,10 +220,13 @@ func (w *world) verify(ctx context.Context, target, revision string) error {
 	if err := c.applier.Wait(ctx, objs, 0); err != nil {
 		return err
 	}
-	if revision == w.spec.Revision {
-		return runHTTPChecks(ctx, target, w.spec.HTTPChecks, checkLogger{w.logf})
+	if revision != w.spec.Revision {
+		return nil
 	}
-	return nil
+	if err := runHTTPChecks(ctx, target, w.spec.HTTPChecks, checkLogger{w.logf}); err != nil || w.spec.CheckJob == nil {
+		return err
+	}
+	return runCheckJob(ctx, c.client, target, w.spec.CheckJob, func(msg string) { w.logf(msg, map[string]any{"cluster": target}) })
 }
 
 // Restore returns target to revision: its objects re-applied and what newer revisions added

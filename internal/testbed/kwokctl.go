@@ -144,7 +144,8 @@ func (k *kwokctl) createOnce(ctx context.Context, name string) error {
 	// scheduler run without leader election: each cluster has one of each, and with it a
 	// cluster frozen by a fault test (SIGSTOP, then SIGCONT) would lose them for good — they
 	// exit when they find their lease expired — leaving Deployments and Namespace deletions
-	// stuck for every later test on that cluster.
+	// stuck for every later test on that cluster. kwok manages every Node but those labelled
+	// UnmanagedNodeLabel (kwokctl starts it with --manage-all-nodes=true; the later flag wins).
 	cfg := filepath.Join(k.workdir, name+".kwokctl.yaml")
 	cfgText := fmt.Sprintf(`apiVersion: config.kwok.x-k8s.io/v1alpha1
 kind: KwokctlConfiguration
@@ -157,7 +158,11 @@ componentsPatches:
 - name: kube-scheduler
   extraArgs:
   - {key: leader-elect, value: "false"}
-`, ports[5])
+- name: kwok-controller
+  extraArgs:
+  - {key: manage-all-nodes, value: "false"}
+  - {key: manage-nodes-with-label-selector, value: "!%s"}
+`, ports[5], UnmanagedNodeLabel)
 	if err := os.WriteFile(cfg, []byte(cfgText), 0o644); err != nil {
 		return err
 	}

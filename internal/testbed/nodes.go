@@ -17,6 +17,15 @@ import (
 // KubeletVersion is what fake Nodes report until someone (an in-place update) changes it.
 const KubeletVersion = "v1.36.3"
 
+// UnmanagedNodeLabel on a Node of a workload cluster keeps kwok away from it: kwok neither
+// heartbeats it nor runs its pods, so its status is what whoever made it writes (a test that
+// turns a Node NotReady; kwok would set every Node it manages back to Ready within a second).
+// Whoever makes one keeps it Ready while it should be (the controller manager marks a Node
+// whose heartbeats stop Unknown after its grace period, 3m20s as kwokctl starts it), taints it
+// so that nothing schedules onto it (no kwok runs its pods), and deletes it when done: every
+// cluster gate reads every Node. Its value is not read.
+const UnmanagedNodeLabel = "testbed.gradual.dev/kwok-unmanaged"
+
 // waitAPIReady polls /readyz until the API server answers ok. It stops early with running's error
 // when running (which checks the control plane's processes) returns one.
 func waitAPIReady(ctx context.Context, cfg *rest.Config, timeout time.Duration, running func() error) error {
@@ -84,8 +93,8 @@ func prepareWorkload(ctx context.Context, cfg *rest.Config, nodes int, running f
 	return nil
 }
 
-// fakeNode is a Node that kwok's controller (annotation kwok.x-k8s.io/node=fake) keeps Ready and
-// whose pods it moves to Running; no taint, so ordinary workloads schedule onto it.
+// fakeNode is a Node that kwok's controller keeps Ready (it manages every Node without
+// UnmanagedNodeLabel) and whose pods it moves to Running; no taint, so ordinary workloads schedule onto it.
 func fakeNode(name string) *corev1.Node {
 	capacity := corev1.ResourceList{
 		corev1.ResourceCPU:    resource.MustParse("32"),

@@ -1,13 +1,21 @@
 package rollout_test
 
 import (
+	"context"
 	"fmt"
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
 	"github.com/hashicorp/terraform-plugin-testing/terraform"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/gradual-dev/terraform-provider-gradual/internal/acctest"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/testbed"
@@ -63,6 +71,253 @@ func TestAccRollout_healthExpressions(t *testing.T) {
 					}
 				},
 				Config:      gatedConfig(f, name, v2, verify(neverSmokeTested)),
+				PlanOnly:    true,
+				ExpectError: regexp.MustCompile(`(?s)Revision Recorded Invalid.*` + rev2 + `.*staging-eu-1`),
+			},
+		},
+	})
+}
+
+// verify.cluster_gates, Nodes: a Node of staging-eu-1 that is Ready before the change and goes
+// NotReady once the new revision's objects are there fails that cluster, naming the Node and
+// what its Ready condition says; the cluster is restored to the backup revision and the next
+// plan refuses the revision as invalid. kwok would set the Node back to Ready within a second,
+// so the test makes one kwok leaves alone (testbed.UnmanagedNodeLabel) and plays its kubelet:
+// heartbeats while it should be Ready, then the NotReady status.
+func TestAccRollout_nodeNotReadyAfterTheChange(t *testing.T) {
+	acctest.OnOneLane(t, 0) // what the provider verifies, not how a CLI drives it
+	f := acctest.Fleet(t)
+	name := acctest.UniqueLabel("node")
+	node := name + "-worker"
+	v1, v2 := app(name, "v1", false, ""), app(name, "v2", false, "")
+	rev1, rev2 := revisionOf(t, v1), revisionOf(t, v2)
+	const verify = `verify = {
+    timeout   = "60s"
+    bake_time = "3s"
+  }`
+	kubelet := startKubelet(t, f, "staging-eu-1", node)
+	const why = "container runtime network not ready: NetworkPluginNotReady"
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: acctest.ProviderFactories,
+		CheckDestroy:             func(*terraform.State) error { return expectGone(f, []string{"staging-eu-1"}, name) },
+		Steps: []resource.TestStep{
+			{Config: gatedConfig(f, name, v1, verify)},
+			{
+				// The Node goes NotReady as soon as v2's Deployment is on the cluster: after the
+				// gate was read healthy before the change, before the bake ends.
+				PreConfig: func() {
+					kubelet.notReadyOnce(func() bool {
+						return expectDeployment(f, []string{"staging-eu-1"}, name, "v2", false) == nil
+					}, why)
+				},
+				Config: gatedConfig(f, name, v2, verify),
+				ExpectError: regexp.MustCompile(`(?s)Rollout Failed.*staging-eu-1.*` +
+					words("cluster gate: Node "+node+" Ready is False (KubeletNotReady): "+why+" (healthy before the change)")),
+			},
+			{
+				// Restored to v1 and v2 recorded invalid on staging-eu-1; the Node goes (every
+				// gate of every later test reads every Node), and the plan refuses v2.
+				PreConfig: func() {
+					if err := expectDeployment(f, []string{"staging-eu-1"}, name, "v1", true); err != nil {
+						t.Fatal(err)
+					}
+					ledger := ledgerOf(t, f, name)
+					if len(ledger) != 1 || ledger[0].Revision != rev2 || strings.Join(ledger[0].Clusters, ",") != "staging-eu-1" {
+						t.Fatalf("ledger = %+v, want %s failed on staging-eu-1", ledger, rev2)
+					}
+					if rs := workloadRecords(t, f, "staging-eu-1", name); rs.Current == nil || rs.Current.Revision != rev1 {
+						t.Fatalf("staging-eu-1 records: current %+v, want %s", rs.Current, rev1)
+					}
+					kubelet.remove()
+				},
+				Config:      gatedConfig(f, name, v2, verify),
+				PlanOnly:    true,
+				ExpectError: regexp.MustCompile(`(?s)Revision Recorded Invalid.*` + rev2 + `.*staging-eu-1`),
+			},
+		},
+	})
+}
+
+// fakeKubelet keeps one Node that kwok does not manage Ready, as a kubelet would, until told to
+// turn it NotReady.
+type fakeKubelet struct {
+	t       *testing.T
+	c       client.Client
+	node    string
+	cluster string
+	arm     chan armed
+	stop    context.CancelFunc
+	done    chan struct{}
+}
+
+type armed struct {
+	when func() bool
+	why  string
+}
+
+// startKubelet creates node on cluster, labelled for kwok to leave alone and tainted so that
+// nothing schedules onto it, and heartbeats it Ready until notReadyOnce's condition holds; the
+// Node is deleted at the end of the test at the latest.
+func startKubelet(t *testing.T, f *testbed.Fleet, cluster, node string) *fakeKubelet {
+	t.Helper()
+	c := workloadClient(t, f, cluster)
+	n := &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: node, Labels: map[string]string{testbed.UnmanagedNodeLabel: "true"}},
+		Spec:       corev1.NodeSpec{Taints: []corev1.Taint{{Key: testbed.UnmanagedNodeLabel, Effect: corev1.TaintEffectNoSchedule}}},
+	}
+	if err := c.Create(context.Background(), n); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	k := &fakeKubelet{t: t, c: c, node: node, cluster: cluster, arm: make(chan armed, 1), stop: cancel, done: make(chan struct{})}
+	go k.run(ctx)
+	t.Cleanup(k.remove)
+	if err := k.setReady(ctx, corev1.ConditionTrue, "KubeletReady", "kubelet is posting ready status"); err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+// notReadyOnce turns the Node NotReady (reason KubeletNotReady, message why) once when holds,
+// polled every 200ms, and stops the heartbeat.
+func (k *fakeKubelet) notReadyOnce(when func() bool, why string) {
+	k.arm <- armed{when: when, why: why}
+}
+
+func (k *fakeKubelet) run(ctx context.Context) {
+	defer close(k.done)
+	var pending *armed
+	tick := time.NewTicker(200 * time.Millisecond)
+	defer tick.Stop()
+	last := time.Now()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case a := <-k.arm:
+			pending = &a
+		case <-tick.C:
+		}
+		switch {
+		case pending != nil && pending.when():
+			if err := k.setReady(ctx, corev1.ConditionFalse, "KubeletNotReady", pending.why); err != nil {
+				k.t.Errorf("turn Node %s NotReady: %v", k.node, err)
+			}
+			return // no more heartbeats
+		case time.Since(last) >= 5*time.Second:
+			// Well within the grace period after which the controller manager marks a Node
+			// whose heartbeats stopped Unknown (kwokctl sets 3m20s; a slow run can last that).
+			if err := k.setReady(ctx, corev1.ConditionTrue, "KubeletReady", "kubelet is posting ready status"); err != nil && ctx.Err() == nil {
+				k.t.Logf("heartbeat of Node %s: %v", k.node, err)
+			}
+			last = time.Now()
+		}
+	}
+}
+
+// setReady writes the Node's Ready condition, heartbeat now; again on a conflict (the controller
+// manager writes the Node too: taints, annotations).
+func (k *fakeKubelet) setReady(ctx context.Context, status corev1.ConditionStatus, reason, message string) error {
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		var n corev1.Node
+		if err := k.c.Get(ctx, client.ObjectKey{Name: k.node}, &n); err != nil {
+			return err
+		}
+		now := metav1.Now()
+		cond := corev1.NodeCondition{Type: corev1.NodeReady, Status: status, Reason: reason, Message: message, LastHeartbeatTime: now, LastTransitionTime: now}
+		for _, c := range n.Status.Conditions {
+			if c.Type == corev1.NodeReady && c.Status == status {
+				cond.LastTransitionTime = c.LastTransitionTime
+			}
+		}
+		n.Status.Conditions = []corev1.NodeCondition{cond}
+		return k.c.Status().Update(ctx, &n)
+	})
+}
+
+// remove stops the heartbeat and deletes the Node (idempotent).
+func (k *fakeKubelet) remove() {
+	k.stop()
+	<-k.done
+	if err := k.c.Delete(context.Background(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: k.node}}); err != nil && !apierrors.IsNotFound(err) {
+		k.t.Errorf("delete Node %s of %s: %v", k.node, k.cluster, err)
+	}
+}
+
+// checkJob is a Job in namespace ns: kwok completes its pod at once; broken, its pod can never be
+// scheduled and the Job fails at its active deadline.
+func checkJob(ns string, broken bool) string {
+	extra := ""
+	if broken {
+		extra = "  activeDeadlineSeconds: 2\n"
+	}
+	selector := ""
+	if broken {
+		selector = "      nodeSelector: {gradual.dev/no-such-node: \"true\"}\n"
+	}
+	return fmt.Sprintf(`apiVersion: batch/v1
+kind: Job
+metadata: {name: smoke, namespace: %s}
+spec:
+  backoffLimit: 0
+%s  template:
+    spec:
+      restartPolicy: Never
+%s      containers: [{name: smoke, image: registry.example/smoke:1}]
+`, ns, extra, selector)
+}
+
+// verify.check_job: a manifest that is no batch/v1 Job fails the plan naming the attribute; a Job
+// that completes lets the revision through and is deleted; one that fails (its active deadline
+// passes) fails the cluster naming the Job and its condition, the cluster is restored, the Job is
+// gone and the revision is recorded invalid.
+func TestAccRollout_checkJob(t *testing.T) {
+	acctest.OnOneLane(t, 1) // what the provider verifies, not how a CLI drives it
+	f := acctest.Fleet(t)
+	name := acctest.UniqueLabel("job")
+	v1, v2 := app(name, "v1", false, ""), app(name, "v2", false, "")
+	rev2 := revisionOf(t, v2)
+	verify := func(job string) string {
+		return fmt.Sprintf(`verify = {
+    timeout   = "60s"
+    check_job = {
+      timeout  = "30s"
+      manifest = <<-EOT
+%s      EOT
+    }
+  }`, indent(indent(job)))
+	}
+	jobGone := func() {
+		t.Helper()
+		err := workloadClient(t, f, "staging-eu-1").Get(context.Background(), client.ObjectKey{Namespace: name, Name: "smoke"}, &batchv1.Job{})
+		if !apierrors.IsNotFound(err) {
+			t.Fatalf("check Job %s/smoke: want it deleted, got err %v", name, err)
+		}
+	}
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: acctest.ProviderFactories,
+		CheckDestroy:             func(*terraform.State) error { return expectGone(f, []string{"staging-eu-1"}, name) },
+		Steps: []resource.TestStep{
+			{
+				Config:      gatedConfig(f, name, v1, verify(strings.Replace(checkJob(name, false), "kind: Job", "kind: CronJob", 1))),
+				PlanOnly:    true,
+				ExpectError: regexp.MustCompile(`(?s)Invalid Check Job.*verify.check_job.manifest.*` + words("want a batch/v1 Job, found batch/v1 CronJob")),
+			},
+			{Config: gatedConfig(f, name, v1, verify(checkJob(name, false)))},
+			{
+				PreConfig: jobGone,
+				Config:    gatedConfig(f, name, v2, verify(checkJob(name, true))),
+				ExpectError: regexp.MustCompile(`(?s)Rollout Failed.*staging-eu-1.*` +
+					words("check Job "+name+"/smoke failed: Failed (DeadlineExceeded): Job was active longer than specified deadline")),
+			},
+			{
+				PreConfig: func() {
+					jobGone()
+					if err := expectDeployment(f, []string{"staging-eu-1"}, name, "v1", true); err != nil {
+						t.Fatal(err)
+					}
+				},
+				Config:      gatedConfig(f, name, v2, verify(checkJob(name, true))),
 				PlanOnly:    true,
 				ExpectError: regexp.MustCompile(`(?s)Revision Recorded Invalid.*` + rev2 + `.*staging-eu-1`),
 			},

@@ -1,0 +1,163 @@
+package delivery
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/gradual-dev/terraform-provider-gradual/internal/engine"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/manifest"
+)
+
+// The check Job (verify.check_job): a batch/v1 Job the rollout runs in each cluster once the new
+// revision's objects are ready, at each verification (after the apply, after the bake). A Job
+// that completes passes; one that fails (its Failed condition) or does not finish in time is a
+// failure of the revision, named with the condition's reason and message. A Job that cannot be
+// created or read is the cluster's failure (infrastructure: retried, never blamed on the
+// revision). The Job is deleted afterwards whatever the outcome, its pods with it; what it said
+// stays in the failure. One of a run that was interrupted is deleted before the next is created.
+// Delivering directly only: through Flux nothing connects to the workload clusters.
+
+// CheckJob is a rollout's verify.check_job.
+type CheckJob struct {
+	// Job is the batch/v1 Job, name and namespace set (ParseCheckJob).
+	Job *unstructured.Unstructured
+	// Timeout bounds the wait for it to finish; verify.timeout bounds it too.
+	Timeout time.Duration
+}
+
+// ParseCheckJob reads a check Job's manifest: one batch/v1 Job with metadata.name and
+// metadata.namespace (it runs beside the objects it checks, in a namespace of theirs).
+func ParseCheckJob(text string) (*unstructured.Unstructured, error) {
+	set, err := manifest.Parse(text)
+	if err != nil {
+		return nil, err
+	}
+	if len(set.Objects) != 1 {
+		return nil, fmt.Errorf("want exactly one object, a batch/v1 Job; found %d", len(set.Objects))
+	}
+	obj := set.Objects[0]
+	if obj.GetAPIVersion() != "batch/v1" || obj.GetKind() != "Job" {
+		return nil, fmt.Errorf("want a batch/v1 Job, found %s %s", obj.GetAPIVersion(), obj.GetKind())
+	}
+	if obj.GetNamespace() == "" {
+		return nil, fmt.Errorf("Job %s has no metadata.namespace", obj.GetName())
+	}
+	var job batchv1.Job
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructuredWithValidation(obj.Object, &job, true); err != nil {
+		return nil, fmt.Errorf("Job %s is not a valid batch/v1 Job: %w", obj.GetName(), err)
+	}
+	return obj, nil
+}
+
+// checkJobPoll is how often a running check Job is read.
+var checkJobPoll = time.Second
+
+// checkJobCleanupTimeout bounds the deletion of the Job once it is done with.
+const checkJobCleanupTimeout = 10 * time.Second
+
+// runCheckJob runs job on cluster through c and waits for it to finish; logf says what the
+// cleanup could not do.
+func runCheckJob(ctx context.Context, c client.Client, cluster string, job *CheckJob, logf func(string)) error {
+	key := client.ObjectKeyFromObject(job.Job)
+	name := "check Job " + key.String()
+	// A Job of an interrupted run (or of the last verification, if its deletion failed) would be
+	// read as this one's result: it goes first, and is gone before the new one is created.
+	if err := deleteJob(ctx, c, key); err != nil {
+		return fmt.Errorf("%s: delete the previous run: %v", name, err) // %v: the cluster's failure, never the revision's
+	}
+	if err := wait.PollUntilContextCancel(ctx, checkJobPoll, true, func(ctx context.Context) (bool, error) {
+		err := c.Get(ctx, key, &batchv1.Job{})
+		if apierrors.IsNotFound(err) {
+			return true, nil
+		}
+		return false, err
+	}); err != nil {
+		return fmt.Errorf("%s: the previous run is not gone: %v", name, err)
+	}
+	if err := c.Create(ctx, job.Job.DeepCopy()); err != nil {
+		return fmt.Errorf("%s: create: %v", name, err)
+	}
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), checkJobCleanupTimeout)
+		defer cancel()
+		if err := deleteJob(cctx, c, key); err != nil {
+			logf(fmt.Sprintf("%s: %s: not deleted (the next run deletes it): %v", cluster, name, err))
+		}
+	}()
+	wctx, cancel := context.WithTimeout(ctx, job.Timeout)
+	defer cancel()
+	var last batchv1.Job
+	err := wait.PollUntilContextCancel(wctx, checkJobPoll, false, func(ctx context.Context) (bool, error) {
+		if err := c.Get(ctx, key, &last); err != nil {
+			return false, err
+		}
+		return finished(&last), nil
+	})
+	switch {
+	case err == nil:
+		if cond := jobCondition(&last, batchv1.JobFailed); cond != nil {
+			return engine.Mark(engine.ErrRevisionFailed, fmt.Errorf("%s failed: %s", name, describeCondition(cond)))
+		}
+		return nil
+	case ctx.Err() != nil && !errors.Is(ctx.Err(), context.DeadlineExceeded):
+		return ctx.Err() // interrupted: no verdict
+	case wctx.Err() != nil:
+		return engine.Mark(engine.ErrRevisionFailed, fmt.Errorf("%s did not finish within %s (%d active, %d succeeded, %d failed)",
+			name, boundOf(ctx, job.Timeout), last.Status.Active, last.Status.Succeeded, last.Status.Failed))
+	}
+	return fmt.Errorf("%s: read: %v", name, err)
+}
+
+// finished reports whether the Job has its Complete or Failed condition.
+func finished(job *batchv1.Job) bool {
+	return jobCondition(job, batchv1.JobComplete) != nil || jobCondition(job, batchv1.JobFailed) != nil
+}
+
+func jobCondition(job *batchv1.Job, t batchv1.JobConditionType) *batchv1.JobCondition {
+	for i, c := range job.Status.Conditions {
+		if c.Type == t && c.Status == corev1.ConditionTrue {
+			return &job.Status.Conditions[i]
+		}
+	}
+	return nil
+}
+
+func describeCondition(c *batchv1.JobCondition) string {
+	out := string(c.Type)
+	if c.Reason != "" {
+		out += " (" + c.Reason + ")"
+	}
+	if c.Message != "" {
+		out += ": " + c.Message
+	}
+	return out
+}
+
+// boundOf is the wait that ended: timeout, or what was left of verify.timeout when it was shorter.
+func boundOf(ctx context.Context, timeout time.Duration) string {
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return "verify.timeout"
+	}
+	return timeout.String()
+}
+
+// deleteJob deletes the Job and, in the background, its pods; a Job that is not there is fine.
+func deleteJob(ctx context.Context, c client.Client, key client.ObjectKey) error {
+	job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}
+	err := c.Delete(ctx, job, client.PropagationPolicy(metav1.DeletePropagationBackground))
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	return err
+}
