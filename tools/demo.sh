@@ -153,7 +153,7 @@ if tff apply -auto-approve -var greeting=hi -var broken=true >"$flux_dir/broken.
   echo "    unexpected: the broken revision applied" >&2
   exit 1
 fi
-grep -E 'Error: Rollout Failed|not-started|staging-eu-1: verify|ReconciliationFailed' "$flux_dir/broken.log" | sed -n '1,4p' | indent
+grep -E '^Error: Rollout Failed|^[0-9]+ failed, |^staging-eu-1: verify|^ReconciliationFailed' "$flux_dir/broken.log" | sed -n '1,4p' | indent
 tff apply -refresh-only -auto-approve >/dev/null
 fluxout invalid_revisions
 echo "    Planned again, it is refused:"
