@@ -164,8 +164,8 @@ func capiFleet(t *testing.T) (*testbed.Fleet, client.Client) {
 }
 
 // provision creates the in-memory clusters (memCluster, fleetClusters, cpCluster, and
-// topologyCluster from its ClusterClass), registers the test extension, and waits for CAPI to
-// bring up the Machines of all but cpCluster and topologyCluster.
+// topologyFleet from its ClusterClass), registers the test extension, and waits for CAPI to
+// bring up the Machines of all but cpCluster and topologyFleet.
 func provision(ctx context.Context, f *testbed.Fleet) error {
 	clusters := []testbed.InMemoryCluster{{Name: memCluster, ControlPlaneVersion: "v1.34.2", WorkerVersion: "v1.34.0", InPlaceRollout: true}}
 	// The clusters only one lane's tests use are provisioned on that lane only: on two cores the
