@@ -249,6 +249,7 @@ resource "gradual_inplace_update" "cp" {
   control_plane = %q
   version       = %q
   fallback      = "none"
+  verify        = { timeout = "1m" } # bounds the apply a plan that failed to refuse would make
 }
 `, testbed.DefaultClusterAPINamespace, cpCluster, kcpKey.Name, version),
 			ExpectError: regexp.MustCompile(`(?s)Machines Cannot Be Updated In Place.*machine\s+` + regexp.QuoteMeta(before[0].Name) +
