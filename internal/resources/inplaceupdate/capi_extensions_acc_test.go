@@ -209,8 +209,8 @@ func waitForLog(t *testing.T, path string, from int, what string) {
 
 // The control plane's side of the one-hook rule, on the three-replica KubeadmControlPlane that
 // Cluster API updates in place (maxSurge 0), with CAPI's test extension registered twice. The
-// preview: a version bump the extension covers is refused at plan under fallback "none", every
-// control plane Machine blocked, the error naming both CanUpdateMachine handlers as
+// preview: a version bump the extension covers is refused at plan under fallback "none", a
+// control plane Machine blocked with the error naming both CanUpdateMachine handlers as
 // KubeadmControlPlane's own error does; nothing is written. What Cluster API does: the same bump
 // written to the KubeadmControlPlane anyway makes KubeadmControlPlane stop with "found multiple
 // CanUpdateMachine hooks (…): only one hook is supported" (its manager's log), and the three
@@ -300,6 +300,6 @@ resource "gradual_inplace_update" "cp" {
 	if moved {
 		t.Fatalf("control plane Machines are now %v: KubeadmControlPlane went on although it found two extensions", got)
 	}
-	t.Logf("preview: the 3 control plane Machines blocked, naming both CanUpdateMachine handlers; Cluster API: %q in KubeadmControlPlane's log, Machines kept: %s",
-		capiSays, strings.Join(got, ", "))
+	t.Logf("preview: refused at plan, %s blocked naming both CanUpdateMachine handlers; Cluster API: %q in KubeadmControlPlane's log, Machines kept: %s",
+		before[0].Name, capiSays, strings.Join(got, ", "))
 }
