@@ -168,7 +168,9 @@ capi_controllers() {
 
 # gradual_inplace_update against those controllers: the preview and CAPI's choice agree (a
 # covered version bump done in place, same Machine, for a MachineDeployment and a three-replica
-# KubeadmControlPlane), an uncovered change refused at plan, a stale
+# KubeadmControlPlane; a cluster built from a ClusterClass upgraded through its topology, on both
+# CLIs, and three such clusters as a fleet in waves with a canary), an uncovered change refused at
+# plan, two extensions for one hook refused at plan as Cluster API refuses them, a stale
 # plan stopping the apply. One Cluster API fleet per CLI run, started by the tests. Verbose (-v):
 # each test's time and what it logs (the fleet's start, Machine UIDs before and after) are the
 # figures these runs are read for.

@@ -164,8 +164,8 @@ func capiFleet(t *testing.T) (*testbed.Fleet, client.Client) {
 }
 
 // provision creates the in-memory clusters (memCluster, fleetClusters, cpCluster, and
-// topologyCluster from its ClusterClass), registers the test extension, and waits for CAPI to
-// bring up the Machines of all but cpCluster and topologyCluster.
+// topologyFleet from its ClusterClass), registers the test extension, and waits for CAPI to
+// bring up the Machines of all but cpCluster and topologyFleet.
 func provision(ctx context.Context, f *testbed.Fleet) error {
 	clusters := []testbed.InMemoryCluster{{Name: memCluster, ControlPlaneVersion: "v1.34.2", WorkerVersion: "v1.34.0", InPlaceRollout: true}}
 	// The clusters only one lane's tests use are provisioned on that lane only: on two cores the
@@ -195,17 +195,23 @@ func provision(ctx context.Context, f *testbed.Fleet) error {
 			return err
 		}
 	}
-	// The cluster built from a ClusterClass comes up meanwhile too (about 50 s on its own).
-	topologyTests, err := acctest.RunsOnLane(topologyLane)
+	// The cluster built from a ClusterClass comes up meanwhile too (about 50 s on its own), on
+	// both lanes; the topology fleet's other two on its lane only.
+	if err := f.CreateClusterClass(ctx, topologyClass); err != nil {
+		return err
+	}
+	if err := f.CreateInMemory(ctx, topologyInMemory); err != nil {
+		return err
+	}
+	topologyFleetTests, err := acctest.RunsOnLane(topologyFleetLane)
 	if err != nil {
 		return err
 	}
-	if topologyTests {
-		if err := f.CreateClusterClass(ctx, topologyClass); err != nil {
-			return err
-		}
-		if err := f.CreateInMemory(ctx, topologyInMemory); err != nil {
-			return err
+	if topologyFleetTests {
+		for _, name := range topologyFleet[1:] {
+			if err := f.CreateInMemory(ctx, topologyMember(name)); err != nil {
+				return err
+			}
 		}
 	}
 	return f.ProvisionInMemory(ctx, clusters...)

@@ -176,3 +176,130 @@ func TestAccCAPIInPlace_twoExtensionsCAPIStops(t *testing.T) {
 	t.Logf("preview: %s blocked (%s); Cluster API: %q in the core manager's log, Machine %s kept UID %s and version %s",
 		mp.Machine, mp.Stuck, capiSays, before.Name, before.UID, before.Spec.Version)
 }
+
+// managerLog is the log file of the Cluster API manager process name and its size now (what a
+// test reads after).
+func managerLog(t *testing.T, f *testbed.Fleet, name string) (path string, size int) {
+	t.Helper()
+	for _, p := range f.ClusterAPI.Processes {
+		if p.Name == name {
+			path = p.Log
+		}
+	}
+	if path == "" {
+		t.Fatalf("no Cluster API process %s", name)
+	}
+	if fi, err := os.Stat(path); err == nil {
+		size = int(fi.Size())
+	}
+	return path, size
+}
+
+// waitForLog waits until the log at path says what after its first from bytes.
+func waitForLog(t *testing.T, path string, from int, what string) {
+	t.Helper()
+	err := wait.PollUntilContextTimeout(context.Background(), time.Second, 90*time.Second, true, func(context.Context) (bool, error) {
+		log, err := os.ReadFile(path)
+		return err == nil && len(log) > from && strings.Contains(string(log[from:]), what), nil
+	})
+	if err != nil {
+		t.Fatalf("the log %s never says %q: %v", path, what, err)
+	}
+}
+
+// The control plane's side of the one-hook rule, on the three-replica KubeadmControlPlane that
+// Cluster API updates in place (maxSurge 0), with CAPI's test extension registered twice. The
+// preview: a version bump the extension covers is refused at plan under fallback "none", a
+// control plane Machine blocked with the error naming both CanUpdateMachine handlers as
+// KubeadmControlPlane's own error does; nothing is written. What Cluster API does: the same bump
+// written to the KubeadmControlPlane anyway makes KubeadmControlPlane stop with "found multiple
+// CanUpdateMachine hooks (…): only one hook is supported" (its manager's log), and the three
+// Machines keep their UIDs and version, none deleted. The bump is taken back before the second
+// extension goes.
+func TestAccCAPIInPlace_twoExtensionsControlPlane(t *testing.T) {
+	acctest.OnOneLane(t, controlPlaneLane) // what Cluster API's KubeadmControlPlane does, not how a CLI drives the provider
+	f, mc := capiFleet(t)
+	playKubelet(t, mc, cpCluster)
+	before := controlPlaneMachines(t, mc, cpCluster, 3)
+	kcpKey := client.ObjectKey{Namespace: testbed.DefaultClusterAPINamespace, Name: cpCluster + "-control-plane"}
+	kcp := func() *unstructured.Unstructured {
+		u := &unstructured.Unstructured{}
+		u.SetAPIVersion("controlplane.cluster.x-k8s.io/v1beta2")
+		u.SetKind("KubeadmControlPlane")
+		if err := mc.Get(context.Background(), kcpKey, u); err != nil {
+			t.Fatal(err)
+		}
+		return u
+	}
+	kcpBefore := kcp()
+	oldVersion, _, _ := unstructured.NestedString(kcpBefore.Object, "spec", "version")
+	registerSecondExtension(t, f, mc)
+	// Past any version earlier tests leave the control plane on (v1.34.3 after
+	// TestAccCAPIInPlace_controlPlaneInPlace).
+	const version = "v1.34.4"
+	handlers := `can-update-machine\.` + regexp.QuoteMeta(extensionName) + `,can-update-machine\.` + regexp.QuoteMeta(secondExtension)
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: acctest.ProviderFactories,
+		TerraformVersionChecks:   []tfversion.TerraformVersionCheck{tfversion.SkipBelow(tfversion.Version1_11_0)},
+		Steps: []resource.TestStep{{
+			Config: acctest.ProviderConfig(f) + fmt.Sprintf(`
+resource "gradual_inplace_update" "cp" {
+  namespace     = %q
+  cluster       = %q
+  control_plane = %q
+  version       = %q
+  fallback      = "none"
+  verify        = { timeout = "1m" } # bounds the apply a plan that failed to refuse would make
+}
+`, testbed.DefaultClusterAPINamespace, cpCluster, kcpKey.Name, version),
+			ExpectError: regexp.MustCompile(`(?s)Machines Cannot Be Updated In Place.*machine\s+` + regexp.QuoteMeta(before[0].Name) +
+				`:\s+Cluster\s+API\s+calls\s+one\s+extension\s+per\s+in-place\s+hook.*found\s+multiple\s+CanUpdateMachine\s+hooks\s+\(` + handlers + `\)`),
+		}},
+	})
+	if now := kcp(); now.GetGeneration() != kcpBefore.GetGeneration() {
+		t.Fatalf("KubeadmControlPlane written by a refused plan: generation %d → %d", kcpBefore.GetGeneration(), now.GetGeneration())
+	}
+
+	// Written anyway, as a resource without the one-hook rule would have; taken back before the
+	// second extension is removed (cleanups run last first).
+	kcpLog, logged := managerLog(t, f, "capi-kubeadm-control-plane")
+	setVersion := func(v string) error {
+		return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			u := kcp()
+			if err := unstructured.SetNestedField(u.Object, v, "spec", "version"); err != nil {
+				return err
+			}
+			return mc.Update(context.Background(), u)
+		})
+	}
+	t.Cleanup(func() {
+		if err := setVersion(oldVersion); err != nil {
+			t.Errorf("take the version bump back: %v", err)
+		}
+	})
+	if err := setVersion(version); err != nil {
+		t.Fatal(err)
+	}
+	const capiSays = "found multiple CanUpdateMachine hooks"
+	waitForLog(t, kcpLog, logged, capiSays)
+	var machines clusterv1.MachineList
+	if err := mc.List(context.Background(), &machines, client.InNamespace(testbed.DefaultClusterAPINamespace),
+		client.MatchingLabels{clusterv1.MachineControlPlaneNameLabel: kcpKey.Name}); err != nil {
+		t.Fatal(err)
+	}
+	uids := map[string]bool{}
+	for _, m := range before {
+		uids[string(m.UID)] = true
+	}
+	var got []string
+	moved := len(machines.Items) != len(before)
+	for _, m := range machines.Items {
+		got = append(got, fmt.Sprintf("%s (UID %s, %s, deleting=%v)", m.Name, m.UID, m.Spec.Version, !m.DeletionTimestamp.IsZero()))
+		moved = moved || !uids[string(m.UID)] || m.Spec.Version != oldVersion || !m.DeletionTimestamp.IsZero()
+	}
+	if moved {
+		t.Fatalf("control plane Machines are now %v: KubeadmControlPlane went on although it found two extensions", got)
+	}
+	t.Logf("preview: refused at plan, %s blocked naming both CanUpdateMachine handlers; Cluster API: %q in KubeadmControlPlane's log, Machines kept: %s",
+		before[0].Name, capiSays, strings.Join(got, ", "))
+}
