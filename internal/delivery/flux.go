@@ -78,7 +78,7 @@ type fluxWorld struct {
 }
 
 func (w *world) fluxDelivery() *fluxdelivery.Delivery {
-	return fluxdelivery.New(w.svc.mgmt.Client, *w.svc.flux, w.spec.Key)
+	return fluxdelivery.New(w.svc.mgmt.Client, *w.svc.flux, w.spec.Key).WithKustomize(w.spec.Kustomize)
 }
 
 // fluxPin publishes revision (the desired one, or one the cluster's records hold) and pins the
@@ -174,6 +174,10 @@ func (s *Service) fluxRemove(ctx context.Context, spec Spec, name string, orphan
 // FluxSettings are a resource's `delivery.flux` settings (fluxdelivery.Settings), so that
 // resources configure the Flux engine without importing it.
 type FluxSettings = fluxdelivery.Settings
+
+// FluxKustomize is Spec.Kustomize (fluxdelivery.Kustomize), so that callers shape the
+// Kustomizations without importing the Flux engine.
+type FluxKustomize = fluxdelivery.Kustomize
 
 // skipError is a cluster's reason to be left alone by this run (a suspended Kustomization), as
 // an error of observeCluster: the cluster is then skipped with it, not as unreadable.

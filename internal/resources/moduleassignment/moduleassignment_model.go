@@ -52,7 +52,9 @@ type Model struct {
 	Values types.Object `tfsdk:"values"`
 	// MaintenanceWindow is the assignment's own window (shared.MaintenanceWindowAttribute).
 	MaintenanceWindow types.Object `tfsdk:"maintenance_window"`
-	Revisions         types.Map    `tfsdk:"revisions"`
+	// Delivery is `delivery` (shared.DeliveryAttribute): direct when null, or through Flux.
+	Delivery  types.Object `tfsdk:"delivery"`
+	Revisions types.Map    `tfsdk:"revisions"`
 	// SensitiveObjects: module → identities of its sensitive_manifests.
 	SensitiveObjects types.Map `tfsdk:"sensitive_objects"`
 	// Objects: module → its objects of manifests, key → YAML (manifesttype.Objects).
@@ -309,6 +311,7 @@ func (m *Model) spec(ctx context.Context) (assignment.Spec, diag.Diagnostics) {
 	spec.ClusterGates = verify.ClusterGates.IsNull() || verify.ClusterGates.IsUnknown() || verify.ClusterGates.ValueBool()
 	spec.Health, d = shared.HealthChecker(ctx, verify.HealthChecks)
 	diags.Append(d...)
+	m.refuseWithFlux(spec, &diags)
 	return spec, diags
 }
 
@@ -444,6 +447,9 @@ type storedConfig struct {
 	RetryInvalid   bool     `json:"retryInvalid,omitempty"`
 	// Values is `values` (delivery.Values' own JSON form), omitted when unset.
 	Values *delivery.Values `json:"values,omitempty"`
+	// Flux is `delivery.flux` (nil: direct, and records written before it existed), so that
+	// import and the status data source read the records where that engine keeps them.
+	Flux *delivery.FluxSettings `json:"flux,omitempty"`
 }
 
 type storedModule struct {
@@ -502,6 +508,8 @@ func (m *Model) configRecord(ctx context.Context) ([]byte, diag.Diagnostics) {
 	c.SensitivePaths, d = ignoreattr.Rules(ctx, m.SensitivePaths)
 	diags.Append(d...)
 	c.Values, d = shared.Values(ctx, m.Values)
+	diags.Append(d...)
+	c.Flux, d = m.fluxSettings(ctx)
 	diags.Append(d...)
 	raw, err := json.Marshal(c)
 	if err != nil {
@@ -568,6 +576,7 @@ func (m *Model) fromConfigRecord(ctx context.Context, raw []byte) diag.Diagnosti
 	diags.Append(d...)
 	m.Values, d = shared.ValuesValue(ctx, c.Values)
 	diags.Append(d...)
+	m.Delivery = shared.DeliveryValue(c.Flux)
 	m.Verify = types.ObjectValueMust(verifyAttrTypes, map[string]attr.Value{
 		"timeout": types.StringValue(c.VerifyTimeout), "bake_time": types.StringValue(c.BakeTime),
 		"health_checks": shared.HealthValue(c.HealthChecks), "cluster_gates": types.BoolValue(!c.NoClusterGates),
