@@ -49,7 +49,9 @@ func fluxWorldOf(t *testing.T, handler http.Handler) (*world, client.Client) {
 	return w, mgmt
 }
 
-func inMemoryRegistry() http.Handler { return registry.New(registry.Logger(log.New(io.Discard, "", 0))) }
+func inMemoryRegistry() http.Handler {
+	return registry.New(registry.Logger(log.New(io.Discard, "", 0)))
+}
 
 // TestFluxRegistryFailingMidApplyIsInfrastructure: the registry takes the artifact's blobs and
 // then fails its manifest (it went down mid-push). The cluster's change fails as the
