@@ -62,3 +62,19 @@ func (m *Model) refuseWithFlux(spec assignment.Spec, diags *diag.Diagnostics) {
 				"together yet. Deliver directly (leave `delivery` out), or deliver the Secrets another way.")
 	}
 }
+
+// refuseModeChange refuses a change of mode under delivery.flux: the mode lives in each
+// cluster's Kustomizations (ApplyOnce's IfNotPresent annotation), which a run pins only where
+// a module changes, and ApplyOnce changes none where a module runs already, so the clusters
+// that have the modules would keep the old behaviour.
+func refuseModeChange(plan, prior *Model, diags *diag.Diagnostics) {
+	if prior == nil || plan.Delivery.IsNull() || plan.Delivery.IsUnknown() || prior.Delivery.IsNull() ||
+		plan.Mode.IsUnknown() || plan.Mode.Equal(prior.Mode) {
+		return
+	}
+	diags.AddAttributeError(path.Root("mode"), "Mode Change Not Delivered Through Flux Yet",
+		"With `delivery.flux` the mode is part of every cluster's Kustomizations (`ApplyOnce`: Flux creates objects and never "+
+			"updates them; `Reconcile`: Flux re-applies them on its interval), and this apply would not change the Kustomizations of "+
+			"the clusters that have the modules already. Keep mode = "+prior.Mode.String()+", or replace the assignment (for example "+
+			"under another name) to deliver the modules in the other mode.")
+}

@@ -64,6 +64,10 @@ func (r *assignmentResource) ModifyPlan(ctx context.Context, req resource.Modify
 	if prior != nil {
 		resp.Diagnostics.Append(prior.LoadPrivate(ctx, req.Private)...)
 	}
+	refuseModeChange(&plan, prior, &resp.Diagnostics)
+	if resp.Diagnostics.HasError() {
+		return
+	}
 	// The waves of an earlier plan never carry over: only this plan's are carried out.
 	if prior != nil {
 		plan.private.Clusters = prior.private.Clusters
