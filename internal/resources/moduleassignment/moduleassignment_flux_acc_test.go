@@ -70,6 +70,17 @@ func TestAccModuleAssignment_flux(t *testing.T) {
 		k := fluxdelivery.KustomizationKind
 		return testbed.FluxObject(k.GroupVersion().String(), k.Kind, f.Namespace, fluxdelivery.ObjectName(key, cluster))
 	}
+	// pinnedIs checks the ApplyOnce assignment's ConfigMap on each cluster.
+	pinnedIs := func(want map[string]string) resource.TestCheckFunc {
+		return func(*terraform.State) error {
+			for c, v := range want {
+				if err := expectSetting(f, c, onceNS, "pinned", v); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+	}
 	// delivered checks, on each cluster, that both modules' objects arrived through Flux, that
 	// app's Kustomization depends on base's there (and base's on nothing), and that no record
 	// was written to the workload cluster.
@@ -80,9 +91,6 @@ func TestAccModuleAssignment_flux(t *testing.T) {
 					if err := expectSetting(f, c, name, cm, "v1"); err != nil {
 						return err
 					}
-				}
-				if err := expectSetting(f, c, onceNS, "pinned", "v1"); err != nil {
-					return err
 				}
 				want := map[string][]any{"base": nil, "app": {map[string]any{"name": fluxdelivery.ObjectName(moduleKey(name, "base"), c)}}}
 				for module, deps := range want {
@@ -222,7 +230,8 @@ func TestAccModuleAssignment_flux(t *testing.T) {
 						"base": knownvalue.StringExact("1 wave of 2 clusters"), "app": knownvalue.StringExact("1 wave of 2 clusters"),
 					})),
 				},
-				Check: resource.ComposeAggregateTestCheckFunc(delivered("prod-eu-1", "prod-us-1"), editedThenReconciled,
+				Check: resource.ComposeAggregateTestCheckFunc(delivered("prod-eu-1", "prod-us-1"),
+					pinnedIs(map[string]string{"prod-eu-1": "v1", "prod-us-1": "v1"}), editedThenReconciled,
 					func(*terraform.State) error {
 						// ApplyOnce is on the Kustomization, not in the artifact: the IfNotPresent annotation.
 						o := ks(moduleKey(name+"-once", "pinned"), "prod-eu-1")
@@ -237,7 +246,7 @@ func TestAccModuleAssignment_flux(t *testing.T) {
 			},
 			{
 				// staging-eu-1 joins: the next apply gives it both modules, base first, each in
-				// a wave of its own.
+				// a wave of its own. The ApplyOnce edit on prod-eu-1 stays (nothing re-applies it).
 				PreConfig: func() { l.set("staging-eu-1", true) },
 				Config:    config,
 				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
@@ -246,7 +255,8 @@ func TestAccModuleAssignment_flux(t *testing.T) {
 					attentionBefore{res: res, cluster: "staging-eu-1", want: []string{"joining"}},
 				}},
 				ConfigStateChecks: []statecheck.StateCheck{summaryIs(res, map[string]int64{"current": 3}), noAttention(res)},
-				Check:             delivered("prod-eu-1", "prod-us-1", "staging-eu-1"),
+				Check: resource.ComposeAggregateTestCheckFunc(delivered("prod-eu-1", "prod-us-1", "staging-eu-1"),
+					pinnedIs(map[string]string{"prod-eu-1": "edited", "prod-us-1": "v1", "staging-eu-1": "v1"})),
 			},
 			{
 				// The mode lives in the clusters' Kustomizations: changing it is refused.

@@ -279,6 +279,6 @@ func deliveryAttribute() schema.SingleNestedAttribute {
 		"repairs drift (the plan does not look for drift itself). `mode = \"ApplyOnce\"`: the Kustomization gives every object " +
 		"the `kustomize.toolkit.fluxcd.io/ssa: IfNotPresent` annotation (`commonMetadata`), so Flux creates what is missing and " +
 		"never updates an object that exists (edits stay; an object deleted by hand is created again). Not yet with `values`, " +
-		"`verify.health_checks`, `deletion_policy = \"orphan\"` or `sensitive_manifests` (refused at plan time)."
+		"`verify.health_checks`, `deletion_policy = \"orphan\"` or `sensitive_manifests`, nor a change of `mode` (refused at plan time)."
 	return a
 }
