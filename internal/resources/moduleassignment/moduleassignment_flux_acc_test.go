@@ -16,6 +16,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-testing/terraform"
 	"github.com/hashicorp/terraform-plugin-testing/tfjsonpath"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
@@ -34,7 +35,8 @@ import (
 // same cluster; the objects arrive in the workload clusters, with no record there. Between
 // applies, Flux repairs an edited object (Reconcile), while a second assignment in ApplyOnce
 // mode keeps the edit (Flux's IfNotPresent). A cluster that joins gets both modules in order on
-// the next apply, a mode change is refused at plan time, and destroy leaves no Kustomization,
+// the next apply, one that leaves loses them (Flux prunes), a registry that cannot be pushed to
+// and a mode change are refused at plan time, and destroy leaves no Kustomization,
 // OCIRepository, record or object. It skips on a test bed without Flux (tools/testacc.sh's Flux
 // stage starts one for it).
 func TestAccModuleAssignment_flux(t *testing.T) {
@@ -60,10 +62,12 @@ func TestAccModuleAssignment_flux(t *testing.T) {
 	delivery := func(repository string) string {
 		return fmt.Sprintf("update_limit = \"100%%\"\n  delivery = { flux = { repository = %q, insecure = true } }", repository)
 	}
-	repo := f.Flux.RegistryURL("gradual/" + name)
-	configWith := func(extra, onceMode string) string {
+	configAt := func(repo, extra, onceMode string) string {
 		return acctest.ProviderConfig(f) + assignmentConfig(f, "test", name, name, delivery(repo)+"\n  "+extra, base, app) +
 			assignmentConfig(f, "once", name+"-once", name, delivery(repo+"-once")+"\n  mode = "+onceMode, pinned)
+	}
+	configWith := func(extra, onceMode string) string {
+		return configAt(f.Flux.RegistryURL("gradual/"+name), extra, onceMode)
 	}
 	config := configWith("", `"ApplyOnce"`)
 	ks := func(key records.Key, cluster string) *unstructured.Unstructured {
@@ -217,7 +221,12 @@ func TestAccModuleAssignment_flux(t *testing.T) {
 		},
 		Steps: []resource.TestStep{
 			{
-				// What Flux mode cannot do yet is refused at plan time, naming the attribute.
+				// Refused at plan time, nothing written: a registry nothing answers at (port 1 of
+				// the loopback address), and what Flux mode cannot do yet, naming the attribute.
+				Config: configAt("oci://127.0.0.1:1/gradual/"+name, "", `"ApplyOnce"`), PlanOnly: true,
+				ExpectError: regexp.MustCompile(`Registry Not Usable`),
+			},
+			{
 				Config: configWith(`deletion_policy = "orphan"`, `"ApplyOnce"`), PlanOnly: true,
 				ExpectError: regexp.MustCompile(`Orphan Not Delivered Through Flux Yet`),
 			},
@@ -257,6 +266,29 @@ func TestAccModuleAssignment_flux(t *testing.T) {
 				ConfigStateChecks: []statecheck.StateCheck{summaryIs(res, map[string]int64{"current": 3}), noAttention(res)},
 				Check: resource.ComposeAggregateTestCheckFunc(delivered("prod-eu-1", "prod-us-1", "staging-eu-1"),
 					pinnedIs(map[string]string{"prod-eu-1": "edited", "prod-us-1": "v1", "staging-eu-1": "v1"})),
+			},
+			{
+				// prod-us-1 leaves: its Kustomizations are deleted, app's first, and Flux prunes
+				// both modules there; the other clusters keep them.
+				PreConfig: func() { l.set("prod-us-1", false) },
+				Config:    config,
+				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
+					attentionBefore{res: res, cluster: "prod-us-1", want: []string{"leaving"}},
+				}},
+				ConfigStateChecks: []statecheck.StateCheck{summaryIs(res, map[string]int64{"current": 2}), noAttention(res)},
+				Check: resource.ComposeAggregateTestCheckFunc(delivered("prod-eu-1", "staging-eu-1"),
+					func(*terraform.State) error {
+						for _, cm := range []string{"base", "app"} {
+							if err := expectSetting(f, "prod-us-1", name, cm, "<none>"); err != nil {
+								return fmt.Errorf("after prod-us-1 left, want Flux to have pruned it: %w", err)
+							}
+							o := ks(moduleKey(name, cm), "prod-us-1")
+							if err := mc.Get(ctx, client.ObjectKeyFromObject(o), o); !apierrors.IsNotFound(err) {
+								return fmt.Errorf("module %s's Kustomization on prod-us-1 after it left: %v, want it deleted", cm, err)
+							}
+						}
+						return nil
+					}),
 			},
 			{
 				// The mode lives in the clusters' Kustomizations: changing it is refused.
