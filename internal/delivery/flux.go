@@ -2,6 +2,8 @@ package delivery
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"time"
@@ -81,33 +83,54 @@ func (w *world) fluxDelivery() *fluxdelivery.Delivery {
 	return fluxdelivery.New(w.svc.mgmt.Client, *w.svc.flux, w.spec.Key).WithKustomize(w.spec.Kustomize)
 }
 
-// fluxPin publishes revision (the desired one, or one the cluster's records hold) and pins the
-// cluster's Kustomization to it.
-func (w *world) fluxPin(ctx context.Context, target, revision string) error {
-	store := w.svc.fluxStore(w.spec.RecordNamespace)
-	state, err := store.Load(ctx, fluxRecordKey(w.spec.Key, target))
-	if err != nil {
-		return fmt.Errorf("read records: %w", err)
+// fluxArtifact is the artifact of revision on target: its tag and its objects as YAML. The
+// desired revision without values is the same for every cluster: one artifact, tagged revision.
+// With values each cluster's rendering is an artifact of its own, and so is a revision restored
+// from a cluster's records (rendered as that cluster got it): tagged revision-<content hash>, so
+// that clusters rendered alike share one and no cluster is given another's rendering.
+func (w *world) fluxArtifact(ctx context.Context, target, revision string) (tag string, manifests []byte, err error) {
+	var state *records.State
+	if revision != w.spec.Revision {
+		if state, err = w.svc.fluxStore(w.spec.RecordNamespace).Load(ctx, fluxRecordKey(w.spec.Key, target)); err != nil {
+			return "", nil, fmt.Errorf("read records: %w", err)
+		}
 	}
 	objs, err := w.objectsOf(state, target, revision)
 	if err != nil {
-		return err
+		return "", nil, err
 	}
-	manifests, err := fluxdelivery.Manifests(objs)
+	if manifests, err = fluxdelivery.Manifests(objs); err != nil {
+		return "", nil, err
+	}
+	if revision == w.spec.Revision && w.spec.Values == nil {
+		return revision, manifests, nil
+	}
+	sum := sha256.Sum256(manifests)
+	return revision + "-" + hex.EncodeToString(sum[:])[:12], manifests, nil
+}
+
+// fluxPin publishes target's artifact of revision (the desired one, or one the cluster's records
+// hold) and pins the cluster's Kustomization to it.
+func (w *world) fluxPin(ctx context.Context, target, revision string) error {
+	tag, manifests, err := w.fluxArtifact(ctx, target, revision)
 	if err != nil {
 		return err
 	}
-	digest, err := w.flux.d.Publish(ctx, revision, manifests)
+	digest, err := w.flux.d.Publish(ctx, tag, manifests)
 	if err != nil {
 		return err // an infrastructure failure: the registry, never the revision
 	}
 	return w.flux.d.Pin(ctx, w.spec.ClusterNamespace, target, digest, w.spec.Policy.VerifyTimeout)
 }
 
-// fluxVerify waits, within ctx, for the cluster's Kustomization to have revision applied and
-// ready, and classifies what it says otherwise.
+// fluxVerify waits, within ctx, for the cluster's Kustomization to have target's artifact of
+// revision applied and ready, and classifies what it says otherwise.
 func (w *world) fluxVerify(ctx context.Context, target, revision string) error {
-	digest, err := w.flux.d.Digest(ctx, revision)
+	tag, _, err := w.fluxArtifact(ctx, target, revision)
+	if err != nil {
+		return err
+	}
+	digest, err := w.flux.d.Digest(ctx, tag)
 	if err != nil {
 		return err
 	}
@@ -179,6 +202,9 @@ type FluxSettings = fluxdelivery.Settings
 // Kustomizations without importing the Flux engine.
 type FluxKustomize = fluxdelivery.Kustomize
 
+// FluxCredentials are the credentials the Flux engine pushes with (fluxdelivery.Credentials).
+type FluxCredentials = fluxdelivery.Credentials
+
 // skipError is a cluster's reason to be left alone by this run (a suspended Kustomization), as
 // an error of observeCluster: the cluster is then skipped with it, not as unreadable.
 type skipError string
@@ -193,9 +219,31 @@ func (s *Service) fluxSuspended(ctx context.Context, key records.Key, namespace,
 	if err != nil {
 		return "", fmt.Errorf("read the Kustomization of %s: %w", cluster, err)
 	}
+	return suspendedReason(st, key, namespace, cluster), nil
+}
+
+func suspendedReason(st fluxdelivery.Status, key records.Key, namespace, cluster string) string {
 	if !st.Suspended {
-		return "", nil
+		return ""
 	}
 	return fmt.Sprintf("its Flux Kustomization is suspended (resume it with `flux resume kustomization -n %s %s`)",
-		namespace, fluxdelivery.ObjectName(key, cluster)), nil
+		namespace, fluxdelivery.ObjectName(key, cluster))
+}
+
+// fluxView reads the cluster's Flux objects of key: the reason it is left alone (suspended), and
+// with drift, Flux's view when it disagrees with the records (fluxdelivery.Drift).
+func (s *Service) fluxView(ctx context.Context, key records.Key, namespace, cluster string, drift bool) (skip, disagrees string, err error) {
+	d := fluxdelivery.New(s.mgmt.Client, *s.flux, key)
+	st, err := d.Read(ctx, namespace, cluster)
+	if err != nil {
+		return "", "", fmt.Errorf("read the Kustomization of %s: %w", cluster, err)
+	}
+	if skip = suspendedReason(st, key, namespace, cluster); skip != "" || !drift {
+		return skip, "", nil
+	}
+	pinned, exists, err := d.Pinned(ctx, namespace, cluster)
+	if err != nil {
+		return "", "", fmt.Errorf("read the OCIRepository of %s: %w", cluster, err)
+	}
+	return "", fluxdelivery.Drift(st, pinned, exists), nil
 }

@@ -3,12 +3,14 @@ package delivery
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/gradual-dev/terraform-provider-gradual/internal/engine"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/fleet"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/fluxdelivery"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/manifest"
 )
 
 // TestFluxAsksTheManagementClusterWithoutSecrets checks that the Service delivering through
@@ -60,5 +62,45 @@ func TestFluxAsksTheManagementClusterWithoutSecrets(t *testing.T) {
 				t.Errorf("gone check withoutSecrets=%t, want %t", gone[0], want)
 			}
 		})
+	}
+}
+
+// TestFluxArtifactPerRendering: without values the desired revision is one artifact tagged by the
+// revision; with values each cluster's rendering is its own artifact, shared by the clusters
+// rendered alike, so that no cluster is pinned to another's rendering.
+func TestFluxArtifactPerRendering(t *testing.T) {
+	set := func(value string) *manifest.Set {
+		s, err := manifest.Parse("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: zone\n  namespace: default\ndata:\n  zone: " + value + "\n")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	ctx := context.Background()
+	plain := &world{spec: Spec{Revision: "abc123", Objects: set("${zone}")}}
+	if tag, _, err := plain.fluxArtifact(ctx, "a", "abc123"); err != nil || tag != "abc123" {
+		t.Fatalf("without values: tag %q, %v; want the revision", tag, err)
+	}
+	withValues := &world{spec: Spec{Revision: "abc123", Objects: set("${zone}"), Values: &Values{},
+		Rendered: map[string]*manifest.Set{"a": set("eu"), "b": set("us"), "c": set("eu")}}}
+	tags := map[string]string{}
+	for _, c := range []string{"a", "b", "c"} {
+		tag, manifests, err := withValues.fluxArtifact(ctx, c, "abc123")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.HasPrefix(tag, "abc123-") {
+			t.Fatalf("%s: tag %q, want the revision and the rendering's hash", c, tag)
+		}
+		if !strings.Contains(string(manifests), "zone: "+map[string]string{"a": "eu", "b": "us", "c": "eu"}[c]) {
+			t.Fatalf("%s: artifact %s is not its rendering", c, manifests)
+		}
+		tags[c] = tag
+	}
+	if tags["a"] == tags["b"] || tags["a"] != tags["c"] {
+		t.Fatalf("tags %v: want a and c alike (same rendering), b apart", tags)
+	}
+	if _, _, err := withValues.fluxArtifact(ctx, "d", "abc123"); err == nil {
+		t.Fatal("a cluster that was not rendered got an artifact: want an error, never the template")
 	}
 }

@@ -217,19 +217,22 @@ func valuesChanged(st ClusterState, render func() (*manifest.Set, error)) (Clust
 // observeCluster reads one cluster's records of key (and its drift).
 func (s *Service) observeCluster(ctx context.Context, namespace, name string, key records.Key, recordNamespace string, drift bool, ignore apply.Ignore) (engine.TargetRecord, ClusterState, error) {
 	var (
-		c     *conn
-		store *records.WorkloadStore
-		err   error
+		c         *conn
+		store     *records.WorkloadStore
+		err       error
+		fluxDrift string // Flux's view, when it disagrees with the records
 	)
 	if s.flux != nil {
-		switch reason, err := s.fluxSuspended(ctx, key, namespace, name); {
+		var skip string
+		switch skip, fluxDrift, err = s.fluxView(ctx, key, namespace, name, drift); {
 		case err != nil:
 			return engine.TargetRecord{}, ClusterState{}, err
-		case reason != "":
-			return engine.TargetRecord{}, ClusterState{}, skipError(reason)
+		case skip != "":
+			return engine.TargetRecord{}, ClusterState{}, skipError(skip)
 		}
-		// Flux mode: the records are in the management cluster, and Flux repairs drift.
-		store, key, drift = s.fluxStore(recordNamespace), fluxRecordKey(key, name), false
+		// Flux mode: the records are in the management cluster, and Flux repairs drift (below,
+		// the current record is still loaded: what the cluster got, for values-changed).
+		store, key = s.fluxStore(recordNamespace), fluxRecordKey(key, name)
 	} else {
 		if c, err = s.cluster(ctx, namespace, name, key, false); err != nil {
 			return engine.TargetRecord{}, ClusterState{}, err
@@ -255,6 +258,11 @@ func (s *Service) observeCluster(ctx context.Context, namespace, name string, ke
 		st.State = StateProvisioning
 	case rec.Current == "":
 		st.State = StatePending
+	case drift && s.flux != nil:
+		st.recorded = state.Current.Manifests
+		if fluxDrift != "" {
+			st.State, st.Drift = StateDrifted, []string{fluxDrift}
+		}
 	case drift:
 		set, err := manifest.FromCanonical(state.Current.Manifests)
 		if err != nil {

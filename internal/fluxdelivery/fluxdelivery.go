@@ -11,6 +11,8 @@ package fluxdelivery
 import (
 	"context"
 	"crypto/sha256"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -61,6 +63,74 @@ type Settings struct {
 	Repository string `json:"repository"`
 	// Insecure reaches the registry over plain HTTP (both this process and source-controller).
 	Insecure bool `json:"insecure,omitempty"`
+	// CABundle is PEM: the certificate authorities this process trusts for the registry, beside
+	// the system's. It is public, so it is kept with the rest.
+	CABundle string `json:"caBundle,omitempty"`
+	// SecretRef names, in each Cluster's namespace, the Secret source-controller pulls with
+	// (kubernetes.io/dockerconfigjson): the OCIRepository's spec.secretRef. The provider never
+	// reads or writes it (the runner may have no rights on Secrets there).
+	SecretRef string `json:"secretRef,omitempty"`
+	// CertSecretRef names, in each Cluster's namespace, the Secret holding the CA (ca.crt)
+	// source-controller trusts for the registry: the OCIRepository's spec.certSecretRef.
+	CertSecretRef string `json:"certSecretRef,omitempty"`
+	// Credentials are what this process pushes with. They are never kept (records, state): the
+	// configuration gives them again on each run.
+	Credentials Credentials `json:"-"`
+}
+
+// Credentials authenticate this process to the registry: a token, or a username and password;
+// neither means Docker's config (DOCKER_CONFIG or ~/.docker/config.json, and its credential
+// helpers), as `docker push` and `flux push artifact` use.
+type Credentials struct {
+	Username, Password, Token string
+}
+
+// RevisionSettings is what of the settings changes what a cluster's Flux objects say beyond the
+// artifact: the Secrets source-controller pulls with. It is part of the revision (nothing when
+// neither is set, so that existing revisions keep their names), so that a change of either is
+// carried to the clusters in waves, re-pinning each, like any other change.
+func (s Settings) RevisionSettings() []byte {
+	if s.SecretRef == "" && s.CertSecretRef == "" {
+		return nil
+	}
+	return []byte("flux-pull:secretRef=" + s.SecretRef + ",certSecretRef=" + s.CertSecretRef)
+}
+
+// keychain is what this process pushes and resolves with.
+func (s Settings) keychain() authn.Keychain {
+	c := s.Credentials
+	switch {
+	case c.Token != "":
+		// A registry token is sent as a bearer token (the docker config's "registrytoken").
+		return staticKeychain{authn.FromConfig(authn.AuthConfig{RegistryToken: c.Token})}
+	case c.Username != "" || c.Password != "":
+		return staticKeychain{authn.FromConfig(authn.AuthConfig{Username: c.Username, Password: c.Password})}
+	}
+	return authn.DefaultKeychain
+}
+
+// staticKeychain answers every registry with one authenticator: the settings name one
+// repository, so one registry.
+type staticKeychain struct{ auth authn.Authenticator }
+
+func (k staticKeychain) Resolve(authn.Resource) (authn.Authenticator, error) { return k.auth, nil }
+
+// transport is the HTTP transport to the registry: go-containerregistry's default, trusting
+// CABundle too.
+func (s Settings) transport() (http.RoundTripper, error) {
+	if s.CABundle == "" {
+		return remote.DefaultTransport, nil
+	}
+	pool, err := x509.SystemCertPool()
+	if err != nil || pool == nil {
+		pool = x509.NewCertPool()
+	}
+	if !pool.AppendCertsFromPEM([]byte(s.CABundle)) {
+		return nil, errors.New("ca_bundle holds no PEM certificate")
+	}
+	t := remote.DefaultTransport.(*http.Transport).Clone()
+	t.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+	return t, nil
 }
 
 // Validate reports settings that cannot be used, in words for the person configuring them.
@@ -70,6 +140,18 @@ func (s Settings) Validate() error {
 	}
 	if _, err := name.NewRepository(strings.TrimPrefix(s.Repository, oci.OCIRepositoryPrefix)); err != nil {
 		return fmt.Errorf("repository %q: %w (name a repository, without a tag or digest: each revision is its own tag)", s.Repository, err)
+	}
+	if s.Credentials.Token != "" && (s.Credentials.Username != "" || s.Credentials.Password != "") {
+		return errors.New("give either a token or a username and password, not both")
+	}
+	if s.Credentials.Password != "" && s.Credentials.Username == "" {
+		return errors.New("a password needs its username")
+	}
+	if _, err := s.transport(); err != nil {
+		return err
+	}
+	if s.Insecure && (s.CABundle != "" || s.CertSecretRef != "") {
+		return errors.New("insecure (plain HTTP) and a CA (ca_bundle, cert_secret_ref) contradict each other")
 	}
 	return nil
 }
@@ -91,10 +173,14 @@ func (s Settings) CheckPush(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, pushCheckTimeout)
 	defer cancel()
 	// CheckPushPermission takes no context; every request it makes gets ctx through the transport.
+	base, err := s.transport()
+	if err != nil {
+		return err
+	}
 	rt := roundTripper(func(r *http.Request) (*http.Response, error) {
-		return remote.DefaultTransport.RoundTrip(r.WithContext(ctx))
+		return base.RoundTrip(r.WithContext(ctx))
 	})
-	if err := remote.CheckPushPermission(repo.Tag("gradual-push-check"), authn.DefaultKeychain, rt); err != nil {
+	if err := remote.CheckPushPermission(repo.Tag("gradual-push-check"), s.keychain(), rt); err != nil {
 		return fmt.Errorf("push to %s: %w", s.Repository, err)
 	}
 	return nil
@@ -120,10 +206,14 @@ type Delivery struct {
 }
 
 // New returns the Flux delivery of key through mgmt (the management cluster's client).
+// Settings that passed Validate are assumed.
 func New(mgmt client.Client, settings Settings, key records.Key) *Delivery {
-	opts := oci.DefaultOptions()
+	opts := append(oci.DefaultOptions(), crane.WithAuthFromKeychain(settings.keychain()))
 	if settings.Insecure {
 		opts = append(opts, crane.Insecure)
+	}
+	if t, err := settings.transport(); err == nil && settings.CABundle != "" {
+		opts = append(opts, crane.WithTransport(t))
 	}
 	return &Delivery{mgmt: mgmt, settings: settings, key: key, oci: oci.NewClient(opts), digests: map[string]string{}}
 }
@@ -257,6 +347,12 @@ func (d *Delivery) Pin(ctx context.Context, namespace, cluster, digest string, t
 		// The digest never changes under a pin: the interval only re-checks the registry.
 		"interval": "10m",
 	}
+	if d.settings.SecretRef != "" {
+		src.Object["spec"].(map[string]any)["secretRef"] = map[string]any{"name": d.settings.SecretRef}
+	}
+	if d.settings.CertSecretRef != "" {
+		src.Object["spec"].(map[string]any)["certSecretRef"] = map[string]any{"name": d.settings.CertSecretRef}
+	}
 	ks := d.object(KustomizationKind, namespace, cluster)
 	ks.Object["spec"] = map[string]any{
 		"sourceRef":     map[string]any{"kind": OCIRepositoryKind.Kind, "name": name},
@@ -341,6 +437,49 @@ func (d *Delivery) Read(ctx context.Context, namespace, cluster string) (Status,
 		st.Message, _ = m["message"].(string)
 	}
 	return st, nil
+}
+
+// Pinned reads the digest cluster's OCIRepository is pinned to; "" and false when it does not
+// exist.
+func (d *Delivery) Pinned(ctx context.Context, namespace, cluster string) (string, bool, error) {
+	src := d.object(OCIRepositoryKind, namespace, cluster)
+	if err := d.mgmt.Get(ctx, client.ObjectKeyFromObject(src), src); err != nil {
+		if apierrors.IsNotFound(err) {
+			return "", false, nil
+		}
+		return "", false, err
+	}
+	digest, _, _ := unstructured.NestedString(src.Object, "spec", "ref", "digest")
+	return digest, true, nil
+}
+
+// Drift is Flux's view of a cluster the records say runs a revision, when it disagrees: its
+// Kustomization or OCIRepository gone (deleted by hand), its Kustomization not ready by Flux's own
+// verdict (Ready False, with Flux's reason), or ready on something other than the pinned digest
+// (its spec edited by hand). "" when Flux keeps the cluster on the pin, or is still working on it
+// (Ready Unknown): a reconcile in progress is not drift. The next apply pins the cluster again
+// and verifies it, as direct delivery repairs drifted objects.
+func Drift(st Status, pinned string, sourceExists bool) string {
+	switch {
+	case !st.Exists:
+		return "Flux: its Kustomization is gone"
+	case !sourceExists:
+		return "Flux: its OCIRepository is gone"
+	case st.Ready == "False":
+		return fmt.Sprintf("Flux: Kustomization not ready (%s): %s", st.Reason, firstLine(st.Message))
+	case st.Ready == "True" && pinned != "" && !revisionIs(st.Applied, pinned):
+		return fmt.Sprintf("Flux: Kustomization applied %s, not the pinned %s", st.Applied, pinned)
+	}
+	return ""
+}
+
+// firstLine is s up to its first newline: Flux's messages can run to a log's length.
+func firstLine(s string) string {
+	line, _, _ := strings.Cut(s, "\n")
+	if len(line) > 300 {
+		line = line[:300] + "…"
+	}
+	return line
 }
 
 // Failure classes of a Kustomization that did not get a revision ready.

@@ -2,6 +2,7 @@ package fluxdelivery
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"log"
@@ -15,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/gradual-dev/terraform-provider-gradual/internal/records"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/testbed"
 )
 
 func TestSettingsValidate(t *testing.T) {
@@ -166,5 +168,118 @@ func TestInstalled(t *testing.T) {
 	mapper.Add(KustomizationKind, meta.RESTScopeNamespace)
 	if err := Installed(fake.NewClientBuilder().WithRESTMapper(mapper).Build()); err != nil {
 		t.Fatalf("Installed with both kinds: %v", err)
+	}
+}
+
+func TestSettingsValidateCredentialsAndCA(t *testing.T) {
+	repo := "oci://registry.example/gradual/web"
+	for _, tc := range []struct {
+		name string
+		s    Settings
+		want string // "" when valid
+	}{
+		{"basic auth", Settings{Repository: repo, Credentials: Credentials{Username: "u", Password: "p"}}, ""},
+		{"token", Settings{Repository: repo, Credentials: Credentials{Token: "t"}}, ""},
+		{"token and password", Settings{Repository: repo, Credentials: Credentials{Username: "u", Password: "p", Token: "t"}}, "not both"},
+		{"password alone", Settings{Repository: repo, Credentials: Credentials{Password: "p"}}, "needs its username"},
+		{"CA bundle that is no PEM", Settings{Repository: repo, CABundle: "not a certificate"}, "no PEM certificate"},
+		{"insecure with a CA", Settings{Repository: repo, Insecure: true, CertSecretRef: "registry-ca"}, "contradict"},
+	} {
+		err := tc.s.Validate()
+		if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
+			t.Errorf("%s: Validate() = %v, want %q", tc.name, err, tc.want)
+		}
+	}
+}
+
+// TestSettingsKeepNoCredentials: the settings are kept in the records (and so shown by import);
+// the credentials never are.
+func TestSettingsKeepNoCredentials(t *testing.T) {
+	b, err := json.Marshal(Settings{Repository: "oci://r.example/x", SecretRef: "pull", Credentials: Credentials{Username: "someone", Password: "hunter2", Token: "tok3n"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, secret := range []string{"someone", "hunter2", "tok3n"} {
+		if strings.Contains(string(b), secret) {
+			t.Fatalf("kept settings %s hold a credential", b)
+		}
+	}
+	if !strings.Contains(string(b), `"secretRef":"pull"`) {
+		t.Fatalf("kept settings %s lack the secret reference", b)
+	}
+}
+
+// TestCredentialsAndCA pushes to a registry over TLS with a CA of its own that takes basic auth
+// or a token (the test bed's AuthRegistry): the right credentials and CA work; a wrong password,
+// a missing CA or no credentials are refused, naming why.
+func TestCredentialsAndCA(t *testing.T) {
+	reg, err := testbed.StartAuthRegistry("fleet", "s3cret", "t0ken")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = reg.Close() }()
+	ctx := context.Background()
+	key := records.Key{Kind: records.KindRollout, Namespace: "fleet", Name: "web"}
+	manifests := []byte("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a\n  namespace: default\n")
+	with := func(c Credentials, ca []byte) Settings {
+		return Settings{Repository: reg.URL("gradual/web"), CABundle: string(ca), Credentials: c}
+	}
+	for _, s := range []Settings{with(Credentials{Username: "fleet", Password: "s3cret"}, reg.CAPEM), with(Credentials{Token: "t0ken"}, reg.CAPEM)} {
+		if err := s.Validate(); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.CheckPush(ctx); err != nil {
+			t.Fatalf("CheckPush with the right credentials and CA: %v", err)
+		}
+		d := New(nil, s, key)
+		dg, err := d.Publish(ctx, "rev1", manifests)
+		if err != nil {
+			t.Fatalf("Publish with the right credentials and CA: %v", err)
+		}
+		if got, err := New(nil, s, key).Digest(ctx, "rev1"); err != nil || got != dg {
+			t.Fatalf("Digest(rev1) = %q, %v; want %q", got, err, dg)
+		}
+	}
+	for _, tc := range []struct {
+		name string
+		s    Settings
+		want string
+	}{
+		{"wrong password", with(Credentials{Username: "fleet", Password: "wrong"}, reg.CAPEM), "unauthorized"},
+		{"wrong token", with(Credentials{Token: "wrong"}, reg.CAPEM), "unauthorized"},
+		{"no CA", with(Credentials{Username: "fleet", Password: "s3cret"}, nil), "certificate"},
+	} {
+		err := tc.s.CheckPush(ctx)
+		if err == nil || !strings.Contains(strings.ToLower(err.Error()), tc.want) {
+			t.Errorf("%s: CheckPush = %v, want an error with %q", tc.name, err, tc.want)
+		}
+		if err != nil && (strings.Contains(err.Error(), "s3cret") || strings.Contains(err.Error(), "t0ken")) {
+			t.Errorf("%s: the error repeats a credential: %v", tc.name, err)
+		}
+		if _, err := New(nil, tc.s, key).Publish(ctx, "rev2", manifests); err == nil || !strings.Contains(strings.ToLower(err.Error()), tc.want) {
+			t.Errorf("%s: Publish = %v, want an error with %q", tc.name, err, tc.want)
+		}
+	}
+}
+
+func TestDrift(t *testing.T) {
+	const pinned = "sha256:aaa"
+	for _, tc := range []struct {
+		name   string
+		st     Status
+		source bool
+		want   string // a part of the drift; "" for none
+	}{
+		{"on the pin", Status{Exists: true, Ready: "True", Applied: "rev@" + pinned}, true, ""},
+		{"reconciling", Status{Exists: true, Ready: "Unknown", Applied: "rev@sha256:old"}, true, ""},
+		{"Kustomization deleted", Status{}, true, "Kustomization is gone"},
+		{"OCIRepository deleted", Status{Exists: true, Ready: "True", Applied: pinned}, false, "OCIRepository is gone"},
+		{"not ready", Status{Exists: true, Ready: "False", Reason: "ReconciliationFailed", Message: "apply failed\nline two"}, true, "not ready (ReconciliationFailed): apply failed"},
+		{"ready on another digest", Status{Exists: true, Ready: "True", Applied: "rev@sha256:bbb"}, true, "not the pinned sha256:aaa"},
+	} {
+		got := Drift(tc.st, pinned, tc.source)
+		if tc.want == "" && got != "" || tc.want != "" && !strings.Contains(got, tc.want) || strings.Contains(got, "line two") {
+			t.Errorf("%s: Drift = %q, want %q", tc.name, got, tc.want)
+		}
 	}
 }

@@ -2,12 +2,12 @@ package rollout
 
 import (
 	"context"
+	"slices"
 	"sort"
 	"time"
 
 	"github.com/hashicorp/terraform-plugin-framework-timeouts/resource/timeouts"
 	"github.com/hashicorp/terraform-plugin-framework/diag"
-	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/tfsdk"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
@@ -66,6 +66,9 @@ type Model struct {
 	Leaving           types.List         `tfsdk:"leaving"`
 	Skipped           types.Map          `tfsdk:"skipped"`
 	Delivery          types.Object       `tfsdk:"delivery"`
+	// registryPassword and registryToken are the write-only `delivery.flux.password` and
+	// `token`, read from the configuration (ReadWriteOnly); the framework skips unexported fields.
+	registryPassword, registryToken types.String
 
 	// private is kept in the resource's private state (see rollout_private.go), out of plans.
 	private privateState
@@ -87,14 +90,21 @@ type HTTPCheckModel struct {
 	Timeout        types.String `tfsdk:"timeout"`
 }
 
-// ReadWriteOnly takes `sensitive_manifests` from the configuration: Terraform keeps write-only
-// values out of the plan, so Create and Update find it only there (shared.WriteOnly).
+// ReadWriteOnly takes `sensitive_manifests` and the registry's `delivery.flux.password` and
+// `token` from the configuration: Terraform keeps write-only values out of the plan, so Create
+// and Update find them only there (shared.WriteOnly).
 func (m *Model) ReadWriteOnly(ctx context.Context, config tfsdk.Config) diag.Diagnostics {
-	return config.GetAttribute(ctx, pathSensitive, &m.Sensitive)
+	diags := config.GetAttribute(ctx, pathSensitive, &m.Sensitive)
+	var d diag.Diagnostics
+	m.registryPassword, m.registryToken, d = shared.FluxCredentials(ctx, config)
+	return append(diags, d...)
 }
 
-// ClearWriteOnly drops `sensitive_manifests` before the state is saved (shared.WriteOnly).
-func (m *Model) ClearWriteOnly() { m.Sensitive = types.StringNull() }
+// ClearWriteOnly drops the write-only values before the state is saved (shared.WriteOnly).
+func (m *Model) ClearWriteOnly() {
+	m.Sensitive = types.StringNull()
+	m.registryPassword, m.registryToken = types.StringNull(), types.StringNull()
+}
 
 // setSensitiveObjects names the objects of `sensitive_manifests` (identities, never content).
 func (m *Model) setSensitiveObjects(ctx context.Context) diag.Diagnostics {
@@ -230,15 +240,13 @@ func (m *Model) spec(ctx context.Context) (delivery.Spec, diag.Diagnostics) {
 	if d.HasError() {
 		return spec, diags
 	}
-	if spec.Values != nil && !m.Delivery.IsNull() && !m.Delivery.IsUnknown() {
-		// Flux pulls one artifact per revision for every cluster; per-cluster renderings would
-		// need Flux's own postBuild.substitute per Kustomization, which this engine does not set yet.
-		diags.AddAttributeError(path.Root("values"), "Values Not Delivered Through Flux Yet",
-			"`values` renders `manifests` per cluster, and `delivery.flux` publishes one artifact per revision for every cluster: "+
-				"the two cannot be used together yet. Deliver directly (leave `delivery` out), or use one rendering for every cluster.")
-		return spec, diags
+	flux, d := m.fluxSettings(ctx)
+	diags.Append(d...)
+	var pull []byte
+	if flux != nil {
+		pull = flux.RevisionSettings()
 	}
-	if spec.Revision, err = set.RevisionWith(append(ignoreattr.Settings(rules, sensitive), spec.Values.Settings()...)); err != nil {
+	if spec.Revision, err = set.RevisionWith(slices.Concat(ignoreattr.Settings(rules, sensitive), spec.Values.Settings(), pull)); err != nil {
 		diags.AddAttributeError(pathManifests, "Invalid Manifests", err.Error())
 		return spec, diags
 	}

@@ -2,6 +2,7 @@ package shared
 
 import (
 	"context"
+	"fmt"
 	"regexp"
 
 	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
@@ -12,6 +13,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/objectplanmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/planmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
+	"github.com/hashicorp/terraform-plugin-framework/tfsdk"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 	"github.com/hashicorp/terraform-plugin-framework/types/basetypes"
 
@@ -21,10 +23,24 @@ import (
 // PathDelivery is `delivery`.
 var PathDelivery = path.Root("delivery")
 
+var pathFlux = PathDelivery.AtName("flux")
+
 var (
-	fluxAttrTypes     = map[string]attr.Type{"repository": types.StringType, "insecure": types.BoolType}
+	fluxAttrTypes = map[string]attr.Type{
+		"repository": types.StringType, "insecure": types.BoolType, "ca_bundle": types.StringType,
+		"secret_ref": types.StringType, "cert_secret_ref": types.StringType,
+		"username": types.StringType, "password": types.StringType, "token": types.StringType,
+	}
 	deliveryAttrTypes = map[string]attr.Type{"flux": types.ObjectType{AttrTypes: fluxAttrTypes}}
 )
+
+// stringOrNull is s, or null when empty (an optional attribute left out).
+func stringOrNull(s string) types.String {
+	if s == "" {
+		return types.StringNull()
+	}
+	return types.StringValue(s)
+}
 
 // DeliveryValue is `delivery` for settings (null for direct delivery), as the records keep it.
 func DeliveryValue(settings *delivery.FluxSettings) types.Object {
@@ -35,7 +51,13 @@ func DeliveryValue(settings *delivery.FluxSettings) types.Object {
 	if settings.Insecure {
 		insecure = types.BoolValue(true)
 	}
-	flux := types.ObjectValueMust(fluxAttrTypes, map[string]attr.Value{"repository": types.StringValue(settings.Repository), "insecure": insecure})
+	// The write-only password and token are never kept: null, as Terraform keeps them.
+	flux := types.ObjectValueMust(fluxAttrTypes, map[string]attr.Value{
+		"repository": types.StringValue(settings.Repository), "insecure": insecure,
+		"ca_bundle": stringOrNull(settings.CABundle), "secret_ref": stringOrNull(settings.SecretRef),
+		"cert_secret_ref": stringOrNull(settings.CertSecretRef), "username": stringOrNull(settings.Credentials.Username),
+		"password": types.StringNull(), "token": types.StringNull(),
+	})
 	return types.ObjectValueMust(deliveryAttrTypes, map[string]attr.Value{"flux": flux})
 }
 
@@ -51,8 +73,12 @@ func DeliveryAttribute() schema.SingleNestedAttribute {
 			"pinned by digest and a `Kustomization` per cluster (through the Cluster's `<name>-kubeconfig` Secret, `prune` and " +
 			"`wait` on, `timeout` = `verify.timeout`) apply it. The provider then reads and writes only the management cluster " +
 			"and the registry, and reads no Secret in the Clusters' namespace (a Cluster's eligibility comes from its status); " +
-			"the per-cluster records live in the management cluster. Changing the engine replaces the resource.",
-		PlanModifiers: []planmodifier.Object{objectplanmodifier.RequiresReplace()},
+			"the per-cluster records live in the management cluster. Changing the engine, `repository` or `insecure` replaces the resource; " +
+			"the credentials and CA this provider pushes with do not, and `secret_ref` and `cert_secret_ref` are part of the revision, " +
+			"so a change of either is rolled out in waves like any other.",
+		PlanModifiers: []planmodifier.Object{objectplanmodifier.RequiresReplaceIf(engineChanged,
+			"Changing the engine (direct or Flux), the repository or `insecure` replaces the resource.",
+			"Changing the engine (direct or Flux), the repository or `insecure` replaces the resource.")},
 		Attributes: map[string]schema.Attribute{
 			"flux": schema.SingleNestedAttribute{
 				Required:            true,
@@ -68,15 +94,92 @@ func DeliveryAttribute() schema.SingleNestedAttribute {
 						Optional:            true,
 						MarkdownDescription: "Reach the registry over plain HTTP (this provider and source-controller). Default false.",
 					},
+					"ca_bundle": schema.StringAttribute{
+						Optional: true,
+						MarkdownDescription: "PEM certificates of the authorities this provider trusts for the registry, beside the system's " +
+							"(a registry with a private CA). source-controller needs the same CA through `cert_secret_ref`.",
+						Validators: []validator.String{stringvalidator.LengthAtLeast(1)},
+					},
+					"cert_secret_ref": schema.StringAttribute{
+						Optional: true,
+						MarkdownDescription: "Name of a Secret in each Cluster's namespace holding the registry's CA as `ca.crt` " +
+							"(the OCIRepository's `spec.certSecretRef`): what source-controller trusts. The provider never reads it.",
+						Validators: []validator.String{secretName},
+					},
+					"secret_ref": schema.StringAttribute{
+						Optional: true,
+						MarkdownDescription: "Name of a `kubernetes.io/dockerconfigjson` Secret in each Cluster's namespace that " +
+							"source-controller pulls with (the OCIRepository's `spec.secretRef`). The provider never reads or writes it: " +
+							"the runner needs no rights on Secrets there.",
+						Validators: []validator.String{secretName},
+					},
+					"username": schema.StringAttribute{
+						Optional:            true,
+						MarkdownDescription: "Username this provider pushes with, with `password`. Without `username` or `token`, Docker's configuration is used (`DOCKER_CONFIG` or `~/.docker/config.json`, credential helpers included), as `flux push artifact` does.",
+						Validators:          []validator.String{stringvalidator.LengthAtLeast(1)},
+					},
+					"password": schema.StringAttribute{
+						Optional: true, Sensitive: true, WriteOnly: true,
+						MarkdownDescription: "Password (or access token used as one) for `username`. Write-only: kept out of the plan and the state, " +
+							"given again on every run (Terraform 1.11, OpenTofu 1.11 or later).",
+						Validators: []validator.String{stringvalidator.AlsoRequires(path.MatchRelative().AtParent().AtName("username"))},
+					},
+					"token": schema.StringAttribute{
+						Optional: true, Sensitive: true, WriteOnly: true,
+						MarkdownDescription: "Registry token this provider pushes with, sent as a bearer token (the Docker configuration's `registrytoken`). " +
+							"Write-only, like `password`; not with `username`.",
+						Validators: []validator.String{stringvalidator.ConflictsWith(
+							path.MatchRelative().AtParent().AtName("username"), path.MatchRelative().AtParent().AtName("password"))},
+					},
 				},
 			},
 		},
 	}
 }
 
-// FluxSettings is `delivery.flux` (value) as the Flux engine takes it; nil for direct delivery
-// (or while unknown).
-func FluxSettings(ctx context.Context, value types.Object) (*delivery.FluxSettings, diag.Diagnostics) {
+// engineChanged says whether a change of `delivery` replaces the resource: the engine, the
+// repository and `insecure` name where each cluster's artifacts are (a replacement moves every
+// cluster, through destroy and create). The credentials and CA this provider pushes with are its
+// own business and change nothing in the clusters; the Secrets source-controller pulls with are
+// part of the revision (fluxdelivery.Settings.RevisionSettings), rolled out in waves.
+func engineChanged(ctx context.Context, req planmodifier.ObjectRequest, resp *objectplanmodifier.RequiresReplaceIfFuncResponse) {
+	where := func(v types.Object) (string, diag.Diagnostics) {
+		if v.IsNull() {
+			return "direct", nil
+		}
+		var dm struct {
+			Flux types.Object `tfsdk:"flux"`
+		}
+		diags := v.As(ctx, &dm, basetypes.ObjectAsOptions{UnhandledUnknownAsEmpty: true})
+		if diags.HasError() || dm.Flux.IsNull() {
+			return "direct", diags
+		}
+		attrs := dm.Flux.Attributes()
+		insecure, _ := attrs["insecure"].(types.Bool)
+		return fmt.Sprintf("flux %s insecure=%t", attrs["repository"], insecure.ValueBool()), diags
+	}
+	before, d1 := where(req.StateValue)
+	after, d2 := where(req.PlanValue)
+	resp.Diagnostics.Append(d1...)
+	resp.Diagnostics.Append(d2...)
+	resp.RequiresReplace = before != after
+}
+
+// secretName is what a Secret's name must be (a DNS subdomain).
+var secretName = stringvalidator.RegexMatches(regexp.MustCompile(`^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$`), "must be a Secret name")
+
+// FluxCredentials reads the write-only `delivery.flux.password` and `token` from the
+// configuration: Terraform keeps them out of the plan and the state, so they are only there.
+func FluxCredentials(ctx context.Context, config tfsdk.Config) (password, token types.String, diags diag.Diagnostics) {
+	diags.Append(config.GetAttribute(ctx, pathFlux.AtName("password"), &password)...)
+	diags.Append(config.GetAttribute(ctx, pathFlux.AtName("token"), &token)...)
+	return password, token, diags
+}
+
+// FluxSettings is `delivery.flux` (value) as the Flux engine takes it, with the write-only
+// password and token from the configuration (FluxCredentials); nil for direct delivery (or while
+// unknown).
+func FluxSettings(ctx context.Context, value types.Object, password, token types.String) (*delivery.FluxSettings, diag.Diagnostics) {
 	if value.IsNull() || value.IsUnknown() {
 		return nil, nil
 	}
@@ -88,16 +191,27 @@ func FluxSettings(ctx context.Context, value types.Object) (*delivery.FluxSettin
 		return nil, diags
 	}
 	var fm struct {
-		Repository types.String `tfsdk:"repository"`
-		Insecure   types.Bool   `tfsdk:"insecure"`
+		Repository    types.String `tfsdk:"repository"`
+		Insecure      types.Bool   `tfsdk:"insecure"`
+		CABundle      types.String `tfsdk:"ca_bundle"`
+		SecretRef     types.String `tfsdk:"secret_ref"`
+		CertSecretRef types.String `tfsdk:"cert_secret_ref"`
+		Username      types.String `tfsdk:"username"`
+		Password      types.String `tfsdk:"password"`
+		Token         types.String `tfsdk:"token"`
 	}
 	diags.Append(dm.Flux.As(ctx, &fm, basetypes.ObjectAsOptions{})...)
-	if diags.HasError() || fm.Repository.IsUnknown() {
+	if diags.HasError() || fm.Repository.IsUnknown() || fm.CABundle.IsUnknown() || fm.Username.IsUnknown() ||
+		password.IsUnknown() || token.IsUnknown() {
 		return nil, diags
 	}
-	s := &delivery.FluxSettings{Repository: fm.Repository.ValueString(), Insecure: fm.Insecure.ValueBool()}
+	s := &delivery.FluxSettings{
+		Repository: fm.Repository.ValueString(), Insecure: fm.Insecure.ValueBool(), CABundle: fm.CABundle.ValueString(),
+		SecretRef: fm.SecretRef.ValueString(), CertSecretRef: fm.CertSecretRef.ValueString(),
+		Credentials: delivery.FluxCredentials{Username: fm.Username.ValueString(), Password: password.ValueString(), Token: token.ValueString()},
+	}
 	if err := s.Validate(); err != nil {
-		diags.AddAttributeError(PathDelivery.AtName("flux").AtName("repository"), "Invalid Flux Repository", err.Error())
+		diags.AddAttributeError(pathFlux, "Invalid Flux Settings", err.Error())
 	}
 	return s, diags
 }
