@@ -180,13 +180,14 @@ capi_acc() {
   run_one internal/resources/inplaceupdate 20m '^TestAccCAPIInPlace_' "$@" TF_ACC_TERRAFORM_PATH="$path" GRADUAL_TEST_CLUSTER_API=1
 }
 
-# Delivery through Flux (gradual_rollout's delivery.flux) on a test bed of its own started with
-# --flux: Flux's real source-controller and kustomize-controller against the management cluster,
-# and an OCI registry. The Flux tests (TestAccRollout_flux*: delivery, the run with credentials
-# that grant nothing on the Clusters' Secrets, a registry with credentials and a CA of its own
-# that the test serves, per-cluster values, the fault tests) skip on the other
-# fleets; here they run on both CLIs, one after the other (they change the three clusters of this
-# fleet), except the fault tests, which run on one CLI each.
+# Delivery through Flux (delivery.flux of gradual_rollout and gradual_module_assignment) on a test
+# bed of its own started with --flux: Flux's real source-controller and kustomize-controller
+# against the management cluster, and an OCI registry. The Flux tests (TestAccRollout_flux*:
+# delivery, the run with credentials that grant nothing on the Clusters' Secrets, a registry with
+# credentials and a CA of its own that the test serves, per-cluster values, the fault tests;
+# TestAccModuleAssignment_flux: two ordered modules and a join) skip on the other fleets; here
+# they run on both CLIs, one after the other (they change the three clusters of this fleet),
+# except the tests marked for one lane, which run on one CLI each.
 flux_acc() {
   stage "delivery through Flux: starting a test bed with Flux's controllers"
   bed_up "$work/fleet-flux" --flux || return 1
@@ -197,8 +198,12 @@ flux_acc() {
   [ -z "${GRADUAL_TERRAFORM:-}" ] || lane=(GRADUAL_ACC_LANE=0/2)
   run_one internal/resources/rollout 10m '^TestAccRollout_flux' "${tofu_env[@]}" GRADUAL_TESTBED_DIR="$work/fleet-flux" \
     TF_ACC_TERRAFORM_PATH="$GRADUAL_TOFU" "${lane[@]}" || rc=1
+  run_one internal/resources/moduleassignment 10m '^TestAccModuleAssignment_flux' "${tofu_env[@]}" \
+    GRADUAL_TESTBED_DIR="$work/fleet-flux" TF_ACC_TERRAFORM_PATH="$GRADUAL_TOFU" "${lane[@]}" || rc=1
   if [ -n "${GRADUAL_TERRAFORM:-}" ]; then
     run_one internal/resources/rollout 10m '^TestAccRollout_flux' GRADUAL_TESTBED_DIR="$work/fleet-flux" \
+      TF_ACC_TERRAFORM_PATH="$GRADUAL_TERRAFORM" GRADUAL_ACC_LANE=1/2 || rc=1
+    run_one internal/resources/moduleassignment 10m '^TestAccModuleAssignment_flux' GRADUAL_TESTBED_DIR="$work/fleet-flux" \
       TF_ACC_TERRAFORM_PATH="$GRADUAL_TERRAFORM" GRADUAL_ACC_LANE=1/2 || rc=1
   fi
   "$testbed" down --dir "$work/fleet-flux" >&2 || true

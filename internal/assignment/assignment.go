@@ -98,8 +98,20 @@ func (s Spec) moduleSpec(m Module) delivery.Spec {
 		Key: s.ModuleKey(m.Name), ClusterNamespace: s.ClusterNamespace, RecordNamespace: s.RecordNamespace,
 		Objects: m.Objects, Revision: m.Revision, Policy: policy, Ignore: s.Ignore, Redact: m.Redact,
 		ForceConflicts: s.ForceConflicts, Retry: s.Retry, Values: s.Values, Rendered: m.Rendered,
-		Health: s.Health, ClusterGates: s.ClusterGates,
+		Health: s.Health, ClusterGates: s.ClusterGates, Kustomize: s.kustomize(m),
 	}
+}
+
+// kustomize is how m's Kustomizations behave when the assignment delivers through Flux: each
+// waits for those of the modules m depends on, on the same cluster (Flux's dependsOn), so that
+// Flux keeps the order between applies too; with ApplyOnce, Flux creates m's objects once and
+// never re-applies them.
+func (s Spec) kustomize(m Module) delivery.FluxKustomize {
+	k := delivery.FluxKustomize{ApplyOnce: s.Mode == ApplyOnce}
+	for _, d := range m.DependsOn {
+		k.DependsOn = append(k.DependsOn, s.ModuleKey(d))
+	}
+	return k
 }
 
 // Module returns the configured module called name.

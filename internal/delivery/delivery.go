@@ -58,6 +58,9 @@ type Spec struct {
 	// Preview says which planned clusters a plan dry-runs the revision on, and for how long
 	// (see Service.CheckAndPreview); apply does not use it.
 	Preview PreviewSpec
+	// Kustomize shapes each cluster's Kustomization in Flux mode (a module's depends_on as
+	// Flux's dependsOn, ApplyOnce); direct delivery does not use it.
+	Kustomize FluxKustomize
 }
 
 // Cluster states, as the rollout's `summary`, `attention` and `gradual_rollout_status` show them.

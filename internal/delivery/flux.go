@@ -80,7 +80,7 @@ type fluxWorld struct {
 }
 
 func (w *world) fluxDelivery() *fluxdelivery.Delivery {
-	return fluxdelivery.New(w.svc.mgmt.Client, *w.svc.flux, w.spec.Key)
+	return fluxdelivery.New(w.svc.mgmt.Client, *w.svc.flux, w.spec.Key).WithKustomize(w.spec.Kustomize)
 }
 
 // fluxArtifact is the artifact of revision on target: its tag and its objects as YAML. The
@@ -197,6 +197,10 @@ func (s *Service) fluxRemove(ctx context.Context, spec Spec, name string, orphan
 // FluxSettings are a resource's `delivery.flux` settings (fluxdelivery.Settings), so that
 // resources configure the Flux engine without importing it.
 type FluxSettings = fluxdelivery.Settings
+
+// FluxKustomize is Spec.Kustomize (fluxdelivery.Kustomize), so that callers shape the
+// Kustomizations without importing the Flux engine.
+type FluxKustomize = fluxdelivery.Kustomize
 
 // FluxCredentials are the credentials the Flux engine pushes with (fluxdelivery.Credentials).
 type FluxCredentials = fluxdelivery.Credentials

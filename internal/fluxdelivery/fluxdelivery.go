@@ -204,6 +204,9 @@ type Delivery struct {
 
 	mu      sync.Mutex
 	digests map[string]string // revision → "sha256:…", once published or resolved
+
+	// kustomize shapes the Kustomizations beyond the revision (WithKustomize; kustomize.go).
+	kustomize Kustomize
 }
 
 // New returns the Flux delivery of key through mgmt (the management cluster's client).
@@ -367,6 +370,9 @@ func (d *Delivery) Pin(ctx context.Context, namespace, cluster, digest string, t
 		// CAPI writes the admin kubeconfig of <cluster> to <cluster>-kubeconfig, key "value";
 		// kustomize-controller reads it, this process never does.
 		"kubeConfig": map[string]any{"secretRef": map[string]any{"name": cluster + "-kubeconfig", "key": "value"}},
+	}
+	if spec, ok := ks.Object["spec"].(map[string]any); ok {
+		d.shapeKustomization(spec, cluster) // dependsOn, ApplyOnce (kustomize.go)
 	}
 	for _, o := range []*unstructured.Unstructured{src, ks} {
 		if err := d.mgmt.Apply(ctx, client.ApplyConfigurationFromUnstructured(o), client.FieldOwner(fieldOwner), client.ForceOwnership); err != nil {

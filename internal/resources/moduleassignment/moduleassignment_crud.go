@@ -46,6 +46,8 @@ func (r *assignmentResource) apply(ctx context.Context, timeout time.Duration, p
 	diags.Append(d...)
 	query, d := plan.query(ctx, r.Data.Window())
 	diags.Append(d...)
+	svc, d := r.service(ctx, plan)
+	diags.Append(d...)
 	if diags.HasError() {
 		return false
 	}
@@ -65,11 +67,20 @@ func (r *assignmentResource) apply(ctx context.Context, timeout time.Duration, p
 	diags.Append(d...)
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	res, err := assignment.Run(ctx, r.Data.Delivery, assignment.RunRequest{
-		Spec: spec, Query: query, Planned: flatten(waves), PlannedKnown: waves != nil, Waves: waves, Config: config,
-		Leaving: leaving, Create: create, ImportHint: importHint(spec.Key),
-		Logf: func(msg string, fields map[string]any) { tflog.Info(ctx, msg, fields) },
-	})
+	var res *assignment.RunResult
+	var err error
+	if svc.Flux() {
+		// A saved plan applied after the registry went down (or the Flux CRDs went away): refused
+		// before the Lease is taken and any Kustomization pinned, as a rollout's is.
+		err = svc.FluxReady(ctx)
+	}
+	if err == nil {
+		res, err = assignment.Run(ctx, svc, assignment.RunRequest{
+			Spec: spec, Query: query, Planned: flatten(waves), PlannedKnown: waves != nil, Waves: waves, Config: config,
+			Leaving: leaving, Create: create, ImportHint: importHint(spec.Key),
+			Logf: func(msg string, fields map[string]any) { tflog.Info(ctx, msg, fields) },
+		})
+	}
 	if res != nil {
 		for _, w := range res.Warnings {
 			diags.AddWarning("Module Assignment Warning", w)
@@ -83,7 +94,7 @@ func (r *assignmentResource) apply(ctx context.Context, timeout time.Duration, p
 	octx, ocancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
 	defer ocancel()
 	observed := *plan
-	if after, oerr := assignment.Observe(octx, r.Data.Delivery, query, spec, false); oerr == nil {
+	if after, oerr := assignment.Observe(octx, svc, query, spec, false); oerr == nil {
 		diags.Append(observed.setObserved(ctx, after, spec)...)
 	} else {
 		// The fleet cannot be read now: the state says so much as is known; the next refresh
@@ -170,10 +181,12 @@ func (r *assignmentResource) Read(ctx context.Context, req resource.ReadRequest,
 	state.keepSensitiveRevisions(ctx, &spec)
 	query, diags := state.query(ctx, r.Data.Window())
 	resp.Diagnostics.Append(diags...)
+	svc, diags := r.service(ctx, &state)
+	resp.Diagnostics.Append(diags...)
 	if resp.Diagnostics.HasError() {
 		return
 	}
-	obs, err := assignment.Observe(ctx, r.Data.Delivery, query, spec, true)
+	obs, err := assignment.Observe(ctx, svc, query, spec, true)
 	if err != nil {
 		resp.Diagnostics.Append(diagnostics.FromError(err, "Cannot Read The Fleet"))
 		return
@@ -211,12 +224,14 @@ func (r *assignmentResource) Delete(ctx context.Context, req resource.DeleteRequ
 	resp.Diagnostics.Append(d...)
 	query, d := state.query(ctx, r.Data.Window())
 	resp.Diagnostics.Append(d...)
+	svc, d := r.service(ctx, &state)
+	resp.Diagnostics.Append(d...)
 	if resp.Diagnostics.HasError() {
 		return
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	warnings, err := assignment.Destroy(ctx, r.Data.Delivery, spec, query, func(msg string, fields map[string]any) { tflog.Info(ctx, msg, fields) })
+	warnings, err := assignment.Destroy(ctx, svc, spec, query, func(msg string, fields map[string]any) { tflog.Info(ctx, msg, fields) })
 	for _, w := range warnings {
 		resp.Diagnostics.AddWarning("Cluster Not Cleaned Up", w)
 	}

@@ -52,7 +52,12 @@ type Model struct {
 	Values types.Object `tfsdk:"values"`
 	// MaintenanceWindow is the assignment's own window (shared.MaintenanceWindowAttribute).
 	MaintenanceWindow types.Object `tfsdk:"maintenance_window"`
-	Revisions         types.Map    `tfsdk:"revisions"`
+	// Delivery is `delivery` (shared.DeliveryAttribute): direct when null, or through Flux.
+	Delivery types.Object `tfsdk:"delivery"`
+	// registryPassword and registryToken are the write-only `delivery.flux.password` and
+	// `token`, read from the configuration (ReadWriteOnly); the framework skips unexported fields.
+	registryPassword, registryToken types.String
+	Revisions                       types.Map `tfsdk:"revisions"`
 	// SensitiveObjects: module → identities of its sensitive_manifests.
 	SensitiveObjects types.Map `tfsdk:"sensitive_objects"`
 	// Objects: module → its objects of manifests, key → YAML (manifesttype.Objects).
@@ -92,7 +97,8 @@ func (mm ModuleModel) bundle(hidden string) (*manifest.Set, error) {
 	return set, err
 }
 
-// ReadWriteOnly takes each module's `sensitive_manifests` from the configuration: Terraform keeps
+// ReadWriteOnly takes each module's `sensitive_manifests`, and the registry's
+// `delivery.flux.password` and `token`, from the configuration: Terraform keeps
 // write-only values out of the plan and the state, so plan and apply find them only there
 // (shared.WriteOnly).
 func (m *Model) ReadWriteOnly(ctx context.Context, config tfsdk.Config) diag.Diagnostics {
@@ -104,12 +110,17 @@ func (m *Model) ReadWriteOnly(ctx context.Context, config tfsdk.Config) diag.Dia
 			m.sensitive[mm.Name.ValueString()] = mm.Sensitive.ValueString()
 		}
 	}
-	return diags
+	var d diag.Diagnostics
+	m.registryPassword, m.registryToken, d = shared.FluxCredentials(ctx, config)
+	return append(diags, d...)
 }
 
 // ClearWriteOnly is shared.WriteOnly's: the values live outside the attributes (in
 // m.sensitive), so the state never holds them; they are dropped all the same once applied.
-func (m *Model) ClearWriteOnly() { m.sensitive = nil }
+func (m *Model) ClearWriteOnly() {
+	m.sensitive = nil
+	m.registryPassword, m.registryToken = types.StringNull(), types.StringNull()
+}
 
 // sensitiveUnknown reports whether a module's sensitive_manifests is not known yet.
 func sensitiveUnknown(ctx context.Context, config tfsdk.Config) bool {
@@ -246,6 +257,13 @@ func (m *Model) spec(ctx context.Context) (assignment.Spec, diag.Diagnostics) {
 	// The template and the rules name each module's revision, as a rollout's (ignore_fields,
 	// sensitive_paths, values): the same objects under other rules are another revision.
 	settings := append(ignoreattr.Settings(rules, sensitive), spec.Values.Settings()...)
+	// With delivery.flux, the Secrets source-controller pulls with are part of each module's
+	// revision too, as of a rollout's (fluxdelivery.Settings.RevisionSettings).
+	flux, d := m.fluxSettings(ctx)
+	diags.Append(d...)
+	if flux != nil {
+		settings = append(settings, flux.RevisionSettings()...)
+	}
 	var list []assignment.Module
 	for i, mm := range mods {
 		mod := assignment.Module{Name: mm.Name.ValueString(), Version: mm.Version.ValueString()}
@@ -309,6 +327,7 @@ func (m *Model) spec(ctx context.Context) (assignment.Spec, diag.Diagnostics) {
 	spec.ClusterGates = verify.ClusterGates.IsNull() || verify.ClusterGates.IsUnknown() || verify.ClusterGates.ValueBool()
 	spec.Health, d = shared.HealthChecker(ctx, verify.HealthChecks)
 	diags.Append(d...)
+	m.refuseWithFlux(spec, &diags)
 	return spec, diags
 }
 
@@ -444,6 +463,9 @@ type storedConfig struct {
 	RetryInvalid   bool     `json:"retryInvalid,omitempty"`
 	// Values is `values` (delivery.Values' own JSON form), omitted when unset.
 	Values *delivery.Values `json:"values,omitempty"`
+	// Flux is `delivery.flux` (nil: direct, and records written before it existed), so that
+	// import and the status data source read the records where that engine keeps them.
+	Flux *delivery.FluxSettings `json:"flux,omitempty"`
 }
 
 type storedModule struct {
@@ -502,6 +524,8 @@ func (m *Model) configRecord(ctx context.Context) ([]byte, diag.Diagnostics) {
 	c.SensitivePaths, d = ignoreattr.Rules(ctx, m.SensitivePaths)
 	diags.Append(d...)
 	c.Values, d = shared.Values(ctx, m.Values)
+	diags.Append(d...)
+	c.Flux, d = m.fluxSettings(ctx)
 	diags.Append(d...)
 	raw, err := json.Marshal(c)
 	if err != nil {
@@ -568,6 +592,7 @@ func (m *Model) fromConfigRecord(ctx context.Context, raw []byte) diag.Diagnosti
 	diags.Append(d...)
 	m.Values, d = shared.ValuesValue(ctx, c.Values)
 	diags.Append(d...)
+	m.Delivery = shared.DeliveryValue(c.Flux)
 	m.Verify = types.ObjectValueMust(verifyAttrTypes, map[string]attr.Value{
 		"timeout": types.StringValue(c.VerifyTimeout), "bake_time": types.StringValue(c.BakeTime),
 		"health_checks": shared.HealthValue(c.HealthChecks), "cluster_gates": types.BoolValue(!c.NoClusterGates),

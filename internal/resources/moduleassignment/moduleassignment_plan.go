@@ -64,6 +64,10 @@ func (r *assignmentResource) ModifyPlan(ctx context.Context, req resource.Modify
 	if prior != nil {
 		resp.Diagnostics.Append(prior.LoadPrivate(ctx, req.Private)...)
 	}
+	refuseModeChange(&plan, prior, &resp.Diagnostics)
+	if resp.Diagnostics.HasError() {
+		return
+	}
 	// The waves of an earlier plan never carry over: only this plan's are carried out.
 	if prior != nil {
 		plan.private.Clusters = prior.private.Clusters
@@ -100,15 +104,23 @@ func (r *assignmentResource) ModifyPlan(ctx context.Context, req resource.Modify
 	}
 	query, diags := plan.query(ctx, r.Data.Window())
 	resp.Diagnostics.Append(diags...)
+	svc, diags := r.service(ctx, &plan)
+	resp.Diagnostics.Append(diags...)
 	if resp.Diagnostics.HasError() {
 		return
+	}
+	if svc.Flux() {
+		if err := svc.FluxReady(ctx); err != nil {
+			resp.Diagnostics.Append(diagnostics.AttributeFromError(shared.PathDelivery, err, "Flux Not Installed"))
+			return
+		}
 	}
 	preview := assignment.PreviewRequest{Spec: spec, Query: query, Drifted: assignment.Drifted(priorClusters(prior)),
 		RefuseAdoption: !plan.Adopt.IsUnknown() && !plan.Adopt.IsNull() && !plan.Adopt.ValueBool()}
 	if samePick(&plan, prior) {
 		preview.Prior, preview.PriorSkipped = prior.private.Clusters, priorSkipped(ctx, prior)
 	}
-	res, err := assignment.PreviewApply(ctx, r.Data.Delivery, preview)
+	res, err := assignment.PreviewApply(ctx, svc, preview)
 	if err != nil {
 		resp.Diagnostics.Append(diagnostics.FromError(err, "Cannot Read The Fleet"))
 		return
@@ -243,7 +255,7 @@ func (m *Model) known(ctx context.Context) bool {
 		!m.Canary.IsUnknown() && !m.CanaryOptional.IsUnknown() && !m.OnFailure.IsUnknown() && !m.ForceConflicts.IsUnknown() && !m.RetryInvalid.IsUnknown() &&
 		!m.Mode.IsUnknown() && !m.UpdateLimit.IsUnknown() && !m.MaxFailures.IsUnknown() && !m.Verify.IsUnknown() &&
 		!m.RecordNamespace.IsUnknown() && !m.DeletionPolicy.IsUnknown() && m.modulesKnown() && ignoreattr.Known(m.IgnoreFields) &&
-		ignoreattr.Known(m.SensitivePaths) && shared.ValuesKnown(ctx, m.Values)
+		ignoreattr.Known(m.SensitivePaths) && shared.ValuesKnown(ctx, m.Values) && !m.Delivery.IsUnknown()
 }
 
 func (m *Model) modulesKnown() bool {

@@ -149,7 +149,8 @@ func (r *assignmentResource) Schema(ctx context.Context, _ resource.SchemaReques
 					},
 				}},
 			},
-			"values": shared.ValuesAttribute(valuesText),
+			"values":   shared.ValuesAttribute(valuesText),
+			"delivery": deliveryAttribute(),
 			"mode": schema.StringAttribute{
 				Optional: true, Computed: true, Default: stringdefault.StaticString(defaultMode),
 				MarkdownDescription: "`Reconcile` re-applies a module when it changes (in verified waves, restoring on failure) or its objects drift. " +
@@ -267,3 +268,17 @@ var valuesText = shared.ValuesText{
 
 // secretsAdvice is where Secrets go instead of modules[].manifests.
 const secretsAdvice = "modules[].sensitive_manifests"
+
+// deliveryAttribute is the shared `delivery` attribute, with what it means for modules.
+func deliveryAttribute() schema.SingleNestedAttribute {
+	a := shared.DeliveryAttribute()
+	a.MarkdownDescription += " For a module assignment, each module revision is its own artifact and each (module, cluster) its own " +
+		"`Kustomization`. A module's `depends_on` becomes the Kustomization's `dependsOn` on the same cluster: kustomize-controller " +
+		"applies a module only while the Kustomizations of the modules it depends on there are `Ready`, between applies too " +
+		"(re-checked every `--requeue-dependency`). `mode = \"Reconcile\"`: Flux re-applies every module on its interval and " +
+		"repairs drift (the plan does not look for drift itself). `mode = \"ApplyOnce\"`: the Kustomization gives every object " +
+		"the `kustomize.toolkit.fluxcd.io/ssa: IfNotPresent` annotation (`commonMetadata`), so Flux creates what is missing and " +
+		"never updates an object that exists (edits stay; an object deleted by hand is created again). Not yet with `values`, " +
+		"`verify.health_checks`, `deletion_policy = \"orphan\"` or `sensitive_manifests`, nor a change of `mode` (refused at plan time)."
+	return a
+}

@@ -149,7 +149,11 @@ func (d *statusDataSource) Read(ctx context.Context, req datasource.ReadRequest,
 	if resp.Diagnostics.HasError() {
 		return
 	}
-	obs, err := assignment.Observe(ctx, d.data.Delivery, query, spec, true)
+	// The records are where the assignment's engine keeps them (delivery.flux: the management
+	// cluster).
+	flux, diags := m.fluxSettings(ctx)
+	resp.Diagnostics.Append(diags...)
+	obs, err := assignment.Observe(ctx, d.data.Delivery.WithFlux(flux), query, spec, true)
 	if err != nil {
 		resp.Diagnostics.Append(diagnostics.FromError(err, "Cannot Read The Fleet"))
 		return

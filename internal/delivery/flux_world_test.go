@@ -1,0 +1,142 @@
+package delivery
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/registry"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	"github.com/gradual-dev/terraform-provider-gradual/internal/engine"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/fleet"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/fluxdelivery"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/manifest"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/records"
+)
+
+// fluxWorldOf is the Flux world of a module (base.app, depending on base.crds) on a fake
+// management cluster, publishing to a registry served by handler.
+func fluxWorldOf(t *testing.T, handler http.Handler) (*world, client.Client) {
+	t.Helper()
+	srv := httptest.NewServer(handler)
+	t.Cleanup(srv.Close)
+	mgmt := fake.NewClientBuilder().Build()
+	svc := (&Service{mgmt: &fleet.Management{Client: mgmt}, clock: engine.SystemClock{}, retryWait: time.Millisecond,
+		goneReason: func(context.Context, string, string, bool) (string, error) { return "", nil }}).
+		WithFlux(&FluxSettings{Repository: "oci://" + strings.TrimPrefix(srv.URL, "http://") + "/gradual/base", Insecure: true})
+	set, err := manifest.Parse("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\n  namespace: app\ndata:\n  a: b\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := records.Key{Kind: records.KindModule, Namespace: "fleet", Name: "base.app"}
+	spec := Spec{Key: key, ClusterNamespace: "fleet", RecordNamespace: "gradual-system", Objects: set, Revision: "r1",
+		Policy:    engine.Policy{VerifyTimeout: time.Minute},
+		Kustomize: FluxKustomize{DependsOn: []records.Key{{Kind: records.KindModule, Namespace: "fleet", Name: "base.crds"}}}}
+	w := &world{svc: svc, spec: spec, logf: func(string, map[string]any) {}}
+	w.flux = &fluxWorld{d: w.fluxDelivery()}
+	return w, mgmt
+}
+
+func inMemoryRegistry() http.Handler {
+	return registry.New(registry.Logger(log.New(io.Discard, "", 0)))
+}
+
+// TestFluxRegistryFailingMidApplyIsInfrastructure: the registry takes the artifact's blobs and
+// then fails its manifest (it went down mid-push). The cluster's change fails as the
+// infrastructure's (retried, then unsettled; never the revision's, which would record it
+// invalid for the whole fleet), and no Kustomization is pinned to an artifact that is not there.
+func TestFluxRegistryFailingMidApplyIsInfrastructure(t *testing.T) {
+	reg := inMemoryRegistry()
+	var manifestPuts atomic.Int32
+	w, mgmt := fluxWorldOf(t, http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPut && strings.Contains(r.URL.Path, "/manifests/") {
+			manifestPuts.Add(1)
+			http.Error(rw, "registry going down", http.StatusServiceUnavailable)
+			return
+		}
+		reg.ServeHTTP(rw, r)
+	}))
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	err := w.Apply(ctx, "c1", "r1")
+	switch {
+	case err == nil:
+		t.Fatal("Apply succeeded with a registry that refuses the artifact's manifest")
+	case errors.Is(err, engine.ErrRevisionFailed), errors.Is(err, engine.ErrChangeRefused), errors.Is(err, engine.ErrTargetGone):
+		t.Fatalf("Apply = %v: want an infrastructure failure (unmarked), never the revision's", err)
+	case !strings.Contains(err.Error(), "publish revision r1"):
+		t.Fatalf("Apply = %v: want the publishing named", err)
+	}
+	if manifestPuts.Load() < 2 {
+		t.Errorf("%d manifest pushes: want the failure retried as the infrastructure's", manifestPuts.Load())
+	}
+	ks := fluxdelivery.New(mgmt, *w.svc.flux, w.spec.Key)
+	if st, err := ks.Read(context.Background(), "fleet", "c1"); err != nil || st.Exists {
+		t.Fatalf("Kustomization after a failed publish: %+v, %v; want none", st, err)
+	}
+}
+
+// TestFluxClusterLeaving pins a module to a cluster (its Kustomization waits for the crds
+// module's there) and then takes it away as a cluster leaving does: the Kustomization (Flux
+// prunes what it applied), the OCIRepository and the records in the management cluster go.
+// deletion_policy = "orphan" is refused rather than pruned.
+func TestFluxClusterLeaving(t *testing.T) {
+	w, mgmt := fluxWorldOf(t, inMemoryRegistry())
+	ctx := context.Background()
+	if err := w.Apply(ctx, "c1", "r1"); err != nil {
+		t.Fatal(err)
+	}
+	store := w.svc.fluxStore(w.spec.RecordNamespace)
+	rkey := fluxRecordKey(w.spec.Key, "c1")
+	if err := store.MarkProvisioning(ctx, rkey, records.Revision{Revision: "r1"}); err != nil {
+		t.Fatal(err)
+	}
+	name := fluxdelivery.ObjectName(w.spec.Key, "c1")
+	ks := fluxObject(fluxdelivery.KustomizationKind, name)
+	if err := mgmt.Get(ctx, client.ObjectKeyFromObject(ks), ks); err != nil {
+		t.Fatalf("the pinned Kustomization: %v", err)
+	}
+	if deps, _, _ := unstructured.NestedSlice(ks.Object, "spec", "dependsOn"); len(deps) != 1 {
+		t.Fatal("the pinned Kustomization has no dependsOn")
+	}
+	if _, err := w.svc.destroyCluster(ctx, w.spec, "c1", true); err == nil || !strings.Contains(err.Error(), "orphan") {
+		t.Fatalf("orphan removal = %v, want it refused", err)
+	}
+	if _, err := w.svc.destroyCluster(ctx, w.spec, "c1", false); err != nil {
+		t.Fatal(err)
+	}
+	for _, gvk := range []schema.GroupVersionKind{fluxdelivery.KustomizationKind, fluxdelivery.OCIRepositoryKind} {
+		o := fluxObject(gvk, name)
+		if err := mgmt.Get(ctx, client.ObjectKeyFromObject(o), o); !apierrors.IsNotFound(err) {
+			t.Errorf("%s after the cluster left: %v, want it deleted", gvk.Kind, err)
+		}
+	}
+	state, err := store.Load(ctx, rkey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if state.Provisioning != nil || state.Current != nil {
+		t.Errorf("records after the cluster left: %+v, want none", state)
+	}
+}
+
+// fluxObject is the Flux object of kind gvk called name in the Clusters' namespace, to read.
+func fluxObject(gvk schema.GroupVersionKind, name string) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(gvk)
+	u.SetNamespace("fleet")
+	u.SetName(name)
+	return u
+}

@@ -1,0 +1,79 @@
+package moduleassignment
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/hashicorp/terraform-plugin-framework/diag"
+	"github.com/hashicorp/terraform-plugin-framework/types"
+
+	"github.com/gradual-dev/terraform-provider-gradual/internal/delivery"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/shared"
+)
+
+func summaries(diags diag.Diagnostics) string {
+	var out []string
+	for _, d := range diags.Errors() {
+		out = append(out, d.Summary())
+	}
+	return strings.Join(out, "; ")
+}
+
+// TestSpecRefusesWhatFluxCannotDeliverYet: with delivery.flux, sensitive_manifests (they would
+// be published to the registry) and deletion_policy = "orphan" are refused, naming what; the
+// same configuration delivered directly is accepted.
+func TestSpecRefusesWhatFluxCannotDeliverYet(t *testing.T) {
+	flux := shared.DeliveryValue(&delivery.FluxSettings{Repository: "oci://registry.example/fleet/base"})
+	for _, tc := range []struct {
+		name   string
+		hidden string
+		orphan bool
+		want   string
+	}{
+		{"sensitive manifests", "apiVersion: v1\nkind: Secret\nmetadata: {name: db, namespace: app}\nstringData: {password: hunter2}\n", false,
+			"Sensitive Manifests Not Delivered Through Flux Yet"},
+		{"orphan", "", true, "Orphan Not Delivered Through Flux Yet"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := moduleModel(t, dbConfigMap, tc.hidden, "", nil)
+			if tc.orphan {
+				m.DeletionPolicy = types.StringValue("orphan")
+			}
+			if _, diags := m.spec(context.Background()); diags.HasError() {
+				t.Fatalf("delivered directly: %s", summaries(diags))
+			}
+			m.Delivery = flux
+			_, diags := m.spec(context.Background())
+			if got := summaries(diags); !strings.Contains(got, tc.want) {
+				t.Fatalf("through Flux: errors %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestModeChangeRefusedWithFlux: the mode lives in the clusters' Kustomizations, so a change of
+// it is refused with delivery.flux, and allowed without.
+func TestModeChangeRefusedWithFlux(t *testing.T) {
+	flux := shared.DeliveryValue(&delivery.FluxSettings{Repository: "oci://registry.example/fleet/base"})
+	for _, tc := range []struct {
+		name        string
+		delivery    types.Object
+		mode, prior string
+		wantRefusal bool
+	}{
+		{"flux, changed", flux, "ApplyOnce", "Reconcile", true},
+		{"flux, unchanged", flux, "Reconcile", "Reconcile", false},
+		{"direct, changed", shared.DeliveryValue(nil), "ApplyOnce", "Reconcile", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			plan := &Model{Delivery: tc.delivery, Mode: types.StringValue(tc.mode)}
+			prior := &Model{Delivery: tc.delivery, Mode: types.StringValue(tc.prior)}
+			var diags diag.Diagnostics
+			refuseModeChange(plan, prior, &diags)
+			if diags.HasError() != tc.wantRefusal {
+				t.Fatalf("refused = %t (%s), want %t", diags.HasError(), summaries(diags), tc.wantRefusal)
+			}
+		})
+	}
+}
