@@ -77,6 +77,8 @@ func (r *rolloutResource) ModifyPlan(ctx context.Context, req resource.ModifyPla
 	}
 	spec, diags := plan.spec(ctx)
 	resp.Diagnostics.Append(diags...)
+	// At plan only: a state that has them already must still be destroyable.
+	resp.Diagnostics.Append(plan.refuseWithFlux()...)
 	if resp.Diagnostics.HasError() {
 		return
 	}
