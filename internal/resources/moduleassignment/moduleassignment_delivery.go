@@ -33,33 +33,20 @@ func (m *Model) refuseWithFlux(spec assignment.Spec, diags *diag.Diagnostics) {
 		return
 	}
 	if spec.Values != nil {
-		// Flux pulls one artifact per module revision for every cluster; per-cluster renderings
-		// would need Flux's own postBuild.substitute per Kustomization, which this engine does not set yet.
+		// A rollout through Flux publishes each cluster's rendering as an artifact of its own; the
+		// modules go through the same World, but that path is not tested for assignments yet.
 		diags.AddAttributeError(shared.PathValues, "Values Not Delivered Through Flux Yet",
 			"`values` renders each module's manifests per cluster, and `delivery.flux` publishes one artifact per module revision for every cluster: "+
 				"the two cannot be used together yet. Deliver directly (leave `delivery` out), or use one rendering for every cluster.")
 	}
 	if !spec.Health.Empty() {
-		// Through Flux, the cluster's Kustomization judges the objects, not this provider.
-		diags.AddAttributeError(shared.PathHealthChecks, "Health Checks Not Delivered Through Flux Yet",
-			"`verify.health_checks` are evaluated by the provider as it waits for the objects, and with `delivery.flux` Flux's "+
-				"Kustomization judges them: the two cannot be used together yet. Deliver directly (leave `delivery` out).")
+		shared.NotThroughFlux(diags, shared.PathHealthChecks, shared.FluxGapHealthChecks, "`verify.health_checks`", "the assignment")
 	}
 	if spec.Orphan {
-		// Deleting a Kustomization makes Flux prune what it applied; keeping the objects would
-		// need the Kustomization's own deletionPolicy, which this engine does not set yet.
-		diags.AddAttributeError(path.Root("deletion_policy"), "Orphan Not Delivered Through Flux Yet",
-			"`deletion_policy = \"orphan\"` keeps a module's objects when a cluster leaves or the assignment is destroyed, and with "+
-				"`delivery.flux` a cluster loses a module by the deletion of its Kustomization, after which Flux prunes what it applied: "+
-				"the two cannot be used together yet. Use deletion_policy = \"delete\", or deliver directly (leave `delivery` out).")
+		shared.NotThroughFlux(diags, path.Root("deletion_policy"), shared.FluxGapOrphan, "`deletion_policy = \"orphan\"`", "the assignment")
 	}
 	if len(m.sensitive) > 0 {
-		// An artifact is readable by whoever can pull from the registry: Secrets' values would
-		// leave the places this provider keeps them out of.
-		diags.AddAttributeError(pathModules, "Sensitive Manifests Not Delivered Through Flux Yet",
-			"`modules[].sensitive_manifests` are kept out of the plan, the state and the records, and `delivery.flux` publishes every "+
-				"object of a module as an OCI artifact that anyone who can pull from the registry can read: the two cannot be used "+
-				"together yet. Deliver directly (leave `delivery` out), or deliver the Secrets another way.")
+		shared.NotThroughFlux(diags, pathModules, shared.FluxGapSensitive, "`modules[].sensitive_manifests`", "the assignment")
 	}
 }
 

@@ -33,16 +33,10 @@ func (m *Model) refuseWithFlux() (diags diag.Diagnostics) {
 		return nil
 	}
 	if !m.Sensitive.IsNull() && !m.Sensitive.IsUnknown() && strings.TrimSpace(m.Sensitive.ValueString()) != "" {
-		diags.AddAttributeError(pathSensitive, "Sensitive Manifests Not Delivered Through Flux Yet",
-			"`sensitive_manifests` are kept out of the plan, the state and the records, and `delivery.flux` publishes every "+
-				"object of a revision as an OCI artifact that anyone who can pull from the registry can read: the two cannot be used "+
-				"together yet. Deliver directly (leave `delivery` out), or deliver the Secrets another way.")
+		shared.NotThroughFlux(&diags, pathSensitive, shared.FluxGapSensitive, "`sensitive_manifests`", "the rollout")
 	}
 	if m.DeletionPolicy.ValueString() == "orphan" {
-		diags.AddAttributeError(path.Root("deletion_policy"), "Orphan Not Delivered Through Flux Yet",
-			"`deletion_policy = \"orphan\"` keeps the objects when a cluster leaves or the rollout is destroyed, and with "+
-				"`delivery.flux` a cluster loses them by the deletion of its Kustomization, after which Flux prunes what it applied: "+
-				"the two cannot be used together yet. Use deletion_policy = \"delete\", or deliver directly (leave `delivery` out).")
+		shared.NotThroughFlux(&diags, path.Root("deletion_policy"), shared.FluxGapOrphan, "`deletion_policy = \"orphan\"`", "the rollout")
 	}
 	return diags
 }

@@ -276,10 +276,7 @@ func (m *Model) spec(ctx context.Context) (delivery.Spec, diag.Diagnostics) {
 	spec.Health, d = shared.HealthChecker(ctx, verify.HealthChecks)
 	diags.Append(d...)
 	if !spec.Health.Empty() && !m.Delivery.IsNull() && !m.Delivery.IsUnknown() {
-		// Through Flux, the cluster's Kustomization judges the objects, not this provider.
-		diags.AddAttributeError(shared.PathHealthChecks, "Health Checks Not Delivered Through Flux Yet",
-			"`verify.health_checks` are evaluated by the provider as it waits for the objects, and with `delivery.flux` Flux's "+
-				"Kustomization judges them: the two cannot be used together yet. Deliver directly (leave `delivery` out).")
+		shared.NotThroughFlux(&diags, shared.PathHealthChecks, shared.FluxGapHealthChecks, "`verify.health_checks`", "the rollout")
 	}
 	spec.CheckJob, d = checkJobOf(ctx, verify.CheckJob, !m.Delivery.IsNull() && !m.Delivery.IsUnknown())
 	diags.Append(d...)

@@ -215,3 +215,40 @@ func FluxSettings(ctx context.Context, value types.Object, password, token types
 	}
 	return s, diags
 }
+
+// FluxGap is what the Flux engine cannot deliver yet, refused at plan with one wording for every
+// resource (NotThroughFlux).
+type FluxGap int
+
+// What the Flux engine cannot deliver yet.
+const (
+	// FluxGapHealthChecks: the provider evaluates verify.health_checks as it waits; through Flux,
+	// the Kustomization judges the objects.
+	FluxGapHealthChecks FluxGap = iota
+	// FluxGapOrphan: a cluster loses what it got by the deletion of its Kustomization, after
+	// which Flux prunes.
+	FluxGapOrphan
+	// FluxGapSensitive: an artifact is readable by whoever can pull from the registry.
+	FluxGapSensitive
+)
+
+// NotThroughFlux refuses gap at attribute (named as the person writes it, e.g.
+// "`sensitive_manifests`") of subject ("the rollout", "the assignment").
+func NotThroughFlux(diags *diag.Diagnostics, at path.Path, gap FluxGap, attribute, subject string) {
+	switch gap {
+	case FluxGapHealthChecks:
+		diags.AddAttributeError(at, "Health Checks Not Delivered Through Flux Yet",
+			attribute+" are evaluated by the provider as it waits for the objects, and with `delivery.flux` Flux's "+
+				"Kustomization judges them: the two cannot be used together yet. Deliver directly (leave `delivery` out).")
+	case FluxGapOrphan:
+		diags.AddAttributeError(at, "Orphan Not Delivered Through Flux Yet",
+			attribute+" keeps the objects when a cluster leaves or "+subject+" is destroyed, and with `delivery.flux` a "+
+				"cluster loses them by the deletion of its Kustomization, after which Flux prunes what it applied: the two cannot "+
+				"be used together yet. Use deletion_policy = \"delete\", or deliver directly (leave `delivery` out).")
+	case FluxGapSensitive:
+		diags.AddAttributeError(at, "Sensitive Manifests Not Delivered Through Flux Yet",
+			attribute+" are kept out of the plan, the state and the records, and `delivery.flux` publishes every object as an "+
+				"OCI artifact that anyone who can pull from the registry can read: the two cannot be used together yet. "+
+				"Deliver directly (leave `delivery` out), or deliver the Secrets another way.")
+	}
+}
