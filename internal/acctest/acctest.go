@@ -53,6 +53,18 @@ func Main(m *testing.M) {
 	os.Exit(code)
 }
 
+// FluxFleet is Fleet for the tests of delivery through Flux: it skips the test on a test bed
+// without Flux's controllers (`gradual-testbed up --flux`; tools/testacc.sh's Flux stage starts
+// one for them).
+func FluxFleet(t *testing.T) *testbed.Fleet {
+	t.Helper()
+	f := Fleet(t)
+	if f.Flux == nil {
+		t.Skip("the test bed runs no Flux (gradual-testbed up --flux; tools/testacc.sh's flux stage)")
+	}
+	return f
+}
+
 // Fleet returns the shared test bed, starting it on first use when none is named in the
 // environment. It skips the test unless TF_ACC is set, as terraform-plugin-testing does.
 func Fleet(t *testing.T) *testbed.Fleet {

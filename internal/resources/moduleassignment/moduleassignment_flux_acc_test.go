@@ -40,10 +40,7 @@ import (
 // OCIRepository, record or object. It skips on a test bed without Flux (tools/testacc.sh's Flux
 // stage starts one for it).
 func TestAccModuleAssignment_flux(t *testing.T) {
-	f := acctest.Fleet(t)
-	if f.Flux == nil {
-		t.Skip("the test bed runs no Flux (gradual-testbed up --flux; tools/testacc.sh's flux stage)")
-	}
+	f := acctest.FluxFleet(t)
 	name := acctest.UniqueLabel("fluxmod")
 	ctx := context.Background()
 	mc, err := f.ManagementClient()

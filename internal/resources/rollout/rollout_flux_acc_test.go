@@ -43,10 +43,7 @@ func fluxBundle(ns, value string, broken bool) string {
 // by the next plan; destroy leaves no Kustomization and Flux prunes the objects. It skips on a
 // test bed without Flux (tools/testacc.sh starts one for it).
 func TestAccRollout_flux(t *testing.T) {
-	f := acctest.Fleet(t)
-	if f.Flux == nil {
-		t.Skip("the test bed runs no Flux (gradual-testbed up --flux; tools/testacc.sh's flux stage)")
-	}
+	f := acctest.FluxFleet(t)
 	name := acctest.UniqueLabel("flux")
 	ctx := context.Background()
 	mc, err := f.ManagementClient()

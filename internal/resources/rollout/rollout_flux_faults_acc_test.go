@@ -56,10 +56,7 @@ func fluxConfigMaps(t *testing.T, f *testbed.Fleet, ns string, clusters []string
 // converges on the revision. A short verify timeout keeps the frozen wait short.
 func TestAccRollout_fluxControllerStopped(t *testing.T) {
 	acctest.OnOneLane(t, 0)
-	f := acctest.Fleet(t)
-	if f.Flux == nil {
-		t.Skip("the test bed runs no Flux (gradual-testbed up --flux; tools/testacc.sh's flux stage)")
-	}
+	f := acctest.FluxFleet(t)
 	name := acctest.UniqueLabel("fluxstop")
 	clusters := []string{"prod-eu-1", "prod-us-1", "staging-eu-1"}
 	one, two := fluxBundle(name, "one", false), fluxBundle(name, "two", false)
@@ -146,10 +143,7 @@ func fluxPins(t *testing.T, f *testbed.Fleet, key records.Key, clusters []string
 // invalid — and once the registry answers again the next plan is the same change.
 func TestAccRollout_fluxRegistryDown(t *testing.T) {
 	acctest.OnOneLane(t, 1)
-	f := acctest.Fleet(t)
-	if f.Flux == nil {
-		t.Skip("the test bed runs no Flux (gradual-testbed up --flux; tools/testacc.sh's flux stage)")
-	}
+	f := acctest.FluxFleet(t)
 	tf := newCLIRun(t)
 	name := acctest.UniqueLabel("fluxreg")
 	key := records.Key{Kind: records.KindRollout, Namespace: f.Namespace, Name: name}

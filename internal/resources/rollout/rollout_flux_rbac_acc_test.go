@@ -38,10 +38,7 @@ import (
 // the kubeconfig Secrets itself, is the only one that could have applied. It skips on a test bed
 // without Flux.
 func TestAccRollout_fluxWithoutSecrets(t *testing.T) {
-	f := acctest.Fleet(t)
-	if f.Flux == nil {
-		t.Skip("the test bed runs no Flux (gradual-testbed up --flux; tools/testacc.sh's flux stage)")
-	}
+	f := acctest.FluxFleet(t)
 	ctx := context.Background()
 	name := acctest.UniqueLabel("fluxrbac")
 	recordNS := name + "-records"

@@ -30,10 +30,7 @@ import (
 // the platform team put in the Clusters' namespace (secret_ref, cert_secret_ref); a token works
 // as well; the password and token reach neither the state nor the Flux objects.
 func TestAccRollout_fluxRegistryCredentials(t *testing.T) {
-	f := acctest.Fleet(t)
-	if f.Flux == nil {
-		t.Skip("the test bed runs no Flux (gradual-testbed up --flux; tools/testacc.sh's flux stage)")
-	}
+	f := acctest.FluxFleet(t)
 	const password, token = "pa55-for-the-registry", "t0ken-for-the-registry"
 	reg, err := testbed.StartAuthRegistry("fleet-push", password, token)
 	if err != nil {

@@ -28,10 +28,7 @@ import (
 // the plan. It also shows Flux's view in the plan: an OCIRepository deleted by hand is drift,
 // pinned again by the next apply.
 func TestAccRollout_fluxValues(t *testing.T) {
-	f := acctest.Fleet(t)
-	if f.Flux == nil {
-		t.Skip("the test bed runs no Flux (gradual-testbed up --flux; tools/testacc.sh's flux stage)")
-	}
+	f := acctest.FluxFleet(t)
 	acctest.OnOneLane(t, 0) // what each cluster is given, not how a CLI drives the provider
 	name := acctest.UniqueLabel("fluxvalues")
 	key := "values.gradual.dev/" + name
