@@ -14,6 +14,11 @@
 # Written to BENCH_OUT (default ./bench-out): curve.csv and curve.md (the table of
 # docs/guides/benchmarks.md, with machine and date).
 #
+# BENCH_ENGINES (default direct,flux): the delivery engines measured at each size. With flux the
+# bed also runs Flux's source-controller and kustomize-controller and an OCI registry (built by
+# `tools/toolchain.sh flux`); each size is then rolled out a second time through Flux, and the
+# controllers' CPU seconds and peak RSS are measured beside the provider's.
+#
 # BENCH_COMPARE=1: instead, the 4-cluster comparison: four workload clusters with a control plane
 # each, RUNS (default 5) alternating rounds of provider and kubectl after a warm-up, medians.
 #
@@ -74,7 +79,14 @@ largest=$(tr ',' '\n' <<<"$sizes" | sort -n | tail -n 1)
 clusters=$((largest > servers ? largest : servers))
 out=${BENCH_OUT:-bench-out}
 mkdir -p "$out"
-echo "[bench] starting the scale bed: $clusters CAPI Clusters over $servers kwok API servers ($solo serving one Cluster each)" >&2
-"$work/gradual-testbed" up --dir "$work/fleet" --workloads "$servers" --clusters "$clusters" --solo "$solo" >/dev/null 9>&-
-"$work/gradual-bench" "${args[@]}" --sizes "$sizes" --csv "$out/curve.csv" --markdown "$out/curve.md"
+engines=${BENCH_ENGINES:-direct,flux}
+bed=(--workloads "$servers" --clusters "$clusters" --solo "$solo")
+if [[ ",$engines," == *,flux,* ]]; then
+  # shellcheck disable=SC1090
+  source "$(tools/toolchain.sh flux | tail -n 1)"
+  bed+=(--flux)
+fi
+echo "[bench] starting the scale bed: $clusters CAPI Clusters over $servers kwok API servers ($solo serving one Cluster each); engines $engines" >&2
+"$work/gradual-testbed" up --dir "$work/fleet" "${bed[@]}" >/dev/null 9>&-
+"$work/gradual-bench" "${args[@]}" --sizes "$sizes" --engines "$engines" --csv "$out/curve.csv" --markdown "$out/curve.md"
 echo "[bench] written: $out/curve.csv, $out/curve.md" >&2

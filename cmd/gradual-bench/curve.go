@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -55,8 +56,34 @@ const (
 	labelParallel = 16
 )
 
+// The delivery engines the curve measures (--engines): the provider applying to every workload
+// cluster itself, or publishing to the bed's OCI registry and writing one Kustomization per
+// Cluster in the management cluster for Flux's controllers to deliver.
+const (
+	engineDirect = "direct"
+	engineFlux   = "flux"
+)
+
+func parseEngines(s string) ([]string, error) {
+	var out []string
+	for f := range strings.SplitSeq(s, ",") {
+		switch e := strings.TrimSpace(f); e {
+		case engineDirect, engineFlux:
+			if !slices.Contains(out, e) {
+				out = append(out, e)
+			}
+		default:
+			return nil, fmt.Errorf("--engines %q: want direct and/or flux, separated by commas", s)
+		}
+	}
+	return out, nil
+}
+
 type curvePoint struct {
-	n                     int
+	n      int
+	engine string
+	// flux is what Flux's controllers spent during the first apply (Flux engine only).
+	flux                  fluxCost
 	plan, apply, noChange step
 	// driftPlan and driftApply: the one-Cluster drift repair (zero when the fleet has no Cluster
 	// with an API server of its own); changePlan: the plan of a revision change.
@@ -151,6 +178,13 @@ func soloTarget(f *testbed.Fleet, targets []*testbed.Workload) *testbed.Workload
 }
 
 func runCurve(ctx context.Context, c config, f *testbed.Fleet, sizes []int, logf func(string, ...any)) ([]curvePoint, error) {
+	engines, err := parseEngines(c.engines)
+	if err != nil {
+		return nil, err
+	}
+	if slices.Contains(engines, engineFlux) && f.Flux == nil {
+		return nil, fmt.Errorf("--engines %s: fleet %s runs no Flux (gradual-testbed up --flux)", c.engines, f.Name)
+	}
 	all, err := curveTargets(ctx, f)
 	if err != nil {
 		return nil, err
@@ -180,21 +214,25 @@ func runCurve(ctx context.Context, c config, f *testbed.Fleet, sizes []int, logf
 			return points, err
 		}
 		logf("N=%d: labelled %s=yes on %d Clusters in %s", n, label, n, sec(time.Since(t0)))
-		pt, err := p.curvePoint(ctx, n, label, soloTarget(f, targets))
-		if err != nil {
-			return points, fmt.Errorf("N=%d: %w", n, err)
-		}
+		var kube time.Duration
 		if c.kubectl != "" {
 			k := &kubectlSide{kubectl: c.kubectl, work: c.work, targets: targets, logf: logf}
-			if pt.kubectl, err = k.runBounded(ctx, fmt.Sprintf("curve-k%d", n), waveLimit); err != nil {
+			if kube, err = k.runBounded(ctx, fmt.Sprintf("curve-k%d", n), waveLimit); err != nil {
 				return points, fmt.Errorf("N=%d: baseline: %w", n, err)
 			}
 		}
-		points = append(points, pt)
-		logf("N=%d: plan %s (%d lines), apply %s, no-change plan %s (%d lines), drift repair plan %s (%d lines) + apply %s, revision change plan %s (%d lines), peak RSS %.0f MiB, apply CPU %.1fs, kubectl %s",
-			n, sec(pt.plan.elapsed), pt.plan.lines, sec(pt.apply.elapsed), sec(pt.noChange.elapsed), pt.noChange.lines,
-			sec(pt.driftPlan.elapsed), pt.driftPlan.lines, sec(pt.driftApply.elapsed), sec(pt.changePlan.elapsed), pt.changePlan.lines,
-			mb(pt.peakRSS()), pt.apply.cpu, sec(pt.kubectl))
+		for _, engine := range engines {
+			pt, err := p.curvePoint(ctx, n, engine, label, soloTarget(f, targets))
+			if err != nil {
+				return points, fmt.Errorf("N=%d (%s): %w", n, engine, err)
+			}
+			pt.kubectl = kube
+			points = append(points, pt)
+			logf("N=%d (%s): plan %s (%d lines), apply %s, no-change plan %s (%d lines), drift repair plan %s (%d lines) + apply %s, revision change plan %s (%d lines), peak RSS %.0f MiB, apply CPU %.1fs, Flux controllers CPU %.1fs peak RSS %.0f MiB, kubectl %s",
+				n, engine, sec(pt.plan.elapsed), pt.plan.lines, sec(pt.apply.elapsed), sec(pt.noChange.elapsed), pt.noChange.lines,
+				sec(pt.driftPlan.elapsed), pt.driftPlan.lines, sec(pt.driftApply.elapsed), sec(pt.changePlan.elapsed), pt.changePlan.lines,
+				mb(pt.peakRSS()), pt.apply.cpu, pt.flux.cpu, mb(pt.flux.peakRSS), sec(pt.kubectl))
+		}
 	}
 	return points, nil
 }
@@ -219,7 +257,12 @@ func labelClusters(ctx context.Context, c client.Client, namespace string, targe
 	return errors.Join(errs...)
 }
 
-func (p *providerSide) curveConfig(name, label string, n int) string {
+func (p *providerSide) curveConfig(name, engine, label string, n int) string {
+	delivery := ""
+	if engine == engineFlux {
+		// The bed's registry is plain HTTP on loopback.
+		delivery = fmt.Sprintf("\n  delivery     = { flux = { repository = %q, insecure = true } }", p.fleet.Flux.RegistryURL("bench/"+name))
+	}
 	return fmt.Sprintf(`terraform {
   required_providers {
     gradual = { source = "gradual-dev/gradual" }
@@ -236,7 +279,7 @@ resource "gradual_rollout" "bench" {
   selector     = { match_labels = { %q = "yes" } }
   manifests    = file("${path.module}/manifests.yaml")
   update_limit = "%d"
-  verify       = { timeout = "10m" }
+  verify       = { timeout = "10m" }%s
 }
 
 output "summary" {
@@ -246,17 +289,20 @@ output "summary" {
 output "skipped" {
   value = gradual_rollout.bench.skipped
 }
-`, p.fleet.Management.KubeconfigPath, name, p.fleet.Namespace, label, min(n, waveLimit))
+`, p.fleet.Management.KubeconfigPath, name, p.fleet.Namespace, label, min(n, waveLimit), delivery)
 }
 
-func (p *providerSide) curvePoint(ctx context.Context, n int, label string, solo *testbed.Workload) (curvePoint, error) {
-	pt := curvePoint{n: n}
+func (p *providerSide) curvePoint(ctx context.Context, n int, engine, label string, solo *testbed.Workload) (curvePoint, error) {
+	pt := curvePoint{n: n, engine: engine}
 	name := fmt.Sprintf("curve-p%d", n)
+	if engine == engineFlux {
+		name = fmt.Sprintf("curve-flux-p%d", n)
+	}
 	dir := filepath.Join(p.cfg.work, name)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return pt, err
 	}
-	if err := os.WriteFile(filepath.Join(dir, "main.tf"), []byte(p.curveConfig(name, label, n)), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "main.tf"), []byte(p.curveConfig(name, engine, label, n)), 0o644); err != nil {
 		return pt, err
 	}
 	if err := os.WriteFile(filepath.Join(dir, "manifests.yaml"), []byte(manifests(name)), 0o644); err != nil {
@@ -266,7 +312,10 @@ func (p *providerSide) curvePoint(ctx context.Context, n int, label string, solo
 	if pt.plan, err = p.measure(ctx, dir, name+"-plan", curvePlanTimeout, "plan"); err != nil {
 		return pt, err
 	}
-	if pt.apply, err = p.measure(ctx, dir, name+"-apply", curveApplyTimeout, "apply", "-auto-approve"); err != nil {
+	flux := p.fluxSampler(engine)
+	pt.apply, err = p.measure(ctx, dir, name+"-apply", curveApplyTimeout, "apply", "-auto-approve")
+	pt.flux = flux.stop()
+	if err != nil {
 		return pt, err
 	}
 	if err := p.checkApplied(ctx, dir, name, n); err != nil {
@@ -276,11 +325,16 @@ func (p *providerSide) curvePoint(ctx context.Context, n int, label string, solo
 	if pt.noChange, err = p.measure(ctx, dir, name+"-nochange", curvePlanTimeout, "plan", "-detailed-exitcode"); err != nil {
 		return pt, fmt.Errorf("no-change plan: %w", err)
 	}
-	if solo != nil {
+	switch {
+	case engine == engineFlux:
+		// Flux's kustomize-controller repairs drift between applies by itself; the provider's
+		// plan only reports Flux's view. There is no repair of the provider's to time.
+		p.logf("N=%d (flux): drift repair is Flux's own (not measured)", n)
+	case solo != nil:
 		if err := p.driftRepair(ctx, &pt, dir, name, solo); err != nil {
 			return pt, fmt.Errorf("drift repair on %s: %w", solo.Name, err)
 		}
-	} else {
+	default:
 		p.logf("N=%d: no Cluster with an API server of its own (gradual-testbed --solo 1): drift repair not measured", n)
 	}
 	// A new revision, planned only: the plan a reviewer reads for the commonest change.
@@ -417,7 +471,8 @@ var csvHeader = []string{
 	"clusters", "plan_s", "plan_lines", "apply_s", "apply_provider_cpu_s", "provider_cpu_s_per_cluster",
 	"nochange_plan_s", "nochange_plan_lines", "nochange_provider_cpu_s", "provider_peak_rss_mib", "kubectl_s", "apply_over_kubectl",
 	"plan_rss_mib", "apply_rss_mib", "nochange_rss_mib",
-	"drift_plan_s", "drift_plan_lines", "drift_apply_s", "change_plan_s", "change_plan_lines", "cli",
+	"drift_plan_s", "drift_plan_lines", "drift_apply_s", "change_plan_s", "change_plan_lines",
+	"engine", "flux_controllers_cpu_s", "flux_controllers_peak_rss_mib", "cli",
 }
 
 func (pt curvePoint) row() []string {
@@ -437,7 +492,16 @@ func (pt curvePoint) row() []string {
 		fmt.Sprintf("%.0f", mb(pt.plan.peakRSS)), fmt.Sprintf("%.0f", mb(pt.apply.peakRSS)), fmt.Sprintf("%.0f", mb(pt.noChange.peakRSS)),
 		optSeconds(pt.driftPlan), optLines(pt.driftPlan), optSeconds(pt.driftApply),
 		fmt.Sprintf("%.1f", pt.changePlan.elapsed.Seconds()), strconv.Itoa(pt.changePlan.lines),
+		cmp.Or(pt.engine, engineDirect), optFlux(pt, fmt.Sprintf("%.1f", pt.flux.cpu)), optFlux(pt, fmt.Sprintf("%.0f", mb(pt.flux.peakRSS))),
 	}
+}
+
+// optFlux is v for a point of the Flux engine, "-" for one of the direct engine.
+func optFlux(pt curvePoint, v string) string {
+	if pt.engine != engineFlux {
+		return "-"
+	}
+	return v
 }
 
 // withUnit adds " s" to a number of seconds, not to "-".
@@ -479,6 +543,8 @@ func curveMarkdown(points []curvePoint, servers int, cli string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "Measured %s on %s (%d CPUs, %s), %d kwok API servers, driven by %s.\n\n",
 		time.Now().UTC().Format("2006-01-02 15:04 UTC"), cpuModel(), runtime.NumCPU(), memTotal(), servers, cli)
+	all := points
+	points = slices.DeleteFunc(slices.Clone(points), func(pt curvePoint) bool { return pt.engine == engineFlux })
 	b.WriteString("| Clusters | plan | plan lines | first apply | provider CPU (apply) | CPU per cluster | no-change plan | no-change plan lines | provider peak RSS (plan / apply / no-change) | kubectl apply + wait | apply / kubectl |\n")
 	b.WriteString("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, pt := range points {
@@ -493,7 +559,34 @@ func curveMarkdown(points []curvePoint, servers int, cli string) string {
 		r := pt.row()
 		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s |\n", r[0], withUnit(r[18]), r[19], withUnit(r[15]), r[16], withUnit(r[17]))
 	}
+	if len(points) < len(all) {
+		b.WriteString(fluxMarkdown(all))
+	}
 	return b.String()
+}
+
+// fluxMarkdown is the table of the two engines side by side at each size: the first apply
+// (until every Cluster is verified on the revision), what it cost the provider and, for the Flux
+// engine, Flux's controllers, and the no-change plan.
+func fluxMarkdown(points []curvePoint) string {
+	var b strings.Builder
+	b.WriteString("\nThe two delivery engines: direct (the provider applies to every workload cluster) and Flux (the provider publishes to the OCI registry and writes one Kustomization per Cluster; Flux's controllers deliver).\n\n")
+	b.WriteString("| Clusters | engine | first apply | provider CPU (apply) | provider CPU per cluster | provider peak RSS (apply) | Flux controllers CPU (apply) | Flux controllers peak RSS | no-change plan | revision change: plan | kubectl apply + wait | apply / kubectl |\n")
+	b.WriteString("|---:|:---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	for _, pt := range points {
+		r := pt.row()
+		fmt.Fprintf(&b, "| %s | %s | %s s | %s s | %s s | %s MiB | %s | %s | %s s | %s s | %s | %s |\n",
+			r[0], r[20], r[3], r[4], r[5], r[13], withUnit(r[21]), withMiB(r[22]), r[6], r[18], withUnit(r[10]), r[11])
+	}
+	return b.String()
+}
+
+// withMiB adds " MiB" to a size, not to "-".
+func withMiB(v string) string {
+	if v == "-" {
+		return v
+	}
+	return v + " MiB"
 }
 
 func cpuModel() string {

@@ -90,3 +90,49 @@ func TestCLIVersionLine(t *testing.T) {
 		t.Errorf("found %q, want OpenTofu v1.12.6", got)
 	}
 }
+
+func TestParseEngines(t *testing.T) {
+	got, err := parseEngines("direct, flux,direct")
+	if err != nil || !slices.Equal(got, []string{"direct", "flux"}) {
+		t.Fatalf("parseEngines = %v, %v", got, err)
+	}
+	for _, bad := range []string{"", "argo", "direct,"} {
+		if _, err := parseEngines(bad); err == nil {
+			t.Errorf("parseEngines(%q) accepted", bad)
+		}
+	}
+}
+
+// A curve of both engines: the CSV names each point's engine and gives the Flux controllers'
+// cost for Flux points only; the table of the direct engine keeps to direct points, and the
+// engines' table holds both.
+func TestCurveOfBothEngines(t *testing.T) {
+	direct := curvePoint{n: 64, engine: engineDirect, apply: step{elapsed: 10 * time.Second, cpu: 3.2, peakRSS: 120 << 20}, kubectl: 16 * time.Second}
+	flux := curvePoint{n: 64, engine: engineFlux, apply: step{elapsed: 40 * time.Second, cpu: 0.64, peakRSS: 90 << 20},
+		flux: fluxCost{cpu: 30.5, peakRSS: 300 << 20}, kubectl: 16 * time.Second}
+	lines := strings.Split(strings.TrimSpace(curveCSV([]curvePoint{direct, flux}, "OpenTofu v1.12.6")), "\n")
+	header := strings.Split(lines[0], ",")
+	col := func(row, name string) string {
+		i := slices.Index(header, name)
+		if i < 0 {
+			t.Fatalf("no column %s in %v", name, header)
+		}
+		return strings.Split(row, ",")[i]
+	}
+	for _, c := range []struct{ row, name, want string }{
+		{lines[1], "engine", "direct"}, {lines[1], "flux_controllers_cpu_s", "-"}, {lines[1], "flux_controllers_peak_rss_mib", "-"},
+		{lines[2], "engine", "flux"}, {lines[2], "flux_controllers_cpu_s", "30.5"}, {lines[2], "flux_controllers_peak_rss_mib", "300"},
+		{lines[2], "provider_cpu_s_per_cluster", "0.010"}, {lines[2], "apply_over_kubectl", "2.50"}, {lines[2], "cli", "OpenTofu v1.12.6"},
+	} {
+		if got := col(c.row, c.name); got != c.want {
+			t.Errorf("%s = %s, want %s", c.name, got, c.want)
+		}
+	}
+	md := curveMarkdown([]curvePoint{direct, flux}, 4, "OpenTofu v1.12.6")
+	if strings.Count(md, "| 64 | ") != 4 { // the direct table, the changes table, and both engines' rows
+		t.Errorf("want the point of 64 four times:\n%s", md)
+	}
+	if !strings.Contains(md, "| 64 | flux | 40.0 s | 0.6 s | 0.010 s | 90 MiB | 30.5 s | 300 MiB |") {
+		t.Errorf("the engines' table lacks the Flux point:\n%s", md)
+	}
+}

@@ -65,7 +65,7 @@ func main() {
 
 type config struct {
 	fleetDir, plugins, tofu, kubectl, work, logs string
-	sizes, csv, markdown                         string
+	sizes, csv, markdown, engines                string
 	runs, clusters                               int
 	warmup                                       bool
 }
@@ -86,6 +86,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&c.sizes, "sizes", "", "measure the curve at these numbers of Clusters (e.g. 4,16,64,256,1000) instead of the 4-cluster comparison")
 	fs.StringVar(&c.csv, "csv", "", "curve: write it as CSV to this file")
 	fs.StringVar(&c.markdown, "markdown", "", "curve: write it as a Markdown table (with the machine and date) to this file")
+	fs.StringVar(&c.engines, "engines", engineDirect, "curve: the delivery engines to measure at each size, direct and/or flux (flux needs a bed started with --flux)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
