@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/gradual-dev/terraform-provider-gradual/internal/engine"
@@ -228,6 +229,41 @@ func suspendedReason(st fluxdelivery.Status, key records.Key, namespace, cluster
 	}
 	return fmt.Sprintf("its Flux Kustomization is suspended (resume it with `flux resume kustomization -n %s %s`)",
 		namespace, fluxdelivery.ObjectName(key, cluster))
+}
+
+// fluxUnread is the error of a Flux-mode observation some of whose clusters could not be read,
+// nil in direct mode or when every cluster was read (or skipped on purpose: skipError). In
+// direct mode an unreadable cluster is that cluster's trouble (its own API server, its
+// kubeconfig): it is skipped, shown in the plan, and the rest of the fleet goes on. In Flux mode
+// every read is of the management cluster (the Kustomization, the OCIRepository, the records): a
+// failure there — a missing RBAC rule, the API server gone — says nothing about the cluster and
+// would, if skipped, leave the whole fleet out of the run as "unreadable" without anyone having
+// decided it. So the plan (and apply, which observes again) stops, naming what failed.
+func (s *Service) fluxUnread(errs map[string]error) error {
+	if s.flux == nil {
+		return nil
+	}
+	var unread []string
+	for _, name := range sortedKeys(errs) {
+		var skip skipError
+		if !errors.As(errs[name], &skip) {
+			unread = append(unread, fmt.Sprintf("%s: %s", name, firstLine(errs[name].Error())))
+		}
+	}
+	if len(unread) == 0 {
+		return nil
+	}
+	const shown = 5
+	n, more := len(unread), ""
+	if n > shown {
+		more = fmt.Sprintf("\n  … and %d more", n-shown)
+		unread = unread[:shown]
+	}
+	return usererr.New("Management Cluster Not Readable",
+		fmt.Sprintf("With delivery.flux, every cluster's Flux objects and records are read in the management cluster, and %d of them could not be read. "+
+			"Rather than leave those clusters out, nothing is planned or changed until they can be read "+
+			"(check the management cluster and the runner's permissions there: the RBAC guide's Flux roles):\n  %s%s",
+			n, strings.Join(unread, "\n  "), more))
 }
 
 // fluxView reads the cluster's Flux objects of key: the reason it is left alone (suspended), and

@@ -7,10 +7,18 @@ import (
 	"testing"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+
 	"github.com/gradual-dev/terraform-provider-gradual/internal/engine"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/fleet"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/fluxdelivery"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/manifest"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/records"
 )
 
 // TestFluxAsksTheManagementClusterWithoutSecrets checks that the Service delivering through
@@ -102,5 +110,60 @@ func TestFluxArtifactPerRendering(t *testing.T) {
 	}
 	if _, _, err := withValues.fluxArtifact(ctx, "d", "abc123"); err == nil {
 		t.Fatal("a cluster that was not rendered got an artifact: want an error, never the template")
+	}
+}
+
+// TestFluxObserveStopsWhenTheManagementClusterCannotBeRead: in Flux mode a cluster's Flux objects
+// and records are read in the management cluster, so a failure to read them (here RBAC's 403 on
+// Kustomizations) is the management cluster's, not the cluster's: the observation fails, naming
+// the clusters and the reason, instead of listing every cluster as skipped ("cannot read the
+// cluster"), which would plan a run that changes nothing and says so nowhere but `skipped`. A
+// suspended Kustomization is still a skip on purpose, and a failure of one cluster's direct
+// connection is still that cluster's skip.
+func TestFluxObserveStopsWhenTheManagementClusterCannotBeRead(t *testing.T) {
+	key := records.Key{Kind: records.KindRollout, Namespace: "fleet", Name: "web"}
+	discovery := &fleet.Discovery{Clusters: []fleet.Cluster{{Namespace: "fleet", Name: "c1"}, {Namespace: "fleet", Name: "c2"}}}
+	forbidden := interceptor.Funcs{Get: func(ctx context.Context, c client.WithWatch, k client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+		if obj.GetObjectKind().GroupVersionKind().Kind == fluxdelivery.KustomizationKind.Kind {
+			return apierrors.NewForbidden(schema.GroupResource{Group: "kustomize.toolkit.fluxcd.io", Resource: "kustomizations"}, k.Name, errors.New("RBAC: access denied"))
+		}
+		return c.Get(ctx, k, obj, opts...)
+	}}
+	suspended := fluxObject(fluxdelivery.KustomizationKind, fluxdelivery.ObjectName(key, "c1"))
+	suspended.SetNamespace("fleet")
+	if err := unstructured.SetNestedField(suspended.Object, true, "spec", "suspend"); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name    string
+		mgmt    client.Client
+		wantErr bool
+	}{
+		{"forbidden", fake.NewClientBuilder().WithInterceptorFuncs(forbidden).Build(), true},
+		{"readable, one suspended", fake.NewClientBuilder().WithObjects(suspended).Build(), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			svc := (&Service{mgmt: &fleet.Management{Client: tc.mgmt}, clock: engine.SystemClock{}, concurrency: 2, retryWait: time.Millisecond,
+				discover: func(context.Context, fleet.Query) (*fleet.Discovery, error) { return discovery, nil }}).
+				WithFlux(&fluxdelivery.Settings{Repository: "oci://registry.example/fleet/web"})
+			obs, err := svc.Observe(context.Background(), fleet.Query{Namespace: "fleet"}, key, "gradual-system", false)
+			if !tc.wantErr {
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !strings.Contains(obs.Skipped["c1"], "suspended") || obs.Skipped["c2"] != "" {
+					t.Fatalf("skipped = %v, want c1 suspended and c2 not skipped", obs.Skipped)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("observed %v with the management cluster refusing every Kustomization read", obs.Skipped)
+			}
+			for _, want := range []string{"Management Cluster Not Readable", "2 of them", "c1: read the Kustomization of c1", "c2:", "forbidden"} {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("the error lacks %q:\n%v", want, err)
+				}
+			}
+		})
 	}
 }

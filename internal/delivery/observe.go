@@ -114,6 +114,9 @@ func (s *Service) observe(ctx context.Context, q fleet.Query, key records.Key, r
 		mu.Unlock()
 		return nil
 	})
+	if err := s.fluxUnread(errs); err != nil {
+		return nil, err
+	}
 	backups := map[string]int{}
 	for _, c := range found.Clusters {
 		t := engine.Target{Name: c.Name, SkipReason: obs.Skipped[c.Name]}
