@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
@@ -30,17 +29,7 @@ import (
 // the same.
 func adoptions(ctx context.Context, c *conn, cluster string, state *records.State, objs []*unstructured.Unstructured) ([]records.Adopted, []Claim, error) {
 	prior := state.AdoptedOf()
-	ours := map[manifest.Identity]bool{}
-	for _, ref := range previousInventory(state, "") {
-		ours[ref.Identity()] = true
-	}
-	var fresh []*unstructured.Unstructured
-	for _, obj := range objs {
-		id := manifest.IdentityOf(obj)
-		if _, adopted := prior[id]; !adopted && !ours[id] {
-			fresh = append(fresh, obj)
-		}
-	}
+	fresh := freshOf(state, objs)
 	out := make([]records.Adopted, 0, len(prior))
 	for _, a := range prior {
 		out = append(out, a)
@@ -60,6 +49,24 @@ func adoptions(ctx context.Context, c *conn, cluster string, state *records.Stat
 	}
 	slices.SortFunc(out, func(a, b records.Adopted) int { return compareIdentity(a.Object.Identity(), b.Object.Identity()) })
 	return out, claims, nil
+}
+
+// freshOf is the objects of objs that state neither holds (any revision's inventory) nor
+// adopted: the ones that, when on the cluster already, someone else made.
+func freshOf(state *records.State, objs []*unstructured.Unstructured) []*unstructured.Unstructured {
+	prior := state.AdoptedOf()
+	ours := map[manifest.Identity]bool{}
+	for _, ref := range previousInventory(state, "") {
+		ours[ref.Identity()] = true
+	}
+	var fresh []*unstructured.Unstructured
+	for _, obj := range objs {
+		id := manifest.IdentityOf(obj)
+		if _, adopted := prior[id]; !adopted && !ours[id] {
+			fresh = append(fresh, obj)
+		}
+	}
+	return fresh
 }
 
 func compareIdentity(a, b manifest.Identity) int {
@@ -160,51 +167,8 @@ type Found struct {
 // by someone else, and that the rollout's records do not hold: the next apply would adopt them.
 // It reads only.
 func (s *Service) Adoptions(ctx context.Context, spec Spec, clusters []string) ([]Found, error) {
-	if s.flux != nil {
-		return nil, nil // Flux mode adopts nothing: Flux applies and prunes by its own inventory
-	}
-	var (
-		mu  sync.Mutex
-		out []Found
-	)
-	errs := s.forEach(ctx, clusters, func(ctx context.Context, name string) error {
-		c, err := s.cluster(ctx, spec.ClusterNamespace, name, spec.Key, spec.ForceConflicts)
-		if err != nil {
-			return err
-		}
-		state, err := records.NewWorkloadStore(c.client, spec.RecordNamespace).Load(ctx, spec.Key)
-		if err != nil {
-			return fmt.Errorf("read records: %w", err)
-		}
-		prior := state.AdoptedOf()
-		objs, err := spec.ObjectsFor(name)
-		if err != nil {
-			return err
-		}
-		adopted, _, err := adoptions(ctx, c, name, state, objs) // claims: see Claims
-		if err != nil {
-			return err
-		}
-		mu.Lock()
-		defer mu.Unlock()
-		for _, a := range adopted {
-			if _, known := prior[a.Object.Identity()]; !known {
-				out = append(out, Found{Cluster: name, Object: a.Object.String(), Managers: a.Managers})
-			}
-		}
-		return nil
-	})
-	if len(errs) > 0 {
-		var lines []string
-		for _, name := range sortedKeys(errs) {
-			lines = append(lines, fmt.Sprintf("%s: %v", name, errs[name]))
-		}
-		return nil, fmt.Errorf("read which objects exist already:\n  %s", strings.Join(lines, "\n  "))
-	}
-	slices.SortFunc(out, func(a, b Found) int {
-		return cmp.Or(cmp.Compare(a.Cluster, b.Cluster), cmp.Compare(a.Object, b.Object))
-	})
-	return out, nil
+	_, found, err := s.ownership(ctx, spec, clusters, nil, false, true)
+	return found, err
 }
 
 // DescribeFound lists found objects for a plan message, at most limit lines.

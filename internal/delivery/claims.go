@@ -1,8 +1,10 @@
 package delivery
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -42,69 +44,132 @@ func (c Claim) owner() string {
 // records in). Two owners would apply and prune the same object. ignore, when not nil, exempts
 // keys (e.g. the rollout a plan replaces).
 func (s *Service) Claims(ctx context.Context, spec Spec, clusters []string, ignore func(records.Key) bool) ([]Claim, error) {
+	claims, _, err := s.ownership(ctx, spec, clusters, ignore, true, false)
+	return claims, err
+}
+
+// Ownership is Claims and Adoptions in one read of each cluster (its records and the live
+// objects of spec, each read once), for a plan that needs both: a claim refuses the plan, and
+// the adoptions are what apply would take over when nothing refuses.
+func (s *Service) Ownership(ctx context.Context, spec Spec, clusters []string, ignore func(records.Key) bool) ([]Claim, []Found, error) {
+	return s.ownership(ctx, spec, clusters, ignore, true, true)
+}
+
+// ownership reads, for each of clusters, the claims on spec's objects (withClaims) and the
+// objects someone else made that apply would adopt (withAdoptions). Flux mode asks no workload
+// cluster, and adopts nothing: Flux applies and prunes by its own inventory.
+func (s *Service) ownership(ctx context.Context, spec Spec, clusters []string, ignore func(records.Key) bool, withClaims, withAdoptions bool) ([]Claim, []Found, error) {
 	if s.flux != nil {
-		return nil, nil // Flux mode asks no workload cluster
+		return nil, nil, nil
 	}
 	var (
-		mu  sync.Mutex
-		out []Claim
+		mu     sync.Mutex
+		claims []Claim
+		found  []Found
 	)
 	errs := s.forEach(ctx, clusters, func(ctx context.Context, name string) error {
-		objs, err := spec.ObjectsFor(name)
-		if err != nil {
-			return err
-		}
-		want := map[manifest.Identity]bool{}
-		for _, obj := range objs {
-			want[manifest.IdentityOf(obj)] = true
-		}
-		c, err := s.cluster(ctx, spec.ClusterNamespace, name, spec.Key, false)
-		if err != nil {
-			return err
-		}
-		managed, err := managerClaims(ctx, c, name, objs, ignore)
-		if err != nil {
-			return err
-		}
+		c, f, err := s.clusterOwnership(ctx, spec, name, ignore, withClaims, withAdoptions)
 		mu.Lock()
-		out = append(out, managed...)
-		mu.Unlock()
-		store := records.NewWorkloadStore(c.client, spec.RecordNamespace)
-		keys, err := store.Keys(ctx)
-		if err != nil {
-			return err
-		}
-		for _, key := range keys {
-			if key == spec.Key || (ignore != nil && ignore(key)) {
-				continue
-			}
-			state, err := store.Load(ctx, key)
-			if err != nil {
-				return err
-			}
-			for _, rev := range []*records.Revision{state.Current, state.Provisioning} {
-				if rev == nil {
-					continue
-				}
-				for _, ref := range rev.Inventory {
-					if want[ref.Identity()] && ref.Kind != "Namespace" {
-						mu.Lock()
-						out = append(out, Claim{Cluster: name, Object: ref.String(), Owner: key})
-						mu.Unlock()
-					}
-				}
-			}
-		}
-		return nil
+		defer mu.Unlock()
+		claims, found = append(claims, c...), append(found, f...)
+		return err
 	})
 	if len(errs) > 0 {
 		var lines []string
 		for _, name := range sortedKeys(errs) {
 			lines = append(lines, fmt.Sprintf("%s: %v", name, errs[name]))
 		}
-		return nil, fmt.Errorf("read the records of other rollouts:\n  %s", strings.Join(lines, "\n  "))
+		what := "read which objects exist already"
+		if withClaims {
+			what = "read the records of other rollouts"
+		}
+		return nil, nil, fmt.Errorf("%s:\n  %s", what, strings.Join(lines, "\n  "))
 	}
-	return dedupeClaims(out), nil
+	slices.SortFunc(found, func(a, b Found) int {
+		return cmp.Or(cmp.Compare(a.Cluster, b.Cluster), cmp.Compare(a.Object, b.Object))
+	})
+	return dedupeClaims(claims), found, nil
+}
+
+// clusterOwnership is ownership on one cluster. The live objects are read once: all of spec's
+// when claims are wanted (any of them may be another key's), else only those that the
+// rollout's records neither hold nor adopted (freshOf), the only ones apply could adopt.
+func (s *Service) clusterOwnership(ctx context.Context, spec Spec, name string, ignore func(records.Key) bool, withClaims, withAdoptions bool) ([]Claim, []Found, error) {
+	objs, err := spec.ObjectsFor(name)
+	if err != nil {
+		return nil, nil, err
+	}
+	c, err := s.cluster(ctx, spec.ClusterNamespace, name, spec.Key, spec.ForceConflicts)
+	if err != nil {
+		return nil, nil, err
+	}
+	store := records.NewWorkloadStore(c.client, spec.RecordNamespace)
+	read, fresh := objs, map[manifest.Identity]bool{}
+	if withAdoptions {
+		state, err := store.Load(ctx, spec.Key)
+		if err != nil {
+			return nil, nil, fmt.Errorf("read records: %w", err)
+		}
+		freshObjs := freshOf(state, objs)
+		for _, obj := range freshObjs {
+			fresh[manifest.IdentityOf(obj)] = true
+		}
+		if !withClaims {
+			read = freshObjs
+		}
+	}
+	var existing []apply.Existing
+	if len(read) > 0 {
+		if existing, err = c.applier.Existing(ctx, read); err != nil {
+			return nil, nil, fmt.Errorf("read which objects exist already: %w", err)
+		}
+	}
+	var found []Found
+	for _, e := range existing {
+		if fresh[e.Object.Identity()] && e.Foreign(c.manager) {
+			found = append(found, Found{Cluster: name, Object: e.Object.String(), Managers: e.Managers})
+		}
+	}
+	if !withClaims {
+		return nil, found, nil
+	}
+	claims := claimsOf(existing, name, c.manager, ignore)
+	others, err := recordClaims(ctx, store, spec.Key, name, objs, ignore)
+	return append(claims, others...), found, err
+}
+
+// recordClaims lists the objects of objs that another key's current (or in-flight) revision
+// holds in store, the records of the record namespace on cluster name. Namespaces may be shared.
+func recordClaims(ctx context.Context, store *records.WorkloadStore, own records.Key, name string, objs []*unstructured.Unstructured, ignore func(records.Key) bool) ([]Claim, error) {
+	want := map[manifest.Identity]bool{}
+	for _, obj := range objs {
+		want[manifest.IdentityOf(obj)] = true
+	}
+	keys, err := store.Keys(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []Claim
+	for _, key := range keys {
+		if key == own || (ignore != nil && ignore(key)) {
+			continue
+		}
+		state, err := store.Load(ctx, key)
+		if err != nil {
+			return nil, err
+		}
+		for _, rev := range []*records.Revision{state.Current, state.Provisioning} {
+			if rev == nil {
+				continue
+			}
+			for _, ref := range rev.Inventory {
+				if want[ref.Identity()] && ref.Kind != "Namespace" {
+					out = append(out, Claim{Cluster: name, Object: ref.String(), Owner: key})
+				}
+			}
+		}
+	}
+	return out, nil
 }
 
 // managerClaims lists the objects of objs on cluster (reached by c) that another key's field

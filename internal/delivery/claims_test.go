@@ -137,3 +137,42 @@ func TestOwnersAcrossRecordNamespaces(t *testing.T) {
 		}
 	})
 }
+
+// TestOwnershipReadsEachClusterOnce: the plan's Ownership finds what Claims and Adoptions find,
+// each alone, with one read of the live objects per cluster (they used to read them twice, and a
+// plan runs twice per `apply`: the plan, and the CLI's plan again before applying).
+func TestOwnershipReadsEachClusterOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, testPolicy(t, "1", "0", engine.Rollback), []clusterSpec{{"c1", startFresh, faults{}}, {"c2", startFresh, faults{}}})
+		e.seed("c1", foreignConfig(t), "kubectl-client-side-apply") // someone else's: adopted
+		other := records.Key{Kind: "module-assignment", Namespace: "fleet", Name: "addons.web"}
+		if err := records.NewWorkloadStore(e.clusters["c2"].base, e.spec.RecordNamespace).MarkProvisioning(context.Background(), other,
+			records.Revision{Revision: "abc123", Inventory: []records.ObjectRef{{Group: "apps", Version: "v1", Kind: "Deployment", Namespace: "demo", Name: "web"}}}); err != nil {
+			t.Fatal(err)
+		}
+		ctx, clusters := context.Background(), []string{"c1", "c2"}
+		claims, found, err := e.svc.Ownership(ctx, e.spec, clusters, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, name := range clusters {
+			if n := e.clusters[name].existing; n != 1 {
+				t.Errorf("%s: the live objects were read %d times, want once", name, n)
+			}
+		}
+		aloneClaims, err := e.svc.Claims(ctx, e.spec, clusters, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		aloneFound, err := e.svc.Adoptions(ctx, e.spec, clusters)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(claims, aloneClaims) || len(claims) != 1 || claims[0].Cluster != "c2" {
+			t.Errorf("claims = %+v, Claims alone %+v, want the Deployment on c2", claims, aloneClaims)
+		}
+		if len(found) != 1 || len(aloneFound) != 1 || found[0].Object != aloneFound[0].Object || found[0].Cluster != "c1" {
+			t.Errorf("found = %+v, Adoptions alone %+v, want the ConfigMap on c1", found, aloneFound)
+		}
+	})
+}

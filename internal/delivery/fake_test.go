@@ -242,6 +242,7 @@ type fakeCluster struct {
 	goneRecords  string // the records when the cluster went
 	afterGone    []string
 	throttled    int
+	existing     int // calls of Existing: each reads every object it is given
 	live         map[string]liveObject
 	created      []string
 	deleted      []string
@@ -585,6 +586,7 @@ func (c *fakeCluster) Existing(_ context.Context, objs []*unstructured.Unstructu
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.existing++
 	var out []apply.Existing
 	for _, obj := range objs {
 		l, ok := c.live[objKey(obj)]

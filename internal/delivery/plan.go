@@ -121,7 +121,7 @@ func (s *Service) Plan(ctx context.Context, req PlanRequest) (*PlanResult, error
 	if len(res.Changing) == 0 {
 		return res, nil
 	}
-	claims, err := s.Claims(ctx, spec, res.Changing, req.IgnoreClaims)
+	claims, adoptions, err := s.Ownership(ctx, spec, res.Changing, req.IgnoreClaims)
 	if err != nil {
 		return nil, err
 	}
@@ -129,9 +129,7 @@ func (s *Service) Plan(ctx context.Context, req PlanRequest) (*PlanResult, error
 		res.Refused = &Refusal{Attribute: "manifests", Err: ClaimsError(claims, spec.Key.Describe())}
 		return res, nil
 	}
-	if res.Adoptions, err = s.Adoptions(ctx, spec, res.Changing); err != nil {
-		return nil, err
-	}
+	res.Adoptions = adoptions
 	if len(res.Adoptions) > 0 && req.RefuseAdoption {
 		res.Refused = &Refusal{Attribute: "adopt", Err: AdoptRefused(res.Adoptions, spec.Key.Describe())}
 	}
