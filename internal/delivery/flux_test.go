@@ -167,3 +167,19 @@ func TestFluxObserveStopsWhenTheManagementClusterCannotBeRead(t *testing.T) {
 		})
 	}
 }
+
+// TestFluxBackoff: a verification reads the Kustomization every half second at first, then less
+// and less often, never less often than every fluxPollMax.
+func TestFluxBackoff(t *testing.T) {
+	waits, total := []time.Duration{}, time.Duration(0)
+	for d := fluxPoll; total < 5*time.Minute; d = fluxBackoff(d) {
+		waits, total = append(waits, d), total+d
+	}
+	if waits[0] != fluxPoll || waits[1] <= waits[0] || waits[len(waits)-1] != fluxPollMax {
+		t.Fatalf("waits %v: want %s first, growing, ending at %s", waits[:8], fluxPoll, fluxPollMax)
+	}
+	// A five-minute wave reads each cluster's Kustomization about 100 times, not 600.
+	if len(waits) > 110 {
+		t.Errorf("%d reads in five minutes", len(waits))
+	}
+}
