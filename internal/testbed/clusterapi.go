@@ -283,7 +283,7 @@ func (f *Fleet) startClusterAPI(ctx context.Context, namespace string, inPlaceOf
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("cluster API: %w", err)
 	}
-	f.logf("cluster API: %d managers ready after %s", len(state.Processes), time.Since(t0).Round(100*time.Millisecond))
+	f.logf("cluster API: %d processes (managers, service proxy) ready after %s", len(state.Processes), time.Since(t0).Round(100*time.Millisecond))
 	for _, d := range records {
 		if err := applyNamespace(ctx, mc, d.GetNamespace()); err != nil {
 			return fmt.Errorf("cluster API: namespace %s: %w", d.GetNamespace(), err)
