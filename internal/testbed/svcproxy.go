@@ -158,7 +158,7 @@ func (p *SvcProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	wg.Go(func() {
 		// Bytes the client sent after the CONNECT line and already buffered go first.
 		if n := buf.Reader.Buffered(); n > 0 {
-			b, _ := buf.Reader.Peek(n)
+			b, _ := buf.Peek(n)
 			_, _ = upstream.Write(b)
 		}
 		_, _ = io.Copy(upstream, conn)
@@ -301,11 +301,15 @@ func (f *Fleet) RegisterTestExtensionService(ctx context.Context, name, settings
 		return err
 	}
 	ec := testExtensionConfig(name, state)
-	ec.Object["spec"].(map[string]any)["clientConfig"] = map[string]any{
+	if err := unstructured.SetNestedField(ec.Object, map[string]any{
 		"service":  map[string]any{"namespace": ns, "name": TestExtensionService, "port": int64(443)},
 		"caBundle": encodeBase64(state.CABundle),
+	}, "spec", "clientConfig"); err != nil {
+		return err
 	}
-	ec.Object["spec"].(map[string]any)["settings"] = map[string]any{"extensionConfigName": settingsName}
+	if err := unstructured.SetNestedField(ec.Object, settingsName, "spec", "settings", "extensionConfigName"); err != nil {
+		return err
+	}
 	return apply(ctx, mc, ec)
 }
 

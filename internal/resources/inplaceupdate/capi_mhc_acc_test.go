@@ -101,10 +101,10 @@ func TestAccCAPIInPlace_healthCheckDuringUpdate(t *testing.T) {
 		if client.IgnoreNotFound(err) != nil {
 			return false, nil //nolint:nilerr // retried until the timeout
 		}
-		if err != nil || m.UID != before.UID {
+		if err != nil || m.UID != before.UID { // not found: the Machine is gone, which is the answer
 			seen = append(seen, "gone")
 			remediated = true
-			return true, nil
+			return true, nil //nolint:nilerr // see above
 		}
 		state := fmt.Sprintf("version=%s updating=%v healthy=%v ownerRemediated=%v deleting=%v", m.Spec.Version,
 			meta.IsStatusConditionTrue(m.Status.Conditions, clusterv1.MachineUpdatingCondition),
