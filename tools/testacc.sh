@@ -171,7 +171,9 @@ capi_controllers() {
 # KubeadmControlPlane; a cluster built from a ClusterClass upgraded through its topology, on both
 # CLIs, and three such clusters as a fleet in waves with a canary), an uncovered change refused at
 # plan, two extensions for one hook refused at plan as Cluster API refuses them, a stale
-# plan stopping the apply. One Cluster API fleet per CLI run, started by the tests. Verbose (-v):
+# plan stopping the apply, an extension registered only by Service (the managers reach it through
+# the test bed's stand-in for cluster DNS) and a MachineHealthCheck remediating a machine during its
+# in-place update (those two on one lane). One Cluster API fleet per CLI run, started by the tests. Verbose (-v):
 # each test's time and what it logs (the fleet's start, Machine UIDs before and after) are the
 # figures these runs are read for.
 capi_acc() {

@@ -69,7 +69,10 @@ flags:
   --cluster-api      up: also run the real Cluster API controllers (core, kubeadm bootstrap and
                      control plane, CAPD in-memory) and CAPI's test extension; they reconcile only
                      objects labelled cluster.x-k8s.io/watch-filter=gradual-testbed, webhooks apply
-                     in namespace capi (build them first: tools/toolchain.sh cluster-api)
+                     in namespace capi (build them first: tools/toolchain.sh cluster-api); the
+                     managers' HTTPS_PROXY is a proxy that stands in for cluster DNS, reaching
+                     <name>.<namespace>.svc:<port> at a ready endpoint of that Service (for
+                     ExtensionConfigs registered by service)
   --in-place-updates-off
                      up --cluster-api: run the core and KubeadmControlPlane managers with Cluster
                      API's InPlaceUpdates feature gate off (its default in v1.14): machines are
@@ -237,7 +240,7 @@ func up(ctx context.Context, dir string, opts testbed.Options, stdout io.Writer)
 	}
 	logf("management kubeconfig (context %q): %s", testbed.ManagementContext, f.Management.KubeconfigPath)
 	if f.ClusterAPI != nil {
-		logf("Cluster API controllers reconcile objects labelled cluster.x-k8s.io/watch-filter=%s, webhooks in namespace %s; logs in %s/logs; test extension at %s", f.ClusterAPI.WatchFilter, f.ClusterAPI.Namespace, f.ClusterAPI.Dir, f.ClusterAPI.TestExtensionURL)
+		logf("Cluster API controllers reconcile objects labelled cluster.x-k8s.io/watch-filter=%s, webhooks in namespace %s; logs in %s/logs; test extension at %s; Services reached through %s", f.ClusterAPI.WatchFilter, f.ClusterAPI.Namespace, f.ClusterAPI.Dir, f.ClusterAPI.TestExtensionURL, f.ClusterAPI.ServiceProxy)
 	}
 	if f.Flux != nil {
 		logf("Flux controllers (RUNTIME_NAMESPACE %s) run against the management cluster; OCI registry at %s (plain HTTP); logs in %s/logs", f.Flux.Namespace, f.Flux.Registry, f.Flux.Dir)

@@ -68,6 +68,10 @@ type ClusterAPI struct {
 	Processes []ClusterAPIProc `json:"processes"`
 	// TestExtensionURL is where CAPI's test extension serves its runtime hooks.
 	TestExtensionURL string `json:"testExtensionURL"`
+	// ServiceProxy is the managers' HTTPS_PROXY (http://127.0.0.1:<port>): it stands in for
+	// cluster DNS, reaching <name>.<namespace>.svc:<port> at a ready endpoint of that Service
+	// (see svcproxy.go). Empty on fleets started before it existed.
+	ServiceProxy string `json:"serviceProxy,omitempty"`
 	// InPlaceUpdatesOff: the core and KubeadmControlPlane managers run with Cluster API's
 	// InPlaceUpdates feature gate off (Options.InPlaceUpdatesOff), so CAPI replaces machines.
 	InPlaceUpdatesOff bool `json:"inPlaceUpdatesOff,omitempty"`
@@ -207,7 +211,9 @@ func (f *Fleet) startClusterAPI(ctx context.Context, namespace string, inPlaceOf
 	if err := os.MkdirAll(filepath.Join(dir, "logs"), 0o755); err != nil {
 		return err
 	}
-	certs, err := servingcert.New("gradual-testbed cluster API")
+	// The test extension also answers as the Service RegisterTestExtensionService installs it
+	// behind: Cluster API verifies <name>.<namespace>.svc.
+	certs, err := servingcert.New("gradual-testbed cluster API", TestExtensionService+"."+namespace+".svc")
 	if err == nil {
 		err = certs.WriteFiles(certDir)
 	}
@@ -232,14 +238,19 @@ func (f *Fleet) startClusterAPI(ctx context.Context, namespace string, inPlaceOf
 	}
 	f.logf("cluster API: CRDs and namespace %s ready after %s", namespace, time.Since(t0).Round(100*time.Millisecond))
 
-	ports, err := freePorts(3 * len(capiComponents))
+	ports, err := freePorts(3*len(capiComponents) + 1)
 	if err != nil {
 		return err
 	}
+	proxyPort := ports[len(ports)-1]
+	state.ServiceProxy = fmt.Sprintf("http://127.0.0.1:%d", proxyPort)
+	// Every outbound call of the managers but those to Services is on loopback, which Go never
+	// proxies; NO_PROXY says so too (svcproxy.go).
+	proxyEnv := []string{"HTTPS_PROXY=" + state.ServiceProxy, "NO_PROXY=127.0.0.1,localhost,::1", "HTTP_PROXY=", "http_proxy=", "https_proxy=", "no_proxy="}
 	var records []*unstructured.Unstructured
 	for i, c := range capiComponents {
 		c = c.inPlaceUpdatesOff(inPlaceOff)
-		p, args, err := f.startCAPIProcess(c, certDir, ports[3*i], ports[3*i+1], ports[3*i+2])
+		p, args, err := f.startCAPIProcess(c, certDir, ports[3*i], ports[3*i+1], ports[3*i+2], proxyEnv)
 		if err != nil {
 			return err
 		}
@@ -255,6 +266,14 @@ func (f *Fleet) startClusterAPI(ctx context.Context, namespace string, inPlaceOf
 			return err
 		}
 	}
+	// After the managers, so that state.Processes[i] stays capiComponents[i]'s.
+	sp, err := f.startSvcProxy(proxyPort)
+	if err != nil {
+		return err
+	}
+	if err := f.update(func() { state.Processes = append(state.Processes, sp) }); err != nil {
+		return err
+	}
 	var wg sync.WaitGroup
 	errs := make([]error, len(state.Processes))
 	for i, p := range state.Processes {
@@ -264,7 +283,7 @@ func (f *Fleet) startClusterAPI(ctx context.Context, namespace string, inPlaceOf
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("cluster API: %w", err)
 	}
-	f.logf("cluster API: %d managers ready after %s", len(state.Processes), time.Since(t0).Round(100*time.Millisecond))
+	f.logf("cluster API: %d processes (managers, service proxy) ready after %s", len(state.Processes), time.Since(t0).Round(100*time.Millisecond))
 	for _, d := range records {
 		if err := applyNamespace(ctx, mc, d.GetNamespace()); err != nil {
 			return fmt.Errorf("cluster API: namespace %s: %w", d.GetNamespace(), err)
@@ -339,7 +358,7 @@ func installClusterAPICRDs(ctx context.Context, c client.Client) error {
 // `gradual-testbed up` does not take it down), with its working directory in the fleet's
 // directory (how Down recognises it) and its output in logs/<name>.log. It returns the process
 // and the arguments it was started with.
-func (f *Fleet) startCAPIProcess(c capiComponent, certDir string, webhookPort, healthPort, diagPort int) (ClusterAPIProc, []string, error) {
+func (f *Fleet) startCAPIProcess(c capiComponent, certDir string, webhookPort, healthPort, diagPort int, env []string) (ClusterAPIProc, []string, error) {
 	dir := filepath.Join(f.Dir, clusterAPIDir)
 	p := ClusterAPIProc{
 		Name: c.name, WebhookPort: webhookPort, HealthPort: healthPort, DiagnosticsPort: diagPort,
@@ -354,6 +373,7 @@ func (f *Fleet) startCAPIProcess(c capiComponent, certDir string, webhookPort, h
 	cmd := exec.Command(c.binary(f.Toolchain.ClusterAPI), args...)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+f.Management.KubeconfigPath)
+	cmd.Env = append(cmd.Env, env...)
 	cmd.Env = append(cmd.Env, c.env...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -363,6 +383,34 @@ func (f *Fleet) startCAPIProcess(c capiComponent, certDir string, webhookPort, h
 	p.PID = cmd.Process.Pid
 	go func() { _ = cmd.Wait() }() // reap it if it dies while this process lives
 	return p, args, nil
+}
+
+// startSvcProxy starts the Service proxy (svcproxy.go): this executable again with svcProxyEnv,
+// detached and in the fleet's directory like the managers, its /readyz on the same port.
+func (f *Fleet) startSvcProxy(port int) (ClusterAPIProc, error) {
+	dir := filepath.Join(f.Dir, clusterAPIDir)
+	p := ClusterAPIProc{Name: "svc-proxy", HealthPort: port, Log: filepath.Join(dir, "logs", "svc-proxy.log")}
+	self, err := os.Executable()
+	if err != nil {
+		return p, fmt.Errorf("cluster API: service proxy: %w", err)
+	}
+	logFile, err := os.OpenFile(p.Log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return p, err
+	}
+	defer logFile.Close()
+	cmd := exec.Command(self)
+	cmd.Dir = dir
+	cmd.Env = append(withoutEnv(os.Environ(), ociRegistryEnv, svcProxyEnv, "KUBECONFIG"),
+		"KUBECONFIG="+f.Management.KubeconfigPath, svcProxyEnv+"="+fmt.Sprintf("127.0.0.1:%d", port))
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		return p, fmt.Errorf("cluster API: start the service proxy: %w", err)
+	}
+	p.PID = cmd.Process.Pid
+	go func() { _ = cmd.Wait() }()
+	return p, nil
 }
 
 // args are the manager's command-line arguments.

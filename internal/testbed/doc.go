@@ -72,6 +72,18 @@
 //     Updating=True while UpdateMachine runs (~15-20 s for the test extension) and is UpToDate
 //     only once its Node's kubelet reports the new version, which the test extension never
 //     changes (TestClusterAPIControllers plays the kubelet).
+//   - Extensions registered by Service: the managers run as local processes, where
+//     <name>.<namespace>.svc (what Cluster API's runtime client calls for an ExtensionConfig's
+//     clientConfig.service) does not resolve. Their transport honours HTTPS_PROXY
+//     (utilnet.SetTransportDefaults, http.ProxyFromEnvironment), so they are started with
+//     HTTPS_PROXY pointing at a CONNECT proxy of the test bed (svcproxy.go; this executable
+//     started again, process "svc-proxy", ClusterAPI.ServiceProxy) that reaches only such
+//     names, at a ready endpoint of the Service read from the management API server; all else
+//     they call is on loopback, which Go never proxies. Fleet.RegisterTestExtensionService puts
+//     the test extension behind Service capi/capi-test-extension (its certificate names
+//     capi-test-extension.capi.svc; the endpoint is its port on the machine's global IPv4
+//     address, with a Pod of that IP, because kube-apiserver's service proxy, which the
+//     preview goes through, refuses loopback and requires a Pod behind the address).
 //   - gradual_inplace_update against these controllers (internal/resources/inplaceupdate,
 //     TestAccCAPIInPlace_*, which play the kubelet the same way): a warm fleet with one
 //     in-memory cluster Running and the test extension registered takes ~55 s; CAPI updates a

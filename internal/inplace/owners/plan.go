@@ -170,6 +170,7 @@ func (p *Planner) plan(ctx context.Context, req Request, exts *extensionSet, gat
 		res.Machines[i].Plan = applyUpdateHandler(res.Machines[i].Plan, res.Extensions)
 		res.Plan.Machines = append(res.Plan.Machines, res.Machines[i].Plan)
 	}
+	res.Notes = append(res.Notes, healthCheckNotes(ctx, p.Client, res)...)
 	if gate.State == GateUnknown && res.Plan.Counts()[inplace.StrategyInPlace] > 0 {
 		res.Notes = append(res.Notes, "Cannot tell whether Cluster API's "+inPlaceGate+" feature gate is on ("+gate.Why+
 			"). The machines shown in place assume it is; with it off (the default up to Cluster API v1.14), Cluster API replaces them instead.")

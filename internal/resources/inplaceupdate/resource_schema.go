@@ -67,7 +67,17 @@ func (r *updateResource) Schema(ctx context.Context, _ resource.SchemaRequest, r
 			"e.g. `ClusterUpgrading`, names what the topology controller waits for), the owners on the version, every machine up to " +
 			"date and every Node Ready on the version. Refused at plan: spec patches (templates change through the ClusterClass), no " +
 			"`version`, a version the ClusterClass's `spec.kubernetesVersions` does not list, a downgrade. MachineDeployments the " +
-			"topology did not make are written directly, after it, as in any other cluster. Topology variables are not written.",
+			"topology did not make are written directly, after it, as in any other cluster. Topology variables are not written.\n\n" +
+			"**MachineHealthChecks.** Cluster API v1.14.2 does not hold a MachineHealthCheck's remediation back while a machine is " +
+			"updated in place: it skips only paused Machines and those annotated `cluster.x-k8s.io/skip-remediation`, so an update " +
+			"that trips a check (a Node condition past its timeout while the kubelet restarts, a Machine condition the check watches) " +
+			"gets the machine remediated, that is deleted and replaced. The plan warns, per MachineHealthCheck of the namespace that " +
+			"selects a machine planned in place (its selector and the cluster's name label, as Cluster API selects them), naming it, " +
+			"the machines and its node startup timeout and unhealthy conditions with their timeouts (listing MachineHealthChecks " +
+			"needs `list` on them in the namespace; without, the plan warns that it could not check). The provider never writes " +
+			"Machines, so it does not annotate them: to keep the machines, make the timeouts longer than an update takes, limit " +
+			"remediation with the check's `spec.remediation.triggerIf`, or annotate the Machines `cluster.x-k8s.io/skip-remediation` " +
+			"yourself for the update.",
 		Attributes: map[string]schema.Attribute{
 			"id": schema.StringAttribute{Computed: true, MarkdownDescription: "`namespace/cluster/machine_deployment` or `namespace/cluster/control-plane:control_plane` for one owner of one cluster; `namespace/fleet:<sha>` (a hash of the cluster and owner selection) otherwise.",
 				PlanModifiers: []planmodifier.String{stringplanmodifier.UseStateForUnknown()}},
