@@ -79,9 +79,9 @@ type Spec struct {
 	// every module (delivery.Spec).
 	Health       *health.Checker
 	ClusterGates bool
-	// Preview says which clusters a plan dry-runs the modules on (preview): per module, the
-	// clusters of its first wave (canary) or every cluster it changes (all), within one budget
-	// for all modules (CheckManifests); apply does not use it.
+	// Preview says which clusters a plan dry-runs the modules on (preview): per module, those
+	// of its canary waves or first wave (canary) or every cluster it changes (all), within one
+	// budget for all modules (CheckManifests, PreviewTargets); apply does not use it.
 	Preview delivery.PreviewSpec
 	// CheckJob, when set, runs on each cluster after the modules the run delivers there verify
 	// (verify.check_job; see checkJobFor). Delivering directly only.

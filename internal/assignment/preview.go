@@ -225,7 +225,8 @@ func Adoptions(ctx context.Context, svc *delivery.Service, spec Spec, apply map[
 // CheckManifests asks each cluster that gets a module whether it can take the module's objects
 // (with those of the modules it depends on, so a CRD from a dependency counts), and dry-runs
 // them (server-side, as apply would send them) on the clusters spec.Preview picks among
-// apply: the first of the module's waves for "canary", all of apply for "all". The dry-runs of
+// apply (PreviewTargets): the module's canary waves (or first wave) for "canary", all of apply
+// for "all". The dry-runs of
 // all modules share one time budget. It changes nothing; what the dry-runs found is in the
 // previews (one per module that previewed, labelled with it), rejections included.
 func CheckManifests(ctx context.Context, svc *delivery.Service, spec Spec, apply map[string][]string, waves map[string][][]string) ([]*delivery.Preview, error) {
@@ -235,7 +236,7 @@ func CheckManifests(ctx context.Context, svc *delivery.Service, spec Spec, apply
 		if len(apply[m.Name]) == 0 {
 			continue
 		}
-		pv, err := svc.CheckAndPreview(ctx, spec.checkedSpec(m, apply[m.Name]), apply[m.Name], PreviewTargets(spec.Preview.Mode, waves[m.Name], apply[m.Name]))
+		pv, err := svc.CheckAndPreview(ctx, spec.checkedSpec(m, apply[m.Name]), apply[m.Name], PreviewTargets(spec.Preview.Mode, waves[m.Name], spec.Policy.Canary, apply[m.Name]))
 		if err != nil {
 			return previews, fmt.Errorf("module %s: %w", m.Name, err)
 		}
@@ -247,10 +248,19 @@ func CheckManifests(ctx context.Context, svc *delivery.Service, spec Spec, apply
 	return previews, nil
 }
 
-// PreviewTargets are the clusters of one module's change that mode dry-runs: none, all of
-// changing, or those of its first wave ("canary", the default: the module's canaries go in it).
-func PreviewTargets(mode string, waves [][]string, changing []string) []string {
-	return delivery.PreviewTargets(mode, engine.Plan{Waves: waves}, changing)
+// PreviewTargets are the clusters of one module's change that mode dry-runs, as for a rollout
+// (delivery.PreviewTargets): none, all of changing, or ("canary", the default) those of its
+// canary waves, the leading waves of canary clusters alone, or of its first wave without them.
+func PreviewTargets(mode string, waves [][]string, canary, changing []string) []string {
+	n := 0
+	for _, wave := range waves {
+		if !slices.ContainsFunc(wave, func(c string) bool { return !slices.Contains(canary, c) }) {
+			n++
+			continue
+		}
+		break
+	}
+	return delivery.PreviewTargets(mode, engine.Plan{Waves: waves, CanaryWaves: n}, changing)
 }
 
 // PreviewText is what the modules' dry-runs found, one paragraph per module; "" when there is
