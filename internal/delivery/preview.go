@@ -158,11 +158,14 @@ func (p *Preview) Refusal() error {
 }
 
 // PreviewsRefusal is Refusal for the previews of several bundles of one plan (an assignment's
-// modules, each with its Label): one error listing every rejection, nil when none.
+// modules, each with its Label): one error listing every rejection, nil when none. An object
+// in several bundles (a module's dry-run holds those of the modules it depends on) is named
+// once, with the first.
 func PreviewsRefusal(previews ...*Preview) error {
 	const most = 20
 	var lines []string
 	n := 0
+	seen := map[string]bool{}
 	for _, p := range previews {
 		if p == nil {
 			continue
@@ -173,6 +176,11 @@ func PreviewsRefusal(previews ...*Preview) error {
 		}
 		for _, name := range sortedKeys(p.Clusters) {
 			for _, r := range p.Clusters[name].Rejected {
+				key := name + "\x00" + r.Object.String()
+				if seen[key] {
+					continue
+				}
+				seen[key] = true
 				if n < most {
 					lines = append(lines, fmt.Sprintf("%s: %s%s: %s", name, label, r.Object, r.Reason))
 				}

@@ -224,7 +224,9 @@ func TestPreviewsRefusal(t *testing.T) {
 	if err := PreviewsRefusal(nil, &Preview{Label: "module ok", Clusters: map[string]ClusterPreview{"c1": {}}}); err != nil {
 		t.Fatalf("no rejection: %v", err)
 	}
-	err := PreviewsRefusal(cni, nil, dns)
+	// app's dry-run holds cni's objects too (it depends on it): cni's rejection is named once.
+	app := &Preview{Label: "module app", Clusters: map[string]ClusterPreview{"c2": rejected("cni", "denied by ValidatingAdmissionPolicy 'no-cni'")}}
+	err := PreviewsRefusal(cni, nil, dns, app)
 	if err == nil {
 		t.Fatal("rejections in two modules: no refusal")
 	}
@@ -232,6 +234,9 @@ func TestPreviewsRefusal(t *testing.T) {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("refusal does not say %q:\n%s", want, err)
 		}
+	}
+	if strings.Contains(err.Error(), "module app") {
+		t.Errorf("an object of two modules' dry-runs is named twice:\n%s", err)
 	}
 }
 

@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-
 	"github.com/gradual-dev/terraform-provider-gradual/internal/acctest"
 )
 
