@@ -53,7 +53,7 @@ var verifyAttrTypes = shared.VerifyAttrTypes(shared.HealthChecks, shared.Cluster
 
 // checkJob is `verify.check_job` (delivery.CheckJob), once per cluster after its modules.
 var checkJob = shared.CheckJob("A Kubernetes Job run in each cluster once every module this apply delivers there is verified " +
-	"(after the last of them, in `depends_on` order; a cluster no module changes runs none); its failure is that module's failure there")
+	"(after the last of them in `depends_on` order, whose failure there it is; a cluster no module changes runs none)")
 
 var moduleAttrTypes = map[string]attr.Type{
 	"name":                types.StringType,
