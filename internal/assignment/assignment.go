@@ -79,6 +79,13 @@ type Spec struct {
 	// every module (delivery.Spec).
 	Health       *health.Checker
 	ClusterGates bool
+	// Preview says which clusters a plan dry-runs the modules on (preview): per module, those
+	// of its canary waves or first wave (canary) or every cluster it changes (all), within one
+	// budget for all modules (CheckManifests, PreviewTargets); apply does not use it.
+	Preview delivery.PreviewSpec
+	// CheckJob, when set, runs on each cluster after the modules the run delivers there verify
+	// (verify.check_job; see checkJobFor). Delivering directly only.
+	CheckJob *delivery.CheckJob
 }
 
 // ModuleKey is the records key of one module of the assignment. Assignment and module names
@@ -98,7 +105,7 @@ func (s Spec) moduleSpec(m Module) delivery.Spec {
 		Key: s.ModuleKey(m.Name), ClusterNamespace: s.ClusterNamespace, RecordNamespace: s.RecordNamespace,
 		Objects: m.Objects, Revision: m.Revision, Policy: policy, Ignore: s.Ignore, Redact: m.Redact,
 		ForceConflicts: s.ForceConflicts, Retry: s.Retry, Values: s.Values, Rendered: m.Rendered,
-		Health: s.Health, ClusterGates: s.ClusterGates, Kustomize: s.kustomize(m),
+		Health: s.Health, ClusterGates: s.ClusterGates, Kustomize: s.kustomize(m), Preview: s.Preview,
 	}
 }
 

@@ -73,6 +73,10 @@ type fakeCluster struct {
 	labels      map[string]string
 	mods        map[string]*modState
 	faults      map[string]modFaults
+	// checkJobFails fails the check Job on the cluster (its Failed condition); checkJobs lists,
+	// per run of it, the module it ran after and the Job's namespace (rendered with values).
+	checkJobFails bool
+	checkJobs     []string
 }
 
 func (c *fakeCluster) mod(name string) *modState {
@@ -529,6 +533,19 @@ func (w *moduleWorld) Verify(_ context.Context, target, revision string) error {
 		return engine.Mark(engine.ErrRevisionFailed, errors.New("Deployment demo/web: not ready within the verify timeout"))
 	case st.actual != revision:
 		return engine.Mark(engine.ErrRevisionFailed, fmt.Errorf("runs %q, not %q", st.actual, revision))
+	}
+	// The check Job, as delivery runs it: after the new revision is ready, on the clusters it
+	// runs on (the last module delivered there), rendered for the cluster with values.
+	if revision != w.plan.Desired {
+		return nil
+	}
+	job, err := w.spec.CheckJob.For(target, w.spec.Values != nil)
+	if err != nil || job == nil {
+		return err
+	}
+	c.checkJobs = append(c.checkJobs, w.module+" "+job.GetNamespace())
+	if c.checkJobFails {
+		return engine.Mark(engine.ErrRevisionFailed, errors.New("check Job "+job.GetNamespace()+"/smoke failed: Failed (BackoffLimitExceeded)"))
 	}
 	return nil
 }

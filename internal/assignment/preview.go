@@ -4,8 +4,11 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
+	"time"
 
 	"github.com/gradual-dev/terraform-provider-gradual/internal/delivery"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/engine"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/fleet"
 )
 
@@ -55,6 +58,9 @@ type Preview struct {
 	Refused *delivery.Refusal
 	// Adoptions are the objects someone else made that apply takes over.
 	Adoptions []delivery.Found
+	// Previews are what the dry-run of each module found (Spec.Preview), in module order,
+	// each labelled with its module; empty when it dry-ran nothing.
+	Previews []*delivery.Preview
 }
 
 // Refusing reports whether apply would refuse the plan.
@@ -95,7 +101,12 @@ func PreviewApply(ctx context.Context, svc *delivery.Service, req PreviewRequest
 	checked := onlyEligible(p.Plan.Apply, obs.Eligible)
 	// The manifests first, as the rollout's plan does: a bundle a cluster cannot take is named
 	// as such, before the objects it names are looked up on the clusters for their owners.
-	if p.Refused = delivery.Refuse("modules", CheckManifests(ctx, svc, spec, checked)); p.Refused != nil {
+	// The dry-run preview goes with that check: one pass, one connection per cluster.
+	p.Previews, err = CheckManifests(ctx, svc, spec, checked, p.Waves)
+	if p.Refused = delivery.Refuse("modules", err); p.Refused != nil {
+		return p, nil
+	}
+	if p.Refused = delivery.Refuse("modules", delivery.PreviewsRefusal(p.Previews...)); p.Refused != nil {
 		return p, nil
 	}
 	if p.Refused = delivery.Refuse("modules", CheckClaims(ctx, svc, spec, checked)); p.Refused != nil {
@@ -212,15 +223,62 @@ func Adoptions(ctx context.Context, svc *delivery.Service, spec Spec, apply map[
 }
 
 // CheckManifests asks each cluster that gets a module whether it can take the module's objects
-// (with those of the modules it depends on, so a CRD from a dependency counts). It changes nothing.
-func CheckManifests(ctx context.Context, svc *delivery.Service, spec Spec, apply map[string][]string) error {
+// (with those of the modules it depends on, so a CRD from a dependency counts), and dry-runs
+// them (server-side, as apply would send them) on the clusters spec.Preview picks among
+// apply (PreviewTargets): the module's canary waves (or first wave) for "canary", all of apply
+// for "all". The dry-runs of
+// all modules share one time budget. It changes nothing; what the dry-runs found is in the
+// previews (one per module that previewed, labelled with it), rejections included.
+func CheckManifests(ctx context.Context, svc *delivery.Service, spec Spec, apply map[string][]string, waves map[string][][]string) ([]*delivery.Preview, error) {
+	spec.Preview = spec.Preview.Shared(time.Now())
+	var previews []*delivery.Preview
 	for _, m := range spec.Modules {
 		if len(apply[m.Name]) == 0 {
 			continue
 		}
-		if err := svc.Check(ctx, spec.checkedSpec(m, apply[m.Name]), apply[m.Name]); err != nil {
-			return fmt.Errorf("module %s: %w", m.Name, err)
+		pv, err := svc.CheckAndPreview(ctx, spec.checkedSpec(m, apply[m.Name]), apply[m.Name], PreviewTargets(spec.Preview.Mode, waves[m.Name], spec.Policy.Canary, apply[m.Name]))
+		if err != nil {
+			return previews, fmt.Errorf("module %s: %w", m.Name, err)
+		}
+		if pv != nil {
+			pv.Label = "module " + m.Name
+			previews = append(previews, pv)
 		}
 	}
-	return nil
+	return previews, nil
+}
+
+// PreviewTargets are the clusters of one module's change that mode dry-runs, as for a rollout
+// (delivery.PreviewTargets): none, all of changing, or ("canary", the default) those of its
+// canary waves, the leading waves of canary clusters alone, or of its first wave without them.
+func PreviewTargets(mode string, waves [][]string, canary, changing []string) []string {
+	n := 0
+	for _, wave := range waves {
+		if !slices.ContainsFunc(wave, func(c string) bool { return !slices.Contains(canary, c) }) {
+			n++
+			continue
+		}
+		break
+	}
+	return delivery.PreviewTargets(mode, engine.Plan{Waves: waves, CanaryWaves: n}, changing)
+}
+
+// PreviewText is what the modules' dry-runs found, one paragraph per module; "" when there is
+// nothing to say.
+func PreviewText(previews []*delivery.Preview) string {
+	var parts []string
+	skipped := map[string]bool{} // through Flux every module skips for the same reason: said once
+	for _, pv := range previews {
+		if pv.Skipped != "" {
+			if !skipped[pv.Skipped] {
+				parts = append(parts, pv.Text())
+			}
+			skipped[pv.Skipped] = true
+			continue
+		}
+		if text := pv.Text(); text != "" {
+			parts = append(parts, pv.Label+": "+text)
+		}
+	}
+	return strings.Join(parts, "\n\n")
 }

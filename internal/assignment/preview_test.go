@@ -108,3 +108,31 @@ func TestOnlyEligible(t *testing.T) {
 		t.Fatalf("%v: want cni on a, b only", got)
 	}
 }
+
+// What a module's dry-run covers: canary (the default) its canary waves or its first wave, all every cluster it
+// changes, none nothing; the warning gives each module's findings, and Flux's skip once.
+func TestPreviewTargetsAndText(t *testing.T) {
+	waves := [][]string{{"a"}, {"b", "c"}}
+	changing := []string{"a", "b", "c"}
+	for mode, want := range map[string][]string{"": {"a"}, delivery.PreviewCanary: {"a"}, delivery.PreviewAll: changing, delivery.PreviewNone: nil} {
+		if got := PreviewTargets(mode, waves, nil, changing); !slices.Equal(got, want) {
+			t.Errorf("preview %q: %v, want %v", mode, got, want)
+		}
+	}
+	// Canaries in waves of their own: every canary wave, not the first alone.
+	canaryWaves := [][]string{{"a"}, {"b"}, {"c", "d"}}
+	if got := PreviewTargets(delivery.PreviewCanary, canaryWaves, []string{"a", "b"}, []string{"a", "b", "c", "d"}); !slices.Equal(got, []string{"a", "b"}) {
+		t.Errorf("canary waves [a] [b]: %v, want a, b", got)
+	}
+	cni := &delivery.Preview{Label: "module cni", Mode: delivery.PreviewCanary, Clusters: map[string]delivery.ClusterPreview{"a": {NotPreviewed: "the preview's time budget ran out"}}}
+	text := PreviewText([]*delivery.Preview{cni})
+	if !strings.HasPrefix(text, "module cni: Server-side dry-run") || !strings.Contains(text, "Not previewed, 1 clusters") {
+		t.Errorf("text:\n%s", text)
+	}
+	flux := func(label string) *delivery.Preview {
+		return &delivery.Preview{Label: label, Mode: delivery.PreviewCanary, Skipped: "delivery through Flux asks no workload cluster at plan time"}
+	}
+	if text := PreviewText([]*delivery.Preview{flux("module cni"), flux("module dns")}); strings.Count(text, "No cluster was dry-run") != 1 {
+		t.Errorf("Flux: %q, want the skip said once", text)
+	}
+}

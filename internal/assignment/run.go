@@ -244,6 +244,7 @@ func (r *run) deliver(ctx context.Context) {
 		r.res.Applied[m.Name] = targets
 		r.req.Logf(fmt.Sprintf("module %s revision %s: %d cluster(s)", m.Name, m.Revision, len(targets)), map[string]any{"assignment": r.spec.Key.String(), "clusters": targets})
 		dr := delivery.RunRequest{Spec: r.spec.moduleSpec(m), Query: r.req.Query, Only: targets, OnlyKnown: true, Logf: r.req.Logf}
+		dr.Spec.CheckJob = CheckJobAfter(r.spec, m.Name, r.candidates, targets)
 		if waves, ok := r.req.Waves[m.Name]; ok && r.req.PlannedKnown {
 			dr.Planned, dr.PlannedKnown = onlyIn(waves, targets), true
 		}
@@ -264,6 +265,38 @@ func (r *run) deliver(ctx context.Context) {
 			r.failures = append(r.failures, fmt.Sprintf("module %s: %v", m.Name, err))
 		}
 	}
+}
+
+// CheckJobAfter is the check Job of module's run to targets: it runs on each of targets where
+// module is the last module of the run (no later one, in depends_on order, goes there), so
+// that a cluster runs it once, after every module delivered to it verified, and its failure
+// fails that module there, restored as for any failed verification. nil without a check Job
+// or where it runs nowhere.
+func CheckJobAfter(spec Spec, module string, candidates map[string][]string, targets []string) *delivery.CheckJob {
+	if spec.CheckJob == nil {
+		return nil
+	}
+	later := map[string]bool{}
+	seen := false
+	for _, m := range spec.Modules {
+		if seen {
+			for _, c := range candidates[m.Name] {
+				later[c] = true
+			}
+		}
+		seen = seen || m.Name == module
+	}
+	job := *spec.CheckJob
+	job.Only = map[string]bool{}
+	for _, c := range targets {
+		if !later[c] {
+			job.Only[c] = true
+		}
+	}
+	if len(job.Only) == 0 {
+		return nil
+	}
+	return &job
 }
 
 // BindingFor is the binding a module's outcome on a cluster leaves, and whether it differs from

@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"reflect"
+	"slices"
+	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
@@ -12,6 +15,7 @@ import (
 	"github.com/gradual-dev/terraform-provider-gradual/internal/delivery"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/engine"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/fleet"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/manifest"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/records"
 )
 
@@ -91,5 +95,70 @@ func TestRunSettlesWithinItsBound(t *testing.T) {
 	case <-r.settle.Done():
 	case <-time.After(10 * time.Second):
 		t.Fatal("writes after cancellation are not bounded")
+	}
+}
+
+// verify.check_job runs once per cluster, after the last module the run delivers there (in
+// depends_on order), rendered for the cluster with values; a failing Job fails that module on
+// that cluster alone, as a failed verification does (bound failed, the run fails naming it).
+func TestRunCheckJob(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		spec := worldSpec(t, Reconcile, worldPolicy(10, 0, engine.Halt))
+		spec.Values = &delivery.Values{}
+		for i := range spec.Modules {
+			spec.Modules[i].Objects = &manifest.Set{}
+		}
+		job, err := delivery.ParseCheckJob("apiVersion: batch/v1\nkind: Job\nmetadata: {name: smoke, namespace: \"ns-${cluster_name}\"}\n" +
+			"spec:\n  template:\n    spec:\n      restartPolicy: Never\n      containers: [{name: smoke, image: registry.example/smoke:1}]\n")
+		if err != nil {
+			t.Fatal(err)
+		}
+		spec.CheckJob = &delivery.CheckJob{Job: job, Timeout: time.Minute}
+		f := newFakeFleet(t, spec)
+		for _, name := range []string{"c1", "c2", "c3"} {
+			f.add(name)
+		}
+		// c2 runs mon already, c3 app and mon: their last module changed is app, crds.
+		f.seed("c2", "mon", "mon-r2")
+		f.seed("c3", "app", "app-r2")
+		f.seed("c3", "mon", "mon-r2")
+		f.clusters["c2"].checkJobFails = true
+		a := f.apply(f.plan())
+		for cluster, want := range map[string][]string{"c1": {"mon ns-c1"}, "c2": {"app ns-c2"}, "c3": {"crds ns-c3"}} {
+			if got := f.clusters[cluster].checkJobs; !slices.Equal(got, want) {
+				t.Errorf("%s ran the check Job %v, want once, %v", cluster, got, want)
+			}
+		}
+		if a.err == nil || !strings.Contains(a.err.Error(), "module app") {
+			t.Fatalf("run: %v, want it failed naming module app", a.err)
+		}
+		for cluster, want := range map[string]string{"c1": records.BindingApplied, "c2": records.BindingFailed, "c3": records.BindingApplied} {
+			m := map[string]string{"c1": "mon", "c2": "app", "c3": "crds"}[cluster]
+			if b, _ := (&Observation{Bindings: a.after}).Binding(cluster, m); b.Result != want || (want == records.BindingFailed && !strings.Contains(b.Reason, "check Job ns-c2/smoke failed")) {
+				t.Errorf("%s: module %s bound %+v, want %s", cluster, m, b, want)
+			}
+		}
+	})
+}
+
+// CheckJobAfter: the clusters of targets where no later module goes; none without a Job.
+func TestCheckJobAfter(t *testing.T) {
+	spec := Spec{Modules: []Module{{Name: "a"}, {Name: "b"}, {Name: "c"}}}
+	candidates := map[string][]string{"a": {"c1", "c2", "c3"}, "b": {"c2"}, "c": {"c3"}}
+	if got := CheckJobAfter(spec, "a", candidates, []string{"c1", "c2", "c3"}); got != nil {
+		t.Fatalf("without verify.check_job: %+v", got)
+	}
+	spec.CheckJob = &delivery.CheckJob{Timeout: time.Minute}
+	if got := CheckJobAfter(spec, "a", candidates, []string{"c1", "c2", "c3"}); got == nil || !reflect.DeepEqual(got.Only, map[string]bool{"c1": true}) {
+		t.Errorf("after a: %+v, want c1 alone", got)
+	}
+	if got := CheckJobAfter(spec, "b", candidates, []string{"c2"}); got == nil || !reflect.DeepEqual(got.Only, map[string]bool{"c2": true}) {
+		t.Errorf("after b: %+v, want c2", got)
+	}
+	if got := CheckJobAfter(spec, "a", candidates, []string{"c2", "c3"}); got != nil {
+		t.Errorf("after a where later modules go everywhere: %+v, want none", got)
+	}
+	if spec.CheckJob.Only != nil {
+		t.Error("CheckJobAfter changed the spec's Job")
 	}
 }

@@ -28,6 +28,13 @@ func (s *Spec) Render(clusters []fleet.Cluster) error {
 			problems = append(problems, fmt.Sprintf("%s: module %s: %s", cluster, m.Name, why))
 		}
 	}
+	// The check Job is rendered as the modules are: a variable it lacks refuses the plan too.
+	if s.CheckJob != nil {
+		s.CheckJob = new(*s.CheckJob) // the caller's Spec keeps its own
+		for cluster, why := range s.CheckJob.Render(s.Values, clusters, nil) {
+			problems = append(problems, fmt.Sprintf("%s: verify.check_job: %s", cluster, why))
+		}
+	}
 	if len(problems) > 0 {
 		return delivery.MissingVariables("The modules of "+s.Key.Describe()+" cannot be rendered for these clusters, so nothing is applied anywhere:", problems)
 	}

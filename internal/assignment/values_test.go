@@ -209,3 +209,48 @@ func TestRunValues(t *testing.T) {
 		}
 	})
 }
+
+// verify.check_job is rendered as the modules are: each cluster's Job with its variables; a
+// cluster missing a variable the Job uses refuses the plan naming the cluster and the variable.
+func TestSpecRenderCheckJob(t *testing.T) {
+	values := &delivery.Values{FromLabels: map[string]string{"zone": "example.com/zone"}, Clusters: map[string]map[string]string{
+		"c1": {"owner": "team-eu"}, "c2": {"owner": "team-us"}}}
+	spec := valuesSpec(t, values)
+	job, err := delivery.ParseCheckJob("apiVersion: batch/v1\nkind: Job\nmetadata: {name: smoke, namespace: demo}\n" +
+		"spec:\n  template:\n    spec:\n      restartPolicy: Never\n      containers: [{name: smoke, image: \"registry.example/smoke:${probe_tag}\"}]\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec.CheckJob = &delivery.CheckJob{Job: job}
+	given := spec.CheckJob
+	clusters := []fleet.Cluster{
+		{Name: "c1", Namespace: "fleet", Labels: map[string]string{"example.com/zone": "eu-a"}},
+		{Name: "c2", Namespace: "fleet", Labels: map[string]string{"example.com/zone": "us-a"}},
+	}
+	err = spec.Render(clusters)
+	ue, ok := usererr.As(err)
+	if !ok || ue.Summary != "Missing Variable" || !strings.Contains(ue.Detail, "c1: verify.check_job: variable probe_tag not set") ||
+		!strings.Contains(ue.Detail, "c2: verify.check_job: variable probe_tag not set") {
+		t.Fatalf("render: %v, want Missing Variable naming c1, c2 and probe_tag in verify.check_job", err)
+	}
+	values.Clusters["c1"]["probe_tag"], values.Clusters["c2"]["probe_tag"] = "eu", "us"
+	if err := spec.Render(clusters); err != nil {
+		t.Fatal(err)
+	}
+	if given.Rendered != nil {
+		t.Error("Render changed the caller's check Job")
+	}
+	for cluster, want := range map[string]string{"c1": "registry.example/smoke:eu", "c2": "registry.example/smoke:us"} {
+		obj, err := spec.CheckJob.For(cluster, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		containers, _, _ := unstructured.NestedSlice(obj.Object, "spec", "template", "spec", "containers")
+		if got := containers[0].(map[string]any)["image"]; got != want {
+			t.Errorf("%s runs image %v, want %s", cluster, got, want)
+		}
+	}
+	if _, err := spec.CheckJob.For("c3", true); err == nil {
+		t.Error("a cluster the Job was not rendered for runs the template")
+	}
+}

@@ -41,7 +41,7 @@ func (s *Service) CheckAndPreview(ctx context.Context, spec Spec, clusters, prev
 	}
 	// One deadline for every cluster, from now: clusters waiting for a turn use it up too, so
 	// the plan waits at most the budget, however large the fleet.
-	previewCtx, cancel := context.WithTimeout(ctx, spec.Preview.budget())
+	previewCtx, cancel := spec.Preview.withBudget(ctx)
 	defer cancel()
 	var mu sync.Mutex
 	errs := s.forEach(ctx, clusters, func(ctx context.Context, name string) error {

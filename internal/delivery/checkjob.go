@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/gradual-dev/terraform-provider-gradual/internal/engine"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/fleet"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/manifest"
 )
 
@@ -28,12 +29,44 @@ import (
 // stays in the failure. One of a run that was interrupted is deleted before the next is created.
 // Delivering directly only: through Flux nothing connects to the workload clusters.
 
-// CheckJob is a rollout's verify.check_job.
+// CheckJob is a rollout's or a module assignment's verify.check_job.
 type CheckJob struct {
-	// Job is the batch/v1 Job, name and namespace set (ParseCheckJob).
+	// Job is the batch/v1 Job, name and namespace set (ParseCheckJob); with values, a template.
 	Job *unstructured.Unstructured
 	// Timeout bounds the wait for it to finish; verify.timeout bounds it too.
 	Timeout time.Duration
+	// Rendered holds, with values, the Job rendered for each cluster with the manifests'
+	// variables (Render): a cluster it lacks runs an error, never the template.
+	Rendered map[string]*unstructured.Unstructured
+	// Only, when not nil, are the clusters the Job runs on; it is skipped on the others (an
+	// assignment runs it once per cluster, after the last of the modules it delivers there).
+	Only map[string]bool
+}
+
+// Render renders the Job for each eligible cluster of clusters with that cluster's variables
+// (Values.Render, as the manifests are), keeping the results in Rendered; it returns, by
+// cluster, why a cluster's Job cannot be rendered (the variables it misses).
+func (j *CheckJob) Render(v *Values, clusters []fleet.Cluster, redactValues []string) map[string]string {
+	rendered, problems := v.Render(&manifest.Set{Objects: []*unstructured.Unstructured{j.Job}}, clusters, redactValues)
+	j.Rendered = make(map[string]*unstructured.Unstructured, len(rendered))
+	for name, set := range rendered {
+		j.Rendered[name] = set.Objects[0]
+	}
+	return problems
+}
+
+// For is the Job cluster runs: nil when it runs none (Only), its rendering with values.
+func (j *CheckJob) For(cluster string, values bool) (*unstructured.Unstructured, error) {
+	if j == nil || (j.Only != nil && !j.Only[cluster]) {
+		return nil, nil
+	}
+	if !values {
+		return j.Job, nil
+	}
+	if job, ok := j.Rendered[cluster]; ok {
+		return job, nil
+	}
+	return nil, fmt.Errorf("the check Job was not rendered for cluster %s (it was not eligible when the fleet was read); the next plan renders it", cluster)
 }
 
 // ParseCheckJob reads a check Job's manifest: one batch/v1 Job with metadata.name and
@@ -66,8 +99,8 @@ var checkJobPoll = time.Second
 // checkJobCleanupTimeout bounds the deletion of the Job once it is done with.
 const checkJobCleanupTimeout = 10 * time.Second
 
-// runCheckJob runs job on cluster through c and waits for it to finish; logf says what the
-// cleanup could not do.
+// runCheckJob runs job.Job (the cluster's, see For) on cluster through c and waits for it to
+// finish; logf says what the cleanup could not do.
 func runCheckJob(ctx context.Context, c client.Client, cluster string, job *CheckJob, logf func(string)) error {
 	key := client.ObjectKeyFromObject(job.Job)
 	name := "check Job " + key.String()

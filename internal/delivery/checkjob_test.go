@@ -20,6 +20,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/gradual-dev/terraform-provider-gradual/internal/engine"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/fleet"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/manifest"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/records"
 )
 
 const checkJobManifest = `apiVersion: batch/v1
@@ -215,5 +218,42 @@ func TestParseCheckJob(t *testing.T) {
 		case want != "" && (err == nil || !strings.Contains(err.Error(), want)):
 			t.Errorf("%q: err = %v, want %q", text, err, want)
 		}
+	}
+}
+
+// With values the check Job is a template like the manifests (Spec.Render): each cluster runs
+// its own rendering; a variable a cluster lacks refuses the whole render naming the cluster and
+// the variable; Only limits the clusters it runs on.
+func TestCheckJobRendered(t *testing.T) {
+	job, err := ParseCheckJob(strings.Replace(checkJobManifest, "namespace: demo", "namespace: \"demo-${zone}\"", 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := Spec{Key: records.Key{Kind: "rollout", Namespace: "fleet", Name: "web"}, Objects: &manifest.Set{},
+		Values: &Values{FromLabels: map[string]string{"zone": "example.com/zone"}}, CheckJob: &CheckJob{Job: job, Timeout: time.Minute}}
+	given := spec.CheckJob
+	clusters := []fleet.Cluster{{Name: "c1", Namespace: "fleet", Labels: map[string]string{"example.com/zone": "eu"}}, {Name: "c2", Namespace: "fleet"}}
+	err = spec.Render(clusters)
+	if err == nil || !strings.Contains(err.Error(), "c2: verify.check_job: variable zone not set") || strings.Contains(err.Error(), "c1:") {
+		t.Fatalf("render: %v, want c2 refused for zone in verify.check_job, c1 not named", err)
+	}
+	if err := spec.Render(clusters[:1]); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := spec.CheckJob.For("c1", true); err != nil || got.GetNamespace() != "demo-eu" {
+		t.Fatalf("c1 runs %v (%v), want its rendering in demo-eu", got, err)
+	}
+	if _, err := spec.CheckJob.For("c2", true); err == nil {
+		t.Error("c2, not rendered, runs the template")
+	}
+	if given.Rendered != nil {
+		t.Error("Render changed the caller's check Job")
+	}
+	if got, _ := given.For("c2", false); got != job {
+		t.Error("without values a cluster does not run the Job as given")
+	}
+	only := &CheckJob{Job: job, Only: map[string]bool{"c1": true}}
+	if got, err := only.For("c2", false); got != nil || err != nil {
+		t.Errorf("Only c1: c2 runs %v (%v)", got, err)
 	}
 }

@@ -34,6 +34,26 @@ type PreviewSpec struct {
 	Mode string
 	// Budget bounds the dry-runs of one plan; 0 is DefaultPreviewBudget.
 	Budget time.Duration
+	// Until, when set, is when the dry-runs end instead of Budget from the check: a plan that
+	// dry-runs several bundles (an assignment's modules) gives all of them one budget (Shared).
+	Until time.Time
+}
+
+// Shared is p with its budget counted from now, for a plan that dry-runs several bundles one
+// after the other within one budget.
+func (p PreviewSpec) Shared(now time.Time) PreviewSpec {
+	if p.Until.IsZero() {
+		p.Until = now.Add(p.budget())
+	}
+	return p
+}
+
+// withBudget is ctx ending when p's dry-runs must end.
+func (p PreviewSpec) withBudget(ctx context.Context) (context.Context, context.CancelFunc) {
+	if !p.Until.IsZero() {
+		return context.WithDeadline(ctx, p.Until)
+	}
+	return context.WithTimeout(ctx, p.budget())
 }
 
 func (p PreviewSpec) mode() string {
@@ -62,6 +82,9 @@ type ClusterPreview struct {
 
 // Preview is what a plan's dry-run found, by cluster.
 type Preview struct {
+	// Label, when set, names the bundle in Refusal's lines ("module cni"), for a plan that
+	// dry-runs several.
+	Label    string
 	Mode     string
 	Budget   time.Duration
 	Clusters map[string]ClusterPreview
@@ -131,18 +154,38 @@ func notPreviewedReason(ctx context.Context, err error) string {
 // (schema, validation, admission): apply would fail on them, so nothing is applied anywhere.
 // Each rejection names the cluster, the object and the server's reason. nil when none.
 func (p *Preview) Refusal() error {
-	if p == nil {
-		return nil
-	}
+	return PreviewsRefusal(p)
+}
+
+// PreviewsRefusal is Refusal for the previews of several bundles of one plan (an assignment's
+// modules, each with its Label): one error listing every rejection, nil when none. An object
+// in several bundles (a module's dry-run holds those of the modules it depends on) is named
+// once, with the first.
+func PreviewsRefusal(previews ...*Preview) error {
 	const most = 20
 	var lines []string
 	n := 0
-	for _, name := range sortedKeys(p.Clusters) {
-		for _, r := range p.Clusters[name].Rejected {
-			if n < most {
-				lines = append(lines, fmt.Sprintf("%s: %s: %s", name, r.Object, r.Reason))
+	seen := map[string]bool{}
+	for _, p := range previews {
+		if p == nil {
+			continue
+		}
+		label := ""
+		if p.Label != "" {
+			label = p.Label + ": "
+		}
+		for _, name := range sortedKeys(p.Clusters) {
+			for _, r := range p.Clusters[name].Rejected {
+				key := name + "\x00" + r.Object.String()
+				if seen[key] {
+					continue
+				}
+				seen[key] = true
+				if n < most {
+					lines = append(lines, fmt.Sprintf("%s: %s%s: %s", name, label, r.Object, r.Reason))
+				}
+				n++
 			}
-			n++
 		}
 	}
 	if n == 0 {

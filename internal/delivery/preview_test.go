@@ -212,3 +212,58 @@ func TestServicePlanPreview(t *testing.T) {
 		})
 	}
 }
+
+// The previews of several bundles of one plan (an assignment's modules): one refusal naming,
+// per rejection, the cluster, the bundle (Label), the object and the server's reason.
+func TestPreviewsRefusal(t *testing.T) {
+	rejected := func(obj, reason string) ClusterPreview {
+		return ClusterPreview{Rejected: []apply.Rejection{{Object: apply.ObjectRef{Kind: "Deployment", Namespace: "demo", Name: obj}, Reason: reason}}}
+	}
+	cni := &Preview{Label: "module cni", Clusters: map[string]ClusterPreview{"c1": {}, "c2": rejected("cni", "denied by ValidatingAdmissionPolicy 'no-cni'")}}
+	dns := &Preview{Label: "module dns", Clusters: map[string]ClusterPreview{"c1": rejected("dns", "spec.replicas: Invalid value")}}
+	if err := PreviewsRefusal(nil, &Preview{Label: "module ok", Clusters: map[string]ClusterPreview{"c1": {}}}); err != nil {
+		t.Fatalf("no rejection: %v", err)
+	}
+	// app's dry-run holds cni's objects too (it depends on it): cni's rejection is named once.
+	app := &Preview{Label: "module app", Clusters: map[string]ClusterPreview{"c2": rejected("cni", "denied by ValidatingAdmissionPolicy 'no-cni'")}}
+	err := PreviewsRefusal(cni, nil, dns, app)
+	if err == nil {
+		t.Fatal("rejections in two modules: no refusal")
+	}
+	for _, want := range []string{"c2: module cni: Deployment demo/cni: denied by ValidatingAdmissionPolicy 'no-cni'", "c1: module dns: Deployment demo/dns: spec.replicas: Invalid value"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("refusal does not say %q:\n%s", want, err)
+		}
+	}
+	if strings.Contains(err.Error(), "module app") {
+		t.Errorf("an object of two modules' dry-runs is named twice:\n%s", err)
+	}
+}
+
+// Shared: a plan dry-running several bundles one after the other gives all of them one budget,
+// counted from the start: once it has run out, the next bundle's clusters are not previewed
+// (and not counted as passing), while the check of every cluster still runs.
+func TestPreviewSharedBudget(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		e := newEnv(t, testPolicy(t, "1", "0", engine.Rollback), []clusterSpec{{"c1", startOld, faults{previewSlow: true}}, {"c2", startOld, faults{}}})
+		e.spec.Preview = PreviewSpec{Mode: PreviewAll}.Shared(time.Now())
+		start := time.Now()
+		first, err := e.svc.CheckAndPreview(ctx, e.spec, []string{"c1"}, []string{"c1"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		second, err := e.svc.CheckAndPreview(ctx, e.spec, []string{"c2"}, []string{"c2"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if elapsed := time.Since(start); elapsed > DefaultPreviewBudget+time.Second {
+			t.Errorf("the two dry-runs took %s, past the one budget", elapsed)
+		}
+		for name, p := range map[string]*Preview{"c1": first, "c2": second} {
+			if got := p.Clusters[name].NotPreviewed; got != "the preview's time budget ran out" {
+				t.Errorf("%s: not previewed %q, want the budget ran out", name, got)
+			}
+		}
+	})
+}

@@ -132,11 +132,18 @@ func (spec *Spec) Render(clusters []fleet.Cluster) error {
 	}
 	var problems map[string]string
 	spec.Rendered, problems = spec.Values.Render(spec.Objects, clusters, spec.Redact)
-	if len(problems) > 0 {
-		lines := make([]string, 0, len(problems))
-		for cluster, why := range problems {
-			lines = append(lines, cluster+": "+why)
+	lines := make([]string, 0, len(problems))
+	for cluster, why := range problems {
+		lines = append(lines, cluster+": "+why)
+	}
+	// The check Job is rendered as the manifests are: a variable it lacks refuses the plan too.
+	if spec.CheckJob != nil {
+		spec.CheckJob = new(*spec.CheckJob) // the caller's Spec keeps its own
+		for cluster, why := range spec.CheckJob.Render(spec.Values, clusters, spec.Redact) {
+			lines = append(lines, cluster+": verify.check_job: "+why)
 		}
+	}
+	if len(lines) > 0 {
 		return MissingVariables("The manifests of "+spec.Key.Describe()+" cannot be rendered for these clusters, so nothing is applied anywhere:", lines)
 	}
 	return nil

@@ -223,10 +223,16 @@ func (w *world) verify(ctx context.Context, target, revision string) error {
 	if revision != w.spec.Revision {
 		return nil
 	}
-	if err := runHTTPChecks(ctx, target, w.spec.HTTPChecks, checkLogger{w.logf}); err != nil || w.spec.CheckJob == nil {
+	if err := runHTTPChecks(ctx, target, w.spec.HTTPChecks, checkLogger{w.logf}); err != nil {
 		return err
 	}
-	return runCheckJob(ctx, c.client, target, w.spec.CheckJob, func(msg string) { w.logf(msg, map[string]any{"cluster": target}) })
+	job, err := w.spec.CheckJob.For(target, w.spec.Values != nil)
+	if err != nil || job == nil {
+		return err
+	}
+	run := *w.spec.CheckJob
+	run.Job = job
+	return runCheckJob(ctx, c.client, target, &run, func(msg string) { w.logf(msg, map[string]any{"cluster": target}) })
 }
 
 // Restore returns target to revision: its objects re-applied and what newer revisions added

@@ -43,4 +43,24 @@ resource "gradual_module_assignment" "cloud" {
       EOT
     },
   ]
+
+  # The check Job runs on each cluster after its modules, rendered with the same values.
+  verify = {
+    check_job = {
+      manifest = <<-EOT
+        apiVersion: batch/v1
+        kind: Job
+        metadata: {name: dns-smoke, namespace: kube-system}
+        spec:
+          backoffLimit: 1
+          template:
+            spec:
+              restartPolicy: Never
+              containers:
+                - name: smoke
+                  image: registry.example/dns-smoke:1
+                  args: ["--region=$${region}", "--zone-id=$${zone_id}"]
+      EOT
+    }
+  }
 }

@@ -43,6 +43,7 @@ type Model struct {
 	OnFailure       types.String   `tfsdk:"on_failure"`
 	ForceConflicts  types.Bool     `tfsdk:"force_conflicts"`
 	RetryInvalid    types.Bool     `tfsdk:"retry_invalid"`
+	Preview         types.String   `tfsdk:"preview"`
 	Adopt           types.Bool     `tfsdk:"adopt"`
 	IgnoreFields    types.List     `tfsdk:"ignore_fields"`
 	SensitivePaths  types.List     `tfsdk:"sensitive_paths"`
@@ -194,6 +195,7 @@ type VerifyModel struct {
 	BakeTime     types.String `tfsdk:"bake_time"`
 	HealthChecks types.List   `tfsdk:"health_checks"`
 	ClusterGates types.Bool   `tfsdk:"cluster_gates"`
+	CheckJob     types.Object `tfsdk:"check_job"`
 }
 
 // TimeoutsValue is the `timeouts` attribute, for shared.Create and shared.Update.
@@ -327,6 +329,9 @@ func (m *Model) spec(ctx context.Context) (assignment.Spec, diag.Diagnostics) {
 	spec.ClusterGates = verify.ClusterGates.IsNull() || verify.ClusterGates.IsUnknown() || verify.ClusterGates.ValueBool()
 	spec.Health, d = shared.HealthChecker(ctx, verify.HealthChecks)
 	diags.Append(d...)
+	spec.CheckJob, d = shared.CheckJobOf(ctx, verify.CheckJob, !m.Delivery.IsNull() && !m.Delivery.IsUnknown())
+	diags.Append(d...)
+	spec.Preview = delivery.PreviewSpec{Mode: m.Preview.ValueString()}
 	m.refuseWithFlux(spec, &diags)
 	return spec, diags
 }
@@ -449,7 +454,9 @@ type storedConfig struct {
 	BakeTime       string         `json:"bakeTime"`
 	HealthChecks   []health.Rule  `json:"healthChecks,omitempty"`
 	NoClusterGates bool           `json:"noClusterGates,omitempty"`
-	DeletionPolicy string         `json:"deletionPolicy"`
+	// CheckJob is verify.check_job, omitted when unset.
+	CheckJob       *shared.StoredCheckJob `json:"checkJob,omitempty"`
+	DeletionPolicy string                 `json:"deletionPolicy"`
 	// NoAdopt is adopt = false (stored negated: records written before adopt existed adopt).
 	NoAdopt        bool              `json:"noAdopt,omitempty"`
 	IgnoreFields   []ignoreattr.Rule `json:"ignoreFields,omitempty"`
@@ -519,6 +526,8 @@ func (m *Model) configRecord(ctx context.Context) ([]byte, diag.Diagnostics) {
 	c.HealthChecks, d = shared.HealthRules(ctx, verify.HealthChecks)
 	diags.Append(d...)
 	c.NoClusterGates = !verify.ClusterGates.IsNull() && !verify.ClusterGates.IsUnknown() && !verify.ClusterGates.ValueBool()
+	c.CheckJob, d = shared.StoreCheckJob(ctx, verify.CheckJob)
+	diags.Append(d...)
 	c.IgnoreFields, d = ignoreattr.Rules(ctx, m.IgnoreFields)
 	diags.Append(d...)
 	c.SensitivePaths, d = ignoreattr.Rules(ctx, m.SensitivePaths)
@@ -596,6 +605,7 @@ func (m *Model) fromConfigRecord(ctx context.Context, raw []byte) diag.Diagnosti
 	m.Verify = types.ObjectValueMust(verifyAttrTypes, map[string]attr.Value{
 		"timeout": types.StringValue(c.VerifyTimeout), "bake_time": types.StringValue(c.BakeTime),
 		"health_checks": shared.HealthValue(c.HealthChecks), "cluster_gates": types.BoolValue(!c.NoClusterGates),
+		"check_job": c.CheckJob.Value(),
 	})
 	return diags
 }

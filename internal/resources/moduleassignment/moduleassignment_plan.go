@@ -180,6 +180,10 @@ func warnPlan(diags *diag.Diagnostics, res *assignment.Preview, spec assignment.
 		diags.Append(diagnostics.AttributeFromError(path.Root(res.Refused.Attribute), res.Refused.Err, "Assignment Refused"))
 		return false
 	}
+	// What the dry-run found, as for a rollout: a warning, never a promise in the state.
+	if text := assignment.PreviewText(res.Previews); text != "" {
+		diags.AddWarning("Dry-Run Preview", text)
+	}
 	if len(res.Adoptions) > 0 {
 		diags.AddAttributeWarning(pathModules, "Objects Will Be Adopted",
 			"These objects of the modules exist already, made by someone else; apply takes them over and records them as adopted, "+
@@ -253,7 +257,7 @@ func priorSkipped(ctx context.Context, prior *Model) map[string]string {
 func (m *Model) known(ctx context.Context) bool {
 	return !m.Namespace.IsUnknown() && !m.Name.IsUnknown() && !m.Selector.IsUnknown() && !m.Names.IsUnknown() && !m.Modules.IsUnknown() &&
 		!m.Canary.IsUnknown() && !m.CanaryOptional.IsUnknown() && !m.OnFailure.IsUnknown() && !m.ForceConflicts.IsUnknown() && !m.RetryInvalid.IsUnknown() &&
-		!m.Mode.IsUnknown() && !m.UpdateLimit.IsUnknown() && !m.MaxFailures.IsUnknown() && !m.Verify.IsUnknown() &&
+		!m.Mode.IsUnknown() && !m.Preview.IsUnknown() && !m.UpdateLimit.IsUnknown() && !m.MaxFailures.IsUnknown() && !m.Verify.IsUnknown() &&
 		!m.RecordNamespace.IsUnknown() && !m.DeletionPolicy.IsUnknown() && m.modulesKnown() && ignoreattr.Known(m.IgnoreFields) &&
 		ignoreattr.Known(m.SensitivePaths) && shared.ValuesKnown(ctx, m.Values) && !m.Delivery.IsUnknown()
 }

@@ -47,7 +47,7 @@ type storedConfig struct {
 	HTTPChecks       []storedCheck          `json:"httpChecks,omitempty"`
 	HealthChecks     []health.Rule          `json:"healthChecks,omitempty"`
 	NoClusterGates   bool                   `json:"noClusterGates,omitempty"`
-	CheckJob         *storedCheckJob        `json:"checkJob,omitempty"`
+	CheckJob         *shared.StoredCheckJob `json:"checkJob,omitempty"`
 	DeletionPolicy   string                 `json:"deletionPolicy"`
 	ForceConflicts   bool                   `json:"forceConflicts,omitempty"`
 	IgnoreFields     []ignoreattr.Rule      `json:"ignoreFields,omitempty"`
@@ -123,11 +123,8 @@ func (m *Model) configRecord(ctx context.Context) ([]byte, diag.Diagnostics) {
 	diags.Append(d...)
 	c.HealthChecks = healthRules
 	c.NoClusterGates = !verify.ClusterGates.IsNull() && !verify.ClusterGates.IsUnknown() && !verify.ClusterGates.ValueBool()
-	if !verify.CheckJob.IsNull() && !verify.CheckJob.IsUnknown() {
-		var cj CheckJobModel
-		diags.Append(shared.VerifyAs(ctx, verify.CheckJob, &cj)...)
-		c.CheckJob = &storedCheckJob{Manifest: cj.Manifest.ValueString(), Timeout: cj.Timeout.ValueString()}
-	}
+	c.CheckJob, d = shared.StoreCheckJob(ctx, verify.CheckJob)
+	diags.Append(d...)
 	values, d := m.values(ctx)
 	diags.Append(d...)
 	c.Values = values
@@ -207,7 +204,7 @@ func (m *Model) fromConfigRecord(ctx context.Context, raw []byte) diag.Diagnosti
 	m.Verify = types.ObjectValueMust(verifyAttrTypes, map[string]attr.Value{
 		"timeout": types.StringValue(c.VerifyTimeout), "bake_time": types.StringValue(c.BakeTime), "http_checks": checks,
 		"health_checks": shared.HealthValue(c.HealthChecks), "cluster_gates": types.BoolValue(!c.NoClusterGates),
-		"check_job": c.CheckJob.value(),
+		"check_job": c.CheckJob.Value(),
 	})
 	return diags
 }
@@ -218,17 +215,4 @@ func stringListOrNull(ctx context.Context, xs []string) types.List {
 	}
 	v, _ := types.ListValueFrom(ctx, types.StringType, xs)
 	return v
-}
-
-// storedCheckJob is `verify.check_job` as the records keep it.
-type storedCheckJob struct {
-	Manifest string `json:"manifest"`
-	Timeout  string `json:"timeout"`
-}
-
-func (j *storedCheckJob) value() types.Object {
-	if j == nil {
-		return types.ObjectNull(checkJobAttrTypes)
-	}
-	return types.ObjectValueMust(checkJobAttrTypes, map[string]attr.Value{"manifest": types.StringValue(j.Manifest), "timeout": types.StringValue(j.Timeout)})
 }

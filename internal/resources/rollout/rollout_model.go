@@ -84,12 +84,6 @@ type VerifyModel struct {
 	CheckJob     types.Object `tfsdk:"check_job"`
 }
 
-// CheckJobModel is `verify.check_job`.
-type CheckJobModel struct {
-	Manifest types.String `tfsdk:"manifest"`
-	Timeout  types.String `tfsdk:"timeout"`
-}
-
 // HTTPCheckModel is one `verify.http_checks` entry.
 type HTTPCheckModel struct {
 	URL            types.String `tfsdk:"url"`
@@ -278,7 +272,7 @@ func (m *Model) spec(ctx context.Context) (delivery.Spec, diag.Diagnostics) {
 	if !spec.Health.Empty() && !m.Delivery.IsNull() && !m.Delivery.IsUnknown() {
 		shared.NotThroughFlux(&diags, shared.PathHealthChecks, shared.FluxGapHealthChecks, "`verify.health_checks`", "the rollout")
 	}
-	spec.CheckJob, d = checkJobOf(ctx, verify.CheckJob, !m.Delivery.IsNull() && !m.Delivery.IsUnknown())
+	spec.CheckJob, d = shared.CheckJobOf(ctx, verify.CheckJob, !m.Delivery.IsNull() && !m.Delivery.IsUnknown())
 	diags.Append(d...)
 	if !verify.HTTPChecks.IsNull() && !verify.HTTPChecks.IsUnknown() {
 		var checks []HTTPCheckModel
@@ -355,31 +349,4 @@ func nonNilMap(m map[string]string) map[string]string {
 		return map[string]string{}
 	}
 	return m
-}
-
-// checkJobOf reads `verify.check_job` (nil when left out or not known yet); through Flux it is
-// refused.
-func checkJobOf(ctx context.Context, v types.Object, flux bool) (*delivery.CheckJob, diag.Diagnostics) {
-	if v.IsNull() || v.IsUnknown() {
-		return nil, nil
-	}
-	if flux {
-		// Through Flux nothing connects to the workload clusters, which the Job runs in.
-		var diags diag.Diagnostics
-		diags.AddAttributeError(pathCheckJob, "Check Job Not Delivered Through Flux Yet",
-			"`verify.check_job` is run by the provider in each workload cluster, and with `delivery.flux` the provider does not "+
-				"connect to them: the two cannot be used together yet. Deliver directly (leave `delivery` out).")
-		return nil, diags
-	}
-	var cj CheckJobModel
-	diags := shared.VerifyAs(ctx, v, &cj)
-	if cj.Manifest.IsUnknown() || diags.HasError() {
-		return nil, diags
-	}
-	job, err := delivery.ParseCheckJob(cj.Manifest.ValueString())
-	if err != nil {
-		diags.AddAttributeError(pathCheckJob.AtName("manifest"), "Invalid Check Job", err.Error())
-		return nil, diags
-	}
-	return &delivery.CheckJob{Job: job, Timeout: shared.ParseDuration(cj.Timeout, defaultCheckJobTimeout)}, diags
 }

@@ -8,10 +8,6 @@ import (
 	"testing"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-
 	"github.com/gradual-dev/terraform-provider-gradual/internal/acctest"
 )
 
@@ -35,27 +31,11 @@ func TestAccRollout_previewRejects(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	policy, binding := denyPolicy(name)
-	for _, obj := range []*unstructured.Unstructured{policy, binding} {
-		if err := wc.Create(ctx, obj); err != nil {
-			t.Fatal(err)
-		}
-	}
-	removePolicy := func() {
-		for _, obj := range []*unstructured.Unstructured{binding, policy} {
-			if err := wc.Delete(context.Background(), obj); err != nil && !apierrors.IsNotFound(err) {
-				t.Errorf("delete %s: %v", obj.GetName(), err)
-			}
-		}
-	}
-	t.Cleanup(removePolicy)
-	// The API server compiles a new policy asynchronously: wait until it is in force (and
-	// gone, below), so that the plan meets the state the test means.
-	awaitDenied(t, wc, name, true)
+	removePolicy := acctest.DenyConfigMap(t, wc, name)
 
 	tf.writeConfig(blastConfig(f, name, `clusters = ["prod-eu-1", "staging-eu-1"]`+"\n  canary = [\"prod-eu-1\"]", bundle, ""))
 	out := strings.Join(strings.Fields(tf.mustRun(ctx, 1, "plan")), " ")
-	want := regexp.MustCompile(`Manifests Rejected By The API Server.*` + canary + `: ConfigMap default/` + name + `: .*` + name + ` is refused by the test policy`)
+	want := regexp.MustCompile(`Manifests Rejected By The API Server.*` + canary + `: ConfigMap default/` + name + `: .*` + regexp.QuoteMeta(acctest.DeniedMessage(name)))
 	if !want.MatchString(out) {
 		t.Fatalf("plan output lacks %q:\n%s", want, out)
 	}
@@ -72,7 +52,6 @@ func TestAccRollout_previewRejects(t *testing.T) {
 	}
 
 	removePolicy()
-	awaitDenied(t, wc, name, false)
 	// The CLI wraps warnings at its width: compare with white space collapsed.
 	out = strings.Join(strings.Fields(tf.mustRun(ctx, 0, "plan")), " ")
 	// The canary alone is dry-run (preview = "canary", the default).
@@ -81,51 +60,5 @@ func TestAccRollout_previewRejects(t *testing.T) {
 		if !strings.Contains(out, s) {
 			t.Fatalf("plan output lacks %q:\n%s", s, out)
 		}
-	}
-}
-
-// denyPolicy is a ValidatingAdmissionPolicy, and its binding, that refuses the ConfigMap named
-// name alone: the other tests sharing the bed are not affected.
-func denyPolicy(name string) (policy, binding *unstructured.Unstructured) {
-	policy = &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy",
-		"metadata": map[string]any{"name": "deny-" + name},
-		"spec": map[string]any{
-			"failurePolicy": "Fail",
-			"matchConstraints": map[string]any{"resourceRules": []any{map[string]any{
-				"apiGroups": []any{""}, "apiVersions": []any{"v1"}, "operations": []any{"CREATE", "UPDATE"}, "resources": []any{"configmaps"},
-			}}},
-			"validations": []any{map[string]any{
-				"expression": fmt.Sprintf("object.metadata.name != '%s'", name),
-				"message":    name + " is refused by the test policy",
-			}},
-		},
-	}}
-	binding = &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding",
-		"metadata": map[string]any{"name": "deny-" + name},
-		"spec":     map[string]any{"policyName": "deny-" + name, "validationActions": []any{"Deny"}},
-	}}
-	return policy, binding
-}
-
-// awaitDenied waits until a dry-run create of the ConfigMap name in default is denied (or, with
-// denied false, allowed) by the cluster.
-func awaitDenied(t *testing.T, c client.Client, name string, denied bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		cm := &unstructured.Unstructured{Object: map[string]any{
-			"apiVersion": "v1", "kind": "ConfigMap", "metadata": map[string]any{"name": name, "namespace": "default"},
-		}}
-		err := c.Create(context.Background(), cm, client.DryRunAll)
-		refused := err != nil && (apierrors.IsInvalid(err) || apierrors.IsForbidden(err))
-		if refused == denied && (denied || err == nil) {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the policy is not %s after 30s: last dry-run: %v", map[bool]string{true: "in force", false: "gone"}[denied], err)
-		}
-		time.Sleep(200 * time.Millisecond)
 	}
 }

@@ -2,7 +2,6 @@ package rollout
 
 import (
 	"context"
-	"fmt"
 	"regexp"
 	"time"
 
@@ -22,7 +21,6 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
-	"github.com/gradual-dev/terraform-provider-gradual/internal/delivery"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/engine"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/ignoreattr"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/manifesttype"
@@ -34,7 +32,6 @@ const (
 	defaultUpdateLimit      = "1"
 	defaultMaxFailures      = "0"
 	defaultHTTPCheckTimeout = "10s"
-	defaultCheckJobTimeout  = "5m"
 	defaultRecordNamespace  = "gradual-system"
 	defaultDeletionPolicy   = "delete"
 )
@@ -42,8 +39,6 @@ const (
 var dnsLabel = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
 
 var verifyAttrTypes = shared.VerifyAttrTypes(httpChecks, shared.HealthChecks, shared.ClusterGates, checkJob)
-
-var checkJobAttrTypes = map[string]attr.Type{"manifest": types.StringType, "timeout": types.StringType}
 
 var httpCheckAttrTypes = map[string]attr.Type{
 	"url":             types.StringType,
@@ -283,57 +278,5 @@ var httpChecks = shared.VerifyExtra{
 	},
 }
 
-// pathCheckJob is `verify.check_job.manifest`, where its plan-time errors point.
-var pathCheckJob = path.Root("verify").AtName("check_job")
-
-// checkJob is `verify.check_job`, which only rollouts have (delivery.CheckJob).
-var checkJob = shared.VerifyExtra{
-	Name:    "check_job",
-	Type:    types.ObjectType{AttrTypes: checkJobAttrTypes},
-	Default: types.ObjectNull(checkJobAttrTypes),
-	Attribute: schema.SingleNestedAttribute{
-		Optional: true,
-		MarkdownDescription: "A Kubernetes Job run in each cluster at each verification, once the objects are ready and the HTTP checks pass: " +
-			"the cluster passes when the Job completes. A Job that fails (its `Failed` condition: `backoffLimit`, `activeDeadlineSeconds`, …) " +
-			"or does not finish within `timeout` (or `verify.timeout`) fails the revision on that cluster, named with the condition's reason " +
-			"and message; a Job the cluster refuses to create or cannot read is the cluster's failure, retried within `verify.timeout`. " +
-			"The Job is deleted when it is done, whatever the outcome, its pods with it (what it said is in the failure); one left by an " +
-			"interrupted run is deleted before the next is created. Restored backup revisions are not checked. Delivering directly only: " +
-			"refused with `delivery.flux`.",
-		Attributes: map[string]schema.Attribute{
-			"manifest": schema.StringAttribute{
-				Required: true,
-				MarkdownDescription: "The Job as YAML: one `batch/v1` `Job` with `metadata.name` and `metadata.namespace` (a namespace the " +
-					"revision has or the cluster already holds). Not a template: `values` are not substituted into it.",
-				Validators: []validator.String{checkJobManifest()},
-			},
-			"timeout": schema.StringAttribute{
-				Optional: true, Computed: true, Default: stringdefault.StaticString(defaultCheckJobTimeout),
-				MarkdownDescription: "Longest wait for the Job to finish, as a Go duration. Default `" + defaultCheckJobTimeout + "`.",
-				Validators:          []validator.String{shared.Duration(time.Second, 0)},
-			},
-		},
-	},
-}
-
-// checkJobManifest checks `verify.check_job.manifest` at plan time (delivery.ParseCheckJob).
-func checkJobManifest() validator.String {
-	return checkJobValidator{}
-}
-
-type checkJobValidator struct{}
-
-func (checkJobValidator) Description(context.Context) string {
-	return "must be one batch/v1 Job with metadata.name and metadata.namespace"
-}
-
-func (v checkJobValidator) MarkdownDescription(ctx context.Context) string { return v.Description(ctx) }
-
-func (checkJobValidator) ValidateString(_ context.Context, req validator.StringRequest, resp *validator.StringResponse) {
-	if req.ConfigValue.IsNull() || req.ConfigValue.IsUnknown() {
-		return
-	}
-	if _, err := delivery.ParseCheckJob(req.ConfigValue.ValueString()); err != nil {
-		resp.Diagnostics.AddAttributeError(req.Path, "Invalid Check Job", fmt.Sprintf("%s: %v", req.Path, err))
-	}
-}
+// checkJob is `verify.check_job` (delivery.CheckJob).
+var checkJob = shared.CheckJob("A Kubernetes Job run in each cluster at each verification, once the objects are ready and the HTTP checks pass")

@@ -1,4 +1,4 @@
-package rollout
+package shared
 
 import (
 	"context"
@@ -21,26 +21,26 @@ spec:
 `
 
 func checkJobValue(manifest, timeout string) types.Object {
-	return types.ObjectValueMust(checkJobAttrTypes, map[string]attr.Value{"manifest": types.StringValue(manifest), "timeout": types.StringValue(timeout)})
+	return types.ObjectValueMust(CheckJobAttrTypes, map[string]attr.Value{"manifest": types.StringValue(manifest), "timeout": types.StringValue(timeout)})
 }
 
 func TestCheckJobOf(t *testing.T) {
 	ctx := context.Background()
-	job, diags := checkJobOf(ctx, checkJobValue(okCheckJob, "90s"), false)
+	job, diags := CheckJobOf(ctx, checkJobValue(okCheckJob, "90s"), false)
 	if diags.HasError() || job == nil || job.Job.GetName() != "smoke" || job.Timeout != 90*time.Second {
 		t.Fatalf("job %+v, diags %v", job, diags)
 	}
-	if job, diags := checkJobOf(ctx, types.ObjectNull(checkJobAttrTypes), false); job != nil || diags.HasError() {
+	if job, diags := CheckJobOf(ctx, types.ObjectNull(CheckJobAttrTypes), false); job != nil || diags.HasError() {
 		t.Fatalf("left out: job %+v, diags %v", job, diags)
 	}
 
 	// Through Flux the provider does not reach the clusters the Job would run in.
-	_, diags = checkJobOf(ctx, checkJobValue(okCheckJob, "90s"), true)
+	_, diags = CheckJobOf(ctx, checkJobValue(okCheckJob, "90s"), true)
 	if !diags.HasError() || diags[0].Summary() != "Check Job Not Delivered Through Flux Yet" {
 		t.Fatalf("with delivery.flux: diags %v, want it refused", diags)
 	}
 
-	_, diags = checkJobOf(ctx, checkJobValue(strings.Replace(okCheckJob, "namespace: demo", "", 1), "90s"), false)
+	_, diags = CheckJobOf(ctx, checkJobValue(strings.Replace(okCheckJob, "namespace: demo", "", 1), "90s"), false)
 	if !diags.HasError() || !strings.Contains(diags[0].Detail(), "no metadata.namespace") {
 		t.Fatalf("no namespace: diags %v", diags)
 	}
@@ -48,11 +48,11 @@ func TestCheckJobOf(t *testing.T) {
 
 // The stored configuration (import) keeps verify.check_job.
 func TestCheckJobStored(t *testing.T) {
-	stored := &storedCheckJob{Manifest: okCheckJob, Timeout: "90s"}
-	if !stored.value().Equal(checkJobValue(okCheckJob, "90s")) {
-		t.Errorf("value() = %v", stored.value())
+	stored := &StoredCheckJob{Manifest: okCheckJob, Timeout: "90s"}
+	if !stored.Value().Equal(checkJobValue(okCheckJob, "90s")) {
+		t.Errorf("value() = %v", stored.Value())
 	}
-	if !(*storedCheckJob)(nil).value().IsNull() {
-		t.Error("a rollout without a check Job imports with one")
+	if !(*StoredCheckJob)(nil).Value().IsNull() {
+		t.Error("a resource without a check Job imports with one")
 	}
 }

@@ -1,0 +1,58 @@
+package moduleassignment
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/hashicorp/terraform-plugin-framework/attr"
+	"github.com/hashicorp/terraform-plugin-framework/types"
+
+	"github.com/gradual-dev/terraform-provider-gradual/internal/delivery"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/shared"
+)
+
+const smokeJob = `apiVersion: batch/v1
+kind: Job
+metadata: {name: smoke, namespace: demo}
+spec:
+  template:
+    spec:
+      restartPolicy: Never
+      containers: [{name: smoke, image: "registry.example/smoke:${tag:=1}"}]
+`
+
+// verify.check_job and preview reach the assignment's spec; with delivery.flux the check Job is
+// refused (nothing connects to the workload clusters), naming it; import restores it.
+func TestSpecCheckJobAndPreview(t *testing.T) {
+	ctx := context.Background()
+	m := moduleModel(t, dbConfigMap, "", "", nil)
+	job := (&shared.StoredCheckJob{Manifest: smokeJob, Timeout: "90s"}).Value()
+	m.Verify = types.ObjectValueMust(verifyAttrTypes, map[string]attr.Value{
+		"timeout": types.StringValue("60s"), "bake_time": types.StringValue("0s"),
+		"health_checks": shared.HealthValue(nil), "cluster_gates": types.BoolValue(true), "check_job": job,
+	})
+	m.Preview = types.StringValue(delivery.PreviewAll)
+	spec, diags := m.spec(ctx)
+	if diags.HasError() {
+		t.Fatalf("delivered directly: %s", summaries(diags))
+	}
+	if spec.CheckJob == nil || spec.CheckJob.Job.GetName() != "smoke" || spec.CheckJob.Timeout.String() != "1m30s" || spec.Preview.Mode != delivery.PreviewAll {
+		t.Fatalf("spec check Job %+v, preview %+v", spec.CheckJob, spec.Preview)
+	}
+	raw, diags := m.configRecord(ctx)
+	if diags.HasError() {
+		t.Fatal(summaries(diags))
+	}
+	var imported Model
+	if diags := imported.fromConfigRecord(ctx, raw); diags.HasError() {
+		t.Fatal(summaries(diags))
+	}
+	if got := imported.Verify.Attributes()["check_job"]; !got.Equal(job) {
+		t.Fatalf("imported check Job %v, want %v", got, job)
+	}
+	m.Delivery = shared.DeliveryValue(&delivery.FluxSettings{Repository: "oci://registry.example/fleet/base"})
+	if _, diags := m.spec(ctx); !strings.Contains(summaries(diags), "Check Job Not Delivered Through Flux Yet") {
+		t.Fatalf("through Flux: errors %q, want the check Job refused", summaries(diags))
+	}
+}
