@@ -140,10 +140,12 @@ func (s Settings) transport() (http.RoundTripper, error) {
 		}
 		cfg.RootCAs = pool
 	}
-	if _, err := s.ValidateClient(); err != nil {
+	if s.withoutKey() {
+		// Refresh, import and destroy read the settings from the state, which never holds the
+		// key: they push nothing, so they need no client certificate.
+	} else if _, err := s.ValidateClient(); err != nil {
 		return nil, err
-	}
-	if s.ClientCertificate != "" {
+	} else if s.ClientCertificate != "" {
 		pair, err := tls.X509KeyPair([]byte(s.ClientCertificate), []byte(s.Credentials.ClientKey))
 		if err != nil {
 			return nil, err // ValidateClient parsed them already
@@ -157,6 +159,12 @@ func (s Settings) transport() (http.RoundTripper, error) {
 	t := base.Clone()
 	t.TLSClientConfig = cfg
 	return t, nil
+}
+
+// withoutKey says whether the settings hold a client certificate without its key: what the state
+// holds between runs (the key is write-only), valid, but never used to push.
+func (s Settings) withoutKey() bool {
+	return s.ClientCertificate != "" && s.Credentials.ClientKey == ""
 }
 
 // ValidateClient reports a client certificate and key that cannot be used, with the attribute it

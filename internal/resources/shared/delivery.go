@@ -247,7 +247,10 @@ func FluxSettings(ctx context.Context, value types.Object, w FluxWriteOnly) (*de
 		Credentials: delivery.FluxCredentials{Username: fm.Username.ValueString(), Password: w.Password.ValueString(),
 			Token: w.Token.ValueString(), ClientKey: w.ClientKey.ValueString()},
 	}
-	if attribute, err := s.ValidateClient(); err != nil {
+	// The key comes from the configuration at plan and apply only: refresh, import and destroy
+	// have the certificate (from the state) without it, and push nothing. The schema refuses a
+	// configuration giving one without the other.
+	if attribute, err := s.ValidateClient(); err != nil && !w.ClientKey.IsNull() {
 		diags.AddAttributeError(pathFlux.AtName(attribute), "Invalid Registry Client Certificate", err.Error())
 		return s, diags
 	}
