@@ -186,8 +186,10 @@ capi_acc() {
 # bed of its own started with --flux: Flux's real source-controller and kustomize-controller
 # against the management cluster, and an OCI registry. The Flux tests (TestAccRollout_flux*:
 # delivery, the run with credentials that grant nothing on the Clusters' Secrets, a registry with
-# credentials and a CA of its own that the test serves, per-cluster values, the fault tests;
-# TestAccModuleAssignment_flux: two ordered modules and a join) skip on the other fleets; here
+# credentials and a CA of its own that the test serves, one requiring client certificates,
+# per-cluster values, the fault tests;
+# TestAccModuleAssignment_flux*: two ordered modules and a join, per-cluster values, the same fault
+# tests) skip on the other fleets; here
 # they run on both CLIs, one after the other (they change the three clusters of this fleet),
 # except the tests marked for one lane, which run on one CLI each.
 flux_acc() {

@@ -60,18 +60,31 @@ provider "gradual" {
 // the output.
 func RunCLI(ctx context.Context, t *testing.T, cli, work, rc string, args ...string) (string, time.Duration) {
 	t.Helper()
+	out, took, code := TryCLI(ctx, cli, work, rc, args...)
+	if code != 0 {
+		t.Fatalf("%s %s: exit %d\n%s", filepath.Base(cli), args[0], code, Tail(out, 60))
+	}
+	return out, took
+}
+
+// TryCLI is RunCLI for a run that may fail (a fault test's apply, `plan -detailed-exitcode`): it
+// returns the exit code (-1 when the CLI did not run or was killed) instead of failing the test.
+func TryCLI(ctx context.Context, cli, work, rc string, args ...string) (out string, took time.Duration, code int) {
 	start := time.Now()
 	// Flags first: a saved plan is the last argument.
 	cmd := exec.CommandContext(ctx, cli, append([]string{"-chdir=" + work, args[0], "-input=false", "-no-color"}, args[1:]...)...)
 	cmd.Env = append(os.Environ(), "TF_CLI_CONFIG_FILE="+rc, "TF_IN_AUTOMATION=1", "CHECKPOINT_DISABLE=1", "TF_LOG=")
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
+	var buf bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &buf, &buf
 	err := cmd.Run()
-	took := time.Since(start)
-	if err != nil {
-		t.Fatalf("%s %s: %v\n%s", filepath.Base(cli), args[0], err, Tail(out.String(), 60))
+	code = cmd.ProcessState.ExitCode()
+	if err != nil && code == 0 {
+		code = -1
 	}
-	return out.String(), took
+	if err != nil && cmd.ProcessState == nil {
+		buf.WriteString(err.Error())
+	}
+	return buf.String(), time.Since(start), code
 }
 
 // Tail is the last n lines of s.

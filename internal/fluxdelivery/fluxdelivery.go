@@ -14,6 +14,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/hex"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"net/http"
@@ -71,8 +72,13 @@ type Settings struct {
 	// reads or writes it (the runner may have no rights on Secrets there).
 	SecretRef string `json:"secretRef,omitempty"`
 	// CertSecretRef names, in each Cluster's namespace, the Secret holding the CA (ca.crt)
-	// source-controller trusts for the registry: the OCIRepository's spec.certSecretRef.
+	// source-controller trusts for the registry, and its client certificate and key (tls.crt,
+	// tls.key) for a registry requiring them: the OCIRepository's spec.certSecretRef.
 	CertSecretRef string `json:"certSecretRef,omitempty"`
+	// ClientCertificate is PEM: the certificate this process presents to a registry that
+	// requires client certificates (mutual TLS), with Credentials.ClientKey. A certificate is
+	// public, so it is kept with the rest; its key is not.
+	ClientCertificate string `json:"clientCertificate,omitempty"`
 	// Credentials are what this process pushes with. They are never kept (records, state): the
 	// configuration gives them again on each run.
 	Credentials Credentials `json:"-"`
@@ -80,9 +86,11 @@ type Settings struct {
 
 // Credentials authenticate this process to the registry: a token, or a username and password;
 // neither means Docker's config (DOCKER_CONFIG or ~/.docker/config.json, and its credential
-// helpers), as `docker push` and `flux push artifact` use.
+// helpers), as `docker push` and `flux push artifact` use. ClientKey is the PEM private key of
+// Settings.ClientCertificate (TLS client authentication, beside any of those).
 type Credentials struct {
 	Username, Password, Token string
+	ClientKey                 string
 }
 
 // RevisionSettings is what of the settings changes what a cluster's Flux objects say beyond the
@@ -116,25 +124,78 @@ type staticKeychain struct{ auth authn.Authenticator }
 func (k staticKeychain) Resolve(authn.Resource) (authn.Authenticator, error) { return k.auth, nil }
 
 // transport is the HTTP transport to the registry: go-containerregistry's default, trusting
-// CABundle too.
+// CABundle too and presenting the client certificate when there is one.
 func (s Settings) transport() (http.RoundTripper, error) {
-	if s.CABundle == "" {
+	if s.CABundle == "" && s.ClientCertificate == "" && s.Credentials.ClientKey == "" {
 		return remote.DefaultTransport, nil
 	}
-	pool, err := x509.SystemCertPool()
-	if err != nil || pool == nil {
-		pool = x509.NewCertPool()
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
+	if s.CABundle != "" {
+		pool, err := x509.SystemCertPool()
+		if err != nil || pool == nil {
+			pool = x509.NewCertPool()
+		}
+		if !pool.AppendCertsFromPEM([]byte(s.CABundle)) {
+			return nil, errors.New("ca_bundle holds no PEM certificate")
+		}
+		cfg.RootCAs = pool
 	}
-	if !pool.AppendCertsFromPEM([]byte(s.CABundle)) {
-		return nil, errors.New("ca_bundle holds no PEM certificate")
+	if s.withoutKey() {
+		// Refresh, import and destroy read the settings from the state, which never holds the
+		// key: they push nothing, so they need no client certificate.
+	} else if _, err := s.ValidateClient(); err != nil {
+		return nil, err
+	} else if s.ClientCertificate != "" {
+		pair, err := tls.X509KeyPair([]byte(s.ClientCertificate), []byte(s.Credentials.ClientKey))
+		if err != nil {
+			return nil, err // ValidateClient parsed them already
+		}
+		cfg.Certificates = []tls.Certificate{pair}
 	}
 	base, ok := remote.DefaultTransport.(*http.Transport)
 	if !ok {
 		return nil, errors.New("go-containerregistry's default transport is not an *http.Transport")
 	}
 	t := base.Clone()
-	t.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+	t.TLSClientConfig = cfg
 	return t, nil
+}
+
+// withoutKey says whether the settings hold a client certificate without its key: what the state
+// holds between runs (the key is write-only), valid, but never used to push.
+func (s Settings) withoutKey() bool {
+	return s.ClientCertificate != "" && s.Credentials.ClientKey == ""
+}
+
+// ValidateClient reports a client certificate and key that cannot be used, with the attribute it
+// is about (client_certificate or client_key): both or neither, each PEM, the key the
+// certificate's. The words never quote the key.
+func (s Settings) ValidateClient() (attribute string, err error) {
+	crt, key := s.ClientCertificate, s.Credentials.ClientKey
+	switch {
+	case crt == "" && key == "":
+		return "", nil
+	case key == "":
+		return "client_key", errors.New("client_certificate needs its client_key")
+	case crt == "":
+		return "client_certificate", errors.New("client_key needs its client_certificate")
+	}
+	if b, _ := pem.Decode([]byte(crt)); b == nil || b.Type != "CERTIFICATE" {
+		return "client_certificate", errors.New("client_certificate holds no PEM certificate")
+	} else if c, err := x509.ParseCertificate(b.Bytes); err != nil {
+		return "client_certificate", fmt.Errorf("client_certificate: %w", err)
+	} else if time.Now().After(c.NotAfter) {
+		return "client_certificate", fmt.Errorf("client_certificate expired on %s", c.NotAfter.UTC().Format(time.RFC3339))
+	}
+	if b, _ := pem.Decode([]byte(key)); b == nil || !strings.HasSuffix(b.Type, "PRIVATE KEY") {
+		return "client_key", errors.New("client_key holds no PEM private key")
+	}
+	if _, err := tls.X509KeyPair([]byte(crt), []byte(key)); err != nil {
+		// crypto/tls says "private key does not match public key" or why the key does not
+		// parse, never the key itself.
+		return "client_key", fmt.Errorf("client_key is not the key of client_certificate: %w", err)
+	}
+	return "", nil
 }
 
 // Validate reports settings that cannot be used, in words for the person configuring them.
@@ -154,8 +215,8 @@ func (s Settings) Validate() error {
 	if _, err := s.transport(); err != nil {
 		return err
 	}
-	if s.Insecure && (s.CABundle != "" || s.CertSecretRef != "") {
-		return errors.New("insecure (plain HTTP) and a CA (ca_bundle, cert_secret_ref) contradict each other")
+	if s.Insecure && (s.CABundle != "" || s.CertSecretRef != "" || s.ClientCertificate != "") {
+		return errors.New("insecure (plain HTTP) and TLS settings (ca_bundle, cert_secret_ref, client_certificate) contradict each other")
 	}
 	return nil
 }
@@ -216,7 +277,7 @@ func New(mgmt client.Client, settings Settings, key records.Key) *Delivery {
 	if settings.Insecure {
 		opts = append(opts, crane.Insecure)
 	}
-	if t, err := settings.transport(); err == nil && settings.CABundle != "" {
+	if t, err := settings.transport(); err == nil && t != remote.DefaultTransport {
 		opts = append(opts, crane.WithTransport(t))
 	}
 	return &Delivery{mgmt: mgmt, settings: settings, key: key, oci: oci.NewClient(opts), digests: map[string]string{}}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/gradual-dev/terraform-provider-gradual/internal/records"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/testbed"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/testbed/servingcert"
 )
 
 func TestSettingsValidate(t *testing.T) {
@@ -195,16 +196,17 @@ func TestSettingsValidateCredentialsAndCA(t *testing.T) {
 // TestSettingsKeepNoCredentials: the settings are kept in the records (and so shown by import);
 // the credentials never are.
 func TestSettingsKeepNoCredentials(t *testing.T) {
-	b, err := json.Marshal(Settings{Repository: "oci://r.example/x", SecretRef: "pull", Credentials: Credentials{Username: "someone", Password: "hunter2", Token: "tok3n"}})
+	b, err := json.Marshal(Settings{Repository: "oci://r.example/x", SecretRef: "pull", ClientCertificate: "CERT",
+		Credentials: Credentials{Username: "someone", Password: "hunter2", Token: "tok3n", ClientKey: "k3y"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, secret := range []string{"someone", "hunter2", "tok3n"} {
+	for _, secret := range []string{"someone", "hunter2", "tok3n", "k3y"} {
 		if strings.Contains(string(b), secret) {
 			t.Fatalf("kept settings %s hold a credential", b)
 		}
 	}
-	if !strings.Contains(string(b), `"secretRef":"pull"`) {
+	if !strings.Contains(string(b), `"secretRef":"pull"`) || !strings.Contains(string(b), `"clientCertificate":"CERT"`) {
 		t.Fatalf("kept settings %s lack the secret reference", b)
 	}
 }
@@ -259,6 +261,108 @@ func TestCredentialsAndCA(t *testing.T) {
 		if _, err := New(nil, tc.s, key).Publish(ctx, "rev2", manifests); err == nil || !strings.Contains(strings.ToLower(err.Error()), tc.want) {
 			t.Errorf("%s: Publish = %v, want an error with %q", tc.name, err, tc.want)
 		}
+	}
+}
+
+// TestClientCertificates pushes to a registry that requires client certificates (the test bed's
+// AuthRegistry with RequireClientCerts, over its own CA, with basic auth): the right certificate
+// and key work; no certificate, or one signed by another CA, are refused by the handshake,
+// and no error repeats the key.
+func TestClientCertificates(t *testing.T) {
+	reg, err := testbed.StartAuthRegistry("fleet", "s3cret", "", testbed.RequireClientCerts())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = reg.Close() }()
+	other, err := servingcert.NewClient("another-ca")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	key := records.Key{Kind: records.KindRollout, Namespace: "fleet", Name: "web"}
+	manifests := []byte("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a\n  namespace: default\n")
+	with := func(crt, key []byte) Settings {
+		return Settings{Repository: reg.URL("gradual/web"), CABundle: string(reg.CAPEM), ClientCertificate: string(crt),
+			Credentials: Credentials{Username: "fleet", Password: "s3cret", ClientKey: string(key)}}
+	}
+	right := with(reg.Client.CertPEM, reg.Client.KeyPEM)
+	if err := right.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if err := right.CheckPush(ctx); err != nil {
+		t.Fatalf("CheckPush with the right client certificate: %v", err)
+	}
+	dg, err := New(nil, right, key).Publish(ctx, "rev1", manifests)
+	if err != nil {
+		t.Fatalf("Publish with the right client certificate: %v", err)
+	}
+	if got, err := New(nil, right, key).Digest(ctx, "rev1"); err != nil || got != dg {
+		t.Fatalf("Digest(rev1) = %q, %v; want %q", got, err, dg)
+	}
+	for _, tc := range []struct {
+		name string
+		s    Settings
+	}{
+		{"no client certificate", with(nil, nil)},
+		{"a client certificate of another CA", with(other.CertPEM, other.KeyPEM)},
+	} {
+		if err := tc.s.Validate(); err != nil {
+			t.Fatalf("%s: Validate: %v (the settings are well formed; the registry refuses them)", tc.name, err)
+		}
+		err := tc.s.CheckPush(ctx)
+		if err == nil || !strings.Contains(err.Error(), "certificate") {
+			t.Errorf("%s: CheckPush = %v, want the handshake refused", tc.name, err)
+		}
+		if _, err := New(nil, tc.s, key).Publish(ctx, "rev2", manifests); err == nil || !strings.Contains(err.Error(), "certificate") {
+			t.Errorf("%s: Publish = %v, want the handshake refused", tc.name, err)
+		}
+		if err != nil && strings.Contains(err.Error(), "PRIVATE KEY") {
+			t.Errorf("%s: the error repeats the key: %v", tc.name, err)
+		}
+	}
+}
+
+// TestValidateClient: a client certificate and key are both given or neither, each PEM, and the
+// key is the certificate's; each problem names its attribute, never quoting the key.
+func TestValidateClient(t *testing.T) {
+	a, err := servingcert.NewClient("a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := servingcert.NewClient("b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, crt, key string
+		attr, want     string // "" when valid
+	}{
+		{"neither", "", "", "", ""},
+		{"a pair", string(a.CertPEM), string(a.KeyPEM), "", ""},
+		{"certificate alone", string(a.CertPEM), "", "client_key", "needs its client_key"},
+		{"key alone", "", string(a.KeyPEM), "client_certificate", "needs its client_certificate"},
+		{"no PEM certificate", "not a certificate", string(a.KeyPEM), "client_certificate", "no PEM certificate"},
+		{"a key for a certificate", string(a.KeyPEM), string(a.KeyPEM), "client_certificate", "no PEM certificate"},
+		{"no PEM key", string(a.CertPEM), "not a key", "client_key", "no PEM private key"},
+		{"another certificate's key", string(a.CertPEM), string(b.KeyPEM), "client_key", "not the key of client_certificate"},
+	} {
+		s := Settings{Repository: "oci://registry.example/gradual/web", ClientCertificate: tc.crt, Credentials: Credentials{ClientKey: tc.key}}
+		attr, err := s.ValidateClient()
+		if attr != tc.attr || tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
+			t.Errorf("%s: ValidateClient() = %q, %v; want %q, %q", tc.name, attr, err, tc.attr, tc.want)
+		}
+		// A certificate without its key is what the state holds (the key is write-only): Validate
+		// takes it, for the runs that push nothing; ValidateClient is the plan's check.
+		if verr := s.Validate(); (verr != nil) != (tc.want != "" && tc.name != "certificate alone") {
+			t.Errorf("%s: Validate() = %v, want an error: %t", tc.name, verr, tc.want != "")
+		}
+		if err != nil && strings.Contains(err.Error(), "PRIVATE KEY") {
+			t.Errorf("%s: the error quotes the key: %v", tc.name, err)
+		}
+	}
+	insecure := Settings{Repository: "oci://registry.example/gradual/web", Insecure: true, ClientCertificate: string(a.CertPEM), Credentials: Credentials{ClientKey: string(a.KeyPEM)}}
+	if err := insecure.Validate(); err == nil || !strings.Contains(err.Error(), "contradict") {
+		t.Errorf("insecure with a client certificate: Validate() = %v, want them refused together", err)
 	}
 }
 

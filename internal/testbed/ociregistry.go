@@ -2,6 +2,7 @@ package testbed
 
 import (
 	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"io"
 	"log"
@@ -54,20 +55,48 @@ type AuthRegistry struct {
 	// CAPEM is the CA that signed the registry's serving certificate.
 	CAPEM                     []byte
 	Username, Password, Token string
-	srv                       *http.Server
+	// Client, with RequireClientCerts, is the CA the registry verifies client certificates with
+	// and a client certificate and key it signed: the TLS handshake fails without it.
+	Client *servingcert.Client
+	srv    *http.Server
+}
+
+// AuthRegistryOption changes how StartAuthRegistry serves.
+type AuthRegistryOption func(*tls.Config, *AuthRegistry) error
+
+// RequireClientCerts has the registry require a client certificate signed by a CA of its own
+// (mutual TLS), kept in AuthRegistry.Client with a certificate and key that pass.
+func RequireClientCerts() AuthRegistryOption {
+	return func(cfg *tls.Config, r *AuthRegistry) error {
+		client, err := servingcert.NewClient("gradual-testbed-oci-registry-client")
+		if err != nil {
+			return err
+		}
+		pool := x509.NewCertPool()
+		pool.AppendCertsFromPEM(client.CAPEM)
+		cfg.ClientAuth, cfg.ClientCAs, r.Client = tls.RequireAndVerifyClientCert, pool, client
+		return nil
+	}
 }
 
 // StartAuthRegistry serves an AuthRegistry on a free loopback port.
-func StartAuthRegistry(username, password, token string) (*AuthRegistry, error) {
+func StartAuthRegistry(username, password, token string, opts ...AuthRegistryOption) (*AuthRegistry, error) {
 	pair, err := servingcert.New("gradual-testbed-oci-registry")
 	if err != nil {
 		return nil, err
 	}
-	l, err := tls.Listen("tcp", "127.0.0.1:0", pair.ServerTLS())
+	r := &AuthRegistry{CAPEM: pair.CAPEM, Username: username, Password: password, Token: token}
+	cfg := pair.ServerTLS()
+	for _, opt := range opts {
+		if err := opt(cfg, r); err != nil {
+			return nil, err
+		}
+	}
+	l, err := tls.Listen("tcp", "127.0.0.1:0", cfg)
 	if err != nil {
 		return nil, err
 	}
-	r := &AuthRegistry{Addr: l.Addr().String(), CAPEM: pair.CAPEM, Username: username, Password: password, Token: token}
+	r.Addr = l.Addr().String()
 	inner := registry.New(registry.Logger(log.New(io.Discard, "", 0)))
 	r.srv = &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		if !r.allowed(req) {

@@ -14,30 +14,24 @@ import (
 // fluxSettings is `delivery.flux` as the Flux engine takes it; nil for direct delivery (or while
 // unknown).
 func (m *Model) fluxSettings(ctx context.Context) (*delivery.FluxSettings, diag.Diagnostics) {
-	return shared.FluxSettings(ctx, m.Delivery, m.registryPassword, m.registryToken)
+	return shared.FluxSettings(ctx, m.Delivery, m.registry)
 }
 
 // service is the delivery service for m: direct, or through Flux with `delivery.flux`. Every
-// module goes through it: one artifact per module revision, one Kustomization per (module,
-// cluster).
+// module goes through it: one artifact per module revision (per module rendering with values),
+// one Kustomization per (module, cluster).
 func (r *assignmentResource) service(ctx context.Context, m *Model) (*delivery.Service, diag.Diagnostics) {
 	settings, diags := m.fluxSettings(ctx)
 	return r.Data.Delivery.WithFlux(settings), diags
 }
 
 // refuseWithFlux refuses, naming the attribute, what the Flux engine cannot deliver yet: the
-// same as for a rollout (values, verify.health_checks), and what only an assignment has
-// (deletion_policy = "orphan", sensitive_manifests).
+// same as for a rollout (verify.health_checks), and what only an assignment has
+// (deletion_policy = "orphan", sensitive_manifests). `values` goes through: each module's
+// rendering for a cluster is an artifact of its own, as a rollout's (delivery's fluxArtifact).
 func (m *Model) refuseWithFlux(spec assignment.Spec, diags *diag.Diagnostics) {
 	if m.Delivery.IsNull() || m.Delivery.IsUnknown() {
 		return
-	}
-	if spec.Values != nil {
-		// A rollout through Flux publishes each cluster's rendering as an artifact of its own; the
-		// modules go through the same World, but that path is not tested for assignments yet.
-		diags.AddAttributeError(shared.PathValues, "Values Not Delivered Through Flux Yet",
-			"`values` renders each module's manifests per cluster, and `delivery.flux` publishes one artifact per module revision for every cluster: "+
-				"the two cannot be used together yet. Deliver directly (leave `delivery` out), or use one rendering for every cluster.")
 	}
 	if !spec.Health.Empty() {
 		shared.NotThroughFlux(diags, shared.PathHealthChecks, shared.FluxGapHealthChecks, "`verify.health_checks`", "the assignment")

@@ -22,7 +22,8 @@ func summaries(diags diag.Diagnostics) string {
 
 // TestSpecRefusesWhatFluxCannotDeliverYet: with delivery.flux, sensitive_manifests (they would
 // be published to the registry) and deletion_policy = "orphan" are refused, naming what; the
-// same configuration delivered directly is accepted.
+// same configuration delivered directly is accepted. `values` is accepted through Flux (each
+// module's rendering for a cluster is an artifact of its own).
 func TestSpecRefusesWhatFluxCannotDeliverYet(t *testing.T) {
 	flux := shared.DeliveryValue(&delivery.FluxSettings{Repository: "oci://registry.example/fleet/base"})
 	for _, tc := range []struct {
@@ -50,6 +51,16 @@ func TestSpecRefusesWhatFluxCannotDeliverYet(t *testing.T) {
 			}
 		})
 	}
+	t.Run("values", func(t *testing.T) {
+		m := moduleModel(t, dbConfigMap, "", "", nil)
+		m.Delivery, m.sensitive = flux, nil
+		var diags diag.Diagnostics
+		m.Values, diags = shared.ValuesValue(context.Background(), &delivery.Values{FromLabels: map[string]string{"zone": "example.com/zone"}})
+		spec, more := m.spec(context.Background())
+		if diags.Append(more...); diags.HasError() || spec.Values == nil {
+			t.Fatalf("values through Flux: errors %q, values %+v; want them accepted", summaries(diags), spec.Values)
+		}
+	})
 }
 
 // TestModeChangeRefusedWithFlux: the mode lives in the clusters' Kustomizations, so a change of

@@ -55,10 +55,10 @@ type Model struct {
 	MaintenanceWindow types.Object `tfsdk:"maintenance_window"`
 	// Delivery is `delivery` (shared.DeliveryAttribute): direct when null, or through Flux.
 	Delivery types.Object `tfsdk:"delivery"`
-	// registryPassword and registryToken are the write-only `delivery.flux.password` and
-	// `token`, read from the configuration (ReadWriteOnly); the framework skips unexported fields.
-	registryPassword, registryToken types.String
-	Revisions                       types.Map `tfsdk:"revisions"`
+	// registry is the write-only `delivery.flux.password`, `token` and `client_key`, read from
+	// the configuration (ReadWriteOnly); the framework skips unexported fields.
+	registry  shared.FluxWriteOnly
+	Revisions types.Map `tfsdk:"revisions"`
 	// SensitiveObjects: module → identities of its sensitive_manifests.
 	SensitiveObjects types.Map `tfsdk:"sensitive_objects"`
 	// Objects: module → its objects of manifests, key → YAML (manifesttype.Objects).
@@ -99,7 +99,7 @@ func (mm ModuleModel) bundle(hidden string) (*manifest.Set, error) {
 }
 
 // ReadWriteOnly takes each module's `sensitive_manifests`, and the registry's
-// `delivery.flux.password` and `token`, from the configuration: Terraform keeps
+// `delivery.flux.password`, `token` and `client_key`, from the configuration: Terraform keeps
 // write-only values out of the plan and the state, so plan and apply find them only there
 // (shared.WriteOnly).
 func (m *Model) ReadWriteOnly(ctx context.Context, config tfsdk.Config) diag.Diagnostics {
@@ -112,7 +112,7 @@ func (m *Model) ReadWriteOnly(ctx context.Context, config tfsdk.Config) diag.Dia
 		}
 	}
 	var d diag.Diagnostics
-	m.registryPassword, m.registryToken, d = shared.FluxCredentials(ctx, config)
+	m.registry, d = shared.FluxCredentials(ctx, config)
 	return append(diags, d...)
 }
 
@@ -120,7 +120,7 @@ func (m *Model) ReadWriteOnly(ctx context.Context, config tfsdk.Config) diag.Dia
 // m.sensitive), so the state never holds them; they are dropped all the same once applied.
 func (m *Model) ClearWriteOnly() {
 	m.sensitive = nil
-	m.registryPassword, m.registryToken = types.StringNull(), types.StringNull()
+	m.registry = shared.NoFluxWriteOnly()
 }
 
 // sensitiveUnknown reports whether a module's sensitive_manifests is not known yet.

@@ -14,7 +14,7 @@ import (
 // fluxSettings is `delivery.flux` as the Flux engine takes it; nil for direct delivery (or while
 // unknown).
 func (m *Model) fluxSettings(ctx context.Context) (*delivery.FluxSettings, diag.Diagnostics) {
-	return shared.FluxSettings(ctx, m.Delivery, m.registryPassword, m.registryToken)
+	return shared.FluxSettings(ctx, m.Delivery, m.registry)
 }
 
 // service is the delivery service for m: direct, or through Flux with `delivery.flux`.

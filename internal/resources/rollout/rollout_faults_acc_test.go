@@ -8,7 +8,6 @@ import (
 	"os"
 	"regexp"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -487,27 +486,5 @@ func freeze(t *testing.T, f *testbed.Fleet, cluster string) (thaw func()) {
 	if len(pids) == 0 {
 		t.Fatalf("no processes for %s (kwok cluster %q)", cluster, kwokName)
 	}
-	return stopProcesses(t, pids)
-}
-
-// stopProcesses stops (SIGSTOP) pids and returns a func that resumes them (also run at cleanup).
-func stopProcesses(t *testing.T, pids []int) (resume func()) {
-	t.Helper()
-	for _, pid := range pids {
-		if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
-			t.Fatalf("SIGSTOP %d: %v", pid, err)
-		}
-	}
-	done := false
-	resume = func() {
-		if done {
-			return
-		}
-		done = true
-		for _, pid := range pids {
-			_ = syscall.Kill(pid, syscall.SIGCONT)
-		}
-	}
-	t.Cleanup(resume)
-	return resume
+	return acctest.StopProcesses(t, pids)
 }

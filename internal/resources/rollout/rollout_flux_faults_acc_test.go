@@ -13,27 +13,12 @@ import (
 	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
 	"github.com/hashicorp/terraform-plugin-testing/terraform"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/gradual-dev/terraform-provider-gradual/internal/acctest"
-	"github.com/gradual-dev/terraform-provider-gradual/internal/fluxdelivery"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/records"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/testbed"
 )
-
-// fluxProcess is the pid of the Flux test bed's process called name (kustomize-controller,
-// source-controller, oci-registry).
-func fluxProcess(t *testing.T, f *testbed.Fleet, name string) int {
-	t.Helper()
-	for _, p := range f.Flux.Processes {
-		if p.Name == name {
-			return p.PID
-		}
-	}
-	t.Fatalf("the Flux test bed runs no %s", name)
-	return 0
-}
 
 // fluxConfigMaps checks that the ConfigMap Flux applies holds value on each of clusters.
 func fluxConfigMaps(t *testing.T, f *testbed.Fleet, ns string, clusters []string, value string) error {
@@ -81,7 +66,7 @@ func TestAccRollout_fluxControllerStopped(t *testing.T) {
 			},
 			{
 				PreConfig: func() {
-					thaw := stopProcesses(t, []int{fluxProcess(t, f, "kustomize-controller")})
+					thaw := acctest.StopProcesses(t, []int{acctest.FluxProcess(t, f, "kustomize-controller")})
 					var once sync.Once
 					resume = func() { once.Do(thaw) }
 					// Resumed by the next step; and in any case within 2 minutes, so that a
@@ -118,25 +103,6 @@ func TestAccRollout_fluxControllerStopped(t *testing.T) {
 	})
 }
 
-// fluxPins is the digest each cluster's OCIRepository of key is pinned to.
-func fluxPins(t *testing.T, f *testbed.Fleet, key records.Key, clusters []string) map[string]string {
-	t.Helper()
-	mc, err := f.ManagementClient()
-	if err != nil {
-		t.Fatal(err)
-	}
-	pins := map[string]string{}
-	for _, c := range clusters {
-		k := fluxdelivery.OCIRepositoryKind
-		src := testbed.FluxObject(k.GroupVersion().String(), k.Kind, f.Namespace, fluxdelivery.ObjectName(key, c))
-		if err := mc.Get(context.Background(), client.ObjectKeyFromObject(src), src); err != nil {
-			t.Fatalf("%s: its OCIRepository: %v", c, err)
-		}
-		pins[c], _, _ = unstructured.NestedString(src.Object, "spec", "ref", "digest")
-	}
-	return pins
-}
-
 // TestAccRollout_fluxRegistryDown applies a saved plan after the OCI registry stopped answering
 // (its process frozen: what a partitioned registry looks like to a client): the apply fails with
 // a clear error before anything is written — no Kustomization re-pinned, nothing recorded
@@ -162,11 +128,11 @@ func TestAccRollout_fluxRegistryDown(t *testing.T) {
 	defer cancel()
 	tf.writeConfig(config("one"))
 	tf.mustRun(ctx, 0, "apply", "-auto-approve")
-	before := fluxPins(t, f, key, clusters)
+	before := acctest.FluxPins(t, f, key, clusters)
 
 	tf.writeConfig(config("two"))
 	tf.mustRun(ctx, 0, "plan", "-out=tfplan")
-	thaw := stopProcesses(t, []int{fluxProcess(t, f, "oci-registry")})
+	thaw := acctest.StopProcesses(t, []int{acctest.FluxProcess(t, f, "oci-registry")})
 	res := tf.run(ctx, "apply", "tfplan")
 	thaw()
 	if res.code == 0 {
@@ -175,7 +141,7 @@ func TestAccRollout_fluxRegistryDown(t *testing.T) {
 	if !strings.Contains(res.output, "Registry Not Usable") {
 		t.Errorf("apply with the registry down does not say the registry is not usable:\n%s", res.output)
 	}
-	if after := fluxPins(t, f, key, clusters); !maps.Equal(before, after) {
+	if after := acctest.FluxPins(t, f, key, clusters); !maps.Equal(before, after) {
 		t.Errorf("OCIRepositories re-pinned by the failed apply: %v, were %v", after, before)
 	}
 	if ledger := ledgerOf(t, f, name); len(ledger) > 0 {

@@ -12,8 +12,6 @@ import (
 	"github.com/hashicorp/terraform-plugin-testing/plancheck"
 	"github.com/hashicorp/terraform-plugin-testing/terraform"
 	"github.com/hashicorp/terraform-plugin-testing/tfjsonpath"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/gradual-dev/terraform-provider-gradual/internal/acctest"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/fluxdelivery"
@@ -54,17 +52,7 @@ func TestAccRollout_fluxValues(t *testing.T) {
   }
   delivery = { flux = { repository = %q, insecure = true } }`, key, f.Flux.RegistryURL("gradual/"+name)))
 	// pinned reads the digest each cluster's OCIRepository is pinned to.
-	pinned := func() (map[string]string, error) {
-		out := map[string]string{}
-		for _, c := range clusters {
-			repo := testbed.FluxObject(fluxdelivery.OCIRepositoryKind.GroupVersion().String(), fluxdelivery.OCIRepositoryKind.Kind, f.Namespace, fluxdelivery.ObjectName(rkey, c))
-			if err := mc.Get(ctx, client.ObjectKeyFromObject(repo), repo); err != nil {
-				return nil, fmt.Errorf("%s: its OCIRepository: %w", c, err)
-			}
-			out[c], _, _ = unstructured.NestedString(repo.Object, "spec", "ref", "digest")
-		}
-		return out, nil
-	}
+	pinned := func() (map[string]string, error) { return acctest.FluxPinned(f, rkey, clusters) }
 	var first map[string]string
 	resource.Test(t, resource.TestCase{
 		ProtoV6ProviderFactories: acctest.ProviderFactories,

@@ -77,5 +77,5 @@ func freezeManagement(t *testing.T, f *testbed.Fleet) (thaw func()) {
 	if len(pids) == 0 {
 		t.Fatalf("no processes for the management cluster (kwok cluster %q)", f.Management.KwokName)
 	}
-	return stopProcesses(t, pids)
+	return acctest.StopProcesses(t, pids)
 }

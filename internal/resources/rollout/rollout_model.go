@@ -66,9 +66,9 @@ type Model struct {
 	Leaving           types.List         `tfsdk:"leaving"`
 	Skipped           types.Map          `tfsdk:"skipped"`
 	Delivery          types.Object       `tfsdk:"delivery"`
-	// registryPassword and registryToken are the write-only `delivery.flux.password` and
-	// `token`, read from the configuration (ReadWriteOnly); the framework skips unexported fields.
-	registryPassword, registryToken types.String
+	// registry is the write-only `delivery.flux.password`, `token` and `client_key`, read from
+	// the configuration (ReadWriteOnly); the framework skips unexported fields.
+	registry shared.FluxWriteOnly
 
 	// private is kept in the resource's private state (see rollout_private.go), out of plans.
 	private privateState
@@ -91,20 +91,20 @@ type HTTPCheckModel struct {
 	Timeout        types.String `tfsdk:"timeout"`
 }
 
-// ReadWriteOnly takes `sensitive_manifests` and the registry's `delivery.flux.password` and
-// `token` from the configuration: Terraform keeps write-only values out of the plan, so Create
+// ReadWriteOnly takes `sensitive_manifests` and the registry's `delivery.flux.password`,
+// `token` and `client_key` from the configuration: Terraform keeps write-only values out of the plan, so Create
 // and Update find them only there (shared.WriteOnly).
 func (m *Model) ReadWriteOnly(ctx context.Context, config tfsdk.Config) diag.Diagnostics {
 	diags := config.GetAttribute(ctx, pathSensitive, &m.Sensitive)
 	var d diag.Diagnostics
-	m.registryPassword, m.registryToken, d = shared.FluxCredentials(ctx, config)
+	m.registry, d = shared.FluxCredentials(ctx, config)
 	return append(diags, d...)
 }
 
 // ClearWriteOnly drops the write-only values before the state is saved (shared.WriteOnly).
 func (m *Model) ClearWriteOnly() {
 	m.Sensitive = types.StringNull()
-	m.registryPassword, m.registryToken = types.StringNull(), types.StringNull()
+	m.registry = shared.NoFluxWriteOnly()
 }
 
 // setSensitiveObjects names the objects of `sensitive_manifests` (identities, never content).

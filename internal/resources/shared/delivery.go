@@ -30,6 +30,7 @@ var (
 		"repository": types.StringType, "insecure": types.BoolType, "ca_bundle": types.StringType,
 		"secret_ref": types.StringType, "cert_secret_ref": types.StringType,
 		"username": types.StringType, "password": types.StringType, "token": types.StringType,
+		"client_certificate": types.StringType, "client_key": types.StringType,
 	}
 	deliveryAttrTypes = map[string]attr.Type{"flux": types.ObjectType{AttrTypes: fluxAttrTypes}}
 )
@@ -51,12 +52,13 @@ func DeliveryValue(settings *delivery.FluxSettings) types.Object {
 	if settings.Insecure {
 		insecure = types.BoolValue(true)
 	}
-	// The write-only password and token are never kept: null, as Terraform keeps them.
+	// The write-only password, token and client key are never kept: null, as Terraform keeps them.
 	flux := types.ObjectValueMust(fluxAttrTypes, map[string]attr.Value{
 		"repository": types.StringValue(settings.Repository), "insecure": insecure,
 		"ca_bundle": stringOrNull(settings.CABundle), "secret_ref": stringOrNull(settings.SecretRef),
 		"cert_secret_ref": stringOrNull(settings.CertSecretRef), "username": stringOrNull(settings.Credentials.Username),
 		"password": types.StringNull(), "token": types.StringNull(),
+		"client_certificate": stringOrNull(settings.ClientCertificate), "client_key": types.StringNull(),
 	})
 	return types.ObjectValueMust(deliveryAttrTypes, map[string]attr.Value{"flux": flux})
 }
@@ -102,9 +104,24 @@ func DeliveryAttribute() schema.SingleNestedAttribute {
 					},
 					"cert_secret_ref": schema.StringAttribute{
 						Optional: true,
-						MarkdownDescription: "Name of a Secret in each Cluster's namespace holding the registry's CA as `ca.crt` " +
-							"(the OCIRepository's `spec.certSecretRef`): what source-controller trusts. The provider never reads it.",
+						MarkdownDescription: "Name of a Secret in each Cluster's namespace holding the registry's CA as `ca.crt` and, for a " +
+							"registry that requires client certificates, source-controller's certificate and key as `tls.crt` and `tls.key` " +
+							"(the OCIRepository's `spec.certSecretRef`). The provider never reads it.",
 						Validators: []validator.String{secretName},
+					},
+					"client_certificate": schema.StringAttribute{
+						Optional: true,
+						MarkdownDescription: "PEM client certificate this provider presents to a registry that requires client certificates " +
+							"(mutual TLS), with `client_key`. A certificate is public: it is kept in the state. source-controller presents " +
+							"its own through `cert_secret_ref`. Checked at plan: PEM, not expired, and `client_key` its key.",
+						Validators: []validator.String{stringvalidator.LengthAtLeast(1),
+							stringvalidator.AlsoRequires(path.MatchRelative().AtParent().AtName("client_key"))},
+					},
+					"client_key": schema.StringAttribute{
+						Optional: true, Sensitive: true, WriteOnly: true,
+						MarkdownDescription: "PEM private key of `client_certificate`. Write-only, like `password`: kept out of the plan, the " +
+							"state, the records and the logs, given again on every run (Terraform 1.11, OpenTofu 1.11 or later).",
+						Validators: []validator.String{stringvalidator.AlsoRequires(path.MatchRelative().AtParent().AtName("client_certificate"))},
 					},
 					"secret_ref": schema.StringAttribute{
 						Optional: true,
@@ -168,18 +185,34 @@ func engineChanged(ctx context.Context, req planmodifier.ObjectRequest, resp *ob
 // secretName is what a Secret's name must be (a DNS subdomain).
 var secretName = stringvalidator.RegexMatches(regexp.MustCompile(`^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$`), "must be a Secret name")
 
-// FluxCredentials reads the write-only `delivery.flux.password` and `token` from the
-// configuration: Terraform keeps them out of the plan and the state, so they are only there.
-func FluxCredentials(ctx context.Context, config tfsdk.Config) (password, token types.String, diags diag.Diagnostics) {
-	diags.Append(config.GetAttribute(ctx, pathFlux.AtName("password"), &password)...)
-	diags.Append(config.GetAttribute(ctx, pathFlux.AtName("token"), &token)...)
-	return password, token, diags
+// FluxWriteOnly is what of `delivery.flux` is write-only: the password, the token and the
+// client key, read from the configuration (FluxCredentials) and never kept.
+type FluxWriteOnly struct {
+	Password, Token, ClientKey types.String
+}
+
+// NoFluxWriteOnly is FluxWriteOnly with nothing given, as the state holds it.
+func NoFluxWriteOnly() FluxWriteOnly {
+	return FluxWriteOnly{Password: types.StringNull(), Token: types.StringNull(), ClientKey: types.StringNull()}
+}
+
+func (w FluxWriteOnly) unknown() bool {
+	return w.Password.IsUnknown() || w.Token.IsUnknown() || w.ClientKey.IsUnknown()
+}
+
+// FluxCredentials reads the write-only `delivery.flux.password`, `token` and `client_key` from
+// the configuration: Terraform keeps them out of the plan and the state, so they are only there.
+func FluxCredentials(ctx context.Context, config tfsdk.Config) (w FluxWriteOnly, diags diag.Diagnostics) {
+	diags.Append(config.GetAttribute(ctx, pathFlux.AtName("password"), &w.Password)...)
+	diags.Append(config.GetAttribute(ctx, pathFlux.AtName("token"), &w.Token)...)
+	diags.Append(config.GetAttribute(ctx, pathFlux.AtName("client_key"), &w.ClientKey)...)
+	return w, diags
 }
 
 // FluxSettings is `delivery.flux` (value) as the Flux engine takes it, with the write-only
-// password and token from the configuration (FluxCredentials); nil for direct delivery (or while
-// unknown).
-func FluxSettings(ctx context.Context, value types.Object, password, token types.String) (*delivery.FluxSettings, diag.Diagnostics) {
+// password, token and client key from the configuration (FluxCredentials); nil for direct
+// delivery (or while unknown).
+func FluxSettings(ctx context.Context, value types.Object, w FluxWriteOnly) (*delivery.FluxSettings, diag.Diagnostics) {
 	if value.IsNull() || value.IsUnknown() {
 		return nil, nil
 	}
@@ -191,24 +224,35 @@ func FluxSettings(ctx context.Context, value types.Object, password, token types
 		return nil, diags
 	}
 	var fm struct {
-		Repository    types.String `tfsdk:"repository"`
-		Insecure      types.Bool   `tfsdk:"insecure"`
-		CABundle      types.String `tfsdk:"ca_bundle"`
-		SecretRef     types.String `tfsdk:"secret_ref"`
-		CertSecretRef types.String `tfsdk:"cert_secret_ref"`
-		Username      types.String `tfsdk:"username"`
-		Password      types.String `tfsdk:"password"`
-		Token         types.String `tfsdk:"token"`
+		Repository        types.String `tfsdk:"repository"`
+		Insecure          types.Bool   `tfsdk:"insecure"`
+		CABundle          types.String `tfsdk:"ca_bundle"`
+		SecretRef         types.String `tfsdk:"secret_ref"`
+		CertSecretRef     types.String `tfsdk:"cert_secret_ref"`
+		Username          types.String `tfsdk:"username"`
+		Password          types.String `tfsdk:"password"`
+		Token             types.String `tfsdk:"token"`
+		ClientCertificate types.String `tfsdk:"client_certificate"`
+		ClientKey         types.String `tfsdk:"client_key"`
 	}
 	diags.Append(dm.Flux.As(ctx, &fm, basetypes.ObjectAsOptions{})...)
 	if diags.HasError() || fm.Repository.IsUnknown() || fm.CABundle.IsUnknown() || fm.Username.IsUnknown() ||
-		password.IsUnknown() || token.IsUnknown() {
+		fm.ClientCertificate.IsUnknown() || w.unknown() {
 		return nil, diags
 	}
 	s := &delivery.FluxSettings{
 		Repository: fm.Repository.ValueString(), Insecure: fm.Insecure.ValueBool(), CABundle: fm.CABundle.ValueString(),
 		SecretRef: fm.SecretRef.ValueString(), CertSecretRef: fm.CertSecretRef.ValueString(),
-		Credentials: delivery.FluxCredentials{Username: fm.Username.ValueString(), Password: password.ValueString(), Token: token.ValueString()},
+		ClientCertificate: fm.ClientCertificate.ValueString(),
+		Credentials: delivery.FluxCredentials{Username: fm.Username.ValueString(), Password: w.Password.ValueString(),
+			Token: w.Token.ValueString(), ClientKey: w.ClientKey.ValueString()},
+	}
+	// The key comes from the configuration at plan and apply only: refresh, import and destroy
+	// have the certificate (from the state) without it, and push nothing. The schema refuses a
+	// configuration giving one without the other.
+	if attribute, err := s.ValidateClient(); err != nil && !w.ClientKey.IsNull() {
+		diags.AddAttributeError(pathFlux.AtName(attribute), "Invalid Registry Client Certificate", err.Error())
+		return s, diags
 	}
 	if err := s.Validate(); err != nil {
 		diags.AddAttributeError(pathFlux, "Invalid Flux Settings", err.Error())

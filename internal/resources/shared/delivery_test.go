@@ -2,13 +2,16 @@ package shared
 
 import (
 	"context"
+	"strings"
 	"testing"
 
+	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/objectplanmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/planmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
 	"github.com/gradual-dev/terraform-provider-gradual/internal/delivery"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/testbed/servingcert"
 )
 
 // TestEngineChangedReplacesOnlyForWhereArtifactsAre: the engine, the repository and `insecure`
@@ -54,5 +57,51 @@ func TestDeliveryValueKeepsNoCredentials(t *testing.T) {
 	flux := v.Attributes()["flux"].(types.Object).Attributes()
 	if flux["username"] != types.StringValue("u") || !flux["password"].IsNull() || !flux["token"].IsNull() {
 		t.Fatalf("delivery.flux %v: want the username and no password or token", flux)
+	}
+}
+
+// TestFluxClientCertificate: the client certificate is kept (public), its key never; a key that
+// is not the certificate's is refused at plan on `delivery.flux.client_key`, without quoting it.
+func TestFluxClientCertificate(t *testing.T) {
+	ctx := context.Background()
+	a, err := servingcert.NewClient("a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := servingcert.NewClient("b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	settings := &delivery.FluxSettings{Repository: "oci://r.example/x", ClientCertificate: string(a.CertPEM),
+		Credentials: delivery.FluxCredentials{ClientKey: string(a.KeyPEM)}}
+	v := DeliveryValue(settings)
+	flux := v.Attributes()["flux"].(types.Object).Attributes()
+	if flux["client_certificate"] != types.StringValue(string(a.CertPEM)) || !flux["client_key"].IsNull() {
+		t.Fatalf("delivery.flux %v: want the client certificate and no key", flux)
+	}
+	// The configuration as the plan reads it: the key comes write-only, beside the value.
+	key := func(pem []byte) FluxWriteOnly {
+		w := NoFluxWriteOnly()
+		w.ClientKey = types.StringValue(string(pem))
+		return w
+	}
+	got, diags := FluxSettings(ctx, v, key(a.KeyPEM))
+	if diags.HasError() || got.Credentials.ClientKey != string(a.KeyPEM) || got.ClientCertificate != string(a.CertPEM) {
+		t.Fatalf("the certificate and its key: %v, %+v", diags, got)
+	}
+	_, diags = FluxSettings(ctx, v, key(b.KeyPEM))
+	if len(diags.Errors()) != 1 {
+		t.Fatalf("another certificate's key: diagnostics %v, want one error", diags)
+	}
+	d, ok := diags.Errors()[0].(diag.DiagnosticWithPath)
+	if !ok || !d.Path().Equal(pathFlux.AtName("client_key")) || !strings.Contains(d.Detail(), "not the key of client_certificate") ||
+		strings.Contains(d.Detail(), "PRIVATE KEY") {
+		t.Fatalf("another certificate's key: %v, want it refused on delivery.flux.client_key", diags)
+	}
+	// Refresh, import and destroy read the settings from the state: the certificate without its
+	// key (write-only). Accepted: they push nothing. (A configuration with one and not the other
+	// is refused by the schema's AlsoRequires.)
+	if got, diags := FluxSettings(ctx, v, NoFluxWriteOnly()); diags.HasError() || got.ClientCertificate != string(a.CertPEM) {
+		t.Fatalf("the certificate from the state, without its key: %v, %+v; want it accepted", diags, got)
 	}
 }

@@ -36,24 +36,7 @@ type Pair struct {
 // localhost and hosts (IP addresses or DNS names).
 func New(name string, hosts ...string) (*Pair, error) {
 	now := time.Now()
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, err
-	}
-	caTmpl := &x509.Certificate{
-		SerialNumber:          serial(),
-		Subject:               pkix.Name{CommonName: name + " CA"},
-		NotBefore:             now.Add(-time.Hour),
-		NotAfter:              now.Add(validity),
-		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
-		BasicConstraintsValid: true,
-		IsCA:                  true,
-	}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	if err != nil {
-		return nil, fmt.Errorf("%s: sign the CA certificate: %w", name, err)
-	}
-	ca, err := x509.ParseCertificate(caDER)
+	ca, caKey, caPEM, err := newCA(name)
 	if err != nil {
 		return nil, err
 	}
@@ -82,9 +65,76 @@ func New(name string, hosts ...string) (*Pair, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: sign the serving certificate: %w", name, err)
 	}
-	return &Pair{
-		CAPEM:  pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}),
-		Server: tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key},
+	return &Pair{CAPEM: caPEM, Server: tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}}, nil
+}
+
+// newCA makes a self-signed CA named name: its certificate (parsed and PEM) and key.
+func newCA(name string) (*x509.Certificate, *ecdsa.PrivateKey, []byte, error) {
+	now := time.Now()
+	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	caTmpl := &x509.Certificate{
+		SerialNumber:          serial(),
+		Subject:               pkix.Name{CommonName: name + " CA"},
+		NotBefore:             now.Add(-time.Hour),
+		NotAfter:              now.Add(validity),
+		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
+		BasicConstraintsValid: true,
+		IsCA:                  true,
+	}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("%s: sign the CA certificate: %w", name, err)
+	}
+	ca, err := x509.ParseCertificate(caDER)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return ca, caKey, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}), nil
+}
+
+// Client is a CA certificate and a client certificate it signed (TLS client authentication),
+// with the client's key, all PEM-encoded: what a server requiring client certificates trusts
+// (CAPEM) and what a client presents (CertPEM, KeyPEM).
+type Client struct {
+	CAPEM, CertPEM, KeyPEM []byte
+}
+
+// NewClient makes a CA named name and a client certificate signed by it, for a server that
+// requires client certificates. As with New, the CA key is dropped once the certificate is
+// signed.
+func NewClient(name string) (*Client, error) {
+	now := time.Now()
+	ca, caKey, caPEM, err := newCA(name)
+	if err != nil {
+		return nil, err
+	}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, err
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: serial(),
+		Subject:      pkix.Name{CommonName: name},
+		NotBefore:    now.Add(-time.Hour),
+		NotAfter:     now.Add(validity),
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
+	if err != nil {
+		return nil, fmt.Errorf("%s: sign the client certificate: %w", name, err)
+	}
+	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		return nil, err
+	}
+	return &Client{
+		CAPEM:   caPEM,
+		CertPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
+		KeyPEM:  pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}),
 	}, nil
 }
 

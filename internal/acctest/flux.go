@@ -1,0 +1,85 @@
+package acctest
+
+import (
+	"context"
+	"fmt"
+	"syscall"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/gradual-dev/terraform-provider-gradual/internal/fluxdelivery"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/records"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/testbed"
+)
+
+// The Flux fault tests' controls, shared by the rollout's and the module assignment's: the test
+// bed's processes (controllers, registry) stopped and resumed, and where each cluster's
+// OCIRepository is pinned.
+
+// FluxProcess is the pid of the Flux test bed's process called name (kustomize-controller,
+// source-controller, oci-registry).
+func FluxProcess(t *testing.T, f *testbed.Fleet, name string) int {
+	t.Helper()
+	for _, p := range f.Flux.Processes {
+		if p.Name == name {
+			return p.PID
+		}
+	}
+	t.Fatalf("the Flux test bed runs no %s", name)
+	return 0
+}
+
+// StopProcesses stops (SIGSTOP) pids and returns a func that resumes them (also run at cleanup,
+// so a failing test never leaves the bed frozen). A stopped process keeps its sockets open and
+// answers nothing: what a hung or partitioned peer looks like to a client.
+func StopProcesses(t *testing.T, pids []int) (resume func()) {
+	t.Helper()
+	for _, pid := range pids {
+		if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+			t.Fatalf("SIGSTOP %d: %v", pid, err)
+		}
+	}
+	done := false
+	resume = func() {
+		if done {
+			return
+		}
+		done = true
+		for _, pid := range pids {
+			_ = syscall.Kill(pid, syscall.SIGCONT)
+		}
+	}
+	t.Cleanup(resume)
+	return resume
+}
+
+// FluxPins is the digest each cluster's OCIRepository of key is pinned to; a cluster without one
+// fails the test.
+func FluxPins(t *testing.T, f *testbed.Fleet, key records.Key, clusters []string) map[string]string {
+	t.Helper()
+	pins, err := FluxPinned(f, key, clusters)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pins
+}
+
+// FluxPinned is FluxPins for a check function: an error instead of failing the test.
+func FluxPinned(f *testbed.Fleet, key records.Key, clusters []string) (map[string]string, error) {
+	mc, err := f.ManagementClient()
+	if err != nil {
+		return nil, err
+	}
+	pins := map[string]string{}
+	for _, c := range clusters {
+		k := fluxdelivery.OCIRepositoryKind
+		src := testbed.FluxObject(k.GroupVersion().String(), k.Kind, f.Namespace, fluxdelivery.ObjectName(key, c))
+		if err := mc.Get(context.Background(), client.ObjectKeyFromObject(src), src); err != nil {
+			return nil, fmt.Errorf("%s: its OCIRepository of %s: %w", c, key, err)
+		}
+		pins[c], _, _ = unstructured.NestedString(src.Object, "spec", "ref", "digest")
+	}
+	return pins, nil
+}
