@@ -15,7 +15,6 @@ import (
 	"github.com/hashicorp/terraform-plugin-testing/terraform"
 	"github.com/hashicorp/terraform-plugin-testing/tfjsonpath"
 	"github.com/hashicorp/terraform-plugin-testing/tfversion"
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -131,16 +130,12 @@ func TestAccCAPIInPlace_extensionBehindService(t *testing.T) {
 				if after.Spec.Version != version {
 					return fmt.Errorf("worker Machine on %s, want %s", after.Spec.Version, version)
 				}
-				wc, err := workloadClient(context.Background(), mc, memCluster)
+				kubelet, err := nodeVersion(mc, memCluster, after)
 				if err != nil {
 					return err
 				}
-				var n corev1.Node
-				if err := wc.Get(context.Background(), client.ObjectKey{Name: after.Status.NodeRef.Name}, &n); err != nil {
-					return err
-				}
-				if n.Status.NodeInfo.KubeletVersion != version {
-					return fmt.Errorf("Node %s kubelet %s", n.Name, n.Status.NodeInfo.KubeletVersion)
+				if kubelet != version {
+					return fmt.Errorf("Node %s kubelet %s", after.Status.NodeRef.Name, kubelet)
 				}
 				// The in-place hooks too went to the Service.
 				log, err := os.ReadFile(proxyLog)
@@ -149,7 +144,7 @@ func TestAccCAPIInPlace_extensionBehindService(t *testing.T) {
 				}
 				tunnels := strings.Count(string(log[logged:]), "CONNECT "+svcHost+" → ")
 				t.Logf("preview: %s (%d handlers discovered by Cluster API through %s); Cluster API: Machine %s kept UID %s, %s → %s, Node %s kubelet %s; %d connection(s) through the stand-in for cluster DNS",
-					preview, len(handlers), svcHost, after.Name, after.UID, before.Spec.Version, after.Spec.Version, n.Name, n.Status.NodeInfo.KubeletVersion, tunnels)
+					preview, len(handlers), svcHost, after.Name, after.UID, before.Spec.Version, after.Spec.Version, after.Status.NodeRef.Name, kubelet, tunnels)
 				return nil
 			},
 		}},

@@ -35,14 +35,35 @@ type Pair struct {
 // New makes a CA named name and a serving certificate signed by it for 127.0.0.1, ::1,
 // localhost and hosts (IP addresses or DNS names).
 func New(name string, hosts ...string) (*Pair, error) {
-	now := time.Now()
-	ca, caKey, caPEM, err := newCA(name)
+	der, key, caPEM, err := signed(name, "serving", x509.ExtKeyUsageServerAuth, func(tmpl *x509.Certificate) {
+		tmpl.DNSNames = []string{"localhost"}
+		tmpl.IPAddresses = []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback}
+		for _, h := range hosts {
+			if ip := net.ParseIP(h); ip != nil {
+				tmpl.IPAddresses = append(tmpl.IPAddresses, ip)
+			} else if h != "" {
+				tmpl.DNSNames = append(tmpl.DNSNames, h)
+			}
+		}
+	})
 	if err != nil {
 		return nil, err
 	}
+	return &Pair{CAPEM: caPEM, Server: tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}}, nil
+}
+
+// signed makes a CA named name and a certificate named name that it signs for usage (what
+// names it in errors), shaped further by edit: the certificate's DER, its key and the CA's PEM.
+// The CA key is dropped once the certificate is signed.
+func signed(name, what string, usage x509.ExtKeyUsage, edit func(*x509.Certificate)) ([]byte, *ecdsa.PrivateKey, []byte, error) {
+	now := time.Now()
+	ca, caKey, caPEM, err := newCA(name)
+	if err != nil {
+		return nil, nil, nil, err
+	}
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
-		return nil, err
+		return nil, nil, nil, err
 	}
 	tmpl := &x509.Certificate{
 		SerialNumber: serial(),
@@ -50,22 +71,16 @@ func New(name string, hosts ...string) (*Pair, error) {
 		NotBefore:    now.Add(-time.Hour),
 		NotAfter:     now.Add(validity),
 		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		DNSNames:     []string{"localhost"},
-		IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback},
+		ExtKeyUsage:  []x509.ExtKeyUsage{usage},
 	}
-	for _, h := range hosts {
-		if ip := net.ParseIP(h); ip != nil {
-			tmpl.IPAddresses = append(tmpl.IPAddresses, ip)
-		} else if h != "" {
-			tmpl.DNSNames = append(tmpl.DNSNames, h)
-		}
+	if edit != nil {
+		edit(tmpl)
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
 	if err != nil {
-		return nil, fmt.Errorf("%s: sign the serving certificate: %w", name, err)
+		return nil, nil, nil, fmt.Errorf("%s: sign the %s certificate: %w", name, what, err)
 	}
-	return &Pair{CAPEM: caPEM, Server: tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}}, nil
+	return der, key, caPEM, nil
 }
 
 // newCA makes a self-signed CA named name: its certificate (parsed and PEM) and key.
@@ -106,26 +121,9 @@ type Client struct {
 // requires client certificates. As with New, the CA key is dropped once the certificate is
 // signed.
 func NewClient(name string) (*Client, error) {
-	now := time.Now()
-	ca, caKey, caPEM, err := newCA(name)
+	der, key, caPEM, err := signed(name, "client", x509.ExtKeyUsageClientAuth, nil)
 	if err != nil {
 		return nil, err
-	}
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, err
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: serial(),
-		Subject:      pkix.Name{CommonName: name},
-		NotBefore:    now.Add(-time.Hour),
-		NotAfter:     now.Add(validity),
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
-	if err != nil {
-		return nil, fmt.Errorf("%s: sign the client certificate: %w", name, err)
 	}
 	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
 	if err != nil {
