@@ -18,6 +18,7 @@
 # bed also runs Flux's source-controller and kustomize-controller and an OCI registry (built by
 # `tools/toolchain.sh flux`); each size is then rolled out a second time through Flux, and the
 # controllers' CPU seconds and peak RSS are measured beside the provider's.
+# BENCH_FLUX_CONCURRENT=N starts both Flux controllers with --concurrent N (default: theirs, 4).
 #
 # BENCH_COMPARE=1: instead, the 4-cluster comparison: four workload clusters with a control plane
 # each, RUNS (default 5) alternating rounds of provider and kubectl after a warm-up, medians.
@@ -84,7 +85,7 @@ bed=(--workloads "$servers" --clusters "$clusters" --solo "$solo")
 if [[ ",$engines," == *,flux,* ]]; then
   # shellcheck disable=SC1090
   source "$(tools/toolchain.sh flux | tail -n 1)"
-  bed+=(--flux)
+  bed+=(--flux --flux-concurrent "${BENCH_FLUX_CONCURRENT:-0}")
 fi
 echo "[bench] starting the scale bed: $clusters CAPI Clusters over $servers kwok API servers ($solo serving one Cluster each); engines $engines" >&2
 "$work/gradual-testbed" up --dir "$work/fleet" "${bed[@]}" >/dev/null 9>&-

@@ -81,6 +81,8 @@ flags:
                      management cluster (RUNTIME_NAMESPACE flux-system, all namespaces watched)
                      and an in-memory OCI registry on loopback (plain HTTP; OCIRepositories need
                      insecure: true) (build them first: tools/toolchain.sh flux)
+  --flux-concurrent N  with --flux: both controllers' --concurrent (default: theirs, 4); a
+                     fleet of a thousand clusters wants more
 `
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -99,6 +101,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	clusterAPI := fs.Bool("cluster-api", false, "also run the real Cluster API controllers")
 	inPlaceOff := fs.Bool("in-place-updates-off", false, "with --cluster-api: Cluster API's InPlaceUpdates feature gate off")
 	flux := fs.Bool("flux", false, "also run Flux's source-controller and kustomize-controller and an OCI registry")
+	fluxConcurrent := fs.Int("flux-concurrent", 0, "with --flux: the controllers' --concurrent (0: their default)")
 	clusters := fs.Int("clusters", 0, "scale bed: CAPI Clusters over --workloads API servers")
 	solo := fs.Int("solo", 0, "scale bed: the last N API servers serve one Cluster each (the others share the rest)")
 	if err := fs.Parse(args[1:]); err != nil {
@@ -127,7 +130,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			}
 		}
 		return up(ctx, *dir, testbed.Options{
-			Namespace: *namespace, Workloads: specs, Parallel: *parallel, ClusterAPI: *clusterAPI, InPlaceUpdatesOff: *inPlaceOff, Flux: *flux, Logf: logf,
+			Namespace: *namespace, Workloads: specs, Parallel: *parallel, ClusterAPI: *clusterAPI, InPlaceUpdatesOff: *inPlaceOff, Flux: *flux, FluxConcurrent: *fluxConcurrent, Logf: logf,
 		}, stdout)
 	case "down":
 		f, err := testbed.Load(*dir)
@@ -218,12 +221,12 @@ func defaultWorkloads(n int) []testbed.WorkloadSpec {
 func up(ctx context.Context, dir string, opts testbed.Options, stdout io.Writer) error {
 	logf := opts.Logf
 	if f, err := testbed.Load(dir); err == nil {
-		if err := testbed.Check(ctx, f.Management); err == nil && (f.ClusterAPI != nil) == opts.ClusterAPI && (f.ClusterAPI == nil || f.ClusterAPI.InPlaceUpdatesOff == opts.InPlaceUpdatesOff) && (f.Flux != nil) == opts.Flux {
+		if err := testbed.Check(ctx, f.Management); err == nil && (f.ClusterAPI != nil) == opts.ClusterAPI && (f.ClusterAPI == nil || f.ClusterAPI.InPlaceUpdatesOff == opts.InPlaceUpdatesOff) && (f.Flux != nil) == opts.Flux && (f.Flux == nil || f.Flux.Concurrent == opts.FluxConcurrent) {
 			logf("fleet %s is already up in %s", f.Name, dir)
 			fmt.Fprintln(stdout, f.Management.KubeconfigPath)
 			return nil
 		}
-		logf("fleet %s in %s does not answer or differs in --cluster-api, --in-place-updates-off or --flux; replacing it", f.Name, dir)
+		logf("fleet %s in %s does not answer or differs in --cluster-api, --in-place-updates-off, --flux or --flux-concurrent; replacing it", f.Name, dir)
 		f.SetLogf(logf)
 		if err := f.Down(ctx); err != nil {
 			return err

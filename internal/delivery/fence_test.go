@@ -55,7 +55,7 @@ func TestLeaseLostMidWaveWritesNothingMore(t *testing.T) {
 		ctx := context.Background()
 		var targets []engine.Target
 		for _, name := range e.names {
-			rec, _, err := e.svc.observeCluster(ctx, e.spec.ClusterNamespace, name, e.spec.Key, e.spec.RecordNamespace, false, nil)
+			rec, _, err := e.svc.observeCluster(ctx, e.spec.ClusterNamespace, name, e.spec.Key, e.spec.RecordNamespace, false, nil, nil, false)
 			if err != nil {
 				t.Fatal(err)
 			}

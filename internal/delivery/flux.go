@@ -276,20 +276,58 @@ func (s *Service) fluxUnread(errs map[string]error) error {
 			n, strings.Join(unread, "\n  "), more))
 }
 
-// fluxView reads the cluster's Flux objects of key: the reason it is left alone (suspended), and
-// with drift, Flux's view when it disagrees with the records (fluxdelivery.Drift).
-func (s *Service) fluxView(ctx context.Context, key records.Key, namespace, cluster string, drift bool) (skip, disagrees string, err error) {
-	d := fluxdelivery.New(s.mgmt.Client, *s.flux, key)
-	st, err := d.Read(ctx, namespace, cluster)
+// fluxRead is what a plan reads in the management cluster of every cluster of a rollout in Flux
+// mode: its Kustomizations, OCIRepositories and per-cluster records, each kind in one list (in
+// pages), so that the requests a plan makes do not grow with the fleet.
+type fluxRead struct {
+	objects *fluxdelivery.Objects
+	states  map[records.Key]*records.State
+	errs    map[records.Key]error
+}
+
+// fluxReadAll reads the Flux objects and records of key's clusters in the management cluster.
+// A list that fails is the management cluster's failure, and stops the plan as fluxUnread does.
+func (s *Service) fluxReadAll(ctx context.Context, namespace string, key records.Key, recordNamespace string, clusters []string) (*fluxRead, error) {
+	objects, err := fluxdelivery.New(s.mgmt.Client, *s.flux, key).ReadAll(ctx, namespace)
 	if err != nil {
-		return "", "", fmt.Errorf("read the Kustomization of %s: %w", cluster, err)
+		return nil, managementUnread(len(clusters), err)
 	}
+	keys := make([]records.Key, len(clusters))
+	for i, name := range clusters {
+		keys[i] = fluxRecordKey(key, name)
+	}
+	states, errs, err := s.fluxStore(recordNamespace).Summaries(ctx, keys)
+	if err != nil {
+		return nil, managementUnread(len(clusters), err)
+	}
+	return &fluxRead{objects: objects, states: states, errs: errs}, nil
+}
+
+// managementUnread is fluxUnread's error for a list of the management cluster that failed: every
+// one of the n clusters is unread by it.
+func managementUnread(n int, err error) error {
+	return usererr.New("Management Cluster Not Readable",
+		fmt.Sprintf("With delivery.flux, every cluster's Flux objects and records are read in the management cluster, and they could not be read "+
+			"for the %d clusters. Rather than leave those clusters out, nothing is planned or changed until they can be read "+
+			"(check the management cluster and the runner's permissions there: the RBAC guide's Flux roles):\n  %s",
+			n, firstLine(err.Error())))
+}
+
+// view is the reason the cluster is left alone (its Kustomization of key suspended), and with
+// drift, Flux's view when it disagrees with the records (fluxdelivery.Drift).
+func (f *fluxRead) view(key records.Key, namespace, cluster string, drift bool) (skip, disagrees string) {
+	st := f.objects.Status(cluster)
 	if skip = suspendedReason(st, key, namespace, cluster); skip != "" || !drift {
-		return skip, "", nil
+		return skip, ""
 	}
-	pinned, exists, err := d.Pinned(ctx, namespace, cluster)
-	if err != nil {
-		return "", "", fmt.Errorf("read the OCIRepository of %s: %w", cluster, err)
+	pinned, exists := f.objects.Pinned(cluster)
+	return "", fluxdelivery.Drift(st, pinned, exists)
+}
+
+// summary is the records of recordKey (a cluster's fluxRecordKey), as records' Summary reads them.
+func (f *fluxRead) summary(recordKey records.Key) (*records.State, error) {
+	if err := f.errs[recordKey]; err != nil {
+		return nil, err
 	}
-	return "", fluxdelivery.Drift(st, pinned, exists), nil
+	return f.states[recordKey], nil
 }

@@ -116,50 +116,79 @@ func TestFluxArtifactPerRendering(t *testing.T) {
 // TestFluxObserveStopsWhenTheManagementClusterCannotBeRead: in Flux mode a cluster's Flux objects
 // and records are read in the management cluster, so a failure to read them (here RBAC's 403 on
 // Kustomizations) is the management cluster's, not the cluster's: the observation fails, naming
-// the clusters and the reason, instead of listing every cluster as skipped ("cannot read the
-// cluster"), which would plan a run that changes nothing and says so nowhere but `skipped`. A
-// suspended Kustomization is still a skip on purpose, and a failure of one cluster's direct
-// connection is still that cluster's skip.
+// the reason, instead of listing every cluster as skipped ("cannot read the cluster"), which
+// would plan a run that changes nothing and says so nowhere but `skipped`. A suspended
+// Kustomization is still a skip on purpose.
+//
+// It also checks how the management cluster is read: by three lists (Kustomizations,
+// OCIRepositories, records), whatever the fleet's size, and no GET per cluster; an object that
+// carries the rollout's label but is not its object for the cluster it names is not read as
+// that cluster's.
 func TestFluxObserveStopsWhenTheManagementClusterCannotBeRead(t *testing.T) {
 	key := records.Key{Kind: records.KindRollout, Namespace: "fleet", Name: "web"}
-	discovery := &fleet.Discovery{Clusters: []fleet.Cluster{{Namespace: "fleet", Name: "c1"}, {Namespace: "fleet", Name: "c2"}}}
-	forbidden := interceptor.Funcs{Get: func(ctx context.Context, c client.WithWatch, k client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
-		if obj.GetObjectKind().GroupVersionKind().Kind == fluxdelivery.KustomizationKind.Kind {
-			return apierrors.NewForbidden(schema.GroupResource{Group: "kustomize.toolkit.fluxcd.io", Resource: "kustomizations"}, k.Name, errors.New("RBAC: access denied"))
-		}
-		return c.Get(ctx, k, obj, opts...)
-	}}
-	suspended := fluxObject(fluxdelivery.KustomizationKind, fluxdelivery.ObjectName(key, "c1"))
-	suspended.SetNamespace("fleet")
-	if err := unstructured.SetNestedField(suspended.Object, true, "spec", "suspend"); err != nil {
-		t.Fatal(err)
+	var clusters []fleet.Cluster
+	for _, name := range []string{"c1", "c2", "c3", "c4", "c5", "c6"} {
+		clusters = append(clusters, fleet.Cluster{Namespace: "fleet", Name: name})
 	}
+	discovery := &fleet.Discovery{Clusters: clusters}
+	forbidden := interceptor.Funcs{List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
+		if list.GetObjectKind().GroupVersionKind().Kind == fluxdelivery.KustomizationKind.Kind+"List" {
+			return apierrors.NewForbidden(schema.GroupResource{Group: "kustomize.toolkit.fluxcd.io", Resource: "kustomizations"}, "", errors.New("RBAC: access denied"))
+		}
+		return c.List(ctx, list, opts...)
+	}}
+	var gets, lists int
+	counting := interceptor.Funcs{
+		Get: func(ctx context.Context, c client.WithWatch, k client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			gets++
+			return c.Get(ctx, k, obj, opts...)
+		},
+		List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
+			lists++
+			return c.List(ctx, list, opts...)
+		}}
+	labelled := func(name, cluster string) *unstructured.Unstructured {
+		u := fluxObject(fluxdelivery.KustomizationKind, name)
+		u.SetLabels(map[string]string{records.LabelManagedBy: records.ManagedBy, records.LabelRollout: key.Hash()})
+		u.SetAnnotations(map[string]string{records.AnnotationRolloutKey: key.String(), "gradual.dev/cluster-name": cluster})
+		if err := unstructured.SetNestedField(u.Object, true, "spec", "suspend"); err != nil {
+			t.Fatal(err)
+		}
+		return u
+	}
+	suspended := labelled(fluxdelivery.ObjectName(key, "c1"), "c1")
+	impostor := labelled("copy-of-c2", "c2") // labelled for c2, suspended, but not c2's Kustomization
 	for _, tc := range []struct {
 		name    string
 		mgmt    client.Client
 		wantErr bool
 	}{
 		{"forbidden", fake.NewClientBuilder().WithInterceptorFuncs(forbidden).Build(), true},
-		{"readable, one suspended", fake.NewClientBuilder().WithObjects(suspended).Build(), false},
+		{"readable, one suspended", fake.NewClientBuilder().WithObjects(suspended, impostor).WithInterceptorFuncs(counting).Build(), false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			svc := (&Service{mgmt: &fleet.Management{Client: tc.mgmt}, clock: engine.SystemClock{}, concurrency: 2, retryWait: time.Millisecond,
 				discover: func(context.Context, fleet.Query) (*fleet.Discovery, error) { return discovery, nil }}).
 				WithFlux(&fluxdelivery.Settings{Repository: "oci://registry.example/fleet/web"})
-			obs, err := svc.Observe(context.Background(), fleet.Query{Namespace: "fleet"}, key, "gradual-system", false)
+			gets, lists = 0, 0
+			obs, err := svc.Observe(context.Background(), fleet.Query{Namespace: "fleet"}, key, "gradual-system", true)
 			if !tc.wantErr {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if !strings.Contains(obs.Skipped["c1"], "suspended") || obs.Skipped["c2"] != "" {
-					t.Fatalf("skipped = %v, want c1 suspended and c2 not skipped", obs.Skipped)
+				if !strings.Contains(obs.Skipped["c1"], "suspended") || len(obs.Skipped) != 1 {
+					t.Fatalf("skipped = %v, want c1 suspended and no other", obs.Skipped)
+				}
+				// Besides the three lists: the ledger and the progress record (one read each).
+				if lists > 5 || gets > 2 {
+					t.Fatalf("%d lists and %d GETs for 6 clusters, want the Flux objects and records in 3 lists", lists, gets)
 				}
 				return
 			}
 			if err == nil {
 				t.Fatalf("observed %v with the management cluster refusing every Kustomization read", obs.Skipped)
 			}
-			for _, want := range []string{"Management Cluster Not Readable", "2 of them", "c1: read the Kustomization of c1", "c2:", "forbidden"} {
+			for _, want := range []string{"Management Cluster Not Readable", "for the 6 clusters", "list the Kustomizations", "forbidden"} {
 				if !strings.Contains(err.Error(), want) {
 					t.Errorf("the error lacks %q:\n%v", want, err)
 				}

@@ -101,8 +101,14 @@ func (s *Service) observe(ctx context.Context, q fleet.Query, key records.Key, r
 	}
 	results := make(map[string]seen, len(eligible))
 	var mu sync.Mutex
+	var flux *fluxRead
+	if s.flux != nil {
+		if flux, err = s.fluxReadAll(ctx, q.Namespace, key, recordNamespace, eligible); err != nil {
+			return nil, err
+		}
+	}
 	errs := s.forEach(ctx, eligible, func(ctx context.Context, name string) error {
-		rec, st, err := s.observeCluster(ctx, q.Namespace, name, key, recordNamespace, drift, ignore)
+		rec, st, err := s.observeCluster(ctx, q.Namespace, name, key, recordNamespace, drift, ignore, flux, r != nil)
 		if err == nil && r != nil && st.State == StateCurrent && rec.Current == r.Revision {
 			st, err = valuesChanged(st, rendering[name])
 		}
@@ -217,37 +223,41 @@ func valuesChanged(st ClusterState, render func() (*manifest.Set, error)) (Clust
 	return st, nil
 }
 
-// observeCluster reads one cluster's records of key (and its drift).
-func (s *Service) observeCluster(ctx context.Context, namespace, name string, key records.Key, recordNamespace string, drift bool, ignore apply.Ignore) (engine.TargetRecord, ClusterState, error) {
+// observeCluster reads one cluster's records of key (and its drift). In Flux mode, what the
+// plan reads of the cluster was read for the whole fleet already (flux); only a rollout with
+// values (rendered) reads the current record's objects, one cluster at a time, to compare them
+// with the cluster's rendering.
+func (s *Service) observeCluster(ctx context.Context, namespace, name string, key records.Key, recordNamespace string, drift bool, ignore apply.Ignore, flux *fluxRead, rendered bool) (engine.TargetRecord, ClusterState, error) {
 	var (
 		c         *conn
 		store     *records.WorkloadStore
 		err       error
 		fluxDrift string // Flux's view, when it disagrees with the records
+		state     *records.State
 	)
 	if s.flux != nil {
 		var skip string
-		switch skip, fluxDrift, err = s.fluxView(ctx, key, namespace, name, drift); {
-		case err != nil:
-			return engine.TargetRecord{}, ClusterState{}, err
-		case skip != "":
+		if skip, fluxDrift = flux.view(key, namespace, name, drift); skip != "" {
 			return engine.TargetRecord{}, ClusterState{}, skipError(skip)
 		}
 		// Flux mode: the records are in the management cluster, and Flux repairs drift (below,
-		// the current record is still loaded: what the cluster got, for values-changed).
+		// the current record is still loaded with values: what the cluster got, for values-changed).
 		store, key = s.fluxStore(recordNamespace), fluxRecordKey(key, name)
+		if state, err = flux.summary(key); err == nil && drift && rendered && state.Current != nil {
+			state, err = store.LoadCurrent(ctx, key)
+		}
 	} else {
 		if c, err = s.cluster(ctx, namespace, name, key, false); err != nil {
 			return engine.TargetRecord{}, ClusterState{}, err
 		}
 		c = c.ignoring(ignore)
 		store = records.NewWorkloadStore(c.client, recordNamespace)
+		load := store.Summary // revisions and states only: enough to plan
+		if drift {
+			load = store.LoadCurrent // the current revision's objects too (only its), to compare with the live ones
+		}
+		state, err = load(ctx, key)
 	}
-	load := store.Summary // revisions and states only: enough to plan
-	if drift {
-		load = store.LoadCurrent // the current revision's objects too (only its), to compare with the live ones
-	}
-	state, err := load(ctx, key)
 	if err != nil {
 		return engine.TargetRecord{}, ClusterState{}, fmt.Errorf("read records: %w", err)
 	}

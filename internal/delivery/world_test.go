@@ -250,7 +250,7 @@ func (e *env) run() runResult {
 	ctx := context.Background()
 	var targets []engine.Target
 	for _, name := range e.names {
-		rec, _, err := e.svc.observeCluster(ctx, e.spec.ClusterNamespace, name, e.spec.Key, e.spec.RecordNamespace, false, nil)
+		rec, _, err := e.svc.observeCluster(ctx, e.spec.ClusterNamespace, name, e.spec.Key, e.spec.RecordNamespace, false, nil, nil, false)
 		if err != nil {
 			e.t.Fatalf("observe %s: %v", name, err)
 		}

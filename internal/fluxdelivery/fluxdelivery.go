@@ -49,6 +49,8 @@ var (
 // serve (and a destroy finds them by label).
 const (
 	LabelCluster = "gradual.dev/cluster"
+	// annotationClusterName is the cluster's name whole (LabelCluster is cut to a label's length).
+	annotationClusterName = "gradual.dev/cluster-name"
 	// fieldOwner is the server-side apply field manager of the Flux objects.
 	fieldOwner = "gradual-flux"
 	// artifactFile is the one file of each artifact: the revision's objects as YAML.
@@ -394,7 +396,7 @@ func (d *Delivery) object(gvk schema.GroupVersionKind, namespace, cluster string
 	u.SetLabels(map[string]string{
 		records.LabelManagedBy: records.ManagedBy, records.LabelRollout: d.key.Hash(), LabelCluster: readable(cluster, 63),
 	})
-	u.SetAnnotations(map[string]string{records.AnnotationRolloutKey: d.key.String(), "gradual.dev/cluster-name": cluster})
+	u.SetAnnotations(map[string]string{records.AnnotationRolloutKey: d.key.String(), annotationClusterName: cluster})
 	return u
 }
 
@@ -485,6 +487,11 @@ func (d *Delivery) Read(ctx context.Context, namespace, cluster string) (Status,
 		}
 		return Status{}, err
 	}
+	return statusOf(ks), nil
+}
+
+// statusOf is what the Kustomization ks says.
+func statusOf(ks *unstructured.Unstructured) Status {
 	st := Status{Exists: true, Ready: "Unknown"}
 	st.Applied, _, _ = unstructured.NestedString(ks.Object, "status", "lastAppliedRevision")
 	st.Attempted, _, _ = unstructured.NestedString(ks.Object, "status", "lastAttemptedRevision")
@@ -502,7 +509,79 @@ func (d *Delivery) Read(ctx context.Context, namespace, cluster string) (Status,
 		st.Reason, _ = m["reason"].(string)
 		st.Message, _ = m["message"].(string)
 	}
-	return st, nil
+	return st
+}
+
+// Objects are the Flux objects of a rollout in one namespace, by cluster: what a plan reads of
+// every cluster in Flux mode, read with two lists (the rollout's Kustomizations and its
+// OCIRepositories, by its label) so that the requests a plan makes do not grow with the fleet
+// (a GET of each per cluster took a no-change plan of 256 Clusters to 37 s under the client's
+// rate limit).
+type Objects struct {
+	status map[string]Status // by cluster; absent: no Kustomization
+	pinned map[string]string // by cluster, the digest its OCIRepository is pinned to; absent: none
+}
+
+// Status is cluster's Kustomization's status (Exists false when it has none), as Read says.
+func (o *Objects) Status(cluster string) Status { return o.status[cluster] }
+
+// Pinned is the digest cluster's OCIRepository is pinned to, as Pinned says.
+func (o *Objects) Pinned(cluster string) (string, bool) {
+	digest, ok := o.pinned[cluster]
+	return digest, ok
+}
+
+// listPage is how many objects a page of ReadAll's lists holds: bounded, so that a fleet of
+// thousands is read in pages rather than one response the API server must build whole.
+const listPage = 500
+
+// ReadAll reads the rollout's Kustomizations and OCIRepositories in namespace. Objects that carry
+// the rollout's label but are not its objects for the cluster they name (their name is not
+// ObjectName of the rollout and that cluster: a copy, or someone else's) are left out, as Read,
+// which reads by name, would never see them.
+func (d *Delivery) ReadAll(ctx context.Context, namespace string) (*Objects, error) {
+	objs := &Objects{status: map[string]Status{}, pinned: map[string]string{}}
+	for _, gvk := range []schema.GroupVersionKind{KustomizationKind, OCIRepositoryKind} {
+		err := d.list(ctx, gvk, namespace, func(u *unstructured.Unstructured) {
+			cluster := u.GetAnnotations()[annotationClusterName]
+			if cluster == "" || u.GetName() != ObjectName(d.key, cluster) {
+				return
+			}
+			if gvk == KustomizationKind {
+				objs.status[cluster] = statusOf(u)
+				return
+			}
+			objs.pinned[cluster], _, _ = unstructured.NestedString(u.Object, "spec", "ref", "digest")
+		})
+		if err != nil {
+			return nil, fmt.Errorf("list the %ss of %s in namespace %s: %w", gvk.Kind, d.key.Describe(), namespace, err)
+		}
+	}
+	return objs, nil
+}
+
+// list calls each with every object of kind gvk in namespace labelled with the rollout, page by
+// page.
+func (d *Delivery) list(ctx context.Context, gvk schema.GroupVersionKind, namespace string, each func(*unstructured.Unstructured)) error {
+	cont := ""
+	for {
+		list := &unstructured.UnstructuredList{}
+		list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
+		opts := []client.ListOption{client.InNamespace(namespace), client.Limit(listPage),
+			client.MatchingLabels{records.LabelManagedBy: records.ManagedBy, records.LabelRollout: d.key.Hash()}}
+		if cont != "" {
+			opts = append(opts, client.Continue(cont))
+		}
+		if err := d.mgmt.List(ctx, list, opts...); err != nil {
+			return err
+		}
+		for i := range list.Items {
+			each(&list.Items[i])
+		}
+		if cont = list.GetContinue(); cont == "" {
+			return nil
+		}
+	}
 }
 
 // Pinned reads the digest cluster's OCIRepository is pinned to; "" and false when it does not

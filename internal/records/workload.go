@@ -252,6 +252,58 @@ func (s *WorkloadStore) Summary(ctx context.Context, key Key) (*State, error) {
 	return s.state(key, recs, false, skipped)
 }
 
+// Summaries is Summary of many keys whose records share the namespace (the Flux engine's
+// per-cluster records in the management cluster), from one metadata-only list of the
+// namespace's records, read in pages, instead of a list per key: a plan of a fleet then makes a
+// number of requests that does not grow with it. A key whose records cannot be grouped or sorted
+// (a Secret someone else wrote, labelled as its current record) has its error in errs; err is the
+// list's.
+func (s *WorkloadStore) Summaries(ctx context.Context, keys []Key) (states map[Key]*State, errs map[Key]error, err error) {
+	byHash := make(map[string]Key, len(keys))
+	for _, key := range keys {
+		if err := key.Validate(); err != nil {
+			return nil, nil, err
+		}
+		byHash[key.Hash()] = key
+	}
+	objs := map[Key][]metav1.Object{}
+	cont := ""
+	for {
+		list := &metav1.PartialObjectMetadataList{}
+		list.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("SecretList"))
+		opts := []client.ListOption{client.InNamespace(s.namespace), client.MatchingLabels{LabelManagedBy: ManagedBy},
+			client.HasLabels{LabelRollout}, client.Limit(summariesPage)}
+		if cont != "" {
+			opts = append(opts, client.Continue(cont))
+		}
+		if err := s.c.List(ctx, list, opts...); err != nil {
+			return nil, nil, fmt.Errorf("list records in namespace %s: %w", s.namespace, err)
+		}
+		for i := range list.Items {
+			if key, ok := byHash[list.Items[i].GetLabels()[LabelRollout]]; ok {
+				objs[key] = append(objs[key], &list.Items[i])
+			}
+		}
+		if cont = list.GetContinue(); cont == "" {
+			break
+		}
+	}
+	states, errs = make(map[Key]*State, len(keys)), map[Key]error{}
+	for _, key := range keys {
+		recs, skipped, err := s.group(key, objs[key])
+		if err == nil {
+			states[key], err = s.state(key, recs, false, skipped)
+		}
+		if err != nil {
+			errs[key] = err
+		}
+	}
+	return states, errs, nil
+}
+
+// summariesPage is how many Secrets a page of Summaries' list holds.
+const summariesPage = 500
+
 // LoadCurrent is Summary with the contents of the current record (State.Current's Manifests,
 // Inventory and Adopted), what comparing a cluster with its current revision (drift) needs:
 // one metadata-only list, then the current record's Secrets only, so that the other records

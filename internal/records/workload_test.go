@@ -674,3 +674,56 @@ func TestMarkProvisioningAgainCannotConflict(t *testing.T) {
 		t.Errorf("applied-at %s, want after %s", st.Provisioning.AppliedAt, first)
 	}
 }
+
+// TestSummariesAreSummaryOfEachKey: Summaries reads many keys' records with one list of the
+// namespace, and gives each key what Summary gives it: its own records, skipped impostors
+// included, an empty State for a key without records, and no record of a key not asked for.
+func TestSummariesAreSummaryOfEachKey(t *testing.T) {
+	ctx := t.Context()
+	var lists int
+	c := newFakeClient(&interceptor.Funcs{List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
+		lists++
+		return c.List(ctx, list, opts...)
+	}})
+	s := newTestStore(t, c)
+	a := Key{Kind: "rollout", Namespace: "fleet", Name: "web@c1"}
+	b := Key{Kind: "rollout", Namespace: "fleet", Name: "web@c2"}
+	none := Key{Kind: "rollout", Namespace: "fleet", Name: "web@c3"}
+	provisionAndSettle(t, s, a, "aaa")
+	provisionAndSettle(t, s, b, "aaa")
+	provisionAndSettle(t, s, b, "bbb")
+	provisionAndSettle(t, s, ingress, "zzz") // another rollout's, in the same namespace
+	must(t, c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{
+		Name: "impostor", Namespace: DefaultNamespace,
+		Labels:      map[string]string{LabelManagedBy: ManagedBy, LabelRollout: a.Hash(), LabelRevision: "x", LabelChunk: "0"},
+		Annotations: map[string]string{AnnotationRolloutKey: "rollout/other/thing"},
+	}}))
+	lists = 0
+	states, errs, err := s.Summaries(ctx, []Key{a, b, none})
+	if err != nil || len(errs) != 0 {
+		t.Fatalf("Summaries: %v %v", err, errs)
+	}
+	if lists != 1 {
+		t.Fatalf("%d lists for 3 keys, want 1", lists)
+	}
+	for key, want := range map[Key]string{
+		a:    "current=aaa backup=- prov=- invalid=[] superseded=[]",
+		b:    "current=bbb backup=aaa prov=- invalid=[] superseded=[]",
+		none: "current=- backup=- prov=- invalid=[] superseded=[]",
+	} {
+		if got := describe(states[key]); got != want {
+			t.Errorf("%s: %s, want %s", key, got, want)
+		}
+		sum, err := s.Summary(ctx, key)
+		must(t, err)
+		if describe(sum) != describe(states[key]) || len(sum.Skipped) != len(states[key].Skipped) {
+			t.Errorf("%s: Summaries %s (%d skipped), Summary %s (%d skipped)", key, describe(states[key]), len(states[key].Skipped), describe(sum), len(sum.Skipped))
+		}
+	}
+	if len(states[a].Skipped) != 1 || states[a].Skipped[0].Name != "impostor" {
+		t.Errorf("the impostor is not reported skipped: %+v", states[a].Skipped)
+	}
+	if _, ok := states[ingress]; ok {
+		t.Error("a key not asked for was summarised")
+	}
+}

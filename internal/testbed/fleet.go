@@ -97,6 +97,11 @@ type Options struct {
 	Flux bool
 	// FluxNamespace is the controllers' RUNTIME_NAMESPACE; default "flux-system".
 	FluxNamespace string
+	// FluxConcurrent is both controllers' --concurrent (how many objects each reconciles at
+	// once); 0 keeps their default (4), as a fresh Flux install runs. A fleet of a thousand
+	// clusters needs more: each Kustomization holds a worker for at least the 5 s of its first
+	// health check.
+	FluxConcurrent int
 
 	ephemeral bool // set by Start: the fleet may be reaped once its test process is gone
 }
@@ -253,7 +258,7 @@ func Up(ctx context.Context, tc Toolchain, opts Options) (_ *Fleet, err error) {
 		}
 	}
 	if opts.Flux {
-		if err := f.startFlux(ctx, opts.FluxNamespace); err != nil {
+		if err := f.startFlux(ctx, opts.FluxNamespace, opts.FluxConcurrent); err != nil {
 			return nil, err
 		}
 	}

@@ -75,8 +75,10 @@ type Flux struct {
 	ArtifactAddr string `json:"artifactAddr"`
 	// Registry is the OCI registry's host:port (127.0.0.1:PORT, plain HTTP: OCIRepositories need
 	// spec.insecure true). It keeps everything in memory: a restart empties it.
-	Registry  string     `json:"registry"`
-	Processes []FluxProc `json:"processes"`
+	Registry string `json:"registry"`
+	// Concurrent is the controllers' --concurrent, 0 for their default (Options.FluxConcurrent).
+	Concurrent int        `json:"concurrent,omitempty"`
+	Processes  []FluxProc `json:"processes"`
 }
 
 // FluxProc is one process of the Flux option.
@@ -101,6 +103,9 @@ func checkFluxOptions(tc Toolchain, opts *Options) error {
 	}
 	if opts.FluxNamespace == "" {
 		opts.FluxNamespace = DefaultFluxNamespace
+	}
+	if opts.FluxConcurrent < 0 {
+		return fmt.Errorf("flux --concurrent %d: want 0 (the controllers' default) or more", opts.FluxConcurrent)
 	}
 	if errs := validation.IsDNS1123Label(opts.FluxNamespace); len(errs) > 0 {
 		return fmt.Errorf("flux namespace %q: %v", opts.FluxNamespace, errs)
@@ -134,7 +139,7 @@ var fluxComponents = []fluxComponent{
 
 // startFlux installs Flux's CRDs and namespace in the management cluster and starts the OCI
 // registry and the two controllers, each on free loopback ports, then waits until they are ready.
-func (f *Fleet) startFlux(ctx context.Context, namespace string) error {
+func (f *Fleet) startFlux(ctx context.Context, namespace string, concurrent int) error {
 	opts := Options{FluxNamespace: namespace}
 	if err := checkFluxOptions(f.Toolchain, &opts); err != nil {
 		return err
@@ -159,6 +164,7 @@ func (f *Fleet) startFlux(ctx context.Context, namespace string) error {
 		Dir:          dir,
 		ArtifactAddr: "127.0.0.1:" + strconv.Itoa(ports[0]),
 		Registry:     "127.0.0.1:" + strconv.Itoa(ports[1]),
+		Concurrent:   concurrent,
 	}
 	if err := f.update(func() { f.Flux = state }); err != nil {
 		return err
@@ -201,6 +207,9 @@ func (f *Fleet) startFlux(ctx context.Context, namespace string) error {
 			"--enable-leader-election=false",
 			"--watch-all-namespaces=true",
 		}, c.args(state.ArtifactAddr, storage)...)
+		if concurrent > 0 {
+			args = append(args, "--concurrent="+strconv.Itoa(concurrent))
+		}
 		p, err := f.startFluxProcess(c.name, c.binary(f.Toolchain.Flux), args, env, fmt.Sprintf("http://127.0.0.1:%d/readyz", health))
 		if err != nil {
 			return err
