@@ -89,6 +89,9 @@ func (s *Service) fluxStore(recordNamespace string) *records.WorkloadStore {
 // fluxWorld is the part of the World that goes through Flux for one run.
 type fluxWorld struct {
 	d *fluxdelivery.Delivery
+	// statuses follows the rollout's Kustomizations for the run's verifications (nil: each
+	// verification reads its own).
+	statuses *fluxdelivery.Statuses
 	// desired is the desired revision's artifact without values, the same for every cluster:
 	// made once per run (its YAML was a fifth of the provider's CPU in a wave of 64 when made
 	// for each cluster's pin and again for its verification).
@@ -166,7 +169,7 @@ func (w *world) fluxVerify(ctx context.Context, target, revision string) error {
 	}
 	var last fluxdelivery.Status
 	for poll := fluxPoll; ; poll = fluxBackoff(poll) {
-		st, err := w.flux.d.Read(ctx, w.spec.ClusterNamespace, target)
+		st, changed, err := w.fluxStatus(ctx, target)
 		if err == nil {
 			last = st
 			if err := fluxdelivery.Classify(st, digest, false); err != nil {
@@ -182,9 +185,24 @@ func (w *world) fluxVerify(ctx context.Context, target, revision string) error {
 				return fmt.Errorf("read the Kustomization of %s: %w", target, err)
 			}
 			return fluxMark(fluxdelivery.Classify(last, digest, true))
+		case <-changed:
 		case <-time.After(poll):
 		}
 	}
+}
+
+// fluxStatus is target's Kustomization's status: from the run's watch when it is established
+// (with a channel closed at the next change), else read. A nil channel never fires: the caller
+// then reads again when its poll interval is up. A Kustomization the watch has not seen is
+// read: it may have been created a moment ago (by this run's pin), and "gone" is a verdict.
+func (w *world) fluxStatus(ctx context.Context, target string) (fluxdelivery.Status, <-chan struct{}, error) {
+	if w.flux.statuses != nil {
+		if st, changed, ok := w.flux.statuses.Status(target); ok && st.Exists {
+			return st, changed, nil
+		}
+	}
+	st, err := w.flux.d.Read(ctx, w.spec.ClusterNamespace, target)
+	return st, nil, err
 }
 
 // fluxMark marks a Flux failure with the engine's class: the revision's own, or (unmarked)

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"io"
+	"k8s.io/apimachinery/pkg/runtime"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
 	"log"
 	"net/http"
 	"net/http/httptest"
@@ -139,4 +141,53 @@ func fluxObject(gvk schema.GroupVersionKind, name string) *unstructured.Unstruct
 	u.SetNamespace("fleet")
 	u.SetName(name)
 	return u
+}
+
+// TestFluxVerifyFollowsTheWatch: with the run's watch established, a verification takes the
+// Kustomization's status from it (here the watch alone knows it: the management client has no
+// Kustomization), and a Kustomization the watch has not seen is read rather than judged gone
+// (it may have been created a moment ago), so that "gone" is said only by a read.
+func TestFluxVerifyFollowsTheWatch(t *testing.T) {
+	w, _ := fluxWorldOf(t, inMemoryRegistry())
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	tag, manifests, err := w.fluxArtifact(ctx, "c1", "r1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	digest, err := w.flux.d.Publish(ctx, tag, manifests)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ks := fluxObject(fluxdelivery.KustomizationKind, fluxdelivery.ObjectName(w.spec.Key, "c1"))
+	ks.SetLabels(map[string]string{records.LabelManagedBy: records.ManagedBy, records.LabelRollout: w.spec.Key.Hash()})
+	ks.SetAnnotations(map[string]string{records.AnnotationRolloutKey: w.spec.Key.String(), "gradual.dev/cluster-name": "c1"})
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(unstructured.SetNestedField(ks.Object, "latest@"+digest, "status", "lastAppliedRevision"))
+	must(unstructured.SetNestedSlice(ks.Object, []any{map[string]any{"type": "Ready", "status": "True", "reason": "ReconciliationSucceeded"}}, "status", "conditions"))
+	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
+		map[schema.GroupVersionResource]string{fluxdelivery.KustomizationKind.GroupVersion().WithResource("kustomizations"): "KustomizationList"}, ks)
+	w.flux.statuses = w.flux.d.WatchStatuses(ctx, dyn, "fleet")
+	for {
+		if _, _, ok := w.flux.statuses.Status("c1"); ok {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatal("the watch did not list within 5 s")
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	if err := w.fluxVerify(ctx, "c1", "r1"); err != nil {
+		t.Fatalf("verify of a cluster the watch sees ready on the digest: %v", err)
+	}
+	err = w.fluxVerify(ctx, "c2", "r1")
+	if err == nil || !strings.Contains(err.Error(), "gone") {
+		t.Fatalf("verify of a cluster without a Kustomization: %v, want it read and found gone", err)
+	}
 }

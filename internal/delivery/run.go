@@ -169,6 +169,11 @@ func (s *Service) Run(ctx context.Context, req RunRequest) (_ *RunResult, err er
 		hold: req.Query.Hold, clusters: clustersByName(obs.Discovery)}
 	if s.flux != nil {
 		w.flux = &fluxWorld{d: w.fluxDelivery()}
+		if dyn := s.mgmt.Dynamic(); dyn != nil {
+			watchCtx, stopWatch := context.WithCancel(ctx)
+			defer stopWatch()
+			w.flux.statuses = w.flux.d.WatchStatuses(watchCtx, dyn, spec.ClusterNamespace)
+		}
 	}
 	result := engine.Execute(ctx, plan, w, s.clock, policy)
 	var left, leaveFailures, leftNotes []string

@@ -1,0 +1,122 @@
+package fluxdelivery
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
+	clienttesting "k8s.io/client-go/testing"
+
+	"github.com/gradual-dev/terraform-provider-gradual/internal/records"
+)
+
+var watchKey = records.Key{Kind: records.KindRollout, Namespace: "fleet", Name: "web"}
+
+// kustomizationOf is the rollout's Kustomization of cluster, Ready as ready says ("" for no
+// condition).
+func kustomizationOf(cluster, ready string) *unstructured.Unstructured {
+	d := &Delivery{key: watchKey}
+	u := d.object(KustomizationKind, "fleet", cluster)
+	if ready != "" {
+		_ = unstructured.SetNestedSlice(u.Object, []any{map[string]any{"type": "Ready", "status": ready, "reason": "Test"}}, "status", "conditions")
+	}
+	return u
+}
+
+func fakeDynamic(objs ...runtime.Object) *dynamicfake.FakeDynamicClient {
+	return dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
+		map[schema.GroupVersionResource]string{kustomizations: "KustomizationList"}, objs...)
+}
+
+// waitFor fails the test unless cond holds within 5 s.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); !cond(); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("not within 5 s: %s", what)
+		}
+	}
+}
+
+func closed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
+// TestStatusesFollowTheKustomizations: the watch gives each cluster's status as it changes,
+// wakes the waiters of that cluster only, sees Kustomizations come and go, and leaves out an
+// object with the rollout's label that is not its Kustomization of the cluster it names.
+func TestStatusesFollowTheKustomizations(t *testing.T) {
+	impostor := kustomizationOf("c2", "True")
+	impostor.SetName("copy-of-c2")
+	dyn := fakeDynamic(kustomizationOf("c1", "Unknown"), impostor)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	s := (&Delivery{key: watchKey}).WatchStatuses(ctx, dyn, "fleet")
+	waitFor(t, "the first list", func() bool { _, _, ok := s.Status("c1"); return ok })
+
+	st, c1Changed, _ := s.Status("c1")
+	if !st.Exists || st.Ready != "Unknown" {
+		t.Fatalf("c1: %+v, want the listed Kustomization, not ready", st)
+	}
+	st, c2Changed, _ := s.Status("c2")
+	if st.Exists {
+		t.Fatalf("c2: %+v; the impostor was taken for its Kustomization", st)
+	}
+
+	res := dyn.Resource(kustomizations).Namespace("fleet")
+	if _, err := res.Update(ctx, kustomizationOf("c1", "True"), metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "c1's waiters woken", func() bool { return closed(c1Changed) })
+	if closed(c2Changed) {
+		t.Fatal("a change of c1 woke the waiters of c2")
+	}
+	if st, _, _ := s.Status("c1"); st.Ready != "True" {
+		t.Fatalf("c1 after its change: %+v", st)
+	}
+
+	if _, err := res.Create(ctx, kustomizationOf("c2", "False"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "c2's waiters woken", func() bool { return closed(c2Changed) })
+	if st, _, _ := s.Status("c2"); !st.Exists || st.Ready != "False" {
+		t.Fatalf("c2 after it was created: %+v", st)
+	}
+
+	if err := res.Delete(ctx, ObjectName(watchKey, "c1"), metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "c1 deleted", func() bool { st, _, _ := s.Status("c1"); return !st.Exists })
+
+	cancel()
+	waitFor(t, "the watch stopped", func() bool { _, _, ok := s.Status("c1"); return !ok })
+}
+
+// TestStatusesWithoutWatchPermission: a watch the API server refuses leaves the statuses
+// unestablished, so that every verification reads for itself instead of trusting nothing.
+func TestStatusesWithoutWatchPermission(t *testing.T) {
+	dyn := fakeDynamic(kustomizationOf("c1", "True"))
+	dyn.PrependWatchReactor("kustomizations", func(clienttesting.Action) (bool, watch.Interface, error) {
+		return true, nil, apierrors.NewForbidden(kustomizations.GroupResource(), "", errors.New("RBAC: no watch"))
+	})
+	s := (&Delivery{key: watchKey}).WatchStatuses(t.Context(), dyn, "fleet")
+	for range 20 {
+		if _, _, ok := s.Status("c1"); ok {
+			t.Fatal("statuses established although the watch was refused")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
