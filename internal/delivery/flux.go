@@ -325,6 +325,9 @@ type fluxRead struct {
 // fluxReadAll reads the Flux objects and records of key's clusters in the management cluster.
 // A list that fails is the management cluster's failure, and stops the plan as fluxUnread does.
 func (s *Service) fluxReadAll(ctx context.Context, namespace string, key records.Key, recordNamespace string, clusters []string) (*fluxRead, error) {
+	if len(clusters) == 0 {
+		return &fluxRead{objects: &fluxdelivery.Objects{}}, nil
+	}
 	objects, err := fluxdelivery.New(s.mgmt.Client, *s.flux, key).ReadAll(ctx, namespace)
 	if err != nil {
 		return nil, managementUnread(len(clusters), err)
