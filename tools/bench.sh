@@ -19,6 +19,7 @@
 # `tools/toolchain.sh flux`); each size is then rolled out a second time through Flux, and the
 # controllers' CPU seconds and peak RSS are measured beside the provider's.
 # BENCH_FLUX_CONCURRENT=N starts both Flux controllers with --concurrent N (default: theirs, 4).
+# BENCH_APPLY_TIMEOUT (default 20m) bounds each apply of the curve.
 #
 # BENCH_COMPARE=1: instead, the 4-cluster comparison: four workload clusters with a control plane
 # each, RUNS (default 5) alternating rounds of provider and kubectl after a warm-up, medians.
@@ -89,5 +90,5 @@ if [[ ",$engines," == *,flux,* ]]; then
 fi
 echo "[bench] starting the scale bed: $clusters CAPI Clusters over $servers kwok API servers ($solo serving one Cluster each); engines $engines" >&2
 "$work/gradual-testbed" up --dir "$work/fleet" "${bed[@]}" >/dev/null 9>&-
-"$work/gradual-bench" "${args[@]}" --sizes "$sizes" --engines "$engines" --csv "$out/curve.csv" --markdown "$out/curve.md"
+"$work/gradual-bench" "${args[@]}" --sizes "$sizes" --engines "$engines" --apply-timeout "${BENCH_APPLY_TIMEOUT:-20m}" --csv "$out/curve.csv" --markdown "$out/curve.md"
 echo "[bench] written: $out/curve.csv, $out/curve.md" >&2

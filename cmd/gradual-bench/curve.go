@@ -313,7 +313,7 @@ func (p *providerSide) curvePoint(ctx context.Context, n int, engine, label stri
 		return pt, err
 	}
 	flux := p.fluxSampler(engine)
-	pt.apply, err = p.measure(ctx, dir, name+"-apply", curveApplyTimeout, "apply", "-auto-approve")
+	pt.apply, err = p.measure(ctx, dir, name+"-apply", p.cfg.curveApply, "apply", "-auto-approve")
 	pt.flux = flux.stop()
 	if err != nil {
 		return pt, err
@@ -373,7 +373,7 @@ func (p *providerSide) driftRepair(ctx context.Context, pt *curvePoint, dir, nam
 	if others := regexp.MustCompile(`"[^"]+"\s*=\s*"drifted: `).FindAllString(pt.driftPlan.output, -1); len(others) != 1 {
 		return fmt.Errorf("the plan names %d Clusters drifted, want 1: %v", len(others), others)
 	}
-	if pt.driftApply, err = p.measure(ctx, dir, name+"-drift-apply", curveApplyTimeout, "apply", planFile); err != nil {
+	if pt.driftApply, err = p.measure(ctx, dir, name+"-drift-apply", p.cfg.curveApply, "apply", planFile); err != nil {
 		return err
 	}
 	if err := wc.Get(ctx, client.ObjectKeyFromObject(cm), cm); err != nil {

@@ -68,6 +68,8 @@ type config struct {
 	sizes, csv, markdown, engines                string
 	runs, clusters                               int
 	warmup                                       bool
+	// curveApply bounds each apply of the curve (--apply-timeout).
+	curveApply time.Duration
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -86,6 +88,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&c.sizes, "sizes", "", "measure the curve at these numbers of Clusters (e.g. 4,16,64,256,1000) instead of the 4-cluster comparison")
 	fs.StringVar(&c.csv, "csv", "", "curve: write it as CSV to this file")
 	fs.StringVar(&c.markdown, "markdown", "", "curve: write it as a Markdown table (with the machine and date) to this file")
+	fs.DurationVar(&c.curveApply, "apply-timeout", curveApplyTimeout, "curve: how long each apply may take before it is stopped (a fleet of 1,000 through Flux on a loaded machine takes longer than the default)")
 	fs.StringVar(&c.engines, "engines", engineDirect, "curve: the delivery engines to measure at each size, direct and/or flux (flux needs a bed started with --flux)")
 	if err := fs.Parse(args); err != nil {
 		return err
