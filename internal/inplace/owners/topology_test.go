@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
@@ -486,5 +487,24 @@ func TestRevisionWithVariables(t *testing.T) {
 	b := inplace.Change{Version: "v1.34.1", TopologyVariables: map[string]json.RawMessage{"y": json.RawMessage(` "s" `), "x": json.RawMessage(`{"a":2,"b":1}`)}}
 	if Revision(a) == Revision(base) || Revision(a) != Revision(b) {
 		t.Errorf("revisions %s, %s, %s: want the variables to change it, written either way alike", Revision(base), Revision(a), Revision(b))
+	}
+}
+
+// After apply, a machine planned unchanged that Cluster API kept (same UID) but moved to another
+// MachineSet was updated in place (what a topology variable the preview cannot follow does): its
+// status is updated; one that stayed is unchanged, one gone replaced, a new one created.
+func TestStatusOfMachinesMovedInPlace(t *testing.T) {
+	machine := func(name, set string) Machine {
+		u := obj(machineGVK, name, map[string]any{})
+		u.SetUID(types.UID("uid-" + name))
+		u.SetLabels(map[string]string{machineSetLabel: set})
+		return Machine{Current: inplace.Objects{Machine: u}, Plan: inplace.MachinePlan{Machine: name, Strategy: inplace.StrategyUnchanged}}
+	}
+	res := &Result{Machines: []Machine{machine("moved", "ms-1"), machine("stayed", "ms-1"), machine("gone", "ms-1")}}
+	l := &look{machines: map[string]string{"moved": "uid-moved", "stayed": "uid-stayed", "new": "uid-new"}, moved: map[string]bool{"moved": true}}
+	got := l.status(res)
+	want := map[string]string{"moved": StatusUpdated, "stayed": StatusUnchanged, "gone": StatusReplaced, "new": StatusCreated}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("status %v, want %v", got, want)
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/gradual-dev/terraform-provider-gradual/internal/acctest"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/inplace/owners"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/testbed"
 )
 
@@ -84,14 +85,15 @@ func clusterVariable(cl *clusterv1.Cluster, name string) string {
 // webhooks, on every CLI: a variable the ClusterClass does not define is refused at plan, naming
 // it and the class's variables, and a value against the variable's schema is refused at plan by
 // Cluster API's own Cluster webhook (the server-side dry run), both with nothing written to the
-// Cluster (its resourceVersion unchanged). Then workerNote, which the ClusterClass's patch writes
-// into the workers' KubeadmConfigTemplate as a file, is changed alone (no version): the preview
-// shows every machine unchanged (it cannot run the patches; the plan warns so), apply writes the
-// variable to the Cluster, and Cluster API carries it out: the topology controller reconciles
-// (TopologyReconciled True), the MachineDeployment's bootstrap template carries the new file
-// content, the worker Machine's KubeadmConfig too, and the Machines are what Cluster API made of
-// it (logged beside the plan: the worker kept, updated in place by the test extension, which
-// covers KubeadmConfigSpec.Files; the control plane, which the patch does not touch, kept). The
+// Cluster (its generation, revision annotation and variables unchanged). Then workerNote, which
+// the ClusterClass's patch writes into the workers' KubeadmConfigTemplate as a file, is changed
+// alone (no version): the preview shows every machine unchanged (it cannot run the patches; the
+// plan warns so), apply writes the variable to the Cluster, and Cluster API carries it out: the
+// topology controller reconciles (TopologyReconciled True), the MachineDeployment's bootstrap
+// template carries the new file content, the worker Machine's KubeadmConfig too, and the
+// Machines are what Cluster API made of it, logged beside the plan: the worker kept (same UID),
+// updated in place by the test extension, which covers KubeadmConfigSpec.Files, and `status`
+// says `updated`; the control plane, which the patch does not touch, kept and `unchanged`. The
 // next plan is empty.
 func TestAccCAPIInPlace_topologyVariables(t *testing.T) {
 	f, mc := capiFleet(t)
@@ -124,8 +126,13 @@ func TestAccCAPIInPlace_topologyVariables(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		if now.ResourceVersion != before.ResourceVersion {
-			return fmt.Errorf("Cluster %s written by a refused plan: resourceVersion %s → %s, variables %v", topologyVarsCluster, before.ResourceVersion, now.ResourceVersion, now.Spec.Topology.Variables)
+		// The controllers write the status meanwhile (resourceVersion moves): the spec's
+		// generation and our revision annotation say whether anything wrote the Cluster.
+		if now.Generation != before.Generation || now.Annotations[owners.AnnotationRevision] != before.Annotations[owners.AnnotationRevision] ||
+			clusterVariable(now, testbed.WorkerNoteVariable) != clusterVariable(before, testbed.WorkerNoteVariable) {
+			return fmt.Errorf("Cluster %s written by a refused plan: generation %d → %d, revision %q → %q, %s %s → %s", topologyVarsCluster, before.Generation, now.Generation,
+				before.Annotations[owners.AnnotationRevision], now.Annotations[owners.AnnotationRevision], testbed.WorkerNoteVariable,
+				clusterVariable(before, testbed.WorkerNoteVariable), clusterVariable(now, testbed.WorkerNoteVariable))
 		}
 		return nil
 	}
@@ -203,6 +210,11 @@ func TestAccCAPIInPlace_topologyVariables(t *testing.T) {
 					// worker in place; the patch does not touch the control plane.
 					if workerAfter.UID != workerBefore.UID || cpAfter.UID != cpBefore.UID {
 						errs = append(errs, fmt.Sprintf("control plane %s, worker %s: want both kept", fate(cpBefore, cpAfter), fate(workerBefore, workerAfter)))
+					}
+					// The status tells the worker Cluster API updated in place (moved to the new
+					// MachineSet, same UID) from the control plane nothing changed.
+					if status["status."+workerBefore.Name] != owners.StatusUpdated || status["status."+cpBefore.Name] != owners.StatusUnchanged {
+						errs = append(errs, fmt.Sprintf("status worker %q, control plane %q: want %s, %s", status["status."+workerBefore.Name], status["status."+cpBefore.Name], owners.StatusUpdated, owners.StatusUnchanged))
 					}
 					if len(errs) > 0 {
 						return fmt.Errorf("%s", strings.Join(errs, "\n"))
