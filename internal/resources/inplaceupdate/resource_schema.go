@@ -173,7 +173,8 @@ func (r *updateResource) Schema(ctx context.Context, _ resource.SchemaRequest, r
 				}},
 			},
 			"status": schema.MapAttribute{Computed: true, ElementType: types.StringType,
-				MarkdownDescription: "Per Machine after apply: `updated` (the same Machine, same UID, now up to date), `replaced` (Cluster API replaced it), " +
+				MarkdownDescription: "Per Machine after apply: `updated` (the same Machine, same UID, now up to date; also one the preview showed unchanged that Cluster API " +
+					"moved to a new MachineSet and updated in place, as a topology variable the ClusterClass's patches read can make it), `replaced` (Cluster API replaced it), " +
 					"`created` (a Machine Cluster API created meanwhile), `unchanged`, `failed` (not up to date when the wait ended) or `not-started`. " +
 					"A refresh re-reads it from the Machines (specs, CAPI's conditions, Nodes): `drifted` when a Machine's specs were changed " +
 					"outside Terraform, `updating` while Cluster API is not done with it, `unverified` when its Node is not Ready on the desired version."},
