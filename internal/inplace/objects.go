@@ -3,6 +3,7 @@ package inplace
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"reflect"
 	"slices"
 	"strings"
@@ -60,6 +61,10 @@ type Change struct {
 	// MachineSpec, InfrastructureMachineSpec and BootstrapConfigSpec are JSON merge patches
 	// (RFC 7386) applied to each object's spec; empty leaves it. A patch's null removes a field.
 	MachineSpec, InfrastructureMachineSpec, BootstrapConfigSpec []byte
+	// TopologyVariables are values, JSON each, for named variables of a managed topology
+	// (Cluster spec.topology.variables, by name); only a Cluster built from a ClusterClass takes
+	// them. Empty leaves every variable as it is.
+	TopologyVariables map[string]json.RawMessage
 }
 
 func (c Change) patch(k Kind) []byte {
@@ -84,6 +89,22 @@ func (c Change) Validate() error {
 		var m map[string]any
 		if err := json.Unmarshal(p, &m); err != nil || m == nil {
 			return fmt.Errorf("the %s spec patch is not a JSON object (a JSON merge patch of spec): %s", k, firstLine(p))
+		}
+	}
+	return nil
+}
+
+// ValidateVariables checks that each topology variable has a name and a JSON value: errors a
+// plan should report before it reads or calls anything.
+func (c Change) ValidateVariables() error {
+	names := slices.Sorted(maps.Keys(c.TopologyVariables))
+	for _, n := range names {
+		v := c.TopologyVariables[n]
+		switch {
+		case n == "":
+			return fmt.Errorf("a topology variable has no name")
+		case !json.Valid(v):
+			return fmt.Errorf("the value of topology variable %q is not JSON (jsonencode it): %s", n, firstLine(v))
 		}
 	}
 	return nil

@@ -226,4 +226,19 @@ func TestInMemoryTopology(t *testing.T) {
 			t.Errorf("no %s in the ClusterClass's objects", k)
 		}
 	}
+	// The Cluster sets the class's one variable to its default, which the class's patch reads.
+	vars, _, _ := unstructured.NestedSlice(cl, "spec", "topology", "variables")
+	if len(vars) != 1 || vars[0].(map[string]any)["name"] != WorkerNoteVariable || vars[0].(map[string]any)["value"] != WorkerNoteDefault {
+		t.Errorf("spec.topology.variables %v, want %s = %s", vars, WorkerNoteVariable, WorkerNoteDefault)
+	}
+	for _, o := range class {
+		if o.GetKind() != "ClusterClass" {
+			continue
+		}
+		defs, _, _ := unstructured.NestedSlice(o.Object, "spec", "variables")
+		patches, _, _ := unstructured.NestedSlice(o.Object, "spec", "patches")
+		if len(defs) != 1 || defs[0].(map[string]any)["name"] != WorkerNoteVariable || len(patches) != 1 {
+			t.Errorf("ClusterClass variables %v, patches %v: want %s and its patch", defs, patches, WorkerNoteVariable)
+		}
+	}
 }

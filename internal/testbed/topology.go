@@ -10,10 +10,16 @@ import (
 
 // InMemoryClusterClass is a ClusterClass named name for CAPD's in-memory backend, with its
 // templates (named after it), modelled on the in-memory ClusterClass Cluster API's test module
-// ships: a KubeadmControlPlane and a worker class default-worker, no patches (so the topology
-// controller changes nothing but what the Cluster's topology says), short provisioning delays.
-// Every object, and the templates' metadata, carries the managers' watch-filter label, which the
-// topology controller copies onto what it makes.
+// ships: a KubeadmControlPlane and a worker class default-worker, short provisioning delays,
+// and one variable, WorkerNoteVariable (a string), which one inline JSON patch writes into the
+// default-worker KubeadmConfigTemplate as the content of the file WorkerNoteFile: a change of
+// it makes the topology controller compute a new bootstrap template for the workers, a change
+// Cluster API's test extension covers in place (KubeadmConfigSpec.Files, see
+// test/extension/handlers/inplaceupdate/handlers.go in sigs.k8s.io/cluster-api/test v1.14.2).
+// Its value stays WorkerNoteDefault unless a test changes it, so the templates change with
+// nothing but the Cluster's topology version otherwise. Every object, and the templates'
+// metadata, carries the managers' watch-filter label, which the topology controller copies onto
+// what it makes.
 func InMemoryClusterClass(namespace, name string) ([]*unstructured.Unstructured, error) {
 	inMemoryMachine := `
       backend:
@@ -97,9 +103,40 @@ spec:
         templateRef: {apiVersion: bootstrap.cluster.x-k8s.io/v1beta2, kind: KubeadmConfigTemplate, name: %[1]s-default-worker}
       infrastructure:
         templateRef: {apiVersion: infrastructure.cluster.x-k8s.io/v1beta2, kind: DevMachineTemplate, name: %[1]s-default-worker}
-`, name, namespace, ClusterAPIWatchFilter, inMemoryMachine)
+  variables:
+  - name: %[5]s
+    required: false
+    schema:
+      openAPIV3Schema:
+        type: string
+        maxLength: 63
+        default: %[6]s
+  patches:
+  - name: worker-note
+    definitions:
+    - selector:
+        apiVersion: bootstrap.cluster.x-k8s.io/v1beta2
+        kind: KubeadmConfigTemplate
+        matchResources:
+          machineDeploymentClass:
+            names: [default-worker]
+      jsonPatches:
+      - op: add
+        path: /spec/template/spec/files
+        valueFrom:
+          template: |
+            - path: %[7]s
+              content: {{ .%[5]s | quote }}
+`, name, namespace, ClusterAPIWatchFilter, inMemoryMachine, WorkerNoteVariable, WorkerNoteDefault, WorkerNoteFile)
 	return decodeYAML([]byte(manifests))
 }
+
+// The variable of InMemoryClusterClass, its default and the worker bootstrap file it fills.
+const (
+	WorkerNoteVariable = "workerNote"
+	WorkerNoteDefault  = "gradual"
+	WorkerNoteFile     = "/etc/gradual/worker-note"
+)
 
 // CreateClusterClass creates InMemoryClusterClass(name) in the fleet's Cluster API namespace;
 // objects that exist already are left as they are.
@@ -147,6 +184,8 @@ spec:
   topology:
     classRef: {name: %[4]s}
     version: %[5]s
+    variables:
+    - {name: %[8]s, value: %[9]s}
     controlPlane:
       replicas: %[6]d
       metadata:
@@ -158,7 +197,7 @@ spec:
         replicas: 1
         metadata:
           labels: {cluster.x-k8s.io/watch-filter: %[3]s}%[7]s
-`, c.Name, c.Namespace, ClusterAPIWatchFilter, c.Class, c.ControlPlaneVersion, c.controlPlaneReplicas(), rollout)
+`, c.Name, c.Namespace, ClusterAPIWatchFilter, c.Class, c.ControlPlaneVersion, c.controlPlaneReplicas(), rollout, WorkerNoteVariable, WorkerNoteDefault)
 	objs, err := decodeYAML([]byte(manifest))
 	if err != nil {
 		return nil, err

@@ -76,3 +76,25 @@ resource "gradual_inplace_update" "class_built" {
   fallback     = "rolling"
   verify       = { timeout = "30m" }
 }
+
+# Named variables of the same clusters' topology, e.g. those the ClusterClass's patches read
+# into the templates: written by name to each Cluster's spec.topology.variables, JSON-encoded,
+# in the same write as the version (here none: the variables alone), the Cluster's other
+# variables left as they are. A name the ClusterClass does not define, and a value Cluster API's
+# Cluster webhook refuses against the variable's schema, fail the plan with nothing written.
+# The plan lists each change (from → to) with its clusters; it cannot run the ClusterClass's
+# patches, so it warns that Cluster API may update in place or replace machines it shows
+# unchanged. Apply waits for TopologyReconciled and every machine up to date.
+resource "gradual_inplace_update" "class_variables" {
+  namespace            = "fleet"
+  selector             = { match_labels = { class = "standard" } }
+  update_control_plane = true
+  topology_variables = {
+    ntpServers = jsonencode(["time.example.com"])
+    region     = jsonencode("eu-west")
+  }
+
+  canary   = ["edge-1"]
+  fallback = "rolling"
+  verify   = { timeout = "30m" }
+}

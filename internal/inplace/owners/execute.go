@@ -31,7 +31,9 @@ const inPlaceAnnotationPrefix = "in-place-updates.internal.cluster.x-k8s.io/"
 
 // Statuses of a machine after Execute.
 const (
-	// StatusUpdated: the same Machine (same UID) is now up to date with the change.
+	// StatusUpdated: the same Machine (same UID) is now up to date with the change; also one
+	// planned unchanged that Cluster API moved to a new MachineSet and updated in place (a
+	// change the preview could not see: a topology variable the ClusterClass's patches read).
 	StatusUpdated = "updated"
 	// StatusUnchanged: nothing of the machine changed.
 	StatusUnchanged = "unchanged"
@@ -247,8 +249,13 @@ func (e notVerified) Is(target error) bool { return target == ErrNotVerified }
 type look struct {
 	// machines by name → UID.
 	machines map[string]string
+	// moved are the machines of machines now in another MachineSet than when planned.
+	moved    map[string]bool
 	problems []string
 }
+
+// machineSetLabel names a MachineDeployment's Machine's MachineSet (clusterv1.MachineSetNameLabel).
+const machineSetLabel = "cluster.x-k8s.io/set-name"
 
 func (l *look) status(res *Result) map[string]string {
 	st := map[string]string{}
@@ -257,7 +264,7 @@ func (l *look) status(res *Result) map[string]string {
 		switch {
 		case !ok || uid != string(m.Current.Machine.GetUID()):
 			st[m.Plan.Machine] = StatusReplaced
-		case m.Plan.Strategy == inplace.StrategyUnchanged:
+		case m.Plan.Strategy == inplace.StrategyUnchanged && !l.moved[m.Plan.Machine]:
 			st[m.Plan.Machine] = StatusUnchanged
 		default:
 			st[m.Plan.Machine] = StatusUpdated
@@ -282,7 +289,11 @@ func (p *Planner) lookAt(ctx context.Context, res *Result) (*look, error) {
 	if err := p.Client.Get(ctx, client.ObjectKeyFromObject(o.Current), owner); err != nil {
 		return nil, fmt.Errorf("read %s: %w", o.Name(), err)
 	}
-	l := &look{machines: map[string]string{}}
+	l := &look{machines: map[string]string{}, moved: map[string]bool{}}
+	planned := map[string]string{}
+	for _, m := range res.Machines {
+		planned[m.Plan.Machine] = m.Current.Machine.GetLabels()[machineSetLabel]
+	}
 	l.problems = ownerProblems(owner, o.Name())
 	if res.Request.Selection.Topology {
 		l.problems = append(l.problems, topologyOwnerProblems(owner, o, res.Request.Change.Version)...)
@@ -301,6 +312,14 @@ func (p *Planner) lookAt(ctx context.Context, res *Result) (*look, error) {
 	for _, m := range machines {
 		u := m.Machine
 		l.machines[u.GetName()] = string(u.GetUID())
+		// A MachineDeployment's Machine kept (same UID) but moved to the MachineSet of a new
+		// template was updated in place: Cluster API moves a Machine only to update it in place
+		// (startMoveMachines in core/reconcilers/machineset/machineset_controller.go, Cluster API
+		// v1.14.2). It tells an update the preview did not foresee (a topology variable the
+		// ClusterClass's patches read) from no change.
+		if was, ok := planned[u.GetName()]; ok && was != "" && u.GetLabels()[machineSetLabel] != was {
+			l.moved[u.GetName()] = true
+		}
 		problem := machineProblem(u, want)
 		node, _, _ := unstructured.NestedString(u.Object, "status", "nodeRef", "name")
 		if problem == "" && node != "" {

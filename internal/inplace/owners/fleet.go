@@ -104,8 +104,12 @@ func (c *ClusterPlan) Recorded(revision string) bool {
 	return true
 }
 
-// Changes reports whether a machine of the cluster differs from what the change wants.
+// Changes reports whether a machine of the cluster differs from what the change wants, or a
+// topology variable of its Cluster does.
 func (c *ClusterPlan) Changes() bool {
+	if c.Topology != nil && len(c.Topology.Variables) > 0 {
+		return true
+	}
 	for _, m := range c.Machines() {
 		if m.Strategy != inplace.StrategyUnchanged {
 			return true
@@ -159,6 +163,9 @@ func (p *Planner) PlanFleet(ctx context.Context, req FleetRequest) (*FleetPlan, 
 	if err := req.Change.Validate(); err != nil {
 		return nil, usererr.Wrap(err, "Invalid Spec Patch", "Each spec patch must be a JSON object: a JSON merge patch (RFC 7386) of the object's spec.")
 	}
+	if err := req.Change.ValidateVariables(); err != nil {
+		return nil, usererr.Wrap(err, "Invalid Topology Variable", "Each topology variable's value must be JSON, e.g. jsonencode(\"eu-west\") or jsonencode({ replicas = 3 }).")
+	}
 	out := &FleetPlan{Revision: Revision(req.Change)}
 	endpoints := req.Endpoints
 	if endpoints == nil {
@@ -192,6 +199,9 @@ func (p *Planner) PlanFleet(ctx context.Context, req FleetRequest) (*FleetPlan, 
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
+	if n := variablesNote(out.Clusters); n != "" {
+		out.Notes = append(out.Notes, n)
+	}
 	seen := map[string]bool{}
 	for _, c := range out.Clusters {
 		for _, r := range c.Owners {
@@ -217,10 +227,13 @@ func (p *Planner) planCluster(ctx context.Context, req FleetRequest, cluster str
 		cp.SkipReason = skip
 		return cp, nil
 	}
-	if len(sels) > 0 && sels[0].Topology {
+	switch {
+	case len(sels) > 0 && sels[0].Topology:
 		if cp.Topology, err = p.readTopology(ctx, req.Namespace, cluster, req.Change); err != nil {
 			return nil, fmt.Errorf("cluster %s/%s: %w", req.Namespace, cluster, err)
 		}
+	case len(req.Change.TopologyVariables) > 0:
+		return nil, errVariablesWithoutTopology(req.Namespace, cluster)
 	}
 	for _, sel := range sels {
 		res, err := p.plan(ctx, Request{Selection: sel, Change: req.Change, Fallback: req.Fallback, Endpoints: exts.endpoints}, exts, gates)
@@ -236,6 +249,15 @@ func (p *Planner) planCluster(ctx context.Context, req FleetRequest, cluster str
 		cp.Owners = append(cp.Owners, res)
 	}
 	return cp, nil
+}
+
+// errVariablesWithoutTopology refuses topology variables for an owner written directly: only a
+// Cluster built from a ClusterClass has them, written with its control plane's upgrade.
+func errVariablesWithoutTopology(namespace, cluster string) error {
+	return usererr.New("Topology Variables Without A Managed Topology",
+		fmt.Sprintf("topology_variables are written to the spec.topology.variables of a Cluster built from a ClusterClass, with `update_control_plane = true` "+
+			"(and `cluster`, `names` or `selector`); Cluster %s/%s is not picked that way here (it has no spec.topology, or its control plane is not selected). "+
+			"Drop topology_variables, or pick the cluster's topology.", namespace, cluster))
 }
 
 // ClusterOwners lists the owners of cluster that o picks, in the order they are updated (the

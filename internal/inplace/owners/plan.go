@@ -65,8 +65,10 @@ type Planner struct {
 	Parallel int
 }
 
-// Revision names a change: a short hash of the version and the three patches (normalised
-// JSON), the same at plan and apply time.
+// Revision names a change: a short hash of the version, the three patches and the topology
+// variables (normalised JSON), the same at plan and apply time. A change without topology
+// variables hashes as it did before they existed, so that the revisions owners carry stay
+// current.
 func Revision(c inplace.Change) string {
 	norm := func(p []byte) any {
 		if len(p) == 0 {
@@ -78,7 +80,15 @@ func Revision(c inplace.Change) string {
 		}
 		return v
 	}
-	raw, _ := json.Marshal([]any{c.Version, norm(c.MachineSpec), norm(c.InfrastructureMachineSpec), norm(c.BootstrapConfigSpec)})
+	parts := []any{c.Version, norm(c.MachineSpec), norm(c.InfrastructureMachineSpec), norm(c.BootstrapConfigSpec)}
+	if len(c.TopologyVariables) > 0 {
+		vars := map[string]any{}
+		for n, v := range c.TopologyVariables {
+			vars[n] = norm(v)
+		}
+		parts = append(parts, vars) // json.Marshal sorts the names
+	}
+	raw, _ := json.Marshal(parts)
 	sum := sha256.Sum256(raw)
 	return "ip-" + hex.EncodeToString(sum[:])[:10]
 }
@@ -88,6 +98,9 @@ func Revision(c inplace.Change) string {
 func (p *Planner) Plan(ctx context.Context, req Request) (*Result, error) {
 	if err := req.Change.Validate(); err != nil {
 		return nil, usererr.Wrap(err, "Invalid Spec Patch", "Each spec patch must be a JSON object: a JSON merge patch (RFC 7386) of the object's spec.")
+	}
+	if len(req.Change.TopologyVariables) > 0 {
+		return nil, errVariablesWithoutTopology(req.Selection.Namespace, req.Selection.Cluster)
 	}
 	endpoints := req.Endpoints
 	var notes []string

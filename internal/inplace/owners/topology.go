@@ -1,6 +1,8 @@
 package owners
 
 import (
+	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -26,7 +28,8 @@ import (
 // A managed topology is a Cluster built from a ClusterClass (spec.topology). Its topology
 // controller owns the version and template references of the control plane and the
 // MachineDeployments it made, so an update of such a cluster writes the Cluster's
-// spec.topology.version and nothing else; the topology controller then upgrades the control
+// spec.topology.version and named spec.topology.variables, nothing else (templates change
+// through the ClusterClass); the topology controller then upgrades the control
 // plane, and the MachineDeployments once the control plane is done, and Cluster API decides per
 // machine whether it updates it in place or replaces it, exactly as for an owner written
 // directly. The preview therefore plans the control plane and every MachineDeployment the
@@ -45,8 +48,21 @@ type Topology struct {
 	Cluster *unstructured.Unstructured
 	// Class is the name of its ClusterClass.
 	Class string
-	// From is spec.topology.version as read; To the version the change writes.
+	// From is spec.topology.version as read; To the version the change writes (From when the
+	// change has no version).
 	From, To string
+	// Variables are the topology variables whose value the change changes, by name.
+	Variables []VariableChange
+	// variables is the spec.topology.variables the change writes: the Cluster's list as read
+	// with the change's values set by name, the others as they were; nil when the change has
+	// no topology variables.
+	variables []any
+}
+
+// VariableChange is one topology variable a change writes: its value on the Cluster as read
+// (compact JSON, "" when the Cluster does not set it) and the value written.
+type VariableChange struct {
+	Name, From, To string
 }
 
 // Name is "Cluster ns/name".
@@ -109,8 +125,10 @@ func (p *Planner) topologySelections(ctx context.Context, cluster *unstructured.
 }
 
 // readTopology reads the Cluster and its ClusterClass and checks that change can go through
-// spec.topology: a version and nothing else (templates change through the ClusterClass), one
-// the ClusterClass allows, no downgrade.
+// spec.topology: a version and/or topology variables and nothing else (templates change through
+// the ClusterClass), a version the ClusterClass allows, no downgrade, variables the ClusterClass
+// defines. With variables, Cluster API itself judges the write (a server-side dry run, see
+// dryRunTopology) before the plan shows it.
 func (p *Planner) readTopology(ctx context.Context, namespace, cluster string, change inplace.Change) (*Topology, error) {
 	cl := &unstructured.Unstructured{}
 	cl.SetGroupVersionKind(clusterGVK)
@@ -128,13 +146,17 @@ func (p *Planner) readTopology(ctx context.Context, namespace, cluster string, c
 	if len(change.MachineSpec) > 0 || len(change.InfrastructureMachineSpec) > 0 || len(change.BootstrapConfigSpec) > 0 {
 		return nil, usererr.New("Template Change Through The ClusterClass",
 			fmt.Sprintf("Cluster %s/%s is built from ClusterClass %q (spec.topology): its topology controller makes the control plane's and the MachineDeployments' templates "+
-				"from the ClusterClass and puts back any other. Change the templates (or the variables its patches read) in the ClusterClass; "+
-				"this resource upgrades such a cluster by `version` (spec.topology.version) only: drop machine_spec_patch, infrastructure_machine_spec_patch and bootstrap_config_spec_patch.",
+				"from the ClusterClass and puts back any other. Change the templates in the ClusterClass, or set the variables its patches read (topology_variables); "+
+				"this resource upgrades such a cluster by `version` (spec.topology.version) and `topology_variables` (spec.topology.variables) only: "+
+				"drop machine_spec_patch, infrastructure_machine_spec_patch and bootstrap_config_spec_patch.",
 				namespace, cluster, class))
 	}
-	if change.Version == "" {
+	if change.Version == "" && len(change.TopologyVariables) == 0 {
 		return nil, usererr.New("No Version For A Managed Topology",
-			fmt.Sprintf("Cluster %s/%s is built from ClusterClass %q (spec.topology) and is upgraded through spec.topology.version: set `version`.", namespace, cluster, class))
+			fmt.Sprintf("Cluster %s/%s is built from ClusterClass %q (spec.topology) and is changed through spec.topology: set `version` (spec.topology.version) and/or `topology_variables`.", namespace, cluster, class))
+	}
+	if change.Version == "" {
+		t.To = t.From
 	}
 	cc := &unstructured.Unstructured{}
 	cc.SetGroupVersionKind(clusterClassGVK)
@@ -144,24 +166,249 @@ func (p *Planner) readTopology(ctx context.Context, namespace, cluster string, c
 		}
 		return nil, usererr.Wrap(err, "Cannot Read ClusterClass", fmt.Sprintf("Reading ClusterClass %s/%s failed.", classNS, class))
 	}
-	if from, err := version.ParseSemantic(t.From); err == nil {
-		if to, err := version.ParseSemantic(change.Version); err == nil && to.LessThan(from) {
-			return nil, usererr.New("Topology Downgrade",
-				fmt.Sprintf("Cluster %s/%s runs %s (spec.topology.version); Cluster API does not downgrade a managed topology to %s.", namespace, cluster, t.From, change.Version))
+	if change.Version != "" {
+		if err := checkTopologyVersion(cc, t, change.Version); err != nil {
+			return nil, err
 		}
 	}
-	if allowed, _, _ := unstructured.NestedStringSlice(cc.Object, "spec", "kubernetesVersions"); len(allowed) > 0 && !slices.Contains(allowed, change.Version) {
-		return nil, usererr.New("Version Not In The ClusterClass",
-			fmt.Sprintf("ClusterClass %s/%s allows the Kubernetes versions %s (spec.kubernetesVersions); %s is not one of them, and Cluster API would refuse it for Cluster %s/%s.",
-				classNS, class, strings.Join(allowed, ", "), change.Version, namespace, cluster))
+	if len(change.TopologyVariables) > 0 {
+		if err := t.setVariables(cc, change.TopologyVariables); err != nil {
+			return nil, err
+		}
+		if err := p.dryRunTopology(ctx, t, Revision(change)); err != nil {
+			return nil, err
+		}
 	}
 	return t, nil
 }
 
-// topologyNote says what the preview of a managed topology cannot see.
+// checkTopologyVersion refuses a downgrade and a version the ClusterClass does not list.
+func checkTopologyVersion(cc *unstructured.Unstructured, t *Topology, want string) error {
+	if from, err := version.ParseSemantic(t.From); err == nil {
+		if to, err := version.ParseSemantic(want); err == nil && to.LessThan(from) {
+			return usererr.New("Topology Downgrade",
+				fmt.Sprintf("%s runs %s (spec.topology.version); Cluster API does not downgrade a managed topology to %s.", t.Name(), t.From, want))
+		}
+	}
+	if allowed, _, _ := unstructured.NestedStringSlice(cc.Object, "spec", "kubernetesVersions"); len(allowed) > 0 && !slices.Contains(allowed, want) {
+		return usererr.New("Version Not In The ClusterClass",
+			fmt.Sprintf("ClusterClass %s/%s allows the Kubernetes versions %s (spec.kubernetesVersions); %s is not one of them, and Cluster API would refuse it for %s.",
+				cc.GetNamespace(), cc.GetName(), strings.Join(allowed, ", "), want, t.Name()))
+	}
+	return nil
+}
+
+// classVariables are the names of the variables the ClusterClass defines: those its status
+// lists (inline and discovered from its patches' runtime extensions; status.variables, which
+// Cluster API's webhook validates a Cluster's variables against: core/webhooks/admission/cluster.go
+// in sigs.k8s.io/cluster-api v1.14.2) and its inline spec.variables (listed before the
+// ClusterClass controller has reconciled it), sorted.
+func classVariables(cc *unstructured.Unstructured) []string {
+	var names []string
+	for _, field := range [][]string{{"status", "variables"}, {"spec", "variables"}} {
+		list, _, _ := unstructured.NestedSlice(cc.Object, field...)
+		for _, v := range list {
+			if m, ok := v.(map[string]any); ok {
+				if n, ok := m["name"].(string); ok && n != "" {
+					names = append(names, n)
+				}
+			}
+		}
+	}
+	slices.Sort(names)
+	return slices.Compact(names)
+}
+
+// setVariables checks that the ClusterClass defines every variable of values and fills
+// t.variables (the Cluster's spec.topology.variables with values set by name, the others left
+// as they are, new ones appended) and t.Variables (those whose value changes).
+func (t *Topology) setVariables(cc *unstructured.Unstructured, values map[string]json.RawMessage) error {
+	defined := classVariables(cc)
+	names := slices.Sorted(maps.Keys(values))
+	var unknown []string
+	for _, n := range names {
+		if !slices.Contains(defined, n) {
+			unknown = append(unknown, fmt.Sprintf("%q", n))
+		}
+	}
+	if len(unknown) > 0 {
+		known := "none"
+		if len(defined) > 0 {
+			known = strings.Join(defined, ", ")
+		}
+		return usererr.New("Topology Variable Not In The ClusterClass",
+			fmt.Sprintf("%s is built from ClusterClass %s/%s, which defines no variable %s; it defines: %s (spec.variables and status.variables). "+
+				"Cluster API would refuse the Cluster. Fix topology_variables, or define the variable in the ClusterClass; nothing was written.",
+				t.Name(), cc.GetNamespace(), cc.GetName(), strings.Join(unknown, ", "), known))
+	}
+	list, _, _ := unstructured.NestedSlice(t.Cluster.Object, "spec", "topology", "variables")
+	for _, n := range names {
+		value, err := decodeJSON(values[n])
+		if err != nil {
+			return usererr.Wrap(err, "Invalid Topology Variable", fmt.Sprintf("The value of topology variable %q is not JSON.", n))
+		}
+		to := compactJSON(value)
+		from, found := "", false
+		for _, item := range list {
+			if m, ok := item.(map[string]any); ok && m["name"] == n {
+				found, from = true, compactJSON(m["value"])
+				m["value"] = value
+			}
+		}
+		if !found {
+			list = append(list, map[string]any{"name": n, "value": value})
+		}
+		if from != to {
+			t.Variables = append(t.Variables, VariableChange{Name: n, From: from, To: to})
+		}
+	}
+	t.variables = list
+	return nil
+}
+
+// decodeJSON decodes raw keeping numbers as written (json.Number), so that a value is written
+// back exactly.
+func decodeJSON(raw []byte) (any, error) {
+	d := json.NewDecoder(bytes.NewReader(raw))
+	d.UseNumber()
+	var v any
+	if err := d.Decode(&v); err != nil {
+		return nil, err
+	}
+	if d.More() {
+		return nil, fmt.Errorf("more than one JSON value: %s", raw)
+	}
+	return v, nil
+}
+
+// compactJSON is v as compact JSON (objects' keys sorted), for comparing and showing values.
+func compactJSON(v any) string {
+	raw, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Sprint(v)
+	}
+	return string(raw)
+}
+
+// patch is the merge patch of the Cluster that carries the change out: spec.topology.version,
+// the whole spec.topology.variables list when the change sets variables (a merge patch replaces
+// a list: the others are in it as read, and the resourceVersion the plan read guards them), and
+// the revision.
+func (t *Topology) patch(revision string) (*unstructured.Unstructured, []byte, error) {
+	topology := map[string]any{"version": t.To}
+	if t.variables != nil {
+		topology["variables"] = t.variables
+	}
+	raw, err := json.Marshal(map[string]any{
+		"metadata": map[string]any{"resourceVersion": t.Cluster.GetResourceVersion(), "annotations": map[string]any{AnnotationRevision: revision}},
+		"spec":     map[string]any{"topology": topology},
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(clusterGVK)
+	u.SetNamespace(t.Cluster.GetNamespace())
+	u.SetName(t.Cluster.GetName())
+	return u, raw, nil
+}
+
+// dryRunTopology sends the write apply would make as a server-side dry run, so that Cluster
+// API's Cluster webhook judges the variables against the ClusterClass's schemas (its defaulting
+// webhook validates spec.topology.variables against the ClusterClass's status.variables:
+// core/webhooks/admission/cluster.go and internal/topology/variables/cluster_variable_validation.go
+// in sigs.k8s.io/cluster-api v1.14.2). Its refusal refuses the plan, quoting Cluster API; nothing
+// is written.
+func (p *Planner) dryRunTopology(ctx context.Context, t *Topology, revision string) error {
+	u, raw, err := t.patch(revision)
+	if err != nil {
+		return err
+	}
+	err = p.Client.Patch(ctx, u, client.RawPatch(types.MergePatchType, raw), client.DryRunAll)
+	switch {
+	case err == nil:
+		return nil
+	case apierrors.IsConflict(err):
+		return usererr.Wrap(err, "Cluster Changed While Planning", t.Name()+" was changed while the plan read it; plan again.")
+	case apierrors.IsInvalid(err) || apierrors.IsBadRequest(err):
+		return usererr.Wrap(err, "Cluster API Refuses The Topology Variables",
+			fmt.Sprintf("Cluster API refused %s with these topology variables (a server-side dry run of the write apply would make, judged by its Cluster webhook against ClusterClass %q); nothing was written.", t.Name(), t.Class))
+	}
+	return usererr.Wrap(err, "Cannot Check The Topology Variables",
+		fmt.Sprintf("The server-side dry run of the write to %s (spec.topology.variables, judged by Cluster API's webhook) failed; nothing was written.", t.Name()))
+}
+
+// topologyNote says what the preview of a managed topology cannot see. With variables it does
+// not promise what the ClusterClass's patches make of them (variablesNote says so once for the
+// fleet).
 func topologyNote(t *Topology) string {
+	if t.variables != nil {
+		return fmt.Sprintf("%s is changed through spec.topology.version and spec.topology.variables (ClusterClass %q): the topology controller updates the control plane, then the MachineDeployments it manages", t.Name(), t.Class)
+	}
 	return fmt.Sprintf("%s is upgraded through spec.topology.version (ClusterClass %q): the topology controller upgrades the control plane, then the MachineDeployments it manages; "+
 		"the preview assumes the ClusterClass's patches change nothing but the version", t.Name(), t.Class)
+}
+
+// variablesNote shows the topology variables the fleet's clusters change, compactly: one line
+// per variable and change (from → to) with the clusters it is in, and what the preview cannot
+// tell: the ClusterClass's patches read the variables, and it does not run them. "" when no
+// cluster changes a variable.
+func variablesNote(clusters []*ClusterPlan) string {
+	type key struct{ name, from, to string }
+	in := map[key][]string{}
+	for _, c := range clusters {
+		if c.Topology == nil {
+			continue
+		}
+		for _, v := range c.Topology.Variables {
+			k := key{v.Name, v.From, v.To}
+			in[k] = append(in[k], c.Cluster)
+		}
+	}
+	if len(in) == 0 {
+		return ""
+	}
+	keys := slices.SortedFunc(maps.Keys(in), func(a, b key) int {
+		return cmp.Or(strings.Compare(a.name, b.name), cmp.Compare(len(in[b]), len(in[a])), strings.Compare(a.from, b.from))
+	})
+	var b strings.Builder
+	b.WriteString("Topology variables this apply writes to Cluster spec.topology.variables (others are left as they are):")
+	for _, k := range keys {
+		fmt.Fprintf(&b, "\n  %s: %s → %s in %s", k.name, shortValue(k.from), shortValue(k.to), clusterList(in[k]))
+	}
+	b.WriteString("\nThe ClusterClass's patches read these variables, and the preview cannot run them: the templates the topology controller computes from them " +
+		"may change, so Cluster API may update in place or replace machines this preview shows as unchanged or in place (it decides per machine, as for a version). " +
+		"Apply waits for TopologyReconciled and for every machine up to date.")
+	return b.String()
+}
+
+// shortValue is a variable's value for a plan line: "unset" for none, long ones cut.
+func shortValue(v string) string {
+	switch {
+	case v == "":
+		return "unset"
+	case len(v) > 60:
+		return v[:57] + "..."
+	}
+	return v
+}
+
+// clusterList names up to five clusters and counts the others.
+func clusterList(names []string) string {
+	slices.Sort(names)
+	noun := "clusters"
+	if len(names) == 1 {
+		noun = "cluster"
+	}
+	shown := names
+	if len(names) > 5 {
+		shown = names[:5]
+	}
+	out := fmt.Sprintf("%d %s: %s", len(names), noun, strings.Join(shown, ", "))
+	if len(names) > len(shown) {
+		out += fmt.Sprintf(" and %d more", len(names)-len(shown))
+	}
+	return out
 }
 
 // splitTopology parts cp's owners into those written through the Cluster's topology (first) and
@@ -208,30 +455,24 @@ func (p *Planner) executeTopology(ctx context.Context, t *Topology, results []*R
 		ctx = runCtx
 	}
 	revision := results[0].Revision
-	if t.From != t.To || t.Cluster.GetAnnotations()[AnnotationRevision] != revision {
+	if t.From != t.To || len(t.Variables) > 0 || t.Cluster.GetAnnotations()[AnnotationRevision] != revision {
 		if err := p.writeTopology(ctx, t, revision); err != nil {
 			return status, err
 		}
-		req.Logf(fmt.Sprintf("wrote spec.topology.version %s to %s (revision %s); the topology controller rolls it out", t.To, t.Name(), revision), nil)
+		req.Logf(fmt.Sprintf("wrote spec.topology.version %s%s to %s (revision %s); the topology controller rolls it out", t.To, variableNames(t.Variables), t.Name(), revision), nil)
 	}
 	st, err := p.waitTopology(ctx, t, results, req)
 	maps.Copy(status, st)
 	return status, err
 }
 
-// writeTopology merge-patches spec.topology.version and records the revision on the Cluster.
+// writeTopology merge-patches spec.topology.version, the topology variables (see patch) and the
+// revision onto the Cluster, under the resourceVersion the plan read.
 func (p *Planner) writeTopology(ctx context.Context, t *Topology, revision string) error {
-	raw, err := json.Marshal(map[string]any{
-		"metadata": map[string]any{"resourceVersion": t.Cluster.GetResourceVersion(), "annotations": map[string]any{AnnotationRevision: revision}},
-		"spec":     map[string]any{"topology": map[string]any{"version": t.To}},
-	})
+	u, raw, err := t.patch(revision)
 	if err != nil {
 		return err
 	}
-	u := &unstructured.Unstructured{}
-	u.SetGroupVersionKind(clusterGVK)
-	u.SetNamespace(t.Cluster.GetNamespace())
-	u.SetName(t.Cluster.GetName())
 	if err := records.Fenced(ctx); err != nil {
 		return err // the Lease may be another apply's now: write nothing
 	}
@@ -239,9 +480,21 @@ func (p *Planner) writeTopology(ctx context.Context, t *Topology, revision strin
 		if apierrors.IsConflict(err) {
 			return engine.Mark(engine.ErrChangeRefused, usererr.Wrap(err, "Cluster Changed Since The Plan", t.Name()+" was changed after the plan read it; plan again."))
 		}
-		return usererr.Wrap(err, "Cannot Write Cluster", "Writing spec.topology.version to "+t.Name()+" failed.")
+		return usererr.Wrap(err, "Cannot Write Cluster", "Writing spec.topology to "+t.Name()+" failed.")
 	}
 	return nil
+}
+
+// variableNames is ", variables a, b" for the log, "" without variables.
+func variableNames(vars []VariableChange) string {
+	if len(vars) == 0 {
+		return ""
+	}
+	names := make([]string, len(vars))
+	for i, v := range vars {
+		names[i] = v.Name
+	}
+	return " and variables " + strings.Join(names, ", ")
 }
 
 // waitTopology polls the Cluster, its owners, their machines and Nodes until the topology is
@@ -308,6 +561,22 @@ func topologyProblems(cl *unstructured.Unstructured, t *Topology) []string {
 	name := t.Name()
 	if v, _, _ := unstructured.NestedString(cl.Object, "spec", "topology", "version"); v != t.To {
 		out = append(out, fmt.Sprintf("%s: spec.topology.version is %s, want %s (changed since this apply wrote it)", name, v, t.To))
+	}
+	if len(t.Variables) > 0 {
+		now := map[string]string{}
+		list, _, _ := unstructured.NestedSlice(cl.Object, "spec", "topology", "variables")
+		for _, item := range list {
+			if m, ok := item.(map[string]any); ok {
+				if n, ok := m["name"].(string); ok {
+					now[n] = compactJSON(m["value"])
+				}
+			}
+		}
+		for _, v := range t.Variables {
+			if now[v.Name] != v.To {
+				out = append(out, fmt.Sprintf("%s: topology variable %s is %s, want %s (changed since this apply wrote it)", name, v.Name, shortValue(now[v.Name]), shortValue(v.To)))
+			}
+		}
 	}
 	if observed, _, _ := unstructured.NestedInt64(cl.Object, "status", "observedGeneration"); observed < cl.GetGeneration() {
 		out = append(out, fmt.Sprintf("%s: observedGeneration %d behind generation %d", name, observed, cl.GetGeneration()))

@@ -2,7 +2,10 @@ package owners
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -14,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
@@ -41,7 +45,8 @@ func topologyWorld(t *testing.T, failPatch error) (client.Client, *[]string) {
 	cluster := obj(clusterGVK, "c", map[string]any{
 		"spec": map[string]any{
 			"controlPlaneRef": map[string]any{"apiGroup": kcpGVK.Group, "kind": KindKubeadmControlPlane, "name": "c-cp"},
-			"topology":        map[string]any{"classRef": map[string]any{"name": "cc"}, "version": "v1.34.0"},
+			"topology": map[string]any{"classRef": map[string]any{"name": "cc"}, "version": "v1.34.0",
+				"variables": []any{map[string]any{"name": "other", "value": map[string]any{"keep": true}}, map[string]any{"name": "note", "value": "a"}}},
 		},
 		"status": map[string]any{
 			"initialization":     map[string]any{"controlPlaneInitialized": true},
@@ -70,15 +75,23 @@ func topologyWorld(t *testing.T, failPatch error) (client.Client, *[]string) {
 	objs := []client.Object{
 		cluster, kcp,
 		md("c-md-b", owned), md("c-md-a", owned), md("extra", map[string]string{clusterNameLabel: "c", "pool": "extra"}),
-		obj(clusterClassGVK, "cc", map[string]any{"spec": map[string]any{"kubernetesVersions": []any{"v1.34.0", "v1.34.1", "v1.35.0"}}}),
+		obj(clusterClassGVK, "cc", map[string]any{
+			"spec": map[string]any{"kubernetesVersions": []any{"v1.34.0", "v1.34.1", "v1.35.0"}, "variables": []any{map[string]any{"name": "note"}, map[string]any{"name": "other"}}},
+			// "count" is discovered from a patch's runtime extension: in the status only.
+			"status": map[string]any{"variables": []any{map[string]any{"name": "count"}, map[string]any{"name": "note"}, map[string]any{"name": "other"}}},
+		}),
 	}
 	writes := &[]string{}
 	var mu sync.Mutex
 	c := fake.NewClientBuilder().WithRESTMapper(mapper).WithScheme(runtime.NewScheme()).WithObjects(objs...).
 		WithInterceptorFuncs(interceptor.Funcs{
 			Patch: func(ctx context.Context, c client.WithWatch, o client.Object, p client.Patch, opts ...client.PatchOption) error {
+				what := "patch "
+				if (&client.PatchOptions{}).ApplyOptions(opts).DryRun != nil {
+					what = "dry-run patch "
+				}
 				mu.Lock()
-				*writes = append(*writes, "patch "+o.GetObjectKind().GroupVersionKind().Kind+" "+o.GetName())
+				*writes = append(*writes, what+o.GetObjectKind().GroupVersionKind().Kind+" "+o.GetName())
 				mu.Unlock()
 				if failPatch != nil && o.GetObjectKind().GroupVersionKind().Kind == "Cluster" {
 					return failPatch
@@ -308,5 +321,190 @@ func TestTopologyProblems(t *testing.T) {
 				t.Errorf("problems %q; want %q", got, tc.want)
 			}
 		})
+	}
+}
+
+// topologyVariables is the Cluster's spec.topology.variables as "name=compact JSON", in order.
+func topologyVariables(t *testing.T, c client.Client) string {
+	t.Helper()
+	cl := &unstructured.Unstructured{}
+	cl.SetGroupVersionKind(clusterGVK)
+	if err := c.Get(t.Context(), client.ObjectKey{Namespace: "fleet", Name: "c"}, cl); err != nil {
+		t.Fatal(err)
+	}
+	list, _, _ := unstructured.NestedSlice(cl.Object, "spec", "topology", "variables")
+	var out []string
+	for _, v := range list {
+		m := v.(map[string]any)
+		out = append(out, fmt.Sprintf("%s=%s", m["name"], compactJSON(m["value"])))
+	}
+	return strings.Join(out, " ")
+}
+
+// Topology variables alone (no version): the plan checks them with a dry run of the write and
+// shows each change from → to with its cluster, saying the preview cannot run the ClusterClass's
+// patches; the cluster changes though no machine does. Apply writes them by name into the
+// Cluster's list (the others as they were, a new one appended), the version untouched, and waits
+// for TopologyReconciled at the new generation.
+func TestTopologyVariablesMerge(t *testing.T) {
+	c, writes := topologyWorld(t, nil)
+	p := &Planner{Client: c}
+	change := inplace.Change{TopologyVariables: map[string]json.RawMessage{"note": json.RawMessage(`"b"`), "count": json.RawMessage(`3`)}}
+	fp, err := p.PlanFleet(t.Context(), FleetRequest{Namespace: "fleet", Clusters: []string{"c"}, Owners: Owners{ControlPlane: true}, Change: change, Fallback: inplace.FallbackNone, Endpoints: nil})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cp := fp.Cluster("c")
+	want := []VariableChange{{Name: "count", From: "", To: "3"}, {Name: "note", From: `"a"`, To: `"b"`}}
+	if cp.Topology == nil || !reflect.DeepEqual(cp.Topology.Variables, want) || cp.Topology.To != "v1.34.0" {
+		t.Fatalf("topology %+v; want variables %v and the version left at v1.34.0", cp.Topology, want)
+	}
+	if !cp.Changes() || cp.Current(fp.Revision) {
+		t.Errorf("a cluster whose variables change: Changes %v, Current %v; want true, false", cp.Changes(), cp.Current(fp.Revision))
+	}
+	notes := strings.Join(fp.Notes, "\n")
+	for _, w := range []string{`count: unset → 3 in 1 cluster: c`, `note: "a" → "b" in 1 cluster: c`, "the preview cannot run them"} {
+		if !strings.Contains(notes, w) {
+			t.Errorf("notes %q do not say %q", notes, w)
+		}
+	}
+	if strings.Contains(notes, "assumes the ClusterClass's patches change nothing") {
+		t.Errorf("notes %q promise what the patches do", notes)
+	}
+	if got := strings.Join(*writes, ", "); got != "dry-run patch Cluster c" {
+		t.Errorf("writes at plan: %s; want only the dry run", got)
+	}
+	if got := topologyVariables(t, c); got != `other={"keep":true} note="a"` {
+		t.Errorf("variables after the plan: %s; want them as they were", got)
+	}
+
+	if _, err := p.ApplyCluster(t.Context(), cp, ExecuteRequest{VerifyTimeout: 50 * time.Millisecond}); err != nil {
+		t.Logf("apply: %v", err) // the fake API server does not count generations: the wait may end at once
+	}
+	if got := topologyVariables(t, c); got != `other={"keep":true} note="b" count=3` {
+		t.Errorf("variables after apply: %s; want other untouched, note set, count appended", got)
+	}
+	if got := strings.Join(*writes, ", "); got != "dry-run patch Cluster c, patch Cluster c" {
+		t.Errorf("writes: %s; want the plan's dry run and apply's patch of the Cluster only", got)
+	}
+	// The API server counts the write as a new generation, which the topology controller has not
+	// reconciled yet: not verified.
+	edit(t, c, clusterGVK, "c", func(u *unstructured.Unstructured) { u.SetGeneration(2) })
+	_, err = p.VerifyCluster(t.Context(), cp, ExecuteRequest{VerifyTimeout: 50 * time.Millisecond})
+	if !errors.Is(err, ErrNotVerified) || !strings.Contains(errText(err), "observedGeneration 1 behind generation 2") {
+		t.Fatalf("verify before the topology controller reconciled: %v; want not verified, waiting for the Cluster's generation", err)
+	}
+	// Someone sets the variable back: the wait says so.
+	edit(t, c, clusterGVK, "c", func(u *unstructured.Unstructured) {
+		_ = unstructured.SetNestedSlice(u.Object, []any{map[string]any{"name": "note", "value": "a"}}, "spec", "topology", "variables")
+	})
+	_, err = p.VerifyCluster(t.Context(), cp, ExecuteRequest{VerifyTimeout: 50 * time.Millisecond})
+	if !strings.Contains(errText(err), `topology variable note is "a", want "b"`) {
+		t.Errorf("verify after the variable was set back: %v; want it named", err)
+	}
+
+	// Planned again once applied: nothing changes.
+	c2, _ := topologyWorld(t, nil)
+	edit(t, c2, clusterGVK, "c", func(u *unstructured.Unstructured) {
+		_ = unstructured.SetNestedSlice(u.Object, []any{map[string]any{"name": "note", "value": "b"}, map[string]any{"name": "count", "value": int64(3)}}, "spec", "topology", "variables")
+	})
+	fp, err = (&Planner{Client: c2}).PlanFleet(t.Context(), FleetRequest{Namespace: "fleet", Clusters: []string{"c"}, Owners: Owners{ControlPlane: true}, Change: change, Fallback: inplace.FallbackNone, Endpoints: nil})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cp := fp.Cluster("c"); len(cp.Topology.Variables) != 0 || cp.Changes() {
+		t.Errorf("variables already set: changes %v; want none", cp.Topology.Variables)
+	}
+}
+
+// What topology variables cannot do is refused at plan with nothing written, not even the dry
+// run: a variable the ClusterClass does not define (named, with the Cluster and the variables
+// the class defines), a value that is not JSON, variables for an owner written directly.
+func TestTopologyVariablesRefused(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		owners Owners
+		vars   map[string]string
+		want   []string
+	}{
+		{"not in the class", Owners{ControlPlane: true}, map[string]string{"note": `"b"`, "regoin": `"eu"`},
+			[]string{"Topology Variable Not In The ClusterClass", `Cluster fleet/c is built from ClusterClass fleet/cc, which defines no variable "regoin"`, "it defines: count, note, other"}},
+		{"not JSON", Owners{ControlPlane: true}, map[string]string{"note": `eu-west`}, []string{"Invalid Topology Variable", `topology variable "note" is not JSON`}},
+		{"two JSON values", Owners{ControlPlane: true}, map[string]string{"note": `"a" "b"`}, []string{"Invalid Topology Variable"}},
+		{"owner written directly", Owners{MachineDeployments: labels.SelectorFromSet(labels.Set{"pool": "extra"})}, map[string]string{"note": `"b"`},
+			[]string{"Topology Variables Without A Managed Topology", "Cluster fleet/c"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, writes := topologyWorld(t, nil)
+			change := inplace.Change{Version: "v1.34.1", TopologyVariables: map[string]json.RawMessage{}}
+			for n, v := range tc.vars {
+				change.TopologyVariables[n] = json.RawMessage(v)
+			}
+			_, err := (&Planner{Client: c}).PlanFleet(t.Context(), FleetRequest{Namespace: "fleet", Clusters: []string{"c"}, Owners: tc.owners, Change: change, Fallback: inplace.FallbackNone, Endpoints: nil})
+			for _, w := range tc.want {
+				if !strings.Contains(errText(err), w) {
+					t.Errorf("plan: %v; want it to say %q", err, w)
+				}
+			}
+			if len(*writes) > 0 {
+				t.Errorf("writes %v at plan", *writes)
+			}
+		})
+	}
+}
+
+// The fleet's variable note is one line per variable and change, the clusters counted and the
+// first five named, however many clusters there are.
+func TestVariablesNoteGroupsClusters(t *testing.T) {
+	var clusters []*ClusterPlan
+	for i := range 12 {
+		from := `"a"`
+		if i == 11 {
+			from = ""
+		}
+		clusters = append(clusters, &ClusterPlan{Cluster: fmt.Sprintf("c%02d", i), Topology: &Topology{Variables: []VariableChange{{Name: "note", From: from, To: `"b"`}}}})
+	}
+	clusters = append(clusters, &ClusterPlan{Cluster: "direct"})
+	got := variablesNote(clusters)
+	for _, w := range []string{"\n  note: \"a\" → \"b\" in 11 clusters: c00, c01, c02, c03, c04 and 6 more\n  note: unset → \"b\" in 1 cluster: c11\n"} {
+		if !strings.Contains(got, w) {
+			t.Errorf("note %q does not say %q", got, w)
+		}
+	}
+	if variablesNote(clusters[12:]) != "" {
+		t.Error("a note without any variable change")
+	}
+}
+
+// Revisions: a change without variables hashes as before variables existed; variables change
+// it, in any order of the same values.
+func TestRevisionWithVariables(t *testing.T) {
+	base := inplace.Change{Version: "v1.34.1"}
+	if Revision(base) != Revision(inplace.Change{Version: "v1.34.1", TopologyVariables: map[string]json.RawMessage{}}) {
+		t.Error("an empty variable map changes the revision")
+	}
+	a := inplace.Change{Version: "v1.34.1", TopologyVariables: map[string]json.RawMessage{"x": json.RawMessage(`{"b":1,"a":2}`), "y": json.RawMessage(`"s"`)}}
+	b := inplace.Change{Version: "v1.34.1", TopologyVariables: map[string]json.RawMessage{"y": json.RawMessage(` "s" `), "x": json.RawMessage(`{"a":2,"b":1}`)}}
+	if Revision(a) == Revision(base) || Revision(a) != Revision(b) {
+		t.Errorf("revisions %s, %s, %s: want the variables to change it, written either way alike", Revision(base), Revision(a), Revision(b))
+	}
+}
+
+// After apply, a machine planned unchanged that Cluster API kept (same UID) but moved to another
+// MachineSet was updated in place (what a topology variable the preview cannot follow does): its
+// status is updated; one that stayed is unchanged, one gone replaced, a new one created.
+func TestStatusOfMachinesMovedInPlace(t *testing.T) {
+	machine := func(name, set string) Machine {
+		u := obj(machineGVK, name, map[string]any{})
+		u.SetUID(types.UID("uid-" + name))
+		u.SetLabels(map[string]string{machineSetLabel: set})
+		return Machine{Current: inplace.Objects{Machine: u}, Plan: inplace.MachinePlan{Machine: name, Strategy: inplace.StrategyUnchanged}}
+	}
+	res := &Result{Machines: []Machine{machine("moved", "ms-1"), machine("stayed", "ms-1"), machine("gone", "ms-1")}}
+	l := &look{machines: map[string]string{"moved": "uid-moved", "stayed": "uid-stayed", "new": "uid-new"}, moved: map[string]bool{"moved": true}}
+	got := l.status(res)
+	want := map[string]string{"moved": StatusUpdated, "stayed": StatusUnchanged, "gone": StatusReplaced, "new": StatusCreated}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("status %v, want %v", got, want)
 	}
 }

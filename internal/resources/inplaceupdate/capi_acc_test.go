@@ -195,12 +195,13 @@ func provision(ctx context.Context, f *testbed.Fleet) error {
 			return err
 		}
 	}
-	// The cluster built from a ClusterClass comes up meanwhile too (about 50 s on its own), on
-	// both lanes; the topology fleet's other two on its lane only.
+	// The clusters built from a ClusterClass come up meanwhile too (about 50 s on their own), on
+	// both lanes (the version bump's and the variables'); the topology fleet's other two on its
+	// lane only.
 	if err := f.CreateClusterClass(ctx, topologyClass); err != nil {
 		return err
 	}
-	if err := f.CreateInMemory(ctx, topologyInMemory); err != nil {
+	if err := f.CreateInMemory(ctx, topologyInMemory, topologyVarsInMemory); err != nil {
 		return err
 	}
 	topologyFleetTests, err := acctest.RunsOnLane(topologyFleetLane)

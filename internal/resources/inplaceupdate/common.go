@@ -11,6 +11,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/hashicorp/terraform-plugin-framework-validators/mapvalidator"
+	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
 	"github.com/hashicorp/terraform-plugin-framework/attr"
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
@@ -40,6 +42,7 @@ type Input struct {
 	MachineSpecPatch               types.String `tfsdk:"machine_spec_patch"`
 	InfrastructureMachineSpecPatch types.String `tfsdk:"infrastructure_machine_spec_patch"`
 	BootstrapConfigSpecPatch       types.String `tfsdk:"bootstrap_config_spec_patch"`
+	TopologyVariables              types.Map    `tfsdk:"topology_variables"`
 	Extensions                     types.List   `tfsdk:"extensions"`
 	Fallback                       types.String `tfsdk:"fallback"`
 }
@@ -76,7 +79,7 @@ var countsAttrTypes = map[string]attr.Type{
 func (in *Input) known() bool {
 	for _, v := range []attr.Value{in.Namespace, in.Cluster, in.Names, in.Selector, in.MachineDeployment, in.ControlPlane, in.MachineDeploymentSelector,
 		in.UpdateControlPlane, in.Version, in.MachineSpecPatch,
-		in.InfrastructureMachineSpecPatch, in.BootstrapConfigSpecPatch, in.Extensions, in.Fallback} {
+		in.InfrastructureMachineSpecPatch, in.BootstrapConfigSpecPatch, in.TopologyVariables, in.Extensions, in.Fallback} {
 		if v.IsUnknown() {
 			return false
 		}
@@ -117,6 +120,14 @@ func (in *Input) change(ctx context.Context) (inplace.Change, inplace.Fallback, 
 		MachineSpec:               patchBytes(in.MachineSpecPatch),
 		InfrastructureMachineSpec: patchBytes(in.InfrastructureMachineSpecPatch),
 		BootstrapConfigSpec:       patchBytes(in.BootstrapConfigSpecPatch),
+	}
+	if !in.TopologyVariables.IsNull() && !in.TopologyVariables.IsUnknown() {
+		var vars map[string]string
+		diags.Append(in.TopologyVariables.ElementsAs(ctx, &vars, false)...)
+		change.TopologyVariables = map[string]json.RawMessage{}
+		for name, v := range vars {
+			change.TopologyVariables[name] = json.RawMessage(v)
+		}
 	}
 	fb := in.Fallback.ValueString()
 	if fb == "" {
@@ -210,6 +221,43 @@ func stringList(s []string) types.List {
 		elems[i] = types.StringValue(v)
 	}
 	return types.ListValueMust(types.StringType, elems)
+}
+
+// topologyVariablesValidators check `topology_variables` (data source and resource): names
+// as Cluster API allows them, values JSON.
+func topologyVariablesValidators() []validator.Map {
+	return []validator.Map{
+		mapvalidator.KeysAre(stringvalidator.LengthBetween(1, 256)),
+		mapvalidator.ValueStringsAre(jsonValue{}),
+	}
+}
+
+// descTopologyVariables documents `topology_variables`.
+const descTopologyVariables = "Values for named variables of a managed topology, each JSON-encoded: `{ name = jsonencode(value) }`, " +
+	"e.g. `{ region = jsonencode(\"eu-west\"), workerNote = jsonencode(\"v2\") }`. Only with `update_control_plane = true` on Clusters built " +
+	"from a ClusterClass (`spec.topology`): apply writes each to `Cluster.spec.topology.variables` by name, in the same write as " +
+	"`version` (which may be unset: the variables alone), and leaves the Cluster's other variables as they are (per-MachineDeployment " +
+	"`variables.overrides` too). Refused at plan, with nothing written: a name the ClusterClass does not define (`spec.variables`, " +
+	"`status.variables`), a value that is not JSON, and whatever Cluster API's Cluster webhook refuses (the value against the " +
+	"variable's schema), asked by a server-side dry run of the write. The ClusterClass's patches read variables, and the preview " +
+	"does not run them: the plan shows each variable's change (from → to) with its clusters and warns that Cluster API may update " +
+	"in place or replace machines the preview shows unchanged. Verification waits for `TopologyReconciled` and every machine up to date."
+
+// jsonValue checks that a string is JSON (any value: a topology variable's).
+type jsonValue struct{}
+
+func (jsonValue) Description(context.Context) string {
+	return "must be JSON (jsonencode the value)"
+}
+func (v jsonValue) MarkdownDescription(ctx context.Context) string { return v.Description(ctx) }
+func (jsonValue) ValidateString(_ context.Context, req validator.StringRequest, resp *validator.StringResponse) {
+	if req.ConfigValue.IsNull() || req.ConfigValue.IsUnknown() {
+		return
+	}
+	if !json.Valid([]byte(req.ConfigValue.ValueString())) {
+		resp.Diagnostics.AddAttributeError(req.Path, "Invalid Topology Variable",
+			fmt.Sprintf("The value must be JSON: jsonencode it, e.g. jsonencode(\"eu-west\") or jsonencode({ replicas = 3 }); got %q.", req.ConfigValue.ValueString()))
+	}
 }
 
 // jsonObject checks that a string is a JSON object (a merge patch of a spec).

@@ -59,15 +59,21 @@ func (r *updateResource) Schema(ctx context.Context, _ resource.SchemaRequest, r
 			"`topology.cluster.x-k8s.io/owned`) and would put back what this resource writes, so such an owner is never written: " +
 			"`control_plane`, `machine_deployment` or a `machine_deployment_selector` without `update_control_plane` that picks one is " +
 			"refused at plan, naming it. With `update_control_plane = true` (and `cluster`, `names` or `selector`) such a cluster is " +
-			"upgraded through its topology: apply writes `version` to `Cluster.spec.topology.version` (and the revision to the Cluster), " +
+			"upgraded through its topology: apply writes `version` to `Cluster.spec.topology.version` and the named `topology_variables` to " +
+			"`Cluster.spec.topology.variables` (by name, the others left as they are), in one write, and the revision to the Cluster; " +
 			"and the topology controller upgrades the control plane, then every MachineDeployment it manages (selected or not); " +
 			"Cluster API decides per machine whether it updates it in place. The plan previews them in that order, asking the " +
 			"extensions `CanUpdateMachineSet`/`CanUpdateMachine` for every machine as for any owner, assuming the ClusterClass's " +
 			"patches change nothing but the version. Verification waits for the Cluster's `TopologyReconciled` condition (its reason, " +
 			"e.g. `ClusterUpgrading`, names what the topology controller waits for), the owners on the version, every machine up to " +
-			"date and every Node Ready on the version. Refused at plan: spec patches (templates change through the ClusterClass), no " +
-			"`version`, a version the ClusterClass's `spec.kubernetesVersions` does not list, a downgrade. MachineDeployments the " +
-			"topology did not make are written directly, after it, as in any other cluster. Topology variables are not written.\n\n" +
+			"date and every Node Ready on the version. Refused at plan: spec patches (templates change through the ClusterClass, or " +
+			"through the variables its patches read), neither `version` nor `topology_variables`, a version the ClusterClass's " +
+			"`spec.kubernetesVersions` does not list, a downgrade, a variable the ClusterClass does not define, and variables Cluster " +
+			"API's Cluster webhook refuses (a server-side dry run of the write, at plan). The ClusterClass's patches read the variables, " +
+			"and the preview does not run them: with `topology_variables` the plan lists each variable's change (`from → to`) with its " +
+			"clusters and warns that Cluster API may update in place or replace machines the preview shows unchanged or in place; " +
+			"`version` may then be left unset (the variables alone). MachineDeployments the " +
+			"topology did not make are written directly, after it, as in any other cluster.\n\n" +
 			"**MachineHealthChecks.** Cluster API v1.14.2 does not hold a MachineHealthCheck's remediation back while a machine is " +
 			"updated in place: it skips only paused Machines and those annotated `cluster.x-k8s.io/skip-remediation`, so an update " +
 			"that trips a check (a Node condition past its timeout while the kubelet restarts, a Machine condition the check watches) " +
@@ -113,7 +119,9 @@ func (r *updateResource) Schema(ctx context.Context, _ resource.SchemaRequest, r
 			"waves":     schema.StringAttribute{Computed: true, MarkdownDescription: descWaves},
 			"version": schema.StringAttribute{Optional: true, MarkdownDescription: descVersion,
 				Validators: []validator.String{stringvalidator.RegexMatches(regexp.MustCompile(`^v\d+\.\d+\.\d+`), "must be a Kubernetes version such as v1.36.3")}},
-			"machine_spec_patch":                schema.StringAttribute{Optional: true, MarkdownDescription: descMachinePatch, Validators: []validator.String{jsonObject{}}},
+			"machine_spec_patch": schema.StringAttribute{Optional: true, MarkdownDescription: descMachinePatch, Validators: []validator.String{jsonObject{}}},
+			"topology_variables": schema.MapAttribute{Optional: true, ElementType: types.StringType, MarkdownDescription: descTopologyVariables,
+				Validators: topologyVariablesValidators()},
 			"infrastructure_machine_spec_patch": schema.StringAttribute{Optional: true, MarkdownDescription: descInfraPatch, Validators: []validator.String{jsonObject{}}},
 			"bootstrap_config_spec_patch": schema.StringAttribute{Optional: true, Sensitive: true, WriteOnly: true,
 				MarkdownDescription: descBootstrapPatch + " Write-only (Terraform and OpenTofu 1.11+): never in the plan or the state; `bootstrap_config_spec_patch_digest` and `revision` change with it, so a change still shows in the plan.",
@@ -165,7 +173,8 @@ func (r *updateResource) Schema(ctx context.Context, _ resource.SchemaRequest, r
 				}},
 			},
 			"status": schema.MapAttribute{Computed: true, ElementType: types.StringType,
-				MarkdownDescription: "Per Machine after apply: `updated` (the same Machine, same UID, now up to date), `replaced` (Cluster API replaced it), " +
+				MarkdownDescription: "Per Machine after apply: `updated` (the same Machine, same UID, now up to date; also one the preview showed unchanged that Cluster API " +
+					"moved to a new MachineSet and updated in place, as a topology variable the ClusterClass's patches read can make it), `replaced` (Cluster API replaced it), " +
 					"`created` (a Machine Cluster API created meanwhile), `unchanged`, `failed` (not up to date when the wait ended) or `not-started`. " +
 					"A refresh re-reads it from the Machines (specs, CAPI's conditions, Nodes): `drifted` when a Machine's specs were changed " +
 					"outside Terraform, `updating` while Cluster API is not done with it, `unverified` when its Node is not Ready on the desired version."},

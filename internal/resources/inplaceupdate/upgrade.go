@@ -43,7 +43,7 @@ func upgradeV0JSON(in []byte) ([]byte, error) {
 	}
 	st["update_limit"] = limit
 	st["selector"] = nil
-	for _, k := range []string{"names", "machine_deployment_selector", "update_control_plane", "canary", "summary", "attention", "waves"} {
+	for _, k := range []string{"names", "machine_deployment_selector", "update_control_plane", "canary", "summary", "attention", "waves", "topology_variables"} {
 		if _, ok := st[k]; !ok {
 			st[k] = nil
 		}
