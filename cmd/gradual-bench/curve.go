@@ -95,7 +95,10 @@ type step struct {
 	elapsed time.Duration
 	peakRSS int64
 	cpu     float64 // provider CPU seconds
-	lines   int     // plan output lines (plans only)
+	// cliCPU is the CLI's own CPU seconds: its rusage, which counts the providers it waited
+	// for, less theirs. It says how much of a plan's time is the CLI's work on a large state.
+	cliCPU float64
+	lines  int // plan output lines (plans only)
 	output  string  // what the command printed, for the checks of its content
 }
 
@@ -228,8 +231,8 @@ func runCurve(ctx context.Context, c config, f *testbed.Fleet, sizes []int, logf
 			}
 			pt.kubectl = kube
 			points = append(points, pt)
-			logf("N=%d (%s): plan %s (%d lines), apply %s, no-change plan %s (%d lines), drift repair plan %s (%d lines) + apply %s, revision change plan %s (%d lines), peak RSS %.0f MiB, apply CPU %.1fs, Flux controllers CPU %.1fs peak RSS %.0f MiB, kubectl %s",
-				n, engine, sec(pt.plan.elapsed), pt.plan.lines, sec(pt.apply.elapsed), sec(pt.noChange.elapsed), pt.noChange.lines,
+			logf("N=%d (%s): plan %s (%d lines), apply %s, no-change plan %s (%d lines; CLI CPU %.1fs, provider CPU %.1fs), drift repair plan %s (%d lines) + apply %s, revision change plan %s (%d lines), peak RSS %.0f MiB, apply CPU %.1fs, Flux controllers CPU %.1fs peak RSS %.0f MiB, kubectl %s",
+				n, engine, sec(pt.plan.elapsed), pt.plan.lines, sec(pt.apply.elapsed), sec(pt.noChange.elapsed), pt.noChange.lines, pt.noChange.cliCPU, pt.noChange.cpu,
 				sec(pt.driftPlan.elapsed), pt.driftPlan.lines, sec(pt.driftApply.elapsed), sec(pt.changePlan.elapsed), pt.changePlan.lines,
 				mb(pt.peakRSS()), pt.apply.cpu, pt.flux.cpu, mb(pt.flux.peakRSS), sec(pt.kubectl))
 		}
@@ -412,6 +415,9 @@ func (p *providerSide) measure(ctx context.Context, dir, logName string, timeout
 	s := step{elapsed: time.Since(start), output: out.String()}
 	s.peakRSS, _ = sampler.stop()
 	s.cpu = sampler.cpuSeconds()
+	if ps := cmd.ProcessState; ps != nil {
+		s.cliCPU = max((ps.UserTime() + ps.SystemTime()).Seconds()-s.cpu, 0)
+	}
 	s.lines = strings.Count(out.String(), "\n")
 	if p.cfg.logs != "" {
 		_ = os.WriteFile(filepath.Join(p.cfg.logs, logName+".out"), out.Bytes(), 0o644)
@@ -472,7 +478,7 @@ var csvHeader = []string{
 	"nochange_plan_s", "nochange_plan_lines", "nochange_provider_cpu_s", "provider_peak_rss_mib", "kubectl_s", "apply_over_kubectl",
 	"plan_rss_mib", "apply_rss_mib", "nochange_rss_mib",
 	"drift_plan_s", "drift_plan_lines", "drift_apply_s", "change_plan_s", "change_plan_lines",
-	"engine", "flux_controllers_cpu_s", "flux_controllers_peak_rss_mib", "cli",
+	"engine", "flux_controllers_cpu_s", "flux_controllers_peak_rss_mib", "cli", "nochange_cli_cpu_s",
 }
 
 func (pt curvePoint) row() []string {
@@ -533,7 +539,7 @@ func curveCSV(points []curvePoint, cli string) string {
 	var b strings.Builder
 	b.WriteString(strings.Join(csvHeader, ",") + "\n")
 	for _, pt := range points {
-		b.WriteString(strings.Join(append(pt.row(), cli), ",") + "\n")
+		b.WriteString(strings.Join(append(pt.row(), cli, fmt.Sprintf("%.1f", pt.noChange.cliCPU)), ",") + "\n")
 	}
 	return b.String()
 }
