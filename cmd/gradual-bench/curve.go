@@ -98,8 +98,8 @@ type step struct {
 	// cliCPU is the CLI's own CPU seconds: its rusage, which counts the providers it waited
 	// for, less theirs. It says how much of a plan's time is the CLI's work on a large state.
 	cliCPU float64
-	lines  int // plan output lines (plans only)
-	output  string  // what the command printed, for the checks of its content
+	lines  int    // plan output lines (plans only)
+	output string // what the command printed, for the checks of its content
 }
 
 // peakRSS is the largest provider RSS of any of the point's commands.
@@ -416,7 +416,7 @@ func (p *providerSide) measure(ctx context.Context, dir, logName string, timeout
 	s.peakRSS, _ = sampler.stop()
 	s.cpu = sampler.cpuSeconds()
 	if ps := cmd.ProcessState; ps != nil {
-		s.cliCPU = max((ps.UserTime() + ps.SystemTime()).Seconds()-s.cpu, 0)
+		s.cliCPU = max((ps.UserTime()+ps.SystemTime()).Seconds()-s.cpu, 0)
 	}
 	s.lines = strings.Count(out.String(), "\n")
 	if p.cfg.logs != "" {
