@@ -321,7 +321,7 @@ provider "gradual" {
 resource "gradual_rollout" "bench" {
   name         = %q
   namespace    = %q
-  clusters     = [%s]
+  names        = [%s]
   manifests    = file("${path.module}/manifests.yaml")
   update_limit = "%d"
 }

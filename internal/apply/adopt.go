@@ -44,12 +44,16 @@ func (e Existing) Foreign(ours string) bool {
 
 // Existing reads which objects of objs are on the cluster, with their field managers and their
 // content. It makes no mutating calls. Objects whose kind the cluster does not serve yet (a CRD
-// of the bundle not applied) are not there.
+// of the bundle not applied), or whose namespace it lacks, are not there.
 func (a *Applier) Existing(ctx context.Context, objs []*unstructured.Unstructured) ([]Existing, error) {
 	found := make([]*Existing, len(objs))
+	missing := a.missingNamespaces(ctx, objs, nil)
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(a.opts.Concurrency)
 	for i, obj := range objs {
+		if missing[obj.GetNamespace()] {
+			continue // no object is in a namespace the cluster lacks
+		}
 		g.Go(func() error {
 			ref := RefOf(obj)
 			live := &unstructured.Unstructured{}

@@ -4,13 +4,16 @@ import (
 	"context"
 	"errors"
 	"maps"
+	"net/http"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/gradual-dev/terraform-provider-gradual/internal/fieldpath"
@@ -64,6 +67,40 @@ func TestCluster(t *testing.T) {
 			t.Errorf("actions = %v, want %v", got, want)
 		}
 	}
+
+	t.Run("preview and existing ask nothing of the objects of a namespace the cluster lacks", func(t *testing.T) {
+		counted := rest.CopyConfig(cfg)
+		var mu sync.Mutex
+		var inNamespace []string
+		counted.WrapTransport = func(rt http.RoundTripper) http.RoundTripper {
+			return roundTripFunc(func(req *http.Request) (*http.Response, error) {
+				if strings.Contains(req.URL.Path, "/namespaces/"+ns+"/") {
+					mu.Lock()
+					inNamespace = append(inNamespace, req.Method+" "+req.URL.Path)
+					mu.Unlock()
+				}
+				return rt.RoundTrip(req)
+			})
+		}
+		b, err := New(counted, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := b.Preview(ctx, bundle("1"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := (PreviewCounts{Created: 3, Unchecked: 2}); res.Counts != want {
+			t.Errorf("preview counts = %+v, want %+v", res.Counts, want)
+		}
+		existing, err := b.Existing(ctx, bundle("1"))
+		if err != nil || len(existing) != 0 {
+			t.Errorf("Existing = %v, %v; want nothing", existing, err)
+		}
+		if len(inNamespace) > 0 {
+			t.Errorf("asked about objects of the missing namespace: %v", inNamespace)
+		}
+	})
 
 	t.Run("apply creates, wait sees it ready", func(t *testing.T) {
 		res, err := a.Apply(ctx, bundle("1"))

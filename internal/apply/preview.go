@@ -83,9 +83,16 @@ func (a *Applier) Preview(ctx context.Context, objs []*unstructured.Unstructured
 		conflict  *ConflictError
 	}
 	found := make([]outcome, len(objs))
+	// Objects in a namespace the bundle brings and the cluster lacks are created unchecked
+	// without asking: the server could only answer that the namespace is not there.
+	missing := a.missingNamespaces(ctx, objs, bundleNamespaces)
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(a.opts.Concurrency)
 	for i, obj := range objs {
+		if missing[obj.GetNamespace()] {
+			found[i] = outcome{action: ssa.CreatedAction, unchecked: true}
+			continue
+		}
 		g.Go(func() error {
 			ref := RefOf(obj)
 			entry, _, _, err := a.applier.Diff(gctx, obj, ssa.DiffOptions{})

@@ -11,7 +11,6 @@ import (
 
 	"github.com/fluxcd/cli-utils/pkg/kstatus/status"
 	"github.com/fluxcd/cli-utils/pkg/object"
-	"github.com/fluxcd/pkg/ssa"
 	"github.com/fluxcd/pkg/ssa/utils"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -89,8 +88,9 @@ func (e *NotReadyError) Error() string {
 // forever stands for "no timeout": ssa's wait needs one.
 const forever = 100 * 365 * 24 * time.Hour
 
-// Wait waits until every object in objs is ready by kstatus (status Current), polling every
-// Options.PollInterval. It returns:
+// Wait waits until every object in objs is ready by kstatus (status Current), reading them
+// soon after the apply and then less and less often, up to every Options.PollInterval (see
+// poll). It returns:
 //   - nil when all are ready;
 //   - a *NotReadyError as soon as an object fails (kstatus Failed, e.g. a Deployment past its
 //     progressDeadlineSeconds), or when timeout passes (timeout <= 0: no timeout of its own);
@@ -112,40 +112,9 @@ func (a *Applier) wait(ctx context.Context, objs []*unstructured.Unstructured, t
 	}
 	jobsWithTTL := utils.ExtractJobsWithTTL(objs)
 	start := time.Now()
-	var err error
-	if a.judged(objs) {
-		// kstatus' poller knows nothing of the expressions, so the objects are polled here,
-		// each judged as notReady does: by its expressions or by kstatus.
-		err = a.poll(ctx, objs, jobsWithTTL, start, timeout)
-		if err == nil {
-			return nil
-		}
-	}
-	for err == nil {
-		err = a.reader.WaitForSetWithContext(ctx, set, ssa.WaitOptions{
-			Interval:    a.opts.PollInterval,
-			Timeout:     timeout - time.Since(start),
-			FailFast:    true,
-			JobsWithTTL: jobsWithTTL,
-		})
-		if err != nil {
-			break
-		}
-		// ssa also reports success when kstatus' poller stopped early: the poller takes a
-		// request that timed out (context.DeadlineExceeded from a per-request timeout, e.g. an
-		// API server that stopped answering) for its own shutdown and closes quietly. So
-		// success is confirmed by reading every object once more.
-		if a.notReady(ctx, objs, jobsWithTTL) == nil {
-			return nil
-		}
-		if ctx.Err() != nil || time.Since(start) >= timeout {
-			err = errors.New("objects not ready")
-			break
-		}
-		if serr := clock.Sleep(ctx, a.opts.PollInterval); serr != nil {
-			err = serr
-			break
-		}
+	err := a.poll(ctx, objs, jobsWithTTL, start, timeout)
+	if err == nil {
+		return nil
 	}
 	deadline := errors.Is(context.Cause(ctx), context.DeadlineExceeded)
 	if ctx.Err() != nil && !deadline {
@@ -169,34 +138,57 @@ func (a *Applier) wait(ctx context.Context, objs []*unstructured.Unstructured, t
 	return nre
 }
 
-// judged reports whether the health expressions judge any of objs.
-func (a *Applier) judged(objs []*unstructured.Unstructured) bool {
-	for _, o := range objs {
-		if a.health.Judges(o.GetAPIVersion(), o.GetKind()) {
-			return true
-		}
-	}
-	return false
-}
+// firstPoll is the wait's first pause. A healthy cluster makes most objects ready within a
+// second of their apply (kubectl wait, which watches, sees it at once); a fixed PollInterval
+// (2 s) made every verification wait that long at least, on small fleets most of an apply.
+const firstPoll = 100 * time.Millisecond
 
-// poll reads objs every PollInterval until each is ready (nil), one has failed, the timeout
-// passes or ctx ends (an error; the caller reads the objects once more for the reason).
+// poll reads objs until each is ready (nil), one has failed, the timeout passes or ctx ends
+// (an error; the caller reads the objects once more for the reason). The pause between reads
+// starts at firstPoll and doubles up to PollInterval, so a long wait reads no more often than a
+// fixed interval would. Each read after the first asks only for the objects that were not
+// ready, and once none is left every object is read again, so that success means all were
+// ready at once, as kstatus' aggregate would have it. Each object is judged as notReady does:
+// by its health expressions or by kstatus.
 func (a *Applier) poll(ctx context.Context, objs []*unstructured.Unstructured, jobsWithTTL object.ObjMetadataSet, start time.Time, timeout time.Duration) error {
+	pending := objs
+	pause := min(firstPoll, a.opts.PollInterval)
 	for {
-		statuses := a.notReady(ctx, objs, jobsWithTTL)
-		if len(statuses) == 0 {
-			return nil
-		}
-		if statuses[0].Status == string(status.FailedStatus) {
+		statuses := a.notReady(ctx, pending, jobsWithTTL)
+		if len(statuses) > 0 && statuses[0].Status == string(status.FailedStatus) {
 			return errors.New("objects failed")
 		}
+		switch {
+		case len(statuses) == 0 && len(pending) == len(objs):
+			return nil
+		case len(statuses) == 0:
+			pending = objs // the last of them became ready: confirm with every object
+			continue
+		}
+		pending = objectsNamed(objs, statuses)
 		if ctx.Err() != nil || time.Since(start) >= timeout {
 			return errors.New("objects not ready")
 		}
-		if err := clock.Sleep(ctx, a.opts.PollInterval); err != nil {
+		if err := clock.Sleep(ctx, pause); err != nil {
 			return err
 		}
+		pause = min(2*pause, a.opts.PollInterval)
 	}
+}
+
+// objectsNamed is the objects of objs that statuses name, in objs' order.
+func objectsNamed(objs []*unstructured.Unstructured, statuses []ObjectStatus) []*unstructured.Unstructured {
+	named := make(map[ObjectRef]bool, len(statuses))
+	for _, s := range statuses {
+		named[s.Object] = true
+	}
+	var out []*unstructured.Unstructured
+	for _, obj := range objs {
+		if named[RefOf(obj)] {
+			out = append(out, obj)
+		}
+	}
+	return out
 }
 
 // notReady reads objs and returns the status of each that is not Current, failed first.

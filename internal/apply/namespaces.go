@@ -1,0 +1,50 @@
+package apply
+
+import (
+	"context"
+	"sync"
+
+	"golang.org/x/sync/errgroup"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// missingNamespaces returns which namespaces of objs' namespaced objects the cluster does not
+// have, reading each namespace once (among only's, when only is not nil). No object can exist
+// in a missing namespace, and a dry-run of one is answered NotFound for the namespace before
+// schema or admission look at it, so Existing and Preview need not ask about them one by one:
+// on the first rollout of a bundle that brings its namespace, that is every object but one. A
+// namespace that could not be read is not reported missing: its objects are asked about.
+func (a *Applier) missingNamespaces(ctx context.Context, objs []*unstructured.Unstructured, only map[string]bool) map[string]bool {
+	var names []string
+	seen := map[string]bool{}
+	for _, obj := range objs {
+		ns := obj.GetNamespace()
+		if ns == "" || seen[ns] || (only != nil && !only[ns]) {
+			continue
+		}
+		seen[ns] = true
+		names = append(names, ns)
+	}
+	var mu sync.Mutex
+	missing := map[string]bool{}
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(a.opts.Concurrency)
+	for _, ns := range names {
+		g.Go(func() error {
+			live := &metav1.PartialObjectMetadata{}
+			live.SetGroupVersionKind(schema.GroupVersionKind{Version: "v1", Kind: "Namespace"})
+			if err := a.client.Get(gctx, client.ObjectKey{Name: ns}, live); apierrors.IsNotFound(err) {
+				mu.Lock()
+				missing[ns] = true
+				mu.Unlock()
+			}
+			return nil
+		})
+	}
+	_ = g.Wait() // every goroutine returns nil: a failed read leaves its namespace unreported
+	return missing
+}

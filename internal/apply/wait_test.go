@@ -1,0 +1,91 @@
+package apply
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+)
+
+// TestWaitReadsSoonThenOnlyWhatIsNotReady: a Deployment that becomes ready at its third read is
+// waited for without a PollInterval's pause (an hour here: the wait would outlast the test's
+// ten seconds), the ConfigMap ready from the start is not read again until the Deployment is
+// ready, and then every object is read once more to confirm.
+func TestWaitReadsSoonThenOnlyWhatIsNotReady(t *testing.T) {
+	deploy := readyDeployment(nil)
+	unstructured.RemoveNestedField(deploy.Object, "status")
+	cm := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "v1", "kind": "ConfigMap",
+		"metadata": map[string]any{"name": "settings", "namespace": "default"},
+	}}
+	var mu sync.Mutex
+	reads := map[string]int{}
+	cl := fake.NewClientBuilder().WithScheme(scheme.Scheme).WithObjects(deploy.DeepCopy(), cm.DeepCopy()).
+		WithInterceptorFuncs(interceptor.Funcs{Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			if err := c.Get(ctx, key, obj, opts...); err != nil {
+				return err
+			}
+			u := obj.(*unstructured.Unstructured)
+			mu.Lock()
+			defer mu.Unlock()
+			reads[u.GetKind()]++
+			if u.GetKind() == "Deployment" && reads["Deployment"] >= 3 {
+				u.Object["status"] = readyDeployment(nil).Object["status"]
+			}
+			return nil
+		}}).Build()
+	a := &Applier{client: cl, opts: Options{PollInterval: time.Hour}}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := a.Wait(ctx, []*unstructured.Unstructured{cm, deploy}, 0); err != nil {
+		t.Fatalf("Wait = %v, want nil", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if reads["Deployment"] != 4 || reads["ConfigMap"] != 2 {
+		t.Errorf("reads = %v, want the Deployment 4 times (not ready, not ready, ready, confirmed) and the ConfigMap twice (first read, confirmation)", reads)
+	}
+}
+
+// TestWaitConfirmsEveryObject: an object that was ready and is not any more when the last
+// pending one becomes ready keeps the wait going; success needs all ready in one read.
+func TestWaitConfirmsEveryObject(t *testing.T) {
+	deploy := readyDeployment(nil)
+	unstructured.RemoveNestedField(deploy.Object, "status")
+	other := readyDeployment(nil)
+	other.SetName("api")
+	var mu sync.Mutex
+	reads := map[string]int{}
+	cl := fake.NewClientBuilder().WithScheme(scheme.Scheme).WithObjects(deploy.DeepCopy(), other.DeepCopy()).
+		WithInterceptorFuncs(interceptor.Funcs{Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			if err := c.Get(ctx, key, obj, opts...); err != nil {
+				return err
+			}
+			u := obj.(*unstructured.Unstructured)
+			mu.Lock()
+			defer mu.Unlock()
+			reads[u.GetName()]++
+			switch {
+			case u.GetName() == "web" && reads["web"] >= 2:
+				u.Object["status"] = readyDeployment(nil).Object["status"]
+			case u.GetName() == "api" && reads["api"] == 2: // rolling again at the confirmation
+				unstructured.RemoveNestedField(u.Object, "status")
+			}
+			return nil
+		}}).Build()
+	a := &Applier{client: cl, opts: Options{PollInterval: 50 * time.Millisecond}}
+	if err := a.Wait(context.Background(), []*unstructured.Unstructured{deploy, other}, time.Minute); err != nil {
+		t.Fatalf("Wait = %v, want nil", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if reads["api"] != 4 {
+		t.Errorf("api read %d times, want 4: ready, not ready at the first confirmation, ready, confirmed again", reads["api"])
+	}
+}
