@@ -32,7 +32,8 @@ import (
 //   - plan: the plan of the create (the fleet read, nothing applied);
 //   - first apply: the 20-object revision to all N, verified, at most waveLimit at once
 //     (update_limit = min(N, waveLimit));
-//   - no-change plan: the plan once it is applied (every Cluster's records read);
+//   - no-change plan: the plan once it is applied (every Cluster's records read), once the
+//     machine has settled after the apply (see settle);
 //   - one-Cluster drift repair: a ConfigMap deleted by hand on a Cluster whose API server serves
 //     it alone (gradual-testbed --solo), then `tofu plan -out` (which must name that Cluster, and
 //     only it, drifted) and `tofu apply` of that saved plan;
@@ -89,6 +90,9 @@ type curvePoint struct {
 	// with an API server of its own); changePlan: the plan of a revision change.
 	driftPlan, driftApply, changePlan step
 	kubectl                           time.Duration
+	// settled: how long the machine took to settle before the no-change plan, and how busy it
+	// still was then (see settle).
+	settled settled
 }
 
 type step struct {
@@ -324,6 +328,10 @@ func (p *providerSide) curvePoint(ctx context.Context, n int, engine, label stri
 	if err := p.checkApplied(ctx, dir, name, n); err != nil {
 		return pt, err
 	}
+	if pt.settled, err = settle(ctx, procStat); err != nil {
+		return pt, fmt.Errorf("settle before the no-change plan: %w", err)
+	}
+	p.logf("N=%d (%s): settled %s before the no-change plan (machine %.0f%% busy)", n, engine, sec(pt.settled.waited), 100*pt.settled.busy)
 	// -detailed-exitcode: a plan that is not empty (exit code 2) fails the benchmark.
 	if pt.noChange, err = p.measure(ctx, dir, name+"-nochange", curvePlanTimeout, "plan", "-detailed-exitcode"); err != nil {
 		return pt, fmt.Errorf("no-change plan: %w", err)
@@ -479,6 +487,7 @@ var csvHeader = []string{
 	"plan_rss_mib", "apply_rss_mib", "nochange_rss_mib",
 	"drift_plan_s", "drift_plan_lines", "drift_apply_s", "change_plan_s", "change_plan_lines",
 	"engine", "flux_controllers_cpu_s", "flux_controllers_peak_rss_mib", "cli", "nochange_cli_cpu_s",
+	"nochange_settle_s", "nochange_machine_busy",
 }
 
 func (pt curvePoint) row() []string {
@@ -539,7 +548,8 @@ func curveCSV(points []curvePoint, cli string) string {
 	var b strings.Builder
 	b.WriteString(strings.Join(csvHeader, ",") + "\n")
 	for _, pt := range points {
-		b.WriteString(strings.Join(append(pt.row(), cli, fmt.Sprintf("%.1f", pt.noChange.cliCPU)), ",") + "\n")
+		b.WriteString(strings.Join(append(pt.row(), cli, fmt.Sprintf("%.1f", pt.noChange.cliCPU),
+			fmt.Sprintf("%.0f", pt.settled.waited.Seconds()), fmt.Sprintf("%.2f", pt.settled.busy)), ",") + "\n")
 	}
 	return b.String()
 }
