@@ -145,7 +145,7 @@ const firstPoll = 100 * time.Millisecond
 
 // poll reads objs until each is ready (nil), one has failed, the timeout passes or ctx ends
 // (an error; the caller reads the objects once more for the reason). The pause between reads
-// starts at firstPoll and doubles up to PollInterval, so a long wait reads no more often than a
+// starts at firstPoll and grows by half each time up to PollInterval, so a long wait reads no more often than a
 // fixed interval would. Each read after the first asks only for the objects that were not
 // ready, and once none is left every object is read again, so that success means all were
 // ready at once, as kstatus' aggregate would have it. Each object is judged as notReady does:
@@ -172,7 +172,7 @@ func (a *Applier) poll(ctx context.Context, objs []*unstructured.Unstructured, j
 		if err := clock.Sleep(ctx, pause); err != nil {
 			return err
 		}
-		pause = min(2*pause, a.opts.PollInterval)
+		pause = min(pause*3/2, a.opts.PollInterval)
 	}
 }
 
