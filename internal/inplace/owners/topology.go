@@ -423,13 +423,22 @@ func compactJSON(v any) string {
 // the whole spec.topology.variables list when the change sets variables (a merge patch replaces
 // a list: the others are in it as read, and the resourceVersion the plan read guards them), and
 // the revision.
-func (t *Topology) patch(revision string) (*unstructured.Unstructured, []byte, error) {
+//
+// guarded puts the resourceVersion the plan read in the patch, so that the write fails on a
+// Cluster changed since. The plan's dry run goes without it: the controllers write the Cluster's
+// status all through a rollout, and the dry run asks Cluster API only whether it takes these
+// variables; apply's write is guarded.
+func (t *Topology) patch(revision string, guarded bool) (*unstructured.Unstructured, []byte, error) {
 	topology := map[string]any{"version": t.To}
 	if t.variables != nil {
 		topology["variables"] = t.variables
 	}
+	metadata := map[string]any{"annotations": map[string]any{AnnotationRevision: revision}}
+	if guarded {
+		metadata["resourceVersion"] = t.Cluster.GetResourceVersion()
+	}
 	raw, err := json.Marshal(map[string]any{
-		"metadata": map[string]any{"resourceVersion": t.Cluster.GetResourceVersion(), "annotations": map[string]any{AnnotationRevision: revision}},
+		"metadata": metadata,
 		"spec":     map[string]any{"topology": topology},
 	})
 	if err != nil {
@@ -442,14 +451,14 @@ func (t *Topology) patch(revision string) (*unstructured.Unstructured, []byte, e
 	return u, raw, nil
 }
 
-// dryRunTopology sends the write apply would make as a server-side dry run, so that Cluster
-// API's Cluster webhook judges the variables against the ClusterClass's schemas (its defaulting
+// dryRunTopology sends the write apply would make (without the resourceVersion guard: see
+// patch) as a server-side dry run, so that Cluster API's Cluster webhook judges the variables against the ClusterClass's schemas (its defaulting
 // webhook validates spec.topology.variables against the ClusterClass's status.variables:
 // core/webhooks/admission/cluster.go and internal/topology/variables/cluster_variable_validation.go
 // in sigs.k8s.io/cluster-api v1.14.2). Its refusal refuses the plan, quoting Cluster API; nothing
 // is written.
 func (p *Planner) dryRunTopology(ctx context.Context, t *Topology, revision string) error {
-	u, raw, err := t.patch(revision)
+	u, raw, err := t.patch(revision, false)
 	if err != nil {
 		return err
 	}
@@ -457,8 +466,6 @@ func (p *Planner) dryRunTopology(ctx context.Context, t *Topology, revision stri
 	switch {
 	case err == nil:
 		return nil
-	case apierrors.IsConflict(err):
-		return usererr.Wrap(err, "Cluster Changed While Planning", t.Name()+" was changed while the plan read it; plan again.")
 	case apierrors.IsInvalid(err) || apierrors.IsBadRequest(err):
 		return usererr.Wrap(err, "Cluster API Refuses The Topology Variables",
 			fmt.Sprintf("Cluster API refused %s with these topology variables (a server-side dry run of the write apply would make, judged by its Cluster webhook against ClusterClass %q); nothing was written.", t.Name(), t.Class))
@@ -634,7 +641,7 @@ func (p *Planner) executeTopology(ctx context.Context, t *Topology, results []*R
 // writeTopology merge-patches spec.topology.version, the topology variables (see patch) and the
 // revision onto the Cluster, under the resourceVersion the plan read.
 func (p *Planner) writeTopology(ctx context.Context, t *Topology, revision string) error {
-	u, raw, err := t.patch(revision)
+	u, raw, err := t.patch(revision, true)
 	if err != nil {
 		return err
 	}

@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -180,5 +181,46 @@ func TestOverridesNoteIsBounded(t *testing.T) {
 	got := overridesNote(clusters)
 	if strings.Count(got, "\n  cluster ") != 10 || !strings.Contains(got, "\n  and 3 more clusters") || strings.Contains(got, "k-cluster") {
 		t.Errorf("note %q; want ten clusters named (a to j) and 3 counted", got)
+	}
+}
+
+// The controllers write a Cluster's status all through a rollout: one such write between the
+// plan's read and its dry run does not fail the plan (the dry run is not guarded by the
+// resourceVersion read), while apply's write still is.
+func TestTopologyDryRunSurvivesStatusWrites(t *testing.T) {
+	c, _ := topologyWorld(t, nil)
+	var guarded []bool
+	busy := interceptor.NewClient(c.(client.WithWatch), interceptor.Funcs{
+		Patch: func(ctx context.Context, c client.WithWatch, o client.Object, patch client.Patch, opts ...client.PatchOption) error {
+			raw, err := patch.Data(o)
+			if err != nil {
+				return err
+			}
+			guarded = append(guarded, strings.Contains(string(raw), `"resourceVersion"`))
+			// A controller writes the Cluster's status meanwhile.
+			cl := &unstructured.Unstructured{}
+			cl.SetGroupVersionKind(clusterGVK)
+			if err := c.Get(ctx, client.ObjectKeyFromObject(o), cl); err != nil {
+				return err
+			}
+			_ = unstructured.SetNestedField(cl.Object, "busy", "status", "phase")
+			if err := c.Update(ctx, cl); err != nil {
+				return err
+			}
+			return c.Patch(ctx, o, patch, opts...)
+		},
+	})
+	p := &Planner{Client: busy}
+	fp, err := p.PlanFleet(t.Context(), FleetRequest{Namespace: "fleet", Clusters: []string{"c"}, Owners: Owners{ControlPlane: true},
+		Change: inplace.Change{TopologyVariables: rawVars(map[string]string{"note": `"b"`})}, Fallback: inplace.FallbackNone, Endpoints: nil})
+	if err != nil {
+		t.Fatalf("plan with the controllers writing the Cluster's status: %v", err)
+	}
+	_, err = p.ApplyCluster(t.Context(), fp.Cluster("c"), ExecuteRequest{VerifyTimeout: 50 * time.Millisecond})
+	if !strings.Contains(errText(err), "Cluster Changed Since The Plan") {
+		t.Errorf("apply of a Cluster changed since the plan: %v; want refused", err)
+	}
+	if !reflect.DeepEqual(guarded, []bool{false, true}) {
+		t.Errorf("resourceVersion in the dry run, the write: %v; want false, true", guarded)
 	}
 }

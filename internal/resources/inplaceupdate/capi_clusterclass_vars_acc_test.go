@@ -321,7 +321,9 @@ func (c warningCheck) CheckPlan(_ context.Context, _ plancheck.CheckPlanRequest,
 // logged is a plan check that runs f and passes.
 type logged func()
 
-func (f logged) CheckPlan(context.Context, plancheck.CheckPlanRequest, *plancheck.CheckPlanResponse) { f() }
+func (f logged) CheckPlan(context.Context, plancheck.CheckPlanRequest, *plancheck.CheckPlanResponse) {
+	f()
+}
 
 type warningServer struct {
 	tfprotov6.ProviderServer
