@@ -33,6 +33,9 @@ type fakeFleet struct {
 	// recorded: owner revision by cluster; failing: clusters whose verification fails.
 	recorded map[string]string
 	failing  map[string]bool
+	// noTopology: clusters without a managed topology, skipped or refused with topology
+	// variables as owners.PlanFleet does.
+	noTopology map[string]bool
 	// afterApply runs after a cluster is written (to change the world mid-run).
 	afterApply func(f *fakeFleet, cluster string)
 
@@ -82,6 +85,13 @@ func (f *fakeFleet) PlanFleet(_ context.Context, req owners.FleetRequest) (*owne
 		machines, ok := f.clusters[n]
 		if !ok {
 			return nil, fmt.Errorf("cluster %s: %w", n, apierrors.NewNotFound(schema.GroupResource{Group: "cluster.x-k8s.io", Resource: "clusters"}, n))
+		}
+		if f.noTopology[n] && len(req.Change.TopologyVariables) > 0 {
+			if !req.SkipUnmanaged {
+				return nil, fmt.Errorf("cluster %s: Topology Variables Without A Managed Topology", n)
+			}
+			out.Clusters = append(out.Clusters, &owners.ClusterPlan{Cluster: n, SkipReason: owners.SkipNoTopology})
+			continue
 		}
 		owner := &unstructured.Unstructured{Object: map[string]any{}}
 		owner.SetName(n + "-md")

@@ -49,6 +49,19 @@ type Spec struct {
 // Revision is the spec's revision (owners.Revision of its change).
 func (s Spec) Revision() string { return owners.Revision(s.Change) }
 
+// skipUnmanaged: clusters picked by selector (no names) that have no managed topology are
+// skipped when the change has topology variables; a cluster named (`cluster`, `names`) is
+// refused instead: naming it says it was meant (owners.FleetRequest.SkipUnmanaged).
+func (s Spec) skipUnmanaged() bool { return len(s.Query.Names) == 0 }
+
+// request is the owners' request to plan clusters.
+func (s Spec) request(clusters []string) owners.FleetRequest {
+	return owners.FleetRequest{
+		Namespace: s.Query.Namespace, Clusters: clusters, Owners: s.Owners, Change: s.Change, Fallback: s.Fallback, Endpoints: s.Endpoints,
+		SkipUnmanaged: s.skipUnmanaged(),
+	}
+}
+
 // ClusterFacts is what a refresh recorded of one picked cluster, without asking any extension:
 // enough to plan its wave again, identically, when Terraform plans during apply.
 type ClusterFacts struct {
@@ -57,8 +70,13 @@ type ClusterFacts struct {
 	// Recorded is the revision every selected owner carries (owners.AnnotationRevision), ""
 	// when they differ or none does.
 	Recorded string `json:"recorded,omitempty"`
-	// Settled: every machine was as Recorded wants and Cluster API was done with it.
+	// Settled: every machine was as Recorded wants and Cluster API was done with it, and every
+	// topology variable of the change held its value.
 	Settled bool `json:"settled,omitempty"`
+	// Drift says which topology variables of the change the Cluster no longer holds, with its
+	// value and the configured one ("" when all hold theirs): changed outside Terraform since
+	// the apply, so the next apply writes them again.
+	Drift string `json:"drift,omitempty"`
 }
 
 // Prior is what the refresh before a plan recorded: the picked clusters' facts, given when the
@@ -150,6 +168,9 @@ type PlanResult struct {
 	Skipped map[string]string
 	// Missing are clusters named that do not exist (an error without Prior, a note with it).
 	Missing []string
+	// Drifted are the clusters whose topology variables the refresh found changed outside
+	// Terraform (ClusterFacts.Drift), with what it found (FromState only).
+	Drifted map[string]string
 	// Notes are worth a warning each.
 	Notes []string
 	// Blocked names the machines that would be replaced under fallback "none", by cluster;
@@ -188,6 +209,16 @@ func (s *Service) Plan(ctx context.Context, spec Spec, prior *Prior) (*PlanResul
 	if prior != nil {
 		out.FromState = true
 		targets = prior.targets(out.Revision)
+		for n, f := range prior.Clusters {
+			// Drift is judged against the state's change: shown while the configuration
+			// wants the same one.
+			if f.Drift != "" && f.Skip == "" && prior.Revision == out.Revision {
+				if out.Drifted == nil {
+					out.Drifted = map[string]string{}
+				}
+				out.Drifted[n] = f.Drift
+			}
+		}
 	}
 	for _, t := range targets {
 		if t.SkipReason != "" {
@@ -214,9 +245,7 @@ func (s *Service) preview(ctx context.Context, spec Spec, found *fleet.Discovery
 		}
 		eligible = append(eligible, c.Name)
 	}
-	fp, err := s.Machines.PlanFleet(ctx, owners.FleetRequest{
-		Namespace: spec.Query.Namespace, Clusters: eligible, Owners: spec.Owners, Change: spec.Change, Fallback: spec.Fallback, Endpoints: spec.Endpoints,
-	})
+	fp, err := s.Machines.PlanFleet(ctx, spec.request(eligible))
 	if err != nil {
 		return nil, nil, err
 	}

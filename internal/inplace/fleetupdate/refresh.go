@@ -2,7 +2,10 @@ package fleetupdate
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"slices"
+	"strings"
 	"sync"
 
 	"golang.org/x/sync/errgroup"
@@ -16,6 +19,7 @@ import (
 type Observer interface {
 	ClusterOwners(ctx context.Context, namespace, cluster string, o owners.Owners) ([]owners.Selection, string, error)
 	Observe(ctx context.Context, sel owners.Selection, change inplace.Change) (*owners.Observation, error)
+	VariableDrift(ctx context.Context, namespace, cluster string, vars map[string]json.RawMessage) ([]owners.VariableChange, error)
 }
 
 // Refreshed is what a refresh read: every machine's status, the facts the next plan's waves are
@@ -79,6 +83,11 @@ func (s *Service) refreshCluster(ctx context.Context, spec Spec, namespace, clus
 	status := map[string]string{}
 	var notes []string
 	facts := ClusterFacts{Settled: true}
+	vars := spec.Change.TopologyVariables
+	if len(vars) > 0 && !sels[0].Topology && spec.Owners.ControlPlane && spec.skipUnmanaged() {
+		// As the plan skips it (owners.FleetRequest.SkipUnmanaged).
+		return nil, ClusterFacts{Skip: owners.SkipNoTopology}, nil, nil
+	}
 	for i, sel := range sels {
 		obs, err := s.Observer.Observe(ctx, sel, spec.Change)
 		if err != nil {
@@ -103,8 +112,41 @@ func (s *Service) refreshCluster(ctx context.Context, spec Spec, namespace, clus
 			}
 		}
 	}
-	if facts.Recorded == "" {
+	if len(vars) > 0 && sels[0].Topology && facts.Recorded == spec.Revision() {
+		// Written by an apply: a variable that no longer holds its value was changed since,
+		// which no machine may show.
+		drift, err := s.Observer.VariableDrift(ctx, namespace, cluster, vars)
+		if err != nil {
+			return nil, ClusterFacts{}, nil, err
+		}
+		if len(drift) > 0 {
+			facts.Drift = driftText(drift)
+		}
+	}
+	if facts.Recorded == "" || facts.Drift != "" {
 		facts.Settled = false
 	}
 	return status, facts, notes, nil
+}
+
+// driftText is the variables a Cluster no longer holds, for the plan: "note is "a" on the
+// Cluster, want "b"", joined by "; ".
+func driftText(drift []owners.VariableChange) string {
+	parts := make([]string, len(drift))
+	for i, v := range drift {
+		now := v.From
+		if now == "" {
+			now = "unset"
+		}
+		parts[i] = fmt.Sprintf("topology variable %s is %s on the Cluster, want %s", v.Name, shortValue(now), shortValue(v.To))
+	}
+	return strings.Join(parts, "; ")
+}
+
+// shortValue cuts a long value for a plan line.
+func shortValue(v string) string {
+	if len(v) > 60 {
+		return v[:57] + "..."
+	}
+	return v
 }

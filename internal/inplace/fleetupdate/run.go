@@ -214,9 +214,7 @@ func (w *world) checkWave(k int) {
 	var problems []string
 	var blocked []error
 	for _, name := range w.waves[k] {
-		fp, err := w.svc.Machines.PlanFleet(w.ctx, owners.FleetRequest{
-			Namespace: w.spec.Query.Namespace, Clusters: []string{name}, Owners: w.spec.Owners, Change: w.spec.Change, Fallback: w.spec.Fallback, Endpoints: w.spec.Endpoints,
-		})
+		fp, err := w.svc.Machines.PlanFleet(w.ctx, w.spec.request([]string{name}))
 		switch {
 		case err != nil && apierrors.IsNotFound(err):
 			held[name] = "gone: " + err.Error()

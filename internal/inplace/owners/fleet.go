@@ -44,7 +44,16 @@ type FleetRequest struct {
 	Endpoints []extension.Endpoint
 	// Parallel bounds the clusters planned at once; default 4.
 	Parallel int
+	// SkipUnmanaged: with topology variables and the control plane selected, a Cluster
+	// without a managed topology (no spec.topology) is skipped (SkipNoTopology), not refused.
+	// A selector may pick such clusters among the ClusterClass-built ones; a cluster named is
+	// refused (errVariablesWithoutTopology).
+	SkipUnmanaged bool
 }
+
+// SkipNoTopology is the skip reason of a Cluster without a managed topology in a fleet update
+// with topology variables (FleetRequest.SkipUnmanaged).
+const SkipNoTopology = "no managed topology: topology_variables need a ClusterClass-built Cluster"
 
 // ClusterPlan is the plan of one cluster: one Result per owner, the control plane first, then
 // the MachineDeployments by name. SkipReason, when set, says why the cluster cannot be updated
@@ -232,6 +241,10 @@ func (p *Planner) planCluster(ctx context.Context, req FleetRequest, cluster str
 		if cp.Topology, err = p.readTopology(ctx, req.Namespace, cluster, req.Change); err != nil {
 			return nil, fmt.Errorf("cluster %s/%s: %w", req.Namespace, cluster, err)
 		}
+	case len(req.Change.TopologyVariables) > 0 && req.Owners.ControlPlane && req.SkipUnmanaged:
+		// The control plane is selected and ClusterOwners found no spec.topology.
+		cp.SkipReason = SkipNoTopology
+		return cp, nil
 	case len(req.Change.TopologyVariables) > 0:
 		return nil, errVariablesWithoutTopology(req.Namespace, cluster)
 	}

@@ -7,7 +7,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"math/big"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -63,6 +65,10 @@ type Topology struct {
 // (compact JSON, "" when the Cluster does not set it) and the value written.
 type VariableChange struct {
 	Name, From, To string
+	// OverriddenIn names the parts of the topology whose own value of the variable
+	// (variables.overrides) keeps the change from them: "the control plane",
+	// "MachineDeployment md-0" (by its name in spec.topology.workers.machineDeployments).
+	OverriddenIn []string
 }
 
 // Name is "Cluster ns/name".
@@ -247,23 +253,146 @@ func (t *Topology) setVariables(cc *unstructured.Unstructured, values map[string
 		if err != nil {
 			return usererr.Wrap(err, "Invalid Topology Variable", fmt.Sprintf("The value of topology variable %q is not JSON.", n))
 		}
-		to := compactJSON(value)
-		from, found := "", false
+		from, found, same := "", false, false
 		for _, item := range list {
 			if m, ok := item.(map[string]any); ok && m["name"] == n {
-				found, from = true, compactJSON(m["value"])
+				found, from, same = true, compactJSON(m["value"]), sameJSON(m["value"], value)
 				m["value"] = value
 			}
 		}
 		if !found {
 			list = append(list, map[string]any{"name": n, "value": value})
 		}
-		if from != to {
-			t.Variables = append(t.Variables, VariableChange{Name: n, From: from, To: to})
+		if !same {
+			t.Variables = append(t.Variables, VariableChange{Name: n, From: from, To: compactJSON(value), OverriddenIn: overriddenIn(t.Cluster, n)})
 		}
 	}
 	t.variables = list
 	return nil
+}
+
+// overriddenIn names the parts of the Cluster's topology that override the cluster-level
+// variable name: the control plane (spec.topology.controlPlane.variables.overrides) and each
+// MachineDeployment topology (spec.topology.workers.machineDeployments[].variables.overrides,
+// by its name there; sigs.k8s.io/cluster-api/api v1.14.2, core/v1beta2 and v1beta1 alike). The
+// topology controller gives such a part the override, so a change of the cluster-level value
+// does not reach it.
+func overriddenIn(cluster *unstructured.Unstructured, name string) []string {
+	overrides := func(part map[string]any) bool {
+		list, _, _ := unstructured.NestedSlice(part, "variables", "overrides")
+		return slices.ContainsFunc(list, func(item any) bool {
+			m, ok := item.(map[string]any)
+			return ok && m["name"] == name
+		})
+	}
+	var out []string
+	if cp, _, _ := unstructured.NestedMap(cluster.Object, "spec", "topology", "controlPlane"); overrides(cp) {
+		out = append(out, "the control plane")
+	}
+	mds, _, _ := unstructured.NestedSlice(cluster.Object, "spec", "topology", "workers", "machineDeployments")
+	var names []string
+	for _, item := range mds {
+		if md, ok := item.(map[string]any); ok && overrides(md) {
+			n, _ := md["name"].(string)
+			names = append(names, n)
+		}
+	}
+	slices.Sort(names)
+	for _, n := range names {
+		out = append(out, "MachineDeployment "+n)
+	}
+	return out
+}
+
+// VariableDrift compares each of vars (the configured topology variables) with the value the
+// Cluster's spec.topology.variables holds now, as JSON values (key order, spacing and the
+// spelling of a number aside), and returns those that differ: the Cluster's value (From, ""
+// when unset) and the configured one (To). A refresh calls it, so that a variable set back
+// since the apply shows in the next plan as the change it needs again; the machines cannot
+// show it (the ClusterClass's patches may not change them at all). A Cluster without
+// spec.topology has nothing to compare (the plan skips or refuses it).
+func (p *Planner) VariableDrift(ctx context.Context, namespace, cluster string, vars map[string]json.RawMessage) ([]VariableChange, error) {
+	cl := &unstructured.Unstructured{}
+	cl.SetGroupVersionKind(clusterGVK)
+	if err := p.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: cluster}, cl); err != nil {
+		return nil, usererr.Wrap(err, "Cannot Read Cluster", fmt.Sprintf("Reading Cluster %s/%s failed.", namespace, cluster))
+	}
+	if managedTopology(cl) == nil {
+		return nil, nil
+	}
+	live := map[string]any{}
+	list, _, _ := unstructured.NestedSlice(cl.Object, "spec", "topology", "variables")
+	for _, item := range list {
+		if m, ok := item.(map[string]any); ok {
+			if n, ok := m["name"].(string); ok {
+				live[n] = m["value"]
+			}
+		}
+	}
+	var out []VariableChange
+	for _, n := range slices.Sorted(maps.Keys(vars)) {
+		want, err := decodeJSON(vars[n])
+		if err != nil {
+			return nil, usererr.Wrap(err, "Invalid Topology Variable", fmt.Sprintf("The value of topology variable %q is not JSON.", n))
+		}
+		now, set := live[n]
+		if set && sameJSON(now, want) {
+			continue
+		}
+		from := ""
+		if set {
+			from = compactJSON(now)
+		}
+		out = append(out, VariableChange{Name: n, From: from, To: compactJSON(want)})
+	}
+	return out, nil
+}
+
+// sameJSON reports whether a and b are the same JSON value: objects by their keys whatever the
+// order, numbers by value however written (1, 1.0 and 1e0 are one number; the API server
+// hands back what was written, a client may decode it as int64, float64 or json.Number).
+func sameJSON(a, b any) bool {
+	if x, ok := number(a); ok {
+		y, ok := number(b)
+		return ok && x.Cmp(y) == 0
+	}
+	switch a := a.(type) {
+	case map[string]any:
+		b, ok := b.(map[string]any)
+		if !ok || len(a) != len(b) {
+			return false
+		}
+		for k, v := range a {
+			w, ok := b[k]
+			if !ok || !sameJSON(v, w) {
+				return false
+			}
+		}
+		return true
+	case []any:
+		b, ok := b.([]any)
+		return ok && slices.EqualFunc(a, b, sameJSON)
+	}
+	return compactJSON(a) == compactJSON(b)
+}
+
+// number is v as an exact rational when v is a JSON number.
+func number(v any) (*big.Rat, bool) {
+	var s string
+	switch v := v.(type) {
+	case json.Number:
+		s = v.String()
+	case int64:
+		s = strconv.FormatInt(v, 10)
+	case int:
+		s = strconv.Itoa(v)
+	case float64:
+		s = strconv.FormatFloat(v, 'g', -1, 64)
+	default:
+		return nil, false
+	}
+	r, ok := new(big.Rat).SetString(s)
+	return r, ok
 }
 
 // decodeJSON decodes raw keeping numbers as written (json.Number), so that a value is written
@@ -294,13 +423,22 @@ func compactJSON(v any) string {
 // the whole spec.topology.variables list when the change sets variables (a merge patch replaces
 // a list: the others are in it as read, and the resourceVersion the plan read guards them), and
 // the revision.
-func (t *Topology) patch(revision string) (*unstructured.Unstructured, []byte, error) {
+//
+// guarded puts the resourceVersion the plan read in the patch, so that the write fails on a
+// Cluster changed since. The plan's dry run goes without it: the controllers write the Cluster's
+// status all through a rollout, and the dry run asks Cluster API only whether it takes these
+// variables; apply's write is guarded.
+func (t *Topology) patch(revision string, guarded bool) (*unstructured.Unstructured, []byte, error) {
 	topology := map[string]any{"version": t.To}
 	if t.variables != nil {
 		topology["variables"] = t.variables
 	}
+	metadata := map[string]any{"annotations": map[string]any{AnnotationRevision: revision}}
+	if guarded {
+		metadata["resourceVersion"] = t.Cluster.GetResourceVersion()
+	}
 	raw, err := json.Marshal(map[string]any{
-		"metadata": map[string]any{"resourceVersion": t.Cluster.GetResourceVersion(), "annotations": map[string]any{AnnotationRevision: revision}},
+		"metadata": metadata,
 		"spec":     map[string]any{"topology": topology},
 	})
 	if err != nil {
@@ -313,14 +451,14 @@ func (t *Topology) patch(revision string) (*unstructured.Unstructured, []byte, e
 	return u, raw, nil
 }
 
-// dryRunTopology sends the write apply would make as a server-side dry run, so that Cluster
-// API's Cluster webhook judges the variables against the ClusterClass's schemas (its defaulting
+// dryRunTopology sends the write apply would make (without the resourceVersion guard: see
+// patch) as a server-side dry run, so that Cluster API's Cluster webhook judges the variables against the ClusterClass's schemas (its defaulting
 // webhook validates spec.topology.variables against the ClusterClass's status.variables:
 // core/webhooks/admission/cluster.go and internal/topology/variables/cluster_variable_validation.go
 // in sigs.k8s.io/cluster-api v1.14.2). Its refusal refuses the plan, quoting Cluster API; nothing
 // is written.
 func (p *Planner) dryRunTopology(ctx context.Context, t *Topology, revision string) error {
-	u, raw, err := t.patch(revision)
+	u, raw, err := t.patch(revision, false)
 	if err != nil {
 		return err
 	}
@@ -328,8 +466,6 @@ func (p *Planner) dryRunTopology(ctx context.Context, t *Topology, revision stri
 	switch {
 	case err == nil:
 		return nil
-	case apierrors.IsConflict(err):
-		return usererr.Wrap(err, "Cluster Changed While Planning", t.Name()+" was changed while the plan read it; plan again.")
 	case apierrors.IsInvalid(err) || apierrors.IsBadRequest(err):
 		return usererr.Wrap(err, "Cluster API Refuses The Topology Variables",
 			fmt.Sprintf("Cluster API refused %s with these topology variables (a server-side dry run of the write apply would make, judged by its Cluster webhook against ClusterClass %q); nothing was written.", t.Name(), t.Class))
@@ -376,10 +512,46 @@ func variablesNote(clusters []*ClusterPlan) string {
 	for _, k := range keys {
 		fmt.Fprintf(&b, "\n  %s: %s → %s in %s", k.name, shortValue(k.from), shortValue(k.to), clusterList(in[k]))
 	}
+	b.WriteString(overridesNote(clusters))
 	b.WriteString("\nThe ClusterClass's patches read these variables, and the preview cannot run them: the templates the topology controller computes from them " +
 		"may change, so Cluster API may update in place or replace machines this preview shows as unchanged or in place (it decides per machine, as for a version). " +
 		"Apply waits for TopologyReconciled and for every machine up to date.")
 	return b.String()
+}
+
+// overridesMax bounds the clusters overridesNote names one by one.
+const overridesMax = 10
+
+// overridesNote names, per cluster, the parts of its topology whose variables.overrides keep a
+// variable this apply changes from them: the topology controller gives them the override, not
+// the Cluster's value, so they do not change with it. "" when none does.
+func overridesNote(clusters []*ClusterPlan) string {
+	var lines []string
+	for _, c := range clusters {
+		if c.Topology == nil {
+			continue
+		}
+		var parts []string
+		for _, v := range c.Topology.Variables {
+			if len(v.OverriddenIn) > 0 {
+				parts = append(parts, fmt.Sprintf("%s by %s", v.Name, strings.Join(v.OverriddenIn, ", ")))
+			}
+		}
+		if len(parts) > 0 {
+			lines = append(lines, fmt.Sprintf("\n  cluster %s: %s", c.Cluster, strings.Join(parts, "; ")))
+		}
+	}
+	if len(lines) == 0 {
+		return ""
+	}
+	slices.Sort(lines)
+	more := ""
+	if len(lines) > overridesMax {
+		more = fmt.Sprintf("\n  and %d more clusters", len(lines)-overridesMax)
+		lines = lines[:overridesMax]
+	}
+	return "\nOverridden, so the change does not reach them (their variables.overrides in spec.topology.controlPlane and spec.topology.workers.machineDeployments[] " +
+		"hold their own value; change or drop the override to change them):" + strings.Join(lines, "") + more
 }
 
 // shortValue is a variable's value for a plan line: "unset" for none, long ones cut.
@@ -469,7 +641,7 @@ func (p *Planner) executeTopology(ctx context.Context, t *Topology, results []*R
 // writeTopology merge-patches spec.topology.version, the topology variables (see patch) and the
 // revision onto the Cluster, under the resourceVersion the plan read.
 func (p *Planner) writeTopology(ctx context.Context, t *Topology, revision string) error {
-	u, raw, err := t.patch(revision)
+	u, raw, err := t.patch(revision, true)
 	if err != nil {
 		return err
 	}

@@ -5,10 +5,13 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/hashicorp/terraform-plugin-go/tfprotov6"
 	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
+	"github.com/hashicorp/terraform-plugin-testing/plancheck"
 	"github.com/hashicorp/terraform-plugin-testing/terraform"
 	"github.com/hashicorp/terraform-plugin-testing/tfversion"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -94,7 +97,8 @@ func clusterVariable(cl *clusterv1.Cluster, name string) string {
 // Machines are what Cluster API made of it, logged beside the plan: the worker kept (same UID),
 // updated in place by the test extension, which covers KubeadmConfigSpec.Files, and `status`
 // says `updated`; the control plane, which the patch does not touch, kept and `unchanged`. The
-// next plan is empty.
+// next plan is empty; once the variable is set back on the Cluster by hand, the next plan (after
+// its refresh) updates the resource again and warns, naming the cluster and both values.
 func TestAccCAPIInPlace_topologyVariables(t *testing.T) {
 	f, mc := capiFleet(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
@@ -138,8 +142,10 @@ func TestAccCAPIInPlace_topologyVariables(t *testing.T) {
 	}
 	const note = "v2-" + "from-terraform"
 	const res, plan = "gradual_inplace_update.vars", "data.gradual_inplace_update_plan.vars"
+	warnings := &planWarnings{}
+	var setBack time.Time
 	resource.Test(t, resource.TestCase{
-		ProtoV6ProviderFactories: acctest.ProviderFactories,
+		ProtoV6ProviderFactories: warnings.factories(),
 		TerraformVersionChecks:   []tfversion.TerraformVersionCheck{tfversion.SkipBelow(tfversion.Version1_11_0)},
 		Steps: []resource.TestStep{
 			{
@@ -228,8 +234,114 @@ func TestAccCAPIInPlace_topologyVariables(t *testing.T) {
 				PlanOnly:           true,
 				ExpectNonEmptyPlan: false,
 			},
+			{
+				// Someone sets the variable back on the Cluster: the refresh finds it, and the
+				// plan, from that state, changes the cluster again and says why, naming the
+				// cluster, the variable, the Cluster's value and the configured one. (The
+				// topology controller starts rolling the set-back template out meanwhile, so
+				// the machines alone could make the plan non-empty: the warning is the proof.)
+				PreConfig: func() {
+					cl, err := readCluster()
+					mustNil(t, err)
+					for i, v := range cl.Spec.Topology.Variables {
+						if v.Name == testbed.WorkerNoteVariable {
+							cl.Spec.Topology.Variables[i].Value.Raw = []byte(fmt.Sprintf("%q", testbed.WorkerNoteDefault))
+						}
+					}
+					mustNil(t, mc.Update(context.Background(), cl))
+					warnings.reset()
+					setBack = time.Now()
+				},
+				Config:             topologyVarsConfig(f, fmt.Sprintf(`{ %s = jsonencode(%q) }`, testbed.WorkerNoteVariable, note)),
+				PlanOnly:           true,
+				ExpectNonEmptyPlan: true,
+				ConfigPlanChecks: resource.ConfigPlanChecks{PostApplyPostRefresh: []plancheck.PlanCheck{
+					plancheck.ExpectResourceAction(res, plancheck.ResourceActionUpdate),
+					warnings.expect("Topology Variables Changed Outside Terraform", topologyVarsCluster,
+						fmt.Sprintf(`topology variable %s is %q on the Cluster, want %q`, testbed.WorkerNoteVariable, testbed.WorkerNoteDefault, note)),
+					logged(func() { t.Logf("variable set back: plans done in %s", time.Since(setBack).Round(100*time.Millisecond)) }),
+				}},
+			},
 		},
 	})
+}
+
+// planWarnings records the warnings the provider's PlanResourceChange returns, across the
+// provider processes a test case starts, for a test to check what a plan said.
+type planWarnings struct {
+	mu   sync.Mutex
+	seen []string
+}
+
+func (w *planWarnings) reset() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.seen = nil
+}
+
+// factories are acctest.ProviderFactories with the plans' warnings recorded in w.
+func (w *planWarnings) factories() map[string]func() (tfprotov6.ProviderServer, error) {
+	return map[string]func() (tfprotov6.ProviderServer, error){
+		"gradual": func() (tfprotov6.ProviderServer, error) {
+			s, err := acctest.ProviderFactories["gradual"]()
+			return &warningServer{ProviderServer: s, w: w}, err
+		},
+	}
+}
+
+// expect is a plan check: a warning seen since reset has summary and every one of details.
+func (w *planWarnings) expect(summary string, details ...string) plancheck.PlanCheck {
+	return warningCheck{w: w, summary: summary, details: details}
+}
+
+type warningCheck struct {
+	w       *planWarnings
+	summary string
+	details []string
+}
+
+func (c warningCheck) CheckPlan(_ context.Context, _ plancheck.CheckPlanRequest, resp *plancheck.CheckPlanResponse) {
+	c.w.mu.Lock()
+	defer c.w.mu.Unlock()
+	for _, s := range c.w.seen {
+		if !strings.HasPrefix(s, c.summary+": ") {
+			continue
+		}
+		ok := true
+		for _, d := range c.details {
+			ok = ok && strings.Contains(s, d)
+		}
+		if ok {
+			return
+		}
+	}
+	resp.Error = fmt.Errorf("no plan warning %q saying %q; the plans warned:\n%s", c.summary, c.details, strings.Join(c.w.seen, "\n"))
+}
+
+// logged is a plan check that runs f and passes.
+type logged func()
+
+func (f logged) CheckPlan(context.Context, plancheck.CheckPlanRequest, *plancheck.CheckPlanResponse) {
+	f()
+}
+
+type warningServer struct {
+	tfprotov6.ProviderServer
+	w *planWarnings
+}
+
+func (s *warningServer) PlanResourceChange(ctx context.Context, req *tfprotov6.PlanResourceChangeRequest) (*tfprotov6.PlanResourceChangeResponse, error) {
+	resp, err := s.ProviderServer.PlanResourceChange(ctx, req)
+	if resp != nil {
+		s.w.mu.Lock()
+		for _, d := range resp.Diagnostics {
+			if d != nil && d.Severity == tfprotov6.DiagnosticSeverityWarning {
+				s.w.seen = append(s.w.seen, d.Summary+": "+d.Detail)
+			}
+		}
+		s.w.mu.Unlock()
+	}
+	return resp, err
 }
 
 func mustNil(t *testing.T, err error) {

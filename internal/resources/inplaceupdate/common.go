@@ -241,7 +241,17 @@ const descTopologyVariables = "Values for named variables of a managed topology,
 	"`status.variables`), a value that is not JSON, and whatever Cluster API's Cluster webhook refuses (the value against the " +
 	"variable's schema), asked by a server-side dry run of the write. The ClusterClass's patches read variables, and the preview " +
 	"does not run them: the plan shows each variable's change (from → to) with its clusters and warns that Cluster API may update " +
-	"in place or replace machines the preview shows unchanged. Verification waits for `TopologyReconciled` and every machine up to date."
+	"in place or replace machines the preview shows unchanged, and names, per cluster, the control plane and the MachineDeployments " +
+	"(by their name in `spec.topology.workers.machineDeployments`) whose own `variables.overrides` of a changed variable keeps the change " +
+	"from them. Verification waits for `TopologyReconciled` and every machine up to date. Clusters a `selector` picks that have no " +
+	"`spec.topology` are skipped with the reason `no managed topology` (a `canary` among them refuses the plan); one named by `cluster` " +
+	"or `names` is refused."
+
+// descTopologyVariablesRefresh is what the resource's refresh does with `topology_variables`.
+const descTopologyVariablesRefresh = " A refresh compares each variable with the " +
+	"Cluster's value as JSON values (key order, spacing and number spelling aside): one changed on a Cluster since the apply (set back " +
+	"by hand) puts that cluster in the next plan's waves again, with a `Topology Variables Changed Outside Terraform` warning naming " +
+	"the cluster, the variable, the Cluster's value and the configured one."
 
 // jsonValue checks that a string is JSON (any value: a topology variable's).
 type jsonValue struct{}

@@ -207,6 +207,10 @@ func (r *updateResource) modifyFleetPlan(ctx context.Context, plan, prior *Model
 	if len(res.Skipped) > 0 {
 		resp.Diagnostics.AddWarning("Clusters Skipped", shared.SkippedDetail("These picked clusters are left alone by this apply; a later apply updates them once they can be:", res.Skipped))
 	}
+	if len(res.Drifted) > 0 {
+		resp.Diagnostics.AddWarning("Topology Variables Changed Outside Terraform", shared.SkippedDetail(
+			"These clusters no longer hold the topology variables the last apply wrote (found by the refresh); this apply writes them again, in the waves below:", res.Drifted))
+	}
 	if len(res.Missing) > 0 {
 		resp.Diagnostics.AddWarning("Clusters Gone", fmt.Sprintf("No Cluster %s any more in namespace %q: left out of this apply.", strings.Join(res.Missing, ", "), spec.Query.Namespace))
 	}

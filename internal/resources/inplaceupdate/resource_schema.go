@@ -72,7 +72,9 @@ func (r *updateResource) Schema(ctx context.Context, _ resource.SchemaRequest, r
 			"API's Cluster webhook refuses (a server-side dry run of the write, at plan). The ClusterClass's patches read the variables, " +
 			"and the preview does not run them: with `topology_variables` the plan lists each variable's change (`from → to`) with its " +
 			"clusters and warns that Cluster API may update in place or replace machines the preview shows unchanged or in place; " +
-			"`version` may then be left unset (the variables alone). MachineDeployments the " +
+			"`version` may then be left unset (the variables alone). A variable set back on a Cluster after the apply is found by the " +
+			"refresh and written again by the next apply; a Cluster without `spec.topology` that a `selector` picks is skipped, one named " +
+			"is refused (see `topology_variables`). MachineDeployments the " +
 			"topology did not make are written directly, after it, as in any other cluster.\n\n" +
 			"**MachineHealthChecks.** Cluster API v1.14.2 does not hold a MachineHealthCheck's remediation back while a machine is " +
 			"updated in place: it skips only paused Machines and those annotated `cluster.x-k8s.io/skip-remediation`, so an update " +
@@ -120,7 +122,7 @@ func (r *updateResource) Schema(ctx context.Context, _ resource.SchemaRequest, r
 			"version": schema.StringAttribute{Optional: true, MarkdownDescription: descVersion,
 				Validators: []validator.String{stringvalidator.RegexMatches(regexp.MustCompile(`^v\d+\.\d+\.\d+`), "must be a Kubernetes version such as v1.36.3")}},
 			"machine_spec_patch": schema.StringAttribute{Optional: true, MarkdownDescription: descMachinePatch, Validators: []validator.String{jsonObject{}}},
-			"topology_variables": schema.MapAttribute{Optional: true, ElementType: types.StringType, MarkdownDescription: descTopologyVariables,
+			"topology_variables": schema.MapAttribute{Optional: true, ElementType: types.StringType, MarkdownDescription: descTopologyVariables + descTopologyVariablesRefresh,
 				Validators: topologyVariablesValidators()},
 			"infrastructure_machine_spec_patch": schema.StringAttribute{Optional: true, MarkdownDescription: descInfraPatch, Validators: []validator.String{jsonObject{}}},
 			"bootstrap_config_spec_patch": schema.StringAttribute{Optional: true, Sensitive: true, WriteOnly: true,
