@@ -2,11 +2,15 @@ package rollout_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/gradual-dev/terraform-provider-gradual/internal/acctest"
 )
@@ -59,6 +63,54 @@ func TestAccRollout_previewRejects(t *testing.T) {
 		canary + ": 1 created, 0 changed, 0 unchanged, 0 conflicting"} {
 		if !strings.Contains(out, s) {
 			t.Fatalf("plan output lacks %q:\n%s", s, out)
+		}
+	}
+
+	// Once applied, the status data source dry-runs the next bundle on every cluster, for check
+	// blocks and outputs, at plan time: with the policy back on the canary, v2 of the ConfigMap
+	// is rejected there (the policy's reason) and changes it on the other cluster; nothing is
+	// written.
+	config := blastConfig(f, name, `clusters = ["prod-eu-1", "staging-eu-1"]`+"\n  canary = [\"prod-eu-1\"]", bundle, "")
+	tf.writeConfig(config)
+	tf.mustRun(ctx, 0, "apply", "-auto-approve")
+	acctest.DenyConfigMap(t, wc, name)
+	next := strings.Replace(bundle, "setting: v1", "setting: v2", 1)
+	tf.writeConfig(config + fmt.Sprintf(`
+data "gradual_rollout_status" "next" {
+  namespace         = %q
+  name              = %q
+  preview_manifests = <<-EOT
+%s  EOT
+}
+
+output "previews" {
+  value = { for c in data.gradual_rollout_status.next.clusters : c.name => c.preview }
+}
+`, f.Namespace, name, indent(next)))
+	tf.mustRun(ctx, 0, "apply", "-auto-approve")
+	var previews map[string]struct {
+		Created, Changed, Unchanged, Conflicting, Rejected int
+		Rejections                                         []string
+		NotPreviewed                                       string `json:"not_previewed"`
+	}
+	if err := json.Unmarshal([]byte(tf.mustRun(ctx, 0, "output", "-json", "previews")), &previews); err != nil {
+		t.Fatal(err)
+	}
+	onCanary, other := previews[canary], previews["staging-eu-1"]
+	if onCanary.Rejected != 1 || onCanary.Changed != 0 || len(onCanary.Rejections) != 1 || !strings.Contains(onCanary.Rejections[0], acctest.DeniedMessage(name)) {
+		t.Errorf("%s: preview %+v, want the ConfigMap rejected with %q", canary, onCanary, acctest.DeniedMessage(name))
+	}
+	if other.Changed != 1 || other.Rejected+other.Created+other.Unchanged+other.Conflicting != 0 || other.NotPreviewed != "" {
+		t.Errorf("staging-eu-1: preview %+v, want the ConfigMap changed", other)
+	}
+	for _, cluster := range []string{canary, "staging-eu-1"} {
+		c, err := f.WorkloadClient(cluster)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var cm corev1.ConfigMap
+		if err := c.Get(ctx, client.ObjectKey{Namespace: "default", Name: name}, &cm); err != nil || cm.Data["setting"] != "v1" {
+			t.Errorf("%s: ConfigMap after the preview: %v, %v; want setting v1", cluster, cm.Data, err)
 		}
 	}
 }

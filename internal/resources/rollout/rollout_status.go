@@ -3,10 +3,14 @@ package rollout
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 
 	"github.com/hashicorp/terraform-plugin-framework/datasource"
 	"github.com/hashicorp/terraform-plugin-framework/datasource/schema"
+	"github.com/hashicorp/terraform-plugin-framework/diag"
+	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
 	"github.com/gradual-dev/terraform-provider-gradual/internal/delivery"
@@ -14,6 +18,7 @@ import (
 	"github.com/gradual-dev/terraform-provider-gradual/internal/manifest"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/providerdata"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/records"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/manifesttype"
 )
 
 // NewStatusDataSource returns the `gradual_rollout_status` data source: the per-cluster detail
@@ -27,12 +32,13 @@ var _ datasource.DataSourceWithConfigure = (*statusDataSource)(nil)
 
 // statusModel is the data source's data.
 type statusModel struct {
-	Namespace       types.String         `tfsdk:"namespace"`
-	Name            types.String         `tfsdk:"name"`
-	RecordNamespace types.String         `tfsdk:"record_namespace"`
-	Revision        types.String         `tfsdk:"revision"`
-	Summary         map[string]int64     `tfsdk:"summary"`
-	Clusters        []clusterStatusModel `tfsdk:"clusters"`
+	Namespace        types.String         `tfsdk:"namespace"`
+	Name             types.String         `tfsdk:"name"`
+	RecordNamespace  types.String         `tfsdk:"record_namespace"`
+	PreviewManifests types.String         `tfsdk:"preview_manifests"`
+	Revision         types.String         `tfsdk:"revision"`
+	Summary          map[string]int64     `tfsdk:"summary"`
+	Clusters         []clusterStatusModel `tfsdk:"clusters"`
 }
 
 type clusterStatusModel struct {
@@ -43,6 +49,21 @@ type clusterStatusModel struct {
 	Detail     string   `tfsdk:"detail"`
 	Drift      []string `tfsdk:"drift"`
 	SkipReason string   `tfsdk:"skip_reason"`
+	// Preview is what a dry-run of preview_manifests found; nil without preview_manifests and
+	// for a skipped cluster.
+	Preview *clusterPreviewModel `tfsdk:"preview"`
+}
+
+// clusterPreviewModel is one cluster's dry-run of preview_manifests (delivery.ClusterPreview).
+type clusterPreviewModel struct {
+	Created      int64    `tfsdk:"created"`
+	Changed      int64    `tfsdk:"changed"`
+	Unchanged    int64    `tfsdk:"unchanged"`
+	Conflicting  int64    `tfsdk:"conflicting"`
+	Rejected     int64    `tfsdk:"rejected"`
+	Rejections   []string `tfsdk:"rejections"`
+	Conflicts    []string `tfsdk:"conflicts"`
+	NotPreviewed string   `tfsdk:"not_previewed"`
 }
 
 func (d *statusDataSource) Metadata(_ context.Context, req datasource.MetadataRequest, resp *datasource.MetadataResponse) {
@@ -69,6 +90,18 @@ func (d *statusDataSource) Schema(_ context.Context, _ datasource.SchemaRequest,
 			"record_namespace": schema.StringAttribute{
 				Optional: true, MarkdownDescription: "`record_namespace` of the rollout. Default `" + defaultRecordNamespace + "`.",
 			},
+			"preview_manifests": schema.StringAttribute{
+				Optional: true,
+				MarkdownDescription: "A bundle to dry-run now on every cluster the rollout picks, usually the rollout's next `manifests` " +
+					"(`file(...)` of the same file). Each cluster's `preview` then says, from a server-side dry-run as the rollout's own " +
+					"`preview` does at plan, what applying it would create, change or leave unchanged there, what another applier's " +
+					"fields would conflict with, and what the API server rejects (schema, validation, admission) with its reason, nothing " +
+					"written. The rollout's plan shows the same only as a warning sized for the fleet; here it is per cluster, for `check` " +
+					"blocks and outputs, known at plan time (do not `depends_on` the rollout, or it is read after apply). The rollout's " +
+					"`values`, `ignore_fields` and field manager apply; the dry-runs share a 30-second budget, and a cluster whose dry-run " +
+					"did not finish in it says so in `not_previewed`. With `delivery.flux` no cluster is dry-run (the clusters are not " +
+					"reached from here): every `not_previewed` says so.",
+			},
 			"revision": computed("The revision the rollout's last apply rolled out."),
 			"summary": schema.MapAttribute{
 				Computed: true, ElementType: types.Int64Type,
@@ -88,6 +121,22 @@ func (d *statusDataSource) Schema(_ context.Context, _ datasource.SchemaRequest,
 						MarkdownDescription: "The objects that are missing or edited, with the fields that differ (never their values).",
 					},
 					"skip_reason": computed("Why the rollout leaves the cluster alone now; empty unless `state` is `skipped`."),
+					"preview": schema.SingleNestedAttribute{
+						Computed:            true,
+						MarkdownDescription: "What a dry-run of `preview_manifests` found on the cluster; null without `preview_manifests` and for a skipped cluster.",
+						Attributes: map[string]schema.Attribute{
+							"created":     schema.Int64Attribute{Computed: true, MarkdownDescription: "Objects applying would create (those in a namespace the bundle brings and the cluster lacks are counted without the server's word)."},
+							"changed":     schema.Int64Attribute{Computed: true, MarkdownDescription: "Objects applying would change."},
+							"unchanged":   schema.Int64Attribute{Computed: true, MarkdownDescription: "Objects applying would leave as they are."},
+							"conflicting": schema.Int64Attribute{Computed: true, MarkdownDescription: "Objects with fields another server-side applier owns (apply fails on them unless `force_conflicts`)."},
+							"rejected":    schema.Int64Attribute{Computed: true, MarkdownDescription: "Objects the API server rejects (apply would fail on them)."},
+							"rejections": schema.ListAttribute{Computed: true, ElementType: types.StringType,
+								MarkdownDescription: "Each rejected object with the server's reason, `Kind namespace/name: reason`."},
+							"conflicts": schema.ListAttribute{Computed: true, ElementType: types.StringType,
+								MarkdownDescription: "Each conflicting object with its fields and their owners."},
+							"not_previewed": computed("Why the cluster has no preview (the budget ran out, its API did not answer, Flux delivery); empty when it has one."),
+						},
+					},
 				}},
 			},
 		},
@@ -146,7 +195,62 @@ func (d *statusDataSource) Read(ctx context.Context, req datasource.ReadRequest,
 	}
 	summary, attention := summarize(revision, obs, nil)
 	cfg.Revision, cfg.Summary, cfg.Clusters = types.StringValue(revision), summary, statusClusters(revision, obs, attention)
+	if !cfg.PreviewManifests.IsNull() {
+		previews, diags := previewStatus(ctx, d.data.Delivery.WithFlux(flux), &rollout, cfg.PreviewManifests.ValueString(), obs)
+		resp.Diagnostics.Append(diags...)
+		if resp.Diagnostics.HasError() {
+			return
+		}
+		for i := range cfg.Clusters {
+			cfg.Clusters[i].Preview = previews[cfg.Clusters[i].Name]
+		}
+	}
 	resp.Diagnostics.Append(resp.State.Set(ctx, &cfg)...)
+}
+
+// previewStatus dry-runs bundle, with the rest of the rollout's settings as its record keeps
+// them, on each of obs' eligible clusters: what each would do with it, by cluster name.
+func previewStatus(ctx context.Context, svc *delivery.Service, rollout *Model, bundle string, obs *delivery.Observation) (map[string]*clusterPreviewModel, diag.Diagnostics) {
+	rollout.Manifests, rollout.Sensitive = manifesttype.NewValue(bundle), types.StringNull()
+	rollout.Preview = types.StringValue(delivery.PreviewAll)
+	spec, diags := rollout.spec(ctx)
+	if diags.HasError() {
+		return nil, diags
+	}
+	// Each cluster's variables from its Cluster as it reads now, as a plan renders them.
+	if err := spec.Render(obs.Discovery.Clusters); err != nil {
+		diags.AddAttributeError(path.Root("preview_manifests"), "Invalid Preview Manifests", err.Error())
+		return nil, diags
+	}
+	clusters := slices.Sorted(maps.Keys(obs.Clusters))
+	if len(clusters) == 0 {
+		return nil, diags
+	}
+	found, err := svc.CheckAndPreview(ctx, spec, clusters, clusters)
+	if err != nil {
+		diags.Append(diagnostics.FromError(err, "Preview Manifests Cannot Be Applied"))
+		return nil, diags
+	}
+	out := make(map[string]*clusterPreviewModel, len(clusters))
+	for _, name := range clusters {
+		p, ok := found.Clusters[name]
+		switch {
+		case found.Skipped != "":
+			p.NotPreviewed = found.Skipped
+		case !ok:
+			p.NotPreviewed = "not dry-run"
+		}
+		m := &clusterPreviewModel{
+			Created: int64(p.Counts.Created), Changed: int64(p.Counts.Changed), Unchanged: int64(p.Counts.Unchanged),
+			Conflicting: int64(p.Counts.Conflicting), Rejected: int64(p.Counts.Rejected),
+			Rejections: []string{}, Conflicts: append([]string{}, p.Conflicts...), NotPreviewed: p.NotPreviewed,
+		}
+		for _, r := range p.Rejected {
+			m.Rejections = append(m.Rejections, r.String())
+		}
+		out[name] = m
+	}
+	return out, diags
 }
 
 // statusClusters lists every picked cluster, sorted by name.
