@@ -67,14 +67,16 @@ func TestAccRollout_previewRejects(t *testing.T) {
 	}
 
 	// Once applied, the status data source dry-runs the next bundle on every cluster, for check
-	// blocks and outputs, at plan time: with the policy back on the canary, v2 of the ConfigMap
-	// is rejected there (the policy's reason) and changes it on the other cluster; nothing is
-	// written.
+	// blocks and outputs, at plan time: with a policy on the canary refusing a ConfigMap the next
+	// bundle adds, that one is rejected there (the policy's reason) and the changed one changes;
+	// the other cluster would take both. Nothing is written.
 	config := blastConfig(f, name, `clusters = ["prod-eu-1", "staging-eu-1"]`+"\n  canary = [\"prod-eu-1\"]", bundle, "")
 	tf.writeConfig(config)
 	tf.mustRun(ctx, 0, "apply", "-auto-approve")
-	acctest.DenyConfigMap(t, wc, name)
-	next := strings.Replace(bundle, "setting: v1", "setting: v2", 1)
+	added := name + "-next"
+	acctest.DenyConfigMap(t, wc, added) // removed at cleanup
+	next := strings.Replace(bundle, "setting: v1", "setting: v2", 1) +
+		fmt.Sprintf("---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: %s, namespace: default}\ndata: {setting: v2}\n", added)
 	tf.writeConfig(config + fmt.Sprintf(`
 data "gradual_rollout_status" "next" {
   namespace         = %q
@@ -93,15 +95,18 @@ output "previews" {
 		Rejections                                         []string
 		NotPreviewed                                       string `json:"not_previewed"`
 	}
-	if err := json.Unmarshal([]byte(tf.mustRun(ctx, 0, "output", "-json", "previews")), &previews); err != nil {
+	raw := tf.mustRun(ctx, 0, "output", "-json", "previews")
+	if err := json.Unmarshal([]byte(raw), &previews); err != nil {
 		t.Fatal(err)
 	}
+	t.Logf("previews: %s", strings.Join(strings.Fields(raw), " "))
 	onCanary, other := previews[canary], previews["staging-eu-1"]
-	if onCanary.Rejected != 1 || onCanary.Changed != 0 || len(onCanary.Rejections) != 1 || !strings.Contains(onCanary.Rejections[0], acctest.DeniedMessage(name)) {
-		t.Errorf("%s: preview %+v, want the ConfigMap rejected with %q", canary, onCanary, acctest.DeniedMessage(name))
+	if onCanary.Rejected != 1 || onCanary.Changed != 1 || onCanary.Created != 0 || len(onCanary.Rejections) != 1 ||
+		!strings.Contains(onCanary.Rejections[0], "ConfigMap default/"+added) || !strings.Contains(onCanary.Rejections[0], acctest.DeniedMessage(added)) {
+		t.Errorf("%s: preview %+v, want one ConfigMap changed and %s rejected with %q", canary, onCanary, added, acctest.DeniedMessage(added))
 	}
-	if other.Changed != 1 || other.Rejected+other.Created+other.Unchanged+other.Conflicting != 0 || other.NotPreviewed != "" {
-		t.Errorf("staging-eu-1: preview %+v, want the ConfigMap changed", other)
+	if other.Changed != 1 || other.Created != 1 || other.Rejected+other.Unchanged+other.Conflicting != 0 || other.NotPreviewed != "" {
+		t.Errorf("staging-eu-1: preview %+v, want one ConfigMap changed and one created", other)
 	}
 	for _, cluster := range []string{canary, "staging-eu-1"} {
 		c, err := f.WorkloadClient(cluster)
@@ -113,4 +118,8 @@ output "previews" {
 			t.Errorf("%s: ConfigMap after the preview: %v, %v; want setting v1", cluster, cm.Data, err)
 		}
 	}
+	if err := expectConfigMap(f, "staging-eu-1", "default", added, false); err != nil {
+		t.Error(err)
+	}
+	tf.mustRun(ctx, 0, "destroy", "-auto-approve")
 }

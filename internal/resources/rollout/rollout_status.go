@@ -196,7 +196,7 @@ func (d *statusDataSource) Read(ctx context.Context, req datasource.ReadRequest,
 	summary, attention := summarize(revision, obs, nil)
 	cfg.Revision, cfg.Summary, cfg.Clusters = types.StringValue(revision), summary, statusClusters(revision, obs, attention)
 	if !cfg.PreviewManifests.IsNull() {
-		previews, diags := previewStatus(ctx, d.data.Delivery.WithFlux(flux), &rollout, cfg.PreviewManifests.ValueString(), obs)
+		previews, diags := previewStatus(ctx, d.data.Delivery.WithFlux(flux), key, &rollout, cfg.PreviewManifests.ValueString(), obs)
 		resp.Diagnostics.Append(diags...)
 		if resp.Diagnostics.HasError() {
 			return
@@ -210,7 +210,9 @@ func (d *statusDataSource) Read(ctx context.Context, req datasource.ReadRequest,
 
 // previewStatus dry-runs bundle, with the rest of the rollout's settings as its record keeps
 // them, on each of obs' eligible clusters: what each would do with it, by cluster name.
-func previewStatus(ctx context.Context, svc *delivery.Service, rollout *Model, bundle string, obs *delivery.Observation) (map[string]*clusterPreviewModel, diag.Diagnostics) {
+func previewStatus(ctx context.Context, svc *delivery.Service, key records.Key, rollout *Model, bundle string, obs *delivery.Observation) (map[string]*clusterPreviewModel, diag.Diagnostics) {
+	// The rollout's own key: its field manager is the one the dry-run applies with.
+	rollout.Name = types.StringValue(key.Name)
 	rollout.Manifests, rollout.Sensitive = manifesttype.NewValue(bundle), types.StringNull()
 	rollout.Preview = types.StringValue(delivery.PreviewAll)
 	spec, diags := rollout.spec(ctx)
