@@ -47,11 +47,11 @@ func (e Existing) Foreign(ours string) bool {
 // of the bundle not applied), or whose namespace it lacks, are not there.
 func (a *Applier) Existing(ctx context.Context, objs []*unstructured.Unstructured) ([]Existing, error) {
 	found := make([]*Existing, len(objs))
-	missing := a.missingNamespaces(ctx, objs, nil)
+	absent := a.inMissingNamespace(ctx, objs, nil)
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(a.opts.Concurrency)
 	for i, obj := range objs {
-		if missing[obj.GetNamespace()] {
+		if absent(obj) {
 			continue // no object is in a namespace the cluster lacks
 		}
 		g.Go(func() error {

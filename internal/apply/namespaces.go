@@ -6,24 +6,35 @@ import (
 
 	"golang.org/x/sync/errgroup"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
-// missingNamespaces returns which namespaces of objs' namespaced objects the cluster does not
-// have, reading each namespace once (among only's, when only is not nil). No object can exist
-// in a missing namespace, and a dry-run of one is answered NotFound for the namespace before
-// schema or admission look at it, so Existing and Preview need not ask about them one by one:
-// on the first rollout of a bundle that brings its namespace, that is every object but one. A
-// namespace that could not be read is not reported missing: its objects are asked about.
-func (a *Applier) missingNamespaces(ctx context.Context, objs []*unstructured.Unstructured, only map[string]bool) map[string]bool {
+// inMissingNamespace returns whether an object of objs is namespaced (by the cluster's REST
+// mapping) and lives in a namespace the cluster does not have, reading each namespace once
+// (among only's, when only is not nil). No object can exist in a missing namespace, and a
+// dry-run of one is answered NotFound for the namespace before schema or admission look at it,
+// so Existing and Preview need not ask about them one by one: on the first rollout of a bundle
+// that brings its namespace, that is every object but one. A namespace that could not be read,
+// and an object whose kind the cluster cannot map (a cluster-scoped custom kind may carry a
+// default namespace), are asked about as before.
+func (a *Applier) inMissingNamespace(ctx context.Context, objs []*unstructured.Unstructured, only map[string]bool) func(*unstructured.Unstructured) bool {
+	namespaced := func(obj *unstructured.Unstructured) bool {
+		if obj.GetNamespace() == "" || a.mapper == nil {
+			return false
+		}
+		gvk := obj.GroupVersionKind()
+		mapping, err := a.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+		return err == nil && mapping.Scope.Name() == meta.RESTScopeNameNamespace
+	}
 	var names []string
 	seen := map[string]bool{}
 	for _, obj := range objs {
 		ns := obj.GetNamespace()
-		if ns == "" || seen[ns] || (only != nil && !only[ns]) {
+		if seen[ns] || (only != nil && !only[ns]) || !namespaced(obj) {
 			continue
 		}
 		seen[ns] = true
@@ -46,5 +57,7 @@ func (a *Applier) missingNamespaces(ctx context.Context, objs []*unstructured.Un
 		})
 	}
 	_ = g.Wait() // every goroutine returns nil: a failed read leaves its namespace unreported
-	return missing
+	return func(obj *unstructured.Unstructured) bool {
+		return missing[obj.GetNamespace()] && namespaced(obj)
+	}
 }

@@ -85,11 +85,11 @@ func (a *Applier) Preview(ctx context.Context, objs []*unstructured.Unstructured
 	found := make([]outcome, len(objs))
 	// Objects in a namespace the bundle brings and the cluster lacks are created unchecked
 	// without asking: the server could only answer that the namespace is not there.
-	missing := a.missingNamespaces(ctx, objs, bundleNamespaces)
+	unchecked := a.inMissingNamespace(ctx, objs, bundleNamespaces)
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(a.opts.Concurrency)
 	for i, obj := range objs {
-		if missing[obj.GetNamespace()] {
+		if unchecked(obj) {
 			found[i] = outcome{action: ssa.CreatedAction, unchecked: true}
 			continue
 		}
