@@ -24,30 +24,19 @@ func TestWaitReadsSoonThenOnlyWhatIsNotReady(t *testing.T) {
 		"apiVersion": "v1", "kind": "ConfigMap",
 		"metadata": map[string]any{"name": "settings", "namespace": "default"},
 	}}
-	var mu sync.Mutex
 	reads := map[string]int{}
-	cl := fake.NewClientBuilder().WithScheme(scheme.Scheme).WithObjects(deploy.DeepCopy(), cm.DeepCopy()).
-		WithInterceptorFuncs(interceptor.Funcs{Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
-			if err := c.Get(ctx, key, obj, opts...); err != nil {
-				return err
-			}
-			u := obj.(*unstructured.Unstructured)
-			mu.Lock()
-			defer mu.Unlock()
-			reads[u.GetKind()]++
-			if u.GetKind() == "Deployment" && reads["Deployment"] >= 3 {
-				u.Object["status"] = readyDeployment(nil).Object["status"]
-			}
-			return nil
-		}}).Build()
+	cl := readingClient(func(u *unstructured.Unstructured) {
+		reads[u.GetKind()]++
+		if u.GetKind() == "Deployment" && reads["Deployment"] >= 3 {
+			u.Object["status"] = readyDeployment(nil).Object["status"]
+		}
+	}, deploy, cm)
 	a := &Applier{client: cl, opts: Options{PollInterval: time.Hour}}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := a.Wait(ctx, []*unstructured.Unstructured{cm, deploy}, 0); err != nil {
 		t.Fatalf("Wait = %v, want nil", err)
 	}
-	mu.Lock()
-	defer mu.Unlock()
 	if reads["Deployment"] != 4 || reads["ConfigMap"] != 2 {
 		t.Errorf("reads = %v, want the Deployment 4 times (not ready, not ready, ready, confirmed) and the ConfigMap twice (first read, confirmation)", reads)
 	}
@@ -60,32 +49,41 @@ func TestWaitConfirmsEveryObject(t *testing.T) {
 	unstructured.RemoveNestedField(deploy.Object, "status")
 	other := readyDeployment(nil)
 	other.SetName("api")
-	var mu sync.Mutex
 	reads := map[string]int{}
-	cl := fake.NewClientBuilder().WithScheme(scheme.Scheme).WithObjects(deploy.DeepCopy(), other.DeepCopy()).
-		WithInterceptorFuncs(interceptor.Funcs{Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
-			if err := c.Get(ctx, key, obj, opts...); err != nil {
-				return err
-			}
-			u := obj.(*unstructured.Unstructured)
-			mu.Lock()
-			defer mu.Unlock()
-			reads[u.GetName()]++
-			switch {
-			case u.GetName() == "web" && reads["web"] >= 2:
-				u.Object["status"] = readyDeployment(nil).Object["status"]
-			case u.GetName() == "api" && reads["api"] == 2: // rolling again at the confirmation
-				unstructured.RemoveNestedField(u.Object, "status")
-			}
-			return nil
-		}}).Build()
+	cl := readingClient(func(u *unstructured.Unstructured) {
+		reads[u.GetName()]++
+		switch {
+		case u.GetName() == "web" && reads["web"] >= 2:
+			u.Object["status"] = readyDeployment(nil).Object["status"]
+		case u.GetName() == "api" && reads["api"] == 2: // rolling again at the confirmation
+			unstructured.RemoveNestedField(u.Object, "status")
+		}
+	}, deploy, other)
 	a := &Applier{client: cl, opts: Options{PollInterval: 50 * time.Millisecond}}
 	if err := a.Wait(context.Background(), []*unstructured.Unstructured{deploy, other}, time.Minute); err != nil {
 		t.Fatalf("Wait = %v, want nil", err)
 	}
-	mu.Lock()
-	defer mu.Unlock()
 	if reads["api"] != 4 {
 		t.Errorf("api read %d times, want 4: ready, not ready at the first confirmation, ready, confirmed again", reads["api"])
 	}
+}
+
+// readingClient is a fake client holding objs whose every read of an object is passed, under
+// one lock, to seen (which may change what the read returns).
+func readingClient(seen func(u *unstructured.Unstructured), objs ...*unstructured.Unstructured) client.Client {
+	var mu sync.Mutex
+	var held []client.Object
+	for _, o := range objs {
+		held = append(held, o.DeepCopy())
+	}
+	return fake.NewClientBuilder().WithScheme(scheme.Scheme).WithObjects(held...).
+		WithInterceptorFuncs(interceptor.Funcs{Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			if err := c.Get(ctx, key, obj, opts...); err != nil {
+				return err
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			seen(obj.(*unstructured.Unstructured))
+			return nil
+		}}).Build()
 }
