@@ -700,28 +700,34 @@ func refusedByServer(msg string) bool {
 }
 
 // Remove deletes cluster's Kustomization (Flux prunes what it applied there) and then its
-// OCIRepository, and returns once the Kustomization is gone or ctx ends.
+// OCIRepository, and returns once both are gone or ctx ends. It waits for the OCIRepository too:
+// source-controller holds it with a finalizer until it has dropped the artifact, and a destroy
+// that returned before then would leave an object behind that it reported removed.
 func (d *Delivery) Remove(ctx context.Context, namespace, cluster string, poll time.Duration) error {
-	ks := d.object(KustomizationKind, namespace, cluster)
-	if err := d.mgmt.Delete(ctx, ks); client.IgnoreNotFound(err) != nil {
-		return fmt.Errorf("delete Kustomization %s/%s: %w", namespace, ks.GetName(), err)
+	if err := d.deleteAndWait(ctx, d.object(KustomizationKind, namespace, cluster), "Flux prunes before it goes", poll); err != nil {
+		return err
+	}
+	return d.deleteAndWait(ctx, d.object(OCIRepositoryKind, namespace, cluster), "source-controller drops the artifact before it goes", poll)
+}
+
+// deleteAndWait deletes obj and polls until the API server no longer has it (its controller's
+// finalizer removed) or ctx ends; why names what holds it meanwhile, for the error.
+func (d *Delivery) deleteAndWait(ctx context.Context, obj *unstructured.Unstructured, why string, poll time.Duration) error {
+	kind, namespace, name := obj.GetKind(), obj.GetNamespace(), obj.GetName()
+	if err := d.mgmt.Delete(ctx, obj); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("delete %s %s/%s: %w", kind, namespace, name, err)
 	}
 	for {
-		err := d.mgmt.Get(ctx, client.ObjectKeyFromObject(ks), ks)
+		err := d.mgmt.Get(ctx, client.ObjectKeyFromObject(obj), obj)
 		if apierrors.IsNotFound(err) {
-			break
+			return nil
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("Kustomization %s/%s not gone (Flux prunes before it goes): %w", namespace, ks.GetName(), context.Cause(ctx))
+			return fmt.Errorf("%s %s/%s not gone (%s): %w", kind, namespace, name, why, context.Cause(ctx))
 		case <-time.After(poll):
 		}
 	}
-	src := d.object(OCIRepositoryKind, namespace, cluster)
-	if err := d.mgmt.Delete(ctx, src); client.IgnoreNotFound(err) != nil {
-		return fmt.Errorf("delete OCIRepository %s/%s: %w", namespace, src.GetName(), err)
-	}
-	return nil
 }
 
 // Manifests renders objects as the multi-document YAML an artifact holds.
