@@ -12,6 +12,7 @@ import (
 	"github.com/fluxcd/cli-utils/pkg/kstatus/status"
 	"github.com/fluxcd/cli-utils/pkg/object"
 	"github.com/fluxcd/pkg/ssa/utils"
+	"golang.org/x/sync/errgroup"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -191,31 +192,53 @@ func objectsNamed(objs []*unstructured.Unstructured, statuses []ObjectStatus) []
 	return out
 }
 
-// notReady reads objs and returns the status of each that is not Current, failed first.
+// notReady reads objs and returns the status of each that is not Current, failed first. It
+// reads up to Options.Concurrency objects at a time: one at a time, a read of a 20-object
+// bundle took longer than kwok took to make its pods ready, and a wait reads every object at
+// least twice (the first read, and the one that confirms all are ready at once).
 func (a *Applier) notReady(ctx context.Context, objs []*unstructured.Unstructured, jobsWithTTL object.ObjMetadataSet) []ObjectStatus {
+	found := make([]*ObjectStatus, len(objs))
+	var g errgroup.Group
+	g.SetLimit(max(a.opts.Concurrency, 1)) // an Applier not made by New may leave it 0
+	for i, obj := range objs {
+		g.Go(func() error {
+			found[i] = a.readStatus(ctx, obj, jobsWithTTL)
+			return nil
+		})
+	}
+	_ = g.Wait() // readStatus reports every failure in its status
 	var out []ObjectStatus
-	for _, obj := range objs {
-		ref := RefOf(obj)
-		live := &unstructured.Unstructured{}
-		live.SetGroupVersionKind(obj.GroupVersionKind())
-		err := a.client.Get(ctx, client.ObjectKeyFromObject(obj), live)
-		switch {
-		case apierrors.IsNotFound(err):
-			if !jobsWithTTL.Contains(object.UnstructuredToObjMetadata(obj)) {
-				out = append(out, ObjectStatus{Object: ref, Status: string(status.NotFoundStatus), Message: "object not found"})
-			}
-		case err != nil:
-			out = append(out, ObjectStatus{Object: ref, Status: string(status.UnknownStatus), Message: err.Error(), Unreadable: true})
-		default:
-			if s := a.statusOf(live); s.Status != string(status.CurrentStatus) {
-				out = append(out, s)
-			}
+	for _, s := range found {
+		if s != nil {
+			out = append(out, *s)
 		}
 	}
 	slices.SortStableFunc(out, func(x, y ObjectStatus) int {
 		return cmp.Compare(rankStatus(x.Status), rankStatus(y.Status))
 	})
 	return out
+}
+
+// readStatus reads obj and returns its status unless it is Current (nil). A Job with a TTL
+// that is gone has done its work and been cleaned up: ready.
+func (a *Applier) readStatus(ctx context.Context, obj *unstructured.Unstructured, jobsWithTTL object.ObjMetadataSet) *ObjectStatus {
+	ref := RefOf(obj)
+	live := &unstructured.Unstructured{}
+	live.SetGroupVersionKind(obj.GroupVersionKind())
+	err := a.client.Get(ctx, client.ObjectKeyFromObject(obj), live)
+	switch {
+	case apierrors.IsNotFound(err):
+		if jobsWithTTL.Contains(object.UnstructuredToObjMetadata(obj)) {
+			return nil
+		}
+		return &ObjectStatus{Object: ref, Status: string(status.NotFoundStatus), Message: "object not found"}
+	case err != nil:
+		return &ObjectStatus{Object: ref, Status: string(status.UnknownStatus), Message: err.Error(), Unreadable: true}
+	}
+	if s := a.statusOf(live); s.Status != string(status.CurrentStatus) {
+		return &s
+	}
+	return nil
 }
 
 func rankStatus(s string) int {

@@ -68,6 +68,42 @@ func TestWaitConfirmsEveryObject(t *testing.T) {
 	}
 }
 
+// TestWaitReadsObjectsAtOnce: a readiness check reads up to Concurrency objects at a time, so
+// a bundle's read costs a few round trips, not one per object.
+func TestWaitReadsObjectsAtOnce(t *testing.T) {
+	var objs []*unstructured.Unstructured
+	var held []client.Object
+	for _, name := range []string{"a", "b", "c", "d", "e", "f", "g", "h"} {
+		cm := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "v1", "kind": "ConfigMap",
+			"metadata": map[string]any{"name": name, "namespace": "default"},
+		}}
+		objs = append(objs, cm)
+		held = append(held, cm.DeepCopy())
+	}
+	var mu sync.Mutex
+	inFlight, most := 0, 0
+	cl := fake.NewClientBuilder().WithScheme(scheme.Scheme).WithObjects(held...).
+		WithInterceptorFuncs(interceptor.Funcs{Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			mu.Lock()
+			inFlight++
+			most = max(most, inFlight)
+			mu.Unlock()
+			time.Sleep(30 * time.Millisecond) // a round trip, long enough for the others to start
+			mu.Lock()
+			inFlight--
+			mu.Unlock()
+			return c.Get(ctx, key, obj, opts...)
+		}}).Build()
+	a := &Applier{client: cl, opts: Options{PollInterval: time.Hour, Concurrency: 4}}
+	if err := a.Wait(context.Background(), objs, time.Minute); err != nil {
+		t.Fatalf("Wait = %v, want nil", err)
+	}
+	if most != 4 {
+		t.Errorf("at most %d reads at a time, want Concurrency's 4", most)
+	}
+}
+
 // readingClient is a fake client holding objs whose every read of an object is passed, under
 // one lock, to seen (which may change what the read returns).
 func readingClient(seen func(u *unstructured.Unstructured), objs ...*unstructured.Unstructured) client.Client {
