@@ -14,7 +14,9 @@ import (
 	"github.com/fluxcd/pkg/ssa/utils"
 	"golang.org/x/sync/errgroup"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/gradual-dev/terraform-provider-gradual/internal/clock"
@@ -192,21 +194,62 @@ func objectsNamed(objs []*unstructured.Unstructured, statuses []ObjectStatus) []
 	return out
 }
 
-// notReady reads objs and returns the status of each that is not Current, failed first. It
-// reads up to Options.Concurrency objects at a time: one at a time, a read of a 20-object
-// bundle took longer than kwok took to make its pods ready, and a wait reads every object at
-// least twice (the first read, and the one that confirms all are ready at once).
+// listAtLeast is how many objects of one kind in one namespace a readiness check reads with
+// one list instead of one read each, and listPage the most objects such a list may return: a
+// namespace holding more of the kind than that is read object by object, where a list would
+// cost the API server more than it saves.
+const (
+	listAtLeast = 3
+	listPage    = 250
+)
+
+// notReady reads objs and returns the status of each that is not Current, failed first. The
+// objects of one kind in one namespace, when there are at least listAtLeast, are read with one
+// list (a bundle's 9 ConfigMaps cost one request, not nine); a list that fails (a missing RBAC
+// rule), or finds the namespace holds more than listPage of the kind, leaves its objects to be
+// read one by one. Up to Options.Concurrency requests run at a time: a wait reads every object
+// at least twice (the first read, and the one that confirms all are ready at once), and one
+// request at a time was slower than kwok at making the pods ready.
 func (a *Applier) notReady(ctx context.Context, objs []*unstructured.Unstructured, jobsWithTTL object.ObjMetadataSet) []ObjectStatus {
 	found := make([]*ObjectStatus, len(objs))
-	var g errgroup.Group
-	g.SetLimit(max(a.opts.Concurrency, 1)) // an Applier not made by New may leave it 0
-	for i, obj := range objs {
-		g.Go(func() error {
-			found[i] = a.readStatus(ctx, obj, jobsWithTTL)
+	done := make([]bool, len(objs))
+	limit := max(a.opts.Concurrency, 1) // an Applier not made by New may leave it 0
+
+	var lists errgroup.Group
+	lists.SetLimit(limit)
+	for _, group := range a.listGroups(objs) {
+		lists.Go(func() error {
+			live, ok := a.list(ctx, objs[group[0]])
+			if !ok {
+				return nil
+			}
+			for _, i := range group {
+				found[i], done[i] = a.judge(objs[i], live[objs[i].GetName()], nil, jobsWithTTL), true
+			}
 			return nil
 		})
 	}
-	_ = g.Wait() // readStatus reports every failure in its status
+	_ = lists.Wait() // a failed list leaves its objects to the reads below
+
+	var reads errgroup.Group
+	reads.SetLimit(limit)
+	for i, obj := range objs {
+		if done[i] {
+			continue
+		}
+		reads.Go(func() error {
+			live := &unstructured.Unstructured{}
+			live.SetGroupVersionKind(obj.GroupVersionKind())
+			err := a.client.Get(ctx, client.ObjectKeyFromObject(obj), live)
+			if apierrors.IsNotFound(err) {
+				live = nil
+			}
+			found[i] = a.judge(obj, live, err, jobsWithTTL)
+			return nil
+		})
+	}
+	_ = reads.Wait() // judge reports every failure in its status
+
 	var out []ObjectStatus
 	for _, s := range found {
 		if s != nil {
@@ -219,21 +262,72 @@ func (a *Applier) notReady(ctx context.Context, objs []*unstructured.Unstructure
 	return out
 }
 
-// readStatus reads obj and returns its status unless it is Current (nil). A Job with a TTL
-// that is gone has done its work and been cleaned up: ready.
-func (a *Applier) readStatus(ctx context.Context, obj *unstructured.Unstructured, jobsWithTTL object.ObjMetadataSet) *ObjectStatus {
+// listGroups is the indexes in objs of the objects read by one list: at least listAtLeast of
+// one namespaced kind (as the cluster maps it) in one namespace.
+func (a *Applier) listGroups(objs []*unstructured.Unstructured) [][]int {
+	if a.mapper == nil {
+		return nil
+	}
+	type place struct {
+		gvk       schema.GroupVersionKind
+		namespace string
+	}
+	byPlace := map[place][]int{}
+	var order []place
+	for i, obj := range objs {
+		gvk := obj.GroupVersionKind()
+		if obj.GetNamespace() == "" {
+			continue
+		}
+		mapping, err := a.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+		if err != nil || mapping.Scope.Name() != meta.RESTScopeNameNamespace {
+			continue
+		}
+		p := place{gvk, obj.GetNamespace()}
+		if _, seen := byPlace[p]; !seen {
+			order = append(order, p)
+		}
+		byPlace[p] = append(byPlace[p], i)
+	}
+	var out [][]int
+	for _, p := range order {
+		if len(byPlace[p]) >= listAtLeast {
+			out = append(out, byPlace[p])
+		}
+	}
+	return out
+}
+
+// list lists the objects of like's kind in like's namespace, by name; ok is false when the list
+// failed or the namespace holds more than listPage of them.
+func (a *Applier) list(ctx context.Context, like *unstructured.Unstructured) (map[string]*unstructured.Unstructured, bool) {
+	gvk := like.GroupVersionKind()
+	list := &unstructured.UnstructuredList{}
+	list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
+	if err := a.client.List(ctx, list, client.InNamespace(like.GetNamespace()), client.Limit(listPage)); err != nil || list.GetContinue() != "" {
+		return nil, false
+	}
+	byName := make(map[string]*unstructured.Unstructured, len(list.Items))
+	for i := range list.Items {
+		item := &list.Items[i]
+		item.SetGroupVersionKind(gvk) // a list's items may come without apiVersion and kind
+		byName[item.GetName()] = item
+	}
+	return byName, true
+}
+
+// judge is obj's status from its read: live (nil when not found) or err. It is nil when obj is
+// Current, or is a Job with a TTL that is gone (it did its work and was cleaned up).
+func (a *Applier) judge(obj, live *unstructured.Unstructured, err error, jobsWithTTL object.ObjMetadataSet) *ObjectStatus {
 	ref := RefOf(obj)
-	live := &unstructured.Unstructured{}
-	live.SetGroupVersionKind(obj.GroupVersionKind())
-	err := a.client.Get(ctx, client.ObjectKeyFromObject(obj), live)
 	switch {
-	case apierrors.IsNotFound(err):
+	case err != nil && !apierrors.IsNotFound(err):
+		return &ObjectStatus{Object: ref, Status: string(status.UnknownStatus), Message: err.Error(), Unreadable: true}
+	case live == nil:
 		if jobsWithTTL.Contains(object.UnstructuredToObjMetadata(obj)) {
 			return nil
 		}
 		return &ObjectStatus{Object: ref, Status: string(status.NotFoundStatus), Message: "object not found"}
-	case err != nil:
-		return &ObjectStatus{Object: ref, Status: string(status.UnknownStatus), Message: err.Error(), Unreadable: true}
 	}
 	if s := a.statusOf(live); s.Status != string(status.CurrentStatus) {
 		return &s

@@ -2,11 +2,16 @@ package apply
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
@@ -101,6 +106,93 @@ func TestWaitReadsObjectsAtOnce(t *testing.T) {
 	}
 	if most != 4 {
 		t.Errorf("at most %d reads at a time, want Concurrency's 4", most)
+	}
+}
+
+// TestWaitListsAKindInANamespace: a readiness check reads the bundle's ConfigMaps of one
+// namespace with one list (another namespace's two ConfigMaps and the Deployment one by one),
+// judges a listed object that is missing as not found, and reads one by one when the list is
+// refused (RBAC) or the namespace holds more than listPage of the kind.
+func TestWaitListsAKindInANamespace(t *testing.T) {
+	configMap := func(namespace, name string) *unstructured.Unstructured {
+		return &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "v1", "kind": "ConfigMap",
+			"metadata": map[string]any{"name": name, "namespace": namespace},
+		}}
+	}
+	deploy := readyDeployment(nil)
+	objs := []*unstructured.Unstructured{configMap("web", "a"), configMap("web", "b"), configMap("web", "c"),
+		configMap("web", "d"), configMap("other", "x"), configMap("other", "y"), deploy}
+	mapper := testMapper().(*meta.DefaultRESTMapper)
+	mapper.Add(schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"}, meta.RESTScopeNamespace)
+
+	for _, tc := range []struct {
+		name       string
+		refuse     bool
+		crowd      int  // other ConfigMaps in web
+		missing    bool // ConfigMap d not there
+		lists      int
+		gets       int
+		notReady   int
+		notFoundOf string
+	}{
+		{name: "listed", lists: 1, gets: 3},
+		{name: "one missing", missing: true, lists: 1, gets: 3, notReady: 1, notFoundOf: "d"},
+		{name: "list refused", refuse: true, lists: 1, gets: 7},
+		{name: "crowded namespace", crowd: listPage, lists: 1, gets: 7},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var held []client.Object
+			for _, o := range objs {
+				if !tc.missing || o.GetName() != "d" {
+					held = append(held, o.DeepCopy())
+				}
+			}
+			for i := range tc.crowd {
+				held = append(held, configMap("web", fmt.Sprintf("crowd-%03d", i)))
+			}
+			var mu sync.Mutex
+			lists, gets := 0, 0
+			cl := fake.NewClientBuilder().WithScheme(scheme.Scheme).WithRESTMapper(mapper).WithObjects(held...).
+				WithInterceptorFuncs(interceptor.Funcs{
+					Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+						mu.Lock()
+						gets++
+						mu.Unlock()
+						return c.Get(ctx, key, obj, opts...)
+					},
+					List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
+						mu.Lock()
+						lists++
+						mu.Unlock()
+						if tc.refuse {
+							return apierrors.NewForbidden(schema.GroupResource{Resource: "configmaps"}, "", errors.New("no list"))
+						}
+						if err := c.List(ctx, list, opts...); err != nil {
+							return err
+						}
+						// The fake serves no pages: cut the list at its limit as an API server does.
+						lo := (&client.ListOptions{}).ApplyOptions(opts)
+						ul := list.(*unstructured.UnstructuredList)
+						if lo.Limit > 0 && int64(len(ul.Items)) > lo.Limit {
+							ul.Items = ul.Items[:lo.Limit]
+							ul.SetContinue("more")
+						}
+						return nil
+					},
+				}).Build()
+			a := &Applier{client: cl, mapper: mapper, opts: Options{Concurrency: 4}}
+			got := a.notReady(context.Background(), objs, nil)
+			if lists != tc.lists || gets != tc.gets {
+				t.Errorf("%d lists and %d reads, want %d and %d", lists, gets, tc.lists, tc.gets)
+			}
+			if len(got) != tc.notReady {
+				t.Fatalf("not ready: %v, want %d", got, tc.notReady)
+			}
+			if tc.notFoundOf != "" && (got[0].Object.Name != tc.notFoundOf || got[0].Status != "NotFound") {
+				t.Errorf("not ready: %v, want %s not found", got, tc.notFoundOf)
+			}
+		})
 	}
 }
 
