@@ -58,6 +58,37 @@ func newProgressFixture(t *testing.T) *progressFixture {
 	return f
 }
 
+// TestProgressWritesOfALargeRecordAreRarer: a record of 1,000 clusters is written at most every
+// 10 s between batch boundaries (each write costs the whole record), and a boundary is still
+// written at once.
+func TestProgressWritesOfALargeRecordAreRarer(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newProgressFixture(t)
+		for i := range 1000 {
+			f.p.progress.Clusters[fmt.Sprintf("c%d", i)] = records.ClusterOutcome{State: "pending"}
+		}
+		f.p.save(t.Context())
+		f.batch(engine.EventBatchStarted, 1, "c0")
+		f.wantWrites(2)
+		// An event every 100 ms for 30 s: about three writes, not thirty.
+		for i := range 300 {
+			f.target(engine.EventProvisioning, fmt.Sprintf("c%d", i))
+			f.advance(100 * time.Millisecond)
+		}
+		f.settle()
+		if got := f.writes.Load() - 2; got < 2 || got > 4 {
+			t.Fatalf("%d writes for 30 s of events on a record of 1,000 clusters, want about 3 (one every 10 s)", got)
+		}
+		before := f.writes.Load()
+		f.target(engine.EventSucceeded, "c0") // within 10 s of the last write: held back
+		f.wantWrites(before)
+		f.batch(engine.EventBatchDone, 1, "c0")
+		f.wantWrites(before + 1)
+		f.advance(10 * time.Second) // the write still scheduled finds nothing left to write
+		f.wantWrites(before + 1)
+	})
+}
+
 func (f *progressFixture) target(kind engine.EventKind, target string) {
 	f.p.observe(f.t.Context(), engine.Event{Kind: kind, Target: target, Revision: "aaa", At: time.Now()})
 }
