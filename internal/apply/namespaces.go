@@ -13,6 +13,18 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
+// namespaced reports whether obj has a namespace and the cluster's REST mapping calls its kind
+// namespaced. A kind the mapper cannot map is not taken for namespaced: a cluster-scoped custom
+// kind may carry a default namespace.
+func (a *Applier) namespaced(obj *unstructured.Unstructured) bool {
+	if obj.GetNamespace() == "" || a.mapper == nil {
+		return false
+	}
+	gvk := obj.GroupVersionKind()
+	mapping, err := a.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+	return err == nil && mapping.Scope.Name() == meta.RESTScopeNameNamespace
+}
+
 // inMissingNamespace returns whether an object of objs is namespaced (by the cluster's REST
 // mapping) and lives in a namespace the cluster does not have, reading each namespace once
 // (among only's, when only is not nil). No object can exist in a missing namespace, and a
@@ -22,19 +34,11 @@ import (
 // and an object whose kind the cluster cannot map (a cluster-scoped custom kind may carry a
 // default namespace), are asked about as before.
 func (a *Applier) inMissingNamespace(ctx context.Context, objs []*unstructured.Unstructured, only map[string]bool) func(*unstructured.Unstructured) bool {
-	namespaced := func(obj *unstructured.Unstructured) bool {
-		if obj.GetNamespace() == "" || a.mapper == nil {
-			return false
-		}
-		gvk := obj.GroupVersionKind()
-		mapping, err := a.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
-		return err == nil && mapping.Scope.Name() == meta.RESTScopeNameNamespace
-	}
 	var names []string
 	seen := map[string]bool{}
 	for _, obj := range objs {
 		ns := obj.GetNamespace()
-		if seen[ns] || (only != nil && !only[ns]) || !namespaced(obj) {
+		if seen[ns] || (only != nil && !only[ns]) || !a.namespaced(obj) {
 			continue
 		}
 		seen[ns] = true
@@ -58,6 +62,6 @@ func (a *Applier) inMissingNamespace(ctx context.Context, objs []*unstructured.U
 	}
 	_ = g.Wait() // every goroutine returns nil: a failed read leaves its namespace unreported
 	return func(obj *unstructured.Unstructured) bool {
-		return missing[obj.GetNamespace()] && namespaced(obj)
+		return missing[obj.GetNamespace()] && a.namespaced(obj)
 	}
 }

@@ -14,7 +14,6 @@ import (
 	"github.com/fluxcd/pkg/ssa/utils"
 	"golang.org/x/sync/errgroup"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -265,9 +264,6 @@ func (a *Applier) notReady(ctx context.Context, objs []*unstructured.Unstructure
 // listGroups is the indexes in objs of the objects read by one list: at least listAtLeast of
 // one namespaced kind (as the cluster maps it) in one namespace.
 func (a *Applier) listGroups(objs []*unstructured.Unstructured) [][]int {
-	if a.mapper == nil {
-		return nil
-	}
 	type place struct {
 		gvk       schema.GroupVersionKind
 		namespace string
@@ -275,15 +271,10 @@ func (a *Applier) listGroups(objs []*unstructured.Unstructured) [][]int {
 	byPlace := map[place][]int{}
 	var order []place
 	for i, obj := range objs {
-		gvk := obj.GroupVersionKind()
-		if obj.GetNamespace() == "" {
+		if !a.namespaced(obj) {
 			continue
 		}
-		mapping, err := a.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
-		if err != nil || mapping.Scope.Name() != meta.RESTScopeNameNamespace {
-			continue
-		}
-		p := place{gvk, obj.GetNamespace()}
+		p := place{obj.GroupVersionKind(), obj.GetNamespace()}
 		if _, seen := byPlace[p]; !seen {
 			order = append(order, p)
 		}
