@@ -129,6 +129,7 @@ func TestWaitListsAKindInANamespace(t *testing.T) {
 	for _, tc := range []struct {
 		name       string
 		refuse     bool
+		down       bool // the API server answers every request with 503
 		crowd      int  // other ConfigMaps in web
 		missing    bool // ConfigMap d not there
 		lists      int
@@ -140,6 +141,7 @@ func TestWaitListsAKindInANamespace(t *testing.T) {
 		{name: "one missing", missing: true, lists: 1, gets: 3, notReady: 1, notFoundOf: "d"},
 		{name: "list refused", refuse: true, lists: 1, gets: 7},
 		{name: "crowded namespace", crowd: listPage, lists: 1, gets: 7},
+		{name: "API server down", down: true, lists: 1, gets: 7, notReady: 7},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var held []client.Object
@@ -159,12 +161,18 @@ func TestWaitListsAKindInANamespace(t *testing.T) {
 						mu.Lock()
 						gets++
 						mu.Unlock()
+						if tc.down {
+							return apierrors.NewServiceUnavailable("etcdserver: request timed out")
+						}
 						return c.Get(ctx, key, obj, opts...)
 					},
 					List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
 						mu.Lock()
 						lists++
 						mu.Unlock()
+						if tc.down {
+							return apierrors.NewServiceUnavailable("etcdserver: request timed out")
+						}
 						if tc.refuse {
 							return apierrors.NewForbidden(schema.GroupResource{Resource: "configmaps"}, "", errors.New("no list"))
 						}
@@ -191,6 +199,11 @@ func TestWaitListsAKindInANamespace(t *testing.T) {
 			}
 			if tc.notFoundOf != "" && (got[0].Object.Name != tc.notFoundOf || got[0].Status != "NotFound") {
 				t.Errorf("not ready: %v, want %s not found", got, tc.notFoundOf)
+			}
+			for _, s := range got {
+				if s.Unreadable != tc.down {
+					t.Errorf("%s: unreadable %v, want %v (only when the server does not answer)", s.Object, s.Unreadable, tc.down)
+				}
 			}
 		})
 	}
