@@ -71,12 +71,7 @@ func TestProgressWritesOfALargeRecordAreRarer(t *testing.T) {
 		f.batch(engine.EventBatchStarted, 1, "c0")
 		f.wantWrites(2)
 		// An event every 100 ms for 30 s: about three writes, not thirty.
-		for i := range 300 {
-			f.target(engine.EventProvisioning, fmt.Sprintf("c%d", i))
-			f.advance(100 * time.Millisecond)
-		}
-		f.settle()
-		if got := f.writes.Load() - 2; got < 2 || got > 4 {
+		if got := f.stream("c", 300); got < 2 || got > 4 {
 			t.Fatalf("%d writes for 30 s of events on a record of 1,000 clusters, want about 3 (one every 10 s)", got)
 		}
 		before := f.writes.Load()
@@ -95,6 +90,20 @@ func (f *progressFixture) target(kind engine.EventKind, target string) {
 
 func (f *progressFixture) batch(kind engine.EventKind, n int, targets ...string) {
 	f.p.observe(f.t.Context(), engine.Event{Kind: kind, Phase: engine.PhaseWave, Batch: n, Batches: 2, Targets: targets})
+}
+
+// stream makes n clusters (prefix0, prefix1, …) start, one every 100 ms, and returns how many
+// times the record was written meanwhile. Writes run outside the writer's lock and a copy older
+// than one already written is dropped, so the count settles a moment after the last event and
+// may be a little under one per interval.
+func (f *progressFixture) stream(prefix string, n int) int32 {
+	before := f.writes.Load()
+	for i := range n {
+		f.target(engine.EventProvisioning, fmt.Sprintf("%s%d", prefix, i))
+		f.advance(100 * time.Millisecond)
+	}
+	f.settle()
+	return f.writes.Load() - before
 }
 
 // settle waits until the writer's background writes are done.
@@ -166,14 +175,7 @@ func testProgressWritesDebounced(t *testing.T) {
 	// A steady stream of events, one every 100 ms for 10 s: about one write a second.
 	f.batch(engine.EventBatchStarted, 2, "d")
 	f.wantWrites(5)
-	for i := range 100 {
-		f.target(engine.EventProvisioning, fmt.Sprintf("d%d", i))
-		f.advance(100 * time.Millisecond)
-	}
-	// Writes run outside the writer's lock and a copy older than one already written is
-	// dropped, so the count settles a moment later and may be a little under one a second.
-	f.settle()
-	if got := f.writes.Load() - 5; got < 5 || got > 11 {
+	if got := f.stream("d", 100); got < 5 || got > 11 {
 		t.Fatalf("%d writes for 10 s of events, want about 10 (at most one a second)", got)
 	}
 
