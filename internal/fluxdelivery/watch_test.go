@@ -120,3 +120,69 @@ func TestStatusesWithoutWatchPermission(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// TestStatusesResumeWithoutListing: a watch that ends on its own (the client's timeout cuts
+// one every RequestTimeout) resumes from the last resource version it saw, bookmarks
+// included, without listing every Kustomization again; a resource version the server no
+// longer has (410 Gone) lists again, and the watch after that starts from the new list.
+func TestStatusesResumeWithoutListing(t *testing.T) {
+	dyn := fakeDynamic(kustomizationOf("c1", "Unknown"))
+	watchers := make(chan *watch.FakeWatcher, 10)
+	from := make(chan string, 10) // each watch's resource version
+	dyn.PrependWatchReactor("kustomizations", func(a clienttesting.Action) (bool, watch.Interface, error) {
+		w := watch.NewFakeWithChanSize(10, false)
+		from <- a.(clienttesting.WatchActionImpl).WatchRestrictions.ResourceVersion
+		watchers <- w
+		return true, w, nil
+	})
+	lists := func() int {
+		n := 0
+		for _, a := range dyn.Actions() {
+			if a.GetVerb() == "list" {
+				n++
+			}
+		}
+		return n
+	}
+	next := func(what string) (*watch.FakeWatcher, string) {
+		t.Helper()
+		select {
+		case w := <-watchers:
+			return w, <-from
+		case <-time.After(5 * time.Second):
+			t.Fatalf("no watch within 5 s: %s", what)
+			return nil, ""
+		}
+	}
+	s := (&Delivery{key: watchKey}).WatchStatuses(t.Context(), dyn, "fleet")
+	w, _ := next("the first")
+	waitFor(t, "the first list", func() bool { _, _, ok := s.Status("c1"); return ok })
+
+	ready := kustomizationOf("c1", "True")
+	ready.SetResourceVersion("41")
+	w.Modify(ready)
+	bookmark := &unstructured.Unstructured{}
+	bookmark.SetResourceVersion("42")
+	w.Action(watch.Bookmark, bookmark)
+	w.Stop() // the watch ends on its own
+
+	w, rv := next("after the watch ended")
+	if rv != "42" {
+		t.Fatalf("the watch resumed from resource version %q, want the bookmark's 42", rv)
+	}
+	if n := lists(); n != 1 {
+		t.Fatalf("%d lists; a watch that ended on its own listed the Kustomizations again", n)
+	}
+	if st, _, ok := s.Status("c1"); !ok || st.Ready != "True" {
+		t.Fatalf("c1 after the resume: %+v (established %v), want the watched change kept", st, ok)
+	}
+
+	w.Error(&metav1.Status{Status: metav1.StatusFailure, Code: 410, Reason: metav1.StatusReasonExpired, Message: "too old resource version: 42"})
+	_, rv = next("after 410 Gone")
+	if n := lists(); n != 2 {
+		t.Fatalf("%d lists after 410 Gone, want 2: the watch must list again", n)
+	}
+	if rv == "42" {
+		t.Fatal("after 410 Gone the watch started again from the expired resource version")
+	}
+}
