@@ -47,8 +47,8 @@ type Options struct {
 	RecreateImmutable bool
 	// PollInterval is how often waits read the objects' status; default 2s.
 	PollInterval time.Duration
-	// Concurrency bounds the concurrent dry-runs of one apply or drift check, and the concurrent
-	// reads of one readiness check; default 4.
+	// Concurrency bounds the concurrent dry-runs of one apply or drift check, the concurrent
+	// applies of one kind in a stage, and the concurrent reads of one readiness check; default 4.
 	Concurrency int
 	// Mapper, when set, is the REST mapper to use: one shared by every cluster that the same API
 	// server serves (see fleet.Management.RESTMapper). Default: one of the Applier's own.

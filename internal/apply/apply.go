@@ -54,7 +54,8 @@ const definitionsTimeout = 2 * time.Minute
 // Apply server-side applies objs: Check first (a bundle that cannot apply is refused before
 // any change), then CRDs and Namespaces, waiting until the CRDs are established, then the
 // rest. Objects that already match are left alone (Unchanged). Each stage dry-runs every one
-// of its objects before applying any, so an invalid object or a conflict (see
+// of its objects before applying any (then applies the objects of one kind several at once, see
+// applyQueue), so an invalid object or a conflict (see
 // Options.ForceConflicts) stops its stage before it changes anything. On error the Result
 // lists the stages applied before it; the failed stage may still have applied some objects
 // when an apply fails after its dry-runs passed (ssa then returns no change set), so callers
@@ -92,9 +93,13 @@ func (a *Applier) Apply(ctx context.Context, objs []*unstructured.Unstructured) 
 }
 
 func (a *Applier) applyStage(ctx context.Context, objs []*unstructured.Unstructured, opts ssa.ApplyOptions, res *Result) error {
-	cs, err := a.applier.ApplyAll(ctx, objs, opts)
+	queue := &applyQueue{}
+	cs, err := a.stageManager(queue).ApplyAll(ctx, objs, opts)
 	if err != nil {
-		return applyError(err)
+		return applyError(err) // nothing held was sent
+	}
+	if err := queue.send(ctx, a.unvetted, a.opts.Concurrency); err != nil {
+		return err
 	}
 	for _, e := range cs.Entries {
 		res.Changes = append(res.Changes, Change{Object: refOfEntry(e), Action: Action(e.Action)})
