@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
@@ -227,4 +228,76 @@ func readingClient(seen func(u *unstructured.Unstructured), objs ...*unstructure
 			seen(obj.(*unstructured.Unstructured))
 			return nil
 		}}).Build()
+}
+
+// TestWaitWakesOnAChange: a wait whose pauses have grown long reads again as soon as a watched
+// object changes, not at its next pause; a watch the cluster refuses leaves the pauses as they
+// were.
+func TestWaitWakesOnAChange(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		refuse    bool
+		wantQuick bool
+	}{
+		{name: "watched", wantQuick: true},
+		{name: "watch refused", refuse: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			deploy := readyDeployment(nil)
+			unstructured.RemoveNestedField(deploy.Object, "status")
+			var mu sync.Mutex
+			reads := 0
+			cl := fake.NewClientBuilder().WithScheme(scheme.Scheme).WithObjects(deploy.DeepCopy()).
+				WithInterceptorFuncs(interceptor.Funcs{
+					Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+						mu.Lock()
+						reads++
+						mu.Unlock()
+						return c.Get(ctx, key, obj, opts...)
+					},
+					Watch: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) (watch.Interface, error) {
+						if tc.refuse {
+							return nil, apierrors.NewForbidden(schema.GroupResource{Group: "apps", Resource: "deployments"}, "", errors.New("RBAC: no watch"))
+						}
+						return c.Watch(ctx, list, opts...)
+					},
+				}).Build()
+			a := &Applier{client: cl, unvetted: cl, opts: Options{PollInterval: time.Hour}}
+			done := make(chan error, 1)
+			go func() { done <- a.Wait(t.Context(), []*unstructured.Unstructured{deploy}, 0) }()
+			// Six reads: the pauses after them have grown past a second.
+			waitUntil(t, func() bool { mu.Lock(); defer mu.Unlock(); return reads >= 6 })
+			ready := readyDeployment(nil)
+			live := &unstructured.Unstructured{}
+			live.SetGroupVersionKind(deploy.GroupVersionKind())
+			if err := cl.Get(t.Context(), client.ObjectKeyFromObject(deploy), live); err != nil {
+				t.Fatal(err)
+			}
+			live.Object["status"] = ready.Object["status"]
+			changedAt := time.Now()
+			if err := cl.Status().Update(t.Context(), live); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Fatalf("Wait = %v", err)
+				}
+				if quick := time.Since(changedAt) < 500*time.Millisecond; quick != tc.wantQuick {
+					t.Errorf("Wait returned %v after the change; want within half a second: %v", time.Since(changedAt).Round(time.Millisecond), tc.wantQuick)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("Wait did not return within 10 s of the change")
+			}
+		})
+	}
+}
+
+func waitUntil(t *testing.T, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met within 10 s")
+		}
+	}
 }
