@@ -287,48 +287,57 @@ const (
 // objects of one kind in one namespace, when there are at least listAtLeast, are read with one
 // list (a bundle's 9 ConfigMaps cost one request, not nine); a list that fails (a missing RBAC
 // rule), or finds the namespace holds more than listPage of the kind, leaves its objects to be
-// read one by one. Up to Options.Concurrency requests run at a time: a wait reads every object
-// at least twice (the first read, and the one that confirms all are ready at once), and one
-// request at a time was slower than kwok at making the pods ready.
+// read one by one. The lists and the reads of the objects no list covers go out together, up
+// to Options.Concurrency at a time (and as many again for the reads of a failed list's
+// objects): a wait reads every object at least twice (the first read, and the one that confirms
+// all are ready at once), and one request at a time was slower than kwok at making the pods
+// ready.
 func (a *Applier) notReady(ctx context.Context, objs []*unstructured.Unstructured, jobsWithTTL object.ObjMetadataSet) []ObjectStatus {
 	found := make([]*ObjectStatus, len(objs))
-	done := make([]bool, len(objs))
 	limit := max(a.opts.Concurrency, 1) // an Applier not made by New may leave it 0
 
-	var lists errgroup.Group
-	lists.SetLimit(limit)
-	for _, group := range a.listGroups(objs) {
-		lists.Go(func() error {
-			live, ok := a.list(ctx, objs[group[0]])
-			if !ok {
-				return nil
-			}
-			for _, i := range group {
-				found[i], done[i] = a.judge(objs[i], live[objs[i].GetName()], nil, jobsWithTTL), true
-			}
-			return nil
-		})
-	}
-	_ = lists.Wait() // a failed list leaves its objects to the reads below
-
-	var reads errgroup.Group
+	var reads, fallback errgroup.Group // fallback: the reads of a list that failed
 	reads.SetLimit(limit)
-	for i, obj := range objs {
-		if done[i] {
-			continue
+	fallback.SetLimit(limit)
+	read := func(i int) {
+		obj := objs[i]
+		live := &unstructured.Unstructured{}
+		live.SetGroupVersionKind(obj.GroupVersionKind())
+		err := a.client.Get(ctx, client.ObjectKeyFromObject(obj), live)
+		if apierrors.IsNotFound(err) {
+			live = nil
 		}
+		found[i] = a.judge(obj, live, err, jobsWithTTL)
+	}
+	// The lists and the reads of the objects no list covers go out together; a list that fails
+	// reads its objects one by one in its turn.
+	groups := a.listGroups(objs)
+	listed := make([]bool, len(objs))
+	for _, group := range groups {
+		for _, i := range group {
+			listed[i] = true
+		}
+	}
+	for _, group := range groups {
 		reads.Go(func() error {
-			live := &unstructured.Unstructured{}
-			live.SetGroupVersionKind(obj.GroupVersionKind())
-			err := a.client.Get(ctx, client.ObjectKeyFromObject(obj), live)
-			if apierrors.IsNotFound(err) {
-				live = nil
+			live, ok := a.list(ctx, objs[group[0]])
+			for _, i := range group {
+				if ok {
+					found[i] = a.judge(objs[i], live[objs[i].GetName()], nil, jobsWithTTL)
+				} else {
+					fallback.Go(func() error { read(i); return nil })
+				}
 			}
-			found[i] = a.judge(obj, live, err, jobsWithTTL)
 			return nil
 		})
 	}
-	_ = reads.Wait() // judge reports every failure in its status
+	for i := range objs {
+		if !listed[i] {
+			reads.Go(func() error { read(i); return nil })
+		}
+	}
+	_ = reads.Wait()
+	_ = fallback.Wait() // judge reports every failure in its status
 
 	var out []ObjectStatus
 	for _, s := range found {
