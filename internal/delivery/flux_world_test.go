@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"io"
-	"k8s.io/apimachinery/pkg/runtime"
-	dynamicfake "k8s.io/client-go/dynamic/fake"
 	"log"
 	"net/http"
 	"net/http/httptest"
@@ -170,9 +168,8 @@ func TestFluxVerifyFollowsTheWatch(t *testing.T) {
 	}
 	must(unstructured.SetNestedField(ks.Object, "latest@"+digest, "status", "lastAppliedRevision"))
 	must(unstructured.SetNestedSlice(ks.Object, []any{map[string]any{"type": "Ready", "status": "True", "reason": "ReconciliationSucceeded"}}, "status", "conditions"))
-	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
-		map[schema.GroupVersionResource]string{fluxdelivery.KustomizationKind.GroupVersion().WithResource("kustomizations"): "KustomizationList"}, ks)
-	w.flux.statuses = w.flux.d.WatchStatuses(ctx, dyn, "fleet")
+	c := fake.NewClientBuilder().WithScheme(fluxdelivery.StatusScheme()).WithObjects(ks).Build()
+	w.flux.statuses = w.flux.d.WatchStatuses(ctx, c, "fleet")
 	for {
 		if _, _, ok := w.flux.statuses.Status("c1"); ok {
 			break

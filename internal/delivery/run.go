@@ -10,6 +10,7 @@ import (
 
 	"github.com/gradual-dev/terraform-provider-gradual/internal/engine"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/fleet"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/fluxdelivery"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/records"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/usererr"
 )
@@ -169,10 +170,12 @@ func (s *Service) Run(ctx context.Context, req RunRequest) (_ *RunResult, err er
 		hold: req.Query.Hold, clusters: clustersByName(obs.Discovery)}
 	if s.flux != nil {
 		w.flux = &fluxWorld{d: w.fluxDelivery()}
-		if dyn := s.mgmt.Dynamic(); dyn != nil {
-			watchCtx, stopWatch := context.WithCancel(ctx)
-			defer stopWatch()
-			w.flux.statuses = w.flux.d.WatchStatuses(watchCtx, dyn, spec.ClusterNamespace)
+		if s.mgmt.RESTConfig != nil { // nil: tests that give only a client
+			if c, err := fluxdelivery.NewStatusClient(s.mgmt.RESTConfig); err == nil {
+				watchCtx, stopWatch := context.WithCancel(ctx)
+				defer stopWatch()
+				w.flux.statuses = w.flux.d.WatchStatuses(watchCtx, c, spec.ClusterNamespace)
+			}
 		}
 	}
 	result := engine.Execute(ctx, plan, w, s.clock, policy)

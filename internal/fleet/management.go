@@ -8,7 +8,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"k8s.io/client-go/dynamic"
 	"net"
 	"net/url"
 	"sync"
@@ -44,7 +43,6 @@ type Management struct {
 	apiVersion string // served CAPI version, found on first use
 	workloads  workloadConfigs
 	mappers    restMappers
-	dynamic    dynamic.Interface
 }
 
 // NewManagement builds a client for the management cluster. It does not contact the server.
@@ -55,23 +53,6 @@ func NewManagement(cfg *rest.Config, source string) (*Management, error) {
 			"Could not build a client for the management cluster from "+source+".")
 	}
 	return &Management{Client: c, RESTConfig: cfg, Source: source}, nil
-}
-
-// Dynamic is a dynamic client of the management cluster, for watches (the Flux engine follows
-// its Kustomizations with one); nil without a REST configuration (tests that give only a
-// Client) or when none can be built from it.
-func (m *Management) Dynamic() dynamic.Interface {
-	if m == nil || m.RESTConfig == nil {
-		return nil
-	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.dynamic == nil {
-		if d, err := dynamic.NewForConfig(m.RESTConfig); err == nil {
-			m.dynamic = d
-		}
-	}
-	return m.dynamic
 }
 
 // Scheme returns the types the provider reads and writes in the management cluster.

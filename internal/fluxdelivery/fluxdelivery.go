@@ -32,6 +32,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
@@ -490,26 +491,14 @@ func (d *Delivery) Read(ctx context.Context, namespace, cluster string) (Status,
 	return statusOf(ks), nil
 }
 
-// statusOf is what the Kustomization ks says.
+// statusOf is what the Kustomization ks says (kustomizationView.status). A Kustomization whose
+// fields do not have their types (the CRD's schema makes that unlikely) is not ready, saying why.
 func statusOf(ks *unstructured.Unstructured) Status {
-	st := Status{Exists: true, Ready: "Unknown"}
-	st.Applied, _, _ = unstructured.NestedString(ks.Object, "status", "lastAppliedRevision")
-	st.Attempted, _, _ = unstructured.NestedString(ks.Object, "status", "lastAttemptedRevision")
-	st.Suspended, _, _ = unstructured.NestedBool(ks.Object, "spec", "suspend")
-	conds, _, _ := unstructured.NestedSlice(ks.Object, "status", "conditions")
-	for _, c := range conds {
-		m, ok := c.(map[string]any)
-		if !ok || m["type"] != "Ready" {
-			continue
-		}
-		if g, ok := m["observedGeneration"].(int64); ok && g != ks.GetGeneration() {
-			break // about an older spec
-		}
-		st.Ready, _ = m["status"].(string)
-		st.Reason, _ = m["reason"].(string)
-		st.Message, _ = m["message"].(string)
+	var view kustomizationView
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(ks.Object, &view); err != nil {
+		return Status{Exists: true, Ready: "Unknown", Reason: "Unreadable", Message: "the Kustomization cannot be read: " + err.Error()}
 	}
-	return st
+	return view.status()
 }
 
 // Objects are the Flux objects of a rollout in one namespace, by cluster: what a plan reads of

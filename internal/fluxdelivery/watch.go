@@ -9,17 +9,13 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/dynamic"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/gradual-dev/terraform-provider-gradual/internal/records"
 )
-
-// kustomizations is the resource of KustomizationKind, for the dynamic client.
-var kustomizations = KustomizationKind.GroupVersion().WithResource("kustomizations")
 
 // Statuses keeps the statuses of a rollout's Kustomizations in one namespace current from one
 // list and watch, for a run's verifications to read: a wave's clusters waiting on Flux then
@@ -35,7 +31,7 @@ var kustomizations = KustomizationKind.GroupVersion().WithResource("kustomizatio
 // permission) leaves every read to the caller.
 type Statuses struct {
 	d         *Delivery
-	dyn       dynamic.Interface
+	c         client.WithWatch // reads Kustomizations as kustomizationView (NewStatusClient)
 	namespace string
 	retry     time.Duration // wait before listing again after a failure
 
@@ -47,9 +43,10 @@ type Statuses struct {
 	changed map[string]chan struct{}
 }
 
-// WatchStatuses starts watching the rollout's Kustomizations in namespace until ctx ends.
-func (d *Delivery) WatchStatuses(ctx context.Context, dyn dynamic.Interface, namespace string) *Statuses {
-	s := &Statuses{d: d, dyn: dyn, namespace: namespace, retry: time.Second, changed: map[string]chan struct{}{}}
+// WatchStatuses starts watching the rollout's Kustomizations in namespace until ctx ends, with
+// c, a client made by NewStatusClient.
+func (d *Delivery) WatchStatuses(ctx context.Context, c client.WithWatch, namespace string) *Statuses {
+	s := &Statuses{d: d, c: c, namespace: namespace, retry: time.Second, changed: map[string]chan struct{}{}}
 	go s.run(ctx)
 	return s
 }
@@ -125,17 +122,19 @@ func (s *Statuses) list(ctx context.Context) (string, error) {
 	status := map[string]Status{}
 	rv, cont := "", ""
 	for {
-		list, err := s.resource().List(ctx, metav1.ListOptions{LabelSelector: s.selector(), Limit: listPage, Continue: cont})
-		if err != nil {
+		list := &kustomizationViewList{}
+		opts := s.options()
+		opts.Limit, opts.Continue = listPage, cont
+		if err := s.c.List(ctx, list, opts); err != nil {
 			return "", err
 		}
 		for i := range list.Items {
 			if cluster, ok := s.clusterOf(&list.Items[i]); ok {
-				status[cluster] = statusOf(&list.Items[i])
+				status[cluster] = list.Items[i].status()
 			}
 		}
-		rv = list.GetResourceVersion()
-		if cont = list.GetContinue(); cont == "" {
+		rv = list.ResourceVersion
+		if cont = list.Continue; cont == "" {
 			break
 		}
 	}
@@ -152,7 +151,9 @@ func (s *Statuses) list(ctx context.Context) (string, error) {
 // every one every 30 s (a fifth of the provider's CPU). The error is nil when the watch ended
 // on its own; a resource version the server no longer has is an expired error (list again).
 func (s *Statuses) follow(ctx context.Context, rv string) (string, error) {
-	w, err := s.resource().Watch(ctx, metav1.ListOptions{LabelSelector: s.selector(), ResourceVersion: rv, AllowWatchBookmarks: true})
+	opts := s.options()
+	opts.Raw = &metav1.ListOptions{ResourceVersion: rv, AllowWatchBookmarks: true}
+	w, err := s.c.Watch(ctx, &kustomizationViewList{}, opts)
 	if err != nil {
 		return rv, err
 	}
@@ -184,11 +185,11 @@ func (s *Statuses) follow(ctx context.Context, rv string) (string, error) {
 		if ev.Type != watch.Added && ev.Type != watch.Modified && ev.Type != watch.Deleted {
 			continue // a bookmark: only its resource version counts
 		}
-		u, ok := ev.Object.(*unstructured.Unstructured)
+		ks, ok := ev.Object.(*kustomizationView)
 		if !ok {
 			continue
 		}
-		cluster, ok := s.clusterOf(u)
+		cluster, ok := s.clusterOf(ks)
 		if !ok {
 			continue
 		}
@@ -196,19 +197,17 @@ func (s *Statuses) follow(ctx context.Context, rv string) (string, error) {
 		if ev.Type == watch.Deleted {
 			delete(s.status, cluster)
 		} else {
-			s.status[cluster] = statusOf(u)
+			s.status[cluster] = ks.status()
 		}
 		s.notify(cluster)
 		s.mu.Unlock()
 	}
 }
 
-func (s *Statuses) resource() dynamic.ResourceInterface {
-	return s.dyn.Resource(kustomizations).Namespace(s.namespace)
-}
-
-func (s *Statuses) selector() string {
-	return labels.SelectorFromSet(labels.Set{records.LabelManagedBy: records.ManagedBy, records.LabelRollout: s.d.key.Hash()}).String()
+// options select the rollout's Kustomizations in the namespace.
+func (s *Statuses) options() *client.ListOptions {
+	return &client.ListOptions{Namespace: s.namespace,
+		LabelSelector: labels.SelectorFromSet(labels.Set{records.LabelManagedBy: records.ManagedBy, records.LabelRollout: s.d.key.Hash()})}
 }
 
 // unsync marks the statuses stale: readers read for themselves until the next list.
@@ -221,14 +220,14 @@ func (s *Statuses) unsync() {
 	s.mu.Unlock()
 }
 
-// clusterOf is the cluster u is the Kustomization of, when it is the rollout's (as ReadAll).
-func (s *Statuses) clusterOf(u *unstructured.Unstructured) (string, bool) {
-	cluster := u.GetAnnotations()[annotationClusterName]
-	return cluster, cluster != "" && u.GetName() == ObjectName(s.d.key, cluster)
+// clusterOf is the cluster ks is the Kustomization of, when it is the rollout's (as ReadAll).
+func (s *Statuses) clusterOf(ks *kustomizationView) (string, bool) {
+	cluster := ks.Annotations[annotationClusterName]
+	return cluster, cluster != "" && ks.Name == ObjectName(s.d.key, cluster)
 }
 
-// watchError is the error of a watch's error event: the API status it carries (the dynamic
-// client gives it unstructured), so that an expired resource version reads as one.
+// watchError is the error of a watch's error event: the API status it carries, so that an
+// expired resource version reads as one.
 func watchError(obj runtime.Object) error {
 	return fmt.Errorf("watch: %w", apierrors.FromObject(obj))
 }

@@ -3,17 +3,17 @@ package fluxdelivery
 import (
 	"context"
 	"errors"
+	"sync"
 	"testing"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
-	dynamicfake "k8s.io/client-go/dynamic/fake"
-	clienttesting "k8s.io/client-go/testing"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/gradual-dev/terraform-provider-gradual/internal/records"
 )
@@ -22,18 +22,19 @@ var watchKey = records.Key{Kind: records.KindRollout, Namespace: "fleet", Name: 
 
 // kustomizationOf is the rollout's Kustomization of cluster, Ready as ready says ("" for no
 // condition).
-func kustomizationOf(cluster, ready string) *unstructured.Unstructured {
+func kustomizationOf(cluster, ready string) *kustomizationView {
 	d := &Delivery{key: watchKey}
 	u := d.object(KustomizationKind, "fleet", cluster)
+	ks := &kustomizationView{TypeMeta: metav1.TypeMeta{APIVersion: KustomizationKind.GroupVersion().String(), Kind: KustomizationKind.Kind}}
+	ks.Namespace, ks.Name, ks.Labels, ks.Annotations = u.GetNamespace(), u.GetName(), u.GetLabels(), u.GetAnnotations()
 	if ready != "" {
-		_ = unstructured.SetNestedSlice(u.Object, []any{map[string]any{"type": "Ready", "status": ready, "reason": "Test"}}, "status", "conditions")
+		ks.Status.Conditions = []metav1.Condition{{Type: "Ready", Status: metav1.ConditionStatus(ready), Reason: "Test"}}
 	}
-	return u
+	return ks
 }
 
-func fakeDynamic(objs ...runtime.Object) *dynamicfake.FakeDynamicClient {
-	return dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
-		map[schema.GroupVersionResource]string{kustomizations: "KustomizationList"}, objs...)
+func fakeClient(objs ...client.Object) client.WithWatch {
+	return fake.NewClientBuilder().WithScheme(StatusScheme()).WithObjects(objs...).Build()
 }
 
 // waitFor fails the test unless cond holds within 5 s.
@@ -61,10 +62,10 @@ func closed(ch <-chan struct{}) bool {
 func TestStatusesFollowTheKustomizations(t *testing.T) {
 	impostor := kustomizationOf("c2", "True")
 	impostor.SetName("copy-of-c2")
-	dyn := fakeDynamic(kustomizationOf("c1", "Unknown"), impostor)
+	c := fakeClient(kustomizationOf("c1", "Unknown"), impostor)
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
-	s := (&Delivery{key: watchKey}).WatchStatuses(ctx, dyn, "fleet")
+	s := (&Delivery{key: watchKey}).WatchStatuses(ctx, c, "fleet")
 	waitFor(t, "the first list", func() bool { _, _, ok := s.Status("c1"); return ok })
 
 	st, c1Changed, _ := s.Status("c1")
@@ -76,8 +77,12 @@ func TestStatusesFollowTheKustomizations(t *testing.T) {
 		t.Fatalf("c2: %+v; the impostor was taken for its Kustomization", st)
 	}
 
-	res := dyn.Resource(kustomizations).Namespace("fleet")
-	if _, err := res.Update(ctx, kustomizationOf("c1", "True"), metav1.UpdateOptions{}); err != nil {
+	live := &kustomizationView{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: "fleet", Name: ObjectName(watchKey, "c1")}, live); err != nil {
+		t.Fatal(err)
+	}
+	live.Status.Conditions = kustomizationOf("c1", "True").Status.Conditions
+	if err := c.Update(ctx, live); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, "c1's waiters woken", func() bool { return closed(c1Changed) })
@@ -88,7 +93,7 @@ func TestStatusesFollowTheKustomizations(t *testing.T) {
 		t.Fatalf("c1 after its change: %+v", st)
 	}
 
-	if _, err := res.Create(ctx, kustomizationOf("c2", "False"), metav1.CreateOptions{}); err != nil {
+	if err := c.Create(ctx, kustomizationOf("c2", "False")); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, "c2's waiters woken", func() bool { return closed(c2Changed) })
@@ -96,7 +101,7 @@ func TestStatusesFollowTheKustomizations(t *testing.T) {
 		t.Fatalf("c2 after it was created: %+v", st)
 	}
 
-	if err := res.Delete(ctx, ObjectName(watchKey, "c1"), metav1.DeleteOptions{}); err != nil {
+	if err := c.Delete(ctx, kustomizationOf("c1", "")); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, "c1 deleted", func() bool { st, _, _ := s.Status("c1"); return !st.Exists })
@@ -108,11 +113,12 @@ func TestStatusesFollowTheKustomizations(t *testing.T) {
 // TestStatusesWithoutWatchPermission: a watch the API server refuses leaves the statuses
 // unestablished, so that every verification reads for itself instead of trusting nothing.
 func TestStatusesWithoutWatchPermission(t *testing.T) {
-	dyn := fakeDynamic(kustomizationOf("c1", "True"))
-	dyn.PrependWatchReactor("kustomizations", func(clienttesting.Action) (bool, watch.Interface, error) {
-		return true, nil, apierrors.NewForbidden(kustomizations.GroupResource(), "", errors.New("RBAC: no watch"))
+	c := interceptor.NewClient(fakeClient(kustomizationOf("c1", "True")), interceptor.Funcs{
+		Watch: func(context.Context, client.WithWatch, client.ObjectList, ...client.ListOption) (watch.Interface, error) {
+			return nil, apierrors.NewForbidden(schema.GroupResource{Group: KustomizationKind.Group, Resource: "kustomizations"}, "", errors.New("RBAC: no watch"))
+		},
 	})
-	s := (&Delivery{key: watchKey}).WatchStatuses(t.Context(), dyn, "fleet")
+	s := (&Delivery{key: watchKey}).WatchStatuses(t.Context(), c, "fleet")
 	for range 20 {
 		if _, _, ok := s.Status("c1"); ok {
 			t.Fatal("statuses established although the watch was refused")
@@ -126,23 +132,28 @@ func TestStatusesWithoutWatchPermission(t *testing.T) {
 // included, without listing every Kustomization again; a resource version the server no
 // longer has (410 Gone) lists again, and the watch after that starts from the new list.
 func TestStatusesResumeWithoutListing(t *testing.T) {
-	dyn := fakeDynamic(kustomizationOf("c1", "Unknown"))
 	watchers := make(chan *watch.FakeWatcher, 10)
 	from := make(chan string, 10) // each watch's resource version
-	dyn.PrependWatchReactor("kustomizations", func(a clienttesting.Action) (bool, watch.Interface, error) {
-		w := watch.NewFakeWithChanSize(10, false)
-		from <- a.(clienttesting.WatchActionImpl).WatchRestrictions.ResourceVersion
-		watchers <- w
-		return true, w, nil
+	var mu sync.Mutex
+	listed := 0
+	c := interceptor.NewClient(fakeClient(kustomizationOf("c1", "Unknown")), interceptor.Funcs{
+		List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
+			mu.Lock()
+			listed++
+			mu.Unlock()
+			return c.List(ctx, list, opts...)
+		},
+		Watch: func(_ context.Context, _ client.WithWatch, _ client.ObjectList, opts ...client.ListOption) (watch.Interface, error) {
+			w := watch.NewFakeWithChanSize(10, false)
+			from <- (&client.ListOptions{}).ApplyOptions(opts).AsListOptions().ResourceVersion
+			watchers <- w
+			return w, nil
+		},
 	})
 	lists := func() int {
-		n := 0
-		for _, a := range dyn.Actions() {
-			if a.GetVerb() == "list" {
-				n++
-			}
-		}
-		return n
+		mu.Lock()
+		defer mu.Unlock()
+		return listed
 	}
 	next := func(what string) (*watch.FakeWatcher, string) {
 		t.Helper()
@@ -154,15 +165,15 @@ func TestStatusesResumeWithoutListing(t *testing.T) {
 			return nil, ""
 		}
 	}
-	s := (&Delivery{key: watchKey}).WatchStatuses(t.Context(), dyn, "fleet")
+	s := (&Delivery{key: watchKey}).WatchStatuses(t.Context(), c, "fleet")
 	w, _ := next("the first")
 	waitFor(t, "the first list", func() bool { _, _, ok := s.Status("c1"); return ok })
 
 	ready := kustomizationOf("c1", "True")
-	ready.SetResourceVersion("41")
+	ready.ResourceVersion = "41"
 	w.Modify(ready)
-	bookmark := &unstructured.Unstructured{}
-	bookmark.SetResourceVersion("42")
+	bookmark := &kustomizationView{}
+	bookmark.ResourceVersion = "42"
 	w.Action(watch.Bookmark, bookmark)
 	w.Stop() // the watch ends on its own
 
