@@ -30,6 +30,7 @@ import (
 type applyQueue struct {
 	mu      sync.Mutex
 	objects []client.Object
+	patches []client.Patch
 	opts    [][]client.PatchOption
 }
 
@@ -42,16 +43,17 @@ func (q *applyQueue) holds(obj client.Object, patch client.Patch, opts []client.
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	q.objects = append(q.objects, obj)
+	q.patches = append(q.patches, patch)
 	q.opts = append(q.opts, opts)
 	return true
 }
 
-// send applies the held objects with c, in their order, running up to limit applies at once
+// send sends the held applies with c, as ssa made them, in their order, running up to limit applies at once
 // within each run of objects of one kind. It stops at the first run with a failure, and the
 // error names the object the way ssa's does.
 func (q *applyQueue) send(ctx context.Context, c client.Client, limit int) error {
 	q.mu.Lock()
-	objects, opts := slices.Clone(q.objects), slices.Clone(q.opts)
+	objects, patches, opts := slices.Clone(q.objects), slices.Clone(q.patches), slices.Clone(q.opts)
 	q.mu.Unlock()
 	for start := 0; start < len(objects); {
 		end := start + 1
@@ -62,7 +64,7 @@ func (q *applyQueue) send(ctx context.Context, c client.Client, limit int) error
 		g.SetLimit(max(limit, 1))
 		for i := start; i < end; i++ {
 			g.Go(func() error {
-				if err := c.Patch(gctx, objects[i], client.Apply, opts[i]...); err != nil {
+				if err := c.Patch(gctx, objects[i], patches[i], opts[i]...); err != nil {
 					return fmt.Errorf("%s apply failed: %w", describe(objects[i]), err)
 				}
 				return nil

@@ -27,13 +27,18 @@ type kustomizationView struct {
 }
 
 func (k *kustomizationView) DeepCopyObject() runtime.Object {
+	c := k.deepCopy()
+	return &c
+}
+
+func (k *kustomizationView) deepCopy() kustomizationView {
 	c := *k
-	k.ObjectMeta.DeepCopyInto(&c.ObjectMeta)
+	k.DeepCopyInto(&c.ObjectMeta) // ObjectMeta's
 	c.Status.Conditions = make([]metav1.Condition, len(k.Status.Conditions))
 	for i := range k.Status.Conditions {
 		k.Status.Conditions[i].DeepCopyInto(&c.Status.Conditions[i])
 	}
-	return &c
+	return c
 }
 
 // status is what the Kustomization says, as statusOf.
@@ -60,10 +65,10 @@ type kustomizationViewList struct {
 
 func (l *kustomizationViewList) DeepCopyObject() runtime.Object {
 	c := *l
-	l.ListMeta.DeepCopyInto(&c.ListMeta)
+	l.DeepCopyInto(&c.ListMeta) // ListMeta's
 	c.Items = make([]kustomizationView, len(l.Items))
 	for i := range l.Items {
-		c.Items[i] = *l.Items[i].DeepCopyObject().(*kustomizationView)
+		c.Items[i] = l.Items[i].deepCopy()
 	}
 	return &c
 }
