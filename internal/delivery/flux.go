@@ -10,6 +10,8 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/gradual-dev/terraform-provider-gradual/internal/engine"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/fluxdelivery"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/records"
@@ -328,19 +330,26 @@ func (s *Service) fluxReadAll(ctx context.Context, namespace string, key records
 	if len(clusters) == 0 {
 		return &fluxRead{objects: &fluxdelivery.Objects{}}, nil
 	}
-	objects, err := fluxdelivery.New(s.mgmt.Client, *s.flux, key).ReadAll(ctx, namespace)
-	if err != nil {
-		return nil, managementUnread(len(clusters), err)
-	}
 	keys := make([]records.Key, len(clusters))
 	for i, name := range clusters {
 		keys[i] = fluxRecordKey(key, name)
 	}
-	states, errs, err := s.fluxStore(recordNamespace).Summaries(ctx, keys)
-	if err != nil {
+	// The Flux objects and the records are read together: at 1,000 clusters each is a few
+	// pages, and the plan waits on the management API server for each page in turn.
+	read := &fluxRead{}
+	var g errgroup.Group
+	g.Go(func() (err error) {
+		read.objects, err = fluxdelivery.New(s.mgmt.Client, *s.flux, key).ReadAll(ctx, namespace)
+		return err
+	})
+	g.Go(func() (err error) {
+		read.states, read.errs, err = s.fluxStore(recordNamespace).Summaries(ctx, keys)
+		return err
+	})
+	if err := g.Wait(); err != nil {
 		return nil, managementUnread(len(clusters), err)
 	}
-	return &fluxRead{objects: objects, states: states, errs: errs}, nil
+	return read, nil
 }
 
 // managementUnread is fluxUnread's error for a list of the management cluster that failed: every

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
+	"github.com/gradual-dev/terraform-provider-gradual/internal/clock"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/engine"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/fleet"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/fluxdelivery"
@@ -137,14 +139,14 @@ func TestFluxObserveStopsWhenTheManagementClusterCannotBeRead(t *testing.T) {
 		}
 		return c.List(ctx, list, opts...)
 	}}
-	var gets, lists int
+	var gets, lists atomic.Int32 // the lists go out together
 	counting := interceptor.Funcs{
 		Get: func(ctx context.Context, c client.WithWatch, k client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
-			gets++
+			gets.Add(1)
 			return c.Get(ctx, k, obj, opts...)
 		},
 		List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
-			lists++
+			lists.Add(1)
 			return c.List(ctx, list, opts...)
 		}}
 	labelled := func(name, cluster string) *unstructured.Unstructured {
@@ -170,7 +172,8 @@ func TestFluxObserveStopsWhenTheManagementClusterCannotBeRead(t *testing.T) {
 			svc := (&Service{mgmt: &fleet.Management{Client: tc.mgmt}, clock: engine.SystemClock{}, concurrency: 2, retryWait: time.Millisecond,
 				discover: func(context.Context, fleet.Query) (*fleet.Discovery, error) { return discovery, nil }}).
 				WithFlux(&fluxdelivery.Settings{Repository: "oci://registry.example/fleet/web"})
-			gets, lists = 0, 0
+			gets.Store(0)
+			lists.Store(0)
 			obs, err := svc.Observe(context.Background(), fleet.Query{Namespace: "fleet"}, key, "gradual-system", true)
 			if !tc.wantErr {
 				if err != nil {
@@ -180,8 +183,8 @@ func TestFluxObserveStopsWhenTheManagementClusterCannotBeRead(t *testing.T) {
 					t.Fatalf("skipped = %v, want c1 suspended and no other", obs.Skipped)
 				}
 				// Besides the three lists: the ledger and the progress record (one read each).
-				if lists > 5 || gets > 2 {
-					t.Fatalf("%d lists and %d GETs for 6 clusters, want the Flux objects and records in 3 lists", lists, gets)
+				if lists.Load() > 5 || gets.Load() > 2 {
+					t.Fatalf("%d lists and %d GETs for 6 clusters, want the Flux objects and records in 3 lists", lists.Load(), gets.Load())
 				}
 				return
 			}
@@ -210,5 +213,61 @@ func TestFluxBackoff(t *testing.T) {
 	// A five-minute wave reads each cluster's Kustomization about 100 times, not 600.
 	if len(waits) > 110 {
 		t.Errorf("%d reads in five minutes", len(waits))
+	}
+}
+
+// TestFluxPlanTakesTheRefreshReads: in Flux mode a plan takes the management cluster's lists its
+// refresh made a moment before (sharedReads), once; a plan without a refresh, one after the
+// reads aged, or one for other clusters lists again; apply's own reads (neither role) always do.
+func TestFluxPlanTakesTheRefreshReads(t *testing.T) {
+	key := records.Key{Kind: records.KindRollout, Namespace: "fleet", Name: "web"}
+	picked := &fleet.Discovery{Clusters: []fleet.Cluster{{Namespace: "fleet", Name: "c1"}, {Namespace: "fleet", Name: "c2"}}}
+	var fluxLists atomic.Int32
+	counting := interceptor.Funcs{List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
+		if list.GetObjectKind().GroupVersionKind().Kind == fluxdelivery.KustomizationKind.Kind+"List" {
+			fluxLists.Add(1)
+		}
+		return c.List(ctx, list, opts...)
+	}}
+	clk := clock.NewFake(time.Date(2026, 11, 28, 4, 0, 0, 0, time.UTC))
+	svc := (&Service{mgmt: &fleet.Management{Client: fake.NewClientBuilder().WithInterceptorFuncs(counting).Build()}, clock: clk,
+		concurrency: 2, retryWait: time.Millisecond, shared: newSharedReads(),
+		discover: func(context.Context, fleet.Query) (*fleet.Discovery, error) { return picked, nil }}).
+		WithFlux(&fluxdelivery.Settings{Repository: "oci://registry.example/fleet/web"})
+	q := fleet.Query{Namespace: "fleet"}
+	observe := func(s *Service) int32 {
+		t.Helper()
+		before := fluxLists.Load()
+		if _, err := s.Observe(context.Background(), q, key, "gradual-system", false); err != nil {
+			t.Fatal(err)
+		}
+		return fluxLists.Load() - before
+	}
+	for _, step := range []struct {
+		name string
+		svc  *Service
+		want int32 // Kustomization lists made
+	}{
+		{"refresh", svc.Refreshing(), 1},
+		{"its plan takes the refresh's reads", svc.Planning(), 0},
+		{"a second plan reads again", svc.Planning(), 1},
+		{"apply reads for itself", svc, 1},
+		{"refresh again", svc.Refreshing(), 1},
+		{"apply does not take the refresh's reads", svc, 1},
+		{"the plan still does", svc.Planning(), 0},
+	} {
+		if got := observe(step.svc); got != step.want {
+			t.Fatalf("%s: %d Kustomization lists, want %d", step.name, got, step.want)
+		}
+	}
+	observe(svc.Refreshing())
+	clk.Advance(sharedReadsMaxAge + time.Second)
+	if got := observe(svc.Planning()); got != 1 {
+		t.Fatalf("a plan %s after its refresh made %d Kustomization lists, want 1 (too old to take)", sharedReadsMaxAge+time.Second, got)
+	}
+	observe(svc.Refreshing())
+	picked = &fleet.Discovery{Clusters: []fleet.Cluster{{Namespace: "fleet", Name: "c1"}}}
+	if got := observe(svc.Planning()); got != 1 {
+		t.Fatalf("a plan of other clusters than its refresh's made %d Kustomization lists, want 1", got)
 	}
 }

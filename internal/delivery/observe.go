@@ -103,7 +103,7 @@ func (s *Service) observe(ctx context.Context, q fleet.Query, key records.Key, r
 	var mu sync.Mutex
 	var flux *fluxRead
 	if s.flux != nil {
-		if flux, err = s.fluxReadAll(ctx, q.Namespace, key, recordNamespace, eligible); err != nil {
+		if flux, err = s.fluxReads(ctx, q.Namespace, key, recordNamespace, eligible); err != nil {
 			return nil, err
 		}
 	}

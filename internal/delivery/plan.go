@@ -91,7 +91,7 @@ type PlanResult struct {
 // Errors are failures to read; refusals are in the result.
 func (s *Service) Plan(ctx context.Context, req PlanRequest) (*PlanResult, error) {
 	spec := req.Spec
-	obs, err := s.Observe(ctx, req.Query, spec.Key, spec.RecordNamespace, false)
+	obs, err := s.Planning().Observe(ctx, req.Query, spec.Key, spec.RecordNamespace, false)
 	if err != nil {
 		return nil, err
 	}

@@ -50,6 +50,12 @@ type Service struct {
 	// flux, when set, delivers through Flux (WithFlux, flux.go): nothing connects to a workload
 	// cluster, and the per-cluster records live in the management cluster.
 	flux *fluxdelivery.Settings
+
+	// shared hands a refresh's Flux reads to the plan after it (sharedreads.go); reads says
+	// whether this copy of the service keeps them (Refreshing), takes them (Planning) or
+	// neither. nil: no sharing (tests that build a Service by hand).
+	shared *sharedReads
+	reads  readRole
 }
 
 // conn is one workload cluster's clients as a rollout uses them: the shared ones of
@@ -152,6 +158,7 @@ func New(clients *fleet.Clients, opts Options) *Service {
 			return &conn{cfg: c.Config, client: c.Client, applier: c.Applier.WithForceConflicts(force)}, nil
 		}}
 	s.gate = s.clusterGate
+	s.shared = newSharedReads()
 	return s
 }
 

@@ -29,6 +29,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/crane"
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"golang.org/x/sync/errgroup"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -530,21 +531,30 @@ const listPage = 500
 // which reads by name, would never see them.
 func (d *Delivery) ReadAll(ctx context.Context, namespace string) (*Objects, error) {
 	objs := &Objects{status: map[string]Status{}, pinned: map[string]string{}}
+	// The two lists go out together: a no-change plan of a large fleet waits on the management
+	// API server, not on the provider's CPU, and each list is its own pages in sequence.
+	var g errgroup.Group
 	for _, gvk := range []schema.GroupVersionKind{KustomizationKind, OCIRepositoryKind} {
-		err := d.list(ctx, gvk, namespace, func(u *unstructured.Unstructured) {
-			cluster := u.GetAnnotations()[annotationClusterName]
-			if cluster == "" || u.GetName() != ObjectName(d.key, cluster) {
-				return
+		g.Go(func() error {
+			err := d.list(ctx, gvk, namespace, func(u *unstructured.Unstructured) {
+				cluster := u.GetAnnotations()[annotationClusterName]
+				if cluster == "" || u.GetName() != ObjectName(d.key, cluster) {
+					return
+				}
+				if gvk == KustomizationKind {
+					objs.status[cluster] = statusOf(u)
+					return
+				}
+				objs.pinned[cluster], _, _ = unstructured.NestedString(u.Object, "spec", "ref", "digest")
+			})
+			if err != nil {
+				return fmt.Errorf("list the %ss of %s in namespace %s: %w", gvk.Kind, d.key.Describe(), namespace, err)
 			}
-			if gvk == KustomizationKind {
-				objs.status[cluster] = statusOf(u)
-				return
-			}
-			objs.pinned[cluster], _, _ = unstructured.NestedString(u.Object, "spec", "ref", "digest")
+			return nil
 		})
-		if err != nil {
-			return nil, fmt.Errorf("list the %ss of %s in namespace %s: %w", gvk.Kind, d.key.Describe(), namespace, err)
-		}
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
 	}
 	return objs, nil
 }

@@ -186,7 +186,8 @@ func (r *assignmentResource) Read(ctx context.Context, req resource.ReadRequest,
 	if resp.Diagnostics.HasError() {
 		return
 	}
-	obs, err := assignment.Observe(ctx, svc, query, spec, true)
+	// The plan that follows takes these reads instead of making them again (Refreshing).
+	obs, err := assignment.Observe(ctx, svc.Refreshing(), query, spec, true)
 	if err != nil {
 		resp.Diagnostics.Append(diagnostics.FromError(err, "Cannot Read The Fleet"))
 		return

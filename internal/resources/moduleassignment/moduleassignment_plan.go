@@ -120,7 +120,7 @@ func (r *assignmentResource) ModifyPlan(ctx context.Context, req resource.Modify
 	if samePick(&plan, prior) {
 		preview.Prior, preview.PriorSkipped = prior.private.Clusters, priorSkipped(ctx, prior)
 	}
-	res, err := assignment.PreviewApply(ctx, svc, preview)
+	res, err := assignment.PreviewApply(ctx, svc.Planning(), preview)
 	if err != nil {
 		resp.Diagnostics.Append(diagnostics.FromError(err, "Cannot Read The Fleet"))
 		return

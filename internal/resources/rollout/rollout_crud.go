@@ -233,7 +233,8 @@ func (r *rolloutResource) Read(ctx context.Context, req resource.ReadRequest, re
 	if resp.Diagnostics.HasError() {
 		return
 	}
-	obs, err := state.observe(ctx, svc, query, key)
+	// The plan that follows takes these reads instead of making them again (Refreshing).
+	obs, err := state.observe(ctx, svc.Refreshing(), query, key)
 	if err != nil {
 		resp.Diagnostics.Append(diagnostics.FromError(err, "Cannot Read The Fleet"))
 		return
