@@ -223,9 +223,15 @@ func TestFluxPlanTakesTheRefreshReads(t *testing.T) {
 	key := records.Key{Kind: records.KindRollout, Namespace: "fleet", Name: "web"}
 	picked := &fleet.Discovery{Clusters: []fleet.Cluster{{Namespace: "fleet", Name: "c1"}, {Namespace: "fleet", Name: "c2"}}}
 	var fluxLists atomic.Int32
+	var refuse atomic.Bool // the management cluster refuses the lists of OCIRepositories
 	counting := interceptor.Funcs{List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
-		if list.GetObjectKind().GroupVersionKind().Kind == fluxdelivery.KustomizationKind.Kind+"List" {
+		switch list.GetObjectKind().GroupVersionKind().Kind {
+		case fluxdelivery.KustomizationKind.Kind + "List":
 			fluxLists.Add(1)
+		case fluxdelivery.OCIRepositoryKind.Kind + "List":
+			if refuse.Load() {
+				return apierrors.NewServiceUnavailable("the management API server is restarting")
+			}
 		}
 		return c.List(ctx, list, opts...)
 	}}
@@ -264,6 +270,15 @@ func TestFluxPlanTakesTheRefreshReads(t *testing.T) {
 	clk.Advance(sharedReadsMaxAge + time.Second)
 	if got := observe(svc.Planning()); got != 1 {
 		t.Fatalf("a plan %s after its refresh made %d Kustomization lists, want 1 (too old to take)", sharedReadsMaxAge+time.Second, got)
+	}
+	// A refresh whose reads failed keeps nothing: the plan reads, and fails or not on its own.
+	refuse.Store(true)
+	if _, err := svc.Refreshing().Observe(context.Background(), q, key, "gradual-system", false); err == nil {
+		t.Fatal("the refresh observed the fleet with the management cluster refusing its lists")
+	}
+	refuse.Store(false)
+	if got := observe(svc.Planning()); got != 1 {
+		t.Fatalf("a plan after a refresh that failed made %d Kustomization lists, want 1", got)
 	}
 	observe(svc.Refreshing())
 	picked = &fleet.Discovery{Clusters: []fleet.Cluster{{Namespace: "fleet", Name: "c1"}}}
