@@ -281,11 +281,14 @@ func compressChunks(raw []byte, chunkSize int) (chunks [][]byte, digest string, 
 	}
 	lastCompressed.Unlock()
 	var buf bytes.Buffer
-	zw := gzip.NewWriter(&buf)
-	if _, err := zw.Write(raw); err != nil {
-		return nil, "", err
+	zw := gzipWriters.Get().(*gzip.Writer)
+	zw.Reset(&buf)
+	_, err = zw.Write(raw)
+	if err == nil {
+		err = zw.Close()
 	}
-	if err := zw.Close(); err != nil {
+	gzipWriters.Put(zw) // it keeps buf until its next Reset, and never writes to it again
+	if err != nil {
 		return nil, "", err
 	}
 	data := buf.Bytes()
@@ -301,6 +304,16 @@ func compressChunks(raw []byte, chunkSize int) (chunks [][]byte, digest string, 
 	lastCompressed.Unlock()
 	return slices.Clone(chunks), digest, nil
 }
+
+// gzipWriters and gzipReaders are reused between records: a new gzip.Writer allocates and
+// clears about 800 KiB of compressor state before it compresses a byte, which made a record of
+// a few KiB cost 16 times what compressing it does (0.43 ms against 0.027 ms), and the garbage
+// of 1,000 clusters' records and progress writes kept the collector busy. A reader holds its
+// window (32 KiB) the same way.
+var (
+	gzipWriters = sync.Pool{New: func() any { return gzip.NewWriter(nil) }}
+	gzipReaders sync.Pool // *gzip.Reader; made on first use, as NewReader needs a stream
+)
 
 // lastCompressed is compressChunks' last input and result. A run records the same revision on
 // every cluster it reaches, so most records repeat the one before: gzip ran once per cluster
@@ -328,10 +341,18 @@ func decompressChunks(chunks [][]byte, digest string, maxSize int64) ([]byte, er
 	if got := "sha256:" + hex.EncodeToString(h.Sum(nil)); digest != "" && got != digest {
 		return nil, fmt.Errorf("record data does not match its digest (%s, expected %s): torn or edited by hand", got, digest)
 	}
-	zr, err := gzip.NewReader(io.MultiReader(readers...))
+	in := io.MultiReader(readers...)
+	zr, _ := gzipReaders.Get().(*gzip.Reader)
+	var err error
+	if zr == nil {
+		zr, err = gzip.NewReader(in)
+	} else {
+		err = zr.Reset(in)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("record data is not gzip: %w", err)
 	}
+	defer gzipReaders.Put(zr)
 	raw, err := io.ReadAll(io.LimitReader(zr, maxSize+1))
 	if err != nil {
 		return nil, fmt.Errorf("decompress record: %w", err)
