@@ -337,6 +337,10 @@ func inFlight(state *records.State, revision string) bool {
 // Record keeps the records in step with the engine's events (see engine.EventKind).
 func (w *world) Record(ctx context.Context, ev engine.Event) error {
 	w.progress.observe(ctx, ev)
+	if ev.Kind == engine.EventBatchStarted && w.flux != nil && w.flux.statuses != nil {
+		// Only the batch's clusters change until it is done: the watch follows them alone.
+		w.flux.statuses.Focus(ev.Targets)
+	}
 	if ev.Target == "" {
 		w.logRun(ev)
 		w.event(ctx, ev)

@@ -3,6 +3,8 @@ package fluxdelivery
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -196,4 +198,89 @@ func TestStatusesResumeWithoutListing(t *testing.T) {
 	if rv == "42" {
 		t.Fatal("after 410 Gone the watch started again from the expired resource version")
 	}
+}
+
+// TestStatusesFocus: narrowed to a batch, the watch lists and watches again selecting that
+// batch's clusters by label, follows their changes, and says nothing of a cluster outside it
+// (its change is neither kept nor wakes anyone; the caller reads it), even one the server sends
+// anyway; a batch larger than maxFocus, or none, follows the whole rollout again.
+func TestStatusesFocus(t *testing.T) {
+	watchers := make(chan *watch.FakeWatcher, 10)
+	selectors := make(chan string, 10) // each watch's label selector
+	var mu sync.Mutex
+	var listSelectors []string
+	c := interceptor.NewClient(fakeClient(kustomizationOf("c1", "Unknown"), kustomizationOf("c2", "Unknown"), kustomizationOf("c3", "Unknown")), interceptor.Funcs{
+		List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
+			mu.Lock()
+			listSelectors = append(listSelectors, (&client.ListOptions{}).ApplyOptions(opts).LabelSelector.String())
+			mu.Unlock()
+			return c.List(ctx, list, opts...)
+		},
+		Watch: func(_ context.Context, _ client.WithWatch, _ client.ObjectList, opts ...client.ListOption) (watch.Interface, error) {
+			w := watch.NewFakeWithChanSize(10, false)
+			selectors <- (&client.ListOptions{}).ApplyOptions(opts).LabelSelector.String()
+			watchers <- w
+			return w, nil
+		},
+	})
+	next := func(what string) (*watch.FakeWatcher, string) {
+		t.Helper()
+		select {
+		case w := <-watchers:
+			return w, <-selectors
+		case <-time.After(5 * time.Second):
+			t.Fatalf("no watch within 5 s: %s", what)
+			return nil, ""
+		}
+	}
+	lastList := func() string {
+		mu.Lock()
+		defer mu.Unlock()
+		return listSelectors[len(listSelectors)-1]
+	}
+	s := (&Delivery{key: watchKey}).WatchStatuses(t.Context(), c, "fleet")
+	_, sel := next("the first")
+	if strings.Contains(sel, LabelCluster) {
+		t.Fatalf("before any batch the watch selects %q, want the whole rollout", sel)
+	}
+	waitFor(t, "the first list", func() bool { st, _, ok := s.Status("c3"); return ok && st.Exists })
+
+	s.Focus([]string{"c2", "c1"})
+	w, sel := next("after Focus")
+	want := LabelCluster + " in (c1,c2)"
+	if !strings.Contains(sel, want) || !strings.Contains(lastList(), want) {
+		t.Fatalf("focused on c1 and c2, the watch selects %q and the list %q; want %q in both", sel, lastList(), want)
+	}
+	waitFor(t, "the focused list", func() bool { st, _, ok := s.Status("c1"); return ok && st.Exists })
+	if st, _, _ := s.Status("c3"); st.Exists {
+		t.Fatalf("c3, outside the batch, still has a status from the watch: %+v", st)
+	}
+	_, c1Changed, _ := s.Status("c1")
+	_, c3Changed, _ := s.Status("c3")
+	w.Modify(kustomizationOf("c3", "True")) // sent although not selected
+	w.Modify(kustomizationOf("c1", "True"))
+	waitFor(t, "c1's change", func() bool { return closed(c1Changed) })
+	if st, _, _ := s.Status("c1"); st.Ready != "True" {
+		t.Fatalf("c1 in the batch after its change: %+v", st)
+	}
+	if st, _, _ := s.Status("c3"); st.Exists || closed(c3Changed) {
+		t.Fatalf("a change of c3, outside the batch, was kept (%+v) or woke its waiters (%v)", st, closed(c3Changed))
+	}
+
+	s.Focus([]string{"c1", "c2"}) // the same batch: nothing to do
+	select {
+	case <-watchers:
+		t.Fatal("the same focus again restarted the watch")
+	case <-time.After(50 * time.Millisecond):
+	}
+
+	many := make([]string, maxFocus+1)
+	for i := range many {
+		many[i] = fmt.Sprintf("c%d", i+1)
+	}
+	s.Focus(many)
+	if _, sel = next("a batch over maxFocus"); strings.Contains(sel, LabelCluster) {
+		t.Fatalf("a batch of %d clusters selects %q, want the whole rollout", len(many), sel)
+	}
+	waitFor(t, "the whole rollout listed", func() bool { st, _, ok := s.Status("c3"); return ok && st.Exists })
 }

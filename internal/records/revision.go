@@ -281,7 +281,10 @@ func compressChunks(raw []byte, chunkSize int) (chunks [][]byte, digest string, 
 	}
 	lastCompressed.Unlock()
 	var buf bytes.Buffer
-	zw := gzipWriters.Get().(*gzip.Writer)
+	zw, ok := gzipWriters.Get().(*gzip.Writer)
+	if !ok {
+		zw = gzip.NewWriter(nil)
+	}
 	zw.Reset(&buf)
 	_, err = zw.Write(raw)
 	if err == nil {
@@ -311,8 +314,8 @@ func compressChunks(raw []byte, chunkSize int) (chunks [][]byte, digest string, 
 // of 1,000 clusters' records and progress writes kept the collector busy. A reader holds its
 // window (32 KiB) the same way.
 var (
-	gzipWriters = sync.Pool{New: func() any { return gzip.NewWriter(nil) }}
-	gzipReaders sync.Pool // *gzip.Reader; made on first use, as NewReader needs a stream
+	gzipWriters sync.Pool // *gzip.Writer
+	gzipReaders sync.Pool // *gzip.Reader
 )
 
 // lastCompressed is compressChunks' last input and result. A run records the same revision on
