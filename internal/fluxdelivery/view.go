@@ -14,9 +14,9 @@ import (
 // inventory of every object it applied) into maps was the largest CPU cost of a Flux run at
 // 1,000 clusters; decoded into this type, the JSON decoder skips the rest.
 type kustomizationView struct {
-	metav1.TypeMeta   `json:",inline"`
-	metav1.ObjectMeta `json:"metadata,omitempty"`
-	Spec              struct {
+	metav1.TypeMeta `json:",inline"`
+	viewMeta        `json:"metadata,omitempty"`
+	Spec            struct {
 		Suspend bool `json:"suspend,omitempty"`
 	} `json:"spec"`
 	Status struct {
@@ -25,6 +25,20 @@ type kustomizationView struct {
 		Conditions            []metav1.Condition `json:"conditions,omitempty"`
 	} `json:"status"`
 }
+
+// viewMeta is a Kustomization's metadata without its managed fields: a third of each event's
+// bytes, which the view never reads. Its managedFields (shallower than ObjectMeta's) take the
+// JSON key, and are skipped.
+type viewMeta struct {
+	metav1.ObjectMeta
+	ManagedFields skipped `json:"managedFields,omitzero"`
+}
+
+// skipped is a JSON value read past, never kept (and never written).
+type skipped struct{}
+
+func (skipped) UnmarshalJSON([]byte) error { return nil }
+func (skipped) MarshalJSON() ([]byte, error) { return []byte("null"), nil }
 
 func (k *kustomizationView) DeepCopyObject() runtime.Object {
 	c := k.deepCopy()
