@@ -37,7 +37,7 @@ type viewMeta struct {
 // skipped is a JSON value read past, never kept (and never written).
 type skipped struct{}
 
-func (skipped) UnmarshalJSON([]byte) error { return nil }
+func (skipped) UnmarshalJSON([]byte) error   { return nil }
 func (skipped) MarshalJSON() ([]byte, error) { return []byte("null"), nil }
 
 func (k *kustomizationView) DeepCopyObject() runtime.Object {
