@@ -49,6 +49,19 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	}
 }
 
+// nextWatch is the next watch a test's client started and what it noted of it (its resource
+// version, its selector), failing the test unless one starts within 5 s.
+func nextWatch(t *testing.T, what string, watchers <-chan *watch.FakeWatcher, noted <-chan string) (*watch.FakeWatcher, string) {
+	t.Helper()
+	select {
+	case w := <-watchers:
+		return w, <-noted
+	case <-time.After(5 * time.Second):
+		t.Fatalf("no watch within 5 s: %s", what)
+		return nil, ""
+	}
+}
+
 func closed(ch <-chan struct{}) bool {
 	select {
 	case <-ch:
@@ -157,16 +170,7 @@ func TestStatusesResumeWithoutListing(t *testing.T) {
 		defer mu.Unlock()
 		return listed
 	}
-	next := func(what string) (*watch.FakeWatcher, string) {
-		t.Helper()
-		select {
-		case w := <-watchers:
-			return w, <-from
-		case <-time.After(5 * time.Second):
-			t.Fatalf("no watch within 5 s: %s", what)
-			return nil, ""
-		}
-	}
+	next := func(what string) (*watch.FakeWatcher, string) { t.Helper(); return nextWatch(t, what, watchers, from) }
 	s := (&Delivery{key: watchKey}).WatchStatuses(t.Context(), c, "fleet")
 	w, _ := next("the first")
 	waitFor(t, "the first list", func() bool { _, _, ok := s.Status("c1"); return ok })
@@ -225,13 +229,7 @@ func TestStatusesFocus(t *testing.T) {
 	})
 	next := func(what string) (*watch.FakeWatcher, string) {
 		t.Helper()
-		select {
-		case w := <-watchers:
-			return w, <-selectors
-		case <-time.After(5 * time.Second):
-			t.Fatalf("no watch within 5 s: %s", what)
-			return nil, ""
-		}
+		return nextWatch(t, what, watchers, selectors)
 	}
 	lastList := func() string {
 		mu.Lock()
