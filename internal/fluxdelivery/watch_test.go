@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -281,4 +282,36 @@ func TestStatusesFocus(t *testing.T) {
 		t.Fatalf("a batch of %d clusters selects %q, want the whole rollout", len(many), sel)
 	}
 	waitFor(t, "the whole rollout listed", func() bool { st, _, ok := s.Status("c3"); return ok && st.Exists })
+}
+
+// TestStatusesFocusWhileTheServerFails: narrowed while the management cluster refuses the list,
+// the statuses are not established (each caller reads for itself, and meets the same failure)
+// rather than kept from before the focus; once the server answers, the watch lists the batch
+// and follows it.
+func TestStatusesFocusWhileTheServerFails(t *testing.T) {
+	var failing atomic.Bool
+	c := interceptor.NewClient(fakeClient(kustomizationOf("c1", "True"), kustomizationOf("c2", "True")), interceptor.Funcs{
+		List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
+			if failing.Load() {
+				return apierrors.NewServiceUnavailable("the management cluster is restarting")
+			}
+			return c.List(ctx, list, opts...)
+		},
+	})
+	s := (&Delivery{key: watchKey}).WatchStatuses(t.Context(), c, "fleet")
+	waitFor(t, "the first list", func() bool { st, _, ok := s.Status("c2"); return ok && st.Exists })
+
+	failing.Store(true)
+	s.Focus([]string{"c1"})
+	waitFor(t, "the statuses given up while the list fails", func() bool { _, _, ok := s.Status("c1"); return !ok })
+	time.Sleep(50 * time.Millisecond)
+	if _, _, ok := s.Status("c1"); ok {
+		t.Fatal("the statuses were established again while every list failed")
+	}
+
+	failing.Store(false)
+	waitFor(t, "the batch listed once the server answers", func() bool { st, _, ok := s.Status("c1"); return ok && st.Exists && st.Ready == "True" })
+	if st, _, _ := s.Status("c2"); st.Exists {
+		t.Fatalf("c2, outside the batch, has a status after the focused list: %+v", st)
+	}
 }
