@@ -9,6 +9,7 @@ variable "registry_password" {
 
 resource "gradual_rollout" "web_over_flux" {
   name      = "web"
+  namespace = "fleet"
   selector  = { match_labels = { env = "prod" } }
   canary    = ["prod-eu-1"]
   manifests = file("${path.module}/ingress.yaml")

@@ -3,6 +3,7 @@
 # after the change fails that cluster, and a check Job must complete in each cluster.
 resource "gradual_rollout" "ingress_gated" {
   name      = "ingress-gated"
+  namespace = "fleet"
   selector  = { match_labels = { env = "staging" } }
   manifests = file("${path.module}/ingress.yaml")
 

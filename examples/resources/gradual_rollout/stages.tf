@@ -1,6 +1,7 @@
 # Promotion by stages: eu first, then us; this apply stops after eu.
 resource "gradual_rollout" "web" {
   name         = "web"
+  namespace    = "fleet"
   selector     = { match_labels = { app = "web" } }
   manifests    = file("${path.module}/web.yaml")
   canary       = ["staging-eu-1"]

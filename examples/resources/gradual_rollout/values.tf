@@ -1,7 +1,8 @@
 # One bundle, per-cluster values: external-dns needs each cluster's name and region.
 resource "gradual_rollout" "external_dns" {
-  name     = "external-dns"
-  selector = { match_labels = { env = "prod" } }
+  name      = "external-dns"
+  namespace = "fleet"
+  selector  = { match_labels = { env = "prod" } }
 
   values = {
     # Variable => Cluster label (or annotation) key.
