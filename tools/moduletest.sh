@@ -53,7 +53,14 @@ cleanup() {
 trap cleanup EXIT
 
 log "building the provider into a filesystem mirror"
-version=0.3.0 # the release main goes with, which the modules on main require; the mirror holds only this build
+# The mirror holds this build only, under the version the modules require: the lower bound of
+# the constraint in modules/*/versions.tf (">= 0.3.0, < 0.4.0" gives 0.3.0). Modules that require
+# different versions fail here; tools/validate-examples.sh checks that the README, the modules'
+# install instructions and the CHANGELOG's latest release name the same one.
+constraints=$(sed -n 's/^ *version *= *"\(.*\)".*/\1/p' "$root"/modules/*/versions.tf | sort -u)
+[ "$(printf '%s\n' "$constraints" | grep -c .)" -eq 1 ] || { log "the modules require different provider versions: $(echo $constraints)"; exit 1; }
+version=$(printf '%s\n' "$constraints" | sed -n 's/.*>= *\([0-9][0-9.]*\).*/\1/p')
+[ -n "$version" ] || { log "no '>= X.Y.Z' in the modules' provider constraint '$constraints'"; exit 1; }
 go build -o "$work/terraform-provider-gradual" .
 for host in registry.terraform.io registry.opentofu.org; do
   dir="$work/mirror/$host/gradual-dev/gradual/$version/$(go env GOOS)_$(go env GOARCH)"

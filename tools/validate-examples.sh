@@ -31,6 +31,25 @@ constraints=$(sed -n 's/^ *version *= *"\(.*\)".*/\1/p' modules/*/versions.tf | 
 version=$(printf '%s\n' "$constraints" | sed -n 's/.*>= *\([0-9][0-9.]*\).*/\1/p')
 [ -n "$version" ] || { log "no '>= X.Y.Z' in the modules' constraint '$constraints'"; exit 1; }
 
+# One version everywhere a user reads it: the modules' lower bound is the CHANGELOG's latest
+# release, has its upgrading guide, and is what the README, the modules' READMEs and docs/ pin
+# (`version = "~> X.Y.Z"`) and take the modules at (`?ref=vX.Y.Z`); the guides for upgrading to
+# earlier releases keep theirs.
+version_failed=()
+latest=$(sed -n 's/^## \[\([0-9][0-9.]*\)\].*/\1/p' CHANGELOG.md | head -n 1)
+[ "$latest" = "$version" ] || version_failed+=("CHANGELOG.md's latest release is '$latest', the modules require $version")
+minor=${version%.*}
+[ -f "templates/guides/upgrading-to-$minor.md.tmpl" ] || version_failed+=("no templates/guides/upgrading-to-$minor.md.tmpl")
+mapfile -t version_files < <(ls README.md modules/*/README.md templates/index.md.tmpl; find docs templates -name '*.md' -o -name '*.md.tmpl' | grep -v '/upgrading-to-' ; ls "templates/guides/upgrading-to-$minor.md.tmpl" 2>/dev/null)
+while IFS= read -r hit; do
+  [ -n "$hit" ] && version_failed+=("$hit")
+done < <(grep -HnoE '"~> [0-9][0-9.]*"|\?ref=v[0-9][0-9.]*' "${version_files[@]}" | grep -vE "(\"~> $version\"|\?ref=v$version)\$" || true)
+if [ ${#version_failed[@]} -gt 0 ]; then
+  log "versions disagree (the modules require $version):"
+  printf '    %s\n' "${version_failed[@]}" >&2
+  exit 1
+fi
+
 work=$(mktemp -d "${TMPDIR:-/tmp}/gradual-validate.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 log "building the provider as $version into a filesystem mirror"
