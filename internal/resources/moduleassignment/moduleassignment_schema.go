@@ -283,7 +283,8 @@ func deliveryAttribute() schema.SingleNestedAttribute {
 		"(re-checked every `--requeue-dependency`). `mode = \"Reconcile\"`: Flux re-applies every module on its interval and " +
 		"repairs drift (the plan does not look for drift itself). `mode = \"ApplyOnce\"`: the Kustomization gives every object " +
 		"the `kustomize.toolkit.fluxcd.io/ssa: IfNotPresent` annotation (`commonMetadata`), so Flux creates what is missing and " +
-		"never updates an object that exists (edits stay; an object deleted by hand is created again). Not yet with `values`, " +
+		"never updates an object that exists (edits stay; an object deleted by hand is created again). With `values`, each " +
+		"module's rendering for a cluster is an artifact of its own (clusters rendered alike share one). Not yet with " +
 		"`verify.health_checks`, `deletion_policy = \"orphan\"` or `sensitive_manifests`, nor a change of `mode` (refused at plan time)."
 	return a
 }

@@ -44,8 +44,11 @@ var HealthChecks = VerifyExtra{
 	Default: types.ListNull(types.ObjectType{AttrTypes: HealthCheckAttrTypes}),
 	Attribute: schema.ListNestedAttribute{
 		Optional: true,
-		MarkdownDescription: "Health expressions in [CEL](https://cel.dev), per `api_version` and `kind`, with the semantics of Flux's " +
-			"Kustomization `healthCheckExprs`: an applied object of a listed kind is judged by them instead of kstatus. " +
+		MarkdownDescription: "Health expressions in [CEL](https://cel.dev), per `api_version` and `kind`, evaluated as Flux's Kustomization " +
+			"`healthCheckExprs` are (the order and the in-progress rules below): an applied object of a listed kind is judged " +
+			"by them instead of kstatus. The CEL environment is not Flux's: it has CEL's standard functions, optional types " +
+			"and the `strings`, `lists` and `sets` extensions, and not the encoders extension (`base64.decode`) or the others " +
+			"Flux adds, so an expression Flux accepts may fail this plan. " +
 			"The expressions read the live object's top-level fields (`metadata`, `spec`, `status`, …), e.g. " +
 			"`status.conditions.filter(e, e.type == 'Ready').all(e, e.status == 'True')`. An object whose " +
 			"`status.observedGeneration` is behind `metadata.generation` is in progress; otherwise `in_progress`, `failed` and " +
