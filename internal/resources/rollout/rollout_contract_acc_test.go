@@ -248,13 +248,26 @@ resource "gradual_rollout" "copy" {
 			{Config: one},
 			{
 				Config:      two,
+				// terraform-plugin-testing runs no Check on a step that expects an error: the
+				// original's app is checked by the next step's PreConfig, before anything re-applies it.
 				ExpectError: regexp.MustCompile(`(?s)Rollout Already Exists.*` + words("terraform import gradual_rollout.<name> "+f.Namespace+"/"+name)),
-				Check: func(*terraform.State) error {
-					return expectDeployment(f, []string{"staging-eu-1"}, name, "v1", false)
-				},
 			},
 			{
-				// The original is untouched by the refused create.
+				// The original is untouched by the refused create: its app is still v1 (and its
+				// records say so) before this step plans or applies anything.
+				PreConfig: func() {
+					if err := expectDeployment(f, []string{"staging-eu-1"}, name, "v1", false); err != nil {
+						t.Fatalf("after the refused create: %v", err)
+					}
+					state, err := records.NewWorkloadStore(workloadClient(t, f, "staging-eu-1"), records.DefaultNamespace).Load(context.Background(),
+						records.Key{Kind: "rollout", Namespace: f.Namespace, Name: name})
+					if err != nil {
+						t.Fatal(err)
+					}
+					if state.Provisioning != nil || state.Current == nil || state.Current.Revision != revisionOf(t, v1) {
+						t.Fatalf("after the refused create: records %+v, want current on v1 and nothing in flight", state)
+					}
+				},
 				Config: one,
 				Check: func(*terraform.State) error {
 					return expectDeployment(f, []string{"staging-eu-1"}, name, "v1", false)

@@ -150,11 +150,19 @@ func TestAccRollout_flux(t *testing.T) {
 			{
 				// The canary's Kustomization reports the dry-run refusal: a revision failure,
 				// restored by re-pinning to the good revision and recorded invalid.
+				// terraform-plugin-testing runs no Check on a step that expects an error: the
+				// clusters are checked by the next step's PreConfig, before it plans.
 				Config:      config(broken),
 				ExpectError: regexp.MustCompile(`(?s)Rollout Failed.*` + brokenRev),
-				Check:       onClusters("one"),
 			},
 			{
+				// Every cluster still has the good revision's ConfigMap (the canary's restored by
+				// the re-pin, the others never pinned to the broken one).
+				PreConfig: func() {
+					if err := onClusters("one")(nil); err != nil {
+						t.Fatalf("after the failed apply: %v", err)
+					}
+				},
 				Config:   config(broken),
 				PlanOnly: true, ExpectError: regexp.MustCompile(`Revision Recorded Invalid`),
 			},
