@@ -295,7 +295,7 @@ func TestAccRollout_badRevisionRestoredAndRefused(t *testing.T) {
 		Steps: []resource.TestStep{
 			{Config: rolloutConfig(f, name, targets, good, `update_limit = "1"`)},
 			{
-				Config:      rolloutConfig(f, name, targets, bad, `update_limit = "1"`),
+				Config: rolloutConfig(f, name, targets, bad, `update_limit = "1"`),
 				// terraform-plugin-testing runs no Check on a step that expects an error: what the
 				// failed apply left is checked by the next step's PreConfig, before it plans.
 				ExpectError: regexp.MustCompile(`(?s)Rollout Failed.*prod-eu-1.*Deployment`),

@@ -247,7 +247,7 @@ resource "gradual_rollout" "copy" {
 		Steps: []resource.TestStep{
 			{Config: one},
 			{
-				Config:      two,
+				Config: two,
 				// terraform-plugin-testing runs no Check on a step that expects an error: the
 				// original's app is checked by the next step's PreConfig, before anything re-applies it.
 				ExpectError: regexp.MustCompile(`(?s)Rollout Already Exists.*` + words("terraform import gradual_rollout.<name> "+f.Namespace+"/"+name)),
