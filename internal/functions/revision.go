@@ -26,8 +26,9 @@ func (revision) Definition(_ context.Context, _ function.DefinitionRequest, resp
 			"12 hex digits of the SHA-256 of the normalized objects (sorted by group, kind, namespace and name; " +
 			"canonical JSON). The same objects in any order or formatting give the same revision; comments and " +
 			"empty documents do not count. Invalid YAML, or a document that is not a Kubernetes object, is an " +
-			"error naming the document (1-based). A rollout or module with `sensitive_manifests`, `ignore_fields`, `sensitive_paths` or " +
-			"`default_namespace` covers those too, so its revision differs from this one.",
+			"error naming the document (1-based). It is the resource's revision only for plain manifests: a rollout or module " +
+			"whose revision also covers `sensitive_manifests`, `values`, `ignore_fields`, `sensitive_paths`, `default_namespace` " +
+			"or, with `delivery.flux`, the pull settings (`secret_ref`, `cert_secret_ref`) has a revision that differs from this one.",
 		Parameters: []function.Parameter{
 			function.StringParameter{
 				Name:                "manifests",

@@ -185,8 +185,10 @@ func (r *rolloutResource) Schema(ctx context.Context, _ resource.SchemaRequest, 
 			"timeouts":           timeouts.Attributes(ctx, timeouts.Opts{Create: true, Update: true, Delete: true}),
 
 			"revision": schema.StringAttribute{
-				Computed:            true,
-				MarkdownDescription: "Revision of `manifests`: a short hash of the normalized objects, known at plan time.",
+				Computed: true,
+				MarkdownDescription: "Revision of `manifests`: a short hash of the normalized objects and of the settings that change what is applied " +
+					"(`sensitive_manifests`, `values`, `ignore_fields`, `sensitive_paths`, `default_namespace`, the Flux pull settings), " +
+					"known at plan time. Without those settings it is what `provider::gradual::revision(manifests)` returns.",
 			},
 			"backup_revision": schema.StringAttribute{
 				Computed:            true,
