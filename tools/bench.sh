@@ -12,7 +12,7 @@
 # against `kubectl apply --server-side` + `kubectl wait` on the same Clusters. Quick:
 # BENCH_SIZES=4,16.
 # Written to BENCH_OUT (default ./bench-out): curve.csv and curve.md (the table of
-# docs/guides/benchmarks.md, with machine and date).
+# docs-dev/benchmarks-notebook.md, with machine and date).
 #
 # BENCH_ENGINES (default direct,flux): the delivery engines measured at each size. With flux the
 # bed also runs Flux's source-controller and kustomize-controller and an OCI registry (built by

@@ -15,7 +15,7 @@ for f in README.md ARCHITECTURE.md CONTRIBUTING.md CHANGELOG.md; do
 done
 while IFS= read -r f; do files+=("$f"); done < <(
   git ls-files --cached --others --exclude-standard -- \
-    'docs/*.md' 'templates/*.md' 'templates/*.md.tmpl' 'modules/*.md' 'examples/*.md' | sort -u
+    'docs/*.md' 'docs-dev/*.md' 'templates/*.md' 'templates/*.md.tmpl' 'modules/*.md' 'examples/*.md' | sort -u
 )
 
 # links FILE prints the link targets of FILE, one per line, as "LINE<TAB>TARGET".

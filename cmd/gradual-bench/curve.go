@@ -554,7 +554,7 @@ func curveCSV(points []curvePoint, cli string) string {
 	return b.String()
 }
 
-// curveMarkdown is the curve as the table of docs/guides/benchmarks.md, with the machine it ran on.
+// curveMarkdown is the curve as the table of docs-dev/benchmarks-notebook.md, with the machine it ran on.
 func curveMarkdown(points []curvePoint, servers int, cli string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "Measured %s on %s (%d CPUs, %s), %d kwok API servers, driven by %s.\n\n",
