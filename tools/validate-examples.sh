@@ -2,9 +2,15 @@
 # Validates what the docs show: every directory of .tf files under examples/ and every module runs
 # `init -backend=false` and `validate` on OpenTofu (the toolchain's) and, when it is on PATH (or
 # GRADUAL_TERRAFORM names it), Terraform, against this build of the provider installed from a
-# filesystem mirror. Then every ```hcl / ```terraform block of README.md, docs/ and templates/
-# must parse (tools/hclblocks), and `tfplugindocs validate` must accept docs/. No fleet, no
-# network: seconds per directory on a warm build cache.
+# filesystem mirror. Then every ```hcl / ```terraform block of the README, ARCHITECTURE,
+# CONTRIBUTING, docs/, templates/ and the modules' READMEs must parse (tools/hclblocks), and
+# `tfplugindocs validate` must accept docs/. No fleet, no network: about a minute on a warm build
+# cache. Before all that, the versions a user reads must agree (below).
+#
+# A directory that needs another registry provider (the ephemeral resource's snippet configures
+# hashicorp/kubernetes and hashicorp/helm) cannot be initialized without a registry: it is then
+# reported NOT VALIDATED (its code still has to parse) and does not fail the run, unless
+# VALIDATE_EXAMPLES_STRICT=1, which GitHub Actions sets.
 #
 # The mirror holds the build under the version modules/*/versions.tf require (all modules must
 # name the same constraint), so an example or a module asking for another version fails `init`.
@@ -128,7 +134,7 @@ for entry in "${clis[@]}"; do
     if ! out=$("$cli" -chdir="$copy" init -backend=false -input=false -no-color 2>&1); then
       other=$(others "$copy" | tr '\n' ' ')
       if [ -n "$other" ] && [ -z "${VALIDATE_EXAMPLES_STRICT:-}" ] &&
-        printf '%s\n' "$out" | grep -q 'Failed to query available provider packages\|Failed to install provider'; then
+        printf '%s\n' "$out" | grep -q 'Failed to query available provider packages\|Failed to install provider\|Failed to resolve provider packages'; then
         log "$cli_name: $d NOT VALIDATED: it needs the providers ${other% } too, which cannot be installed here (no registry); its code parsed (fmt -check)"
         "$cli" fmt -check -diff "$copy" >/dev/null || { log "$cli_name: $d does not parse or is not formatted"; failed+=("$cli_name:$d"); }
         not_validated+=("$cli_name:$d")
@@ -143,8 +149,8 @@ for entry in "${clis[@]}"; do
   done
 done
 
-log "Terraform code blocks of README.md, docs/ and templates/"
-if ! (cd tools && go run ./hclblocks "$root/README.md" "$root/docs" "$root/templates"); then failed+=("code blocks"); fi
+log "Terraform code blocks of the README, ARCHITECTURE, CONTRIBUTING, docs/, templates/ and the modules' READMEs"
+if ! (cd tools && go run ./hclblocks "$root/README.md" "$root/docs" "$root/templates" "$root/modules" "$root/ARCHITECTURE.md" "$root/CONTRIBUTING.md"); then failed+=("code blocks"); fi
 
 log "tfplugindocs validate"
 if ! out=$(cd tools && go tool tfplugindocs validate --provider-dir .. --provider-name gradual 2>&1); then
