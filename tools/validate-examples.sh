@@ -150,7 +150,7 @@ for entry in "${clis[@]}"; do
 done
 
 log "Terraform code blocks of the README, ARCHITECTURE, CONTRIBUTING, docs/, templates/ and the modules' READMEs"
-if ! (cd tools && go run ./hclblocks "$root/README.md" "$root/docs" "$root/templates" "$root/modules" "$root/ARCHITECTURE.md" "$root/CONTRIBUTING.md"); then failed+=("code blocks"); fi
+if ! (cd tools && go test -count=1 ./hclblocks/ >/dev/null && go run ./hclblocks "$root/README.md" "$root/docs" "$root/templates" "$root/modules" "$root/ARCHITECTURE.md" "$root/CONTRIBUTING.md"); then failed+=("code blocks"); fi
 
 log "tfplugindocs validate"
 if ! out=$(cd tools && go tool tfplugindocs validate --provider-dir .. --provider-name gradual 2>&1); then
