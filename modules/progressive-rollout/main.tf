@@ -16,6 +16,7 @@ resource "gradual_rollout" "this" {
   manifests           = var.manifests
   sensitive_manifests = var.sensitive_manifests
   sensitive_paths     = var.sensitive_paths
+  values              = var.values
 
   canary          = length(var.canary) > 0 ? var.canary : null
   canary_optional = var.canary_optional
@@ -24,11 +25,16 @@ resource "gradual_rollout" "this" {
   on_failure      = var.on_failure
   stages          = var.stages
   promote_until   = var.promote_until
+  preview         = var.preview
+  max_unsettled   = var.max_unsettled
 
   verify = {
-    timeout     = var.verify_timeout
-    bake_time   = var.bake_time
-    http_checks = length(var.http_checks) > 0 ? var.http_checks : null
+    timeout       = var.verify_timeout
+    bake_time     = var.bake_time
+    http_checks   = length(var.http_checks) > 0 ? var.http_checks : null
+    health_checks = length(var.health_checks) > 0 ? var.health_checks : null
+    cluster_gates = var.cluster_gates
+    check_job     = var.check_job
   }
 
   retry_invalid     = var.retry_invalid

@@ -106,6 +106,60 @@ run "no_selector_wiring" {
   }
 }
 
+# values, preview, max_unsettled and the health gates reach the rollout as given.
+run "values_and_gates_wiring" {
+  command = plan
+
+  variables {
+    selector_labels = { env = "prod" }
+    manifests       = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: web-settings\n  namespace: default\ndata:\n  region: \"$${region}\"\n"
+    values = {
+      from_labels = { region = "topology.kubernetes.io/region" }
+      selected    = [{ match_labels = { tier = "edge" }, values = { interval = "30s" } }]
+      clusters    = { "prod-us-1" = { interval = "10s" } }
+    }
+    preview       = "all"
+    max_unsettled = "1"
+    health_checks = [{
+      api_version = "apps/v1"
+      kind        = "Deployment"
+      current     = "status.?readyReplicas.orValue(0) > 0"
+    }]
+    cluster_gates = false
+    check_job = {
+      timeout  = "2m"
+      manifest = "apiVersion: batch/v1\nkind: Job\nmetadata:\n  name: smoke\n  namespace: default\nspec:\n  template:\n    spec:\n      restartPolicy: Never\n      containers:\n        - name: smoke\n          image: busybox\n"
+    }
+  }
+
+  assert {
+    condition     = gradual_rollout.this.values.from_labels == tomap({ region = "topology.kubernetes.io/region" }) && gradual_rollout.this.values.clusters["prod-us-1"]["interval"] == "10s" && gradual_rollout.this.values.selected[0].values["interval"] == "30s"
+    error_message = "values not passed: ${jsonencode(gradual_rollout.this.values)}"
+  }
+  assert {
+    condition     = gradual_rollout.this.preview == "all" && gradual_rollout.this.max_unsettled == "1"
+    error_message = "preview or max_unsettled not passed"
+  }
+  assert {
+    condition     = gradual_rollout.this.verify.health_checks[0].kind == "Deployment" && gradual_rollout.this.verify.health_checks[0].current == "status.?readyReplicas.orValue(0) > 0" && !gradual_rollout.this.verify.cluster_gates
+    error_message = "health_checks or cluster_gates not passed: ${jsonencode(gradual_rollout.this.verify)}"
+  }
+  assert {
+    condition     = gradual_rollout.this.verify.check_job.timeout == "2m" && strcontains(gradual_rollout.this.verify.check_job.manifest, "name: smoke")
+    error_message = "check_job not passed"
+  }
+}
+
+run "rejects_bad_preview" {
+  command = plan
+
+  variables {
+    preview = "some"
+  }
+
+  expect_failures = [var.preview]
+}
+
 # Bad input is refused at plan time, naming the input, before the provider is asked anything.
 
 run "rejects_bad_wave_size" {
