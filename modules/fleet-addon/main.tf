@@ -39,10 +39,16 @@ resource "gradual_module_assignment" "this" {
   ignore_fields      = var.ignore_fields
   sensitive_paths    = var.sensitive_paths
   maintenance_window = var.maintenance_window
+  values             = var.values
+  preview            = var.preview
+  max_unsettled      = var.max_unsettled
 
   verify = {
-    timeout   = var.verify_timeout
-    bake_time = var.bake_time
+    timeout       = var.verify_timeout
+    bake_time     = var.bake_time
+    health_checks = length(var.health_checks) > 0 ? var.health_checks : null
+    cluster_gates = var.cluster_gates
+    check_job     = var.check_job
   }
 
   timeouts = var.timeouts

@@ -260,3 +260,62 @@ variable "sensitive_paths" {
   }))
   default = null
 }
+
+variable "values" {
+  description = "Per-cluster values: every module's `manifests` (and `sensitive_manifests`, and `check_job`) become a template rendered for each cluster with Flux's `postBuild.substitute` rules. `from_labels` and `from_annotations` map a variable to a Cluster label or annotation key, `selected` gives variables to the clusters whose labels include `match_labels`, `clusters` to one cluster by name. Default null: nothing is substituted."
+  type = object({
+    from_labels      = optional(map(string))
+    from_annotations = optional(map(string))
+    selected = optional(list(object({
+      match_labels = map(string)
+      values       = map(string)
+    })))
+    clusters = optional(map(map(string)))
+  })
+  default = null
+}
+
+variable "preview" {
+  description = "Which clusters the plan dry-runs each changing module on: \"canary\" (the provider's default: the module's canary waves, or its first wave), \"all\" or \"none\". A rejection fails the plan naming the cluster, the module, the object and the server's reason."
+  type        = string
+  default     = null
+
+  validation {
+    condition     = var.preview == null || contains(["canary", "all", "none"], coalesce(var.preview, "canary"))
+    error_message = "preview must be \"canary\", \"all\" or \"none\"."
+  }
+}
+
+variable "max_unsettled" {
+  description = "How many clusters (a whole number or a percentage) may stop answering after their change began before no new wave starts. Default null: the provider's \"0\", the first such cluster halts the assignment."
+  type        = string
+  default     = null
+}
+
+variable "health_checks" {
+  description = "CEL health expressions per `api_version` and `kind` (`current`, optional `failed` and `in_progress`): objects of a listed kind are judged by them instead of kstatus. Default: none."
+  type = list(object({
+    api_version = string
+    kind        = string
+    current     = string
+    failed      = optional(string)
+    in_progress = optional(string)
+  }))
+  default  = []
+  nullable = false
+}
+
+variable "cluster_gates" {
+  description = "Read each Cluster's `Available` condition and every Node's `Ready` condition before each wave and after each change (the provider's default, true); false turns the gates off."
+  type        = bool
+  default     = null
+}
+
+variable "check_job" {
+  description = "A `batch/v1` Job (`manifest`, YAML; optional `timeout`, default \"5m\") run in each cluster after the last module the apply delivers there: a Job that fails or does not finish fails that module there. Default null: none."
+  type = object({
+    manifest = string
+    timeout  = optional(string)
+  })
+  default = null
+}

@@ -94,6 +94,55 @@ run "names_wiring" {
   }
 }
 
+# values, preview, max_unsettled and the health gates reach the assignment as given.
+run "values_and_gates_wiring" {
+  command = plan
+
+  variables {
+    selector_labels = { env = "prod" }
+    values = {
+      from_labels = { region = "topology.kubernetes.io/region" }
+      selected    = [{ match_labels = { tier = "edge" }, values = { interval = "30s" } }]
+      clusters    = { "prod-us-1" = { interval = "10s" } }
+    }
+    preview       = "none"
+    max_unsettled = "10%"
+    health_checks = [{
+      api_version = "apps/v1"
+      kind        = "Deployment"
+      current     = "status.?readyReplicas.orValue(0) > 0"
+      failed      = "false"
+    }]
+    cluster_gates = false
+    check_job = {
+      manifest = "apiVersion: batch/v1\nkind: Job\nmetadata:\n  name: smoke\n  namespace: addon\nspec:\n  template:\n    spec:\n      restartPolicy: Never\n      containers:\n        - name: smoke\n          image: busybox\n"
+    }
+  }
+
+  assert {
+    condition     = gradual_module_assignment.this.values.from_labels == tomap({ region = "topology.kubernetes.io/region" }) && gradual_module_assignment.this.values.clusters["prod-us-1"]["interval"] == "10s" && gradual_module_assignment.this.values.selected[0].match_labels == tomap({ tier = "edge" })
+    error_message = "values not passed: ${jsonencode(gradual_module_assignment.this.values)}"
+  }
+  assert {
+    condition     = gradual_module_assignment.this.preview == "none" && gradual_module_assignment.this.max_unsettled == "10%"
+    error_message = "preview or max_unsettled not passed"
+  }
+  assert {
+    condition     = gradual_module_assignment.this.verify.health_checks[0].failed == "false" && !gradual_module_assignment.this.verify.cluster_gates && strcontains(gradual_module_assignment.this.verify.check_job.manifest, "name: smoke")
+    error_message = "health_checks, cluster_gates or check_job not passed: ${jsonencode(gradual_module_assignment.this.verify)}"
+  }
+}
+
+run "rejects_bad_preview" {
+  command = plan
+
+  variables {
+    preview = "canaries"
+  }
+
+  expect_failures = [var.preview]
+}
+
 # Bad input is refused at plan time, before any call to a cluster.
 run "rejects_bad_update_limit" {
   command = plan
