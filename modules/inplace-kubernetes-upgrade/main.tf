@@ -23,6 +23,8 @@ resource "gradual_inplace_update" "this" {
   canary                      = length(var.canary) > 0 ? var.canary : null
 
   version = var.kubernetes_version
+  # ClusterClass-built clusters: each variable by name, JSON-encoded as the resource takes it.
+  topology_variables = var.topology_variables == null ? null : { for k, v in var.topology_variables : k => jsonencode(v) }
 
   machine_spec_patch                = var.machine_spec_patch == null ? null : jsonencode(var.machine_spec_patch)
   bootstrap_config_spec_patch       = var.bootstrap_config_spec_patch == null ? null : jsonencode(var.bootstrap_config_spec_patch)

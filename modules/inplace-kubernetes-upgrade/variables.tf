@@ -228,3 +228,14 @@ variable "timeouts" {
   })
   default = null
 }
+
+variable "topology_variables" {
+  description = "Fleet form with `update_control_plane = true`, on Clusters built from a ClusterClass: values for named variables of `Cluster.spec.topology.variables`, as HCL values (the module JSON-encodes each), e.g. `{ workerNote = \"v2\", replicas = 3 }`. Written by name in the same write as the version, the other variables left as they are. Default null: none."
+  type        = any
+  default     = null
+
+  validation {
+    condition     = var.topology_variables == null || can(keys(var.topology_variables))
+    error_message = "topology_variables must be a map or object of variable name to value."
+  }
+}

@@ -111,6 +111,34 @@ run "fleet_by_names_wiring" {
   }
 }
 
+# ClusterClass-built clusters: each topology variable reaches the resource JSON-encoded, by name.
+run "topology_variables_wiring" {
+  command = plan
+
+  variables {
+    selector_labels      = { env = "prod" }
+    update_control_plane = true
+    topology_variables   = { workerNote = "v2", replicas = 3, labels = { tier = "edge" } }
+  }
+
+  assert {
+    condition     = gradual_inplace_update.this.topology_variables == tomap({ workerNote = jsonencode("v2"), replicas = jsonencode(3), labels = jsonencode({ tier = "edge" }) })
+    error_message = "topology_variables not passed JSON-encoded: ${jsonencode(gradual_inplace_update.this.topology_variables)}"
+  }
+}
+
+run "rejects_topology_variables_not_a_map" {
+  command = plan
+
+  variables {
+    selector_labels      = { env = "prod" }
+    update_control_plane = true
+    topology_variables   = "workerNote=v2"
+  }
+
+  expect_failures = [var.topology_variables]
+}
+
 # Bad input is refused at plan time, naming the input, before the provider is asked anything.
 
 run "rejects_no_form" {
