@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Validates what the docs show: every directory of .tf files under examples/ and every module runs
+# Validates what the docs show: every directory of .tf files under examples/, every module and
+# every module's examples (modules/*/examples/*) runs
 # `init -backend=false` and `validate` on OpenTofu (the toolchain's) and, when it is on PATH (or
 # GRADUAL_TERRAFORM names it), Terraform, against this build of the provider installed from a
 # filesystem mirror. Then every ```hcl / ```terraform block of the README, ARCHITECTURE,
@@ -84,6 +85,7 @@ mkdir -p "$TF_PLUGIN_CACHE_DIR"
 mapfile -t dirs < <({
   find examples -name '*.tf' -printf '%h\n'
   find modules -mindepth 1 -maxdepth 1 -type d
+  find modules -mindepth 3 -path 'modules/*/examples/*' -name '*.tf' -printf '%h\n'
 } | sort -u)
 # VALIDATE_EXAMPLES_DIRS="examples/quickstart modules/fleet-addon" validates those only.
 if [ -n "${VALIDATE_EXAMPLES_DIRS:-}" ]; then read -r -a dirs <<<"$VALIDATE_EXAMPLES_DIRS"; fi
@@ -117,6 +119,8 @@ for entry in "${clis[@]}"; do
   for d in "${dirs[@]}"; do
     copy="$work/$cli_name/$d"
     mkdir -p "$copy"
+    # A module's example takes the module by its local path (source = "../.."): copy the module.
+    case "$d" in modules/*/examples/*) m=${d%%/examples/*}; mkdir -p "$work/$cli_name/$m" && cp -r "$m/." "$work/$cli_name/$m/" ;; esac
     cp -r "$d/." "$copy/"
     rm -rf "$copy/.terraform" "$copy/.terraform.lock.hcl" "$copy/tests"
     for t in $(refs "$d"); do

@@ -1,0 +1,52 @@
+# ingress.yaml to every production cluster: the canary first, then a quarter of the fleet at a
+# time, each wave verified, health-checked and baked; eu before us, this apply stopping after eu.
+# `make validate-examples` validates this directory on OpenTofu and Terraform.
+terraform {
+  required_version = ">= 1.8.0"
+  required_providers {
+    gradual = {
+      source  = "gradual-dev/gradual"
+      version = "~> 0.3.0"
+    }
+  }
+}
+
+provider "gradual" {
+  config_path = var.kubeconfig_path
+}
+
+variable "kubeconfig_path" {
+  description = "Kubeconfig of the management cluster."
+  type        = string
+}
+
+module "ingress" {
+  # Outside this repository: "git::https://github.com/gradual-dev/terraform-provider-gradual.git//modules/progressive-rollout?ref=v0.3.0"
+  source = "../.."
+
+  name            = "ingress"
+  namespace       = "fleet"
+  selector_labels = { env = "prod" }
+  manifests       = file("${path.module}/ingress.yaml")
+
+  canary    = ["prod-eu-1"]
+  wave_size = "25%"
+  bake_time = "5m"
+
+  stages = [
+    { name = "eu", match_labels = { region = "eu" } },
+    { name = "us", match_labels = { region = "us" } },
+  ]
+  promote_until = "eu"
+
+  max_unsettled = "1"
+  health_checks = [{
+    api_version = "apps/v1"
+    kind        = "Deployment"
+    current     = "status.?conditions.orValue([]).exists(e, e.type == 'Available' && e.status == 'True')"
+  }]
+}
+
+output "ingress_summary" {
+  value = module.ingress.summary
+}
