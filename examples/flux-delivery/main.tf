@@ -45,7 +45,7 @@ provider "gradual" {
 resource "gradual_rollout" "greeter" {
   name      = "greeter"
   namespace = var.namespace
-  clusters  = ["prod-eu-1", "prod-us-1", "staging-eu-1"]
+  names     = ["prod-eu-1", "prod-us-1", "staging-eu-1"]
   canary    = ["staging-eu-1"]
   manifests = templatefile("${path.module}/greeter.yaml.tftpl", { greeting = var.greeting, broken = var.broken })
   verify    = { timeout = "60s" }

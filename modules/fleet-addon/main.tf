@@ -5,12 +5,12 @@ resource "gradual_module_assignment" "this" {
   name      = var.name
   namespace = var.namespace
 
-  selector = var.clusters != null ? null : {
+  selector = local.names != null ? null : {
     match_labels      = length(var.selector_labels) > 0 ? var.selector_labels : null
     match_expressions = length(var.selector_expressions) > 0 ? var.selector_expressions : null
   }
   # An empty list stays empty, and the provider refuses it: it must not mean "every Cluster".
-  names = var.clusters
+  names = local.names
 
   modules = [
     for m in var.modules : {
@@ -52,6 +52,13 @@ resource "gradual_module_assignment" "this" {
   }
 
   timeouts = var.timeouts
+
+  lifecycle {
+    precondition {
+      condition     = var.names == null || var.clusters == null
+      error_message = "Set names or its former name clusters, not both."
+    }
+  }
 }
 
 # Every cluster's bindings, read after the assignment applies: the assignment itself shows counts
@@ -69,4 +76,9 @@ locals {
       for b in c.bindings : { module = b.module, revision = b.revision, applied_at = b.applied_at, result = b.result } if b.result != ""
     ] if anytrue([for b in c.bindings : b.result != ""])
   }
+}
+
+locals {
+  # `clusters` is the former name of `names`.
+  names = var.names != null ? var.names : var.clusters
 }

@@ -13,7 +13,7 @@ resource "gradual_inplace_update" "this" {
   machine_deployment = var.machine_deployment
 
   # A fleet: the clusters by name or label, the owners in each by label and/or the control plane.
-  names = var.clusters
+  names = var.names != null ? var.names : var.clusters # `clusters`: the former name of `names`
   selector = length(var.selector_labels) + length(var.selector_expressions) == 0 ? null : {
     match_labels      = length(var.selector_labels) > 0 ? var.selector_labels : null
     match_expressions = length(var.selector_expressions) > 0 ? var.selector_expressions : null

@@ -19,8 +19,8 @@ variable "cluster" {
     error_message = "cluster must not be empty: leave it null for the fleet form."
   }
   validation {
-    condition     = (var.cluster != null ? 1 : 0) + (var.clusters != null ? 1 : 0) + (length(var.selector_labels) + length(var.selector_expressions) > 0 ? 1 : 0) == 1
-    error_message = "Pick the clusters one way: `cluster` (with `machine_deployment`) for one MachineDeployment of one cluster, or, for a fleet, either `clusters` (names) or `selector_labels`/`selector_expressions` (with `machine_deployment_selector` and/or `update_control_plane`). Exactly one of `cluster`, `clusters` and a selector must be set."
+    condition     = (var.cluster != null ? 1 : 0) + (var.names != null || var.clusters != null ? 1 : 0) + (length(var.selector_labels) + length(var.selector_expressions) > 0 ? 1 : 0) == 1
+    error_message = "Pick the clusters one way: `cluster` (with `machine_deployment`) for one MachineDeployment of one cluster, or, for a fleet, either `names` or `selector_labels`/`selector_expressions` (with `machine_deployment_selector` and/or `update_control_plane`). Exactly one of `cluster`, `names` (or its former name `clusters`) and a selector must be set."
   }
 }
 
@@ -39,8 +39,23 @@ variable "machine_deployment" {
   }
 }
 
-variable "clusters" {
+variable "names" {
   description = "Fleet form: names of the Cluster API `Cluster`s to update, in `namespace`. Null (the default): not this form. An empty list is an error, not \"every Cluster\"."
+  type        = list(string)
+  default     = null
+
+  validation {
+    condition     = var.names == null || try(length(var.names) > 0 && alltrue([for c in var.names : length(trimspace(c)) > 0]), false)
+    error_message = "names must name at least one cluster and no empty name: leave it null to pick by cluster or selector."
+  }
+  validation {
+    condition     = var.names == null || var.clusters == null
+    error_message = "Set names or its former name clusters, not both."
+  }
+}
+
+variable "clusters" {
+  description = "Deprecated: the former name of `names`, still accepted. Set one of the two."
   type        = list(string)
   default     = null
 

@@ -6,12 +6,12 @@ resource "gradual_rollout" "this" {
   name      = var.name
   namespace = var.namespace
 
-  selector = var.clusters != null || (length(var.selector_labels) == 0 && length(var.selector_expressions) == 0) ? null : {
+  selector = local.names != null || (length(var.selector_labels) == 0 && length(var.selector_expressions) == 0) ? null : {
     match_labels      = length(var.selector_labels) > 0 ? var.selector_labels : null
     match_expressions = length(var.selector_expressions) > 0 ? var.selector_expressions : null
   }
   # An empty list stays empty, and the provider refuses it: it must not mean "every Cluster".
-  names = var.clusters
+  names = local.names
 
   manifests           = var.manifests
   sensitive_manifests = var.sensitive_manifests
@@ -46,6 +46,13 @@ resource "gradual_rollout" "this" {
   record_namespace  = var.record_namespace
 
   timeouts = var.timeouts
+
+  lifecycle {
+    precondition {
+      condition     = var.names == null || var.clusters == null
+      error_message = "Set names or its former name clusters, not both."
+    }
+  }
 }
 
 # Per-cluster detail, read after the rollout's apply: the rollout itself shows counts and the
@@ -56,4 +63,9 @@ data "gradual_rollout_status" "this" {
   record_namespace = gradual_rollout.this.record_namespace
 
   depends_on = [gradual_rollout.this]
+}
+
+locals {
+  # `clusters` is the former name of `names`.
+  names = var.names != null ? var.names : var.clusters
 }

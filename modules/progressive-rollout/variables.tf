@@ -54,8 +54,19 @@ variable "selector_expressions" {
   }
 }
 
-variable "clusters" {
+variable "names" {
   description = "Names of the `Cluster` objects to roll out to, instead of a selector. Null (the default): pick by selector. An empty list is an error, not \"every Cluster\"."
+  type        = list(string)
+  default     = null
+
+  validation {
+    condition     = alltrue([for c in coalesce(var.names, []) : length(trimspace(c)) > 0])
+    error_message = "names must not contain empty names."
+  }
+}
+
+variable "clusters" {
+  description = "Deprecated: the former name of `names`, still accepted. Set one of the two."
   type        = list(string)
   default     = null
 

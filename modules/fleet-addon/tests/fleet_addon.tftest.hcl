@@ -26,7 +26,7 @@ run "passes_names_canary_and_failure_settings" {
 
   variables {
     name            = "addon-${var.run_id}"
-    clusters        = ["prod-eu-1", "staging-eu-1"]
+    names           = ["prod-eu-1", "staging-eu-1"]
     canary          = ["staging-eu-1"]
     on_failure      = "rollback"
     force_conflicts = true

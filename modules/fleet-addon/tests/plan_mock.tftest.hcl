@@ -71,7 +71,7 @@ run "names_wiring" {
   command = plan
 
   variables {
-    clusters        = ["prod-eu-1", "staging-eu-1"]
+    names           = ["prod-eu-1", "staging-eu-1"]
     canary          = ["staging-eu-1"]
     canary_optional = true
     on_failure      = "rollback"
@@ -92,6 +92,31 @@ run "names_wiring" {
     condition     = gradual_module_assignment.this.retry_invalid && gradual_module_assignment.this.force_conflicts && !gradual_module_assignment.this.adopt
     error_message = "retry_invalid, force_conflicts or adopt not passed"
   }
+}
+
+# `clusters`, the former name of `names`, still works; both at once are refused.
+run "clusters_still_accepted" {
+  command = plan
+
+  variables {
+    clusters = ["prod-eu-1"]
+  }
+
+  assert {
+    condition     = gradual_module_assignment.this.names == tolist(["prod-eu-1"]) && gradual_module_assignment.this.selector == null
+    error_message = "clusters not passed as names: ${jsonencode(gradual_module_assignment.this.names)}"
+  }
+}
+
+run "rejects_names_and_clusters" {
+  command = plan
+
+  variables {
+    names    = ["prod-eu-1"]
+    clusters = ["prod-us-1"]
+  }
+
+  expect_failures = [gradual_module_assignment.this]
 }
 
 # values, preview, max_unsettled and the health gates reach the assignment as given.
@@ -206,10 +231,10 @@ run "rejects_empty_cluster_name" {
   command = plan
 
   variables {
-    clusters = ["prod-eu-1", " "]
+    names = ["prod-eu-1", " "]
   }
 
-  expect_failures = [var.clusters]
+  expect_failures = [var.names]
 }
 
 run "rejects_bad_on_failure" {

@@ -75,7 +75,7 @@ run "fleet_form_plan" {
   variables {
     cluster                     = null
     machine_deployment          = null
-    clusters                    = [var.cluster]
+    names                       = [var.cluster]
     machine_deployment_selector = { match_labels = { "cluster.x-k8s.io/deployment-name" = var.machine_deployment } }
     update_limit                = "50%"
   }

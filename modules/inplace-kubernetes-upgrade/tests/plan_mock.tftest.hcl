@@ -97,7 +97,7 @@ run "fleet_by_names_wiring" {
   command = plan
 
   variables {
-    clusters                    = ["prod-eu-1", "prod-us-1"]
+    names                       = ["prod-eu-1", "prod-us-1"]
     machine_deployment_selector = {}
   }
 
@@ -172,7 +172,7 @@ run "rejects_machine_deployment_in_fleet" {
   command = plan
 
   variables {
-    clusters                    = ["prod-eu-1"]
+    names                       = ["prod-eu-1"]
     machine_deployment          = "md-0"
     machine_deployment_selector = {}
   }
@@ -214,22 +214,49 @@ run "rejects_canary_with_one_cluster" {
   expect_failures = [var.canary]
 }
 
-run "rejects_empty_clusters" {
+run "rejects_empty_names" {
   command = plan
 
   variables {
-    clusters             = []
+    names                = []
     update_control_plane = true
   }
 
-  expect_failures = [var.clusters]
+  expect_failures = [var.names]
+}
+
+# `clusters`, the former name of `names`, still works; both at once are refused.
+run "clusters_still_accepted" {
+  command = plan
+
+  variables {
+    clusters             = ["prod-eu-1"]
+    update_control_plane = true
+  }
+
+  assert {
+    condition     = gradual_inplace_update.this.names == tolist(["prod-eu-1"])
+    error_message = "clusters not passed as names: ${jsonencode(gradual_inplace_update.this.names)}"
+  }
+}
+
+run "rejects_names_and_clusters" {
+  command = plan
+
+  variables {
+    names                = ["prod-eu-1"]
+    clusters             = ["prod-us-1"]
+    update_control_plane = true
+  }
+
+  expect_failures = [var.names]
 }
 
 run "rejects_bad_update_limit" {
   command = plan
 
   variables {
-    clusters             = ["prod-eu-1"]
+    names                = ["prod-eu-1"]
     update_control_plane = true
     update_limit         = 0
   }
@@ -241,7 +268,7 @@ run "rejects_bad_max_failures" {
   command = plan
 
   variables {
-    clusters             = ["prod-eu-1"]
+    names                = ["prod-eu-1"]
     update_control_plane = true
     max_failures         = "101%"
   }

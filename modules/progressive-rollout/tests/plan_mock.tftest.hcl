@@ -73,7 +73,7 @@ run "names_wiring" {
   command = plan
 
   variables {
-    clusters        = ["prod-eu-1", "prod-us-1"]
+    names           = ["prod-eu-1", "prod-us-1"]
     selector_labels = { env = "prod" }
     retry_invalid   = true
     force_conflicts = true
@@ -81,7 +81,7 @@ run "names_wiring" {
 
   assert {
     condition     = gradual_rollout.this.names == tolist(["prod-eu-1", "prod-us-1"]) && gradual_rollout.this.selector == null
-    error_message = "want names and no selector (clusters wins): names ${jsonencode(gradual_rollout.this.names)}, selector ${jsonencode(gradual_rollout.this.selector)}"
+    error_message = "want names and no selector (names wins): names ${jsonencode(gradual_rollout.this.names)}, selector ${jsonencode(gradual_rollout.this.selector)}"
   }
   assert {
     condition     = gradual_rollout.this.retry_invalid && gradual_rollout.this.force_conflicts && gradual_rollout.this.canary == null
@@ -104,6 +104,31 @@ run "no_selector_wiring" {
     condition     = gradual_rollout.this.selector == null && gradual_rollout.this.names == null && gradual_rollout.this.verify.http_checks == null
     error_message = "want neither selector nor names nor http_checks"
   }
+}
+
+# `clusters`, the former name of `names`, still works; both at once are refused.
+run "clusters_still_accepted" {
+  command = plan
+
+  variables {
+    clusters = ["prod-eu-1"]
+  }
+
+  assert {
+    condition     = gradual_rollout.this.names == tolist(["prod-eu-1"]) && gradual_rollout.this.selector == null
+    error_message = "clusters not passed as names: ${jsonencode(gradual_rollout.this.names)}"
+  }
+}
+
+run "rejects_names_and_clusters" {
+  command = plan
+
+  variables {
+    names    = ["prod-eu-1"]
+    clusters = ["prod-us-1"]
+  }
+
+  expect_failures = [gradual_rollout.this]
 }
 
 # values, preview, max_unsettled and the health gates reach the rollout as given.
