@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/gradual-dev/terraform-provider-gradual/internal/apply"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/blame"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/engine"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/fleet"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/health"
@@ -35,6 +36,9 @@ type Spec struct {
 	// ClusterGates re-reads each cluster's own health before its wave and when its change is
 	// verified (verify.cluster_gates; gate.go).
 	ClusterGates bool
+	// GatePolicy is which Nodes the gate counts and how many may be unready
+	// (verify.gate_node_selector, verify.gate_max_unready_nodes).
+	GatePolicy blame.GatePolicy
 	// CheckJob, when set, runs in each cluster after the new revision's objects are ready and
 	// its HTTP checks pass (verify.check_job; checkjob.go). Delivering directly only.
 	CheckJob *CheckJob

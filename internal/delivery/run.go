@@ -64,6 +64,9 @@ type RunResult struct {
 	// Kept says, per cluster, which objects prune left in place although the revision dropped
 	// them, and why ("cluster: Kind ns/name: kept: reason").
 	Kept []string
+	// Gates says what the cluster gates saw change and did not blame on the revision (Nodes that
+	// joined, were drained, deleted or lost during the wave), or that they could not read.
+	Gates []string
 	// Left lists the clusters the rollout was removed from (RunRequest.Leave); LeaveFailures
 	// says where that did not complete (they stay leaving, for the next apply).
 	Left, LeaveFailures []string
@@ -206,7 +209,7 @@ func (s *Service) Run(ctx context.Context, req RunRequest) (_ *RunResult, err er
 	if oerr != nil {
 		after = obs
 	}
-	run := &RunResult{Plan: plan, Result: result, After: after, Adopted: append(w.Notes(), leftNotes...), Kept: w.Kept(), Left: left, LeaveFailures: leaveFailures}
+	run := &RunResult{Plan: plan, Result: result, After: after, Adopted: append(w.Notes(), leftNotes...), Kept: w.Kept(), Gates: w.GateNotes(), Left: left, LeaveFailures: leaveFailures}
 	if len(plan.Waves) > 0 || len(plan.Resume) > 0 || len(left) > 0 {
 		reason, warning := records.EventReasonSucceeded, false
 		switch {

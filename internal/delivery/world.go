@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/gradual-dev/terraform-provider-gradual/internal/apply"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/blame"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/engine"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/fleet"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/manifest"
@@ -30,10 +31,11 @@ type world struct {
 	// flux is set when the service delivers through Flux (flux.go).
 	flux *fluxWorld
 
-	mu    sync.Mutex
-	notes map[string]string          // per cluster: adopted objects given back (see giveBack)
-	kept  map[string]map[string]bool // per cluster: objects prune left in place, and why
-	gated map[string]bool            // clusters healthy by their gates before the change (gate.go)
+	mu        sync.Mutex
+	notes     map[string]string            // per cluster: adopted objects given back (see giveBack)
+	kept      map[string]map[string]bool   // per cluster: objects prune left in place, and why
+	gated     map[string]blame.GateReading // clusters healthy by their gates before the change, as read then (gate.go)
+	gateNotes []string                     // what the gates saw and did not judge (gate.go)
 }
 
 // pruned keeps what a prune on target left in place (apply.Kept: objects marked

@@ -112,7 +112,7 @@ func TestAccRollout_nodeNotReadyAfterTheChange(t *testing.T) {
 				},
 				Config: gatedConfig(f, name, v2, verify),
 				ExpectError: regexp.MustCompile(`(?s)Rollout Failed.*staging-eu-1.*` +
-					words("cluster gate: Node "+node+" Ready is False (KubeletNotReady): "+why+" (healthy before the change)")),
+					words("cluster gate: Node became NotReady: Node "+node+" Ready is False (KubeletNotReady): "+why+" (Ready before the change)")),
 			},
 			{
 				// Restored to v1 and v2 recorded invalid on staging-eu-1; the Node goes (every
