@@ -12,7 +12,9 @@ func ready(name string) NodeState { return NodeState{Name: name, UID: name + "-1
 func with(n NodeState, f func(*NodeState)) NodeState { f(&n); return n }
 
 func notReady(n NodeState) NodeState {
-	return with(n, func(n *NodeState) { n.Ready, n.Reason, n.Message = "False", "KubeletNotReady", "network plugin not ready" })
+	return with(n, func(n *NodeState) {
+		n.Ready, n.Reason, n.Message = "False", "KubeletNotReady", "network plugin not ready"
+	})
 }
 
 func silent(n NodeState) NodeState {

@@ -725,7 +725,9 @@ func (e *env) gate(_ context.Context, _, name string, _ bool) (blame.GateReading
 		return blame.NodeState{Name: name, UID: name + "-uid", Ready: ready, Reason: reason}
 	}
 	n1, n2, n3 := node("n1", "True", ""), node("n2", "True", ""), node("n3", "True", "")
-	nodes := func(n ...blame.NodeState) (blame.GateReading, error) { return blame.GateReading{Nodes: n, NodesRead: true}, nil }
+	nodes := func(n ...blame.NodeState) (blame.GateReading, error) {
+		return blame.GateReading{Nodes: n, NodesRead: true}, nil
+	}
 	switch {
 	case c.faults.gateUnread:
 		return blame.GateReading{}, apierrors.NewForbidden(schema.GroupResource{Resource: "nodes"}, "", errors.New("cannot list resource \"nodes\""))
