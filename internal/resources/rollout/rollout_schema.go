@@ -38,7 +38,7 @@ const (
 
 var dnsLabel = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
 
-var verifyAttrTypes = shared.VerifyAttrTypes(httpChecks, shared.HealthChecks, shared.ClusterGates, checkJob)
+var verifyAttrTypes = shared.VerifyAttrTypes(httpChecks, shared.HealthChecks, shared.ClusterGates, shared.NodeGate, checkJob)
 
 var httpCheckAttrTypes = map[string]attr.Type{
 	"url":             types.StringType,
@@ -145,7 +145,7 @@ func (r *rolloutResource) Schema(ctx context.Context, _ resource.SchemaRequest, 
 				Verify:   "How each cluster is verified after the revision is applied: every applied object must become ready (kstatus) within `timeout`, then the wave bakes for `bake_time` and is checked again.",
 				Timeout:  "Longest wait for the objects of one cluster to become ready, as a Go duration (`\"5m\"`). Default `" + shared.DefaultVerifyTimeout + "`.",
 				BakeTime: "Wait after a wave is verified, before it is checked again and the next wave starts (`\"30s\"`). Default `0s`.",
-			}, httpChecks, shared.HealthChecks, shared.ClusterGates, checkJob),
+			}, httpChecks, shared.HealthChecks, shared.ClusterGates, shared.NodeGate, checkJob),
 			"record_namespace": schema.StringAttribute{
 				Optional: true, Computed: true, Default: stringdefault.StaticString(defaultRecordNamespace),
 				MarkdownDescription: "Namespace, in every workload cluster and in the management cluster, of the rollout's records and Lease. Default `" + defaultRecordNamespace + "`. Changing it replaces the resource.",
