@@ -258,7 +258,7 @@ var httpChecks = shared.VerifyExtra{
 	Default: types.ListNull(types.ObjectType{AttrTypes: httpCheckAttrTypes}),
 	Attribute: schema.ListNestedAttribute{
 		Optional:            true,
-		MarkdownDescription: "Extra HTTP checks run from where Terraform runs after the objects are ready; `{cluster}` in the URL is replaced by the cluster name. Retried with backoff within `verify.timeout`.",
+		MarkdownDescription: "Extra HTTP checks run from where Terraform runs after the objects are ready; `{cluster}` in the URL is replaced by the cluster name. Retried with backoff within `verify.timeout`. A check that ends with a wrong status fails the revision on that cluster, except 502, 503, 504 and 429, which a gateway or load balancer answers when it cannot reach the app or sheds load: those, like no answer at all, say nothing of the revision and leave the cluster unsettled (counted against `max_unsettled`, never recorded invalid) when they last the whole `verify.timeout`.",
 		NestedObject: schema.NestedAttributeObject{Attributes: map[string]schema.Attribute{
 			"url": schema.StringAttribute{
 				Required: true, MarkdownDescription: "URL to GET (http or https).",
