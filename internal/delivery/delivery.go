@@ -112,6 +112,10 @@ type InvalidRevision struct {
 	Reason     string
 	Clusters   []string
 	RecordedAt time.Time
+	// FromClusters says only the clusters' own records hold it: the run that saw the failure
+	// could not write the ledger (the management cluster unreachable, its Lease lost). The next
+	// apply writes it there (Run).
+	FromClusters bool
 }
 
 // Observation is what the clusters and the records say about one rollout.

@@ -98,6 +98,11 @@ func (s *Service) Run(ctx context.Context, req RunRequest) (_ *RunResult, err er
 	if err != nil {
 		return nil, err
 	}
+	// A failure the clusters' records hold and the ledger does not (its run could not write the
+	// ledger) goes into the ledger now, while this run holds the Lease.
+	if err := s.recordClusterFailures(ctx, spec, obs.Ledger); err != nil {
+		return &RunResult{After: obs}, err
+	}
 	// Rendered again from the fleet as it reads now, the same way the plan rendered it: a
 	// cluster that misses a variable now stops the run before anything is written.
 	if err := spec.Render(obs.Discovery.Clusters); err != nil {
@@ -417,4 +422,21 @@ func CanaryGapsDetail(gaps []engine.CanaryGap) string {
 		fmt.Fprintf(&b, "\n  - %s: %s", g.Name, g.Reason)
 	}
 	return b.String()
+}
+
+// recordClusterFailures writes to the ledger the failures only the clusters' own records hold
+// (InvalidRevision.FromClusters), with the clusters and the evidence they recorded.
+func (s *Service) recordClusterFailures(ctx context.Context, spec Spec, ledger []InvalidRevision) error {
+	mstore := s.managementStore(spec.RecordNamespace)
+	for _, l := range ledger {
+		if !l.FromClusters {
+			continue
+		}
+		reason := strings.TrimSuffix(l.Reason, fromClustersNote)
+		if err := mstore.RecordInvalid(ctx, spec.Key, records.InvalidEntry{Revision: l.Revision, Reason: reason, Clusters: l.Clusters,
+			RecordedAt: s.clock.Now()}); err != nil {
+			return fmt.Errorf("write to the ledger the failure of %s that the clusters' records hold: %w", l.Revision, err)
+		}
+	}
+	return nil
 }
