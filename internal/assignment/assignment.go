@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/gradual-dev/terraform-provider-gradual/internal/apply"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/blame"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/delivery"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/engine"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/health"
@@ -79,6 +80,8 @@ type Spec struct {
 	// every module (delivery.Spec).
 	Health       *health.Checker
 	ClusterGates bool
+	// GatePolicy is verify.node_gate (delivery.Spec.GatePolicy).
+	GatePolicy blame.GatePolicy
 	// Preview says which clusters a plan dry-runs the modules on (preview): per module, those
 	// of its canary waves or first wave (canary) or every cluster it changes (all), within one
 	// budget for all modules (CheckManifests, PreviewTargets); apply does not use it.
@@ -105,7 +108,7 @@ func (s Spec) moduleSpec(m Module) delivery.Spec {
 		Key: s.ModuleKey(m.Name), ClusterNamespace: s.ClusterNamespace, RecordNamespace: s.RecordNamespace,
 		Objects: m.Objects, Revision: m.Revision, Policy: policy, Ignore: s.Ignore, Redact: m.Redact,
 		ForceConflicts: s.ForceConflicts, Retry: s.Retry, Values: s.Values, Rendered: m.Rendered,
-		Health: s.Health, ClusterGates: s.ClusterGates, Kustomize: s.kustomize(m), Preview: s.Preview,
+		Health: s.Health, ClusterGates: s.ClusterGates, GatePolicy: s.GatePolicy, Kustomize: s.kustomize(m), Preview: s.Preview,
 	}
 }
 

@@ -257,7 +257,7 @@ func (r *run) deliver(ctx context.Context) {
 				}
 			}
 			r.res.Summaries = append(r.res.Summaries, fmt.Sprintf("module %s: %s", m.Name, out.Summary()))
-			for _, w := range slices.Concat(out.Result.Warnings(), out.Adopted, out.Kept) {
+			for _, w := range slices.Concat(out.Result.Warnings(), out.Adopted, out.Kept, out.Gates) {
 				r.res.Warnings = append(r.res.Warnings, fmt.Sprintf("module %s: %s", m.Name, w))
 			}
 		}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/gradual-dev/terraform-provider-gradual/internal/apply"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/blame"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/engine"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/fleet"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/health"
@@ -35,6 +36,9 @@ type Spec struct {
 	// ClusterGates re-reads each cluster's own health before its wave and when its change is
 	// verified (verify.cluster_gates; gate.go).
 	ClusterGates bool
+	// GatePolicy is which Nodes the gate counts and how many may be unready
+	// (verify.gate_node_selector, verify.gate_max_unready_nodes).
+	GatePolicy blame.GatePolicy
 	// CheckJob, when set, runs in each cluster after the new revision's objects are ready and
 	// its HTTP checks pass (verify.check_job; checkjob.go). Delivering directly only.
 	CheckJob *CheckJob
@@ -108,6 +112,10 @@ type InvalidRevision struct {
 	Reason     string
 	Clusters   []string
 	RecordedAt time.Time
+	// FromClusters says only the clusters' own records hold it: the run that saw the failure
+	// could not write the ledger (the management cluster unreachable, its Lease lost). The next
+	// apply writes it there (Run).
+	FromClusters bool
 }
 
 // Observation is what the clusters and the records say about one rollout.

@@ -2,72 +2,18 @@ package delivery
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"strings"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-
-	"github.com/gradual-dev/terraform-provider-gradual/internal/apply"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/blame"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/engine"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/records"
 )
 
 // The engine acts on an error by its class (engine.ErrRevisionFailed, ErrChangeRefused,
-// ErrTargetGone; anything else is an infrastructure failure). Only delivery can tell them apart,
-// and it errs on the side of the revision's innocence: an error is blamed on the revision only
-// when the cluster answered and said no, because a revision recorded invalid is refused on
-// every cluster from then on.
-
-// revisionClass returns the engine class of err as far as err itself tells (nil: an
-// infrastructure failure, or unknown).
-func revisionClass(err error) error {
-	var (
-		notReady *apply.NotReadyError
-		check    *apply.CheckError
-		conflict *apply.ConflictError
-		http     *httpCheckError
-	)
-	switch {
-	case errors.As(err, &notReady):
-		if notReady.Unreadable() {
-			return nil // no object could be read: the cluster failed, not the objects
-		}
-		return engine.ErrRevisionFailed
-	case errors.As(err, &check):
-		return engine.ErrRevisionFailed // kinds or namespaces the bundle needs are missing
-	case errors.As(err, &conflict):
-		return engine.ErrChangeRefused // fields another manager owns: not the revision's health
-	case errors.As(err, &http):
-		if http.answered {
-			return engine.ErrRevisionFailed
-		}
-		return nil // the runner could not reach the check at all
-	}
-	var status apierrors.APIStatus
-	if !errors.As(err, &status) {
-		return nil
-	}
-	switch {
-	case apierrors.IsInvalid(err), apierrors.IsBadRequest(err), apierrors.IsRequestEntityTooLargeError(err):
-		return engine.ErrRevisionFailed // schema or validation: the objects are wrong
-	case apierrors.IsForbidden(err) && deniedByPolicy(status.Status().Message):
-		return engine.ErrRevisionFailed // an admission webhook or policy refused the objects
-	}
-	return nil // 401, RBAC 403, 404, 409, 429, 5xx, timeouts: the cluster, not the revision
-}
-
-// deniedByPolicy tells an admission denial (the objects broke a rule) from an RBAC refusal (our
-// credentials lack rights), which share the 403 status.
-func deniedByPolicy(message string) bool {
-	for _, s := range []string{"admission webhook", "denied the request", "ValidatingAdmissionPolicy", "denied request"} {
-		if strings.Contains(message, s) {
-			return true
-		}
-	}
-	return false
-}
+// ErrTargetGone; anything else leaves the cluster unsettled). blame.Of decides the class, by the
+// rules in the blame package (and ARCHITECTURE.md, "Blame"); what only delivery can add is
+// whether a cluster that failed has left the fleet.
 
 // goneCheckTimeout bounds the management cluster reads that decide whether a cluster that
 // failed has left the fleet.
@@ -77,11 +23,8 @@ const goneCheckTimeout = 10 * time.Second
 // is not the revision's is checked against the management cluster: a Cluster (or its
 // kubeconfig Secret) deleted mid-rollout makes the target gone.
 func (w *world) classify(ctx context.Context, target string, err error) error {
-	if err == nil || errors.Is(err, engine.ErrTargetGone) || errors.Is(err, engine.ErrRevisionFailed) || errors.Is(err, engine.ErrChangeRefused) {
-		return err
-	}
-	if class := revisionClass(err); class != nil {
-		return engine.Mark(class, err)
+	if err == nil || blame.IsSettled(err) {
+		return blame.Mark(err)
 	}
 	gctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), goneCheckTimeout)
 	defer cancel()
@@ -104,7 +47,7 @@ func (w *world) retry(ctx context.Context, target string, op func(ctx context.Co
 			return err // the Lease is lost: nothing more is written, and waiting will not win it back
 		}
 		err := w.classify(ctx, target, redact(op(ctx), w.spec.Redact))
-		if err == nil || errors.Is(err, engine.ErrTargetGone) || errors.Is(err, engine.ErrRevisionFailed) || errors.Is(err, engine.ErrChangeRefused) {
+		if err == nil || blame.IsSettled(err) {
 			return err
 		}
 		if ctx.Err() != nil {

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
-	"net/url"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -14,7 +12,6 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/gradual-dev/terraform-provider-gradual/internal/apply"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/engine"
@@ -24,56 +21,6 @@ var (
 	deployments = schema.GroupResource{Group: "apps", Resource: "deployments"}
 	webRef      = apply.ObjectRef{Group: "apps", Version: "v1", Kind: "Deployment", Namespace: "demo", Name: "web"}
 )
-
-func TestRevisionClass(t *testing.T) {
-	refused := &net.OpError{Op: "dial", Net: "tcp", Err: errors.New("connect: connection refused")}
-	readable := apply.ObjectStatus{Object: webRef, Status: "InProgress", Message: "Deployment does not have minimum availability"}
-	unreadable := apply.ObjectStatus{Object: webRef, Status: "Unknown", Message: "connection refused", Unreadable: true}
-	tests := []struct {
-		name string
-		err  error
-		want error // nil: infrastructure
-	}{
-		{"400 bad request", apierrors.NewBadRequest("spec.replicas: must be an integer"), engine.ErrRevisionFailed},
-		{"422 invalid", apierrors.NewInvalid(schema.GroupKind{Group: "apps", Kind: "Deployment"}, "web",
-			field.ErrorList{field.Invalid(field.NewPath("spec", "replicas"), -1, "must be greater than or equal to 0")}), engine.ErrRevisionFailed},
-		{"413 too large", apierrors.NewRequestEntityTooLargeError("limit is 3145728"), engine.ErrRevisionFailed},
-		{"403 admission webhook", errAdmission, engine.ErrRevisionFailed},
-		{"403 ValidatingAdmissionPolicy", apierrors.NewForbidden(deployments, "web",
-			errors.New(`ValidatingAdmissionPolicy 'replicas' with binding 'replicas' denied request: too many replicas`)), engine.ErrRevisionFailed},
-		{"403 RBAC", errRBAC, nil},
-		{"401 unauthorized", apierrors.NewUnauthorized("Unauthorized"), nil},
-		{"404 not found", apierrors.NewNotFound(schema.GroupResource{Resource: "namespaces"}, "demo"), nil},
-		{"409 conflict", apierrors.NewConflict(deployments, "web", errors.New("the object has been modified")), nil},
-		{"409 already exists", apierrors.NewAlreadyExists(deployments, "web"), nil},
-		{"429 too many requests", apierrors.NewTooManyRequests("slow down", 1), nil},
-		{"500 internal", apierrors.NewInternalError(errors.New("etcdserver: request timed out")), nil},
-		{"503 unavailable", apierrors.NewServiceUnavailable("the server is currently unable to handle the request"), nil},
-		{"504 timeout", apierrors.NewTimeoutError("request did not complete within 30s", 0), nil},
-		{"net error", refused, nil},
-		{"url error", &url.Error{Op: "Get", URL: "https://10.0.0.1:6443/api", Err: refused}, nil},
-		{"deadline", context.DeadlineExceeded, nil},
-		{"plain error", errors.New("something"), nil},
-		{"not ready, readable", &apply.NotReadyError{Objects: []apply.ObjectStatus{readable}, Timeout: time.Minute}, engine.ErrRevisionFailed},
-		{"not ready, failed early", &apply.NotReadyError{Objects: []apply.ObjectStatus{{Object: webRef, Status: "Failed"}}}, engine.ErrRevisionFailed},
-		{"not ready, some readable", &apply.NotReadyError{Objects: []apply.ObjectStatus{unreadable, readable}}, engine.ErrRevisionFailed},
-		{"not ready, all unreadable", &apply.NotReadyError{Objects: []apply.ObjectStatus{unreadable, unreadable}}, nil},
-		{"check error", &apply.CheckError{MissingKinds: []apply.KindUse{{APIVersion: "example.com/v1", Kind: "Widget"}}}, engine.ErrRevisionFailed},
-		{"field-manager conflict", errConflict, engine.ErrChangeRefused},
-		{"http check answered", &httpCheckError{answered: true, err: errors.New("got status 503, want 200")}, engine.ErrRevisionFailed},
-		{"http check not reached", &httpCheckError{err: errors.New("dial tcp: no such host")}, nil},
-		{"wrapped webhook denial", fmt.Errorf("apply: %w", &apply.ObjectError{Object: webRef, Op: "apply", Err: errAdmission}), engine.ErrRevisionFailed},
-		{"wrapped RBAC", &apply.ObjectError{Object: webRef, Op: "apply", Err: errRBAC}, nil},
-		{"wrapped not ready", fmt.Errorf("verify: %w", &apply.NotReadyError{Objects: []apply.ObjectStatus{readable}}), engine.ErrRevisionFailed},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			if got := revisionClass(tt.err); got != tt.want {
-				t.Errorf("revisionClass(%v) = %v, want %v", tt.err, got, tt.want)
-			}
-		})
-	}
-}
 
 // classifyWorld is a direct world whose management cluster answers goneReason with reason and
 // err.

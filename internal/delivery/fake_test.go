@@ -25,6 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/gradual-dev/terraform-provider-gradual/internal/apply"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/blame"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/fleet"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/manifest"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/records"
@@ -177,6 +178,9 @@ type faults struct {
 	sickAfter bool
 	// gateUnread: its gates cannot be read (Nodes not listable): it is not gated at all.
 	gateUnread bool
+	// churnAfter: its Nodes change while the desired revision runs on it, the way an autoscaler
+	// and spot interruptions change them (joined, lost, deleted): not the revision's failure.
+	churnAfter bool
 }
 
 // counted reports whether the faults make the revision fail in a way that counts against the
@@ -708,23 +712,35 @@ func describeState(st *records.State) string {
 		name(st.Current), name(st.Backup), name(st.Provisioning), inv, sup)
 }
 
-// gate stands for the clusters' gates (Service.gate), as their faults make them.
-func (e *env) gate(_ context.Context, _, name string, _ bool) (string, error) {
+// gate stands for the clusters' gates (Service.gate), as their faults make them: three Nodes,
+// n1 to n3, Ready unless a fault says otherwise.
+func (e *env) gate(_ context.Context, _, name string, _ bool) (blame.GateReading, error) {
 	c := e.clusters[name]
 	if c == nil {
-		return "", fmt.Errorf("no cluster %s", name)
+		return blame.GateReading{}, fmt.Errorf("no cluster %s", name)
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	node := func(name, ready, reason string) blame.NodeState {
+		return blame.NodeState{Name: name, UID: name + "-uid", Ready: ready, Reason: reason}
+	}
+	n1, n2, n3 := node("n1", "True", ""), node("n2", "True", ""), node("n3", "True", "")
+	nodes := func(n ...blame.NodeState) (blame.GateReading, error) {
+		return blame.GateReading{Nodes: n, NodesRead: true}, nil
+	}
 	switch {
 	case c.faults.gateUnread:
-		return "", apierrors.NewForbidden(schema.GroupResource{Resource: "nodes"}, "", errors.New("cannot list resource \"nodes\""))
+		return blame.GateReading{}, apierrors.NewForbidden(schema.GroupResource{Resource: "nodes"}, "", errors.New("cannot list resource \"nodes\""))
 	case c.faults.sickBefore:
-		return "Node n1 Ready is False (KubeletNotReady): container runtime is down", nil
+		return nodes(node("n1", "False", "KubeletNotReady"), n2, n3)
 	case c.faults.sickAfter && c.runsDesired:
-		return "Node n1 Ready is Unknown (NodeStatusUnknown): Kubelet stopped posting node status.", nil
+		return nodes(node("n1", "False", "KubeletNotReady"), n2, n3)
+	case c.faults.churnAfter && c.runsDesired:
+		// An autoscaler's and a spot market's day: n2 lost (its kubelet silent), n3 deleted,
+		// n4 joining and not Ready yet.
+		return nodes(n1, node("n2", "Unknown", "NodeStatusUnknown"), node("n4", "False", "KubeletNotReady"))
 	}
-	return "", nil
+	return nodes(n1, n2, n3)
 }
 
 // dial and goneReason stand for the management cluster's view of the clusters.

@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
 
 	"github.com/gradual-dev/terraform-provider-gradual/internal/engine"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/fleet"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/records"
 )
 
@@ -127,4 +129,96 @@ func TestFencedReadsTheRunsFence(t *testing.T) {
 	if err := w.retry(ctx, "c1", func(context.Context) error { called = true; return nil }); !errors.Is(err, records.ErrLeaseLost) || called {
 		t.Fatalf("retry after the loss: err %v, op called %v", err, called)
 	}
+}
+
+// verdictFenceWorld loses the run's Lease at the moment a cluster's verify reports the
+// revision's failure (the management cluster paused past lease_duration as a Deployment reports
+// ProgressDeadlineExceeded): the run is cancelled and the fence refuses every write after it.
+type verdictFenceWorld struct {
+	engine.World
+	lost   atomic.Bool
+	cancel context.CancelCauseFunc
+}
+
+func (f *verdictFenceWorld) fence() error {
+	if f.lost.Load() {
+		return errTestLeaseLost
+	}
+	return nil
+}
+
+func (f *verdictFenceWorld) Verify(ctx context.Context, target, revision string) error {
+	err := f.World.Verify(ctx, target, revision)
+	if errors.Is(err, engine.ErrRevisionFailed) && !f.lost.Swap(true) {
+		f.cancel(errTestLeaseLost)
+	}
+	return err
+}
+
+// A verdict, once seen, is never lost: the revision's failure seen as the Lease lapses is kept
+// in the failing cluster's own records, though nothing else is written after the loss (no
+// ledger entry, no restore, no progress), and the next plan refuses the revision there, naming
+// the cluster and the evidence.
+func TestLeaseLostAsTheRevisionFailsKeepsTheVerdict(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, testPolicy(t, "1", "0", engine.Rollback), []clusterSpec{{"c1", startOld, faults{neverReady: true}}, {"c2", startOld, faults{}}})
+		ctx := context.Background()
+		var targets []engine.Target
+		for _, name := range e.names {
+			rec, _, err := e.svc.observeCluster(ctx, e.spec.ClusterNamespace, name, e.spec.Key, e.spec.RecordNamespace, false, nil, nil, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			targets = append(targets, engine.Target{Name: name, Record: rec})
+		}
+		plan := engine.PlanRollout(targets, e.spec.Revision, e.spec.Policy)
+		pstore := records.NewManagementStore(e.progressClient, e.spec.RecordNamespace)
+		progress := &progressWriter{store: pstore, key: e.spec.Key, progress: records.Progress{
+			Phase: records.PhaseRunning, Revision: e.spec.Revision, Waves: len(plan.Waves), Clusters: map[string]records.ClusterOutcome{},
+		}}
+		runCtx, cancel := context.WithCancelCause(ctx)
+		defer cancel(nil)
+		fw := &verdictFenceWorld{cancel: cancel}
+		runCtx = records.WithFence(runCtx, fw.fence)
+		fw.World = &world{svc: e.svc, spec: e.spec, progress: progress, logf: e.logf}
+		res := engine.Execute(runCtx, plan, fw, e.svc.clock, e.spec.Policy)
+		progress.finish(runCtx, &res)
+		synctest.Wait()
+		if !fw.lost.Load() {
+			t.Fatal("the revision never failed: the test proves nothing")
+		}
+		if reason, ok := e.load(e.clusters["c1"]).InvalidReason(e.spec.Revision); !ok || reason == "" {
+			t.Fatalf("c1's records: %s; want %s marked invalid with the evidence", e.describeRecords(e.clusters["c1"]), e.spec.Revision)
+		}
+		ledger, err := records.NewManagementStore(e.mgmt, e.spec.RecordNamespace).Ledger(ctx, e.spec.Key)
+		if err != nil || len(ledger) != 0 {
+			t.Fatalf("ledger %+v, %v: want nothing written after the loss", ledger, err)
+		}
+		if o, _ := res.Outcome("c2"); o.Status != engine.StatusNotStarted {
+			t.Errorf("c2: %s, want not started", o.Status)
+		}
+		// The next plan: the cluster's record holds the failure the ledger lacks.
+		var next []engine.Target
+		for _, name := range e.names {
+			rec, _, err := e.svc.observeCluster(ctx, e.spec.ClusterNamespace, name, e.spec.Key, e.spec.RecordNamespace, false, nil, nil, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			next = append(next, engine.Target{Name: name, Record: rec})
+		}
+		refused := withClusterFailures(nil, next)
+		if len(refused) != 1 || refused[0].Revision != e.spec.Revision || len(refused[0].Clusters) != 1 || refused[0].Clusters[0] != "c1" ||
+			!strings.Contains(refused[0].Reason, "verify") {
+			t.Fatalf("the next plan refuses %+v; want %s, on c1, with the evidence", refused, e.spec.Revision)
+		}
+		// The next apply, holding the Lease, writes it to the ledger and refuses the revision.
+		if _, err := e.svc.Run(ctx, RunRequest{Spec: e.spec, Query: fleet.Query{Namespace: "fleet"}}); err == nil {
+			t.Fatal("the next apply took the revision that failed")
+		}
+		ledger, err = records.NewManagementStore(e.mgmt, e.spec.RecordNamespace).Ledger(ctx, e.spec.Key)
+		if err != nil || len(ledger) != 1 || ledger[0].Revision != e.spec.Revision || strings.Join(ledger[0].Clusters, ",") != "c1" ||
+			strings.Contains(ledger[0].Reason, fromClustersNote) {
+			t.Fatalf("ledger after the next apply: %+v, %v; want %s on c1 with the cluster's evidence", ledger, err, e.spec.Revision)
+		}
+	})
 }

@@ -12,7 +12,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
-	"github.com/gradual-dev/terraform-provider-gradual/internal/engine"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/blame"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/fluxdelivery"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/records"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/usererr"
@@ -207,14 +207,8 @@ func (w *world) fluxStatus(ctx context.Context, target string) (fluxdelivery.Sta
 	return st, nil, err
 }
 
-// fluxMark marks a Flux failure with the engine's class: the revision's own, or (unmarked)
-// infrastructure.
-func fluxMark(err error) error {
-	if errors.Is(err, fluxdelivery.ErrRevisionFailed) {
-		return engine.Mark(engine.ErrRevisionFailed, err)
-	}
-	return err
-}
+// fluxMark marks a Flux failure with the engine's class (blame.Mark of Classify's verdict).
+func fluxMark(err error) error { return blame.Mark(err) }
 
 // fluxRestore returns target to revision by pinning it again and waiting for it; "" deletes the
 // Kustomization, and Flux prunes what it applied.

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
+	"github.com/gradual-dev/terraform-provider-gradual/internal/blame"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/engine"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/fleet"
 )
@@ -13,16 +15,15 @@ import (
 // Cluster gates (verify.cluster_gates): the cluster's own health, read before its wave starts
 // (Held) and again each time the change is verified (Verify: after the apply and after the
 // bake). The gate is the CAPI Cluster's Available condition in the management cluster and,
-// delivering directly, the Ready condition of every Node of the workload cluster
-// (fleet.AvailableProblem, fleet.NodesProblem).
+// delivering directly, every Node of the workload cluster (fleet.AvailableProblem, fleet.Nodes).
 //
-// Only a cluster seen healthy before its change can fail its gate after it: that is a failure of
-// the revision, restored and recorded like any other. A cluster unhealthy before its change is
-// held back with the reason (skipped, for a later apply), since whatever broke it was not this
-// revision, and changing a sick cluster would blame the revision for it. A gate that cannot be
-// read before the change (an unreachable API server, credentials that may not list Nodes)
-// holds nothing back and sets no baseline, so that cluster is not gated: its apply meets the
-// same server and fails or goes through as it did without gates.
+// Gates judge change, not state (blame.GateChange): the reading after the change is compared
+// with the one before it, so that Nodes that join, are drained, replaced or lost during the wave
+// (an autoscaler, a node repair, a spot interruption) are named in the run's warnings and not
+// blamed on the revision. A cluster unhealthy before its change is held back with the reason
+// (skipped, for a later apply), since whatever broke it was not this revision. A gate that
+// cannot be read before the change holds nothing back, but is not silent: the run warns that
+// the cluster went ungated, and why.
 
 // gateReadTimeout bounds the read of a cluster's gate before its wave.
 const gateReadTimeout = 10 * time.Second
@@ -31,69 +32,92 @@ const gateReadTimeout = 10 * time.Second
 // reader; never returned out of this file.
 var errGateUnread = errors.New("cluster gates off")
 
-// readGate reads target's gate: "" when healthy, otherwise what is wrong.
-func (w *world) readGate(ctx context.Context, target string) (string, error) {
+// readGate reads target's gate.
+func (w *world) readGate(ctx context.Context, target string) (blame.GateReading, error) {
 	if !w.spec.ClusterGates || w.svc.gate == nil {
-		return "", errGateUnread
+		return blame.GateReading{}, errGateUnread
 	}
 	return w.svc.gate(ctx, w.spec.ClusterNamespace, target, w.flux == nil)
 }
 
 // gateBefore reads target's gate before its wave: a reason to hold it back when it is unhealthy
-// already, "" otherwise; a healthy one is remembered as the baseline that Verify holds it to.
+// already, "" otherwise; a healthy reading is kept as the baseline that Verify compares with.
 func (w *world) gateBefore(target string) string {
 	ctx, cancel := context.WithTimeout(context.Background(), gateReadTimeout)
 	defer cancel()
-	problem, err := w.readGate(ctx, target)
+	reading, err := w.readGate(ctx, target)
 	switch {
-	case err != nil:
-		if !errors.Is(err, errGateUnread) {
-			w.logf(fmt.Sprintf("%s: cluster gate not read before the change, so not checked after it: %v", target, firstLine(err.Error())), map[string]any{"cluster": target})
-		}
+	case errors.Is(err, errGateUnread):
 		return ""
-	case problem != "":
+	case err != nil:
+		w.gateNote(target, fmt.Sprintf("cluster gate not read before the change, so not checked after it: %v", firstLine(err.Error())))
+		return ""
+	}
+	if problem := blame.GateBefore(reading, w.spec.GatePolicy); problem != "" {
 		return "cluster gate: unhealthy before the change (" + problem + "), not blamed on the revision"
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.gated == nil {
-		w.gated = map[string]bool{}
+		w.gated = map[string]blame.GateReading{}
 	}
-	w.gated[target] = true
+	w.gated[target] = reading
 	return ""
 }
 
-// gateAfter reads target's gate again once its change is verified, when it was healthy before:
-// unhealthy now is a failure of the revision.
+// gateAfter reads target's gate again once its change is verified, when it was healthy before,
+// and fails the revision when the difference is the revision's doing.
 func (w *world) gateAfter(ctx context.Context, target string) error {
 	w.mu.Lock()
-	gated := w.gated[target]
+	before, gated := w.gated[target]
 	w.mu.Unlock()
 	if !gated {
 		return nil
 	}
 	return w.retry(ctx, target, func(ctx context.Context) error {
-		problem, err := w.readGate(ctx, target)
+		after, err := w.readGate(ctx, target)
 		if err != nil {
 			return fmt.Errorf("read cluster gate: %w", err)
 		}
-		if problem != "" {
-			return engine.Mark(engine.ErrRevisionFailed, fmt.Errorf("cluster gate: %s (healthy before the change)", problem))
+		verdict, notes := blame.GateChange(before, after, w.spec.GatePolicy)
+		for _, n := range notes {
+			w.gateNote(target, "cluster gate: "+n)
+		}
+		if verdict.Class == blame.Revision {
+			return engine.Mark(engine.ErrRevisionFailed, fmt.Errorf("%s: %s", verdict.Rule, verdict.Evidence))
 		}
 		return nil
 	})
 }
 
+// gateNote keeps what a gate saw but did not judge, for the run's warnings (RunResult.Gates).
+func (w *world) gateNote(target, note string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	line := target + ": " + note
+	if !slices.Contains(w.gateNotes, line) {
+		w.gateNotes = append(w.gateNotes, line)
+	}
+}
+
+// GateNotes lists what the gates saw and did not judge, in the order seen.
+func (w *world) GateNotes() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return slices.Clone(w.gateNotes)
+}
+
 // clusterGate is the Service's gate reader: the Cluster's Available condition, then, when
-// workload (delivering directly), every Node's Ready condition.
-func (s *Service) clusterGate(ctx context.Context, namespace, name string, workload bool) (string, error) {
+// workload (delivering directly), every Node.
+func (s *Service) clusterGate(ctx context.Context, namespace, name string, workload bool) (blame.GateReading, error) {
 	problem, err := s.mgmt.AvailableProblem(ctx, namespace, name)
 	if err != nil || problem != "" || !workload {
-		return problem, err
+		return blame.GateReading{Available: problem}, err
 	}
 	c, err := s.dial(ctx, namespace, name, false)
 	if err != nil {
-		return "", err
+		return blame.GateReading{}, err
 	}
-	return fleet.NodesProblem(ctx, c.client)
+	nodes, err := fleet.Nodes(ctx, c.client)
+	return blame.GateReading{Nodes: nodes, NodesRead: err == nil}, err
 }

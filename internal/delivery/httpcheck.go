@@ -9,10 +9,15 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-retryablehttp"
+
+	"github.com/gradual-dev/terraform-provider-gradual/internal/blame"
 )
 
 // HTTPCheck is an extra health check run after a cluster's objects are ready: GET URL (with
-// `{cluster}` replaced by the cluster name) until it answers ExpectedStatus.
+// `{cluster}` replaced by the cluster name) until it answers ExpectedStatus. A check that ends
+// unanswered, or answered by a gateway (502, 503, 504, 429), is an infrastructure failure
+// (blame.HTTPAnswerError) and Verify tries it again until the verify timeout; any other wrong
+// status is the revision's failure.
 type HTTPCheck struct {
 	URL            string
 	ExpectedStatus int
@@ -45,14 +50,14 @@ func runHTTPCheck(ctx context.Context, cluster string, check HTTPCheck, logger r
 	client.Logger = logger
 	want := check.ExpectedStatus
 	last := "no answer" // the last attempt's outcome, for the error when time runs out
-	answered := false   // whether any attempt got an answer (a wrong status is the revision's failure)
+	status := 0         // the last status answered (blame.HTTPAnswerError: a gateway's is not the app's)
 	client.CheckRetry = func(ctx context.Context, resp *http.Response, err error) (bool, error) {
 		switch {
 		case err != nil:
 			last = err.Error()
 		case resp.StatusCode != want:
 			last = fmt.Sprintf("got status %d, want %d", resp.StatusCode, want)
-			answered = true
+			status = resp.StatusCode
 		}
 		if ctx.Err() != nil {
 			return false, ctx.Err()
@@ -74,25 +79,15 @@ func runHTTPCheck(ctx context.Context, cluster string, check HTTPCheck, logger r
 	}
 	resp, err := client.Do(req)
 	if err != nil {
-		return &httpCheckError{answered: answered, err: fmt.Errorf("http check %s: %s: %w", url, last, err)}
+		return &blame.HTTPAnswerError{Status: status, Want: want, Err: fmt.Errorf("http check %s: %s: %w", url, last, err)}
 	}
 	defer resp.Body.Close()
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 	if resp.StatusCode != want {
-		return &httpCheckError{answered: true, err: fmt.Errorf("http check %s: got status %d, want %d", url, resp.StatusCode, want)}
+		return &blame.HTTPAnswerError{Status: resp.StatusCode, Want: want, Err: fmt.Errorf("http check %s: got status %d, want %d", url, resp.StatusCode, want)}
 	}
 	return nil
 }
-
-// httpCheckError is a failed HTTP check. answered tells a check that got a wrong answer (the
-// revision's failure) from one the runner never reached (which says nothing of the revision).
-type httpCheckError struct {
-	answered bool
-	err      error
-}
-
-func (e *httpCheckError) Error() string { return e.err.Error() }
-func (e *httpCheckError) Unwrap() error { return e.err }
 
 // checkLogger forwards go-retryablehttp's messages to the run's log (tflog in the provider), so
 // retries of a check show in TF_LOG_PROVIDER output.

@@ -59,22 +59,7 @@ func (s *Service) observe(ctx context.Context, q fleet.Query, key records.Key, r
 	obs.Interrupted = interruption(progress)
 	if progress != nil {
 		obs.Managed = progress.Managed
-		// The gate holds when the run lost contact and stopped before clusters it had planned
-		// (not started): the next run would take the revision past the clusters it lost. Within
-		// max_unsettled the run went on past them already, and the next one just settles them.
-		halted := slices.ContainsFunc(slices.Collect(maps.Values(progress.Clusters)), func(o records.ClusterOutcome) bool {
-			return o.State == string(engine.StatusNotStarted)
-		})
-		if progress.Phase != records.PhaseRunning && halted {
-			for name, o := range progress.Clusters {
-				if o.State == string(engine.StatusLostContact) {
-					if obs.LostContact == nil {
-						obs.LostContact, obs.LostContactRevision = map[string]string{}, progress.Revision
-					}
-					obs.LostContact[name] = o.Reason
-				}
-			}
-		}
+		obs.LostContact, obs.LostContactRevision = lostContactGate(progress), progress.Revision
 	}
 	for _, entry := range ledger {
 		obs.Ledger = append(obs.Ledger, InvalidRevision{Revision: entry.Revision, Reason: entry.Reason, Clusters: entry.Clusters, RecordedAt: entry.RecordedAt})
@@ -314,6 +299,9 @@ func targetRecord(state *records.State) engine.TargetRecord {
 	return rec
 }
 
+// fromClustersNote ends the reason of a failure only the clusters' records hold.
+const fromClustersNote = " (from the cluster's records: the ledger entry was not written)"
+
 // withClusterFailures adds to ledger the revisions the clusters' own records hold invalid and the
 // ledger does not: a failure whose ledger entry could not be written (the management cluster
 // was unreachable when the revision failed) is still refused by the next plan, naming where and
@@ -327,8 +315,8 @@ func withClusterFailures(ledger []InvalidRevision, targets []engine.Target) []In
 				continue
 			}
 			if added[rev] == 0 {
-				ledger = append(ledger, InvalidRevision{Revision: rev,
-					Reason: t.Record.Invalid[rev] + " (from the cluster's records: the ledger entry was not written)"})
+				ledger = append(ledger, InvalidRevision{Revision: rev, FromClusters: true,
+					Reason: t.Record.Invalid[rev] + fromClustersNote})
 				added[rev] = len(ledger)
 			}
 			l := &ledger[added[rev]-1]
@@ -362,6 +350,38 @@ func interruption(p *records.Progress) *Interruption {
 		}
 	}
 	return in
+}
+
+// lostContactGate is the gate the last run left (nil: none): the clusters it lost contact with
+// after their change began, when it did not take the revision past them. It holds when the
+// run stopped before clusters it had planned (halted, not started), and when it never finished
+// (killed or cancelled before its last wave). Within max_unsettled a finished run went on past
+// them already, and the next one just settles them.
+func lostContactGate(p *records.Progress) map[string]string {
+	lost := maps.Clone(p.LostContact)
+	for name := range lost {
+		if p.Clusters[name].State == string(engine.StatusGone) {
+			delete(lost, name) // it left the fleet since: nothing to stop on
+		}
+	}
+	for name, o := range p.Clusters {
+		if o.State == string(engine.StatusLostContact) {
+			if lost == nil {
+				lost = map[string]string{}
+			}
+			if _, ok := lost[name]; !ok || o.Reason != "" {
+				lost[name] = o.Reason
+			}
+		}
+	}
+	halted := slices.ContainsFunc(slices.Collect(maps.Values(p.Clusters)), func(o records.ClusterOutcome) bool {
+		return o.State == string(engine.StatusNotStarted)
+	})
+	unfinished := (p.Phase == records.PhaseRunning || p.Phase == records.PhaseInterrupted) && p.Wave < p.Waves
+	if len(lost) == 0 || !(halted && p.Phase != records.PhaseRunning) && !unfinished {
+		return nil
+	}
+	return lost
 }
 
 // MarkDrifted returns targets with the drifted ones marked, so that the engine applies their

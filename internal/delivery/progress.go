@@ -85,7 +85,18 @@ func (p *progressWriter) observe(ctx context.Context, ev engine.Event) {
 			o.FinishedAt = ev.At
 		}
 		p.progress.Clusters[ev.Target] = o
-		w = p.saveSoonLocked(ctx)
+		if ev.Kind == engine.EventUnsettled {
+			// Lost contact after the change began: the gate that stops the next run of this
+			// revision. Written now, not with the next debounced write, so that it is in the
+			// record before the cluster's restore and before the next wave.
+			if p.progress.LostContact == nil {
+				p.progress.LostContact = map[string]string{}
+			}
+			p.progress.LostContact[ev.Target] = ev.Reason
+			w = p.copyLocked()
+		} else {
+			w = p.saveSoonLocked(ctx)
+		}
 	}
 	p.mu.Unlock()
 	p.write(ctx, w)
@@ -102,6 +113,7 @@ func (p *progressWriter) copyLocked() *progressCopy {
 	p.seq++
 	c := &progressCopy{progress: p.progress, seq: p.seq}
 	c.progress.Clusters = maps.Clone(p.progress.Clusters)
+	c.progress.LostContact = maps.Clone(p.progress.LostContact)
 	c.progress.UpdatedAt = time.Time{}
 	p.written, p.dirty = p.now(), false
 	return c

@@ -191,3 +191,68 @@ func testProgressWritesDebounced(t *testing.T) {
 		t.Fatalf("final record %+v, %v", p, err)
 	}
 }
+
+// TestLostContactWrittenBeforeAnythingElse: the moment a run loses contact with a cluster after
+// its change began, the progress record says so, without waiting for the debounced write: a
+// process killed (kill -9) right then, before the cluster's restore and before the next wave,
+// leaves a record whose gate stops the next run of the revision.
+func TestLostContactWrittenBeforeAnythingElse(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newProgressFixture(t)
+		f.p.save(t.Context())
+		f.batch(engine.EventBatchStarted, 1, "c1")
+		f.target(engine.EventProvisioning, "c1") // written with the next debounced write, or never
+		f.p.observe(t.Context(), engine.Event{Kind: engine.EventUnsettled, Target: "c1", Revision: "aaa", At: time.Now(),
+			Reason: "verify: the cluster did not answer"})
+		// Killed here: no finish, no background write let run.
+		p, err := f.store.LoadProgress(t.Context(), f.p.key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.LostContact["c1"] != "verify: the cluster did not answer" {
+			t.Fatalf("progress record's lost contact = %v, want c1 with its reason, written at once", p.LostContact)
+		}
+		gate := lostContactGate(p)
+		if gate["c1"] == "" {
+			t.Fatalf("gate = %v, want it to hold on c1 (the run stopped at wave %d of %d)", gate, p.Wave, p.Waves)
+		}
+		obs := &Observation{LostContact: gate, LostContactRevision: p.Revision}
+		if err := obs.LostContactRefusal("aaa", "rollout fleet/ingress", false); err == nil {
+			t.Fatal("the next run of the revision is not refused")
+		}
+		// A restore that follows does not erase it.
+		f.p.observe(t.Context(), engine.Event{Kind: engine.EventRestored, Target: "c1", Revision: "zzz", At: time.Now()})
+		f.settle()
+		f.advance(2 * time.Second)
+		if p, _ := f.store.LoadProgress(t.Context(), f.p.key); p.LostContact["c1"] == "" {
+			t.Fatalf("the restore erased the lost contact: %v", p.LostContact)
+		}
+	})
+}
+
+func TestLostContactGate(t *testing.T) {
+	lost := map[string]string{"c1": "verify: no answer"}
+	tests := []struct {
+		name string
+		p    records.Progress
+		want bool
+	}{
+		{"killed mid-run before its last wave", records.Progress{Phase: records.PhaseRunning, Wave: 1, Waves: 3, LostContact: lost}, true},
+		{"cancelled before its last wave", records.Progress{Phase: records.PhaseInterrupted, Wave: 2, Waves: 3, LostContact: lost}, true},
+		{"killed in its last wave: nothing further to take", records.Progress{Phase: records.PhaseRunning, Wave: 3, Waves: 3, LostContact: lost}, false},
+		{"halted on it", records.Progress{Phase: records.PhaseFailed, Wave: 1, Waves: 2, Clusters: map[string]records.ClusterOutcome{
+			"c1": {State: string(engine.StatusLostContact), Reason: "verify: no answer"}, "c2": {State: string(engine.StatusNotStarted)}}}, true},
+		{"went on past it within max_unsettled", records.Progress{Phase: records.PhaseFailed, Wave: 2, Waves: 2, LostContact: lost, Clusters: map[string]records.ClusterOutcome{
+			"c1": {State: string(engine.StatusLostContact)}, "c2": {State: string(engine.StatusSucceeded)}}}, false},
+		{"the cluster left since", records.Progress{Phase: records.PhaseRunning, Wave: 1, Waves: 3, LostContact: lost, Clusters: map[string]records.ClusterOutcome{
+			"c1": {State: string(engine.StatusGone)}}}, false},
+		{"no contact lost", records.Progress{Phase: records.PhaseRunning, Wave: 1, Waves: 3}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := lostContactGate(&tt.p); (got["c1"] != "") != tt.want {
+				t.Errorf("lostContactGate = %v, want holding on c1: %v", got, tt.want)
+			}
+		})
+	}
+}

@@ -20,7 +20,7 @@ const minRedactLength = 4
 // may echo an object it refused ("Invalid value: ..."), an admission policy may quote a Secret
 // in its denial, and error messages reach diagnostics, the ledger (and so the state's
 // invalid_revisions), the progress record and logs. It unwraps to the original, so that its
-// class (revisionClass) is still found.
+// class (blame.Of) is still found.
 type redacted struct {
 	err error
 	msg string

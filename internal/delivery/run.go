@@ -64,6 +64,9 @@ type RunResult struct {
 	// Kept says, per cluster, which objects prune left in place although the revision dropped
 	// them, and why ("cluster: Kind ns/name: kept: reason").
 	Kept []string
+	// Gates says what the cluster gates saw change and did not blame on the revision (Nodes that
+	// joined, were drained, deleted or lost during the wave), or that they could not read.
+	Gates []string
 	// Left lists the clusters the rollout was removed from (RunRequest.Leave); LeaveFailures
 	// says where that did not complete (they stay leaving, for the next apply).
 	Left, LeaveFailures []string
@@ -94,6 +97,11 @@ func (s *Service) Run(ctx context.Context, req RunRequest) (_ *RunResult, err er
 	obs, err := s.Observe(ctx, req.Query, spec.Key, spec.RecordNamespace, false, spec.Ignore...)
 	if err != nil {
 		return nil, err
+	}
+	// A failure the clusters' records hold and the ledger does not (its run could not write the
+	// ledger) goes into the ledger now, while this run holds the Lease.
+	if err := s.recordClusterFailures(ctx, spec, obs.Ledger); err != nil {
+		return &RunResult{After: obs}, err
 	}
 	// Rendered again from the fleet as it reads now, the same way the plan rendered it: a
 	// cluster that misses a variable now stops the run before anything is written.
@@ -206,7 +214,7 @@ func (s *Service) Run(ctx context.Context, req RunRequest) (_ *RunResult, err er
 	if oerr != nil {
 		after = obs
 	}
-	run := &RunResult{Plan: plan, Result: result, After: after, Adopted: append(w.Notes(), leftNotes...), Kept: w.Kept(), Left: left, LeaveFailures: leaveFailures}
+	run := &RunResult{Plan: plan, Result: result, After: after, Adopted: append(w.Notes(), leftNotes...), Kept: w.Kept(), Gates: w.GateNotes(), Left: left, LeaveFailures: leaveFailures}
 	if len(plan.Waves) > 0 || len(plan.Resume) > 0 || len(left) > 0 {
 		reason, warning := records.EventReasonSucceeded, false
 		switch {
@@ -414,4 +422,21 @@ func CanaryGapsDetail(gaps []engine.CanaryGap) string {
 		fmt.Fprintf(&b, "\n  - %s: %s", g.Name, g.Reason)
 	}
 	return b.String()
+}
+
+// recordClusterFailures writes to the ledger the failures only the clusters' own records hold
+// (InvalidRevision.FromClusters), with the clusters and the evidence they recorded.
+func (s *Service) recordClusterFailures(ctx context.Context, spec Spec, ledger []InvalidRevision) error {
+	mstore := s.managementStore(spec.RecordNamespace)
+	for _, l := range ledger {
+		if !l.FromClusters {
+			continue
+		}
+		reason := strings.TrimSuffix(l.Reason, fromClustersNote)
+		if err := mstore.RecordInvalid(ctx, spec.Key, records.InvalidEntry{Revision: l.Revision, Reason: reason, Clusters: l.Clusters,
+			RecordedAt: s.clock.Now()}); err != nil {
+			return fmt.Errorf("write to the ledger the failure of %s that the clusters' records hold: %w", l.Revision, err)
+		}
+	}
+	return nil
 }

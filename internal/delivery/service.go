@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/gradual-dev/terraform-provider-gradual/internal/apply"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/blame"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/engine"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/fleet"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/fluxdelivery"
@@ -45,7 +46,7 @@ type Service struct {
 	goneReason func(ctx context.Context, namespace, name string, withoutSecrets bool) (string, error)
 	retryWait  time.Duration
 	// gate reads a cluster's gates (gate.go): "" when healthy; nil reads none.
-	gate func(ctx context.Context, namespace, name string, workload bool) (string, error)
+	gate func(ctx context.Context, namespace, name string, workload bool) (blame.GateReading, error)
 
 	// flux, when set, delivers through Flux (WithFlux, flux.go): nothing connects to a workload
 	// cluster, and the per-cluster records live in the management cluster.

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/gradual-dev/terraform-provider-gradual/internal/apply"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/blame"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/engine"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/fleet"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/manifest"
@@ -30,10 +31,11 @@ type world struct {
 	// flux is set when the service delivers through Flux (flux.go).
 	flux *fluxWorld
 
-	mu    sync.Mutex
-	notes map[string]string          // per cluster: adopted objects given back (see giveBack)
-	kept  map[string]map[string]bool // per cluster: objects prune left in place, and why
-	gated map[string]bool            // clusters healthy by their gates before the change (gate.go)
+	mu        sync.Mutex
+	notes     map[string]string            // per cluster: adopted objects given back (see giveBack)
+	kept      map[string]map[string]bool   // per cluster: objects prune left in place, and why
+	gated     map[string]blame.GateReading // clusters healthy by their gates before the change, as read then (gate.go)
+	gateNotes []string                     // what the gates saw and did not judge (gate.go)
 }
 
 // pruned keeps what a prune on target left in place (apply.Kept: objects marked
@@ -357,9 +359,44 @@ func (w *world) Record(ctx context.Context, ev engine.Event) error {
 			w.svc.recheck(w.spec.ClusterNamespace, ev.Target)
 		}
 	}
+	if ev.Kind == engine.EventInvalid && w.flux == nil {
+		return w.recordVerdict(ctx, ev)
+	}
 	rctx, cancel := w.svc.clock.WithTimeout(ctx, recordRetryWindow)
 	defer cancel()
 	return w.retry(rctx, ev.Target, func(ctx context.Context) error { return w.record(ctx, ev) })
+}
+
+// recordVerdict records a revision's failure on a cluster (delivering directly): first in the
+// cluster's own records, which answered a moment ago (they are what the next plan reads the
+// verdict from when the ledger lacks it: withClusterFailures), on a context of its own that
+// neither a cancelled run nor a lost Lease cuts short (records.Unfenced); then in the
+// management cluster's ledger, fenced like every other write. The error says what was not
+// written: the engine halts rather than take a revision further that the ledger does not hold.
+func (w *world) recordVerdict(ctx context.Context, ev engine.Event) error {
+	vctx, cancel := w.svc.clock.WithTimeout(records.Unfenced(context.WithoutCancel(ctx)), recordRetryWindow)
+	defer cancel()
+	werr := w.retry(vctx, ev.Target, func(ctx context.Context) error {
+		_, store, err := w.conn(ctx, ev.Target)
+		if err != nil {
+			return err
+		}
+		return store.MarkInvalid(ctx, w.spec.Key, ev.Revision, ev.Reason)
+	})
+	rctx, cancel2 := w.svc.clock.WithTimeout(ctx, recordRetryWindow)
+	defer cancel2()
+	lerr := w.retry(rctx, ev.Target, func(ctx context.Context) error {
+		return w.svc.managementStore(w.spec.RecordNamespace).RecordInvalid(ctx, w.spec.Key, records.InvalidEntry{
+			Revision: ev.Revision, Reason: ev.Reason, Clusters: []string{ev.Target}, RecordedAt: ev.At,
+		})
+	})
+	switch {
+	case lerr != nil && werr != nil:
+		return fmt.Errorf("record the ledger entry: %w; and the cluster's own records: %v", lerr, werr)
+	case lerr != nil:
+		return fmt.Errorf("record the ledger entry (the cluster's own records hold the failure, and the next plan refuses it): %w", lerr)
+	}
+	return werr
 }
 
 // record is one attempt of Record for a target event. Each store transition is idempotent.
@@ -414,10 +451,8 @@ func (w *world) record(ctx context.Context, ev engine.Event) error {
 	case engine.EventSucceeded:
 		return store.MarkCurrent(ctx, key, ev.Revision)
 	case engine.EventInvalid:
-		// The management cluster's ledger first: it is what the next plan refuses by, and the
-		// workload cluster that just failed is the less likely of the two to take a write.
-		// The cluster's own record is written even when the ledger cannot be: the next refresh
-		// finds the failure there (Observe), so it is never forgotten; the run still stops.
+		// Through Flux the cluster's records are in the management cluster, beside the ledger
+		// (delivering directly: recordVerdict).
 		lerr := w.svc.managementStore(w.spec.RecordNamespace).RecordInvalid(ctx, w.spec.Key, records.InvalidEntry{
 			Revision: ev.Revision, Reason: ev.Reason, Clusters: []string{ev.Target}, RecordedAt: ev.At,
 		})

@@ -239,6 +239,7 @@ type runResult struct {
 	progress *records.Progress
 	ledger   []records.InvalidEntry
 	notes    []string // what the World said about adopted objects
+	gates    []string // what the gates saw and did not judge
 	kept     []string // what prune left in place, and why
 }
 
@@ -273,7 +274,7 @@ func (e *env) run() runResult {
 	res := engine.Execute(ctx, plan, watch, e.svc.clock, e.spec.Policy)
 	progress.finish(ctx, &res)
 
-	r := runResult{plan: plan, res: res, watch: watch, notes: w.Notes(), kept: w.Kept()}
+	r := runResult{plan: plan, res: res, watch: watch, notes: w.Notes(), kept: w.Kept(), gates: w.GateNotes()}
 	var err error
 	if r.progress, err = pstore.LoadProgress(ctx, e.spec.Key); err != nil || r.progress == nil {
 		e.t.Fatalf("progress record: %v, %v", r.progress, err)
@@ -607,6 +608,15 @@ func TestWorldScenarios(t *testing.T) {
 		lostContact = engine.StatusLostContact
 		gone        = engine.StatusGone
 	)
+	gatesSay := func(notes ...string) func(*testing.T, *env, runResult) {
+		return func(t *testing.T, _ *env, r runResult) {
+			for _, n := range notes {
+				if !slices.Contains(r.gates, n) {
+					t.Errorf("gate notes %q, want %q among them", r.gates, n)
+				}
+			}
+		}
+	}
 	errorHas := func(target string, parts ...string) func(*testing.T, *env, runResult) {
 		return func(t *testing.T, e *env, r runResult) {
 			o, _ := r.res.Outcome(target)
@@ -756,16 +766,24 @@ func TestWorldScenarios(t *testing.T) {
 		clusters:    three(faults{sickAfter: true}),
 		maxFailures: "1",
 		want: want{status: st(ok, failed, ok), failures: 1,
-			extra: errorHas("c2", "cluster gate: Node n1 Ready is Unknown (NodeStatusUnknown)", "healthy before the change")},
+			extra: errorHas("c2", "cluster gate: Node became NotReady: Node n1 Ready is False (KubeletNotReady)", "Ready before the change")},
+	}, {
+		name:     "Nodes joining, lost and deleted during the wave: named, never blamed on the revision",
+		clusters: three(faults{churnAfter: true}),
+		want: want{status: st(ok, ok, ok), extra: gatesSay(
+			"c2: cluster gate: Node n4 joined during the wave, not judged",
+			"c2: cluster gate: Node n3 was deleted during the wave, not judged",
+			"c2: cluster gate: Node n2 Ready is Unknown (NodeStatusUnknown): kubelet stopped posting (a lost node), not judged")},
 	}, {
 		name:     "a Node NotReady before the change: skipped with the reason, never blamed on the revision",
 		clusters: three(faults{sickBefore: true}),
 		want: want{status: st(ok, engine.StatusSkipped, ok),
 			extra: errorHas("c2", "held back when its wave started: cluster gate: unhealthy before the change", "Node n1 Ready is False")},
 	}, {
-		name:     "gates that cannot be read before the change are not checked after it",
+		name:     "gates that cannot be read before the change are not checked after it, and the run says so",
 		clusters: three(faults{sickAfter: true, gateUnread: true}),
-		want:     want{status: st(ok, ok, ok)},
+		want: want{status: st(ok, ok, ok), extra: gatesSay(
+			`c2: cluster gate not read before the change, so not checked after it: nodes is forbidden: cannot list resource "nodes"`)},
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -840,7 +858,7 @@ func TestWorldRandomFaults(t *testing.T) {
 
 func randomFaults(rng *rand.Rand) faults {
 	var f faults
-	switch rng.IntN(12) {
+	switch rng.IntN(13) {
 	case 0:
 		f.neverReady = true
 	case 1:
@@ -861,6 +879,8 @@ func randomFaults(rng *rand.Rand) faults {
 		f.sickBefore = true
 	case 9:
 		f.sickAfter, f.gateUnread = true, rng.IntN(3) == 0
+	case 10:
+		f.churnAfter = true
 	}
 	if f.counted() && rng.IntN(3) == 0 {
 		f.restoreBroken = true

@@ -114,11 +114,16 @@ func (r *run) fail(ctx context.Context, o *Outcome, step string, err error, sett
 		return
 	}
 	if ctx.Err() != nil {
-		// Cancelled, not failed: the revision is not at fault, so nothing
-		// is counted or recorded invalid. A target recorded on the
-		// revision stays; one in flight goes back to its backup.
+		// Cancelled, not failed: nothing is counted. A target recorded on the
+		// revision stays; one in flight goes back to its backup. But a failure
+		// the revision's own objects reported before the cancellation (a Lease
+		// lost while the management cluster was paused, say) is a verdict seen:
+		// it is recorded invalid where the World still can, never dropped.
 		r.cancelled.Store(true)
 		o.Error = reason
+		if class == classRevision && !r.policy.Irreversible {
+			o.Invalid = r.note(ctx, o, r.event(EventInvalid, o.Target, r.plan.Desired, o.Backup, reason))
+		}
 		if r.policy.Irreversible && !settled {
 			// Left in flight, recorded so: the next run applies the revision again.
 			o.Status = StatusUnsettled

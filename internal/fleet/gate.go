@@ -2,8 +2,6 @@ package fleet
 
 import (
 	"context"
-	"fmt"
-	"sort"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -11,11 +9,14 @@ import (
 	clusterv1beta1 "sigs.k8s.io/cluster-api/api/core/v1beta1"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/gradual-dev/terraform-provider-gradual/internal/blame"
 )
 
 // Cluster gates: signals of a cluster's own health, beyond the objects a rollout applies, that
 // delivery reads before a cluster's wave and again when it verifies the change: the CAPI
-// Cluster's Available condition and the Ready condition of every Node of the workload cluster.
+// Cluster's Available condition and every Node of the workload cluster. Reading is here; judging
+// a change between two reads is blame's (blame.GateChange).
 
 // AvailableProblem reads the Cluster's Available condition in the management cluster: "" when it
 // is True or when the Cluster has none (a CAPI contract before v1beta2 conditions, or a provider
@@ -55,42 +56,25 @@ func availableProblem(conds []metav1.Condition) string {
 	return ""
 }
 
-// NodesProblem lists the Nodes of a workload cluster (c) whose Ready condition is not True,
-// with what it says; "" when every Node is Ready (or there is none).
-func NodesProblem(ctx context.Context, c client.Client) (string, error) {
+// Nodes reads every Node of a workload cluster (c) as a cluster gate judges it
+// (blame.GateBefore, blame.GateChange).
+func Nodes(ctx context.Context, c client.Client) ([]blame.NodeState, error) {
 	var nodes corev1.NodeList
 	if err := c.List(ctx, &nodes); err != nil {
-		return "", err
+		return nil, err
 	}
-	var bad []string
+	out := make([]blame.NodeState, 0, len(nodes.Items))
 	for _, n := range nodes.Items {
-		if p := nodeProblem(n); p != "" {
-			bad = append(bad, p)
-		}
-	}
-	if len(bad) == 0 {
-		return "", nil
-	}
-	sort.Strings(bad)
-	const shown = 3
-	more := ""
-	if len(bad) > shown {
-		more = fmt.Sprintf(" (and %d more)", len(bad)-shown)
-		bad = bad[:shown]
-	}
-	return "Node " + strings.Join(bad, "; Node ") + more, nil
-}
-
-func nodeProblem(n corev1.Node) string {
-	for _, c := range n.Status.Conditions {
-		if c.Type == corev1.NodeReady {
-			if c.Status == corev1.ConditionTrue {
-				return ""
+		s := blame.NodeState{Name: n.Name, UID: string(n.UID), Labels: n.Labels,
+			Cordoned: n.Spec.Unschedulable, Deleting: n.DeletionTimestamp != nil}
+		for _, c := range n.Status.Conditions {
+			if c.Type == corev1.NodeReady {
+				s.Ready, s.Reason, s.Message = string(c.Status), c.Reason, c.Message
 			}
-			return n.Name + " Ready is " + describe(string(c.Status), c.Reason, c.Message)
 		}
+		out = append(out, s)
 	}
-	return n.Name + " has no Ready condition"
+	return out, nil
 }
 
 func describe(status, reason, message string) string {

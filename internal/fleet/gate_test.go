@@ -9,6 +9,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	"github.com/gradual-dev/terraform-provider-gradual/internal/blame"
 )
 
 func node(name string, ready corev1.ConditionStatus, reason string) *corev1.Node {
@@ -19,39 +21,30 @@ func node(name string, ready corev1.ConditionStatus, reason string) *corev1.Node
 	return n
 }
 
-func TestNodesProblem(t *testing.T) {
-	for _, tc := range []struct {
-		name  string
-		nodes []*corev1.Node
-		want  []string
-	}{
-		{"all ready", []*corev1.Node{node("n1", corev1.ConditionTrue, ""), node("n2", corev1.ConditionTrue, "")}, nil},
-		{"none", nil, nil},
-		{"one not ready", []*corev1.Node{node("n1", corev1.ConditionTrue, ""), node("n2", corev1.ConditionFalse, "KubeletNotReady")},
-			[]string{"Node n2 Ready is False (KubeletNotReady): first line"}},
-		{"unknown and no condition", []*corev1.Node{node("n1", corev1.ConditionUnknown, "NodeStatusUnknown"), node("n2", "", "")},
-			[]string{"n1 Ready is Unknown (NodeStatusUnknown)", "n2 has no Ready condition"}},
-		{"many", []*corev1.Node{node("a", "", ""), node("b", "", ""), node("c", "", ""), node("d", "", ""), node("e", "", "")},
-			[]string{"(and 2 more)"}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			b := fake.NewClientBuilder()
-			for _, n := range tc.nodes {
-				b = b.WithObjects(n)
-			}
-			got, err := NodesProblem(context.Background(), b.Build())
-			if err != nil {
-				t.Fatal(err)
-			}
-			if tc.want == nil && got != "" {
-				t.Errorf("NodesProblem = %q, want healthy", got)
-			}
-			for _, w := range tc.want {
-				if !strings.Contains(got, w) {
-					t.Errorf("NodesProblem = %q, want %q in it", got, w)
-				}
-			}
-		})
+func TestNodes(t *testing.T) {
+	cordoned := node("n3", corev1.ConditionTrue, "")
+	cordoned.Spec.Unschedulable = true
+	cordoned.Labels = map[string]string{"pool": "spot"}
+	b := fake.NewClientBuilder().WithObjects(node("n1", corev1.ConditionTrue, ""), node("n2", corev1.ConditionFalse, "KubeletNotReady"), cordoned, node("n4", "", ""))
+	got, err := Nodes(context.Background(), b.Build())
+	if err != nil {
+		t.Fatal(err)
+	}
+	byName := map[string]blame.NodeState{}
+	for _, n := range got {
+		byName[n.Name] = n
+	}
+	if len(got) != 4 {
+		t.Fatalf("Nodes read %d, want 4: %+v", len(got), got)
+	}
+	if n := byName["n2"]; n.Ready != "False" || n.Reason != "KubeletNotReady" || !strings.HasPrefix(n.Message, "first line") {
+		t.Errorf("n2 = %+v, want Ready False (KubeletNotReady)", n)
+	}
+	if n := byName["n3"]; !n.Cordoned || n.Ready != "True" || n.Labels["pool"] != "spot" {
+		t.Errorf("n3 = %+v, want cordoned, Ready, labelled", n)
+	}
+	if n := byName["n4"]; n.Ready != "" {
+		t.Errorf("n4 = %+v, want no Ready condition", n)
 	}
 }
 

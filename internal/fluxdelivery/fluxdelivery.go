@@ -38,6 +38,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
+	"github.com/gradual-dev/terraform-provider-gradual/internal/blame"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/records"
 )
 
@@ -636,10 +637,12 @@ var (
 	ErrInfrastructure = errors.New("flux could not deliver the revision")
 )
 
-// Classify says why st is not digest applied and ready, wrapping ErrRevisionFailed or
-// ErrInfrastructure; nil while Flux is still working on it (Ready Unknown, or a failure of an
-// earlier revision). final says the wait is over: a revision Flux attempted and did not get
-// ready is then the revision's failure, one it never attempted an infrastructure failure.
+// Classify says why st is not digest applied and ready: nil while Flux is still working on it
+// (Ready Unknown, a failure that Flux retries and may get past, or a failure of an earlier
+// revision), otherwise a *blame.FluxError that wraps ErrRevisionFailed or ErrInfrastructure.
+// final says the wait is over. The verdict is blame.FluxConditionVerdict's, from
+// kustomize-controller's reasons and the API server's status reason it quotes, never from the
+// wording of a message.
 func Classify(st Status, digest string, final bool) error {
 	if st.On(digest) {
 		return nil
@@ -650,52 +653,34 @@ func Classify(st Status, digest string, final bool) error {
 	}
 	switch {
 	case !st.Exists:
-		return fmt.Errorf("%w: the Kustomization is gone", ErrInfrastructure)
+		return fluxError(blame.Verdict{Class: blame.Infrastructure, Rule: "Kustomization gone"}, "the Kustomization is gone")
 	case st.Suspended:
-		return fmt.Errorf("%w: the Kustomization is suspended", ErrInfrastructure)
+		return fluxError(blame.Verdict{Class: blame.Infrastructure, Rule: "Kustomization suspended"}, "the Kustomization is suspended")
 	}
 	attempted := revisionIs(st.Attempted, digest)
-	if attempted && st.Ready == "False" {
-		switch st.Reason {
-		case "HealthCheckFailed", "BuildFailed":
-			return fmt.Errorf("%w: %s: %s", ErrRevisionFailed, st.Reason, msg)
-		case "ReconciliationFailed":
-			if refusedByServer(msg) {
-				return fmt.Errorf("%w: %s: %s", ErrRevisionFailed, st.Reason, msg)
-			}
-			if final {
-				return fmt.Errorf("%w: %s: %s", ErrInfrastructure, st.Reason, msg)
-			}
-			return nil // retried by Flux every retryInterval: it may be a passing fault
-		}
-	}
-	if !final {
+	v := blame.FluxConditionVerdict(blame.FluxCondition{Attempted: attempted, Ready: st.Ready, Reason: st.Reason, Message: msg}, final)
+	switch v.Rule {
+	case "still at work":
 		return nil
+	case "not ready in time":
+		return fluxError(v, fmt.Sprintf("not ready within the verify timeout: %s: %s", st.Reason, msg))
+	case "controller gave no verdict":
+		return fluxError(v, fmt.Sprintf("kustomize-controller started on %s but gave no verdict within the verify timeout: %s: %s",
+			digest, st.Reason, msg))
+	case "revision never attempted":
+		return fluxError(v, fmt.Sprintf("Flux did not attempt %s within the verify timeout (last attempted %q): %s: %s",
+			digest, st.Attempted, st.Reason, msg))
 	}
-	if attempted && st.Ready == "False" {
-		return fmt.Errorf("%w: not ready within the verify timeout: %s: %s", ErrRevisionFailed, st.Reason, msg)
-	}
-	if attempted {
-		// No verdict on a revision kustomize-controller started on: its own timeout
-		// (KustomizationTimeout) ends before the verify timeout, so a controller at work would
-		// have said HealthCheckFailed by now. It stopped mid-reconcile (killed, frozen, starved):
-		// the delivery infrastructure's fault, never the revision's.
-		return fmt.Errorf("%w: kustomize-controller started on %s but gave no verdict within the verify timeout (is it running?): %s: %s",
-			ErrInfrastructure, digest, st.Reason, msg)
-	}
-	return fmt.Errorf("%w: Flux did not attempt %s within the verify timeout (last attempted %q): %s: %s",
-		ErrInfrastructure, digest, st.Attempted, st.Reason, msg)
+	return fluxError(v, fmt.Sprintf("%s: %s", st.Reason, msg))
 }
 
-// refusedByServer reports whether a kustomize-controller message says the workload API server
-// (or its admission) refused the revision's objects, rather than that it could not be reached.
-func refusedByServer(msg string) bool {
-	for _, s := range []string{"dry-run failed", " is invalid", "Invalid value", "admission webhook", "denied the request", "field is immutable"} {
-		if strings.Contains(msg, s) {
-			return true
-		}
+// fluxError wraps what kustomize-controller said with its verdict and the matching sentinel.
+func fluxError(v blame.Verdict, what string) error {
+	sentinel := ErrInfrastructure
+	if v.Class == blame.Revision {
+		sentinel = ErrRevisionFailed
 	}
-	return false
+	return &blame.FluxError{Verdict: v, Err: fmt.Errorf("%w: %s", sentinel, what)}
 }
 
 // Remove deletes cluster's Kustomization (Flux prunes what it applied there) and then its

@@ -70,6 +70,15 @@ func WithFence(ctx context.Context, valid func() error) context.Context {
 	return context.WithValue(ctx, fenceKey{}, valid)
 }
 
+// Unfenced returns ctx without its write fence, for the one write a run makes after its Lease may
+// be lost: a revision's failure, seen on a cluster, kept in that cluster's own records. The fence
+// keeps a runner that lost its Lease from changing what a contender may now own (the records'
+// slots, the objects); a verdict is a fact about the revision that any contender needs too, and
+// dropping it would let the next plan offer the failed revision again as if nothing had happened.
+func Unfenced(ctx context.Context) context.Context {
+	return WithFence(ctx, func() error { return nil })
+}
+
 // Fenced is the write fence of the apply ctx belongs to (see Hold): nil while all its Leases
 // are held by this process's own clock (Held.Valid), an error wrapping ErrLeaseLost once one
 // may not be. Every write of an apply checks it right before writing, so that a process paused

@@ -68,6 +68,11 @@ type Progress struct {
 	// are deleted (destroy). A Create finding it set refuses, and says to import instead.
 	Managed  bool                      `json:"managed,omitempty"`
 	Clusters map[string]ClusterOutcome `json:"clusters,omitempty"`
+	// LostContact names the clusters the run lost contact with after their change began, with
+	// the reason. It is written the moment contact is lost, before anything else happens to
+	// the cluster (its restore, the next wave), and no later event of the cluster overwrites
+	// it: a run killed mid-restore still leaves the next plan the evidence to stop on.
+	LostContact map[string]string `json:"lostContact,omitempty"`
 	// Placed lists, sorted, every cluster a run of the rollout may have changed, across runs,
 	// until the rollout leaves it: the clusters that left its selector are found from it (the
 	// workload records stay the truth; this is their index).

@@ -195,6 +195,7 @@ type VerifyModel struct {
 	BakeTime     types.String `tfsdk:"bake_time"`
 	HealthChecks types.List   `tfsdk:"health_checks"`
 	ClusterGates types.Bool   `tfsdk:"cluster_gates"`
+	NodeGate     types.Object `tfsdk:"node_gate"`
 	CheckJob     types.Object `tfsdk:"check_job"`
 }
 
@@ -327,6 +328,9 @@ func (m *Model) spec(ctx context.Context) (assignment.Spec, diag.Diagnostics) {
 	diags.Append(shared.VerifyAs(ctx, m.Verify, &verify)...)
 	spec.Policy.VerifyTimeout, spec.Policy.BakeTime = shared.VerifyDurations(verify.Timeout, verify.BakeTime)
 	spec.ClusterGates = verify.ClusterGates.IsNull() || verify.ClusterGates.IsUnknown() || verify.ClusterGates.ValueBool()
+	nodeGate, d := shared.StoreNodeGate(ctx, verify.NodeGate)
+	diags.Append(d...)
+	spec.GatePolicy = nodeGate.Policy()
 	spec.Health, d = shared.HealthChecker(ctx, verify.HealthChecks)
 	diags.Append(d...)
 	spec.CheckJob, d = shared.CheckJobOf(ctx, verify.CheckJob, !m.Delivery.IsNull() && !m.Delivery.IsUnknown())
@@ -444,16 +448,17 @@ type storedConfig struct {
 	Selector fleet.LabelSelector `json:"selector"`
 	// Names picks the clusters instead of Selector when set (omitted when unset, so records
 	// from before it existed read as a selector).
-	Names          []string       `json:"names,omitempty"`
-	Modules        []storedModule `json:"modules"`
-	Mode           string         `json:"mode"`
-	UpdateLimit    string         `json:"updateLimit"`
-	MaxFailures    string         `json:"maxFailures"`
-	MaxUnsettled   string         `json:"maxUnsettled,omitempty"`
-	VerifyTimeout  string         `json:"verifyTimeout"`
-	BakeTime       string         `json:"bakeTime"`
-	HealthChecks   []health.Rule  `json:"healthChecks,omitempty"`
-	NoClusterGates bool           `json:"noClusterGates,omitempty"`
+	Names          []string               `json:"names,omitempty"`
+	Modules        []storedModule         `json:"modules"`
+	Mode           string                 `json:"mode"`
+	UpdateLimit    string                 `json:"updateLimit"`
+	MaxFailures    string                 `json:"maxFailures"`
+	MaxUnsettled   string                 `json:"maxUnsettled,omitempty"`
+	VerifyTimeout  string                 `json:"verifyTimeout"`
+	BakeTime       string                 `json:"bakeTime"`
+	HealthChecks   []health.Rule          `json:"healthChecks,omitempty"`
+	NoClusterGates bool                   `json:"noClusterGates,omitempty"`
+	NodeGate       *shared.StoredNodeGate `json:"nodeGate,omitempty"`
 	// CheckJob is verify.check_job, omitted when unset.
 	CheckJob       *shared.StoredCheckJob `json:"checkJob,omitempty"`
 	DeletionPolicy string                 `json:"deletionPolicy"`
@@ -526,6 +531,8 @@ func (m *Model) configRecord(ctx context.Context) ([]byte, diag.Diagnostics) {
 	c.HealthChecks, d = shared.HealthRules(ctx, verify.HealthChecks)
 	diags.Append(d...)
 	c.NoClusterGates = !verify.ClusterGates.IsNull() && !verify.ClusterGates.IsUnknown() && !verify.ClusterGates.ValueBool()
+	c.NodeGate, d = shared.StoreNodeGate(ctx, verify.NodeGate)
+	diags.Append(d...)
 	c.CheckJob, d = shared.StoreCheckJob(ctx, verify.CheckJob)
 	diags.Append(d...)
 	c.IgnoreFields, d = ignoreattr.Rules(ctx, m.IgnoreFields)
@@ -605,7 +612,7 @@ func (m *Model) fromConfigRecord(ctx context.Context, raw []byte) diag.Diagnosti
 	m.Verify = types.ObjectValueMust(verifyAttrTypes, map[string]attr.Value{
 		"timeout": types.StringValue(c.VerifyTimeout), "bake_time": types.StringValue(c.BakeTime),
 		"health_checks": shared.HealthValue(c.HealthChecks), "cluster_gates": types.BoolValue(!c.NoClusterGates),
-		"check_job": c.CheckJob.Value(),
+		"node_gate": c.NodeGate.Value(), "check_job": c.CheckJob.Value(),
 	})
 	return diags
 }

@@ -49,7 +49,7 @@ const (
 
 var dnsLabel = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
 
-var verifyAttrTypes = shared.VerifyAttrTypes(shared.HealthChecks, shared.ClusterGates, checkJob)
+var verifyAttrTypes = shared.VerifyAttrTypes(shared.HealthChecks, shared.ClusterGates, shared.NodeGate, checkJob)
 
 // checkJob is `verify.check_job` (delivery.CheckJob), once per cluster after its modules.
 var checkJob = shared.CheckJob("A Kubernetes Job run in each cluster once every module this apply delivers there is verified " +
@@ -181,7 +181,7 @@ func (r *assignmentResource) Schema(ctx context.Context, _ resource.SchemaReques
 				Verify:   "How each cluster is verified after a module is applied: every object ready (kstatus) within `timeout`, then `bake_time`.",
 				Timeout:  "Longest wait for a module's objects on one cluster to become ready. Default `" + shared.DefaultVerifyTimeout + "`.",
 				BakeTime: "Wait after a wave is verified before it is checked again. Default `0s`.",
-			}, shared.HealthChecks, shared.ClusterGates, checkJob),
+			}, shared.HealthChecks, shared.ClusterGates, shared.NodeGate, checkJob),
 			"preview":         shared.PreviewAttribute(),
 			"canary":          shared.CanaryAttribute(changeText),
 			"canary_optional": shared.CanaryOptionalAttribute(changeText),

@@ -30,7 +30,8 @@ func TestSpecCheckJobAndPreview(t *testing.T) {
 	job := (&shared.StoredCheckJob{Manifest: smokeJob, Timeout: "90s"}).Value()
 	m.Verify = types.ObjectValueMust(verifyAttrTypes, map[string]attr.Value{
 		"timeout": types.StringValue("60s"), "bake_time": types.StringValue("0s"),
-		"health_checks": shared.HealthValue(nil), "cluster_gates": types.BoolValue(true), "check_job": job,
+		"health_checks": shared.HealthValue(nil), "cluster_gates": types.BoolValue(true),
+		"node_gate": types.ObjectNull(shared.NodeGateAttrTypes), "check_job": job,
 	})
 	m.Preview = types.StringValue(delivery.PreviewAll)
 	spec, diags := m.spec(ctx)

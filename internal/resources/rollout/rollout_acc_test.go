@@ -905,37 +905,51 @@ func deploymentUID(t *testing.T, f *testbed.Fleet, cluster, ns string) string {
 	return string(d.UID)
 }
 
-// verify.http_checks run after the objects are ready, with {cluster} replaced; a check that never
-// answers as expected fails the cluster like any verification.
+// verify.http_checks run after the objects are ready, with {cluster} replaced. A gateway that
+// answers 503 for longer than one check's own retries (35 s) is the path's failure, not the
+// revision's: the check is tried again within verify.timeout and the revision goes through,
+// nothing recorded invalid. A check the app itself answers wrong (500) fails the cluster like any
+// verification.
 func TestAccRollout_httpChecks(t *testing.T) {
 	acctest.OnOneLane(t, 1)
 	f := acctest.Fleet(t)
 	name := acctest.UniqueLabel("http")
-	var calls atomic.Int32
+	const outage = 35 * time.Second
+	var calls, gatewayCalls atomic.Int32
+	var outageStart atomic.Int64 // unix nanos of the first call to the gateway path
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		calls.Add(1)
-		if r.URL.Path == "/healthz/staging-eu-1" {
+		switch r.URL.Path {
+		case "/healthz/staging-eu-1":
 			w.WriteHeader(http.StatusOK)
-			return
+		case "/gateway/staging-eu-1":
+			gatewayCalls.Add(1)
+			outageStart.CompareAndSwap(0, time.Now().UnixNano())
+			if time.Since(time.Unix(0, outageStart.Load())) < outage {
+				w.WriteHeader(http.StatusServiceUnavailable) // the ingress has no ready endpoint yet
+				return
+			}
+			w.WriteHeader(http.StatusOK)
+		default:
+			w.WriteHeader(http.StatusInternalServerError)
 		}
-		w.WriteHeader(http.StatusServiceUnavailable)
 	}))
 	defer srv.Close()
 	checks := func(path string) string {
 		return fmt.Sprintf(`verify = {
-    timeout     = "15s"
+    timeout     = "90s"
     http_checks = [{ url = "%s%s", timeout = "2s" }]
   }`, srv.URL, path)
 	}
-	config := func(path string) string {
-		return strings.Replace(rolloutConfig(f, name, `clusters = ["staging-eu-1"]`, app(name, "v1", false, ""), checks(path)),
+	config := func(path, version string) string {
+		return strings.Replace(rolloutConfig(f, name, `clusters = ["staging-eu-1"]`, app(name, version, false, ""), checks(path)),
 			"  verify = { timeout = \"90s\" }\n", "", 1)
 	}
 	resource.Test(t, resource.TestCase{
 		ProtoV6ProviderFactories: acctest.ProviderFactories,
 		Steps: []resource.TestStep{
 			{
-				Config: config("/healthz/{cluster}"),
+				Config: config("/healthz/{cluster}", "v1"),
 				Check: func(*terraform.State) error {
 					if calls.Load() == 0 {
 						return fmt.Errorf("the HTTP check was never called")
@@ -944,8 +958,23 @@ func TestAccRollout_httpChecks(t *testing.T) {
 				},
 			},
 			{
-				Config:      strings.ReplaceAll(config("/broken/{cluster}"), `"v1"`, `"v2"`),
-				ExpectError: regexp.MustCompile(`(?s)Rollout Failed.*http check.*got status 503, want 200`),
+				Config: config("/gateway/{cluster}", "v2"),
+				Check: func(*terraform.State) error {
+					if gatewayCalls.Load() < 2 {
+						return fmt.Errorf("the gateway was called %d times: the outage was never seen", gatewayCalls.Load())
+					}
+					if err := expectDeployment(f, []string{"staging-eu-1"}, name, "v2", true); err != nil {
+						return err
+					}
+					if ledger := ledgerOf(t, f, name); len(ledger) != 0 {
+						return fmt.Errorf("ledger = %+v after a gateway outage, want nothing recorded invalid", ledger)
+					}
+					return nil
+				},
+			},
+			{
+				Config:      config("/broken/{cluster}", "v3"),
+				ExpectError: regexp.MustCompile(`(?s)Rollout Failed.*http check.*got status 500, want 200`),
 			},
 		},
 	})

@@ -105,6 +105,10 @@ func (r *rolloutResource) apply(ctx context.Context, timeout time.Duration, plan
 		for _, note := range run.Adopted {
 			diags.AddWarning("Adopted Objects Left In Place", note)
 		}
+		if len(run.Gates) > 0 {
+			diags.AddWarning("Cluster Gates: Changes Not Blamed On The Revision", "The cluster gates saw these changes during the waves and, "+
+				"as the revision did not make them, did not count them against it:\n  "+strings.Join(run.Gates, "\n  "))
+		}
 		if len(run.Kept) > 0 {
 			diags.AddWarning("Dropped Objects Kept", "The revision no longer holds these objects, but prune left them in place:\n  "+
 				strings.Join(run.Kept, "\n  "))

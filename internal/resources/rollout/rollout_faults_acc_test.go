@@ -302,6 +302,52 @@ func TestAccRollout_workloadAPIDownDuringVerify(t *testing.T) {
 	}
 }
 
+// A workload API server slowed, not stopped — its control plane frozen 2 s in every 3 for 24 s
+// while a good revision verifies there — is a brownout: reads that time out beside reads that
+// show the Deployment still progressing say nothing of the revision. Verification goes on
+// within verify.timeout and the revision goes through on every cluster, nothing recorded invalid.
+func TestAccRollout_workloadAPISlowDuringVerify(t *testing.T) {
+	acctest.OnOneLane(t, 1)
+	f := acctest.Fleet(t)
+	tf := newCLIRun(t)
+	name := acctest.UniqueLabel("slow")
+	key := records.Key{Kind: "rollout", Namespace: f.Namespace, Name: name}
+	clusters := []string{"prod-eu-1", "prod-us-1", "staging-eu-1"}
+	v1 := slowReady(app(name, "v1", false, ""), 8)
+	rev1 := revisionOf(t, v1)
+	config := strings.Replace(interruptConfig(f, name, v1), "provider \"gradual\" {\n", "provider \"gradual\" {\n  request_timeout = \"2s\"\n", 1)
+	if !strings.Contains(config, `request_timeout = "2s"`) {
+		t.Fatal("workloadAPISlowDuringVerify: acctest.ProviderConfig changed")
+	}
+	t.Cleanup(func() {
+		if res := tf.run(context.Background(), "destroy", "-auto-approve"); res.code != 0 {
+			t.Errorf("cleanup: destroy exited %d:\n%s", res.code, res.output)
+		}
+	})
+	tf.writeConfig(config)
+	p := tf.start(true, "apply", "-auto-approve")
+	defer p.kill()
+	const slowed = "prod-us-1"
+	waitApplied(t, f, key, slowed, rev1, "v1", p, 3*time.Minute)
+	for i := 0; i < 8; i++ { // 8 × (2 s frozen + 1 s answering)
+		thaw := freeze(t, f, slowed)
+		time.Sleep(2 * time.Second)
+		thaw()
+		time.Sleep(time.Second)
+	}
+	res := p.wait(t, 6*time.Minute)
+	t.Logf("apply with %s slowed exited %d:\n%s", slowed, res.code, res.output)
+	if res.code != 0 {
+		t.Fatalf("a slow API server failed the apply of a good revision")
+	}
+	if ledger := ledgerOf(t, f, name); len(ledger) > 0 {
+		t.Errorf("ledger %+v: a slow cluster made the revision invalid", ledger)
+	}
+	if err := expectDeployment(f, clusters, name, "v1", true); err != nil {
+		t.Error(err)
+	}
+}
+
 // SIGKILL of the CLI and its provider right after a cluster is recorded provisioning, before
 // its objects are all applied. Once the Lease expires, the next plan shows the interrupted run
 // and the next apply converges on the same revision — applied again, not merely verified, so

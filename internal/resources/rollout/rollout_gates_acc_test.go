@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -112,7 +113,7 @@ func TestAccRollout_nodeNotReadyAfterTheChange(t *testing.T) {
 				},
 				Config: gatedConfig(f, name, v2, verify),
 				ExpectError: regexp.MustCompile(`(?s)Rollout Failed.*staging-eu-1.*` +
-					words("cluster gate: Node "+node+" Ready is False (KubeletNotReady): "+why+" (healthy before the change)")),
+					words("cluster gate: Node became NotReady: Node "+node+" Ready is False (KubeletNotReady): "+why+" (Ready before the change)")),
 			},
 			{
 				// Restored to v1 and v2 recorded invalid on staging-eu-1; the Node goes (every
@@ -138,6 +139,98 @@ func TestAccRollout_nodeNotReadyAfterTheChange(t *testing.T) {
 	})
 }
 
+// verify.cluster_gates judges change, not state: during the bake of a good revision on
+// staging-eu-1, Nodes change the way a cluster autoscaler, a node repair and a spot market change
+// them every day — one joins NotReady, one is cordoned and drained (NotReady), one is deleted, one
+// goes silent (Ready Unknown) — and the revision goes through: not restored, nothing in the
+// ledger, the new Deployment on the cluster. TestAccRollout_nodeNotReadyAfterTheChange is the
+// other half: a Node the change itself makes NotReady fails the revision.
+func TestAccRollout_nodeChurnDuringTheBake(t *testing.T) {
+	acctest.OnOneLane(t, 0) // what the provider verifies, not how a CLI drives it
+	f := acctest.Fleet(t)
+	name := acctest.UniqueLabel("churn")
+	v1, v2 := app(name, "v1", false, ""), app(name, "v2", false, "")
+	const verify = `verify = {
+    timeout   = "60s"
+    bake_time = "4s"
+  }`
+	c := workloadClient(t, f, "staging-eu-1")
+	drained := startKubelet(t, f, "staging-eu-1", name+"-drained")
+	deleted := startKubelet(t, f, "staging-eu-1", name+"-deleted")
+	spot := startKubelet(t, f, "staging-eu-1", name+"-spot")
+	joiner := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name + "-joiner", Labels: map[string]string{testbed.UnmanagedNodeLabel: "true"}},
+		Spec: corev1.NodeSpec{Taints: []corev1.Taint{{Key: testbed.UnmanagedNodeLabel, Effect: corev1.TaintEffectNoSchedule}}}}
+	t.Cleanup(func() {
+		if err := c.Delete(context.Background(), joiner); err != nil && !apierrors.IsNotFound(err) {
+			t.Errorf("delete Node %s: %v", joiner.Name, err)
+		}
+	})
+	v2There := func() bool { return expectDeployment(f, []string{"staging-eu-1"}, name, "v2", false) == nil }
+	churn := func() {
+		// The autoscaler's Node joins, not Ready yet.
+		if err := c.Create(context.Background(), joiner); err != nil {
+			t.Errorf("create Node %s: %v", joiner.Name, err)
+		}
+		joiner.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionFalse, Reason: "KubeletNotReady",
+			Message: "container runtime network not ready", LastHeartbeatTime: metav1.Now(), LastTransitionTime: metav1.Now()}}
+		if err := c.Status().Update(context.Background(), joiner); err != nil {
+			t.Errorf("Node %s NotReady: %v", joiner.Name, err)
+		}
+		// The repaired Node is cordoned before it is drained and goes NotReady.
+		if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			var n corev1.Node
+			if err := c.Get(context.Background(), client.ObjectKey{Name: drained.node}, &n); err != nil {
+				return err
+			}
+			n.Spec.Unschedulable = true
+			return c.Update(context.Background(), &n)
+		}); err != nil {
+			t.Errorf("cordon Node %s: %v", drained.node, err)
+		}
+		deleted.remove()
+	}
+	var churned atomic.Bool
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: acctest.ProviderFactories,
+		CheckDestroy:             func(*terraform.State) error { return expectGone(f, []string{"staging-eu-1"}, name) },
+		Steps: []resource.TestStep{
+			{Config: gatedConfig(f, name, v1, verify)},
+			{
+				// The churn starts once v2's Deployment is on the cluster: after the gate's read
+				// before the change, before the bake ends and the gate reads again.
+				PreConfig: func() {
+					drained.notReadyOnce(func() bool {
+						if !v2There() {
+							return false
+						}
+						if churned.CompareAndSwap(false, true) {
+							churn()
+						}
+						return true
+					}, "node is draining for repair")
+					spot.lostOnce(churned.Load)
+				},
+				Config: gatedConfig(f, name, v2, verify),
+				Check: func(*terraform.State) error {
+					if !churned.Load() {
+						return fmt.Errorf("the Nodes never churned: the test proves nothing")
+					}
+					if err := expectDeployment(f, []string{"staging-eu-1"}, name, "v2", true); err != nil {
+						return err
+					}
+					if ledger := ledgerOf(t, f, name); len(ledger) != 0 {
+						return fmt.Errorf("ledger = %+v, want nothing recorded invalid", ledger)
+					}
+					if rs := workloadRecords(t, f, "staging-eu-1", name); rs.Current == nil || rs.Current.Revision != revisionOf(t, v2) {
+						return fmt.Errorf("staging-eu-1 records: current %+v, want %s", rs.Current, revisionOf(t, v2))
+					}
+					return nil
+				},
+			},
+		},
+	})
+}
+
 // fakeKubelet keeps one Node that kwok does not manage Ready, as a kubelet would, until told to
 // turn it NotReady.
 type fakeKubelet struct {
@@ -151,8 +244,9 @@ type fakeKubelet struct {
 }
 
 type armed struct {
-	when func() bool
-	why  string
+	when        func() bool
+	status      corev1.ConditionStatus
+	reason, why string
 }
 
 // startKubelet creates node on cluster, labelled for kwok to leave alone and tainted so that
@@ -181,7 +275,14 @@ func startKubelet(t *testing.T, f *testbed.Fleet, cluster, node string) *fakeKub
 // notReadyOnce turns the Node NotReady (reason KubeletNotReady, message why) once when holds,
 // polled every 200ms, and stops the heartbeat.
 func (k *fakeKubelet) notReadyOnce(when func() bool, why string) {
-	k.arm <- armed{when: when, why: why}
+	k.arm <- armed{when: when, status: corev1.ConditionFalse, reason: "KubeletNotReady", why: why}
+}
+
+// lostOnce stops the heartbeat once when holds and marks the Node the way the node lifecycle
+// controller marks one whose kubelet stopped posting (Ready Unknown, NodeStatusUnknown): a spot
+// interruption, a lost host.
+func (k *fakeKubelet) lostOnce(when func() bool) {
+	k.arm <- armed{when: when, status: corev1.ConditionUnknown, reason: "NodeStatusUnknown", why: "Kubelet stopped posting node status."}
 }
 
 func (k *fakeKubelet) run(ctx context.Context) {
@@ -200,7 +301,7 @@ func (k *fakeKubelet) run(ctx context.Context) {
 		}
 		switch {
 		case pending != nil && pending.when():
-			if err := k.setReady(ctx, corev1.ConditionFalse, "KubeletNotReady", pending.why); err != nil {
+			if err := k.setReady(ctx, pending.status, pending.reason, pending.why); err != nil {
 				k.t.Errorf("turn Node %s NotReady: %v", k.node, err)
 			}
 			return // no more heartbeats

@@ -47,6 +47,7 @@ type storedConfig struct {
 	HTTPChecks       []storedCheck          `json:"httpChecks,omitempty"`
 	HealthChecks     []health.Rule          `json:"healthChecks,omitempty"`
 	NoClusterGates   bool                   `json:"noClusterGates,omitempty"`
+	NodeGate         *shared.StoredNodeGate `json:"nodeGate,omitempty"`
 	CheckJob         *shared.StoredCheckJob `json:"checkJob,omitempty"`
 	DeletionPolicy   string                 `json:"deletionPolicy"`
 	ForceConflicts   bool                   `json:"forceConflicts,omitempty"`
@@ -123,6 +124,8 @@ func (m *Model) configRecord(ctx context.Context) ([]byte, diag.Diagnostics) {
 	diags.Append(d...)
 	c.HealthChecks = healthRules
 	c.NoClusterGates = !verify.ClusterGates.IsNull() && !verify.ClusterGates.IsUnknown() && !verify.ClusterGates.ValueBool()
+	c.NodeGate, d = shared.StoreNodeGate(ctx, verify.NodeGate)
+	diags.Append(d...)
 	c.CheckJob, d = shared.StoreCheckJob(ctx, verify.CheckJob)
 	diags.Append(d...)
 	values, d := m.values(ctx)
@@ -204,7 +207,7 @@ func (m *Model) fromConfigRecord(ctx context.Context, raw []byte) diag.Diagnosti
 	m.Verify = types.ObjectValueMust(verifyAttrTypes, map[string]attr.Value{
 		"timeout": types.StringValue(c.VerifyTimeout), "bake_time": types.StringValue(c.BakeTime), "http_checks": checks,
 		"health_checks": shared.HealthValue(c.HealthChecks), "cluster_gates": types.BoolValue(!c.NoClusterGates),
-		"check_job": c.CheckJob.Value(),
+		"node_gate": c.NodeGate.Value(), "check_job": c.CheckJob.Value(),
 	})
 	return diags
 }

@@ -21,6 +21,19 @@ import (
 // does not take it to any cluster; only retry_invalid would.
 func TestAccRollout_managementPausedWhenRevisionFails(t *testing.T) {
 	acctest.OnOneLane(t, 1) // what the provider does when the management cluster stops answering, not how a CLI drives it
+	testManagementPausedWhenRevisionFails(t, "")
+}
+
+// The same with lease_duration = "15s": the Lease lapses during the pause, while the failure is
+// being recorded, and the run is cut off (Lease Lost) with nothing more written — but the verdict
+// it saw is kept in prod-eu-1's own records, so the next plan still refuses the revision there
+// with the evidence, instead of offering it again as an apply that did not finish.
+func TestAccRollout_managementPausedPastTheLeaseWhenRevisionFails(t *testing.T) {
+	acctest.OnOneLane(t, 0) // what the provider does when its Lease lapses, not how a CLI drives it
+	testManagementPausedWhenRevisionFails(t, "15s")
+}
+
+func testManagementPausedWhenRevisionFails(t *testing.T, lease string) {
 	f := acctest.Fleet(t)
 	tf := newCLIRun(t)
 	name := acctest.UniqueLabel("mgmtpause")
@@ -30,6 +43,9 @@ func TestAccRollout_managementPausedWhenRevisionFails(t *testing.T) {
 	revBad := revisionOf(t, bad)
 	config := func(manifests string) string {
 		c := strings.Replace(interruptConfig(f, name, manifests), `verify = { timeout = "90s" }`, `verify = { timeout = "15s" }`, 1)
+		if lease != "" {
+			c = strings.Replace(c, "provider \"gradual\" {\n", "provider \"gradual\" {\n  lease_duration = \""+lease+"\"\n", 1)
+		}
 		return strings.Replace(c, "provider \"gradual\" {\n", "provider \"gradual\" {\n  request_timeout = \"5s\"\n", 1)
 	}
 	t.Cleanup(func() {
@@ -59,6 +75,9 @@ func TestAccRollout_managementPausedWhenRevisionFails(t *testing.T) {
 
 	// The next plan refuses the revision, naming where and why it failed.
 	out := tf.mustRun(ctx, 1, "plan")
+	if lease != "" && !strings.Contains(res.output, "Lease Lost") {
+		t.Errorf("the apply with a %s Lease paused 60 s did not end on its lost Lease:\n%s", lease, res.output)
+	}
 	if !regexp.MustCompile(`(?s)Revision Recorded Invalid.*prod-eu-1`).MatchString(out) {
 		t.Errorf("the plan after the pause does not refuse the failed revision naming prod-eu-1:\n%s", out)
 	}

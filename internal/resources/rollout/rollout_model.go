@@ -81,6 +81,7 @@ type VerifyModel struct {
 	HTTPChecks   types.List   `tfsdk:"http_checks"`
 	HealthChecks types.List   `tfsdk:"health_checks"`
 	ClusterGates types.Bool   `tfsdk:"cluster_gates"`
+	NodeGate     types.Object `tfsdk:"node_gate"`
 	CheckJob     types.Object `tfsdk:"check_job"`
 }
 
@@ -267,6 +268,9 @@ func (m *Model) spec(ctx context.Context) (delivery.Spec, diag.Diagnostics) {
 	spec.Policy.VerifyTimeout, spec.Policy.BakeTime = shared.VerifyDurations(verify.Timeout, verify.BakeTime)
 	diags.Append(m.stages(ctx, &spec)...)
 	spec.ClusterGates = verify.ClusterGates.IsNull() || verify.ClusterGates.IsUnknown() || verify.ClusterGates.ValueBool()
+	nodeGate, d := shared.StoreNodeGate(ctx, verify.NodeGate)
+	diags.Append(d...)
+	spec.GatePolicy = nodeGate.Policy()
 	spec.Health, d = shared.HealthChecker(ctx, verify.HealthChecks)
 	diags.Append(d...)
 	if !spec.Health.Empty() && !m.Delivery.IsNull() && !m.Delivery.IsUnknown() {

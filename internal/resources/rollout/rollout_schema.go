@@ -38,7 +38,7 @@ const (
 
 var dnsLabel = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
 
-var verifyAttrTypes = shared.VerifyAttrTypes(httpChecks, shared.HealthChecks, shared.ClusterGates, checkJob)
+var verifyAttrTypes = shared.VerifyAttrTypes(httpChecks, shared.HealthChecks, shared.ClusterGates, shared.NodeGate, checkJob)
 
 var httpCheckAttrTypes = map[string]attr.Type{
 	"url":             types.StringType,
@@ -145,7 +145,7 @@ func (r *rolloutResource) Schema(ctx context.Context, _ resource.SchemaRequest, 
 				Verify:   "How each cluster is verified after the revision is applied: every applied object must become ready (kstatus) within `timeout`, then the wave bakes for `bake_time` and is checked again.",
 				Timeout:  "Longest wait for the objects of one cluster to become ready, as a Go duration (`\"5m\"`). Default `" + shared.DefaultVerifyTimeout + "`.",
 				BakeTime: "Wait after a wave is verified, before it is checked again and the next wave starts (`\"30s\"`). Default `0s`.",
-			}, httpChecks, shared.HealthChecks, shared.ClusterGates, checkJob),
+			}, httpChecks, shared.HealthChecks, shared.ClusterGates, shared.NodeGate, checkJob),
 			"record_namespace": schema.StringAttribute{
 				Optional: true, Computed: true, Default: stringdefault.StaticString(defaultRecordNamespace),
 				MarkdownDescription: "Namespace, in every workload cluster and in the management cluster, of the rollout's records and Lease. Default `" + defaultRecordNamespace + "`. Changing it replaces the resource.",
@@ -260,7 +260,7 @@ var httpChecks = shared.VerifyExtra{
 	Default: types.ListNull(types.ObjectType{AttrTypes: httpCheckAttrTypes}),
 	Attribute: schema.ListNestedAttribute{
 		Optional:            true,
-		MarkdownDescription: "Extra HTTP checks run from where Terraform runs after the objects are ready; `{cluster}` in the URL is replaced by the cluster name. Retried with backoff within `verify.timeout`.",
+		MarkdownDescription: "Extra HTTP checks run from where Terraform runs after the objects are ready; `{cluster}` in the URL is replaced by the cluster name. Retried with backoff within `verify.timeout`. A check that ends with a wrong status fails the revision on that cluster, except 502, 503, 504 and 429, which a gateway or load balancer answers when it cannot reach the app or sheds load: those, like no answer at all, say nothing of the revision and leave the cluster unsettled (counted against `max_unsettled`, never recorded invalid) when they last the whole `verify.timeout`.",
 		NestedObject: schema.NestedAttributeObject{Attributes: map[string]schema.Attribute{
 			"url": schema.StringAttribute{
 				Required: true, MarkdownDescription: "URL to GET (http or https).",

@@ -87,12 +87,15 @@ var ClusterGates = VerifyExtra{
 		Optional: true, Computed: true, Default: booldefault.StaticBool(true),
 		MarkdownDescription: "Re-read each cluster's own health right before its wave starts and each time its change is verified " +
 			"(after the apply and after `bake_time`): the Cluster's `Available` condition in the management cluster and, delivering " +
-			"directly, the `Ready` condition of every Node of the workload cluster. A cluster healthy before its change and " +
-			"unhealthy after it fails with the gate named (a failure of the revision: restored, recorded invalid, counted against " +
-			"`max_failures`). A cluster already unhealthy when its wave starts is skipped with the reason and left for a later " +
-			"apply: its state is not blamed on the revision. A Cluster without an `Available` condition is judged by its Nodes " +
-			"alone; a gate that cannot be read before the change (Nodes not listable with the cluster's credentials) is not " +
-			"checked after it. Default `true`.",
+			"directly, the `Ready` condition of the workload cluster's Nodes. The gate judges change, not state: what it reads after " +
+			"the change is compared with what it read before. `Available` `True` before and not after, or a Node `Ready` before whose " +
+			"kubelet reports `Ready` `False` after (see `node_gate` for which Nodes count and how many may be unready), fails the " +
+			"cluster with the gate and the evidence named (a failure of the revision: restored, recorded invalid, counted against " +
+			"`max_failures`). Nodes that join, are cordoned, drained, deleted, replaced or lost during the wave are not blamed on the " +
+			"revision; the apply's warnings name them. A cluster already unhealthy when its wave starts is skipped with the reason and " +
+			"left for a later apply. A Cluster without an `Available` condition is judged by its Nodes alone; a gate that cannot be " +
+			"read before the change (Nodes not listable with the cluster's credentials) is not checked after it, and the apply warns " +
+			"that the cluster went ungated and why. Default `true`.",
 	},
 }
 
