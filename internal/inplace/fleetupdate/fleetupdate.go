@@ -12,6 +12,7 @@ import (
 	"github.com/gradual-dev/terraform-provider-gradual/internal/fleet"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/inplace"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/inplace/owners"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/settings"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/usererr"
 )
 
@@ -33,6 +34,9 @@ type Service struct {
 	Fleet    Discoverer
 	Machines Machines
 	Observer Observer
+	// Settings are the provider's: Parallelism bounds the clusters a refresh reads at once.
+	// Unset ones take their defaults.
+	Settings settings.Settings
 }
 
 // Spec is one fleet in-place update: the clusters and owners it picks, the change and how it is

@@ -57,11 +57,10 @@ type ExecuteRequest struct {
 	Logf func(msg string, fields map[string]any)
 	// Holder, when set, is the identity (records.HolderIdentity) under which Execute takes the
 	// Lease of the owner (LeaseKeys) before it changes anything, in LeaseNamespace of the
-	// management cluster (records.DefaultNamespace when empty), for LeaseDuration
-	// (DefaultLeaseDuration when zero). The wait stops, as on cancellation, when it is lost.
+	// management cluster (records.DefaultNamespace when empty), for the provider's
+	// lease_duration (Planner.Settings). The wait stops, as on cancellation, when it is lost.
 	Holder         string
 	LeaseNamespace string
-	LeaseDuration  time.Duration
 }
 
 // Execution is what Execute did.

@@ -42,8 +42,6 @@ type FleetRequest struct {
 	// Endpoints are the extensions to ask; nil means those of the management cluster's
 	// ExtensionConfig objects.
 	Endpoints []extension.Endpoint
-	// Parallel bounds the clusters planned at once; default 4.
-	Parallel int
 	// SkipUnmanaged: with topology variables and the control plane selected, a Cluster
 	// without a managed topology (no spec.topology) is skipped (SkipNoTopology), not refused.
 	// A selector may pick such clusters among the ClusterClass-built ones; a cluster named is
@@ -163,7 +161,8 @@ func (f *FleetPlan) Err() error {
 	return errors.New(strings.Join(lines, "\n"))
 }
 
-// PlanFleet plans req cluster by cluster, a few at a time. The extensions are found and asked
+// PlanFleet plans req cluster by cluster, at most the provider's max_parallel_clusters
+// (Settings.Parallelism) at a time. The extensions are found and asked
 // for their Discovery answer once for the whole fleet. An error reading one cluster's owners or
 // machines fails the plan, naming the cluster; a cluster where the change cannot go (no owner
 // matches, an owner paused, a MachineDeployment with the OnDelete strategy) is skipped with the
@@ -192,12 +191,8 @@ func (p *Planner) PlanFleet(ctx context.Context, req FleetRequest) (*FleetPlan, 
 	names = slices.Compact(names)
 	out.Clusters = make([]*ClusterPlan, len(names))
 	errs := make([]error, len(names))
-	parallel := req.Parallel
-	if parallel <= 0 {
-		parallel = 4
-	}
 	var g errgroup.Group
-	g.SetLimit(parallel)
+	g.SetLimit(p.Settings.WithDefaults().Parallelism)
 	for i, name := range names {
 		g.Go(func() error {
 			out.Clusters[i], errs[i] = p.planCluster(ctx, req, name, exts, gates)

@@ -6,15 +6,10 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/gradual-dev/terraform-provider-gradual/internal/records"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/usererr"
 )
-
-// DefaultLeaseDuration is how long an owner's Lease outlives an apply that stopped renewing it
-// (a killed process), as for rollouts; a live holder renews it every third of that.
-const DefaultLeaseDuration = 60 * time.Second
 
 // Lease key kinds: an in-place update holds one Lease per owner of the machines it updates, in
 // the records namespace of the management cluster, named like a rollout's (records.Key).
@@ -55,13 +50,11 @@ func LeaseKeys(sel Selection, machines []Machine) []records.Key {
 	return slices.Compact(keys)
 }
 
-// holdLeases takes the Leases of keys (sorted: LeaseKeys) for holder with records.Hold. A Lease
-// another apply holds is the user error "In-Place Update Already Running".
+// holdLeases takes the Leases of keys (sorted: LeaseKeys) for holder with records.Hold, for
+// the provider's lease_duration (Settings.LeaseDuration), as a rollout's. A Lease another apply
+// holds is the user error "In-Place Update Already Running".
 func (p *Planner) holdLeases(ctx context.Context, keys []records.Key, req ExecuteRequest) (runCtx context.Context, release func(), err error) {
-	duration := req.LeaseDuration
-	if duration <= 0 {
-		duration = DefaultLeaseDuration
-	}
+	duration := p.Settings.WithDefaults().LeaseDuration
 	runCtx, release, err = records.Hold(ctx, p.Client, req.LeaseNamespace, keys, req.Holder, duration, req.Clock)
 	if err != nil {
 		var busy *records.HeldError

@@ -8,15 +8,18 @@ import (
 	"testing"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/gradual-dev/terraform-provider-gradual/internal/engine"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/inplace"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/records"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/settings"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/usererr"
 )
 
@@ -114,5 +117,39 @@ wait:
 	}
 	if cause := context.Cause(runCtx); !errors.Is(cause, records.ErrLeaseLost) || !strings.Contains(cause.Error(), "MachineDeployment fleet/md-0 was deleted") {
 		t.Fatalf("cause: %v", cause)
+	}
+}
+
+// The provider's lease_duration reaches the in-place Leases: an owner's Lease is taken for
+// Settings.LeaseDuration, and for the one default when it is unset.
+func TestHoldLeasesHonoursLeaseDuration(t *testing.T) {
+	s := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(s); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		set  settings.Settings
+		want int32
+	}{
+		{settings.Settings{LeaseDuration: 90 * time.Second}, 90},
+		{settings.Settings{}, int32(settings.DefaultLeaseDuration / time.Second)},
+	} {
+		c := fake.NewClientBuilder().WithScheme(s).Build()
+		p := &Planner{Client: c, Settings: tc.set}
+		keys := LeaseKeys(Selection{Namespace: "fleet", Cluster: "c", MachineDeployment: "md-0"}, nil)
+		clock := engine.NewFakeClock(time.Date(2026, 7, 1, 12, 0, 0, 0, time.UTC))
+		_, release, err := p.holdLeases(t.Context(), keys, ExecuteRequest{Holder: "apply", Clock: clock})
+		if err != nil {
+			t.Fatal(err)
+		}
+		l := &coordinationv1.Lease{}
+		err = c.Get(t.Context(), client.ObjectKey{Namespace: records.DefaultNamespace, Name: keys[0].ObjectName()}, l)
+		release()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := ptr.Deref(l.Spec.LeaseDurationSeconds, 0); got != tc.want {
+			t.Errorf("lease_duration %v: the Lease lasts %ds, want %ds", tc.set.LeaseDuration, got, tc.want)
+		}
 	}
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/gradual-dev/terraform-provider-gradual/internal/extension"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/inplace"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/settings"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/usererr"
 )
 
@@ -61,9 +62,15 @@ type Planner struct {
 	Workload func(ctx context.Context, namespace, cluster string) (client.Client, error)
 	// Options tune the extension clients.
 	Options extension.Options
-	// Parallel bounds the CanUpdateMachine calls in flight; default 4.
-	Parallel int
+	// Settings are the provider's: Parallelism bounds the clusters planned at once (PlanFleet),
+	// LeaseDuration is the Lease Execute holds per owner. Unset ones take their defaults.
+	Settings settings.Settings
 }
+
+// machineCallsInFlight bounds the CanUpdateMachine calls of one owner in flight. It spares the
+// extension servers, which answer per machine; it is not a count of clusters, so the provider's
+// max_parallel_clusters does not govern it.
+const machineCallsInFlight = 4
 
 // Revision names a change: a short hash of the version, the three patches and the topology
 // variables (normalised JSON), the same at plan and apply time. A change without topology
@@ -367,12 +374,8 @@ func blockedOr(f inplace.Fallback) inplace.Strategy {
 // ask calls every CanUpdateMachine handler for every changing machine, a few at a time, and
 // plans each machine from the answers.
 func (p *Planner) ask(ctx context.Context, res *Result) error {
-	parallel := p.Parallel
-	if parallel <= 0 {
-		parallel = 4
-	}
 	var g errgroup.Group
-	g.SetLimit(parallel)
+	g.SetLimit(machineCallsInFlight)
 	for i := range res.Machines {
 		m := &res.Machines[i]
 		g.Go(func() error { return p.planMachine(ctx, res, m) })

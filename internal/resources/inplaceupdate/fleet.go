@@ -32,7 +32,7 @@ import (
 
 // fleetService is the fleet in-place update service of the provider's management cluster.
 func fleetService(data *providerdata.Data) *fleetupdate.Service {
-	return &fleetupdate.Service{Fleet: data.Management, Machines: data.InPlace, Observer: data.InPlace}
+	return data.FleetUpdate
 }
 
 // fleetSpec converts the fleet form's inputs. Attribute errors point at what is wrong.
