@@ -6,41 +6,11 @@ import (
 	"testing"
 	"time"
 
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/gradual-dev/terraform-provider-gradual/internal/engine"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/inplace"
 )
-
-// fleetWorld is world's cluster "c" with a control plane reference and its MachineDeployment
-// labelled as CAPI labels it (cluster name) and pool=workers.
-func fleetWorld(t *testing.T, mdAnnotations map[string]string) (client.Client, *[]string) {
-	t.Helper()
-	c, writes := world(t, nil, mdAnnotations)
-	edit := func(u *unstructured.Unstructured, name string, f func(*unstructured.Unstructured)) {
-		if err := c.Get(t.Context(), client.ObjectKey{Namespace: "fleet", Name: name}, u); err != nil {
-			t.Fatal(err)
-		}
-		f(u)
-		if err := c.Update(t.Context(), u); err != nil {
-			t.Fatal(err)
-		}
-	}
-	md := &unstructured.Unstructured{}
-	md.SetGroupVersionKind(machineDeploymentGVK)
-	edit(md, "md-0", func(u *unstructured.Unstructured) {
-		u.SetLabels(map[string]string{clusterNameLabel: "c", "pool": "workers"})
-	})
-	cl := &unstructured.Unstructured{}
-	cl.SetGroupVersionKind(clusterGVK)
-	edit(cl, "c", func(u *unstructured.Unstructured) {
-		_ = unstructured.SetNestedMap(u.Object, map[string]any{"apiGroup": kcpGVK.Group, "kind": KindKubeadmControlPlane, "name": "c-cp"}, "spec", "controlPlaneRef")
-	})
-	*writes = (*writes)[:0]
-	return c, writes
-}
 
 // The owners of a cluster, in the order they are updated: the control plane its Cluster names,
 // then the MachineDeployments the selector matches; a selector matching none skips the cluster.

@@ -1,111 +1,18 @@
 package owners
 
 import (
-	"context"
 	"errors"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/client/fake"
-	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/gradual-dev/terraform-provider-gradual/internal/inplace"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/records"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/usererr"
 )
-
-var (
-	kctGVK = schema.GroupVersionKind{Group: "bootstrap.cluster.x-k8s.io", Version: "v1beta2", Kind: "KubeadmConfigTemplate"}
-	dmtGVK = schema.GroupVersionKind{Group: "infrastructure.cluster.x-k8s.io", Version: "v1beta2", Kind: "DevMachineTemplate"}
-	kcGVK  = schema.GroupVersionKind{Group: "bootstrap.cluster.x-k8s.io", Version: "v1beta2", Kind: "KubeadmConfig"}
-	dmGVK  = schema.GroupVersionKind{Group: "infrastructure.cluster.x-k8s.io", Version: "v1beta2", Kind: "DevMachine"}
-	// deploymentGVK: the Cluster API managers' Deployments, read for the feature gate.
-	deploymentGVK = schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"}
-)
-
-func obj(gvk schema.GroupVersionKind, name string, fields map[string]any) *unstructured.Unstructured {
-	u := &unstructured.Unstructured{Object: fields}
-	u.SetGroupVersionKind(gvk)
-	u.SetNamespace("fleet")
-	u.SetName(name)
-	return u
-}
-
-// world is a management cluster with one Cluster "c" and a zero-replica MachineDeployment
-// "md-0" (so no Machines and no extension calls) whose status says it is rolled out; writes is
-// every mutating call, as "verb Kind name".
-func world(t *testing.T, mdSpec map[string]any, mdAnnotations map[string]string) (client.Client, *[]string) {
-	t.Helper()
-	return worldWithCluster(t, mdSpec, mdAnnotations, false, true)
-}
-
-func worldWithCluster(t *testing.T, mdSpec map[string]any, mdAnnotations map[string]string, clusterPaused, clusterReady bool) (client.Client, *[]string) {
-	t.Helper()
-	gvks := []schema.GroupVersionKind{machineDeploymentGVK, machineGVK, clusterGVK, kcpGVK, kctGVK, dmtGVK, kcGVK, dmGVK, deploymentGVK}
-	var gvs []schema.GroupVersion
-	for _, gvk := range gvks {
-		gvs = append(gvs, gvk.GroupVersion())
-	}
-	mapper := meta.NewDefaultRESTMapper(gvs)
-	for _, gvk := range gvks {
-		mapper.Add(gvk, meta.RESTScopeNamespace)
-	}
-	spec := map[string]any{
-		"clusterName": "c", "replicas": int64(0),
-		"template": map[string]any{"spec": map[string]any{
-			"clusterName": "c", "version": "v1.34.0",
-			"bootstrap":         map[string]any{"configRef": map[string]any{"apiGroup": kctGVK.Group, "kind": kctGVK.Kind, "name": "md-0"}},
-			"infrastructureRef": map[string]any{"apiGroup": dmtGVK.Group, "kind": dmtGVK.Kind, "name": "md-0"},
-		}},
-		"rollout": map[string]any{"strategy": map[string]any{"type": "RollingUpdate", "rollingUpdate": map[string]any{"maxSurge": int64(0), "maxUnavailable": int64(1)}}},
-	}
-	for k, v := range mdSpec {
-		spec[k] = v
-	}
-	md := obj(machineDeploymentGVK, "md-0", map[string]any{"spec": spec, "status": map[string]any{"observedGeneration": int64(1)}})
-	md.SetGeneration(1)
-	md.SetAnnotations(mdAnnotations)
-	objs := []client.Object{
-		md,
-		obj(clusterGVK, "c", map[string]any{"spec": map[string]any{"paused": clusterPaused}, "status": map[string]any{"initialization": map[string]any{"controlPlaneInitialized": clusterReady}}}),
-		obj(kctGVK, "md-0", map[string]any{"spec": map[string]any{"template": map[string]any{"spec": map[string]any{"files": []any{}}}}}),
-		obj(dmtGVK, "md-0", map[string]any{"spec": map[string]any{"template": map[string]any{"spec": map[string]any{"backend": map[string]any{"inMemory": map[string]any{}}}}}}),
-	}
-	writes := &[]string{}
-	var mu sync.Mutex
-	note := func(verb string, o client.Object) {
-		mu.Lock()
-		defer mu.Unlock()
-		*writes = append(*writes, verb+" "+o.GetObjectKind().GroupVersionKind().Kind+" "+o.GetName())
-	}
-	c := fake.NewClientBuilder().WithRESTMapper(mapper).WithScheme(runtime.NewScheme()).WithObjects(objs...).
-		WithInterceptorFuncs(interceptor.Funcs{
-			Create: func(ctx context.Context, c client.WithWatch, o client.Object, opts ...client.CreateOption) error {
-				note("create", o)
-				return c.Create(ctx, o, opts...)
-			},
-			Patch: func(ctx context.Context, c client.WithWatch, o client.Object, p client.Patch, opts ...client.PatchOption) error {
-				note("patch", o)
-				return c.Patch(ctx, o, p, opts...)
-			},
-			Update: func(ctx context.Context, c client.WithWatch, o client.Object, opts ...client.UpdateOption) error {
-				note("update", o)
-				return c.Update(ctx, o, opts...)
-			},
-			Delete: func(ctx context.Context, c client.WithWatch, o client.Object, opts ...client.DeleteOption) error {
-				note("delete", o)
-				return c.Delete(ctx, o, opts...)
-			},
-		}).Build()
-	return c, writes
-}
 
 var mdSelection = Selection{Namespace: "fleet", Cluster: "c", MachineDeployment: "md-0"}
 

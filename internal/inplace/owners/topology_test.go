@@ -7,114 +7,19 @@ import (
 	"fmt"
 	"reflect"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/gradual-dev/terraform-provider-gradual/internal/engine"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/inplace"
 )
-
-// topologyWorld is a management cluster with Cluster "c" built from ClusterClass "cc" at
-// v1.34.0: a KubeadmControlPlane "c-cp" and MachineDeployments "c-md-a" and "c-md-b" the
-// topology made (labelled), "extra" it did not make, all with zero replicas (so no Machines and
-// no extension calls), rolled out. failPatch, when set, fails every patch of a Cluster with it.
-func topologyWorld(t *testing.T, failPatch error) (client.Client, *[]string) {
-	t.Helper()
-	gvks := []schema.GroupVersionKind{machineDeploymentGVK, machineGVK, clusterGVK, clusterClassGVK, kcpGVK, deploymentGVK}
-	var gvs []schema.GroupVersion
-	for _, gvk := range gvks {
-		gvs = append(gvs, gvk.GroupVersion())
-	}
-	mapper := meta.NewDefaultRESTMapper(gvs)
-	for _, gvk := range gvks {
-		mapper.Add(gvk, meta.RESTScopeNamespace)
-	}
-	owned := map[string]string{clusterNameLabel: "c", topologyOwnedLabel: ""}
-	cluster := obj(clusterGVK, "c", map[string]any{
-		"spec": map[string]any{
-			"controlPlaneRef": map[string]any{"apiGroup": kcpGVK.Group, "kind": KindKubeadmControlPlane, "name": "c-cp"},
-			"topology": map[string]any{"classRef": map[string]any{"name": "cc"}, "version": "v1.34.0",
-				"variables": []any{map[string]any{"name": "other", "value": map[string]any{"keep": true}}, map[string]any{"name": "note", "value": "a"}}},
-		},
-		"status": map[string]any{
-			"initialization":     map[string]any{"controlPlaneInitialized": true},
-			"observedGeneration": int64(1),
-			"conditions":         []any{map[string]any{"type": topologyReconciledCondition, "status": "True", "reason": "ReconcileSucceeded", "observedGeneration": int64(1)}},
-		},
-	})
-	cluster.SetGeneration(1)
-	kcp := obj(kcpGVK, "c-cp", map[string]any{
-		"spec":   map[string]any{"replicas": int64(0), "version": "v1.34.0", "rollout": map[string]any{"strategy": map[string]any{"rollingUpdate": map[string]any{"maxSurge": int64(0)}}}},
-		"status": map[string]any{"observedGeneration": int64(1)},
-	})
-	kcp.SetLabels(owned)
-	md := func(name string, l map[string]string) *unstructured.Unstructured {
-		u := obj(machineDeploymentGVK, name, map[string]any{
-			"spec": map[string]any{
-				"clusterName": "c", "replicas": int64(0),
-				"template": map[string]any{"spec": map[string]any{"clusterName": "c", "version": "v1.34.0"}},
-				"rollout":  map[string]any{"strategy": map[string]any{"type": "RollingUpdate", "rollingUpdate": map[string]any{"maxSurge": int64(0), "maxUnavailable": int64(1)}}},
-			},
-			"status": map[string]any{"observedGeneration": int64(1)},
-		})
-		u.SetLabels(l)
-		return u
-	}
-	objs := []client.Object{
-		cluster, kcp,
-		md("c-md-b", owned), md("c-md-a", owned), md("extra", map[string]string{clusterNameLabel: "c", "pool": "extra"}),
-		obj(clusterClassGVK, "cc", map[string]any{
-			"spec": map[string]any{"kubernetesVersions": []any{"v1.34.0", "v1.34.1", "v1.35.0"}, "variables": []any{map[string]any{"name": "note"}, map[string]any{"name": "other"}}},
-			// "count" is discovered from a patch's runtime extension: in the status only.
-			"status": map[string]any{"variables": []any{map[string]any{"name": "count"}, map[string]any{"name": "note"}, map[string]any{"name": "other"}}},
-		}),
-	}
-	writes := &[]string{}
-	var mu sync.Mutex
-	c := fake.NewClientBuilder().WithRESTMapper(mapper).WithScheme(runtime.NewScheme()).WithObjects(objs...).
-		WithInterceptorFuncs(interceptor.Funcs{
-			Patch: func(ctx context.Context, c client.WithWatch, o client.Object, p client.Patch, opts ...client.PatchOption) error {
-				what := "patch "
-				if (&client.PatchOptions{}).ApplyOptions(opts).DryRun != nil {
-					what = "dry-run patch "
-				}
-				mu.Lock()
-				*writes = append(*writes, what+o.GetObjectKind().GroupVersionKind().Kind+" "+o.GetName())
-				mu.Unlock()
-				if failPatch != nil && o.GetObjectKind().GroupVersionKind().Kind == "Cluster" {
-					return failPatch
-				}
-				return c.Patch(ctx, o, p, opts...)
-			},
-		}).Build()
-	return c, writes
-}
-
-// edit reads the object kind/name, changes it with f and writes it back (as a controller would).
-func edit(t *testing.T, c client.Client, gvk schema.GroupVersionKind, name string, f func(u *unstructured.Unstructured)) {
-	t.Helper()
-	u := &unstructured.Unstructured{}
-	u.SetGroupVersionKind(gvk)
-	if err := c.Get(t.Context(), client.ObjectKey{Namespace: "fleet", Name: name}, u); err != nil {
-		t.Fatal(err)
-	}
-	f(u)
-	if err := c.Update(t.Context(), u); err != nil {
-		t.Fatal(err)
-	}
-}
 
 var topologyOwners = Owners{ControlPlane: true, MachineDeployments: labels.SelectorFromSet(labels.Set{"pool": "extra"})}
 
