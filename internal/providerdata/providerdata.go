@@ -12,6 +12,7 @@ import (
 	"github.com/gradual-dev/terraform-provider-gradual/internal/fleet"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/inplace/fleetupdate"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/inplace/owners"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/inplace/ownerupdate"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/settings"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/window"
 )
@@ -26,8 +27,12 @@ type Data struct {
 	Management *fleet.Management
 	// Delivery carries revisions to the workload clusters.
 	Delivery *delivery.Service
-	// InPlace plans and carries out in-place updates of machines.
+	// InPlace plans in-place updates of machines (previews them with the update extensions).
 	InPlace *owners.Planner
+	// InPlaceReader reads the machines of owners as they are now, for a refresh.
+	InPlaceReader *owners.Reader
+	// InPlaceUpdater carries out an in-place update of one owner.
+	InPlaceUpdater *ownerupdate.Updater
 	// FleetUpdate paces an in-place update over clusters (the fleet form).
 	FleetUpdate *fleetupdate.Service
 	// Replacements are the creates this process planned as replacements (see Replacements).
@@ -42,14 +47,18 @@ type Data struct {
 // (rollouts and module assignments) and to in-place updates, single-owner and fleet.
 func New(mgmt *fleet.Management, clients *fleet.Clients, set settings.Settings) *Data {
 	set = set.WithDefaults()
-	inPlace := &owners.Planner{Client: mgmt.Client, RESTConfig: mgmt.RESTConfig, Workload: clients.Client, Settings: set}
+	planner := &owners.Planner{Client: mgmt.Client, RESTConfig: mgmt.RESTConfig, Settings: set}
+	reader := &owners.Reader{Client: mgmt.Client, Workload: clients.Client}
+	updater := &ownerupdate.Updater{Client: mgmt.Client, Reader: reader, Settings: set}
 	return &Data{
-		Management:   mgmt,
-		Delivery:     delivery.New(clients, set),
-		InPlace:      inPlace,
-		FleetUpdate:  &fleetupdate.Service{Fleet: mgmt, Machines: inPlace, Observer: inPlace, Settings: set},
-		Replacements: &Replacements{},
-		Settings:     set,
+		Management:     mgmt,
+		Delivery:       delivery.New(clients, set),
+		InPlace:        planner,
+		InPlaceReader:  reader,
+		InPlaceUpdater: updater,
+		FleetUpdate:    &fleetupdate.Service{Fleet: mgmt, Planner: planner, Updater: updater, Observer: reader, Settings: set},
+		Replacements:   &Replacements{},
+		Settings:       set,
 	}
 }
 

@@ -23,15 +23,18 @@ func TestNewHandsTheSettingsToEveryService(t *testing.T) {
 	if d.Settings != want {
 		t.Errorf("Settings %+v, want %+v", d.Settings, want)
 	}
-	if d.InPlace.Settings != want || d.FleetUpdate.Settings != want {
-		t.Errorf("in-place settings %+v and %+v, want %+v", d.InPlace.Settings, d.FleetUpdate.Settings, want)
+	if d.InPlace.Settings != want || d.InPlaceUpdater.Settings != want || d.FleetUpdate.Settings != want {
+		t.Errorf("in-place settings %+v, %+v and %+v, want %+v", d.InPlace.Settings, d.InPlaceUpdater.Settings, d.FleetUpdate.Settings, want)
+	}
+	if d.FleetUpdate.Updater != d.InPlaceUpdater {
+		t.Errorf("the fleet form updates through another Updater than the single-owner form")
 	}
 	if d.Window() != w {
 		t.Errorf("Window() = %v, want the provider's", d.Window())
 	}
 
 	d = New(mgmt, fleet.NewClients(mgmt, nil), settings.Settings{})
-	if d.InPlace.Settings.LeaseDuration != settings.DefaultLeaseDuration || d.FleetUpdate.Settings.Parallelism != settings.DefaultParallelism {
-		t.Errorf("unset settings: in-place %+v, fleet %+v", d.InPlace.Settings, d.FleetUpdate.Settings)
+	if d.InPlaceUpdater.Settings.LeaseDuration != settings.DefaultLeaseDuration || d.FleetUpdate.Settings.Parallelism != settings.DefaultParallelism {
+		t.Errorf("unset settings: in-place %+v, fleet %+v", d.InPlaceUpdater.Settings, d.FleetUpdate.Settings)
 	}
 }

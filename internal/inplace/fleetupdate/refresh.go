@@ -15,9 +15,9 @@ import (
 )
 
 // Observer reads the machines of a cluster's owners without asking any extension
-// (owners.Planner).
+// (owners.Reader).
 type Observer interface {
-	ClusterOwners(ctx context.Context, namespace, cluster string, o owners.Owners) ([]owners.Selection, string, error)
+	ClusterOwners(ctx context.Context, namespace, cluster string, o owners.Pick) ([]owners.Selection, string, error)
 	Observe(ctx context.Context, sel owners.Selection, change inplace.Change) (*owners.Observation, error)
 	VariableDrift(ctx context.Context, namespace, cluster string, vars map[string]json.RawMessage) ([]owners.VariableChange, error)
 }

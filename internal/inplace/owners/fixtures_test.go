@@ -11,8 +11,6 @@ var (
 	topologyWorld    = ownertest.TopologyWorld
 	fleetWorld       = ownertest.FleetClusterWorld
 
-	kctGVK        = ownertest.KubeadmConfigTemplateGVK
-	dmtGVK        = ownertest.DevMachineTemplateGVK
 	kcGVK         = ownertest.KubeadmConfigGVK
 	dmGVK         = ownertest.DevMachineGVK
 	deploymentGVK = ownertest.DeploymentGVK

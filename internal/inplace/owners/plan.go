@@ -49,7 +49,9 @@ type Result struct {
 	Notes []string
 }
 
-// Planner plans and executes in-place updates against one management cluster.
+// Planner plans in-place updates against one management cluster: it reads the owners and their
+// machines and previews each machine with the update extensions. It writes nothing (the
+// ClusterClass check is a server-side dry run); ownerupdate.Updater carries the plans out.
 type Planner struct {
 	// Client reads and writes the management cluster (Machines, infrastructure machines,
 	// bootstrap configs, ExtensionConfigs; unstructured, so no scheme is needed for them).
@@ -58,12 +60,10 @@ type Planner struct {
 	// Service (ExtensionConfig spec.clientConfig.service) are called through (the API server's
 	// service proxy); nil leaves those out with a note.
 	RESTConfig *rest.Config
-	// Workload returns a client for a workload cluster (to verify Nodes); needed by Execute.
-	Workload func(ctx context.Context, namespace, cluster string) (client.Client, error)
 	// Options tune the extension clients.
 	Options extension.Options
-	// Settings are the provider's: Parallelism bounds the clusters planned at once (PlanFleet),
-	// LeaseDuration is the Lease Execute holds per owner. Unset ones take their defaults.
+	// Settings are the provider's: Parallelism bounds the clusters planned at once (PlanFleet);
+	// unset, it takes its default.
 	Settings settings.Settings
 }
 
@@ -421,8 +421,8 @@ func hintFor(err error) string {
 	return ""
 }
 
-// specPatch is the JSON merge patch that turns from's spec into to's (nil when equal).
-func specPatch(from, to map[string]any) ([]byte, error) {
+// SpecPatch is the JSON merge patch that turns from's spec into to's (nil when equal).
+func SpecPatch(from, to map[string]any) ([]byte, error) {
 	a, err := json.Marshal(map[string]any{"spec": from["spec"]})
 	if err != nil {
 		return nil, err

@@ -1,4 +1,4 @@
-package owners
+package ownerupdate
 
 import (
 	"context"
@@ -13,31 +13,33 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/utils/ptr"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/gradual-dev/terraform-provider-gradual/internal/engine"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/inplace"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/inplace/owners"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/records"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/settings"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/usererr"
 )
 
-func machineWithLabels(name string, labels map[string]string) Machine {
+func machineWithLabels(name string, labels map[string]string) owners.Machine {
 	u := &unstructured.Unstructured{}
 	u.SetName(name)
 	u.SetLabels(labels)
-	return Machine{Current: inplace.Objects{Machine: u}, Plan: inplace.MachinePlan{Machine: name}}
+	return owners.Machine{Current: inplace.Objects{Machine: u}, Plan: inplace.MachinePlan{Machine: name}}
 }
 
 func TestLeaseKeys(t *testing.T) {
 	key := func(kind, name string) records.Key { return records.Key{Kind: kind, Namespace: "fleet", Name: name} }
-	md := Selection{Namespace: "fleet", Cluster: "c", MachineDeployment: "md-0"}
-	if got, want := LeaseKeys(md, []Machine{machineWithLabels("m1", map[string]string{deploymentNameLabel: "md-0"})}),
+	md := owners.Selection{Namespace: "fleet", Cluster: "c", MachineDeployment: "md-0"}
+	if got, want := LeaseKeys(md, []owners.Machine{machineWithLabels("m1", map[string]string{clusterv1.MachineDeploymentNameLabel: "md-0"})}),
 		[]records.Key{key(LeaseKindMachineDeployment, "md-0")}; !reflect.DeepEqual(got, want) {
 		t.Errorf("MachineDeployment selection: %v, want %v", got, want)
 	}
-	if got, want := LeaseKeys(Selection{Namespace: "fleet", Cluster: "c", ControlPlane: "cp"}, nil),
+	if got, want := LeaseKeys(owners.Selection{Namespace: "fleet", Cluster: "c", ControlPlane: "cp"}, nil),
 		[]records.Key{key(LeaseKindControlPlane, "cp")}; !reflect.DeepEqual(got, want) {
 		t.Errorf("control plane selection: %v, want %v", got, want)
 	}
@@ -51,12 +53,12 @@ func TestHoldLeasesAlreadyRunning(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := fake.NewClientBuilder().WithScheme(s).Build()
-	p := &Planner{Client: c}
+	up := &Updater{Client: c}
 	start := time.Date(2026, 7, 1, 12, 0, 0, 0, time.UTC)
 	firstClock, secondClock := engine.NewFakeClock(start), engine.NewFakeClock(start.Add(-time.Hour))
-	keys := LeaseKeys(Selection{Namespace: "fleet", Cluster: "c", MachineDeployment: "md-0"}, nil)
+	keys := LeaseKeys(owners.Selection{Namespace: "fleet", Cluster: "c", MachineDeployment: "md-0"}, nil)
 
-	runCtx, release, err := p.holdLeases(t.Context(), keys, ExecuteRequest{Holder: "first", Clock: firstClock})
+	runCtx, release, err := up.holdLeases(t.Context(), keys, ExecuteRequest{Holder: "first", Clock: firstClock})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +70,7 @@ func TestHoldLeasesAlreadyRunning(t *testing.T) {
 	}
 	done := make(chan result, 1)
 	go func() {
-		_, rel, err := p.holdLeases(t.Context(), keys, ExecuteRequest{Holder: "second", Clock: secondClock})
+		_, rel, err := up.holdLeases(t.Context(), keys, ExecuteRequest{Holder: "second", Clock: secondClock})
 		done <- result{rel, err}
 	}()
 	// The first apply renews its Lease (a third of its duration on its clock) while the second
@@ -135,10 +137,10 @@ func TestHoldLeasesHonoursLeaseDuration(t *testing.T) {
 		{settings.Settings{}, int32(settings.DefaultLeaseDuration / time.Second)},
 	} {
 		c := fake.NewClientBuilder().WithScheme(s).Build()
-		p := &Planner{Client: c, Settings: tc.set}
-		keys := LeaseKeys(Selection{Namespace: "fleet", Cluster: "c", MachineDeployment: "md-0"}, nil)
+		up := &Updater{Client: c, Settings: tc.set}
+		keys := LeaseKeys(owners.Selection{Namespace: "fleet", Cluster: "c", MachineDeployment: "md-0"}, nil)
 		clock := engine.NewFakeClock(time.Date(2026, 7, 1, 12, 0, 0, 0, time.UTC))
-		_, release, err := p.holdLeases(t.Context(), keys, ExecuteRequest{Holder: "apply", Clock: clock})
+		_, release, err := up.holdLeases(t.Context(), keys, ExecuteRequest{Holder: "apply", Clock: clock})
 		if err != nil {
 			t.Fatal(err)
 		}
