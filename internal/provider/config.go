@@ -253,6 +253,10 @@ func (p *gradualProvider) Configure(ctx context.Context, req provider.ConfigureR
 				"so the provider cannot connect to the management cluster during this plan.")
 		return
 	}
+	set, diags := settingsOf(ctx, cfg)
+	if resp.Diagnostics.Append(diags...); resp.Diagnostics.HasError() {
+		return
+	}
 	connection := clientconfig.Settings{
 		KubeconfigPath:       cfg.ConfigPath.ValueString(),
 		Context:              cfg.ConfigContext.ValueString(),
@@ -270,7 +274,7 @@ func (p *gradualProvider) Configure(ctx context.Context, req provider.ConfigureR
 		QPS:                  float32(cfg.QPS.ValueFloat64()),
 		Burst:                int(cfg.Burst.ValueInt64()),
 		UserAgent:            "terraform-provider-gradual/" + p.version,
-		RequestTimeout:       settings.DefaultRequestTimeout,
+		RequestTimeout:       set.RequestTimeout,
 		Env:                  p.env,
 	}
 	if connection.KubeconfigPath == "" {
@@ -280,14 +284,6 @@ func (p *gradualProvider) Configure(ctx context.Context, req provider.ConfigureR
 		connection.Context = cfg.Context.ValueString()
 	}
 	resp.Diagnostics.Append(cfg.ConfigPaths.ElementsAs(ctx, &connection.KubeconfigPaths, false)...)
-	if s := cfg.RequestTimeout.ValueString(); s != "" {
-		d, err := time.ParseDuration(s)
-		if err != nil {
-			resp.Diagnostics.AddAttributeError(path.Root("request_timeout"), "Invalid Duration", "request_timeout must be a duration such as \"30s\" or \"2m\".")
-			return
-		}
-		connection.RequestTimeout = d
-	}
 	if !cfg.Exec.IsNull() {
 		var e execModel
 		resp.Diagnostics.Append(cfg.Exec.As(ctx, &e, basetypes.ObjectAsOptions{})...)
@@ -308,18 +304,32 @@ func (p *gradualProvider) Configure(ctx context.Context, req provider.ConfigureR
 		resp.Diagnostics.Append(diagnostics.FromError(err, "Invalid Provider Configuration"))
 		return
 	}
-	set := settings.Settings{Parallelism: int(cfg.MaxParallelClusters.ValueInt64()), RequestTimeout: connection.RequestTimeout}
-	if s := cfg.LeaseDuration.ValueString(); s != "" {
-		// Validated as a duration at plan time; an unparsable value keeps the default.
-		set.LeaseDuration, _ = time.ParseDuration(s)
-	}
-	var diags diag.Diagnostics
-	set.Window, diags = shared.WindowFrom(ctx, cfg.MaintenanceWindow)
-	if resp.Diagnostics.Append(diags...); resp.Diagnostics.HasError() {
-		return
-	}
 	data := providerdata.New(mgmt, fleet.NewClients(mgmt, nil), set)
 	resp.DataSourceData = data
 	resp.ResourceData = data
 	resp.EphemeralResourceData = data
+}
+
+// settingsOf reads the provider-wide settings of cfg: one value, which every service is built
+// with (providerdata.New) and whose request_timeout bounds the connection too. Unset settings
+// stay zero, for their defaults.
+func settingsOf(ctx context.Context, cfg configModel) (settings.Settings, diag.Diagnostics) {
+	set := settings.Settings{Parallelism: int(cfg.MaxParallelClusters.ValueInt64())}
+	var diags diag.Diagnostics
+	if s := cfg.RequestTimeout.ValueString(); s != "" {
+		d, err := time.ParseDuration(s)
+		if err != nil {
+			diags.AddAttributeError(path.Root("request_timeout"), "Invalid Duration", "request_timeout must be a duration such as \"30s\" or \"2m\".")
+			return set, diags
+		}
+		set.RequestTimeout = d
+	}
+	if s := cfg.LeaseDuration.ValueString(); s != "" {
+		// Validated as a duration at plan time; an unparsable value keeps the default.
+		set.LeaseDuration, _ = time.ParseDuration(s)
+	}
+	var d diag.Diagnostics
+	set.Window, d = shared.WindowFrom(ctx, cfg.MaintenanceWindow)
+	diags.Append(d...)
+	return set, diags
 }
