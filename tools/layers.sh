@@ -28,7 +28,7 @@ deny() {
   fi
 }
 
-for pkg in internal/engine internal/clock internal/manifest internal/fieldpath internal/health internal/inplace internal/usererr internal/window; do
+for pkg in internal/engine internal/clock internal/manifest internal/fieldpath internal/health internal/inplace internal/settings internal/usererr internal/window; do
   deny "$pkg" "^(k8s\.io/client-go|sigs\.k8s\.io/controller-runtime|github\.com/hashicorp/terraform-plugin-)|^$in/(apply|records|fleet|clientconfig|extension|delivery|assignment|resources|provider|providerdata)(/|$)" \
     "the pure core knows no Terraform and no Kubernetes client"
 done

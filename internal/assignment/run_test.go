@@ -17,6 +17,7 @@ import (
 	"github.com/gradual-dev/terraform-provider-gradual/internal/fleet"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/manifest"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/records"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/settings"
 )
 
 // Outcome → binding: applied (stamped with the injected clock) when the module runs there now,
@@ -75,7 +76,7 @@ func TestCandidates(t *testing.T) {
 // A run's writes outlive its context (a cancelled apply still records where each cluster is),
 // for a bounded time only; they carry the run's write fence.
 func TestRunSettlesWithinItsBound(t *testing.T) {
-	svc := delivery.New(fleet.NewClients(&fleet.Management{Client: fake.NewClientBuilder().Build()}, nil), delivery.Options{})
+	svc := delivery.New(fleet.NewClients(&fleet.Management{Client: fake.NewClientBuilder().Build()}, nil), settings.Settings{})
 	fenced := errors.New("fenced")
 	ctx, cancel := context.WithCancel(records.WithFence(context.Background(), func() error { return fenced }))
 	r := newRun(ctx, svc, RunRequest{Spec: Spec{Key: records.Key{Kind: "module-assignment", Namespace: "fleet", Name: "base"}}}, time.Now, time.Second)

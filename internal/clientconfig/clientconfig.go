@@ -25,6 +25,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
+	"github.com/gradual-dev/terraform-provider-gradual/internal/settings"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/usererr"
 )
 
@@ -81,8 +82,6 @@ const DefaultServiceAccountDir = "/var/run/secrets/kubernetes.io/serviceaccount"
 const (
 	DefaultQPS   = 50
 	DefaultBurst = 100
-	// DefaultRequestTimeout bounds one request to the management cluster.
-	DefaultRequestTimeout = 30 * time.Second
 )
 
 // Config is a REST config plus a description of where it came from, safe to show to users.
@@ -101,7 +100,7 @@ func Build(ctx context.Context, s Settings) (*Config, error) {
 	}
 	timeout := s.RequestTimeout
 	if timeout <= 0 {
-		timeout = DefaultRequestTimeout
+		timeout = settings.DefaultRequestTimeout
 	}
 	var (
 		cfg    *rest.Config

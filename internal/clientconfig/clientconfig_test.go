@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gradual-dev/terraform-provider-gradual/internal/settings"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/usererr"
 )
 
@@ -90,7 +91,7 @@ func TestBuildFromFile(t *testing.T) {
 	if cfg.REST.Host != "https://127.0.0.1:6443" || cfg.REST.BearerToken != "s3cr3t-token" {
 		t.Fatalf("unexpected config: host %q", cfg.REST.Host)
 	}
-	if cfg.REST.QPS != DefaultQPS || cfg.REST.Burst != DefaultBurst || cfg.REST.Timeout != DefaultRequestTimeout {
+	if cfg.REST.QPS != DefaultQPS || cfg.REST.Burst != DefaultBurst || cfg.REST.Timeout != settings.DefaultRequestTimeout {
 		t.Fatalf("defaults not applied: %v/%v/%v", cfg.REST.QPS, cfg.REST.Burst, cfg.REST.Timeout)
 	}
 	if !strings.Contains(cfg.Source, path) || !strings.Contains(cfg.Source, `"other"`) {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	"github.com/gradual-dev/terraform-provider-gradual/internal/records"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/settings"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/usererr"
 )
 
@@ -19,7 +20,7 @@ import (
 // runCtx and release are records.Hold's: runCtx is cancelled when the Lease is lost (LeaseLost
 // turns the run's error into one that says so) and carries the write fence (records.Fenced).
 func (s *Service) HoldLease(ctx context.Context, recordNamespace string, key records.Key, holder, busyTitle, busyDetail string) (runCtx context.Context, release func(), err error) {
-	runCtx, release, err = records.Hold(ctx, s.mgmt.Client, recordNamespace, []records.Key{key}, holder, cmp.Or(s.leaseDuration, DefaultLeaseDuration), s.clock)
+	runCtx, release, err = records.Hold(ctx, s.mgmt.Client, recordNamespace, []records.Key{key}, holder, cmp.Or(s.leaseDuration, settings.DefaultLeaseDuration), s.clock)
 	if err != nil {
 		var held *records.HeldError
 		if errors.As(err, &held) {

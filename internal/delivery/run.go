@@ -15,10 +15,6 @@ import (
 	"github.com/gradual-dev/terraform-provider-gradual/internal/usererr"
 )
 
-// DefaultLeaseDuration is how long a rollout's Lease outlives a holder that stopped renewing it (a
-// killed process) unless the provider says otherwise; a live holder renews it every third of that.
-const DefaultLeaseDuration = 60 * time.Second
-
 // settleTimeout bounds the work after a run ends (final records, the state read back), which
 // runs on a fresh context so that a cancelled apply still reports where it left each cluster.
 const settleTimeout = 30 * time.Second

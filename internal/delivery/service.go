@@ -18,11 +18,8 @@ import (
 	"github.com/gradual-dev/terraform-provider-gradual/internal/fluxdelivery"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/health"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/records"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/settings"
 )
-
-// DefaultConcurrency bounds how many clusters are read or changed at once outside the waves
-// (refresh, plan, destroy); the waves themselves are bounded by update_limit.
-const DefaultConcurrency = 20
 
 // Service carries revisions to the clusters of one management cluster.
 type Service struct {
@@ -124,26 +121,14 @@ func (c *conn) ignoring(ig apply.Ignore) *conn {
 	return &out
 }
 
-// Options are the provider's settings for the service. Zero values take the defaults.
-type Options struct {
-	// Concurrency bounds how many workload clusters are read or cleaned up at once
-	// (DefaultConcurrency).
-	Concurrency int
-	// LeaseDuration is how long an apply's Lease outlives a holder that stopped renewing it, so
-	// how long the next apply waits after a killed one (DefaultLeaseDuration).
-	LeaseDuration time.Duration
-}
-
-// New returns a service for the workload clusters clients reaches.
-func New(clients *fleet.Clients, opts Options) *Service {
-	if opts.Concurrency <= 0 {
-		opts.Concurrency = DefaultConcurrency
-	}
-	if opts.LeaseDuration <= 0 {
-		opts.LeaseDuration = DefaultLeaseDuration
-	}
+// New returns a service for the workload clusters clients reaches, under the provider's
+// settings: Parallelism bounds the clusters read or cleaned up at once outside the waves
+// (refresh, plan, destroy; the waves are bounded by update_limit), LeaseDuration is each apply's
+// Lease. Unset settings take their defaults.
+func New(clients *fleet.Clients, set settings.Settings) *Service {
+	set = set.WithDefaults()
 	mgmt := clients.Management()
-	s := &Service{mgmt: mgmt, concurrency: opts.Concurrency, leaseDuration: opts.LeaseDuration, clock: engine.SystemClock{},
+	s := &Service{mgmt: mgmt, concurrency: set.Parallelism, leaseDuration: set.LeaseDuration, clock: engine.SystemClock{},
 		discover: mgmt.Discover, retryWait: time.Second, recheck: clients.Recheck,
 		goneReason: func(ctx context.Context, namespace, name string, withoutSecrets bool) (string, error) {
 			if withoutSecrets {

@@ -12,6 +12,7 @@ import (
 	"github.com/gradual-dev/terraform-provider-gradual/internal/apply"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/fleet"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/records"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/settings"
 )
 
 func kubeconfigSecret(name, token string) *corev1.Secret {
@@ -34,7 +35,7 @@ current-context: %[1]s
 func TestServiceSharesClusterClients(t *testing.T) {
 	ctx := context.Background()
 	clients := fleet.NewClients(&fleet.Management{Client: newFakeClient(kubeconfigSecret("c1", "token-1")), RESTConfig: &rest.Config{}}, nil)
-	svc := New(clients, Options{})
+	svc := New(clients, settings.Settings{})
 	shared, err := clients.Get(ctx, "fleet", "c1")
 	if err != nil {
 		t.Fatal(err)

@@ -9,6 +9,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework-validators/int64validator"
 	"github.com/hashicorp/terraform-plugin-framework-validators/listvalidator"
 	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
+	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/provider"
 	"github.com/hashicorp/terraform-plugin-framework/provider/schema"
@@ -17,12 +18,11 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/types/basetypes"
 
 	"github.com/gradual-dev/terraform-provider-gradual/internal/clientconfig"
-	"github.com/gradual-dev/terraform-provider-gradual/internal/delivery"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/diagnostics"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/fleet"
-	"github.com/gradual-dev/terraform-provider-gradual/internal/inplace/owners"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/providerdata"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/shared"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/settings"
 )
 
 // configModel is the provider block.
@@ -60,8 +60,8 @@ type execModel struct {
 	Env        types.Map    `tfsdk:"env"`
 }
 
-// defaultRequestTimeout is request_timeout's default, clientconfig.DefaultRequestTimeout.
-const defaultRequestTimeout = "30s"
+// seconds writes d as a duration attribute's value, e.g. "60s".
+func seconds(d time.Duration) string { return fmt.Sprintf("%ds", int(d.Seconds())) }
 
 // env names an attribute's environment variable in its description.
 func env(attr string) string {
@@ -172,7 +172,10 @@ func (p *gradualProvider) Schema(_ context.Context, _ provider.SchemaRequest, re
 			"request_timeout": schema.StringAttribute{
 				Optional: true,
 				MarkdownDescription: "Time limit of one request to the management or a workload cluster, and of the first run of the `exec` " +
-					"plugin (default `" + defaultRequestTimeout + "`). Long waits such as verification are loops of short requests and are not limited by it.",
+					"plugin (default `" + seconds(settings.DefaultRequestTimeout) + "`). It governs every resource alike: a rollout's and a " +
+					"module assignment's reads and writes of the workload clusters and their records, and an in-place update's reads and " +
+					"writes of the management cluster's Cluster API objects. Long waits such as verification are loops of short requests " +
+					"and are not limited by it.",
 				Validators: []validator.String{shared.Duration(time.Second, 10*time.Minute)},
 			},
 			"qps": schema.Float64Attribute{
@@ -187,16 +190,19 @@ func (p *gradualProvider) Schema(_ context.Context, _ provider.SchemaRequest, re
 			},
 			"lease_duration": schema.StringAttribute{
 				Optional: true,
-				MarkdownDescription: "How long the Lease of a running apply of a rollout or module assignment outlives an apply that stopped renewing it, " +
-					"such as a killed CI job: the next apply of the same resource waits that long before it takes over (default `" +
-					fmt.Sprintf("%ds", int(delivery.DefaultLeaseDuration.Seconds())) + "`). A live apply renews its Lease every third of it, so keep it well above the " +
-					"management cluster's worst response time.",
+				MarkdownDescription: "How long the Lease of a running apply outlives an apply that stopped renewing it, such as a killed CI job: " +
+					"the next apply of the same resource waits that long before it takes over (default `" + seconds(settings.DefaultLeaseDuration) + "`). " +
+					"It governs the Lease of every resource that changes the fleet: a `gradual_rollout`'s and a `gradual_module_assignment`'s " +
+					"(one per resource), and a `gradual_inplace_update`'s (one per owner of the machines it updates, single-owner and fleet form). " +
+					"A live apply renews its Lease every third of it, so keep it well above the management cluster's worst response time.",
 				Validators: []validator.String{shared.Duration(15*time.Second, time.Hour)},
 			},
 			"max_parallel_clusters": schema.Int64Attribute{
 				Optional: true,
-				MarkdownDescription: fmt.Sprintf("How many workload clusters are read or cleaned up at once during refresh, plan and destroy (default %d). "+
-					"Changes during apply are bounded by each resource's `update_limit`.", delivery.DefaultConcurrency),
+				MarkdownDescription: fmt.Sprintf("How many workload clusters are read, previewed or cleaned up at once (default %d): "+
+					"by a `gradual_rollout` and a `gradual_module_assignment` during refresh, plan and destroy; by the fleet form of "+
+					"`gradual_inplace_update` (and `data.gradual_inplace_update_plan`) while it reads the clusters at refresh and previews "+
+					"them with the update extensions at plan and when apply starts. Changes during apply are bounded by each resource's `update_limit`.", settings.DefaultParallelism),
 				Validators: []validator.Int64{int64validator.Between(1, 1000)},
 			},
 			"maintenance_window": shared.ProviderMaintenanceWindowAttribute(),
@@ -247,7 +253,11 @@ func (p *gradualProvider) Configure(ctx context.Context, req provider.ConfigureR
 				"so the provider cannot connect to the management cluster during this plan.")
 		return
 	}
-	settings := clientconfig.Settings{
+	set, diags := settingsOf(ctx, cfg)
+	if resp.Diagnostics.Append(diags...); resp.Diagnostics.HasError() {
+		return
+	}
+	connection := clientconfig.Settings{
 		KubeconfigPath:       cfg.ConfigPath.ValueString(),
 		Context:              cfg.ConfigContext.ValueString(),
 		ContextAuthInfo:      cfg.ConfigContextAuthInfo.ValueString(),
@@ -264,35 +274,27 @@ func (p *gradualProvider) Configure(ctx context.Context, req provider.ConfigureR
 		QPS:                  float32(cfg.QPS.ValueFloat64()),
 		Burst:                int(cfg.Burst.ValueInt64()),
 		UserAgent:            "terraform-provider-gradual/" + p.version,
-		RequestTimeout:       clientconfig.DefaultRequestTimeout,
+		RequestTimeout:       set.RequestTimeout,
 		Env:                  p.env,
 	}
-	if settings.KubeconfigPath == "" {
-		settings.KubeconfigPath = cfg.KubeconfigPath.ValueString()
+	if connection.KubeconfigPath == "" {
+		connection.KubeconfigPath = cfg.KubeconfigPath.ValueString()
 	}
-	if settings.Context == "" {
-		settings.Context = cfg.Context.ValueString()
+	if connection.Context == "" {
+		connection.Context = cfg.Context.ValueString()
 	}
-	resp.Diagnostics.Append(cfg.ConfigPaths.ElementsAs(ctx, &settings.KubeconfigPaths, false)...)
-	if s := cfg.RequestTimeout.ValueString(); s != "" {
-		d, err := time.ParseDuration(s)
-		if err != nil {
-			resp.Diagnostics.AddAttributeError(path.Root("request_timeout"), "Invalid Duration", "request_timeout must be a duration such as \"30s\" or \"2m\".")
-			return
-		}
-		settings.RequestTimeout = d
-	}
+	resp.Diagnostics.Append(cfg.ConfigPaths.ElementsAs(ctx, &connection.KubeconfigPaths, false)...)
 	if !cfg.Exec.IsNull() {
 		var e execModel
 		resp.Diagnostics.Append(cfg.Exec.As(ctx, &e, basetypes.ObjectAsOptions{})...)
-		settings.Exec = &clientconfig.Exec{APIVersion: e.APIVersion.ValueString(), Command: e.Command.ValueString()}
-		resp.Diagnostics.Append(e.Args.ElementsAs(ctx, &settings.Exec.Args, false)...)
-		resp.Diagnostics.Append(e.Env.ElementsAs(ctx, &settings.Exec.Env, false)...)
+		connection.Exec = &clientconfig.Exec{APIVersion: e.APIVersion.ValueString(), Command: e.Command.ValueString()}
+		resp.Diagnostics.Append(e.Args.ElementsAs(ctx, &connection.Exec.Args, false)...)
+		resp.Diagnostics.Append(e.Env.ElementsAs(ctx, &connection.Exec.Env, false)...)
 	}
 	if resp.Diagnostics.HasError() {
 		return
 	}
-	conn, err := clientconfig.Build(ctx, settings)
+	conn, err := clientconfig.Build(ctx, connection)
 	if err != nil {
 		resp.Diagnostics.Append(diagnostics.FromError(err, "Invalid Provider Configuration"))
 		return
@@ -302,19 +304,32 @@ func (p *gradualProvider) Configure(ctx context.Context, req provider.ConfigureR
 		resp.Diagnostics.Append(diagnostics.FromError(err, "Invalid Provider Configuration"))
 		return
 	}
-	opts := delivery.Options{Concurrency: int(cfg.MaxParallelClusters.ValueInt64())}
-	if s := cfg.LeaseDuration.ValueString(); s != "" {
-		// Validated as a duration at plan time; an unparsable value keeps the default.
-		opts.LeaseDuration, _ = time.ParseDuration(s)
-	}
-	window, diags := shared.WindowFrom(ctx, cfg.MaintenanceWindow)
-	if resp.Diagnostics.Append(diags...); resp.Diagnostics.HasError() {
-		return
-	}
-	clients := fleet.NewClients(mgmt, nil)
-	data := &providerdata.Data{Management: mgmt, Delivery: delivery.New(clients, opts), InPlace: &owners.Planner{Client: mgmt.Client, RESTConfig: mgmt.RESTConfig, Workload: clients.Client},
-		Replacements: &providerdata.Replacements{}, MaintenanceWindow: window}
+	data := providerdata.New(mgmt, fleet.NewClients(mgmt, nil), set)
 	resp.DataSourceData = data
 	resp.ResourceData = data
 	resp.EphemeralResourceData = data
+}
+
+// settingsOf reads the provider-wide settings of cfg: one value, which every service is built
+// with (providerdata.New) and whose request_timeout bounds the connection too. Unset settings
+// stay zero, for their defaults.
+func settingsOf(ctx context.Context, cfg configModel) (settings.Settings, diag.Diagnostics) {
+	set := settings.Settings{Parallelism: int(cfg.MaxParallelClusters.ValueInt64())}
+	var diags diag.Diagnostics
+	if s := cfg.RequestTimeout.ValueString(); s != "" {
+		d, err := time.ParseDuration(s)
+		if err != nil {
+			diags.AddAttributeError(path.Root("request_timeout"), "Invalid Duration", "request_timeout must be a duration such as \"30s\" or \"2m\".")
+			return set, diags
+		}
+		set.RequestTimeout = d
+	}
+	if s := cfg.LeaseDuration.ValueString(); s != "" {
+		// Validated as a duration at plan time; an unparsable value keeps the default.
+		set.LeaseDuration, _ = time.ParseDuration(s)
+	}
+	var d diag.Diagnostics
+	set.Window, d = shared.WindowFrom(ctx, cfg.MaintenanceWindow)
+	diags.Append(d...)
+	return set, diags
 }

@@ -6,12 +6,14 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/hashicorp/terraform-plugin-framework/provider"
 	"github.com/hashicorp/terraform-plugin-framework/tfsdk"
 	"github.com/hashicorp/terraform-plugin-go/tftypes"
 
 	"github.com/gradual-dev/terraform-provider-gradual/internal/providerdata"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/settings"
 )
 
 func providerSchema(t *testing.T) provider.SchemaResponse {
@@ -134,5 +136,26 @@ func TestConfigureExecFails(t *testing.T) {
 	d := resp.Diagnostics[0]
 	if d.Summary() != "Exec Credential Plugin Failed" || !strings.Contains(d.Detail(), plugin) || strings.Contains(d.Detail(), "s3cr3t") {
 		t.Fatalf("diagnostic: %s: %s", d.Summary(), d.Detail())
+	}
+}
+
+// The provider block's lease_duration, max_parallel_clusters and request_timeout reach every
+// service as one value: delivery, and in-place updates single-owner and fleet alike.
+func TestConfigureSettingsReachInPlaceUpdates(t *testing.T) {
+	resp := configure(t, map[string]tftypes.Value{
+		"host": str("https://127.0.0.1:6443"), "token": str("t"),
+		"lease_duration": str("90s"), "max_parallel_clusters": tftypes.NewValue(tftypes.Number, 7), "request_timeout": str("7s"),
+	})
+	if resp.Diagnostics.HasError() {
+		t.Fatalf("diagnostics: %v", resp.Diagnostics)
+	}
+	data := resp.ResourceData.(*providerdata.Data)
+	want := settings.Settings{LeaseDuration: 90 * time.Second, Parallelism: 7, RequestTimeout: 7 * time.Second}
+	if data.Settings != want || data.InPlaceUpdater.Settings != want || data.InPlace.Settings != want || data.FleetUpdate.Settings != want {
+		t.Errorf("settings: provider %+v, in-place updater %+v, planner %+v, fleet %+v; want %+v",
+			data.Settings, data.InPlaceUpdater.Settings, data.InPlace.Settings, data.FleetUpdate.Settings, want)
+	}
+	if data.Management.RESTConfig.Timeout != 7*time.Second {
+		t.Errorf("connection timeout %s, want request_timeout's 7s", data.Management.RESTConfig.Timeout)
 	}
 }

@@ -1,6 +1,6 @@
 // Package providerdata is what the provider's Configure hands to every resource, data source and
-// function: the management cluster, the workload clients' owner, the delivery service and
-// provider-wide settings.
+// function: the management cluster, the workload clients' owner, the delivery and in-place
+// services, and the provider-wide settings they were all built with (New).
 package providerdata
 
 import (
@@ -10,7 +10,10 @@ import (
 
 	"github.com/gradual-dev/terraform-provider-gradual/internal/delivery"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/fleet"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/inplace/fleetupdate"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/inplace/owners"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/inplace/ownerupdate"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/settings"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/window"
 )
 
@@ -24,21 +27,48 @@ type Data struct {
 	Management *fleet.Management
 	// Delivery carries revisions to the workload clusters.
 	Delivery *delivery.Service
-	// InPlace plans and carries out in-place updates of machines.
+	// InPlace plans in-place updates of machines (previews them with the update extensions).
 	InPlace *owners.Planner
+	// InPlaceReader reads the machines of owners as they are now, for a refresh.
+	InPlaceReader *owners.Reader
+	// InPlaceUpdater carries out an in-place update of one owner.
+	InPlaceUpdater *ownerupdate.Updater
+	// FleetUpdate paces an in-place update over clusters (the fleet form).
+	FleetUpdate *fleetupdate.Service
 	// Replacements are the creates this process planned as replacements (see Replacements).
 	Replacements *Replacements
-	// MaintenanceWindow is the provider's `maintenance_window`: the window of every rollout and
-	// module assignment that sets none of its own (nil: none).
-	MaintenanceWindow *window.Window
+	// Settings are the provider's settings, with their defaults filled in: the same value every
+	// service above was built with.
+	Settings settings.Settings
 }
 
-// Window is d's MaintenanceWindow, nil while the provider is not configured.
+// New builds the provider's services over mgmt and clients under set, once per configuration:
+// the settings are resolved here (defaults filled in) and handed, as one value, to delivery
+// (rollouts and module assignments) and to in-place updates, single-owner and fleet.
+func New(mgmt *fleet.Management, clients *fleet.Clients, set settings.Settings) *Data {
+	set = set.WithDefaults()
+	planner := &owners.Planner{Client: mgmt.Client, RESTConfig: mgmt.RESTConfig, Settings: set}
+	reader := &owners.Reader{Client: mgmt.Client, Workload: clients.Client}
+	updater := &ownerupdate.Updater{Client: mgmt.Client, Reader: reader, Settings: set}
+	return &Data{
+		Management:     mgmt,
+		Delivery:       delivery.New(clients, set),
+		InPlace:        planner,
+		InPlaceReader:  reader,
+		InPlaceUpdater: updater,
+		FleetUpdate:    &fleetupdate.Service{Fleet: mgmt, Planner: planner, Updater: updater, Observer: reader, Settings: set},
+		Replacements:   &Replacements{},
+		Settings:       set,
+	}
+}
+
+// Window is the provider's maintenance_window, nil when it sets none or while the provider is
+// not configured.
 func (d *Data) Window() *window.Window {
 	if d == nil {
 		return nil
 	}
-	return d.MaintenanceWindow
+	return d.Settings.Window
 }
 
 // From checks and converts the ProviderData a resource or data source receives in Configure.

@@ -16,6 +16,7 @@ import (
 	"github.com/gradual-dev/terraform-provider-gradual/internal/fleet"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/inplace"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/inplace/owners"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/inplace/ownerupdate"
 )
 
 // fakeFleet is a fleet of clusters, each with one MachineDeployment of a few machines, and
@@ -117,7 +118,7 @@ func (f *fakeFleet) PlanFleet(_ context.Context, req owners.FleetRequest) (*owne
 	return out, nil
 }
 
-func (f *fakeFleet) ApplyCluster(_ context.Context, cp *owners.ClusterPlan, _ owners.ExecuteRequest) (map[string]string, error) {
+func (f *fakeFleet) ApplyCluster(_ context.Context, cp *owners.ClusterPlan, _ ownerupdate.ExecuteRequest) (map[string]string, error) {
 	f.mu.Lock()
 	f.inFlight++
 	f.maxInFlight = max(f.maxInFlight, f.inFlight)
@@ -143,7 +144,7 @@ func (f *fakeFleet) ApplyCluster(_ context.Context, cp *owners.ClusterPlan, _ ow
 	return map[string]string{}, nil
 }
 
-func (f *fakeFleet) VerifyCluster(_ context.Context, cp *owners.ClusterPlan, _ owners.ExecuteRequest) (map[string]string, error) {
+func (f *fakeFleet) VerifyCluster(_ context.Context, cp *owners.ClusterPlan, _ ownerupdate.ExecuteRequest) (map[string]string, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.failing[cp.Cluster] {
@@ -152,7 +153,7 @@ func (f *fakeFleet) VerifyCluster(_ context.Context, cp *owners.ClusterPlan, _ o
 	return nil, nil
 }
 
-func (f *fakeFleet) service() *Service { return &Service{Fleet: f, Machines: f} }
+func (f *fakeFleet) service() *Service { return &Service{Fleet: f, Planner: f, Updater: f} }
 
 func (f *fakeFleet) writes() []string {
 	f.mu.Lock()
@@ -174,7 +175,7 @@ func (f *fakeFleet) priorOf() *Prior {
 }
 
 func specOf(limit string, maxFailures string, canary ...string) Spec {
-	s := Spec{Query: fleet.Query{Namespace: "fleet"}, Owners: owners.Owners{ControlPlane: true}, Change: inplace.Change{Version: "v1.34.2"},
+	s := Spec{Query: fleet.Query{Namespace: "fleet"}, Owners: owners.Pick{ControlPlane: true}, Change: inplace.Change{Version: "v1.34.2"},
 		Fallback: inplace.FallbackNone}
 	s.Policy = engine.Policy{Irreversible: true, OnFailure: engine.Halt, VerifyTimeout: time.Second, Canary: canary}
 	s.Policy.UpdateLimit, _ = engine.ParseLimit(limit)

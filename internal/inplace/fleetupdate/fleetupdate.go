@@ -12,15 +12,20 @@ import (
 	"github.com/gradual-dev/terraform-provider-gradual/internal/fleet"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/inplace"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/inplace/owners"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/inplace/ownerupdate"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/settings"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/usererr"
 )
 
-// Machines is what the service needs of the management cluster's machines (owners.Planner):
-// previews, and writing and verifying one planned cluster. Tests give a fake.
-type Machines interface {
+// Planner previews the machines of the clusters' owners (owners.Planner). Tests give a fake.
+type Planner interface {
 	PlanFleet(ctx context.Context, req owners.FleetRequest) (*owners.FleetPlan, error)
-	ApplyCluster(ctx context.Context, cp *owners.ClusterPlan, req owners.ExecuteRequest) (map[string]string, error)
-	VerifyCluster(ctx context.Context, cp *owners.ClusterPlan, req owners.ExecuteRequest) (map[string]string, error)
+}
+
+// Updater writes and verifies one planned cluster (ownerupdate.Updater). Tests give a fake.
+type Updater interface {
+	ApplyCluster(ctx context.Context, cp *owners.ClusterPlan, req ownerupdate.ExecuteRequest) (map[string]string, error)
+	VerifyCluster(ctx context.Context, cp *owners.ClusterPlan, req ownerupdate.ExecuteRequest) (map[string]string, error)
 }
 
 // Discoverer lists the clusters a query picks (fleet.Management).
@@ -31,15 +36,19 @@ type Discoverer interface {
 // Service plans and runs fleet in-place updates against one management cluster.
 type Service struct {
 	Fleet    Discoverer
-	Machines Machines
+	Planner  Planner
+	Updater  Updater
 	Observer Observer
+	// Settings are the provider's: Parallelism bounds the clusters a refresh reads at once.
+	// Unset ones take their defaults.
+	Settings settings.Settings
 }
 
 // Spec is one fleet in-place update: the clusters and owners it picks, the change and how it is
 // paced. Policy must be valid (engine.Policy.Validate) and Irreversible.
 type Spec struct {
 	Query     fleet.Query
-	Owners    owners.Owners
+	Owners    owners.Pick
 	Change    inplace.Change
 	Fallback  inplace.Fallback
 	Endpoints []extension.Endpoint
@@ -245,7 +254,7 @@ func (s *Service) preview(ctx context.Context, spec Spec, found *fleet.Discovery
 		}
 		eligible = append(eligible, c.Name)
 	}
-	fp, err := s.Machines.PlanFleet(ctx, spec.request(eligible))
+	fp, err := s.Planner.PlanFleet(ctx, spec.request(eligible))
 	if err != nil {
 		return nil, nil, err
 	}

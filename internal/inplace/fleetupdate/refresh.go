@@ -15,9 +15,9 @@ import (
 )
 
 // Observer reads the machines of a cluster's owners without asking any extension
-// (owners.Planner).
+// (owners.Reader).
 type Observer interface {
-	ClusterOwners(ctx context.Context, namespace, cluster string, o owners.Owners) ([]owners.Selection, string, error)
+	ClusterOwners(ctx context.Context, namespace, cluster string, o owners.Pick) ([]owners.Selection, string, error)
 	Observe(ctx context.Context, sel owners.Selection, change inplace.Change) (*owners.Observation, error)
 	VariableDrift(ctx context.Context, namespace, cluster string, vars map[string]json.RawMessage) ([]owners.VariableChange, error)
 }
@@ -30,11 +30,9 @@ type Refreshed struct {
 	Notes    []string
 }
 
-// refreshParallel bounds the clusters read at once.
-const refreshParallel = 4
-
 // Refresh reads the picked clusters' owners and machines (specs, Cluster API's conditions,
-// Nodes; no extension is called), a few clusters at a time. prior is the machines' status the
+// Nodes; no extension is called), at most the provider's max_parallel_clusters
+// (Settings.Parallelism) clusters at a time. prior is the machines' status the
 // state holds: a machine unchanged and not in it stays out of Status. The first error reading a
 // cluster is returned once every cluster was read.
 func (s *Service) Refresh(ctx context.Context, spec Spec, prior map[string]string) (*Refreshed, error) {
@@ -46,7 +44,7 @@ func (s *Service) Refresh(ctx context.Context, spec Spec, prior map[string]strin
 	var mu sync.Mutex
 	var firstErr error
 	var g errgroup.Group
-	g.SetLimit(refreshParallel)
+	g.SetLimit(s.Settings.WithDefaults().Parallelism)
 	for _, c := range found.Clusters {
 		if c.SkipReason != "" {
 			out.Clusters[c.Name] = ClusterFacts{Skip: c.SkipReason}

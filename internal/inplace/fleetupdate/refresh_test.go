@@ -28,7 +28,7 @@ type fakeObserver struct {
 	asked    []string
 }
 
-func (o *fakeObserver) ClusterOwners(_ context.Context, ns, cluster string, _ owners.Owners) ([]owners.Selection, string, error) {
+func (o *fakeObserver) ClusterOwners(_ context.Context, ns, cluster string, _ owners.Pick) ([]owners.Selection, string, error) {
 	if r := o.skip[cluster]; r != "" {
 		return nil, r, nil
 	}
@@ -61,7 +61,7 @@ func TestRefreshFactsPlanTheNextWaves(t *testing.T) {
 	rev := spec.Revision()
 	obs := &fakeObserver{skip: map[string]string{"paused": "MachineDeployment paused"},
 		recorded: map[string]string{"done": rev, "written": rev}, pending: map[string]bool{"written": true}}
-	svc := &Service{Fleet: f, Machines: f, Observer: obs}
+	svc := &Service{Fleet: f, Planner: f, Updater: f, Observer: obs}
 	got, err := svc.Refresh(context.Background(), spec, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -98,7 +98,7 @@ func TestRefreshSeesVariablesSetBack(t *testing.T) {
 	obs := &fakeObserver{recorded: map[string]string{"held": rev, "setback": rev, "older": "ip-older"},
 		topology: map[string]bool{"held": true, "setback": true, "older": true},
 		drift:    map[string][]owners.VariableChange{"setback": setBack, "older": setBack}}
-	svc := &Service{Fleet: f, Machines: f, Observer: obs}
+	svc := &Service{Fleet: f, Planner: f, Updater: f, Observer: obs}
 	got, err := svc.Refresh(context.Background(), spec, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -169,7 +169,7 @@ func TestSelectorSkipsClustersWithoutTopology(t *testing.T) {
 		t.Errorf("plain named: %v; want refused", err)
 	}
 	obs := &fakeObserver{}
-	got, err := (&Service{Fleet: f, Machines: f, Observer: obs}).Refresh(context.Background(), named, nil)
+	got, err := (&Service{Fleet: f, Planner: f, Updater: f, Observer: obs}).Refresh(context.Background(), named, nil)
 	if err != nil || got.Clusters["plain"].Skip != "" {
 		t.Errorf("refresh of plain named: %+v, %v; want it not skipped (the plan refuses it)", got.Clusters["plain"], err)
 	}

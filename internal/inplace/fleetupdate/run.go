@@ -13,6 +13,7 @@ import (
 
 	"github.com/gradual-dev/terraform-provider-gradual/internal/engine"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/inplace/owners"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/inplace/ownerupdate"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/usererr"
 )
 
@@ -26,7 +27,7 @@ type ApplyRequest struct {
 	// Each wave is checked against it before it is written.
 	Preview Preview
 	// Exec is passed to every owner's write (verify timeout, Lease holder, logging).
-	Exec owners.ExecuteRequest
+	Exec ownerupdate.ExecuteRequest
 	// Clock times the engine's bake (nil: the system clock).
 	Clock engine.Clock
 }
@@ -160,7 +161,7 @@ func previewChange(diffs []string, blocked error) string {
 type world struct {
 	svc      *Service
 	spec     Spec
-	exec     owners.ExecuteRequest
+	exec     ownerupdate.ExecuteRequest
 	baseline Preview
 	// ctx is the apply's context, for the previews taken in Held (the engine's Holder has none).
 	ctx    context.Context
@@ -214,7 +215,7 @@ func (w *world) checkWave(k int) {
 	var problems []string
 	var blocked []error
 	for _, name := range w.waves[k] {
-		fp, err := w.svc.Machines.PlanFleet(w.ctx, w.spec.request([]string{name}))
+		fp, err := w.svc.Planner.PlanFleet(w.ctx, w.spec.request([]string{name}))
 		switch {
 		case err != nil && apierrors.IsNotFound(err):
 			held[name] = "gone: " + err.Error()
@@ -271,7 +272,7 @@ func (w *world) Apply(ctx context.Context, cluster, _ string) error {
 	if err != nil {
 		return err
 	}
-	st, err := w.svc.Machines.ApplyCluster(ctx, cp, w.exec)
+	st, err := w.svc.Updater.ApplyCluster(ctx, cp, w.exec)
 	w.note(st)
 	return gone(err)
 }
@@ -282,7 +283,7 @@ func (w *world) Verify(ctx context.Context, cluster, _ string) error {
 	if err != nil {
 		return err
 	}
-	st, err := w.svc.Machines.VerifyCluster(ctx, cp, w.exec)
+	st, err := w.svc.Updater.VerifyCluster(ctx, cp, w.exec)
 	w.note(st)
 	return gone(err)
 }

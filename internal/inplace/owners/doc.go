@@ -1,5 +1,5 @@
-// Package owners carries out in-place machine updates the way Cluster API (v1.12+, feature gate
-// InPlaceUpdates) expects them: through the machines' owner. Plan reads the owner (a
+// Package owners plans in-place machine updates the way Cluster API (v1.12+, feature gate
+// InPlaceUpdates) carries them out: through the machines' owner. Plan reads the owner (a
 // MachineDeployment or a KubeadmControlPlane) and works out its desired state (version, patched
 // spec, infrastructure and bootstrap templates rotated: copied under a content-hashed name, never
 // edited), refuses owners CAPI would not update as asked (paused, OnDelete, Cluster not ready),
@@ -13,18 +13,15 @@
 // Cluster API v1.14, it allows one extension per in-place hook: with several, CAPI stops the
 // rollout, and the machines are blocked.
 //
-// Execute creates the rotated templates, writes the owner (under the resourceVersion the plan
-// read) and waits until Cluster API is done: the owner's generation observed, its replicas all
-// up to date and available, every Machine UpToDate and not updating, every Node Ready on the
-// desired kubelet version. It never writes a Machine, an infrastructure machine or a bootstrap
-// config. Observe reads the same state for a refresh, calling no extension.
+// It reads and previews; it writes nothing (a ClusterClass-built Cluster's topology variables
+// are checked with a server-side dry run). Reader reads the same state for a refresh, calling
+// no extension, and for the waits of package ownerupdate, which carries the plans out.
 //
 // A Cluster built from a ClusterClass (spec.topology) is upgraded through its topology, never
 // by writing an owner its topology controller manages (those are refused): PlanFleet, with the
 // control plane selected, previews the control plane and every MachineDeployment the topology
-// made, in the order the topology controller upgrades them, as if each got the version;
-// ApplyCluster writes spec.topology.version to the Cluster and waits for its TopologyReconciled
-// condition, the owners on the version and every machine and Node up to date (topology.go).
+// made, in the order the topology controller upgrades them, as if each got the version
+// (topology.go); ownerupdate writes spec.topology.version to the Cluster.
 //
 // It knows nothing of Terraform; errors meant for the person running it are usererr.Errors.
 package owners

@@ -9,19 +9,17 @@ import (
 	"sync"
 
 	"golang.org/x/sync/errgroup"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/gradual-dev/terraform-provider-gradual/internal/extension"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/inplace"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/usererr"
 )
 
-// Owners picks, in each cluster of a fleet update, the owners the change is written to: the
+// Pick picks, in each cluster of a fleet update, the owners the change is written to: the
 // cluster's control plane and/or its MachineDeployments by label. Names are not used: they
 // differ from cluster to cluster (ClusterClass generates them).
-type Owners struct {
+type Pick struct {
 	// ControlPlane: the cluster's control plane (the KubeadmControlPlane its
 	// spec.controlPlaneRef names), updated and verified before its MachineDeployments, as
 	// Kubernetes' version skew policy wants.
@@ -36,14 +34,12 @@ type FleetRequest struct {
 	Namespace string
 	// Clusters are the names of the clusters to plan (the eligible ones), in any order.
 	Clusters []string
-	Owners   Owners
+	Owners   Pick
 	Change   inplace.Change
 	Fallback inplace.Fallback
 	// Endpoints are the extensions to ask; nil means those of the management cluster's
 	// ExtensionConfig objects.
 	Endpoints []extension.Endpoint
-	// Parallel bounds the clusters planned at once; default 4.
-	Parallel int
 	// SkipUnmanaged: with topology variables and the control plane selected, a Cluster
 	// without a managed topology (no spec.topology) is skipped (SkipNoTopology), not refused.
 	// A selector may pick such clusters among the ClusterClass-built ones; a cluster named is
@@ -163,7 +159,8 @@ func (f *FleetPlan) Err() error {
 	return errors.New(strings.Join(lines, "\n"))
 }
 
-// PlanFleet plans req cluster by cluster, a few at a time. The extensions are found and asked
+// PlanFleet plans req cluster by cluster, at most the provider's max_parallel_clusters
+// (Settings.Parallelism) at a time. The extensions are found and asked
 // for their Discovery answer once for the whole fleet. An error reading one cluster's owners or
 // machines fails the plan, naming the cluster; a cluster where the change cannot go (no owner
 // matches, an owner paused, a MachineDeployment with the OnDelete strategy) is skipped with the
@@ -192,12 +189,8 @@ func (p *Planner) PlanFleet(ctx context.Context, req FleetRequest) (*FleetPlan, 
 	names = slices.Compact(names)
 	out.Clusters = make([]*ClusterPlan, len(names))
 	errs := make([]error, len(names))
-	parallel := req.Parallel
-	if parallel <= 0 {
-		parallel = 4
-	}
 	var g errgroup.Group
-	g.SetLimit(parallel)
+	g.SetLimit(p.Settings.WithDefaults().Parallelism)
 	for i, name := range names {
 		g.Go(func() error {
 			out.Clusters[i], errs[i] = p.planCluster(ctx, req, name, exts, gates)
@@ -228,7 +221,7 @@ func (p *Planner) PlanFleet(ctx context.Context, req FleetRequest) (*FleetPlan, 
 // planCluster finds the cluster's owners and plans each.
 func (p *Planner) planCluster(ctx context.Context, req FleetRequest, cluster string, exts *extensionSet, gates *gateSet) (*ClusterPlan, error) {
 	cp := &ClusterPlan{Cluster: cluster}
-	sels, skip, err := p.ClusterOwners(ctx, req.Namespace, cluster, req.Owners)
+	sels, skip, err := (&Reader{Client: p.Client}).ClusterOwners(ctx, req.Namespace, cluster, req.Owners)
 	if err != nil {
 		return nil, err
 	}
@@ -271,63 +264,6 @@ func errVariablesWithoutTopology(namespace, cluster string) error {
 		fmt.Sprintf("topology_variables are written to the spec.topology.variables of a Cluster built from a ClusterClass, with `update_control_plane = true` "+
 			"(and `cluster`, `names` or `selector`); Cluster %s/%s is not picked that way here (it has no spec.topology, or its control plane is not selected). "+
 			"Drop topology_variables, or pick the cluster's topology.", namespace, cluster))
-}
-
-// ClusterOwners lists the owners of cluster that o picks, in the order they are updated (the
-// control plane first, then MachineDeployments by name). skip says why none can be: o picks
-// nothing there, or the control plane is not a KubeadmControlPlane.
-func (p *Planner) ClusterOwners(ctx context.Context, namespace, cluster string, o Owners) (sels []Selection, skip string, err error) {
-	if o.ControlPlane {
-		cl := &unstructured.Unstructured{}
-		cl.SetGroupVersionKind(clusterGVK)
-		if err := p.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: cluster}, cl); err != nil {
-			return nil, "", usererr.Wrap(err, "Cannot Read Cluster", fmt.Sprintf("Reading Cluster %s/%s failed.", namespace, cluster))
-		}
-		kind, _, _ := unstructured.NestedString(cl.Object, "spec", "controlPlaneRef", "kind")
-		name, _, _ := unstructured.NestedString(cl.Object, "spec", "controlPlaneRef", "name")
-		switch {
-		case name == "":
-			return nil, "no control plane (spec.controlPlaneRef)", nil
-		case kind != KindKubeadmControlPlane:
-			return nil, fmt.Sprintf("control plane is a %s; only KubeadmControlPlane is supported", kind), nil
-		case managedTopology(cl) != nil:
-			// The version goes to spec.topology, and the topology controller upgrades every
-			// MachineDeployment it manages after the control plane, selected or not.
-			sels, err := p.topologySelections(ctx, cl, name, o)
-			return sels, "", err
-		}
-		sels = append(sels, Selection{Namespace: namespace, Cluster: cluster, ControlPlane: name})
-	}
-	if o.MachineDeployments != nil {
-		req, err := labels.NewRequirement(clusterNameLabel, "=", []string{cluster})
-		if err != nil {
-			return nil, "", usererr.Wrap(err, "Invalid Cluster Name", fmt.Sprintf("Cluster name %q cannot be a label value.", cluster))
-		}
-		sel := o.MachineDeployments.DeepCopySelector().Add(*req)
-		list := &unstructured.UnstructuredList{}
-		list.SetGroupVersionKind(machineDeploymentGVK.GroupVersion().WithKind("MachineDeploymentList"))
-		if err := p.Client.List(ctx, list, client.InNamespace(namespace), client.MatchingLabelsSelector{Selector: sel}); err != nil {
-			return nil, "", usererr.Wrap(err, "Cannot List MachineDeployments", fmt.Sprintf("Listing the MachineDeployments of cluster %s/%s failed.", namespace, cluster))
-		}
-		var names []string
-		for _, md := range list.Items {
-			if cn, _, _ := unstructured.NestedString(md.Object, "spec", "clusterName"); cn == cluster && md.GetDeletionTimestamp() == nil {
-				names = append(names, md.GetName())
-			}
-		}
-		slices.Sort(names)
-		for _, n := range names {
-			sels = append(sels, Selection{Namespace: namespace, Cluster: cluster, MachineDeployment: n})
-		}
-	}
-	if len(sels) == 0 {
-		what := "no MachineDeployment matches machine_deployment_selector"
-		if o.ControlPlane {
-			what = "no owner selected"
-		}
-		return nil, what, nil
-	}
-	return sels, "", nil
 }
 
 // extensionSet connects to the extensions once, on first need, for every plan that shares it.

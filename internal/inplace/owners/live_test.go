@@ -31,14 +31,14 @@ func TestRevisionIgnoresJSONFormatting(t *testing.T) {
 func TestSpecPatchOnlySpec(t *testing.T) {
 	from := map[string]any{"metadata": map[string]any{"name": "m"}, "spec": map[string]any{"version": "v1", "keep": "x", "drop": "y"}, "status": map[string]any{"a": 1}}
 	to := map[string]any{"metadata": map[string]any{"name": "other"}, "spec": map[string]any{"version": "v2", "keep": "x"}, "status": map[string]any{"a": 2}}
-	p, err := specPatch(from, to)
+	p, err := SpecPatch(from, to)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got, want := string(p), `{"spec":{"drop":null,"version":"v2"}}`; got != want {
 		t.Errorf("patch %s, want %s", got, want)
 	}
-	if p, err := specPatch(from, from); err != nil || p != nil {
+	if p, err := SpecPatch(from, from); err != nil || p != nil {
 		t.Errorf("equal specs: patch %s, %v", p, err)
 	}
 }

@@ -1,17 +1,9 @@
 package owners
 
 import (
-	"context"
-	"fmt"
 	"slices"
 
-	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-
 	"github.com/gradual-dev/terraform-provider-gradual/internal/inplace"
-	"github.com/gradual-dev/terraform-provider-gradual/internal/usererr"
 )
 
 // Statuses only a refresh (Observe) reports.
@@ -52,81 +44,6 @@ type Observation struct {
 	OwnerRevision string
 	// Notes are things worth a warning (the workload cluster could not be read).
 	Notes []string
-}
-
-// Observe reads the selected owner, its machines and, for those whose specs are the desired
-// ones, their Nodes in the workload cluster. It calls no extension and writes nothing. A
-// workload cluster that cannot be read is a note, not an error.
-func (p *Planner) Observe(ctx context.Context, sel Selection, change inplace.Change) (*Observation, error) {
-	if err := change.Validate(); err != nil {
-		return nil, usererr.Wrap(err, "Invalid Spec Patch", "Each spec patch must be a JSON object: a JSON merge patch (RFC 7386) of the object's spec.")
-	}
-	out := &Observation{}
-	owner := &unstructured.Unstructured{}
-	name := sel.MachineDeployment
-	owner.SetGroupVersionKind(machineDeploymentGVK)
-	if sel.ControlPlane != "" {
-		owner.SetGroupVersionKind(kcpGVK)
-		name = sel.ControlPlane
-	}
-	if err := p.Client.Get(ctx, client.ObjectKey{Namespace: sel.Namespace, Name: name}, owner); err != nil {
-		if apierrors.IsNotFound(err) {
-			out.OwnerGone = true
-			return out, nil
-		}
-		return nil, usererr.Wrap(err, "Cannot Read "+owner.GetKind(), fmt.Sprintf("Reading %s %s/%s failed.", owner.GetKind(), sel.Namespace, name))
-	}
-	out.OwnerRevision = owner.GetAnnotations()[AnnotationRevision]
-	if sel.Topology {
-		// Written through the Cluster's topology: the Cluster carries the revision.
-		rev, err := p.topologyRevision(ctx, sel)
-		if err != nil {
-			return nil, err
-		}
-		out.OwnerRevision = rev
-	}
-	objs, err := readMachines(ctx, p.Client, sel)
-	if err != nil {
-		return nil, err
-	}
-	var wc client.Client
-	for _, o := range objs {
-		ob := Observed{Machine: o.Machine.GetName()}
-		ob.Node, _, _ = unstructured.NestedString(o.Machine.Object, "status", "nodeRef", "name")
-		ob.Version, _, _ = unstructured.NestedString(o.Machine.Object, "spec", "version")
-		des, err := inplace.Desired(o, change)
-		if err != nil {
-			return nil, usererr.Wrap(err, "Change Does Not Apply", fmt.Sprintf("The change cannot be applied to Machine %s/%s.", o.Machine.GetNamespace(), ob.Machine))
-		}
-		if ob.Changed, err = inplace.ChangedFields(o, des); err != nil {
-			return nil, usererr.Wrap(err, "Cannot Compare Specs", fmt.Sprintf("The specs of Machine %s/%s cannot be compared with the desired ones.", o.Machine.GetNamespace(), ob.Machine))
-		}
-		if len(ob.Changed) == 0 {
-			ob.Pending = machineProblem(o.Machine, change.Version)
-		}
-		if len(ob.Changed) == 0 && ob.Pending == "" && ob.Node != "" && p.Workload != nil && len(out.Notes) == 0 {
-			if wc == nil {
-				if wc, err = p.Workload(ctx, sel.Namespace, sel.Cluster); err != nil {
-					out.Notes = append(out.Notes, fmt.Sprintf("the Nodes of cluster %s/%s were not checked: %v", sel.Namespace, sel.Cluster, err))
-				}
-			}
-			if wc != nil {
-				var node corev1.Node
-				switch err := wc.Get(ctx, client.ObjectKey{Name: ob.Node}, &node); {
-				case apierrors.IsNotFound(err):
-					ob.NodeProblem = fmt.Sprintf("Node %s does not exist", ob.Node)
-				case err != nil:
-					out.Notes = append(out.Notes, fmt.Sprintf("the Nodes of cluster %s/%s were not checked: %v", sel.Namespace, sel.Cluster, err))
-				default:
-					if p := nodeProblem(&node, change.Version); p != nil {
-						ob.NodeProblem = p.Error()
-					}
-				}
-			}
-		}
-		out.Machines = append(out.Machines, ob)
-	}
-	return out, nil
 }
 
 // Status is the status a refresh reports for a machine, given the status the last apply

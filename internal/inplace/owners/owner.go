@@ -57,7 +57,7 @@ func (o *Owner) Name() string {
 
 // Changes reports whether Desired differs from Current (spec) or templates are created.
 func (o *Owner) Changes() (bool, error) {
-	p, err := specPatch(o.Current.Object, o.Desired.Object)
+	p, err := SpecPatch(o.Current.Object, o.Desired.Object)
 	return p != nil || len(o.Templates) > 0, err
 }
 

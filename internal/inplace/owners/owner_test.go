@@ -1,182 +1,17 @@
 package owners
 
 import (
-	"context"
-	"errors"
 	"strings"
-	"sync"
 	"testing"
-	"time"
 
-	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/client/fake"
-	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/gradual-dev/terraform-provider-gradual/internal/inplace"
-	"github.com/gradual-dev/terraform-provider-gradual/internal/records"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/usererr"
 )
 
-var (
-	kctGVK = schema.GroupVersionKind{Group: "bootstrap.cluster.x-k8s.io", Version: "v1beta2", Kind: "KubeadmConfigTemplate"}
-	dmtGVK = schema.GroupVersionKind{Group: "infrastructure.cluster.x-k8s.io", Version: "v1beta2", Kind: "DevMachineTemplate"}
-	kcGVK  = schema.GroupVersionKind{Group: "bootstrap.cluster.x-k8s.io", Version: "v1beta2", Kind: "KubeadmConfig"}
-	dmGVK  = schema.GroupVersionKind{Group: "infrastructure.cluster.x-k8s.io", Version: "v1beta2", Kind: "DevMachine"}
-	// deploymentGVK: the Cluster API managers' Deployments, read for the feature gate.
-	deploymentGVK = schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"}
-)
-
-func obj(gvk schema.GroupVersionKind, name string, fields map[string]any) *unstructured.Unstructured {
-	u := &unstructured.Unstructured{Object: fields}
-	u.SetGroupVersionKind(gvk)
-	u.SetNamespace("fleet")
-	u.SetName(name)
-	return u
-}
-
-// world is a management cluster with one Cluster "c" and a zero-replica MachineDeployment
-// "md-0" (so no Machines and no extension calls) whose status says it is rolled out; writes is
-// every mutating call, as "verb Kind name".
-func world(t *testing.T, mdSpec map[string]any, mdAnnotations map[string]string) (client.Client, *[]string) {
-	t.Helper()
-	return worldWithCluster(t, mdSpec, mdAnnotations, false, true)
-}
-
-func worldWithCluster(t *testing.T, mdSpec map[string]any, mdAnnotations map[string]string, clusterPaused, clusterReady bool) (client.Client, *[]string) {
-	t.Helper()
-	gvks := []schema.GroupVersionKind{machineDeploymentGVK, machineGVK, clusterGVK, kcpGVK, kctGVK, dmtGVK, kcGVK, dmGVK, deploymentGVK}
-	var gvs []schema.GroupVersion
-	for _, gvk := range gvks {
-		gvs = append(gvs, gvk.GroupVersion())
-	}
-	mapper := meta.NewDefaultRESTMapper(gvs)
-	for _, gvk := range gvks {
-		mapper.Add(gvk, meta.RESTScopeNamespace)
-	}
-	spec := map[string]any{
-		"clusterName": "c", "replicas": int64(0),
-		"template": map[string]any{"spec": map[string]any{
-			"clusterName": "c", "version": "v1.34.0",
-			"bootstrap":         map[string]any{"configRef": map[string]any{"apiGroup": kctGVK.Group, "kind": kctGVK.Kind, "name": "md-0"}},
-			"infrastructureRef": map[string]any{"apiGroup": dmtGVK.Group, "kind": dmtGVK.Kind, "name": "md-0"},
-		}},
-		"rollout": map[string]any{"strategy": map[string]any{"type": "RollingUpdate", "rollingUpdate": map[string]any{"maxSurge": int64(0), "maxUnavailable": int64(1)}}},
-	}
-	for k, v := range mdSpec {
-		spec[k] = v
-	}
-	md := obj(machineDeploymentGVK, "md-0", map[string]any{"spec": spec, "status": map[string]any{"observedGeneration": int64(1)}})
-	md.SetGeneration(1)
-	md.SetAnnotations(mdAnnotations)
-	objs := []client.Object{
-		md,
-		obj(clusterGVK, "c", map[string]any{"spec": map[string]any{"paused": clusterPaused}, "status": map[string]any{"initialization": map[string]any{"controlPlaneInitialized": clusterReady}}}),
-		obj(kctGVK, "md-0", map[string]any{"spec": map[string]any{"template": map[string]any{"spec": map[string]any{"files": []any{}}}}}),
-		obj(dmtGVK, "md-0", map[string]any{"spec": map[string]any{"template": map[string]any{"spec": map[string]any{"backend": map[string]any{"inMemory": map[string]any{}}}}}}),
-	}
-	writes := &[]string{}
-	var mu sync.Mutex
-	note := func(verb string, o client.Object) {
-		mu.Lock()
-		defer mu.Unlock()
-		*writes = append(*writes, verb+" "+o.GetObjectKind().GroupVersionKind().Kind+" "+o.GetName())
-	}
-	c := fake.NewClientBuilder().WithRESTMapper(mapper).WithScheme(runtime.NewScheme()).WithObjects(objs...).
-		WithInterceptorFuncs(interceptor.Funcs{
-			Create: func(ctx context.Context, c client.WithWatch, o client.Object, opts ...client.CreateOption) error {
-				note("create", o)
-				return c.Create(ctx, o, opts...)
-			},
-			Patch: func(ctx context.Context, c client.WithWatch, o client.Object, p client.Patch, opts ...client.PatchOption) error {
-				note("patch", o)
-				return c.Patch(ctx, o, p, opts...)
-			},
-			Update: func(ctx context.Context, c client.WithWatch, o client.Object, opts ...client.UpdateOption) error {
-				note("update", o)
-				return c.Update(ctx, o, opts...)
-			},
-			Delete: func(ctx context.Context, c client.WithWatch, o client.Object, opts ...client.DeleteOption) error {
-				note("delete", o)
-				return c.Delete(ctx, o, opts...)
-			},
-		}).Build()
-	return c, writes
-}
-
 var mdSelection = Selection{Namespace: "fleet", Cluster: "c", MachineDeployment: "md-0"}
-
-// The change goes to the owner: the bootstrap template is rotated (a new, content-named
-// template; the old one untouched), the MachineDeployment points at it and carries the
-// version. Nothing else is written: no Machine, infrastructure machine or bootstrap config.
-func TestExecuteWritesTheOwnerAndRotatesTemplates(t *testing.T) {
-	c, writes := world(t, nil, nil)
-	p := &Planner{Client: c}
-	change := inplace.Change{Version: "v1.34.1", BootstrapConfigSpec: []byte(`{"files":[{"path":"/etc/motd","content":"hi"}]}`)}
-	res, err := p.Plan(t.Context(), Request{Selection: mdSelection, Change: change, Fallback: inplace.FallbackNone, Endpoints: nil})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(res.Owner.Templates) != 1 {
-		t.Fatalf("rotated templates %d, want 1 (the bootstrap one)", len(res.Owner.Templates))
-	}
-	rotated := res.Owner.Templates[0].GetName()
-	if !strings.HasPrefix(rotated, "md-0-gip-") {
-		t.Errorf("rotated template name %q", rotated)
-	}
-	exec, err := p.Execute(t.Context(), res, ExecuteRequest{VerifyTimeout: 5 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got, want := strings.Join(*writes, "; "), "create KubeadmConfigTemplate "+rotated+"; patch MachineDeployment md-0"; got != want {
-		t.Errorf("writes: %s\nwant:   %s", got, want)
-	}
-	if !exec.OwnerChanged || len(exec.Templates) != 1 {
-		t.Errorf("execution %+v", exec)
-	}
-	md := obj(machineDeploymentGVK, "md-0", map[string]any{})
-	if err := c.Get(t.Context(), client.ObjectKeyFromObject(md), md); err != nil {
-		t.Fatal(err)
-	}
-	if v, _, _ := unstructured.NestedString(md.Object, "spec", "template", "spec", "version"); v != "v1.34.1" {
-		t.Errorf("template version %q", v)
-	}
-	if n, _, _ := unstructured.NestedString(md.Object, "spec", "template", "spec", "bootstrap", "configRef", "name"); n != rotated {
-		t.Errorf("bootstrap configRef %q, want %q", n, rotated)
-	}
-	if n, _, _ := unstructured.NestedString(md.Object, "spec", "template", "spec", "infrastructureRef", "name"); n != "md-0" {
-		t.Errorf("infrastructureRef %q changed without an infrastructure patch", n)
-	}
-	if md.GetAnnotations()[AnnotationRevision] != res.Revision {
-		t.Errorf("owner annotations %v", md.GetAnnotations())
-	}
-	old := obj(kctGVK, "md-0", map[string]any{})
-	if err := c.Get(t.Context(), client.ObjectKeyFromObject(old), old); err != nil {
-		t.Fatal(err)
-	}
-	if files, _, _ := unstructured.NestedSlice(old.Object, "spec", "template", "spec", "files"); len(files) != 0 {
-		t.Errorf("the old template was edited: files %v", files)
-	}
-
-	// A second plan of the same change finds the owner as desired: no new template, no write.
-	*writes = nil
-	res, err = p.Plan(t.Context(), Request{Selection: mdSelection, Change: change, Fallback: inplace.FallbackNone})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if changes, err := res.Owner.Changes(); err != nil || changes {
-		t.Errorf("owner still changes after apply (%v): templates %d", err, len(res.Owner.Templates))
-	}
-	if _, err := p.Execute(t.Context(), res, ExecuteRequest{VerifyTimeout: 5 * time.Second}); err != nil {
-		t.Fatal(err)
-	}
-	if len(*writes) != 0 {
-		t.Errorf("a repeated apply wrote %v", *writes)
-	}
-}
 
 // Owners Cluster API would not update as asked are refused at plan, before anything is written.
 func TestPlanRefusesOwnersCAPIWouldNotUpdate(t *testing.T) {
@@ -322,24 +157,5 @@ func TestApplySurge(t *testing.T) {
 		if mayBe := got.Strategy == inplace.StrategyInPlace && tc.surge > 0; mayBe != strings.Contains(got.MayBeReplaced, "maxSurge") {
 			t.Errorf("%s maxSurge %d, replicas %d, fallback %s: MayBeReplaced %q", tc.kind, tc.surge, tc.replicas, tc.fallback, got.MayBeReplaced)
 		}
-	}
-}
-
-// A run whose Lease may be another apply's by now (records.Fenced) writes nothing: no rotated
-// template, no owner.
-func TestExecuteWritesNothingPastItsFence(t *testing.T) {
-	c, writes := world(t, nil, nil)
-	p := &Planner{Client: c}
-	change := inplace.Change{Version: "v1.34.1", BootstrapConfigSpec: []byte(`{"files":[{"path":"/etc/motd","content":"hi"}]}`)}
-	res, err := p.Plan(t.Context(), Request{Selection: mdSelection, Change: change, Fallback: inplace.FallbackNone})
-	if err != nil {
-		t.Fatal(err)
-	}
-	fenced := records.WithFence(t.Context(), func() error { return records.ErrLeaseLost })
-	if _, err := p.Execute(fenced, res, ExecuteRequest{VerifyTimeout: 5 * time.Second}); !errors.Is(err, records.ErrLeaseLost) {
-		t.Fatalf("Execute past the fence: %v, want ErrLeaseLost", err)
-	}
-	if len(*writes) != 0 {
-		t.Errorf("writes past the fence: %v", *writes)
 	}
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/gradual-dev/terraform-provider-gradual/internal/extension"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/inplace"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/settings"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/usererr"
 )
 
@@ -48,7 +49,9 @@ type Result struct {
 	Notes []string
 }
 
-// Planner plans and executes in-place updates against one management cluster.
+// Planner plans in-place updates against one management cluster: it reads the owners and their
+// machines and previews each machine with the update extensions. It writes nothing (the
+// ClusterClass check is a server-side dry run); ownerupdate.Updater carries the plans out.
 type Planner struct {
 	// Client reads and writes the management cluster (Machines, infrastructure machines,
 	// bootstrap configs, ExtensionConfigs; unstructured, so no scheme is needed for them).
@@ -57,13 +60,17 @@ type Planner struct {
 	// Service (ExtensionConfig spec.clientConfig.service) are called through (the API server's
 	// service proxy); nil leaves those out with a note.
 	RESTConfig *rest.Config
-	// Workload returns a client for a workload cluster (to verify Nodes); needed by Execute.
-	Workload func(ctx context.Context, namespace, cluster string) (client.Client, error)
 	// Options tune the extension clients.
 	Options extension.Options
-	// Parallel bounds the CanUpdateMachine calls in flight; default 4.
-	Parallel int
+	// Settings are the provider's: Parallelism bounds the clusters planned at once (PlanFleet);
+	// unset, it takes its default.
+	Settings settings.Settings
 }
+
+// machineCallsInFlight bounds the CanUpdateMachine calls of one owner in flight. It spares the
+// extension servers, which answer per machine; it is not a count of clusters, so the provider's
+// max_parallel_clusters does not govern it.
+const machineCallsInFlight = 4
 
 // Revision names a change: a short hash of the version, the three patches and the topology
 // variables (normalised JSON), the same at plan and apply time. A change without topology
@@ -367,12 +374,8 @@ func blockedOr(f inplace.Fallback) inplace.Strategy {
 // ask calls every CanUpdateMachine handler for every changing machine, a few at a time, and
 // plans each machine from the answers.
 func (p *Planner) ask(ctx context.Context, res *Result) error {
-	parallel := p.Parallel
-	if parallel <= 0 {
-		parallel = 4
-	}
 	var g errgroup.Group
-	g.SetLimit(parallel)
+	g.SetLimit(machineCallsInFlight)
 	for i := range res.Machines {
 		m := &res.Machines[i]
 		g.Go(func() error { return p.planMachine(ctx, res, m) })
@@ -418,8 +421,8 @@ func hintFor(err error) string {
 	return ""
 }
 
-// specPatch is the JSON merge patch that turns from's spec into to's (nil when equal).
-func specPatch(from, to map[string]any) ([]byte, error) {
+// SpecPatch is the JSON merge patch that turns from's spec into to's (nil when equal).
+func SpecPatch(from, to map[string]any) ([]byte, error) {
 	a, err := json.Marshal(map[string]any{"spec": from["spec"]})
 	if err != nil {
 		return nil, err

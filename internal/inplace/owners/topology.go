@@ -11,19 +11,15 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/version"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/gradual-dev/terraform-provider-gradual/internal/engine"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/inplace"
-	"github.com/gradual-dev/terraform-provider-gradual/internal/records"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/usererr"
 )
 
@@ -97,37 +93,6 @@ func className(cluster *unstructured.Unstructured, topology map[string]any) (nam
 		namespace = cluster.GetNamespace()
 	}
 	return namespace, name
-}
-
-// topologySelections are the owners an upgrade of a managed topology changes, in the order the
-// topology controller upgrades them: the control plane, then every MachineDeployment the
-// topology made (label topologyOwnedLabel), by name. MachineDeployments the topology did not
-// make and mds picks follow, written directly as in any other cluster.
-func (p *Planner) topologySelections(ctx context.Context, cluster *unstructured.Unstructured, cpName string, mds Owners) ([]Selection, error) {
-	ns, name := cluster.GetNamespace(), cluster.GetName()
-	sels := []Selection{{Namespace: ns, Cluster: name, ControlPlane: cpName, Topology: true}}
-	list := &unstructured.UnstructuredList{}
-	list.SetGroupVersionKind(machineDeploymentGVK.GroupVersion().WithKind("MachineDeploymentList"))
-	if err := p.Client.List(ctx, list, client.InNamespace(ns), client.MatchingLabels{clusterNameLabel: name}); err != nil {
-		return nil, usererr.Wrap(err, "Cannot List MachineDeployments", fmt.Sprintf("Listing the MachineDeployments of cluster %s/%s failed.", ns, name))
-	}
-	slices.SortFunc(list.Items, func(a, b unstructured.Unstructured) int { return strings.Compare(a.GetName(), b.GetName()) })
-	var direct []Selection
-	for _, md := range list.Items {
-		if cn, _, _ := unstructured.NestedString(md.Object, "spec", "clusterName"); cn != name || md.GetDeletionTimestamp() != nil {
-			continue
-		}
-		sel := Selection{Namespace: ns, Cluster: name, MachineDeployment: md.GetName()}
-		_, owned := md.GetLabels()[topologyOwnedLabel]
-		switch {
-		case owned:
-			sel.Topology = true
-			sels = append(sels, sel)
-		case mds.MachineDeployments != nil && mds.MachineDeployments.Matches(labels.Set(md.GetLabels())):
-			direct = append(direct, sel)
-		}
-	}
-	return append(sels, direct...), nil
 }
 
 // readTopology reads the Cluster and its ClusterClass and checks that change can go through
@@ -304,50 +269,6 @@ func overriddenIn(cluster *unstructured.Unstructured, name string) []string {
 	return out
 }
 
-// VariableDrift compares each of vars (the configured topology variables) with the value the
-// Cluster's spec.topology.variables holds now, as JSON values (key order, spacing and the
-// spelling of a number aside), and returns those that differ: the Cluster's value (From, ""
-// when unset) and the configured one (To). A refresh calls it, so that a variable set back
-// since the apply shows in the next plan as the change it needs again; the machines cannot
-// show it (the ClusterClass's patches may not change them at all). A Cluster without
-// spec.topology has nothing to compare (the plan skips or refuses it).
-func (p *Planner) VariableDrift(ctx context.Context, namespace, cluster string, vars map[string]json.RawMessage) ([]VariableChange, error) {
-	cl := &unstructured.Unstructured{}
-	cl.SetGroupVersionKind(clusterGVK)
-	if err := p.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: cluster}, cl); err != nil {
-		return nil, usererr.Wrap(err, "Cannot Read Cluster", fmt.Sprintf("Reading Cluster %s/%s failed.", namespace, cluster))
-	}
-	if managedTopology(cl) == nil {
-		return nil, nil
-	}
-	live := map[string]any{}
-	list, _, _ := unstructured.NestedSlice(cl.Object, "spec", "topology", "variables")
-	for _, item := range list {
-		if m, ok := item.(map[string]any); ok {
-			if n, ok := m["name"].(string); ok {
-				live[n] = m["value"]
-			}
-		}
-	}
-	var out []VariableChange
-	for _, n := range slices.Sorted(maps.Keys(vars)) {
-		want, err := decodeJSON(vars[n])
-		if err != nil {
-			return nil, usererr.Wrap(err, "Invalid Topology Variable", fmt.Sprintf("The value of topology variable %q is not JSON.", n))
-		}
-		now, set := live[n]
-		if set && sameJSON(now, want) {
-			continue
-		}
-		from := ""
-		if set {
-			from = compactJSON(now)
-		}
-		out = append(out, VariableChange{Name: n, From: from, To: compactJSON(want)})
-	}
-	return out, nil
-}
-
 // sameJSON reports whether a and b are the same JSON value: objects by their keys whatever the
 // order, numbers by value however written (1, 1.0 and 1e0 are one number; the API server
 // hands back what was written, a client may decode it as int64, float64 or json.Number).
@@ -419,7 +340,7 @@ func compactJSON(v any) string {
 	return string(raw)
 }
 
-// patch is the merge patch of the Cluster that carries the change out: spec.topology.version,
+// Patch is the merge patch of the Cluster that carries the change out: spec.topology.version,
 // the whole spec.topology.variables list when the change sets variables (a merge patch replaces
 // a list: the others are in it as read, and the resourceVersion the plan read guards them), and
 // the revision.
@@ -428,7 +349,7 @@ func compactJSON(v any) string {
 // Cluster changed since. The plan's dry run goes without it: the controllers write the Cluster's
 // status all through a rollout, and the dry run asks Cluster API only whether it takes these
 // variables; apply's write is guarded.
-func (t *Topology) patch(revision string, guarded bool) (*unstructured.Unstructured, []byte, error) {
+func (t *Topology) Patch(revision string, guarded bool) (*unstructured.Unstructured, []byte, error) {
 	topology := map[string]any{"version": t.To}
 	if t.variables != nil {
 		topology["variables"] = t.variables
@@ -458,7 +379,7 @@ func (t *Topology) patch(revision string, guarded bool) (*unstructured.Unstructu
 // in sigs.k8s.io/cluster-api v1.14.2). Its refusal refuses the plan, quoting Cluster API; nothing
 // is written.
 func (p *Planner) dryRunTopology(ctx context.Context, t *Topology, revision string) error {
-	u, raw, err := t.patch(revision, false)
+	u, raw, err := t.Patch(revision, false)
 	if err != nil {
 		return err
 	}
@@ -583,148 +504,6 @@ func clusterList(names []string) string {
 	return out
 }
 
-// splitTopology parts cp's owners into those written through the Cluster's topology (first) and
-// those written directly.
-func splitTopology(cp *ClusterPlan) (viaTopology, direct []*Result) {
-	for _, r := range cp.Owners {
-		if r.Request.Selection.Topology {
-			viaTopology = append(viaTopology, r)
-		} else {
-			direct = append(direct, r)
-		}
-	}
-	return viaTopology, direct
-}
-
-// executeTopology writes the version to the Cluster's spec.topology (under the resourceVersion
-// the plan read) and waits until the topology controller and Cluster API have brought the
-// control plane and every MachineDeployment of results up to date. A blocked plan is refused
-// before anything is written.
-func (p *Planner) executeTopology(ctx context.Context, t *Topology, results []*Result, req ExecuteRequest) (map[string]string, error) {
-	status := map[string]string{}
-	for _, res := range results {
-		if err := res.Plan.Err(); err != nil {
-			return status, engine.Mark(engine.ErrChangeRefused, usererr.Wrap(err, inplace.BlockedSummary, inplace.BlockedLead+"."))
-		}
-		for _, m := range res.Machines {
-			status[m.Plan.Machine] = StatusNotStarted
-		}
-	}
-	if len(results) == 0 {
-		return status, nil
-	}
-	if req.Holder != "" {
-		var keys []records.Key
-		for _, res := range results {
-			keys = append(keys, LeaseKeys(res.Request.Selection, res.Machines)...)
-		}
-		slices.SortFunc(keys, func(a, b records.Key) int { return strings.Compare(a.String(), b.String()) })
-		runCtx, release, err := p.holdLeases(ctx, slices.Compact(keys), req)
-		if err != nil {
-			return status, err
-		}
-		defer release()
-		ctx = runCtx
-	}
-	revision := results[0].Revision
-	if t.From != t.To || len(t.Variables) > 0 || t.Cluster.GetAnnotations()[AnnotationRevision] != revision {
-		if err := p.writeTopology(ctx, t, revision); err != nil {
-			return status, err
-		}
-		req.Logf(fmt.Sprintf("wrote spec.topology.version %s%s to %s (revision %s); the topology controller rolls it out", t.To, variableNames(t.Variables), t.Name(), revision), nil)
-	}
-	st, err := p.waitTopology(ctx, t, results, req)
-	maps.Copy(status, st)
-	return status, err
-}
-
-// writeTopology merge-patches spec.topology.version, the topology variables (see patch) and the
-// revision onto the Cluster, under the resourceVersion the plan read.
-func (p *Planner) writeTopology(ctx context.Context, t *Topology, revision string) error {
-	u, raw, err := t.patch(revision, true)
-	if err != nil {
-		return err
-	}
-	if err := records.Fenced(ctx); err != nil {
-		return err // the Lease may be another apply's now: write nothing
-	}
-	if err := p.Client.Patch(ctx, u, client.RawPatch(types.MergePatchType, raw)); err != nil {
-		if apierrors.IsConflict(err) {
-			return engine.Mark(engine.ErrChangeRefused, usererr.Wrap(err, "Cluster Changed Since The Plan", t.Name()+" was changed after the plan read it; plan again."))
-		}
-		return usererr.Wrap(err, "Cannot Write Cluster", "Writing spec.topology to "+t.Name()+" failed.")
-	}
-	return nil
-}
-
-// variableNames is ", variables a, b" for the log, "" without variables.
-func variableNames(vars []VariableChange) string {
-	if len(vars) == 0 {
-		return ""
-	}
-	names := make([]string, len(vars))
-	for i, v := range vars {
-		names[i] = v.Name
-	}
-	return " and variables " + strings.Join(names, ", ")
-}
-
-// waitTopology polls the Cluster, its owners, their machines and Nodes until the topology is
-// reconciled at the version and every machine is up to date (see topologyProblems and lookAt),
-// or VerifyTimeout passes; the error then names the Cluster and what the last look found wrong.
-func (p *Planner) waitTopology(ctx context.Context, t *Topology, results []*Result, req ExecuteRequest) (map[string]string, error) {
-	if req.Clock == nil {
-		req.Clock = engine.SystemClock{}
-	}
-	ctx, cancel := context.WithTimeout(ctx, req.VerifyTimeout)
-	defer cancel()
-	var lines []string
-	var status map[string]string
-	for {
-		problems, st, err := p.lookAtTopology(ctx, t, results)
-		if err == nil {
-			lines, status = problems, st
-			if len(problems) == 0 {
-				return status, nil
-			}
-		} else {
-			lines = append(slices.Clone(lines), err.Error())
-		}
-		if sleepErr := req.Clock.Sleep(ctx, 2*time.Second); sleepErr != nil {
-			for name, s := range status {
-				if s != StatusReplaced && s != StatusUnchanged {
-					status[name] = StatusFailed
-				}
-			}
-			return status, usererr.Wrap(notVerified(strings.Join(lines, "\n")), "In-Place Update Not Verified",
-				fmt.Sprintf("%s: spec.topology.version is %s, but the topology controller and Cluster API did not bring the control plane and every MachineDeployment "+
-					"up to date within %s (%v). They go on with it; look at what is named below (TopologyReconciled says what the topology controller waits for), then apply again to verify.",
-					t.Name(), t.To, req.VerifyTimeout, context.Cause(ctx)))
-		}
-	}
-}
-
-// lookAtTopology is one look at the Cluster (topologyProblems) and at each owner and its
-// machines (lookAt).
-func (p *Planner) lookAtTopology(ctx context.Context, t *Topology, results []*Result) ([]string, map[string]string, error) {
-	cl := &unstructured.Unstructured{}
-	cl.SetGroupVersionKind(clusterGVK)
-	if err := p.Client.Get(ctx, client.ObjectKeyFromObject(t.Cluster), cl); err != nil {
-		return nil, nil, fmt.Errorf("read %s: %w", t.Name(), err)
-	}
-	problems := topologyProblems(cl, t)
-	status := map[string]string{}
-	for _, res := range results {
-		l, err := p.lookAt(ctx, res)
-		if err != nil {
-			return nil, nil, err
-		}
-		problems = append(problems, l.problems...)
-		maps.Copy(status, l.status(res))
-	}
-	return problems, status, nil
-}
-
 // topologyProblems lists why the Cluster's topology is not done: the version changed by someone
 // else, the Cluster's generation not observed, TopologyReconciled not True (its reason says what
 // the topology controller waits for: ClusterUpgrading while it upgrades).
@@ -774,17 +553,6 @@ func observedGen(c map[string]any) int64 {
 		return int64(v)
 	}
 	return -1
-}
-
-// topologyRevision is the revision recorded on the Cluster of sel, for an owner written through
-// the topology.
-func (p *Planner) topologyRevision(ctx context.Context, sel Selection) (string, error) {
-	cl := &unstructured.Unstructured{}
-	cl.SetGroupVersionKind(clusterGVK)
-	if err := p.Client.Get(ctx, client.ObjectKey{Namespace: sel.Namespace, Name: sel.Cluster}, cl); err != nil {
-		return "", usererr.Wrap(err, "Cannot Read Cluster", fmt.Sprintf("Reading Cluster %s/%s failed.", sel.Namespace, sel.Cluster))
-	}
-	return cl.GetAnnotations()[AnnotationRevision], nil
 }
 
 // topologyOwnerProblems says whether the topology controller has written the version to an

@@ -7,7 +7,6 @@ import (
 	"reflect"
 	"strings"
 	"testing"
-	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -37,8 +36,8 @@ func TestVariableDrift(t *testing.T) {
 			map[string]any{"name": "count", "value": int64(3)},
 		}, "spec", "topology", "variables")
 	})
-	p := &Planner{Client: c}
-	got, err := p.VariableDrift(t.Context(), "fleet", "c", rawVars(map[string]string{
+	r := &Reader{Client: c}
+	got, err := r.VariableDrift(t.Context(), "fleet", "c", rawVars(map[string]string{
 		"other": `{ "n": 2.0, "keep" : true }`, "count": `3e0`, "note": `"b"`, "region": `"eu"`,
 	}))
 	if err != nil {
@@ -53,7 +52,7 @@ func TestVariableDrift(t *testing.T) {
 	}
 
 	edit(t, c, clusterGVK, "c", func(u *unstructured.Unstructured) { unstructured.RemoveNestedField(u.Object, "spec", "topology") })
-	if got, err := p.VariableDrift(t.Context(), "fleet", "c", rawVars(map[string]string{"note": `"b"`})); err != nil || got != nil {
+	if got, err := r.VariableDrift(t.Context(), "fleet", "c", rawVars(map[string]string{"note": `"b"`})); err != nil || got != nil {
 		t.Errorf("a Cluster without spec.topology: %v, %v; want no drift", got, err)
 	}
 
@@ -62,7 +61,7 @@ func TestVariableDrift(t *testing.T) {
 			return errors.New("etcdserver: request timed out")
 		},
 	})
-	_, err = (&Planner{Client: failing}).VariableDrift(t.Context(), "fleet", "c", rawVars(map[string]string{"note": `"b"`}))
+	_, err = (&Reader{Client: failing}).VariableDrift(t.Context(), "fleet", "c", rawVars(map[string]string{"note": `"b"`}))
 	if !strings.Contains(errText(err), "Cannot Read Cluster") || !strings.Contains(errText(err), "request timed out") {
 		t.Errorf("refresh with the API failing: %v; want Cannot Read Cluster with the cause", err)
 	}
@@ -78,7 +77,7 @@ func TestTopologyVariablesSameValueWrittenOtherwise(t *testing.T) {
 			map[string]any{"name": "count", "value": int64(3)},
 		}, "spec", "topology", "variables")
 	})
-	fp, err := (&Planner{Client: c}).PlanFleet(t.Context(), FleetRequest{Namespace: "fleet", Clusters: []string{"c"}, Owners: Owners{ControlPlane: true},
+	fp, err := (&Planner{Client: c}).PlanFleet(t.Context(), FleetRequest{Namespace: "fleet", Clusters: []string{"c"}, Owners: Pick{ControlPlane: true},
 		Change: inplace.Change{TopologyVariables: rawVars(map[string]string{"count": `3.0`, "other": ` {"keep":true} `})}, Fallback: inplace.FallbackNone, Endpoints: nil})
 	if err != nil {
 		t.Fatal(err)
@@ -101,7 +100,7 @@ func TestPlanFleetMixedTopology(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := &Planner{Client: c}
-	req := FleetRequest{Namespace: "fleet", Clusters: []string{"c", "plain"}, Owners: Owners{ControlPlane: true},
+	req := FleetRequest{Namespace: "fleet", Clusters: []string{"c", "plain"}, Owners: Pick{ControlPlane: true},
 		Change: inplace.Change{TopologyVariables: rawVars(map[string]string{"note": `"b"`})}, Fallback: inplace.FallbackNone, Endpoints: nil, SkipUnmanaged: true}
 	fp, err := p.PlanFleet(t.Context(), req)
 	if err != nil {
@@ -146,7 +145,7 @@ func TestVariablesNoteNamesOverrides(t *testing.T) {
 		_ = unstructured.SetNestedField(u.Object, map[string]any{"variables": map[string]any{"overrides": []any{map[string]any{"name": "count", "value": int64(1)}}}},
 			"spec", "topology", "controlPlane")
 	})
-	fp, err := (&Planner{Client: c}).PlanFleet(t.Context(), FleetRequest{Namespace: "fleet", Clusters: []string{"c"}, Owners: Owners{ControlPlane: true},
+	fp, err := (&Planner{Client: c}).PlanFleet(t.Context(), FleetRequest{Namespace: "fleet", Clusters: []string{"c"}, Owners: Pick{ControlPlane: true},
 		Change: inplace.Change{TopologyVariables: rawVars(map[string]string{"note": `"b"`, "count": `4`, "other": `{"keep":true}`})}, Fallback: inplace.FallbackNone, Endpoints: nil})
 	if err != nil {
 		t.Fatal(err)
@@ -161,7 +160,7 @@ func TestVariablesNoteNamesOverrides(t *testing.T) {
 	}
 	// No override of a changed variable: no such line.
 	c2, _ := topologyWorld(t, nil)
-	fp, err = (&Planner{Client: c2}).PlanFleet(t.Context(), FleetRequest{Namespace: "fleet", Clusters: []string{"c"}, Owners: Owners{ControlPlane: true},
+	fp, err = (&Planner{Client: c2}).PlanFleet(t.Context(), FleetRequest{Namespace: "fleet", Clusters: []string{"c"}, Owners: Pick{ControlPlane: true},
 		Change: inplace.Change{TopologyVariables: rawVars(map[string]string{"note": `"b"`})}, Fallback: inplace.FallbackNone, Endpoints: nil})
 	if err != nil {
 		t.Fatal(err)
@@ -181,46 +180,5 @@ func TestOverridesNoteIsBounded(t *testing.T) {
 	got := overridesNote(clusters)
 	if strings.Count(got, "\n  cluster ") != 10 || !strings.Contains(got, "\n  and 3 more clusters") || strings.Contains(got, "k-cluster") {
 		t.Errorf("note %q; want ten clusters named (a to j) and 3 counted", got)
-	}
-}
-
-// The controllers write a Cluster's status all through a rollout: one such write between the
-// plan's read and its dry run does not fail the plan (the dry run is not guarded by the
-// resourceVersion read), while apply's write still is.
-func TestTopologyDryRunSurvivesStatusWrites(t *testing.T) {
-	c, _ := topologyWorld(t, nil)
-	var guarded []bool
-	busy := interceptor.NewClient(c.(client.WithWatch), interceptor.Funcs{
-		Patch: func(ctx context.Context, c client.WithWatch, o client.Object, patch client.Patch, opts ...client.PatchOption) error {
-			raw, err := patch.Data(o)
-			if err != nil {
-				return err
-			}
-			guarded = append(guarded, strings.Contains(string(raw), `"resourceVersion"`))
-			// A controller writes the Cluster's status meanwhile.
-			cl := &unstructured.Unstructured{}
-			cl.SetGroupVersionKind(clusterGVK)
-			if err := c.Get(ctx, client.ObjectKeyFromObject(o), cl); err != nil {
-				return err
-			}
-			_ = unstructured.SetNestedField(cl.Object, "busy", "status", "phase")
-			if err := c.Update(ctx, cl); err != nil {
-				return err
-			}
-			return c.Patch(ctx, o, patch, opts...)
-		},
-	})
-	p := &Planner{Client: busy}
-	fp, err := p.PlanFleet(t.Context(), FleetRequest{Namespace: "fleet", Clusters: []string{"c"}, Owners: Owners{ControlPlane: true},
-		Change: inplace.Change{TopologyVariables: rawVars(map[string]string{"note": `"b"`})}, Fallback: inplace.FallbackNone, Endpoints: nil})
-	if err != nil {
-		t.Fatalf("plan with the controllers writing the Cluster's status: %v", err)
-	}
-	_, err = p.ApplyCluster(t.Context(), fp.Cluster("c"), ExecuteRequest{VerifyTimeout: 50 * time.Millisecond})
-	if !strings.Contains(errText(err), "Cluster Changed Since The Plan") {
-		t.Errorf("apply of a Cluster changed since the plan: %v; want refused", err)
-	}
-	if !reflect.DeepEqual(guarded, []bool{false, true}) {
-		t.Errorf("resourceVersion in the dry run, the write: %v; want false, true", guarded)
 	}
 }

@@ -3,235 +3,22 @@ package owners
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"reflect"
 	"strings"
-	"sync"
 	"testing"
-	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
-	"github.com/gradual-dev/terraform-provider-gradual/internal/engine"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/inplace"
 )
 
-// topologyWorld is a management cluster with Cluster "c" built from ClusterClass "cc" at
-// v1.34.0: a KubeadmControlPlane "c-cp" and MachineDeployments "c-md-a" and "c-md-b" the
-// topology made (labelled), "extra" it did not make, all with zero replicas (so no Machines and
-// no extension calls), rolled out. failPatch, when set, fails every patch of a Cluster with it.
-func topologyWorld(t *testing.T, failPatch error) (client.Client, *[]string) {
-	t.Helper()
-	gvks := []schema.GroupVersionKind{machineDeploymentGVK, machineGVK, clusterGVK, clusterClassGVK, kcpGVK, deploymentGVK}
-	var gvs []schema.GroupVersion
-	for _, gvk := range gvks {
-		gvs = append(gvs, gvk.GroupVersion())
-	}
-	mapper := meta.NewDefaultRESTMapper(gvs)
-	for _, gvk := range gvks {
-		mapper.Add(gvk, meta.RESTScopeNamespace)
-	}
-	owned := map[string]string{clusterNameLabel: "c", topologyOwnedLabel: ""}
-	cluster := obj(clusterGVK, "c", map[string]any{
-		"spec": map[string]any{
-			"controlPlaneRef": map[string]any{"apiGroup": kcpGVK.Group, "kind": KindKubeadmControlPlane, "name": "c-cp"},
-			"topology": map[string]any{"classRef": map[string]any{"name": "cc"}, "version": "v1.34.0",
-				"variables": []any{map[string]any{"name": "other", "value": map[string]any{"keep": true}}, map[string]any{"name": "note", "value": "a"}}},
-		},
-		"status": map[string]any{
-			"initialization":     map[string]any{"controlPlaneInitialized": true},
-			"observedGeneration": int64(1),
-			"conditions":         []any{map[string]any{"type": topologyReconciledCondition, "status": "True", "reason": "ReconcileSucceeded", "observedGeneration": int64(1)}},
-		},
-	})
-	cluster.SetGeneration(1)
-	kcp := obj(kcpGVK, "c-cp", map[string]any{
-		"spec":   map[string]any{"replicas": int64(0), "version": "v1.34.0", "rollout": map[string]any{"strategy": map[string]any{"rollingUpdate": map[string]any{"maxSurge": int64(0)}}}},
-		"status": map[string]any{"observedGeneration": int64(1)},
-	})
-	kcp.SetLabels(owned)
-	md := func(name string, l map[string]string) *unstructured.Unstructured {
-		u := obj(machineDeploymentGVK, name, map[string]any{
-			"spec": map[string]any{
-				"clusterName": "c", "replicas": int64(0),
-				"template": map[string]any{"spec": map[string]any{"clusterName": "c", "version": "v1.34.0"}},
-				"rollout":  map[string]any{"strategy": map[string]any{"type": "RollingUpdate", "rollingUpdate": map[string]any{"maxSurge": int64(0), "maxUnavailable": int64(1)}}},
-			},
-			"status": map[string]any{"observedGeneration": int64(1)},
-		})
-		u.SetLabels(l)
-		return u
-	}
-	objs := []client.Object{
-		cluster, kcp,
-		md("c-md-b", owned), md("c-md-a", owned), md("extra", map[string]string{clusterNameLabel: "c", "pool": "extra"}),
-		obj(clusterClassGVK, "cc", map[string]any{
-			"spec": map[string]any{"kubernetesVersions": []any{"v1.34.0", "v1.34.1", "v1.35.0"}, "variables": []any{map[string]any{"name": "note"}, map[string]any{"name": "other"}}},
-			// "count" is discovered from a patch's runtime extension: in the status only.
-			"status": map[string]any{"variables": []any{map[string]any{"name": "count"}, map[string]any{"name": "note"}, map[string]any{"name": "other"}}},
-		}),
-	}
-	writes := &[]string{}
-	var mu sync.Mutex
-	c := fake.NewClientBuilder().WithRESTMapper(mapper).WithScheme(runtime.NewScheme()).WithObjects(objs...).
-		WithInterceptorFuncs(interceptor.Funcs{
-			Patch: func(ctx context.Context, c client.WithWatch, o client.Object, p client.Patch, opts ...client.PatchOption) error {
-				what := "patch "
-				if (&client.PatchOptions{}).ApplyOptions(opts).DryRun != nil {
-					what = "dry-run patch "
-				}
-				mu.Lock()
-				*writes = append(*writes, what+o.GetObjectKind().GroupVersionKind().Kind+" "+o.GetName())
-				mu.Unlock()
-				if failPatch != nil && o.GetObjectKind().GroupVersionKind().Kind == "Cluster" {
-					return failPatch
-				}
-				return c.Patch(ctx, o, p, opts...)
-			},
-		}).Build()
-	return c, writes
-}
-
-// edit reads the object kind/name, changes it with f and writes it back (as a controller would).
-func edit(t *testing.T, c client.Client, gvk schema.GroupVersionKind, name string, f func(u *unstructured.Unstructured)) {
-	t.Helper()
-	u := &unstructured.Unstructured{}
-	u.SetGroupVersionKind(gvk)
-	if err := c.Get(t.Context(), client.ObjectKey{Namespace: "fleet", Name: name}, u); err != nil {
-		t.Fatal(err)
-	}
-	f(u)
-	if err := c.Update(t.Context(), u); err != nil {
-		t.Fatal(err)
-	}
-}
-
-var topologyOwners = Owners{ControlPlane: true, MachineDeployments: labels.SelectorFromSet(labels.Set{"pool": "extra"})}
-
-// A managed topology is planned as the topology controller upgrades it: the control plane, then
-// every MachineDeployment it made (selected or not), then the selected ones it did not make.
-// Apply writes the version to the Cluster only; the topology's owners are never written. Until
-// the topology controller has reconciled, the wait names what it waits for; once it has, the
-// cluster verifies.
-func TestTopologyUpgradeWritesTheClusterOnly(t *testing.T) {
-	c, writes := topologyWorld(t, nil)
-	p := &Planner{Client: c}
-	change := inplace.Change{Version: "v1.34.1"}
-	fp, err := p.PlanFleet(t.Context(), FleetRequest{Namespace: "fleet", Clusters: []string{"c"}, Owners: topologyOwners, Change: change, Fallback: inplace.FallbackNone, Endpoints: nil})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cp := fp.Cluster("c")
-	if cp == nil || cp.Topology == nil || cp.Topology.Class != "cc" || cp.Topology.From != "v1.34.0" || cp.Topology.To != "v1.34.1" {
-		t.Fatalf("cluster plan %+v; want a topology of ClusterClass cc from v1.34.0 to v1.34.1", cp)
-	}
-	var order []string
-	for _, r := range cp.Owners {
-		order = append(order, r.Owner.Current.GetName()+map[bool]string{true: "(topology)", false: ""}[r.Request.Selection.Topology])
-	}
-	if got, want := strings.Join(order, " "), "c-cp(topology) c-md-a(topology) c-md-b(topology) extra"; got != want {
-		t.Errorf("owners %s; want %s", got, want)
-	}
-	if !strings.Contains(strings.Join(fp.Notes, "\n"), "spec.topology.version (ClusterClass \"cc\")") {
-		t.Errorf("notes %q; want one saying the cluster is upgraded through spec.topology.version", fp.Notes)
-	}
-
-	// The topology controller never reconciles: the wait times out, naming what it waits for.
-	_, err = p.ApplyCluster(t.Context(), cp, ExecuteRequest{VerifyTimeout: 50 * time.Millisecond})
-	if !errors.Is(err, ErrNotVerified) || !errors.Is(err, engine.ErrRevisionFailed) {
-		t.Fatalf("apply: %v; want not verified (the change's failure)", err)
-	}
-	for _, want := range []string{"Cluster fleet/c: spec.topology.version is v1.34.1",
-		"KubeadmControlPlane fleet/c-cp: spec.version is v1.34.0, want v1.34.1: the topology controller has not upgraded it yet",
-		"MachineDeployment fleet/c-md-a: spec.template.spec.version is v1.34.0"} {
-		if !strings.Contains(errText(err), want) {
-			t.Errorf("apply error %q does not say %q", errText(err), want)
-		}
-	}
-	// Only the Cluster was written; "extra" (not the topology's) got the version directly.
-	if got := strings.Join(*writes, ", "); got != "patch Cluster c" {
-		t.Errorf("writes %s; want only the Cluster's patch (the extra MachineDeployment's is not reached after a failed topology)", got)
-	}
-	cl := &unstructured.Unstructured{}
-	cl.SetGroupVersionKind(clusterGVK)
-	if err := c.Get(t.Context(), client.ObjectKey{Namespace: "fleet", Name: "c"}, cl); err != nil {
-		t.Fatal(err)
-	}
-	if v, _, _ := unstructured.NestedString(cl.Object, "spec", "topology", "version"); v != "v1.34.1" || cl.GetAnnotations()[AnnotationRevision] != fp.Revision {
-		t.Errorf("Cluster spec.topology.version %q, revision %q; want v1.34.1, %s", v, cl.GetAnnotations()[AnnotationRevision], fp.Revision)
-	}
-
-	// The topology controller does its part: the control plane, then the MachineDeployments.
-	edit(t, c, clusterGVK, "c", func(u *unstructured.Unstructured) {
-		_ = unstructured.SetNestedField(u.Object, u.GetGeneration(), "status", "observedGeneration")
-		_ = unstructured.SetNestedSlice(u.Object, []any{map[string]any{"type": topologyReconciledCondition, "status": "True", "reason": "ReconcileSucceeded", "observedGeneration": u.GetGeneration()}}, "status", "conditions")
-	})
-	edit(t, c, kcpGVK, "c-cp", func(u *unstructured.Unstructured) {
-		_ = unstructured.SetNestedField(u.Object, "v1.34.1", "spec", "version")
-	})
-	for _, md := range []string{"c-md-a", "c-md-b"} {
-		edit(t, c, machineDeploymentGVK, md, func(u *unstructured.Unstructured) {
-			_ = unstructured.SetNestedField(u.Object, "v1.34.1", "spec", "template", "spec", "version")
-		})
-	}
-	if _, err := p.VerifyCluster(t.Context(), cp, ExecuteRequest{VerifyTimeout: 5 * time.Second}); err != nil {
-		t.Fatalf("verify after the topology controller reconciled: %v", err)
-	}
-	// The refresh reads the revision from the Cluster for the topology's owners.
-	obs, err := p.Observe(t.Context(), cp.Owners[1].Request.Selection, change)
-	if err != nil || obs.OwnerRevision != fp.Revision {
-		t.Errorf("observe c-md-a: revision %q, err %v; want %s (the Cluster's)", obs.OwnerRevision, err, fp.Revision)
-	}
-}
-
-// A topology whose Cluster cannot be written (the API server refuses) stops with that error,
-// unclassified (it says nothing about the change); one changed since the plan is a stale plan,
-// refused with nothing written.
-func TestTopologyWriteFaults(t *testing.T) {
-	plan := func(c client.Client) (*Planner, *ClusterPlan) {
-		p := &Planner{Client: c}
-		fp, err := p.PlanFleet(t.Context(), FleetRequest{Namespace: "fleet", Clusters: []string{"c"}, Owners: Owners{ControlPlane: true}, Change: inplace.Change{Version: "v1.35.0"}, Fallback: inplace.FallbackNone, Endpoints: nil})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return p, fp.Cluster("c")
-	}
-	c, _ := topologyWorld(t, apierrors.NewServiceUnavailable("management API down"))
-	p, cp := plan(c)
-	_, err := p.ApplyCluster(t.Context(), cp, ExecuteRequest{VerifyTimeout: time.Second})
-	if err == nil || errors.Is(err, ErrNotVerified) || errors.Is(err, engine.ErrChangeRefused) || !strings.Contains(errText(err), "Cannot Write Cluster") {
-		t.Errorf("apply against a failing API server: %v; want Cannot Write Cluster, neither refused nor not verified", err)
-	}
-
-	c, writes := topologyWorld(t, nil)
-	p, cp = plan(c)
-	edit(t, c, clusterGVK, "c", func(u *unstructured.Unstructured) {
-		_ = unstructured.SetNestedField(u.Object, "v1.34.1", "spec", "topology", "version")
-	})
-	*writes = (*writes)[:0]
-	_, err = p.ApplyCluster(t.Context(), cp, ExecuteRequest{VerifyTimeout: time.Second})
-	if !errors.Is(err, engine.ErrChangeRefused) || !strings.Contains(errText(err), "Cluster Changed Since The Plan") {
-		t.Errorf("apply of a stale plan: %v; want Cluster Changed Since The Plan, refused", err)
-	}
-	cl := &unstructured.Unstructured{}
-	cl.SetGroupVersionKind(clusterGVK)
-	if err := c.Get(t.Context(), client.ObjectKey{Namespace: "fleet", Name: "c"}, cl); err != nil {
-		t.Fatal(err)
-	}
-	if v, _, _ := unstructured.NestedString(cl.Object, "spec", "topology", "version"); v != "v1.34.1" {
-		t.Errorf("spec.topology.version %s after a refused apply; want v1.34.1 (the other writer's)", v)
-	}
-}
+var topologyOwners = Pick{ControlPlane: true, MachineDeployments: labels.SelectorFromSet(labels.Set{"pool": "extra"})}
 
 // What cannot go through a managed topology is refused at plan, with nothing written: template
 // patches (they go through the ClusterClass), no version, a version the ClusterClass does not
@@ -239,15 +26,15 @@ func TestTopologyWriteFaults(t *testing.T) {
 func TestTopologyPlanRefusals(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
-		owners Owners
+		owners Pick
 		change inplace.Change
 		want   string
 	}{
-		{"template patch", Owners{ControlPlane: true}, inplace.Change{Version: "v1.34.1", InfrastructureMachineSpec: []byte(`{"a":1}`)}, "Template Change Through The ClusterClass"},
-		{"no version", Owners{ControlPlane: true}, inplace.Change{}, "No Version For A Managed Topology"},
-		{"version not in the class", Owners{ControlPlane: true}, inplace.Change{Version: "v1.36.0"}, "Version Not In The ClusterClass"},
-		{"downgrade", Owners{ControlPlane: true}, inplace.Change{Version: "v1.33.9"}, "Topology Downgrade"},
-		{"topology MachineDeployments alone", Owners{MachineDeployments: labels.Everything()}, inplace.Change{Version: "v1.34.1"}, "Owner Managed By A ClusterClass"},
+		{"template patch", Pick{ControlPlane: true}, inplace.Change{Version: "v1.34.1", InfrastructureMachineSpec: []byte(`{"a":1}`)}, "Template Change Through The ClusterClass"},
+		{"no version", Pick{ControlPlane: true}, inplace.Change{}, "No Version For A Managed Topology"},
+		{"version not in the class", Pick{ControlPlane: true}, inplace.Change{Version: "v1.36.0"}, "Version Not In The ClusterClass"},
+		{"downgrade", Pick{ControlPlane: true}, inplace.Change{Version: "v1.33.9"}, "Topology Downgrade"},
+		{"topology MachineDeployments alone", Pick{MachineDeployments: labels.Everything()}, inplace.Change{Version: "v1.34.1"}, "Owner Managed By A ClusterClass"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c, writes := topologyWorld(t, nil)
@@ -275,7 +62,7 @@ func TestTopologyPlanListError(t *testing.T) {
 		},
 	})
 	p := &Planner{Client: failing}
-	_, err := p.PlanFleet(t.Context(), FleetRequest{Namespace: "fleet", Clusters: []string{"c"}, Owners: Owners{ControlPlane: true}, Change: inplace.Change{Version: "v1.34.1"}, Fallback: inplace.FallbackNone, Endpoints: nil})
+	_, err := p.PlanFleet(t.Context(), FleetRequest{Namespace: "fleet", Clusters: []string{"c"}, Owners: Pick{ControlPlane: true}, Change: inplace.Change{Version: "v1.34.1"}, Fallback: inplace.FallbackNone, Endpoints: nil})
 	if err == nil || !strings.Contains(errText(err), "Cannot List MachineDeployments") {
 		t.Errorf("plan: %v; want Cannot List MachineDeployments", err)
 	}
@@ -324,114 +111,21 @@ func TestTopologyProblems(t *testing.T) {
 	}
 }
 
-// topologyVariables is the Cluster's spec.topology.variables as "name=compact JSON", in order.
-func topologyVariables(t *testing.T, c client.Client) string {
-	t.Helper()
-	cl := &unstructured.Unstructured{}
-	cl.SetGroupVersionKind(clusterGVK)
-	if err := c.Get(t.Context(), client.ObjectKey{Namespace: "fleet", Name: "c"}, cl); err != nil {
-		t.Fatal(err)
-	}
-	list, _, _ := unstructured.NestedSlice(cl.Object, "spec", "topology", "variables")
-	var out []string
-	for _, v := range list {
-		m := v.(map[string]any)
-		out = append(out, fmt.Sprintf("%s=%s", m["name"], compactJSON(m["value"])))
-	}
-	return strings.Join(out, " ")
-}
-
-// Topology variables alone (no version): the plan checks them with a dry run of the write and
-// shows each change from → to with its cluster, saying the preview cannot run the ClusterClass's
-// patches; the cluster changes though no machine does. Apply writes them by name into the
-// Cluster's list (the others as they were, a new one appended), the version untouched, and waits
-// for TopologyReconciled at the new generation.
-func TestTopologyVariablesMerge(t *testing.T) {
-	c, writes := topologyWorld(t, nil)
-	p := &Planner{Client: c}
-	change := inplace.Change{TopologyVariables: map[string]json.RawMessage{"note": json.RawMessage(`"b"`), "count": json.RawMessage(`3`)}}
-	fp, err := p.PlanFleet(t.Context(), FleetRequest{Namespace: "fleet", Clusters: []string{"c"}, Owners: Owners{ControlPlane: true}, Change: change, Fallback: inplace.FallbackNone, Endpoints: nil})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cp := fp.Cluster("c")
-	want := []VariableChange{{Name: "count", From: "", To: "3"}, {Name: "note", From: `"a"`, To: `"b"`}}
-	if cp.Topology == nil || !reflect.DeepEqual(cp.Topology.Variables, want) || cp.Topology.To != "v1.34.0" {
-		t.Fatalf("topology %+v; want variables %v and the version left at v1.34.0", cp.Topology, want)
-	}
-	if !cp.Changes() || cp.Current(fp.Revision) {
-		t.Errorf("a cluster whose variables change: Changes %v, Current %v; want true, false", cp.Changes(), cp.Current(fp.Revision))
-	}
-	notes := strings.Join(fp.Notes, "\n")
-	for _, w := range []string{`count: unset → 3 in 1 cluster: c`, `note: "a" → "b" in 1 cluster: c`, "the preview cannot run them"} {
-		if !strings.Contains(notes, w) {
-			t.Errorf("notes %q do not say %q", notes, w)
-		}
-	}
-	if strings.Contains(notes, "assumes the ClusterClass's patches change nothing") {
-		t.Errorf("notes %q promise what the patches do", notes)
-	}
-	if got := strings.Join(*writes, ", "); got != "dry-run patch Cluster c" {
-		t.Errorf("writes at plan: %s; want only the dry run", got)
-	}
-	if got := topologyVariables(t, c); got != `other={"keep":true} note="a"` {
-		t.Errorf("variables after the plan: %s; want them as they were", got)
-	}
-
-	if _, err := p.ApplyCluster(t.Context(), cp, ExecuteRequest{VerifyTimeout: 50 * time.Millisecond}); err != nil {
-		t.Logf("apply: %v", err) // the fake API server does not count generations: the wait may end at once
-	}
-	if got := topologyVariables(t, c); got != `other={"keep":true} note="b" count=3` {
-		t.Errorf("variables after apply: %s; want other untouched, note set, count appended", got)
-	}
-	if got := strings.Join(*writes, ", "); got != "dry-run patch Cluster c, patch Cluster c" {
-		t.Errorf("writes: %s; want the plan's dry run and apply's patch of the Cluster only", got)
-	}
-	// The API server counts the write as a new generation, which the topology controller has not
-	// reconciled yet: not verified.
-	edit(t, c, clusterGVK, "c", func(u *unstructured.Unstructured) { u.SetGeneration(2) })
-	_, err = p.VerifyCluster(t.Context(), cp, ExecuteRequest{VerifyTimeout: 50 * time.Millisecond})
-	if !errors.Is(err, ErrNotVerified) || !strings.Contains(errText(err), "observedGeneration 1 behind generation 2") {
-		t.Fatalf("verify before the topology controller reconciled: %v; want not verified, waiting for the Cluster's generation", err)
-	}
-	// Someone sets the variable back: the wait says so.
-	edit(t, c, clusterGVK, "c", func(u *unstructured.Unstructured) {
-		_ = unstructured.SetNestedSlice(u.Object, []any{map[string]any{"name": "note", "value": "a"}}, "spec", "topology", "variables")
-	})
-	_, err = p.VerifyCluster(t.Context(), cp, ExecuteRequest{VerifyTimeout: 50 * time.Millisecond})
-	if !strings.Contains(errText(err), `topology variable note is "a", want "b"`) {
-		t.Errorf("verify after the variable was set back: %v; want it named", err)
-	}
-
-	// Planned again once applied: nothing changes.
-	c2, _ := topologyWorld(t, nil)
-	edit(t, c2, clusterGVK, "c", func(u *unstructured.Unstructured) {
-		_ = unstructured.SetNestedSlice(u.Object, []any{map[string]any{"name": "note", "value": "b"}, map[string]any{"name": "count", "value": int64(3)}}, "spec", "topology", "variables")
-	})
-	fp, err = (&Planner{Client: c2}).PlanFleet(t.Context(), FleetRequest{Namespace: "fleet", Clusters: []string{"c"}, Owners: Owners{ControlPlane: true}, Change: change, Fallback: inplace.FallbackNone, Endpoints: nil})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if cp := fp.Cluster("c"); len(cp.Topology.Variables) != 0 || cp.Changes() {
-		t.Errorf("variables already set: changes %v; want none", cp.Topology.Variables)
-	}
-}
-
 // What topology variables cannot do is refused at plan with nothing written, not even the dry
 // run: a variable the ClusterClass does not define (named, with the Cluster and the variables
 // the class defines), a value that is not JSON, variables for an owner written directly.
 func TestTopologyVariablesRefused(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
-		owners Owners
+		owners Pick
 		vars   map[string]string
 		want   []string
 	}{
-		{"not in the class", Owners{ControlPlane: true}, map[string]string{"note": `"b"`, "regoin": `"eu"`},
+		{"not in the class", Pick{ControlPlane: true}, map[string]string{"note": `"b"`, "regoin": `"eu"`},
 			[]string{"Topology Variable Not In The ClusterClass", `Cluster fleet/c is built from ClusterClass fleet/cc, which defines no variable "regoin"`, "it defines: count, note, other"}},
-		{"not JSON", Owners{ControlPlane: true}, map[string]string{"note": `eu-west`}, []string{"Invalid Topology Variable", `topology variable "note" is not JSON`}},
-		{"two JSON values", Owners{ControlPlane: true}, map[string]string{"note": `"a" "b"`}, []string{"Invalid Topology Variable"}},
-		{"owner written directly", Owners{MachineDeployments: labels.SelectorFromSet(labels.Set{"pool": "extra"})}, map[string]string{"note": `"b"`},
+		{"not JSON", Pick{ControlPlane: true}, map[string]string{"note": `eu-west`}, []string{"Invalid Topology Variable", `topology variable "note" is not JSON`}},
+		{"two JSON values", Pick{ControlPlane: true}, map[string]string{"note": `"a" "b"`}, []string{"Invalid Topology Variable"}},
+		{"owner written directly", Pick{MachineDeployments: labels.SelectorFromSet(labels.Set{"pool": "extra"})}, map[string]string{"note": `"b"`},
 			[]string{"Topology Variables Without A Managed Topology", "Cluster fleet/c"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -501,8 +195,8 @@ func TestStatusOfMachinesMovedInPlace(t *testing.T) {
 		return Machine{Current: inplace.Objects{Machine: u}, Plan: inplace.MachinePlan{Machine: name, Strategy: inplace.StrategyUnchanged}}
 	}
 	res := &Result{Machines: []Machine{machine("moved", "ms-1"), machine("stayed", "ms-1"), machine("gone", "ms-1")}}
-	l := &look{machines: map[string]string{"moved": "uid-moved", "stayed": "uid-stayed", "new": "uid-new"}, moved: map[string]bool{"moved": true}}
-	got := l.status(res)
+	l := &Look{machines: map[string]string{"moved": "uid-moved", "stayed": "uid-stayed", "new": "uid-new"}, moved: map[string]bool{"moved": true}}
+	got := l.Status(res)
 	want := map[string]string{"moved": StatusUpdated, "stayed": StatusUnchanged, "gone": StatusReplaced, "new": StatusCreated}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("status %v, want %v", got, want)

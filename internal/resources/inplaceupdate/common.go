@@ -1,8 +1,9 @@
 // Package inplaceupdate implements the `gradual_inplace_update_plan` data source and the
 // `gradual_inplace_update` resource: Terraform glue around internal/inplace/owners, which
-// reads the owner and its machines, asks the update extensions for the preview, writes the
-// change to the owner and waits for Cluster API to carry it out, and, for the fleet form,
-// internal/inplace/fleetupdate, which plans and paces it over clusters.
+// reads the owner and its machines and asks the update extensions for the preview,
+// internal/inplace/ownerupdate, which writes the change to the owner and waits for Cluster API
+// to carry it out, and, for the fleet form, internal/inplace/fleetupdate, which plans and paces
+// it over clusters.
 package inplaceupdate
 
 import (
@@ -165,8 +166,7 @@ func patchBytes(v types.String) []byte {
 	return []byte(v.ValueString())
 }
 
-// planner is the provider's in-place planner (over its management connection, checking Nodes
-// with the workload clients the provider shares).
+// planner is the provider's in-place planner (over its management connection).
 func planner(data *providerdata.Data) *owners.Planner { return data.InPlace }
 
 // machinesValue is the `machines` list of a plan.

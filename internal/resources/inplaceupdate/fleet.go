@@ -22,6 +22,7 @@ import (
 	"github.com/gradual-dev/terraform-provider-gradual/internal/inplace"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/inplace/fleetupdate"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/inplace/owners"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/inplace/ownerupdate"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/providerdata"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/records"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/shared"
@@ -32,7 +33,7 @@ import (
 
 // fleetService is the fleet in-place update service of the provider's management cluster.
 func fleetService(data *providerdata.Data) *fleetupdate.Service {
-	return &fleetupdate.Service{Fleet: data.Management, Machines: data.InPlace, Observer: data.InPlace}
+	return data.FleetUpdate
 }
 
 // fleetSpec converts the fleet form's inputs. Attribute errors point at what is wrong.
@@ -56,9 +57,9 @@ func (in *Input) fleetSpec(ctx context.Context, limits fleetLimits) (fleetupdate
 }
 
 // owners converts the owner-picking inputs of the fleet form.
-func (in *Input) owners(ctx context.Context) (owners.Owners, diag.Diagnostics) {
+func (in *Input) owners(ctx context.Context) (owners.Pick, diag.Diagnostics) {
 	var diags diag.Diagnostics
-	o := owners.Owners{ControlPlane: in.UpdateControlPlane.ValueBool()}
+	o := owners.Pick{ControlPlane: in.UpdateControlPlane.ValueBool()}
 	if !in.MachineDeploymentSelector.IsNull() {
 		ls, d := shared.ToLabelSelector(ctx, in.MachineDeploymentSelector)
 		diags.Append(d...)
@@ -286,7 +287,7 @@ func (r *updateResource) applyFleet(ctx context.Context, plan *Model, verify tim
 		return
 	}
 	res, err := fleetService(r.data).Apply(ctx, fleetupdate.ApplyRequest{Spec: spec, Planned: planned.PlannedWaves, Preview: planned.Preview,
-		Exec: owners.ExecuteRequest{
+		Exec: ownerupdate.ExecuteRequest{
 			VerifyTimeout: verify,
 			Logf:          func(msg string, fields map[string]any) { tflog.Info(ctx, msg, fields) },
 			Holder:        records.HolderIdentity(),

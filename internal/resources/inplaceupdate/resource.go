@@ -21,6 +21,7 @@ import (
 	"github.com/gradual-dev/terraform-provider-gradual/internal/inplace"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/inplace/fleetupdate"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/inplace/owners"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/inplace/ownerupdate"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/providerdata"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/records"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/shared"
@@ -243,8 +244,7 @@ func (r *updateResource) apply(ctx context.Context, timeout time.Duration, plan 
 	if diags.HasError() {
 		return false
 	}
-	p := planner(r.data)
-	res, err := p.Plan(ctx, request)
+	res, err := planner(r.data).Plan(ctx, request)
 	if err != nil {
 		diags.Append(diagnostics.FromError(err, "In-Place Update Plan Failed"))
 		plan.fillUnknown()
@@ -263,7 +263,7 @@ func (r *updateResource) apply(ctx context.Context, timeout time.Duration, plan 
 	if plan.Summary.IsUnknown() || plan.Attention.IsUnknown() || plan.Waves.IsUnknown() {
 		diags.Append(plan.setSingleSummary(ctx, res)...)
 	}
-	exec, err := p.Execute(ctx, res, owners.ExecuteRequest{
+	exec, err := r.data.InPlaceUpdater.Execute(ctx, res, ownerupdate.ExecuteRequest{
 		VerifyTimeout: verify,
 		Logf:          func(msg string, fields map[string]any) { tflog.Info(ctx, msg, fields) },
 		Holder:        records.HolderIdentity(),
@@ -327,7 +327,7 @@ func (r *updateResource) Read(ctx context.Context, req resource.ReadRequest, res
 	if resp.Diagnostics.HasError() {
 		return
 	}
-	obs, err := planner(r.data).Observe(ctx, request.Selection, request.Change)
+	obs, err := r.data.InPlaceReader.Observe(ctx, request.Selection, request.Change)
 	if err != nil {
 		resp.Diagnostics.Append(diagnostics.FromError(err, "Cannot Read Machines"))
 		return

@@ -93,7 +93,8 @@ func ProviderMaintenanceWindowAttribute() providerschema.SingleNestedAttribute {
 		Optional: true,
 		MarkdownDescription: "The maintenance window of every `gradual_rollout` and `gradual_module_assignment` that sets no " +
 			"`maintenance_window` of its own (a resource's own replaces it): clusters are started only while it is open, as " +
-			"described for the resources. A Cluster's own `" + window.Annotation + "` annotation applies as well.",
+			"described for the resources. A Cluster's own `" + window.Annotation + "` annotation applies as well. It does not govern " +
+			"`gradual_inplace_update`, which has no maintenance window: Cluster API carries its change out as soon as it is written.",
 		Attributes: attrs,
 	}
 }

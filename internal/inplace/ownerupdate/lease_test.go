@@ -1,4 +1,4 @@
-package owners
+package ownerupdate
 
 import (
 	"context"
@@ -8,33 +8,38 @@ import (
 	"testing"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/utils/ptr"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/gradual-dev/terraform-provider-gradual/internal/engine"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/inplace"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/inplace/owners"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/records"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/settings"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/usererr"
 )
 
-func machineWithLabels(name string, labels map[string]string) Machine {
+func machineWithLabels(name string, labels map[string]string) owners.Machine {
 	u := &unstructured.Unstructured{}
 	u.SetName(name)
 	u.SetLabels(labels)
-	return Machine{Current: inplace.Objects{Machine: u}, Plan: inplace.MachinePlan{Machine: name}}
+	return owners.Machine{Current: inplace.Objects{Machine: u}, Plan: inplace.MachinePlan{Machine: name}}
 }
 
 func TestLeaseKeys(t *testing.T) {
 	key := func(kind, name string) records.Key { return records.Key{Kind: kind, Namespace: "fleet", Name: name} }
-	md := Selection{Namespace: "fleet", Cluster: "c", MachineDeployment: "md-0"}
-	if got, want := LeaseKeys(md, []Machine{machineWithLabels("m1", map[string]string{deploymentNameLabel: "md-0"})}),
+	md := owners.Selection{Namespace: "fleet", Cluster: "c", MachineDeployment: "md-0"}
+	if got, want := LeaseKeys(md, []owners.Machine{machineWithLabels("m1", map[string]string{clusterv1.MachineDeploymentNameLabel: "md-0"})}),
 		[]records.Key{key(LeaseKindMachineDeployment, "md-0")}; !reflect.DeepEqual(got, want) {
 		t.Errorf("MachineDeployment selection: %v, want %v", got, want)
 	}
-	if got, want := LeaseKeys(Selection{Namespace: "fleet", Cluster: "c", ControlPlane: "cp"}, nil),
+	if got, want := LeaseKeys(owners.Selection{Namespace: "fleet", Cluster: "c", ControlPlane: "cp"}, nil),
 		[]records.Key{key(LeaseKindControlPlane, "cp")}; !reflect.DeepEqual(got, want) {
 		t.Errorf("control plane selection: %v, want %v", got, want)
 	}
@@ -48,12 +53,12 @@ func TestHoldLeasesAlreadyRunning(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := fake.NewClientBuilder().WithScheme(s).Build()
-	p := &Planner{Client: c}
+	up := &Updater{Client: c}
 	start := time.Date(2026, 7, 1, 12, 0, 0, 0, time.UTC)
 	firstClock, secondClock := engine.NewFakeClock(start), engine.NewFakeClock(start.Add(-time.Hour))
-	keys := LeaseKeys(Selection{Namespace: "fleet", Cluster: "c", MachineDeployment: "md-0"}, nil)
+	keys := LeaseKeys(owners.Selection{Namespace: "fleet", Cluster: "c", MachineDeployment: "md-0"}, nil)
 
-	runCtx, release, err := p.holdLeases(t.Context(), keys, ExecuteRequest{Holder: "first", Clock: firstClock})
+	runCtx, release, err := up.holdLeases(t.Context(), keys, ExecuteRequest{Holder: "first", Clock: firstClock})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,7 +70,7 @@ func TestHoldLeasesAlreadyRunning(t *testing.T) {
 	}
 	done := make(chan result, 1)
 	go func() {
-		_, rel, err := p.holdLeases(t.Context(), keys, ExecuteRequest{Holder: "second", Clock: secondClock})
+		_, rel, err := up.holdLeases(t.Context(), keys, ExecuteRequest{Holder: "second", Clock: secondClock})
 		done <- result{rel, err}
 	}()
 	// The first apply renews its Lease (a third of its duration on its clock) while the second
@@ -114,5 +119,39 @@ wait:
 	}
 	if cause := context.Cause(runCtx); !errors.Is(cause, records.ErrLeaseLost) || !strings.Contains(cause.Error(), "MachineDeployment fleet/md-0 was deleted") {
 		t.Fatalf("cause: %v", cause)
+	}
+}
+
+// The provider's lease_duration reaches the in-place Leases: an owner's Lease is taken for
+// Settings.LeaseDuration, and for the one default when it is unset.
+func TestHoldLeasesHonoursLeaseDuration(t *testing.T) {
+	s := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(s); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		set  settings.Settings
+		want int32
+	}{
+		{settings.Settings{LeaseDuration: 90 * time.Second}, 90},
+		{settings.Settings{}, int32(settings.DefaultLeaseDuration / time.Second)},
+	} {
+		c := fake.NewClientBuilder().WithScheme(s).Build()
+		up := &Updater{Client: c, Settings: tc.set}
+		keys := LeaseKeys(owners.Selection{Namespace: "fleet", Cluster: "c", MachineDeployment: "md-0"}, nil)
+		clock := engine.NewFakeClock(time.Date(2026, 7, 1, 12, 0, 0, 0, time.UTC))
+		_, release, err := up.holdLeases(t.Context(), keys, ExecuteRequest{Holder: "apply", Clock: clock})
+		if err != nil {
+			t.Fatal(err)
+		}
+		l := &coordinationv1.Lease{}
+		err = c.Get(t.Context(), client.ObjectKey{Namespace: records.DefaultNamespace, Name: keys[0].ObjectName()}, l)
+		release()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := ptr.Deref(l.Spec.LeaseDurationSeconds, 0); got != tc.want {
+			t.Errorf("lease_duration %v: the Lease lasts %ds, want %ds", tc.set.LeaseDuration, got, tc.want)
+		}
 	}
 }

@@ -1,4 +1,4 @@
-package owners
+package ownerupdate
 
 import (
 	"context"
@@ -6,15 +6,13 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"time"
 
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+
+	"github.com/gradual-dev/terraform-provider-gradual/internal/inplace/owners"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/records"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/usererr"
 )
-
-// DefaultLeaseDuration is how long an owner's Lease outlives an apply that stopped renewing it
-// (a killed process), as for rollouts; a live holder renews it every third of that.
-const DefaultLeaseDuration = 60 * time.Second
 
 // Lease key kinds: an in-place update holds one Lease per owner of the machines it updates, in
 // the records namespace of the management cluster, named like a rollout's (records.Key).
@@ -28,7 +26,7 @@ const (
 // LeaseKeys are the Leases an update of sel holds: its MachineDeployment or control plane, and
 // the owners of machines (their MachineDeployment, else their control plane, else the Machine
 // itself), sorted and without repeats.
-func LeaseKeys(sel Selection, machines []Machine) []records.Key {
+func LeaseKeys(sel owners.Selection, machines []owners.Machine) []records.Key {
 	var keys []records.Key
 	add := func(kind, name string) {
 		if name != "" {
@@ -43,10 +41,10 @@ func LeaseKeys(sel Selection, machines []Machine) []records.Key {
 			l = m.Current.Machine.GetLabels()
 		}
 		switch {
-		case l[deploymentNameLabel] != "":
-			add(LeaseKindMachineDeployment, l[deploymentNameLabel])
-		case l[controlPlaneNameLabel] != "":
-			add(LeaseKindControlPlane, l[controlPlaneNameLabel])
+		case l[clusterv1.MachineDeploymentNameLabel] != "":
+			add(LeaseKindMachineDeployment, l[clusterv1.MachineDeploymentNameLabel])
+		case l[clusterv1.MachineControlPlaneNameLabel] != "":
+			add(LeaseKindControlPlane, l[clusterv1.MachineControlPlaneNameLabel])
 		default:
 			add(LeaseKindMachine, m.Plan.Machine)
 		}
@@ -55,14 +53,12 @@ func LeaseKeys(sel Selection, machines []Machine) []records.Key {
 	return slices.Compact(keys)
 }
 
-// holdLeases takes the Leases of keys (sorted: LeaseKeys) for holder with records.Hold. A Lease
-// another apply holds is the user error "In-Place Update Already Running".
-func (p *Planner) holdLeases(ctx context.Context, keys []records.Key, req ExecuteRequest) (runCtx context.Context, release func(), err error) {
-	duration := req.LeaseDuration
-	if duration <= 0 {
-		duration = DefaultLeaseDuration
-	}
-	runCtx, release, err = records.Hold(ctx, p.Client, req.LeaseNamespace, keys, req.Holder, duration, req.Clock)
+// holdLeases takes the Leases of keys (sorted: LeaseKeys) for holder with records.Hold, for
+// the provider's lease_duration (Settings.LeaseDuration), as a rollout's. A Lease another apply
+// holds is the user error "In-Place Update Already Running".
+func (up *Updater) holdLeases(ctx context.Context, keys []records.Key, req ExecuteRequest) (runCtx context.Context, release func(), err error) {
+	duration := up.Settings.WithDefaults().LeaseDuration
+	runCtx, release, err = records.Hold(ctx, up.Client, req.LeaseNamespace, keys, req.Holder, duration, req.Clock)
 	if err != nil {
 		var busy *records.HeldError
 		if errors.As(err, &busy) {
