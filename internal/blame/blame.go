@@ -13,7 +13,8 @@
 //     were still not ready when the verify timeout ran out, a kind or namespace the bundle needs
 //     is missing, a health check or check Job failed, an HTTP check answered with a wrong status
 //     that a gateway does not send, a cluster gate that was healthy before the change and is not
-//     after it on a signal the revision can move (a Node's kubelet reporting NotReady).
+//     after it on a signal the revision can move (a Node's kubelet reporting NotReady), an
+//     in-place update Cluster API did not finish within the verify timeout (ErrNotUpToDate).
 //   - Refused: the change was stopped for a reason that is not the revision's health (fields
 //     another manager owns): restored, counted, never recorded invalid.
 //   - Gone: the target left the fleet.
@@ -37,6 +38,11 @@ import (
 	"github.com/gradual-dev/terraform-provider-gradual/internal/apply"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/engine"
 )
+
+// ErrNotUpToDate marks an in-place update that Cluster API, reachable all along, did not finish
+// within the verify timeout (the machines' spec or status not at the new version): the change's
+// failure on that cluster. An API server that could not be reached is not this.
+var ErrNotUpToDate = errors.New("not up to date within the verify timeout")
 
 // Class is whose fault a failure is.
 type Class int
@@ -96,6 +102,8 @@ func Of(err error) Verdict {
 		return Verdict{Class: Revision, Rule: "marked where it arose", Evidence: firstLine(err.Error())}
 	case errors.Is(err, engine.ErrChangeRefused):
 		return Verdict{Class: Refused, Rule: "marked where it arose", Evidence: firstLine(err.Error())}
+	case errors.Is(err, ErrNotUpToDate):
+		return Verdict{Class: Revision, Rule: "change not finished in time", Evidence: firstLine(err.Error())}
 	}
 	var (
 		notReady *apply.NotReadyError

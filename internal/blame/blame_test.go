@@ -77,6 +77,7 @@ func TestOf(t *testing.T) {
 		{"wrapped webhook denial", "wrapping keeps the evidence", fmt.Errorf("apply: %w", &apply.ObjectError{Object: webRef, Op: "apply", Err: admission}), Revision, "denied by admission"},
 		{"wrapped RBAC", "wrapping keeps the evidence", &apply.ObjectError{Object: webRef, Op: "apply", Err: rbac}, Infrastructure, "forbidden to the runner"},
 		{"marked where it arose", "a check Job that failed", engine.Mark(engine.ErrRevisionFailed, errors.New("check Job failed")), Revision, "marked where it arose"},
+		{"in-place update not finished", "Cluster API, reachable, did not bring the machines up to date in time", fmt.Errorf("cluster c1: %w", ErrNotUpToDate), Revision, "change not finished in time"},
 		{"gone", "the Cluster was deleted", fmt.Errorf("x: %w", engine.ErrTargetGone), Gone, "target gone"},
 	}
 	for _, tt := range tests {

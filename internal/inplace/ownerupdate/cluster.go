@@ -2,9 +2,9 @@ package ownerupdate
 
 import (
 	"context"
-	"errors"
 	"maps"
 
+	"github.com/gradual-dev/terraform-provider-gradual/internal/blame"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/engine"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/inplace/owners"
 )
@@ -79,13 +79,8 @@ func splitTopology(cp *owners.ClusterPlan) (viaTopology, direct []*owners.Result
 	return viaTopology, direct
 }
 
-// classify marks an Execute error for the engine: a change Cluster API did not finish in time is
-// the change's failure; a change refused before anything was written (blocked, the owner changed
-// since the plan, a template name taken) is refused; anything else (API server unreachable,
-// throttled, a Lease lost) says nothing about the change.
-func classify(err error) error {
-	if errors.Is(err, ErrNotVerified) {
-		return engine.Mark(engine.ErrRevisionFailed, err)
-	}
-	return err // refusals (blocked, owner changed, template name taken) are marked where they arise
-}
+// classify marks an Execute error for the engine by its verdict (blame.Mark): a change Cluster
+// API did not finish in time is the change's failure; refusals (blocked, the owner changed since
+// the plan, a template name taken) are marked where they arise; anything else (API server
+// unreachable, throttled, a Lease lost) says nothing about the change.
+func classify(err error) error { return blame.Mark(err) }

@@ -3,7 +3,6 @@ package ownerupdate
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -13,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/gradual-dev/terraform-provider-gradual/internal/blame"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/engine"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/inplace"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/inplace/owners"
@@ -222,8 +222,8 @@ func (up *Updater) waitUpToDate(ctx context.Context, res *owners.Result, req Exe
 
 // ErrNotVerified marks an update Cluster API did not finish within the verify timeout: the
 // change's failure on that cluster (it counts against a fleet update's failure budget), unlike an
-// API server that could not be reached.
-var ErrNotVerified = errors.New("not up to date within the verify timeout")
+// API server that could not be reached. blame classifies it (blame.ErrNotUpToDate).
+var ErrNotVerified = blame.ErrNotUpToDate
 
 // notVerified is what the last look found wrong, as an ErrNotVerified.
 type notVerified string
