@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/gradual-dev/terraform-provider-gradual/internal/engine"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/fleet"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/fluxdelivery"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/records"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/usererr"
@@ -431,4 +433,26 @@ func (s *Service) FluxCheckArtifact(ctx context.Context, spec Spec) error {
 				"Nothing was pinned and no cluster was changed.")
 	}
 	return err
+}
+
+// fluxGone are the clusters of placed (changed by earlier runs) whose Cluster no longer exists:
+// in none of present. Delivering directly none (nothing is left of a deleted Cluster). Through
+// Flux their Kustomization, OCIRepository and records stay in the management cluster, and Flux
+// would deliver the old revision again, with no plan and no wave, to a Cluster re-created under
+// the name (its kubeconfig Secret is what the Kustomization names). So they leave as a relabelled
+// cluster does: the next plan lists them in `leaving`, its apply removes their Flux objects and
+// records, and so does destroy.
+func (s *Service) fluxGone(placed []string, present ...[]fleet.Cluster) []string {
+	if s.flux == nil {
+		return nil
+	}
+	var gone []string
+	for _, name := range placed {
+		if !slices.ContainsFunc(present, func(cs []fleet.Cluster) bool {
+			return slices.ContainsFunc(cs, func(c fleet.Cluster) bool { return c.Name == name })
+		}) {
+			gone = append(gone, name)
+		}
+	}
+	return gone
 }
