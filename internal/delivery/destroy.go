@@ -49,9 +49,11 @@ func (s *Service) Destroy(ctx context.Context, req DestroyRequest) (warnings []s
 	if err != nil {
 		return nil, err
 	}
+	var gone []string
 	if !req.KeepManagementRecords {
-		// The clusters that left the selector since the last apply hold objects too.
-		if found, err = s.withPlaced(ctx, spec, req.Query.Namespace, found); err != nil {
+		// The clusters that left the selector since the last apply hold objects too, and through
+		// Flux so do the deleted ones (fluxGone).
+		if found, gone, err = s.withPlaced(ctx, spec, req.Query.Namespace, found); err != nil {
 			return nil, err
 		}
 	}
@@ -63,6 +65,7 @@ func (s *Service) Destroy(ctx context.Context, req DestroyRequest) (warnings []s
 			warnings = append(warnings, fmt.Sprintf("%s: %s; its objects and records of %s are left in place", c.Name, c.SkipReason, spec.Key.Describe()))
 		}
 	}
+	reachable = append(reachable, gone...)
 	failed, notes := s.removeFrom(ctx, spec, reachable, req.Orphan, req.Logf)
 	var failures []string
 	for _, name := range sortedKeys(failed) {
@@ -90,19 +93,20 @@ func (s *Service) Destroy(ctx context.Context, req DestroyRequest) (warnings []s
 }
 
 // withPlaced adds to found the clusters the progress record says earlier runs changed and that
-// found does not hold.
-func (s *Service) withPlaced(ctx context.Context, spec Spec, namespace string, found *fleet.Discovery) (*fleet.Discovery, error) {
+// found does not hold; gone are those of them whose Cluster was deleted that still hold
+// something to remove (fluxGone).
+func (s *Service) withPlaced(ctx context.Context, spec Spec, namespace string, found *fleet.Discovery) (_ *fleet.Discovery, gone []string, err error) {
 	progress, err := s.managementStore(spec.RecordNamespace).LoadProgress(ctx, spec.Key)
 	if err != nil || progress == nil {
-		return found, err
+		return found, nil, err
 	}
 	more, err := s.placedElsewhere(ctx, namespace, progress.Placed, found.Clusters)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	out := *found
 	out.Clusters = append(slices.Clone(found.Clusters), more...)
-	return &out, nil
+	return &out, s.fluxGone(progress.Placed, found.Clusters, more), nil
 }
 
 // removeFrom removes the rollout from clusters, in waves of at most update_limit: the objects

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -13,6 +14,8 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/gradual-dev/terraform-provider-gradual/internal/blame"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/engine"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/fleet"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/fluxdelivery"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/records"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/usererr"
@@ -152,6 +155,11 @@ func (w *world) fluxPin(ctx context.Context, target, revision string) error {
 		return err
 	}
 	digest, err := w.flux.d.Publish(ctx, tag, manifests)
+	if errors.Is(err, fluxdelivery.ErrTagHoldsOther) {
+		// Someone else's content under the revision's tag: nothing is pinned, and retrying will
+		// not change it; it says nothing about the revision's health either.
+		return engine.Mark(engine.ErrChangeRefused, err)
+	}
 	if err != nil {
 		return err // an infrastructure failure: the registry, never the revision
 	}
@@ -161,11 +169,12 @@ func (w *world) fluxPin(ctx context.Context, target, revision string) error {
 // fluxVerify waits, within ctx, for the cluster's Kustomization to have target's artifact of
 // revision applied and ready, and classifies what it says otherwise.
 func (w *world) fluxVerify(ctx context.Context, target, revision string) error {
-	tag, _, err := w.fluxArtifact(ctx, target, revision)
+	tag, manifests, err := w.fluxArtifact(ctx, target, revision)
 	if err != nil {
 		return err
 	}
-	digest, err := w.flux.d.Digest(ctx, tag)
+	// The digest pinned: the planned content's, computed, never read from the tag.
+	digest, err := w.flux.d.Digest(tag, manifests)
 	if err != nil {
 		return err
 	}
@@ -373,4 +382,72 @@ func (f *fluxRead) summary(recordKey records.Key) (*records.State, error) {
 		return nil, err
 	}
 	return f.states[recordKey], nil
+}
+
+// FluxArtifact is what an apply through Flux publishes and pins for a revision, as the plan
+// shows it: computed from the planned content, before anything is pushed.
+type FluxArtifact struct {
+	// Ref is the artifact's reference, "oci://host/path:revision".
+	Ref string
+	// Digest is the digest every cluster is pinned to ("sha256:…"); "" with values, where each
+	// cluster's rendering is an artifact of its own (tagged revision-<content hash>), each pinned
+	// to the digest of its own planned content.
+	Digest string
+}
+
+// FluxArtifact is the artifact of spec's revision through Flux (s.Flux()).
+func (s *Service) FluxArtifact(spec Spec) (FluxArtifact, error) {
+	out := FluxArtifact{Ref: fluxdelivery.ArtifactRef(*s.flux, spec.Revision)}
+	if spec.Values != nil {
+		return out, nil
+	}
+	manifests, err := fluxdelivery.Manifests(spec.Objects.Objects)
+	if err != nil {
+		return out, err
+	}
+	out.Digest, err = fluxdelivery.ArtifactDigest(spec.Revision, manifests)
+	return out, err
+}
+
+// FluxCheckArtifact refuses, before the Lease is taken and any cluster pinned, an apply of spec's
+// revision whose tag holds other content than the planned one (someone published another
+// artifact under it after the plan), naming the repository, the tag and both digests. With
+// values each cluster's artifact is checked as it is published (fluxPin).
+func (s *Service) FluxCheckArtifact(ctx context.Context, spec Spec) error {
+	if spec.Values != nil {
+		return nil
+	}
+	manifests, err := fluxdelivery.Manifests(spec.Objects.Objects)
+	if err != nil {
+		return err
+	}
+	err = fluxdelivery.New(s.mgmt.Client, *s.flux, spec.Key).Check(ctx, spec.Revision, manifests)
+	if errors.Is(err, fluxdelivery.ErrTagHoldsOther) {
+		return usererr.Wrap(err, "Artifact Tag Holds Other Content",
+			"The plan computed the digest of the revision's artifact from its manifests; the registry holds something else under its tag. "+
+				"Nothing was pinned and no cluster was changed.")
+	}
+	return err
+}
+
+// fluxGone are the clusters of placed (changed by earlier runs) whose Cluster no longer exists:
+// in none of present. Delivering directly none (nothing is left of a deleted Cluster). Through
+// Flux their Kustomization, OCIRepository and records stay in the management cluster, and Flux
+// would deliver the old revision again, with no plan and no wave, to a Cluster re-created under
+// the name (its kubeconfig Secret is what the Kustomization names). So they leave as a relabelled
+// cluster does: the next plan lists them in `leaving`, its apply removes their Flux objects and
+// records, and so does destroy.
+func (s *Service) fluxGone(placed []string, present ...[]fleet.Cluster) []string {
+	if s.flux == nil {
+		return nil
+	}
+	var gone []string
+	for _, name := range placed {
+		if !slices.ContainsFunc(present, func(cs []fleet.Cluster) bool {
+			return slices.ContainsFunc(cs, func(c fleet.Cluster) bool { return c.Name == name })
+		}) {
+			gone = append(gone, name)
+		}
+	}
+	return gone
 }

@@ -138,7 +138,8 @@ func (s *Service) observe(ctx context.Context, q fleet.Query, key records.Key, r
 }
 
 // observeLeaving fills obs.Leaving and obs.Placed from the clusters the progress record says
-// earlier runs changed. Clusters since deleted are dropped: nothing is left to clean up.
+// earlier runs changed. Clusters since deleted are dropped when delivering directly: nothing is
+// left to clean up; through Flux they leave too (fluxGone).
 func (s *Service) observeLeaving(ctx context.Context, namespace string, progress *records.Progress, obs *Observation) error {
 	if progress == nil {
 		return nil
@@ -155,6 +156,7 @@ func (s *Service) observeLeaving(ctx context.Context, namespace string, progress
 	for _, c := range leaving {
 		obs.Leaving = append(obs.Leaving, c.Name)
 	}
+	obs.Leaving = append(obs.Leaving, s.fluxGone(progress.Placed, obs.Discovery.Clusters, leaving)...)
 	obs.Placed = append(obs.Placed, obs.Leaving...)
 	sort.Strings(obs.Leaving)
 	sort.Strings(obs.Placed)

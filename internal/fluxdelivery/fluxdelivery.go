@@ -18,8 +18,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -310,59 +308,103 @@ func (d *Delivery) artifactRef(revision string) string {
 	return strings.TrimPrefix(d.settings.Repository, oci.OCIRepositoryPrefix) + ":" + revision
 }
 
-// Publish pushes revision's objects (YAML) as an OCI artifact tagged revision unless the
-// registry holds that tag already, and returns its digest ("sha256:…"). The artifact is
-// content-addressed: the same objects always make the same digest.
+// Publish makes sure the registry holds revision's artifact (its objects as YAML) under the tag
+// revision, and returns the digest ("sha256:…") to pin: ArtifactDigest of the planned content,
+// computed before anything is pushed. A tag that does not exist yet is pushed. A tag that exists
+// is trusted only for what it holds: the planned artifact itself, or (published by an earlier
+// version of the provider) an artifact holding exactly the planned objects, whose digest is then
+// returned. A tag holding other content is refused with ErrTagHoldsOther, naming the
+// repository, the tag and both digests: nothing is pushed over it, and nothing is to be pinned.
 func (d *Delivery) Publish(ctx context.Context, revision string, manifests []byte) (string, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock() // waves publish once per revision, not once per cluster
 	if dg, ok := d.digests[revision]; ok {
 		return dg, nil
 	}
-	if dg, err := d.resolve(ctx, revision); err == nil {
-		d.digests[revision] = dg
-		return dg, nil
-	}
-	dir, err := os.MkdirTemp("", "gradual-artifact-")
+	img, err := buildArtifact(revision, manifests)
 	if err != nil {
-		return "", err
+		return "", fmt.Errorf("publish revision %s: %w", revision, err)
 	}
-	defer func() { _ = os.RemoveAll(dir) }()
-	if err := os.WriteFile(filepath.Join(dir, artifactFile), manifests, 0o600); err != nil {
-		return "", err
-	}
-	ref, err := d.oci.Push(ctx, d.artifactRef(revision), dir, oci.WithPushMetadata(oci.Metadata{
-		Source: "gradual " + d.key.String(), Revision: revision, Created: created,
-	}))
+	h, err := img.Digest()
 	if err != nil {
+		return "", fmt.Errorf("publish revision %s: %w", revision, err)
+	}
+	want := h.String()
+	have, found, err := d.check(ctx, revision, want, manifests)
+	switch {
+	case err != nil:
+		return "", err
+	case found:
+		d.digests[revision] = have
+		return have, nil
+	}
+	// Not found (or not told: a registry that refuses to say pushes or refuses the push too).
+	if err := crane.Push(img, d.artifactRef(revision), append(d.oci.GetOptions(), crane.WithContext(ctx))...); err != nil {
 		return "", fmt.Errorf("publish revision %s to %s: %w", revision, d.settings.Repository, err)
 	}
-	_, dg, ok := strings.Cut(ref, "@")
-	if !ok {
-		return "", fmt.Errorf("publish revision %s: the registry returned %q, not a digest", revision, ref)
-	}
-	d.digests[revision] = dg
-	return dg, nil
+	d.digests[revision] = want
+	return want, nil
 }
 
-// Digest is the digest of revision's artifact, as published by this process or found in the
-// registry.
-func (d *Delivery) Digest(ctx context.Context, revision string) (string, error) {
+// Check refuses, as Publish would, a tag of revision that holds other content than manifests
+// (ErrTagHoldsOther), without pushing anything: what apply asks before it takes the Lease and
+// pins any cluster. A tag that does not exist, or that the registry does not say, is no refusal.
+func (d *Delivery) Check(ctx context.Context, revision string, manifests []byte) error {
+	want, err := ArtifactDigest(revision, manifests)
+	if err != nil {
+		return err
+	}
+	_, _, err = d.check(ctx, revision, want, manifests)
+	return err
+}
+
+// check reads the tag revision: found and the digest to pin when it holds the planned artifact
+// (want) or the planned content in other bytes; ErrTagHoldsOther when it holds other content;
+// not found when it does not exist or the registry does not say (Publish then pushes, and the
+// registry refuses the push too or takes it).
+func (d *Delivery) check(ctx context.Context, revision, want string, manifests []byte) (digest string, found bool, err error) {
+	have, err := d.resolve(ctx, revision)
+	switch {
+	case err == nil && have == want:
+		return want, true, nil
+	case err == nil:
+		byDigest := strings.TrimPrefix(d.settings.Repository, oci.OCIRepositoryPrefix) + "@" + have
+		same, err := d.holdsManifests(ctx, byDigest, manifests)
+		if err != nil {
+			return "", false, fmt.Errorf("revision %s: the tag %s of %s holds %s, not the planned %s, and it could not be read to compare: %w",
+				revision, revision, d.settings.Repository, have, want, err)
+		}
+		if !same {
+			return "", false, fmt.Errorf("%w: the tag %s of %s holds %s, not the planned artifact %s: its content is not the planned revision's "+
+				"(someone published other content under the revision's tag). Nothing was pinned to it; delete the tag (the next apply "+
+				"publishes the planned artifact) or find out who pushed it", ErrTagHoldsOther, revision, d.settings.Repository, have, want)
+		}
+		return have, true, nil
+	case ctx.Err() != nil:
+		return "", false, fmt.Errorf("publish revision %s to %s: %w", revision, d.settings.Repository, context.Cause(ctx))
+	}
+	return "", false, nil
+}
+
+// Digest is the digest Publish pins for revision's artifact holding manifests: the one
+// published (or found) by this Delivery, else ArtifactDigest of the content. It asks no registry.
+func (d *Delivery) Digest(revision string, manifests []byte) (string, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if dg, ok := d.digests[revision]; ok {
 		return dg, nil
 	}
-	dg, err := d.resolve(ctx, revision)
-	if err != nil {
-		return "", fmt.Errorf("revision %s in %s: %w", revision, d.settings.Repository, err)
-	}
-	d.digests[revision] = dg
-	return dg, nil
+	return ArtifactDigest(revision, manifests)
 }
 
 func (d *Delivery) resolve(ctx context.Context, revision string) (string, error) {
 	return crane.Digest(d.artifactRef(revision), append(d.oci.GetOptions(), crane.WithContext(ctx))...)
+}
+
+// ArtifactRef is the reference of revision's artifact in settings' repository, as the plan shows
+// it ("oci://host/path:revision").
+func ArtifactRef(settings Settings, revision string) string {
+	return settings.Repository + ":" + revision
 }
 
 // ObjectName names the OCIRepository and Kustomization of key on cluster: readable, unique by a

@@ -73,6 +73,11 @@ func (r *assignmentResource) apply(ctx context.Context, timeout time.Duration, p
 		// A saved plan applied after the registry went down (or the Flux CRDs went away): refused
 		// before the Lease is taken and any Kustomization pinned, as a rollout's is.
 		err = svc.FluxReady(ctx)
+		if err == nil {
+			// The plan showed each module's digest, computed from its manifests: a tag that holds
+			// other content now (planted after the plan) is refused before anything is pinned.
+			err = assignment.FluxCheckArtifacts(ctx, svc, spec, plannedModules(waves))
+		}
 	}
 	if err == nil {
 		res, err = assignment.Run(ctx, svc, assignment.RunRequest{
@@ -239,4 +244,17 @@ func (r *assignmentResource) Delete(ctx context.Context, req resource.DeleteRequ
 	if err != nil {
 		resp.Diagnostics.Append(diagnostics.FromError(err, "Module Assignment Delete Failed"))
 	}
+}
+
+// plannedModules are the modules the plan's waves deliver; nil when the plan could not plan them
+// (apply then plans, and may deliver any module).
+func plannedModules(waves map[string][][]string) []string {
+	if waves == nil {
+		return nil
+	}
+	modules := make([]string, 0, len(waves))
+	for m := range waves {
+		modules = append(modules, m)
+	}
+	return modules
 }

@@ -3,6 +3,8 @@ package moduleassignment
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 
@@ -129,6 +131,18 @@ func (r *assignmentResource) ModifyPlan(ctx context.Context, req resource.Modify
 		return
 	}
 	plan.setPlanned(res, prior, configChanged, spec.Policy.Canary, &resp.Diagnostics)
+	if svc.Flux() && len(res.Plan.Apply) > 0 {
+		names, artifacts, err := assignment.FluxArtifacts(svc, spec, slices.Collect(maps.Keys(res.Plan.Apply)))
+		if err != nil {
+			resp.Diagnostics.Append(diagnostics.FromError(err, "Cannot Build The Flux Artifact"))
+			return
+		}
+		lines := make([]string, len(names))
+		for i, name := range names {
+			lines[i] = shared.FluxArtifactLine(name, artifacts[i])
+		}
+		shared.WarnFluxArtifacts(&resp.Diagnostics, lines)
+	}
 	waves := 0 // the modules' waves run one module after the other
 	for _, w := range res.Waves {
 		waves += len(w)

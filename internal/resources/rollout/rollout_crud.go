@@ -84,6 +84,11 @@ func (r *rolloutResource) apply(ctx context.Context, timeout time.Duration, plan
 		// before the Lease is taken and any Kustomization re-pinned, rather than let every
 		// cluster of the first wave fail to publish and end unsettled.
 		err = svc.FluxReady(ctx)
+		if err == nil {
+			// The plan showed the digest computed from its manifests: a tag that holds other
+			// content now (planted after the plan) is refused before anything is pinned.
+			err = svc.FluxCheckArtifact(ctx, spec)
+		}
 	}
 	if err == nil {
 		run, err = svc.Run(ctx, delivery.RunRequest{

@@ -17,7 +17,7 @@ import (
 func warnLeaving(diags *diag.Diagnostics, plan *Model, leaving []string, obs *delivery.Observation) {
 	if len(leaving) > 0 {
 		diags.AddAttributeWarning(path.Root("leaving"), "Clusters Leaving The Rollout",
-			fmt.Sprintf("%d cluster(s) that earlier applies changed are no longer picked: %s.\n\n%s",
+			fmt.Sprintf("%d cluster(s) that earlier applies changed are no longer picked (or, with delivery.flux, their Cluster was deleted): %s.\n\n%s",
 				len(leaving), shared.ShortList(leaving, 10), leavingEffect(plan.DeletionPolicy.ValueString())))
 	}
 	var later []string

@@ -123,6 +123,14 @@ func (r *rolloutResource) ModifyPlan(ctx context.Context, req resource.ModifyPla
 		return
 	}
 	plan.setPlanned(res, prior, configChanged, &resp.Diagnostics)
+	if svc.Flux() && res.Plan.Changes() {
+		artifact, err := svc.FluxArtifact(spec)
+		if err != nil {
+			resp.Diagnostics.Append(diagnostics.FromError(err, "Cannot Build The Flux Artifact"))
+			return
+		}
+		shared.WarnFluxArtifacts(&resp.Diagnostics, []string{shared.FluxArtifactLine("", artifact)})
+	}
 	shared.WarnWavesOutlast(ctx, &resp.Diagnostics, plan.Timeouts, prior == nil, len(res.Plan.Waves), spec.Policy)
 	resp.Diagnostics.Append(setPlan(ctx, resp, plan)...)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"regexp"
+	"strings"
 
 	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
 	"github.com/hashicorp/terraform-plugin-framework/attr"
@@ -295,4 +296,32 @@ func NotThroughFlux(diags *diag.Diagnostics, at path.Path, gap FluxGap, attribut
 				"OCI artifact that anyone who can pull from the registry can read: the two cannot be used together yet. "+
 				"Deliver directly (leave `delivery` out), or deliver the Secrets another way.")
 	}
+}
+
+// FluxArtifactLine is one line of WarnFluxArtifacts: label (a module's name, or "" for a
+// rollout's one revision) and what apply publishes and pins for it.
+func FluxArtifactLine(label string, a delivery.FluxArtifact) string {
+	line := a.Ref + " @ " + a.Digest
+	if a.Digest == "" {
+		line = a.Ref + "-<content hash>: one artifact per rendering (values), each pinned to the digest of its own planned content"
+	}
+	if label != "" {
+		line = label + ": " + line
+	}
+	return line
+}
+
+// WarnFluxArtifacts shows at plan, in one warning, the artifacts an apply through Flux publishes
+// and pins by digest (FluxArtifactLine): their digests are computed from the planned manifests,
+// with nothing pushed, so the plan names what the clusters will run. One line per revision,
+// whatever the size of the fleet.
+func WarnFluxArtifacts(diags *diag.Diagnostics, lines []string) {
+	if len(lines) == 0 {
+		return
+	}
+	diags.AddWarning("Flux Artifact",
+		"Apply publishes these artifacts (tag = revision) and pins the clusters it changes to them by digest, computed here from the planned manifests:\n  "+
+			strings.Join(lines, "\n  ")+
+			"\n\nA tag that already holds other content (someone published another artifact under it) is refused at apply, naming the "+
+			"repository, the tag and both digests, and nothing is pinned to it.")
 }

@@ -105,3 +105,26 @@ func TestFluxClientCertificate(t *testing.T) {
 		t.Fatalf("the certificate from the state, without its key: %v, %+v; want it accepted", diags, got)
 	}
 }
+
+// The plan's Flux Artifact warning: one line per revision (a module's named), the digest apply
+// pins, and what a tag holding other content makes apply do.
+func TestWarnFluxArtifacts(t *testing.T) {
+	var diags diag.Diagnostics
+	WarnFluxArtifacts(&diags, nil)
+	if len(diags) != 0 {
+		t.Fatalf("no artifact, diagnostics %v", diags)
+	}
+	WarnFluxArtifacts(&diags, []string{
+		FluxArtifactLine("", delivery.FluxArtifact{Ref: "oci://r.example/web:abc", Digest: "sha256:1234"}),
+		FluxArtifactLine("app", delivery.FluxArtifact{Ref: "oci://r.example/app:def"}),
+	})
+	if len(diags) != 1 || diags[0].Summary() != "Flux Artifact" {
+		t.Fatalf("diagnostics %v, want one Flux Artifact warning", diags)
+	}
+	detail := diags[0].Detail()
+	for _, want := range []string{"\n  oci://r.example/web:abc @ sha256:1234\n", "\n  app: oci://r.example/app:def-<content hash>: one artifact per rendering", "both digests"} {
+		if !strings.Contains(detail, want) {
+			t.Errorf("the warning %q does not say %q", detail, want)
+		}
+	}
+}
