@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync"
 
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
 	"github.com/gradual-dev/terraform-provider-gradual/internal/apply"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/engine"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/fleet"
@@ -87,9 +89,11 @@ func (s *Service) observe(ctx context.Context, q fleet.Query, key records.Key, r
 	for _, c := range found.Clusters {
 		if c.Eligible() {
 			eligible = append(eligible, c.Name)
-			if r != nil {
+			if r != nil && r.Values != nil {
 				vars := r.Values.For(c)
 				rendering[c.Name] = func() (*manifest.Set, error) { return manifest.Substitute(r.Template, vars) }
+			} else if r != nil {
+				rendering[c.Name] = func() (*manifest.Set, error) { return r.Template, nil }
 			}
 		} else {
 			obs.Skipped[c.Name] = c.SkipReason
@@ -109,7 +113,7 @@ func (s *Service) observe(ctx context.Context, q fleet.Query, key records.Key, r
 	}
 	errs := s.forEach(ctx, eligible, func(ctx context.Context, name string) error {
 		rec, st, err := s.observeCluster(ctx, q.Namespace, name, key, recordNamespace, drift, ignore, flux, r != nil)
-		if err == nil && r != nil && st.State == StateCurrent && rec.Current == r.Revision {
+		if err == nil && r != nil && r.Values != nil && st.State == StateCurrent && rec.Current == r.Revision {
 			st, err = valuesChanged(st, rendering[name])
 		}
 		if err != nil {
@@ -146,6 +150,17 @@ func (s *Service) observe(ctx context.Context, q fleet.Query, key records.Key, r
 	}
 	obs.Backup = MostCommon(backups)
 	obs.Ledger = withClusterFailures(obs.Ledger, obs.Targets)
+	if r != nil && r.Template != nil {
+		// The bundle is known (a refresh): a cluster whose records hold nothing is asked whether
+		// the rollout's objects are there all the same (unrecorded.go).
+		s.markUnrecorded(ctx, q.Namespace, key, obs, func(name string) ([]*unstructured.Unstructured, error) {
+			set, err := rendering[name]()
+			if err != nil || set == nil {
+				return nil, err
+			}
+			return set.Objects, nil
+		})
+	}
 	if err := s.observeLeaving(ctx, q.Namespace, progress, obs); err != nil {
 		return nil, err
 	}
@@ -262,7 +277,7 @@ func (s *Service) observeCluster(ctx context.Context, namespace, name string, ke
 		return engine.TargetRecord{}, ClusterState{}, fmt.Errorf("read records: %w", err)
 	}
 	rec := targetRecord(state)
-	st := ClusterState{Revision: rec.Current, Backup: rec.Backup, State: StateCurrent}
+	st := ClusterState{Revision: rec.Current, Backup: rec.Backup, State: StateCurrent, empty: s.flux == nil && holdsNothing(state)}
 	for _, sk := range state.Skipped {
 		st.SkippedRecords = append(st.SkippedRecords, sk.String())
 	}
