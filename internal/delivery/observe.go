@@ -39,7 +39,9 @@ type Rendering struct {
 // ObserveRendered is Observe with drift for a rollout with values: a cluster current on
 // r.Revision whose objects render differently now than its record holds (a label, annotation or
 // topology variable it takes a value from changed) is StateValuesChanged, with the objects
-// that differ, so that the next plan updates that cluster.
+// that differ, so that the next plan updates that cluster. With r.Values nil, r.Template is
+// the bundle as is. Either way, a cluster whose records hold nothing is checked for the
+// bundle's objects under the rollout's field manager (StateRecordsMissing, unrecorded.go).
 func (s *Service) ObserveRendered(ctx context.Context, q fleet.Query, key records.Key, recordNamespace string, r Rendering, ignore ...apply.IgnoreRule) (*Observation, error) {
 	return s.observe(ctx, q, key, recordNamespace, true, ignore, &r)
 }
