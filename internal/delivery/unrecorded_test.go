@@ -9,6 +9,7 @@ import (
 
 	"github.com/gradual-dev/terraform-provider-gradual/internal/engine"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/fleet"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/records"
 )
 
 // Records missing (unrecorded.go): a cluster that holds the old revision's objects under the
@@ -142,6 +143,36 @@ func TestUnrecordedPlan(t *testing.T) {
 		}
 		if got := slices.Concat(res.Plan.Waves...); !slices.Contains(got, "c1") {
 			t.Errorf("waves with adopt = true %v, want c1 in them", got)
+		}
+	})
+}
+
+// TestUnrecordedModuleRun: a module of an assignment goes through Run as a rollout does (its
+// own key and field manager, the clusters its assignment picked): a cluster where the module's
+// records are gone but its objects are there is held back the same way.
+func TestUnrecordedModuleRun(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, testPolicy(t, "1", "0", engine.Rollback), []clusterSpec{
+			{"c1", startUnrecorded, faults{neverReady: true}}, {"c2", startFresh, faults{}}})
+		e.spec.Key = records.Key{Kind: "module-assignment", Namespace: "fleet", Name: "base.app"} // as assignment.Spec.ModuleKey
+		e.spec.Policy.CanaryOptional = true
+		c := e.clusters["c1"]
+		run, err := e.svc.Run(context.Background(), RunRequest{Spec: e.spec, Query: fleet.Query{Namespace: "fleet"},
+			Only: []string{"c1", "c2"}, OnlyKnown: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if o, _ := run.Result.Outcome("c1"); o.Status != engine.StatusSkipped || !strings.Contains(run.Plan.Intents["c1"].Reason, "records missing") {
+			t.Errorf("c1 ended %s (%s), want skipped: records missing", o.Status, run.Plan.Intents["c1"].Reason)
+		}
+		if o, _ := run.Result.Outcome("c2"); o.Status != engine.StatusSucceeded {
+			t.Errorf("c2 ended %s (%s), want succeeded", o.Status, o.Error)
+		}
+		if len(c.deleted) != 0 || c.describeLive() != e.oldLive() {
+			t.Errorf("c1: deleted %v: want what ran before untouched", c.deleted)
+		}
+		if _, ok := run.After.RecordsMissing()["c1"]; !ok {
+			t.Errorf("after the run c1 reads %+v, want records-missing", run.After.Clusters["c1"])
 		}
 	})
 }
