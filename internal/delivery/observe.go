@@ -10,8 +10,6 @@ import (
 	"strings"
 	"sync"
 
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-
 	"github.com/gradual-dev/terraform-provider-gradual/internal/apply"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/engine"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/fleet"
@@ -91,11 +89,8 @@ func (s *Service) observe(ctx context.Context, q fleet.Query, key records.Key, r
 	for _, c := range found.Clusters {
 		if c.Eligible() {
 			eligible = append(eligible, c.Name)
-			if r != nil && r.Values != nil {
-				vars := r.Values.For(c)
-				rendering[c.Name] = func() (*manifest.Set, error) { return manifest.Substitute(r.Template, vars) }
-			} else if r != nil {
-				rendering[c.Name] = func() (*manifest.Set, error) { return r.Template, nil }
+			if r != nil {
+				rendering[c.Name] = r.renderer(c)
 			}
 		} else {
 			obs.Skipped[c.Name] = c.SkipReason
@@ -152,19 +147,13 @@ func (s *Service) observe(ctx context.Context, q fleet.Query, key records.Key, r
 	}
 	obs.Backup = MostCommon(backups)
 	obs.Ledger = withClusterFailures(obs.Ledger, obs.Targets)
-	if r != nil && r.Template != nil {
-		// The bundle is known (a refresh): a cluster whose records hold nothing is asked whether
-		// the rollout's objects are there all the same (unrecorded.go).
-		s.markUnrecorded(ctx, q.Namespace, key, obs, func(name string) ([]*unstructured.Unstructured, error) {
-			set, err := rendering[name]()
-			if err != nil || set == nil {
-				return nil, err
-			}
-			return set.Objects, nil
-		})
-	}
 	if err := s.observeLeaving(ctx, q.Namespace, progress, obs); err != nil {
 		return nil, err
+	}
+	if r != nil && r.Template != nil {
+		// The bundle is known (a refresh): a cluster an earlier run changed whose records hold
+		// nothing now is asked whether the rollout's objects are there all the same.
+		s.markUnrecorded(ctx, q.Namespace, key, obs, true, objectsOf(rendering))
 	}
 	return obs, nil
 }

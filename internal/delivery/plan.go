@@ -108,7 +108,7 @@ func (s *Service) Plan(ctx context.Context, req PlanRequest) (*PlanResult, error
 	req.Spec = spec
 	// A cluster whose records hold nothing but which holds objects of this revision under the
 	// rollout's field manager is records-missing: held back below (decide), shown in the plan.
-	s.markUnrecorded(ctx, spec.ClusterNamespace, spec.Key, obs, spec.ObjectsFor)
+	s.markUnrecorded(ctx, spec.ClusterNamespace, spec.Key, obs, false, spec.ObjectsFor)
 	res := decide(obs, req)
 	if res.Refused != nil {
 		return res, nil

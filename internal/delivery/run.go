@@ -109,7 +109,7 @@ func (s *Service) Run(ctx context.Context, req RunRequest) (_ *RunResult, err er
 	// Clusters whose records are gone but which hold objects of the rollout are held back as
 	// the plan held them back (unrecorded.go), read again now: nothing there is restored to
 	// nothing, pruned or deleted.
-	s.markUnrecorded(ctx, spec.ClusterNamespace, spec.Key, obs, spec.ObjectsFor)
+	s.markUnrecorded(ctx, spec.ClusterNamespace, spec.Key, obs, false, spec.ObjectsFor)
 	// The same verdict as the plan's (Plan): refused, or kept only where it runs already and
 	// what is left in flight undone.
 	targets, refusal, _ := revisionVerdict(obs, HoldUnrecorded(obs.Targets, obs.Clusters, spec.AdoptUnrecorded), spec)
@@ -213,7 +213,7 @@ func (s *Service) Run(ctx context.Context, req RunRequest) (_ *RunResult, err er
 	if oerr != nil {
 		after = obs
 	} else {
-		s.markUnrecorded(tail, spec.ClusterNamespace, spec.Key, after, spec.ObjectsFor)
+		s.markUnrecorded(tail, spec.ClusterNamespace, spec.Key, after, false, spec.ObjectsFor)
 	}
 	run := &RunResult{Plan: plan, Result: result, After: after, Adopted: append(w.Notes(), leftNotes...), Kept: w.Kept(), Gates: w.GateNotes(), Left: left, LeaveFailures: leaveFailures}
 	if len(plan.Waves) > 0 || len(plan.Resume) > 0 || len(left) > 0 {

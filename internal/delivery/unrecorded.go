@@ -10,6 +10,8 @@ import (
 
 	"github.com/gradual-dev/terraform-provider-gradual/internal/apply"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/engine"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/fleet"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/manifest"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/records"
 )
 
@@ -95,16 +97,19 @@ func (s *Service) unrecorded(ctx context.Context, namespace string, key records.
 
 // markUnrecorded checks obs's clusters whose records hold nothing (see unrecorded) and marks
 // those holding objects of the rollout StateRecordsMissing, with what was found; those that
-// could not be read are skipped, as Observe skips a cluster it cannot read. Flux mode checks
+// could not be read are skipped, as Observe skips a cluster it cannot read. placedOnly limits
+// the check to the clusters earlier runs changed (obs.Placed): a refresh reads no objects of a
+// cluster the rollout never reached (one waiting for a later stage), while plan and apply, which
+// decide what to change, check every cluster whose records hold nothing. Flux mode checks
 // nothing (its records are not in the workload clusters).
-func (s *Service) markUnrecorded(ctx context.Context, namespace string, key records.Key, obs *Observation,
+func (s *Service) markUnrecorded(ctx context.Context, namespace string, key records.Key, obs *Observation, placedOnly bool,
 	objectsFor func(string) ([]*unstructured.Unstructured, error)) {
 	if s.flux != nil {
 		return
 	}
 	var names []string
 	for _, name := range sortedKeys(obs.Clusters) {
-		if obs.Clusters[name].empty {
+		if obs.Clusters[name].empty && (!placedOnly || slices.Contains(obs.Placed, name)) {
 			names = append(names, name)
 		}
 	}
@@ -155,4 +160,29 @@ func (o *Observation) RecordsMissing() map[string]string {
 		}
 	}
 	return out
+}
+
+// renderer is what r's bundle is for cluster c: rendered with c's variables when r has values,
+// the template itself otherwise.
+func (r *Rendering) renderer(c fleet.Cluster) func() (*manifest.Set, error) {
+	if r.Values == nil {
+		return func() (*manifest.Set, error) { return r.Template, nil }
+	}
+	vars := r.Values.For(c)
+	return func() (*manifest.Set, error) { return manifest.Substitute(r.Template, vars) }
+}
+
+// objectsOf is markUnrecorded's objectsFor over rendering (by cluster name).
+func objectsOf(rendering map[string]func() (*manifest.Set, error)) func(string) ([]*unstructured.Unstructured, error) {
+	return func(name string) ([]*unstructured.Unstructured, error) {
+		render, ok := rendering[name]
+		if !ok {
+			return nil, nil
+		}
+		set, err := render()
+		if err != nil || set == nil {
+			return nil, err
+		}
+		return set.Objects, nil
+	}
 }

@@ -176,3 +176,36 @@ func TestUnrecordedModuleRun(t *testing.T) {
 		}
 	})
 }
+
+// TestUnrecordedRefresh: a refresh knows the bundle from the state (ObserveRendered without
+// values): a cluster an earlier run placed whose records are gone reads records-missing, with the
+// objects found; a records-less cluster the rollout never reached is not read at all.
+func TestUnrecordedRefresh(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, testPolicy(t, "1", "0", engine.Rollback), []clusterSpec{
+			{"c1", startUnrecorded, faults{}}, {"c2", startUnrecorded, faults{}}, {"c3", startOld, faults{}}})
+		ctx := context.Background()
+		if err := e.svc.managementStore(e.spec.RecordNamespace).SaveProgress(ctx, e.spec.Key, records.Progress{
+			Phase: records.PhaseSucceeded, Revision: e.old.revision, Placed: []string{"c1", "c3"}}); err != nil {
+			t.Fatal(err)
+		}
+		obs, err := e.svc.ObserveRendered(ctx, fleet.Query{Namespace: "fleet"}, e.spec.Key, e.spec.RecordNamespace,
+			Rendering{Revision: e.old.revision, Template: e.old.set})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := []string{"ConfigMap demo/legacy", "ConfigMap demo/web-config", "Deployment demo/web"}
+		if st := obs.Clusters["c1"]; st.State != StateRecordsMissing || !slices.Equal(st.Drift, want) {
+			t.Errorf("c1 reads %+v, want records-missing with %q", st, want)
+		}
+		if reason := obs.RecordsMissing()["c1"]; !strings.HasPrefix(reason, "records missing: holds 3 objects of this rollout, e.g. ConfigMap demo/legacy") {
+			t.Errorf("c1's reason %q", reason)
+		}
+		if st := obs.Clusters["c2"]; st.State != StatePending || e.clusters["c2"].existing != 0 {
+			t.Errorf("c2 (never placed) reads %+v after %d reads of its objects, want pending and none", st, e.clusters["c2"].existing)
+		}
+		if st := obs.Clusters["c3"]; st.State != StateCurrent || e.clusters["c3"].existing != 0 {
+			t.Errorf("c3 (recorded) reads %+v after %d reads of its objects, want current and none", st, e.clusters["c3"].existing)
+		}
+	})
+}
