@@ -231,7 +231,8 @@ func (r *assignmentResource) Schema(ctx context.Context, _ resource.SchemaReques
 					"revision, objects as applied), `kept` (ApplyOnce: an older version kept on purpose), `outdated` (a module on another " +
 					"revision or not applied yet), `joining` (no module applied yet), `values-changed` (with `values`: a module renders " +
 					"differently for it now), `provisioning` (an apply stopped while changing it), " +
-					"`drifted` (objects missing or edited), `blocked` (a module it depends on is not applied), `failed`, `skipped`, and " +
+					"`drifted` (objects missing or edited), `blocked` (a module it depends on is not applied), `failed`, " +
+					"`records-missing` (no record of a module there, but objects of it under its field manager: held back, see `adopt`), `skipped`, and " +
 					"`leaving` (no longer matches the selector). Where clusters end up depends on how apply fares, so while a plan changes " +
 					"anything this is known after apply. Per-cluster bindings are in the `gradual_module_assignment_status` data source.",
 			},
