@@ -89,6 +89,10 @@ type Spec struct {
 	// CheckJob, when set, runs on each cluster after the modules the run delivers there verify
 	// (verify.check_job; see checkJobFor). Delivering directly only.
 	CheckJob *delivery.CheckJob
+	// AdoptUnrecorded is `adopt = true` written in the configuration: each module's run takes
+	// over the module's objects on a cluster whose records of it are gone, instead of holding
+	// that cluster back (delivery.Spec.AdoptUnrecorded).
+	AdoptUnrecorded bool
 }
 
 // ModuleKey is the records key of one module of the assignment. Assignment and module names
@@ -109,6 +113,7 @@ func (s Spec) moduleSpec(m Module) delivery.Spec {
 		Objects: m.Objects, Revision: m.Revision, Policy: policy, Ignore: s.Ignore, Redact: m.Redact,
 		ForceConflicts: s.ForceConflicts, Retry: s.Retry, Values: s.Values, Rendered: m.Rendered,
 		Health: s.Health, ClusterGates: s.ClusterGates, GatePolicy: s.GatePolicy, Kustomize: s.kustomize(m), Preview: s.Preview,
+		AdoptUnrecorded: s.AdoptUnrecorded,
 	}
 }
 

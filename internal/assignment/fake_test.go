@@ -61,6 +61,9 @@ type modState struct {
 	// rendered is the digest of what the module rendered for the cluster when it was applied
 	// there (with values): what delivery's records hold, in short.
 	rendered string
+	// unrecorded: its records are gone but its objects are there (delivery.StateRecordsMissing,
+	// found by delivery's Observe with the bundle and by its Run).
+	unrecorded bool
 }
 
 // fakeCluster is one workload cluster.
@@ -242,7 +245,7 @@ func (f *fakeFleet) ObserveRendered(ctx context.Context, q fleet.Query, key reco
 	defer f.mu.Unlock()
 	for _, c := range obs.Discovery.Clusters {
 		st, ok := obs.Clusters[c.Name]
-		if !ok || st.State != delivery.StateCurrent || st.Revision != r.Revision {
+		if !ok || st.State != delivery.StateCurrent || st.Revision != r.Revision || r.Values == nil {
 			continue
 		}
 		set, err := manifest.Substitute(r.Template, r.Values.For(c))
@@ -284,6 +287,8 @@ func (f *fakeFleet) Observe(_ context.Context, _ fleet.Query, key records.Key, _
 		st := delivery.ClusterState{State: delivery.StatePending}
 		if m := c.mods[module]; m != nil {
 			switch {
+			case m.unrecorded:
+				st = delivery.ClusterState{State: delivery.StateRecordsMissing, Drift: []string{"Deployment demo/" + module}}
 			case m.rec.Provisioning != "":
 				st = delivery.ClusterState{State: delivery.StateProvisioning, Revision: m.rec.Current}
 			case m.rec.Current != "":
@@ -370,7 +375,13 @@ func (f *fakeFleet) Run(ctx context.Context, req delivery.RunRequest) (*delivery
 			}
 		}
 		st := c.mod(module)
-		targets = append(targets, engine.Target{Name: name, Record: st.rec, Drifted: planned[name] || f.spec.Mode == Reconcile && st.actual != st.rec.Current})
+		t := engine.Target{Name: name, Record: st.rec, Drifted: planned[name] || f.spec.Mode == Reconcile && st.actual != st.rec.Current}
+		if st.unrecorded {
+			// As delivery's Run holds it back (delivery.HoldUnrecorded), unless adopted.
+			t = delivery.HoldUnrecorded([]engine.Target{t}, map[string]delivery.ClusterState{name: {State: delivery.StateRecordsMissing,
+				Drift: []string{"Deployment demo/" + module}}}, req.Spec.AdoptUnrecorded)[0]
+		}
+		targets = append(targets, t)
 	}
 	f.logf("run %s on %v", module, req.Only)
 	f.mu.Unlock()

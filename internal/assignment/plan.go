@@ -47,9 +47,11 @@ func observe(ctx context.Context, svc deliverer, q fleet.Query, spec Spec, drift
 	drift = drift && spec.Mode == Reconcile
 	for _, m := range spec.Modules {
 		var o *delivery.Observation
-		if drift && spec.Values != nil {
+		if drift {
 			// The template is the module's public half outside plan and apply (the sensitive half
-			// is write-only): delivery compares only the objects it renders.
+			// is write-only): delivery compares only the objects it renders (with values), and
+			// checks a cluster whose records of the module are gone for its objects
+			// (delivery.StateRecordsMissing).
 			o, err = svc.ObserveRendered(ctx, q, spec.ModuleKey(m.Name), spec.RecordNamespace,
 				delivery.Rendering{Revision: m.Revision, Template: m.Objects, Values: spec.Values}, spec.Ignore...)
 		} else {

@@ -257,7 +257,7 @@ func (r *run) deliver(ctx context.Context) {
 				}
 			}
 			r.res.Summaries = append(r.res.Summaries, fmt.Sprintf("module %s: %s", m.Name, out.Summary()))
-			for _, w := range slices.Concat(out.Result.Warnings(), out.Adopted, out.Kept, out.Gates) {
+			for _, w := range slices.Concat(out.Result.Warnings(), out.Adopted, out.Kept, out.Gates, heldUnrecorded(out)) {
 				r.res.Warnings = append(r.res.Warnings, fmt.Sprintf("module %s: %s", m.Name, w))
 			}
 		}
@@ -574,4 +574,21 @@ func onlyIn(waves [][]string, keep []string) [][]string {
 		}
 	}
 	return out
+}
+
+// heldUnrecorded lists the clusters a module's run held back because the module's records are
+// gone there while its objects are not (delivery.StateRecordsMissing), as "cluster: reason": a
+// skipped cluster is no warning of the engine's, but this one waits for the user.
+func heldUnrecorded(out *delivery.RunResult) []string {
+	if out.After == nil {
+		return nil
+	}
+	var lines []string
+	missing := out.After.RecordsMissing()
+	for _, o := range out.Result.Outcomes {
+		if reason, ok := missing[o.Target]; ok && o.Status == engine.StatusSkipped {
+			lines = append(lines, o.Target+": "+reason)
+		}
+	}
+	return lines
 }

@@ -29,10 +29,15 @@ const (
 	StateFailed        = records.BindingFailed      // a module failed there and was restored
 	StateSkipped       = "skipped"                  // picked, but cannot be changed now
 	StateLeaving       = "leaving"                  // bound, but no longer picked
+	// StateRecordsMissing: a module's records are gone from the cluster while its objects are
+	// there (delivery.StateRecordsMissing): what runs is unknown, and the module is held back.
+	StateRecordsMissing = delivery.StateRecordsMissing
 )
 
-// severity orders states from fine to worst; a cluster shows its worst module's.
-var severity = []string{StateCurrent, StateKept, StateOutdated, StateJoining, StateValuesChanged, StateProvisioning, StateDrifted, StateBlocked, StateFailed}
+// severity orders states from fine to worst; a cluster shows its worst module's. Records
+// missing is the worst: nothing can be said of the module there until the user chooses.
+var severity = []string{StateCurrent, StateKept, StateOutdated, StateJoining, StateValuesChanged, StateProvisioning, StateDrifted, StateBlocked, StateFailed,
+	StateRecordsMissing}
 
 // ModuleStatus is one module on one cluster: its binding and what its records say now.
 type ModuleStatus struct {
@@ -110,7 +115,7 @@ func judge(mods []ModuleStatus, spec Spec) (string, string) {
 			notes = append(notes, fmt.Sprintf("module %s %s", ms.Module, note))
 		}
 	}
-	if !bound && len(mods) > 0 {
+	if !bound && len(mods) > 0 && state != StateRecordsMissing {
 		return StateJoining, "joining: no module applied yet"
 	}
 	if len(notes) == 0 {
@@ -122,6 +127,9 @@ func judge(mods []ModuleStatus, spec Spec) (string, string) {
 func judgeModule(ms ModuleStatus, spec Spec) (string, string) {
 	m, _ := spec.Module(ms.Module)
 	switch {
+	case ms.State == delivery.StateRecordsMissing:
+		// First: its binding may say applied, but the cluster's records of it are gone.
+		return StateRecordsMissing, delivery.RecordsMissingReason(ms.Drift)
 	case ms.Result == "":
 		return StateOutdated, "not applied yet"
 	case ms.Result == records.BindingFailed:

@@ -238,7 +238,9 @@ func (f *fakeFleet) check(a assignRun) {
 				// The binding says what runs: the cluster runs the bound revision, recorded settled.
 				// Once the Lease is lost nothing more is written, so a binding may lag what the run
 				// did there; a deleted cluster's records are gone with it.
-				stale := unchanged && (a.fenced && delivered || c.deleted)
+				// A module whose records were deleted outside the provider (unrecorded) keeps a
+				// binding that its records no longer back: held back, left as it was.
+				stale := unchanged && (a.fenced && delivered || c.deleted || st.unrecorded)
 				if !stale && (st.actual != b.Revision || st.rec.Current != b.Revision || st.rec.Provisioning != "") {
 					errorf("bound applied on %s, but runs %q, records %+v", b.Revision, st.actual, st.rec)
 				}
@@ -518,6 +520,47 @@ func TestWorldScenarios(t *testing.T) {
 			}
 			if !slices.ContainsFunc(a.res.Warnings, func(w string) bool { return strings.HasPrefix(w, "module crds: ") && strings.Contains(w, "c2") }) {
 				t.Errorf("no warning names the failure: %v", a.res.Warnings)
+			}
+		},
+	}, {
+		// Each module goes through delivery's Run, which holds back a cluster whose records of
+		// the module are gone while its objects are there (delivery.HoldUnrecorded): the
+		// assignment keeps that module's binding as it was, nothing of it changes there, and
+		// the cluster reads records-missing, the worst state, in the assignment's attention.
+		name:   "a module whose records are gone on a cluster is held back there and shown, not restored to nothing",
+		policy: worldPolicy(1, 0, engine.Rollback),
+		mode:   Reconcile,
+		setup: func(f *fakeFleet) {
+			for _, c := range []string{"c1", "c2", "c3"} {
+				f.add(c)
+				f.start(c, startOld)
+			}
+			f.clusters["c2"].faults["app"] = modFaults{verifyFails: true} // would fail, were it applied
+			st := f.clusters["c2"].mod("app")
+			st.unrecorded, st.rec = true, engine.TargetRecord{Invalid: map[string]string{}}
+		},
+		want: func(t *testing.T, f *fakeFleet, a assignRun) {
+			if a.err != nil {
+				t.Errorf("a held-back cluster failed the run: %v", a.err)
+			}
+			if b := a.bound("c2", "app"); b.Revision != "app-r1" || b.AppliedAt != seededAt {
+				t.Errorf("c2 app bound %+v: want its old binding as it was", b)
+			}
+			if st := f.clusters["c2"].mods["app"]; st.actual != "app-r1" {
+				t.Errorf("c2 app runs %q, want app-r1 (what ran before) left in place", st.actual)
+			}
+			for _, o := range f.runOutcomes("app") {
+				if o.Target == "c2" && o.Status != engine.StatusSkipped {
+					t.Errorf("c2 app ended %s (%s), want skipped", o.Status, o.Error)
+				}
+			}
+			obs, err := observe(context.Background(), f, fleet.Query{Namespace: f.spec.ClusterNamespace}, f.spec, true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, attention := Summarize(Status(obs, f.spec))
+			if note := attention["c2"]; !strings.HasPrefix(note, "records-missing: module app records missing: holds 1 object of this rollout") {
+				t.Errorf("c2 attention %q, want records-missing naming module app", note)
 			}
 		},
 	}, {
@@ -838,4 +881,15 @@ func TestWorldRefusals(t *testing.T) {
 			t.Errorf("a refused create delivered %s, result %+v, progress %s", f.runsOn(), a.res, f.progress().Phase)
 		}
 	})
+}
+
+// runOutcomes lists the outcomes of module's delivery runs, in order.
+func (f *fakeFleet) runOutcomes(module string) []engine.Outcome {
+	var out []engine.Outcome
+	for _, rc := range f.runs {
+		if rc.module == module {
+			out = append(out, rc.res.Outcomes...)
+		}
+	}
+	return out
 }

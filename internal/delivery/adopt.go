@@ -27,28 +27,42 @@ import (
 // field manager is on them) are not someone else's to adopt: they are returned as claims, for
 // the caller to refuse. It reads only. Sorted, so that the record written again by a retry is
 // the same.
-func adoptions(ctx context.Context, c *conn, cluster string, state *records.State, objs []*unstructured.Unstructured) ([]records.Adopted, []Claim, error) {
+//
+// When the records hold nothing of the rollout, objects of objs under its own field manager
+// are objects of the rollout whose records are gone (unrecorded.go): with adoptUnrecorded they
+// are adopted like someone else's, otherwise they are returned as unrecorded, for the caller
+// to hold the cluster back.
+func adoptions(ctx context.Context, c *conn, cluster string, state *records.State, objs []*unstructured.Unstructured, adoptUnrecorded bool) (
+	adopted []records.Adopted, claims []Claim, unrecorded []string, err error) {
 	prior := state.AdoptedOf()
 	fresh := freshOf(state, objs)
-	out := make([]records.Adopted, 0, len(prior))
+	adopted = make([]records.Adopted, 0, len(prior))
 	for _, a := range prior {
-		out = append(out, a)
+		adopted = append(adopted, a)
 	}
-	var claims []Claim
 	if len(fresh) > 0 {
 		found, err := c.applier.Existing(ctx, fresh)
 		if err != nil {
-			return nil, nil, fmt.Errorf("read which objects exist already: %w", err)
+			return nil, nil, nil, fmt.Errorf("read which objects exist already: %w", err)
 		}
 		claims = claimsOf(found, cluster, c.manager, nil)
+		if holdsNothing(state) && !adoptUnrecorded {
+			unrecorded = ownObjects(found, c.manager)
+		}
+		taken := map[string]bool{}
+		if holdsNothing(state) && adoptUnrecorded {
+			for _, name := range ownObjects(found, c.manager) {
+				taken[name] = true
+			}
+		}
 		for _, e := range found {
-			if e.Foreign(c.manager) {
-				out = append(out, records.Adopted{Object: e.Object, Managers: e.Managers, Saved: e.Saved, SavedSize: e.SavedSize})
+			if e.Foreign(c.manager) || taken[e.Object.String()] {
+				adopted = append(adopted, records.Adopted{Object: e.Object, Managers: e.Managers, Saved: e.Saved, SavedSize: e.SavedSize})
 			}
 		}
 	}
-	slices.SortFunc(out, func(a, b records.Adopted) int { return compareIdentity(a.Object.Identity(), b.Object.Identity()) })
-	return out, claims, nil
+	slices.SortFunc(adopted, func(a, b records.Adopted) int { return compareIdentity(a.Object.Identity(), b.Object.Identity()) })
+	return adopted, claims, unrecorded, nil
 }
 
 // freshOf is the objects of objs that state neither holds (any revision's inventory) nor

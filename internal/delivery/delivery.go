@@ -47,6 +47,10 @@ type Spec struct {
 	Ignore apply.Ignore
 	// Retry applies the revision even when it is recorded invalid.
 	Retry bool
+	// AdoptUnrecorded takes over, as adopted (pre-existing), the objects of this rollout found
+	// on a cluster whose records of it are gone (unrecorded.go); without it such a cluster is
+	// held back. It is `adopt = true` written in the configuration, not adopt's default.
+	AdoptUnrecorded bool
 	// Redact lists values (those at a rollout's sensitive_paths) that error messages of the
 	// clusters' work must not repeat: they are replaced before an error is classified, logged,
 	// recorded or returned.
@@ -76,6 +80,10 @@ const (
 	// StateValuesChanged: on Revision, but the manifests render differently for the cluster now
 	// (a label, annotation or topology variable it takes a value from changed).
 	StateValuesChanged = "values-changed"
+	// StateRecordsMissing: the cluster holds no record of the rollout, but objects of it are
+	// there under its field manager (the records were deleted): what runs is unknown, and the
+	// cluster is held back until the user chooses (unrecorded.go).
+	StateRecordsMissing = "records-missing"
 )
 
 // ClusterState is what one picked cluster runs.
@@ -83,8 +91,9 @@ type ClusterState struct {
 	Revision string
 	State    string
 	Backup   string
-	// Drift lists the objects that are missing or edited (for StateDrifted), or, for
-	// StateValuesChanged, the objects that render differently now.
+	// Drift lists the objects that are missing or edited (for StateDrifted); for
+	// StateValuesChanged, the objects that render differently now; for StateRecordsMissing,
+	// the objects of the rollout found there ("Kind ns/name").
 	Drift []string
 	// SkippedRecords names the record Secrets of this rollout on the cluster that were not read
 	// (oversized, unreadable, or another rollout's under our labels), with the reason.
@@ -92,6 +101,9 @@ type ClusterState struct {
 	// recorded is the current record's objects (canonical JSON) while Observe compares them with
 	// what the bundle renders now; never kept.
 	recorded []byte
+	// empty says its records hold nothing of the rollout, delivering directly: whether objects
+	// of the rollout are there all the same is for markUnrecorded to find out (unrecorded.go).
+	empty bool
 }
 
 // SkippedRecords lists, per cluster, the record Secrets the observation left unread, for a

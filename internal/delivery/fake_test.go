@@ -258,6 +258,7 @@ type fakeCluster struct {
 	desiredApply int                          // successful applies of the desired revision
 	runsDesired  bool                         // the desired revision was applied last (gate faults)
 	restoreOps   int                          // successful applies or deletes made to restore
+	unrecorded   bool                         // starts with the old revision's objects but no records
 }
 
 var _ objectApplier = (*fakeCluster)(nil)

@@ -37,7 +37,9 @@ type Rendering struct {
 // ObserveRendered is Observe with drift for a rollout with values: a cluster current on
 // r.Revision whose objects render differently now than its record holds (a label, annotation or
 // topology variable it takes a value from changed) is StateValuesChanged, with the objects
-// that differ, so that the next plan updates that cluster.
+// that differ, so that the next plan updates that cluster. With r.Values nil, r.Template is
+// the bundle as is. Either way, a cluster whose records hold nothing is checked for the
+// bundle's objects under the rollout's field manager (StateRecordsMissing, unrecorded.go).
 func (s *Service) ObserveRendered(ctx context.Context, q fleet.Query, key records.Key, recordNamespace string, r Rendering, ignore ...apply.IgnoreRule) (*Observation, error) {
 	return s.observe(ctx, q, key, recordNamespace, true, ignore, &r)
 }
@@ -73,8 +75,7 @@ func (s *Service) observe(ctx context.Context, q fleet.Query, key records.Key, r
 		if c.Eligible() {
 			eligible = append(eligible, c.Name)
 			if r != nil {
-				vars := r.Values.For(c)
-				rendering[c.Name] = func() (*manifest.Set, error) { return manifest.Substitute(r.Template, vars) }
+				rendering[c.Name] = r.renderer(c)
 			}
 		} else {
 			obs.Skipped[c.Name] = c.SkipReason
@@ -94,7 +95,7 @@ func (s *Service) observe(ctx context.Context, q fleet.Query, key records.Key, r
 	}
 	errs := s.forEach(ctx, eligible, func(ctx context.Context, name string) error {
 		rec, st, err := s.observeCluster(ctx, q.Namespace, name, key, recordNamespace, drift, ignore, flux, r != nil)
-		if err == nil && r != nil && st.State == StateCurrent && rec.Current == r.Revision {
+		if err == nil && r != nil && r.Values != nil && st.State == StateCurrent && rec.Current == r.Revision {
 			st, err = valuesChanged(st, rendering[name])
 		}
 		if err != nil {
@@ -133,6 +134,11 @@ func (s *Service) observe(ctx context.Context, q fleet.Query, key records.Key, r
 	obs.Ledger = withClusterFailures(obs.Ledger, obs.Targets)
 	if err := s.observeLeaving(ctx, q.Namespace, progress, obs); err != nil {
 		return nil, err
+	}
+	if r != nil && r.Template != nil {
+		// The bundle is known (a refresh): a cluster an earlier run changed whose records hold
+		// nothing now is asked whether the rollout's objects are there all the same.
+		s.markUnrecorded(ctx, q.Namespace, key, obs, true, objectsOf(rendering))
 	}
 	return obs, nil
 }
@@ -249,7 +255,7 @@ func (s *Service) observeCluster(ctx context.Context, namespace, name string, ke
 		return engine.TargetRecord{}, ClusterState{}, fmt.Errorf("read records: %w", err)
 	}
 	rec := targetRecord(state)
-	st := ClusterState{Revision: rec.Current, Backup: rec.Backup, State: StateCurrent}
+	st := ClusterState{Revision: rec.Current, Backup: rec.Backup, State: StateCurrent, empty: s.flux == nil && holdsNothing(state)}
 	for _, sk := range state.Skipped {
 		st.SkippedRecords = append(st.SkippedRecords, sk.String())
 	}

@@ -106,6 +106,9 @@ func (s *Service) Plan(ctx context.Context, req PlanRequest) (*PlanResult, error
 		return &PlanResult{Observation: obs, Refused: Refuse("manifests", err)}, nil
 	}
 	req.Spec = spec
+	// A cluster whose records hold nothing but which holds objects of this revision under the
+	// rollout's field manager is records-missing: held back below (decide), shown in the plan.
+	s.markUnrecorded(ctx, spec.ClusterNamespace, spec.Key, obs, false, spec.ObjectsFor)
 	res := decide(obs, req)
 	if res.Refused != nil {
 		return res, nil
@@ -143,11 +146,15 @@ func decide(obs *Observation, req PlanRequest) *PlanResult {
 	res := &PlanResult{Observation: obs}
 	targets := MarkDrifted(obs.Targets, req.Drifted)
 	var priorInvalid bool
+	clusters := obs.Clusters
 	if req.Prior != nil {
 		targets, res.FromState = RecordedTargets(req.Prior.Clusters, req.Prior.Skipped), true
 		res.Leaving = slices.Clone(req.Prior.Leaving)
 		priorInvalid = slices.Contains(req.Prior.Invalid, spec.Revision)
+		clusters = req.Prior.Clusters
 	}
+	// Records missing is judged where the waves come from: the state, when planned from it.
+	targets = HoldUnrecorded(targets, clusters, spec.AdoptUnrecorded)
 	res.Exists = obs.Managed
 	targets, refusal, kept := revisionVerdict(obs, targets, spec)
 	if refusal != nil {

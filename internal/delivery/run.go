@@ -107,9 +107,13 @@ func (s *Service) Run(ctx context.Context, req RunRequest) (_ *RunResult, err er
 	if req.Create && obs.Managed {
 		return &RunResult{After: obs}, AlreadyManaged(spec.Key.Describe(), req.ImportHint)
 	}
+	// Clusters whose records are gone but which hold objects of the rollout are held back as
+	// the plan held them back (unrecorded.go), read again now: nothing there is restored to
+	// nothing, pruned or deleted.
+	s.markUnrecorded(ctx, spec.ClusterNamespace, spec.Key, obs, false, spec.ObjectsFor)
 	// The same verdict as the plan's (Plan): refused, or kept only where it runs already and
 	// what is left in flight undone.
-	targets, refusal, _ := revisionVerdict(obs, obs.Targets, spec)
+	targets, refusal, _ := revisionVerdict(obs, HoldUnrecorded(obs.Targets, obs.Clusters, spec.AdoptUnrecorded), spec)
 	if refusal != nil {
 		return &RunResult{After: obs}, refusal
 	}
@@ -209,6 +213,8 @@ func (s *Service) Run(ctx context.Context, req RunRequest) (_ *RunResult, err er
 	after, oerr := s.Observe(tail, req.Query, spec.Key, spec.RecordNamespace, false, spec.Ignore...)
 	if oerr != nil {
 		after = obs
+	} else {
+		s.markUnrecorded(tail, spec.ClusterNamespace, spec.Key, after, false, spec.ObjectsFor)
 	}
 	run := &RunResult{Plan: plan, Result: result, After: after, Adopted: append(w.Notes(), leftNotes...), Kept: w.Kept(), Gates: w.GateNotes(), Left: left, LeaveFailures: leaveFailures}
 	if len(plan.Waves) > 0 || len(plan.Resume) > 0 || len(left) > 0 {

@@ -2,6 +2,7 @@ package delivery
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -433,7 +434,7 @@ func (w *world) record(ctx context.Context, ev engine.Event) error {
 		if err != nil {
 			return fmt.Errorf("read records: %w", err)
 		}
-		adopted, claims, err := adoptions(ctx, c, ev.Target, state, set.Objects)
+		adopted, claims, unrecorded, err := adoptions(ctx, c, ev.Target, state, set.Objects, w.spec.AdoptUnrecorded)
 		if err != nil {
 			return err
 		}
@@ -441,6 +442,13 @@ func (w *world) record(ctx context.Context, ev engine.Event) error {
 			// Another rollout or module assignment applied them since the run's check (or this
 			// cluster could not be read then): nothing is applied here.
 			return engine.Mark(engine.ErrChangeRefused, ClaimsError(dedupeClaims(claims), key.Describe()))
+		}
+		if len(unrecorded) > 0 {
+			// Its records went since the run read them (unrecorded.go): what runs there is
+			// unknown, and the provisioning record written now would make a failing revision's
+			// restore delete what ran before. Nothing is written or applied: the cluster is left
+			// unsettled, which counts against max_unsettled, for the next plan to show.
+			return engine.Mark(engine.ErrChangeRefused, errors.New(RecordsMissingReason(unrecorded)))
 		}
 		return store.MarkProvisioning(ctx, key, records.Revision{
 			Revision:  ev.Revision,

@@ -42,10 +42,13 @@ const (
 	startFresh       start = iota // nothing of the rollout
 	startOld                      // settled on the old revision
 	startInterrupted              // on the old revision, left provisioning desired with only web-config applied
+	// startUnrecorded: the old revision's objects are there under the rollout's field manager,
+	// but its records are gone (the record namespace deleted by a cleanup).
+	startUnrecorded
 )
 
 func (s start) String() string {
-	return [...]string{"fresh", "old", "interrupted"}[s]
+	return [...]string{"fresh", "old", "interrupted", "unrecorded"}[s]
 }
 
 type clusterSpec struct {
@@ -135,7 +138,7 @@ func newEnv(t *testing.T, policy engine.Policy, specs []clusterSpec) *env {
 		e.names = append(e.names, s.name)
 		e.clusters[s.name] = c
 		store := records.NewWorkloadStore(c.base, e.spec.RecordNamespace)
-		if s.start >= startOld {
+		if s.start == startOld || s.start == startInterrupted {
 			if err := store.MarkProvisioning(ctx, e.spec.Key, e.old.record()); err != nil {
 				t.Fatal(err)
 			}
@@ -144,6 +147,12 @@ func newEnv(t *testing.T, policy engine.Policy, specs []clusterSpec) *env {
 			}
 			for _, obj := range e.old.set.Objects {
 				c.live[objKey(obj)] = liveObject{obj: obj.DeepCopy(), ready: true}
+			}
+		}
+		if s.start == startUnrecorded {
+			c.unrecorded = true
+			for _, obj := range e.old.set.Objects {
+				c.live[objKey(obj)] = liveObject{obj: obj.DeepCopy(), ready: true, ours: true}
 			}
 		}
 		if s.start == startInterrupted {
@@ -536,10 +545,17 @@ func (e *env) checkFaultOutcome(r runResult, o engine.Outcome, f faults, rollbac
 			wrong("rolled back only when the run aborted with on_failure rollback")
 		}
 	}
+	c := e.clusters[o.Target]
 	switch {
 	case f.sickBefore:
 		if o.Status != engine.StatusSkipped || o.Failed || !strings.Contains(o.Error, "cluster gate: unhealthy before the change") {
 			wrong("skipped by its gate, not counted")
+		}
+	case c.unrecorded && !f.goneAtWave && !e.spec.AdoptUnrecorded:
+		// Its records are gone but the rollout's objects are there: refused before anything is
+		// written, whatever the revision would have done (unrecorded.go).
+		if o.Status != engine.StatusUnsettled || o.Failed || !strings.HasPrefix(o.Error, "record provisioning: records missing: ") {
+			wrong("unsettled, its provisioning refused: records missing")
 		}
 	case f.gone():
 		if o.Status != engine.StatusGone || o.Failed {
@@ -830,7 +846,7 @@ func TestWorldRandomFaults(t *testing.T) {
 		n := 3 + rng.IntN(3)
 		var specs []clusterSpec
 		for i := range n {
-			specs = append(specs, clusterSpec{name: fmt.Sprintf("c%d", i+1), start: start(rng.IntN(3)), faults: randomFaults(rng)})
+			specs = append(specs, clusterSpec{name: fmt.Sprintf("c%d", i+1), start: start(rng.IntN(4)), faults: randomFaults(rng)})
 		}
 		onFailure := engine.Rollback
 		if rng.IntN(3) == 0 {

@@ -7,6 +7,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework-timeouts/resource/timeouts"
 	"github.com/hashicorp/terraform-plugin-framework/attr"
 	"github.com/hashicorp/terraform-plugin-framework/diag"
+	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/tfsdk"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 	"github.com/hashicorp/terraform-plugin-framework/types/basetypes"
@@ -74,6 +75,10 @@ type Model struct {
 	// sensitive is each module's write-only sensitive_manifests, from the configuration at plan
 	// and apply only (ReadWriteOnly); empty in Read and Delete, where the records suffice.
 	sensitive map[string]string
+	// adoptWritten says the configuration writes `adopt = true` (not adopt's default): the
+	// opt-in that takes over a module's objects where its records are gone
+	// (assignment.Spec.AdoptUnrecorded). Read with the write-only values, from the configuration.
+	adoptWritten bool
 }
 
 // ModuleModel is one `modules` entry.
@@ -111,6 +116,7 @@ func (m *Model) ReadWriteOnly(ctx context.Context, config tfsdk.Config) diag.Dia
 			m.sensitive[mm.Name.ValueString()] = mm.Sensitive.ValueString()
 		}
 	}
+	m.adoptWritten = shared.WritesTrue(ctx, config, path.Root("adopt"))
 	var d diag.Diagnostics
 	m.registry, d = shared.FluxCredentials(ctx, config)
 	return append(diags, d...)
@@ -234,7 +240,7 @@ func (m *Model) spec(ctx context.Context) (assignment.Spec, diag.Diagnostics) {
 	spec := assignment.Spec{
 		Key: m.key(), ClusterNamespace: m.Namespace.ValueString(), RecordNamespace: m.RecordNamespace.ValueString(),
 		Mode: assignment.Mode(m.Mode.ValueString()), Orphan: m.DeletionPolicy.ValueString() == "orphan",
-		ForceConflicts: m.ForceConflicts.ValueBool(), Retry: m.RetryInvalid.ValueBool(),
+		ForceConflicts: m.ForceConflicts.ValueBool(), Retry: m.RetryInvalid.ValueBool(), AdoptUnrecorded: m.adoptWritten,
 	}
 	if spec.Mode == "" {
 		spec.Mode = assignment.Reconcile

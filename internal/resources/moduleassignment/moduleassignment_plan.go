@@ -130,6 +130,7 @@ func (r *assignmentResource) ModifyPlan(ctx context.Context, req resource.Modify
 	if !warnPlan(&resp.Diagnostics, res, spec, query) {
 		return
 	}
+	warnRecordsMissing(&resp.Diagnostics, priorClusters(prior), spec.AdoptUnrecorded)
 	plan.setPlanned(res, prior, configChanged, spec.Policy.Canary, &resp.Diagnostics)
 	if svc.Flux() && len(res.Plan.Apply) > 0 {
 		names, artifacts, err := assignment.FluxArtifacts(svc, spec, slices.Collect(maps.Keys(res.Plan.Apply)))
@@ -318,4 +319,27 @@ func wavesSummary(waves map[string][][]string) string {
 		}
 	}
 	return strings.TrimSuffix(b.String(), "\n")
+}
+
+// warnRecordsMissing names the clusters the refresh before this plan found records-missing for
+// a module (assignment.StateRecordsMissing): each module's run holds such a cluster back, or,
+// with adopt = true written in the configuration, takes the module's objects over there.
+func warnRecordsMissing(diags *diag.Diagnostics, clusters []assignment.ClusterStatus, adopt bool) {
+	var lines []string
+	for _, cs := range clusters {
+		if cs.State == assignment.StateRecordsMissing {
+			lines = append(lines, cs.Name+": "+cs.Detail)
+		}
+	}
+	if len(lines) == 0 {
+		return
+	}
+	what := "Apply holds the module back on these clusters (skipped, its binding kept): nothing of it there is applied, pruned, " +
+		"deleted or restored to nothing. Set adopt = true in the configuration to take the objects over as pre-existing."
+	if adopt {
+		what = "adopt = true is set in the configuration: apply takes these objects over as pre-existing, so a failed revision puts them back instead of deleting them."
+	}
+	diags.AddAttributeWarning(path.Root("adopt"), "Records Missing",
+		"These clusters hold objects of a module under its field manager but no record of it, so what runs there is unknown:\n  "+
+			strings.Join(lines, "\n  ")+"\n\n"+what)
 }

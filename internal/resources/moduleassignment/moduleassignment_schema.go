@@ -197,7 +197,12 @@ func (r *assignmentResource) Schema(ctx context.Context, _ resource.SchemaReques
 			ignoreattr.SensitiveName: ignoreattr.SensitiveAttribute("a module's `manifests`", "the module's `sensitive_manifests`"),
 			"adopt": schema.BoolAttribute{
 				Optional: true, Computed: true, Default: booldefault.StaticBool(true),
-				MarkdownDescription: "Take over objects of the modules that already exist in a cluster, made by someone else (kubectl, Helm, …): they are recorded as adopted before the first apply and never deleted by the assignment (a failed first revision puts them back as they were; removal gives them back to their other field managers). `false` refuses, at plan time, a cluster where such an object exists. Default `true`.",
+				MarkdownDescription: "Take over objects of the modules that already exist in a cluster, made by someone else (kubectl, Helm, …): they are recorded as adopted before the first apply and never deleted by the assignment (a failed first revision puts them back as they were; removal gives them back to their other field managers). `false` refuses, at plan time, a cluster where such an object exists. Default `true`.\n\n" +
+					"Records missing: a cluster that holds no record of a module (its record namespace was deleted, or the cluster restored from a backup without it) " +
+					"but holds objects of the module under the module's own field manager is `records-missing` in `summary` and `attention` (with the objects found), " +
+					"and the module is held back there (skipped, its binding kept): nothing of it is applied, pruned, deleted or restored to nothing, since what runs there is unknown. " +
+					"Writing `adopt = true` in the configuration (the default alone does not) is the opt-in: those objects are taken over as adopted, with their content as found, " +
+					"so a failing revision puts them back as they are instead of deleting them, and removal gives them back.",
 			},
 			"maintenance_window": shared.MaintenanceWindowAttribute("assignment"),
 			"record_namespace": schema.StringAttribute{
@@ -226,7 +231,8 @@ func (r *assignmentResource) Schema(ctx context.Context, _ resource.SchemaReques
 					"revision, objects as applied), `kept` (ApplyOnce: an older version kept on purpose), `outdated` (a module on another " +
 					"revision or not applied yet), `joining` (no module applied yet), `values-changed` (with `values`: a module renders " +
 					"differently for it now), `provisioning` (an apply stopped while changing it), " +
-					"`drifted` (objects missing or edited), `blocked` (a module it depends on is not applied), `failed`, `skipped`, and " +
+					"`drifted` (objects missing or edited), `blocked` (a module it depends on is not applied), `failed`, " +
+					"`records-missing` (no record of a module there, but objects of it under its field manager: held back, see `adopt`), `skipped`, and " +
 					"`leaving` (no longer matches the selector). Where clusters end up depends on how apply fares, so while a plan changes " +
 					"anything this is known after apply. Per-cluster bindings are in the `gradual_module_assignment_status` data source.",
 			},

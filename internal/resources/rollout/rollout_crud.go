@@ -110,6 +110,11 @@ func (r *rolloutResource) apply(ctx context.Context, timeout time.Duration, plan
 		for _, note := range run.Adopted {
 			diags.AddWarning("Adopted Objects Left In Place", note)
 		}
+		if run.After != nil {
+			// The clusters apply held back because their records are gone: said at the end of
+			// the apply as the plan said it, since `attention` is read only by who looks.
+			warnRecordsMissing(diags, run.After, spec.AdoptUnrecorded)
+		}
 		if len(run.Gates) > 0 {
 			diags.AddWarning("Cluster Gates: Changes Not Blamed On The Revision", "The cluster gates saw these changes during the waves and, "+
 				"as the revision did not make them, did not count them against it:\n  "+strings.Join(run.Gates, "\n  "))

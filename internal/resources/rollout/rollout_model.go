@@ -8,6 +8,7 @@ import (
 
 	"github.com/hashicorp/terraform-plugin-framework-timeouts/resource/timeouts"
 	"github.com/hashicorp/terraform-plugin-framework/diag"
+	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/tfsdk"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
@@ -69,6 +70,9 @@ type Model struct {
 	// registry is the write-only `delivery.flux.password`, `token` and `client_key`, read from
 	// the configuration (ReadWriteOnly); the framework skips unexported fields.
 	registry shared.FluxWriteOnly
+	// adoptWritten says the configuration writes `adopt = true` (not adopt's default): the
+	// opt-in that takes over a records-missing cluster's objects (delivery.Spec.AdoptUnrecorded).
+	adoptWritten bool
 
 	// private is kept in the resource's private state (see rollout_private.go), out of plans.
 	private privateState
@@ -97,6 +101,9 @@ type HTTPCheckModel struct {
 // and Update find them only there (shared.WriteOnly).
 func (m *Model) ReadWriteOnly(ctx context.Context, config tfsdk.Config) diag.Diagnostics {
 	diags := config.GetAttribute(ctx, pathSensitive, &m.Sensitive)
+	// Not write-only, but only the configuration tells `adopt = true` written from adopt's
+	// default, and the written one is the opt-in for records-missing clusters.
+	m.adoptWritten = shared.WritesTrue(ctx, config, path.Root("adopt"))
 	var d diag.Diagnostics
 	m.registry, d = shared.FluxCredentials(ctx, config)
 	return append(diags, d...)
@@ -198,6 +205,7 @@ func (m *Model) query(ctx context.Context, fallback *window.Window) (fleet.Query
 func (m *Model) spec(ctx context.Context) (delivery.Spec, diag.Diagnostics) {
 	var diags diag.Diagnostics
 	spec := delivery.Spec{
+		AdoptUnrecorded:  m.adoptWritten,
 		Key:              records.Key{Kind: "rollout", Namespace: m.Namespace.ValueString(), Name: m.Name.ValueString()},
 		RecordNamespace:  m.RecordNamespace.ValueString(),
 		ForceConflicts:   m.ForceConflicts.ValueBool(),
@@ -297,7 +305,11 @@ func (m *Model) setObserved(ctx context.Context, obs *delivery.Observation) diag
 	var diags diag.Diagnostics
 	m.private.Clusters = map[string]clusterRecord{}
 	for name, st := range obs.Clusters {
-		m.private.Clusters[name] = clusterRecord{Revision: st.Revision, State: st.State, Backup: st.Backup}
+		rec := clusterRecord{Revision: st.Revision, State: st.State, Backup: st.Backup}
+		if st.State == delivery.StateRecordsMissing {
+			rec.Found = st.Drift
+		}
+		m.private.Clusters[name] = rec
 	}
 	summary, attention := summarize(m.Revision.ValueString(), obs, m.waiting(ctx, obs))
 	var d diag.Diagnostics

@@ -3,6 +3,8 @@ package rollout
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/hashicorp/terraform-plugin-framework/diag"
@@ -185,6 +187,7 @@ func warnPlan(ctx context.Context, diags *diag.Diagnostics, plan *Model, res *de
 	if obs.Interrupted != nil {
 		diags.AddWarning("Earlier Apply Did Not Finish", obs.Interrupted.String())
 	}
+	warnRecordsMissing(diags, obs, spec.AdoptUnrecorded)
 	// What the dry-run found: counts, and by name only the clusters needing attention. It goes
 	// in a warning, not in `attention`, which is known only after apply while a plan changes
 	// anything (see setPlanned): the plan promises only what apply can keep.
@@ -256,7 +259,7 @@ func priorForPlan(ctx context.Context, plan, prior *Model) *delivery.Prior {
 	}
 	clusters := make(map[string]delivery.ClusterState, len(prior.private.Clusters))
 	for name, st := range prior.private.Clusters {
-		clusters[name] = delivery.ClusterState{Revision: st.Revision, State: st.State, Backup: st.Backup}
+		clusters[name] = delivery.ClusterState{Revision: st.Revision, State: st.State, Backup: st.Backup, Drift: st.Found}
 	}
 	return &delivery.Prior{Clusters: clusters, Skipped: skipped, Leaving: prior.private.Leaving, Invalid: priorInvalid(ctx, prior)}
 }
@@ -412,4 +415,29 @@ func (r *rolloutResource) replacedBy(key records.Key, plan, prior *Model) func(r
 		return nil
 	}
 	return func(k records.Key) bool { return k == priorKey }
+}
+
+// warnRecordsMissing names the clusters whose records of the rollout are gone while its objects
+// are there (delivery.StateRecordsMissing): held back, or, with adopt = true written in the
+// configuration, taken over as pre-existing. A warning, because `attention` is known only after
+// apply while a plan changes anything; the refresh's `attention` says the same.
+func warnRecordsMissing(diags *diag.Diagnostics, obs *delivery.Observation, adopt bool) {
+	missing := obs.RecordsMissing()
+	if len(missing) == 0 {
+		return
+	}
+	var lines []string
+	for _, name := range slices.Sorted(maps.Keys(missing)) {
+		lines = append(lines, name+": "+missing[name])
+	}
+	what := "Apply holds these clusters back (skipped): nothing there is applied, pruned, deleted or restored to nothing, " +
+		"so what runs there stays. Recreate the records by taking the objects over: set adopt = true in the configuration " +
+		"(adopted objects are never deleted: a failed revision puts them back as they are now, prune and destroy give them back)."
+	if adopt {
+		what = "adopt = true is set in the configuration: apply takes these objects over as pre-existing (recorded adopted, " +
+			"with their content as found), so a failed revision puts them back instead of deleting them."
+	}
+	diags.AddAttributeWarning(path.Root("adopt"), "Records Missing",
+		"These clusters hold objects of this rollout under its field manager but no record of it, so what runs there is unknown:\n  "+
+			strings.Join(lines, "\n  ")+"\n\n"+what)
 }

@@ -35,6 +35,9 @@ type clusterRecord struct {
 	Revision string `json:"revision,omitempty"`
 	State    string `json:"state"`
 	Backup   string `json:"backup,omitempty"`
+	// Found is, for a records-missing cluster, the objects of the rollout the refresh found
+	// there (delivery.ClusterState.Drift), for the plan's reason to hold it back.
+	Found []string `json:"found,omitempty"`
 }
 
 // Private state keys; values are JSON.
@@ -127,6 +130,8 @@ func attentionNote(revision, state string, st delivery.ClusterState) string {
 		return "pending: nothing applied yet"
 	case delivery.StateValuesChanged:
 		return "values-changed: " + runs + " renders differently for this cluster now: " + shortList(st.Drift)
+	case delivery.StateRecordsMissing:
+		return delivery.RecordsMissingReason(st.Drift)
 	}
 	return fmt.Sprintf("%s: runs %s", state, runs)
 }

@@ -2,6 +2,7 @@ package rollout
 
 import (
 	"context"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -18,11 +19,12 @@ func TestSummarize(t *testing.T) {
 			"c": {Revision: "r2", State: delivery.StateDrifted, Drift: []string{"ConfigMap x/y: modified (.data.k)", "Deployment x/web: missing"}},
 			"d": {State: delivery.StatePending},
 			"e": {Revision: "r1", State: delivery.StateProvisioning},
+			"g": {State: delivery.StateRecordsMissing, Drift: []string{"ConfigMap demo/web-config", "Deployment demo/web"}},
 		},
 		Skipped: map[string]string{"f": "control plane not ready"},
 	}
 	summary, attention := summarize("r2", obs, nil)
-	want := map[string]int64{"current": 1, "outdated": 1, "drifted": 1, "pending": 1, "provisioning": 1, "skipped": 1}
+	want := map[string]int64{"current": 1, "outdated": 1, "drifted": 1, "pending": 1, "provisioning": 1, "skipped": 1, "records-missing": 1}
 	if len(summary) != len(want) {
 		t.Fatalf("summary %v, want %v", summary, want)
 	}
@@ -42,6 +44,7 @@ func TestSummarize(t *testing.T) {
 		"c": {"drifted: ", "ConfigMap x/y: modified (.data.k); Deployment x/web: missing"},
 		"d": {"pending: "},
 		"e": {"provisioning: ", "revision r1"},
+		"g": {"records missing: holds 2 objects of this rollout, e.g. ConfigMap demo/web-config", "held back", "adopt = true"},
 	} {
 		for _, p := range parts {
 			if !strings.Contains(attention[name], p) {
@@ -82,7 +85,8 @@ func TestPrivateStateRoundTrip(t *testing.T) {
 	store := fakePrivate{}
 	var m Model
 	m.private = privateState{
-		Clusters:     map[string]clusterRecord{"a": {Revision: "r1", State: "current", Backup: "r0"}},
+		Clusters: map[string]clusterRecord{"a": {Revision: "r1", State: "current", Backup: "r0"},
+			"m": {State: delivery.StateRecordsMissing, Found: []string{"Deployment demo/web"}}},
 		PlannedWaves: [][]string{{"a"}, {"b", "c"}},
 	}
 	if d := m.SavePrivate(ctx, store); d.HasError() {
@@ -92,7 +96,7 @@ func TestPrivateStateRoundTrip(t *testing.T) {
 	if d := back.LoadPrivate(ctx, store); d.HasError() {
 		t.Fatal(d)
 	}
-	if back.private.Clusters["a"] != m.private.Clusters["a"] || len(back.private.PlannedWaves) != 2 || back.private.PlannedWaves[1][1] != "c" {
+	if !reflect.DeepEqual(back.private.Clusters, m.private.Clusters) || len(back.private.PlannedWaves) != 2 || back.private.PlannedWaves[1][1] != "c" {
 		t.Errorf("round trip: %+v, want %+v", back.private, m.private)
 	}
 	// Carried out once: saving without planned waves removes them.

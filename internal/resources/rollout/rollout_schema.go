@@ -176,7 +176,12 @@ func (r *rolloutResource) Schema(ctx context.Context, _ resource.SchemaRequest, 
 				Optional: true, Computed: true, Default: booldefault.StaticBool(true),
 				MarkdownDescription: "Take over objects of `manifests` that already exist in a cluster, made by someone else (kubectl, Helm, …). " +
 					"They are recorded as adopted before the first apply and never deleted by the rollout: a failed first revision puts them back as they were, " +
-					"prune and destroy give them back to their other field managers as they are. `false` refuses, at plan time, a cluster where such an object exists. Default `true`.",
+					"prune and destroy give them back to their other field managers as they are. `false` refuses, at plan time, a cluster where such an object exists. Default `true`.\n\n" +
+					"Records missing: a cluster that holds no record of this rollout (its record namespace was deleted, or the cluster restored from a backup without it) " +
+					"but holds objects of `manifests` under this rollout's own field manager is `records-missing` in `summary` and `attention` (with the objects found), " +
+					"and apply holds it back (skipped): nothing there is applied, pruned, deleted or restored to nothing, since what runs there is unknown. " +
+					"Writing `adopt = true` in the configuration (the default alone does not) is the opt-in: those objects are taken over as adopted, with their content as found, " +
+					"so a failing revision puts them back as they are instead of deleting them, and prune and destroy give them back.",
 			},
 			"retry_invalid":      shared.RetryInvalidAttribute(changeText),
 			"paused":             pausedAttribute(),
@@ -208,7 +213,7 @@ func (r *rolloutResource) Schema(ctx context.Context, _ resource.SchemaRequest, 
 				Computed: true, ElementType: types.Int64Type,
 				MarkdownDescription: "How many picked clusters are in each state: `current` (verified on `revision`), `outdated` (on another " +
 					"revision, e.g. restored after a failure, or not reached yet), `drifted` (objects missing or edited), `provisioning` " +
-					"(an apply stopped while changing it), `pending` (nothing applied yet), `values-changed` (with `values`: it renders differently now), `waiting` (with `stages`: not on the revision, in a stage after `promote_until` or in no stage; counted here, never listed in `attention`) and `skipped`. A plan stays readable at any fleet " +
+					"(an apply stopped while changing it), `pending` (nothing applied yet), `values-changed` (with `values`: it renders differently now), `records-missing` (no record of the rollout, but objects of it under its field manager: held back, see `adopt`), `waiting` (with `stages`: not on the revision, in a stage after `promote_until` or in no stage; counted here, never listed in `attention`) and `skipped`. A plan stays readable at any fleet " +
 					"size: per-cluster detail is in `attention` (clusters that need it) and in the `gradual_rollout_status` data source. " +
 					"Where clusters end up depends on how apply fares, so while a plan changes anything this is known after apply.",
 			},

@@ -6,6 +6,9 @@ import (
 	"fmt"
 
 	"github.com/hashicorp/terraform-plugin-framework/diag"
+	"github.com/hashicorp/terraform-plugin-framework/path"
+	"github.com/hashicorp/terraform-plugin-framework/tfsdk"
+	"github.com/hashicorp/terraform-plugin-framework/types"
 )
 
 // LoadPrivateJSON reads the private state keys into their targets (pointers), each stored as
@@ -48,4 +51,15 @@ func SavePrivateJSON(ctx context.Context, to PrivateSetter, values map[string]an
 		diags.Append(to.SetKey(ctx, key, raw)...)
 	}
 	return diags
+}
+
+// WritesTrue reports whether config writes true for the bool attribute at p: set by the user,
+// as opposed to left to its default (which a plan's value cannot tell apart). An explicit opt-in
+// reads it, such as `adopt = true` taking over a records-missing cluster's objects.
+func WritesTrue(ctx context.Context, config tfsdk.Config, p path.Path) bool {
+	var v types.Bool
+	if diags := config.GetAttribute(ctx, p, &v); diags.HasError() {
+		return false
+	}
+	return !v.IsNull() && !v.IsUnknown() && v.ValueBool()
 }
