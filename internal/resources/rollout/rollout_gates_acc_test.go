@@ -171,9 +171,16 @@ func TestAccRollout_nodeChurnDuringTheBake(t *testing.T) {
 		if err := c.Create(context.Background(), joiner); err != nil {
 			t.Errorf("create Node %s: %v", joiner.Name, err)
 		}
-		joiner.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionFalse, Reason: "KubeletNotReady",
-			Message: "container runtime network not ready", LastHeartbeatTime: metav1.Now(), LastTransitionTime: metav1.Now()}}
-		if err := c.Status().Update(context.Background(), joiner); err != nil {
+		// Again on a conflict: the controller manager writes a new Node too (taints, annotations).
+		if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			var n corev1.Node
+			if err := c.Get(context.Background(), client.ObjectKey{Name: joiner.Name}, &n); err != nil {
+				return err
+			}
+			n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionFalse, Reason: "KubeletNotReady",
+				Message: "container runtime network not ready", LastHeartbeatTime: metav1.Now(), LastTransitionTime: metav1.Now()}}
+			return c.Status().Update(context.Background(), &n)
+		}); err != nil {
 			t.Errorf("Node %s NotReady: %v", joiner.Name, err)
 		}
 		// The repaired Node is cordoned before it is drained and goes NotReady.
