@@ -81,10 +81,29 @@ func testManagementPausedWhenRevisionFails(t *testing.T, lease string) {
 	if !regexp.MustCompile(`(?s)Revision Recorded Invalid.*prod-eu-1`).MatchString(out) {
 		t.Errorf("the plan after the pause does not refuse the failed revision naming prod-eu-1:\n%s", out)
 	}
-	// And no apply takes it anywhere: every cluster is back on, or still on, v1.
+	// And no apply takes it anywhere.
 	tf.mustRun(ctx, 1, "apply", "-auto-approve")
+	if lease == "" {
+		// The run restored prod-eu-1 once the management cluster answered: every cluster is
+		// back on, or still on, v1.
+		if err := expectDeployment(f, clusters, name, "v1", true); err != nil {
+			t.Errorf("after the refused apply: %v", err)
+		}
+		return
+	}
+	// The run that lost its Lease wrote nothing more (no restore): prod-eu-1 is left in flight on
+	// the failed revision, which only a changed configuration settles. Going back to v1 restores
+	// it, and that apply writes to the ledger the failure only the cluster's records held.
+	if err := expectDeployment(f, []string{"prod-us-1", "staging-eu-1"}, name, "v1", true); err != nil {
+		t.Errorf("the revision reached a cluster past prod-eu-1: %v", err)
+	}
+	tf.writeConfig(config(v1))
+	tf.mustRun(ctx, 0, "apply", "-auto-approve")
 	if err := expectDeployment(f, clusters, name, "v1", true); err != nil {
-		t.Errorf("after the refused apply: %v", err)
+		t.Errorf("after going back to v1: %v", err)
+	}
+	if ledger := ledgerOf(t, f, name); len(ledger) != 1 || ledger[0].Revision != revBad || strings.Join(ledger[0].Clusters, ",") != "prod-eu-1" {
+		t.Errorf("ledger after going back to v1: %+v, want %s failed on prod-eu-1", ledger, revBad)
 	}
 }
 
