@@ -23,6 +23,8 @@ import (
 //     change's doing (a broken CNI or network policy).
 //   - The CAPI Cluster's Available condition True before and not after is evidence.
 //   - Up to GatePolicy.MaxUnreadyNodes judged Nodes may be unready, before and after.
+//   - A Node verdict is checked against clusters the revision has not reached yet
+//     (Corroborate): a problem that shows on them too is the fleet's, not the revision's.
 
 // NodeState is one Node as a gate read it.
 type NodeState struct {
@@ -188,4 +190,25 @@ func list(items []string) string {
 		items = items[:shown]
 	}
 	return strings.Join(items, "; Node ") + more
+}
+
+// Corroborate weighs a gate's Node verdict against clusters the revision has not reached yet,
+// read at the same time: untouched maps each one sampled to what its gate finds wrong now ("":
+// healthy). When every one sampled is unhealthy too, whatever made the Nodes unready is not the
+// revision (it never ran there): the verdict is the infrastructure's, and says so. Other
+// verdicts, and a sample with any healthy cluster or none at all, are returned as they are.
+func Corroborate(v Verdict, untouched map[string]string) Verdict {
+	if v.Class != Revision || !strings.HasPrefix(v.Rule, "cluster gate: Node") && v.Rule != "cluster gate: every Node went silent" || len(untouched) == 0 {
+		return v
+	}
+	names := make([]string, 0, len(untouched))
+	for name, problem := range untouched {
+		if problem == "" {
+			return v
+		}
+		names = append(names, name+" ("+problem+")")
+	}
+	sort.Strings(names)
+	return Verdict{Class: Infrastructure, Rule: "cluster gate: shows on untouched clusters too",
+		Evidence: v.Evidence + "; and on clusters the revision has not reached: " + strings.Join(names, "; ")}
 }

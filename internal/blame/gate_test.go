@@ -106,3 +106,33 @@ func TestGateBefore(t *testing.T) {
 		})
 	}
 }
+
+// TestCorroborate: a Node problem that shows on clusters the revision has not reached is the
+// fleet's, not the revision's.
+func TestCorroborate(t *testing.T) {
+	nodeVerdict := Verdict{Class: Revision, Rule: "cluster gate: Node became NotReady", Evidence: "Node n1 Ready is False"}
+	tests := []struct {
+		name      string
+		v         Verdict
+		untouched map[string]string
+		class     Class
+	}{
+		{"untouched clusters healthy: the revision's", nodeVerdict, map[string]string{"c3": "", "c4": ""}, Revision},
+		{"one untouched cluster healthy: the revision's", nodeVerdict, map[string]string{"c3": "Node m1 Ready is False", "c4": ""}, Revision},
+		{"every untouched cluster unhealthy: the fleet's", nodeVerdict, map[string]string{"c3": "Node m1 Ready is False", "c4": "Node k2 Ready is False"}, Infrastructure},
+		{"none left to compare with: the revision's", nodeVerdict, nil, Revision},
+		{"not a Node verdict: unchanged", Verdict{Class: Revision, Rule: "object failed"}, map[string]string{"c3": "Node m1 Ready is False"}, Revision},
+		{"silent Nodes everywhere: the fleet's", Verdict{Class: Revision, Rule: "cluster gate: every Node went silent"}, map[string]string{"c3": "Node m1 Ready is Unknown"}, Infrastructure},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := Corroborate(tt.v, tt.untouched)
+			if got.Class != tt.class {
+				t.Errorf("Corroborate = %v, want %s", got, tt.class)
+			}
+			if tt.class == Infrastructure && !strings.Contains(got.Evidence, "clusters the revision has not reached: c3") {
+				t.Errorf("Corroborate evidence %q does not name the untouched clusters", got.Evidence)
+			}
+		})
+	}
+}

@@ -84,10 +84,63 @@ func (w *world) gateAfter(ctx context.Context, target string) error {
 			w.gateNote(target, "cluster gate: "+n)
 		}
 		if verdict.Class == blame.Revision {
+			verdict = blame.Corroborate(verdict, w.untouchedGates(ctx))
+		}
+		switch verdict.Class {
+		case blame.Revision:
 			return engine.Mark(engine.ErrRevisionFailed, fmt.Errorf("%s: %s", verdict.Rule, verdict.Evidence))
+		case blame.Infrastructure:
+			return fmt.Errorf("%s: %s", verdict.Rule, verdict.Evidence) // retried, then unsettled: never the revision's
 		}
 		return nil
 	})
+}
+
+// untouchedSample is how many clusters the revision has not reached a Node verdict is checked
+// against: enough to tell a fleet-wide problem from one cluster's, few enough to keep the verify
+// short.
+const untouchedSample = 2
+
+// untouchedOf is every cluster of plan's waves: none started yet.
+func untouchedOf(plan engine.Plan) map[string]bool {
+	out := map[string]bool{}
+	for _, wave := range plan.Waves {
+		for _, name := range wave {
+			out[name] = true
+		}
+	}
+	return out
+}
+
+// touch marks targets as reached by this run (their batch started).
+func (w *world) touch(targets []string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, t := range targets {
+		delete(w.untouched, t)
+	}
+}
+
+// untouchedGates reads the gates of a few clusters this run has not reached (sorted by name, so a
+// run asks the same ones) and says what each finds wrong now ("": healthy); a gate that cannot
+// be read is left out, as it tells nothing either way.
+func (w *world) untouchedGates(ctx context.Context) map[string]string {
+	w.mu.Lock()
+	names := sortedKeys(w.untouched)
+	w.mu.Unlock()
+	out := map[string]string{}
+	for _, name := range names {
+		if len(out) == untouchedSample {
+			break
+		}
+		rctx, cancel := context.WithTimeout(ctx, gateReadTimeout)
+		reading, err := w.readGate(rctx, name)
+		cancel()
+		if err == nil {
+			out[name] = blame.GateBefore(reading, w.spec.GatePolicy)
+		}
+	}
+	return out
 }
 
 // gateNote keeps what a gate saw but did not judge, for the run's warnings (RunResult.Gates).

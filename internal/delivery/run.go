@@ -175,7 +175,7 @@ func (s *Service) Run(ctx context.Context, req RunRequest) (_ *RunResult, err er
 		req.Logf("plan: "+note, map[string]any{"rollout": spec.Key.String(), "revision": spec.Revision})
 	}
 	w := &world{svc: s, spec: spec, progress: progress, logf: req.Logf,
-		hold: req.Query.Hold, clusters: clustersByName(obs.Discovery)}
+		hold: req.Query.Hold, clusters: clustersByName(obs.Discovery), untouched: untouchedOf(plan)}
 	if s.flux != nil {
 		w.flux = &fluxWorld{d: w.fluxDelivery()}
 		if s.mgmt.RESTConfig != nil { // nil: tests that give only a client

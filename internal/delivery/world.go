@@ -37,6 +37,7 @@ type world struct {
 	kept      map[string]map[string]bool   // per cluster: objects prune left in place, and why
 	gated     map[string]blame.GateReading // clusters healthy by their gates before the change, as read then (gate.go)
 	gateNotes []string                     // what the gates saw and did not judge (gate.go)
+	untouched map[string]bool              // clusters of the plan's waves this run has not started yet (gate.go)
 }
 
 // pruned keeps what a prune on target left in place (apply.Kept: objects marked
@@ -340,6 +341,9 @@ func inFlight(state *records.State, revision string) bool {
 // Record keeps the records in step with the engine's events (see engine.EventKind).
 func (w *world) Record(ctx context.Context, ev engine.Event) error {
 	w.progress.observe(ctx, ev)
+	if ev.Kind == engine.EventBatchStarted {
+		w.touch(ev.Targets)
+	}
 	if ev.Kind == engine.EventBatchStarted && w.flux != nil && w.flux.statuses != nil {
 		// Only the batch's clusters change until it is done: the watch follows them alone.
 		w.flux.statuses.Focus(ev.Targets)

@@ -278,7 +278,7 @@ func (e *env) run() runResult {
 		Clusters: map[string]records.ClusterOutcome{},
 	}}
 	progress.save(ctx)
-	w := &world{svc: e.svc, spec: e.spec, progress: progress, logf: e.logf}
+	w := &world{svc: e.svc, spec: e.spec, progress: progress, logf: e.logf, untouched: untouchedOf(plan)}
 	watch := &watchWorld{World: w, e: e, plan: plan, restores: map[string]int{}}
 	res := engine.Execute(ctx, plan, watch, e.svc.clock, e.spec.Policy)
 	progress.finish(ctx, &res)
@@ -527,6 +527,16 @@ func (e *env) check(r runResult) {
 }
 
 // checkFaultOutcome checks that a cluster ended as its faults make it end.
+// anySickBefore reports whether a cluster other than target has a gate unhealthy from the start.
+func (e *env) anySickBefore(target string) bool {
+	for name, c := range e.clusters {
+		if name != target && c.faults.sickBefore {
+			return true
+		}
+	}
+	return false
+}
+
 func (e *env) checkFaultOutcome(r runResult, o engine.Outcome, f faults, rollback bool) {
 	t := e.t
 	t.Helper()
@@ -569,6 +579,15 @@ func (e *env) checkFaultOutcome(r runResult, o engine.Outcome, f faults, rollbac
 		// Reachable before its change, not after: lost contact, never blamed on the revision.
 		if o.Status != engine.StatusLostContact || o.Failed || o.Invalid {
 			wrong("lost-contact, not counted, not invalid")
+		}
+	case f.sickAfter && !f.gateUnread && strings.Contains(o.Error, "cluster gate: shows on untouched clusters too"):
+		// Its gate failed after the change, but a cluster the revision had not reached showed
+		// the same: the fleet's problem, never the revision's. Only when one really was sick.
+		if !e.anySickBefore(o.Target) {
+			wrong("the gate corroborated by an untouched cluster only when one was sick")
+		}
+		if o.Status != engine.StatusLostContact && o.Status != engine.StatusUnsettled || o.Failed || o.Invalid {
+			wrong("lost-contact or unsettled, not counted, not invalid")
 		}
 	case f.counted():
 		want := engine.StatusFailed
@@ -783,6 +802,15 @@ func TestWorldScenarios(t *testing.T) {
 		maxFailures: "1",
 		want: want{status: st(ok, failed, ok), failures: 1,
 			extra: errorHas("c2", "cluster gate: Node became NotReady: Node n1 Ready is False (KubeletNotReady)", "Ready before the change")},
+	}, {
+		name: "a Node NotReady after the change that shows on a cluster the revision has not reached: the fleet's, never invalid",
+		clusters: []clusterSpec{{"c1", startOld, faults{}}, {"c2", startOld, faults{sickAfter: true}}, {"c3", startOld, faults{sickBefore: true}}},
+		want: want{status: st(ok, lostContact, notStarted), aborted: true, extra: func(t *testing.T, e *env, r runResult) {
+			o, _ := r.res.Outcome("c2")
+			if o.Invalid || o.Failed || !strings.Contains(o.Error, "cluster gate: shows on untouched clusters too") || !strings.Contains(o.Error, "c3 (Node n1 Ready is False") {
+				t.Errorf("c2: %+v; want unsettled by the gate's corroboration, naming c3", o)
+			}
+		}},
 	}, {
 		name:     "Nodes joining, lost and deleted during the wave: named, never blamed on the revision",
 		clusters: three(faults{churnAfter: true}),
