@@ -803,7 +803,7 @@ func TestWorldScenarios(t *testing.T) {
 		want: want{status: st(ok, failed, ok), failures: 1,
 			extra: errorHas("c2", "cluster gate: Node became NotReady: Node n1 Ready is False (KubeletNotReady)", "Ready before the change")},
 	}, {
-		name: "a Node NotReady after the change that shows on a cluster the revision has not reached: the fleet's, never invalid",
+		name:     "a Node NotReady after the change that shows on a cluster the revision has not reached: the fleet's, never invalid",
 		clusters: []clusterSpec{{"c1", startOld, faults{}}, {"c2", startOld, faults{sickAfter: true}}, {"c3", startOld, faults{sickBefore: true}}},
 		want: want{status: st(ok, lostContact, notStarted), aborted: true, extra: func(t *testing.T, e *env, r runResult) {
 			o, _ := r.res.Outcome("c2")

@@ -41,7 +41,7 @@ var NodeGate = VerifyExtra{
 			"or replaced (a node repair), or whose kubelet stopped posting its status (`Ready` `Unknown`: a spot interruption, a " +
 			"lost host) is not judged, and the apply's warnings name it. A counted Node that was `Ready` before the change and whose " +
 			"kubelet reports `Ready` `False` after it is evidence against the revision, and so is every counted Node going silent at " +
-			"once (a broken network plugin), unless two clusters of later waves, which the revision has not reached, are unhealthy " +
+			"once (a broken network plugin), unless the clusters of later waves sampled (up to two), which the revision has not reached, are unhealthy " +
 			"too: then the problem is the fleet's, and the cluster is left unsettled (counted against `max_unsettled`), never " +
 			"recorded invalid.",
 		Attributes: map[string]schema.Attribute{
