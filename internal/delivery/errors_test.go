@@ -17,10 +17,7 @@ import (
 	"github.com/gradual-dev/terraform-provider-gradual/internal/engine"
 )
 
-var (
-	deployments = schema.GroupResource{Group: "apps", Resource: "deployments"}
-	webRef      = apply.ObjectRef{Group: "apps", Version: "v1", Kind: "Deployment", Namespace: "demo", Name: "web"}
-)
+var webRef = apply.ObjectRef{Group: "apps", Version: "v1", Kind: "Deployment", Namespace: "demo", Name: "web"}
 
 // classifyWorld is a direct world whose management cluster answers goneReason with reason and
 // err.

@@ -386,7 +386,8 @@ func lostContactGate(p *records.Progress) map[string]string {
 		return o.State == string(engine.StatusNotStarted)
 	})
 	unfinished := (p.Phase == records.PhaseRunning || p.Phase == records.PhaseInterrupted) && p.Wave < p.Waves
-	if len(lost) == 0 || !(halted && p.Phase != records.PhaseRunning) && !unfinished {
+	stoppedBefore := halted && p.Phase != records.PhaseRunning
+	if len(lost) == 0 || !stoppedBefore && !unfinished {
 		return nil
 	}
 	return lost
