@@ -208,8 +208,8 @@ func TestLeaseLostAsTheRevisionFailsKeepsTheVerdict(t *testing.T) {
 		}
 		refused := withClusterFailures(nil, next)
 		if len(refused) != 1 || refused[0].Revision != e.spec.Revision || len(refused[0].Clusters) != 1 || refused[0].Clusters[0] != "c1" ||
-			!strings.Contains(refused[0].Reason, "verify") {
-			t.Fatalf("the next plan refuses %+v; want %s, on c1, with the evidence", refused, e.spec.Revision)
+			!strings.Contains(refused[0].Reason, "verify") || !strings.Contains(refused[0].Reason, "(seen 20") {
+			t.Fatalf("the next plan refuses %+v; want %s, on c1, with the evidence and when it was seen", refused, e.spec.Revision)
 		}
 		// The next apply, holding the Lease, writes it to the ledger and refuses the revision.
 		if _, err := e.svc.Run(ctx, RunRequest{Spec: e.spec, Query: fleet.Query{Namespace: "fleet"}}); err == nil {

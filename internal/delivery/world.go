@@ -386,7 +386,9 @@ func (w *world) recordVerdict(ctx context.Context, ev engine.Event) error {
 		if err != nil {
 			return err
 		}
-		return store.MarkInvalid(ctx, w.spec.Key, ev.Revision, ev.Reason)
+		// When it was seen goes with it: until the ledger holds the entry (with its time), the
+		// cluster's record is what the next plan shows.
+		return store.MarkInvalid(ctx, w.spec.Key, ev.Revision, ev.Reason+" (seen "+ev.At.UTC().Format(time.RFC3339)+")")
 	})
 	rctx, cancel2 := w.svc.clock.WithTimeout(ctx, recordRetryWindow)
 	defer cancel2()
