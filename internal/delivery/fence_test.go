@@ -47,6 +47,30 @@ func (f *fenceWorld) Restore(ctx context.Context, target, revision string) error
 	return f.World.Restore(ctx, target, revision)
 }
 
+// targetsNow reads every cluster's records as a plan would, for engine.PlanRollout.
+func (e *env) targetsNow(ctx context.Context) []engine.Target {
+	var targets []engine.Target
+	for _, name := range e.names {
+		rec, _, err := e.svc.observeCluster(ctx, e.spec.ClusterNamespace, name, e.spec.Key, e.spec.RecordNamespace, false, nil, nil, false)
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		targets = append(targets, engine.Target{Name: name, Record: rec})
+	}
+	return targets
+}
+
+// fencedRunParts is what a run the fence tests cut off starts from: its plan, the management
+// store of its progress record, and the progress writer.
+func (e *env) fencedRunParts(ctx context.Context) (engine.Plan, *records.ManagementStore, *progressWriter) {
+	plan := engine.PlanRollout(e.targetsNow(ctx), e.spec.Revision, e.spec.Policy)
+	pstore := records.NewManagementStore(e.progressClient, e.spec.RecordNamespace)
+	progress := &progressWriter{store: pstore, key: e.spec.Key, progress: records.Progress{
+		Phase: records.PhaseRunning, Revision: e.spec.Revision, Waves: len(plan.Waves), Clusters: map[string]records.ClusterOutcome{},
+	}}
+	return plan, pstore, progress
+}
+
 // A run that loses its Lease writes nothing more: not the restore a cancelled run settles its
 // cluster in flight with, not a record, not the progress record. The cluster is left as the
 // loss found it (recorded provisioning, for whoever holds the Lease now), and the clusters of
@@ -55,19 +79,7 @@ func TestLeaseLostMidWaveWritesNothingMore(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e := newEnv(t, testPolicy(t, "1", "0", engine.Rollback), []clusterSpec{{"c1", startOld, faults{}}, {"c2", startOld, faults{}}, {"c3", startOld, faults{}}})
 		ctx := context.Background()
-		var targets []engine.Target
-		for _, name := range e.names {
-			rec, _, err := e.svc.observeCluster(ctx, e.spec.ClusterNamespace, name, e.spec.Key, e.spec.RecordNamespace, false, nil, nil, false)
-			if err != nil {
-				t.Fatal(err)
-			}
-			targets = append(targets, engine.Target{Name: name, Record: rec})
-		}
-		plan := engine.PlanRollout(targets, e.spec.Revision, e.spec.Policy)
-		pstore := records.NewManagementStore(e.progressClient, e.spec.RecordNamespace)
-		progress := &progressWriter{store: pstore, key: e.spec.Key, progress: records.Progress{
-			Phase: records.PhaseRunning, Revision: e.spec.Revision, Waves: len(plan.Waves), Clusters: map[string]records.ClusterOutcome{},
-		}}
+		plan, pstore, progress := e.fencedRunParts(ctx)
 		progress.save(ctx)
 
 		runCtx, cancel := context.WithCancelCause(ctx)
@@ -163,19 +175,7 @@ func TestLeaseLostAsTheRevisionFailsKeepsTheVerdict(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e := newEnv(t, testPolicy(t, "1", "0", engine.Rollback), []clusterSpec{{"c1", startOld, faults{neverReady: true}}, {"c2", startOld, faults{}}})
 		ctx := context.Background()
-		var targets []engine.Target
-		for _, name := range e.names {
-			rec, _, err := e.svc.observeCluster(ctx, e.spec.ClusterNamespace, name, e.spec.Key, e.spec.RecordNamespace, false, nil, nil, false)
-			if err != nil {
-				t.Fatal(err)
-			}
-			targets = append(targets, engine.Target{Name: name, Record: rec})
-		}
-		plan := engine.PlanRollout(targets, e.spec.Revision, e.spec.Policy)
-		pstore := records.NewManagementStore(e.progressClient, e.spec.RecordNamespace)
-		progress := &progressWriter{store: pstore, key: e.spec.Key, progress: records.Progress{
-			Phase: records.PhaseRunning, Revision: e.spec.Revision, Waves: len(plan.Waves), Clusters: map[string]records.ClusterOutcome{},
-		}}
+		plan, _, progress := e.fencedRunParts(ctx)
 		runCtx, cancel := context.WithCancelCause(ctx)
 		defer cancel(nil)
 		fw := &verdictFenceWorld{cancel: cancel}
@@ -198,15 +198,7 @@ func TestLeaseLostAsTheRevisionFailsKeepsTheVerdict(t *testing.T) {
 			t.Errorf("c2: %s, want not started", o.Status)
 		}
 		// The next plan: the cluster's record holds the failure the ledger lacks.
-		var next []engine.Target
-		for _, name := range e.names {
-			rec, _, err := e.svc.observeCluster(ctx, e.spec.ClusterNamespace, name, e.spec.Key, e.spec.RecordNamespace, false, nil, nil, false)
-			if err != nil {
-				t.Fatal(err)
-			}
-			next = append(next, engine.Target{Name: name, Record: rec})
-		}
-		refused := withClusterFailures(nil, next)
+		refused := withClusterFailures(nil, e.targetsNow(ctx))
 		if len(refused) != 1 || refused[0].Revision != e.spec.Revision || len(refused[0].Clusters) != 1 || refused[0].Clusters[0] != "c1" ||
 			!strings.Contains(refused[0].Reason, "verify") || !strings.Contains(refused[0].Reason, "(seen 20") {
 			t.Fatalf("the next plan refuses %+v; want %s, on c1, with the evidence and when it was seen", refused, e.spec.Revision)
