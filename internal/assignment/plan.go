@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/gradual-dev/terraform-provider-gradual/internal/delivery"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/engine"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/fleet"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/records"
 )
@@ -120,6 +121,14 @@ func (o *Observation) Binding(cluster, module string) (records.ModuleBinding, bo
 	return records.ModuleBinding{}, false
 }
 
+// moduleState is what module's observation says of cluster (the zero state when it has none).
+func (o *Observation) moduleState(module, cluster string) delivery.ClusterState {
+	if mo := o.Modules[module]; mo != nil {
+		return mo.Clusters[cluster]
+	}
+	return delivery.ClusterState{}
+}
+
 // PlannedBinding is a binding as the plan expects it after apply. Changes marks the ones the
 // apply (re)writes; their applied_at is only known then.
 type PlannedBinding struct {
@@ -135,6 +144,11 @@ type Plan struct {
 	Apply map[string][]string
 	// KeptOld lists, per module (ApplyOnce), the bound clusters that keep an older revision.
 	KeptOld map[string][]string
+	// Held lists, per module, the clusters it is held back on because its records are gone
+	// there while its objects are not (delivery.StateRecordsMissing), with the reason: the
+	// module's run skips them (delivery.HoldUnrecorded), so the plan leaves them out of Apply
+	// and its waves rather than promise a change apply will not make.
+	Held map[string]map[string]string
 	// Removed lists modules no longer configured, with the clusters bound to them.
 	Removed map[string][]string
 	// Leaving and Gone as observed: their bindings are dropped.
@@ -150,11 +164,12 @@ func (p Plan) Changes() bool {
 // drifted marks cluster → module pairs the last refresh found drifted (Reconcile repairs them).
 func PlanAssignment(obs *Observation, spec Spec, drifted map[string]map[string]bool) Plan {
 	p := Plan{Bindings: map[string][]PlannedBinding{}, Apply: map[string][]string{}, KeptOld: map[string][]string{},
-		Removed: map[string][]string{}, Leaving: obs.Leaving, Gone: obs.Gone}
+		Held: map[string]map[string]string{}, Removed: map[string][]string{}, Leaving: obs.Leaving, Gone: obs.Gone}
 	for _, cluster := range obs.Eligible {
 		var planned []PlannedBinding
 		for _, m := range spec.Modules {
 			b, bound := obs.Binding(cluster, m.Name)
+			st := obs.moduleState(m.Name, cluster)
 			keep := false
 			switch spec.Mode {
 			case ApplyOnce:
@@ -163,13 +178,23 @@ func PlanAssignment(obs *Observation, spec Spec, drifted map[string]map[string]b
 					p.KeptOld[m.Name] = append(p.KeptOld[m.Name], cluster)
 				}
 			default:
-				st := obs.Modules[m.Name].Clusters[cluster]
 				keep = bound && b.Result == records.BindingApplied && b.Revision == m.Revision &&
 					st.State == delivery.StateCurrent && st.Revision == m.Revision && !drifted[cluster][m.Name]
+			}
+			if reason, held := holdsBack(st, spec); !keep && held {
+				// As the module's run will: skipped there, its binding (if any) kept as it is.
+				if p.Held[m.Name] == nil {
+					p.Held[m.Name] = map[string]string{}
+				}
+				p.Held[m.Name][cluster] = reason
+				keep = bound
 			}
 			if keep {
 				planned = append(planned, PlannedBinding{ModuleBinding: b})
 				continue
+			}
+			if _, held := p.Held[m.Name][cluster]; held {
+				continue // not bound: nothing to keep, nothing planned
 			}
 			p.Apply[m.Name] = append(p.Apply[m.Name], cluster)
 			planned = append(planned, PlannedBinding{
@@ -202,6 +227,15 @@ func PlanAssignment(obs *Observation, spec Spec, drifted map[string]map[string]b
 		slices.Sort(cs)
 	}
 	return p
+}
+
+// holdsBack reports whether a module whose state on a cluster is st is held back there, and
+// why: its records are gone while its objects are not, and adopt = true is not written
+// (Spec.AdoptUnrecorded). It is delivery.HoldUnrecorded's judgement, which the module's run
+// makes at apply, so that plan and apply leave out the same clusters in the same words.
+func holdsBack(st delivery.ClusterState, spec Spec) (string, bool) {
+	t := delivery.HoldUnrecorded([]engine.Target{{Name: "c"}}, map[string]delivery.ClusterState{"c": st}, spec.AdoptUnrecorded)[0]
+	return t.SkipReason, t.SkipReason != ""
 }
 
 func sortPlanned(bs []PlannedBinding) []PlannedBinding {

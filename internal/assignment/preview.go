@@ -92,6 +92,12 @@ func PreviewApply(ctx context.Context, svc *delivery.Service, req PreviewRequest
 	if err := spec.Render(obs.Clusters); err != nil {
 		return &Preview{Observation: obs, Refused: delivery.Refuse("values", err)}, nil
 	}
+	if req.Prior == nil {
+		// Planned from the fleet as it reads now: each module's records-missing clusters are
+		// found as its run will find them, so that the plan holds them back too (PlanAssignment).
+		// From the state, the refresh found them already (ObservationFrom keeps the state).
+		markUnrecorded(ctx, svc, spec, obs)
+	}
 	p := preview(obs, req)
 	if p.Refusing() {
 		return p, nil
@@ -161,6 +167,25 @@ func preview(obs *Observation, req PreviewRequest) *Preview {
 		p.Refused = &delivery.Refusal{Attribute: "canary", Err: err}
 	}
 	return p
+}
+
+// markUnrecorded marks, per module, the eligible clusters whose records of it are gone while its
+// objects are there (delivery.Service.MarkUnrecorded). A cluster that could not be read for it
+// is skipped, as observe skips one any module could not read: apply's run would skip it too.
+func markUnrecorded(ctx context.Context, svc *delivery.Service, spec Spec, obs *Observation) {
+	for _, m := range spec.Modules {
+		o := obs.Modules[m.Name]
+		if o == nil {
+			continue
+		}
+		svc.MarkUnrecorded(ctx, spec.moduleSpec(m), o)
+		for name, reason := range o.Skipped {
+			if _, skipped := obs.Skipped[name]; !skipped {
+				obs.Skipped[name] = reason
+			}
+		}
+	}
+	obs.Eligible = slices.DeleteFunc(obs.Eligible, func(name string) bool { _, skipped := obs.Skipped[name]; return skipped })
 }
 
 // onlyEligible returns apply without the clusters not in eligible.

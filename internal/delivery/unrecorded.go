@@ -134,6 +134,14 @@ func (s *Service) markUnrecorded(ctx context.Context, namespace string, key reco
 	}
 }
 
+// MarkUnrecorded is the check Plan makes (markUnrecorded, every cluster whose records hold
+// nothing) for a plan made outside Plan: a module assignment plans each module from an
+// Observe that reads no objects, and must hold back the same clusters the module's Run will.
+// spec's objects must be rendered (Spec.Render) when it has values.
+func (s *Service) MarkUnrecorded(ctx context.Context, spec Spec, obs *Observation) {
+	s.markUnrecorded(ctx, spec.ClusterNamespace, spec.Key, obs, false, spec.ObjectsFor)
+}
+
 // HoldUnrecorded returns targets with the clusters that clusters reads records-missing held
 // back (skipped, with the reason), unless adopt (Spec.AdoptUnrecorded) takes their objects over.
 // Plan and apply hold them back in the same words, from the live records or from a state.

@@ -130,7 +130,7 @@ func (r *assignmentResource) ModifyPlan(ctx context.Context, req resource.Modify
 	if !warnPlan(&resp.Diagnostics, res, spec, query) {
 		return
 	}
-	warnRecordsMissing(&resp.Diagnostics, priorClusters(prior), spec.AdoptUnrecorded)
+	warnRecordsMissing(&resp.Diagnostics, plannedFrom(res, prior, spec), spec.AdoptUnrecorded)
 	plan.setPlanned(res, prior, configChanged, spec.Policy.Canary, &resp.Diagnostics)
 	if svc.Flux() && len(res.Plan.Apply) > 0 {
 		names, artifacts, err := assignment.FluxArtifacts(svc, spec, slices.Collect(maps.Keys(res.Plan.Apply)))
@@ -262,6 +262,16 @@ func priorClusters(prior *Model) []assignment.ClusterStatus {
 	return prior.private.Clusters
 }
 
+// plannedFrom is the per-cluster status res was planned from: the refresh's (prior), or, without
+// a state to plan from, the fleet's as the plan read it. Its records-missing clusters are the
+// ones the plan held back.
+func plannedFrom(res *assignment.Preview, prior *Model, spec assignment.Spec) []assignment.ClusterStatus {
+	if !res.FromState {
+		return assignment.Status(res.Observation, spec)
+	}
+	return priorClusters(prior)
+}
+
 func priorSkipped(ctx context.Context, prior *Model) map[string]string {
 	out := map[string]string{}
 	_ = prior.Skipped.ElementsAs(ctx, &out, false)
@@ -321,8 +331,9 @@ func wavesSummary(waves map[string][][]string) string {
 	return strings.TrimSuffix(b.String(), "\n")
 }
 
-// warnRecordsMissing names the clusters the refresh before this plan found records-missing for
-// a module (assignment.StateRecordsMissing): each module's run holds such a cluster back, or,
+// warnRecordsMissing names the clusters the plan found records-missing for a module
+// (assignment.StateRecordsMissing): the plan leaves them out of that module's waves, as its run
+// holds such a cluster back (assignment.Plan.Held), or,
 // with adopt = true written in the configuration, takes the module's objects over there.
 func warnRecordsMissing(diags *diag.Diagnostics, clusters []assignment.ClusterStatus, adopt bool) {
 	var lines []string
