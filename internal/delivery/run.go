@@ -90,22 +90,46 @@ func (s *Service) Run(ctx context.Context, req RunRequest) (_ *RunResult, err er
 	ctx = runCtx // cancelled, with the reason, if the Lease is lost
 	defer func() { err = LeaseLost(runCtx, err, capitalize(spec.Key.Describe())) }()
 
-	obs, err := s.Observe(ctx, req.Query, spec.Key, spec.RecordNamespace, false, spec.Ignore...)
+	obs, plan, policy, early, err := s.planRun(ctx, &req) // renders req.Spec for the fleet as read
+	if early != nil || err != nil {
+		return early, err
+	}
+	w := s.runWorld(ctx, req, holder, obs, plan)
+	if w.flux != nil && s.mgmt.RESTConfig != nil { // nil: tests that give only a client
+		if c, err := fluxdelivery.NewStatusClient(s.mgmt.RESTConfig); err == nil {
+			watchCtx, stopWatch := context.WithCancel(ctx)
+			defer stopWatch()
+			w.flux.statuses = w.flux.d.WatchStatuses(watchCtx, c, spec.ClusterNamespace)
+		}
+	}
+	result := engine.Execute(ctx, plan, w, s.clock, policy)
+	return s.finishRun(ctx, req, obs, plan, w, result)
+}
+
+// planRun reads the fleet under the run's Lease and plans what the run does, the way the plan
+// did: refused, or the waves (following the planned ones when the plan made them). early is the
+// result to return with err when the run stops here, before anything is written to a cluster.
+func (s *Service) planRun(ctx context.Context, req *RunRequest) (obs *Observation, plan engine.Plan, policy engine.Policy, early *RunResult, err error) {
+	spec := &req.Spec
+	obs, err = s.Observe(ctx, req.Query, spec.Key, spec.RecordNamespace, false, spec.Ignore...)
 	if err != nil {
-		return nil, err
+		return nil, plan, policy, nil, err
+	}
+	stop := func(p engine.Plan, err error) (*Observation, engine.Plan, engine.Policy, *RunResult, error) {
+		return obs, p, policy, &RunResult{Plan: p, After: obs}, err
 	}
 	// A failure the clusters' records hold and the ledger does not (its run could not write the
 	// ledger) goes into the ledger now, while this run holds the Lease.
-	if err := s.recordClusterFailures(ctx, spec, obs.Ledger); err != nil {
-		return &RunResult{After: obs}, err
+	if err := s.recordClusterFailures(ctx, *spec, obs.Ledger); err != nil {
+		return stop(plan, err)
 	}
 	// Rendered again from the fleet as it reads now, the same way the plan rendered it: a
 	// cluster that misses a variable now stops the run before anything is written.
 	if err := spec.Render(obs.Discovery.Clusters); err != nil {
-		return &RunResult{After: obs}, err
+		return stop(plan, err)
 	}
 	if req.Create && obs.Managed {
-		return &RunResult{After: obs}, AlreadyManaged(spec.Key.Describe(), req.ImportHint)
+		return stop(plan, AlreadyManaged(spec.Key.Describe(), req.ImportHint))
 	}
 	// Clusters whose records are gone but which hold objects of the rollout are held back as
 	// the plan held them back (unrecorded.go), read again now: nothing there is restored to
@@ -113,17 +137,16 @@ func (s *Service) Run(ctx context.Context, req RunRequest) (_ *RunResult, err er
 	s.markUnrecorded(ctx, spec.ClusterNamespace, spec.Key, obs, false, spec.ObjectsFor)
 	// The same verdict as the plan's (Plan): refused, or kept only where it runs already and
 	// what is left in flight undone.
-	targets, refusal, _ := revisionVerdict(obs, HoldUnrecorded(obs.Targets, obs.Clusters, spec.AdoptUnrecorded), spec)
+	targets, refusal, _ := revisionVerdict(obs, HoldUnrecorded(obs.Targets, obs.Clusters, spec.AdoptUnrecorded), *spec)
 	if refusal != nil {
-		return &RunResult{After: obs}, refusal
+		return stop(plan, refusal)
 	}
 	if req.OnlyKnown {
 		targets = onlyTargets(targets, req.Only)
 	}
 	// The stages as the fleet reads now: a cluster relabelled into a later stage since the plan
 	// waits, one the plan placed in a wave keeps it (Follow).
-	policy := spec.policy(obs.Discovery)
-	var plan engine.Plan
+	policy = spec.policy(obs.Discovery)
 	if req.PlannedKnown {
 		// Clusters the plan repairs (drift found at refresh) are applied even if they look
 		// current now; drift found since is for the next plan to show.
@@ -135,25 +158,29 @@ func (s *Service) Run(ctx context.Context, req RunRequest) (_ *RunResult, err er
 		}
 		plan = engine.PlanRollout(MarkDrifted(targets, planned), spec.Revision, policy).Follow(req.Planned, policy)
 	} else {
-		targets = MarkDrifted(targets, s.driftedOf(ctx, spec, targets))
+		targets = MarkDrifted(targets, s.driftedOf(ctx, *spec, targets))
 		plan = engine.PlanRollout(targets, spec.Revision, policy)
 	}
-
 	if gaps := plan.CanaryGaps(policy); len(gaps) > 0 {
 		// Plan refused this already; here the fleet changed since (a canary went not ready).
 		// Nothing has been changed yet, and the first wave must not go to the fleet instead.
-		return &RunResult{Plan: plan, After: obs}, usererr.New("Canary Not Available", CanaryGapsDetail(gaps)+
-			"\n\nThe fleet changed since the plan; nothing was applied. Plan again once the canary is ready, or set canary_optional = true.")
+		return stop(plan, usererr.New("Canary Not Available", CanaryGapsDetail(gaps)+
+			"\n\nThe fleet changed since the plan; nothing was applied. Plan again once the canary is ready, or set canary_optional = true."))
 	}
 	// One owner per object, across record namespaces: objects another rollout or module
 	// assignment applied (its field manager is on them) are refused before anything is written.
 	// The plan checked the records of this record namespace (Claims); the clusters say the rest.
-	if err := s.CheckOwners(ctx, spec, plannedClusters(plan)); err != nil {
-		return &RunResult{Plan: plan, After: obs}, err
+	if err := s.CheckOwners(ctx, *spec, plannedClusters(plan)); err != nil {
+		return stop(plan, err)
 	}
-	mstore := s.managementStore(spec.RecordNamespace)
-	// Every cluster this run may change is listed as placed before it is changed, so that a
-	// later run finds it when it leaves the selector.
+	return obs, plan, policy, nil, nil
+}
+
+// runWorld writes the run's progress record (every cluster it may change listed as placed
+// before it is changed, so that a later run finds it when it leaves the selector) and returns
+// the engine's World for it.
+func (s *Service) runWorld(ctx context.Context, req RunRequest, holder string, obs *Observation, plan engine.Plan) *world {
+	spec := req.Spec
 	placed := slices.Clone(obs.Placed)
 	for _, wave := range plan.Waves {
 		placed = append(placed, wave...)
@@ -165,8 +192,8 @@ func (s *Service) Run(ctx context.Context, req RunRequest) (_ *RunResult, err er
 	}
 	slices.Sort(placed)
 	placed = slices.Compact(placed)
-	progress := &progressWriter{store: mstore, key: spec.Key, clock: s.clock, progress: records.Progress{
-		Phase: records.PhaseRunning, Revision: spec.Revision, Waves: len(plan.Waves), StartedAt: time.Now(),
+	progress := &progressWriter{store: s.managementStore(spec.RecordNamespace), key: spec.Key, clock: s.clock, progress: records.Progress{
+		Phase: records.PhaseRunning, Revision: spec.Revision, Waves: len(plan.Waves), StartedAt: s.clock.Now(),
 		Holder: holder, Clusters: map[string]records.ClusterOutcome{}, Config: req.Config, Placed: placed,
 		Managed: obs.Managed || !req.Create,
 	}}
@@ -178,15 +205,16 @@ func (s *Service) Run(ctx context.Context, req RunRequest) (_ *RunResult, err er
 		hold: req.Query.Hold, clusters: clustersByName(obs.Discovery), untouched: untouchedOf(plan)}
 	if s.flux != nil {
 		w.flux = &fluxWorld{d: w.fluxDelivery()}
-		if s.mgmt.RESTConfig != nil { // nil: tests that give only a client
-			if c, err := fluxdelivery.NewStatusClient(s.mgmt.RESTConfig); err == nil {
-				watchCtx, stopWatch := context.WithCancel(ctx)
-				defer stopWatch()
-				w.flux.statuses = w.flux.d.WatchStatuses(watchCtx, c, spec.ClusterNamespace)
-			}
-		}
 	}
-	result := engine.Execute(ctx, plan, w, s.clock, policy)
+	return w
+}
+
+// finishRun removes the rollout from the clusters it leaves, records the run's end (progress
+// record, ledger, Event) and reads the fleet again for the state. It runs even after
+// cancellation (Ctrl-C), on a fresh context, but bounded: an unreachable cluster must not hold
+// the CLI.
+func (s *Service) finishRun(ctx context.Context, req RunRequest, obs *Observation, plan engine.Plan, w *world, result engine.Result) (*RunResult, error) {
+	spec, progress, mstore := req.Spec, w.progress, s.managementStore(req.Spec.RecordNamespace)
 	var left, leaveFailures, leftNotes []string
 	leaving := PlannedLeaving(req.Leaving, obs.Leaving)
 	if req.Leave && len(leaving) > 0 && ctx.Err() == nil {
@@ -195,8 +223,6 @@ func (s *Service) Run(ctx context.Context, req RunRequest) (_ *RunResult, err er
 		progress.progress.Placed = slices.DeleteFunc(progress.progress.Placed, func(n string) bool { return slices.Contains(left, n) })
 		progress.mu.Unlock()
 	}
-	// What follows records and reports the outcome. It runs even after cancellation (Ctrl-C),
-	// on a fresh context, but bounded: an unreachable cluster must not hold the CLI.
 	tail, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
 	defer cancel()
 	if result.Err() == nil {
