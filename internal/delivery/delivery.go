@@ -3,6 +3,11 @@
 // and in the management cluster (internal/records), and one cached client per cluster
 // (internal/fleet). Resources call Observe at refresh and plan time, Run at apply time and
 // Destroy at delete time; they stay Terraform glue.
+//
+// Run takes the rollout's Lease, reads the fleet and plans under it as the plan did (planRun),
+// executes the waves on the World (runWorld, world.go) and records how the run ended
+// (finishRun). Whose fault a failure is, internal/blame decides (errors.go); what delivery adds
+// is whether a cluster that failed has left the fleet.
 package delivery
 
 import (
