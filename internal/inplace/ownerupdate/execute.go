@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
@@ -144,7 +145,11 @@ func (up *Updater) ensureTemplate(ctx context.Context, t *unstructured.Unstructu
 }
 
 // writeOwner merge-patches the owner's spec and records the revision, under the resourceVersion
-// the plan read: an owner changed since is a conflict, and the apply stops rather than overwrite.
+// the plan read: an owner whose spec changed since is a conflict, and the apply stops rather than
+// overwrite. Cluster API's controllers write an owner's status (and metadata) all the time, a
+// fresh one especially, which moves its resourceVersion without changing what the plan read: on
+// a conflict the owner is read again, and the patch is sent again under the new resourceVersion
+// when its spec is still the one the plan read.
 func (up *Updater) writeOwner(ctx context.Context, o *owners.Owner, specPatchJSON []byte, revision string) error {
 	doc := map[string]any{}
 	if specPatchJSON != nil {
@@ -152,28 +157,51 @@ func (up *Updater) writeOwner(ctx context.Context, o *owners.Owner, specPatchJSO
 			return err
 		}
 	}
-	doc["metadata"] = map[string]any{
-		"resourceVersion": o.Current.GetResourceVersion(),
-		"annotations":     map[string]any{owners.AnnotationRevision: revision},
-	}
-	raw, err := json.Marshal(doc)
-	if err != nil {
-		return err
-	}
 	u := &unstructured.Unstructured{}
 	u.SetGroupVersionKind(o.Current.GroupVersionKind())
 	u.SetNamespace(o.Current.GetNamespace())
 	u.SetName(o.Current.GetName())
-	if err := records.Fenced(ctx); err != nil {
-		return err // the Lease may be another apply's now: write nothing
-	}
-	if err := up.Client.Patch(ctx, u, client.RawPatch(types.MergePatchType, raw)); err != nil {
-		if apierrors.IsConflict(err) {
+	resourceVersion := o.Current.GetResourceVersion()
+	for attempt := 1; ; attempt++ {
+		doc["metadata"] = map[string]any{
+			"resourceVersion": resourceVersion,
+			"annotations":     map[string]any{owners.AnnotationRevision: revision},
+		}
+		raw, err := json.Marshal(doc)
+		if err != nil {
+			return err
+		}
+		if err := records.Fenced(ctx); err != nil {
+			return err // the Lease may be another apply's now: write nothing
+		}
+		err = up.Client.Patch(ctx, u, client.RawPatch(types.MergePatchType, raw))
+		if err == nil {
+			return nil
+		}
+		if !apierrors.IsConflict(err) {
+			return usererr.Wrap(err, "Cannot Write Owner", "Writing the change to "+o.Name()+" failed (templates created by this apply stay, unused).")
+		}
+		fresh, same := up.specUnchanged(ctx, o)
+		if !same || attempt == maxStatusConflicts {
 			return engine.Mark(engine.ErrChangeRefused, usererr.Wrap(err, "Owner Changed Since The Plan", o.Name()+" was changed after the plan read it; plan again."))
 		}
-		return usererr.Wrap(err, "Cannot Write Owner", "Writing the change to "+o.Name()+" failed (templates created by this apply stay, unused).")
+		resourceVersion = fresh
 	}
-	return nil
+}
+
+// maxStatusConflicts bounds how often writeOwner sends its patch again after a conflict that
+// only the owner's status caused.
+const maxStatusConflicts = 5
+
+// specUnchanged reads o again and reports its resourceVersion now and whether its spec is still
+// the one the plan read (false too when it cannot be read).
+func (up *Updater) specUnchanged(ctx context.Context, o *owners.Owner) (string, bool) {
+	now := &unstructured.Unstructured{}
+	now.SetGroupVersionKind(o.Current.GroupVersionKind())
+	if err := up.Client.Get(ctx, client.ObjectKeyFromObject(o.Current), now); err != nil {
+		return "", false
+	}
+	return now.GetResourceVersion(), equality.Semantic.DeepEqual(now.Object["spec"], o.Current.Object["spec"])
 }
 
 // waitUpToDate polls the owner, its machines and their Nodes until everything is up to date

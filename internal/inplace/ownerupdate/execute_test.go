@@ -1,6 +1,7 @@
 package ownerupdate
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"testing"
@@ -8,6 +9,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/gradual-dev/terraform-provider-gradual/internal/inplace"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/inplace/owners"
@@ -99,5 +101,65 @@ func TestExecuteWritesNothingPastItsFence(t *testing.T) {
 	}
 	if len(*writes) != 0 {
 		t.Errorf("writes past the fence: %v", *writes)
+	}
+}
+
+// Cluster API's controllers write a fresh MachineDeployment's status while the apply runs: the
+// resourceVersion moves under the plan's write, the spec the plan read does not. The owner is
+// read again and written under the new resourceVersion. A spec changed since the plan is still
+// refused, naming the owner.
+func TestWriteOwnerSurvivesStatusWrites(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		change  func(md *unstructured.Unstructured)
+		refused bool
+	}{
+		{"status written meanwhile", func(md *unstructured.Unstructured) {
+			_ = unstructured.SetNestedField(md.Object, int64(3), "status", "readyReplicas")
+		}, false},
+		{"spec changed meanwhile", func(md *unstructured.Unstructured) {
+			_ = unstructured.SetNestedField(md.Object, int64(5), "spec", "replicas")
+		}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, _ := world(t, nil, nil)
+			changed := false
+			busy := interceptor.NewClient(c.(client.WithWatch), interceptor.Funcs{
+				Patch: func(ctx context.Context, c client.WithWatch, o client.Object, patch client.Patch, opts ...client.PatchOption) error {
+					if !changed && o.GetName() == "md-0" {
+						changed = true
+						md := obj(machineDeploymentGVK, "md-0", map[string]any{})
+						if err := c.Get(ctx, client.ObjectKeyFromObject(md), md); err != nil {
+							return err
+						}
+						tc.change(md)
+						if err := c.Update(ctx, md); err != nil {
+							return err
+						}
+					}
+					return c.Patch(ctx, o, patch, opts...)
+				},
+			})
+			p, up := &owners.Planner{Client: busy}, updater(busy)
+			res, err := p.Plan(t.Context(), owners.Request{Selection: mdSelection, Change: inplace.Change{Version: "v1.34.1"}, Fallback: inplace.FallbackNone})
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = up.Execute(t.Context(), res, ExecuteRequest{VerifyTimeout: 50 * time.Millisecond})
+			if got := strings.Contains(errText(err), "Owner Changed Since The Plan"); got != tc.refused {
+				t.Fatalf("Execute: %v; want refused %v", err, tc.refused)
+			}
+			if !changed {
+				t.Fatal("nothing was written meanwhile: the test proves nothing")
+			}
+			md := obj(machineDeploymentGVK, "md-0", map[string]any{})
+			if err := c.Get(t.Context(), client.ObjectKeyFromObject(md), md); err != nil {
+				t.Fatal(err)
+			}
+			v, _, _ := unstructured.NestedString(md.Object, "spec", "template", "spec", "version")
+			if (v == "v1.34.1") == tc.refused {
+				t.Errorf("owner version %q after the apply, refused %v", v, tc.refused)
+			}
+		})
 	}
 }
