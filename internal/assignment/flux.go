@@ -7,31 +7,33 @@ import (
 	"github.com/gradual-dev/terraform-provider-gradual/internal/delivery"
 )
 
-// FluxArtifacts are, for each module of spec among modules (in spec's order), the artifact an
-// apply through Flux publishes and pins (delivery.FluxArtifact): what the plan shows.
-func FluxArtifacts(svc *delivery.Service, spec Spec, modules []string) (names []string, artifacts []delivery.FluxArtifact, err error) {
+// Pinned are, for each module of spec among modules (in spec's order), what an apply pins
+// (delivery.Service.Pinned): what the plan shows. None when the engine pins nothing.
+func Pinned(svc *delivery.Service, spec Spec, modules []string) (names []string, artifacts []delivery.FluxArtifact, err error) {
 	for _, m := range spec.Modules {
 		if !slices.Contains(modules, m.Name) {
 			continue
 		}
-		a, err := svc.FluxArtifact(spec.moduleSpec(m))
+		a, err := svc.Pinned(spec.moduleSpec(m))
 		if err != nil {
 			return nil, nil, err
 		}
-		names, artifacts = append(names, m.Name), append(artifacts, a)
+		if a != nil {
+			names, artifacts = append(names, m.Name), append(artifacts, *a)
+		}
 	}
 	return names, artifacts, nil
 }
 
-// FluxCheckArtifacts is delivery.FluxCheckArtifact for each module of spec among modules (all
-// of them when modules is nil): apply's refusal, before anything is pinned, of a module
-// revision's tag that holds other content than the planned one.
-func FluxCheckArtifacts(ctx context.Context, svc *delivery.Service, spec Spec, modules []string) error {
+// CheckPinned is delivery.Service.CheckPinned for each module of spec among modules (all of
+// them when modules is nil): apply's refusal, before anything is pinned, of a module revision
+// the engine cannot deliver as planned (through Flux: a tag that holds other content).
+func CheckPinned(ctx context.Context, svc *delivery.Service, spec Spec, modules []string) error {
 	for _, m := range spec.Modules {
 		if modules != nil && !slices.Contains(modules, m.Name) {
 			continue
 		}
-		if err := svc.FluxCheckArtifact(ctx, spec.moduleSpec(m)); err != nil {
+		if err := svc.CheckPinned(ctx, spec.moduleSpec(m)); err != nil {
 			return err
 		}
 	}

@@ -28,13 +28,12 @@ func (s *Service) CheckAndPreview(ctx context.Context, spec Spec, clusters, prev
 	if len(preview) > 0 {
 		out = &Preview{Mode: spec.Preview.mode(), Budget: spec.Preview.budget(), Clusters: map[string]ClusterPreview{}}
 	}
-	if s.flux != nil {
-		if out != nil {
-			out.Clusters = nil
-			out.Skipped = "delivery through Flux asks no workload cluster at plan time (kustomize-controller's dry-run refuses at apply)"
-		}
-		return out, nil // Flux mode asks no workload cluster; kustomize-controller's dry-run refuses at apply
-	}
+	return s.engine.preview(s, ctx, spec, clusters, preview, out)
+}
+
+// preview checks spec's objects on clusters, previewing those of preview into out, delivering
+// directly.
+func (directEngine) preview(s *Service, ctx context.Context, spec Spec, clusters, preview []string, out *Preview) (*Preview, error) {
 	previewed := map[string]bool{}
 	for _, name := range preview {
 		previewed[name] = true

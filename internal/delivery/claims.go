@@ -59,9 +59,11 @@ func (s *Service) Ownership(ctx context.Context, spec Spec, clusters []string, i
 // objects someone else made that apply would adopt (withAdoptions). Flux mode asks no workload
 // cluster, and adopts nothing: Flux applies and prunes by its own inventory.
 func (s *Service) ownership(ctx context.Context, spec Spec, clusters []string, ignore func(records.Key) bool, withClaims, withAdoptions bool) ([]Claim, []Found, error) {
-	if s.flux != nil {
-		return nil, nil, nil
-	}
+	return s.engine.ownership(s, ctx, spec, clusters, ignore, withClaims, withAdoptions)
+}
+
+// ownership is Service.ownership delivering directly.
+func (directEngine) ownership(s *Service, ctx context.Context, spec Spec, clusters []string, ignore func(records.Key) bool, withClaims, withAdoptions bool) ([]Claim, []Found, error) {
 	var (
 		mu     sync.Mutex
 		claims []Claim
@@ -217,9 +219,11 @@ func claimsOf(found []apply.Existing, cluster, own string, ignore func(records.K
 // record namespaces. A cluster that cannot be read is left to its wave, where provisioning
 // makes the same check of the objects the rollout does not hold yet (see adoptions).
 func (s *Service) CheckOwners(ctx context.Context, spec Spec, clusters []string) error {
-	if s.flux != nil {
-		return nil // Flux mode asks no workload cluster; Flux's own inventory is what it prunes
-	}
+	return s.engine.checkOwners(s, ctx, spec, clusters)
+}
+
+// checkOwners is CheckOwners delivering directly.
+func (directEngine) checkOwners(s *Service, ctx context.Context, spec Spec, clusters []string) error {
 	var (
 		mu  sync.Mutex
 		out []Claim

@@ -122,6 +122,7 @@ func TestOwnersAcrossRecordNamespaces(t *testing.T) {
 		// A cluster the run's check could not see: its provisioning refuses (a refused change,
 		// not the revision's fault), and nothing is applied there.
 		w := &world{svc: e.svc, spec: e.spec, logf: e.logf}
+		w.engine = w.svc.engine.run(w)
 		err = w.record(ctx, engine.Event{Kind: engine.EventProvisioning, Target: "c2", Revision: e.spec.Revision})
 		if !errors.Is(err, engine.ErrChangeRefused) || !strings.Contains(err.Error(), want) {
 			t.Errorf("provisioning c2: %v; want a refused change saying %q", err, want)

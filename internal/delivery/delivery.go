@@ -4,6 +4,10 @@
 // (internal/fleet). Resources call Observe at refresh and plan time, Run at apply time and
 // Destroy at delete time; they stay Terraform glue.
 //
+// How a revision reaches a cluster is a delivery engine's (port.go): direct (direct.go) or through
+// Flux (flux.go), chosen once when the service is configured (WithFlux); the rest of the package
+// is the same for both.
+//
 // Run takes the rollout's Lease, reads the fleet and plans under it as the plan did (planRun),
 // executes the waves on the World (runWorld, world.go) and records how the run ended
 // (finishRun). Whose fault a failure is, internal/blame decides (errors.go); what delivery adds

@@ -94,7 +94,7 @@ func (s *Service) Destroy(ctx context.Context, req DestroyRequest) (warnings []s
 
 // withPlaced adds to found the clusters the progress record says earlier runs changed and that
 // found does not hold; gone are those of them whose Cluster was deleted that still hold
-// something to remove (fluxGone).
+// something to remove (leftBehind).
 func (s *Service) withPlaced(ctx context.Context, spec Spec, namespace string, found *fleet.Discovery) (_ *fleet.Discovery, gone []string, err error) {
 	progress, err := s.managementStore(spec.RecordNamespace).LoadProgress(ctx, spec.Key)
 	if err != nil || progress == nil {
@@ -106,7 +106,7 @@ func (s *Service) withPlaced(ctx context.Context, spec Spec, namespace string, f
 	}
 	out := *found
 	out.Clusters = append(slices.Clone(found.Clusters), more...)
-	return &out, s.fluxGone(progress.Placed, found.Clusters, more), nil
+	return &out, s.engine.leftBehind(progress.Placed, found.Clusters, more), nil
 }
 
 // removeFrom removes the rollout from clusters, in waves of at most update_limit: the objects
@@ -138,9 +138,11 @@ func (s *Service) removeFrom(ctx context.Context, spec Spec, clusters []string, 
 // orphan), those it adopted are given back as they are, then the records go. note says what
 // was given back.
 func (s *Service) destroyCluster(ctx context.Context, spec Spec, name string, orphan bool) (note string, err error) {
-	if s.flux != nil {
-		return "", s.fluxRemove(ctx, spec, name, orphan)
-	}
+	return s.engine.remove(s, ctx, spec, name, orphan)
+}
+
+// remove is destroyCluster delivering directly.
+func (directEngine) remove(s *Service, ctx context.Context, spec Spec, name string, orphan bool) (note string, err error) {
 	if err := records.Fenced(ctx); err != nil {
 		return "", err
 	}

@@ -22,7 +22,7 @@ var webRef = apply.ObjectRef{Group: "apps", Version: "v1", Kind: "Deployment", N
 // classifyWorld is a direct world whose management cluster answers goneReason with reason and
 // err.
 func classifyWorld(reason string, err error, calls *atomic.Int32) *world {
-	svc := &Service{clock: engine.SystemClock{}, retryWait: time.Millisecond,
+	svc := &Service{engine: directEngine{}, clock: engine.SystemClock{}, retryWait: time.Millisecond,
 		goneReason: func(_ context.Context, namespace, name string, withoutSecrets bool) (string, error) {
 			calls.Add(1)
 			if namespace != "fleet" || name != "c1" {
@@ -33,7 +33,9 @@ func classifyWorld(reason string, err error, calls *atomic.Int32) *world {
 			}
 			return reason, err
 		}}
-	return &world{svc: svc, spec: Spec{ClusterNamespace: "fleet"}, logf: func(string, map[string]any) {}}
+	w := &world{svc: svc, spec: Spec{ClusterNamespace: "fleet"}, logf: func(string, map[string]any) {}}
+	w.engine = svc.engine.run(w)
+	return w
 }
 
 func TestClassify(t *testing.T) {

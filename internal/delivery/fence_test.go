@@ -51,7 +51,7 @@ func (f *fenceWorld) Restore(ctx context.Context, target, revision string) error
 func (e *env) targetsNow(ctx context.Context) []engine.Target {
 	var targets []engine.Target
 	for _, name := range e.names {
-		rec, _, err := e.svc.observeCluster(ctx, e.spec.ClusterNamespace, name, e.spec.Key, e.spec.RecordNamespace, false, nil, nil, false)
+		rec, _, err := observeOne(ctx, e.svc, e.spec, name)
 		if err != nil {
 			e.t.Fatal(err)
 		}
@@ -86,7 +86,9 @@ func TestLeaseLostMidWaveWritesNothingMore(t *testing.T) {
 		defer cancel(nil)
 		fw := &fenceWorld{cancel: cancel}
 		runCtx = records.WithFence(runCtx, fw.fence)
-		fw.World = &world{svc: e.svc, spec: e.spec, progress: progress, logf: e.logf}
+		fwWorld := &world{svc: e.svc, spec: e.spec, progress: progress, logf: e.logf}
+		fwWorld.engine = fwWorld.svc.engine.run(fwWorld)
+		fw.World = fwWorld
 		seen := map[string]string{}
 		var progressAtLoss string
 		fw.after = func() {
@@ -136,7 +138,8 @@ func TestFencedReadsTheRunsFence(t *testing.T) {
 	if err := records.Fenced(context.WithoutCancel(ctx)); !errors.Is(err, records.ErrLeaseLost) {
 		t.Fatalf("a settling context derived from the run's: %v", err)
 	}
-	w := &world{svc: &Service{retryWait: 1, clock: engine.SystemClock{}}, logf: func(string, map[string]any) {}}
+	w := &world{svc: &Service{engine: directEngine{}, retryWait: 1, clock: engine.SystemClock{}}, logf: func(string, map[string]any) {}}
+	w.engine = w.svc.engine.run(w)
 	called := false
 	if err := w.retry(ctx, "c1", func(context.Context) error { called = true; return nil }); !errors.Is(err, records.ErrLeaseLost) || called {
 		t.Fatalf("retry after the loss: err %v, op called %v", err, called)
@@ -180,7 +183,9 @@ func TestLeaseLostAsTheRevisionFailsKeepsTheVerdict(t *testing.T) {
 		defer cancel(nil)
 		fw := &verdictFenceWorld{cancel: cancel}
 		runCtx = records.WithFence(runCtx, fw.fence)
-		fw.World = &world{svc: e.svc, spec: e.spec, progress: progress, logf: e.logf}
+		fwWorld := &world{svc: e.svc, spec: e.spec, progress: progress, logf: e.logf}
+		fwWorld.engine = fwWorld.svc.engine.run(fwWorld)
+		fw.World = fwWorld
 		res := engine.Execute(runCtx, plan, fw, e.svc.clock, e.spec.Policy)
 		progress.finish(runCtx, &res)
 		synctest.Wait()

@@ -12,7 +12,9 @@ import (
 	"time"
 
 	"golang.org/x/sync/errgroup"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/gradual-dev/terraform-provider-gradual/internal/apply"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/blame"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/engine"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/fleet"
@@ -21,14 +23,87 @@ import (
 	"github.com/gradual-dev/terraform-provider-gradual/internal/usererr"
 )
 
-// The Flux engine. Everything that decides stays as in direct mode (the engine's waves, canary,
-// budget and bake, the ledger, the progress record, the Lease): only what changes and reads a
-// cluster goes through Flux (internal/fluxdelivery), and the per-cluster records move from the
-// workload clusters to the management cluster, since the runner may not reach the workloads.
+// fluxEngine is the Flux delivery engine (port.go). Everything that decides stays as delivering
+// directly (the engine's waves, canary, budget and bake, the ledger, the progress record, the
+// Lease): only what changes and reads a cluster goes through Flux (internal/fluxdelivery), and
+// the per-cluster records move from the workload clusters to the management cluster, since the
+// runner may not reach the workloads. It reads and writes the management cluster and the
+// registry only: no workload cluster, no kubeconfig Secret.
+type fluxEngine struct{ settings fluxdelivery.Settings }
 
-// errFluxNoWorkload is what a path that would connect to a workload cluster returns in Flux
-// mode: the Flux engine reads and writes the management cluster and the registry only.
-var errFluxNoWorkload = errors.New("the Flux engine does not connect to workload clusters")
+var _ deliveryEngine = fluxEngine{}
+
+func (fluxEngine) discover(s *Service, ctx context.Context, q fleet.Query) (*fleet.Discovery, error) {
+	q.WithoutSecrets = true // only kustomize-controller reads the Clusters' Secrets
+	return s.discover(ctx, q)
+}
+
+func (fluxEngine) goneReason(s *Service, ctx context.Context, namespace, name string) (string, error) {
+	return s.goneReason(ctx, namespace, name, true) // judged by the Cluster alone
+}
+
+// markUnrecorded marks nothing: the records live in the management cluster, beside the ledger,
+// and are not lost with a workload cluster's.
+func (fluxEngine) markUnrecorded(*Service, context.Context, string, records.Key, *Observation, bool,
+	func(string) ([]*unstructured.Unstructured, error)) {
+}
+
+// drifted is none: Flux repairs drift between applies; the plan no longer needs to.
+func (fluxEngine) drifted(*Service, context.Context, Spec, []engine.Target) map[string]bool {
+	return nil
+}
+
+// ownership and checkOwners ask no workload cluster: Flux applies and prunes by its own
+// inventory.
+func (fluxEngine) ownership(*Service, context.Context, Spec, []string, func(records.Key) bool, bool, bool) ([]Claim, []Found, error) {
+	return nil, nil, nil
+}
+func (fluxEngine) checkOwners(*Service, context.Context, Spec, []string) error { return nil }
+
+// preview asks no workload cluster at plan time: kustomize-controller's dry-run refuses at apply.
+func (fluxEngine) preview(_ *Service, _ context.Context, _ Spec, _, _ []string, out *Preview) (*Preview, error) {
+	if out != nil {
+		out.Clusters = nil
+		out.Skipped = "delivery through Flux asks no workload cluster at plan time (kustomize-controller's dry-run refuses at apply)"
+	}
+	return out, nil
+}
+
+func (e fluxEngine) run(w *world) engineRun {
+	return &fluxRun{w: w, d: fluxdelivery.New(w.svc.mgmt.Client, e.settings, w.spec.Key).WithKustomize(w.spec.Kustomize)}
+}
+
+// reader reads the Flux objects and records of every cluster at once (fluxReads); per cluster,
+// only a rollout with values reads the current record's objects, to compare them with the
+// cluster's rendering.
+func (e fluxEngine) reader(s *Service, ctx context.Context, namespace string, key records.Key, recordNamespace string, clusters []string) (clusterReader, error) {
+	flux, err := s.fluxReads(ctx, e.settings, namespace, key, recordNamespace, clusters)
+	if err != nil {
+		return nil, err
+	}
+	return func(ctx context.Context, name string, _ apply.Ignore, drift, rendered bool) (engine.TargetRecord, ClusterState, error) {
+		skip, fluxDrift := flux.view(key, namespace, name, drift)
+		if skip != "" {
+			return engine.TargetRecord{}, ClusterState{}, skipError(skip)
+		}
+		store, rkey := s.fluxStore(recordNamespace), fluxRecordKey(key, name)
+		state, err := flux.summary(rkey)
+		if err == nil && drift && rendered && state.Current != nil {
+			state, err = store.LoadCurrent(ctx, rkey)
+		}
+		if err != nil {
+			return engine.TargetRecord{}, ClusterState{}, fmt.Errorf("read records: %w", err)
+		}
+		rec, st := clusterStateOf(state)
+		if drift && st.State == StateCurrent {
+			st.recorded = state.Current.Manifests // what the cluster got, for values-changed
+			if fluxDrift != "" {
+				st.State, st.Drift = StateDrifted, []string{fluxDrift}
+			}
+		}
+		return rec, st, nil
+	}, nil
+}
 
 // fluxPoll is how often the Flux engine reads a Kustomization while it waits, at first. A
 // verification backs off from it to fluxPollMax (fluxBackoff): kustomize-controller takes seconds
@@ -50,29 +125,26 @@ func (s *Service) WithFlux(settings *fluxdelivery.Settings) *Service {
 		return s
 	}
 	out := *s
-	out.flux = settings
+	out.engine = fluxEngine{settings: *settings}
 	return &out
 }
 
-// Flux says whether the service delivers through Flux.
-func (s *Service) Flux() bool { return s.flux != nil }
-
-// FluxReady refuses, in the person's words, what makes delivery through Flux impossible before
+// ready refuses, in the person's words, what makes delivery through Flux impossible before
 // anything is written: a management cluster without Flux's CRDs, a registry that cannot be
 // reached or refuses a push.
-func (s *Service) FluxReady(ctx context.Context) error {
-	if err := s.FluxInstalled(); err != nil {
+func (e fluxEngine) ready(s *Service, ctx context.Context) error {
+	if err := s.fluxInstalled(); err != nil {
 		return err
 	}
-	if err := s.flux.CheckPush(ctx); err != nil {
+	if err := e.settings.CheckPush(ctx); err != nil {
 		return usererr.Wrap(err, "Registry Not Usable",
-			"delivery.flux publishes each revision to "+s.flux.Repository+"; this process must be able to push there. Nothing was written.")
+			"delivery.flux publishes each revision to "+e.settings.Repository+"; this process must be able to push there. Nothing was written.")
 	}
 	return nil
 }
 
-// FluxInstalled refuses, in the person's words, a management cluster that lacks Flux's CRDs.
-func (s *Service) FluxInstalled() error {
+// fluxInstalled refuses, in the person's words, a management cluster that lacks Flux's CRDs.
+func (s *Service) fluxInstalled() error {
 	if err := fluxdelivery.Installed(s.mgmt.Client); err != nil {
 		return usererr.Wrap(err, "Flux Not Installed",
 			"delivery.flux needs Flux's source-controller and kustomize-controller (their OCIRepository and Kustomization kinds) in the management cluster.")
@@ -91,8 +163,9 @@ func (s *Service) fluxStore(recordNamespace string) *records.WorkloadStore {
 	return records.NewWorkloadStore(s.mgmt.Client, recordNamespace)
 }
 
-// fluxWorld is the part of the World that goes through Flux for one run.
-type fluxWorld struct {
+// fluxRun is the Flux engine's part of one run.
+type fluxRun struct {
+	w *world
 	d *fluxdelivery.Delivery
 	// statuses follows the rollout's Kustomizations for the run's verifications (nil: each
 	// verification reads its own).
@@ -107,8 +180,45 @@ type fluxWorld struct {
 	}
 }
 
-func (w *world) fluxDelivery() *fluxdelivery.Delivery {
-	return fluxdelivery.New(w.svc.mgmt.Client, *w.svc.flux, w.spec.Key).WithKustomize(w.spec.Kustomize)
+// start watches the rollout's Kustomizations for the run's verifications (no watch when the
+// service was given a client only, as unit tests do: each verification reads).
+func (r *fluxRun) start(ctx context.Context) func() {
+	if r.w.svc.mgmt.RESTConfig == nil {
+		return func() {}
+	}
+	c, err := fluxdelivery.NewStatusClient(r.w.svc.mgmt.RESTConfig)
+	if err != nil {
+		return func() {}
+	}
+	watchCtx, stop := context.WithCancel(ctx)
+	r.statuses = r.d.WatchStatuses(watchCtx, c, r.w.spec.ClusterNamespace)
+	return stop
+}
+
+// batch focuses the watch on the batch's clusters: only they change until it is done.
+func (r *fluxRun) batch(targets []string) {
+	if r.statuses != nil {
+		r.statuses.Focus(targets)
+	}
+}
+
+// changing does nothing: kustomize-controller reads the cluster's kubeconfig Secret, not this
+// process.
+func (r *fluxRun) changing(string) {}
+
+// readGate reads the Cluster's Available condition only: the runner reaches no workload cluster.
+func (r *fluxRun) readGate(ctx context.Context, target string) (blame.GateReading, error) {
+	return r.w.svc.gate(ctx, r.w.spec.ClusterNamespace, target, false)
+}
+
+// held leaves a cluster alone whose Kustomization is suspended (fluxSuspended).
+func (r *fluxRun) held(target string) string {
+	ctx, cancel := context.WithTimeout(context.Background(), heldReadTimeout)
+	defer cancel()
+	// A read that fails holds nothing back: the pin that follows meets the same management
+	// cluster and fails (an infrastructure failure) if it is still unreachable.
+	reason, _ := r.w.svc.fluxSuspended(ctx, r.d, r.w.spec.ClusterNamespace, target)
+	return reason
 }
 
 // fluxArtifact is the artifact of revision on target: its tag and its objects as YAML. The
@@ -116,17 +226,18 @@ func (w *world) fluxDelivery() *fluxdelivery.Delivery {
 // With values each cluster's rendering is an artifact of its own, and so is a revision restored
 // from a cluster's records (rendered as that cluster got it): tagged revision-<content hash>, so
 // that clusters rendered alike share one and no cluster is given another's rendering.
-func (w *world) fluxArtifact(ctx context.Context, target, revision string) (tag string, manifests []byte, err error) {
-	if revision == w.spec.Revision && w.spec.Values == nil && w.flux != nil {
-		d := &w.flux.desired
-		d.once.Do(func() { _, d.manifests, d.err = w.makeArtifact(ctx, target, revision) })
+func (r *fluxRun) fluxArtifact(ctx context.Context, target, revision string) (tag string, manifests []byte, err error) {
+	if revision == r.w.spec.Revision && r.w.spec.Values == nil {
+		d := &r.desired
+		d.once.Do(func() { _, d.manifests, d.err = r.makeArtifact(ctx, target, revision) })
 		return revision, d.manifests, d.err
 	}
-	return w.makeArtifact(ctx, target, revision)
+	return r.makeArtifact(ctx, target, revision)
 }
 
 // makeArtifact is fluxArtifact, made.
-func (w *world) makeArtifact(ctx context.Context, target, revision string) (tag string, manifests []byte, err error) {
+func (r *fluxRun) makeArtifact(ctx context.Context, target, revision string) (tag string, manifests []byte, err error) {
+	w := r.w
 	var state *records.State
 	if revision != w.spec.Revision {
 		if state, err = w.svc.fluxStore(w.spec.RecordNamespace).Load(ctx, fluxRecordKey(w.spec.Key, target)); err != nil {
@@ -147,14 +258,19 @@ func (w *world) makeArtifact(ctx context.Context, target, revision string) (tag 
 	return revision + "-" + hex.EncodeToString(sum[:])[:12], manifests, nil
 }
 
+// apply is one attempt of Apply through Flux: fluxPin.
+func (r *fluxRun) apply(ctx context.Context, target, revision string) error {
+	return r.fluxPin(ctx, target, revision)
+}
+
 // fluxPin publishes target's artifact of revision (the desired one, or one the cluster's records
 // hold) and pins the cluster's Kustomization to it.
-func (w *world) fluxPin(ctx context.Context, target, revision string) error {
-	tag, manifests, err := w.fluxArtifact(ctx, target, revision)
+func (r *fluxRun) fluxPin(ctx context.Context, target, revision string) error {
+	tag, manifests, err := r.fluxArtifact(ctx, target, revision)
 	if err != nil {
 		return err
 	}
-	digest, err := w.flux.d.Publish(ctx, tag, manifests)
+	digest, err := r.d.Publish(ctx, tag, manifests)
 	if errors.Is(err, fluxdelivery.ErrTagHoldsOther) {
 		// Someone else's content under the revision's tag: nothing is pinned, and retrying will
 		// not change it; it says nothing about the revision's health either.
@@ -163,24 +279,24 @@ func (w *world) fluxPin(ctx context.Context, target, revision string) error {
 	if err != nil {
 		return err // an infrastructure failure: the registry, never the revision
 	}
-	return w.flux.d.Pin(ctx, w.spec.ClusterNamespace, target, digest, w.spec.Policy.VerifyTimeout)
+	return r.d.Pin(ctx, r.w.spec.ClusterNamespace, target, digest, r.w.spec.Policy.VerifyTimeout)
 }
 
-// fluxVerify waits, within ctx, for the cluster's Kustomization to have target's artifact of
+// verify waits, within ctx, for the cluster's Kustomization to have target's artifact of
 // revision applied and ready, and classifies what it says otherwise.
-func (w *world) fluxVerify(ctx context.Context, target, revision string) error {
-	tag, manifests, err := w.fluxArtifact(ctx, target, revision)
+func (r *fluxRun) verify(ctx context.Context, target, revision string) error {
+	tag, manifests, err := r.fluxArtifact(ctx, target, revision)
 	if err != nil {
 		return err
 	}
 	// The digest pinned: the planned content's, computed, never read from the tag.
-	digest, err := w.flux.d.Digest(tag, manifests)
+	digest, err := r.d.Digest(tag, manifests)
 	if err != nil {
 		return err
 	}
 	var last fluxdelivery.Status
 	for poll := fluxPoll; ; poll = fluxBackoff(poll) {
-		st, changed, err := w.fluxStatus(ctx, target)
+		st, changed, err := r.fluxStatus(ctx, target)
 		if err == nil {
 			last = st
 			if err := fluxdelivery.Classify(st, digest, false); err != nil {
@@ -206,45 +322,88 @@ func (w *world) fluxVerify(ctx context.Context, target, revision string) error {
 // (with a channel closed at the next change), else read. A nil channel never fires: the caller
 // then reads again when its poll interval is up. A Kustomization the watch has not seen is
 // read: it may have been created a moment ago (by this run's pin), and "gone" is a verdict.
-func (w *world) fluxStatus(ctx context.Context, target string) (fluxdelivery.Status, <-chan struct{}, error) {
-	if w.flux.statuses != nil {
-		if st, changed, ok := w.flux.statuses.Status(target); ok && st.Exists {
+func (r *fluxRun) fluxStatus(ctx context.Context, target string) (fluxdelivery.Status, <-chan struct{}, error) {
+	if r.statuses != nil {
+		if st, changed, ok := r.statuses.Status(target); ok && st.Exists {
 			return st, changed, nil
 		}
 	}
-	st, err := w.flux.d.Read(ctx, w.spec.ClusterNamespace, target)
+	st, err := r.d.Read(ctx, r.w.spec.ClusterNamespace, target)
 	return st, nil, err
 }
 
 // fluxMark marks a Flux failure with the engine's class (blame.Mark of Classify's verdict).
 func fluxMark(err error) error { return blame.Mark(err) }
 
-// fluxRestore returns target to revision by pinning it again and waiting for it; "" deletes the
-// Kustomization, and Flux prunes what it applied.
-func (w *world) fluxRestore(ctx context.Context, target, revision string) error {
+// restore is one attempt to return target to revision by pinning it again and waiting for it;
+// "" deletes the Kustomization, and Flux prunes what it applied.
+func (r *fluxRun) restore(ctx context.Context, target, revision string) error {
 	if revision == "" {
-		return w.flux.d.Remove(ctx, w.spec.ClusterNamespace, target, fluxPoll)
+		return r.d.Remove(ctx, r.w.spec.ClusterNamespace, target, fluxPoll)
 	}
-	if err := w.fluxPin(ctx, target, revision); err != nil {
+	if err := r.fluxPin(ctx, target, revision); err != nil {
 		return err
 	}
-	return w.fluxVerify(ctx, target, revision)
+	return r.verify(ctx, target, revision)
 }
 
-// fluxRemove removes key from cluster in Flux mode: the Kustomization deleted (Flux prunes
-// unless orphan), then the records in the management cluster.
-func (s *Service) fluxRemove(ctx context.Context, spec Spec, name string, orphan bool) error {
+// record is one attempt of Record for a target event through Flux: the cluster's records live
+// in the management cluster, and Flux's own inventory is what it prunes by: nothing is adopted.
+func (r *fluxRun) record(ctx context.Context, ev engine.Event) error {
+	w := r.w
+	store, key := w.svc.fluxStore(w.spec.RecordNamespace), fluxRecordKey(w.spec.Key, ev.Target)
+	switch ev.Kind {
+	case engine.EventProvisioning:
+		set, err := w.spec.SetFor(ev.Target)
+		if err != nil {
+			return err
+		}
+		desired, err := set.Canonical()
+		if err != nil {
+			return err
+		}
+		return store.MarkProvisioning(ctx, key, records.Revision{Revision: ev.Revision, Manifests: desired})
+	case engine.EventSucceeded:
+		return store.MarkCurrent(ctx, key, ev.Revision)
+	case engine.EventRollingBack:
+		return store.MarkRollingBack(ctx, key, ev.Revision)
+	case engine.EventRestored:
+		_, err := store.Restored(ctx, key)
+		return err
+	}
+	return nil // failed, restore-failed, unsettled, gone: the progress record has them
+}
+
+// recordInvalid writes a revision's failure on target to the ledger and to the cluster's records,
+// which are beside it in the management cluster (delivering directly: directRun.recordInvalid).
+func (r *fluxRun) recordInvalid(ctx context.Context, ev engine.Event) error {
+	w := r.w
+	rctx, cancel := w.svc.clock.WithTimeout(ctx, recordRetryWindow)
+	defer cancel()
+	return w.retry(rctx, ev.Target, func(ctx context.Context) error {
+		lerr := w.recordLedger(ctx, ev)
+		werr := w.svc.fluxStore(w.spec.RecordNamespace).MarkInvalid(ctx, fluxRecordKey(w.spec.Key, ev.Target), ev.Revision, ev.Reason)
+		if lerr != nil {
+			return fmt.Errorf("record the ledger entry: %w", lerr)
+		}
+		return werr
+	})
+}
+
+// remove removes the rollout from cluster name through Flux: the Kustomization deleted (Flux
+// prunes what it applied), then the records in the management cluster.
+func (e fluxEngine) remove(s *Service, ctx context.Context, spec Spec, name string, orphan bool) (string, error) {
 	if err := records.Fenced(ctx); err != nil {
-		return err
+		return "", err
 	}
-	d := fluxdelivery.New(s.mgmt.Client, *s.flux, spec.Key)
 	if orphan {
-		return errors.New("deletion_policy = \"orphan\" is not supported with delivery.flux yet")
+		return "", errors.New("deletion_policy = \"orphan\" is not supported with delivery.flux yet")
 	}
+	d := fluxdelivery.New(s.mgmt.Client, e.settings, spec.Key)
 	if err := d.Remove(ctx, spec.ClusterNamespace, name, fluxPoll); err != nil {
-		return err
+		return "", err
 	}
-	return s.fluxStore(spec.RecordNamespace).Delete(ctx, fluxRecordKey(spec.Key, name))
+	return "", s.fluxStore(spec.RecordNamespace).Delete(ctx, fluxRecordKey(spec.Key, name))
 }
 
 // FluxSettings are a resource's `delivery.flux` settings (fluxdelivery.Settings), so that
@@ -267,12 +426,12 @@ func (e skipError) Error() string { return string(e) }
 // fluxSuspended says why the cluster is left alone when its Kustomization for key is suspended
 // (`flux suspend kustomization`): Flux would not act on a new pin, so the run would only wait
 // for its verify timeout; someone stopped delivery there on purpose. "" when it is not.
-func (s *Service) fluxSuspended(ctx context.Context, key records.Key, namespace, cluster string) (string, error) {
-	st, err := fluxdelivery.New(s.mgmt.Client, *s.flux, key).Read(ctx, namespace, cluster)
+func (s *Service) fluxSuspended(ctx context.Context, d *fluxdelivery.Delivery, namespace, cluster string) (string, error) {
+	st, err := d.Read(ctx, namespace, cluster)
 	if err != nil {
 		return "", fmt.Errorf("read the Kustomization of %s: %w", cluster, err)
 	}
-	return suspendedReason(st, key, namespace, cluster), nil
+	return suspendedReason(st, d.Key(), namespace, cluster), nil
 }
 
 func suspendedReason(st fluxdelivery.Status, key records.Key, namespace, cluster string) string {
@@ -283,18 +442,15 @@ func suspendedReason(st fluxdelivery.Status, key records.Key, namespace, cluster
 		namespace, fluxdelivery.ObjectName(key, cluster))
 }
 
-// fluxUnread is the error of a Flux-mode observation some of whose clusters could not be read,
-// nil in direct mode or when every cluster was read (or skipped on purpose: skipError). In
-// direct mode an unreadable cluster is that cluster's trouble (its own API server, its
+// unread is the error of an observation through Flux some of whose clusters could not be read,
+// nil when every cluster was read (or skipped on purpose: skipError). Delivering directly an
+// unreadable cluster is that cluster's trouble (its own API server, its
 // kubeconfig): it is skipped, shown in the plan, and the rest of the fleet goes on. In Flux mode
 // every read is of the management cluster (the Kustomization, the OCIRepository, the records): a
 // failure there — a missing RBAC rule, the API server gone — says nothing about the cluster and
 // would, if skipped, leave the whole fleet out of the run as "unreadable" without anyone having
 // decided it. So the plan (and apply, which observes again) stops, naming what failed.
-func (s *Service) fluxUnread(errs map[string]error) error {
-	if s.flux == nil {
-		return nil
-	}
+func (fluxEngine) unread(errs map[string]error) error {
 	var unread []string
 	for _, name := range sortedKeys(errs) {
 		var skip skipError
@@ -328,8 +484,8 @@ type fluxRead struct {
 }
 
 // fluxReadAll reads the Flux objects and records of key's clusters in the management cluster.
-// A list that fails is the management cluster's failure, and stops the plan as fluxUnread does.
-func (s *Service) fluxReadAll(ctx context.Context, namespace string, key records.Key, recordNamespace string, clusters []string) (*fluxRead, error) {
+// A list that fails is the management cluster's failure, and stops the plan as unread does.
+func (s *Service) fluxReadAll(ctx context.Context, settings fluxdelivery.Settings, namespace string, key records.Key, recordNamespace string, clusters []string) (*fluxRead, error) {
 	if len(clusters) == 0 {
 		return &fluxRead{objects: &fluxdelivery.Objects{}}, nil
 	}
@@ -342,7 +498,7 @@ func (s *Service) fluxReadAll(ctx context.Context, namespace string, key records
 	read := &fluxRead{}
 	var g errgroup.Group
 	g.Go(func() (err error) {
-		read.objects, err = fluxdelivery.New(s.mgmt.Client, *s.flux, key).ReadAll(ctx, namespace)
+		read.objects, err = fluxdelivery.New(s.mgmt.Client, settings, key).ReadAll(ctx, namespace)
 		return err
 	})
 	g.Go(func() (err error) {
@@ -355,7 +511,7 @@ func (s *Service) fluxReadAll(ctx context.Context, namespace string, key records
 	return read, nil
 }
 
-// managementUnread is fluxUnread's error for a list of the management cluster that failed: every
+// managementUnread is unread's error for a list of the management cluster that failed: every
 // one of the n clusters is unread by it.
 func managementUnread(n int, err error) error {
 	return usererr.New("Management Cluster Not Readable",
@@ -395,9 +551,9 @@ type FluxArtifact struct {
 	Digest string
 }
 
-// FluxArtifact is the artifact of spec's revision through Flux (s.Flux()).
-func (s *Service) FluxArtifact(spec Spec) (FluxArtifact, error) {
-	out := FluxArtifact{Ref: fluxdelivery.ArtifactRef(*s.flux, spec.Revision)}
+// pinned is the artifact of spec's revision through Flux.
+func (e fluxEngine) pinned(spec Spec) (*FluxArtifact, error) {
+	out := &FluxArtifact{Ref: fluxdelivery.ArtifactRef(e.settings, spec.Revision)}
 	if spec.Values != nil {
 		return out, nil
 	}
@@ -409,11 +565,11 @@ func (s *Service) FluxArtifact(spec Spec) (FluxArtifact, error) {
 	return out, err
 }
 
-// FluxCheckArtifact refuses, before the Lease is taken and any cluster pinned, an apply of spec's
+// checkPinned refuses, before the Lease is taken and any cluster pinned, an apply of spec's
 // revision whose tag holds other content than the planned one (someone published another
 // artifact under it after the plan), naming the repository, the tag and both digests. With
 // values each cluster's artifact is checked as it is published (fluxPin).
-func (s *Service) FluxCheckArtifact(ctx context.Context, spec Spec) error {
+func (e fluxEngine) checkPinned(s *Service, ctx context.Context, spec Spec) error {
 	if spec.Values != nil {
 		return nil
 	}
@@ -421,7 +577,7 @@ func (s *Service) FluxCheckArtifact(ctx context.Context, spec Spec) error {
 	if err != nil {
 		return err
 	}
-	err = fluxdelivery.New(s.mgmt.Client, *s.flux, spec.Key).Check(ctx, spec.Revision, manifests)
+	err = fluxdelivery.New(s.mgmt.Client, e.settings, spec.Key).Check(ctx, spec.Revision, manifests)
 	if errors.Is(err, fluxdelivery.ErrTagHoldsOther) {
 		return usererr.Wrap(err, "Artifact Tag Holds Other Content",
 			"The plan computed the digest of the revision's artifact from its manifests; the registry holds something else under its tag. "+
@@ -430,17 +586,14 @@ func (s *Service) FluxCheckArtifact(ctx context.Context, spec Spec) error {
 	return err
 }
 
-// fluxGone are the clusters of placed (changed by earlier runs) whose Cluster no longer exists:
+// leftBehind are the clusters of placed (changed by earlier runs) whose Cluster no longer exists:
 // in none of present. Delivering directly none (nothing is left of a deleted Cluster). Through
 // Flux their Kustomization, OCIRepository and records stay in the management cluster, and Flux
 // would deliver the old revision again, with no plan and no wave, to a Cluster re-created under
 // the name (its kubeconfig Secret is what the Kustomization names). So they leave as a relabelled
 // cluster does: the next plan lists them in `leaving`, its apply removes their Flux objects and
 // records, and so does destroy.
-func (s *Service) fluxGone(placed []string, present ...[]fleet.Cluster) []string {
-	if s.flux == nil {
-		return nil
-	}
+func (fluxEngine) leftBehind(placed []string, present ...[]fleet.Cluster) []string {
 	var gone []string
 	for _, name := range placed {
 		if !slices.ContainsFunc(present, func(cs []fleet.Cluster) bool {

@@ -30,7 +30,7 @@ func TestFluxDeletedClustersLeave(t *testing.T) {
 		{"flux", &FluxSettings{Repository: "oci://registry.example/fleet/web"}, []string{"c2", "c3"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			svc := (&Service{discover: func(_ context.Context, q fleet.Query) (*fleet.Discovery, error) {
+			svc := (&Service{engine: directEngine{}, discover: func(_ context.Context, q fleet.Query) (*fleet.Discovery, error) {
 				d := &fleet.Discovery{}
 				if slices.Contains(q.Names, "c3") {
 					d.Clusters = []fleet.Cluster{{Namespace: "fleet", Name: "c3"}}

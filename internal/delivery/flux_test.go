@@ -39,7 +39,7 @@ func TestFluxAsksTheManagementClusterWithoutSecrets(t *testing.T) {
 			want := tc.flux != nil
 			var queries []fleet.Query
 			var gone []bool
-			direct := &Service{clock: engine.SystemClock{}, retryWait: time.Millisecond,
+			direct := &Service{engine: directEngine{}, mgmt: &fleet.Management{}, clock: engine.SystemClock{}, retryWait: time.Millisecond,
 				discover: func(_ context.Context, q fleet.Query) (*fleet.Discovery, error) {
 					queries = append(queries, q)
 					return &fleet.Discovery{}, nil
@@ -57,6 +57,7 @@ func TestFluxAsksTheManagementClusterWithoutSecrets(t *testing.T) {
 				t.Fatal(err)
 			}
 			w := &world{svc: svc, spec: Spec{ClusterNamespace: "fleet"}, logf: func(string, map[string]any) {}}
+			w.engine = w.svc.engine.run(w)
 			if err := w.classify(ctx, "c1", errors.New("connection refused")); err == nil {
 				t.Fatal("classify lost the error")
 			}
@@ -88,14 +89,14 @@ func TestFluxArtifactPerRendering(t *testing.T) {
 	}
 	ctx := context.Background()
 	plain := &world{spec: Spec{Revision: "abc123", Objects: set("${zone}")}}
-	if tag, _, err := plain.fluxArtifact(ctx, "a", "abc123"); err != nil || tag != "abc123" {
+	if tag, _, err := (&fluxRun{w: plain}).fluxArtifact(ctx, "a", "abc123"); err != nil || tag != "abc123" {
 		t.Fatalf("without values: tag %q, %v; want the revision", tag, err)
 	}
 	withValues := &world{spec: Spec{Revision: "abc123", Objects: set("${zone}"), Values: &Values{},
 		Rendered: map[string]*manifest.Set{"a": set("eu"), "b": set("us"), "c": set("eu")}}}
 	tags := map[string]string{}
 	for _, c := range []string{"a", "b", "c"} {
-		tag, manifests, err := withValues.fluxArtifact(ctx, c, "abc123")
+		tag, manifests, err := (&fluxRun{w: withValues}).fluxArtifact(ctx, c, "abc123")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -110,7 +111,7 @@ func TestFluxArtifactPerRendering(t *testing.T) {
 	if tags["a"] == tags["b"] || tags["a"] != tags["c"] {
 		t.Fatalf("tags %v: want a and c alike (same rendering), b apart", tags)
 	}
-	if _, _, err := withValues.fluxArtifact(ctx, "d", "abc123"); err == nil {
+	if _, _, err := (&fluxRun{w: withValues}).fluxArtifact(ctx, "d", "abc123"); err == nil {
 		t.Fatal("a cluster that was not rendered got an artifact: want an error, never the template")
 	}
 }
@@ -169,7 +170,7 @@ func TestFluxObserveStopsWhenTheManagementClusterCannotBeRead(t *testing.T) {
 		{"readable, one suspended", fake.NewClientBuilder().WithObjects(suspended, impostor).WithInterceptorFuncs(counting).Build(), false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			svc := (&Service{mgmt: &fleet.Management{Client: tc.mgmt}, clock: engine.SystemClock{}, concurrency: 2, retryWait: time.Millisecond,
+			svc := (&Service{engine: directEngine{}, mgmt: &fleet.Management{Client: tc.mgmt}, clock: engine.SystemClock{}, concurrency: 2, retryWait: time.Millisecond,
 				discover: func(context.Context, fleet.Query) (*fleet.Discovery, error) { return discovery, nil }}).
 				WithFlux(&fluxdelivery.Settings{Repository: "oci://registry.example/fleet/web"})
 			gets.Store(0)
@@ -236,7 +237,7 @@ func TestFluxPlanTakesTheRefreshReads(t *testing.T) {
 		return c.List(ctx, list, opts...)
 	}}
 	clk := clock.NewFake(time.Date(2026, 11, 28, 4, 0, 0, 0, time.UTC))
-	svc := (&Service{mgmt: &fleet.Management{Client: fake.NewClientBuilder().WithInterceptorFuncs(counting).Build()}, clock: clk,
+	svc := (&Service{engine: directEngine{}, mgmt: &fleet.Management{Client: fake.NewClientBuilder().WithInterceptorFuncs(counting).Build()}, clock: clk,
 		concurrency: 2, retryWait: time.Millisecond, shared: newSharedReads(),
 		discover: func(context.Context, fleet.Query) (*fleet.Discovery, error) { return picked, nil }}).
 		WithFlux(&fluxdelivery.Settings{Repository: "oci://registry.example/fleet/web"})

@@ -33,7 +33,7 @@ func fluxWorldOf(t *testing.T, handler http.Handler) (*world, client.Client) {
 	srv := httptest.NewServer(handler)
 	t.Cleanup(srv.Close)
 	mgmt := fake.NewClientBuilder().Build()
-	svc := (&Service{mgmt: &fleet.Management{Client: mgmt}, clock: engine.SystemClock{}, retryWait: time.Millisecond,
+	svc := (&Service{engine: directEngine{}, mgmt: &fleet.Management{Client: mgmt}, clock: engine.SystemClock{}, retryWait: time.Millisecond,
 		goneReason: func(context.Context, string, string, bool) (string, error) { return "", nil }}).
 		WithFlux(&FluxSettings{Repository: "oci://" + strings.TrimPrefix(srv.URL, "http://") + "/gradual/base", Insecure: true})
 	set, err := manifest.Parse("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\n  namespace: app\ndata:\n  a: b\n")
@@ -45,7 +45,7 @@ func fluxWorldOf(t *testing.T, handler http.Handler) (*world, client.Client) {
 		Policy:    engine.Policy{VerifyTimeout: time.Minute},
 		Kustomize: FluxKustomize{DependsOn: []records.Key{{Kind: records.KindModule, Namespace: "fleet", Name: "base.crds"}}}}
 	w := &world{svc: svc, spec: spec, logf: func(string, map[string]any) {}}
-	w.flux = &fluxWorld{d: w.fluxDelivery()}
+	w.engine = svc.engine.run(w)
 	return w, mgmt
 }
 
@@ -82,7 +82,7 @@ func TestFluxRegistryFailingMidApplyIsInfrastructure(t *testing.T) {
 	if manifestPuts.Load() < 2 {
 		t.Errorf("%d manifest pushes: want the failure retried as the infrastructure's", manifestPuts.Load())
 	}
-	ks := fluxdelivery.New(mgmt, *w.svc.flux, w.spec.Key)
+	ks := fluxdelivery.New(mgmt, fluxSettingsOf(w.svc), w.spec.Key)
 	if st, err := ks.Read(context.Background(), "fleet", "c1"); err != nil || st.Exists {
 		t.Fatalf("Kustomization after a failed publish: %+v, %v; want none", st, err)
 	}
@@ -149,11 +149,11 @@ func TestFluxVerifyFollowsTheWatch(t *testing.T) {
 	w, _ := fluxWorldOf(t, inMemoryRegistry())
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
 	defer cancel()
-	tag, manifests, err := w.fluxArtifact(ctx, "c1", "r1")
+	tag, manifests, err := fluxRunOf(w).fluxArtifact(ctx, "c1", "r1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	digest, err := w.flux.d.Publish(ctx, tag, manifests)
+	digest, err := fluxRunOf(w).d.Publish(ctx, tag, manifests)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -169,9 +169,9 @@ func TestFluxVerifyFollowsTheWatch(t *testing.T) {
 	must(unstructured.SetNestedField(ks.Object, "latest@"+digest, "status", "lastAppliedRevision"))
 	must(unstructured.SetNestedSlice(ks.Object, []any{map[string]any{"type": "Ready", "status": "True", "reason": "ReconciliationSucceeded"}}, "status", "conditions"))
 	c := fake.NewClientBuilder().WithScheme(fluxdelivery.StatusScheme()).WithObjects(ks).Build()
-	w.flux.statuses = w.flux.d.WatchStatuses(ctx, c, "fleet")
+	fluxRunOf(w).statuses = fluxRunOf(w).d.WatchStatuses(ctx, c, "fleet")
 	for {
-		if _, _, ok := w.flux.statuses.Status("c1"); ok {
+		if _, _, ok := fluxRunOf(w).statuses.Status("c1"); ok {
 			break
 		}
 		select {
@@ -180,10 +180,10 @@ func TestFluxVerifyFollowsTheWatch(t *testing.T) {
 		case <-time.After(5 * time.Millisecond):
 		}
 	}
-	if err := w.fluxVerify(ctx, "c1", "r1"); err != nil {
+	if err := fluxRunOf(w).verify(ctx, "c1", "r1"); err != nil {
 		t.Fatalf("verify of a cluster the watch sees ready on the digest: %v", err)
 	}
-	err = w.fluxVerify(ctx, "c2", "r1")
+	err = fluxRunOf(w).verify(ctx, "c2", "r1")
 	if err == nil || !strings.Contains(err.Error(), "gone") {
 		t.Fatalf("verify of a cluster without a Kustomization: %v, want it read and found gone", err)
 	}

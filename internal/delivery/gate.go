@@ -37,7 +37,7 @@ func (w *world) readGate(ctx context.Context, target string) (blame.GateReading,
 	if !w.spec.ClusterGates || w.svc.gate == nil {
 		return blame.GateReading{}, errGateUnread
 	}
-	return w.svc.gate(ctx, w.spec.ClusterNamespace, target, w.flux == nil)
+	return w.engine.readGate(ctx, target)
 }
 
 // gateBefore reads target's gate before its wave: a reason to hold it back when it is unhealthy

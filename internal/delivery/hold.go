@@ -1,7 +1,6 @@
 package delivery
 
 import (
-	"context"
 	"time"
 
 	"github.com/gradual-dev/terraform-provider-gradual/internal/fleet"
@@ -21,12 +20,8 @@ func (w *world) Held(target string) string {
 			return reason
 		}
 	}
-	if _, ok := w.clusters[target]; ok && w.flux != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), heldReadTimeout)
-		defer cancel()
-		// A read that fails holds nothing back: the pin that follows meets the same management
-		// cluster and fails (an infrastructure failure) if it is still unreachable.
-		if reason, _ := w.svc.fluxSuspended(ctx, w.spec.Key, w.spec.ClusterNamespace, target); reason != "" {
+	if _, ok := w.clusters[target]; ok {
+		if reason := w.engine.held(target); reason != "" {
 			return reason
 		}
 	}

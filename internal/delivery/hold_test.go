@@ -21,8 +21,9 @@ func TestWorldHoldsClustersWhoseWindowClosed(t *testing.T) {
 	}
 	inWindow := fleet.Cluster{Name: "eu-1", Namespace: "fleet"}
 	inWindow.Window = &w
-	world := &world{svc: &Service{clock: fake}, hold: fleet.Hold{Margin: 10 * time.Minute},
+	world := &world{svc: &Service{engine: directEngine{}, clock: fake}, hold: fleet.Hold{Margin: 10 * time.Minute},
 		clusters: clustersByName(&fleet.Discovery{Clusters: []fleet.Cluster{inWindow, {Name: "us-1", Namespace: "fleet"}}})}
+	world.engine = world.svc.engine.run(world)
 	if why := world.Held("eu-1"); why != "" {
 		t.Fatalf("at 02:00 with the window open until 03:00: held (%s)", why)
 	}

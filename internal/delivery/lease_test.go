@@ -29,7 +29,7 @@ func TestHoldLeaseLostCancelsRun(t *testing.T) {
 	}
 	c := fake.NewClientBuilder().WithScheme(s).Build()
 	clock := engine.NewFakeClock(time.Date(2026, 7, 1, 12, 0, 0, 0, time.UTC))
-	svc := &Service{mgmt: &fleet.Management{Client: c}, clock: clock, leaseDuration: settings.DefaultLeaseDuration}
+	svc := &Service{engine: directEngine{}, mgmt: &fleet.Management{Client: c}, clock: clock, leaseDuration: settings.DefaultLeaseDuration}
 	key := records.Key{Kind: "rollout", Namespace: "fleet", Name: "ingress"}
 
 	runCtx, release, err := svc.HoldLease(t.Context(), "", key, "me", "Busy", "busy")

@@ -87,14 +87,12 @@ func (s *Service) observe(ctx context.Context, q fleet.Query, key records.Key, r
 	}
 	results := make(map[string]seen, len(eligible))
 	var mu sync.Mutex
-	var flux *fluxRead
-	if s.flux != nil {
-		if flux, err = s.fluxReads(ctx, q.Namespace, key, recordNamespace, eligible); err != nil {
-			return nil, err
-		}
+	read, err := s.engine.reader(s, ctx, q.Namespace, key, recordNamespace, eligible)
+	if err != nil {
+		return nil, err
 	}
 	errs := s.forEach(ctx, eligible, func(ctx context.Context, name string) error {
-		rec, st, err := s.observeCluster(ctx, q.Namespace, name, key, recordNamespace, drift, ignore, flux, r != nil)
+		rec, st, err := read(ctx, name, ignore, drift, r != nil)
 		if err == nil && r != nil && r.Values != nil && st.State == StateCurrent && rec.Current == r.Revision {
 			st, err = valuesChanged(st, rendering[name])
 		}
@@ -106,7 +104,7 @@ func (s *Service) observe(ctx context.Context, q fleet.Query, key records.Key, r
 		mu.Unlock()
 		return nil
 	})
-	if err := s.fluxUnread(errs); err != nil {
+	if err := s.engine.unread(errs); err != nil {
 		return nil, err
 	}
 	backups := map[string]int{}
@@ -144,8 +142,8 @@ func (s *Service) observe(ctx context.Context, q fleet.Query, key records.Key, r
 }
 
 // observeLeaving fills obs.Leaving and obs.Placed from the clusters the progress record says
-// earlier runs changed. Clusters since deleted are dropped when delivering directly: nothing is
-// left to clean up; through Flux they leave too (fluxGone).
+// earlier runs changed. Clusters since deleted are dropped, unless the engine left something of
+// theirs in place (leftBehind): then they leave too.
 func (s *Service) observeLeaving(ctx context.Context, namespace string, progress *records.Progress, obs *Observation) error {
 	if progress == nil {
 		return nil
@@ -162,7 +160,7 @@ func (s *Service) observeLeaving(ctx context.Context, namespace string, progress
 	for _, c := range leaving {
 		obs.Leaving = append(obs.Leaving, c.Name)
 	}
-	obs.Leaving = append(obs.Leaving, s.fluxGone(progress.Placed, obs.Discovery.Clusters, leaving)...)
+	obs.Leaving = append(obs.Leaving, s.engine.leftBehind(progress.Placed, obs.Discovery.Clusters, leaving)...)
 	obs.Placed = append(obs.Placed, obs.Leaving...)
 	sort.Strings(obs.Leaving)
 	sort.Strings(obs.Placed)
@@ -216,46 +214,11 @@ func valuesChanged(st ClusterState, render func() (*manifest.Set, error)) (Clust
 	return st, nil
 }
 
-// observeCluster reads one cluster's records of key (and its drift). In Flux mode, what the
-// plan reads of the cluster was read for the whole fleet already (flux); only a rollout with
-// values (rendered) reads the current record's objects, one cluster at a time, to compare them
-// with the cluster's rendering.
-func (s *Service) observeCluster(ctx context.Context, namespace, name string, key records.Key, recordNamespace string, drift bool, ignore apply.Ignore, flux *fluxRead, rendered bool) (engine.TargetRecord, ClusterState, error) {
-	var (
-		c         *conn
-		store     *records.WorkloadStore
-		err       error
-		fluxDrift string // Flux's view, when it disagrees with the records
-		state     *records.State
-	)
-	if s.flux != nil {
-		var skip string
-		if skip, fluxDrift = flux.view(key, namespace, name, drift); skip != "" {
-			return engine.TargetRecord{}, ClusterState{}, skipError(skip)
-		}
-		// Flux mode: the records are in the management cluster, and Flux repairs drift (below,
-		// the current record is still loaded with values: what the cluster got, for values-changed).
-		store, key = s.fluxStore(recordNamespace), fluxRecordKey(key, name)
-		if state, err = flux.summary(key); err == nil && drift && rendered && state.Current != nil {
-			state, err = store.LoadCurrent(ctx, key)
-		}
-	} else {
-		if c, err = s.cluster(ctx, namespace, name, key, false); err != nil {
-			return engine.TargetRecord{}, ClusterState{}, err
-		}
-		c = c.ignoring(ignore)
-		store = records.NewWorkloadStore(c.client, recordNamespace)
-		load := store.Summary // revisions and states only: enough to plan
-		if drift {
-			load = store.LoadCurrent // the current revision's objects too (only its), to compare with the live ones
-		}
-		state, err = load(ctx, key)
-	}
-	if err != nil {
-		return engine.TargetRecord{}, ClusterState{}, fmt.Errorf("read records: %w", err)
-	}
+// clusterStateOf is what a cluster's records say, for the plan and the engine: its revisions and
+// its state (provisioning, pending or current; drift is the engine's to tell).
+func clusterStateOf(state *records.State) (engine.TargetRecord, ClusterState) {
 	rec := targetRecord(state)
-	st := ClusterState{Revision: rec.Current, Backup: rec.Backup, State: StateCurrent, empty: s.flux == nil && holdsNothing(state)}
+	st := ClusterState{Revision: rec.Current, Backup: rec.Backup, State: StateCurrent}
 	for _, sk := range state.Skipped {
 		st.SkippedRecords = append(st.SkippedRecords, sk.String())
 	}
@@ -264,29 +227,8 @@ func (s *Service) observeCluster(ctx context.Context, namespace, name string, ke
 		st.State = StateProvisioning
 	case rec.Current == "":
 		st.State = StatePending
-	case drift && s.flux != nil:
-		st.recorded = state.Current.Manifests
-		if fluxDrift != "" {
-			st.State, st.Drift = StateDrifted, []string{fluxDrift}
-		}
-	case drift:
-		set, err := manifest.FromCanonical(state.Current.Manifests)
-		if err != nil {
-			return rec, st, fmt.Errorf("current revision %s: %w", rec.Current, err)
-		}
-		drifts, err := c.applier.Drift(ctx, set.Objects)
-		if err != nil {
-			return rec, st, fmt.Errorf("check drift: %w", err)
-		}
-		for _, d := range drifts {
-			st.Drift = append(st.Drift, d.String())
-		}
-		if len(st.Drift) > 0 {
-			st.State = StateDrifted
-		}
-		st.recorded = state.Current.Manifests
 	}
-	return rec, st, nil
+	return rec, st
 }
 
 // targetRecord is what the engine needs from a cluster's records. While a change is in flight,

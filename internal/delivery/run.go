@@ -10,7 +10,6 @@ import (
 
 	"github.com/gradual-dev/terraform-provider-gradual/internal/engine"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/fleet"
-	"github.com/gradual-dev/terraform-provider-gradual/internal/fluxdelivery"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/records"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/usererr"
 )
@@ -95,13 +94,8 @@ func (s *Service) Run(ctx context.Context, req RunRequest) (_ *RunResult, err er
 		return early, err
 	}
 	w := s.runWorld(ctx, req, holder, obs, plan)
-	if w.flux != nil && s.mgmt.RESTConfig != nil { // nil: tests that give only a client
-		if c, err := fluxdelivery.NewStatusClient(s.mgmt.RESTConfig); err == nil {
-			watchCtx, stopWatch := context.WithCancel(ctx)
-			defer stopWatch()
-			w.flux.statuses = w.flux.d.WatchStatuses(watchCtx, c, spec.ClusterNamespace)
-		}
-	}
+	stop := w.engine.start(ctx)
+	defer stop()
 	result := engine.Execute(ctx, plan, w, s.clock, policy)
 	return s.finishRun(ctx, req, obs, plan, w, result)
 }
@@ -203,9 +197,7 @@ func (s *Service) runWorld(ctx context.Context, req RunRequest, holder string, o
 	}
 	w := &world{svc: s, spec: spec, progress: progress, logf: req.Logf,
 		hold: req.Query.Hold, clusters: clustersByName(obs.Discovery), untouched: untouchedOf(plan)}
-	if s.flux != nil {
-		w.flux = &fluxWorld{d: w.fluxDelivery()}
-	}
+	w.engine = s.engine.run(w)
 	return w
 }
 
@@ -347,9 +339,12 @@ func (s *Service) leave(ctx context.Context, spec Spec, leaving []string, orphan
 // driftedOf checks, for targets already on the desired revision, whether their objects drifted
 // or, for a rollout with values, render differently now than their records hold.
 func (s *Service) driftedOf(ctx context.Context, spec Spec, targets []engine.Target) map[string]bool {
-	if s.flux != nil {
-		return nil // Flux repairs drift between applies; the plan no longer needs to
-	}
+	return s.engine.drifted(s, ctx, spec, targets)
+}
+
+// drifted is driftedOf delivering directly: each cluster's live objects compared with the desired
+// ones, and with values, the records' rendering with today's.
+func (directEngine) drifted(s *Service, ctx context.Context, spec Spec, targets []engine.Target) map[string]bool {
 	var names []string
 	for _, t := range targets {
 		if t.SkipReason == "" && t.Record.Current == spec.Revision && t.Record.Provisioning == "" {

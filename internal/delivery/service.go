@@ -15,7 +15,6 @@ import (
 	"github.com/gradual-dev/terraform-provider-gradual/internal/blame"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/engine"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/fleet"
-	"github.com/gradual-dev/terraform-provider-gradual/internal/fluxdelivery"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/health"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/records"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/settings"
@@ -45,9 +44,9 @@ type Service struct {
 	// gate reads a cluster's gates (gate.go): "" when healthy; nil reads none.
 	gate func(ctx context.Context, namespace, name string, workload bool) (blame.GateReading, error)
 
-	// flux, when set, delivers through Flux (WithFlux, flux.go): nothing connects to a workload
-	// cluster, and the per-cluster records live in the management cluster.
-	flux *fluxdelivery.Settings
+	// engine is how revisions reach the clusters (port.go): directEngine, unless WithFlux chose
+	// fluxEngine.
+	engine deliveryEngine
 
 	// shared hands a refresh's Flux reads to the plan after it (sharedreads.go); reads says
 	// whether this copy of the service keeps them (Refreshing), takes them (Planning) or
@@ -128,7 +127,7 @@ func (c *conn) ignoring(ig apply.Ignore) *conn {
 func New(clients *fleet.Clients, set settings.Settings) *Service {
 	set = set.WithDefaults()
 	mgmt := clients.Management()
-	s := &Service{mgmt: mgmt, concurrency: set.Parallelism, leaseDuration: set.LeaseDuration, clock: engine.SystemClock{},
+	s := &Service{engine: directEngine{}, mgmt: mgmt, concurrency: set.Parallelism, leaseDuration: set.LeaseDuration, clock: engine.SystemClock{},
 		discover: mgmt.Discover, retryWait: time.Second, recheck: clients.Recheck,
 		goneReason: func(ctx context.Context, namespace, name string, withoutSecrets bool) (string, error) {
 			if withoutSecrets {
@@ -148,26 +147,19 @@ func New(clients *fleet.Clients, set settings.Settings) *Service {
 	return s
 }
 
-// fleetOf lists the Clusters q picks. Through Flux it reads no Secret (fleet.Query's
-// WithoutSecrets): the runner's credentials need nothing on the Clusters' Secrets, which only
-// Flux's kustomize-controller reads.
+// fleetOf lists the Clusters q picks, as the engine reads them (a Flux fleet reads no Secret).
 func (s *Service) fleetOf(ctx context.Context, q fleet.Query) (*fleet.Discovery, error) {
-	q.WithoutSecrets = s.flux != nil
-	return s.discover(ctx, q)
+	return s.engine.discover(s, ctx, q)
 }
 
-// goneOf says whether the cluster namespace/name left the fleet; through Flux, judged by its
-// Cluster alone, reading no Secret (see fleetOf).
+// goneOf says whether the cluster namespace/name left the fleet, as the engine judges it.
 func (s *Service) goneOf(ctx context.Context, namespace, name string) (string, error) {
-	return s.goneReason(ctx, namespace, name, s.flux != nil)
+	return s.engine.goneReason(s, ctx, namespace, name)
 }
 
 // cluster returns the clients of one workload cluster as key uses them: with key's field
-// manager, and force_conflicts as force.
+// manager, and force_conflicts as force. Only the direct engine connects to workload clusters.
 func (s *Service) cluster(ctx context.Context, namespace, name string, key records.Key, force bool) (*conn, error) {
-	if s.flux != nil {
-		return nil, errFluxNoWorkload // a path Flux mode must not take; fails loudly, never connects
-	}
 	c, err := s.dial(ctx, namespace, name, force)
 	if err != nil {
 		return nil, err

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gradual-dev/terraform-provider-gradual/internal/fluxdelivery"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/records"
 )
 
@@ -90,18 +91,18 @@ func (s *Service) Planning() *Service {
 }
 
 // fluxReads is fluxReadAll, through sharedReads for a refresh or a plan.
-func (s *Service) fluxReads(ctx context.Context, namespace string, key records.Key, recordNamespace string, clusters []string) (*fluxRead, error) {
+func (s *Service) fluxReads(ctx context.Context, settings fluxdelivery.Settings, namespace string, key records.Key, recordNamespace string, clusters []string) (*fluxRead, error) {
 	if s.shared == nil || s.reads == readsOwn {
-		return s.fluxReadAll(ctx, namespace, key, recordNamespace, clusters)
+		return s.fluxReadAll(ctx, settings, namespace, key, recordNamespace, clusters)
 	}
 	id := sharedReadKey(namespace, key, recordNamespace, clusters)
 	if s.reads == readsTake {
 		if read := s.shared.take(id, s.clock.Now()); read != nil {
 			return read, nil
 		}
-		return s.fluxReadAll(ctx, namespace, key, recordNamespace, clusters)
+		return s.fluxReadAll(ctx, settings, namespace, key, recordNamespace, clusters)
 	}
-	read, err := s.fluxReadAll(ctx, namespace, key, recordNamespace, clusters)
+	read, err := s.fluxReadAll(ctx, settings, namespace, key, recordNamespace, clusters)
 	if err == nil {
 		s.shared.keep(id, read, s.clock.Now())
 	}

@@ -104,9 +104,12 @@ func (s *Service) unrecorded(ctx context.Context, namespace string, key records.
 // nothing (its records are not in the workload clusters).
 func (s *Service) markUnrecorded(ctx context.Context, namespace string, key records.Key, obs *Observation, placedOnly bool,
 	objectsFor func(string) ([]*unstructured.Unstructured, error)) {
-	if s.flux != nil {
-		return
-	}
+	s.engine.markUnrecorded(s, ctx, namespace, key, obs, placedOnly, objectsFor)
+}
+
+// markUnrecorded is Service.markUnrecorded delivering directly.
+func (directEngine) markUnrecorded(s *Service, ctx context.Context, namespace string, key records.Key, obs *Observation, placedOnly bool,
+	objectsFor func(string) ([]*unstructured.Unstructured, error)) {
 	var names []string
 	for _, name := range sortedKeys(obs.Clusters) {
 		if obs.Clusters[name].empty && (!placedOnly || slices.Contains(obs.Placed, name)) {

@@ -29,8 +29,8 @@ type world struct {
 	// read them (their own windows).
 	hold     fleet.Hold
 	clusters map[string]fleet.Cluster
-	// flux is set when the service delivers through Flux (flux.go).
-	flux *fluxWorld
+	// engine is the service's delivery engine's part of this run (port.go).
+	engine engineRun
 
 	mu        sync.Mutex
 	notes     map[string]string            // per cluster: adopted objects given back (see giveBack)
@@ -107,6 +107,7 @@ const (
 	recordRetryWindow = 30 * time.Second
 )
 
+// conn connects to target for a direct delivery (direct.go).
 func (w *world) conn(ctx context.Context, target string) (*conn, *records.WorkloadStore, error) {
 	c, err := w.svc.cluster(ctx, w.spec.ClusterNamespace, target, w.spec.Key, w.spec.ForceConflicts)
 	if err != nil {
@@ -138,15 +139,13 @@ func (w *world) objectsOf(state *records.State, target, revision string) ([]*uns
 func (w *world) Apply(ctx context.Context, target, revision string) error {
 	rctx, cancel := w.svc.clock.WithTimeout(ctx, applyRetryWindow)
 	defer cancel()
-	if w.flux != nil {
-		return w.retry(rctx, target, func(ctx context.Context) error { return w.fluxPin(ctx, target, revision) })
-	}
-	return w.retry(rctx, target, func(ctx context.Context) error { return w.apply(ctx, target, revision) })
+	return w.retry(rctx, target, func(ctx context.Context) error { return w.engine.apply(ctx, target, revision) })
 }
 
-// apply is one attempt of Apply. Every step is idempotent, so an attempt cut short by an
-// infrastructure failure is simply made again.
-func (w *world) apply(ctx context.Context, target, revision string) error {
+// apply is one attempt of Apply, delivering directly. Every step is idempotent, so an attempt
+// cut short by an infrastructure failure is simply made again.
+func (r directRun) apply(ctx context.Context, target, revision string) error {
+	w := r.w
 	c, store, err := w.conn(ctx, target)
 	if err != nil {
 		return err
@@ -190,20 +189,21 @@ func (w *world) Verify(ctx context.Context, target, revision string) error {
 	if revision == "" {
 		return nil // nothing installed: Restore already deleted and waited
 	}
-	var err error
-	if w.flux != nil {
-		err = w.fluxVerify(ctx, target, revision)
-	} else {
-		err = w.retry(ctx, target, func(ctx context.Context) error { return w.verify(ctx, target, revision) })
-	}
+	err := w.engine.verify(ctx, target, revision)
 	if err != nil || revision != w.spec.Revision {
 		return err
 	}
 	return w.gateAfter(ctx, target)
 }
 
-// verify is one attempt of Verify.
-func (w *world) verify(ctx context.Context, target, revision string) error {
+// verify is Verify delivering directly: attempts made again while the infrastructure fails.
+func (r directRun) verify(ctx context.Context, target, revision string) error {
+	return r.w.retry(ctx, target, func(ctx context.Context) error { return r.verifyOnce(ctx, target, revision) })
+}
+
+// verifyOnce is one attempt of verify.
+func (r directRun) verifyOnce(ctx context.Context, target, revision string) error {
+	w := r.w
 	c, store, err := w.conn(ctx, target)
 	if err != nil {
 		return err
@@ -242,14 +242,12 @@ func (w *world) verify(ctx context.Context, target, revision string) error {
 // Restore returns target to revision: its objects re-applied and what newer revisions added
 // deleted. Restoring to "" deletes everything the rollout applied.
 func (w *world) Restore(ctx context.Context, target, revision string) error {
-	if w.flux != nil {
-		return w.retry(ctx, target, func(ctx context.Context) error { return w.fluxRestore(ctx, target, revision) })
-	}
-	return w.retry(ctx, target, func(ctx context.Context) error { return w.restore(ctx, target, revision) })
+	return w.retry(ctx, target, func(ctx context.Context) error { return w.engine.restore(ctx, target, revision) })
 }
 
-// restore is one attempt of Restore.
-func (w *world) restore(ctx context.Context, target, revision string) error {
+// restore is one attempt of Restore, delivering directly.
+func (r directRun) restore(ctx context.Context, target, revision string) error {
+	w := r.w
 	c, store, err := w.conn(ctx, target)
 	if err != nil {
 		return err
@@ -344,9 +342,8 @@ func (w *world) Record(ctx context.Context, ev engine.Event) error {
 	if ev.Kind == engine.EventBatchStarted {
 		w.touch(ev.Targets)
 	}
-	if ev.Kind == engine.EventBatchStarted && w.flux != nil && w.flux.statuses != nil {
-		// Only the batch's clusters change until it is done: the watch follows them alone.
-		w.flux.statuses.Focus(ev.Targets)
+	if ev.Kind == engine.EventBatchStarted {
+		w.engine.batch(ev.Targets)
 	}
 	if ev.Target == "" {
 		w.logRun(ev)
@@ -357,28 +354,30 @@ func (w *world) Record(ctx context.Context, ev engine.Event) error {
 	case engine.EventFailed, engine.EventRestoreFailed, engine.EventUnsettled, engine.EventGone:
 		return nil // the progress record has them; the cluster's records do not change
 	case engine.EventProvisioning:
-		// About to change the cluster: read its kubeconfig Secret again, so that a cluster
-		// deleted or re-keyed since the last read is seen before anything is applied. (Flux
-		// reads it, not this process.)
-		if w.flux == nil {
-			w.svc.recheck(w.spec.ClusterNamespace, ev.Target)
-		}
-	}
-	if ev.Kind == engine.EventInvalid && w.flux == nil {
-		return w.recordVerdict(ctx, ev)
+		w.engine.changing(ev.Target)
+	case engine.EventInvalid:
+		return w.engine.recordInvalid(ctx, ev)
 	}
 	rctx, cancel := w.svc.clock.WithTimeout(ctx, recordRetryWindow)
 	defer cancel()
-	return w.retry(rctx, ev.Target, func(ctx context.Context) error { return w.record(ctx, ev) })
+	return w.retry(rctx, ev.Target, func(ctx context.Context) error { return w.engine.record(ctx, ev) })
 }
 
-// recordVerdict records a revision's failure on a cluster (delivering directly): first in the
+// recordLedger writes ev's failure to the management cluster's ledger (one attempt).
+func (w *world) recordLedger(ctx context.Context, ev engine.Event) error {
+	return w.svc.managementStore(w.spec.RecordNamespace).RecordInvalid(ctx, w.spec.Key, records.InvalidEntry{
+		Revision: ev.Revision, Reason: ev.Reason, Clusters: []string{ev.Target}, RecordedAt: ev.At,
+	})
+}
+
+// recordInvalid records a revision's failure on a cluster (delivering directly): first in the
 // cluster's own records, which answered a moment ago (they are what the next plan reads the
 // verdict from when the ledger lacks it: withClusterFailures), on a context of its own that
 // neither a cancelled run nor a lost Lease cuts short (records.Unfenced); then in the
 // management cluster's ledger, fenced like every other write. The error says what was not
 // written: the engine halts rather than take a revision further that the ledger does not hold.
-func (w *world) recordVerdict(ctx context.Context, ev engine.Event) error {
+func (r directRun) recordInvalid(ctx context.Context, ev engine.Event) error {
+	w := r.w
 	vctx, cancel := w.svc.clock.WithTimeout(records.Unfenced(context.WithoutCancel(ctx)), recordRetryWindow)
 	defer cancel()
 	werr := w.retry(vctx, ev.Target, func(ctx context.Context) error {
@@ -392,11 +391,7 @@ func (w *world) recordVerdict(ctx context.Context, ev engine.Event) error {
 	})
 	rctx, cancel2 := w.svc.clock.WithTimeout(ctx, recordRetryWindow)
 	defer cancel2()
-	lerr := w.retry(rctx, ev.Target, func(ctx context.Context) error {
-		return w.svc.managementStore(w.spec.RecordNamespace).RecordInvalid(ctx, w.spec.Key, records.InvalidEntry{
-			Revision: ev.Revision, Reason: ev.Reason, Clusters: []string{ev.Target}, RecordedAt: ev.At,
-		})
-	})
+	lerr := w.retry(rctx, ev.Target, func(ctx context.Context) error { return w.recordLedger(ctx, ev) })
 	switch {
 	case lerr != nil && werr != nil:
 		return fmt.Errorf("record the ledger entry: %w; and the cluster's own records: %v", lerr, werr)
@@ -406,75 +401,19 @@ func (w *world) recordVerdict(ctx context.Context, ev engine.Event) error {
 	return werr
 }
 
-// record is one attempt of Record for a target event. Each store transition is idempotent.
-func (w *world) record(ctx context.Context, ev engine.Event) error {
-	var (
-		c     *conn
-		store *records.WorkloadStore
-		err   error
-		key   = w.spec.Key
-	)
-	if w.flux != nil {
-		// Flux mode: the cluster's records live in the management cluster, and Flux's own
-		// inventory is what it prunes by: nothing is adopted.
-		store, key = w.svc.fluxStore(w.spec.RecordNamespace), fluxRecordKey(w.spec.Key, ev.Target)
-	} else if c, store, err = w.conn(ctx, ev.Target); err != nil {
+// record is one attempt of Record for a target event, delivering directly: the cluster's records
+// are in the cluster. Each store transition is idempotent.
+func (r directRun) record(ctx context.Context, ev engine.Event) error {
+	w, key := r.w, r.w.spec.Key
+	c, store, err := w.conn(ctx, ev.Target)
+	if err != nil {
 		return err
 	}
 	switch ev.Kind {
 	case engine.EventProvisioning:
-		set, err := w.spec.SetFor(ev.Target)
-		if err != nil {
-			return err
-		}
-		desired, err := set.Canonical()
-		if err != nil {
-			return err
-		}
-		if w.flux != nil {
-			return store.MarkProvisioning(ctx, key, records.Revision{Revision: ev.Revision, Manifests: desired})
-		}
-		// Which objects exist already is read and recorded before anything is applied: once
-		// applied, our field manager is on them too and who made them is harder to tell.
-		state, err := store.Load(ctx, key)
-		if err != nil {
-			return fmt.Errorf("read records: %w", err)
-		}
-		adopted, claims, unrecorded, err := adoptions(ctx, c, ev.Target, state, set.Objects, w.spec.AdoptUnrecorded)
-		if err != nil {
-			return err
-		}
-		if len(claims) > 0 {
-			// Another rollout or module assignment applied them since the run's check (or this
-			// cluster could not be read then): nothing is applied here.
-			return engine.Mark(engine.ErrChangeRefused, ClaimsError(dedupeClaims(claims), key.Describe()))
-		}
-		if len(unrecorded) > 0 {
-			// Its records went since the run read them (unrecorded.go): what runs there is
-			// unknown, and the provisioning record written now would make a failing revision's
-			// restore delete what ran before. Nothing is written or applied: the cluster is left
-			// unsettled, which counts against max_unsettled, for the next plan to show.
-			return engine.Mark(engine.ErrChangeRefused, errors.New(RecordsMissingReason(unrecorded)))
-		}
-		return store.MarkProvisioning(ctx, key, records.Revision{
-			Revision:  ev.Revision,
-			Manifests: desired,
-			Inventory: inventoryOf(set.Objects),
-			Adopted:   adopted,
-		})
+		return r.provisioning(ctx, c, store, ev)
 	case engine.EventSucceeded:
 		return store.MarkCurrent(ctx, key, ev.Revision)
-	case engine.EventInvalid:
-		// Through Flux the cluster's records are in the management cluster, beside the ledger
-		// (delivering directly: recordVerdict).
-		lerr := w.svc.managementStore(w.spec.RecordNamespace).RecordInvalid(ctx, w.spec.Key, records.InvalidEntry{
-			Revision: ev.Revision, Reason: ev.Reason, Clusters: []string{ev.Target}, RecordedAt: ev.At,
-		})
-		werr := store.MarkInvalid(ctx, key, ev.Revision, ev.Reason)
-		if lerr != nil {
-			return fmt.Errorf("record the ledger entry: %w", lerr)
-		}
-		return werr
 	case engine.EventRollingBack:
 		return store.MarkRollingBack(ctx, key, ev.Revision)
 	case engine.EventRestored:
@@ -482,6 +421,47 @@ func (w *world) record(ctx context.Context, ev engine.Event) error {
 		return err
 	}
 	return nil // failed, restore-failed, unsettled, gone: the progress record has them
+}
+
+// provisioning records that ev's revision is about to be applied to the cluster: its objects,
+// and which of them exist already (adopted), read before anything is applied, since once
+// applied our field manager is on them too and who made them is harder to tell.
+func (r directRun) provisioning(ctx context.Context, c *conn, store *records.WorkloadStore, ev engine.Event) error {
+	w, key := r.w, r.w.spec.Key
+	set, err := w.spec.SetFor(ev.Target)
+	if err != nil {
+		return err
+	}
+	desired, err := set.Canonical()
+	if err != nil {
+		return err
+	}
+	state, err := store.Load(ctx, key)
+	if err != nil {
+		return fmt.Errorf("read records: %w", err)
+	}
+	adopted, claims, unrecorded, err := adoptions(ctx, c, ev.Target, state, set.Objects, w.spec.AdoptUnrecorded)
+	if err != nil {
+		return err
+	}
+	if len(claims) > 0 {
+		// Another rollout or module assignment applied them since the run's check (or this
+		// cluster could not be read then): nothing is applied here.
+		return engine.Mark(engine.ErrChangeRefused, ClaimsError(dedupeClaims(claims), key.Describe()))
+	}
+	if len(unrecorded) > 0 {
+		// Its records went since the run read them (unrecorded.go): what runs there is
+		// unknown, and the provisioning record written now would make a failing revision's
+		// restore delete what ran before. Nothing is written or applied: the cluster is left
+		// unsettled, which counts against max_unsettled, for the next plan to show.
+		return engine.Mark(engine.ErrChangeRefused, errors.New(RecordsMissingReason(unrecorded)))
+	}
+	return store.MarkProvisioning(ctx, key, records.Revision{
+		Revision:  ev.Revision,
+		Manifests: desired,
+		Inventory: inventoryOf(set.Objects),
+		Adopted:   adopted,
+	})
 }
 
 func (w *world) logRun(ev engine.Event) {

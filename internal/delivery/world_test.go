@@ -121,7 +121,7 @@ func newEnv(t *testing.T, policy engine.Policy, specs []clusterSpec) *env {
 		Policy:           policy,
 		ClusterGates:     true,
 	}
-	e.svc = &Service{
+	e.svc = &Service{engine: directEngine{},
 		mgmt:        &fleet.Management{Client: e.mgmt},
 		concurrency: 4,
 		clock:       engine.SystemClock{},
@@ -260,7 +260,7 @@ func (e *env) run() runResult {
 	ctx := context.Background()
 	var targets []engine.Target
 	for _, name := range e.names {
-		rec, _, err := e.svc.observeCluster(ctx, e.spec.ClusterNamespace, name, e.spec.Key, e.spec.RecordNamespace, false, nil, nil, false)
+		rec, _, err := observeOne(ctx, e.svc, e.spec, name)
 		if err != nil {
 			e.t.Fatalf("observe %s: %v", name, err)
 		}
@@ -279,6 +279,7 @@ func (e *env) run() runResult {
 	}}
 	progress.save(ctx)
 	w := &world{svc: e.svc, spec: e.spec, progress: progress, logf: e.logf, untouched: untouchedOf(plan)}
+	w.engine = w.svc.engine.run(w)
 	watch := &watchWorld{World: w, e: e, plan: plan, restores: map[string]int{}}
 	res := engine.Execute(ctx, plan, watch, e.svc.clock, e.spec.Policy)
 	progress.finish(ctx, &res)

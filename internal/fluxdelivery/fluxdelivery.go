@@ -286,6 +286,9 @@ func New(mgmt client.Client, settings Settings, key records.Key) *Delivery {
 	return &Delivery{mgmt: mgmt, settings: settings, key: key, oci: oci.NewClient(opts), digests: map[string]string{}}
 }
 
+// Key is the rollout (or module of an assignment) d delivers.
+func (d *Delivery) Key() records.Key { return d.key }
+
 // ErrNotInstalled is returned by Installed when the management cluster lacks Flux's CRDs.
 var ErrNotInstalled = errors.New("flux is not installed in the management cluster")
 

@@ -69,15 +69,13 @@ func (r *assignmentResource) apply(ctx context.Context, timeout time.Duration, p
 	defer cancel()
 	var res *assignment.RunResult
 	var err error
-	if svc.Flux() {
-		// A saved plan applied after the registry went down (or the Flux CRDs went away): refused
-		// before the Lease is taken and any Kustomization pinned, as a rollout's is.
-		err = svc.FluxReady(ctx)
-		if err == nil {
-			// The plan showed each module's digest, computed from its manifests: a tag that holds
-			// other content now (planted after the plan) is refused before anything is pinned.
-			err = assignment.FluxCheckArtifacts(ctx, svc, spec, plannedModules(waves))
-		}
+	// A saved plan applied after the registry went down (or the Flux CRDs went away): refused
+	// before the Lease is taken and any Kustomization pinned, as a rollout's is.
+	err = svc.Ready(ctx)
+	if err == nil {
+		// The plan showed each module's digest, computed from its manifests: a tag that holds
+		// other content now (planted after the plan) is refused before anything is pinned.
+		err = assignment.CheckPinned(ctx, svc, spec, plannedModules(waves))
 	}
 	if err == nil {
 		res, err = assignment.Run(ctx, svc, assignment.RunRequest{

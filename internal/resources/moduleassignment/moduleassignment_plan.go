@@ -111,11 +111,9 @@ func (r *assignmentResource) ModifyPlan(ctx context.Context, req resource.Modify
 	if resp.Diagnostics.HasError() {
 		return
 	}
-	if svc.Flux() {
-		if err := svc.FluxReady(ctx); err != nil {
-			resp.Diagnostics.Append(diagnostics.AttributeFromError(shared.PathDelivery, err, "Flux Not Installed"))
-			return
-		}
+	if err := svc.Ready(ctx); err != nil {
+		resp.Diagnostics.Append(diagnostics.AttributeFromError(shared.PathDelivery, err, "Delivery Not Ready"))
+		return
 	}
 	preview := assignment.PreviewRequest{Spec: spec, Query: query, Drifted: assignment.Drifted(priorClusters(prior)),
 		RefuseAdoption: !plan.Adopt.IsUnknown() && !plan.Adopt.IsNull() && !plan.Adopt.ValueBool()}
@@ -132,8 +130,8 @@ func (r *assignmentResource) ModifyPlan(ctx context.Context, req resource.Modify
 	}
 	warnRecordsMissing(&resp.Diagnostics, plannedFrom(res, prior, spec), spec.AdoptUnrecorded)
 	plan.setPlanned(res, prior, configChanged, spec.Policy.Canary, &resp.Diagnostics)
-	if svc.Flux() && len(res.Plan.Apply) > 0 {
-		names, artifacts, err := assignment.FluxArtifacts(svc, spec, slices.Collect(maps.Keys(res.Plan.Apply)))
+	if len(res.Plan.Apply) > 0 {
+		names, artifacts, err := assignment.Pinned(svc, spec, slices.Collect(maps.Keys(res.Plan.Apply)))
 		if err != nil {
 			resp.Diagnostics.Append(diagnostics.FromError(err, "Cannot Build The Flux Artifact"))
 			return
@@ -142,7 +140,9 @@ func (r *assignmentResource) ModifyPlan(ctx context.Context, req resource.Modify
 		for i, name := range names {
 			lines[i] = shared.FluxArtifactLine(name, artifacts[i])
 		}
-		shared.WarnFluxArtifacts(&resp.Diagnostics, lines)
+		if len(lines) > 0 {
+			shared.WarnFluxArtifacts(&resp.Diagnostics, lines)
+		}
 	}
 	waves := 0 // the modules' waves run one module after the other
 	for _, w := range res.Waves {

@@ -79,16 +79,14 @@ func (r *rolloutResource) apply(ctx context.Context, timeout time.Duration, plan
 	}
 	var run *delivery.RunResult
 	var err error
-	if svc.Flux() {
-		// A saved plan applied after the registry went down (or the Flux CRDs went away): refuse
-		// before the Lease is taken and any Kustomization re-pinned, rather than let every
-		// cluster of the first wave fail to publish and end unsettled.
-		err = svc.FluxReady(ctx)
-		if err == nil {
-			// The plan showed the digest computed from its manifests: a tag that holds other
-			// content now (planted after the plan) is refused before anything is pinned.
-			err = svc.FluxCheckArtifact(ctx, spec)
-		}
+	// A saved plan applied after the registry went down (or the Flux CRDs went away): refused
+	// before the Lease is taken and any Kustomization re-pinned, rather than let every cluster of
+	// the first wave fail to publish and end unsettled.
+	err = svc.Ready(ctx)
+	if err == nil {
+		// The plan showed the digest computed from its manifests: a tag that holds other content
+		// now (planted after the plan) is refused before anything is pinned.
+		err = svc.CheckPinned(ctx, spec)
 	}
 	if err == nil {
 		run, err = svc.Run(ctx, delivery.RunRequest{

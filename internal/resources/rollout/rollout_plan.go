@@ -105,11 +105,9 @@ func (r *rolloutResource) ModifyPlan(ctx context.Context, req resource.ModifyPla
 	if resp.Diagnostics.HasError() {
 		return
 	}
-	if svc.Flux() {
-		if err := svc.FluxReady(ctx); err != nil {
-			resp.Diagnostics.Append(diagnostics.AttributeFromError(shared.PathDelivery, err, "Flux Not Installed"))
-			return
-		}
+	if err := svc.Ready(ctx); err != nil {
+		resp.Diagnostics.Append(diagnostics.AttributeFromError(shared.PathDelivery, err, "Delivery Not Ready"))
+		return
 	}
 	claimsIgnored := r.replacedBy(spec.Key, &plan, prior)
 	// The waves are planned from the prior state when the configuration picks the same
@@ -125,13 +123,15 @@ func (r *rolloutResource) ModifyPlan(ctx context.Context, req resource.ModifyPla
 		return
 	}
 	plan.setPlanned(res, prior, configChanged, &resp.Diagnostics)
-	if svc.Flux() && res.Plan.Changes() {
-		artifact, err := svc.FluxArtifact(spec)
+	if res.Plan.Changes() {
+		artifact, err := svc.Pinned(spec)
 		if err != nil {
 			resp.Diagnostics.Append(diagnostics.FromError(err, "Cannot Build The Flux Artifact"))
 			return
 		}
-		shared.WarnFluxArtifacts(&resp.Diagnostics, []string{shared.FluxArtifactLine("", artifact)})
+		if artifact != nil {
+			shared.WarnFluxArtifacts(&resp.Diagnostics, []string{shared.FluxArtifactLine("", *artifact)})
+		}
 	}
 	shared.WarnWavesOutlast(ctx, &resp.Diagnostics, plan.Timeouts, prior == nil, len(res.Plan.Waves), spec.Policy)
 	resp.Diagnostics.Append(setPlan(ctx, resp, plan)...)
