@@ -19,6 +19,7 @@ import (
 	"github.com/gradual-dev/terraform-provider-gradual/internal/engine"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/fleet"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/fluxdelivery"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/manifest"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/records"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/usererr"
 )
@@ -339,7 +340,7 @@ func fluxMark(err error) error { return blame.Mark(err) }
 // "" deletes the Kustomization, and Flux prunes what it applied.
 func (r *fluxRun) restore(ctx context.Context, target, revision string) error {
 	if revision == "" {
-		return r.d.Remove(ctx, r.w.spec.ClusterNamespace, target, fluxPoll)
+		return r.d.Remove(ctx, r.w.spec.ClusterNamespace, target, fluxPoll, false)
 	}
 	if err := r.fluxPin(ctx, target, revision); err != nil {
 		return err
@@ -391,19 +392,54 @@ func (r *fluxRun) recordInvalid(ctx context.Context, ev engine.Event) error {
 }
 
 // remove removes the rollout from cluster name through Flux: the Kustomization deleted (Flux
-// prunes what it applied), then the records in the management cluster.
+// prunes what it applied, but Namespaces, CRDs and what is marked gradual.dev/prune: disabled;
+// nothing with orphan), then the records in the management cluster.
 func (e fluxEngine) remove(s *Service, ctx context.Context, spec Spec, name string, orphan bool) (string, error) {
 	if err := records.Fenced(ctx); err != nil {
 		return "", err
 	}
-	if orphan {
-		return "", errors.New("deletion_policy = \"orphan\" is not supported with delivery.flux yet")
+	store, rkey := s.fluxStore(spec.RecordNamespace), fluxRecordKey(spec.Key, name)
+	state, err := store.Load(ctx, rkey)
+	if err != nil {
+		return "", fmt.Errorf("read records: %w", err)
 	}
 	d := fluxdelivery.New(s.mgmt.Client, e.settings, spec.Key)
-	if err := d.Remove(ctx, spec.ClusterNamespace, name, fluxPoll); err != nil {
+	if err := d.Remove(ctx, spec.ClusterNamespace, name, fluxPoll, orphan); err != nil {
 		return "", err
 	}
-	return "", s.fluxStore(spec.RecordNamespace).Delete(ctx, fluxRecordKey(spec.Key, name))
+	if err := store.Delete(ctx, rkey); err != nil {
+		return "", err
+	}
+	if orphan {
+		return "", nil
+	}
+	return fluxKeptNote(name, state), nil
+}
+
+// fluxKeptNote says which objects of the revisions a cluster's records hold Flux left in place
+// when its Kustomization went (fluxdelivery.Kept), "" for none.
+func fluxKeptNote(cluster string, state *records.State) string {
+	seen := map[string]bool{}
+	var kept []string
+	for _, r := range allRecords(state) {
+		set, err := manifest.FromCanonical(r.Manifests)
+		if err != nil || len(r.Manifests) == 0 {
+			continue
+		}
+		for _, k := range fluxdelivery.Kept(set.Objects) {
+			if !seen[k] {
+				seen[k] = true
+				kept = append(kept, k)
+			}
+		}
+	}
+	if len(kept) == 0 {
+		return ""
+	}
+	slices.Sort(kept)
+	return fmt.Sprintf("%s: left in place by Flux, which never prunes a Namespace, a CustomResourceDefinition or an object marked "+
+		"gradual.dev/prune: disabled (through Flux the runner cannot read the cluster to tell whether they hold objects of others "+
+		"or existed before the rollout; delete them yourself once empty): %s", cluster, strings.Join(kept, ", "))
 }
 
 // FluxSettings are a resource's `delivery.flux` settings (fluxdelivery.Settings), so that

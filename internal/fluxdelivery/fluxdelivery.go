@@ -33,10 +33,13 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
+	"github.com/gradual-dev/terraform-provider-gradual/internal/apply"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/blame"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/manifest"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/records"
 )
 
@@ -96,15 +99,24 @@ type Credentials struct {
 	ClientKey                 string
 }
 
+// artifactFormat names how Manifests lays out an artifact; it is part of every revision
+// (RevisionSettings), so that an artifact laid out otherwise is published under another tag and
+// never meets one of an older layout under the same tag (which apply would refuse as a tag
+// holding other content). 2: objects Flux must not prune carry Flux's prune opt-out (keptByFlux).
+const artifactFormat = "2"
+
 // RevisionSettings is what of the settings changes what a cluster's Flux objects say beyond the
-// artifact: the Secrets source-controller pulls with. It is part of the revision (nothing when
-// neither is set, so that existing revisions keep their names), so that a change of either is
-// carried to the clusters in waves, re-pinning each, like any other change.
+// objects: where the artifact is (the repository, and whether it is reached without TLS), the
+// Secrets source-controller pulls with, and the artifact's layout. It is part of the revision,
+// so that a change of any of them is carried to the clusters in waves, re-pinning each to the same
+// content at its new source, like any other change: never a replacement, which would delete
+// every Kustomization and have Flux prune the fleet.
 func (s Settings) RevisionSettings() []byte {
-	if s.SecretRef == "" && s.CertSecretRef == "" {
-		return nil
+	out := fmt.Sprintf("flux-source:repository=%s,insecure=%t,format=%s", s.Repository, s.Insecure, artifactFormat)
+	if s.SecretRef != "" || s.CertSecretRef != "" {
+		out += "\nflux-pull:secretRef=" + s.SecretRef + ",certSecretRef=" + s.CertSecretRef
 	}
-	return []byte("flux-pull:secretRef=" + s.SecretRef + ",certSecretRef=" + s.CertSecretRef)
+	return []byte(out)
 }
 
 // keychain is what this process pushes and resolves with.
@@ -728,11 +740,18 @@ func fluxError(v blame.Verdict, what string) error {
 	return &blame.FluxError{Verdict: v, Err: fmt.Errorf("%w: %s", sentinel, what)}
 }
 
-// Remove deletes cluster's Kustomization (Flux prunes what it applied there) and then its
-// OCIRepository, and returns once both are gone or ctx ends. It waits for the OCIRepository too:
-// source-controller holds it with a finalizer until it has dropped the artifact, and a destroy
-// that returned before then would leave an object behind that it reported removed.
-func (d *Delivery) Remove(ctx context.Context, namespace, cluster string, poll time.Duration) error {
+// Remove deletes cluster's Kustomization (Flux prunes what it applied there, but what keptByFlux
+// marks; with orphan nothing: its spec.prune is turned off first, which kustomize-controller reads
+// as it finalizes the deletion) and then its OCIRepository, and returns once both are gone or ctx
+// ends. It waits for the OCIRepository too: source-controller holds it with a finalizer until it
+// has dropped the artifact, and a destroy that returned before then would leave an object behind
+// that it reported removed.
+func (d *Delivery) Remove(ctx context.Context, namespace, cluster string, poll time.Duration, orphan bool) error {
+	if orphan {
+		if err := d.stopPruning(ctx, namespace, cluster); err != nil {
+			return err
+		}
+	}
 	if err := d.deleteAndWait(ctx, d.object(KustomizationKind, namespace, cluster), "Flux prunes before it goes", poll); err != nil {
 		return err
 	}
@@ -759,10 +778,59 @@ func (d *Delivery) deleteAndWait(ctx context.Context, obj *unstructured.Unstruct
 	}
 }
 
-// Manifests renders objects as the multi-document YAML an artifact holds.
+// stopPruning turns off spec.prune on cluster's Kustomization (a merge patch: nothing else
+// changes); one that is gone already has nothing left to prune.
+func (d *Delivery) stopPruning(ctx context.Context, namespace, cluster string) error {
+	ks := d.object(KustomizationKind, namespace, cluster)
+	patch := client.RawPatch(types.MergePatchType, []byte(`{"spec":{"prune":false}}`))
+	if err := d.mgmt.Patch(ctx, ks, patch); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("turn off pruning on Kustomization %s/%s: %w", namespace, ks.GetName(), err)
+	}
+	return nil
+}
+
+// PruneDisabled is Flux's per-object opt-out of pruning: kustomize-controller never deletes an
+// object that carries it, neither when a revision drops it nor when its Kustomization is deleted.
+const PruneDisabled = "kustomize.toolkit.fluxcd.io/prune"
+
+// keptByFlux says whether Flux must never prune o, as direct delivery never deletes it
+// (internal/apply's Delete): a Namespace or a CustomResourceDefinition (deleting either deletes
+// whatever it holds, and through Flux the runner cannot read a workload cluster to tell whether
+// it holds objects of others, or existed before the rollout), and an object marked
+// gradual.dev/prune: disabled by its author.
+func keptByFlux(o *unstructured.Unstructured) bool {
+	gk := o.GroupVersionKind().GroupKind()
+	if gk == (schema.GroupKind{Kind: "Namespace"}) || gk == (schema.GroupKind{Group: "apiextensions.k8s.io", Kind: "CustomResourceDefinition"}) {
+		return true
+	}
+	return o.GetAnnotations()[apply.PruneAnnotation] == "disabled" || o.GetLabels()[apply.PruneAnnotation] == "disabled"
+}
+
+// Kept names the objects of objs that Flux never prunes (keptByFlux), "Kind namespace/name".
+func Kept(objs []*unstructured.Unstructured) []string {
+	var out []string
+	for _, o := range objs {
+		if keptByFlux(o) {
+			out = append(out, manifest.RefOf(o).String())
+		}
+	}
+	return out
+}
+
+// Manifests renders objects as the multi-document YAML an artifact holds; what Flux must never
+// prune carries Flux's opt-out (keptByFlux), the objects themselves are not changed.
 func Manifests(objs []*unstructured.Unstructured) ([]byte, error) {
 	var b strings.Builder
 	for _, o := range objs {
+		if keptByFlux(o) && o.GetAnnotations()[PruneDisabled] != "disabled" {
+			o = o.DeepCopy()
+			annotations := o.GetAnnotations()
+			if annotations == nil {
+				annotations = map[string]string{}
+			}
+			annotations[PruneDisabled] = "disabled"
+			o.SetAnnotations(annotations)
+		}
 		y, err := yaml.Marshal(o.Object)
 		if err != nil {
 			return nil, err

@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 )
 
 // heldObjects are cluster c1's Kustomization and OCIRepository, each held by its controller's
@@ -42,7 +43,7 @@ func TestRemoveWaitsUntilBothObjectsAreGone(t *testing.T) {
 	d.mgmt = fake.NewClientBuilder().WithObjects(ks, src).Build()
 
 	done := make(chan error, 1)
-	go func() { done <- d.Remove(context.Background(), "fleet", "c1", time.Millisecond) }()
+	go func() { done <- d.Remove(context.Background(), "fleet", "c1", time.Millisecond, false) }()
 	deleting := func(obj *unstructured.Unstructured) func() bool {
 		return func() bool {
 			live := obj.DeepCopy()
@@ -85,7 +86,7 @@ func TestRemoveSaysWhatIsStillThere(t *testing.T) {
 	d.mgmt = fake.NewClientBuilder().WithObjects(ks, src).Build()
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
-	err := d.Remove(ctx, "fleet", "c1", time.Millisecond)
+	err := d.Remove(ctx, "fleet", "c1", time.Millisecond, false)
 	if err == nil || !strings.Contains(err.Error(), "OCIRepository fleet/"+src.GetName()+" not gone") || !strings.Contains(err.Error(), "source-controller") {
 		t.Fatalf("Remove with the OCIRepository held: %v, want an error naming it and source-controller", err)
 	}
@@ -97,5 +98,39 @@ func returned(ch <-chan error) bool {
 		return true
 	default:
 		return false
+	}
+}
+
+// TestRemoveOrphanTurnsPruningOffFirst: with orphan, the Kustomization's spec.prune is false when
+// it is deleted (kustomize-controller reads it as it finalizes, and prunes nothing); without, it
+// is deleted as it is.
+func TestRemoveOrphanTurnsPruningOffFirst(t *testing.T) {
+	for _, orphan := range []bool{false, true} {
+		d := &Delivery{key: watchKey}
+		ks, src := heldObjects(d)
+		ks.SetFinalizers(nil)
+		src.SetFinalizers(nil)
+		if err := unstructured.SetNestedField(ks.Object, true, "spec", "prune"); err != nil {
+			t.Fatal(err)
+		}
+		var pruneAtDelete any = "not deleted"
+		base := fake.NewClientBuilder().WithObjects(ks, src).Build()
+		d.mgmt = interceptor.NewClient(base.(client.WithWatch), interceptor.Funcs{
+			Delete: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.DeleteOption) error {
+				if obj.GetObjectKind().GroupVersionKind().Kind == KustomizationKind.Kind {
+					live := ks.DeepCopy()
+					if err := c.Get(ctx, client.ObjectKeyFromObject(obj), live); err == nil {
+						pruneAtDelete, _, _ = unstructured.NestedFieldNoCopy(live.Object, "spec", "prune")
+					}
+				}
+				return c.Delete(ctx, obj, opts...)
+			},
+		})
+		if err := d.Remove(context.Background(), "fleet", "c1", time.Millisecond, orphan); err != nil {
+			t.Fatalf("orphan=%t: %v", orphan, err)
+		}
+		if want := !orphan; pruneAtDelete != want {
+			t.Errorf("orphan=%t: spec.prune at deletion = %v, want %t", orphan, pruneAtDelete, want)
+		}
 	}
 }

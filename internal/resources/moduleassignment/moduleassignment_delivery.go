@@ -26,8 +26,8 @@ func (r *assignmentResource) service(ctx context.Context, m *Model) (*delivery.S
 }
 
 // refuseWithFlux refuses, naming the attribute, what the Flux engine cannot deliver yet: the
-// same as for a rollout (verify.health_checks), and what only an assignment has
-// (deletion_policy = "orphan", sensitive_manifests). `values` goes through: each module's
+// same as for a rollout (verify.health_checks, adopt = false), and what only an assignment has
+// (sensitive_manifests). `values` goes through: each module's
 // rendering for a cluster is an artifact of its own, as a rollout's (delivery's fluxArtifact).
 func (m *Model) refuseWithFlux(spec assignment.Spec, diags *diag.Diagnostics) {
 	if m.Delivery.IsNull() || m.Delivery.IsUnknown() {
@@ -36,8 +36,8 @@ func (m *Model) refuseWithFlux(spec assignment.Spec, diags *diag.Diagnostics) {
 	if !spec.Health.Empty() {
 		shared.NotThroughFlux(diags, shared.PathHealthChecks, shared.FluxGapHealthChecks, "`verify.health_checks`", "the assignment")
 	}
-	if spec.Orphan {
-		shared.NotThroughFlux(diags, path.Root("deletion_policy"), shared.FluxGapOrphan, "`deletion_policy = \"orphan\"`", "the assignment")
+	if !m.Adopt.IsNull() && !m.Adopt.IsUnknown() && !m.Adopt.ValueBool() {
+		shared.NotThroughFlux(diags, path.Root("adopt"), shared.FluxGapRefuseAdoption, "`adopt = false`", "the assignment")
 	}
 	if len(m.sensitive) > 0 {
 		shared.NotThroughFlux(diags, pathModules, shared.FluxGapSensitive, "`modules[].sensitive_manifests`", "the assignment")

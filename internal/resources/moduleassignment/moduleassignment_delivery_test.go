@@ -21,7 +21,8 @@ func summaries(diags diag.Diagnostics) string {
 }
 
 // TestSpecRefusesWhatFluxCannotDeliverYet: with delivery.flux, sensitive_manifests (they would
-// be published to the registry) and deletion_policy = "orphan" are refused, naming what; the
+// be published to the registry) and adopt = false (it needs the workload clusters read) are
+// refused, naming what; deletion_policy = "orphan" goes through; the
 // same configuration delivered directly is accepted. `values` is accepted through Flux (each
 // module's rendering for a cluster is an artifact of its own).
 func TestSpecRefusesWhatFluxCannotDeliverYet(t *testing.T) {
@@ -29,17 +30,18 @@ func TestSpecRefusesWhatFluxCannotDeliverYet(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		hidden string
-		orphan bool
+		refuse bool
 		want   string
 	}{
 		{"sensitive manifests", "apiVersion: v1\nkind: Secret\nmetadata: {name: db, namespace: app}\nstringData: {password: hunter2}\n", false,
 			"Sensitive Manifests Not Delivered Through Flux Yet"},
-		{"orphan", "", true, "Orphan Not Delivered Through Flux Yet"},
+		{"adopt = false", "", true, "Adoption Cannot Be Refused Through Flux"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m := moduleModel(t, dbConfigMap, tc.hidden, "", nil)
-			if tc.orphan {
-				m.DeletionPolicy = types.StringValue("orphan")
+			m.DeletionPolicy = types.StringValue("orphan")
+			if tc.refuse {
+				m.Adopt = types.BoolValue(false)
 			}
 			if _, diags := m.spec(context.Background()); diags.HasError() {
 				t.Fatalf("delivered directly: %s", summaries(diags))

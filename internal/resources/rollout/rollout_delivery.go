@@ -26,8 +26,7 @@ func (r *rolloutResource) service(ctx context.Context, m *Model) (*delivery.Serv
 // refuseWithFlux refuses at plan, naming the attribute, what the Flux engine cannot deliver yet
 // beyond what spec refuses itself (health checks, the check Job): `sensitive_manifests`, whose
 // objects would be published as an artifact anyone who can pull from the registry can read,
-// and `deletion_policy = "orphan"`, since a cluster loses a revision by the deletion of its
-// Kustomization, after which Flux prunes.
+// and `adopt = false`, which needs the workload clusters read.
 func (m *Model) refuseWithFlux() (diags diag.Diagnostics) {
 	if m.Delivery.IsNull() || m.Delivery.IsUnknown() {
 		return nil
@@ -35,8 +34,8 @@ func (m *Model) refuseWithFlux() (diags diag.Diagnostics) {
 	if !m.Sensitive.IsNull() && !m.Sensitive.IsUnknown() && strings.TrimSpace(m.Sensitive.ValueString()) != "" {
 		shared.NotThroughFlux(&diags, pathSensitive, shared.FluxGapSensitive, "`sensitive_manifests`", "the rollout")
 	}
-	if m.DeletionPolicy.ValueString() == "orphan" {
-		shared.NotThroughFlux(&diags, path.Root("deletion_policy"), shared.FluxGapOrphan, "`deletion_policy = \"orphan\"`", "the rollout")
+	if !m.Adopt.IsNull() && !m.Adopt.IsUnknown() && !m.Adopt.ValueBool() {
+		shared.NotThroughFlux(&diags, path.Root("adopt"), shared.FluxGapRefuseAdoption, "`adopt = false`", "the rollout")
 	}
 	return diags
 }

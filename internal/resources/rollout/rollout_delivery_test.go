@@ -11,8 +11,8 @@ import (
 )
 
 // TestRefuseWithFlux: through Flux, sensitive_manifests (they would be published in the artifact)
-// and deletion_policy = "orphan" (Flux prunes) are refused at plan, naming the attribute; direct
-// delivery takes both.
+// and adopt = false (it needs the workload clusters read) are refused at plan, naming the
+// attribute; direct delivery takes both, and deletion_policy = "orphan" goes through Flux.
 func TestRefuseWithFlux(t *testing.T) {
 	flux := shared.DeliveryValue(&delivery.FluxSettings{Repository: "oci://r.example/fleet/web"})
 	direct := shared.DeliveryValue(nil)
@@ -22,10 +22,11 @@ func TestRefuseWithFlux(t *testing.T) {
 		m    Model
 		want []string
 	}{
-		{"Flux, plain", Model{Delivery: flux, Sensitive: types.StringNull(), DeletionPolicy: types.StringValue("delete")}, nil},
-		{"Flux, sensitive manifests", Model{Delivery: flux, Sensitive: secret, DeletionPolicy: types.StringValue("delete")}, []string{"Sensitive Manifests Not Delivered Through Flux Yet"}},
-		{"Flux, orphan", Model{Delivery: flux, Sensitive: types.StringNull(), DeletionPolicy: types.StringValue("orphan")}, []string{"Orphan Not Delivered Through Flux Yet"}},
-		{"direct, both", Model{Delivery: direct, Sensitive: secret, DeletionPolicy: types.StringValue("orphan")}, nil},
+		{"Flux, plain", Model{Delivery: flux, Sensitive: types.StringNull(), Adopt: types.BoolNull()}, nil},
+		{"Flux, sensitive manifests", Model{Delivery: flux, Sensitive: secret, Adopt: types.BoolNull()}, []string{"Sensitive Manifests Not Delivered Through Flux Yet"}},
+		{"Flux, adopt = false", Model{Delivery: flux, Sensitive: types.StringNull(), Adopt: types.BoolValue(false)}, []string{"Adoption Cannot Be Refused Through Flux"}},
+		{"Flux, adopt = true, orphan", Model{Delivery: flux, Sensitive: types.StringNull(), Adopt: types.BoolValue(true), DeletionPolicy: types.StringValue("orphan")}, nil},
+		{"direct, both", Model{Delivery: direct, Sensitive: secret, Adopt: types.BoolValue(false)}, nil},
 	} {
 		diags := tc.m.refuseWithFlux()
 		var got []string

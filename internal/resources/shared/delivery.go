@@ -2,7 +2,6 @@ package shared
 
 import (
 	"context"
-	"fmt"
 	"regexp"
 	"strings"
 
@@ -76,12 +75,15 @@ func DeliveryAttribute() schema.SingleNestedAttribute {
 			"pinned by digest and a `Kustomization` per cluster (through the Cluster's `<name>-kubeconfig` Secret, `prune` and " +
 			"`wait` on, `timeout` = `verify.timeout`) apply it. The provider then reads and writes only the management cluster " +
 			"and the registry, and reads no Secret in the Clusters' namespace (a Cluster's eligibility comes from its status); " +
-			"the per-cluster records live in the management cluster. Changing the engine, `repository` or `insecure` replaces the resource; " +
-			"the credentials and CA this provider pushes with do not, and `secret_ref` and `cert_secret_ref` are part of the revision, " +
-			"so a change of either is rolled out in waves like any other.",
+			"the per-cluster records live in the management cluster. Flux never prunes a Namespace, a CustomResourceDefinition or an object " +
+			"marked `gradual.dev/prune: disabled` (each carries Flux's own `kustomize.toolkit.fluxcd.io/prune: disabled` in the artifact). " +
+			"`repository`, `insecure`, `secret_ref` and `cert_secret_ref` are part of the revision: a change of any of them is rolled out " +
+			"in waves like any other, each cluster re-pinned to the same content at its new source, and nothing is pruned on the way; " +
+			"the credentials and CA this provider pushes with change nothing in the clusters. Changing the engine (direct or Flux) " +
+			"replaces the resource.",
 		PlanModifiers: []planmodifier.Object{objectplanmodifier.RequiresReplaceIf(engineChanged,
-			"Changing the engine (direct or Flux), the repository or `insecure` replaces the resource.",
-			"Changing the engine (direct or Flux), the repository or `insecure` replaces the resource.")},
+			"Changing the engine (direct or Flux) replaces the resource.",
+			"Changing the engine (direct or Flux) replaces the resource.")},
 		Attributes: map[string]schema.Attribute{
 			"flux": schema.SingleNestedAttribute{
 				Required:            true,
@@ -155,11 +157,11 @@ func DeliveryAttribute() schema.SingleNestedAttribute {
 	}
 }
 
-// engineChanged says whether a change of `delivery` replaces the resource: the engine, the
-// repository and `insecure` name where each cluster's artifacts are (a replacement moves every
-// cluster, through destroy and create). The credentials and CA this provider pushes with are its
-// own business and change nothing in the clusters; the Secrets source-controller pulls with are
-// part of the revision (fluxdelivery.Settings.RevisionSettings), rolled out in waves.
+// engineChanged says whether a change of `delivery` replaces the resource: only a change of
+// engine, whose records live elsewhere (the workload clusters, or the management cluster). Where
+// the artifacts are (the repository, `insecure`) and the Secrets source-controller pulls with are
+// part of the revision (fluxdelivery.Settings.RevisionSettings), rolled out in waves; the
+// credentials and CA this provider pushes with change nothing in the clusters.
 func engineChanged(ctx context.Context, req planmodifier.ObjectRequest, resp *objectplanmodifier.RequiresReplaceIfFuncResponse) {
 	where := func(v types.Object) (string, diag.Diagnostics) {
 		if v.IsNull() {
@@ -172,9 +174,7 @@ func engineChanged(ctx context.Context, req planmodifier.ObjectRequest, resp *ob
 		if diags.HasError() || dm.Flux.IsNull() {
 			return "direct", diags
 		}
-		attrs := dm.Flux.Attributes()
-		insecure, _ := attrs["insecure"].(types.Bool)
-		return fmt.Sprintf("flux %s insecure=%t", attrs["repository"], insecure.ValueBool()), diags
+		return "flux", diags
 	}
 	before, d1 := where(req.StateValue)
 	after, d2 := where(req.PlanValue)
@@ -270,9 +270,9 @@ const (
 	// FluxGapHealthChecks: the provider evaluates verify.health_checks as it waits; through Flux,
 	// the Kustomization judges the objects.
 	FluxGapHealthChecks FluxGap = iota
-	// FluxGapOrphan: a cluster loses what it got by the deletion of its Kustomization, after
-	// which Flux prunes.
-	FluxGapOrphan
+	// FluxGapRefuseAdoption: adopt = false needs each workload cluster read for objects that
+	// exist already, and through Flux the runner reads none.
+	FluxGapRefuseAdoption
 	// FluxGapSensitive: an artifact is readable by whoever can pull from the registry.
 	FluxGapSensitive
 )
@@ -285,11 +285,12 @@ func NotThroughFlux(diags *diag.Diagnostics, at path.Path, gap FluxGap, attribut
 		diags.AddAttributeError(at, "Health Checks Not Delivered Through Flux Yet",
 			attribute+" are evaluated by the provider as it waits for the objects, and with `delivery.flux` Flux's "+
 				"Kustomization judges them: the two cannot be used together yet. Deliver directly (leave `delivery` out).")
-	case FluxGapOrphan:
-		diags.AddAttributeError(at, "Orphan Not Delivered Through Flux Yet",
-			attribute+" keeps the objects when a cluster leaves or "+subject+" is destroyed, and with `delivery.flux` a "+
-				"cluster loses them by the deletion of its Kustomization, after which Flux prunes what it applied: the two cannot "+
-				"be used together yet. Use deletion_policy = \"delete\", or deliver directly (leave `delivery` out).")
+	case FluxGapRefuseAdoption:
+		diags.AddAttributeError(at, "Adoption Cannot Be Refused Through Flux",
+			attribute+" refuses "+subject+" where an object of it exists already, which takes a read of every workload cluster; "+
+				"with `delivery.flux` the runner reads none, and Flux's kustomize-controller takes over any object it finds. "+
+				"Leave `adopt` out (Flux never prunes Namespaces, CRDs or objects marked `gradual.dev/prune: disabled`), "+
+				"or deliver directly (leave `delivery` out).")
 	case FluxGapSensitive:
 		diags.AddAttributeError(at, "Sensitive Manifests Not Delivered Through Flux Yet",
 			attribute+" are kept out of the plan, the state and the records, and `delivery.flux` publishes every object as an "+

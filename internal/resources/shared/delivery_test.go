@@ -14,10 +14,10 @@ import (
 	"github.com/gradual-dev/terraform-provider-gradual/internal/testbed/servingcert"
 )
 
-// TestEngineChangedReplacesOnlyForWhereArtifactsAre: the engine, the repository and `insecure`
-// replace the resource; credentials, the CA and the pull Secrets do not (the Secrets go through
-// the revision instead).
-func TestEngineChangedReplacesOnlyForWhereArtifactsAre(t *testing.T) {
+// TestEngineChangedReplacesOnlyForTheEngine: a change of engine replaces the resource; the
+// repository, `insecure`, credentials, the CA and the pull Secrets do not (where the artifacts are
+// and the pull Secrets go through the revision instead: rolled out in waves).
+func TestEngineChangedReplacesOnlyForTheEngine(t *testing.T) {
 	base := delivery.FluxSettings{Repository: "oci://r.example/fleet/web", Credentials: delivery.FluxCredentials{Username: "a"}}
 	with := func(f func(*delivery.FluxSettings)) *delivery.FluxSettings {
 		s := base
@@ -32,8 +32,8 @@ func TestEngineChangedReplacesOnlyForWhereArtifactsAre(t *testing.T) {
 		{"unchanged", &base, &base, false},
 		{"direct to Flux", nil, &base, true},
 		{"Flux to direct", &base, nil, true},
-		{"repository", &base, with(func(s *delivery.FluxSettings) { s.Repository += "-2" }), true},
-		{"insecure", &base, with(func(s *delivery.FluxSettings) { s.Insecure = true }), true},
+		{"repository", &base, with(func(s *delivery.FluxSettings) { s.Repository += "-2" }), false},
+		{"insecure", &base, with(func(s *delivery.FluxSettings) { s.Insecure = true }), false},
 		{"username", &base, with(func(s *delivery.FluxSettings) { s.Credentials.Username = "b" }), false},
 		{"CA bundle", &base, with(func(s *delivery.FluxSettings) { s.CABundle = "pem" }), false},
 		{"pull Secret", &base, with(func(s *delivery.FluxSettings) { s.SecretRef = "pull" }), false},
