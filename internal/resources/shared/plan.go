@@ -130,8 +130,9 @@ func WarnDeletion(diags *diag.Diagnostics, d Deletion) {
 }
 
 // RefusesAdoption says whether a plan refuses the objects someone else made rather than
-// adopting them: only when `adopt = false` is known. An adopt that apply will know refuses
-// nothing yet, so that the plan does not fail on what apply may be allowed to take over.
+// adopting them: only when `adopt` is known to be false. An adopt known only at apply (or null)
+// refuses nothing at plan, so that the plan does not fail on what apply may be allowed to take
+// over.
 func RefusesAdoption(adopt types.Bool) bool {
 	return !adopt.IsUnknown() && !adopt.IsNull() && !adopt.ValueBool()
 }
