@@ -233,6 +233,8 @@ type waveMembers struct {
 // p.Resume and those held back (in p.Unstaged or their stage's Waiting), and returns the
 // targets the waves are to apply the desired revision to.
 func (p *Plan) decideIntents(byName map[string]*Target, canary map[string]bool, stageOf map[string]int, policy Policy) waveMembers {
+	// lastStage (1-based) is the last stage this plan carries the revision to: promote_until's,
+	// or the last of all.
 	lastStage := len(policy.Stages)
 	if i := policy.stageIndex(policy.PromoteUntil); i >= 0 {
 		lastStage = i + 1
