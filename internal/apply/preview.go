@@ -13,6 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
 // PreviewCounts counts what applying a bundle would do to each of its objects.
@@ -69,61 +70,91 @@ func (a *Applier) Preview(ctx context.Context, objs []*unstructured.Unstructured
 	if err := a.keepIgnored(ctx, objs); err != nil {
 		return nil, err
 	}
-	defined := definedKinds(objs)
-	bundleNamespaces := map[string]bool{}
-	for _, obj := range objs {
-		if gvk := obj.GroupVersionKind(); isNamespace(gvk.Group, gvk.Kind) {
-			bundleNamespaces[obj.GetName()] = true
-		}
-	}
-	type outcome struct {
-		action    ssa.Action
-		unchecked bool
-		rejected  *Rejection
-		conflict  *ConflictError
-	}
-	found := make([]outcome, len(objs))
+	bundle := bundleDefines{kinds: definedKinds(objs), namespaces: bundleNamespaces(objs)}
+	found := make([]previewOutcome, len(objs))
 	// Objects in a namespace the bundle brings and the cluster lacks are created unchecked
 	// without asking: the server could only answer that the namespace is not there.
-	unchecked := a.inMissingNamespace(ctx, objs, bundleNamespaces)
+	unchecked := a.inMissingNamespace(ctx, objs, bundle.namespaces)
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(a.opts.Concurrency)
 	for i, obj := range objs {
 		if unchecked(obj) {
-			found[i] = outcome{action: ssa.CreatedAction, unchecked: true}
+			found[i] = previewOutcome{action: ssa.CreatedAction, unchecked: true}
 			continue
 		}
 		g.Go(func() error {
-			ref := RefOf(obj)
-			entry, _, _, err := a.applier.Diff(gctx, obj, ssa.DiffOptions{})
-			if err == nil {
-				found[i].action = entry.Action
-				return nil
-			}
-			var conflict *ConflictError
-			if errors.As(err, &conflict) {
-				found[i].conflict = conflict
-				return nil
-			}
-			var dryRun *ssaerrors.DryRunErr
-			if errors.As(err, &dryRun) {
-				err = dryRun.Unwrap()
-			}
-			_, bundleKind := defined[obj.GroupVersionKind()]
-			if (apierrors.IsNotFound(err) || meta.IsNoMatchError(err)) && (bundleKind || bundleNamespaces[obj.GetNamespace()]) {
-				found[i] = outcome{action: ssa.CreatedAction, unchecked: true}
-				return nil
-			}
-			if Rejected(err) {
-				found[i].rejected = &Rejection{Object: ref, Reason: reasonOf(err)}
-				return nil
-			}
-			return &ObjectError{Object: ref, Op: "dry-run apply", Err: err}
+			var err error
+			found[i], err = a.dryRun(gctx, obj, bundle)
+			return err
 		})
 	}
 	if err := g.Wait(); err != nil {
 		return nil, err
 	}
+	return tally(found), nil
+}
+
+// bundleDefines is what a bundle brings that the cluster may lack until it is applied: the
+// kinds its CRDs define and the Namespaces it holds.
+type bundleDefines struct {
+	// kinds is definedKinds: present for a kind the bundle defines (the value says whether it
+	// is namespaced, which is not what counts here).
+	kinds      map[schema.GroupVersionKind]bool
+	namespaces map[string]bool
+}
+
+// bundleNamespaces returns the names of the Namespaces among objs.
+func bundleNamespaces(objs []*unstructured.Unstructured) map[string]bool {
+	out := map[string]bool{}
+	for _, obj := range objs {
+		if gvk := obj.GroupVersionKind(); isNamespace(gvk.Group, gvk.Kind) {
+			out[obj.GetName()] = true
+		}
+	}
+	return out
+}
+
+// previewOutcome is what the dry-run found for one object: the action it would take, or the
+// server's refusal, or a conflict with another applier.
+type previewOutcome struct {
+	action ssa.Action
+	// unchecked: created without the server's word (see PreviewCounts.Unchecked).
+	unchecked bool
+	rejected  *Rejection
+	conflict  *ConflictError
+}
+
+// dryRun asks the cluster what applying obj would do. A refusal or a conflict is an outcome; an
+// error means the cluster could not be asked.
+func (a *Applier) dryRun(ctx context.Context, obj *unstructured.Unstructured, bundle bundleDefines) (previewOutcome, error) {
+	ref := RefOf(obj)
+	entry, _, _, err := a.applier.Diff(ctx, obj, ssa.DiffOptions{})
+	if err == nil {
+		return previewOutcome{action: entry.Action}, nil
+	}
+	var conflict *ConflictError
+	if errors.As(err, &conflict) {
+		return previewOutcome{conflict: conflict}, nil
+	}
+	var dryRun *ssaerrors.DryRunErr
+	if errors.As(err, &dryRun) {
+		err = dryRun.Unwrap()
+	}
+	// The server cannot judge an object whose kind or namespace the bundle itself brings:
+	// it is created, unchecked.
+	_, bundleKind := bundle.kinds[obj.GroupVersionKind()]
+	if (apierrors.IsNotFound(err) || meta.IsNoMatchError(err)) && (bundleKind || bundle.namespaces[obj.GetNamespace()]) {
+		return previewOutcome{action: ssa.CreatedAction, unchecked: true}, nil
+	}
+	if Rejected(err) {
+		return previewOutcome{rejected: &Rejection{Object: ref, Reason: reasonOf(err)}}, nil
+	}
+	return previewOutcome{}, &ObjectError{Object: ref, Op: "dry-run apply", Err: err}
+}
+
+// tally counts the outcomes and lists the refusals and conflicts, sorted by object so that the
+// result does not depend on the order the dry-runs answered in.
+func tally(found []previewOutcome) *PreviewResult {
 	res := &PreviewResult{}
 	for _, o := range found {
 		switch {
@@ -146,7 +177,7 @@ func (a *Applier) Preview(ctx context.Context, objs []*unstructured.Unstructured
 	}
 	slices.SortFunc(res.Rejected, func(x, y Rejection) int { return compareRefs(x.Object, y.Object) })
 	slices.SortFunc(res.Conflicts, func(x, y *ConflictError) int { return compareRefs(x.Object, y.Object) })
-	return res, nil
+	return res
 }
 
 // Rejected reports whether err is the API server refusing an object for what it is (schema,

@@ -127,8 +127,32 @@ func (p Plan) Changes() bool { return len(p.Resume) > 0 || len(p.Waves) > 0 }
 // records use "" for "nothing", so removal cannot be recorded as a rollout.
 // Call policy.Validate first; PlanRollout itself never fails.
 func PlanRollout(targets []Target, desired string, policy Policy) Plan {
-	p := Plan{Desired: desired, Intents: make(map[string]Intent, len(targets))}
+	p := Plan{Desired: desired, Intents: make(map[string]Intent, len(targets)), PromoteUntil: policy.PromoteUntil}
+	byName := p.indexTargets(targets)
+	p.UpdateLimit = max(policy.UpdateLimit.Resolve(p.Eligible), 1)
+	p.MaxFailures = policy.MaxFailures.Resolve(p.Eligible)
+	p.MaxUnsettled = policy.MaxUnsettled.Resolve(p.Eligible)
 
+	canary := p.orderCanaries(policy.Canary, byName)
+	stageOf := stageMembers(policy, byName, canary)
+	groups := stageGroups(byName, canary, stageOf, len(policy.Stages))
+	// After the canaries, each stage's targets, then those in no stage.
+	for _, g := range groups[1:] {
+		p.Order = append(p.Order, g...)
+	}
+	p.Order = append(p.Order, groups[0]...)
+	p.Stages = planStages(policy.Stages, groups, byName)
+
+	changing := p.decideIntents(byName, canary, stageOf, policy)
+	p.cutWaves(changing)
+	p.Invalid = KnownInvalid(targets, desired)
+	p.Notes = notes(&p, policy)
+	return p
+}
+
+// indexTargets maps targets by name, the first of a name winning (later ones are listed in
+// p.Duplicates), and counts in p.Eligible those not skipped.
+func (p *Plan) indexTargets(targets []Target) map[string]*Target {
 	byName := make(map[string]*Target, len(targets))
 	for i := range targets {
 		t := &targets[i]
@@ -141,15 +165,16 @@ func PlanRollout(targets []Target, desired string, policy Policy) Plan {
 			p.Eligible++
 		}
 	}
-	p.UpdateLimit = max(policy.UpdateLimit.Resolve(p.Eligible), 1)
-	p.MaxFailures = policy.MaxFailures.Resolve(p.Eligible)
-	p.MaxUnsettled = policy.MaxUnsettled.Resolve(p.Eligible)
+	return byName
+}
 
-	// Canary targets first, in the order the user gave: that order is the
-	// point of listing them.
+// orderCanaries starts p.Order with the canary targets in the order the user gave (that order
+// is the point of listing them), each once, and returns the set of them. Canary names that are
+// not targets go to p.UnknownCanaries.
+func (p *Plan) orderCanaries(names []string, byName map[string]*Target) map[string]bool {
 	p.Order = make([]string, 0, len(byName))
-	canary := make(map[string]bool, len(policy.Canary))
-	for _, name := range policy.Canary {
+	canary := make(map[string]bool, len(names))
+	for _, name := range names {
 		if canary[name] {
 			continue
 		}
@@ -160,9 +185,13 @@ func PlanRollout(targets []Target, desired string, policy Policy) Plan {
 		canary[name] = true
 		p.Order = append(p.Order, name)
 	}
-	// Then each stage's targets (sorted by name), then the rest sorted by name.
-	stageOf := stageMembers(policy, byName, canary)
-	groups := make([][]string, len(policy.Stages)+1) // groups[0]: in no stage
+	return canary
+}
+
+// stageGroups returns the targets that are not canaries grouped by stage, each group sorted by
+// name: groups[i] holds stage i's (1-based), groups[0] those in no stage.
+func stageGroups(byName map[string]*Target, canary map[string]bool, stageOf map[string]int, stages int) [][]string {
+	groups := make([][]string, stages+1)
 	for name := range byName {
 		if !canary[name] {
 			groups[stageOf[name]] = append(groups[stageOf[name]], name)
@@ -171,16 +200,14 @@ func PlanRollout(targets []Target, desired string, policy Policy) Plan {
 	for i := range groups {
 		slices.Sort(groups[i])
 	}
-	for _, g := range groups[1:] {
-		p.Order = append(p.Order, g...)
-	}
-	p.Order = append(p.Order, groups[0]...)
-	p.PromoteUntil = policy.PromoteUntil
-	last := len(policy.Stages)
-	if i := policy.stageIndex(policy.PromoteUntil); i >= 0 {
-		last = i + 1
-	}
-	for i, st := range policy.Stages {
+	return groups
+}
+
+// planStages resolves each stage's limits against the stage's own eligible targets (groups[i+1]
+// for stage i), so that a percentage means a share of the stage, not of the fleet.
+func planStages(stages []Stage, groups [][]string, byName map[string]*Target) []PlanStage {
+	var out []PlanStage
+	for i, st := range stages {
 		ps := PlanStage{Name: st.Name, BakeTime: max(st.BakeTime, 0)}
 		for _, name := range groups[i+1] {
 			if byName[name].SkipReason == "" {
@@ -189,31 +216,43 @@ func PlanRollout(targets []Target, desired string, policy Policy) Plan {
 		}
 		ps.UpdateLimit = max(st.UpdateLimit.Resolve(ps.Eligible), 1)
 		ps.MaxFailures = st.MaxFailures.Resolve(ps.Eligible)
-		p.Stages = append(p.Stages, ps)
+		out = append(out, ps)
 	}
+	return out
+}
 
-	canaryMembers := []string{}
-	members := make([][]string, len(groups))
+// waveMembers are the targets a plan applies the desired revision to, before they are cut into
+// waves: the canaries, and the rest by stage (byStage[i] for stage i, 1-based; byStage[0] for
+// those in no stage, which is every one when the rollout has no stages).
+type waveMembers struct {
+	canary  []string
+	byStage [][]string
+}
+
+// decideIntents sets p.Intents for every target in p.Order, lists the targets to restore in
+// p.Resume and those held back (in p.Unstaged or their stage's Waiting), and returns the
+// targets the waves are to apply the desired revision to.
+func (p *Plan) decideIntents(byName map[string]*Target, canary map[string]bool, stageOf map[string]int, policy Policy) waveMembers {
+	// lastStage (1-based) is the last stage this plan carries the revision to: promote_until's,
+	// or the last of all.
+	lastStage := len(policy.Stages)
+	if i := policy.stageIndex(policy.PromoteUntil); i >= 0 {
+		lastStage = i + 1
+	}
+	changing := waveMembers{canary: []string{}, byStage: make([][]string, len(policy.Stages)+1)}
 	for _, name := range p.Order {
-		in := intentFor(byName[name], desired, policy.Irreversible)
+		in := intentFor(byName[name], p.Desired, policy.Irreversible)
 		in.Canary = canary[name]
 		if !in.Canary {
 			in.Stage = stageOf[name]
 		}
-		// held says why a target that would change waits: after the stage promoted to, or in
-		// no stage at all. Only its change waits; an interrupted run is still settled.
-		held := ""
-		switch {
-		case in.Canary || len(policy.Stages) == 0:
-		case in.Stage == 0:
-			held = "in no stage"
-		case in.Stage > last:
-			held = fmt.Sprintf("waits for stage %s (promote_until = %q)", policy.Stages[in.Stage-1].Name, policy.PromoteUntil)
-		}
+		held := heldReason(in, policy, lastStage)
 		switch {
 		case in.Action == ActionRestore:
 			p.Resume = append(p.Resume, name)
-			if in.RestoreTo == desired || byName[name].Refused != "" {
+			// Restoring settles the target when the backup is the desired revision, and a
+			// refused target is only restored: neither has a wave to wait for.
+			if in.RestoreTo == p.Desired || byName[name].Refused != "" {
 				p.Intents[name] = in
 				continue
 			}
@@ -222,32 +261,61 @@ func PlanRollout(targets []Target, desired string, policy Policy) Plan {
 			continue
 		}
 		if held != "" {
-			if in.Action == ActionApply {
-				in.Action, in.Reason = ActionSkip, held
-			}
-			p.Intents[name] = in
-			if in.Stage == 0 {
-				p.Unstaged = append(p.Unstaged, name)
-			} else {
-				p.Stages[in.Stage-1].Waiting = append(p.Stages[in.Stage-1].Waiting, name)
-			}
+			p.hold(name, in, held)
 			continue
 		}
 		p.Intents[name] = in
 		if in.Canary {
-			canaryMembers = append(canaryMembers, name)
+			changing.canary = append(changing.canary, name)
 		} else {
-			members[in.Stage] = append(members[in.Stage], name)
+			changing.byStage[in.Stage] = append(changing.byStage[in.Stage], name)
 		}
 	}
-	p.Waves = append(p.Waves, chunk(canaryMembers, p.UpdateLimit)...)
+	return changing
+}
+
+// heldReason says why a target that would change waits: after the stage promoted to (lastStage,
+// 1-based), or in no stage at all. "" when it does not wait: canaries and rollouts without
+// stages never do.
+func heldReason(in Intent, policy Policy, lastStage int) string {
+	switch {
+	case in.Canary || len(policy.Stages) == 0:
+		return ""
+	case in.Stage == 0:
+		return "in no stage"
+	case in.Stage > lastStage:
+		return fmt.Sprintf("waits for stage %s (promote_until = %q)", policy.Stages[in.Stage-1].Name, policy.PromoteUntil)
+	}
+	return ""
+}
+
+// hold records the intent of a target that would change but waits (held says why), and lists
+// it in p.Unstaged or its stage's Waiting. Only its change waits: an interrupted run is still
+// settled, so a restore keeps its action.
+func (p *Plan) hold(name string, in Intent, held string) {
+	if in.Action == ActionApply {
+		in.Action, in.Reason = ActionSkip, held
+	}
+	p.Intents[name] = in
+	if in.Stage == 0 {
+		p.Unstaged = append(p.Unstaged, name)
+	} else {
+		p.Stages[in.Stage-1].Waiting = append(p.Stages[in.Stage-1].Waiting, name)
+	}
+}
+
+// cutWaves cuts the changing targets into p.Waves (canaries first, each at most
+// p.UpdateLimit; then each stage's, at most the stage's limit; then those in no stage) and
+// gives each target's intent its wave.
+func (p *Plan) cutWaves(changing waveMembers) {
+	p.Waves = append(p.Waves, chunk(changing.canary, p.UpdateLimit)...)
 	p.CanaryWaves = len(p.Waves)
 	for i := range p.Stages {
-		w := chunk(members[i+1], p.Stages[i].UpdateLimit)
+		w := chunk(changing.byStage[i+1], p.Stages[i].UpdateLimit)
 		p.Stages[i].Waves = len(w)
 		p.Waves = append(p.Waves, w...)
 	}
-	p.Waves = append(p.Waves, chunk(members[0], p.UpdateLimit)...)
+	p.Waves = append(p.Waves, chunk(changing.byStage[0], p.UpdateLimit)...)
 	for i, wave := range p.Waves {
 		for _, name := range wave {
 			in := p.Intents[name]
@@ -255,9 +323,6 @@ func PlanRollout(targets []Target, desired string, policy Policy) Plan {
 			p.Intents[name] = in
 		}
 	}
-	p.Invalid = KnownInvalid(targets, desired)
-	p.Notes = notes(&p, policy)
-	return p
 }
 
 // stageMembers maps each target (not a canary) of byName to the 1-based index of the first stage

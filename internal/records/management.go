@@ -546,111 +546,156 @@ func (s *ManagementStore) modify(ctx context.Context, key Key, what string, chan
 		if err != nil {
 			return err
 		}
-		read := st.r.Progress
+		readProgress := st.r.Progress
 		if !change(st.r) {
 			return nil
 		}
-		var written, replaced []string
-		// The configuration: kept when the progress was not replaced, else written unless unchanged.
-		config := st.config
-		if p := st.r.Progress; p == nil {
-			config = nil
-		} else if p != read || st.configLoaded {
-			config = nil
-			if len(p.Config) > 0 {
-				sum := sha256.Sum256(p.Config)
-				if config = st.config; config == nil || config.SHA256 != hex.EncodeToString(sum[:]) {
-					chunks, digest, err := compressChunks(p.Config, s.chunkSize)
-					if err != nil {
-						return err
-					}
-					config = &configRef{Digest: digest, Chunks: len(chunks), SHA256: hex.EncodeToString(sum[:])}
-					names, err := s.writeChunks(ctx, key, configChunkPrefix(key), digest, chunks, 0)
-					written = append(written, names...)
-					if err != nil {
-						s.dropChunks(ctx, key, written)
-						return err
-					}
-				}
-			}
-		}
-		if old := st.config; old != nil && (config == nil || config.Digest != old.Digest) {
-			replaced = append(replaced, chunkNames(configChunkPrefix(key), old.Digest, 0, old.Chunks)...)
-		}
-		payload := managementPayload{Ledger: st.r.Ledger}
-		if p := st.r.Progress; p != nil {
-			cp := *p
-			cp.Config = nil
-			payload.Progress = &cp
-		}
-		raw, err := json.Marshal(payload)
-		if err != nil {
-			return err
-		}
-		chunks, digest, err := compressChunks(raw, s.chunkSize)
-		if err != nil {
-			return err
-		}
-		names, err := s.writeChunks(ctx, key, key.ObjectName(), digest, chunks, 1)
-		written = append(written, names...)
-		if err != nil {
-			s.dropChunks(ctx, key, written)
-			return err
-		}
-		sec := st.sec
-		if sec != nil {
-			if old := sec.Annotations[AnnotationDigest]; old != digest {
-				n, _ := strconv.Atoi(sec.Annotations[AnnotationChunks])
-				replaced = append(replaced, chunkNames(sec.Name, old, 1, n)...)
-			}
-		} else {
-			sec = &corev1.Secret{
-				ObjectMeta: metav1.ObjectMeta{
-					Name:        key.ObjectName(),
-					Namespace:   s.namespace,
-					Labels:      map[string]string{LabelManagedBy: ManagedBy, LabelRollout: key.Hash()},
-					Annotations: map[string]string{AnnotationRolloutKey: key.String()},
-				},
-				Type: RolloutSecretType,
-			}
-		}
-		if sec.Annotations == nil {
-			sec.Annotations = map[string]string{}
-		}
-		sec.Annotations[AnnotationChunks] = strconv.Itoa(len(chunks))
-		sec.Annotations[AnnotationDigest] = digest
-		delete(sec.Annotations, AnnotationConfig)
-		if config != nil {
-			ref, err := json.Marshal(config)
-			if err != nil {
-				return err
-			}
-			sec.Annotations[AnnotationConfig] = string(ref)
-		}
-		sec.Data = map[string][]byte{managementRecordKey: chunks[0]}
-		if sec.ResourceVersion != "" {
-			err = s.c.Update(ctx, sec)
-		} else {
-			err = createInNamespace(ctx, s.c, sec)
-			if apierrors.IsAlreadyExists(err) {
-				// Another writer created it first: read theirs and change it instead.
-				err = apierrors.NewConflict(schema.GroupResource{Resource: "secrets"}, sec.Name, err)
-			}
-		}
-		if err != nil {
-			s.dropChunks(ctx, key, written)
-			return err
-		}
-		for _, name := range replaced {
-			// Best effort: a chunk left behind is removed with the record (Delete).
-			_ = s.deleteName(ctx, name)
-		}
-		return nil
+		return s.write(ctx, key, st, readProgress)
 	})
 	if err != nil {
 		return fmt.Errorf("%s of %s in namespace %s: %w", what, key.Describe(), s.namespace, err)
 	}
 	return nil
+}
+
+// write stores st.r, the record as read (st) and changed since; readProgress is its Progress
+// as read, before the change. The chunks come first, the head last (a conflict on the head is
+// returned as such, for modify to read and change again); a write that fails removes the
+// chunks it wrote, and one that succeeds deletes those of what it replaced.
+func (s *ManagementStore) write(ctx context.Context, key Key, st *stored, readProgress *Progress) error {
+	config, written, err := s.writeConfig(ctx, key, st, readProgress)
+	if err != nil {
+		return err
+	}
+	var replaced []string
+	if old := st.config; old != nil && (config == nil || config.Digest != old.Digest) {
+		replaced = append(replaced, chunkNames(configChunkPrefix(key), old.Digest, 0, old.Chunks)...)
+	}
+	chunks, digest, err := compressPayload(st.r, s.chunkSize)
+	if err != nil {
+		return err
+	}
+	names, err := s.writeChunks(ctx, key, key.ObjectName(), digest, chunks, 1)
+	written = append(written, names...)
+	if err != nil {
+		s.dropChunks(ctx, key, written)
+		return err
+	}
+	sec, replacedHead, err := s.nextHead(key, st.sec, chunks, digest, config)
+	if err != nil {
+		return err
+	}
+	replaced = append(replaced, replacedHead...)
+	if err := s.putHead(ctx, sec); err != nil {
+		s.dropChunks(ctx, key, written)
+		return err
+	}
+	for _, name := range replaced {
+		// Best effort: a chunk left behind is removed with the record (Delete).
+		_ = s.deleteName(ctx, name)
+	}
+	return nil
+}
+
+// writeConfig returns where the record's configuration is kept once written, and the chunks it
+// wrote for it: nil when there is no configuration. The configuration is written only when it
+// changed, since it is large and the progress is written often; a write that fails removes
+// what it wrote.
+func (s *ManagementStore) writeConfig(ctx context.Context, key Key, st *stored, readProgress *Progress) (*configRef, []string, error) {
+	p := st.r.Progress
+	switch {
+	case p == nil:
+		return nil, nil, nil
+	case p == readProgress && !st.configLoaded:
+		// The progress was read without its configuration (it is kept apart) and changed in
+		// place: the configuration kept is still its own.
+		return st.config, nil, nil
+	case len(p.Config) == 0:
+		return nil, nil, nil
+	}
+	sum := sha256.Sum256(p.Config)
+	if st.config != nil && st.config.SHA256 == hex.EncodeToString(sum[:]) {
+		return st.config, nil, nil
+	}
+	chunks, digest, err := compressChunks(p.Config, s.chunkSize)
+	if err != nil {
+		return nil, nil, err
+	}
+	config := &configRef{Digest: digest, Chunks: len(chunks), SHA256: hex.EncodeToString(sum[:])}
+	written, err := s.writeChunks(ctx, key, configChunkPrefix(key), digest, chunks, 0)
+	if err != nil {
+		s.dropChunks(ctx, key, written)
+		return nil, nil, err
+	}
+	return config, written, nil
+}
+
+// compressPayload compresses the record's progress and ledger into chunks of at most chunkSize,
+// and returns them with their digest. The configuration is left out: it is kept apart (see
+// configRef).
+func compressPayload(r *Rollout, chunkSize int) ([][]byte, string, error) {
+	payload := managementPayload{Ledger: r.Ledger}
+	if p := r.Progress; p != nil {
+		cp := *p
+		cp.Config = nil
+		payload.Progress = &cp
+	}
+	raw, err := json.Marshal(payload)
+	if err != nil {
+		return nil, "", err
+	}
+	return compressChunks(raw, chunkSize)
+}
+
+// nextHead returns the head Secret to write for the record's chunks (with digest) and config: sec,
+// the head as read, changed, or a new one when sec is nil. replaced lists the chunks of the
+// head it replaces, for deletion once it is written.
+func (s *ManagementStore) nextHead(key Key, sec *corev1.Secret, chunks [][]byte, digest string, config *configRef) (_ *corev1.Secret, replaced []string, _ error) {
+	if sec != nil {
+		if old := sec.Annotations[AnnotationDigest]; old != digest {
+			n, _ := strconv.Atoi(sec.Annotations[AnnotationChunks])
+			replaced = chunkNames(sec.Name, old, 1, n)
+		}
+	} else {
+		sec = &corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{
+				Name:        key.ObjectName(),
+				Namespace:   s.namespace,
+				Labels:      map[string]string{LabelManagedBy: ManagedBy, LabelRollout: key.Hash()},
+				Annotations: map[string]string{AnnotationRolloutKey: key.String()},
+			},
+			Type: RolloutSecretType,
+		}
+	}
+	if sec.Annotations == nil {
+		sec.Annotations = map[string]string{}
+	}
+	sec.Annotations[AnnotationChunks] = strconv.Itoa(len(chunks))
+	sec.Annotations[AnnotationDigest] = digest
+	delete(sec.Annotations, AnnotationConfig)
+	if config != nil {
+		ref, err := json.Marshal(config)
+		if err != nil {
+			return nil, nil, err
+		}
+		sec.Annotations[AnnotationConfig] = string(ref)
+	}
+	sec.Data = map[string][]byte{managementRecordKey: chunks[0]}
+	return sec, replaced, nil
+}
+
+// putHead writes the head Secret: an update guarded by the resourceVersion read, or a creation.
+// A creation that finds the head there already is a conflict, so that the record another writer
+// created first is read and changed instead.
+func (s *ManagementStore) putHead(ctx context.Context, sec *corev1.Secret) error {
+	if sec.ResourceVersion != "" {
+		return s.c.Update(ctx, sec)
+	}
+	err := createInNamespace(ctx, s.c, sec)
+	if apierrors.IsAlreadyExists(err) {
+		return apierrors.NewConflict(schema.GroupResource{Resource: "secrets"}, sec.Name, err)
+	}
+	return err
 }
 
 // dropChunks deletes chunks a write wrote before it failed, unless the head written since names

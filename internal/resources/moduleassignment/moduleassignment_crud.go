@@ -12,7 +12,9 @@ import (
 	"github.com/hashicorp/terraform-plugin-log/tflog"
 
 	"github.com/gradual-dev/terraform-provider-gradual/internal/assignment"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/delivery"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/diagnostics"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/fleet"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/records"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/shared"
 )
@@ -42,22 +44,9 @@ func (r *assignmentResource) apply(ctx context.Context, timeout time.Duration, p
 		diags.AddError("Provider Not Configured", diagnostics.UnconfiguredProvider)
 		return false
 	}
-	spec, d := plan.spec(ctx)
-	diags.Append(d...)
-	query, d := plan.query(ctx, r.Data.Window())
-	diags.Append(d...)
-	svc, d := r.service(ctx, plan)
-	diags.Append(d...)
-	if diags.HasError() {
+	spec, query, svc, ok := r.prepareApply(ctx, plan, diags)
+	if !ok {
 		return false
-	}
-	plan.ID = types.StringValue(spec.Key.Namespace + "/" + spec.Key.Name)
-	plan.setRevisions(spec)
-	if plan.Objects.IsUnknown() {
-		diags.Append(plan.setObjects(ctx, spec)...)
-	}
-	if plan.SensitiveObjects.IsUnknown() {
-		diags.Append(plan.setSensitiveObjects(ctx)...)
 	}
 	// The waves the plan showed are the waves apply carries out: their clusters come with the
 	// plan's private state (none when the plan could not plan them, e.g. on create).
@@ -67,23 +56,11 @@ func (r *assignmentResource) apply(ctx context.Context, timeout time.Duration, p
 	diags.Append(d...)
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	var res *assignment.RunResult
-	var err error
-	// A saved plan applied after the registry went down (or the Flux CRDs went away): refused
-	// before the Lease is taken and any Kustomization pinned, as a rollout's is.
-	err = svc.Ready(ctx)
-	if err == nil {
-		// The plan showed each module's digest, computed from its manifests: a tag that holds
-		// other content now (planted after the plan) is refused before anything is pinned.
-		err = assignment.CheckPinned(ctx, svc, spec, plannedModules(waves))
-	}
-	if err == nil {
-		res, err = assignment.Run(ctx, svc, assignment.RunRequest{
-			Spec: spec, Query: query, Planned: flatten(waves), PlannedKnown: waves != nil, Waves: waves, Config: config,
-			Leaving: leaving, Create: create, ImportHint: importHint(spec.Key),
-			Logf: func(msg string, fields map[string]any) { tflog.Info(ctx, msg, fields) },
-		})
-	}
+	res, err := runChecked(ctx, svc, assignment.RunRequest{
+		Spec: spec, Query: query, Planned: flatten(waves), PlannedKnown: waves != nil, Waves: waves, Config: config,
+		Leaving: leaving, Create: create, ImportHint: importHint(spec.Key),
+		Logf: func(msg string, fields map[string]any) { tflog.Info(ctx, msg, fields) },
+	})
 	if res != nil {
 		for _, w := range res.Warnings {
 			diags.AddWarning("Module Assignment Warning", w)
@@ -92,12 +69,65 @@ func (r *assignmentResource) apply(ctx context.Context, timeout time.Duration, p
 			diags.AddWarning("Module Assignment Summary", strings.Join(res.Summaries, "\n"))
 		}
 	}
-	// Only what the plan left unknown is filled in: a value the plan showed is a promise. What
-	// apply left is read back as a refresh would (without drift, which a refresh finds).
-	octx, ocancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
-	defer ocancel()
-	observed := *plan
-	if after, oerr := assignment.Observe(octx, svc, query, spec, false); oerr == nil {
+	diags.Append(plan.settleOutcome(ctx, svc, query, spec, res)...)
+	if err != nil {
+		diags.Append(diagnostics.FromError(err, "Module Assignment Failed"))
+		return false
+	}
+	return true
+}
+
+// prepareApply reads what apply needs from the plan (the assignment's spec, the fleet's query
+// and the delivery service) and fills the attributes that follow from the configuration alone:
+// the id, the revisions and, when the plan left them unknown, the objects. ok is false when the
+// configuration cannot be read.
+func (r *assignmentResource) prepareApply(ctx context.Context, plan *Model, diags *diag.Diagnostics) (_ assignment.Spec, _ fleet.Query, _ *delivery.Service, ok bool) {
+	spec, d := plan.spec(ctx)
+	diags.Append(d...)
+	query, d := plan.query(ctx, r.Data.Window())
+	diags.Append(d...)
+	svc, d := r.service(ctx, plan)
+	diags.Append(d...)
+	if diags.HasError() {
+		return spec, query, nil, false
+	}
+	plan.ID = types.StringValue(spec.Key.Namespace + "/" + spec.Key.Name)
+	plan.setRevisions(spec)
+	if plan.Objects.IsUnknown() {
+		diags.Append(plan.setObjects(ctx, spec)...)
+	}
+	if plan.SensitiveObjects.IsUnknown() {
+		diags.Append(plan.setSensitiveObjects(ctx)...)
+	}
+	return spec, query, svc, true
+}
+
+// runChecked runs the assignment, after checking that its delivery engine can deliver it as
+// planned. Through Flux, a saved plan may be applied after the registry went down (or the Flux
+// CRDs went away): it is refused before the Lease is taken and any Kustomization pinned, as a
+// rollout's is.
+func runChecked(ctx context.Context, svc *delivery.Service, req assignment.RunRequest) (*assignment.RunResult, error) {
+	if err := svc.Ready(ctx); err != nil {
+		return nil, err
+	}
+	// The plan showed each module's digest, computed from its manifests: a tag that holds other
+	// content now (planted after the plan) is refused before anything is pinned.
+	if err := assignment.CheckPinned(ctx, svc, req.Spec, plannedModules(req.Waves)); err != nil {
+		return nil, err
+	}
+	return assignment.Run(ctx, svc, req)
+}
+
+// settleOutcome fills the attributes the plan left unknown from what apply left (res, nil when
+// the run did not start), read back as a refresh would (without drift, which a refresh finds).
+// Only what the plan left unknown is filled in: a value the plan showed is a promise.
+func (m *Model) settleOutcome(ctx context.Context, svc *delivery.Service, query fleet.Query, spec assignment.Spec, res *assignment.RunResult) diag.Diagnostics {
+	var diags diag.Diagnostics
+	// Read even when the apply's own time is up: the state should say what the clusters hold.
+	octx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
+	defer cancel()
+	observed := *m
+	if after, err := assignment.Observe(octx, svc, query, spec, false); err == nil {
 		diags.Append(observed.setObserved(ctx, after, spec)...)
 	} else {
 		// The fleet cannot be read now: the state says so much as is known; the next refresh
@@ -107,30 +137,26 @@ func (r *assignmentResource) apply(ctx context.Context, timeout time.Duration, p
 			skipped = res.Skipped
 		}
 		diags.Append(observed.setObserved(ctx, &assignment.Observation{Skipped: skipped}, spec)...)
-		if plan.private.Clusters != nil {
-			observed.private.Clusters = plan.private.Clusters
+		if m.private.Clusters != nil {
+			observed.private.Clusters = m.private.Clusters
 		}
 	}
-	plan.private.Clusters = observed.private.Clusters
+	m.private.Clusters = observed.private.Clusters
 	// What the run did, rather than what the fleet reads now: the waves carried out and the
 	// clusters let go of (none: an assignment lets go of them by their bindings). The rest
 	// comes from what apply left.
-	if plan.Leaving.IsUnknown() {
-		plan.setLeaving(nil)
+	if m.Leaving.IsUnknown() {
+		m.setLeaving(nil)
 	}
-	if plan.Waves.IsUnknown() {
+	if m.Waves.IsUnknown() {
 		var applied map[string][]string
 		if res != nil {
 			applied = res.Applied
 		}
-		plan.setWaves(assignment.Waves(assignment.Plan{Apply: applied}, spec), spec.Policy.Canary)
+		m.setWaves(assignment.Waves(assignment.Plan{Apply: applied}, spec), spec.Policy.Canary)
 	}
-	shared.FillUnknown(plan, &observed)
-	if err != nil {
-		diags.Append(diagnostics.FromError(err, "Module Assignment Failed"))
-		return false
-	}
-	return true
+	shared.FillUnknown(m, &observed)
+	return diags
 }
 
 // importHint is the import command (and block) for one that exists already.

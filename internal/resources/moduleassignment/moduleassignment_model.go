@@ -14,7 +14,6 @@ import (
 
 	"github.com/gradual-dev/terraform-provider-gradual/internal/assignment"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/delivery"
-	"github.com/gradual-dev/terraform-provider-gradual/internal/engine"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/fleet"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/health"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/manifest"
@@ -249,19 +248,57 @@ func (m *Model) spec(ctx context.Context) (assignment.Spec, diag.Diagnostics) {
 	if diags.HasError() {
 		return spec, diags
 	}
+	rules, d, ok := m.specRules(ctx, &spec)
+	diags.Append(d...)
+	if !ok {
+		return spec, diags
+	}
+	list, d := m.specModules(ctx, mods, rules)
+	diags.Append(d...)
+	if diags.HasError() {
+		return spec, diags
+	}
+	ordered, err := assignment.Order(list)
+	if err != nil {
+		diags.AddAttributeError(pathModules, "Invalid Modules", err.Error()+". Module names must be unique, and depends_on may name only other modules of this assignment, without cycles.")
+		return spec, diags
+	}
+	spec.Modules = ordered
+	diags.Append(shared.SetLimits(m.UpdateLimit, m.MaxFailures, m.MaxUnsettled, &spec.Policy)...)
+	// A failed module is restored where it failed; by default (halt) clusters that took it keep it
+	// (its dependents are blocked only where it failed).
+	diags.Append(shared.SetOnFailure(m.OnFailure, defaultOnFailure, &spec.Policy)...)
+	diags.Append(shared.SetCanary(ctx, m.Canary, m.CanaryOptional, &spec.Policy)...)
+	diags.Append(m.specVerify(ctx, &spec)...)
+	spec.Preview = delivery.PreviewSpec{Mode: m.Preview.ValueString()}
+	m.refuseWithFlux(spec, &diags)
+	return spec, diags
+}
+
+// moduleRules are the rules every module's content is taken under: sensitive (sensitive_paths)
+// finds the values to redact, and settings (the ignore and sensitive rules, the values, Flux's
+// pull settings) go into each module's revision.
+type moduleRules struct {
+	sensitive []ignoreattr.Rule
+	settings  []byte
+}
+
+// specRules sets the assignment's ignore rules and values, and returns the rules its modules
+// are taken under. ok is false when they are invalid, which ends the conversion.
+func (m *Model) specRules(ctx context.Context, spec *assignment.Spec) (_ moduleRules, diags diag.Diagnostics, ok bool) {
 	rules, d := ignoreattr.Rules(ctx, m.IgnoreFields)
 	diags.Append(d...)
 	var err error
 	if spec.Ignore, err = ignoreattr.Ignore(rules); err != nil {
 		diags.AddAttributeError(pathModules.ParentPath().AtName(ignoreattr.Name), "Invalid Field Path", err.Error())
-		return spec, diags
+		return moduleRules{}, diags, false
 	}
 	sensitive, d := ignoreattr.Rules(ctx, m.SensitivePaths)
 	diags.Append(d...)
 	spec.Values, d = shared.Values(ctx, m.Values)
 	diags.Append(d...)
 	if d.HasError() {
-		return spec, diags
+		return moduleRules{}, diags, false
 	}
 	// The template and the rules name each module's revision, as a rollout's (ignore_fields,
 	// sensitive_paths, values): the same objects under other rules are another revision.
@@ -273,6 +310,14 @@ func (m *Model) spec(ctx context.Context) (assignment.Spec, diag.Diagnostics) {
 	if flux != nil {
 		settings = append(settings, flux.RevisionSettings()...)
 	}
+	return moduleRules{sensitive: sensitive, settings: settings}, diags, true
+}
+
+// specModules converts `modules` (mods) under rules, in the order given. A module that is
+// invalid is reported and left out, so that every module's errors are reported at once; an
+// invalid sensitive_paths is reported once, and ends the conversion.
+func (m *Model) specModules(ctx context.Context, mods []ModuleModel, rules moduleRules) ([]assignment.Module, diag.Diagnostics) {
+	var diags diag.Diagnostics
 	var list []assignment.Module
 	for i, mm := range mods {
 		mod := assignment.Module{Name: mm.Name.ValueString(), Version: mm.Version.ValueString()}
@@ -281,7 +326,7 @@ func (m *Model) spec(ctx context.Context) (assignment.Spec, diag.Diagnostics) {
 		// with their namespace.
 		set, err := mm.bundle(m.sensitive[mod.Name])
 		if err == nil {
-			mod.Revision, err = set.RevisionWith(settings)
+			mod.Revision, err = set.RevisionWith(rules.settings)
 		}
 		if err != nil {
 			diags.AddAttributeError(pathModules.AtListIndex(i).AtName("manifests"), "Invalid Manifests", err.Error())
@@ -291,45 +336,29 @@ func (m *Model) spec(ctx context.Context) (assignment.Spec, diag.Diagnostics) {
 		// are redacted from errors. Rules match the objects as applied (default namespace set),
 		// so a rule naming the namespace finds an object of rendered output that names none.
 		public, hidden := set.Halves(mm.Manifests.ValueString())
-		found, err := ignoreattr.Exposed(public, sensitive)
+		found, err := ignoreattr.Exposed(public, rules.sensitive)
 		switch {
 		case err != nil:
 			diags.AddAttributeError(pathModules.ParentPath().AtName(ignoreattr.SensitiveName), "Invalid Field Path", err.Error())
-			return spec, diags
+			return list, diags
 		case len(found) > 0:
 			// Not an attribute error: the CLI would print the attribute's source under it, value and all.
 			diags.AddError("Sensitive Fields In Manifests", "In `manifests` of module "+mod.Name+": "+
 				ignoreattr.ExposedDetail(found, "modules[].sensitive_manifests"))
 			continue
 		}
-		mod.Redact = ignoreattr.SensitiveValues(hidden, sensitive)
+		mod.Redact = ignoreattr.SensitiveValues(hidden, rules.sensitive)
 		mod.Objects = set
 		diags.Append(mm.DependsOn.ElementsAs(ctx, &mod.DependsOn, true)...)
 		list = append(list, mod)
 	}
-	if diags.HasError() {
-		return spec, diags
-	}
-	ordered, err := assignment.Order(list)
-	if err != nil {
-		diags.AddAttributeError(pathModules, "Invalid Modules", err.Error()+". Module names must be unique, and depends_on may name only other modules of this assignment, without cycles.")
-		return spec, diags
-	}
-	spec.Modules = ordered
-	var err2 error
-	if spec.Policy.UpdateLimit, err2 = engine.ParseLimit(m.UpdateLimit.ValueString()); err2 != nil {
-		diags.AddAttributeError(shared.PathUpdateLimit, "Invalid Update Limit", err2.Error())
-	}
-	if spec.Policy.MaxFailures, err2 = engine.ParseMaxFailures(m.MaxFailures.ValueString()); err2 != nil {
-		diags.AddAttributeError(shared.PathMaxFailures, "Invalid Failure Budget", err2.Error())
-	}
-	if spec.Policy.MaxUnsettled, err2 = shared.MaxUnsettled(m.MaxUnsettled); err2 != nil {
-		diags.AddAttributeError(shared.PathMaxUnsettled, "Invalid Unsettled Budget", err2.Error())
-	}
-	// A failed module is restored where it failed; by default (halt) clusters that took it keep it
-	// (its dependents are blocked only where it failed).
-	diags.Append(shared.SetOnFailure(m.OnFailure, defaultOnFailure, &spec.Policy)...)
-	diags.Append(shared.SetCanary(ctx, m.Canary, m.CanaryOptional, &spec.Policy)...)
+	return list, diags
+}
+
+// specVerify sets the verify timeout and bake time, and what judges a cluster after a module's
+// change, from `verify`: the cluster and node gates, the health checks and the check Job.
+func (m *Model) specVerify(ctx context.Context, spec *assignment.Spec) diag.Diagnostics {
+	var diags diag.Diagnostics
 	verify := VerifyModel{Timeout: types.StringValue(shared.DefaultVerifyTimeout), BakeTime: types.StringValue(shared.DefaultBakeTime)}
 	diags.Append(shared.VerifyAs(ctx, m.Verify, &verify)...)
 	spec.Policy.VerifyTimeout, spec.Policy.BakeTime = shared.VerifyDurations(verify.Timeout, verify.BakeTime)
@@ -341,9 +370,7 @@ func (m *Model) spec(ctx context.Context) (assignment.Spec, diag.Diagnostics) {
 	diags.Append(d...)
 	spec.CheckJob, d = shared.CheckJobOf(ctx, verify.CheckJob, !m.Delivery.IsNull() && !m.Delivery.IsUnknown())
 	diags.Append(d...)
-	spec.Preview = delivery.PreviewSpec{Mode: m.Preview.ValueString()}
-	m.refuseWithFlux(spec, &diags)
-	return spec, diags
+	return diags
 }
 
 func (m *Model) setRevisions(spec assignment.Spec) {

@@ -98,15 +98,23 @@ func (r *assignmentResource) ModifyPlan(ctx context.Context, req resource.Modify
 	plan.setRevisions(spec)
 	resp.Diagnostics.Append(plan.setObjects(ctx, spec)...)
 	if r.Data == nil {
+		// The provider connects later: the revisions are known already, the rest is apply's.
 		revisions := plan.Revisions
 		plan.markObservedUnknown()
 		plan.Revisions = revisions
 		resp.Diagnostics.Append(resp.Plan.Set(ctx, &plan)...)
 		return
 	}
+	r.planFleet(ctx, resp, &plan, prior, spec, configChanged)
+}
+
+// planFleet previews the assignment against the fleet as it reads now, shows its waves in plan,
+// warns of what apply will meet, and sets the plan. spec is plan's; configChanged says the
+// configuration changed since prior.
+func (r *assignmentResource) planFleet(ctx context.Context, resp *resource.ModifyPlanResponse, plan, prior *Model, spec assignment.Spec, configChanged bool) {
 	query, diags := plan.query(ctx, r.Data.Window())
 	resp.Diagnostics.Append(diags...)
-	svc, diags := r.service(ctx, &plan)
+	svc, diags := r.service(ctx, plan)
 	resp.Diagnostics.Append(diags...)
 	if resp.Diagnostics.HasError() {
 		return
@@ -116,8 +124,8 @@ func (r *assignmentResource) ModifyPlan(ctx context.Context, req resource.Modify
 		return
 	}
 	preview := assignment.PreviewRequest{Spec: spec, Query: query, Drifted: assignment.Drifted(priorClusters(prior)),
-		RefuseAdoption: !plan.Adopt.IsUnknown() && !plan.Adopt.IsNull() && !plan.Adopt.ValueBool()}
-	if samePick(&plan, prior) {
+		RefuseAdoption: shared.RefusesAdoption(plan.Adopt)}
+	if samePick(plan, prior) {
 		preview.Prior, preview.PriorSkipped = prior.private.Clusters, priorSkipped(ctx, prior)
 	}
 	res, err := assignment.PreviewApply(ctx, svc.Planning(), preview)
@@ -130,26 +138,34 @@ func (r *assignmentResource) ModifyPlan(ctx context.Context, req resource.Modify
 	}
 	warnRecordsMissing(&resp.Diagnostics, plannedFrom(res, prior, spec), spec.AdoptUnrecorded)
 	plan.setPlanned(res, prior, configChanged, spec.Policy.Canary, &resp.Diagnostics)
-	if len(res.Plan.Apply) > 0 {
-		names, artifacts, err := assignment.Pinned(svc, spec, slices.Collect(maps.Keys(res.Plan.Apply)))
-		if err != nil {
-			resp.Diagnostics.Append(diagnostics.FromError(err, "Cannot Build The Flux Artifact"))
-			return
-		}
-		lines := make([]string, len(names))
-		for i, name := range names {
-			lines[i] = shared.FluxArtifactLine(name, artifacts[i])
-		}
-		if len(lines) > 0 {
-			shared.WarnFluxArtifacts(&resp.Diagnostics, lines)
-		}
+	if len(res.Plan.Apply) > 0 && !warnFluxArtifacts(&resp.Diagnostics, svc, spec, res) {
+		return
 	}
 	waves := 0 // the modules' waves run one module after the other
 	for _, w := range res.Waves {
 		waves += len(w)
 	}
 	shared.WarnWavesOutlast(ctx, &resp.Diagnostics, plan.Timeouts, prior == nil, waves, spec.Policy)
-	resp.Diagnostics.Append(resp.Plan.Set(ctx, &plan)...)
+	resp.Diagnostics.Append(resp.Plan.Set(ctx, plan)...)
+}
+
+// warnFluxArtifacts shows the artifact each module res applies would be published as, so that
+// the plan names what Flux will pull (nothing when the engine pins nothing). It reports false
+// when an artifact cannot be built.
+func warnFluxArtifacts(diags *diag.Diagnostics, svc *delivery.Service, spec assignment.Spec, res *assignment.Preview) bool {
+	names, artifacts, err := assignment.Pinned(svc, spec, slices.Collect(maps.Keys(res.Plan.Apply)))
+	if err != nil {
+		diags.Append(diagnostics.FromError(err, "Cannot Build The Flux Artifact"))
+		return false
+	}
+	lines := make([]string, len(names))
+	for i, name := range names {
+		lines[i] = shared.FluxArtifactLine(name, artifacts[i])
+	}
+	if len(lines) > 0 {
+		shared.WarnFluxArtifacts(diags, lines)
+	}
+	return true
 }
 
 // warnPlan shows what a plan found (res) as diagnostics: refusals as errors on the attribute

@@ -14,6 +14,7 @@ import (
 	"github.com/gradual-dev/terraform-provider-gradual/internal/delivery"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/diagnostics"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/engine"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/fleet"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/manifest"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/records"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/manifesttype"
@@ -46,22 +47,9 @@ func (r *rolloutResource) apply(ctx context.Context, timeout time.Duration, plan
 		diags.AddError("Provider Not Configured", diagnostics.UnconfiguredProvider)
 		return false
 	}
-	spec, d := plan.spec(ctx)
-	diags.Append(d...)
-	query, d := plan.query(ctx, r.Data.Window())
-	diags.Append(d...)
-	svc, d := r.service(ctx, plan)
-	diags.Append(d...)
-	if diags.HasError() {
+	spec, query, svc, ok := r.prepareApply(ctx, plan, diags)
+	if !ok {
 		return false
-	}
-	plan.ID = types.StringValue(spec.Key.Namespace + "/" + spec.Key.Name)
-	plan.Revision = types.StringValue(spec.Revision)
-	if plan.SensitiveObjects.IsUnknown() {
-		diags.Append(plan.setSensitiveObjects(ctx)...)
-	}
-	if plan.Objects.IsUnknown() {
-		diags.Append(plan.setObjects(ctx, spec.Objects)...)
 	}
 	if plan.isPaused() {
 		return r.applyPaused(ctx, plan, diags)
@@ -77,85 +65,123 @@ func (r *rolloutResource) apply(ctx context.Context, timeout time.Duration, plan
 	if diags.HasError() {
 		return false
 	}
-	var run *delivery.RunResult
-	var err error
-	// A saved plan applied after the registry went down (or the Flux CRDs went away): refused
-	// before the Lease is taken and any Kustomization re-pinned, rather than let every cluster of
-	// the first wave fail to publish and end unsettled.
-	err = svc.Ready(ctx)
-	if err == nil {
-		// The plan showed the digest computed from its manifests: a tag that holds other content
-		// now (planted after the plan) is refused before anything is pinned.
-		err = svc.CheckPinned(ctx, spec)
-	}
-	if err == nil {
-		run, err = svc.Run(ctx, delivery.RunRequest{
-			Spec: spec, Query: query, Planned: planned, PlannedKnown: planned != nil, Config: config,
-			Leave: true, Orphan: plan.DeletionPolicy.ValueString() == "orphan", Leaving: leaving,
-			Create: create, ImportHint: importHint(spec.Key),
-			Logf: func(msg string, fields map[string]any) { tflog.Info(ctx, msg, fields) },
-		})
-	}
+	run, err := runChecked(ctx, svc, delivery.RunRequest{
+		Spec: spec, Query: query, Planned: planned, PlannedKnown: planned != nil, Config: config,
+		Leave: true, Orphan: plan.DeletionPolicy.ValueString() == "orphan", Leaving: leaving,
+		Create: create, ImportHint: importHint(spec.Key),
+		Logf: func(msg string, fields map[string]any) { tflog.Info(ctx, msg, fields) },
+	})
 	if run != nil {
-		if len(run.Plan.Differences) > 0 {
-			// One warning: Terraform folds warnings with the same summary into "similar warnings".
-			diags.AddWarning("Apply Differs From The Plan", "The fleet changed between plan and apply; apply kept to the plan:\n  - "+
-				strings.Join(run.Plan.Differences, "\n  - "))
-		}
-		for _, w := range run.Result.Warnings() {
-			diags.AddWarning("Rollout Warning", w)
-		}
-		for _, note := range run.Adopted {
-			diags.AddWarning("Adopted Objects Left In Place", note)
-		}
-		if run.After != nil {
-			// The clusters apply held back because their records are gone: said at the end of
-			// the apply as the plan said it, since `attention` is read only by who looks.
-			warnRecordsMissing(diags, run.After, spec.AdoptUnrecorded)
-		}
-		if len(run.Gates) > 0 {
-			diags.AddWarning("Cluster Gates: Changes Not Blamed On The Revision", "The cluster gates saw these changes during the waves and, "+
-				"as the revision did not make them, did not count them against it:\n  "+strings.Join(run.Gates, "\n  "))
-		}
-		if len(run.Kept) > 0 {
-			diags.AddWarning("Dropped Objects Kept", "The revision no longer holds these objects, but prune left them in place:\n  "+
-				strings.Join(run.Kept, "\n  "))
-		}
-		if len(run.Left) > 0 {
-			diags.AddWarning("Clusters Left The Rollout", leftDetail(run.Left, plan.DeletionPolicy.ValueString()))
-		}
-		if len(run.Plan.Waves) > 0 || len(run.Plan.Resume) > 0 || len(run.Left) > 0 {
-			// What the run did, in one line, at the end of the apply (Terraform has no
-			// informational diagnostic; the same line is the run's last Event).
-			diags.AddWarning("Rollout Summary", run.Summary())
-		}
-		if len(run.LeaveFailures) > 0 {
-			diags.AddWarning("Clusters Not Cleaned Up", "These clusters left the rollout but still hold its objects or records; the next apply tries again:\n  "+
-				strings.Join(run.LeaveFailures, "\n  "))
-		}
+		warnRun(diags, run, spec.AdoptUnrecorded, plan.DeletionPolicy.ValueString())
 	}
 	// Only what the plan left unknown is filled in: a value the plan showed is a promise, and
 	// Terraform rejects an apply that breaks one.
-	var after *delivery.Observation
-	if run != nil {
-		after = run.After
-	}
-	if after == nil {
-		// The run stopped before it read the fleet (the Lease is held, the management cluster is
-		// unreachable): the state records what the clusters say, as a refresh would, if they can
-		// be read at all.
-		octx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-		defer cancel()
-		if obs, oerr := svc.Observe(octx, query, spec.Key, spec.RecordNamespace, false); oerr == nil {
-			after = obs
-		}
-	}
-	diags.Append(plan.settleOutcome(ctx, after, run)...)
+	diags.Append(plan.settleOutcome(ctx, observeAfter(ctx, svc, query, spec, run), run)...)
 	if err != nil {
 		diags.Append(diagnostics.FromError(err, "Rollout Failed"))
 		return false
 	}
 	return true
+}
+
+// prepareApply reads what apply needs from the plan (the rollout's spec, the fleet's query and
+// the delivery service) and fills the attributes that follow from the configuration alone: the
+// id, the revision and, when the plan left them unknown, the objects. ok is false when the
+// configuration cannot be read.
+func (r *rolloutResource) prepareApply(ctx context.Context, plan *Model, diags *diag.Diagnostics) (_ delivery.Spec, _ fleet.Query, _ *delivery.Service, ok bool) {
+	spec, d := plan.spec(ctx)
+	diags.Append(d...)
+	query, d := plan.query(ctx, r.Data.Window())
+	diags.Append(d...)
+	svc, d := r.service(ctx, plan)
+	diags.Append(d...)
+	if diags.HasError() {
+		return spec, query, nil, false
+	}
+	plan.ID = types.StringValue(spec.Key.Namespace + "/" + spec.Key.Name)
+	plan.Revision = types.StringValue(spec.Revision)
+	if plan.SensitiveObjects.IsUnknown() {
+		diags.Append(plan.setSensitiveObjects(ctx)...)
+	}
+	if plan.Objects.IsUnknown() {
+		diags.Append(plan.setObjects(ctx, spec.Objects)...)
+	}
+	return spec, query, svc, true
+}
+
+// runChecked runs the rollout, after checking that its delivery engine can deliver it as
+// planned. Through Flux, a saved plan may be applied after the registry went down (or the Flux
+// CRDs went away): it is refused before the Lease is taken and any Kustomization re-pinned,
+// rather than let every cluster of the first wave fail to publish and end unsettled.
+func runChecked(ctx context.Context, svc *delivery.Service, req delivery.RunRequest) (*delivery.RunResult, error) {
+	if err := svc.Ready(ctx); err != nil {
+		return nil, err
+	}
+	// The plan showed the digest computed from its manifests: a tag that holds other content now
+	// (planted after the plan) is refused before anything is pinned.
+	if err := svc.CheckPinned(ctx, req.Spec); err != nil {
+		return nil, err
+	}
+	return svc.Run(ctx, req)
+}
+
+// warnRun says at the end of the apply what the run did beyond its waves and what it left for
+// later, as warnings: Terraform has no informational diagnostic. adoptUnrecorded and
+// deletionPolicy are the rollout's settings, which the wording follows.
+func warnRun(diags *diag.Diagnostics, run *delivery.RunResult, adoptUnrecorded bool, deletionPolicy string) {
+	if len(run.Plan.Differences) > 0 {
+		// One warning: Terraform folds warnings with the same summary into "similar warnings".
+		diags.AddWarning("Apply Differs From The Plan", "The fleet changed between plan and apply; apply kept to the plan:\n  - "+
+			strings.Join(run.Plan.Differences, "\n  - "))
+	}
+	for _, w := range run.Result.Warnings() {
+		diags.AddWarning("Rollout Warning", w)
+	}
+	for _, note := range run.Adopted {
+		diags.AddWarning("Adopted Objects Left In Place", note)
+	}
+	if run.After != nil {
+		// The clusters apply held back because their records are gone: said at the end of
+		// the apply as the plan said it, since `attention` is read only by who looks.
+		warnRecordsMissing(diags, run.After, adoptUnrecorded)
+	}
+	if len(run.Gates) > 0 {
+		diags.AddWarning("Cluster Gates: Changes Not Blamed On The Revision", "The cluster gates saw these changes during the waves and, "+
+			"as the revision did not make them, did not count them against it:\n  "+strings.Join(run.Gates, "\n  "))
+	}
+	if len(run.Kept) > 0 {
+		diags.AddWarning("Dropped Objects Kept", "The revision no longer holds these objects, but prune left them in place:\n  "+
+			strings.Join(run.Kept, "\n  "))
+	}
+	if len(run.Left) > 0 {
+		diags.AddWarning("Clusters Left The Rollout", leftDetail(run.Left, deletionPolicy))
+	}
+	if len(run.Plan.Waves) > 0 || len(run.Plan.Resume) > 0 || len(run.Left) > 0 {
+		// What the run did, in one line, at the end of the apply (the same line is the run's
+		// last Event).
+		diags.AddWarning("Rollout Summary", run.Summary())
+	}
+	if len(run.LeaveFailures) > 0 {
+		diags.AddWarning("Clusters Not Cleaned Up", "These clusters left the rollout but still hold its objects or records; the next apply tries again:\n  "+
+			strings.Join(run.LeaveFailures, "\n  "))
+	}
+}
+
+// observeAfter returns the fleet as the run left it: as the run read it last, or, when the run
+// stopped before it read the fleet (the Lease is held, the management cluster is unreachable),
+// as the clusters say now, the way a refresh would. nil when the fleet cannot be read at all.
+func observeAfter(ctx context.Context, svc *delivery.Service, query fleet.Query, spec delivery.Spec, run *delivery.RunResult) *delivery.Observation {
+	if run != nil && run.After != nil {
+		return run.After
+	}
+	// Read even when the apply's own time is up: the state should say what the clusters hold.
+	octx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	obs, err := svc.Observe(octx, query, spec.Key, spec.RecordNamespace, false)
+	if err != nil {
+		return nil
+	}
+	return obs
 }
 
 // settleOutcome fills the attributes the plan left unknown from what apply left (after), or

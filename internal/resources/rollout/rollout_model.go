@@ -203,7 +203,6 @@ func (m *Model) query(ctx context.Context, fallback *window.Window) (fleet.Query
 // spec converts the configuration into what delivery needs. The manifests and limits have been
 // validated already; errors here are reported against their attributes anyway.
 func (m *Model) spec(ctx context.Context) (delivery.Spec, diag.Diagnostics) {
-	var diags diag.Diagnostics
 	spec := delivery.Spec{
 		AdoptUnrecorded:  m.adoptWritten,
 		Key:              records.Key{Kind: "rollout", Namespace: m.Namespace.ValueString(), Name: m.Name.ValueString()},
@@ -213,19 +212,40 @@ func (m *Model) spec(ctx context.Context) (delivery.Spec, diag.Diagnostics) {
 		Retry:            m.RetryInvalid.ValueBool(),
 		Preview:          delivery.PreviewSpec{Mode: m.Preview.ValueString()},
 	}
+	diags, ok := m.specContent(ctx, &spec)
+	if !ok {
+		return spec, diags
+	}
+	diags.Append(shared.SetLimits(m.UpdateLimit, m.MaxFailures, m.MaxUnsettled, &spec.Policy)...)
+	diags.Append(shared.SetOnFailure(m.OnFailure, engine.Rollback, &spec.Policy)...)
+	diags.Append(shared.SetCanary(ctx, m.Canary, m.CanaryOptional, &spec.Policy)...)
+	verify := VerifyModel{Timeout: types.StringValue(shared.DefaultVerifyTimeout), BakeTime: types.StringValue(shared.DefaultBakeTime)}
+	diags.Append(shared.VerifyAs(ctx, m.Verify, &verify)...)
+	spec.Policy.VerifyTimeout, spec.Policy.BakeTime = shared.VerifyDurations(verify.Timeout, verify.BakeTime)
+	// After the limits and the bake time: a stage that sets none of its own takes the rollout's.
+	diags.Append(m.stages(ctx, &spec)...)
+	diags.Append(m.specVerify(ctx, verify, &spec)...)
+	return spec, diags
+}
+
+// specContent sets what is applied and what names it: the objects, the fields left alone
+// (ignore_fields), the values redacted (sensitive_paths), the values and the revision. ok is
+// false when the content is invalid, which ends the conversion (the rest would be checked
+// against content that is not there).
+func (m *Model) specContent(ctx context.Context, spec *delivery.Spec) (diags diag.Diagnostics, ok bool) {
 	// Sensitive is null outside plan and apply (Read, Delete): the records keep what the clusters
 	// need, and nothing here needs its content then.
 	set, err := m.bundle()
 	if err != nil {
 		diags.AddAttributeError(pathManifests, "Invalid Manifests", err.Error())
-		return spec, diags
+		return diags, false
 	}
 	spec.Objects = set
 	rules, d := ignoreattr.Rules(ctx, m.IgnoreFields)
 	diags.Append(d...)
 	if spec.Ignore, err = ignoreattr.Ignore(rules); err != nil {
 		diags.AddAttributeError(pathIgnoreFields, "Invalid Field Path", err.Error())
-		return spec, diags
+		return diags, false
 	}
 	sensitive, d := ignoreattr.Rules(ctx, m.SensitivePaths)
 	diags.Append(d...)
@@ -237,18 +257,18 @@ func (m *Model) spec(ctx context.Context) (delivery.Spec, diag.Diagnostics) {
 	switch {
 	case err != nil:
 		diags.AddAttributeError(pathSensPaths, "Invalid Field Path", err.Error())
-		return spec, diags
+		return diags, false
 	case len(found) > 0:
 		// Not an attribute error: the CLI would print the attribute's source under it, value and all.
 		diags.AddError("Sensitive Fields In Manifests", "In `manifests` of "+spec.Key.Describe()+": "+
 			ignoreattr.ExposedDetail(found, "sensitive_manifests"))
-		return spec, diags
+		return diags, false
 	}
 	spec.Redact = ignoreattr.SensitiveValues(hidden, sensitive)
 	spec.Values, d = m.values(ctx)
 	diags.Append(d...)
 	if d.HasError() {
-		return spec, diags
+		return diags, false
 	}
 	flux, d := m.fluxSettings(ctx)
 	diags.Append(d...)
@@ -256,25 +276,18 @@ func (m *Model) spec(ctx context.Context) (delivery.Spec, diag.Diagnostics) {
 	if flux != nil {
 		pull = flux.RevisionSettings()
 	}
+	// The same objects under other rules, values or pull settings are another revision.
 	if spec.Revision, err = set.RevisionWith(slices.Concat(ignoreattr.Settings(rules, sensitive), spec.Values.Settings(), pull)); err != nil {
 		diags.AddAttributeError(pathManifests, "Invalid Manifests", err.Error())
-		return spec, diags
+		return diags, false
 	}
-	if spec.Policy.UpdateLimit, err = engine.ParseLimit(m.UpdateLimit.ValueString()); err != nil {
-		diags.AddAttributeError(shared.PathUpdateLimit, "Invalid Update Limit", err.Error())
-	}
-	if spec.Policy.MaxFailures, err = engine.ParseMaxFailures(m.MaxFailures.ValueString()); err != nil {
-		diags.AddAttributeError(shared.PathMaxFailures, "Invalid Failure Budget", err.Error())
-	}
-	if spec.Policy.MaxUnsettled, err = shared.MaxUnsettled(m.MaxUnsettled); err != nil {
-		diags.AddAttributeError(shared.PathMaxUnsettled, "Invalid Unsettled Budget", err.Error())
-	}
-	diags.Append(shared.SetOnFailure(m.OnFailure, engine.Rollback, &spec.Policy)...)
-	diags.Append(shared.SetCanary(ctx, m.Canary, m.CanaryOptional, &spec.Policy)...)
-	verify := VerifyModel{Timeout: types.StringValue(shared.DefaultVerifyTimeout), BakeTime: types.StringValue(shared.DefaultBakeTime)}
-	diags.Append(shared.VerifyAs(ctx, m.Verify, &verify)...)
-	spec.Policy.VerifyTimeout, spec.Policy.BakeTime = shared.VerifyDurations(verify.Timeout, verify.BakeTime)
-	diags.Append(m.stages(ctx, &spec)...)
+	return diags, true
+}
+
+// specVerify sets what judges a cluster after its change, from `verify`: the cluster and node
+// gates, the health checks, the check Job and the HTTP checks.
+func (m *Model) specVerify(ctx context.Context, verify VerifyModel, spec *delivery.Spec) diag.Diagnostics {
+	var diags diag.Diagnostics
 	spec.ClusterGates = verify.ClusterGates.IsNull() || verify.ClusterGates.IsUnknown() || verify.ClusterGates.ValueBool()
 	nodeGate, d := shared.StoreNodeGate(ctx, verify.NodeGate)
 	diags.Append(d...)
@@ -296,7 +309,7 @@ func (m *Model) spec(ctx context.Context) (delivery.Spec, diag.Diagnostics) {
 			})
 		}
 	}
-	return spec, diags
+	return diags
 }
 
 // setObserved fills the computed attributes from what the clusters and records say, and the

@@ -34,28 +34,9 @@ func (r *rolloutResource) ModifyPlan(ctx context.Context, req resource.ModifyPla
 	if restored, ok := manifesttype.RestorePrior(req.Plan.Raw, req.Config.Raw, req.State.Raw); ok {
 		req.Plan.Raw, resp.Plan.Raw = restored, restored
 	}
-	if req.Plan.Raw.IsNull() && !req.State.Raw.IsNull() {
-		var state Model
-		if diags := req.State.Get(ctx, &state); !diags.HasError() {
-			state.LoadPrivate(ctx, req.Private)
-			shared.WarnDeletion(&resp.Diagnostics, state.deletion(""))
-		}
-	}
-	plan, prior, ok := shared.PlanAndPrior[Model](ctx, req, resp)
+	plan, prior, ok := planAndPrior(ctx, req, resp)
 	if !ok {
 		return
-	}
-	if prior != nil {
-		resp.Diagnostics.Append(prior.LoadPrivate(ctx, req.Private)...)
-		if changed := identityChange(&plan, prior); changed != "" {
-			shared.WarnDeletion(&resp.Diagnostics, prior.deletion(changed))
-		}
-	}
-	// The waves and leaving clusters of an earlier plan never carry over: only this plan's are
-	// carried out.
-	plan.private = privateState{Clusters: priorClusters(prior)}
-	if prior != nil {
-		plan.private.Leaving = prior.private.Leaving
 	}
 	defer func() { resp.Diagnostics.Append(plan.SavePrivate(ctx, resp.Private)...) }()
 	// Write-only: in the configuration only. Plan.Set below (setPlan) leaves it null again.
@@ -69,8 +50,7 @@ func (r *rolloutResource) ModifyPlan(ctx context.Context, req resource.ModifyPla
 	if !plan.Namespace.IsUnknown() && !plan.Name.IsUnknown() {
 		plan.ID = types.StringValue(plan.Namespace.ValueString() + "/" + plan.Name.ValueString())
 	}
-	if plan.Manifests.IsUnknown() || plan.Sensitive.IsUnknown() || plan.DefaultNamespace.IsUnknown() || !ignoreattr.Known(plan.IgnoreFields) ||
-		!ignoreattr.Known(plan.SensitivePaths) || !shared.ValuesKnown(ctx, plan.Values) {
+	if !plan.contentKnown(ctx) {
 		plan.Revision = types.StringUnknown()
 		plan.Objects = types.MapUnknown(manifesttype.ObjectsType)
 		r.markObservedUnknown(&plan)
@@ -98,9 +78,53 @@ func (r *rolloutResource) ModifyPlan(ctx context.Context, req resource.ModifyPla
 		resp.Diagnostics.Append(setPlan(ctx, resp, plan)...)
 		return
 	}
+	r.planFleet(ctx, resp, &plan, prior, spec, configChanged)
+}
+
+// planAndPrior reads the plan and the prior state (nil on create), warns of a deletion (destroy,
+// or a replacement when the identity changes), and starts the plan's private state from the
+// prior's. ok is false when there is nothing to plan, or the diagnostics hold an error.
+func planAndPrior(ctx context.Context, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse) (_ Model, _ *Model, ok bool) {
+	if req.Plan.Raw.IsNull() && !req.State.Raw.IsNull() {
+		var state Model
+		if diags := req.State.Get(ctx, &state); !diags.HasError() {
+			state.LoadPrivate(ctx, req.Private)
+			shared.WarnDeletion(&resp.Diagnostics, state.deletion(""))
+		}
+	}
+	plan, prior, ok := shared.PlanAndPrior[Model](ctx, req, resp)
+	if !ok {
+		return plan, prior, false
+	}
+	if prior != nil {
+		resp.Diagnostics.Append(prior.LoadPrivate(ctx, req.Private)...)
+		if changed := identityChange(&plan, prior); changed != "" {
+			shared.WarnDeletion(&resp.Diagnostics, prior.deletion(changed))
+		}
+	}
+	// The waves and leaving clusters of an earlier plan never carry over: only this plan's are
+	// carried out.
+	plan.private = privateState{Clusters: priorClusters(prior)}
+	if prior != nil {
+		plan.private.Leaving = prior.private.Leaving
+	}
+	return plan, prior, true
+}
+
+// contentKnown reports whether what makes the revision is known at plan time: the manifests,
+// the default namespace, the field rules and the values.
+func (m *Model) contentKnown(ctx context.Context) bool {
+	return !m.Manifests.IsUnknown() && !m.Sensitive.IsUnknown() && !m.DefaultNamespace.IsUnknown() && ignoreattr.Known(m.IgnoreFields) &&
+		ignoreattr.Known(m.SensitivePaths) && shared.ValuesKnown(ctx, m.Values)
+}
+
+// planFleet plans the waves against the fleet as it reads now, shows them in plan, warns of
+// what apply will meet, and sets the plan. spec is plan's; configChanged says the configuration
+// changed since prior.
+func (r *rolloutResource) planFleet(ctx context.Context, resp *resource.ModifyPlanResponse, plan, prior *Model, spec delivery.Spec, configChanged bool) {
 	query, diags := plan.query(ctx, r.Data.Window())
 	resp.Diagnostics.Append(diags...)
-	svc, diags := r.service(ctx, &plan)
+	svc, diags := r.service(ctx, plan)
 	resp.Diagnostics.Append(diags...)
 	if resp.Diagnostics.HasError() {
 		return
@@ -109,17 +133,17 @@ func (r *rolloutResource) ModifyPlan(ctx context.Context, req resource.ModifyPla
 		resp.Diagnostics.Append(diagnostics.AttributeFromError(shared.PathDelivery, err, "Delivery Not Ready"))
 		return
 	}
-	claimsIgnored := r.replacedBy(spec.Key, &plan, prior)
+	claimsIgnored := r.replacedBy(spec.Key, plan, prior)
 	// The waves are planned from the prior state when the configuration picks the same
 	// clusters (see delivery.Prior); without it, a warning shows them as the fleet reads now.
-	priorState := priorForPlan(ctx, &plan, prior)
+	priorState := priorForPlan(ctx, plan, prior)
 	res, err := svc.Plan(ctx, delivery.PlanRequest{Spec: spec, Query: query, Prior: priorState, Drifted: priorDrift(prior),
-		IgnoreClaims: claimsIgnored, RefuseAdoption: !plan.Adopt.IsUnknown() && !plan.Adopt.IsNull() && !plan.Adopt.ValueBool()})
+		IgnoreClaims: claimsIgnored, RefuseAdoption: shared.RefusesAdoption(plan.Adopt)})
 	if err != nil {
 		resp.Diagnostics.Append(diagnostics.FromError(err, "Cannot Read The Fleet"))
 		return
 	}
-	if !warnPlan(ctx, &resp.Diagnostics, &plan, res, spec, query, prior == nil && claimsIgnored == nil) {
+	if !warnPlan(ctx, &resp.Diagnostics, plan, res, spec, query, prior == nil && claimsIgnored == nil) {
 		return
 	}
 	plan.setPlanned(res, prior, configChanged, &resp.Diagnostics)
@@ -134,7 +158,7 @@ func (r *rolloutResource) ModifyPlan(ctx context.Context, req resource.ModifyPla
 		}
 	}
 	shared.WarnWavesOutlast(ctx, &resp.Diagnostics, plan.Timeouts, prior == nil, len(res.Plan.Waves), spec.Policy)
-	resp.Diagnostics.Append(setPlan(ctx, resp, plan)...)
+	resp.Diagnostics.Append(setPlan(ctx, resp, *plan)...)
 }
 
 // warnPlan shows what a plan found (res) as diagnostics: a refusal as an error on the attribute

@@ -137,3 +137,21 @@ func SetOnFailure(s types.String, def engine.OnFailure, policy *engine.Policy) d
 	}
 	return diags
 }
+
+// SetLimits sets policy's update_limit, max_failures and max_unsettled from their attributes,
+// each error reported against its own attribute (and all of them at once: one is no reason not
+// to check the others).
+func SetLimits(updateLimit, maxFailures, maxUnsettled types.String, policy *engine.Policy) diag.Diagnostics {
+	var diags diag.Diagnostics
+	var err error
+	if policy.UpdateLimit, err = engine.ParseLimit(updateLimit.ValueString()); err != nil {
+		diags.AddAttributeError(PathUpdateLimit, "Invalid Update Limit", err.Error())
+	}
+	if policy.MaxFailures, err = engine.ParseMaxFailures(maxFailures.ValueString()); err != nil {
+		diags.AddAttributeError(PathMaxFailures, "Invalid Failure Budget", err.Error())
+	}
+	if policy.MaxUnsettled, err = MaxUnsettled(maxUnsettled); err != nil {
+		diags.AddAttributeError(PathMaxUnsettled, "Invalid Unsettled Budget", err.Error())
+	}
+	return diags
+}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
+	"github.com/hashicorp/terraform-plugin-framework/types"
 )
 
 // PlanAndPrior is the start of ModifyPlan: it reads the plan and, unless the resource is being
@@ -126,4 +127,12 @@ func WarnDeletion(diags *diag.Diagnostics, d Deletion) {
 	}
 	diags.AddWarning("Replacement Deletes From Clusters", fmt.Sprintf(
 		"Changing %s replaces %s: destroying it %s; then the new one applies its objects again, as a first install.", d.Replacing, d.What, effect))
+}
+
+// RefusesAdoption says whether a plan refuses the objects someone else made rather than
+// adopting them: only when `adopt` is known to be false. An adopt known only at apply (or null)
+// refuses nothing at plan, so that the plan does not fail on what apply may be allowed to take
+// over.
+func RefusesAdoption(adopt types.Bool) bool {
+	return !adopt.IsUnknown() && !adopt.IsNull() && !adopt.ValueBool()
 }
