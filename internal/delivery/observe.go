@@ -49,25 +49,9 @@ func (s *Service) observe(ctx context.Context, q fleet.Query, key records.Key, r
 	if err != nil {
 		return nil, err
 	}
-	ledger, err := s.managementStore(recordNamespace).Ledger(ctx, key)
+	obs, progress, err := s.observeManagement(ctx, found, key, recordNamespace)
 	if err != nil {
-		return nil, fmt.Errorf("read the invalid-revision ledger of %s: %w", key, err)
-	}
-	progress, err := s.managementStore(recordNamespace).LoadProgress(ctx, key)
-	if err != nil {
-		return nil, fmt.Errorf("read the progress record of %s: %w", key, err)
-	}
-	obs := &Observation{Discovery: found, Clusters: map[string]ClusterState{}, Skipped: map[string]string{}}
-	obs.Interrupted = interruption(progress)
-	if progress != nil {
-		obs.Managed = progress.Managed
-		obs.LostContact, obs.LostContactRevision = lostContactGate(progress), progress.Revision
-	}
-	for _, entry := range ledger {
-		obs.Ledger = append(obs.Ledger, InvalidRevision{Revision: entry.Revision, Reason: entry.Reason, Clusters: entry.Clusters, RecordedAt: entry.RecordedAt})
-	}
-	for _, name := range found.Missing {
-		obs.Skipped[name] = "Cluster not found"
+		return nil, err
 	}
 	var eligible []string
 	rendering := map[string]func() (*manifest.Set, error){}
@@ -81,17 +65,65 @@ func (s *Service) observe(ctx context.Context, q fleet.Query, key records.Key, r
 			obs.Skipped[c.Name] = c.SkipReason
 		}
 	}
-	type seen struct {
-		record engine.TargetRecord
-		state  ClusterState
-	}
-	results := make(map[string]seen, len(eligible))
-	var mu sync.Mutex
 	read, err := s.engine.reader(s, ctx, q.Namespace, key, recordNamespace, eligible)
 	if err != nil {
 		return nil, err
 	}
-	errs := s.forEach(ctx, eligible, func(ctx context.Context, name string) error {
+	results, errs := s.readClusters(ctx, eligible, read, rendering, ignore, drift, r)
+	if err := s.engine.unread(errs); err != nil {
+		return nil, err
+	}
+	obs.addTargets(found.Clusters, results, errs, progress)
+	if err := s.observeLeaving(ctx, q.Namespace, progress, obs); err != nil {
+		return nil, err
+	}
+	if r != nil && r.Template != nil {
+		// The bundle is known (a refresh): a cluster an earlier run changed whose records hold
+		// nothing now is asked whether the rollout's objects are there all the same.
+		s.markUnrecorded(ctx, q.Namespace, key, obs, true, objectsOf(rendering))
+	}
+	return obs, nil
+}
+
+// observeManagement starts an observation of found from what the management cluster holds of
+// key: the ledger, and the progress record of the last run (returned too: nil for none).
+func (s *Service) observeManagement(ctx context.Context, found *fleet.Discovery, key records.Key, recordNamespace string) (*Observation, *records.Progress, error) {
+	ledger, err := s.managementStore(recordNamespace).Ledger(ctx, key)
+	if err != nil {
+		return nil, nil, fmt.Errorf("read the invalid-revision ledger of %s: %w", key, err)
+	}
+	progress, err := s.managementStore(recordNamespace).LoadProgress(ctx, key)
+	if err != nil {
+		return nil, nil, fmt.Errorf("read the progress record of %s: %w", key, err)
+	}
+	obs := &Observation{Discovery: found, Clusters: map[string]ClusterState{}, Skipped: map[string]string{}}
+	obs.Interrupted = interruption(progress)
+	if progress != nil {
+		obs.Managed = progress.Managed
+		obs.LostContact, obs.LostContactRevision = lostContactGate(progress), progress.Revision
+	}
+	for _, entry := range ledger {
+		obs.Ledger = append(obs.Ledger, InvalidRevision{Revision: entry.Revision, Reason: entry.Reason, Clusters: entry.Clusters, RecordedAt: entry.RecordedAt})
+	}
+	for _, name := range found.Missing {
+		obs.Skipped[name] = "Cluster not found"
+	}
+	return obs, progress, nil
+}
+
+// observed is one cluster's records as an observation read them.
+type observed struct {
+	record engine.TargetRecord
+	state  ClusterState
+}
+
+// readClusters reads each of names through read, at most s.concurrency at once; with values
+// (r.Values), a cluster current on r.Revision is compared with its rendering now.
+func (s *Service) readClusters(ctx context.Context, names []string, read clusterReader, rendering map[string]func() (*manifest.Set, error),
+	ignore apply.Ignore, drift bool, r *Rendering) (map[string]observed, map[string]error) {
+	results := make(map[string]observed, len(names))
+	var mu sync.Mutex
+	errs := s.forEach(ctx, names, func(ctx context.Context, name string) error {
 		rec, st, err := read(ctx, name, ignore, drift, r != nil)
 		if err == nil && r != nil && r.Values != nil && st.State == StateCurrent && rec.Current == r.Revision {
 			st, err = valuesChanged(st, rendering[name])
@@ -100,15 +132,19 @@ func (s *Service) observe(ctx context.Context, q fleet.Query, key records.Key, r
 			return err
 		}
 		mu.Lock()
-		results[name] = seen{rec, st}
+		results[name] = observed{rec, st}
 		mu.Unlock()
 		return nil
 	})
-	if err := s.engine.unread(errs); err != nil {
-		return nil, err
-	}
+	return results, errs
+}
+
+// addTargets adds a target per cluster to obs: skipped with the reason when it could not be read
+// (errs), else with what its records say; the backup most clusters hold; and the failures only
+// the clusters' records hold to the ledger.
+func (obs *Observation) addTargets(clusters []fleet.Cluster, results map[string]observed, errs map[string]error, progress *records.Progress) {
 	backups := map[string]int{}
-	for _, c := range found.Clusters {
+	for _, c := range clusters {
 		t := engine.Target{Name: c.Name, SkipReason: obs.Skipped[c.Name]}
 		if err, failed := errs[c.Name]; failed {
 			var skip skipError
@@ -130,15 +166,6 @@ func (s *Service) observe(ctx context.Context, q fleet.Query, key records.Key, r
 	}
 	obs.Backup = MostCommon(backups)
 	obs.Ledger = withClusterFailures(obs.Ledger, obs.Targets)
-	if err := s.observeLeaving(ctx, q.Namespace, progress, obs); err != nil {
-		return nil, err
-	}
-	if r != nil && r.Template != nil {
-		// The bundle is known (a refresh): a cluster an earlier run changed whose records hold
-		// nothing now is asked whether the rollout's objects are there all the same.
-		s.markUnrecorded(ctx, q.Namespace, key, obs, true, objectsOf(rendering))
-	}
-	return obs, nil
 }
 
 // observeLeaving fills obs.Leaving and obs.Placed from the clusters the progress record says
