@@ -115,7 +115,7 @@ func TestRemoveOrphanTurnsPruningOffFirst(t *testing.T) {
 		}
 		var pruneAtDelete any = "not deleted"
 		base := fake.NewClientBuilder().WithObjects(ks, src).Build()
-		d.mgmt = interceptor.NewClient(base.(client.WithWatch), interceptor.Funcs{
+		d.mgmt = interceptor.NewClient(base, interceptor.Funcs{
 			Delete: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.DeleteOption) error {
 				if obj.GetObjectKind().GroupVersionKind().Kind == KustomizationKind.Kind {
 					live := ks.DeepCopy()
