@@ -30,6 +30,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/gradual-dev/terraform-provider-gradual/internal/acctest"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/fluxdelivery"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/manifest"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/records"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/testbed"
@@ -85,6 +86,21 @@ spec:
 func revisionOf(t *testing.T, manifests string) string {
 	t.Helper()
 	rev, err := manifest.Revision(manifests)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rev
+}
+
+// fluxRevisionOf is the revision of manifests delivered through Flux from repository (insecure):
+// where the artifact is is part of the revision (fluxdelivery.Settings.RevisionSettings).
+func fluxRevisionOf(t *testing.T, manifests, repository string) string {
+	t.Helper()
+	set, err := manifest.Parse(manifests)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rev, err := set.RevisionWith(fluxdelivery.Settings{Repository: repository, Insecure: true}.RevisionSettings())
 	if err != nil {
 		t.Fatal(err)
 	}

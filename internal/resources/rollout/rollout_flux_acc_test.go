@@ -53,11 +53,12 @@ func TestAccRollout_flux(t *testing.T) {
 	key := records.Key{Kind: records.KindRollout, Namespace: f.Namespace, Name: name}
 	clusters := []string{"prod-eu-1", "prod-us-1", "staging-eu-1"}
 	good, broken, next := fluxBundle(name, "one", false), fluxBundle(name, "two", true), fluxBundle(name, "three", false)
-	goodRev, brokenRev := revisionOf(t, good), revisionOf(t, broken)
 	configAt := func(repository, manifests string) string {
 		return rolloutConfig(f, name, allThree, manifests, fmt.Sprintf(`canary = ["staging-eu-1"]
   delivery = { flux = { repository = %q, insecure = true } }`, repository))
 	}
+	repository := f.Flux.RegistryURL("gradual/" + name)
+	goodRev, brokenRev := fluxRevisionOf(t, good, repository), fluxRevisionOf(t, broken, repository)
 	config := func(manifests string) string { return configAt(f.Flux.RegistryURL("gradual/"+name), manifests) }
 	var onSome func(clusters []string, value string) func(*terraform.State) error
 	// onClusters checks the ConfigMap's value on every cluster, and that no record of the

@@ -51,7 +51,7 @@ func TestAccRollout_fluxPlantedTag(t *testing.T) {
 	before := acctest.FluxPins(t, f, key, clusters)
 
 	tf.writeConfig(config("two"))
-	rev := revisionOf(t, fluxBundle(name, "two", false))
+	rev := fluxRevisionOf(t, fluxBundle(name, "two", false), repository)
 	out := tf.mustRun(ctx, 0, "plan", "-out=tfplan")
 	m := plannedDigest.FindStringSubmatch(out)
 	if m == nil || !strings.Contains(out, ":"+rev) {

@@ -1,0 +1,187 @@
+package rollout_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
+	"github.com/hashicorp/terraform-plugin-testing/plancheck"
+	"github.com/hashicorp/terraform-plugin-testing/terraform"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/gradual-dev/terraform-provider-gradual/internal/acctest"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/fluxdelivery"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/records"
+)
+
+// TestAccRollout_fluxPreexistingNamespace: a Namespace that exists in every cluster before the
+// rollout, holding another team's ConfigMap, is declared in the bundle delivered through Flux.
+// Create succeeds; destroy deletes the Kustomizations and Flux prunes the rollout's own ConfigMap,
+// but never the Namespace (Flux's per-object prune opt-out, set in the artifact), so the other
+// team's ConfigMap survives. Delivering directly the same holds by the pre-existing rules.
+func TestAccRollout_fluxPreexistingNamespace(t *testing.T) {
+	f := acctest.FluxFleet(t)
+	name := acctest.UniqueLabel("fluxns")
+	ctx := context.Background()
+	clusters := []string{"prod-eu-1", "prod-us-1", "staging-eu-1"}
+	repository := f.Flux.RegistryURL("gradual/" + name)
+	config := rolloutConfig(f, name, allThree, fluxBundle(name, "ours", false), fmt.Sprintf(`canary = ["staging-eu-1"]
+  delivery = { flux = { repository = %q, insecure = true } }`, repository))
+	theirs := client.ObjectKey{Namespace: name, Name: "other-team"}
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: acctest.ProviderFactories,
+		CheckDestroy: func(*terraform.State) error {
+			for _, c := range clusters {
+				wc := workloadClient(t, f, c)
+				var ns corev1.Namespace
+				if err := wc.Get(ctx, client.ObjectKey{Name: name}, &ns); err != nil || ns.DeletionTimestamp != nil {
+					return fmt.Errorf("%s: the Namespace that existed before the rollout after destroy: %v (deleting: %v), want it kept", c, err, ns.DeletionTimestamp)
+				}
+				if err := wc.Get(ctx, theirs, &corev1.ConfigMap{}); err != nil {
+					return fmt.Errorf("%s: the other team's ConfigMap after destroy: %v, want it kept", c, err)
+				}
+				if err := wc.Get(ctx, client.ObjectKey{Namespace: name, Name: "settings"}, &corev1.ConfigMap{}); !apierrors.IsNotFound(err) {
+					return fmt.Errorf("%s: the rollout's ConfigMap after destroy: %v, want it pruned by Flux", c, err)
+				}
+			}
+			return nil
+		},
+		Steps: []resource.TestStep{{
+			PreConfig: func() {
+				for _, c := range clusters {
+					wc := workloadClient(t, f, c)
+					if err := wc.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}); err != nil {
+						t.Fatalf("%s: %v", c, err)
+					}
+					cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: name, Name: theirs.Name}, Data: map[string]string{"owner": "another team"}}
+					if err := wc.Create(ctx, cm); err != nil {
+						t.Fatalf("%s: %v", c, err)
+					}
+				}
+			},
+			Config: config,
+			Check: func(*terraform.State) error {
+				for _, c := range clusters {
+					var cm corev1.ConfigMap
+					if err := workloadClient(t, f, c).Get(ctx, client.ObjectKey{Namespace: name, Name: "settings"}, &cm); err != nil || cm.Data["value"] != "ours" {
+						return fmt.Errorf("%s: the rollout's ConfigMap: %v %v", c, err, cm.Data)
+					}
+					var ns corev1.Namespace
+					if err := workloadClient(t, f, c).Get(ctx, client.ObjectKey{Name: name}, &ns); err != nil {
+						return err
+					}
+					if ns.Annotations[fluxdelivery.PruneDisabled] != "disabled" {
+						return fmt.Errorf("%s: Namespace annotations %v, want Flux's prune opt-out", c, ns.Annotations)
+					}
+				}
+				return nil
+			},
+		}},
+	})
+}
+
+// TestAccRollout_fluxRepositoryChange: moving `delivery.flux.repository` (same bundle) is an
+// update, never a replacement: each cluster is re-pinned, wave by wave, to the same content at the
+// new repository, and a watcher polling every cluster throughout the apply never finds the app
+// missing (a replacement deleted every Kustomization, and Flux pruned the app fleet-wide).
+func TestAccRollout_fluxRepositoryChange(t *testing.T) {
+	f := acctest.FluxFleet(t)
+	name := acctest.UniqueLabel("fluxrepo")
+	ctx := context.Background()
+	mc, err := f.ManagementClient()
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := records.Key{Kind: records.KindRollout, Namespace: f.Namespace, Name: name}
+	clusters := []string{"prod-eu-1", "prod-us-1", "staging-eu-1"}
+	bundle := fluxBundle(name, "same", false)
+	configAt := func(repository string) string {
+		return rolloutConfig(f, name, allThree, bundle, fmt.Sprintf(`canary = ["staging-eu-1"]
+  delivery = { flux = { repository = %q, insecure = true } }`, repository))
+	}
+	first, moved := f.Flux.RegistryURL("gradual/"+name), f.Flux.RegistryURL("gradual/moved/"+name)
+	var (
+		watchStop = make(chan struct{})
+		watchDone sync.WaitGroup
+		mu        sync.Mutex
+		missing   []string
+		polls     int
+		stopOnce  sync.Once
+	)
+	stop := func() { stopOnce.Do(func() { close(watchStop) }); watchDone.Wait() }
+	t.Cleanup(stop)
+	watch := func() {
+		watchDone.Add(1)
+		go func() {
+			defer watchDone.Done()
+			for {
+				for _, c := range clusters {
+					err := workloadClient(t, f, c).Get(ctx, client.ObjectKey{Namespace: name, Name: "settings"}, &corev1.ConfigMap{})
+					mu.Lock()
+					polls++
+					if apierrors.IsNotFound(err) {
+						missing = append(missing, c+" at "+time.Now().Format(time.TimeOnly))
+					}
+					mu.Unlock()
+				}
+				select {
+				case <-watchStop:
+					return
+				case <-time.After(200 * time.Millisecond):
+				}
+			}
+		}()
+	}
+	pinnedTo := func(repository string) func(*terraform.State) error {
+		return func(*terraform.State) error {
+			for _, c := range clusters {
+				src := &unstructured.Unstructured{}
+				src.SetGroupVersionKind(fluxdelivery.OCIRepositoryKind)
+				if err := mc.Get(ctx, client.ObjectKey{Namespace: f.Namespace, Name: fluxdelivery.ObjectName(key, c)}, src); err != nil {
+					return fmt.Errorf("%s: its OCIRepository: %w", c, err)
+				}
+				if url, _, _ := unstructured.NestedString(src.Object, "spec", "url"); url != repository {
+					return fmt.Errorf("%s: OCIRepository url %q, want %q", c, url, repository)
+				}
+			}
+			return nil
+		}
+	}
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: acctest.ProviderFactories,
+		Steps: []resource.TestStep{
+			{Config: configAt(first), Check: pinnedTo(first)},
+			{
+				PreConfig: watch,
+				Config:    configAt(moved),
+				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
+					plancheck.ExpectResourceAction("gradual_rollout.test", plancheck.ResourceActionUpdate),
+				}},
+				Check: resource.ComposeTestCheckFunc(pinnedTo(moved), func(*terraform.State) error {
+					stop()
+					mu.Lock()
+					defer mu.Unlock()
+					if polls == 0 {
+						return fmt.Errorf("the watcher never polled")
+					}
+					if len(missing) > 0 {
+						return fmt.Errorf("the app was missing %d times of %d polls while the repository moved: %v", len(missing), polls, missing)
+					}
+					return nil
+				}),
+			},
+			{
+				// The registry that is no longer used is no longer needed: a plan reads none.
+				Config:   configAt(moved),
+				PlanOnly: true,
+			},
+		},
+	})
+}
