@@ -84,8 +84,10 @@ type fluxCluster struct {
 	pruned []string
 	// history is every digest applied there, in order ("" when pruned).
 	history []string
-	// handled is the generation reconciled last; due when the pending reconcile (or prune) runs.
+	// handled is the generation reconciled last, source the digest its OCIRepository pinned then;
+	// due when the pending reconcile (or prune) runs.
 	handled   int64
+	source    string
 	due       time.Time
 	deleteDue time.Time
 	stopped   bool
@@ -166,7 +168,7 @@ func (f *fakeKustomizeController) addCluster(name, digest string, fault fluxFaul
 	if err := f.base.Update(ctx, ks); err != nil {
 		f.t.Fatal(err)
 	}
-	fc.applied, fc.handled = digest, 1
+	fc.applied, fc.handled, fc.source = digest, 1, digest
 	f.setStatus(ks, 1, "True", "ReconciliationSucceeded", "Applied revision: "+f.revisionName(digest), digest, digest)
 	if err := f.base.Update(ctx, ks); err != nil {
 		f.t.Fatal(err)
@@ -299,7 +301,9 @@ func (f *fakeKustomizeController) reconcileAll(ctx context.Context) {
 			f.finalize(ctx, fc, ks, now)
 			continue
 		}
-		if gen := ks.GetGeneration(); gen > fc.handled {
+		// A new generation of the Kustomization, or a new artifact of its source (a re-pin changes
+		// the OCIRepository only: kustomize-controller reconciles on the source's revision).
+		if gen := ks.GetGeneration(); gen > fc.handled || f.sourceOf(ctx, fc, ks) != fc.source {
 			if fc.due.IsZero() {
 				fc.due = now.Add(time.Duration(200+fc.rng.IntN(2800)) * time.Millisecond)
 			}
@@ -330,21 +334,29 @@ func (f *fakeKustomizeController) finalize(ctx context.Context, fc *fluxCluster,
 	if err := f.base.Update(ctx, ks); err != nil {
 		f.t.Errorf("%s: the finalizer not removed: %v", fc.name, err)
 	}
-	fc.handled = 0
+	fc.handled, fc.source = 0, ""
 }
 
-// reconcileOne reconciles generation gen of fc's Kustomization: fetches the pinned digest,
-// dry-runs, applies and checks health, as the cluster's fault says.
-func (f *fakeKustomizeController) reconcileOne(ctx context.Context, fc *fluxCluster, ks *unstructured.Unstructured, gen int64) {
+// sourceOf is the digest ks's OCIRepository is pinned to ("" when it has none).
+func (f *fakeKustomizeController) sourceOf(ctx context.Context, fc *fluxCluster, ks *unstructured.Unstructured) string {
 	src := &unstructured.Unstructured{}
 	src.SetGroupVersionKind(fluxdelivery.OCIRepositoryKind)
 	src.SetNamespace(f.ns)
 	src.SetName(ks.GetName())
 	if err := f.base.Get(ctx, client.ObjectKeyFromObject(src), src); err != nil {
-		f.t.Errorf("%s: the Kustomization's OCIRepository: %v", fc.name, err)
-		return
+		if !apierrors.IsNotFound(err) {
+			f.t.Errorf("%s: the Kustomization's OCIRepository: %v", fc.name, err)
+		}
+		return ""
 	}
 	digest, _, _ := unstructured.NestedString(src.Object, "spec", "ref", "digest")
+	return digest
+}
+
+// reconcileOne reconciles generation gen of fc's Kustomization: fetches the pinned digest,
+// dry-runs, applies and checks health, as the cluster's fault says.
+func (f *fakeKustomizeController) reconcileOne(ctx context.Context, fc *fluxCluster, ks *unstructured.Unstructured, gen int64) {
+	digest := f.sourceOf(ctx, fc, ks)
 	rev := f.revisionOf[digest]
 	if rev == "" {
 		f.t.Errorf("%s: pinned to %s, no artifact the test knows", fc.name, digest)
@@ -383,7 +395,7 @@ func (f *fakeKustomizeController) reconcileOne(ctx context.Context, fc *fluxClus
 	if err := f.base.Update(ctx, ks); err != nil {
 		f.t.Errorf("%s: status not written: %v", fc.name, err)
 	}
-	fc.handled = gen
+	fc.handled, fc.source = gen, digest
 	if fail != "" && fc.fault.stopAfterVerdict {
 		fc.stopped = true
 	}
