@@ -163,7 +163,7 @@ type simFleet struct {
 	state  func(name string) *records.State
 	ledger func() []records.InvalidEntry
 	// finish checks what only the engine knows once the run is over.
-	finish func(res engine.Result)
+	finish func(res engine.Result, tally *simTally)
 
 	mu       sync.Mutex
 	open     map[string]bool // the clusters of the open batch
@@ -196,7 +196,7 @@ func (f *simFleet) reached(cluster string) bool {
 	return f.started[cluster]
 }
 
-// simWorld wraps the delivery World to follow the batches and the clusters in change.
+// simWatch wraps the delivery World to follow the batches and the clusters in change.
 type simWatch struct {
 	engine.World
 	f *simFleet
@@ -307,7 +307,7 @@ func simDirect(t *testing.T, s simSeed, api *apiFaults) *simFleet {
 		}
 		return l
 	}
-	f.finish = func(engine.Result) {}
+	f.finish = func(engine.Result, *simTally) {}
 	return f
 }
 
@@ -399,9 +399,14 @@ func simFlux(ctx context.Context, t *testing.T, s simSeed, api *apiFaults, regis
 		}
 		return l
 	}
-	f.finish = func(res engine.Result) {
+	f.finish = func(res engine.Result, tally *simTally) {
 		ff.mu.Lock()
 		defer ff.mu.Unlock()
+		for _, fc := range ff.clusters {
+			tally.mu.Lock()
+			tally.pruned += len(fc.pruned)
+			tally.mu.Unlock()
+		}
 		for _, o := range ff.outOfWave {
 			t.Errorf("flux: kustomize-controller applied to a cluster no wave had reached: %s", o)
 		}
@@ -438,6 +443,7 @@ type simTally struct {
 	mu                                        sync.Mutex
 	succeeded, invalid, restored, unsettled   int
 	notStarted, apiFaults, revisionFaultsSeen int
+	pruned                                    int // Flux: Kustomizations deleted and pruned
 }
 
 // run plans the rollout from the records (as Observe does), runs it on the engine's World and
@@ -478,7 +484,7 @@ func (f *simFleet) run(tally *simTally, api *apiFaults) {
 	tally.mu.Lock()
 	tally.apiFaults += api.injected()
 	tally.mu.Unlock()
-	f.finish(res)
+	f.finish(res, tally)
 	if t.Failed() {
 		t.Logf("%s: seed %s", f.engine, f.seed)
 		t.Logf("plan:\n  %s", strings.Join(plan.Notes, "\n  "))
@@ -647,9 +653,9 @@ func TestEngineSimulation(t *testing.T) {
 		}
 	})
 	for name, tl := range tallies {
-		t.Logf("%s: %d succeeded, %d restored, %d unsettled, %d not started; %d invalid of %d clusters with the revision's fault reached; %d API faults injected",
-			name, tl.succeeded, tl.restored, tl.unsettled, tl.notStarted, tl.invalid, tl.revisionFaultsSeen, tl.apiFaults)
-		if !testing.Short() && (tl.succeeded == 0 || tl.restored == 0 || tl.unsettled == 0 || tl.invalid == 0 || tl.apiFaults == 0) {
+		t.Logf("%s: %d succeeded, %d restored, %d unsettled, %d not started; %d invalid of %d clusters with the revision's fault reached; %d API faults injected; %d pruned on delete",
+			name, tl.succeeded, tl.restored, tl.unsettled, tl.notStarted, tl.invalid, tl.revisionFaultsSeen, tl.apiFaults, tl.pruned)
+		if !testing.Short() && (tl.succeeded == 0 || tl.restored == 0 || tl.unsettled == 0 || tl.invalid == 0 || tl.apiFaults == 0 || (name == "flux" && tl.pruned == 0)) {
 			t.Errorf("%s: the simulation missed an outcome it should reach", name)
 		}
 	}

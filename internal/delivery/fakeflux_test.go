@@ -54,8 +54,10 @@ type fluxFault struct {
 	// (before it gives any word on it); stopAfterVerdict: it gives its verdict on the desired
 	// revision, then stops (the restore is never reconciled).
 	stop, stopAfterVerdict bool
-	// staleReady: each pin leaves the Ready condition of the revision applied before at the new
-	// generation (Ready True, lastAppliedRevision the older digest) until the reconcile.
+	// staleReady: a pin that changes the Kustomization's spec (its generation moves) leaves the
+	// Ready condition of the revision applied before at the new generation (Ready True,
+	// lastAppliedRevision the older digest) until the reconcile. A re-pin that changes only the
+	// OCIRepository's digest leaves it so in any case, as Flux does: the generation stays.
 	staleReady bool
 	// holdFinalizer: on delete, the controller holds its finalizer this long before it prunes.
 	holdFinalizer time.Duration
@@ -67,11 +69,6 @@ const (
 	fluxDryRun503     = "dry-run ServiceUnavailable"
 	fluxFinalizer     = "finalizers.fluxcd.io"
 )
-
-// revisionFault reports whether the fault is the revision's own.
-func (f fluxFault) revisionFault() bool {
-	return f.fail == fluxHealthCheck || f.fail == fluxDryRunInvalid
-}
 
 // fluxCluster is one workload cluster as the fake kustomize-controller sees it.
 type fluxCluster struct {
