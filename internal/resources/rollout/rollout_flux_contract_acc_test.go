@@ -8,17 +8,21 @@ import (
 	"time"
 
 	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
+	"github.com/hashicorp/terraform-plugin-testing/knownvalue"
 	"github.com/hashicorp/terraform-plugin-testing/plancheck"
 	"github.com/hashicorp/terraform-plugin-testing/terraform"
+	"github.com/hashicorp/terraform-plugin-testing/tfjsonpath"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/gradual-dev/terraform-provider-gradual/internal/acctest"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/fluxdelivery"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/records"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/testbed"
 )
 
 // TestAccRollout_fluxPreexistingNamespace: a Namespace that exists in every cluster before the
@@ -181,6 +185,96 @@ func TestAccRollout_fluxRepositoryChange(t *testing.T) {
 				// The registry that is no longer used is no longer needed: a plan reads none.
 				Config:   configAt(moved),
 				PlanOnly: true,
+			},
+		},
+	})
+}
+
+// TestAccRollout_fluxClusterRecreated: a Cluster the rollout delivered to through Flux is deleted;
+// the next plan lists it leaving and its apply removes its Kustomization and OCIRepository. A
+// Cluster re-created under the same name then gets nothing until a plan lists it and an apply
+// delivers (before, the Kustomization left behind delivered the old revision to it at once, with
+// no plan and no wave).
+func TestAccRollout_fluxClusterRecreated(t *testing.T) {
+	f := acctest.FluxFleet(t)
+	name := acctest.UniqueLabel("fluxgone")
+	ctx := context.Background()
+	mc, err := f.ManagementClient()
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := records.Key{Kind: records.KindRollout, Namespace: f.Namespace, Name: name}
+	cluster := name + "-c"
+	spec := testbed.WorkloadSpec{Name: cluster, Ready: true, Labels: map[string]string{"run": name}}
+	add := func() {
+		actx, cancel := context.WithTimeout(ctx, 3*time.Minute)
+		defer cancel()
+		if err := f.AddWorkload(actx, spec); err != nil {
+			t.Fatalf("add %s: %v", cluster, err)
+		}
+	}
+	remove := func() {
+		rctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+		defer cancel()
+		if err := f.RemoveWorkload(rctx, cluster); err != nil {
+			t.Fatalf("remove %s: %v", cluster, err)
+		}
+	}
+	t.Cleanup(func() {
+		rctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		_ = f.RemoveWorkload(rctx, cluster)
+	})
+	config := rolloutConfig(f, name, fmt.Sprintf(`selector = { match_labels = { run = %q } }`, name), fluxBundle(name, "one", false),
+		fmt.Sprintf(`delivery = { flux = { repository = %q, insecure = true } }`, f.Flux.RegistryURL("gradual/"+name)))
+	fluxObjects := func() (int, error) {
+		n := 0
+		for _, gvk := range []schema.GroupVersionKind{fluxdelivery.KustomizationKind, fluxdelivery.OCIRepositoryKind} {
+			o := &unstructured.Unstructured{}
+			o.SetGroupVersionKind(gvk)
+			err := mc.Get(ctx, client.ObjectKey{Namespace: f.Namespace, Name: fluxdelivery.ObjectName(key, cluster)}, o)
+			switch {
+			case err == nil:
+				n++
+			case !apierrors.IsNotFound(err):
+				return 0, err
+			}
+		}
+		return n, nil
+	}
+	appOn := func() error {
+		return workloadClient(t, f, cluster).Get(ctx, client.ObjectKey{Namespace: name, Name: "settings"}, &corev1.ConfigMap{})
+	}
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: acctest.ProviderFactories,
+		Steps: []resource.TestStep{
+			{PreConfig: add, Config: config, Check: func(*terraform.State) error { return appOn() }},
+			{
+				// Deleted: the plan lists it leaving, the apply removes its Flux objects.
+				PreConfig: remove,
+				Config:    config,
+				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
+					plancheck.ExpectKnownValue("gradual_rollout.test", tfjsonpath.New("leaving"), knownvalue.ListExact([]knownvalue.Check{knownvalue.StringExact(cluster)})),
+				}},
+				Check: func(*terraform.State) error {
+					if n, err := fluxObjects(); err != nil || n != 0 {
+						return fmt.Errorf("%d Flux objects of the deleted cluster after the apply (%v), want none", n, err)
+					}
+					return nil
+				},
+			},
+			{
+				// Re-created under the name: nothing delivers to it outside a plan. Flux's interval
+				// and a pin left behind would have applied within seconds; wait well past that.
+				PreConfig: func() {
+					add()
+					time.Sleep(20 * time.Second)
+					if err := appOn(); !apierrors.IsNotFound(err) {
+						t.Fatalf("the re-created cluster before any apply: %v, want no app (nothing delivers outside a plan)", err)
+					}
+				},
+				Config: config,
+				Check:  func(*terraform.State) error { return appOn() },
 			},
 		},
 	})
