@@ -370,7 +370,7 @@ func simFlux(ctx context.Context, t *testing.T, s simSeed, api *apiFaults, regis
 		digest := ""
 		if s.starts[n] == simOld {
 			digest = oldDigest
-			rkey := fluxRecordKey(key, n)
+			rkey := FluxRecordKey(key, n)
 			if err := store.MarkProvisioning(bg, rkey, old.record()); err != nil {
 				t.Fatal(err)
 			}
@@ -386,7 +386,7 @@ func simFlux(ctx context.Context, t *testing.T, s simSeed, api *apiFaults, regis
 	go ff.run(ctx)
 	f.truth = ff.truth
 	f.state = func(name string) *records.State {
-		st, err := store.Load(bg, fluxRecordKey(key, name))
+		st, err := store.Load(bg, FluxRecordKey(key, name))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -87,7 +87,7 @@ func (e fluxEngine) reader(s *Service, ctx context.Context, namespace string, ke
 		if skip != "" {
 			return engine.TargetRecord{}, ClusterState{}, skipError(skip)
 		}
-		store, rkey := s.fluxStore(recordNamespace), fluxRecordKey(key, name)
+		store, rkey := s.fluxStore(recordNamespace), FluxRecordKey(key, name)
 		state, err := flux.summary(rkey)
 		if err == nil && drift && rendered && state.Current != nil {
 			state, err = store.LoadCurrent(ctx, rkey)
@@ -153,9 +153,9 @@ func (s *Service) fluxInstalled() error {
 	return nil
 }
 
-// fluxRecordKey is the key of key's records of cluster in the management cluster: the records
+// FluxRecordKey is the key of key's records of cluster in the management cluster: the records
 // of every cluster live side by side there, told apart by the cluster in the key.
-func fluxRecordKey(key records.Key, cluster string) records.Key {
+func FluxRecordKey(key records.Key, cluster string) records.Key {
 	return records.Key{Kind: key.Kind, Namespace: key.Namespace, Name: key.Name + "@" + cluster}
 }
 
@@ -241,7 +241,7 @@ func (r *fluxRun) makeArtifact(ctx context.Context, target, revision string) (ta
 	w := r.w
 	var state *records.State
 	if revision != w.spec.Revision {
-		if state, err = w.svc.fluxStore(w.spec.RecordNamespace).Load(ctx, fluxRecordKey(w.spec.Key, target)); err != nil {
+		if state, err = w.svc.fluxStore(w.spec.RecordNamespace).Load(ctx, FluxRecordKey(w.spec.Key, target)); err != nil {
 			return "", nil, fmt.Errorf("read records: %w", err)
 		}
 	}
@@ -352,7 +352,7 @@ func (r *fluxRun) restore(ctx context.Context, target, revision string) error {
 // in the management cluster, and Flux's own inventory is what it prunes by: nothing is adopted.
 func (r *fluxRun) record(ctx context.Context, ev engine.Event) error {
 	w := r.w
-	store, key := w.svc.fluxStore(w.spec.RecordNamespace), fluxRecordKey(w.spec.Key, ev.Target)
+	store, key := w.svc.fluxStore(w.spec.RecordNamespace), FluxRecordKey(w.spec.Key, ev.Target)
 	switch ev.Kind {
 	case engine.EventProvisioning:
 		set, err := w.spec.SetFor(ev.Target)
@@ -383,7 +383,7 @@ func (r *fluxRun) recordInvalid(ctx context.Context, ev engine.Event) error {
 	defer cancel()
 	return w.retry(rctx, ev.Target, func(ctx context.Context) error {
 		lerr := w.recordLedger(ctx, ev)
-		werr := w.svc.fluxStore(w.spec.RecordNamespace).MarkInvalid(ctx, fluxRecordKey(w.spec.Key, ev.Target), ev.Revision, ev.Reason)
+		werr := w.svc.fluxStore(w.spec.RecordNamespace).MarkInvalid(ctx, FluxRecordKey(w.spec.Key, ev.Target), ev.Revision, ev.Reason)
 		if lerr != nil {
 			return fmt.Errorf("record the ledger entry: %w", lerr)
 		}
@@ -398,7 +398,7 @@ func (e fluxEngine) remove(s *Service, ctx context.Context, spec Spec, name stri
 	if err := records.Fenced(ctx); err != nil {
 		return "", err
 	}
-	store, rkey := s.fluxStore(spec.RecordNamespace), fluxRecordKey(spec.Key, name)
+	store, rkey := s.fluxStore(spec.RecordNamespace), FluxRecordKey(spec.Key, name)
 	state, err := store.Load(ctx, rkey)
 	if err != nil {
 		return "", fmt.Errorf("read records: %w", err)
@@ -527,7 +527,7 @@ func (s *Service) fluxReadAll(ctx context.Context, settings fluxdelivery.Setting
 	}
 	keys := make([]records.Key, len(clusters))
 	for i, name := range clusters {
-		keys[i] = fluxRecordKey(key, name)
+		keys[i] = FluxRecordKey(key, name)
 	}
 	// The Flux objects and the records are read together: at 1,000 clusters each is a few
 	// pages, and the plan waits on the management API server for each page in turn.
@@ -568,7 +568,7 @@ func (f *fluxRead) view(key records.Key, namespace, cluster string, drift bool) 
 	return "", fluxdelivery.Drift(st, pinned, exists)
 }
 
-// summary is the records of recordKey (a cluster's fluxRecordKey), as records' Summary reads them.
+// summary is the records of recordKey (a cluster's FluxRecordKey), as records' Summary reads them.
 func (f *fluxRead) summary(recordKey records.Key) (*records.State, error) {
 	if err := f.errs[recordKey]; err != nil {
 		return nil, err

@@ -99,7 +99,7 @@ func TestFluxClusterLeaving(t *testing.T) {
 		t.Fatal(err)
 	}
 	store := w.svc.fluxStore(w.spec.RecordNamespace)
-	rkey := fluxRecordKey(w.spec.Key, "c1")
+	rkey := FluxRecordKey(w.spec.Key, "c1")
 	if err := store.MarkProvisioning(ctx, rkey, records.Revision{Revision: "r1"}); err != nil {
 		t.Fatal(err)
 	}

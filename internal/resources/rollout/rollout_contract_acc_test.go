@@ -37,7 +37,14 @@ func (s sideEffect) CheckPlan(_ context.Context, _ plancheck.CheckPlanRequest, _
 // not list it in `leaving`, so apply leaves it alone (and out of the waves). The next plan lists
 // it, and that apply lets go of it.
 func TestAccRollout_savedPlanRelabelOutLeavesItAlone(t *testing.T) {
-	f := acctest.Fleet(t)
+	testSavedPlanRelabelOut(t, directEngine)
+}
+
+// TestAccRollout_fluxContract_savedPlanRelabelOut: the same through Flux.
+func TestAccRollout_fluxContract_savedPlanRelabelOut(t *testing.T) { testSavedPlanRelabelOut(t, fluxEngine) }
+
+func testSavedPlanRelabelOut(t *testing.T, e engineUnderTest) {
+	f := e.fleet(t)
 	name := acctest.UniqueLabel("saved")
 	label := name
 	relabel := labeller(t, f, label)
@@ -55,11 +62,11 @@ func TestAccRollout_savedPlanRelabelOutLeavesItAlone(t *testing.T) {
 	resource.Test(t, resource.TestCase{
 		ProtoV6ProviderFactories: acctest.ProviderFactories,
 		Steps: []resource.TestStep{
-			{Config: rolloutConfig(f, name, targets, v1, "")},
+			{Config: rolloutConfig(f, name, targets, v1, e.withDelivery(f, name, ""))},
 			{
 				// plan -out: one wave of three, nobody leaving; then staging-eu-1 loses the label;
 				// then apply the saved plan.
-				Config: rolloutConfig(f, name, targets, v2, ""),
+				Config: rolloutConfig(f, name, targets, v2, e.withDelivery(f, name, "")),
 				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
 					plancheck.ExpectKnownValue("gradual_rollout.test", tfjsonpath.New("leaving"), knownvalue.ListSizeExact(0)),
 					sideEffect(func() { relabel("staging-eu-1", false) }),
@@ -76,7 +83,7 @@ func TestAccRollout_savedPlanRelabelOutLeavesItAlone(t *testing.T) {
 			},
 			{
 				// The next plan shows it leaving; its apply lets go of it.
-				Config: rolloutConfig(f, name, targets, v2, ""),
+				Config: rolloutConfig(f, name, targets, v2, e.withDelivery(f, name, "")),
 				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
 					plancheck.ExpectKnownValue("gradual_rollout.test", tfjsonpath.New("leaving"),
 						knownvalue.ListExact([]knownvalue.Check{knownvalue.StringExact("staging-eu-1")})),
@@ -90,8 +97,15 @@ func TestAccRollout_savedPlanRelabelOutLeavesItAlone(t *testing.T) {
 }
 
 // A saved plan that lists a cluster leaving, applied after the cluster came back, leaves it be.
-func TestAccRollout_savedPlanRelabelBackKeepsIt(t *testing.T) {
-	f := acctest.Fleet(t)
+func TestAccRollout_savedPlanRelabelBackKeepsIt(t *testing.T) { testSavedPlanRelabelBack(t, directEngine) }
+
+// TestAccRollout_fluxContract_savedPlanRelabelBack: the same through Flux.
+func TestAccRollout_fluxContract_savedPlanRelabelBack(t *testing.T) {
+	testSavedPlanRelabelBack(t, fluxEngine)
+}
+
+func testSavedPlanRelabelBack(t *testing.T, e engineUnderTest) {
+	f := e.fleet(t)
 	name := acctest.UniqueLabel("back")
 	label := name
 	relabel := labeller(t, f, label)
@@ -100,7 +114,7 @@ func TestAccRollout_savedPlanRelabelBackKeepsIt(t *testing.T) {
 	t.Cleanup(func() { relabel("prod-eu-1", false); relabel("staging-eu-1", false) })
 	targets := fmt.Sprintf(`selector = { match_labels = { %q = "yes" } }`, label)
 	v1 := app(name, "v1", false, "")
-	config := rolloutConfig(f, name, targets, v1, "")
+	config := rolloutConfig(f, name, targets, v1, e.withDelivery(f, name, ""))
 	resource.Test(t, resource.TestCase{
 		ProtoV6ProviderFactories: acctest.ProviderFactories,
 		Steps: []resource.TestStep{
@@ -230,18 +244,27 @@ func TestAccRollout_failClosedWebhookHaltsAtTheFirstCluster(t *testing.T) {
 // with the import command; the first keeps its app.
 func TestAccRollout_secondStateCreateRefused(t *testing.T) {
 	acctest.OnOneLane(t, 1)
-	f := acctest.Fleet(t)
+	testSecondStateCreateRefused(t, directEngine)
+}
+
+// TestAccRollout_fluxContract_secondStateCreateRefused: the same through Flux.
+func TestAccRollout_fluxContract_secondStateCreateRefused(t *testing.T) {
+	testSecondStateCreateRefused(t, fluxEngine)
+}
+
+func testSecondStateCreateRefused(t *testing.T, e engineUnderTest) {
+	f := e.fleet(t)
 	name := acctest.UniqueLabel("copy")
 	v1 := app(name, "v1", false, "")
-	one := rolloutConfig(f, name, `clusters = ["staging-eu-1"]`, v1, "")
+	one := rolloutConfig(f, name, `clusters = ["staging-eu-1"]`, v1, e.withDelivery(f, name, ""))
 	two := one + fmt.Sprintf(`
 resource "gradual_rollout" "copy" {
   name      = %q
   namespace = %q
   clusters  = ["staging-eu-1"]
   manifests = gradual_rollout.test.manifests
-}
-`, name, f.Namespace)
+  %s}
+`, name, f.Namespace, e.delivery(f, name))
 	resource.Test(t, resource.TestCase{
 		ProtoV6ProviderFactories: acctest.ProviderFactories,
 		Steps: []resource.TestStep{
@@ -259,12 +282,11 @@ resource "gradual_rollout" "copy" {
 					if err := expectDeployment(f, []string{"staging-eu-1"}, name, "v1", false); err != nil {
 						t.Fatalf("after the refused create: %v", err)
 					}
-					state, err := records.NewWorkloadStore(workloadClient(t, f, "staging-eu-1"), records.DefaultNamespace).Load(context.Background(),
-						records.Key{Kind: "rollout", Namespace: f.Namespace, Name: name})
+					state, err := e.records(t, f, "staging-eu-1", records.DefaultNamespace, records.Key{Kind: "rollout", Namespace: f.Namespace, Name: name})
 					if err != nil {
 						t.Fatal(err)
 					}
-					if state.Provisioning != nil || state.Current == nil || state.Current.Revision != revisionOf(t, v1) {
+					if state.Provisioning != nil || state.Current == nil || state.Current.Revision != e.revision(t, f, name, v1) {
 						t.Fatalf("after the refused create: records %+v, want current on v1 and nothing in flight", state)
 					}
 				},

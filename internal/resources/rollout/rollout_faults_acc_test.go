@@ -353,14 +353,20 @@ func TestAccRollout_workloadAPISlowDuringVerify(t *testing.T) {
 // and the next apply converges on the same revision — applied again, not merely verified, so
 // the objects never created exist and the ones the previous revision had are pruned — and the
 // revision is not recorded invalid.
-func TestAccRollout_killedMidApply(t *testing.T) {
-	f := acctest.Fleet(t)
+func TestAccRollout_killedMidApply(t *testing.T) { testKilledMidApply(t, directEngine) }
+
+// TestAccRollout_fluxContract_killedMidApply: the same through Flux (the cluster's Kustomization
+// pinned to the revision when the CLI is killed).
+func TestAccRollout_fluxContract_killedMidApply(t *testing.T) { testKilledMidApply(t, fluxEngine) }
+
+func testKilledMidApply(t *testing.T, e engineUnderTest) {
+	f := e.fleet(t)
 	tf := newCLIRun(t)
 	name := acctest.UniqueLabel("killed")
 	key := records.Key{Kind: "rollout", Namespace: f.Namespace, Name: name}
 	clusters := []string{"prod-eu-1", "prod-us-1", "staging-eu-1"}
 	v1, v2 := app(name, "v1", false, "dropped"), slowReady(app(name, "v2", false, ""), 5)
-	rev2 := revisionOf(t, v2)
+	rev2 := e.revision(t, f, name, v2)
 	t.Cleanup(func() {
 		if res := tf.run(context.Background(), "destroy", "-auto-approve"); res.code != 0 {
 			t.Errorf("cleanup: destroy exited %d:\n%s", res.code, res.output)
@@ -371,7 +377,7 @@ func TestAccRollout_killedMidApply(t *testing.T) {
 	// A short Lease, so that the wait for the killed holder's Lease to expire (the behaviour
 	// under test) takes 20 s rather than the default minute.
 	config := func(manifests string) string {
-		return strings.Replace(interruptConfig(f, name, manifests), "provider \"gradual\" {\n", "provider \"gradual\" {\n  lease_duration = \"20s\"\n", 1)
+		return strings.Replace(e.withDeliveryHCL(f, name, interruptConfig(f, name, manifests)), "provider \"gradual\" {\n", "provider \"gradual\" {\n  lease_duration = \"20s\"\n", 1)
 	}
 	tf.writeConfig(config(v1))
 	tf.mustRun(ctx, 0, "apply", "-auto-approve")
@@ -380,14 +386,12 @@ func TestAccRollout_killedMidApply(t *testing.T) {
 	p := tf.start(false, "apply", "-auto-approve")
 	defer p.kill()
 	// Kill as soon as prod-eu-1's records say provisioning v2.
-	wc := workloadClient(t, f, "prod-eu-1")
-	store := records.NewWorkloadStore(wc, records.DefaultNamespace)
 	deadline := time.Now().Add(3 * time.Minute)
 	for {
 		if time.Now().After(deadline) {
 			t.Fatal("prod-eu-1 was never recorded provisioning v2")
 		}
-		st, err := store.Summary(ctx, key)
+		st, err := e.records(t, f, "prod-eu-1", records.DefaultNamespace, key)
 		if err == nil && st.Provisioning != nil && st.Provisioning.Revision == rev2 {
 			break
 		}
@@ -439,7 +443,11 @@ func TestAccRollout_killedMidApply(t *testing.T) {
 		if err := expectConfigMap(f, c, name, "dropped", false); err != nil {
 			t.Errorf("v1's ConfigMap was not pruned: %v", err)
 		}
-		if recs := workloadRecords(t, f, c, name); recs.Current == nil || recs.Current.Revision != rev2 || len(recs.Invalid) > 0 {
+		recs, err := e.records(t, f, c, records.DefaultNamespace, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if recs.Current == nil || recs.Current.Revision != rev2 || len(recs.Invalid) > 0 {
 			t.Errorf("%s: records current %s invalid %v, want current %s, nothing invalid", c, revOf(recs.Current), recs.Invalid, rev2)
 		}
 	}

@@ -1,0 +1,90 @@
+package rollout_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/gradual-dev/terraform-provider-gradual/internal/acctest"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/delivery"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/records"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/testbed"
+)
+
+// One contract, both engines: the contract tests are written once against engineUnderTest and run
+// on each delivery engine. The direct engine's run on the shared test bed (their historical
+// names, TestAccRollout_<what>); the Flux engine's on the Flux bed (TestAccRollout_fluxContract_<what>,
+// which tools/testacc.sh's Flux stage picks up with the other TestAccRollout_flux tests).
+
+// engineUnderTest is a delivery engine as the tests see it: the fleet that runs it, the
+// configuration that picks it, and where it keeps a cluster's records.
+type engineUnderTest struct {
+	name string
+	// fleet is the test bed the engine runs on (skips when there is none).
+	fleet func(*testing.T) *testbed.Fleet
+	// delivery is the rollout's `delivery` attribute (with its newline), "" delivering directly.
+	delivery func(f *testbed.Fleet, name string) string
+	// revision is the revision the rollout name of manifests gets on f.
+	revision func(t *testing.T, f *testbed.Fleet, name, manifests string) string
+	// records reads cluster's records of key in recordNamespace.
+	records func(t *testing.T, f *testbed.Fleet, cluster, recordNamespace string, key records.Key) (*records.State, error)
+}
+
+var (
+	directEngine = engineUnderTest{
+		name:     "direct",
+		fleet:    acctest.Fleet,
+		delivery: func(*testbed.Fleet, string) string { return "" },
+		revision: func(t *testing.T, _ *testbed.Fleet, _, manifests string) string { return revisionOf(t, manifests) },
+		records: func(t *testing.T, f *testbed.Fleet, cluster, recordNamespace string, key records.Key) (*records.State, error) {
+			return records.NewWorkloadStore(workloadClient(t, f, cluster), recordNamespace).Load(context.Background(), key)
+		},
+	}
+	fluxEngine = engineUnderTest{
+		name:  "flux",
+		fleet: acctest.FluxFleet,
+		delivery: func(f *testbed.Fleet, name string) string {
+			return fmt.Sprintf("delivery = { flux = { repository = %q, insecure = true } }\n", fluxRepository(f, name))
+		},
+		revision: func(t *testing.T, f *testbed.Fleet, name, manifests string) string {
+			return fluxRevisionOf(t, manifests, fluxRepository(f, name))
+		},
+		records: func(t *testing.T, f *testbed.Fleet, cluster, recordNamespace string, key records.Key) (*records.State, error) {
+			mc, err := f.ManagementClient()
+			if err != nil {
+				return nil, err
+			}
+			return records.NewWorkloadStore(mc, recordNamespace).Load(context.Background(), delivery.FluxRecordKey(key, cluster))
+		},
+	}
+)
+
+// fluxRepository is where the Flux engine publishes rollout name's artifacts on f.
+func fluxRepository(f *testbed.Fleet, name string) string { return f.Flux.RegistryURL("gradual/" + name) }
+
+// withDelivery adds e's `delivery` to the rollout attributes extra.
+func (e engineUnderTest) withDelivery(f *testbed.Fleet, name, extra string) string {
+	d := e.delivery(f, name)
+	if d == "" {
+		return extra
+	}
+	if extra == "" {
+		return strings.TrimSuffix(d, "\n")
+	}
+	return extra + "\n  " + strings.TrimSuffix(d, "\n")
+}
+
+// withDeliveryHCL adds e's `delivery` to a whole configuration's gradual_rollout.test block (for
+// the tests that write their own configuration: interruptConfig).
+func (e engineUnderTest) withDeliveryHCL(f *testbed.Fleet, name, config string) string {
+	d := e.delivery(f, name)
+	if d == "" {
+		return config
+	}
+	const block = "resource \"gradual_rollout\" \"test\" {\n"
+	if !strings.Contains(config, block) {
+		panic("withDeliveryHCL: no gradual_rollout.test block")
+	}
+	return strings.Replace(config, block, block+"  "+d, 1)
+}
