@@ -28,10 +28,16 @@ type Claim struct {
 	// Manager is the other key's field manager when it does not say which key it is (a
 	// shortened one, see records.Key.FieldManager); Owner is then zero.
 	Manager string
+	// Kustomization is the Flux Kustomization ("namespace/name") that applied the object, when it
+	// is not one of this provider's (Owner is then zero).
+	Kustomization string
 }
 
-// owner names the claim's owner: its key, or else its field manager.
+// owner names the claim's owner: its key, or else the Flux Kustomization or field manager.
 func (c Claim) owner() string {
+	if c.Owner == (records.Key{}) && c.Kustomization != "" {
+		return "Flux Kustomization " + c.Kustomization
+	}
 	if c.Owner == (records.Key{}) {
 		return records.DescribeFieldManager(c.Manager)
 	}

@@ -54,12 +54,57 @@ func (fluxEngine) drifted(*Service, context.Context, Spec, []engine.Target) map[
 	return nil
 }
 
-// ownership and checkOwners ask no workload cluster: Flux applies and prunes by its own
-// inventory.
-func (fluxEngine) ownership(*Service, context.Context, Spec, []string, func(records.Key) bool, bool, bool) ([]Claim, []Found, error) {
-	return nil, nil, nil
+// ownership reads the claims on spec's objects from the inventories of the other Flux
+// Kustomizations that apply to the clusters (fluxClaims), asking no workload cluster; it adopts
+// nothing: Flux applies and prunes by its own inventory, and what it must never prune carries
+// Flux's opt-out (fluxdelivery.Manifests).
+func (fluxEngine) ownership(s *Service, ctx context.Context, spec Spec, clusters []string, ignore func(records.Key) bool, withClaims, _ bool) ([]Claim, []Found, error) {
+	if !withClaims {
+		return nil, nil, nil
+	}
+	claims, err := fluxClaims(s, ctx, spec, clusters, ignore)
+	return claims, nil, err
 }
-func (fluxEngine) checkOwners(*Service, context.Context, Spec, []string) error { return nil }
+
+// checkOwners refuses, before anything is pinned, objects of spec that another Kustomization
+// applied to clusters since the plan.
+func (fluxEngine) checkOwners(s *Service, ctx context.Context, spec Spec, clusters []string) error {
+	claims, err := fluxClaims(s, ctx, spec, clusters, nil)
+	if err != nil || len(claims) == 0 {
+		return err
+	}
+	return ClaimsError(claims, spec.Key.Describe())
+}
+
+// fluxClaims are the objects of spec that another Flux Kustomization (another rollout's or
+// module's, in any record namespace, or anyone's) has applied to one of clusters: two
+// Kustomizations of one object overwrite each other and each prunes it when it drops it. A
+// cluster whose objects cannot be rendered is left to the plan's own refusal.
+func fluxClaims(s *Service, ctx context.Context, spec Spec, clusters []string, ignore func(records.Key) bool) ([]Claim, error) {
+	holders, err := fluxdelivery.Holders(ctx, s.mgmt.Client, spec.ClusterNamespace, spec.Key, clusters)
+	if err != nil {
+		return nil, managementUnread(len(clusters), err)
+	}
+	var claims []Claim
+	for _, name := range sortedKeys(holders) {
+		objs, err := spec.ObjectsFor(name)
+		if err != nil {
+			continue
+		}
+		for _, o := range objs {
+			h, ok := holders[name][manifest.IdentityOf(o)]
+			if !ok || h.Key != (records.Key{}) && ignore != nil && ignore(h.Key) {
+				continue
+			}
+			c := Claim{Cluster: name, Object: manifest.RefOf(o).String(), Owner: h.Key}
+			if h.Key == (records.Key{}) {
+				c.Kustomization = h.Kustomization
+			}
+			claims = append(claims, c)
+		}
+	}
+	return dedupeClaims(claims), nil
+}
 
 // preview asks no workload cluster at plan time: kustomize-controller's dry-run refuses at apply.
 func (fluxEngine) preview(_ *Service, _ context.Context, _ Spec, _, _ []string, out *Preview) (*Preview, error) {

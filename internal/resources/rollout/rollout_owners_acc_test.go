@@ -152,22 +152,33 @@ func TestAccRollout_adoptedObjectsSurvive(t *testing.T) {
 // at plan, naming the first rollout, the cluster and the object.
 func TestAccRollout_oneOwnerPerObject(t *testing.T) {
 	acctest.OnOneLane(t, 0)
-	f := acctest.Fleet(t)
+	testOneOwnerPerObject(t, directEngine)
+}
+
+// TestAccRollout_fluxContract_oneOwnerPerObject: the same through Flux, where the claim is read
+// from the first rollout's Kustomization's inventory in the management cluster.
+func TestAccRollout_fluxContract_oneOwnerPerObject(t *testing.T) {
+	testOneOwnerPerObject(t, fluxEngine)
+}
+
+func testOneOwnerPerObject(t *testing.T, e engineUnderTest) {
+	f := e.fleet(t)
 	name := acctest.UniqueLabel("owner")
 	const cluster = "staging-eu-1"
 	shared := fmt.Sprintf("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: shared\n  namespace: %s\ndata: {a: b}\n", name)
 	first := fmt.Sprintf("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: %s\n---\n", name) + shared
 	second := strings.Replace(shared, "{a: b}", "{a: c}", 1)
-	one := rolloutConfig(f, name, `clusters = ["`+cluster+`"]`, first, "")
+	one := rolloutConfig(f, name, `clusters = ["`+cluster+`"]`, first, e.withDelivery(f, name, ""))
 	two := one + fmt.Sprintf(`
 resource "gradual_rollout" "second" {
   name      = "%s-second"
   namespace = %q
   clusters  = [%q]
+  %s
   manifests = <<-EOT
 %s  EOT
 }
-`, name, f.Namespace, cluster, indent(second))
+`, name, f.Namespace, cluster, e.delivery(f, name+"-second"), indent(second))
 	resource.Test(t, resource.TestCase{
 		ProtoV6ProviderFactories: acctest.ProviderFactories,
 		Steps: []resource.TestStep{
