@@ -41,7 +41,9 @@ func TestAccRollout_savedPlanRelabelOutLeavesItAlone(t *testing.T) {
 }
 
 // TestAccRollout_fluxContract_savedPlanRelabelOut: the same through Flux.
-func TestAccRollout_fluxContract_savedPlanRelabelOut(t *testing.T) { testSavedPlanRelabelOut(t, fluxEngine) }
+func TestAccRollout_fluxContract_savedPlanRelabelOut(t *testing.T) {
+	testSavedPlanRelabelOut(t, fluxEngine)
+}
 
 func testSavedPlanRelabelOut(t *testing.T, e engineUnderTest) {
 	f := e.fleet(t)
@@ -97,7 +99,9 @@ func testSavedPlanRelabelOut(t *testing.T, e engineUnderTest) {
 }
 
 // A saved plan that lists a cluster leaving, applied after the cluster came back, leaves it be.
-func TestAccRollout_savedPlanRelabelBackKeepsIt(t *testing.T) { testSavedPlanRelabelBack(t, directEngine) }
+func TestAccRollout_savedPlanRelabelBackKeepsIt(t *testing.T) {
+	testSavedPlanRelabelBack(t, directEngine)
+}
 
 // TestAccRollout_fluxContract_savedPlanRelabelBack: the same through Flux.
 func TestAccRollout_fluxContract_savedPlanRelabelBack(t *testing.T) {

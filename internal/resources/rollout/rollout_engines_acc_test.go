@@ -61,7 +61,9 @@ var (
 )
 
 // fluxRepository is where the Flux engine publishes rollout name's artifacts on f.
-func fluxRepository(f *testbed.Fleet, name string) string { return f.Flux.RegistryURL("gradual/" + name) }
+func fluxRepository(f *testbed.Fleet, name string) string {
+	return f.Flux.RegistryURL("gradual/" + name)
+}
 
 // withDelivery adds e's `delivery` to the rollout attributes extra.
 func (e engineUnderTest) withDelivery(f *testbed.Fleet, name, extra string) string {
