@@ -293,10 +293,7 @@ func (m *Model) specVerify(ctx context.Context, verify VerifyModel, spec *delive
 	diags.Append(d...)
 	spec.GatePolicy = nodeGate.Policy()
 	spec.Health, d = shared.HealthChecker(ctx, verify.HealthChecks)
-	diags.Append(d...)
-	if !spec.Health.Empty() && !m.Delivery.IsNull() && !m.Delivery.IsUnknown() {
-		shared.NotThroughFlux(&diags, shared.PathHealthChecks, shared.FluxGapHealthChecks, "`verify.health_checks`", "the rollout")
-	}
+	diags.Append(d...) // through Flux, the Kustomizations' healthCheckExprs (internal/delivery/flux.go)
 	spec.CheckJob, d = shared.CheckJobOf(ctx, verify.CheckJob, !m.Delivery.IsNull() && !m.Delivery.IsUnknown())
 	diags.Append(d...)
 	if !verify.HTTPChecks.IsNull() && !verify.HTTPChecks.IsUnknown() {

@@ -267,12 +267,9 @@ type FluxGap int
 
 // What the Flux engine cannot deliver yet.
 const (
-	// FluxGapHealthChecks: the provider evaluates verify.health_checks as it waits; through Flux,
-	// the Kustomization judges the objects.
-	FluxGapHealthChecks FluxGap = iota
 	// FluxGapRefuseAdoption: adopt = false needs each workload cluster read for objects that
 	// exist already, and through Flux the runner reads none.
-	FluxGapRefuseAdoption
+	FluxGapRefuseAdoption FluxGap = iota
 	// FluxGapSensitive: an artifact is readable by whoever can pull from the registry.
 	FluxGapSensitive
 )
@@ -281,10 +278,6 @@ const (
 // "`sensitive_manifests`") of subject ("the rollout", "the assignment").
 func NotThroughFlux(diags *diag.Diagnostics, at path.Path, gap FluxGap, attribute, subject string) {
 	switch gap {
-	case FluxGapHealthChecks:
-		diags.AddAttributeError(at, "Health Checks Not Delivered Through Flux Yet",
-			attribute+" are evaluated by the provider as it waits for the objects, and with `delivery.flux` Flux's "+
-				"Kustomization judges them: the two cannot be used together yet. Deliver directly (leave `delivery` out).")
 	case FluxGapRefuseAdoption:
 		diags.AddAttributeError(at, "Adoption Cannot Be Refused Through Flux",
 			attribute+" refuses "+subject+" where an object of it exists already, which takes a read of every workload cluster; "+
