@@ -115,8 +115,18 @@ func (fluxEngine) preview(_ *Service, _ context.Context, _ Spec, _, _ []string, 
 	return out, nil
 }
 
+// run pins the desired revision with verify.health_checks as the Kustomizations'
+// healthCheckExprs, so that kustomize-controller judges its objects by them as the provider
+// does when delivering directly (internal/health, the same CEL environment), and a revision
+// restored from the records without them: judged by kstatus alone, as a direct restore is.
 func (e fluxEngine) run(w *world) engineRun {
-	return &fluxRun{w: w, d: fluxdelivery.New(w.svc.mgmt.Client, e.settings, w.spec.Key).WithKustomize(w.spec.Kustomize)}
+	desired := w.spec.Kustomize
+	desired.HealthChecks = w.spec.Health.Rules()
+	restored := w.spec.Kustomize
+	restored.HealthChecks = nil
+	return &fluxRun{w: w,
+		d:        fluxdelivery.New(w.svc.mgmt.Client, e.settings, w.spec.Key).WithKustomize(desired),
+		restored: fluxdelivery.New(w.svc.mgmt.Client, e.settings, w.spec.Key).WithKustomize(restored)}
 }
 
 // reader reads the Flux objects and records of every cluster at once (fluxReads); per cluster,
@@ -212,7 +222,8 @@ func (s *Service) fluxStore(recordNamespace string) *records.WorkloadStore {
 // fluxRun is the Flux engine's part of one run.
 type fluxRun struct {
 	w *world
-	d *fluxdelivery.Delivery
+	// d pins the desired revision (with the health checks); restored pins the others.
+	d, restored *fluxdelivery.Delivery
 	// statuses follows the rollout's Kustomizations for the run's verifications (nil: each
 	// verification reads its own).
 	statuses *fluxdelivery.Statuses
@@ -325,7 +336,11 @@ func (r *fluxRun) fluxPin(ctx context.Context, target, revision string) error {
 	if err != nil {
 		return err // an infrastructure failure: the registry, never the revision
 	}
-	return r.d.Pin(ctx, r.w.spec.ClusterNamespace, target, digest, r.w.spec.Policy.VerifyTimeout)
+	d := r.d
+	if revision != r.w.spec.Revision {
+		d = r.restored
+	}
+	return d.Pin(ctx, r.w.spec.ClusterNamespace, target, digest, r.w.spec.Policy.VerifyTimeout)
 }
 
 // verify waits, within ctx, for the cluster's Kustomization to have target's artifact of

@@ -495,7 +495,7 @@ func (d *Delivery) Pin(ctx context.Context, namespace, cluster, digest string, t
 		"kubeConfig": map[string]any{"secretRef": map[string]any{"name": cluster + "-kubeconfig", "key": "value"}},
 	}
 	if spec, ok := ks.Object["spec"].(map[string]any); ok {
-		d.shapeKustomization(spec, cluster) // dependsOn, ApplyOnce (kustomize.go)
+		d.shapeKustomization(spec, cluster) // dependsOn, ApplyOnce, healthCheckExprs (kustomize.go)
 	}
 	for _, o := range []*unstructured.Unstructured{src, ks} {
 		if err := d.mgmt.Apply(ctx, client.ApplyConfigurationFromUnstructured(o), client.FieldOwner(fieldOwner), client.ForceOwnership); err != nil {

@@ -1,6 +1,7 @@
 package fluxdelivery
 
 import (
+	"github.com/gradual-dev/terraform-provider-gradual/internal/health"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/records"
 )
 
@@ -13,8 +14,9 @@ const (
 )
 
 // Kustomize is how a rollout's Kustomizations behave beyond applying its revision: what they
-// wait for and whether Flux keeps re-applying. The zero value is a rollout's: no dependencies,
-// Flux re-applies every interval and repairs drift.
+// wait for, how they judge the objects' health and whether Flux keeps re-applying. The zero
+// value: no dependencies, kstatus judges every object, Flux re-applies every interval and
+// repairs drift.
 type Kustomize struct {
 	// DependsOn are the rollouts (a module's depends_on: the other modules' keys) whose
 	// Kustomization on the same cluster must be Ready before Flux applies this one's: Flux's
@@ -31,6 +33,12 @@ type Kustomize struct {
 	// for a suspended Kustomization); reconcile: disabled would keep it from creating them at
 	// all. The Kustomization keeps reconciling: an object deleted by hand is created again.
 	ApplyOnce bool
+	// HealthChecks are verify.health_checks, the Kustomization's healthCheckExprs:
+	// kustomize-controller judges the applied objects of those kinds by them instead of kstatus
+	// as it waits (spec.wait), with the CEL environment internal/health evaluates in when
+	// delivering directly, and reports a failed one as HealthCheckFailed (internal/blame: the
+	// revision's failure).
+	HealthChecks []health.Rule
 }
 
 // WithKustomize returns d whose Kustomizations (Pin) behave as k says.
@@ -41,8 +49,8 @@ func (d *Delivery) WithKustomize(k Kustomize) *Delivery {
 
 // shapeKustomization sets, in the spec of the Kustomization of d on cluster (in namespace),
 // what d.kustomize asks for. Fields left out are removed by the next server-side apply, so a
-// module that drops a dependency, or a mode changed back to Reconcile, takes effect on the
-// next pin.
+// module that drops a dependency, a mode changed back to Reconcile, or health checks taken out
+// take effect on the next pin.
 func (d *Delivery) shapeKustomization(spec map[string]any, cluster string) {
 	if len(d.kustomize.DependsOn) > 0 {
 		deps := make([]any, 0, len(d.kustomize.DependsOn))
@@ -54,5 +62,19 @@ func (d *Delivery) shapeKustomization(spec map[string]any, cluster string) {
 	}
 	if d.kustomize.ApplyOnce {
 		spec["commonMetadata"] = map[string]any{"annotations": map[string]any{AnnotationSSA: SSAIfNotPresent}}
+	}
+	if len(d.kustomize.HealthChecks) > 0 {
+		exprs := make([]any, 0, len(d.kustomize.HealthChecks))
+		for _, r := range d.kustomize.HealthChecks {
+			e := map[string]any{"apiVersion": r.APIVersion, "kind": r.Kind, "current": r.Current}
+			if r.InProgress != "" {
+				e["inProgress"] = r.InProgress
+			}
+			if r.Failed != "" {
+				e["failed"] = r.Failed
+			}
+			exprs = append(exprs, e)
+		}
+		spec["healthCheckExprs"] = exprs
 	}
 }

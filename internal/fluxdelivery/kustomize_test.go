@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
+	"github.com/gradual-dev/terraform-provider-gradual/internal/health"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/records"
 )
 
@@ -59,5 +60,36 @@ func TestPinShapesKustomization(t *testing.T) {
 	}
 	if spec["prune"] != true || spec["wait"] != true {
 		t.Errorf("prune/wait = %v/%v, want both on", spec["prune"], spec["wait"])
+	}
+}
+
+// TestPinCarriesHealthChecks checks that verify.health_checks become the Kustomization's
+// healthCheckExprs (apiVersion, kind, current and, when given, inProgress and failed), which
+// kustomize-controller judges the applied objects by, and that a pin without them removes them.
+func TestPinCarriesHealthChecks(t *testing.T) {
+	mgmt := fake.NewClientBuilder().Build()
+	settings := Settings{Repository: "oci://registry.example/fleet/app"}
+	key := records.Key{Kind: records.KindRollout, Namespace: "fleet", Name: "app"}
+	rules := []health.Rule{
+		{APIVersion: "v1", Kind: "ConfigMap", Current: "true", Failed: "data.value == 'bad'"},
+		{APIVersion: "cert-manager.io/v1", Kind: "Certificate", Current: "status.conditions.exists(e, e.type == 'Ready' && e.status == 'True')",
+			InProgress: "status.conditions.exists(e, e.type == 'Issuing' && e.status == 'True')"},
+	}
+
+	spec := pinned(t, mgmt, New(mgmt, settings, key).WithKustomize(Kustomize{HealthChecks: rules}))
+	want := []any{
+		map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "current": "true", "failed": "data.value == 'bad'"},
+		map[string]any{"apiVersion": "cert-manager.io/v1", "kind": "Certificate", "current": rules[1].Current, "inProgress": rules[1].InProgress},
+	}
+	if !reflect.DeepEqual(spec["healthCheckExprs"], want) {
+		t.Errorf("healthCheckExprs = %v, want %v", spec["healthCheckExprs"], want)
+	}
+	if spec["wait"] != true {
+		t.Errorf("wait = %v: kustomize-controller evaluates healthCheckExprs only as it waits", spec["wait"])
+	}
+
+	spec = pinned(t, mgmt, New(mgmt, settings, key))
+	if _, ok := spec["healthCheckExprs"]; ok {
+		t.Errorf("healthCheckExprs = %v after a pin without health checks, want none", spec["healthCheckExprs"])
 	}
 }

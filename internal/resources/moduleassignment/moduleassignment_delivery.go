@@ -6,7 +6,6 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 
-	"github.com/gradual-dev/terraform-provider-gradual/internal/assignment"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/delivery"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/shared"
 )
@@ -26,15 +25,13 @@ func (r *assignmentResource) service(ctx context.Context, m *Model) (*delivery.S
 }
 
 // refuseWithFlux refuses, naming the attribute, what the Flux engine cannot deliver yet: the
-// same as for a rollout (verify.health_checks, adopt = false), and what only an assignment has
-// (sensitive_manifests). `values` goes through: each module's
-// rendering for a cluster is an artifact of its own, as a rollout's (delivery's fluxArtifact).
-func (m *Model) refuseWithFlux(spec assignment.Spec, diags *diag.Diagnostics) {
+// same as for a rollout (adopt = false), and what only an assignment has (sensitive_manifests).
+// `values` goes through: each module's rendering for a cluster is an artifact of its own, as a
+// rollout's (delivery's fluxArtifact); so do verify.health_checks, as each module's
+// Kustomizations' healthCheckExprs (internal/delivery/flux.go).
+func (m *Model) refuseWithFlux(diags *diag.Diagnostics) {
 	if m.Delivery.IsNull() || m.Delivery.IsUnknown() {
 		return
-	}
-	if !spec.Health.Empty() {
-		shared.NotThroughFlux(diags, shared.PathHealthChecks, shared.FluxGapHealthChecks, "`verify.health_checks`", "the assignment")
 	}
 	if !m.Adopt.IsNull() && !m.Adopt.IsUnknown() && !m.Adopt.ValueBool() {
 		shared.NotThroughFlux(diags, path.Root("adopt"), shared.FluxGapRefuseAdoption, "`adopt = false`", "the assignment")

@@ -271,7 +271,7 @@ func (m *Model) spec(ctx context.Context) (assignment.Spec, diag.Diagnostics) {
 	diags.Append(shared.SetCanary(ctx, m.Canary, m.CanaryOptional, &spec.Policy)...)
 	diags.Append(m.specVerify(ctx, &spec)...)
 	spec.Preview = delivery.PreviewSpec{Mode: m.Preview.ValueString()}
-	m.refuseWithFlux(spec, &diags)
+	m.refuseWithFlux(&diags)
 	return spec, diags
 }
 

@@ -9,6 +9,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
 	"github.com/gradual-dev/terraform-provider-gradual/internal/delivery"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/health"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/shared"
 )
 
@@ -55,5 +56,27 @@ func TestSpecCheckJobAndPreview(t *testing.T) {
 	m.Delivery = shared.DeliveryValue(&delivery.FluxSettings{Repository: "oci://registry.example/fleet/base"})
 	if _, diags := m.spec(ctx); !strings.Contains(summaries(diags), "Check Job Not Delivered Through Flux Yet") {
 		t.Fatalf("through Flux: errors %q, want the check Job refused", summaries(diags))
+	}
+}
+
+// verify.health_checks go through Flux, as each module's Kustomizations' healthCheckExprs: the
+// spec takes them with delivery.flux as it does delivering directly.
+func TestSpecHealthChecksThroughFlux(t *testing.T) {
+	ctx := context.Background()
+	rules := []health.Rule{{APIVersion: "v1", Kind: "ConfigMap", Current: "true", Failed: "data.value == 'bad'"}}
+	m := moduleModel(t, dbConfigMap, "", "", nil)
+	m.Verify = types.ObjectValueMust(verifyAttrTypes, map[string]attr.Value{
+		"timeout": types.StringValue("60s"), "bake_time": types.StringValue("0s"),
+		"health_checks": shared.HealthValue(rules), "cluster_gates": types.BoolValue(true),
+		"node_gate": types.ObjectNull(shared.NodeGateAttrTypes), "check_job": types.ObjectNull(shared.CheckJobAttrTypes),
+	})
+	m.Delivery = shared.DeliveryValue(&delivery.FluxSettings{Repository: "oci://registry.example/fleet/base"})
+	m.sensitive = nil
+	spec, diags := m.spec(ctx)
+	if diags.HasError() {
+		t.Fatalf("through Flux: %s", summaries(diags))
+	}
+	if got := spec.Health.Rules(); len(got) != 1 || got[0] != rules[0] {
+		t.Errorf("spec health rules %+v, want %+v", got, rules)
 	}
 }

@@ -24,7 +24,7 @@ func (r *rolloutResource) service(ctx context.Context, m *Model) (*delivery.Serv
 }
 
 // refuseWithFlux refuses at plan, naming the attribute, what the Flux engine cannot deliver yet
-// beyond what spec refuses itself (health checks, the check Job): `sensitive_manifests`, whose
+// beyond what spec refuses itself (the check Job): `sensitive_manifests`, whose
 // objects would be published as an artifact anyone who can pull from the registry can read,
 // and `adopt = false`, which needs the workload clusters read.
 func (m *Model) refuseWithFlux() (diags diag.Diagnostics) {

@@ -1,12 +1,14 @@
 package rollout
 
 import (
+	"context"
 	"strings"
 	"testing"
 
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
 	"github.com/gradual-dev/terraform-provider-gradual/internal/delivery"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/health"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/shared"
 )
 
@@ -35,6 +37,25 @@ func TestRefuseWithFlux(t *testing.T) {
 		}
 		if strings.Join(got, ",") != strings.Join(tc.want, ",") {
 			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+// TestHealthChecksThroughFlux: verify.health_checks go through Flux (as the Kustomizations'
+// healthCheckExprs) as they do delivering directly: no refusal, and the spec's checker holds them.
+func TestHealthChecksThroughFlux(t *testing.T) {
+	ctx := context.Background()
+	rules := []health.Rule{{APIVersion: "v1", Kind: "ConfigMap", Current: "true", Failed: "data.value == 'bad'"}}
+	for _, d := range []types.Object{shared.DeliveryValue(&delivery.FluxSettings{Repository: "oci://r.example/fleet/web"}), shared.DeliveryValue(nil)} {
+		m := Model{Delivery: d}
+		verify := VerifyModel{HTTPChecks: types.ListNull(types.ObjectType{AttrTypes: httpCheckAttrTypes}), HealthChecks: shared.HealthValue(rules),
+			ClusterGates: types.BoolNull(), NodeGate: types.ObjectNull(shared.NodeGateAttrTypes), CheckJob: types.ObjectNull(shared.CheckJobAttrTypes)}
+		var spec delivery.Spec
+		if diags := m.specVerify(ctx, verify, &spec); diags.HasError() {
+			t.Fatalf("delivery %v: %v", d, diags)
+		}
+		if got := spec.Health.Rules(); len(got) != 1 || got[0] != rules[0] {
+			t.Errorf("delivery %v: spec health rules %+v, want %+v", d, got, rules)
 		}
 	}
 }

@@ -293,10 +293,7 @@ func (m *Model) specVerify(ctx context.Context, verify VerifyModel, spec *delive
 	diags.Append(d...)
 	spec.GatePolicy = nodeGate.Policy()
 	spec.Health, d = shared.HealthChecker(ctx, verify.HealthChecks)
-	diags.Append(d...)
-	if !spec.Health.Empty() && !m.Delivery.IsNull() && !m.Delivery.IsUnknown() {
-		shared.NotThroughFlux(&diags, shared.PathHealthChecks, shared.FluxGapHealthChecks, "`verify.health_checks`", "the rollout")
-	}
+	diags.Append(d...) // through Flux, the Kustomizations' healthCheckExprs (internal/delivery/flux.go)
 	spec.CheckJob, d = shared.CheckJobOf(ctx, verify.CheckJob, !m.Delivery.IsNull() && !m.Delivery.IsUnknown())
 	diags.Append(d...)
 	if !verify.HTTPChecks.IsNull() && !verify.HTTPChecks.IsUnknown() {
@@ -307,6 +304,9 @@ func (m *Model) specVerify(ctx context.Context, verify VerifyModel, spec *delive
 				URL: c.URL.ValueString(), ExpectedStatus: int(c.ExpectedStatus.ValueInt64()),
 				Timeout: shared.ParseDuration(c.Timeout, defaultHTTPCheckTimeout),
 			})
+		}
+		if len(checks) > 0 && !m.Delivery.IsNull() && !m.Delivery.IsUnknown() {
+			shared.NotThroughFlux(&diags, path.Root("verify").AtName("http_checks"), shared.FluxGapHTTPChecks, "`verify.http_checks`", "the rollout")
 		}
 	}
 	return diags

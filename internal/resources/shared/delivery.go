@@ -267,30 +267,31 @@ type FluxGap int
 
 // What the Flux engine cannot deliver yet.
 const (
-	// FluxGapHealthChecks: the provider evaluates verify.health_checks as it waits; through Flux,
-	// the Kustomization judges the objects.
-	FluxGapHealthChecks FluxGap = iota
 	// FluxGapRefuseAdoption: adopt = false needs each workload cluster read for objects that
 	// exist already, and through Flux the runner reads none.
-	FluxGapRefuseAdoption
+	FluxGapRefuseAdoption FluxGap = iota
 	// FluxGapSensitive: an artifact is readable by whoever can pull from the registry.
 	FluxGapSensitive
+	// FluxGapHTTPChecks: the provider calls them as it verifies a cluster; through Flux the
+	// Kustomization verifies it, and the runner may not reach the workload's services.
+	FluxGapHTTPChecks
 )
 
 // NotThroughFlux refuses gap at attribute (named as the person writes it, e.g.
 // "`sensitive_manifests`") of subject ("the rollout", "the assignment").
 func NotThroughFlux(diags *diag.Diagnostics, at path.Path, gap FluxGap, attribute, subject string) {
 	switch gap {
-	case FluxGapHealthChecks:
-		diags.AddAttributeError(at, "Health Checks Not Delivered Through Flux Yet",
-			attribute+" are evaluated by the provider as it waits for the objects, and with `delivery.flux` Flux's "+
-				"Kustomization judges them: the two cannot be used together yet. Deliver directly (leave `delivery` out).")
 	case FluxGapRefuseAdoption:
 		diags.AddAttributeError(at, "Adoption Cannot Be Refused Through Flux",
 			attribute+" refuses "+subject+" where an object of it exists already, which takes a read of every workload cluster; "+
 				"with `delivery.flux` the runner reads none, and Flux's kustomize-controller takes over any object it finds. "+
 				"Leave `adopt` out (Flux never prunes Namespaces, CRDs or objects marked `gradual.dev/prune: disabled`), "+
 				"or deliver directly (leave `delivery` out).")
+	case FluxGapHTTPChecks:
+		diags.AddAttributeError(at, "HTTP Checks Not Delivered Through Flux Yet",
+			attribute+" are called by the provider as it verifies each cluster, and with `delivery.flux` Flux's Kustomization "+
+				"verifies it (the runner may not reach the workload's services): they would never run. Use `verify.health_checks` "+
+				"(evaluated by kustomize-controller), or deliver directly (leave `delivery` out).")
 	case FluxGapSensitive:
 		diags.AddAttributeError(at, "Sensitive Manifests Not Delivered Through Flux Yet",
 			attribute+" are kept out of the plan, the state and the records, and `delivery.flux` publishes every object as an "+

@@ -45,13 +45,17 @@ var HealthChecks = VerifyExtra{
 	Attribute: schema.ListNestedAttribute{
 		Optional: true,
 		MarkdownDescription: "Health expressions in [CEL](https://cel.dev), per `api_version` and `kind`, evaluated as Flux's Kustomization " +
-			"`healthCheckExprs` are (the order and the in-progress rules below): an applied object of a listed kind is judged " +
-			"by them instead of kstatus. The CEL environment is not Flux's: it has CEL's standard functions, optional types " +
-			"and the `strings`, `lists` and `sets` extensions, and not the encoders extension (`base64.decode`) or the others " +
-			"Flux adds, so an expression Flux accepts may fail this plan. " +
-			"The expressions read the live object's top-level fields (`metadata`, `spec`, `status`, …), e.g. " +
+			"`healthCheckExprs` are (the order and the in-progress rules below): an applied object of a listed kind (matched by API " +
+			"group and kind, whatever its version) is judged by them instead of kstatus. Delivering directly, the provider evaluates " +
+			"them as it waits; with `delivery.flux` they become each cluster's Kustomization's `healthCheckExprs`, evaluated in the " +
+			"management cluster by kustomize-controller, which reports a failed one as `HealthCheckFailed`. Both use Flux's CEL " +
+			"environment (that of `fluxcd/pkg/runtime/cel`: CEL's standard functions, optional types, the `strings`, `sets` and " +
+			"encoders extensions, cross-type numeric comparisons), so an expression means the same on both. The plan is stricter " +
+			"than Flux: it type-checks each expression and refuses a variable Kubernetes objects do not have at the top level " +
+			"(e.g. `self`). " +
+			"The expressions read the live object's top-level fields (`metadata`, `spec`, `status`, `data`, …), e.g. " +
 			"`status.conditions.filter(e, e.type == 'Ready').all(e, e.status == 'True')`. An object whose " +
-			"`status.observedGeneration` is behind `metadata.generation` is in progress; otherwise `in_progress`, `failed` and " +
+			"`status.observedGeneration` differs from `metadata.generation` is in progress; otherwise `in_progress`, `failed` and " +
 			"`current` are evaluated in that order and the first that is true decides, none true meaning in progress. An " +
 			"expression that reads a field the object lacks cannot be evaluated yet, which also counts as in progress: guard " +
 			"such fields with `has()` or `status.?field`. `failed` true fails the cluster at once, naming the object and the " +
