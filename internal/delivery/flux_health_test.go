@@ -47,7 +47,7 @@ func TestFluxPinsHealthChecks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := w.svc.fluxStore(w.spec.RecordNamespace).MarkProvisioning(ctx, fluxRecordKey(w.spec.Key, "c1"),
+	if err := w.svc.fluxStore(w.spec.RecordNamespace).MarkProvisioning(ctx, FluxRecordKey(w.spec.Key, "c1"),
 		records.Revision{Revision: "r1", Manifests: canonical}); err != nil {
 		t.Fatal(err)
 	}
