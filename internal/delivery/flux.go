@@ -463,6 +463,16 @@ func (e fluxEngine) remove(s *Service, ctx context.Context, spec Spec, name stri
 	if err != nil {
 		return "", fmt.Errorf("read records: %w", err)
 	}
+	gone, err := s.goneOf(ctx, spec.ClusterNamespace, name)
+	if err != nil {
+		return "", err
+	}
+	if gone != "" {
+		// Nothing is left to prune in a cluster that is gone, and kustomize-controller's finalizer
+		// would hold the Kustomization for as long as it cannot read the cluster's kubeconfig
+		// Secret (deleted with the Cluster): it is let go without pruning.
+		orphan = true
+	}
 	d := fluxdelivery.New(s.mgmt.Client, e.settings, spec.Key)
 	if err := d.Remove(ctx, spec.ClusterNamespace, name, fluxPoll, orphan); err != nil {
 		return "", err
