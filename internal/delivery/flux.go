@@ -512,6 +512,16 @@ func fluxKeptNote(cluster string, state *records.State) string {
 		"or existed before the rollout; delete them yourself once empty): %s", cluster, strings.Join(kept, ", "))
 }
 
+// RevisionSettings is what of a resource's delivery settings is part of its revision: through
+// Flux (flux not nil), where the artifact is and what source-controller pulls with
+// (fluxdelivery.Settings.RevisionSettings); delivering directly, nothing.
+func RevisionSettings(flux *FluxSettings) []byte {
+	if flux == nil {
+		return nil
+	}
+	return flux.RevisionSettings()
+}
+
 // FluxSettings are a resource's `delivery.flux` settings (fluxdelivery.Settings), so that
 // resources configure the Flux engine without importing it.
 type FluxSettings = fluxdelivery.Settings

@@ -307,9 +307,7 @@ func (m *Model) specRules(ctx context.Context, spec *assignment.Spec) (_ moduleR
 	// revision too, as of a rollout's (fluxdelivery.Settings.RevisionSettings).
 	flux, d := m.fluxSettings(ctx)
 	diags.Append(d...)
-	if flux != nil {
-		settings = append(settings, flux.RevisionSettings()...)
-	}
+	settings = append(settings, delivery.RevisionSettings(flux)...)
 	return moduleRules{sensitive: sensitive, settings: settings}, diags, true
 }
 

@@ -272,10 +272,7 @@ func (m *Model) specContent(ctx context.Context, spec *delivery.Spec) (diags dia
 	}
 	flux, d := m.fluxSettings(ctx)
 	diags.Append(d...)
-	var pull []byte
-	if flux != nil {
-		pull = flux.RevisionSettings()
-	}
+	pull := delivery.RevisionSettings(flux)
 	// The same objects under other rules, values or pull settings are another revision.
 	if spec.Revision, err = set.RevisionWith(slices.Concat(ignoreattr.Settings(rules, sensitive), spec.Values.Settings(), pull)); err != nil {
 		diags.AddAttributeError(pathManifests, "Invalid Manifests", err.Error())
