@@ -413,26 +413,14 @@ func (r *fluxRun) restore(ctx context.Context, target, revision string) error {
 func (r *fluxRun) record(ctx context.Context, ev engine.Event) error {
 	w := r.w
 	store, key := w.svc.fluxStore(w.spec.RecordNamespace), FluxRecordKey(w.spec.Key, ev.Target)
-	switch ev.Kind {
-	case engine.EventProvisioning:
-		set, err := w.spec.SetFor(ev.Target)
-		if err != nil {
-			return err
-		}
-		desired, err := set.Canonical()
+	if ev.Kind == engine.EventProvisioning {
+		_, desired, err := w.desired(ev.Target)
 		if err != nil {
 			return err
 		}
 		return store.MarkProvisioning(ctx, key, records.Revision{Revision: ev.Revision, Manifests: desired})
-	case engine.EventSucceeded:
-		return store.MarkCurrent(ctx, key, ev.Revision)
-	case engine.EventRollingBack:
-		return store.MarkRollingBack(ctx, key, ev.Revision)
-	case engine.EventRestored:
-		_, err := store.Restored(ctx, key)
-		return err
 	}
-	return nil // failed, restore-failed, unsettled, gone: the progress record has them
+	return recordTransition(ctx, store, key, ev)
 }
 
 // recordInvalid writes a revision's failure on target to the ledger and to the cluster's records,

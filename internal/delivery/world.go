@@ -409,9 +409,17 @@ func (r directRun) record(ctx context.Context, ev engine.Event) error {
 	if err != nil {
 		return err
 	}
-	switch ev.Kind {
-	case engine.EventProvisioning:
+	if ev.Kind == engine.EventProvisioning {
 		return r.provisioning(ctx, c, store, ev)
+	}
+	return recordTransition(ctx, store, key, ev)
+}
+
+// recordTransition writes what every engine records of a cluster the same way: a revision that
+// succeeded, a rollback begun, a restore done (in store, under key: the cluster's own records
+// delivering directly, the management cluster's through Flux).
+func recordTransition(ctx context.Context, store *records.WorkloadStore, key records.Key, ev engine.Event) error {
+	switch ev.Kind {
 	case engine.EventSucceeded:
 		return store.MarkCurrent(ctx, key, ev.Revision)
 	case engine.EventRollingBack:
@@ -423,16 +431,22 @@ func (r directRun) record(ctx context.Context, ev engine.Event) error {
 	return nil // failed, restore-failed, unsettled, gone: the progress record has them
 }
 
+// desired is the desired revision's objects for target, and their canonical form for its record.
+func (w *world) desired(target string) (*manifest.Set, []byte, error) {
+	set, err := w.spec.SetFor(target)
+	if err != nil {
+		return nil, nil, err
+	}
+	canonical, err := set.Canonical()
+	return set, canonical, err
+}
+
 // provisioning records that ev's revision is about to be applied to the cluster: its objects,
 // and which of them exist already (adopted), read before anything is applied, since once
 // applied our field manager is on them too and who made them is harder to tell.
 func (r directRun) provisioning(ctx context.Context, c *conn, store *records.WorkloadStore, ev engine.Event) error {
 	w, key := r.w, r.w.spec.Key
-	set, err := w.spec.SetFor(ev.Target)
-	if err != nil {
-		return err
-	}
-	desired, err := set.Canonical()
+	set, desired, err := w.desired(ev.Target)
 	if err != nil {
 		return err
 	}
