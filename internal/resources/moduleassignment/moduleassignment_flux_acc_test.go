@@ -224,8 +224,8 @@ func TestAccModuleAssignment_flux(t *testing.T) {
 				ExpectError: regexp.MustCompile(`Registry Not Usable`),
 			},
 			{
-				Config: configWith(`deletion_policy = "orphan"`, `"ApplyOnce"`), PlanOnly: true,
-				ExpectError: regexp.MustCompile(`Orphan Not Delivered Through Flux Yet`),
+				Config: configWith(`adopt = false`, `"ApplyOnce"`), PlanOnly: true,
+				ExpectError: regexp.MustCompile(`Adoption Cannot Be Refused Through Flux`),
 			},
 			{
 				// Both modules to both clusters, base first: one wave each.
