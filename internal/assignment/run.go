@@ -417,7 +417,7 @@ func letGo(ctx context.Context, svc deliverer, spec Spec, obs *Observation, plan
 		}
 	}
 	for _, cluster := range plan.Leaving {
-		ws, err := release(ctx, svc, spec, cluster, obs.Bindings[cluster])
+		ws, err := release(ctx, svc, spec, cluster, obs.Bindings[cluster], func(note string) { warnings = append(warnings, note) })
 		warnings = append(warnings, ws...)
 		if err != nil {
 			*failures = append(*failures, fmt.Sprintf("cluster %s left: %v", cluster, err))
@@ -438,14 +438,16 @@ func letGo(ctx context.Context, svc deliverer, spec Spec, obs *Observation, plan
 	return warnings
 }
 
-// release removes from cluster every module bound there, dependents first.
-func release(ctx context.Context, svc deliverer, spec Spec, cluster string, bound []records.ModuleBinding) ([]string, error) {
+// release removes from cluster every module bound there, dependents first. noted is told what was
+// left in place on purpose (adopted objects given back, what Flux never prunes); the warnings
+// returned name only what could not be reached.
+func release(ctx context.Context, svc deliverer, spec Spec, cluster string, bound []records.ModuleBinding, noted func(string)) ([]string, error) {
 	order := bindingOrder(spec, bound)
 	var warnings []string
 	for i := len(order) - 1; i >= 0; i-- {
 		ws, err := svc.Destroy(ctx, delivery.DestroyRequest{
 			Spec: removedSpec(spec, order[i]), Query: fleet.Query{Namespace: spec.ClusterNamespace, Names: []string{cluster}},
-			Orphan: spec.Orphan, KeepManagementRecords: true,
+			Orphan: spec.Orphan, KeepManagementRecords: true, Adopted: noted,
 		})
 		warnings = append(warnings, ws...)
 		if err != nil {
@@ -496,7 +498,7 @@ func onlyConfigured(bindings map[string][]records.ModuleBinding, spec Spec) map[
 
 // Destroy removes every module from every cluster that has it or is picked (by deletion
 // policy), dependents first, then the bindings and the assignment's record.
-func Destroy(ctx context.Context, svc *delivery.Service, spec Spec, q fleet.Query, logf Logf) ([]string, error) {
+func Destroy(ctx context.Context, svc *delivery.Service, spec Spec, q fleet.Query, logf Logf, noted func(string)) ([]string, error) {
 	mc := svc.ManagementClient()
 	bstore := records.NewBindingStore(mc, spec.RecordNamespace)
 	bindings, err := bstore.List(ctx, spec.Key)
@@ -534,6 +536,7 @@ func Destroy(ctx context.Context, svc *delivery.Service, spec Spec, q fleet.Quer
 		}
 		ws, err := svc.Destroy(ctx, delivery.DestroyRequest{
 			Spec: removedSpec(spec, order[i]), Query: fleet.Query{Namespace: spec.ClusterNamespace, Names: names}, Orphan: spec.Orphan, Logf: logf,
+			Adopted: noted, // left in place on purpose: not a cluster that could not be reached
 		})
 		warnings = append(warnings, ws...)
 		if err != nil {

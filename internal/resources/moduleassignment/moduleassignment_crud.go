@@ -261,7 +261,8 @@ func (r *assignmentResource) Delete(ctx context.Context, req resource.DeleteRequ
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	warnings, err := assignment.Destroy(ctx, svc, spec, query, func(msg string, fields map[string]any) { tflog.Info(ctx, msg, fields) })
+	warnings, err := assignment.Destroy(ctx, svc, spec, query, func(msg string, fields map[string]any) { tflog.Info(ctx, msg, fields) },
+		func(note string) { resp.Diagnostics.AddWarning("Objects Left In Place", note) })
 	for _, w := range warnings {
 		resp.Diagnostics.AddWarning("Cluster Not Cleaned Up", w)
 	}

@@ -138,7 +138,7 @@ func warnRun(diags *diag.Diagnostics, run *delivery.RunResult, adoptUnrecorded b
 		diags.AddWarning("Rollout Warning", w)
 	}
 	for _, note := range run.Adopted {
-		diags.AddWarning("Adopted Objects Left In Place", note)
+		diags.AddWarning("Objects Left In Place", note)
 	}
 	if run.After != nil {
 		// The clusters apply held back because their records are gone: said at the end of
@@ -319,7 +319,7 @@ func (r *rolloutResource) Delete(ctx context.Context, req resource.DeleteRequest
 	warnings, err := svc.Destroy(ctx, delivery.DestroyRequest{
 		Spec: spec, Query: query, Orphan: state.DeletionPolicy.ValueString() == "orphan",
 		Logf:    func(msg string, fields map[string]any) { tflog.Info(ctx, msg, fields) },
-		Adopted: func(note string) { resp.Diagnostics.AddWarning("Adopted Objects Left In Place", note) },
+		Adopted: func(note string) { resp.Diagnostics.AddWarning("Objects Left In Place", note) },
 	})
 	for _, w := range warnings {
 		resp.Diagnostics.AddWarning("Cluster Not Cleaned Up", w)
