@@ -279,3 +279,55 @@ func TestAccRollout_fluxClusterRecreated(t *testing.T) {
 		},
 	})
 }
+
+// TestAccRollout_fluxKustomizationDeletedByHand: a cluster's Kustomization deleted by hand (Flux
+// prunes the app's ConfigMap with it, and keeps its Namespace) is `drifted` in the next plan, whose
+// apply re-creates it and completes within verify.timeout: the Namespace is not left terminating.
+func TestAccRollout_fluxKustomizationDeletedByHand(t *testing.T) {
+	f := acctest.FluxFleet(t)
+	name := acctest.UniqueLabel("fluxks")
+	ctx := context.Background()
+	mc, err := f.ManagementClient()
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := records.Key{Kind: records.KindRollout, Namespace: f.Namespace, Name: name}
+	config := rolloutConfig(f, name, allThree, fluxBundle(name, "one", false), fluxEngine.withDelivery(f, name, `canary = ["staging-eu-1"]`))
+	appOn := func(cluster string) error {
+		return workloadClient(t, f, cluster).Get(ctx, client.ObjectKey{Namespace: name, Name: "settings"}, &corev1.ConfigMap{})
+	}
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: acctest.ProviderFactories,
+		Steps: []resource.TestStep{
+			{Config: config},
+			{
+				PreConfig: func() {
+					ks := kustomization(f, key, "prod-eu-1")
+					if err := mc.Delete(ctx, ks); err != nil {
+						t.Fatal(err)
+					}
+					deadline := time.Now().Add(2 * time.Minute)
+					for !apierrors.IsNotFound(mc.Get(ctx, client.ObjectKeyFromObject(ks), ks)) || !apierrors.IsNotFound(appOn("prod-eu-1")) {
+						if time.Now().After(deadline) {
+							t.Fatal("the Kustomization deleted by hand (and the ConfigMap Flux prunes with it) did not go")
+						}
+						time.Sleep(250 * time.Millisecond)
+					}
+				},
+				Config: config,
+				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
+					// drifted (Flux: its Kustomization is gone): the plan updates that cluster.
+					plancheck.ExpectResourceAction("gradual_rollout.test", plancheck.ResourceActionUpdate),
+				}},
+				Check: func(*terraform.State) error {
+					for _, c := range []string{"prod-eu-1", "prod-us-1", "staging-eu-1"} {
+						if err := appOn(c); err != nil {
+							return fmt.Errorf("%s: the app after the apply: %w", c, err)
+						}
+					}
+					return nil
+				},
+			},
+		},
+	})
+}
