@@ -45,12 +45,32 @@ resource "gradual_rollout" "this" {
   deletion_policy   = var.deletion_policy
   record_namespace  = var.record_namespace
 
+  delivery = var.delivery == null ? null : {
+    flux = {
+      repository         = var.delivery.flux.repository
+      insecure           = var.delivery.flux.insecure
+      ca_bundle          = var.delivery.flux.ca_bundle
+      secret_ref         = var.delivery.flux.secret_ref
+      cert_secret_ref    = var.delivery.flux.cert_secret_ref
+      username           = var.delivery.flux.username
+      client_certificate = var.delivery.flux.client_certificate
+      # Write-only in the provider, ephemeral here: never in the plan or the state.
+      password   = var.registry_password
+      token      = var.registry_token
+      client_key = var.registry_client_key
+    }
+  }
+
   timeouts = var.timeouts
 
   lifecycle {
     precondition {
       condition     = var.names == null || var.clusters == null
       error_message = "Set names or its former name clusters, not both."
+    }
+    precondition {
+      condition     = var.delivery != null || (var.registry_password == null && var.registry_token == null && var.registry_client_key == null)
+      error_message = "registry_password, registry_token and registry_client_key are for delivery through Flux: set delivery, or leave them out."
     }
   }
 }
