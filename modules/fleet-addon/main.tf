@@ -61,10 +61,10 @@ resource "gradual_module_assignment" "this" {
       cert_secret_ref    = var.delivery.flux.cert_secret_ref
       username           = var.delivery.flux.username
       client_certificate = var.delivery.flux.client_certificate
-      # Write-only in the provider, ephemeral here: never in the plan or the state.
-      password   = var.registry_password
-      token      = var.registry_token
-      client_key = var.registry_client_key
+      # Write-only in the provider, ephemeral here: never in the plan or the state. "" is none.
+      password   = var.registry_password == "" ? null : var.registry_password
+      token      = var.registry_token == "" ? null : var.registry_token
+      client_key = var.registry_client_key == "" ? null : var.registry_client_key
     }
   }
 
@@ -84,7 +84,7 @@ resource "gradual_module_assignment" "this" {
       error_message = "A module's sensitive_manifests is set both in modules and in the sensitive_manifests input: set it in one of the two."
     }
     precondition {
-      condition     = var.delivery != null || (var.registry_password == null && var.registry_token == null && var.registry_client_key == null)
+      condition     = var.delivery != null || alltrue([for s in [var.registry_password, var.registry_token, var.registry_client_key] : s == null || s == ""])
       error_message = "registry_password, registry_token and registry_client_key are for delivery through Flux: set delivery, or leave them out."
     }
   }

@@ -370,7 +370,7 @@ variable "delivery" {
 }
 
 variable "registry_password" {
-  description = "Password (or access token used as one) for `delivery.flux.username`, with which the provider pushes each module revision. Ephemeral and write-only: never in the plan or the state, given again on every run. Only with `delivery`."
+  description = "Password (or access token used as one) for `delivery.flux.username`, with which the provider pushes each module revision. Ephemeral and write-only: never in the plan or the state, given again on every run. Only with `delivery`. Null or \"\": none."
   type        = string
   default     = null
   sensitive   = true
@@ -378,7 +378,7 @@ variable "registry_password" {
 }
 
 variable "registry_token" {
-  description = "Registry token the provider pushes with, sent as a bearer token; not with `delivery.flux.username`. Ephemeral and write-only, like `registry_password`. Only with `delivery`."
+  description = "Registry token the provider pushes with, sent as a bearer token; not with `delivery.flux.username`. Ephemeral and write-only, like `registry_password`. Only with `delivery`. Null or \"\": none."
   type        = string
   default     = null
   sensitive   = true
@@ -386,7 +386,7 @@ variable "registry_token" {
 }
 
 variable "registry_client_key" {
-  description = "PEM private key of `delivery.flux.client_certificate`, for a registry that requires client certificates. Ephemeral and write-only, like `registry_password`. Only with `delivery`."
+  description = "PEM private key of `delivery.flux.client_certificate`, for a registry that requires client certificates. Ephemeral and write-only, like `registry_password`. Only with `delivery`. Null or \"\": none."
   type        = string
   default     = null
   sensitive   = true

@@ -229,7 +229,7 @@ variable "timeouts" {
 }
 
 variable "sensitive_manifests" {
-  description = "Multi-document YAML of objects whose content must never be shown or stored by Terraform (`Secret`s, credentials), applied with `manifests` as one bundle; a changed value still changes the revision. Ephemeral: it may come from an ephemeral resource or variable, and goes to the rollout's write-only `sensitive_manifests`. Not with `delivery` (refused at plan: the artifact would hold it)."
+  description = "Multi-document YAML of objects whose content must never be shown or stored by Terraform (`Secret`s, credentials), applied with `manifests` as one bundle; a changed value still changes the revision. Ephemeral: it may come from an ephemeral resource or variable, and goes to the rollout's write-only `sensitive_manifests`. Not with `delivery` (refused at plan: the artifact would hold it). Null or \"\": none."
   type        = string
   default     = null
   sensitive   = true
@@ -369,7 +369,7 @@ variable "delivery" {
 }
 
 variable "registry_password" {
-  description = "Password (or access token used as one) for `delivery.flux.username`, with which the provider pushes each revision. Ephemeral and write-only: never in the plan or the state, given again on every run. Only with `delivery`."
+  description = "Password (or access token used as one) for `delivery.flux.username`, with which the provider pushes each revision. Ephemeral and write-only: never in the plan or the state, given again on every run. Only with `delivery`. Null or \"\": none."
   type        = string
   default     = null
   sensitive   = true
@@ -377,7 +377,7 @@ variable "registry_password" {
 }
 
 variable "registry_token" {
-  description = "Registry token the provider pushes with, sent as a bearer token; not with `delivery.flux.username`. Ephemeral and write-only, like `registry_password`. Only with `delivery`."
+  description = "Registry token the provider pushes with, sent as a bearer token; not with `delivery.flux.username`. Ephemeral and write-only, like `registry_password`. Only with `delivery`. Null or \"\": none."
   type        = string
   default     = null
   sensitive   = true
@@ -385,7 +385,7 @@ variable "registry_token" {
 }
 
 variable "registry_client_key" {
-  description = "PEM private key of `delivery.flux.client_certificate`, for a registry that requires client certificates. Ephemeral and write-only, like `registry_password`. Only with `delivery`."
+  description = "PEM private key of `delivery.flux.client_certificate`, for a registry that requires client certificates. Ephemeral and write-only, like `registry_password`. Only with `delivery`. Null or \"\": none."
   type        = string
   default     = null
   sensitive   = true
