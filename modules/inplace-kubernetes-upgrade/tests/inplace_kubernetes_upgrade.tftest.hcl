@@ -26,9 +26,6 @@ variables {
   kubernetes_version = var.target_version
   extensions         = [{ name = "reference", url = var.extension_url, ca_bundle = var.extension_ca }]
   verify_timeout     = "90s"
-  # The ephemeral inputs are set to their "none" (terraform test before the fix of
-  # hashicorp/terraform#38974 refuses to apply when an optional ephemeral input is left unset).
-  bootstrap_config_spec_patch = {}
 }
 
 # Bad input (versions, forms, limits, extensions) is refused by the module's validations; those
