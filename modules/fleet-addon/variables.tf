@@ -361,10 +361,10 @@ variable "delivery" {
 
   validation {
     condition     = var.delivery == null ? true : can(regex("^oci://[^/]+/.+", var.delivery.flux.repository))
-    error_message = "delivery.flux.repository must be oci://host[:port]/path, without a tag."
+    error_message = "delivery needs flux, and delivery.flux.repository must be oci://host[:port]/path, without a tag."
   }
   validation {
-    condition     = var.delivery == null ? true : var.delivery.flux.password == null && var.delivery.flux.token == null && var.delivery.flux.client_key == null
+    condition     = var.delivery == null ? true : try(var.delivery.flux.password == null && var.delivery.flux.token == null && var.delivery.flux.client_key == null, true)
     error_message = "delivery.flux takes no password, token or client_key: give them in registry_password, registry_token and registry_client_key (ephemeral, never in the plan or the state)."
   }
 }

@@ -398,3 +398,13 @@ run "rejects_bad_repository" {
 
   expect_failures = [var.delivery]
 }
+
+run "rejects_delivery_without_flux" {
+  command = plan
+
+  variables {
+    delivery = { flux = null }
+  }
+
+  expect_failures = [var.delivery]
+}
