@@ -19,8 +19,9 @@ resource "gradual_module_assignment" "this" {
       manifests         = m.manifests
       depends_on        = length(m.depends_on) > 0 ? m.depends_on : null
       default_namespace = m.default_namespace
-      # Write-only in the provider: never in the plan or the state.
-      sensitive_manifests = m.sensitive_manifests
+      # Write-only in the provider: never in the plan or the state. The ephemeral input, or the
+      # module's own (which cannot be ephemeral).
+      sensitive_manifests = lookup(var.sensitive_manifests, m.name, m.sensitive_manifests)
     }
   ]
 
@@ -51,12 +52,40 @@ resource "gradual_module_assignment" "this" {
     check_job     = var.check_job
   }
 
+  delivery = var.delivery == null ? null : {
+    flux = {
+      repository         = var.delivery.flux.repository
+      insecure           = var.delivery.flux.insecure
+      ca_bundle          = var.delivery.flux.ca_bundle
+      secret_ref         = var.delivery.flux.secret_ref
+      cert_secret_ref    = var.delivery.flux.cert_secret_ref
+      username           = var.delivery.flux.username
+      client_certificate = var.delivery.flux.client_certificate
+      # Write-only in the provider, ephemeral here: never in the plan or the state. "" is none.
+      password   = var.registry_password == "" ? null : var.registry_password
+      token      = var.registry_token == "" ? null : var.registry_token
+      client_key = var.registry_client_key == "" ? null : var.registry_client_key
+    }
+  }
+
   timeouts = var.timeouts
 
   lifecycle {
     precondition {
       condition     = var.names == null || var.clusters == null
       error_message = "Set names or its former name clusters, not both."
+    }
+    precondition {
+      condition     = alltrue([for k in keys(var.sensitive_manifests) : contains([for m in var.modules : m.name], k)])
+      error_message = "sensitive_manifests names a module that is not in modules."
+    }
+    precondition {
+      condition     = alltrue([for m in var.modules : m.sensitive_manifests == null || !contains(keys(var.sensitive_manifests), m.name)])
+      error_message = "A module's sensitive_manifests is set both in modules and in the sensitive_manifests input: set it in one of the two."
+    }
+    precondition {
+      condition     = var.delivery != null || alltrue([for s in [var.registry_password, var.registry_token, var.registry_client_key] : s == null || s == ""])
+      error_message = "registry_password, registry_token and registry_client_key are for delivery through Flux: set delivery, or leave them out."
     }
   }
 }

@@ -44,7 +44,7 @@ variable "selector_expressions" {
 }
 
 variable "modules" {
-  description = "The bundles to put on every picked cluster: `name` (a DNS label, unique), `version` (for people), `manifests` (multi-document YAML), optional `depends_on` (names of modules applied and verified first on each cluster), optional `default_namespace` (for the module's objects that name none, as `helm template` output often does not) and optional `sensitive_manifests` (the module's `Secret`s and credentials, never shown or stored by Terraform: write-only, Terraform or OpenTofu 1.11+ when set)."
+  description = "The bundles to put on every picked cluster: `name` (a DNS label, unique), `version` (for people), `manifests` (multi-document YAML), optional `depends_on` (names of modules applied and verified first on each cluster), optional `default_namespace` (for the module's objects that name none, as `helm template` output often does not) and optional `sensitive_manifests` (the module's `Secret`s and credentials, never shown or stored by Terraform: write-only). A module's `sensitive_manifests` here cannot be an ephemeral value: give it in the ephemeral `sensitive_manifests` input instead."
   type = list(object({
     name                = string
     version             = string
@@ -329,4 +329,66 @@ variable "check_job" {
     timeout  = optional(string)
   })
   default = null
+}
+
+variable "sensitive_manifests" {
+  description = "Per module name, multi-document YAML of the module's objects whose content must never be shown or stored by Terraform (`Secret`s, credentials), applied with its `manifests` as one bundle; a changed value still changes the module's revision. Ephemeral: it may come from an ephemeral resource or variable, and goes to the module's write-only `sensitive_manifests`. The same as `modules[].sensitive_manifests`, which cannot take an ephemeral value; set a module's in one of the two. Not with `delivery` (refused at plan)."
+  type        = map(string)
+  default     = {}
+  nullable    = false
+  sensitive   = true
+  ephemeral   = true
+}
+
+variable "delivery" {
+  description = "Deliver through Flux instead of applying from where Terraform runs: `{ flux = { repository = \"oci://host/path\", ... } }`, the assignment's `delivery` without its write-only credentials, which are `registry_password`, `registry_token` and `registry_client_key`. `flux` takes `repository` (required), `insecure`, `ca_bundle`, `secret_ref`, `cert_secret_ref`, `username` and `client_certificate`. Default null: the provider applies each module itself. Changing between direct and Flux replaces the assignment."
+  type = object({
+    flux = object({
+      repository         = string
+      insecure           = optional(bool)
+      ca_bundle          = optional(string)
+      secret_ref         = optional(string)
+      cert_secret_ref    = optional(string)
+      username           = optional(string)
+      client_certificate = optional(string)
+      # Declared only to be refused with a pointer to the ephemeral inputs (an undeclared one would be dropped silently).
+      password   = optional(string)
+      token      = optional(string)
+      client_key = optional(string)
+    })
+  })
+  default = null
+
+  validation {
+    condition     = var.delivery == null ? true : can(regex("^oci://[^/]+/.+", var.delivery.flux.repository))
+    error_message = "delivery needs flux, and delivery.flux.repository must be oci://host[:port]/path, without a tag."
+  }
+  validation {
+    condition     = var.delivery == null ? true : try(var.delivery.flux.password == null && var.delivery.flux.token == null && var.delivery.flux.client_key == null, true)
+    error_message = "delivery.flux takes no password, token or client_key: give them in registry_password, registry_token and registry_client_key (ephemeral, never in the plan or the state)."
+  }
+}
+
+variable "registry_password" {
+  description = "Password (or access token used as one) for `delivery.flux.username`, with which the provider pushes each module revision. Ephemeral and write-only: never in the plan or the state, given again on every run. Only with `delivery`. Null or \"\": none."
+  type        = string
+  default     = null
+  sensitive   = true
+  ephemeral   = true
+}
+
+variable "registry_token" {
+  description = "Registry token the provider pushes with, sent as a bearer token; not with `delivery.flux.username`. Ephemeral and write-only, like `registry_password`. Only with `delivery`. Null or \"\": none."
+  type        = string
+  default     = null
+  sensitive   = true
+  ephemeral   = true
+}
+
+variable "registry_client_key" {
+  description = "PEM private key of `delivery.flux.client_certificate`, for a registry that requires client certificates. Ephemeral and write-only, like `registry_password`. Only with `delivery`. Null or \"\": none."
+  type        = string
+  default     = null
+  sensitive   = true
+  ephemeral   = true
 }

@@ -1,6 +1,7 @@
 terraform {
-  # OpenTofu >= 1.8 and Terraform >= 1.8 both satisfy this (provider functions, tests).
-  required_version = ">= 1.8.0"
+  # OpenTofu >= 1.11 and Terraform >= 1.11: the secret inputs are ephemeral variables (Terraform
+  # 1.10, OpenTofu 1.11) for write-only attributes (Terraform 1.11, OpenTofu 1.11).
+  required_version = ">= 1.11.0"
 
   required_providers {
     gradual = {

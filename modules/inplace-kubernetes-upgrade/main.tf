@@ -26,8 +26,10 @@ resource "gradual_inplace_update" "this" {
   # ClusterClass-built clusters: each variable by name, JSON-encoded as the resource takes it.
   topology_variables = var.topology_variables == null ? null : { for k, v in var.topology_variables : k => jsonencode(v) }
 
+  # bootstrap_config_spec_patch is write-only in the provider, ephemeral here: never in the plan or
+  # the state. An empty patch ({}) is none.
   machine_spec_patch                = var.machine_spec_patch == null ? null : jsonencode(var.machine_spec_patch)
-  bootstrap_config_spec_patch       = var.bootstrap_config_spec_patch == null ? null : jsonencode(var.bootstrap_config_spec_patch)
+  bootstrap_config_spec_patch       = contains(["null", "{}"], jsonencode(var.bootstrap_config_spec_patch)) ? null : jsonencode(var.bootstrap_config_spec_patch)
   infrastructure_machine_spec_patch = var.infrastructure_machine_spec_patch == null ? null : jsonencode(var.infrastructure_machine_spec_patch)
 
   # Empty: the extensions registered in the management cluster as ExtensionConfig objects.

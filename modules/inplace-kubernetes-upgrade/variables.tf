@@ -224,9 +224,11 @@ variable "machine_spec_patch" {
 }
 
 variable "bootstrap_config_spec_patch" {
-  description = "Optional JSON merge patch (as an HCL object) of the bootstrap config `spec`, e.g. `{ ntp = { servers = [\"time.example.com\"] } }`."
+  description = "Optional JSON merge patch (as an HCL object) of the bootstrap config `spec`, e.g. `{ ntp = { servers = [\"time.example.com\"] } }`. Ephemeral and sensitive (it may hold a join token or a file's secret content): it may come from an ephemeral resource or variable, and goes to the resource's write-only `bootstrap_config_spec_patch`, never in the plan or the state. Null or `{}`: none."
   type        = any
   default     = null
+  sensitive   = true
+  ephemeral   = true
 }
 
 variable "infrastructure_machine_spec_patch" {

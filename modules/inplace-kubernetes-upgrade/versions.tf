@@ -1,5 +1,6 @@
 terraform {
-  # OpenTofu >= 1.11 and Terraform >= 1.11: bootstrap_config_spec_patch is write-only.
+  # OpenTofu >= 1.11 and Terraform >= 1.11: bootstrap_config_spec_patch is write-only, and an
+  # ephemeral variable (Terraform 1.10, OpenTofu 1.11).
   required_version = ">= 1.11.0"
 
   required_providers {

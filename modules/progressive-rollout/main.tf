@@ -14,7 +14,7 @@ resource "gradual_rollout" "this" {
   names = local.names
 
   manifests           = var.manifests
-  sensitive_manifests = var.sensitive_manifests
+  sensitive_manifests = var.sensitive_manifests == "" ? null : var.sensitive_manifests # write-only; "" is none
   sensitive_paths     = var.sensitive_paths
   values              = var.values
 
@@ -45,12 +45,32 @@ resource "gradual_rollout" "this" {
   deletion_policy   = var.deletion_policy
   record_namespace  = var.record_namespace
 
+  delivery = var.delivery == null ? null : {
+    flux = {
+      repository         = var.delivery.flux.repository
+      insecure           = var.delivery.flux.insecure
+      ca_bundle          = var.delivery.flux.ca_bundle
+      secret_ref         = var.delivery.flux.secret_ref
+      cert_secret_ref    = var.delivery.flux.cert_secret_ref
+      username           = var.delivery.flux.username
+      client_certificate = var.delivery.flux.client_certificate
+      # Write-only in the provider, ephemeral here: never in the plan or the state. "" is none.
+      password   = var.registry_password == "" ? null : var.registry_password
+      token      = var.registry_token == "" ? null : var.registry_token
+      client_key = var.registry_client_key == "" ? null : var.registry_client_key
+    }
+  }
+
   timeouts = var.timeouts
 
   lifecycle {
     precondition {
       condition     = var.names == null || var.clusters == null
       error_message = "Set names or its former name clusters, not both."
+    }
+    precondition {
+      condition     = var.delivery != null || alltrue([for s in [var.registry_password, var.registry_token, var.registry_client_key] : s == null || s == ""])
+      error_message = "registry_password, registry_token and registry_client_key are for delivery through Flux: set delivery, or leave them out."
     }
   }
 }

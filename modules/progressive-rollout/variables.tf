@@ -229,10 +229,11 @@ variable "timeouts" {
 }
 
 variable "sensitive_manifests" {
-  description = "Multi-document YAML of objects whose content must never be shown or stored by Terraform (`Secret`s, credentials), applied with `manifests` as one bundle. Write-only: needs Terraform or OpenTofu 1.11+ when set; a changed value still changes the revision."
+  description = "Multi-document YAML of objects whose content must never be shown or stored by Terraform (`Secret`s, credentials), applied with `manifests` as one bundle; a changed value still changes the revision. Ephemeral: it may come from an ephemeral resource or variable, and goes to the rollout's write-only `sensitive_manifests`. Not with `delivery` (refused at plan: the artifact would hold it). Null or \"\": none."
   type        = string
   default     = null
   sensitive   = true
+  ephemeral   = true
 }
 
 variable "sensitive_paths" {
@@ -336,4 +337,57 @@ variable "check_job" {
     timeout  = optional(string)
   })
   default = null
+}
+
+variable "delivery" {
+  description = "Deliver through Flux instead of applying from where Terraform runs: `{ flux = { repository = \"oci://host/path\", ... } }`, the rollout's `delivery` without its write-only credentials, which are `registry_password`, `registry_token` and `registry_client_key`. `flux` takes `repository` (required), `insecure`, `ca_bundle`, `secret_ref`, `cert_secret_ref`, `username` and `client_certificate`. Default null: the provider applies each revision itself. Changing between direct and Flux replaces the rollout."
+  type = object({
+    flux = object({
+      repository         = string
+      insecure           = optional(bool)
+      ca_bundle          = optional(string)
+      secret_ref         = optional(string)
+      cert_secret_ref    = optional(string)
+      username           = optional(string)
+      client_certificate = optional(string)
+      # Declared only to be refused with a pointer to the ephemeral inputs (an undeclared one would be dropped silently).
+      password   = optional(string)
+      token      = optional(string)
+      client_key = optional(string)
+    })
+  })
+  default = null
+
+  validation {
+    condition     = var.delivery == null ? true : can(regex("^oci://[^/]+/.+", var.delivery.flux.repository))
+    error_message = "delivery needs flux, and delivery.flux.repository must be oci://host[:port]/path, without a tag."
+  }
+  validation {
+    condition     = var.delivery == null ? true : try(var.delivery.flux.password == null && var.delivery.flux.token == null && var.delivery.flux.client_key == null, true)
+    error_message = "delivery.flux takes no password, token or client_key: give them in registry_password, registry_token and registry_client_key (ephemeral, never in the plan or the state)."
+  }
+}
+
+variable "registry_password" {
+  description = "Password (or access token used as one) for `delivery.flux.username`, with which the provider pushes each revision. Ephemeral and write-only: never in the plan or the state, given again on every run. Only with `delivery`. Null or \"\": none."
+  type        = string
+  default     = null
+  sensitive   = true
+  ephemeral   = true
+}
+
+variable "registry_token" {
+  description = "Registry token the provider pushes with, sent as a bearer token; not with `delivery.flux.username`. Ephemeral and write-only, like `registry_password`. Only with `delivery`. Null or \"\": none."
+  type        = string
+  default     = null
+  sensitive   = true
+  ephemeral   = true
+}
+
+variable "registry_client_key" {
+  description = "PEM private key of `delivery.flux.client_certificate`, for a registry that requires client certificates. Ephemeral and write-only, like `registry_password`. Only with `delivery`. Null or \"\": none."
+  type        = string
+  default     = null
+  sensitive   = true
+  ephemeral   = true
 }

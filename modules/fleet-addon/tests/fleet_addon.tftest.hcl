@@ -14,6 +14,12 @@ variables {
   selector_labels = { env = "prod" }
   update_limit    = "50%"
   verify_timeout  = "2m"
+  # The ephemeral inputs are set to their "none" (terraform test before the fix of
+  # hashicorp/terraform#38974 refuses to apply when an optional ephemeral input is left unset).
+  sensitive_manifests = {}
+  registry_password   = ""
+  registry_token      = ""
+  registry_client_key = ""
 }
 
 # Bad input is refused by the module's validations; those runs need no fleet and are in

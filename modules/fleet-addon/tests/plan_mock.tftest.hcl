@@ -256,3 +256,155 @@ run "rejects_duplicate_canary" {
 
   expect_failures = [var.canary]
 }
+
+# A module's Secrets through the ephemeral `sensitive_manifests` input (every variable of the
+# module under test is a root variable here, so the value is ephemeral), or, as before, in
+# `modules` itself. Both go to the module's write-only `sensitive_manifests`, which no plan holds.
+run "sensitive_manifests_wiring" {
+  command = plan
+
+  variables {
+    modules = [
+      { name = "namespace", version = "1.0.0", manifests = "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: addon\n" },
+      { name = "settings", version = "1.0.0", depends_on = ["namespace"], manifests = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\n  namespace: addon\n" },
+      { name = "legacy", version = "1.0.0", manifests = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: legacy\n  namespace: addon\n", sensitive_manifests = "apiVersion: v1\nkind: Secret\nmetadata:\n  name: legacy-token\n  namespace: addon\nstringData:\n  token: old\n" },
+    ]
+    sensitive_manifests = {
+      settings = "apiVersion: v1\nkind: Secret\nmetadata:\n  name: settings-token\n  namespace: addon\nstringData:\n  token: s3cret\n"
+    }
+  }
+
+  assert {
+    condition     = length(gradual_module_assignment.this.modules) == 3 && gradual_module_assignment.this.modules[1].name == "settings"
+    error_message = "modules not passed with sensitive_manifests"
+  }
+}
+
+run "rejects_sensitive_manifests_of_unknown_module" {
+  command = plan
+
+  variables {
+    sensitive_manifests = {
+      nosuch = "apiVersion: v1\nkind: Secret\nmetadata:\n  name: token\n  namespace: addon\n"
+    }
+  }
+
+  expect_failures = [gradual_module_assignment.this]
+}
+
+run "rejects_sensitive_manifests_twice" {
+  command = plan
+
+  variables {
+    modules = [
+      { name = "settings", version = "1.0.0", manifests = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\n  namespace: addon\n", sensitive_manifests = "apiVersion: v1\nkind: Secret\nmetadata:\n  name: a\n  namespace: addon\n" },
+    ]
+    sensitive_manifests = {
+      settings = "apiVersion: v1\nkind: Secret\nmetadata:\n  name: b\n  namespace: addon\n"
+    }
+  }
+
+  expect_failures = [gradual_module_assignment.this]
+}
+
+# Delivery through Flux: the settings reach the assignment's `delivery.flux`. The registry
+# password (ephemeral, like every input of the module under test here) goes to the write-only
+# `password`: a real plan never holds it, and the mocks differ on what they show (Terraform's
+# null, OpenTofu's the value), so no assertion reads it.
+run "flux_wiring" {
+  command = plan
+
+  variables {
+    selector_labels = { env = "prod" }
+    delivery = {
+      flux = {
+        repository      = "oci://registry.example.com/fleet/addons"
+        secret_ref      = "registry-pull"
+        cert_secret_ref = "registry-ca"
+        username        = "gradual"
+      }
+    }
+    registry_password = "s3cret"
+  }
+
+  assert {
+    condition     = gradual_module_assignment.this.delivery.flux.repository == "oci://registry.example.com/fleet/addons" && gradual_module_assignment.this.delivery.flux.username == "gradual"
+    error_message = "delivery.flux.repository or username not passed"
+  }
+  assert {
+    condition     = gradual_module_assignment.this.delivery.flux.secret_ref == "registry-pull" && gradual_module_assignment.this.delivery.flux.cert_secret_ref == "registry-ca"
+    error_message = "delivery.flux.secret_ref or cert_secret_ref not passed"
+  }
+  assert {
+    condition     = gradual_module_assignment.this.delivery.flux.insecure == null && gradual_module_assignment.this.delivery.flux.ca_bundle == null && gradual_module_assignment.this.delivery.flux.client_certificate == null
+    error_message = "delivery.flux settings left out did not stay unset"
+  }
+}
+
+# A token instead of a username and password, over plain HTTP.
+run "flux_token_wiring" {
+  command = plan
+
+  variables {
+    names          = ["prod-eu-1"]
+    delivery       = { flux = { repository = "oci://registry.local:5000/addons", insecure = true } }
+    registry_token = "t0ken"
+  }
+
+  assert {
+    condition     = gradual_module_assignment.this.delivery.flux.repository == "oci://registry.local:5000/addons" && gradual_module_assignment.this.delivery.flux.insecure && gradual_module_assignment.this.delivery.flux.username == null
+    error_message = "delivery.flux.repository or insecure not passed, or a username set"
+  }
+}
+
+run "direct_by_default" {
+  command = plan
+
+  assert {
+    condition     = gradual_module_assignment.this.delivery == null
+    error_message = "delivery must stay unset by default (direct delivery)"
+  }
+}
+
+# Registry credentials without delivery would be dropped silently: refused, naming them.
+run "rejects_registry_secret_without_delivery" {
+  command = plan
+
+  variables {
+    registry_token = "t0ken"
+  }
+
+  expect_failures = [gradual_module_assignment.this]
+}
+
+# A credential in `delivery` (as the resource takes it) would be kept in the plan: refused,
+# pointing to the ephemeral inputs.
+run "rejects_credentials_in_delivery" {
+  command = plan
+
+  variables {
+    delivery = { flux = { repository = "oci://registry.example.com/fleet/addons", token = "t0ken" } }
+  }
+
+  expect_failures = [var.delivery]
+}
+
+run "rejects_bad_repository" {
+  command = plan
+
+  variables {
+    delivery = { flux = { repository = "https://registry.example.com/fleet/addons" } }
+  }
+
+  expect_failures = [var.delivery]
+}
+
+run "rejects_delivery_without_flux" {
+  command = plan
+
+  variables {
+    delivery = { flux = null }
+  }
+
+  expect_failures = [var.delivery]
+}

@@ -7,6 +7,9 @@ mock_provider "gradual" {}
 variables {
   namespace          = "fleet"
   kubernetes_version = "v1.36.3"
+  # The ephemeral inputs are set to their "none" (terraform test before the fix of
+  # hashicorp/terraform#38974 refuses to apply when an optional ephemeral input is left unset).
+  bootstrap_config_spec_patch = {}
 }
 
 # The fleet outputs pass the resource's waves, summary and attention through; the per-machine

@@ -23,6 +23,9 @@ run "one_cluster_wiring" {
     update_limit       = 2
     verify_timeout     = "90s"
     machine_spec_patch = { readinessGates = [] }
+    # Ephemeral (every input of the module under test is a root variable here), to the write-only
+    # attribute: the provider's validators read it, no plan holds it, so no assertion reads it.
+    bootstrap_config_spec_patch = { ntp = { servers = ["time.example.com"] } }
   }
 
   assert {

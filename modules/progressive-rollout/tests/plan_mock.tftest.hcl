@@ -256,3 +256,107 @@ run "rejects_bad_max_failures" {
 
   expect_failures = [var.max_failures]
 }
+
+# Delivery through Flux: the settings reach the rollout's `delivery.flux`. The registry password
+# (an ephemeral input, as every variable of the module under test is a root variable here) goes to
+# the write-only `password`: a real plan never holds it, and the mocks differ on what they show
+# (Terraform's null, OpenTofu's the value), so no assertion reads it.
+run "flux_wiring" {
+  command = plan
+
+  variables {
+    selector_labels = { env = "prod" }
+    delivery = {
+      flux = {
+        repository      = "oci://registry.example.com/fleet/web"
+        ca_bundle       = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"
+        secret_ref      = "registry-pull"
+        cert_secret_ref = "registry-ca"
+        username        = "gradual"
+      }
+    }
+    registry_password = "s3cret"
+  }
+
+  assert {
+    condition     = gradual_rollout.this.delivery.flux.repository == "oci://registry.example.com/fleet/web" && gradual_rollout.this.delivery.flux.username == "gradual"
+    error_message = "delivery.flux.repository or username not passed"
+  }
+  assert {
+    condition = (gradual_rollout.this.delivery.flux.secret_ref == "registry-pull" && gradual_rollout.this.delivery.flux.cert_secret_ref == "registry-ca" &&
+    startswith(gradual_rollout.this.delivery.flux.ca_bundle, "-----BEGIN CERTIFICATE-----"))
+    error_message = "delivery.flux.secret_ref, cert_secret_ref or ca_bundle not passed"
+  }
+  assert {
+    condition     = gradual_rollout.this.delivery.flux.insecure == null && gradual_rollout.this.delivery.flux.client_certificate == null
+    error_message = "delivery.flux settings left out did not stay unset"
+  }
+}
+
+# A token instead of a username and password, over plain HTTP.
+run "flux_token_wiring" {
+  command = plan
+
+  variables {
+    names          = ["prod-eu-1"]
+    delivery       = { flux = { repository = "oci://registry.local:5000/web", insecure = true } }
+    registry_token = "t0ken"
+  }
+
+  assert {
+    condition     = gradual_rollout.this.delivery.flux.repository == "oci://registry.local:5000/web" && gradual_rollout.this.delivery.flux.insecure && gradual_rollout.this.delivery.flux.username == null
+    error_message = "delivery.flux.repository or insecure not passed, or a username set"
+  }
+}
+
+run "direct_by_default" {
+  command = plan
+
+  assert {
+    condition     = gradual_rollout.this.delivery == null
+    error_message = "delivery must stay unset by default (direct delivery)"
+  }
+}
+
+# Registry credentials without delivery would be dropped silently: refused, naming them.
+run "rejects_registry_secret_without_delivery" {
+  command = plan
+
+  variables {
+    registry_password = "s3cret"
+  }
+
+  expect_failures = [gradual_rollout.this]
+}
+
+# A credential in `delivery` (as the resource takes it) would be kept in the plan: refused,
+# pointing to the ephemeral inputs.
+run "rejects_credentials_in_delivery" {
+  command = plan
+
+  variables {
+    delivery = { flux = { repository = "oci://registry.example.com/fleet/web", username = "gradual", password = "s3cret" } }
+  }
+
+  expect_failures = [var.delivery]
+}
+
+run "rejects_bad_repository" {
+  command = plan
+
+  variables {
+    delivery = { flux = { repository = "registry.example.com/fleet/web" } }
+  }
+
+  expect_failures = [var.delivery]
+}
+
+run "rejects_delivery_without_flux" {
+  command = plan
+
+  variables {
+    delivery = { flux = null }
+  }
+
+  expect_failures = [var.delivery]
+}

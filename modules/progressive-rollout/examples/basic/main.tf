@@ -1,8 +1,11 @@
 # ingress.yaml to every production cluster: the canary first, then a quarter of the fleet at a
 # time, each wave verified, health-checked and baked; eu before us, this apply stopping after eu.
-# `make validate-examples` validates this directory on OpenTofu and Terraform.
+# The ingress's TLS key comes in an ephemeral variable and goes out as a Secret in
+# `sensitive_manifests`: it is in no plan and no state. `make validate-examples` validates this
+# directory on OpenTofu and Terraform.
 terraform {
-  required_version = ">= 1.8.0"
+  # The module's ephemeral inputs and the provider's write-only attributes need 1.11.
+  required_version = ">= 1.11.0"
   required_providers {
     gradual = {
       source  = "gradual-dev/gradual"
@@ -20,6 +23,16 @@ variable "kubeconfig_path" {
   type        = string
 }
 
+variable "ingress_tls" {
+  description = "PEM certificate and key of the ingress (e.g. TF_VAR_ingress_tls, or an ephemeral resource of a secrets manager); given again on every run."
+  type = object({
+    cert = string
+    key  = string
+  })
+  sensitive = true
+  ephemeral = true
+}
+
 module "ingress" {
   # Outside this repository: "git::https://github.com/gradual-dev/terraform-provider-gradual.git//modules/progressive-rollout?ref=v0.3.0"
   source = "../.."
@@ -28,6 +41,13 @@ module "ingress" {
   namespace       = "fleet"
   selector_labels = { env = "prod" }
   manifests       = file("${path.module}/ingress.yaml")
+  sensitive_manifests = yamlencode({
+    apiVersion = "v1"
+    kind       = "Secret"
+    metadata   = { name = "ingress-tls", namespace = "ingress" }
+    type       = "kubernetes.io/tls"
+    data       = { "tls.crt" = base64encode(var.ingress_tls.cert), "tls.key" = base64encode(var.ingress_tls.key) }
+  })
 
   canary    = ["prod-eu-1"]
   wave_size = "25%"
