@@ -158,12 +158,15 @@ func (p *progressWriter) save(ctx context.Context) {
 	p.write(ctx, c)
 }
 
-func (p *progressWriter) now() time.Time {
+// clk is the clock that paces the writes: p.clock, or the wall clock when nil.
+func (p *progressWriter) clk() engine.Clock {
 	if p.clock == nil {
-		return time.Now()
+		return engine.SystemClock{}
 	}
-	return p.clock.Now()
+	return p.clock
 }
+
+func (p *progressWriter) now() time.Time { return p.clk().Now() }
 
 // intervalLocked is the least time between two delayed writes of the record as it is now.
 func (p *progressWriter) intervalLocked() time.Duration {
@@ -187,10 +190,7 @@ func (p *progressWriter) saveSoonLocked(ctx context.Context) *progressCopy {
 		p.stopCtx, p.stop = context.WithCancel(context.WithoutCancel(ctx))
 	}
 	wait := p.written.Add(interval).Sub(now)
-	var clock engine.Clock = engine.SystemClock{}
-	if p.clock != nil {
-		clock = p.clock
-	}
+	clock := p.clk()
 	stopCtx := p.stopCtx
 	go func() {
 		if err := clock.Sleep(stopCtx, wait); err != nil {
