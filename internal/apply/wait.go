@@ -114,7 +114,7 @@ func (a *Applier) wait(ctx context.Context, objs []*unstructured.Unstructured, t
 		timeout = forever
 	}
 	jobsWithTTL := utils.ExtractJobsWithTTL(objs)
-	start := time.Now()
+	start := clock.System{}.Now()
 	err := a.poll(ctx, objs, jobsWithTTL, start, timeout)
 	if err == nil {
 		return nil
@@ -123,7 +123,7 @@ func (a *Applier) wait(ctx context.Context, objs []*unstructured.Unstructured, t
 	if ctx.Err() != nil && !deadline {
 		return fmt.Errorf("wait for %d objects to be ready: %w", len(set), ctx.Err())
 	}
-	waited := time.Since(start)
+	waited := clock.System{}.Now().Sub(start)
 	// ssa's error names objects and statuses but not why; read them once more for that.
 	readCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
@@ -172,7 +172,7 @@ func (a *Applier) poll(ctx context.Context, objs []*unstructured.Unstructured, j
 			continue
 		}
 		pending = objectsNamed(objs, statuses)
-		if ctx.Err() != nil || time.Since(start) >= timeout {
+		if ctx.Err() != nil || (clock.System{}).Now().Sub(start) >= timeout {
 			return errors.New("objects not ready")
 		}
 		if changed == nil {
