@@ -105,6 +105,10 @@ func (a *Applier) Wait(ctx context.Context, objs []*unstructured.Unstructured, t
 	return a.wait(ctx, objs, timeout)
 }
 
+// notReadyReadTimeout bounds the read, after a wait's deadline passed, of why its objects are
+// not ready: one read of each object, as a poll makes.
+const notReadyReadTimeout = 30 * time.Second
+
 func (a *Applier) wait(ctx context.Context, objs []*unstructured.Unstructured, timeout time.Duration) error {
 	set := object.UnstructuredSetToObjMetadataSet(objs)
 	if len(set) == 0 {
@@ -125,7 +129,8 @@ func (a *Applier) wait(ctx context.Context, objs []*unstructured.Unstructured, t
 	}
 	waited := clock.System{}.Now().Sub(start)
 	// ssa's error names objects and statuses but not why; read them once more for that.
-	readCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	// Outlives ctx's deadline (a cancelled ctx returned above): the timeout's report says why.
+	readCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), notReadyReadTimeout)
 	defer cancel()
 	statuses := a.notReady(readCtx, objs, jobsWithTTL)
 	if len(statuses) == 0 {
