@@ -105,6 +105,10 @@ func (a *Applier) Wait(ctx context.Context, objs []*unstructured.Unstructured, t
 	return a.wait(ctx, objs, timeout)
 }
 
+// notReadyReadTimeout bounds the read, after a wait's deadline passed, of why its objects are
+// not ready: one read of each object, as a poll makes.
+const notReadyReadTimeout = 30 * time.Second
+
 func (a *Applier) wait(ctx context.Context, objs []*unstructured.Unstructured, timeout time.Duration) error {
 	set := object.UnstructuredSetToObjMetadataSet(objs)
 	if len(set) == 0 {
@@ -114,7 +118,7 @@ func (a *Applier) wait(ctx context.Context, objs []*unstructured.Unstructured, t
 		timeout = forever
 	}
 	jobsWithTTL := utils.ExtractJobsWithTTL(objs)
-	start := time.Now()
+	start := clock.System{}.Now()
 	err := a.poll(ctx, objs, jobsWithTTL, start, timeout)
 	if err == nil {
 		return nil
@@ -123,9 +127,10 @@ func (a *Applier) wait(ctx context.Context, objs []*unstructured.Unstructured, t
 	if ctx.Err() != nil && !deadline {
 		return fmt.Errorf("wait for %d objects to be ready: %w", len(set), ctx.Err())
 	}
-	waited := time.Since(start)
+	waited := clock.System{}.Now().Sub(start)
 	// ssa's error names objects and statuses but not why; read them once more for that.
-	readCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	// Outlives ctx's deadline (a cancelled ctx returned above): the timeout's report says why.
+	readCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), notReadyReadTimeout)
 	defer cancel()
 	statuses := a.notReady(readCtx, objs, jobsWithTTL)
 	if len(statuses) == 0 {
@@ -172,7 +177,7 @@ func (a *Applier) poll(ctx context.Context, objs []*unstructured.Unstructured, j
 			continue
 		}
 		pending = objectsNamed(objs, statuses)
-		if ctx.Err() != nil || time.Since(start) >= timeout {
+		if ctx.Err() != nil || (clock.System{}).Now().Sub(start) >= timeout {
 			return errors.New("objects not ready")
 		}
 		if changed == nil {

@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"time"
 
+	"github.com/gradual-dev/terraform-provider-gradual/internal/clock"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/delivery"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/engine"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/fleet"
@@ -255,7 +255,7 @@ func Adoptions(ctx context.Context, svc *delivery.Service, spec Spec, apply map[
 // all modules share one time budget. It changes nothing; what the dry-runs found is in the
 // previews (one per module that previewed, labelled with it), rejections included.
 func CheckManifests(ctx context.Context, svc *delivery.Service, spec Spec, apply map[string][]string, waves map[string][][]string) ([]*delivery.Preview, error) {
-	spec.Preview = spec.Preview.Shared(time.Now())
+	spec.Preview = spec.Preview.Shared(clock.System{}.Now()) // the wall clock: the budget is a context deadline
 	var previews []*delivery.Preview
 	for _, m := range spec.Modules {
 		if len(apply[m.Name]) == 0 {

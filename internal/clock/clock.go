@@ -68,6 +68,27 @@ func (System) WithTimeout(ctx context.Context, d time.Duration) (context.Context
 	return context.WithTimeout(ctx, d)
 }
 
+// Outlive returns a context with ctx's values that ctx's cancellation does not end at once: it
+// ends grace after ctx is done, by c (its cause is then context.DeadlineExceeded), or when
+// cancel is called. It is for work that must outlive its caller's cancellation, bounded: a
+// Lease renewed while a cancelled run settles, a progress write still due. cancel releases it.
+func Outlive(ctx context.Context, c Clock, grace time.Duration) (context.Context, context.CancelFunc) {
+	out, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
+	stopWatch := context.AfterFunc(ctx, func() {
+		tctx, tcancel := c.WithTimeout(out, grace)
+		// Done by the timeout (out ends with DeadlineExceeded) or because out ended first (a
+		// no-op then); either way the timer is released.
+		context.AfterFunc(tctx, func() {
+			cancel(context.DeadlineExceeded)
+			tcancel()
+		})
+	})
+	return out, func() {
+		stopWatch()
+		cancel(context.Canceled)
+	}
+}
+
 // Fake is a Clock whose time moves only when told to (Advance,
 // AdvanceToNext). Timers due at the same instant fire in the order they were
 // set, which keeps simulations deterministic. It is safe for concurrent use.

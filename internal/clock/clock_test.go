@@ -96,3 +96,67 @@ func TestSystem(t *testing.T) {
 		t.Error("WithTimeout without a deadline")
 	}
 }
+
+// TestOutlive: the context outlives its parent's cancellation by grace exactly, by the clock it
+// is given, keeps the parent's values, and cancel ends it at any time without leaving a timer.
+func TestOutlive(t *testing.T) {
+	type key struct{}
+	synctest.Test(t, func(t *testing.T) {
+		c := NewFake(epoch)
+		parent, cancelParent := context.WithCancel(context.WithValue(context.Background(), key{}, "v"))
+		ctx, cancel := Outlive(parent, c, time.Minute)
+		defer cancel()
+		if ctx.Value(key{}) != "v" {
+			t.Error("the parent's values are lost")
+		}
+		c.Advance(time.Hour)
+		if ctx.Err() != nil {
+			t.Fatal("ended while its parent lives")
+		}
+		cancelParent()
+		synctest.Wait()
+		if ctx.Err() != nil {
+			t.Fatal("ended with its parent")
+		}
+		c.Advance(time.Minute - time.Nanosecond)
+		if ctx.Err() != nil {
+			t.Fatal("ended before its grace")
+		}
+		c.Advance(time.Nanosecond)
+		synctest.Wait()
+		if ctx.Err() == nil || !errors.Is(context.Cause(ctx), context.DeadlineExceeded) {
+			t.Fatalf("after its grace: Err %v, cause %v; want the deadline", ctx.Err(), context.Cause(ctx))
+		}
+		if n := c.Pending(); n != 0 {
+			t.Errorf("%d timers left", n)
+		}
+	})
+	synctest.Test(t, func(t *testing.T) {
+		c := NewFake(epoch)
+		parent, cancelParent := context.WithCancel(context.Background())
+		defer cancelParent()
+		ctx, cancel := Outlive(parent, c, time.Minute)
+		cancelParent()
+		synctest.Wait()
+		cancel()
+		synctest.Wait()
+		if !errors.Is(context.Cause(ctx), context.Canceled) || c.Pending() != 0 {
+			t.Errorf("cancelled within its grace: cause %v, %d timers left", context.Cause(ctx), c.Pending())
+		}
+	})
+	synctest.Test(t, func(t *testing.T) {
+		parent, cancelParent := context.WithCancel(context.Background())
+		ctx, cancel := Outlive(parent, System{}, time.Minute)
+		defer cancel()
+		cancelParent()
+		time.Sleep(time.Minute - time.Nanosecond)
+		if ctx.Err() != nil {
+			t.Fatal("the wall clock: ended before its grace")
+		}
+		time.Sleep(time.Nanosecond)
+		synctest.Wait()
+		if !errors.Is(context.Cause(ctx), context.DeadlineExceeded) {
+			t.Errorf("the wall clock: cause %v after its grace", context.Cause(ctx))
+		}
+	})
+}

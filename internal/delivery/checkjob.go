@@ -122,6 +122,7 @@ func runCheckJob(ctx context.Context, c client.Client, cluster string, job *Chec
 		return fmt.Errorf("%s: create: %v", name, err)
 	}
 	defer func() {
+		// Outlives cancellation: the Job is deleted even when the check was cut short.
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), checkJobCleanupTimeout)
 		defer cancel()
 		if err := deleteJob(cctx, c, key); err != nil {

@@ -26,6 +26,7 @@ func (w *world) classify(ctx context.Context, target string, err error) error {
 	if err == nil || blame.IsSettled(err) {
 		return blame.Mark(err)
 	}
+	// Outlives cancellation: a cancelled run still tells a cluster that left from one that failed.
 	gctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), goneCheckTimeout)
 	defer cancel()
 	if reason, gerr := w.svc.goneOf(gctx, w.spec.ClusterNamespace, target); gerr == nil && reason != "" {

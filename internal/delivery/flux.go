@@ -270,6 +270,7 @@ func (r *fluxRun) readGate(ctx context.Context, target string) (blame.GateReadin
 
 // held leaves a cluster alone whose Kustomization is suspended (fluxSuspended).
 func (r *fluxRun) held(target string) string {
+	// A context of its own (the engine's hook passes none): a cancelled run waits at most the bound.
 	ctx, cancel := context.WithTimeout(context.Background(), heldReadTimeout)
 	defer cancel()
 	// A read that fails holds nothing back: the pin that follows meets the same management

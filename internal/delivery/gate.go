@@ -43,6 +43,7 @@ func (w *world) readGate(ctx context.Context, target string) (blame.GateReading,
 // gateBefore reads target's gate before its wave: a reason to hold it back when it is unhealthy
 // already, "" otherwise; a healthy reading is kept as the baseline that Verify compares with.
 func (w *world) gateBefore(target string) string {
+	// A context of its own (the engine's hook passes none): a cancelled run waits at most the bound.
 	ctx, cancel := context.WithTimeout(context.Background(), gateReadTimeout)
 	defer cancel()
 	reading, err := w.readGate(ctx, target)

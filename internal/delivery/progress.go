@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gradual-dev/terraform-provider-gradual/internal/clock"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/engine"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/records"
 )
@@ -28,6 +29,12 @@ const progressIntervalPerCluster = 10 * time.Millisecond
 
 // progressTimeout bounds a delayed progress write, which runs after the event that caused it.
 const progressTimeout = 10 * time.Second
+
+// progressOutlivesCancel bounds how long delayed progress writes go on after the run's context
+// is done, unless finish stops them first (as it always does). A cancelled run settles within
+// minutes (restores within the engine's rollback timeout of 10 minutes, records within
+// settleTimeout): an hour is generous; finish writes the record itself in any case.
+const progressOutlivesCancel = time.Hour
 
 // progressWriter keeps the management cluster's progress record in step with the run,
 // debounced (see ProgressInterval).
@@ -158,12 +165,15 @@ func (p *progressWriter) save(ctx context.Context) {
 	p.write(ctx, c)
 }
 
-func (p *progressWriter) now() time.Time {
+// clk is the clock that paces the writes: p.clock, or the wall clock when nil.
+func (p *progressWriter) clk() engine.Clock {
 	if p.clock == nil {
-		return time.Now()
+		return engine.SystemClock{}
 	}
-	return p.clock.Now()
+	return p.clock
 }
+
+func (p *progressWriter) now() time.Time { return p.clk().Now() }
 
 // intervalLocked is the least time between two delayed writes of the record as it is now.
 func (p *progressWriter) intervalLocked() time.Duration {
@@ -184,16 +194,14 @@ func (p *progressWriter) saveSoonLocked(ctx context.Context) *progressCopy {
 	}
 	p.pending = true
 	if p.stopCtx == nil {
-		p.stopCtx, p.stop = context.WithCancel(context.WithoutCancel(ctx))
+		// Outlives cancellation: a cancelled run's delayed writes still land while it settles (bounded).
+		p.stopCtx, p.stop = clock.Outlive(ctx, p.clk(), progressOutlivesCancel)
 	}
 	wait := p.written.Add(interval).Sub(now)
-	var clock engine.Clock = engine.SystemClock{}
-	if p.clock != nil {
-		clock = p.clock
-	}
+	clk := p.clk()
 	stopCtx := p.stopCtx
 	go func() {
-		if err := clock.Sleep(stopCtx, wait); err != nil {
+		if err := clk.Sleep(stopCtx, wait); err != nil {
 			return // finished: finish wrote the record
 		}
 		p.mu.Lock()

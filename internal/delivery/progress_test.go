@@ -256,3 +256,27 @@ func TestLostContactGate(t *testing.T) {
 		})
 	}
 }
+
+// TestProgressWritesOutliveCancelBounded: a run cancelled while a write is delayed still gets
+// it written, and the context those writes run on ends progressOutlivesCancel after the run's.
+func TestProgressWritesOutliveCancelBounded(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newProgressFixture(t)
+		ctx, cancel := context.WithCancel(t.Context())
+		f.p.save(ctx)
+		f.wantWrites(1)
+		f.p.observe(ctx, engine.Event{Kind: engine.EventProvisioning, Target: "a", Revision: "aaa", At: time.Now()})
+		f.wantWrites(1)
+		cancel()
+		f.advance(ProgressInterval)
+		f.wantWrites(2)
+		f.advance(progressOutlivesCancel - ProgressInterval - time.Nanosecond)
+		if f.p.stopCtx.Err() != nil {
+			t.Fatal("the delayed writes' context ended before its bound")
+		}
+		f.advance(time.Nanosecond)
+		if f.p.stopCtx.Err() == nil {
+			t.Fatalf("the delayed writes' context outlives the run's by more than %s", progressOutlivesCancel)
+		}
+	})
+}

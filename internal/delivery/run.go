@@ -215,6 +215,7 @@ func (s *Service) finishRun(ctx context.Context, req RunRequest, obs *Observatio
 		progress.progress.Placed = slices.DeleteFunc(progress.progress.Placed, func(n string) bool { return slices.Contains(left, n) })
 		progress.mu.Unlock()
 	}
+	// Outlives cancellation: a cancelled apply still records and reports where it left each cluster.
 	tail, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
 	defer cancel()
 	if result.Err() == nil {

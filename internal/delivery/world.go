@@ -378,6 +378,7 @@ func (w *world) recordLedger(ctx context.Context, ev engine.Event) error {
 // written: the engine halts rather than take a revision further that the ledger does not hold.
 func (r directRun) recordInvalid(ctx context.Context, ev engine.Event) error {
 	w := r.w
+	// Outlives cancellation (and the Lease): the next plan must read the verdict from the cluster.
 	vctx, cancel := w.svc.clock.WithTimeout(records.Unfenced(context.WithoutCancel(ctx)), recordRetryWindow)
 	defer cancel()
 	werr := w.retry(vctx, ev.Target, func(ctx context.Context) error {

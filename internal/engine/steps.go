@@ -202,6 +202,7 @@ func (r *run) restore(ctx context.Context, o *Outcome, to, why string, settled b
 
 // restoreWithin is restore bounded by timeout instead of the rollback timeout.
 func (r *run) restoreWithin(ctx context.Context, o *Outcome, to, why string, settled bool, timeout time.Duration) (bool, error) {
+	// Outlives cancellation: a target in flight ends restored and recorded, not half-changed.
 	rctx, cancel := r.clock.WithTimeout(context.WithoutCancel(ctx), timeout)
 	defer cancel()
 	if settled {
@@ -279,6 +280,7 @@ func (r *run) recordRun(ctx context.Context, ev Event) {
 
 func (r *run) recordFresh(ctx context.Context, ev Event) error {
 	if ctx.Err() != nil {
+		// Outlives cancellation: a cancelled run still records how it ended.
 		fctx, cancel := r.clock.WithTimeout(context.WithoutCancel(ctx), r.policy.RollbackTimeout)
 		defer cancel()
 		ctx = fctx

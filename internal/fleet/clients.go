@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/gradual-dev/terraform-provider-gradual/internal/apply"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/clock"
 )
 
 // ClientsRecheck is how long a workload cluster's clients are used without looking at its
@@ -56,10 +57,10 @@ type Conn struct {
 }
 
 // NewClients returns the client owner of mgmt's workload clusters. now is the clock the
-// freshness rule reads (nil: time.Now).
+// freshness rule reads (nil: the wall clock).
 func NewClients(mgmt *Management, now func() time.Time) *Clients {
 	if now == nil {
-		now = time.Now
+		now = clock.System{}.Now
 	}
 	return &Clients{mgmt: mgmt, now: now, entries: map[string]*Conn{}}
 }

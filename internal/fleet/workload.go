@@ -13,6 +13,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/gradual-dev/terraform-provider-gradual/internal/clock"
 )
 
 // workloadConfigs caches one REST config per workload cluster, keyed by the kubeconfig Secret's
@@ -25,7 +27,7 @@ type workloadConfigs struct {
 	// listedFresh): a plan over a thousand clusters then costs the management cluster one list
 	// instead of a thousand reads.
 	listed map[string]listedSecrets
-	now    func() time.Time // time.Now unless a test says otherwise
+	now    func() time.Time // the wall clock unless a test says otherwise
 }
 
 type listedSecrets struct {
@@ -48,7 +50,7 @@ func (w *workloadConfigs) clock() time.Time {
 	if w.now != nil {
 		return w.now()
 	}
-	return time.Now()
+	return clock.System{}.Now()
 }
 
 // remember replaces the listed kubeconfig Secrets of namespace: one that is gone from the list is

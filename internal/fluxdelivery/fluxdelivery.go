@@ -39,6 +39,7 @@ import (
 
 	"github.com/gradual-dev/terraform-provider-gradual/internal/apply"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/blame"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/clock"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/manifest"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/records"
 )
@@ -186,6 +187,11 @@ func (s Settings) withoutKey() bool {
 // is about (client_certificate or client_key): both or neither, each PEM, the key the
 // certificate's. The words never quote the key.
 func (s Settings) ValidateClient() (attribute string, err error) {
+	return s.validateClientAt(clock.System{}.Now())
+}
+
+// validateClientAt is ValidateClient with the certificate's expiry judged at now.
+func (s Settings) validateClientAt(now time.Time) (attribute string, err error) {
 	crt, key := s.ClientCertificate, s.Credentials.ClientKey
 	switch {
 	case crt == "" && key == "":
@@ -199,7 +205,7 @@ func (s Settings) ValidateClient() (attribute string, err error) {
 		return "client_certificate", errors.New("client_certificate holds no PEM certificate")
 	} else if c, err := x509.ParseCertificate(b.Bytes); err != nil {
 		return "client_certificate", fmt.Errorf("client_certificate: %w", err)
-	} else if time.Now().After(c.NotAfter) {
+	} else if now.After(c.NotAfter) {
 		return "client_certificate", fmt.Errorf("client_certificate expired on %s", c.NotAfter.UTC().Format(time.RFC3339))
 	}
 	if b, _ := pem.Decode([]byte(key)); b == nil || !strings.HasSuffix(b.Type, "PRIVATE KEY") {

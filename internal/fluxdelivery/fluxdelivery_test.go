@@ -2,7 +2,9 @@ package fluxdelivery
 
 import (
 	"context"
+	"crypto/x509"
 	"encoding/json"
+	"encoding/pem"
 	"errors"
 	"io"
 	"log"
@@ -357,6 +359,19 @@ func TestValidateClient(t *testing.T) {
 		if err != nil && strings.Contains(err.Error(), "PRIVATE KEY") {
 			t.Errorf("%s: the error quotes the key: %v", tc.name, err)
 		}
+	}
+	// Expiry is judged by the clock ValidateClient reads: the same pair, expired by then.
+	blk, _ := pem.Decode(a.CertPEM)
+	crt, err := x509.ParseCertificate(blk.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pair := Settings{Repository: "oci://registry.example/gradual/web", ClientCertificate: string(a.CertPEM), Credentials: Credentials{ClientKey: string(a.KeyPEM)}}
+	if attr, err := pair.validateClientAt(crt.NotAfter); attr != "" || err != nil {
+		t.Errorf("at its last valid instant: %q, %v", attr, err)
+	}
+	if attr, err := pair.validateClientAt(crt.NotAfter.Add(time.Second)); attr != "client_certificate" || err == nil || !strings.Contains(err.Error(), "expired on") {
+		t.Errorf("once expired: %q, %v; want client_certificate expired", attr, err)
 	}
 	insecure := Settings{Repository: "oci://registry.example/gradual/web", Insecure: true, ClientCertificate: string(a.CertPEM), Credentials: Credentials{ClientKey: string(a.KeyPEM)}}
 	if err := insecure.Validate(); err == nil || !strings.Contains(err.Error(), "contradict") {

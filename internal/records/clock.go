@@ -23,6 +23,16 @@ func sleep(ctx context.Context, c Clock, d time.Duration) error {
 	return clock.Sleep(ctx, d)
 }
 
+// outlive is clock.Outlive on c when c makes timeouts (a clock.Clock, such as a test's Fake),
+// else on the wall clock.
+func outlive(ctx context.Context, c Clock, grace time.Duration) (context.Context, context.CancelFunc) {
+	t, ok := c.(clock.Clock)
+	if !ok {
+		t = clock.System{}
+	}
+	return clock.Outlive(ctx, t, grace)
+}
+
 func clockOrSystem(c Clock) Clock {
 	if c == nil {
 		return SystemClock{}

@@ -33,6 +33,7 @@ func Hold(ctx context.Context, c client.Client, namespace string, keys []Key, ho
 		for _, cancel := range slices.Backward(cancels) {
 			cancel()
 		}
+		// Outlives cancellation: a cancelled apply gives its Leases back, so the next need not wait.
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseSettle)
 		defer cancel()
 		for _, h := range slices.Backward(held) {

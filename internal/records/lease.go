@@ -105,7 +105,8 @@ func pollInterval(d time.Duration) time.Duration {
 // returns ctx's cause if ctx ends first).
 // duration is rounded up to whole seconds and must be at least one. The namespace is created if
 // missing. The background renewals outlive ctx (an apply being cancelled must still hold the
-// Lease while it brings clusters to a recorded state): they stop on Release.
+// Lease while it brings clusters to a recorded state): they stop on Release, or
+// renewalsOutliveCancel after ctx is done.
 func Acquire(ctx context.Context, c client.Client, namespace string, key Key, holder string, duration time.Duration, clock Clock) (*Held, error) {
 	if err := key.Validate(); err != nil {
 		return nil, err
@@ -127,7 +128,8 @@ func Acquire(ctx context.Context, c client.Client, namespace string, key Key, ho
 		done:     make(chan struct{}),
 	}
 	h.poll = pollInterval(h.duration)
-	h.stopCtx, h.stop = context.WithCancel(context.WithoutCancel(ctx))
+	// Outlives cancellation: a cancelled apply keeps its Lease while it settles (bounded).
+	h.stopCtx, h.stop = outlive(ctx, h.clock, renewalsOutliveCancel)
 	if err := h.acquire(ctx); err != nil {
 		h.stop()
 		return nil, err
@@ -135,6 +137,13 @@ func Acquire(ctx context.Context, c client.Client, namespace string, key Key, ho
 	go h.loop(h.stopCtx)
 	return h, nil
 }
+
+// renewalsOutliveCancel bounds how long a Lease's renewals go on after the context it was
+// acquired with is done, unless Release stops them first (as it always should). A cancelled run
+// settles within minutes (restores within the engine's rollback timeout of 10 minutes, records
+// and reads within settle timeouts of seconds to minutes): an hour is generous, and stops
+// renewals that a holder forgot to Release; the Lease then expires as a dead holder's does.
+const renewalsOutliveCancel = time.Hour
 
 // takeoverMargin is how much longer than a Lease's duration d a contender waits, after it last
 // saw the Lease change, before it takes the Lease over: a quarter of d, at least a second. The

@@ -424,3 +424,31 @@ func TestLeaseRenewsInBackground(t *testing.T) {
 		t.Fatalf("Done not closed after Release")
 	}
 }
+
+// TestLeaseRenewalsOutliveCancelBounded: a cancelled apply keeps its Lease renewed while it
+// settles, but not forever: renewalsOutliveCancel after its context is done the renewals stop
+// (the clock's), and the Lease then expires as a dead holder's does.
+func TestLeaseRenewalsOutliveCancelBounded(t *testing.T) {
+	clock := newFakeClock()
+	c := newFakeClient(nil)
+	ctx, cancel := context.WithCancel(t.Context())
+	h, err := Acquire(ctx, c, "", ingress, "me", 30*time.Second, clock)
+	must(t, err)
+	defer func() { _ = h.Release(t.Context()) }()
+	cancel()
+	// The renew loop and the bound's timer sleep on the clock.
+	clock.step(t, 2, renewalsOutliveCancel-5*time.Second, 5*time.Second)
+	if err := h.Valid(); err != nil {
+		t.Fatalf("%s after its context was cancelled: %v; want the Lease still renewed", renewalsOutliveCancel-5*time.Second, err)
+	}
+	clock.Advance(5 * time.Second)
+	select {
+	case <-h.stopped:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("renewals go on %s after the context was cancelled", renewalsOutliveCancel)
+	}
+	clock.Advance(30 * time.Second)
+	if err := h.Valid(); !errors.Is(err, ErrLeaseLost) {
+		t.Fatalf("Valid after the renewals stopped and the duration passed = %v, want ErrLeaseLost", err)
+	}
+}

@@ -118,13 +118,17 @@ func runChecked(ctx context.Context, svc *delivery.Service, req assignment.RunRe
 	return assignment.Run(ctx, svc, req)
 }
 
+// settleReadTimeout bounds settleOutcome's read of the fleet, which outlives the apply's
+// cancellation or timeout: every module's clusters, read as a refresh reads them.
+const settleReadTimeout = 2 * time.Minute
+
 // settleOutcome fills the attributes the plan left unknown from what apply left (res, nil when
 // the run did not start), read back as a refresh would (without drift, which a refresh finds).
 // Only what the plan left unknown is filled in: a value the plan showed is a promise.
 func (m *Model) settleOutcome(ctx context.Context, svc *delivery.Service, query fleet.Query, spec assignment.Spec, res *assignment.RunResult) diag.Diagnostics {
 	var diags diag.Diagnostics
 	// Read even when the apply's own time is up: the state should say what the clusters hold.
-	octx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
+	octx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleReadTimeout)
 	defer cancel()
 	observed := *m
 	if after, err := assignment.Observe(octx, svc, query, spec, false); err == nil {

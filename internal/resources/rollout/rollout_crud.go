@@ -167,6 +167,10 @@ func warnRun(diags *diag.Diagnostics, run *delivery.RunResult, adoptUnrecorded b
 	}
 }
 
+// observeAfterTimeout bounds observeAfter's read of the fleet, which outlives the apply's
+// cancellation or timeout.
+const observeAfterTimeout = 30 * time.Second
+
 // observeAfter returns the fleet as the run left it: as the run read it last, or, when the run
 // stopped before it read the fleet (the Lease is held, the management cluster is unreachable),
 // as the clusters say now, the way a refresh would. nil when the fleet cannot be read at all.
@@ -175,7 +179,7 @@ func observeAfter(ctx context.Context, svc *delivery.Service, query fleet.Query,
 		return run.After
 	}
 	// Read even when the apply's own time is up: the state should say what the clusters hold.
-	octx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	octx, cancel := context.WithTimeout(context.WithoutCancel(ctx), observeAfterTimeout)
 	defer cancel()
 	obs, err := svc.Observe(octx, query, spec.Key, spec.RecordNamespace, false)
 	if err != nil {
