@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gradual-dev/terraform-provider-gradual/internal/clock"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/delivery"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/engine"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/fleet"
@@ -76,7 +77,7 @@ func Run(ctx context.Context, svc *delivery.Service, req RunRequest) (_ *RunResu
 	}
 	defer release()
 	defer func() { err = delivery.LeaseLost(runCtx, err, "Assignment "+spec.Key.Describe()) }()
-	r := newRun(runCtx, svc, req, time.Now, settleTimeout)
+	r := newRun(runCtx, svc, req, clock.System{}.Now, settleTimeout)
 	defer r.stopSettling()
 	return r.execute(runCtx)
 }
