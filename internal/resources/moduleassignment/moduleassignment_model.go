@@ -68,6 +68,9 @@ type Model struct {
 	Waves     types.Map  `tfsdk:"waves"`
 	Leaving   types.List `tfsdk:"leaving"`
 	Skipped   types.Map  `tfsdk:"skipped"`
+	// FollowJoins and Bridge: the bridge for joiners (moduleassignment_bridge.go).
+	FollowJoins types.Object `tfsdk:"follow_joins"`
+	Bridge      types.Map    `tfsdk:"bridge"`
 
 	// private is kept in the resource's private state (see moduleassignment_private.go), out of plans.
 	private privateState
@@ -272,6 +275,8 @@ func (m *Model) spec(ctx context.Context) (assignment.Spec, diag.Diagnostics) {
 	diags.Append(m.specVerify(ctx, &spec)...)
 	spec.Preview = delivery.PreviewSpec{Mode: m.Preview.ValueString()}
 	m.refuseWithFlux(spec, &diags)
+	spec.FollowJoins, d = m.followJoins(ctx)
+	diags.Append(d...)
 	return spec, diags
 }
 

@@ -1,0 +1,210 @@
+package moduleassignment_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"slices"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
+	"github.com/hashicorp/terraform-plugin-testing/knownvalue"
+	"github.com/hashicorp/terraform-plugin-testing/plancheck"
+	"github.com/hashicorp/terraform-plugin-testing/statecheck"
+	"github.com/hashicorp/terraform-plugin-testing/terraform"
+	"github.com/hashicorp/terraform-plugin-testing/tfjsonpath"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/gradual-dev/terraform-provider-gradual/internal/acctest"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/crsbridge"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/records"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/testbed"
+)
+
+// bridgeFleet starts a fleet of its own with the real Cluster API controllers and one kwok
+// cluster that Cluster API reconciles (testbed.WorkloadSpec.ClusterAPI), labelled label; it
+// holds the Cluster API fleets' lock (CAPD binds fixed ports) until the test ends. Skipped
+// unless GRADUAL_TEST_CLUSTER_API=1 and the controllers are built.
+func bridgeFleet(t *testing.T, label string) *testbed.Fleet {
+	t.Helper()
+	acctest.PreCheck(t)
+	if os.Getenv("GRADUAL_TEST_CLUSTER_API") != "1" {
+		t.Skip("set GRADUAL_TEST_CLUSTER_API=1 to run against the real Cluster API controllers")
+	}
+	tc, err := testbed.ToolchainFromEnv()
+	if err != nil || !tc.HasClusterAPI() {
+		t.Skipf("Cluster API controllers not built (tools/toolchain.sh cluster-api): %v", err)
+	}
+	lock, err := os.OpenFile("/tmp/gradual-capi.lock", os.O_CREATE|os.O_RDWR, 0o666)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	f, err := testbed.Up(ctx, tc, testbed.Options{ClusterAPI: true, Logf: t.Logf, Workloads: []testbed.WorkloadSpec{
+		{Name: "member-1", Labels: map[string]string{label: "yes"}, Ready: true, ClusterAPI: true},
+	}})
+	t.Cleanup(func() {
+		if f != nil {
+			dctx, dcancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer dcancel()
+			_ = f.Down(dctx)
+		}
+		_ = lock.Close()
+	})
+	if err != nil {
+		t.Fatalf("Cluster API fleet: %v", err)
+	}
+	return f
+}
+
+// TestAccCAPIBridge_joinerBetweenApplies: an assignment of two ordered modules with
+// follow_joins on; a cluster that joins after the apply gets both modules from Cluster API's
+// ClusterResourceSet controller with no Terraform run, within a minute of its control plane
+// being up; the next apply takes it over (bindings, the modules' field managers) with no object
+// re-created, as the module's own (destroy deletes them, which it never does to adopted
+// objects); destroy removes the bridge.
+func TestAccCAPIBridge_joinerBetweenApplies(t *testing.T) {
+	name := acctest.UniqueLabel("bridge")
+	f := bridgeFleet(t, name)
+	mc, err := f.ManagementClient()
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := module{name: "base", version: "1.0.0", manifests: configMaps(name, "v1", "base")}
+	app := module{name: "app", version: "1.0.0", dependsOn: []string{"base"},
+		manifests: fmt.Sprintf("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: app\n  namespace: %s\ndata:\n  setting: v1\n", name)}
+	follow := fmt.Sprintf(`follow_joins = { labels = { %q = %q } }`, clusterv1.WatchLabel, testbed.ClusterAPIWatchFilter)
+	config := acctest.ProviderConfig(f) + assignmentConfig(f, "test", name, name, follow, base, app)
+	key := records.Key{Kind: records.KindAssignment, Namespace: f.Namespace, Name: name}
+	var uids map[string]types.UID
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: acctest.ProviderFactories,
+		CheckDestroy: func(*terraform.State) error {
+			crs := &unstructured.Unstructured{}
+			crs.SetAPIVersion("addons.cluster.x-k8s.io/v1beta2")
+			crs.SetKind("ClusterResourceSet")
+			if err := mc.Get(context.Background(), client.ObjectKey{Namespace: f.Namespace, Name: crsbridge.Name(key)}, crs); !apierrors.IsNotFound(err) {
+				return fmt.Errorf("the bridge's ClusterResourceSet is still there after destroy (%v)", err)
+			}
+			for _, m := range []string{"base", "app"} {
+				if err := mc.Get(context.Background(), client.ObjectKey{Namespace: f.Namespace, Name: crsbridge.ConfigMapName(key, m)}, &corev1.ConfigMap{}); !apierrors.IsNotFound(err) {
+					return fmt.Errorf("the bridge's ConfigMap of %s is still there after destroy (%v)", m, err)
+				}
+			}
+			// Taken over as the module's own: deleted by destroy (adopted objects are given back).
+			return expectSetting(f, "joiner-1", name, "app", "<none>")
+		},
+		Steps: []resource.TestStep{
+			{
+				Config: config,
+				ConfigStateChecks: []statecheck.StateCheck{
+					statecheck.ExpectKnownValue(res, tfjsonpath.New("bridge"), knownvalue.MapExact(map[string]knownvalue.Check{
+						"base": knownvalue.NotNull(), "app": knownvalue.NotNull(),
+					})),
+				},
+			},
+			{
+				// A cluster joins; no Terraform runs until it has both modules.
+				PreConfig: func() {
+					t0 := time.Now()
+					ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+					defer cancel()
+					if err := f.AddWorkload(ctx, testbed.WorkloadSpec{Name: "joiner-1", Labels: map[string]string{name: "yes"}, Ready: true, ClusterAPI: true}); err != nil {
+						t.Fatalf("join: %v", err)
+					}
+					up := time.Now()
+					uids = awaitBridged(t, f, "joiner-1", name, []string{"base", "app"}, time.Minute)
+					t.Logf("joiner-1: control plane up %s after the join started; both modules there %s after its control plane was up (no Terraform run)",
+						up.Sub(t0).Round(100*time.Millisecond), time.Since(up).Round(100*time.Millisecond))
+				},
+				Config: config,
+				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
+					plancheck.ExpectResourceAction(res, plancheck.ResourceActionUpdate),
+				}},
+				Check: resource.ComposeAggregateTestCheckFunc(
+					func(*terraform.State) error { return expectTakenOver(f, "joiner-1", name, uids, key) },
+				),
+			},
+		},
+	})
+}
+
+// awaitBridged waits until cluster holds the ConfigMaps of each module (named after the module,
+// in namespace ns), and returns their UIDs.
+func awaitBridged(t *testing.T, f *testbed.Fleet, cluster, ns string, names []string, within time.Duration) map[string]types.UID {
+	t.Helper()
+	c, err := f.WorkloadClient(cluster)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(within)
+	for {
+		uids := map[string]types.UID{}
+		for _, n := range names {
+			cm := &corev1.ConfigMap{}
+			if err := c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: n}, cm); err == nil {
+				uids[n] = cm.UID
+			}
+		}
+		if len(uids) == len(names) {
+			return uids
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s got %d of the %d modules from the bridge within %s", cluster, len(uids), len(names), within)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}
+
+// expectTakenOver checks that the apply took cluster over: the same objects (UIDs), each
+// managed by its module's field manager, and a binding of each module.
+func expectTakenOver(f *testbed.Fleet, cluster, ns string, uids map[string]types.UID, key records.Key) error {
+	c, err := f.WorkloadClient(cluster)
+	if err != nil {
+		return err
+	}
+	modules := map[string]string{"base": "base", "app": "app"}
+	for obj, module := range modules {
+		cm := &corev1.ConfigMap{}
+		if err := c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: obj}, cm); err != nil {
+			return err
+		}
+		if cm.UID != uids[obj] {
+			return fmt.Errorf("%s/%s was re-created (uid %s, the bridge made %s)", ns, obj, cm.UID, uids[obj])
+		}
+		want := records.Key{Kind: records.KindModule, Namespace: key.Namespace, Name: key.Name + "." + module}.FieldManager()
+		if !slices.ContainsFunc(cm.ManagedFields, func(e metav1.ManagedFieldsEntry) bool { return e.Manager == want }) {
+			var managers []string
+			for _, e := range cm.ManagedFields {
+				managers = append(managers, e.Manager+"("+string(e.Operation)+")")
+			}
+			mc, _ := f.ManagementClient()
+			bindings, _ := records.NewBindingStore(mc, "").List(context.Background(), key)
+			return fmt.Errorf("%s/%s is not managed by %s after the apply: managers %v; bindings %v", ns, obj, want, managers, bindings)
+		}
+	}
+	mc, err := f.ManagementClient()
+	if err != nil {
+		return err
+	}
+	bindings, err := records.NewBindingStore(mc, "").List(context.Background(), key)
+	if err != nil {
+		return err
+	}
+	if len(bindings[cluster]) != 2 {
+		return fmt.Errorf("%s has bindings %v after the apply, want base and app", cluster, bindings[cluster])
+	}
+	return nil
+}
