@@ -116,15 +116,11 @@ func UpdateBridge(ctx context.Context, svc *delivery.Service, spec Spec, q fleet
 		inputs = append(inputs, in)
 	}
 	out := &BridgeOutcome{Name: spec.ClusterNamespace + "/" + crsbridge.Name(spec.Key), Choices: crsbridge.Decide(inputs)}
-	b, err := bridgeOf(spec, q, out.Choices)
-	if err != nil {
-		return nil, err
-	}
-	return out, store.Write(ctx, b)
+	return out, store.Write(ctx, bridgeOf(spec, q, out.Choices))
 }
 
 // bridgeOf is the bridge the choices make.
-func bridgeOf(spec Spec, q fleet.Query, choices []crsbridge.Choice) (crsbridge.Bridge, error) {
+func bridgeOf(spec Spec, q fleet.Query, choices []crsbridge.Choice) crsbridge.Bridge {
 	b := crsbridge.Bridge{Key: spec.Key, Namespace: spec.ClusterNamespace, Selector: q.Selector, Labels: spec.FollowJoins.Labels}
 	for _, c := range choices {
 		if c.Revision == "" {
@@ -137,7 +133,7 @@ func bridgeOf(spec Spec, q fleet.Query, choices []crsbridge.Choice) (crsbridge.B
 		}
 		b.Modules = append(b.Modules, carried)
 	}
-	return b, nil
+	return b
 }
 
 // Verified reports whether a cluster holds module's revision applied and verified, and none

@@ -53,6 +53,39 @@ var bridgeAttribute = schema.MapAttribute{
 		"Null without `follow_joins`.",
 }
 
+// storedFollowJoins is follow_joins in the assignment's configuration record (import).
+type storedFollowJoins struct {
+	Labels map[string]string `json:"labels,omitempty"`
+}
+
+func (m *Model) storeFollowJoins(ctx context.Context) (*storedFollowJoins, diag.Diagnostics) {
+	fj, diags := m.followJoins(ctx)
+	if fj == nil {
+		return nil, diags
+	}
+	return &storedFollowJoins{Labels: fj.Labels}, diags
+}
+
+// value is follow_joins as the configuration that s was stored from wrote it.
+func (s *storedFollowJoins) value() types.Object {
+	if s == nil {
+		return types.ObjectNull(followJoinsAttrTypes)
+	}
+	labels := types.MapNull(types.StringType)
+	if len(s.Labels) > 0 {
+		labels = types.MapValueMust(types.StringType, stringValues(s.Labels))
+	}
+	return types.ObjectValueMust(followJoinsAttrTypes, map[string]attr.Value{"labels": labels})
+}
+
+func stringValues(m map[string]string) map[string]attr.Value {
+	out := make(map[string]attr.Value, len(m))
+	for k, v := range m {
+		out[k] = types.StringValue(v)
+	}
+	return out
+}
+
 // followJoins is follow_joins as the assignment takes it; nil when off.
 func (m *Model) followJoins(ctx context.Context) (*assignment.FollowJoins, diag.Diagnostics) {
 	var diags diag.Diagnostics
@@ -63,7 +96,7 @@ func (m *Model) followJoins(ctx context.Context) (*assignment.FollowJoins, diag.
 		Labels types.Map `tfsdk:"labels"`
 	}
 	diags.Append(m.FollowJoins.As(ctx, &fj, objectOpts)...)
-	out := &assignment.FollowJoins{Labels: map[string]string{}}
+	out := &assignment.FollowJoins{}
 	if !fj.Labels.IsNull() && !fj.Labels.IsUnknown() {
 		diags.Append(fj.Labels.ElementsAs(ctx, &out.Labels, false)...)
 	}

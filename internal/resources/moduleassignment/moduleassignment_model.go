@@ -483,6 +483,8 @@ func (m *Model) setWaves(waves map[string][][]string, canary []string) {
 // storedConfig is what the management cluster keeps of the configuration, so `terraform
 // import` can restore it. Field names are part of the record format.
 type storedConfig struct {
+	// FollowJoins is follow_joins (nil when off), so that import restores it.
+	FollowJoins *storedFollowJoins `json:"followJoins,omitempty"`
 	Selector fleet.LabelSelector `json:"selector"`
 	// Names picks the clusters instead of Selector when set (omitted when unset, so records
 	// from before it existed read as a selector).
@@ -581,6 +583,8 @@ func (m *Model) configRecord(ctx context.Context) ([]byte, diag.Diagnostics) {
 	diags.Append(d...)
 	c.Flux, d = m.fluxSettings(ctx)
 	diags.Append(d...)
+	c.FollowJoins, d = m.storeFollowJoins(ctx)
+	diags.Append(d...)
 	raw, err := json.Marshal(c)
 	if err != nil {
 		diags.AddError("Cannot Record Configuration", err.Error())
@@ -647,6 +651,7 @@ func (m *Model) fromConfigRecord(ctx context.Context, raw []byte) diag.Diagnosti
 	m.Values, d = shared.ValuesValue(ctx, c.Values)
 	diags.Append(d...)
 	m.Delivery = shared.DeliveryValue(c.Flux)
+	m.FollowJoins = c.FollowJoins.value()
 	m.Verify = types.ObjectValueMust(verifyAttrTypes, map[string]attr.Value{
 		"timeout": types.StringValue(c.VerifyTimeout), "bake_time": types.StringValue(c.BakeTime),
 		"health_checks": shared.HealthValue(c.HealthChecks), "cluster_gates": types.BoolValue(!c.NoClusterGates),
