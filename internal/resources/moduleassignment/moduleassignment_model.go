@@ -484,8 +484,8 @@ func (m *Model) setWaves(waves map[string][][]string, canary []string) {
 // import` can restore it. Field names are part of the record format.
 type storedConfig struct {
 	// FollowJoins is follow_joins (nil when off), so that import restores it.
-	FollowJoins *storedFollowJoins `json:"followJoins,omitempty"`
-	Selector fleet.LabelSelector `json:"selector"`
+	FollowJoins *storedFollowJoins  `json:"followJoins,omitempty"`
+	Selector    fleet.LabelSelector `json:"selector"`
 	// Names picks the clusters instead of Selector when set (omitted when unset, so records
 	// from before it existed read as a selector).
 	Names          []string               `json:"names,omitempty"`
