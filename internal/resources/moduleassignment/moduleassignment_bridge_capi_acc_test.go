@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"regexp"
 	"slices"
 	"syscall"
 	"testing"
@@ -72,9 +73,11 @@ func bridgeFleet(t *testing.T, label string) *testbed.Fleet {
 // TestAccCAPIBridge_joinerBetweenApplies: an assignment of two ordered modules with
 // follow_joins on; a cluster that joins after the apply gets both modules from Cluster API's
 // ClusterResourceSet controller with no Terraform run, within a minute of its control plane
-// being up; the next apply takes it over (bindings, the modules' field managers) with no object
-// re-created, as the module's own (destroy deletes them, which it never does to adopted
-// objects); destroy removes the bridge.
+// being up, and the bridge's reading of Cluster API's ClusterResourceSetBinding (what the next
+// plan lists) names it with both revisions; the next apply takes it over (bindings, the modules'
+// field managers) with no object re-created, as the module's own (destroy deletes them, which it
+// never does to adopted objects); a revision recorded invalid never reaches a joiner (the
+// bridge keeps the last verified); destroy removes the bridge.
 func TestAccCAPIBridge_joinerBetweenApplies(t *testing.T) {
 	name := acctest.UniqueLabel("bridge")
 	f := bridgeFleet(t, name)
@@ -85,8 +88,39 @@ func TestAccCAPIBridge_joinerBetweenApplies(t *testing.T) {
 	base := module{name: "base", version: "1.0.0", manifests: configMaps(name, "v1", "base")}
 	app := module{name: "app", version: "1.0.0", dependsOn: []string{"base"},
 		manifests: fmt.Sprintf("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: app\n  namespace: %s\ndata:\n  setting: v1\n", name)}
+	// v2 of app never becomes ready (its Deployment's Pods fit no Node): recorded invalid.
+	appBroken := app
+	appBroken.version = "2.0.0"
+	appBroken.manifests = fmt.Sprintf(`apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: app
+  namespace: %[1]s
+data:
+  setting: v2
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: app
+  namespace: %[1]s
+spec:
+  replicas: 1
+  progressDeadlineSeconds: 5
+  selector:
+    matchLabels: {app: app}
+  template:
+    metadata:
+      labels: {app: app}
+    spec:
+      nodeSelector: {gradual.dev/no-such-node: "true"}
+      containers:
+        - name: web
+          image: registry.example/web:2
+`, name)
 	follow := fmt.Sprintf(`follow_joins = { labels = { %q = %q } }`, clusterv1.WatchLabel, testbed.ClusterAPIWatchFilter)
 	config := acctest.ProviderConfig(f) + assignmentConfig(f, "test", name, name, follow, base, app)
+	broken := acctest.ProviderConfig(f) + assignmentConfig(f, "test", name, name, follow, base, appBroken)
 	key := records.Key{Kind: records.KindAssignment, Namespace: f.Namespace, Name: name}
 	var uids map[string]types.UID
 	resource.Test(t, resource.TestCase{
@@ -126,8 +160,10 @@ func TestAccCAPIBridge_joinerBetweenApplies(t *testing.T) {
 					}
 					up := time.Now()
 					uids = awaitBridged(t, f, "joiner-1", name, []string{"base", "app"}, time.Minute)
+					bridged := time.Since(up)
+					expectGiven(t, f, key, "joiner-1")
 					t.Logf("joiner-1: control plane up %s after the join started; both modules there %s after its control plane was up (no Terraform run)",
-						up.Sub(t0).Round(100*time.Millisecond), time.Since(up).Round(100*time.Millisecond))
+						up.Sub(t0).Round(100*time.Millisecond), bridged.Round(100*time.Millisecond))
 				},
 				Config: config,
 				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
@@ -137,8 +173,74 @@ func TestAccCAPIBridge_joinerBetweenApplies(t *testing.T) {
 					func(*terraform.State) error { return expectTakenOver(f, "joiner-1", name, uids, key) },
 				),
 			},
+			{
+				// app v2 fails on the members and is recorded invalid: the bridge keeps v1.
+				Config:      broken,
+				ExpectError: regexp.MustCompile(`Module Assignment Failed`),
+			},
+			{
+				// A cluster joining now gets app v1 from the bridge, never the invalid v2; going
+				// back to v1, the apply takes it over.
+				PreConfig: func() {
+					ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+					defer cancel()
+					if err := f.AddWorkload(ctx, testbed.WorkloadSpec{Name: "joiner-2", Labels: map[string]string{name: "yes"}, Ready: true, ClusterAPI: true}); err != nil {
+						t.Fatalf("join: %v", err)
+					}
+					awaitBridged(t, f, "joiner-2", name, []string{"base", "app"}, time.Minute)
+					if err := expectSetting(f, "joiner-2", name, "app", "v1"); err != nil {
+						t.Fatalf("the bridge handed out a revision recorded invalid: %v", err)
+					}
+					c, err := f.WorkloadClient("joiner-2")
+					if err != nil {
+						t.Fatal(err)
+					}
+					d := &unstructured.Unstructured{}
+					d.SetAPIVersion("apps/v1")
+					d.SetKind("Deployment")
+					if err := c.Get(context.Background(), client.ObjectKey{Namespace: name, Name: "app"}, d); !apierrors.IsNotFound(err) {
+						t.Fatalf("joiner-2 holds app v2's Deployment (%v): the bridge handed out a revision recorded invalid", err)
+					}
+				},
+				Config: config,
+				Check: resource.ComposeAggregateTestCheckFunc(
+					func(*terraform.State) error { return expectSetting(f, "joiner-2", name, "app", "v1") },
+				),
+			},
 		},
 	})
+}
+
+// expectGiven checks that the bridge's view of Cluster API's ClusterResourceSetBindings names
+// cluster with both modules applied at the revisions the bridge holds: what the next plan lists.
+func expectGiven(t *testing.T, f *testbed.Fleet, key records.Key, cluster string) {
+	t.Helper()
+	mc, err := f.ManagementClient()
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := crsbridge.NewStore(mc)
+	held, err := store.Read(context.Background(), key, f.Namespace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Cluster API patches the binding right after it creates the objects.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		given, err := store.Given(context.Background(), key, f.Namespace, held)
+		if err != nil {
+			t.Fatal(err)
+		}
+		i := slices.IndexFunc(given, func(j crsbridge.Joiner) bool { return j.Cluster == cluster })
+		if i >= 0 && len(given[i].Modules) == 2 && given[i].Modules[0].Revision != "" && given[i].Modules[1].Revision != "" && given[i].Modules[0].Applied && given[i].Modules[1].Applied {
+			t.Logf("the next plan lists %s: %s", cluster, given[i])
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("ClusterResourceSetBindings say %v, want %s with base and app applied at %v", given, cluster, held.Revisions)
+		}
+		time.Sleep(time.Second)
+	}
 }
 
 // awaitBridged waits until cluster holds the ConfigMaps of each module (named after the module,
