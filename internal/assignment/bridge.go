@@ -191,7 +191,10 @@ func ReadBridge(ctx context.Context, svc *delivery.Service, spec Spec, bindings 
 				fresh = append(fresh, g)
 			}
 		}
-		if len(fresh) > 0 {
+		// A cluster Cluster API bound but could not reach yet has no module: waiting, listed
+		// unless the assignment has it already.
+		waiting := len(j.Modules) == 0 && len(bindings[j.Cluster]) == 0
+		if len(fresh) > 0 || waiting {
 			v.Joiners = append(v.Joiners, crsbridge.Joiner{Cluster: j.Cluster, Modules: fresh})
 		}
 	}

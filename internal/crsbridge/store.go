@@ -172,6 +172,11 @@ type Given struct {
 
 // String says in one line what the cluster got: "cni r-1a2b, policy (failed)".
 func (j Joiner) String() string {
+	if len(j.Modules) == 0 {
+		// Cluster API binds the cluster before it can reach it: its kubeconfig or control plane
+		// is not ready yet, and the ClusterResourceSet controller tries again until it is.
+		return "nothing yet: Cluster API waits for its control plane and kubeconfig, and applies the bridge once they answer"
+	}
 	parts := make([]string, 0, len(j.Modules))
 	for _, g := range j.Modules {
 		switch {

@@ -6,6 +6,7 @@ import (
 	"os"
 	"regexp"
 	"slices"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -309,4 +310,69 @@ func expectTakenOver(f *testbed.Fleet, cluster, ns string, uids map[string]types
 		return fmt.Errorf("%s has bindings %v after the apply, want base and app", cluster, bindings[cluster])
 	}
 	return nil
+}
+
+// TestAccCAPIBridge_planListsJoiner drives the CLI as a user would and reads the plan's text: a
+// cluster that joins before its control plane is reachable is listed as waiting; once it is,
+// Cluster API applies the bridge, and the next plan lists what it got from which bridge; after
+// the apply that takes it over, the plan lists no joiner.
+func TestAccCAPIBridge_planListsJoiner(t *testing.T) {
+	name := acctest.UniqueLabel("bridgeplan")
+	f := bridgeFleet(t, name)
+	cli := os.Getenv("TF_ACC_TERRAFORM_PATH")
+	work := t.TempDir()
+	rc := acctest.DevOverrides(t, work)
+	base := module{name: "base", version: "1.0.0", manifests: configMaps(name, "v1", "base")}
+	app := module{name: "app", version: "1.0.0", dependsOn: []string{"base"},
+		manifests: fmt.Sprintf("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: app\n  namespace: %s\ndata:\n  setting: v1\n", name)}
+	follow := fmt.Sprintf(`follow_joins = { labels = { %q = %q } }`, clusterv1.WatchLabel, testbed.ClusterAPIWatchFilter)
+	config := acctest.DevOverridesConfig(f) + assignmentConfig(f, "test", name, name, follow, base, app)
+	if err := os.WriteFile(work+"/main.tf", []byte(config), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	acctest.RunCLI(ctx, t, cli, work, rc, "apply", "-auto-approve")
+	t.Cleanup(func() { acctest.RunCLI(context.Background(), t, cli, work, rc, "destroy", "-auto-approve") })
+
+	if err := f.AddWorkload(ctx, testbed.WorkloadSpec{Name: "late-1", Labels: map[string]string{name: "yes"}, Ready: false, ClusterAPI: true}); err != nil {
+		t.Fatal(err)
+	}
+	awaitPlan(ctx, t, cli, work, rc, "late-1: nothing yet: Cluster API waits for its control plane")
+
+	ready := time.Now()
+	if err := f.SetReady(ctx, "late-1", true); err != nil {
+		t.Fatal(err)
+	}
+	awaitBridged(t, f, "late-1", name, []string{"base", "app"}, time.Minute)
+	t.Logf("late-1: both modules there %s after its control plane was marked ready", time.Since(ready).Round(100*time.Millisecond))
+	out := awaitPlan(ctx, t, cli, work, rc, "late-1: base ")
+	for _, want := range []string{"Bridge For Joiners", "hands joiners: app ", "Joined since the last apply, given modules by the bridge"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the plan does not say %q:\n%s", want, acctest.Tail(out, 60))
+		}
+	}
+	t.Logf("the plan after the join:\n%s", acctest.Tail(out, 40))
+	acctest.RunCLI(ctx, t, cli, work, rc, "apply", "-auto-approve")
+	out, _ = acctest.RunCLI(ctx, t, cli, work, rc, "plan")
+	if strings.Contains(out, "late-1:") {
+		t.Errorf("the plan after the takeover still lists late-1 as a joiner:\n%s", acctest.Tail(out, 40))
+	}
+}
+
+// awaitPlan plans until the output holds want (Cluster API binds and applies on its own time),
+// and returns that output.
+func awaitPlan(ctx context.Context, t *testing.T, cli, work, rc, want string) string {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		out, _ := acctest.RunCLI(ctx, t, cli, work, rc, "plan")
+		if strings.Contains(out, want) {
+			return out
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no plan within a minute says %q; the last:\n%s", want, acctest.Tail(out, 60))
+		}
+		time.Sleep(2 * time.Second)
+	}
 }

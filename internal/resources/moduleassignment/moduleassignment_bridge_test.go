@@ -16,6 +16,7 @@ func TestBridgeText(t *testing.T) {
 		Joiners: []crsbridge.Joiner{
 			{Cluster: "new-1", Modules: []crsbridge.Given{{Module: "cni", Revision: "c1", Applied: true}, {Module: "policy", Revision: "p1", Applied: true}}},
 			{Cluster: "new-2", Modules: []crsbridge.Given{{Module: "cni"}}},
+			{Cluster: "new-3"},
 		}}
 	got := bridgeText(v, spec)
 	for _, want := range []string{
@@ -23,6 +24,7 @@ func TestBridgeText(t *testing.T) {
 		"It moves to cni c2 once a cluster of this apply verifies it",
 		"new-1: cni c1, policy p1",
 		"new-2: cni (not applied yet: Cluster API retries)",
+		"new-3: nothing yet: Cluster API waits for its control plane",
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("missing %q in:\n%s", want, got)
