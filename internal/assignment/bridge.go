@@ -168,12 +168,18 @@ type BridgeView struct {
 	Exists    bool
 	Revisions map[string]string
 	Joiners   []crsbridge.Joiner
+	// Left are the joiners the selector no longer picks, before an apply took them over: what
+	// the bridge gave them stays there (a ClusterResourceSet never deletes), and no apply of
+	// this assignment touches it.
+	Left []crsbridge.Joiner
 }
 
 // ReadBridge reads the assignment's bridge and the joiners it served: clusters Cluster API's
 // ClusterResourceSetBinding says got a module from it and whose assignment bindings do not
 // hold that module (joined since the last apply).
-func ReadBridge(ctx context.Context, svc *delivery.Service, spec Spec, bindings map[string][]records.ModuleBinding) (*BridgeView, error) {
+//
+// picked, when not nil, are the clusters the assignment picks now: a joiner outside it left.
+func ReadBridge(ctx context.Context, svc *delivery.Service, spec Spec, bindings map[string][]records.ModuleBinding, picked map[string]bool) (*BridgeView, error) {
 	store := crsbridge.NewStore(svc.ManagementClient())
 	held, err := store.Read(ctx, spec.Key, spec.ClusterNamespace)
 	if err != nil {
@@ -194,7 +200,11 @@ func ReadBridge(ctx context.Context, svc *delivery.Service, spec Spec, bindings 
 		// A cluster Cluster API bound but could not reach yet has no module: waiting, listed
 		// unless the assignment has it already.
 		waiting := len(j.Modules) == 0 && len(bindings[j.Cluster]) == 0
-		if len(fresh) > 0 || waiting {
+		switch {
+		case len(fresh) == 0 && !waiting:
+		case picked != nil && !picked[j.Cluster]:
+			v.Left = append(v.Left, crsbridge.Joiner{Cluster: j.Cluster, Modules: fresh})
+		default:
 			v.Joiners = append(v.Joiners, crsbridge.Joiner{Cluster: j.Cluster, Modules: fresh})
 		}
 	}

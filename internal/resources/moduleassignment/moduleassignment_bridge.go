@@ -111,7 +111,7 @@ func (m *Model) followJoins(ctx context.Context) (*assignment.FollowJoins, diag.
 // value when no module and nothing of the bridge changes, otherwise known after apply) and warns
 // what the bridge hands out and to whom it gave modules since the last apply.
 func planBridge(ctx context.Context, diags *diag.Diagnostics, svc *delivery.Service, plan, prior *Model, spec assignment.Spec, query fleet.Query,
-	bindings map[string][]records.ModuleBinding) {
+	obs *assignment.Observation) {
 	if spec.FollowJoins == nil {
 		plan.Bridge = types.MapNull(types.StringType)
 		return
@@ -124,7 +124,15 @@ func planBridge(ctx context.Context, diags *diag.Diagnostics, svc *delivery.Serv
 	if prior != nil && !prior.Bridge.IsNull() && !prior.Bridge.IsUnknown() && prior.Revisions.Equal(plan.Revisions) && prior.FollowJoins.Equal(plan.FollowJoins) {
 		plan.Bridge = prior.Bridge
 	}
-	view, err := assignment.ReadBridge(ctx, svc, spec, bindings)
+	var bindings map[string][]records.ModuleBinding
+	var picked map[string]bool
+	if obs != nil {
+		bindings, picked = obs.Bindings, map[string]bool{}
+		for _, c := range obs.Clusters {
+			picked[c.Name] = true
+		}
+	}
+	view, err := assignment.ReadBridge(ctx, svc, spec, bindings, picked)
 	if err != nil {
 		diags.Append(diagnostics.FromError(err, "Cannot Read The Bridge"))
 		return
@@ -153,6 +161,12 @@ func bridgeText(v *assignment.BridgeView, spec assignment.Spec) string {
 	if len(v.Joiners) > 0 {
 		b.WriteString("\nJoined since the last apply, given modules by the bridge (this apply takes them over):")
 		for _, j := range v.Joiners {
+			fmt.Fprintf(&b, "\n  %s: %s", j.Cluster, j.String())
+		}
+	}
+	if len(v.Left) > 0 {
+		b.WriteString("\nLeft before an apply took them over (no longer picked; what the bridge gave them stays there, and no apply of this assignment removes it):")
+		for _, j := range v.Left {
 			fmt.Fprintf(&b, "\n  %s: %s", j.Cluster, j.String())
 		}
 	}
@@ -207,7 +221,7 @@ func (m *Model) readBridge(ctx context.Context, svc *delivery.Service, spec assi
 		m.Bridge = types.MapNull(types.StringType)
 		return diags
 	}
-	view, err := assignment.ReadBridge(ctx, svc, spec, nil)
+	view, err := assignment.ReadBridge(ctx, svc, spec, nil, nil)
 	if err != nil {
 		diags.Append(diagnostics.FromError(err, "Cannot Read The Bridge"))
 		return diags

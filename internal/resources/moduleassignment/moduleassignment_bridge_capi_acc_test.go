@@ -315,7 +315,8 @@ func expectTakenOver(f *testbed.Fleet, cluster, ns string, uids map[string]types
 // TestAccCAPIBridge_planListsJoiner drives the CLI as a user would and reads the plan's text: a
 // cluster that joins before its control plane is reachable is listed as waiting; once it is,
 // Cluster API applies the bridge, and the next plan lists what it got from which bridge; after
-// the apply that takes it over, the plan lists no joiner.
+// the apply that takes it over, the plan lists no joiner; one that stops matching before an apply
+// took it over is listed as having left.
 func TestAccCAPIBridge_planListsJoiner(t *testing.T) {
 	name := acctest.UniqueLabel("bridgeplan")
 	f := bridgeFleet(t, name)
@@ -357,6 +358,19 @@ func TestAccCAPIBridge_planListsJoiner(t *testing.T) {
 	out, _ = acctest.RunCLI(ctx, t, cli, work, rc, "plan")
 	if strings.Contains(out, "late-1:") {
 		t.Errorf("the plan after the takeover still lists late-1 as a joiner:\n%s", acctest.Tail(out, 40))
+	}
+
+	// A joiner that stops matching before an apply took it over is shown as having left.
+	if err := f.AddWorkload(ctx, testbed.WorkloadSpec{Name: "late-2", Labels: map[string]string{name: "yes"}, Ready: true, ClusterAPI: true}); err != nil {
+		t.Fatal(err)
+	}
+	awaitBridged(t, f, "late-2", name, []string{"base", "app"}, time.Minute)
+	if err := f.SetLabels(ctx, "late-2", map[string]string{}); err != nil {
+		t.Fatal(err)
+	}
+	out = awaitPlan(ctx, t, cli, work, rc, "Left before an apply took them over")
+	if !strings.Contains(out, "late-2: base ") {
+		t.Errorf("the plan does not name late-2 as left with what it got:\n%s", acctest.Tail(out, 40))
 	}
 }
 

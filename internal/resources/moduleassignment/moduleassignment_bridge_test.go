@@ -17,7 +17,8 @@ func TestBridgeText(t *testing.T) {
 			{Cluster: "new-1", Modules: []crsbridge.Given{{Module: "cni", Revision: "c1", Applied: true}, {Module: "policy", Revision: "p1", Applied: true}}},
 			{Cluster: "new-2", Modules: []crsbridge.Given{{Module: "cni"}}},
 			{Cluster: "new-3"},
-		}}
+		},
+		Left: []crsbridge.Joiner{{Cluster: "gone-1", Modules: []crsbridge.Given{{Module: "cni", Revision: "c1", Applied: true}}}}}
 	got := bridgeText(v, spec)
 	for _, want := range []string{
 		"ClusterResourceSet fleet/gradual.x.bridge hands joiners: cni c1, policy p1.",
@@ -25,6 +26,8 @@ func TestBridgeText(t *testing.T) {
 		"new-1: cni c1, policy p1",
 		"new-2: cni (not applied yet: Cluster API retries)",
 		"new-3: nothing yet: Cluster API waits for its control plane",
+		"Left before an apply took them over",
+		"gone-1: cni c1",
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("missing %q in:\n%s", want, got)

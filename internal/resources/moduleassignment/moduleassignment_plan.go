@@ -17,7 +17,6 @@ import (
 	"github.com/gradual-dev/terraform-provider-gradual/internal/delivery"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/diagnostics"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/fleet"
-	"github.com/gradual-dev/terraform-provider-gradual/internal/records"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/ignoreattr"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/manifesttype"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/shared"
@@ -147,11 +146,7 @@ func (r *assignmentResource) planFleet(ctx context.Context, resp *resource.Modif
 		waves += len(w)
 	}
 	shared.WarnWavesOutlast(ctx, &resp.Diagnostics, plan.Timeouts, prior == nil, waves, spec.Policy)
-	var bindings map[string][]records.ModuleBinding
-	if res.Observation != nil {
-		bindings = res.Observation.Bindings
-	}
-	planBridge(ctx, &resp.Diagnostics, svc, plan, prior, spec, query, bindings)
+	planBridge(ctx, &resp.Diagnostics, svc, plan, prior, spec, query, res.Observation)
 	resp.Diagnostics.Append(resp.Plan.Set(ctx, plan)...)
 }
 
