@@ -192,9 +192,17 @@ func applyBridge(ctx context.Context, diags *diag.Diagnostics, svc *delivery.Ser
 		}
 		return
 	}
+	if spec.FollowJoins == nil && plan.private.Bridged == nil {
+		plan.Bridge = types.MapNull(types.StringType)
+		return // never bridged: nothing to remove, and nothing asked of Cluster API's API
+	}
 	out, err := assignment.UpdateBridge(ctx, svc, spec, query, res.Bindings)
 	if err != nil {
 		diags.Append(diagnostics.FromError(err, "Bridge Not Updated"))
+	} else if spec.FollowJoins == nil {
+		plan.private.Bridged = nil
+	} else {
+		plan.private.Bridged = &bridged
 	}
 	if out == nil {
 		if plan.Bridge.IsUnknown() {
@@ -214,6 +222,9 @@ func applyBridge(ctx context.Context, diags *diag.Diagnostics, svc *delivery.Ser
 	}
 }
 
+// bridged is what private.Bridged points to once an apply wrote the bridge.
+var bridged = true
+
 // readBridge sets `bridge` from the bridge as it is (refresh).
 func (m *Model) readBridge(ctx context.Context, svc *delivery.Service, spec assignment.Spec) diag.Diagnostics {
 	var diags diag.Diagnostics
@@ -227,5 +238,8 @@ func (m *Model) readBridge(ctx context.Context, svc *delivery.Service, spec assi
 		return diags
 	}
 	m.Bridge, diags = types.MapValueFrom(ctx, types.StringType, view.Revisions)
+	if view.Exists || len(view.Revisions) > 0 {
+		m.private.Bridged = &bridged
+	}
 	return diags
 }

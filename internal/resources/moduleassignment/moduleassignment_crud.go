@@ -264,10 +264,13 @@ func (r *assignmentResource) Delete(ctx context.Context, req resource.DeleteRequ
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	// The bridge goes first: a cluster joining during the destroy must not get modules the
-	// destroy is removing.
-	if err := assignment.RemoveBridge(ctx, svc, spec); err != nil {
-		resp.Diagnostics.Append(diagnostics.FromError(err, "Module Assignment Delete Failed"))
-		return
+	// destroy is removing. An assignment that never had one asks nothing of Cluster API's API.
+	resp.Diagnostics.Append(state.LoadPrivate(ctx, req.Private)...)
+	if spec.FollowJoins != nil || state.private.Bridged != nil {
+		if err := assignment.RemoveBridge(ctx, svc, spec); err != nil {
+			resp.Diagnostics.Append(diagnostics.FromError(err, "Module Assignment Delete Failed"))
+			return
+		}
 	}
 	warnings, err := assignment.Destroy(ctx, svc, spec, query, func(msg string, fields map[string]any) { tflog.Info(ctx, msg, fields) })
 	for _, w := range warnings {

@@ -72,7 +72,7 @@ func (r *assignmentResource) ModifyPlan(ctx context.Context, req resource.Modify
 	}
 	// The waves of an earlier plan never carry over: only this plan's are carried out.
 	if prior != nil {
-		plan.private.Clusters = prior.private.Clusters
+		plan.private.Clusters, plan.private.Bridged = prior.private.Clusters, prior.private.Bridged
 	}
 	defer func() { resp.Diagnostics.Append(plan.SavePrivate(ctx, resp.Private)...) }()
 	// Terraform proposes the prior state unchanged when the configuration did not change.
