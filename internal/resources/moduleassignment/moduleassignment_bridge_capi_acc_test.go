@@ -316,7 +316,7 @@ func expectTakenOver(f *testbed.Fleet, cluster, ns string, uids map[string]types
 // cluster that joins before its control plane is reachable is listed as waiting; once it is,
 // Cluster API applies the bridge, and the next plan lists what it got from which bridge; after
 // the apply that takes it over, the plan lists no joiner; one that stops matching before an apply
-// took it over is listed as having left.
+// took it over is listed as having left; removing follow_joins removes the bridge.
 func TestAccCAPIBridge_planListsJoiner(t *testing.T) {
 	name := acctest.UniqueLabel("bridgeplan")
 	f := bridgeFleet(t, name)
@@ -354,7 +354,8 @@ func TestAccCAPIBridge_planListsJoiner(t *testing.T) {
 		}
 	}
 	t.Logf("the plan after the join:\n%s", acctest.Tail(out, 40))
-	acctest.RunCLI(ctx, t, cli, work, rc, "apply", "-auto-approve")
+	_, took := acctest.RunCLI(ctx, t, cli, work, rc, "apply", "-auto-approve")
+	t.Logf("the apply that took late-1 over took %s", took.Round(100*time.Millisecond))
 	out, _ = acctest.RunCLI(ctx, t, cli, work, rc, "plan")
 	if strings.Contains(out, "late-1:") {
 		t.Errorf("the plan after the takeover still lists late-1 as a joiner:\n%s", acctest.Tail(out, 40))
@@ -368,9 +369,31 @@ func TestAccCAPIBridge_planListsJoiner(t *testing.T) {
 	if err := f.SetLabels(ctx, "late-2", map[string]string{}); err != nil {
 		t.Fatal(err)
 	}
+	left := time.Now()
 	out = awaitPlan(ctx, t, cli, work, rc, "Left before an apply took them over")
+	t.Logf("the plan lists late-2 as left %s after its label went", time.Since(left).Round(100*time.Millisecond))
 	if !strings.Contains(out, "late-2: base ") {
 		t.Errorf("the plan does not name late-2 as left with what it got:\n%s", acctest.Tail(out, 40))
+	}
+
+	// follow_joins turned off: the apply removes the bridge.
+	off := acctest.DevOverridesConfig(f) + assignmentConfig(f, "test", name, name, "", base, app)
+	if err := os.WriteFile(work+"/main.tf", []byte(off), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, took = acctest.RunCLI(ctx, t, cli, work, rc, "apply", "-auto-approve")
+	t.Logf("the apply that turned follow_joins off took %s", took.Round(100*time.Millisecond))
+	mc, err := f.ManagementClient()
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := records.Key{Kind: records.KindAssignment, Namespace: f.Namespace, Name: name}
+	held, err := crsbridge.NewStore(mc).Read(ctx, key, f.Namespace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if held.Exists || len(held.Revisions) > 0 {
+		t.Errorf("follow_joins removed, the bridge is still there: %+v", held)
 	}
 }
 
