@@ -48,7 +48,9 @@ func (s *Store) Read(ctx context.Context, key records.Key, namespace string) (*H
 	crs.SetGroupVersionKind(crsGVK)
 	switch err := s.c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: Name(key)}, crs); {
 	case err == nil:
-		h.Exists = crs.GetAnnotations()[records.AnnotationRolloutKey] == key.String()
+		// Deleted, it may stay a moment: Cluster API's finalizer goes once its controller saw
+		// the deletion. It hands out nothing from then on.
+		h.Exists = crs.GetAnnotations()[records.AnnotationRolloutKey] == key.String() && crs.GetDeletionTimestamp() == nil
 	case apierrors.IsNotFound(err), meta.IsNoMatchError(err):
 	default:
 		return nil, fmt.Errorf("read the bridge %s/%s: %w", namespace, Name(key), err)
