@@ -78,7 +78,8 @@ func bridgeFleet(t *testing.T, label string) *testbed.Fleet {
 // plan lists) names it with both revisions; the next apply takes it over (bindings, the modules'
 // field managers) with no object re-created, as the module's own (destroy deletes them, which it
 // never does to adopted objects); a revision recorded invalid never reaches a joiner (the
-// bridge keeps the last verified); destroy removes the bridge.
+// bridge keeps the last verified); a revision verified moves the bridge in the same apply;
+// destroy removes the bridge.
 func TestAccCAPIBridge_joinerBetweenApplies(t *testing.T) {
 	name := acctest.UniqueLabel("bridge")
 	f := bridgeFleet(t, name)
@@ -119,6 +120,9 @@ spec:
         - name: web
           image: registry.example/web:2
 `, name)
+	appV3 := app
+	appV3.version = "3.0.0"
+	appV3.manifests = strings.Replace(app.manifests, "setting: v1", "setting: v3", 1)
 	follow := fmt.Sprintf(`follow_joins = { labels = { %q = %q } }`, clusterv1.WatchLabel, testbed.ClusterAPIWatchFilter)
 	config := acctest.ProviderConfig(f) + assignmentConfig(f, "test", name, name, follow, base, app)
 	broken := acctest.ProviderConfig(f) + assignmentConfig(f, "test", name, name, follow, base, appBroken)
@@ -206,6 +210,26 @@ spec:
 				Config: config,
 				Check: resource.ComposeAggregateTestCheckFunc(
 					func(*terraform.State) error { return expectSetting(f, "joiner-2", name, "app", "v1") },
+				),
+			},
+			{
+				// app v3 is verified on the members: the bridge moves to it in the same apply.
+				Config: acctest.ProviderConfig(f) + assignmentConfig(f, "test", name, name, follow, base, appV3),
+				Check: resource.ComposeAggregateTestCheckFunc(
+					func(s *terraform.State) error {
+						attrs := s.RootModule().Resources[res].Primary.Attributes
+						if attrs["bridge.app"] == "" || attrs["bridge.app"] != attrs["revisions.app"] {
+							return fmt.Errorf("bridge.app = %q after v3 was verified, want revisions.app %q", attrs["bridge.app"], attrs["revisions.app"])
+						}
+						cm := &corev1.ConfigMap{}
+						if err := mc.Get(context.Background(), client.ObjectKey{Namespace: f.Namespace, Name: crsbridge.ConfigMapName(key, "app")}, cm); err != nil {
+							return err
+						}
+						if !strings.Contains(cm.Data["manifests.yaml"], "setting: v3") || cm.Annotations[crsbridge.AnnotationRevision] != attrs["revisions.app"] {
+							return fmt.Errorf("the bridge's ConfigMap of app holds revision %s:\n%s", cm.Annotations[crsbridge.AnnotationRevision], cm.Data["manifests.yaml"])
+						}
+						return nil
+					},
 				),
 			},
 		},
