@@ -11,7 +11,7 @@ mod=$(go list -m)
 layer() {
   case "$1" in
     internal/engine | internal/clock | internal/manifest | internal/fieldpath | internal/health | internal/inplace | internal/settings | internal/usererr | internal/window) echo "1 pure core (no Terraform, no Kubernetes clients)" ;;
-    internal/apply | internal/blame | internal/records | internal/fleet | internal/fluxdelivery | internal/clientconfig | internal/extension | internal/inplace/owners | internal/inplace/ownerupdate) echo "2 cluster access" ;;
+    internal/apply | internal/blame | internal/records | internal/fleet | internal/fluxdelivery | internal/crsbridge | internal/clientconfig | internal/extension | internal/inplace/owners | internal/inplace/ownerupdate) echo "2 cluster access" ;;
     internal/delivery | internal/assignment | internal/inplace/fleetupdate) echo "3 orchestration (the engine's Worlds)" ;;
     internal/provider | internal/providerdata | internal/resources/* | internal/functions | internal/diagnostics) echo "4 Terraform glue" ;;
     *) echo "5 test beds and acceptance wiring" ;;

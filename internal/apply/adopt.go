@@ -31,7 +31,19 @@ type Existing struct {
 	// nil when it is larger than MaxSavedSize. SavedSize is that size either way.
 	Saved     json.RawMessage
 	SavedSize int
+	// Bridge is the object's gradual.dev/bridge annotation: the field manager of the module
+	// whose bridge (a ClusterResourceSet, internal/crsbridge) created it on a cluster that
+	// joined between applies; "" for any other object.
+	Bridge string
 }
+
+// AnnotationBridge marks the objects a module assignment's bridge hands to joiners
+// (internal/crsbridge sets it; the value is the module's field manager).
+const AnnotationBridge = "gradual.dev/bridge"
+
+// Bridged reports whether our own bridge created the object: it is ours to take over, not
+// someone else's to adopt, though Cluster API's field manager made it.
+func (e Existing) Bridged(ours string) bool { return e.Bridge != "" && e.Bridge == ours }
 
 // Foreign reports whether a field manager other than ours manages the object, or none does
 // (it predates field management): someone else made it. An object only we manage was made by
@@ -67,7 +79,7 @@ func (a *Applier) Existing(ctx context.Context, objs []*unstructured.Unstructure
 			case live.GetDeletionTimestamp() != nil:
 				return nil // going: what the bundle applies will be a new object
 			}
-			e := &Existing{Object: ref, Managers: managersOf(live.GetManagedFields())}
+			e := &Existing{Object: ref, Managers: managersOf(live.GetManagedFields()), Bridge: live.GetAnnotations()[AnnotationBridge]}
 			raw, err := json.Marshal(savedContent(live))
 			if err != nil {
 				return &ObjectError{Object: ref, Op: "save", Err: err}
@@ -119,6 +131,38 @@ func (a *Applier) Release(ctx context.Context, refs []ObjectRef) error {
 		all := live.GetManagedFields()
 		kept := slices.DeleteFunc(slices.Clone(all), func(mf metav1.ManagedFieldsEntry) bool { return a.ours(mf.Manager) })
 		return kept, len(kept) != len(all), nil
+	})
+}
+
+// TakeOver makes the objects of refs, which our own bridge created on a cluster that joined
+// between applies (Existing.Bridged), ours: the creator's field manager entry (the oldest of
+// the update operations: ClusterResourceSet creates each object once and writes it no more) is
+// renamed to this Applier's field manager, as an apply. Other writers' entries are left alone,
+// so a controller that set a field since keeps it. Each write is guarded by the resourceVersion
+// read. Objects gone are fine.
+func (a *Applier) TakeOver(ctx context.Context, refs []ObjectRef) error {
+	return a.editManagedFields(ctx, refs, "take over", func(live *metav1.PartialObjectMetadata) ([]metav1.ManagedFieldsEntry, bool, error) {
+		if live.GetAnnotations()[AnnotationBridge] != a.opts.FieldManager {
+			return nil, false, nil
+		}
+		creator := -1
+		for i, e := range live.GetManagedFields() {
+			if e.Operation == metav1.ManagedFieldsOperationUpdate && !a.ours(e.Manager) && e.Subresource == "" &&
+				(creator < 0 || e.Time != nil && live.GetManagedFields()[creator].Time != nil && e.Time.Before(live.GetManagedFields()[creator].Time)) {
+				creator = i
+			}
+		}
+		if creator < 0 {
+			return nil, false, nil
+		}
+		u := &unstructured.Unstructured{}
+		u.SetManagedFields(live.GetManagedFields())
+		name := live.GetManagedFields()[creator].Manager
+		patches, err := ssa.PatchReplaceFieldsManagers(u, []ssa.FieldManager{{Name: name, ExactMatch: true, OperationType: metav1.ManagedFieldsOperationUpdate}}, a.opts.FieldManager)
+		if err != nil || len(patches) == 0 {
+			return nil, false, err
+		}
+		return patches[0].Value, true, nil
 	})
 }
 

@@ -93,6 +93,8 @@ type Spec struct {
 	// over the module's objects on a cluster whose records of it are gone, instead of holding
 	// that cluster back (delivery.Spec.AdoptUnrecorded).
 	AdoptUnrecorded bool
+	// FollowJoins, when set, keeps the assignment's bridge for joiners (bridge.go).
+	FollowJoins *FollowJoins
 }
 
 // ModuleKey is the records key of one module of the assignment. Assignment and module names

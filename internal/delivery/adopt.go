@@ -32,8 +32,11 @@ import (
 // are objects of the rollout whose records are gone (unrecorded.go): with adoptUnrecorded they
 // are adopted like someone else's, otherwise they are returned as unrecorded, for the caller
 // to hold the cluster back.
+//
+// bridged are the objects the key's own bridge created (apply.Existing.Bridged): the caller
+// takes them over (apply.Applier.TakeOver) once the provisioning record holds them.
 func adoptions(ctx context.Context, c *conn, cluster string, state *records.State, objs []*unstructured.Unstructured, adoptUnrecorded bool) (
-	adopted []records.Adopted, claims []Claim, unrecorded []string, err error) {
+	adopted []records.Adopted, claims []Claim, unrecorded []string, bridged []apply.ObjectRef, err error) {
 	prior := state.AdoptedOf()
 	fresh := freshOf(state, objs)
 	adopted = make([]records.Adopted, 0, len(prior))
@@ -43,7 +46,7 @@ func adoptions(ctx context.Context, c *conn, cluster string, state *records.Stat
 	if len(fresh) > 0 {
 		found, err := c.applier.Existing(ctx, fresh)
 		if err != nil {
-			return nil, nil, nil, fmt.Errorf("read which objects exist already: %w", err)
+			return nil, nil, nil, nil, fmt.Errorf("read which objects exist already: %w", err)
 		}
 		claims = claimsOf(found, cluster, c.manager, nil)
 		if holdsNothing(state) && !adoptUnrecorded {
@@ -56,13 +59,19 @@ func adoptions(ctx context.Context, c *conn, cluster string, state *records.Stat
 			}
 		}
 		for _, e := range found {
+			// What the assignment's own bridge created on a joiner is the module's: taken over
+			// as it is, never adopted (internal/crsbridge).
+			if e.Bridged(c.manager) && !taken[e.Object.String()] {
+				bridged = append(bridged, e.Object)
+				continue
+			}
 			if e.Foreign(c.manager) || taken[e.Object.String()] {
 				adopted = append(adopted, records.Adopted{Object: e.Object, Managers: e.Managers, Saved: e.Saved, SavedSize: e.SavedSize})
 			}
 		}
 	}
 	slices.SortFunc(adopted, func(a, b records.Adopted) int { return compareIdentity(a.Object.Identity(), b.Object.Identity()) })
-	return adopted, claims, unrecorded, nil
+	return adopted, claims, unrecorded, bridged, nil
 }
 
 // freshOf is the objects of objs that state neither holds (any revision's inventory) nor

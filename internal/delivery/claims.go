@@ -134,7 +134,7 @@ func (s *Service) clusterOwnership(ctx context.Context, spec Spec, name string, 
 	}
 	var found []Found
 	for _, e := range existing {
-		if fresh[e.Object.Identity()] && e.Foreign(c.manager) {
+		if fresh[e.Object.Identity()] && e.Foreign(c.manager) && !e.Bridged(c.manager) {
 			found = append(found, Found{Cluster: name, Object: e.Object.String(), Managers: e.Managers})
 		}
 	}

@@ -808,3 +808,6 @@ func (e *env) goneReason(_ context.Context, namespace, name string, withoutSecre
 	}
 	return "", nil
 }
+
+// TakeOver: the fake makes no object through a bridge, so there is nothing to take over.
+func (c *fakeCluster) TakeOver(context.Context, []apply.ObjectRef) error { return nil }

@@ -80,6 +80,7 @@ type objectApplier interface {
 	Existing(ctx context.Context, objs []*unstructured.Unstructured) ([]apply.Existing, error)
 	Release(ctx context.Context, refs []apply.ObjectRef) error
 	Orphan(ctx context.Context, refs []apply.ObjectRef) error
+	TakeOver(ctx context.Context, refs []apply.ObjectRef) error
 	Revert(ctx context.Context, saved []*unstructured.Unstructured) error
 }
 

@@ -455,7 +455,7 @@ func (r directRun) provisioning(ctx context.Context, c *conn, store *records.Wor
 	if err != nil {
 		return fmt.Errorf("read records: %w", err)
 	}
-	adopted, claims, unrecorded, err := adoptions(ctx, c, ev.Target, state, set.Objects, w.spec.AdoptUnrecorded)
+	adopted, claims, unrecorded, bridged, err := adoptions(ctx, c, ev.Target, state, set.Objects, w.spec.AdoptUnrecorded)
 	if err != nil {
 		return err
 	}
@@ -471,12 +471,18 @@ func (r directRun) provisioning(ctx context.Context, c *conn, store *records.Wor
 		// unsettled, which counts against max_unsettled, for the next plan to show.
 		return engine.Mark(engine.ErrChangeRefused, errors.New(RecordsMissingReason(unrecorded)))
 	}
-	return store.MarkProvisioning(ctx, key, records.Revision{
+	if err := store.MarkProvisioning(ctx, key, records.Revision{
 		Revision:  ev.Revision,
 		Manifests: desired,
 		Inventory: inventoryOf(set.Objects),
 		Adopted:   adopted,
-	})
+	}); err != nil {
+		return err
+	}
+	// What the key's bridge gave a joiner is the key's from now on (its inventory says so):
+	// its fields pass to the key's field manager, so that the apply, which leaves matching
+	// objects alone, and later prunes and deletes treat them as the key's own.
+	return c.applier.TakeOver(ctx, bridged)
 }
 
 func (w *world) logRun(ev engine.Event) {

@@ -242,6 +242,12 @@ func clusterObject(namespace string, w *Workload) *clusterv1.Cluster {
 	if spec.Paused {
 		cl.Spec.Paused = ptr.To(true)
 	}
+	if spec.ClusterAPI {
+		if cl.Labels == nil {
+			cl.Labels = map[string]string{}
+		}
+		cl.Labels[clusterv1.WatchLabel] = ClusterAPIWatchFilter
+	}
 	if host, port, ok := hostPort(w.Server); ok {
 		cl.Spec.ControlPlaneEndpoint = clusterv1.APIEndpoint{Host: host, Port: port}
 	}
@@ -328,6 +334,11 @@ func (f *Fleet) applyWorkloadObjects(ctx context.Context, c client.Client, w *Wo
 	f.mu.Unlock()
 
 	name := spec.Name
+	if spec.ClusterAPI && spec.hasControlPlane() {
+		if err := f.clusterAPIManaged(ctx, c, w, kubeconfigPath); err != nil {
+			return err
+		}
+	}
 	if err := apply(ctx, c, infraObject(f.Namespace, spec)); err != nil {
 		return fmt.Errorf("cluster %s: apply GradualCluster: %w", name, err)
 	}

@@ -61,6 +61,9 @@ type WorkloadSpec struct {
 	// SharesWith names another workload of the same fleet whose control plane this Cluster uses
 	// (no control plane of its own): how a few kwok API servers present many Clusters. See scale.go.
 	SharesWith string `json:"sharesWith,omitempty"`
+	// ClusterAPI: the fleet's Cluster API controllers (Options.ClusterAPI) reconcile the Cluster,
+	// as if they had provisioned it, while its API server is a kwok one (capimanaged.go).
+	ClusterAPI bool `json:"clusterAPI,omitempty"`
 }
 
 // hasControlPlane reports whether the workload gets a kwok cluster of its own.

@@ -70,6 +70,7 @@ func (r *assignmentResource) apply(ctx context.Context, timeout time.Duration, p
 		}
 	}
 	diags.Append(plan.settleOutcome(ctx, svc, query, spec, res)...)
+	applyBridge(ctx, diags, svc, plan, spec, query, res)
 	if err != nil {
 		diags.Append(diagnostics.FromError(err, "Module Assignment Failed"))
 		return false
@@ -232,6 +233,7 @@ func (r *assignmentResource) Read(ctx context.Context, req resource.ReadRequest,
 		resp.Diagnostics.Append(state.setObjects(ctx, spec)...)
 	}
 	resp.Diagnostics.Append(state.setObserved(ctx, obs, spec)...)
+	resp.Diagnostics.Append(state.readBridge(ctx, svc, spec)...)
 	if state.Leaving.IsNull() || state.Leaving.IsUnknown() {
 		state.setLeaving(nil) // imported, or written by a version without `leaving`
 	}
@@ -265,6 +267,15 @@ func (r *assignmentResource) Delete(ctx context.Context, req resource.DeleteRequ
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
+	// The bridge goes first: a cluster joining during the destroy must not get modules the
+	// destroy is removing. An assignment that never had one asks nothing of Cluster API's API.
+	resp.Diagnostics.Append(state.LoadPrivate(ctx, req.Private)...)
+	if spec.FollowJoins != nil || state.private.Bridged != nil {
+		if err := assignment.RemoveBridge(ctx, svc, spec); err != nil {
+			resp.Diagnostics.Append(diagnostics.FromError(err, "Module Assignment Delete Failed"))
+			return
+		}
+	}
 	warnings, err := assignment.Destroy(ctx, svc, spec, query, func(msg string, fields map[string]any) { tflog.Info(ctx, msg, fields) },
 		func(note string) { resp.Diagnostics.AddWarning("Objects Left In Place", note) })
 	for _, w := range warnings {

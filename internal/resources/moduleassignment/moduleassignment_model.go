@@ -68,6 +68,9 @@ type Model struct {
 	Waves     types.Map  `tfsdk:"waves"`
 	Leaving   types.List `tfsdk:"leaving"`
 	Skipped   types.Map  `tfsdk:"skipped"`
+	// FollowJoins and Bridge: the bridge for joiners (moduleassignment_bridge.go).
+	FollowJoins types.Object `tfsdk:"follow_joins"`
+	Bridge      types.Map    `tfsdk:"bridge"`
 
 	// private is kept in the resource's private state (see moduleassignment_private.go), out of plans.
 	private privateState
@@ -272,6 +275,8 @@ func (m *Model) spec(ctx context.Context) (assignment.Spec, diag.Diagnostics) {
 	diags.Append(m.specVerify(ctx, &spec)...)
 	spec.Preview = delivery.PreviewSpec{Mode: m.Preview.ValueString()}
 	m.refuseWithFlux(&diags)
+	spec.FollowJoins, d = m.followJoins(ctx)
+	diags.Append(d...)
 	return spec, diags
 }
 
@@ -476,7 +481,9 @@ func (m *Model) setWaves(waves map[string][][]string, canary []string) {
 // storedConfig is what the management cluster keeps of the configuration, so `terraform
 // import` can restore it. Field names are part of the record format.
 type storedConfig struct {
-	Selector fleet.LabelSelector `json:"selector"`
+	// FollowJoins is follow_joins (nil when off), so that import restores it.
+	FollowJoins *storedFollowJoins  `json:"followJoins,omitempty"`
+	Selector    fleet.LabelSelector `json:"selector"`
 	// Names picks the clusters instead of Selector when set (omitted when unset, so records
 	// from before it existed read as a selector).
 	Names          []string               `json:"names,omitempty"`
@@ -574,6 +581,8 @@ func (m *Model) configRecord(ctx context.Context) ([]byte, diag.Diagnostics) {
 	diags.Append(d...)
 	c.Flux, d = m.fluxSettings(ctx)
 	diags.Append(d...)
+	c.FollowJoins, d = m.storeFollowJoins(ctx)
+	diags.Append(d...)
 	raw, err := json.Marshal(c)
 	if err != nil {
 		diags.AddError("Cannot Record Configuration", err.Error())
@@ -640,6 +649,7 @@ func (m *Model) fromConfigRecord(ctx context.Context, raw []byte) diag.Diagnosti
 	m.Values, d = shared.ValuesValue(ctx, c.Values)
 	diags.Append(d...)
 	m.Delivery = shared.DeliveryValue(c.Flux)
+	m.FollowJoins = c.FollowJoins.value()
 	m.Verify = types.ObjectValueMust(verifyAttrTypes, map[string]attr.Value{
 		"timeout": types.StringValue(c.VerifyTimeout), "bake_time": types.StringValue(c.BakeTime),
 		"health_checks": shared.HealthValue(c.HealthChecks), "cluster_gates": types.BoolValue(!c.NoClusterGates),

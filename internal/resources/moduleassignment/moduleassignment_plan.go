@@ -72,7 +72,7 @@ func (r *assignmentResource) ModifyPlan(ctx context.Context, req resource.Modify
 	}
 	// The waves of an earlier plan never carry over: only this plan's are carried out.
 	if prior != nil {
-		plan.private.Clusters = prior.private.Clusters
+		plan.private.Clusters, plan.private.Bridged = prior.private.Clusters, prior.private.Bridged
 	}
 	defer func() { resp.Diagnostics.Append(plan.SavePrivate(ctx, resp.Private)...) }()
 	// Terraform proposes the prior state unchanged when the configuration did not change.
@@ -146,6 +146,7 @@ func (r *assignmentResource) planFleet(ctx context.Context, resp *resource.Modif
 		waves += len(w)
 	}
 	shared.WarnWavesOutlast(ctx, &resp.Diagnostics, plan.Timeouts, prior == nil, waves, spec.Policy)
+	planBridge(ctx, &resp.Diagnostics, svc, plan, prior, spec, query, res.Observation)
 	resp.Diagnostics.Append(resp.Plan.Set(ctx, plan)...)
 }
 

@@ -23,6 +23,10 @@ type privateState struct {
 	// PlannedLeaving are the clusters the plan showed in `leaving`; apply lets go of exactly
 	// those that still leave.
 	PlannedLeaving []string
+	// Bridged is set once an apply wrote the bridge for joiners (follow_joins) and cleared once it
+	// is removed: an assignment that never had one makes no request about it, so no permission
+	// on ClusterResourceSets is needed without follow_joins.
+	Bridged *bool
 }
 
 // Private state keys; values are JSON.
@@ -30,16 +34,17 @@ const (
 	privateClustersKey = "clusters"
 	privateWavesKey    = "planned_waves"
 	privatePlannedKey  = "planned_leaving"
+	privateBridgedKey  = "bridged"
 )
 
 // LoadPrivate reads the private state; a missing key leaves its field nil.
 func (m *Model) LoadPrivate(ctx context.Context, from shared.PrivateGetter) diag.Diagnostics {
 	return shared.LoadPrivateJSON(ctx, from, "assignment", map[string]any{privateClustersKey: &m.private.Clusters, privateWavesKey: &m.private.PlannedWaves,
-		privatePlannedKey: &m.private.PlannedLeaving})
+		privatePlannedKey: &m.private.PlannedLeaving, privateBridgedKey: &m.private.Bridged})
 }
 
 // SavePrivate writes the private state; a nil field removes its key.
 func (m *Model) SavePrivate(ctx context.Context, to shared.PrivateSetter) diag.Diagnostics {
 	return shared.SavePrivateJSON(ctx, to, map[string]any{privateClustersKey: m.private.Clusters, privateWavesKey: m.private.PlannedWaves,
-		privatePlannedKey: m.private.PlannedLeaving})
+		privatePlannedKey: m.private.PlannedLeaving, privateBridgedKey: m.private.Bridged})
 }

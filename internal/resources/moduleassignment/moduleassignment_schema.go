@@ -211,7 +211,9 @@ func (r *assignmentResource) Schema(ctx context.Context, _ resource.SchemaReques
 				Validators:          []validator.String{stringvalidator.RegexMatches(dnsLabel, "must be a DNS label")},
 				PlanModifiers:       []planmodifier.String{stringplanmodifier.RequiresReplace()},
 			},
-			"timeouts": timeouts.Attributes(ctx, timeouts.Opts{Create: true, Update: true, Delete: true}),
+			"timeouts":     timeouts.Attributes(ctx, timeouts.Opts{Create: true, Update: true, Delete: true}),
+			"follow_joins": followJoinsAttribute,
+			"bridge":       bridgeAttribute,
 
 			"revisions": schema.MapAttribute{
 				Computed: true, ElementType: types.StringType,

@@ -1,0 +1,439 @@
+package moduleassignment_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"regexp"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
+	"github.com/hashicorp/terraform-plugin-testing/knownvalue"
+	"github.com/hashicorp/terraform-plugin-testing/plancheck"
+	"github.com/hashicorp/terraform-plugin-testing/statecheck"
+	"github.com/hashicorp/terraform-plugin-testing/terraform"
+	"github.com/hashicorp/terraform-plugin-testing/tfjsonpath"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/gradual-dev/terraform-provider-gradual/internal/acctest"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/crsbridge"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/records"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/testbed"
+)
+
+// bridgeFleet starts a fleet of its own with the real Cluster API controllers and one kwok
+// cluster that Cluster API reconciles (testbed.WorkloadSpec.ClusterAPI), labelled label; it
+// holds the Cluster API fleets' lock (CAPD binds fixed ports) until the test ends. Skipped
+// unless GRADUAL_TEST_CLUSTER_API=1 and the controllers are built.
+func bridgeFleet(t *testing.T, label string) *testbed.Fleet {
+	t.Helper()
+	acctest.PreCheck(t)
+	if os.Getenv("GRADUAL_TEST_CLUSTER_API") != "1" {
+		t.Skip("set GRADUAL_TEST_CLUSTER_API=1 to run against the real Cluster API controllers")
+	}
+	tc, err := testbed.ToolchainFromEnv()
+	if err != nil || !tc.HasClusterAPI() {
+		t.Skipf("Cluster API controllers not built (tools/toolchain.sh cluster-api): %v", err)
+	}
+	lock, err := os.OpenFile("/tmp/gradual-capi.lock", os.O_CREATE|os.O_RDWR, 0o666)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	f, err := testbed.Up(ctx, tc, testbed.Options{ClusterAPI: true, Logf: t.Logf, Workloads: []testbed.WorkloadSpec{
+		{Name: "member-1", Labels: map[string]string{label: "yes"}, Ready: true, ClusterAPI: true},
+	}})
+	t.Cleanup(func() {
+		if f != nil {
+			dctx, dcancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer dcancel()
+			_ = f.Down(dctx)
+		}
+		_ = lock.Close()
+	})
+	if err != nil {
+		t.Fatalf("Cluster API fleet: %v", err)
+	}
+	return f
+}
+
+// TestAccCAPIBridge_joinerBetweenApplies: an assignment of two ordered modules with
+// follow_joins on; a cluster that joins after the apply gets both modules from Cluster API's
+// ClusterResourceSet controller with no Terraform run, within a minute of its control plane
+// being up, and the bridge's reading of Cluster API's ClusterResourceSetBinding (what the next
+// plan lists) names it with both revisions; the next apply takes it over (bindings, the modules'
+// field managers) with no object re-created, as the module's own (destroy deletes them, which it
+// never does to adopted objects); a revision recorded invalid never reaches a joiner (the
+// bridge keeps the last verified); a revision verified moves the bridge in the same apply;
+// destroy removes the bridge.
+func TestAccCAPIBridge_joinerBetweenApplies(t *testing.T) {
+	name := acctest.UniqueLabel("bridge")
+	f := bridgeFleet(t, name)
+	mc, err := f.ManagementClient()
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := module{name: "base", version: "1.0.0", manifests: configMaps(name, "v1", "base")}
+	app := module{name: "app", version: "1.0.0", dependsOn: []string{"base"},
+		manifests: fmt.Sprintf("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: app\n  namespace: %s\ndata:\n  setting: v1\n", name)}
+	// v2 of app never becomes ready (its Deployment's Pods fit no Node): recorded invalid.
+	appBroken := app
+	appBroken.version = "2.0.0"
+	appBroken.manifests = fmt.Sprintf(`apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: app
+  namespace: %[1]s
+data:
+  setting: v2
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: app
+  namespace: %[1]s
+spec:
+  replicas: 1
+  progressDeadlineSeconds: 5
+  selector:
+    matchLabels: {app: app}
+  template:
+    metadata:
+      labels: {app: app}
+    spec:
+      nodeSelector: {gradual.dev/no-such-node: "true"}
+      containers:
+        - name: web
+          image: registry.example/web:2
+`, name)
+	appV3 := app
+	appV3.version = "3.0.0"
+	appV3.manifests = strings.Replace(app.manifests, "setting: v1", "setting: v3", 1)
+	follow := fmt.Sprintf(`follow_joins = { labels = { %q = %q } }`, clusterv1.WatchLabel, testbed.ClusterAPIWatchFilter)
+	config := acctest.ProviderConfig(f) + assignmentConfig(f, "test", name, name, follow, base, app)
+	broken := acctest.ProviderConfig(f) + assignmentConfig(f, "test", name, name, follow, base, appBroken)
+	key := records.Key{Kind: records.KindAssignment, Namespace: f.Namespace, Name: name}
+	var uids map[string]types.UID
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: acctest.ProviderFactories,
+		CheckDestroy: func(*terraform.State) error {
+			crs := &unstructured.Unstructured{}
+			crs.SetAPIVersion("addons.cluster.x-k8s.io/v1beta2")
+			crs.SetKind("ClusterResourceSet")
+			if err := mc.Get(context.Background(), client.ObjectKey{Namespace: f.Namespace, Name: crsbridge.Name(key)}, crs); !apierrors.IsNotFound(err) {
+				return fmt.Errorf("the bridge's ClusterResourceSet is still there after destroy (%v)", err)
+			}
+			for _, m := range []string{"base", "app"} {
+				if err := mc.Get(context.Background(), client.ObjectKey{Namespace: f.Namespace, Name: crsbridge.ConfigMapName(key, m)}, &corev1.ConfigMap{}); !apierrors.IsNotFound(err) {
+					return fmt.Errorf("the bridge's ConfigMap of %s is still there after destroy (%v)", m, err)
+				}
+			}
+			// Taken over as the module's own: deleted by destroy (adopted objects are given back).
+			return expectSetting(f, "joiner-1", name, "app", "<none>")
+		},
+		Steps: []resource.TestStep{
+			{
+				Config: config,
+				ConfigStateChecks: []statecheck.StateCheck{
+					statecheck.ExpectKnownValue(res, tfjsonpath.New("bridge"), knownvalue.MapExact(map[string]knownvalue.Check{
+						"base": knownvalue.NotNull(), "app": knownvalue.NotNull(),
+					})),
+				},
+			},
+			{
+				// A cluster joins; no Terraform runs until it has both modules.
+				PreConfig: func() {
+					t0 := time.Now()
+					ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+					defer cancel()
+					if err := f.AddWorkload(ctx, testbed.WorkloadSpec{Name: "joiner-1", Labels: map[string]string{name: "yes"}, Ready: true, ClusterAPI: true}); err != nil {
+						t.Fatalf("join: %v", err)
+					}
+					up := time.Now()
+					uids = awaitBridged(t, f, "joiner-1", name, []string{"base", "app"}, time.Minute)
+					bridged := time.Since(up)
+					expectGiven(t, f, key, "joiner-1")
+					t.Logf("joiner-1: control plane up %s after the join started; both modules there %s after its control plane was up (no Terraform run)",
+						up.Sub(t0).Round(100*time.Millisecond), bridged.Round(100*time.Millisecond))
+				},
+				Config: config,
+				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
+					plancheck.ExpectResourceAction(res, plancheck.ResourceActionUpdate),
+				}},
+				Check: resource.ComposeAggregateTestCheckFunc(
+					func(*terraform.State) error { return expectTakenOver(f, "joiner-1", name, uids, key) },
+				),
+			},
+			{
+				// app v2 fails on the members and is recorded invalid: the bridge keeps v1.
+				Config:      broken,
+				ExpectError: regexp.MustCompile(`Module Assignment Failed`),
+			},
+			{
+				// A cluster joining now gets app v1 from the bridge, never the invalid v2; going
+				// back to v1, the apply takes it over.
+				PreConfig: func() {
+					ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+					defer cancel()
+					if err := f.AddWorkload(ctx, testbed.WorkloadSpec{Name: "joiner-2", Labels: map[string]string{name: "yes"}, Ready: true, ClusterAPI: true}); err != nil {
+						t.Fatalf("join: %v", err)
+					}
+					awaitBridged(t, f, "joiner-2", name, []string{"base", "app"}, time.Minute)
+					if err := expectSetting(f, "joiner-2", name, "app", "v1"); err != nil {
+						t.Fatalf("the bridge handed out a revision recorded invalid: %v", err)
+					}
+					c, err := f.WorkloadClient("joiner-2")
+					if err != nil {
+						t.Fatal(err)
+					}
+					d := &unstructured.Unstructured{}
+					d.SetAPIVersion("apps/v1")
+					d.SetKind("Deployment")
+					if err := c.Get(context.Background(), client.ObjectKey{Namespace: name, Name: "app"}, d); !apierrors.IsNotFound(err) {
+						t.Fatalf("joiner-2 holds app v2's Deployment (%v): the bridge handed out a revision recorded invalid", err)
+					}
+				},
+				Config: config,
+				Check: resource.ComposeAggregateTestCheckFunc(
+					func(*terraform.State) error { return expectSetting(f, "joiner-2", name, "app", "v1") },
+				),
+			},
+			{
+				// app v3 is verified on the members: the bridge moves to it in the same apply.
+				Config: acctest.ProviderConfig(f) + assignmentConfig(f, "test", name, name, follow, base, appV3),
+				Check: resource.ComposeAggregateTestCheckFunc(
+					func(s *terraform.State) error {
+						attrs := s.RootModule().Resources[res].Primary.Attributes
+						if attrs["bridge.app"] == "" || attrs["bridge.app"] != attrs["revisions.app"] {
+							return fmt.Errorf("bridge.app = %q after v3 was verified, want revisions.app %q", attrs["bridge.app"], attrs["revisions.app"])
+						}
+						cm := &corev1.ConfigMap{}
+						if err := mc.Get(context.Background(), client.ObjectKey{Namespace: f.Namespace, Name: crsbridge.ConfigMapName(key, "app")}, cm); err != nil {
+							return err
+						}
+						if !strings.Contains(cm.Data["manifests.yaml"], "setting: v3") || cm.Annotations[crsbridge.AnnotationRevision] != attrs["revisions.app"] {
+							return fmt.Errorf("the bridge's ConfigMap of app holds revision %s:\n%s", cm.Annotations[crsbridge.AnnotationRevision], cm.Data["manifests.yaml"])
+						}
+						return nil
+					},
+				),
+			},
+		},
+	})
+}
+
+// expectGiven checks that the bridge's view of Cluster API's ClusterResourceSetBindings names
+// cluster with both modules applied at the revisions the bridge holds: what the next plan lists.
+func expectGiven(t *testing.T, f *testbed.Fleet, key records.Key, cluster string) {
+	t.Helper()
+	mc, err := f.ManagementClient()
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := crsbridge.NewStore(mc)
+	held, err := store.Read(context.Background(), key, f.Namespace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Cluster API patches the binding right after it creates the objects.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		given, err := store.Given(context.Background(), key, f.Namespace, held)
+		if err != nil {
+			t.Fatal(err)
+		}
+		i := slices.IndexFunc(given, func(j crsbridge.Joiner) bool { return j.Cluster == cluster })
+		if i >= 0 && len(given[i].Modules) == 2 && given[i].Modules[0].Revision != "" && given[i].Modules[1].Revision != "" && given[i].Modules[0].Applied && given[i].Modules[1].Applied {
+			t.Logf("the next plan lists %s: %s", cluster, given[i])
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("ClusterResourceSetBindings say %v, want %s with base and app applied at %v", given, cluster, held.Revisions)
+		}
+		time.Sleep(time.Second)
+	}
+}
+
+// awaitBridged waits until cluster holds the ConfigMaps of each module (named after the module,
+// in namespace ns), and returns their UIDs.
+func awaitBridged(t *testing.T, f *testbed.Fleet, cluster, ns string, names []string, within time.Duration) map[string]types.UID {
+	t.Helper()
+	c, err := f.WorkloadClient(cluster)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(within)
+	for {
+		uids := map[string]types.UID{}
+		for _, n := range names {
+			cm := &corev1.ConfigMap{}
+			if err := c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: n}, cm); err == nil {
+				uids[n] = cm.UID
+			}
+		}
+		if len(uids) == len(names) {
+			return uids
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s got %d of the %d modules from the bridge within %s", cluster, len(uids), len(names), within)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}
+
+// expectTakenOver checks that the apply took cluster over: the same objects (UIDs), each
+// managed by its module's field manager, and a binding of each module.
+func expectTakenOver(f *testbed.Fleet, cluster, ns string, uids map[string]types.UID, key records.Key) error {
+	c, err := f.WorkloadClient(cluster)
+	if err != nil {
+		return err
+	}
+	modules := map[string]string{"base": "base", "app": "app"}
+	for obj, module := range modules {
+		cm := &corev1.ConfigMap{}
+		if err := c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: obj}, cm); err != nil {
+			return err
+		}
+		if cm.UID != uids[obj] {
+			return fmt.Errorf("%s/%s was re-created (uid %s, the bridge made %s)", ns, obj, cm.UID, uids[obj])
+		}
+		want := records.Key{Kind: records.KindModule, Namespace: key.Namespace, Name: key.Name + "." + module}.FieldManager()
+		if !slices.ContainsFunc(cm.ManagedFields, func(e metav1.ManagedFieldsEntry) bool { return e.Manager == want }) {
+			var managers []string
+			for _, e := range cm.ManagedFields {
+				managers = append(managers, e.Manager+"("+string(e.Operation)+")")
+			}
+			mc, _ := f.ManagementClient()
+			bindings, _ := records.NewBindingStore(mc, "").List(context.Background(), key)
+			return fmt.Errorf("%s/%s is not managed by %s after the apply: managers %v; bindings %v", ns, obj, want, managers, bindings)
+		}
+	}
+	mc, err := f.ManagementClient()
+	if err != nil {
+		return err
+	}
+	bindings, err := records.NewBindingStore(mc, "").List(context.Background(), key)
+	if err != nil {
+		return err
+	}
+	if len(bindings[cluster]) != 2 {
+		return fmt.Errorf("%s has bindings %v after the apply, want base and app", cluster, bindings[cluster])
+	}
+	return nil
+}
+
+// TestAccCAPIBridge_planListsJoiner drives the CLI as a user would and reads the plan's text: a
+// cluster that joins before its control plane is reachable is listed as waiting; once it is,
+// Cluster API applies the bridge, and the next plan lists what it got from which bridge; after
+// the apply that takes it over, the plan lists no joiner; one that stops matching before an apply
+// took it over is listed as having left; removing follow_joins removes the bridge.
+func TestAccCAPIBridge_planListsJoiner(t *testing.T) {
+	name := acctest.UniqueLabel("bridgeplan")
+	f := bridgeFleet(t, name)
+	cli := os.Getenv("TF_ACC_TERRAFORM_PATH")
+	work := t.TempDir()
+	rc := acctest.DevOverrides(t, work)
+	base := module{name: "base", version: "1.0.0", manifests: configMaps(name, "v1", "base")}
+	app := module{name: "app", version: "1.0.0", dependsOn: []string{"base"},
+		manifests: fmt.Sprintf("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: app\n  namespace: %s\ndata:\n  setting: v1\n", name)}
+	follow := fmt.Sprintf(`follow_joins = { labels = { %q = %q } }`, clusterv1.WatchLabel, testbed.ClusterAPIWatchFilter)
+	config := acctest.DevOverridesConfig(f) + assignmentConfig(f, "test", name, name, follow, base, app)
+	if err := os.WriteFile(work+"/main.tf", []byte(config), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	acctest.RunCLI(ctx, t, cli, work, rc, "apply", "-auto-approve")
+	t.Cleanup(func() { acctest.RunCLI(context.Background(), t, cli, work, rc, "destroy", "-auto-approve") })
+
+	if err := f.AddWorkload(ctx, testbed.WorkloadSpec{Name: "late-1", Labels: map[string]string{name: "yes"}, Ready: false, ClusterAPI: true}); err != nil {
+		t.Fatal(err)
+	}
+	awaitPlan(ctx, t, cli, work, rc, "late-1: nothing yet: Cluster API waits for its control plane")
+
+	ready := time.Now()
+	if err := f.SetReady(ctx, "late-1", true); err != nil {
+		t.Fatal(err)
+	}
+	awaitBridged(t, f, "late-1", name, []string{"base", "app"}, time.Minute)
+	t.Logf("late-1: both modules there %s after its control plane was marked ready", time.Since(ready).Round(100*time.Millisecond))
+	out := awaitPlan(ctx, t, cli, work, rc, "late-1: base ")
+	for _, want := range []string{"Bridge For Joiners", "hands joiners: app ", "Joined since the last apply, given modules by the bridge"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the plan does not say %q:\n%s", want, acctest.Tail(out, 60))
+		}
+	}
+	t.Logf("the plan after the join:\n%s", acctest.Tail(out, 40))
+	_, took := acctest.RunCLI(ctx, t, cli, work, rc, "apply", "-auto-approve")
+	t.Logf("the apply that took late-1 over took %s", took.Round(100*time.Millisecond))
+	out, _ = acctest.RunCLI(ctx, t, cli, work, rc, "plan")
+	if strings.Contains(out, "late-1:") {
+		t.Errorf("the plan after the takeover still lists late-1 as a joiner:\n%s", acctest.Tail(out, 40))
+	}
+
+	// A joiner that stops matching before an apply took it over is shown as having left.
+	if err := f.AddWorkload(ctx, testbed.WorkloadSpec{Name: "late-2", Labels: map[string]string{name: "yes"}, Ready: true, ClusterAPI: true}); err != nil {
+		t.Fatal(err)
+	}
+	awaitBridged(t, f, "late-2", name, []string{"base", "app"}, time.Minute)
+	if err := f.SetLabels(ctx, "late-2", map[string]string{}); err != nil {
+		t.Fatal(err)
+	}
+	left := time.Now()
+	out = awaitPlan(ctx, t, cli, work, rc, "Left before an apply took them over")
+	t.Logf("the plan lists late-2 as left %s after its label went", time.Since(left).Round(100*time.Millisecond))
+	if !strings.Contains(out, "late-2: base ") {
+		t.Errorf("the plan does not name late-2 as left with what it got:\n%s", acctest.Tail(out, 40))
+	}
+
+	// follow_joins turned off: the apply removes the bridge.
+	off := acctest.DevOverridesConfig(f) + assignmentConfig(f, "test", name, name, "", base, app)
+	if err := os.WriteFile(work+"/main.tf", []byte(off), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, took = acctest.RunCLI(ctx, t, cli, work, rc, "apply", "-auto-approve")
+	t.Logf("the apply that turned follow_joins off took %s", took.Round(100*time.Millisecond))
+	mc, err := f.ManagementClient()
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := records.Key{Kind: records.KindAssignment, Namespace: f.Namespace, Name: name}
+	held, err := crsbridge.NewStore(mc).Read(ctx, key, f.Namespace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if held.Exists || len(held.Revisions) > 0 {
+		t.Errorf("follow_joins removed, the bridge is still there: %+v", held)
+	}
+}
+
+// awaitPlan plans until the output holds want (Cluster API binds and applies on its own time),
+// and returns that output.
+func awaitPlan(ctx context.Context, t *testing.T, cli, work, rc, want string) string {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		out, _ := acctest.RunCLI(ctx, t, cli, work, rc, "plan")
+		if strings.Contains(out, want) {
+			return out
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no plan within a minute says %q; the last:\n%s", want, acctest.Tail(out, 60))
+		}
+		time.Sleep(2 * time.Second)
+	}
+}
