@@ -7,6 +7,7 @@ import (
 
 	"github.com/hashicorp/terraform-plugin-framework/datasource"
 	"github.com/hashicorp/terraform-plugin-framework/datasource/schema"
+	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
 	"github.com/gradual-dev/terraform-provider-gradual/internal/assignment"
@@ -29,6 +30,7 @@ type statusModel struct {
 	Name            types.String         `tfsdk:"name"`
 	RecordNamespace types.String         `tfsdk:"record_namespace"`
 	Revisions       map[string]string    `tfsdk:"revisions"`
+	Manifests       map[string]string    `tfsdk:"manifests"`
 	Summary         map[string]int64     `tfsdk:"summary"`
 	Clusters        []clusterStatusModel `tfsdk:"clusters"`
 }
@@ -73,6 +75,14 @@ func (d *statusDataSource) Schema(_ context.Context, _ datasource.SchemaRequest,
 			"name":      schema.StringAttribute{Required: true, MarkdownDescription: "`name` of the assignment."},
 			"record_namespace": schema.StringAttribute{
 				Optional: true, MarkdownDescription: "`record_namespace` of the assignment. Default `" + defaultRecordNamespace + "`.",
+			},
+			"manifests": schema.MapAttribute{
+				Computed: true, Sensitive: true, ElementType: types.StringType,
+				MarkdownDescription: "Per module, its `manifests` as the assignment's last apply recorded them (never `sensitive_manifests`, " +
+					"which is not recorded). Marked sensitive only so that the CLI does not print the whole text. It is the way back to a " +
+					"configuration for an imported assignment: Terraform writes `manifests = null` into `-generate-config-out` " +
+					"configuration (it never writes a sensitive value), and `manifests = data.gradual_module_assignment_status.<name>.manifests[\"<module>\"]` " +
+					"(or the text saved to a file) makes that configuration plan no change.",
 			},
 			"revisions": schema.MapAttribute{
 				Computed: true, ElementType: types.StringType,
@@ -161,6 +171,8 @@ func (d *statusDataSource) Read(ctx context.Context, req datasource.ReadRequest,
 	status := assignment.Status(obs, spec)
 	cfg.Summary, _ = assignment.Summarize(status)
 	cfg.Revisions = map[string]string{}
+	cfg.Manifests, diags = recordedManifests(ctx, &m)
+	resp.Diagnostics.Append(diags...)
 	for _, mod := range spec.Modules {
 		cfg.Revisions[mod.Name] = mod.Revision
 	}
@@ -189,4 +201,14 @@ func appliedAt(t time.Time) string {
 		return ""
 	}
 	return t.UTC().Format(time.RFC3339)
+}
+
+// recordedManifests is each module's public manifests as m (read from the record) holds them.
+func recordedManifests(ctx context.Context, m *Model) (map[string]string, diag.Diagnostics) {
+	mods, diags := m.modules(ctx)
+	out := make(map[string]string, len(mods))
+	for _, mod := range mods {
+		out[mod.Name.ValueString()] = mod.Manifests.ValueString()
+	}
+	return out, diags
 }

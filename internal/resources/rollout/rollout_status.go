@@ -37,6 +37,7 @@ type statusModel struct {
 	RecordNamespace  types.String         `tfsdk:"record_namespace"`
 	PreviewManifests types.String         `tfsdk:"preview_manifests"`
 	Revision         types.String         `tfsdk:"revision"`
+	Manifests        types.String         `tfsdk:"manifests"`
 	Summary          map[string]int64     `tfsdk:"summary"`
 	Clusters         []clusterStatusModel `tfsdk:"clusters"`
 }
@@ -103,6 +104,14 @@ func (d *statusDataSource) Schema(_ context.Context, _ datasource.SchemaRequest,
 					"reached from here): every `not_previewed` says so.",
 			},
 			"revision": computed("The revision the rollout's last apply rolled out."),
+			"manifests": schema.StringAttribute{
+				Computed: true, Sensitive: true,
+				MarkdownDescription: "The rollout's `manifests` as its last apply recorded them (never `sensitive_manifests`, which is not " +
+					"recorded). Marked sensitive only so that the CLI does not print the whole text. It is the way back to a configuration " +
+					"for an imported rollout: Terraform writes `manifests = null` into `-generate-config-out` configuration (it never " +
+					"writes a sensitive value), and `manifests = data.gradual_rollout_status.<name>.manifests` (or the text saved to a " +
+					"file) makes that configuration plan no change.",
+			},
 			"summary": schema.MapAttribute{
 				Computed: true, ElementType: types.Int64Type,
 				MarkdownDescription: "How many clusters are in each state, as the rollout's `summary`.",
@@ -195,6 +204,7 @@ func (d *statusDataSource) Read(ctx context.Context, req datasource.ReadRequest,
 	}
 	summary, attention := summarize(revision, obs, nil)
 	cfg.Revision, cfg.Summary, cfg.Clusters = types.StringValue(revision), summary, statusClusters(revision, obs, attention)
+	cfg.Manifests = types.StringValue(rollout.Manifests.ValueString())
 	if !cfg.PreviewManifests.IsNull() {
 		previews, diags := previewStatus(ctx, d.data.Delivery.WithFlux(flux), key, &rollout, cfg.PreviewManifests.ValueString(), obs)
 		resp.Diagnostics.Append(diags...)
