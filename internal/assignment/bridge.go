@@ -2,12 +2,16 @@ package assignment
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
+	"golang.org/x/sync/errgroup"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/gradual-dev/terraform-provider-gradual/internal/apply"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/crsbridge"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/delivery"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/fleet"
@@ -208,5 +212,68 @@ func ReadBridge(ctx context.Context, svc *delivery.Service, spec Spec, bindings 
 			v.Joiners = append(v.Joiners, crsbridge.Joiner{Cluster: j.Cluster, Modules: fresh})
 		}
 	}
+	joinersHealth(ctx, svc, spec, held, v.Joiners)
 	return v, nil
+}
+
+// joinerReadTimeout bounds the read of one joiner's health at plan: a joiner whose API server
+// does not answer in that time is said to be unreadable, and the plan goes on.
+const joinerReadTimeout = 15 * time.Second
+
+// joinerReads is how many joiners' health is read at once.
+const joinerReads = 8
+
+// joinersHealth sets each joiner's Health: how the objects of the modules Cluster API applied
+// to it read now, as a verify judges them. A joiner given nothing yet is left unread.
+func joinersHealth(ctx context.Context, svc *delivery.Service, spec Spec, held *crsbridge.Held, joiners []crsbridge.Joiner) {
+	var g errgroup.Group
+	g.SetLimit(joinerReads)
+	for i := range joiners {
+		j := &joiners[i]
+		var objs []*unstructured.Unstructured
+		for _, given := range j.Modules {
+			if !given.Applied {
+				continue
+			}
+			mod, err := held.Objects(given.Module)
+			if err != nil {
+				j.Health = "health not read: " + err.Error()
+				break
+			}
+			objs = append(objs, mod...)
+		}
+		if len(objs) == 0 || j.Health != "" {
+			continue
+		}
+		g.Go(func() error {
+			readCtx, cancel := context.WithTimeout(ctx, joinerReadTimeout)
+			defer cancel()
+			j.Health = healthText(svc.ReadyNow(readCtx, spec.ClusterNamespace, j.Cluster, spec.Key, objs))
+			return nil
+		})
+	}
+	_ = g.Wait() // each read keeps its own outcome in its joiner
+}
+
+// healthText says in a few words what ReadyNow found.
+func healthText(err error) string {
+	var nre *apply.NotReadyError
+	switch {
+	case err == nil:
+		return "healthy"
+	case errors.As(err, &nre) && nre.Unreadable():
+		return "health not read: the cluster did not answer"
+	case errors.As(err, &nre):
+		// At most a few, named: the plan stays short at any bundle size.
+		items := make([]string, 0, min(len(nre.Objects), 3))
+		for _, o := range nre.Objects[:min(len(nre.Objects), 3)] {
+			items = append(items, o.String())
+		}
+		if more := len(nre.Objects) - len(items); more > 0 {
+			items = append(items, fmt.Sprintf("%d more", more))
+		}
+		return "not ready: " + strings.Join(items, "; ")
+	default:
+		return "health not read: " + err.Error()
+	}
 }

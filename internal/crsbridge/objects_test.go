@@ -1,6 +1,7 @@
 package crsbridge
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -72,5 +73,35 @@ func TestPayloadMarksEveryObjectAndSizeIsChecked(t *testing.T) {
 	}
 	if err := CheckSize("small", p); err != nil {
 		t.Error(err)
+	}
+}
+
+func TestHeldObjectsAreWhatThePayloadCarries(t *testing.T) {
+	set, err := manifest.Parse("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: a\n---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: c\n  namespace: a\ndata: {k: v}\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := Payload("gradual/module/fleet/a.m", set.Objects)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &Held{payloads: map[string]string{"m": p, "broken": "kind: [\n"}}
+	objs, err := h.Objects("m")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, o := range objs {
+		got = append(got, o.GetKind()+" "+o.GetNamespace()+"/"+o.GetName())
+	}
+	slices.Sort(got)
+	if want := []string{"ConfigMap a/c", "Namespace /a"}; !slices.Equal(got, want) {
+		t.Errorf("got %v, want %v", got, want)
+	}
+	if objs, err := h.Objects("absent"); objs != nil || err != nil {
+		t.Errorf("a module the bridge does not carry: %v, %v; want none", objs, err)
+	}
+	if _, err := h.Objects("broken"); err == nil || !strings.Contains(err.Error(), `module "broken"`) {
+		t.Errorf("an unreadable ConfigMap: %v, want an error naming the module", err)
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/gradual-dev/terraform-provider-gradual/internal/manifest"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/records"
 )
 
@@ -39,11 +40,27 @@ type Held struct {
 	// hashes are, per module, the hash Cluster API computes of the ConfigMap's data (its
 	// ClusterResourceSetBinding records it), to tell which joiners got the revision held now.
 	hashes map[string]string
+	// payloads are, per module, the objects the ConfigMap holds (Payload's YAML).
+	payloads map[string]string
+}
+
+// Objects are the objects the bridge hands out for module now (none when it carries no such
+// module), as Cluster API creates them on a joiner.
+func (h *Held) Objects(module string) ([]*unstructured.Unstructured, error) {
+	text, ok := h.payloads[module]
+	if !ok {
+		return nil, nil
+	}
+	set, err := manifest.Parse(text)
+	if err != nil {
+		return nil, fmt.Errorf("read the bridge's ConfigMap of module %q: %w", module, err)
+	}
+	return set.Objects, nil
 }
 
 // Read reads the bridge of key in namespace. A bridge that is not there holds nothing.
 func (s *Store) Read(ctx context.Context, key records.Key, namespace string) (*Held, error) {
-	h := &Held{Revisions: map[string]string{}, hashes: map[string]string{}}
+	h := &Held{Revisions: map[string]string{}, hashes: map[string]string{}, payloads: map[string]string{}}
 	crs := &unstructured.Unstructured{}
 	crs.SetGroupVersionKind(crsGVK)
 	switch err := s.c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: Name(key)}, crs); {
@@ -64,6 +81,7 @@ func (s *Store) Read(ctx context.Context, key records.Key, namespace string) (*H
 		h.Revisions[module] = cm.GetAnnotations()[AnnotationRevision]
 		payload, _, _ := unstructured.NestedString(cm.Object, "data", dataKey)
 		h.hashes[module] = fmt.Sprintf("sha256:%x", sha256.Sum256([]byte(payload)))
+		h.payloads[module] = payload
 	}
 	return h, nil
 }
@@ -160,6 +178,9 @@ func (s *Store) Delete(ctx context.Context, key records.Key, namespace string) e
 type Joiner struct {
 	Cluster string
 	Modules []Given
+	// Health is how the objects of the modules Cluster API applied read on the cluster now, as
+	// a verify judges them: "" when not read (nothing applied yet), "healthy", or what is not.
+	Health string
 }
 
 // Given is one module the bridge gave a cluster.
@@ -190,7 +211,11 @@ func (j Joiner) String() string {
 			parts = append(parts, g.Module+" "+g.Revision)
 		}
 	}
-	return strings.Join(parts, ", ")
+	out := strings.Join(parts, ", ")
+	if j.Health != "" {
+		out += "; " + j.Health
+	}
+	return out
 }
 
 // Given lists every cluster the bridge of key gave a module to, by Cluster API's

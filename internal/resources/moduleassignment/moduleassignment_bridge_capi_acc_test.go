@@ -377,6 +377,11 @@ func TestAccCAPIBridge_planListsJoiner(t *testing.T) {
 			t.Errorf("the plan does not say %q:\n%s", want, acctest.Tail(out, 60))
 		}
 	}
+	// The plan reads what the bridge gave the joiner as a verify would (ConfigMaps: ready once
+	// they exist).
+	if !regexp.MustCompile(`late-1: base \S+, app \S+; healthy`).MatchString(out) {
+		t.Errorf("the plan does not say late-1 got both modules and is healthy:\n%s", acctest.Tail(out, 60))
+	}
 	t.Logf("the plan after the join:\n%s", acctest.Tail(out, 40))
 	_, took := acctest.RunCLI(ctx, t, cli, work, rc, "apply", "-auto-approve")
 	t.Logf("the apply that took late-1 over took %s", took.Round(100*time.Millisecond))
