@@ -12,6 +12,8 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/tfsdk"
 	"github.com/hashicorp/terraform-plugin-go/tftypes"
 
+	"github.com/gradual-dev/terraform-provider-gradual/internal/inplace/owners"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/inplace/ownerupdate"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/providerdata"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/settings"
 )
@@ -151,9 +153,11 @@ func TestConfigureSettingsReachInPlaceUpdates(t *testing.T) {
 	}
 	data := resp.ResourceData.(*providerdata.Data)
 	want := settings.Settings{LeaseDuration: 90 * time.Second, Parallelism: 7, RequestTimeout: 7 * time.Second}
-	if data.Settings != want || data.InPlaceUpdater.Settings != want || data.InPlace.Settings != want || data.FleetUpdate.Settings != want {
+	updater, _ := data.FleetUpdate.OwnerUpdater.(*ownerupdate.Updater)
+	planner, _ := data.FleetUpdate.OwnerPlanner.(*owners.Planner)
+	if updater == nil || planner == nil || data.Settings != want || updater.Settings != want || planner.Settings != want || data.FleetUpdate.Settings != want {
 		t.Errorf("settings: provider %+v, in-place updater %+v, planner %+v, fleet %+v; want %+v",
-			data.Settings, data.InPlaceUpdater.Settings, data.InPlace.Settings, data.FleetUpdate.Settings, want)
+			data.Settings, updater, planner, data.FleetUpdate.Settings, want)
 	}
 	if data.Management.RESTConfig.Timeout != 7*time.Second {
 		t.Errorf("connection timeout %s, want request_timeout's 7s", data.Management.RESTConfig.Timeout)

@@ -21,19 +21,16 @@ import (
 //
 // It holds services, not clients: every workload cluster's clients are owned by one
 // fleet.Clients (built once per cluster and provider process, under one freshness rule),
-// which Delivery and InPlace share.
+// which Delivery and FleetUpdate share.
 type Data struct {
 	// Management discovers the fleet's Clusters and reads their credentials.
 	Management *fleet.Management
 	// Delivery carries revisions to the workload clusters.
 	Delivery *delivery.Service
-	// InPlace plans in-place updates of machines (previews them with the update extensions).
-	InPlace *owners.Planner
 	// InPlaceReader reads the machines of owners as they are now, for a refresh.
 	InPlaceReader *owners.Reader
-	// InPlaceUpdater carries out an in-place update of one owner.
-	InPlaceUpdater *ownerupdate.Updater
-	// FleetUpdate paces an in-place update over clusters (the fleet form).
+	// FleetUpdate plans and carries out in-place updates of machines: over clusters (the fleet
+	// form) and of one owner (the single-owner form).
 	FleetUpdate *fleetupdate.Service
 	// Replacements are the creates this process planned as replacements (see Replacements).
 	Replacements *Replacements
@@ -51,14 +48,13 @@ func New(mgmt *fleet.Management, clients *fleet.Clients, set settings.Settings) 
 	reader := &owners.Reader{Client: mgmt.Client, Workload: clients.Client}
 	updater := &ownerupdate.Updater{Client: mgmt.Client, Reader: reader, Settings: set}
 	return &Data{
-		Management:     mgmt,
-		Delivery:       delivery.New(clients, set),
-		InPlace:        planner,
-		InPlaceReader:  reader,
-		InPlaceUpdater: updater,
-		FleetUpdate:    &fleetupdate.Service{Fleet: mgmt, Planner: planner, Updater: updater, Observer: reader, Settings: set},
-		Replacements:   &Replacements{},
-		Settings:       set,
+		Management:    mgmt,
+		Delivery:      delivery.New(clients, set),
+		InPlaceReader: reader,
+		FleetUpdate: &fleetupdate.Service{Fleet: mgmt, Planner: planner, Updater: updater, Observer: reader,
+			OwnerPlanner: planner, OwnerUpdater: updater, Settings: set},
+		Replacements: &Replacements{},
+		Settings:     set,
 	}
 }
 

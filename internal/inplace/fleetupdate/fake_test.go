@@ -99,7 +99,7 @@ func (f *fakeFleet) PlanFleet(_ context.Context, req owners.FleetRequest) (*owne
 		if r := f.recorded[n]; r != "" {
 			owner.SetAnnotations(map[string]string{owners.AnnotationRevision: r})
 		}
-		res := &owners.Result{Revision: out.Revision, Owner: &owners.Owner{Kind: "MachineDeployment", Current: owner}}
+		res := &owners.PlanResult{Revision: out.Revision, Owner: &owners.Owner{Kind: "MachineDeployment", Current: owner}}
 		for _, m := range machines {
 			s := f.strategy[m]
 			if s == "" {
@@ -113,7 +113,7 @@ func (f *fakeFleet) PlanFleet(_ context.Context, req owners.FleetRequest) (*owne
 			}
 			res.Plan.Machines = append(res.Plan.Machines, inplace.MachinePlan{Machine: m, Strategy: s, Notes: []string{"no extension answers"}})
 		}
-		out.Clusters = append(out.Clusters, &owners.ClusterPlan{Cluster: n, Owners: []*owners.Result{res}})
+		out.Clusters = append(out.Clusters, &owners.ClusterPlan{Cluster: n, Owners: []*owners.PlanResult{res}})
 	}
 	return out, nil
 }

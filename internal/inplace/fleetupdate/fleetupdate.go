@@ -33,12 +33,16 @@ type Discoverer interface {
 	Discover(ctx context.Context, q fleet.Query) (*fleet.Discovery, error)
 }
 
-// Service plans and runs fleet in-place updates against one management cluster.
+// Service plans and runs in-place updates against one management cluster: the fleet form (Plan,
+// Apply, Refresh) and the single-owner form (PlanOwner, ApplyOwner).
 type Service struct {
 	Fleet    Discoverer
 	Planner  Planner
 	Updater  Updater
 	Observer Observer
+	// OwnerPlanner and OwnerUpdater serve the single-owner form (PlanOwner, ApplyOwner).
+	OwnerPlanner OwnerPlanner
+	OwnerUpdater OwnerUpdater
 	// Settings are the provider's: Parallelism bounds the clusters a refresh reads at once.
 	// Unset ones take their defaults.
 	Settings settings.Settings

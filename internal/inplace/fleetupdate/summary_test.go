@@ -48,7 +48,7 @@ func TestSummarySizedByTheChange(t *testing.T) {
 			}
 			machines = append(machines, mp)
 		}
-		live.Clusters = append(live.Clusters, &owners.ClusterPlan{Cluster: name, Owners: []*owners.Result{{
+		live.Clusters = append(live.Clusters, &owners.ClusterPlan{Cluster: name, Owners: []*owners.PlanResult{{
 			Owner: &owners.Owner{Current: &unstructured.Unstructured{Object: map[string]any{}}},
 			Plan:  inplace.Plan{Machines: machines},
 		}}})

@@ -51,13 +51,13 @@ type FleetRequest struct {
 // with topology variables (FleetRequest.SkipUnmanaged).
 const SkipNoTopology = "no managed topology: topology_variables need a ClusterClass-built Cluster"
 
-// ClusterPlan is the plan of one cluster: one Result per owner, the control plane first, then
+// ClusterPlan is the plan of one cluster: one PlanResult per owner, the control plane first, then
 // the MachineDeployments by name. SkipReason, when set, says why the cluster cannot be updated
 // (no owner selected there, an owner paused); it then has no Owners.
 type ClusterPlan struct {
 	Cluster    string
 	SkipReason string
-	Owners     []*Result
+	Owners     []*PlanResult
 	// Topology, for a Cluster built from a ClusterClass whose control plane is selected, is the
 	// Cluster the version is written to; the owners it manages (their Selection.Topology) come
 	// first in Owners and are previewed, not written.

@@ -200,7 +200,7 @@ func TestPlanFollowsTheFeatureGate(t *testing.T) {
 	coreOn := func() *unstructured.Unstructured {
 		return manager("capi-system", "capi-controller-manager", providerCore, coreImage, gatesOn)
 	}
-	notes := func(r *Result) string { return strings.Join(r.Notes, "\n") }
+	notes := func(r *PlanResult) string { return strings.Join(r.Notes, "\n") }
 
 	t.Run("on", func(t *testing.T) {
 		c, ext, eps := gateWorld(t, coreOn())

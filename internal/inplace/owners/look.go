@@ -51,7 +51,7 @@ const machineSetLabel = "cluster.x-k8s.io/set-name"
 
 // Status is every machine's status by name as this look found it: replaced (gone, or another
 // UID), unchanged, updated, or created (a Machine the plan did not know).
-func (l *Look) Status(res *Result) map[string]string {
+func (l *Look) Status(res *PlanResult) map[string]string {
 	st := map[string]string{}
 	for _, m := range res.Machines {
 		uid, ok := l.machines[m.Plan.Machine]

@@ -35,7 +35,7 @@ var mhcListGVK = schema.GroupVersionKind{Group: clusterv1.GroupVersion.Group, Ve
 // healthCheckNotes reads the MachineHealthChecks of the selection's namespace and returns the
 // notes of mhcNotes for res's machines planned in place. A failed read is a note of its own:
 // the plan does not depend on it.
-func healthCheckNotes(ctx context.Context, c client.Client, res *Result) []string {
+func healthCheckNotes(ctx context.Context, c client.Client, res *PlanResult) []string {
 	var inPlace []Machine
 	for _, m := range res.Machines {
 		if m.Plan.Strategy == inplace.StrategyInPlace {

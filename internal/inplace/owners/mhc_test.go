@@ -72,7 +72,7 @@ func TestMHCNotes(t *testing.T) {
 func TestHealthCheckNotesOnlyForInPlace(t *testing.T) {
 	m := machineWith("m", nil)
 	m.Plan.Strategy = inplace.StrategyRolling
-	if got := healthCheckNotes(t.Context(), nil, &Result{Machines: []Machine{m}}); got != nil {
+	if got := healthCheckNotes(t.Context(), nil, &PlanResult{Machines: []Machine{m}}); got != nil {
 		t.Errorf("notes %q for a plan with no machine in place", got)
 	}
 }

@@ -35,8 +35,8 @@ type Machine struct {
 	Plan             inplace.MachinePlan
 }
 
-// Result is a plan over every selected machine.
-type Result struct {
+// PlanResult is a plan over every selected machine.
+type PlanResult struct {
 	Request  Request
 	Revision string
 	// Owner is the MachineDeployment or KubeadmControlPlane the change is written to.
@@ -101,8 +101,8 @@ func Revision(c inplace.Change) string {
 }
 
 // Plan reads the selected machines, asks the extensions and plans every machine. Blocked
-// machines are in the result, not an error: callers decide (Result.Plan.Err()).
-func (p *Planner) Plan(ctx context.Context, req Request) (*Result, error) {
+// machines are in the result, not an error: callers decide (PlanResult.Plan.Err()).
+func (p *Planner) Plan(ctx context.Context, req Request) (*PlanResult, error) {
 	if err := req.Change.Validate(); err != nil {
 		return nil, usererr.Wrap(err, "Invalid Spec Patch", "Each spec patch must be a JSON object: a JSON merge patch (RFC 7386) of the object's spec.")
 	}
@@ -127,8 +127,8 @@ func (p *Planner) Plan(ctx context.Context, req Request) (*Result, error) {
 
 // plan plans one owner, asking the extensions of exts (connected on first need) unless Cluster
 // API's InPlaceUpdates feature gate is evidently off (gates, read on first need).
-func (p *Planner) plan(ctx context.Context, req Request, exts *extensionSet, gates *gateSet) (*Result, error) {
-	res := &Result{Request: req, Revision: Revision(req.Change)}
+func (p *Planner) plan(ctx context.Context, req Request, exts *extensionSet, gates *gateSet) (*PlanResult, error) {
+	res := &PlanResult{Request: req, Revision: Revision(req.Change)}
 	owner, err := readOwner(ctx, p.Client, req.Selection, req.Change)
 	if err != nil {
 		return nil, err
@@ -204,7 +204,7 @@ const GateOffNote = "Cluster API's " + inPlaceGate + " feature gate is off"
 
 // planGateOff plans every machine of res as Cluster API does with the gate off: each one that
 // changes is replaced (or, with fallback "none", blocks the plan), and no extension is asked.
-func planGateOff(res *Result, gate Gate) {
+func planGateOff(res *PlanResult, gate Gate) {
 	changing := 0
 	for i := range res.Machines {
 		m := &res.Machines[i]
@@ -229,7 +229,7 @@ func planGateOff(res *Result, gate Gate) {
 // blocked whatever the fallback, since Cluster API stops the rollout with an error, except where
 // the owner surges over all its replicas: then Cluster API replaces every machine without asking
 // an extension (see applySurge), which fallback "rolling" allows.
-func planStuck(res *Result, why string) {
+func planStuck(res *PlanResult, why string) {
 	owner := res.Owner
 	for i := range res.Machines {
 		m := &res.Machines[i]
@@ -268,7 +268,7 @@ func applyUpdateHandler(mp inplace.MachinePlan, exts []*Extension) inplace.Machi
 // the MachineSet and its templates is covered (or there is no MachineDeployment change to ask
 // about), else the reasons CAPI would replace the machines instead. Extensions that serve no
 // CanUpdateMachineSet handler are not asked (CAPI then relies on CanUpdateMachine alone).
-func (p *Planner) askSet(ctx context.Context, res *Result) ([]string, error) {
+func (p *Planner) askSet(ctx context.Context, res *PlanResult) ([]string, error) {
 	o := res.Owner
 	if o == nil || o.Kind != KindMachineDeployment || o.SetCurrent.Machine == nil {
 		return nil, nil
@@ -373,7 +373,7 @@ func blockedOr(f inplace.Fallback) inplace.Strategy {
 
 // ask calls every CanUpdateMachine handler for every changing machine, a few at a time, and
 // plans each machine from the answers.
-func (p *Planner) ask(ctx context.Context, res *Result) error {
+func (p *Planner) ask(ctx context.Context, res *PlanResult) error {
 	var g errgroup.Group
 	g.SetLimit(machineCallsInFlight)
 	for i := range res.Machines {
@@ -383,7 +383,7 @@ func (p *Planner) ask(ctx context.Context, res *Result) error {
 	return g.Wait()
 }
 
-func (p *Planner) planMachine(ctx context.Context, res *Result, m *Machine) error {
+func (p *Planner) planMachine(ctx context.Context, res *PlanResult, m *Machine) error {
 	if !m.changes() {
 		m.Plan = inplace.PlanMachine(m.Current, m.Desired, nil, res.Request.Fallback)
 		return nil

@@ -210,7 +210,7 @@ func (r *Reader) VariableDrift(ctx context.Context, namespace, cluster string, v
 // the owner's observedGeneration behind, replicas not all up to date and available, a Machine
 // not UpToDate, Updating, carrying CAPI's in-place bookkeeping, on another version or without a
 // Node, a Node not Ready or on another kubelet version.
-func (r *Reader) LookAt(ctx context.Context, res *Result) (*Look, error) {
+func (r *Reader) LookAt(ctx context.Context, res *PlanResult) (*Look, error) {
 	o := res.Owner
 	owner := &unstructured.Unstructured{}
 	owner.SetGroupVersionKind(o.Current.GroupVersionKind())
@@ -275,7 +275,7 @@ func (r *Reader) LookAt(ctx context.Context, res *Result) (*Look, error) {
 
 // LookAtTopology is one look at the Cluster (topologyProblems) and at each owner and its
 // machines (LookAt).
-func (r *Reader) LookAtTopology(ctx context.Context, t *Topology, results []*Result) ([]string, map[string]string, error) {
+func (r *Reader) LookAtTopology(ctx context.Context, t *Topology, results []*PlanResult) ([]string, map[string]string, error) {
 	cl := &unstructured.Unstructured{}
 	cl.SetGroupVersionKind(clusterGVK)
 	if err := r.Client.Get(ctx, client.ObjectKeyFromObject(t.Cluster), cl); err != nil {

@@ -194,7 +194,7 @@ func TestStatusOfMachinesMovedInPlace(t *testing.T) {
 		u.SetLabels(map[string]string{machineSetLabel: set})
 		return Machine{Current: inplace.Objects{Machine: u}, Plan: inplace.MachinePlan{Machine: name, Strategy: inplace.StrategyUnchanged}}
 	}
-	res := &Result{Machines: []Machine{machine("moved", "ms-1"), machine("stayed", "ms-1"), machine("gone", "ms-1")}}
+	res := &PlanResult{Machines: []Machine{machine("moved", "ms-1"), machine("stayed", "ms-1"), machine("gone", "ms-1")}}
 	l := &Look{machines: map[string]string{"moved": "uid-moved", "stayed": "uid-stayed", "new": "uid-new"}, moved: map[string]bool{"moved": true}}
 	got := l.Status(res)
 	want := map[string]string{"moved": StatusUpdated, "stayed": StatusUnchanged, "gone": StatusReplaced, "new": StatusCreated}

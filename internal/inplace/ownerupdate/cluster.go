@@ -19,7 +19,7 @@ func (up *Updater) ApplyCluster(ctx context.Context, cp *owners.ClusterPlan, req
 		if req.Logf == nil {
 			req.Logf = func(string, map[string]any) {}
 		}
-		var viaTopology []*owners.Result
+		var viaTopology []*owners.PlanResult
 		viaTopology, direct = splitTopology(cp)
 		st, err := up.executeTopology(ctx, cp.Topology, viaTopology, req)
 		maps.Copy(status, st)
@@ -48,7 +48,7 @@ func (up *Updater) VerifyCluster(ctx context.Context, cp *owners.ClusterPlan, re
 	status := map[string]string{}
 	direct := cp.Owners
 	if cp.Topology != nil {
-		var viaTopology []*owners.Result
+		var viaTopology []*owners.PlanResult
 		viaTopology, direct = splitTopology(cp)
 		st, err := up.waitTopology(ctx, cp.Topology, viaTopology, req)
 		maps.Copy(status, st)
@@ -68,7 +68,7 @@ func (up *Updater) VerifyCluster(ctx context.Context, cp *owners.ClusterPlan, re
 
 // splitTopology parts cp's owners into those written through the Cluster's topology (first) and
 // those written directly.
-func splitTopology(cp *owners.ClusterPlan) (viaTopology, direct []*owners.Result) {
+func splitTopology(cp *owners.ClusterPlan) (viaTopology, direct []*owners.PlanResult) {
 	for _, r := range cp.Owners {
 		if r.Request.Selection.Topology {
 			viaTopology = append(viaTopology, r)

@@ -22,7 +22,7 @@ import (
 	"github.com/gradual-dev/terraform-provider-gradual/internal/usererr"
 )
 
-// Updater carries out in-place update plans (owners.Result, owners.ClusterPlan) against one
+// Updater carries out in-place update plans (owners.PlanResult, owners.ClusterPlan) against one
 // management cluster: it holds the owners' Leases, creates the rotated templates, writes the
 // owners or a Cluster's spec.topology, and waits until Cluster API is done.
 type Updater struct {
@@ -67,7 +67,7 @@ type Execution struct {
 // updating, and every Node is Ready on the desired kubelet version. It never writes a Machine,
 // an infrastructure machine or a bootstrap config. A blocked plan is refused before anything is
 // written.
-func (up *Updater) Execute(ctx context.Context, res *owners.Result, req ExecuteRequest) (*Execution, error) {
+func (up *Updater) Execute(ctx context.Context, res *owners.PlanResult, req ExecuteRequest) (*Execution, error) {
 	if err := res.Plan.Err(); err != nil {
 		return nil, engine.Mark(engine.ErrChangeRefused, usererr.Wrap(err, inplace.BlockedSummary, inplace.BlockedLead+"."))
 	}
@@ -207,7 +207,7 @@ func (up *Updater) specUnchanged(ctx context.Context, o *owners.Owner) (string, 
 // waitUpToDate polls the owner, its machines and their Nodes until everything is up to date
 // (see upToDate) or VerifyTimeout passes; the error then names the cluster, the owner and what
 // the last look found wrong, machine by machine.
-func (up *Updater) waitUpToDate(ctx context.Context, res *owners.Result, req ExecuteRequest) (map[string]string, error) {
+func (up *Updater) waitUpToDate(ctx context.Context, res *owners.PlanResult, req ExecuteRequest) (map[string]string, error) {
 	ctx, cancel := context.WithTimeout(ctx, req.VerifyTimeout)
 	defer cancel()
 	var last *owners.Look

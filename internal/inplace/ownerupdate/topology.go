@@ -23,7 +23,7 @@ import (
 // the plan read) and waits until the topology controller and Cluster API have brought the
 // control plane and every MachineDeployment of results up to date. A blocked plan is refused
 // before anything is written.
-func (up *Updater) executeTopology(ctx context.Context, t *owners.Topology, results []*owners.Result, req ExecuteRequest) (map[string]string, error) {
+func (up *Updater) executeTopology(ctx context.Context, t *owners.Topology, results []*owners.PlanResult, req ExecuteRequest) (map[string]string, error) {
 	status := map[string]string{}
 	for _, res := range results {
 		if err := res.Plan.Err(); err != nil {
@@ -95,7 +95,7 @@ func variableNames(vars []owners.VariableChange) string {
 // waitTopology polls the Cluster, its owners, their machines and Nodes until the topology is
 // reconciled at the version and every machine is up to date (owners.Reader.LookAtTopology),
 // or VerifyTimeout passes; the error then names the Cluster and what the last look found wrong.
-func (up *Updater) waitTopology(ctx context.Context, t *owners.Topology, results []*owners.Result, req ExecuteRequest) (map[string]string, error) {
+func (up *Updater) waitTopology(ctx context.Context, t *owners.Topology, results []*owners.PlanResult, req ExecuteRequest) (map[string]string, error) {
 	if req.Clock == nil {
 		req.Clock = engine.SystemClock{}
 	}

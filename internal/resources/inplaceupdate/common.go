@@ -23,7 +23,6 @@ import (
 	"github.com/gradual-dev/terraform-provider-gradual/internal/extension"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/inplace"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/inplace/owners"
-	"github.com/gradual-dev/terraform-provider-gradual/internal/providerdata"
 )
 
 const defaultFallback = "none"
@@ -165,9 +164,6 @@ func patchBytes(v types.String) []byte {
 	}
 	return []byte(v.ValueString())
 }
-
-// planner is the provider's in-place planner (over its management connection).
-func planner(data *providerdata.Data) *owners.Planner { return data.InPlace }
 
 // machinesValue is the `machines` list of a plan.
 func machinesValue(plan inplace.Plan) (types.List, diag.Diagnostics) {

@@ -178,7 +178,7 @@ func (d *planDataSource) Read(ctx context.Context, req datasource.ReadRequest, r
 	if resp.Diagnostics.HasError() {
 		return
 	}
-	res, err := planner(d.data).Plan(ctx, request)
+	res, err := d.data.FleetUpdate.PlanOwner(ctx, request)
 	if err != nil {
 		resp.Diagnostics.Append(diagnostics.FromError(err, "In-Place Update Plan Failed"))
 		return

@@ -2,6 +2,7 @@ package inplaceupdate
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -138,7 +139,7 @@ func (r *updateResource) ModifyPlan(ctx context.Context, req resource.ModifyPlan
 	if resp.Diagnostics.HasError() {
 		return
 	}
-	res, err := planner(r.data).Plan(ctx, request)
+	res, err := r.data.FleetUpdate.PlanOwner(ctx, request)
 	if err != nil {
 		resp.Diagnostics.Append(diagnostics.FromError(err, "In-Place Update Plan Failed"))
 		return
@@ -244,18 +245,27 @@ func (r *updateResource) apply(ctx context.Context, timeout time.Duration, plan 
 	if diags.HasError() {
 		return false
 	}
-	res, err := planner(r.data).Plan(ctx, request)
-	if err != nil {
+	res, exec, err := r.data.FleetUpdate.ApplyOwner(ctx, fleetupdate.ApplyOwnerRequest{
+		Request: request,
+		Shown:   shownMachines(plan.Plan),
+		Execute: ownerupdate.ExecuteRequest{
+			VerifyTimeout: verify,
+			Logf:          func(msg string, fields map[string]any) { tflog.Info(ctx, msg, fields) },
+			Holder:        records.HolderIdentity(),
+		},
+	})
+	var stale *fleetupdate.StaleError
+	switch {
+	case res == nil:
 		diags.Append(diagnostics.FromError(err, "In-Place Update Plan Failed"))
+		plan.fillUnknown()
+		return false
+	case errors.As(err, &stale):
+		diags.AddError("In-Place Update Plan Is Stale", stale.Error())
 		plan.fillUnknown()
 		return false
 	}
 	plan.Revision = types.StringValue(res.Revision)
-	if stale := staleMachines(plan.Plan, res.Plan); len(stale) > 0 {
-		diags.AddError("In-Place Update Plan Is Stale", staleDetail(stale))
-		plan.fillUnknown()
-		return false
-	}
 	if plan.Plan.IsUnknown() {
 		plan.Plan, d = machinesValue(res.Plan)
 		diags.Append(d...)
@@ -263,11 +273,6 @@ func (r *updateResource) apply(ctx context.Context, timeout time.Duration, plan 
 	if plan.Summary.IsUnknown() || plan.Attention.IsUnknown() || plan.Waves.IsUnknown() {
 		diags.Append(plan.setSingleSummary(ctx, res)...)
 	}
-	exec, err := r.data.InPlaceUpdater.Execute(ctx, res, ownerupdate.ExecuteRequest{
-		VerifyTimeout: verify,
-		Logf:          func(msg string, fields map[string]any) { tflog.Info(ctx, msg, fields) },
-		Holder:        records.HolderIdentity(),
-	})
 	status := map[string]string{}
 	if exec != nil {
 		status = exec.Status
@@ -454,19 +459,14 @@ func (r *updateResource) ImportState(ctx context.Context, req resource.ImportSta
 // Delete forgets the resource: in-place updates are not undone.
 func (r *updateResource) Delete(context.Context, resource.DeleteRequest, *resource.DeleteResponse) {}
 
-// staleMachines compares the plan Terraform showed with the one made at apply: a machine shown
-// in place that would now be replaced or blocked, or given to other extensions, makes the plan
-// stale (an extension was removed, or answers differently). It never turns into a replacement
-// silently. An unknown planned list (inputs unknown at plan) compares with nothing.
-func staleMachines(planned types.List, now inplace.Plan) []string {
+// shownMachines is what the plan Terraform showed says of each machine (the `plan` list), for
+// ApplyOwner's check that the plan made at apply is still that; nil when the list was unknown
+// at plan (inputs unknown then), which compares with nothing.
+func shownMachines(planned types.List) map[string]fleetupdate.Shown {
 	if planned.IsNull() || planned.IsUnknown() {
 		return nil
 	}
-	type shown struct {
-		strategy   string
-		extensions []string
-	}
-	was := map[string]shown{}
+	out := map[string]fleetupdate.Shown{}
 	for _, e := range planned.Elements() {
 		o, ok := e.(types.Object)
 		if !ok {
@@ -483,75 +483,22 @@ func staleMachines(planned types.List, now inplace.Plan) []string {
 				}
 			}
 		}
-		was[name.ValueString()] = shown{strategy.ValueString(), exts}
-	}
-	var out []string
-	for _, m := range now.Machines {
-		w, ok := was[m.Machine]
-		if !ok || w.strategy != string(inplace.StrategyInPlace) {
-			continue
-		}
-		if m.Strategy == inplace.StrategyRolling || m.Strategy == inplace.StrategyBlocked {
-			why := strings.Join(m.Notes, "; ")
-			if len(m.Uncovered) > 0 {
-				why = "no extension covers " + fieldNames(m.Uncovered)
-			}
-			out = append(out, fmt.Sprintf("machine %s: planned in place by %s, now %s (%s)", m.Machine, strings.Join(w.extensions, ", "), m.Strategy, why))
-		} else if !slices.Equal(w.extensions, m.Extensions) {
-			out = append(out, fmt.Sprintf("machine %s: planned in place by %s, now by %s", m.Machine, strings.Join(w.extensions, ", "), strings.Join(m.Extensions, ", ")))
-		}
+		out[name.ValueString()] = fleetupdate.Shown{Strategy: inplace.Strategy(strategy.ValueString()), Extensions: exts}
 	}
 	return out
 }
 
-func staleDetail(stale []string) string {
-	return "What the update extensions answer now differs from what the plan showed, so nothing was written (no template, no owner change); " +
-		"it never turns into replacements silently. Plan again and review the new plan:\n" + indent(strings.Join(stale, "\n"))
-}
-
-func fieldNames(fields []inplace.Field) string {
-	s := make([]string, len(fields))
-	for i, f := range fields {
-		s[i] = f.String()
-	}
-	return strings.Join(s, ", ")
-}
-
 // setSingleSummary fills summary, attention and waves for the single-owner form from its plan.
-func (m *Model) setSingleSummary(ctx context.Context, res *owners.Result) diag.Diagnostics {
-	sum := map[string]int64{fleetupdate.SumClusters: 1, fleetupdate.SumSkipped: 0, fleetupdate.SumCurrent: 0, fleetupdate.SumChanging: 0, fleetupdate.SumInPlace: 0, fleetupdate.SumRolling: 0, fleetupdate.SumUnchanged: 0}
+func (m *Model) setSingleSummary(ctx context.Context, res *fleetupdate.OwnerPlan) diag.Diagnostics {
 	att := map[string]string{}
-	var notes []string
-	for _, mp := range res.Plan.Machines {
-		switch mp.Strategy {
-		case inplace.StrategyInPlace:
-			sum[fleetupdate.SumInPlace]++
-		case inplace.StrategyRolling:
-			sum[fleetupdate.SumRolling]++
-			why := fieldNames(mp.Uncovered)
-			if why == "" {
-				why = strings.Join(mp.Notes, "; ")
-			}
-			notes = append(notes, fmt.Sprintf("machine %s replaced by Cluster API (%s)", mp.Machine, why))
-		default:
-			sum[fleetupdate.SumUnchanged]++
-		}
-	}
-	var waves []int
-	if changes, _ := res.Owner.Changes(); changes || sum[fleetupdate.SumInPlace]+sum[fleetupdate.SumRolling] > 0 || res.Owner.Current.GetAnnotations()[owners.AnnotationRevision] != res.Revision {
-		sum[fleetupdate.SumChanging] = 1
-		waves = []int{1}
-	} else {
-		sum[fleetupdate.SumCurrent] = 1
-	}
-	if len(notes) > 0 {
-		att[m.Cluster.ValueString()] = strings.Join(notes, "; ")
+	if res.Attention != "" {
+		att[m.Cluster.ValueString()] = res.Attention
 	}
 	var diags, d diag.Diagnostics
-	m.Summary, d = types.MapValueFrom(ctx, types.Int64Type, sum)
+	m.Summary, d = types.MapValueFrom(ctx, types.Int64Type, res.Summary)
 	diags.Append(d...)
 	m.Attention, d = types.MapValueFrom(ctx, types.StringType, att)
 	diags.Append(d...)
-	m.Waves = types.StringValue(shared.WavesText(waves, 0))
+	m.Waves = types.StringValue(shared.WavesText(res.Waves, 0))
 	return diags
 }
