@@ -28,10 +28,16 @@ deny() {
   fi
 }
 
-for pkg in internal/engine internal/clock internal/manifest internal/fieldpath internal/health internal/inplace internal/settings internal/usererr internal/window; do
+for pkg in internal/engine internal/clock internal/manifest internal/fieldpath internal/inplace internal/settings internal/usererr internal/window; do
   deny "$pkg" "^(k8s\.io/client-go|sigs\.k8s\.io/controller-runtime|github\.com/hashicorp/terraform-plugin-)|^$in/(apply|records|fleet|clientconfig|extension|delivery|assignment|resources|provider|providerdata)(/|$)" \
     "the pure core knows no Terraform and no Kubernetes client"
 done
+# internal/health judges with Flux's own fluxcd/pkg/runtime/cel, whose package also holds
+# kustomize-controller's StatusReader (cli-utils' polling engine, which links client-go and
+# controller-runtime): it links them through that package only, and imports no client itself
+# (depguard checks its imports). Terraform and our cluster packages stay out.
+deny internal/health "^github\.com/hashicorp/terraform-plugin-|^$in/(apply|records|fleet|clientconfig|extension|delivery|assignment|resources|provider|providerdata)(/|$)" \
+  "the pure core knows no Terraform and none of the provider's cluster packages"
 
 for pkg in $(awk '{print $1}' <<<"$deps" | sed "s|^$mod/||"); do
   case "$pkg" in

@@ -2,8 +2,11 @@ package delivery
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -27,7 +30,12 @@ import (
 // created or read is the cluster's failure (infrastructure: retried, never blamed on the
 // revision). The Job is deleted afterwards whatever the outcome, its pods with it; what it said
 // stays in the failure. One of a run that was interrupted is deleted before the next is created.
-// Delivering directly only: through Flux nothing connects to the workload clusters.
+//
+// Through Flux nothing connects to the workload clusters: the Job goes into the revision's
+// artifact instead (ForFlux), named for the revision, and kustomize-controller waits on it with
+// the revision's other objects (spec.wait: kstatus says a Job is Current once Complete, Failed
+// once Failed), so that a failed Job is the Kustomization's HealthCheckFailed: the revision's
+// failure (internal/blame), as when delivering directly.
 
 // CheckJob is a rollout's or a module assignment's verify.check_job.
 type CheckJob struct {
@@ -67,6 +75,59 @@ func (j *CheckJob) For(cluster string, values bool) (*unstructured.Unstructured,
 		return job, nil
 	}
 	return nil, fmt.Errorf("the check Job was not rendered for cluster %s (it was not eligible when the fleet was read); the next plan renders it", cluster)
+}
+
+// fluxJobSuffix is how much of the revision a check Job's name carries through Flux.
+const fluxJobSuffix = 8
+
+// ForFlux is the Job that goes into the artifact of revision for cluster through Flux (nil when
+// the cluster runs none): For's, named <name>-<the revision's first 8 characters>. A Job's pod
+// template is immutable, and a Job that did not change would not run again: a name per revision
+// makes each revision's Job a new object, which kustomize-controller creates and waits for, and
+// the previous revision's Job a removed one, which it prunes (its pods with it). Re-creating one
+// Job under the same name with the `kustomize.toolkit.fluxcd.io/force` annotation would need the
+// template changed at every revision as well, and would recreate it at every reconcile that
+// finds a field changed. The name is cut to leave 63 characters (the Job's name is a label value
+// of its pods). ttlSecondsAfterFinished is dropped: Flux would create a Job the TTL removed again
+// at its next reconcile, running it again; the Job stays until the next revision prunes it.
+func (j *CheckJob) ForFlux(cluster, revision string, values bool) (*unstructured.Unstructured, error) {
+	job, err := j.For(cluster, values)
+	if err != nil || job == nil {
+		return job, err
+	}
+	job = job.DeepCopy()
+	suffix := "-" + revision[:min(fluxJobSuffix, len(revision))]
+	name := job.GetName()
+	if len(name)+len(suffix) > 63 {
+		name = strings.TrimRight(name[:63-len(suffix)], "-.")
+	}
+	job.SetName(name + suffix)
+	unstructured.RemoveNestedField(job.Object, "spec", "ttlSecondsAfterFinished")
+	// timeout as the Job's own deadline, unless it has one: a Job still running then fails
+	// (DeadlineExceeded), the revision's failure as delivering directly, rather than
+	// kustomize-controller's wait running out, which says less.
+	if _, ok, _ := unstructured.NestedFieldNoCopy(job.Object, "spec", "activeDeadlineSeconds"); !ok && j.Timeout > 0 {
+		_ = unstructured.SetNestedField(job.Object, int64(j.Timeout/time.Second), "spec", "activeDeadlineSeconds")
+	}
+	return job, nil
+}
+
+// FluxRevision is the revision, through Flux, of content named revision when j (nil: none) is
+// its check Job: the Job is part of the artifact (ForFlux), so a change of the Job or its
+// timeout alone is another revision, rolled out in waves, and a revision's tag never holds
+// other content than the plan computed.
+func (j *CheckJob) FluxRevision(revision string) (string, error) {
+	if j == nil {
+		return revision, nil
+	}
+	canonical, err := (&manifest.Set{Objects: []*unstructured.Unstructured{j.Job}}).Canonical()
+	if err != nil {
+		return "", err
+	}
+	h := sha256.New()
+	fmt.Fprintf(h, "%s\x00check_job\x00%s\x00", revision, j.Timeout)
+	h.Write(canonical)
+	return hex.EncodeToString(h.Sum(nil))[:manifest.RevisionLength], nil
 }
 
 // ParseCheckJob reads a check Job's manifest: one batch/v1 Job with metadata.name and

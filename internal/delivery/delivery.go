@@ -49,7 +49,8 @@ type Spec struct {
 	// (verify.gate_node_selector, verify.gate_max_unready_nodes).
 	GatePolicy blame.GatePolicy
 	// CheckJob, when set, runs in each cluster after the new revision's objects are ready and
-	// its HTTP checks pass (verify.check_job; checkjob.go). Delivering directly only.
+	// its HTTP checks pass (verify.check_job; checkjob.go). Through Flux it is part of the
+	// revision's artifact, waited on by kustomize-controller (CheckJob.ForFlux).
 	CheckJob *CheckJob
 	// Ignore names fields left to other controllers (ignore_fields): apply leaves them to
 	// their owners and drift does not count them (see apply.Applier.WithIgnore).

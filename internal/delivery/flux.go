@@ -306,6 +306,12 @@ func (r *fluxRun) makeArtifact(ctx context.Context, target, revision string) (ta
 	if err != nil {
 		return "", nil, err
 	}
+	if revision == w.spec.Revision {
+		// The desired revision's check Job; a restored one is not checked, as delivering directly.
+		if objs, err = w.spec.fluxObjects(objs, target); err != nil {
+			return "", nil, err
+		}
+	}
 	if manifests, err = fluxdelivery.Manifests(objs); err != nil {
 		return "", nil, err
 	}
@@ -645,6 +651,16 @@ func (f *fluxRead) summary(recordKey records.Key) (*records.State, error) {
 	return f.states[recordKey], nil
 }
 
+// fluxObjects are what the artifact of spec's revision holds for target through Flux: objs, its
+// objects there, and its check Job (CheckJob.ForFlux), if any.
+func (spec *Spec) fluxObjects(objs []*unstructured.Unstructured, target string) ([]*unstructured.Unstructured, error) {
+	job, err := spec.CheckJob.ForFlux(target, spec.Revision, spec.Values != nil)
+	if err != nil || job == nil {
+		return objs, err
+	}
+	return append(slices.Clip(objs), job), nil
+}
+
 // FluxArtifact is what an apply through Flux publishes and pins for a revision, as the plan
 // shows it: computed from the planned content, before anything is pushed.
 type FluxArtifact struct {
@@ -662,7 +678,11 @@ func (e fluxEngine) pinned(spec Spec) (*FluxArtifact, error) {
 	if spec.Values != nil {
 		return out, nil
 	}
-	manifests, err := fluxdelivery.Manifests(spec.Objects.Objects)
+	objs, err := spec.fluxObjects(spec.Objects.Objects, "")
+	if err != nil {
+		return out, err
+	}
+	manifests, err := fluxdelivery.Manifests(objs)
 	if err != nil {
 		return out, err
 	}
@@ -678,7 +698,11 @@ func (e fluxEngine) checkPinned(s *Service, ctx context.Context, spec Spec) erro
 	if spec.Values != nil {
 		return nil
 	}
-	manifests, err := fluxdelivery.Manifests(spec.Objects.Objects)
+	objs, err := spec.fluxObjects(spec.Objects.Objects, "")
+	if err != nil {
+		return err
+	}
+	manifests, err := fluxdelivery.Manifests(objs)
 	if err != nil {
 		return err
 	}

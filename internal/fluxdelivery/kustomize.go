@@ -35,7 +35,7 @@ type Kustomize struct {
 	ApplyOnce bool
 	// HealthChecks are verify.health_checks, the Kustomization's healthCheckExprs:
 	// kustomize-controller judges the applied objects of those kinds by them instead of kstatus
-	// as it waits (spec.wait), with the CEL environment internal/health evaluates in when
+	// as it waits (spec.wait), with Flux's StatusEvaluator, the one internal/health calls when
 	// delivering directly, and reports a failed one as HealthCheckFailed (internal/blame: the
 	// revision's failure).
 	HealthChecks []health.Rule

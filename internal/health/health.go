@@ -5,29 +5,28 @@
 // `spec`, `status`, …), so `status.conditions.filter(e, e.type == 'Ready').all(e, e.status ==
 // 'True')` reads as it does in Flux.
 //
-// Both delivery engines judge with the same expressions: delivering directly, the provider
-// evaluates them here as it waits; through Flux they become each Kustomization's
-// `spec.healthCheckExprs` and kustomize-controller evaluates them. So that an expression means
-// the same on both, evaluation follows fluxcd/pkg/runtime/cel (v0.117.0, which
-// kustomize-controller uses): the same CEL environment (env), the program made from the parsed
-// expression as Flux makes it, the whole object as the activation, and the same order. That
-// module is not a dependency yet: every version the module proxy serves needs k8s.io v0.37 and
-// controller-runtime v0.25, a minor ahead of this provider's; flux_test.go checks the verdicts
-// against ones recorded with Flux's library (testdata/fluxverdicts).
+// Both delivery engines judge with the same expressions, and with the same code: delivering
+// directly, the provider evaluates them here as it waits, with Flux's own library
+// (fluxcd/pkg/runtime/cel's StatusEvaluator, the one kustomize-controller builds for each
+// healthCheckExprs entry); through Flux they become each Kustomization's
+// `spec.healthCheckExprs` and kustomize-controller evaluates them. One CEL environment, Flux's, so
+// an expression means the same on both. The module is pinned at v0.111.0, the newest whose
+// Kubernetes libraries are this provider's (v0.113.0 on needs k8s.io v0.37); its cel package is
+// kustomize-controller v1.8's (fluxcd/pkg/runtime v0.117.0) but for string helpers added since.
 //
 // As in Flux, an object of a listed kind (matched by API group and kind, the version aside) is
 // judged by its expressions instead of kstatus: first an object whose status.observedGeneration
 // differs from metadata.generation is in progress (its controller has not seen the change yet);
 // then in_progress, failed and current are evaluated in that order and the first that is true
 // decides; none true is in progress. An expression that cannot be evaluated on the object (a
-// field it reads is not there yet) is in progress too, with the error as the message, so a wait
-// runs until the timeout, as Flux's does: guard such fields with has() or optional access
-// (`status.?conditions.orValue([])`).
+// field it reads is not there yet) is in progress too, with the error as the message (kstatus'
+// Unknown to kustomize-controller, which waits on), so a wait runs until the timeout, as Flux's
+// does: guard such fields with has() or optional access (`status.?conditions.orValue([])`).
 //
-// Compile is stricter than Flux, which only parses: it also type-checks each expression against
-// the top-level fields Kubernetes objects have (variables), so that a name no object has (such
-// as `self`, from Kubernetes' own CEL) or an expression that cannot give a bool is refused at
-// plan rather than left in progress until the timeout.
+// Compile is stricter than Flux, which only parses: it also compiles each expression in Flux's
+// environment with the top-level fields Kubernetes objects have declared (variables), so that a
+// name no object has (such as `self`, from Kubernetes' own CEL) or an expression that cannot
+// give a bool is refused at plan rather than left in progress until the timeout.
 //
 // The package is part of the pure core: it knows live objects only as JSON-like maps.
 package health
@@ -38,9 +37,11 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/fluxcd/cli-utils/pkg/kstatus/status"
+	"github.com/fluxcd/pkg/apis/kustomize"
+	fluxcel "github.com/fluxcd/pkg/runtime/cel"
 	"github.com/google/cel-go/cel"
-	"github.com/google/cel-go/common/types"
-	"github.com/google/cel-go/ext"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
 // Rule is one kind's expressions, as configured.
@@ -85,48 +86,22 @@ type Checker struct {
 }
 
 type compiled struct {
-	inProgress, failed, current *expr
+	// eval is Flux's own evaluator of the rule, as kustomize-controller builds it: it decides.
+	eval *fluxcel.StatusEvaluator
+	rule Rule
+	// inProgress is the rule's in_progress expression (nil without one), evaluated only to say
+	// why an object Flux judged in progress is so.
+	inProgress *fluxcel.Expression
 }
 
-type expr struct {
-	field, text string
-	prg         cel.Program
-}
-
-// variables are the top-level fields of Kubernetes objects that Compile lets the expressions
-// read. Evaluation passes the whole object, as Flux does; an object lacking a field (no status
-// yet) makes an expression that reads it fail to evaluate: in progress.
+// variables are the top-level fields of Kubernetes objects that Compile declares to check the
+// expressions' names. Evaluation passes the whole object, as Flux does; an object lacking a
+// field (no status yet) makes an expression that reads it fail to evaluate: in progress.
 var variables = []string{
 	"apiVersion", "kind", "metadata", "spec", "status",
 	"data", "binaryData", "stringData", "type", "immutable", // ConfigMap, Secret
 	"rules", "subjects", "roleRef", "aggregationRule", // RBAC
 	"webhooks", "secrets", "imagePullSecrets", // admission webhooks, ServiceAccount
-}
-
-// envOptions are the CEL environment of fluxcd/pkg/runtime/cel's NewExpression (v0.117.0), which
-// kustomize-controller evaluates healthCheckExprs in: the same options, so that an expression
-// means the same on both engines.
-func envOptions() []cel.EnvOption {
-	return []cel.EnvOption{
-		cel.HomogeneousAggregateLiterals(),
-		cel.EagerlyValidateDeclarations(true),
-		cel.DefaultUTCTimeZone(true),
-		cel.CrossTypeNumericComparisons(true),
-		cel.OptionalTypes(),
-		ext.Strings(),
-		ext.Sets(),
-		ext.Encoders(),
-	}
-}
-
-// env is Flux's environment (envOptions) with variables declared for the plan-time check.
-// Flux's own declares none: it parses, and evaluates with the object's fields.
-func env() (*cel.Env, error) {
-	opts := envOptions()
-	for _, v := range variables {
-		opts = append(opts, cel.Variable(v, cel.DynType))
-	}
-	return cel.NewEnv(opts...)
 }
 
 // groupKind is the key of apiVersion and kind: Flux matches a rule by API group and kind.
@@ -145,10 +120,6 @@ func Compile(rules []Rule) (*Checker, error) {
 	if len(rules) == 0 {
 		return &Checker{}, nil
 	}
-	e, err := env()
-	if err != nil {
-		return nil, fmt.Errorf("CEL environment: %w", err)
-	}
 	c := &Checker{kinds: map[string]*compiled{}, rules: append([]Rule(nil), rules...)}
 	var errs []error
 	for i, r := range rules {
@@ -162,30 +133,12 @@ func Compile(rules []Rule) (*Checker, error) {
 			errs = append(errs, fmt.Errorf("rule %d: a second rule for %s %s (rules are matched by API group and kind)", i, r.APIVersion, r.Kind))
 			continue
 		}
-		var k compiled
-		for _, f := range []struct {
-			name, text string
-			dst        **expr
-			required   bool
-		}{
-			{"in_progress", r.InProgress, &k.inProgress, false},
-			{"failed", r.Failed, &k.failed, false},
-			{"current", r.Current, &k.current, true},
-		} {
-			if strings.TrimSpace(f.text) == "" {
-				if f.required {
-					errs = append(errs, &ExprError{Rule: i, Field: f.name, Err: errors.New("required")})
-				}
-				continue
-			}
-			x, err := compile(e, f.name, f.text)
-			if err != nil {
-				errs = append(errs, &ExprError{Rule: i, Field: f.name, Err: err})
-				continue
-			}
-			*f.dst = x
+		k, err := compileRule(i, r)
+		if err != nil {
+			errs = append(errs, err)
+			continue
 		}
-		c.kinds[key] = &k
+		c.kinds[key] = k
 	}
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
@@ -193,35 +146,82 @@ func Compile(rules []Rule) (*Checker, error) {
 	return c, nil
 }
 
-// CompileExpr checks one expression alone (for a plan-time validator).
-func CompileExpr(text string) error {
-	e, err := env()
-	if err != nil {
-		return err
+// compileRule checks rule i's expressions (each an *ExprError when refused) and builds Flux's
+// evaluator of it.
+func compileRule(i int, r Rule) (*compiled, error) {
+	var errs []error
+	for _, f := range []struct {
+		name, text string
+		required   bool
+	}{{"in_progress", r.InProgress, false}, {"failed", r.Failed, false}, {"current", r.Current, true}} {
+		if strings.TrimSpace(f.text) == "" {
+			if f.required {
+				errs = append(errs, &ExprError{Rule: i, Field: f.name, Err: errors.New("required")})
+			}
+			continue
+		}
+		if err := CompileExpr(f.text); err != nil {
+			errs = append(errs, &ExprError{Rule: i, Field: f.name, Err: err})
+		}
 	}
-	_, err = compile(e, "", text)
-	return err
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	// Blank optional expressions are left out, as Flux leaves out empty ones.
+	exprs := kustomize.HealthCheckExpressions{Current: r.Current}
+	if strings.TrimSpace(r.Failed) != "" {
+		exprs.Failed = r.Failed
+	}
+	k := &compiled{rule: r}
+	if strings.TrimSpace(r.InProgress) != "" {
+		exprs.InProgress = r.InProgress
+		x, err := fluxcel.NewExpression(r.InProgress)
+		if err != nil {
+			return nil, &ExprError{Rule: i, Field: "in_progress", Err: err}
+		}
+		k.inProgress = x
+	}
+	se, err := fluxcel.NewStatusEvaluator(&exprs)
+	if err != nil {
+		return nil, fmt.Errorf("rule %d: %w", i, err)
+	}
+	k.eval = se
+	return k, nil
 }
 
-// compile checks text in e (it must type-check and may give a bool) and makes its program as
-// Flux's NewExpression does: from the parsed, unchecked expression, optimized, interruptible.
-func compile(e *cel.Env, field, text string) (*expr, error) {
-	checked, iss := e.Compile(text)
-	if iss.Err() != nil {
-		return nil, iss.Err()
+// CompileExpr checks one expression (also a plan-time validator): first as kustomize-controller
+// takes it (Flux's NewExpression parses it in Flux's environment), then compiled in that
+// environment with the objects' top-level fields declared. Flux can only declare them as
+// google.protobuf.Struct, narrower than Kubernetes' fields (`webhooks` is a list, `type` a
+// string), so of the second step only two findings are refusals: a name no object has, and a
+// result that is certainly not a bool (a concrete type, not dyn or the Struct itself).
+func CompileExpr(text string) error {
+	if _, err := fluxcel.NewExpression(text); err != nil {
+		return issues(text, err)
 	}
-	if t := checked.OutputType(); !t.IsExactType(cel.BoolType) && !t.IsExactType(cel.DynType) {
-		return nil, fmt.Errorf("gives %s, not bool", t)
+	_, err := fluxcel.NewExpression(text, fluxcel.WithCompile(), fluxcel.WithStructVariables(variables...),
+		fluxcel.WithOutputType(cel.BoolType))
+	if err == nil {
+		return nil
 	}
-	parsed, iss := e.Parse(text)
-	if iss.Err() != nil {
-		return nil, iss.Err()
+	msg := err.Error()
+	if strings.Contains(msg, "undeclared reference") {
+		return issues(text, err)
 	}
-	prg, err := e.Program(parsed, cel.EvalOptions(cel.OptOptimize), cel.InterruptCheckFrequency(100))
-	if err != nil {
-		return nil, err
+	if _, got, ok := strings.Cut(msg, "expected bool, got "); ok && got != "dyn" && got != "map(string, dyn)" {
+		return fmt.Errorf("gives %s, not bool", got)
 	}
-	return &expr{field: field, text: text, prg: prg}, nil
+	return nil
+}
+
+// issues is Flux's parse error without its preamble, which repeats the expression a diagnostic
+// already names: CEL's issues, with the position marked.
+func issues(text string, err error) error {
+	msg, ok := strings.CutPrefix(err.Error(), fmt.Sprintf("failed to parse the CEL expression '%s': ", text))
+	if !ok {
+		return err
+	}
+	return errors.New(msg)
 }
 
 // Empty reports whether c has no rules.
@@ -242,7 +242,7 @@ func (c *Checker) Rules() []Rule {
 }
 
 // Judge applies the rule for obj's apiVersion and kind; ok is false when there is none (kstatus
-// judges the object then).
+// judges the object then). Flux's StatusEvaluator gives the verdict; Judge adds why.
 func (c *Checker) Judge(obj map[string]any) (v Verdict, ok bool) {
 	if c.Empty() {
 		return Verdict{}, false
@@ -253,64 +253,36 @@ func (c *Checker) Judge(obj map[string]any) (v Verdict, ok bool) {
 	if k == nil {
 		return Verdict{}, false
 	}
-	if lag, gen, seen := generationLag(obj); lag {
+	res, err := k.eval.Evaluate(context.Background(), &unstructured.Unstructured{Object: obj})
+	if err != nil {
+		// kstatus' Unknown to kustomize-controller, which waits on.
+		return Verdict{Status: InProgress, Message: fmt.Sprintf("health expressions cannot be evaluated yet: %v", err)}, true
+	}
+	switch res.Status {
+	case status.FailedStatus:
+		return Verdict{Status: Failed, Message: fmt.Sprintf("health expression failed `%s` is true", k.rule.Failed)}, true
+	case status.CurrentStatus:
+		return Verdict{Status: Current, Message: fmt.Sprintf("health expression current `%s` is true", k.rule.Current)}, true
+	}
+	return Verdict{Status: InProgress, Message: k.whyInProgress(obj)}, true
+}
+
+// whyInProgress says why Flux's evaluator found obj in progress: its generation not observed,
+// the in_progress expression true, or current not true yet.
+func (k *compiled) whyInProgress(obj map[string]any) string {
+	gen, ok1, _ := unstructured.NestedInt64(obj, "metadata", "generation")
+	seen, ok2, _ := unstructured.NestedInt64(obj, "status", "observedGeneration")
+	if ok1 && ok2 && gen != seen {
 		how := "is behind"
 		if seen > gen {
 			how = "differs from"
 		}
-		return Verdict{Status: InProgress, Message: fmt.Sprintf("status.observedGeneration %d %s metadata.generation %d", seen, how, gen)}, true
+		return fmt.Sprintf("status.observedGeneration %d %s metadata.generation %d", seen, how, gen)
 	}
-	for _, x := range []struct {
-		e      *expr
-		status string
-	}{{k.inProgress, InProgress}, {k.failed, Failed}, {k.current, Current}} {
-		if x.e == nil {
-			continue
-		}
-		holds, err := x.e.eval(obj)
-		if err != nil {
-			return Verdict{Status: InProgress, Message: fmt.Sprintf("health expression %s `%s` cannot be evaluated yet: %v", x.e.field, x.e.text, err)}, true
-		}
-		if holds {
-			return Verdict{Status: x.status, Message: fmt.Sprintf("health expression %s `%s` is true", x.e.field, x.e.text)}, true
+	if k.inProgress != nil {
+		if yes, err := k.inProgress.EvaluateBoolean(context.Background(), obj); err == nil && yes {
+			return fmt.Sprintf("health expression in_progress `%s` is true", k.rule.InProgress)
 		}
 	}
-	return Verdict{Status: InProgress, Message: fmt.Sprintf("health expression current `%s` is not true yet", k.current.text)}, true
-}
-
-// eval evaluates x with obj's top-level fields as the variables, as Flux's EvaluateBoolean does.
-func (x *expr) eval(obj map[string]any) (bool, error) {
-	out, _, err := x.prg.ContextEval(context.Background(), obj)
-	if err != nil {
-		return false, err
-	}
-	b, ok := out.(types.Bool)
-	if !ok {
-		return false, fmt.Errorf("gave %v (%s), not a bool", out.Value(), out.Type().TypeName())
-	}
-	return bool(b), nil
-}
-
-// generationLag reports whether obj's status.observedGeneration and metadata.generation are
-// both set and differ (Flux's test: its controller has not seen the object as it is).
-func generationLag(obj map[string]any) (lag bool, gen, seen int64) {
-	meta, _ := obj["metadata"].(map[string]any)
-	st, _ := obj["status"].(map[string]any)
-	g, ok1 := asInt(meta["generation"])
-	o, ok2 := asInt(st["observedGeneration"])
-	return ok1 && ok2 && o != g, g, o
-}
-
-func asInt(v any) (int64, bool) {
-	switch n := v.(type) {
-	case int64:
-		return n, true
-	case int:
-		return int64(n), true
-	case int32:
-		return int64(n), true
-	case float64:
-		return int64(n), true
-	}
-	return 0, false
+	return fmt.Sprintf("health expression current `%s` is not true yet", k.rule.Current)
 }

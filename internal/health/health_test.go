@@ -86,8 +86,24 @@ func TestCompileRefuses(t *testing.T) {
 			}
 		})
 	}
-	if err := CompileExpr("status.?conditions.orValue([]).exists(c, c.type == 'Ready')"); err != nil {
-		t.Errorf("optional access refused: %v", err)
+	// What Flux's environment has, and fields that are no object (lists, strings), compile.
+	for _, ok := range []string{
+		"status.?conditions.orValue([]).exists(c, c.type == 'Ready')",
+		"base64.decode(data.token) == b'ok'",
+		"webhooks.all(w, w.name != '')",
+		"subjects.exists(s, s.kind == 'User')",
+		"type == 'Opaque'",
+		"immutable",
+		"status.phase",
+	} {
+		if err := CompileExpr(ok); err != nil {
+			t.Errorf("CompileExpr(%q) refused: %v", ok, err)
+		}
+	}
+	for _, bad := range []string{"status.replicas + 1", "size(webhooks)", "'ready'"} {
+		if err := CompileExpr(bad); err == nil || !strings.Contains(err.Error(), "not bool") {
+			t.Errorf("CompileExpr(%q) = %v, want not bool", bad, err)
+		}
 	}
 }
 
@@ -97,7 +113,7 @@ func TestNonBoolAtRuntime(t *testing.T) {
 		t.Fatal(err)
 	}
 	v, _ := c.Judge(map[string]any{"apiVersion": "v1", "kind": "Pod", "status": map[string]any{"phase": "Running"}})
-	if v.Status != InProgress || !strings.Contains(v.Message, "not a bool") {
+	if v.Status != InProgress || !strings.Contains(v.Message, "as boolean") {
 		t.Errorf("Judge = %+v, want in progress, not a bool", v)
 	}
 }

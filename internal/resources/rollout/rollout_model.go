@@ -225,8 +225,18 @@ func (m *Model) spec(ctx context.Context) (delivery.Spec, diag.Diagnostics) {
 	// After the limits and the bake time: a stage that sets none of its own takes the rollout's.
 	diags.Append(m.stages(ctx, &spec)...)
 	diags.Append(m.specVerify(ctx, verify, &spec)...)
+	if m.throughFlux() {
+		// Through Flux the check Job is part of the artifact, so of the revision.
+		var err error
+		if spec.Revision, err = spec.CheckJob.FluxRevision(spec.Revision); err != nil {
+			diags.AddAttributeError(shared.PathCheckJob, "Invalid Check Job", err.Error())
+		}
+	}
 	return spec, diags
 }
+
+// throughFlux reports whether the rollout delivers through Flux (`delivery` set).
+func (m *Model) throughFlux() bool { return !m.Delivery.IsNull() && !m.Delivery.IsUnknown() }
 
 // specContent sets what is applied and what names it: the objects, the fields left alone
 // (ignore_fields), the values redacted (sensitive_paths), the values and the revision. ok is
@@ -291,7 +301,8 @@ func (m *Model) specVerify(ctx context.Context, verify VerifyModel, spec *delive
 	spec.GatePolicy = nodeGate.Policy()
 	spec.Health, d = shared.HealthChecker(ctx, verify.HealthChecks)
 	diags.Append(d...) // through Flux, the Kustomizations' healthCheckExprs (internal/delivery/flux.go)
-	spec.CheckJob, d = shared.CheckJobOf(ctx, verify.CheckJob, !m.Delivery.IsNull() && !m.Delivery.IsUnknown())
+	// Through Flux too: the Job goes into the artifact (delivery.CheckJob.ForFlux).
+	spec.CheckJob, d = shared.CheckJobOf(ctx, verify.CheckJob, false)
 	diags.Append(d...)
 	if !verify.HTTPChecks.IsNull() && !verify.HTTPChecks.IsUnknown() {
 		var checks []HTTPCheckModel

@@ -49,7 +49,11 @@ func CheckJob(when string) VerifyExtra {
 				"on that cluster, named with the condition's reason and message; a Job the cluster refuses to create or cannot read is the " +
 				"cluster's failure, retried within `verify.timeout`. The Job is deleted when it is done, whatever the outcome, its pods with " +
 				"it (what it said is in the failure); one left by an interrupted run is deleted before the next is created. Restored backup " +
-				"revisions are not checked. Delivering directly only: refused with `delivery.flux`.",
+				"revisions are not checked. With a rollout's `delivery.flux` the Job goes into each revision's artifact instead, named " +
+				"`<name>-<first 8 characters of the revision>`, with `timeout` as its `activeDeadlineSeconds` unless it sets one, and " +
+				"kustomize-controller waits for it with the revision's other objects: it starts with them, not after them (have it " +
+				"retry until what it checks answers), runs once per revision, and stays until the next revision prunes it; a change " +
+				"of it is a new revision. Refused for a module assignment with `delivery.flux`.",
 			Attributes: map[string]schema.Attribute{
 				"manifest": schema.StringAttribute{
 					Required: true,
@@ -69,18 +73,20 @@ func CheckJob(when string) VerifyExtra {
 	}
 }
 
-// CheckJobOf reads `verify.check_job` (nil when left out or not known yet); through Flux
-// (flux) it is refused.
-func CheckJobOf(ctx context.Context, v types.Object, flux bool) (*delivery.CheckJob, diag.Diagnostics) {
+// CheckJobOf reads `verify.check_job` (nil when left out or not known yet); refuseFlux refuses it
+// (a module assignment through Flux: its Job runs after the last of the cluster's modules, and
+// each module is a Kustomization of its own). A rollout's goes into its artifact through Flux.
+func CheckJobOf(ctx context.Context, v types.Object, refuseFlux bool) (*delivery.CheckJob, diag.Diagnostics) {
 	if v.IsNull() || v.IsUnknown() {
 		return nil, nil
 	}
-	if flux {
-		// Through Flux nothing connects to the workload clusters, which the Job runs in.
+	if refuseFlux {
 		var diags diag.Diagnostics
 		diags.AddAttributeError(PathCheckJob, "Check Job Not Delivered Through Flux Yet",
-			"`verify.check_job` is run by the provider in each workload cluster, and with `delivery.flux` the provider does not "+
-				"connect to them: the two cannot be used together yet. Deliver directly (leave `delivery` out).")
+			"A module assignment's `verify.check_job` runs in each cluster after the last of the modules delivered there, and "+
+				"with `delivery.flux` each module is a Kustomization of its own, none of which is last: the two cannot be used "+
+				"together yet. Deliver directly (leave `delivery` out), or give the check Job to a `gradual_rollout`, which "+
+				"delivers it through Flux in its artifact.")
 		return nil, diags
 	}
 	var cj CheckJobModel

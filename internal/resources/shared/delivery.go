@@ -291,7 +291,8 @@ func NotThroughFlux(diags *diag.Diagnostics, at path.Path, gap FluxGap, attribut
 		diags.AddAttributeError(at, "HTTP Checks Not Delivered Through Flux Yet",
 			attribute+" are called by the provider as it verifies each cluster, and with `delivery.flux` Flux's Kustomization "+
 				"verifies it (the runner may not reach the workload's services): they would never run. Use `verify.health_checks` "+
-				"(evaluated by kustomize-controller), or deliver directly (leave `delivery` out).")
+				"(evaluated by kustomize-controller), a `verify.check_job` that calls the URL from inside the cluster (delivered in "+
+				"the artifact, waited for by Flux), or deliver directly (leave `delivery` out).")
 	case FluxGapSensitive:
 		diags.AddAttributeError(at, "Sensitive Manifests Not Delivered Through Flux Yet",
 			attribute+" are kept out of the plan, the state and the records, and `delivery.flux` publishes every object as an "+

@@ -48,11 +48,11 @@ var HealthChecks = VerifyExtra{
 			"`healthCheckExprs` are (the order and the in-progress rules below): an applied object of a listed kind (matched by API " +
 			"group and kind, whatever its version) is judged by them instead of kstatus. Delivering directly, the provider evaluates " +
 			"them as it waits; with `delivery.flux` they become each cluster's Kustomization's `healthCheckExprs`, evaluated in the " +
-			"management cluster by kustomize-controller, which reports a failed one as `HealthCheckFailed`. Both use Flux's CEL " +
-			"environment (that of `fluxcd/pkg/runtime/cel`: CEL's standard functions, optional types, the `strings`, `sets` and " +
-			"encoders extensions, cross-type numeric comparisons), so an expression means the same on both. The plan is stricter " +
-			"than Flux: it type-checks each expression and refuses a variable Kubernetes objects do not have at the top level " +
-			"(e.g. `self`). " +
+			"management cluster by kustomize-controller, which reports a failed one as `HealthCheckFailed`. Both judge with Flux's own " +
+			"library (the provider links `fluxcd/pkg/runtime/cel`, kustomize-controller's: one CEL environment, with CEL's standard " +
+			"functions, optional types, the `strings`, `sets` and encoders extensions, cross-type numeric comparisons), so an " +
+			"expression means the same on both. The plan is stricter than Flux: it refuses a variable Kubernetes objects do not " +
+			"have at the top level (e.g. `self`) and an expression whose result cannot be a bool. " +
 			"The expressions read the live object's top-level fields (`metadata`, `spec`, `status`, `data`, …), e.g. " +
 			"`status.conditions.filter(e, e.type == 'Ready').all(e, e.status == 'True')`. An object whose " +
 			"`status.observedGeneration` differs from `metadata.generation` is in progress; otherwise `in_progress`, `failed` and " +
