@@ -12,6 +12,9 @@ cd "$(dirname "$0")/.."
 root=$PWD
 say() { printf '\n\033[1m==> %s\033[0m\n' "$*"; }
 indent() { sed 's/^/    /'; }
+# warning TITLE LOG: the text of the first warning TITLE in a plan's output (-no-color, warnings not
+# compacted), without the lines that say where in the configuration it comes from.
+warning() { awk -v t="Warning: $1" '$0 == t {p = 1; next} p && /^(\(and one|Warning: |─)/ {exit} p && !/^  (with |on |[0-9]+: )/ && NF' "$2"; }
 
 say "Building the toolchain (cached after the first run)"
 env_file=$(tools/toolchain.sh | tail -n 1)
@@ -84,8 +87,12 @@ for cli in "${clis[@]}"; do
   outputs() { "$cli" -chdir="$dir" output -no-color "$@" | indent; }
 
   say "[$name] Step 1: roll the demo app out to the production clusters, one cluster per wave"
-  echo "    The plan shows the revision, the waves and each cluster's target revision before anything changes:"
-  tf plan -out="$dir/plan" | grep -E 'revision|waves|prod-|Plan:' | sed -n '1,20p' | indent
+  echo "    The plan shows the revision and which clusters are eligible before anything changes. A create has no state to"
+  echo "    plan from, and Terraform plans it again when it applies, so \`waves\` is known after apply; the Planned Waves"
+  echo "    warning shows the waves as the fleet reads now:"
+  "$cli" -chdir="$dir" plan -out="$dir/plan" -var "kubeconfig_path=$kubeconfig" -no-color >"$dir/plan.log"
+  sed -n '/will perform the following actions/,/^Warning: /p' "$dir/plan.log" | grep -E 'revision|waves|prod-|Plan:' | sed -n '1,20p' | indent
+  warning "Planned Waves" "$dir/plan.log" | indent
   "$cli" -chdir="$dir" apply -no-color "$dir/plan" | grep -E 'Apply complete' | indent
   outputs clusters
 
@@ -183,13 +190,15 @@ for cli in "${clis[@]}"; do
   dir="$work/inplace-$(basename "$cli")"
   cp -r "$root/examples/inplace-fleet" "$dir"
   version=${version%.*}.$((${version##*.} + 1))
-  tfi() { "$cli" -chdir="$dir" "$@" -var "kubeconfig_path=$capi_kubeconfig" -var "kubernetes_version=$version" -no-color -compact-warnings; }
+  # Warnings not compacted: the plan's waves and preview are in them.
+  tfi() { "$cli" -chdir="$dir" "$@" -var "kubeconfig_path=$capi_kubeconfig" -var "kubernetes_version=$version" -no-color; }
   say "[$name] Step 8: the workers of every edge cluster to $version, in place, one cluster at a time, edge-1 first"
-  echo "    The plan previews every machine (CanUpdateMachineSet / CanUpdateMachine, CAPI's own questions) and shows the"
-  echo "    waves and a summary, the same size at any fleet size:"
+  echo "    The plan previews every machine (CanUpdateMachineSet / CanUpdateMachine, CAPI's own questions). A create has no"
+  echo "    state to plan from, and Terraform plans it again when it applies, so \`waves\` and \`summary\` are known after"
+  echo "    apply; the plan's warnings show the waves and the preview as the fleet and the extensions answer now:"
   tfi plan -out="$dir/plan" >"$dir/plan.log"
-  # The resource's attributes (the outputs repeat them).
-  sed '/Changes to Outputs/q' "$dir/plan.log" | sed -nE '/^ +\+ summary /,/^ +}/p; /^ +\+ waves /p' | sed -n '1,14p' | indent || true
+  warning "Planned Waves" "$dir/plan.log" | indent
+  warning "In-Place Preview" "$dir/plan.log" | indent
   grep -E "^Plan:" "$dir/plan.log" | indent || true
   "$cli" -chdir="$dir" apply -no-color "$dir/plan" | grep -E 'Apply complete' | indent
   echo "    Every worker was updated in place by Cluster API (the same Machine), its Node on $version:"

@@ -68,7 +68,10 @@ type FailedCreate struct {
 }
 
 // Create reads the plan, takes the create timeout and applies; failed says what a failed
-// Create saves.
+// Create saves. No private state reaches it: terraform-plugin-framework gives Create none (the
+// planned private state stops at its server), and the plan Terraform makes again at apply gets
+// none for a create either. So a create carries out no planned waves: what a plan of a create
+// shows is known after apply (TestCreateGetsNoPrivateState).
 func Create[M any, P Model[M]](ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse, apply ApplyFunc[P], failed FailedCreate) {
 	var plan M
 	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
