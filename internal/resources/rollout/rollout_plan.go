@@ -108,6 +108,7 @@ func planAndPrior(ctx context.Context, req resource.ModifyPlanRequest, resp *res
 	if prior != nil {
 		plan.private.Leaving = prior.private.Leaving
 	}
+	plan.private.MovingFrom = movingFrom(ctx, &plan, prior)
 	return plan, prior, true
 }
 
@@ -147,6 +148,7 @@ func (r *rolloutResource) planFleet(ctx context.Context, resp *resource.ModifyPl
 		return
 	}
 	plan.setPlanned(res, prior, configChanged, &resp.Diagnostics)
+	warnMove(&resp.Diagnostics, svc, len(res.Observation.Moving))
 	if res.Plan.Changes() {
 		artifact, err := svc.Pinned(spec)
 		if err != nil {

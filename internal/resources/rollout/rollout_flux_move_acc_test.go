@@ -1,0 +1,185 @@
+package rollout_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
+	"github.com/hashicorp/terraform-plugin-testing/plancheck"
+	"github.com/hashicorp/terraform-plugin-testing/terraform"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/gradual-dev/terraform-provider-gradual/internal/acctest"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/fluxdelivery"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/records"
+)
+
+// TestAccRollout_fluxEngineMove: a rollout created delivering directly moves to Flux by an
+// update (never -/+ replace), wave by wave, while a watcher polling every cluster never finds
+// the app missing. Afterwards every cluster has its Kustomization, the app's objects are managed
+// by kustomize-controller and no longer under the rollout's own field manager, the direct
+// engine's records are gone from the workload clusters, nothing is in the invalid ledger, and a
+// plan shows no change.
+func TestAccRollout_fluxEngineMove(t *testing.T) {
+	f := acctest.FluxFleet(t)
+	name := acctest.UniqueLabel("fluxmove")
+	ctx := context.Background()
+	mc, err := f.ManagementClient()
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := records.Key{Kind: records.KindRollout, Namespace: f.Namespace, Name: name}
+	clusters := []string{"prod-eu-1", "prod-us-1", "staging-eu-1"}
+	bundle := fluxBundle(name, "same", false)
+	direct := rolloutConfig(f, name, allThree, bundle, `canary = ["staging-eu-1"]
+  update_limit = "1"`)
+	flux := rolloutConfig(f, name, allThree, bundle, fmt.Sprintf(`canary = ["staging-eu-1"]
+  update_limit = "1"
+  delivery = { flux = { repository = %q, insecure = true } }`, f.Flux.RegistryURL("gradual/"+name)))
+	w := newAppWatcher(t, ctx, f.WorkloadClient, clusters, client.ObjectKey{Namespace: name, Name: "settings"})
+	managers := func(c string) ([]string, error) {
+		var cm corev1.ConfigMap
+		if err := workloadClient(t, f, c).Get(ctx, client.ObjectKey{Namespace: name, Name: "settings"}, &cm); err != nil {
+			return nil, err
+		}
+		var out []string
+		for _, m := range cm.ManagedFields {
+			out = append(out, m.Manager)
+		}
+		return out, nil
+	}
+	onDirect := func(*terraform.State) error {
+		for _, c := range clusters {
+			m, err := managers(c)
+			if err != nil || !slices.Contains(m, key.FieldManager()) {
+				return fmt.Errorf("%s: the app's ConfigMap managers %v (%v), want %s", c, m, err, key.FieldManager())
+			}
+			if st := workloadRecords(t, f, c, name); st.Current == nil {
+				return fmt.Errorf("%s: no direct records of the rollout", c)
+			}
+		}
+		return nil
+	}
+	onFlux := func(*terraform.State) error {
+		for _, c := range clusters {
+			ks := &unstructured.Unstructured{}
+			ks.SetGroupVersionKind(fluxdelivery.KustomizationKind)
+			if err := mc.Get(ctx, client.ObjectKey{Namespace: f.Namespace, Name: fluxdelivery.ObjectName(key, c)}, ks); err != nil {
+				return fmt.Errorf("%s: its Kustomization: %w", c, err)
+			}
+			m, err := managers(c)
+			if err != nil || !slices.Contains(m, "kustomize-controller") || slices.Contains(m, key.FieldManager()) {
+				return fmt.Errorf("%s: the app's ConfigMap managers %v (%v), want kustomize-controller and not %s", c, m, err, key.FieldManager())
+			}
+			if st := workloadRecords(t, f, c, name); st.Current != nil || st.Provisioning != nil || st.Backup != nil {
+				return fmt.Errorf("%s: direct records left after the move to Flux: %+v", c, st)
+			}
+		}
+		if l := ledgerOf(t, f, name); len(l) > 0 {
+			return fmt.Errorf("the invalid ledger after the move: %+v, want empty", l)
+		}
+		return nil
+	}
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: acctest.ProviderFactories,
+		Steps: []resource.TestStep{
+			{Config: direct, Check: onDirect},
+			{
+				PreConfig: w.start,
+				Config:    flux,
+				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
+					plancheck.ExpectResourceAction("gradual_rollout.test", plancheck.ResourceActionUpdate),
+				}},
+				Check: resource.ComposeTestCheckFunc(w.check("moving to Flux"), onFlux),
+			},
+			{Config: flux, PlanOnly: true},
+		},
+	})
+}
+
+// appWatcher polls an object of the app in every cluster while an apply runs, and counts the
+// polls that did not find it.
+type appWatcher struct {
+	t        *testing.T
+	ctx      context.Context
+	clients  func(string) (client.Client, error)
+	clusters []string
+	obj      client.ObjectKey
+
+	mu       sync.Mutex
+	stopCh   chan struct{}
+	done     sync.WaitGroup
+	missing  []string
+	polls    int
+	stopOnce *sync.Once
+}
+
+func newAppWatcher(t *testing.T, ctx context.Context, clients func(string) (client.Client, error), clusters []string, obj client.ObjectKey) *appWatcher {
+	w := &appWatcher{t: t, ctx: ctx, clients: clients, clusters: clusters, obj: obj}
+	t.Cleanup(w.stop)
+	return w
+}
+
+// start polls until stop, every 200 ms.
+func (w *appWatcher) start() {
+	w.mu.Lock()
+	w.stopCh, w.stopOnce, w.missing, w.polls = make(chan struct{}), &sync.Once{}, nil, 0
+	stopCh := w.stopCh
+	w.mu.Unlock()
+	w.done.Add(1)
+	go func() {
+		defer w.done.Done()
+		for {
+			for _, c := range w.clusters {
+				wc, err := w.clients(c)
+				if err == nil {
+					err = wc.Get(w.ctx, w.obj, &corev1.ConfigMap{})
+				}
+				w.mu.Lock()
+				w.polls++
+				if apierrors.IsNotFound(err) {
+					w.missing = append(w.missing, c+" at "+time.Now().Format(time.TimeOnly))
+				}
+				w.mu.Unlock()
+			}
+			select {
+			case <-stopCh:
+				return
+			case <-time.After(200 * time.Millisecond):
+			}
+		}
+	}()
+}
+
+func (w *appWatcher) stop() {
+	w.mu.Lock()
+	once, ch := w.stopOnce, w.stopCh
+	w.mu.Unlock()
+	if once != nil {
+		once.Do(func() { close(ch) })
+	}
+	w.done.Wait()
+}
+
+// check stops the watcher and fails when it never polled, or found the app missing.
+func (w *appWatcher) check(while string) resource.TestCheckFunc {
+	return func(*terraform.State) error {
+		w.stop()
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		if w.polls == 0 {
+			return fmt.Errorf("the watcher never polled")
+		}
+		if len(w.missing) > 0 {
+			return fmt.Errorf("the app was missing %d times of %d polls while %s: %v", len(w.missing), w.polls, while, w.missing)
+		}
+		return nil
+	}
+}
