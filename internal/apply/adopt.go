@@ -166,6 +166,28 @@ func (a *Applier) TakeOver(ctx context.Context, refs []ObjectRef) error {
 	})
 }
 
+// Inherit makes the fields that manager applied on the objects of refs this Applier's: its
+// entries are renamed to this Applier's field manager, as an apply, and merged with ours; other
+// writers' entries are left alone. It is how a rollout moving from Flux to direct delivery takes
+// over what kustomize-controller applied once its Kustomization is gone: its next revision then
+// changes those fields, or drops them, without a conflict with a manager that no longer runs.
+// Each write is guarded by the resourceVersion read. Objects gone are fine.
+func (a *Applier) Inherit(ctx context.Context, refs []ObjectRef, manager string) error {
+	if manager == "" || manager == a.opts.FieldManager {
+		return nil
+	}
+	from := []ssa.FieldManager{{Name: manager, ExactMatch: true, OperationType: metav1.ManagedFieldsOperationApply}}
+	return a.editManagedFields(ctx, refs, "inherit", func(live *metav1.PartialObjectMetadata) ([]metav1.ManagedFieldsEntry, bool, error) {
+		u := &unstructured.Unstructured{}
+		u.SetManagedFields(live.GetManagedFields())
+		patches, err := ssa.PatchReplaceFieldsManagers(u, from, a.opts.FieldManager)
+		if err != nil || len(patches) == 0 {
+			return nil, false, err
+		}
+		return patches[0].Value, true, nil
+	})
+}
+
 // Orphan leaves the objects of refs to whichever rollout applies them next: it hands the
 // fields this Applier's field manager owns to the legacy one (DefaultFieldManager), which
 // every rollout counts as its own, and changes nothing else. An object left behind (a

@@ -208,13 +208,21 @@ func (s *Service) letGo(ctx context.Context, spec Spec, obs *Observation, result
 		}
 	}
 	errs := s.forEach(ctx, names, func(ctx context.Context, name string) error {
-		_, err := s.previous.remove(s, ctx, spec, name, true)
-		return err
+		if _, err := s.previous.remove(s, ctx, spec, name, true); err != nil {
+			return fmt.Errorf("%s did not let go of it yet (%w); it runs the revision on %s, and the next apply lets %s go",
+				engineName(s.previous), err, engineName(s.engine), engineName(s.previous))
+		}
+		// What the previous engine applied is the new one's now: its fields, too.
+		manager := s.previous.fieldManager(spec.Key)
+		if err := s.engine.inherit(s, ctx, spec, name, manager); err != nil {
+			return fmt.Errorf("%s let go of it, but the fields %s applied could not be taken over (%w); a later revision that "+
+				"changes them may conflict with %s until force_conflicts takes them", engineName(s.previous), manager, err, manager)
+		}
+		return nil
 	})
 	for _, name := range names {
 		if err, failed := errs[name]; failed {
-			failures = append(failures, fmt.Sprintf("%s: %s did not let go of it yet (%v); it runs the revision on %s, and the next apply lets %s go",
-				name, engineName(s.previous), err, engineName(s.engine), engineName(s.previous)))
+			failures = append(failures, fmt.Sprintf("%s: %v", name, err))
 		} else {
 			moved = append(moved, name)
 		}

@@ -474,6 +474,12 @@ func (r directRun) provisioning(ctx context.Context, c *conn, store *records.Wor
 	if err != nil {
 		return err
 	}
+	if _, moving := w.movingTo(ev.Target); moving {
+		// What is there is what the engine the rollout moves from delivered of this same
+		// content (move.go): the rollout's own, neither someone else's to adopt nor objects
+		// whose records are lost.
+		adopted, unrecorded = nil, nil
+	}
 	if len(claims) > 0 {
 		// Another rollout or module assignment applied them since the run's check (or this
 		// cluster could not be read then): nothing is applied here.

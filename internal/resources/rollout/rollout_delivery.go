@@ -19,38 +19,47 @@ func (m *Model) fluxSettings(ctx context.Context) (*delivery.FluxSettings, diag.
 }
 
 // service is the delivery service for m: direct, or through Flux with `delivery.flux`; moving
-// from direct delivery while the private state says the rollout moves from it.
+// from another engine while the private state says the rollout moves from it.
 func (r *rolloutResource) service(ctx context.Context, m *Model) (*delivery.Service, diag.Diagnostics) {
 	settings, diags := m.fluxSettings(ctx)
 	svc := r.Data.Delivery.WithFlux(settings)
-	if m.private.MovingFrom == movingFromDirect {
-		svc = svc.MovingFrom(nil)
+	if from := m.private.MovingFrom; from != nil {
+		svc = svc.MovingFrom(from.Flux)
 	}
 	return svc, diags
 }
 
-// movingFrom is what plan's private state says the rollout moves from: direct delivery when the
-// prior state delivered directly and plan delivers through Flux, or when an earlier apply of the
-// move left clusters on direct delivery (prior's private state) and plan still delivers through
-// Flux; "" otherwise.
-func movingFrom(ctx context.Context, plan, prior *Model) string {
+// movingFrom is the engine plan's private state says the rollout moves from: the prior state's
+// when plan's `delivery` chooses another, or the one an earlier apply of a move left clusters
+// on (prior's private state) while plan's still chooses the engine moved to; nil otherwise.
+func movingFrom(ctx context.Context, plan, prior *Model) (*engineRef, diag.Diagnostics) {
 	if prior == nil || plan.Delivery.IsUnknown() {
-		return ""
+		return nil, nil
 	}
-	after, _ := shared.EngineOf(ctx, plan.Delivery)
-	before, _ := shared.EngineOf(ctx, prior.Delivery)
-	if after == "flux" && (before == "direct" || prior.private.MovingFrom == movingFromDirect) {
-		return movingFromDirect
+	after, diags := shared.EngineOf(ctx, plan.Delivery)
+	before, d := shared.EngineOf(ctx, prior.Delivery)
+	diags.Append(d...)
+	switch {
+	case before != after && before == "flux":
+		// The settings as the state holds them: deleting its Kustomizations and reading its
+		// records push nothing, so no credential is needed.
+		settings, d := shared.FluxSettings(ctx, prior.Delivery, shared.NoFluxWriteOnly())
+		diags.Append(d...)
+		return &engineRef{Flux: settings}, diags
+	case before != after:
+		return &engineRef{}, diags
+	case prior.private.MovingFrom != nil && prior.private.MovingFrom.engine() != after:
+		return prior.private.MovingFrom, diags
 	}
-	return ""
+	return nil, diags
 }
 
 // settleMove ends the move from another engine once the fleet as apply left it (after) holds no
 // cluster the old engine still holds, nor one it could not read (a skipped cluster may still be
 // held by it: the move goes on until it is read).
 func (m *Model) settleMove(after *delivery.Observation) {
-	if m.private.MovingFrom != "" && after != nil && after.Previous != nil && len(after.Previous) == 0 && len(after.Skipped) == 0 {
-		m.private.MovingFrom = ""
+	if m.private.MovingFrom != nil && after != nil && after.Previous != nil && len(after.Previous) == 0 && len(after.Skipped) == 0 {
+		m.private.MovingFrom = nil
 	}
 }
 

@@ -14,9 +14,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/gradual-dev/terraform-provider-gradual/internal/acctest"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/delivery"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/fluxdelivery"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/records"
 )
@@ -26,7 +28,11 @@ import (
 // the app missing. Afterwards every cluster has its Kustomization, the app's objects are managed
 // by kustomize-controller and no longer under the rollout's own field manager, the direct
 // engine's records are gone from the workload clusters, nothing is in the invalid ledger, and a
-// plan shows no change.
+// plan shows no change. Then it moves back to direct delivery the same way, with the same
+// watcher: no Kustomization or OCIRepository is left, the objects are under the rollout's field
+// manager alone (kustomize-controller's fields taken over), the Flux records are gone, a plan
+// shows no change, and a new revision that changes what kustomize-controller had applied goes
+// out delivering directly without a conflict.
 func TestAccRollout_fluxEngineMove(t *testing.T) {
 	f := acctest.FluxFleet(t)
 	name := acctest.UniqueLabel("fluxmove")
@@ -87,19 +93,63 @@ func TestAccRollout_fluxEngineMove(t *testing.T) {
 		}
 		return nil
 	}
+	backOnDirect := func(value string) resource.TestCheckFunc {
+		return func(s *terraform.State) error {
+			if err := onDirect(s); err != nil {
+				return err
+			}
+			for _, c := range clusters {
+				for _, gvk := range []schema.GroupVersionKind{fluxdelivery.KustomizationKind, fluxdelivery.OCIRepositoryKind} {
+					o := &unstructured.Unstructured{}
+					o.SetGroupVersionKind(gvk)
+					if err := mc.Get(ctx, client.ObjectKey{Namespace: f.Namespace, Name: fluxdelivery.ObjectName(key, c)}, o); !apierrors.IsNotFound(err) {
+						return fmt.Errorf("%s: its %s after the move back to direct delivery: %v, want it gone", c, gvk.Kind, err)
+					}
+				}
+				var cm corev1.ConfigMap
+				if err := workloadClient(t, f, c).Get(ctx, client.ObjectKey{Namespace: name, Name: "settings"}, &cm); err != nil || cm.Data["value"] != value {
+					return fmt.Errorf("%s: the app's ConfigMap: %v %v, want value %q", c, err, cm.Data, value)
+				}
+				if m, _ := managers(c); slices.Contains(m, fluxdelivery.ControllerFieldManager) {
+					return fmt.Errorf("%s: the app's ConfigMap managers %v: kustomize-controller's fields not taken over", c, m)
+				}
+				st, err := records.NewWorkloadStore(mc, records.DefaultNamespace).Load(ctx, delivery.FluxRecordKey(key, c))
+				if err != nil || st.Current != nil || st.Provisioning != nil {
+					return fmt.Errorf("%s: Flux records left in the management cluster: %+v (%v)", c, st, err)
+				}
+			}
+			if l := ledgerOf(t, f, name); len(l) > 0 {
+				return fmt.Errorf("the invalid ledger after the move back: %+v, want empty", l)
+			}
+			return nil
+		}
+	}
+	update := plancheck.ExpectResourceAction("gradual_rollout.test", plancheck.ResourceActionUpdate)
 	resource.Test(t, resource.TestCase{
 		ProtoV6ProviderFactories: acctest.ProviderFactories,
 		Steps: []resource.TestStep{
 			{Config: direct, Check: onDirect},
 			{
-				PreConfig: w.start,
-				Config:    flux,
-				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
-					plancheck.ExpectResourceAction("gradual_rollout.test", plancheck.ResourceActionUpdate),
-				}},
-				Check: resource.ComposeTestCheckFunc(w.check("moving to Flux"), onFlux),
+				PreConfig:        w.start,
+				Config:           flux,
+				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{update}},
+				Check:            resource.ComposeTestCheckFunc(w.check("moving to Flux"), onFlux),
 			},
 			{Config: flux, PlanOnly: true},
+			{
+				PreConfig:        w.start,
+				Config:           direct,
+				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{update}},
+				Check:            resource.ComposeTestCheckFunc(w.check("moving back to direct delivery"), backOnDirect("same")),
+			},
+			{Config: direct, PlanOnly: true},
+			{
+				// The fields kustomize-controller applied are the rollout's now: changing them
+				// delivering directly meets no conflict.
+				Config: rolloutConfig(f, name, allThree, fluxBundle(name, "changed", false), `canary = ["staging-eu-1"]
+  update_limit = "1"`),
+				Check: backOnDirect("changed"),
+			},
 		},
 	})
 }

@@ -108,8 +108,10 @@ func planAndPrior(ctx context.Context, req resource.ModifyPlanRequest, resp *res
 	if prior != nil {
 		plan.private.Leaving = prior.private.Leaving
 	}
-	plan.private.MovingFrom = movingFrom(ctx, &plan, prior)
-	return plan, prior, true
+	var diags diag.Diagnostics
+	plan.private.MovingFrom, diags = movingFrom(ctx, &plan, prior)
+	resp.Diagnostics.Append(diags...)
+	return plan, prior, !resp.Diagnostics.HasError()
 }
 
 // contentKnown reports whether what makes the revision is known at plan time: the manifests,

@@ -28,12 +28,26 @@ type privateState struct {
 	// PlannedLeaving are the clusters the plan showed in `leaving`; apply lets go of exactly
 	// those that still leave.
 	PlannedLeaving []string
-	// MovingFrom is the engine the rollout moves from ("direct": direct delivery, to Flux),
-	// until every picked cluster verified on the new one and the old one let go of it
-	// (delivery.Service.MovingFrom); "" when it moves from none. Kept here, not only read from
-	// the prior `delivery`, since an apply that fails part-way saves the new `delivery` in the
-	// state while some clusters are still on the old engine.
-	MovingFrom string
+	// MovingFrom is the engine the rollout moves from, until every picked cluster verified on
+	// the new one and the old one let go of it (delivery.Service.MovingFrom); nil when it moves
+	// from none. Kept here, not only read from the prior `delivery`, since an apply that fails
+	// part-way saves the new `delivery` in the state while some clusters are still on the old
+	// engine.
+	MovingFrom *engineRef
+}
+
+// engineRef is an engine as the private state keeps it: Flux with its settings (never the
+// credentials: FluxSettings keeps them out of JSON), or direct delivery (Flux nil).
+type engineRef struct {
+	Flux *delivery.FluxSettings `json:"flux,omitempty"`
+}
+
+// engine names ref's engine as shared.EngineOf does.
+func (ref *engineRef) engine() string {
+	if ref.Flux != nil {
+		return "flux"
+	}
+	return "direct"
 }
 
 // clusterRecord is one cluster's records, as the last refresh or apply read them.
@@ -55,12 +69,9 @@ const (
 	privateMovingKey   = "moving_from"
 )
 
-// movingFromDirect is privateState.MovingFrom for a rollout moving from direct delivery.
-const movingFromDirect = "direct"
-
 // movingValue is MovingFrom as SavePrivateJSON takes it: nil removes the key.
 func (p privateState) movingValue() any {
-	if p.MovingFrom == "" {
+	if p.MovingFrom == nil {
 		return nil
 	}
 	return p.MovingFrom

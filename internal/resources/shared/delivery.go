@@ -65,18 +65,20 @@ func DeliveryValue(settings *delivery.FluxSettings) types.Object {
 
 // DeliveryAttribute is `delivery`: which engine carries revisions to the clusters, shared by the
 // rollout and the module assignment so that both take the same settings. movable says the
-// resource moves from direct delivery to Flux in place (delivery.Service.MovingFrom); any other
-// change of engine replaces it.
+// resource moves between the engines in place (delivery.Service.MovingFrom); otherwise a change
+// of engine replaces it.
 func DeliveryAttribute(movable bool) schema.SingleNestedAttribute {
 	engine := "Changing the engine (direct or Flux) replaces the resource."
-	replaceIf := engineChanged
+	modifiers := []planmodifier.Object{objectplanmodifier.RequiresReplaceIf(engineChanged, engine, engine)}
 	if movable {
-		engine = "Moving from direct delivery to Flux is an update carried out in waves: each cluster gets the same content through " +
-			"Flux, and only once it verified there does direct delivery let go of it (its records and field manager's marks; " +
-			"nothing is pruned or deleted on the way); a cluster that does not verify through Flux stays on direct delivery, " +
-			"counted against `max_failures`, and is not recorded as a failure of the revision. Moving from Flux back to direct " +
-			"delivery replaces the resource."
-		replaceIf = engineLeftFlux
+		engine = "Moving between the engines (leaving `delivery` out, or adding it back) is an update carried out in waves, never a " +
+			"replacement: on each cluster the new engine delivers the same content and verifies it, and only once it verified " +
+			"there, at the end of the apply, does the old engine let go of the cluster without pruning or deleting any object " +
+			"(direct delivery drops its records and field manager's marks; Flux stops pruning, then its Kustomization and " +
+			"OCIRepository go, and the direct engine takes over the fields kustomize-controller applied). A cluster that does " +
+			"not verify on the new engine stays on the old one, is counted against `max_failures`, and is not recorded as a " +
+			"failure of the revision; the next apply moves it again."
+		modifiers = nil
 	}
 	return schema.SingleNestedAttribute{
 		Optional: true,
@@ -92,7 +94,7 @@ func DeliveryAttribute(movable bool) schema.SingleNestedAttribute {
 			"`repository`, `insecure`, `secret_ref` and `cert_secret_ref` are part of the revision: a change of any of them is rolled out " +
 			"in waves like any other, each cluster re-pinned to the same content at its new source, and nothing is pruned on the way; " +
 			"the credentials and CA this provider pushes with change nothing in the clusters. " + engine,
-		PlanModifiers: []planmodifier.Object{objectplanmodifier.RequiresReplaceIf(replaceIf, engine, engine)},
+		PlanModifiers: modifiers,
 		Attributes: map[string]schema.Attribute{
 			"flux": schema.SingleNestedAttribute{
 				Required:            true,
@@ -174,13 +176,6 @@ func DeliveryAttribute(movable bool) schema.SingleNestedAttribute {
 func engineChanged(ctx context.Context, req planmodifier.ObjectRequest, resp *objectplanmodifier.RequiresReplaceIfFuncResponse) {
 	before, after := enginesOf(ctx, req, resp)
 	resp.RequiresReplace = before != after
-}
-
-// engineLeftFlux is engineChanged for a resource that moves from direct delivery to Flux in
-// place (DeliveryAttribute's movable): only a move from Flux to direct delivery replaces it.
-func engineLeftFlux(ctx context.Context, req planmodifier.ObjectRequest, resp *objectplanmodifier.RequiresReplaceIfFuncResponse) {
-	before, after := enginesOf(ctx, req, resp)
-	resp.RequiresReplace = before == "flux" && after == "direct"
 }
 
 // enginesOf names the engine of the state's `delivery` and of the plan's: "direct" or "flux".
