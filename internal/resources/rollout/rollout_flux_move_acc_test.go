@@ -9,8 +9,10 @@ import (
 	"time"
 
 	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
+	"github.com/hashicorp/terraform-plugin-testing/knownvalue"
 	"github.com/hashicorp/terraform-plugin-testing/plancheck"
 	"github.com/hashicorp/terraform-plugin-testing/terraform"
+	"github.com/hashicorp/terraform-plugin-testing/tfjsonpath"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -124,7 +126,9 @@ func TestAccRollout_fluxEngineMove(t *testing.T) {
 			return nil
 		}
 	}
-	update := plancheck.ExpectResourceAction("gradual_rollout.test", plancheck.ResourceActionUpdate)
+	// Every cluster changes engine, so every cluster is in a wave, one at a time (update_limit).
+	update := []plancheck.PlanCheck{plancheck.ExpectResourceAction("gradual_rollout.test", plancheck.ResourceActionUpdate),
+		plancheck.ExpectKnownValue("gradual_rollout.test", tfjsonpath.New("waves"), knownvalue.StringExact("3 waves: 1 canary wave of 1 cluster, then 2 waves of 1 cluster"))}
 	resource.Test(t, resource.TestCase{
 		ProtoV6ProviderFactories: acctest.ProviderFactories,
 		Steps: []resource.TestStep{
@@ -132,14 +136,14 @@ func TestAccRollout_fluxEngineMove(t *testing.T) {
 			{
 				PreConfig:        w.start,
 				Config:           flux,
-				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{update}},
+				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: update},
 				Check:            resource.ComposeTestCheckFunc(w.check("moving to Flux"), onFlux),
 			},
 			{Config: flux, PlanOnly: true},
 			{
 				PreConfig:        w.start,
 				Config:           direct,
-				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{update}},
+				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: update},
 				Check:            resource.ComposeTestCheckFunc(w.check("moving back to direct delivery"), backOnDirect("same")),
 			},
 			{Config: direct, PlanOnly: true},
