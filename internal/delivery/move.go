@@ -182,8 +182,9 @@ func (w *world) moveError(target string, err error) error {
 	if _, ok := w.movingTo(target); !ok {
 		return err
 	}
-	return engine.Mark(engine.ErrChangeRefused, fmt.Errorf("moving to %s: %w; the cluster stays on %s, which still holds its objects "+
-		"(the revision ran there: this is not recorded as its failure)", engineName(w.svc.engine), err, engineName(w.svc.previous)))
+	// Its words only: wrapped, it would still be the revision's failure (errors.Is).
+	return engine.Mark(engine.ErrChangeRefused, fmt.Errorf("moving to %s: %s; the cluster stays on %s, which still holds its objects "+
+		"(the revision ran there: this is not recorded as its failure)", engineName(w.svc.engine), err.Error(), engineName(w.svc.previous)))
 }
 
 // letGoNew is Restore of a moving target to the revision the previous engine holds there: the

@@ -237,3 +237,143 @@ func (w *appWatcher) check(while string) resource.TestCheckFunc {
 		return nil
 	}
 }
+
+// TestAccRollout_fluxEngineMoveRefused: moving to Flux, one cluster refuses what kustomize-
+// controller applies there (a ValidatingAdmissionPolicy denies the app's ConfigMap carrying
+// Flux's labels), while the same content runs there delivering directly. That cluster stays on
+// direct delivery (its objects never missing, its direct records and field manager in place, no
+// Kustomization left), counted as failed within max_failures, and nothing is written to the
+// invalid ledger: the content did not fail. The others move. Once the policy is gone, the next
+// plan moves the last cluster, and a plan after it shows no change.
+func TestAccRollout_fluxEngineMoveRefused(t *testing.T) {
+	f := acctest.FluxFleet(t)
+	name := acctest.UniqueLabel("fluxmover")
+	ctx := context.Background()
+	mc, err := f.ManagementClient()
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := records.Key{Kind: records.KindRollout, Namespace: f.Namespace, Name: name}
+	clusters := []string{"prod-eu-1", "prod-us-1", "staging-eu-1"}
+	const refusing = "prod-us-1"
+	bundle := fluxBundle(name, "same", false)
+	extra := `canary = ["staging-eu-1"]
+  update_limit = "1"
+  max_failures = "1"`
+	direct := rolloutConfig(f, name, allThree, bundle, extra)
+	flux := rolloutConfig(f, name, allThree, bundle, extra+fmt.Sprintf(`
+  delivery = { flux = { repository = %q, insecure = true } }`, f.Flux.RegistryURL("gradual/"+name)))
+	w := newAppWatcher(t, ctx, f.WorkloadClient, clusters, client.ObjectKey{Namespace: name, Name: "settings"})
+	policy := refuseFluxPolicy(name)
+	wc := workloadClient(t, f, refusing)
+	t.Cleanup(func() {
+		for _, o := range policy {
+			_ = wc.Delete(context.Background(), o)
+		}
+	})
+	kustomization := func(c string) error {
+		ks := &unstructured.Unstructured{}
+		ks.SetGroupVersionKind(fluxdelivery.KustomizationKind)
+		return mc.Get(ctx, client.ObjectKey{Namespace: f.Namespace, Name: fluxdelivery.ObjectName(key, c)}, ks)
+	}
+	onEngines := func(direct ...string) resource.TestCheckFunc {
+		return func(*terraform.State) error {
+			for _, c := range clusters {
+				st := workloadRecords(t, f, c, name)
+				kerr := kustomization(c)
+				if slices.Contains(direct, c) {
+					if st.Current == nil || !apierrors.IsNotFound(kerr) {
+						return fmt.Errorf("%s: want it on direct delivery: direct records %+v, Kustomization: %v", c, st.Current, kerr)
+					}
+					continue
+				}
+				if st.Current != nil || kerr != nil {
+					return fmt.Errorf("%s: want it on Flux: direct records %+v, Kustomization: %v", c, st.Current, kerr)
+				}
+			}
+			if l := ledgerOf(t, f, name); len(l) > 0 {
+				return fmt.Errorf("the invalid ledger: %+v, want empty (the content never failed)", l)
+			}
+			return nil
+		}
+	}
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: acctest.ProviderFactories,
+		Steps: []resource.TestStep{
+			{Config: direct, Check: onEngines(clusters...)},
+			{
+				PreConfig: func() {
+					for _, o := range policy {
+						if err := wc.Create(ctx, o); err != nil {
+							t.Fatalf("%s: %v", refusing, err)
+						}
+					}
+					waitRefusesFlux(t, wc, name)
+					w.start()
+				},
+				Config: flux,
+				Check:  resource.ComposeTestCheckFunc(w.check("moving to Flux with one cluster refusing it"), onEngines(refusing)),
+				// The cluster left on direct delivery is still to move: the next plan moves it.
+				ExpectNonEmptyPlan: true,
+			},
+			{
+				PreConfig: func() {
+					for _, o := range policy {
+						if err := wc.Delete(ctx, o); err != nil {
+							t.Fatalf("%s: %v", refusing, err)
+						}
+					}
+				},
+				Config: flux,
+				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
+					plancheck.ExpectResourceAction("gradual_rollout.test", plancheck.ResourceActionUpdate),
+					plancheck.ExpectKnownValue("gradual_rollout.test", tfjsonpath.New("waves"), knownvalue.StringExact("1 wave of 1 cluster")),
+				}},
+				Check: onEngines(),
+			},
+			{Config: flux, PlanOnly: true},
+		},
+	})
+}
+
+// refuseFluxPolicy is a ValidatingAdmissionPolicy and its binding that deny, in namespace ns,
+// ConfigMaps carrying the label kustomize-controller puts on what it applies.
+func refuseFluxPolicy(ns string) []client.Object {
+	p := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy",
+		"metadata": map[string]any{"name": ns},
+		"spec": map[string]any{
+			"failurePolicy": "Fail",
+			"matchConstraints": map[string]any{
+				"resourceRules": []any{map[string]any{"apiGroups": []any{""}, "apiVersions": []any{"v1"},
+					"operations": []any{"CREATE", "UPDATE"}, "resources": []any{"configmaps"}}},
+				"namespaceSelector": map[string]any{"matchLabels": map[string]any{"kubernetes.io/metadata.name": ns}},
+			},
+			"validations": []any{map[string]any{
+				"expression": "!has(object.metadata.labels) || !('kustomize.toolkit.fluxcd.io/name' in object.metadata.labels)",
+				"message":    "this cluster takes no ConfigMap from Flux here",
+			}},
+		},
+	}}
+	b := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding",
+		"metadata": map[string]any{"name": ns},
+		"spec":     map[string]any{"policyName": ns, "validationActions": []any{"Deny"}},
+	}}
+	return []client.Object{p, b}
+}
+
+// waitRefusesFlux waits until the policy denies a ConfigMap labelled as Flux labels what it
+// applies (a policy takes a moment to be enforced).
+func waitRefusesFlux(t *testing.T, wc client.Client, ns string) {
+	t.Helper()
+	cm := &corev1.ConfigMap{}
+	cm.Namespace, cm.Name = ns, "probe"
+	cm.Labels = map[string]string{"kustomize.toolkit.fluxcd.io/name": "probe"}
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(500 * time.Millisecond) {
+		if err := wc.Create(context.Background(), cm.DeepCopy(), client.DryRunAll); err != nil && !apierrors.IsNotFound(err) {
+			return
+		}
+	}
+	t.Fatal("the ValidatingAdmissionPolicy was not enforced within 30s")
+}
