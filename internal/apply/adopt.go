@@ -166,25 +166,27 @@ func (a *Applier) TakeOver(ctx context.Context, refs []ObjectRef) error {
 	})
 }
 
-// Inherit makes the fields that manager applied on the objects of refs this Applier's: its
-// entries are renamed to this Applier's field manager, as an apply, and merged with ours; other
-// writers' entries are left alone. It is how a rollout moving from Flux to direct delivery takes
-// over what kustomize-controller applied once its Kustomization is gone: its next revision then
-// changes those fields, or drops them, without a conflict with a manager that no longer runs.
-// Each write is guarded by the resourceVersion read. Objects gone are fine.
-func (a *Applier) Inherit(ctx context.Context, refs []ObjectRef, manager string) error {
-	if manager == "" || manager == a.opts.FieldManager {
+// Forget drops manager's apply entries from the objects of refs: the fields only it set stay
+// on the objects, owned by no one, and those it set along with this Applier's field manager are
+// this Applier's alone. It is how a rollout moving from Flux to direct delivery takes over what
+// kustomize-controller applied once its Kustomization is gone: its next revision changes or
+// drops those fields without a conflict with a manager that no longer runs, and the labels Flux
+// added, set by no one now, are no drift of the rollout's. Other writers' entries are left
+// alone. Each write is guarded by the resourceVersion read. Objects gone are fine.
+func (a *Applier) Forget(ctx context.Context, refs []ObjectRef, manager string) error {
+	if manager == "" || a.ours(manager) {
 		return nil
 	}
-	from := []ssa.FieldManager{{Name: manager, ExactMatch: true, OperationType: metav1.ManagedFieldsOperationApply}}
-	return a.editManagedFields(ctx, refs, "inherit", func(live *metav1.PartialObjectMetadata) ([]metav1.ManagedFieldsEntry, bool, error) {
-		u := &unstructured.Unstructured{}
-		u.SetManagedFields(live.GetManagedFields())
-		patches, err := ssa.PatchReplaceFieldsManagers(u, from, a.opts.FieldManager)
-		if err != nil || len(patches) == 0 {
-			return nil, false, err
+	return a.editManagedFields(ctx, refs, "forget", func(live *metav1.PartialObjectMetadata) ([]metav1.ManagedFieldsEntry, bool, error) {
+		entries := live.GetManagedFields()
+		kept := slices.DeleteFunc(slices.Clone(entries), func(e metav1.ManagedFieldsEntry) bool {
+			return e.Manager == manager && e.Operation == metav1.ManagedFieldsOperationApply
+		})
+		// An empty list would have the API server start the object's ownership over: keep one.
+		if len(kept) == len(entries) || len(kept) == 0 {
+			return nil, false, nil
 		}
-		return patches[0].Value, true, nil
+		return kept, true, nil
 	})
 }
 

@@ -107,28 +107,18 @@ func (r directRun) readGate(ctx context.Context, target string) (blame.GateReadi
 // fieldManager is the rollout's own (records.Key.FieldManager).
 func (directEngine) fieldManager(key records.Key) string { return key.FieldManager() }
 
-// inherit renames manager's entries on the objects the cluster's records hold to the rollout's
-// field manager: what another engine applied there is the rollout's from now on, and its next
-// revision changes or drops those fields without a conflict. The current revision is then
-// applied again, which drops what the other engine set beyond it (Flux's labels and prune
-// opt-out): left, they would be the rollout's fields that it does not set, drift at every plan.
+// inherit drops manager's entries from the objects the cluster's records hold (apply.Forget):
+// what another engine applied there is the rollout's from now on, its next revision changes or
+// drops those fields without a conflict, and what only the other engine set (Flux's labels and
+// prune opt-out) stays, owned by no one, no drift of the rollout's.
 func (directEngine) inherit(s *Service, ctx context.Context, spec Spec, name, manager string) error {
 	c, err := s.cluster(ctx, spec.ClusterNamespace, name, spec.Key, spec.ForceConflicts)
 	if err != nil {
 		return err
 	}
-	c = c.ignoring(spec.Ignore)
 	state, err := records.NewWorkloadStore(c.client, spec.RecordNamespace).Load(ctx, spec.Key)
 	if err != nil {
 		return fmt.Errorf("read records: %w", err)
 	}
-	if err := c.applier.Inherit(ctx, previousInventory(state, ""), manager); err != nil || state.Current == nil {
-		return err
-	}
-	set, err := manifest.FromCanonical(state.Current.Manifests)
-	if err != nil {
-		return fmt.Errorf("current revision %s: %w", state.Current.Revision, err)
-	}
-	_, err = c.applier.Apply(ctx, set.Objects)
-	return err
+	return c.applier.Forget(ctx, previousInventory(state, ""), manager)
 }

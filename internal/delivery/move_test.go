@@ -163,3 +163,138 @@ func TestMoveToFluxLeavesRefusedClusterOnDirect(t *testing.T) {
 		cancel()
 	})
 }
+
+// moveEnv is a fleet of c1 and c2 delivered directly (e) and through the fake Flux (ff), with
+// the service base reaching both.
+func moveEnv(t *testing.T, registries *registryTransport, direct []clusterSpec, flux map[string]string, faults map[string]fluxFault) (*env, *fakeKustomizeController, Service) {
+	policy := testPolicy(t, "1", "1", engine.Halt)
+	policy.VerifyTimeout, policy.RollbackTimeout = time.Minute, time.Minute
+	e := newEnv(t, policy, direct)
+	e.spec.ClusterGates = false
+	ff := newFakeFlux(t, e.spec.Key, "fleet", &apiFaults{})
+	_, ff.revisionOf = fluxDigests(t, e.old, e.desired)
+	registries.serve("registry.move.test", inMemoryRegistry())
+	for i, name := range []string{"c1", "c2"} {
+		ff.addCluster(name, flux[name], faults[name], uint64(i))
+	}
+	base := *e.svc
+	base.mgmt = &fleet.Management{Client: ff.api}
+	base.discover = func(ctx context.Context, q fleet.Query) (*fleet.Discovery, error) {
+		q.WithoutSecrets = false // the fake fleet lists the same Clusters either way
+		return e.discover(ctx, q)
+	}
+	base.goneReason = func(ctx context.Context, namespace, name string, _ bool) (string, error) {
+		return e.goneReason(ctx, namespace, name, false)
+	}
+	return e, ff, base
+}
+
+var moveSettings = &FluxSettings{Repository: "oci://registry.move.test/gradual/web"}
+
+// TestMoveToFluxResumesACutShortMove: a run killed mid-move left c2 provisioning through Flux
+// (its Flux records say so, its direct records still hold the old revision). The next run
+// applies it again through Flux (a failure would return it to direct delivery), it verifies,
+// and direct delivery lets go of both clusters.
+func TestMoveToFluxResumesACutShortMove(t *testing.T) {
+	registries := inMemoryRegistries(t)
+	synctest.Test(t, func(t *testing.T) {
+		e, ff, base := moveEnv(t, registries, []clusterSpec{{"c1", startOld, faults{}}, {"c2", startOld, faults{}}}, nil, nil)
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		go ff.run(ctx)
+		svc := base.WithFlux(moveSettings).MovingFrom(nil)
+		store := svc.fluxStore(e.spec.RecordNamespace)
+		if err := store.MarkProvisioning(ctx, FluxRecordKey(e.spec.Key, "c2"), e.desired.record()); err != nil {
+			t.Fatal(err)
+		}
+		obs, err := svc.Observe(ctx, fleet.Query{Namespace: "fleet"}, e.spec.Key, e.spec.RecordNamespace, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		plan := engine.PlanRollout(obs.Targets, e.spec.Revision, e.spec.Policy)
+		if in := plan.Intents["c2"]; in.Action != engine.ActionApply || in.RestoreTo != e.old.revision || in.Provisioning != e.spec.Revision {
+			t.Fatalf("c2's intent %+v: want the cut-short move applied again, returning to direct delivery's revision on failure", in)
+		}
+		run, err := svc.Run(ctx, RunRequest{Spec: e.spec, Query: fleet.Query{Namespace: "fleet"}})
+		if err != nil {
+			t.Fatalf("the run failed: %v", err)
+		}
+		if !slices.Equal(run.Moved, []string{"c1", "c2"}) || len(run.After.Previous) > 0 {
+			t.Fatalf("moved %v, still held by direct delivery %v; want both moved", run.Moved, run.After.Previous)
+		}
+		for _, name := range []string{"c1", "c2"} {
+			if st := e.load(e.clusters[name]); !holdsNothing(st) {
+				t.Errorf("%s: direct records %s, want none", name, describeState(st))
+			}
+			if truth := ff.truth(name); truth != simDesired {
+				t.Errorf("%s runs %q through Flux, want the desired revision", name, truth)
+			}
+		}
+		cancel()
+	})
+}
+
+// TestMoveToDirectLeavesRefusedClusterOnFlux moves a rollout delivered through Flux to direct
+// delivery; c1's objects never become ready delivering directly. c1 is refused (counted, nothing
+// in the ledger): direct delivery lets go of it (its records gone, nothing deleted) and Flux, never
+// touched, stays in charge with its Kustomization. c2 moves: Flux stops pruning and lets go
+// (nothing pruned), and direct delivery holds it.
+func TestMoveToDirectLeavesRefusedClusterOnFlux(t *testing.T) {
+	registries := inMemoryRegistries(t)
+	synctest.Test(t, func(t *testing.T) {
+		e, ff, base := moveEnv(t, registries, []clusterSpec{{"c1", startFresh, faults{neverReady: true}}, {"c2", startFresh, faults{}}},
+			nil, nil)
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		go ff.run(ctx)
+		// Both run the old revision through Flux. (A move changes the revision, since the
+		// engine's settings are part of it: here the content changes too, which the move does
+		// not mind.)
+		flux, fluxSpec := base.WithFlux(moveSettings), e.spec
+		fluxSpec.Objects, fluxSpec.Revision = e.old.set, e.old.revision
+		if _, err := flux.Run(ctx, RunRequest{Spec: fluxSpec, Query: fleet.Query{Namespace: "fleet"}}); err != nil {
+			t.Fatalf("delivering through Flux: %v", err)
+		}
+		svc := base.MovingFrom(moveSettings)
+		if !svc.Moving() || svc.PreviousEngineName() != "Flux" || svc.EngineName() != "direct delivery" {
+			t.Fatalf("moving from %q to %q", svc.PreviousEngineName(), svc.EngineName())
+		}
+		run, err := svc.Run(ctx, RunRequest{Spec: e.spec, Query: fleet.Query{Namespace: "fleet"}})
+		if err != nil {
+			t.Fatalf("the run failed: %v", err)
+		}
+		outcomes := map[string]engine.Outcome{}
+		for _, o := range run.Result.Outcomes {
+			outcomes[o.Target] = o
+		}
+		if o := outcomes["c1"]; o.Status != engine.StatusFailed || !o.Failed || o.Invalid {
+			t.Errorf("c1: %+v, want failed and counted, not recorded invalid", o)
+		}
+		if ledger, err := records.NewManagementStore(ff.base, e.spec.RecordNamespace).Ledger(ctx, e.spec.Key); err != nil || len(ledger) > 0 {
+			t.Errorf("ledger %+v (%v), want empty", ledger, err)
+		}
+		if st := e.load(e.clusters["c1"]); !holdsNothing(st) {
+			t.Errorf("c1's direct records: %s, want none (direct delivery let go)", describeState(st))
+		}
+		ks := ff.kustomization("c1")
+		if err := ff.base.Get(ctx, client.ObjectKeyFromObject(ks), ks); err != nil || ff.truth("c1") != simOld {
+			t.Errorf("c1's Kustomization: %v, running %q; want Flux still in charge", err, ff.truth("c1"))
+		}
+		if st := e.load(e.clusters["c2"]); st.Current == nil || st.Current.Revision != e.spec.Revision {
+			t.Errorf("c2's direct records: %s, want the revision current", describeState(st))
+		}
+		ks = ff.kustomization("c2")
+		if err := ff.base.Get(ctx, client.ObjectKeyFromObject(ks), ks); !apierrors.IsNotFound(err) {
+			t.Errorf("c2's Kustomization: %v, want Flux let go", err)
+		}
+		for _, name := range []string{"c1", "c2"} {
+			if fc := ff.clusters[name]; len(fc.pruned) > 0 {
+				t.Errorf("Flux pruned %v on %s", fc.pruned, name)
+			}
+		}
+		if !slices.Equal(run.Moved, []string{"c2"}) || len(run.After.Moving) != 1 {
+			t.Errorf("moved %v, moving after %v; want c2 moved, c1 still to move", run.Moved, run.After.Moving)
+		}
+		cancel()
+	})
+}

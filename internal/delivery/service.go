@@ -84,7 +84,7 @@ type objectApplier interface {
 	Release(ctx context.Context, refs []apply.ObjectRef) error
 	Orphan(ctx context.Context, refs []apply.ObjectRef) error
 	TakeOver(ctx context.Context, refs []apply.ObjectRef) error
-	Inherit(ctx context.Context, refs []apply.ObjectRef, manager string) error
+	Forget(ctx context.Context, refs []apply.ObjectRef, manager string) error
 	Revert(ctx context.Context, saved []*unstructured.Unstructured) error
 }
 
