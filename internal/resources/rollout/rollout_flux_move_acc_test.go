@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -376,4 +377,110 @@ func waitRefusesFlux(t *testing.T, wc client.Client, ns string) {
 		}
 	}
 	t.Fatal("the ValidatingAdmissionPolicy was not enforced within 30s")
+}
+
+// TestAccRollout_fluxEngineMoveKilled: the CLI (and its provider) killed while the first cluster
+// moves to Flux. Every cluster is then on exactly one engine (the one moving: still direct
+// delivery's, its Flux change in flight; the others untouched) and runs the app. The next plan,
+// once the killed holder's Lease expired, continues the move; its apply completes it (nothing in
+// the ledger, no direct records left), and a plan after it shows no change.
+func TestAccRollout_fluxEngineMoveKilled(t *testing.T) {
+	f := acctest.FluxFleet(t)
+	tf := newCLIRun(t)
+	name := acctest.UniqueLabel("fluxmovek")
+	key := records.Key{Kind: records.KindRollout, Namespace: f.Namespace, Name: name}
+	clusters := []string{"prod-eu-1", "prod-us-1", "staging-eu-1"}
+	mc, err := f.ManagementClient()
+	if err != nil {
+		t.Fatal(err)
+	}
+	fluxStore := records.NewWorkloadStore(mc, records.DefaultNamespace)
+	t.Cleanup(func() {
+		if res := tf.run(context.Background(), "destroy", "-auto-approve"); res.code != 0 {
+			t.Errorf("cleanup: destroy exited %d:\n%s", res.code, res.output)
+		}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	// A short Lease: the next apply waits out the killed holder's.
+	config := func(extra string) string {
+		return "terraform {\n  required_providers {\n    gradual = { source = \"gradual-dev/gradual\" }\n  }\n}\n\n" + strings.Replace(rolloutConfig(f, name, allThree, fluxBundle(name, "same", false), `canary = ["staging-eu-1"]
+  update_limit = "1"`+extra), "provider \"gradual\" {\n", "provider \"gradual\" {\n  lease_duration = \"20s\"\n", 1)
+	}
+	tf.writeConfig(config(""))
+	tf.mustRun(ctx, 0, "apply", "-auto-approve")
+
+	tf.writeConfig(config(fmt.Sprintf(`
+  delivery = { flux = { repository = %q, insecure = true } }`, f.Flux.RegistryURL("gradual/"+name))))
+	p := tf.start(false, "apply", "-auto-approve")
+	defer p.kill()
+	for deadline := time.Now().Add(3 * time.Minute); ; {
+		if time.Now().After(deadline) {
+			t.Fatal("staging-eu-1 was never recorded moving to Flux")
+		}
+		st, err := fluxStore.Load(ctx, delivery.FluxRecordKey(key, "staging-eu-1"))
+		if err == nil && st.Provisioning != nil {
+			break
+		}
+		select {
+		case <-p.done:
+			t.Fatalf("apply ended before staging-eu-1 was moving:\n%s", p.result().output)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	p.kill()
+	killed := time.Now()
+	for _, c := range clusters {
+		direct := workloadRecords(t, f, c, name)
+		flux, err := fluxStore.Load(ctx, delivery.FluxRecordKey(key, c))
+		if err != nil {
+			t.Fatal(err)
+		}
+		onDirect, onFlux := direct.Current != nil, flux.Current != nil
+		if onDirect == onFlux {
+			t.Errorf("%s after the kill: direct records current %v, Flux records current %v; want exactly one engine in charge", c, revOf(direct.Current), revOf(flux.Current))
+		}
+		if err := workloadClient(t, f, c).Get(ctx, client.ObjectKey{Namespace: name, Name: "settings"}, &corev1.ConfigMap{}); err != nil {
+			t.Errorf("%s: the app after the kill: %v", c, err)
+		}
+	}
+
+	var out string
+	for {
+		res := tf.run(ctx, "plan", "-detailed-exitcode", "-out=resume.tfplan")
+		if res.code == 2 {
+			out = res.output
+			break
+		}
+		if !strings.Contains(res.output, "Already Running") || time.Since(killed) > 3*time.Minute {
+			t.Fatalf("plan after the kill exited %d:\n%s", res.code, res.output)
+		}
+		time.Sleep(5 * time.Second)
+	}
+	if !strings.Contains(out, "Delivery Engine Moves") || !strings.Contains(out, "updated in-place") {
+		t.Errorf("the plan after the kill does not continue the move in place:\n%s", out)
+	}
+	for {
+		res := tf.run(ctx, "apply", "-input=false", "resume.tfplan")
+		if res.code == 0 {
+			break
+		}
+		if !strings.Contains(res.output, "Already Running") || time.Since(killed) > 4*time.Minute {
+			t.Fatalf("apply after the kill exited %d:\n%s", res.code, res.output)
+		}
+		time.Sleep(5 * time.Second)
+		tf.mustRun(ctx, 2, "plan", "-detailed-exitcode", "-out=resume.tfplan")
+	}
+	for _, c := range clusters {
+		if st := workloadRecords(t, f, c, name); st.Current != nil || st.Provisioning != nil {
+			t.Errorf("%s: direct records left after the move: %+v", c, st)
+		}
+		if st, err := fluxStore.Load(ctx, delivery.FluxRecordKey(key, c)); err != nil || st.Current == nil || st.Provisioning != nil {
+			t.Errorf("%s: Flux records %+v (%v), want current", c, st, err)
+		}
+	}
+	if l := ledgerOf(t, f, name); len(l) > 0 {
+		t.Errorf("the invalid ledger after the move: %+v, want empty", l)
+	}
+	tf.mustRun(ctx, 0, "plan", "-detailed-exitcode")
 }
