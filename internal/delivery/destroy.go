@@ -142,7 +142,11 @@ func (s *Service) destroyCluster(ctx context.Context, spec Spec, name string, or
 		// A rollout moving between engines (move.go): the engine it moves from may still hold
 		// the cluster, and is removed from it by the same deletion policy.
 		if _, err := s.previous.remove(s, ctx, spec, name, orphan); err != nil {
-			return "", fmt.Errorf("%s, which the rollout moves from: %w", engineName(s.previous), err)
+			// A Cluster deleted since holds nothing of the old engine's to remove (direct
+			// delivery cannot even reach it): only the new engine's Flux objects are left.
+			if gone, gerr := s.goneOf(ctx, spec.ClusterNamespace, name); gerr != nil || gone == "" {
+				return "", fmt.Errorf("%s, which the rollout moves from: %w", engineName(s.previous), err)
+			}
 		}
 	}
 	return s.engine.remove(s, ctx, spec, name, orphan)
