@@ -160,6 +160,29 @@ func TestMoveToFluxLeavesRefusedClusterOnDirect(t *testing.T) {
 		if _, ok := run.After.Moving["c1"]; !ok || len(run.After.Moving) != 1 || len(run.After.Previous) != 1 {
 			t.Errorf("after the run: moving %v, previous %v; want c1 still to move", run.After.Moving, run.After.Previous)
 		}
+
+		// Destroyed half-way: removed from both engines, wherever each holds the rollout.
+		for _, c := range e.clusters {
+			c.destroying = true
+		}
+		if _, err := svc.Destroy(ctx, DestroyRequest{Spec: e.spec, Query: fleet.Query{Namespace: "fleet"}}); err != nil {
+			t.Fatalf("destroy: %v", err)
+		}
+		for _, name := range []string{"c1", "c2"} {
+			if st := e.load(e.clusters[name]); !holdsNothing(st) {
+				t.Errorf("%s after destroy: direct records %s, want none", name, describeState(st))
+			}
+			ks := ff.kustomization(name)
+			if err := ff.base.Get(ctx, client.ObjectKeyFromObject(ks), ks); !apierrors.IsNotFound(err) {
+				t.Errorf("%s after destroy: Kustomization %v, want it gone", name, err)
+			}
+		}
+		if live := e.clusters["c1"].describeLive(); live != e.objectsOf(e.clusters["c1"], "") {
+			t.Errorf("c1 after destroy, on direct delivery until then:\n%s\nwant its objects deleted", live)
+		}
+		if fc := ff.clusters["c2"]; len(fc.pruned) != 1 {
+			t.Errorf("c2 after destroy, on Flux until then: pruned %v, want what Flux applied pruned", fc.pruned)
+		}
 		cancel()
 	})
 }
