@@ -76,7 +76,9 @@ func (r *rolloutResource) apply(ctx context.Context, timeout time.Duration, plan
 	}
 	// Only what the plan left unknown is filled in: a value the plan showed is a promise, and
 	// Terraform rejects an apply that breaks one.
-	diags.Append(plan.settleOutcome(ctx, observeAfter(ctx, svc, query, spec, run), run)...)
+	after := observeAfter(ctx, svc, query, spec, run)
+	plan.settleMove(after)
+	diags.Append(plan.settleOutcome(ctx, after, run)...)
 	if err != nil {
 		diags.Append(diagnostics.FromError(err, "Rollout Failed"))
 		return false
@@ -160,6 +162,14 @@ func warnRun(diags *diag.Diagnostics, run *delivery.RunResult, adoptUnrecorded b
 		// What the run did, in one line, at the end of the apply (the same line is the run's
 		// last Event).
 		diags.AddWarning("Rollout Summary", run.Summary())
+	}
+	if len(run.Moved) > 0 {
+		diags.AddWarning("Clusters Moved Between Engines", fmt.Sprintf("%d cluster(s) verified on the new engine, and the engine the rollout "+
+			"moves from let go of them without pruning or deleting anything: %s", len(run.Moved), shared.ShortList(run.Moved, 20)))
+	}
+	if len(run.MoveFailures) > 0 {
+		diags.AddWarning("Engine Not Let Go Yet", "These clusters verified on the new engine, but the engine the rollout moves from "+
+			"still holds them; the next apply lets it go:\n  "+strings.Join(run.MoveFailures, "\n  "))
 	}
 	if len(run.LeaveFailures) > 0 {
 		diags.AddWarning("Clusters Not Cleaned Up", "These clusters left the rollout but still hold its objects or records; the next apply tries again:\n  "+
@@ -267,6 +277,7 @@ func (r *rolloutResource) Read(ctx context.Context, req resource.ReadRequest, re
 	}
 	query, diags := state.query(ctx, r.Data.Window())
 	resp.Diagnostics.Append(diags...)
+	resp.Diagnostics.Append(state.loadMoving(ctx, req.Private)...)
 	if resp.Diagnostics.HasError() {
 		return
 	}
@@ -282,6 +293,7 @@ func (r *rolloutResource) Read(ctx context.Context, req resource.ReadRequest, re
 		return
 	}
 	resp.Diagnostics.Append(state.setObserved(ctx, obs)...)
+	state.settleMove(obs)
 	resp.Diagnostics.Append(state.SavePrivate(ctx, resp.Private)...)
 	if state.Objects.IsNull() {
 		// Imported, or written by a version without `objects`: filled here so that the next
@@ -309,6 +321,8 @@ func (r *rolloutResource) Delete(ctx context.Context, req resource.DeleteRequest
 	}
 	timeout, diags := state.Timeouts.Delete(ctx, shared.DefaultDeleteTimeout)
 	resp.Diagnostics.Append(diags...)
+	// A rollout moving between engines is removed from both.
+	resp.Diagnostics.Append(state.loadMoving(ctx, req.Private)...)
 	spec, d := state.spec(ctx)
 	resp.Diagnostics.Append(d...)
 	query, d := state.query(ctx, r.Data.Window())
