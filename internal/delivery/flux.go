@@ -43,8 +43,9 @@ func (fluxEngine) goneReason(s *Service, ctx context.Context, namespace, name st
 	return s.goneReason(ctx, namespace, name, true) // judged by the Cluster alone
 }
 
-// markUnrecorded marks nothing: the records live in the management cluster, beside the ledger,
-// and are not lost with a workload cluster's.
+// markUnrecorded marks nothing here: the reader reads a cluster whose records in the management
+// cluster are gone while its Kustomization is still there as records-missing (fluxUnrecorded),
+// from what it read anyway.
 func (fluxEngine) markUnrecorded(*Service, context.Context, string, records.Key, *Observation, bool,
 	func(string) ([]*unstructured.Unstructured, error)) {
 }
@@ -151,6 +152,11 @@ func (e fluxEngine) reader(s *Service, ctx context.Context, namespace string, ke
 			return engine.TargetRecord{}, ClusterState{}, fmt.Errorf("read records: %w", err)
 		}
 		rec, st := clusterStateOf(state)
+		if holdsNothing(state) && flux.objects.Status(name).Exists {
+			st.State = StateRecordsMissing
+			st.Drift, err = e.fluxUnrecorded(s, ctx, namespace, key, name)
+			return rec, st, err
+		}
 		if drift && st.State == StateCurrent {
 			st.recorded = state.Current.Manifests // what the cluster got, for values-changed
 			if fluxDrift != "" {
@@ -159,6 +165,20 @@ func (e fluxEngine) reader(s *Service, ctx context.Context, namespace string, ke
 		}
 		return rec, st, nil
 	}, nil
+}
+
+// fluxUnrecorded is what the rollout's Kustomization on cluster applied (its inventory), read
+// when the cluster's records hold nothing of the rollout but the Kustomization is there: the
+// records were deleted from the management cluster (a cleanup of its record namespace) while Flux
+// keeps applying a revision. Read as pending, the cluster would take the next revision, and a
+// failure there would be restored to nothing: its Kustomization deleted, and Flux prunes what ran
+// before. So it is records-missing (unrecorded.go): held back until adopt = true.
+func (e fluxEngine) fluxUnrecorded(s *Service, ctx context.Context, namespace string, key records.Key, cluster string) ([]string, error) {
+	found, err := fluxdelivery.New(s.mgmt.Client, e.settings, key).Inventory(ctx, namespace, cluster)
+	if err != nil {
+		return nil, fmt.Errorf("read its Kustomization's inventory: %w", err)
+	}
+	return found, nil
 }
 
 // fluxPoll is how often the Flux engine reads a Kustomization while it waits, at first. A
