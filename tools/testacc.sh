@@ -191,7 +191,11 @@ capi_acc() {
 # against the management cluster, and an OCI registry. The Flux tests (TestAccRollout_flux*:
 # delivery, the run with credentials that grant nothing on the Clusters' Secrets, a registry with
 # credentials and a CA of its own that the test serves, one requiring client certificates,
-# per-cluster values, the fault tests;
+# per-cluster values, the fault tests, and the contract tests written once for both engines,
+# TestAccRollout_fluxContract_*: a saved plan then a relabel, a second state, a kill mid-apply,
+# one owner per object, a revision admission refuses, a webhook down 20 s, the Lease held by
+# another apply or a paused holder, the management cluster paused as a revision fails, a
+# cluster's records deleted; about 9 minutes on one CLI, hence the 20-minute bound;
 # TestAccModuleAssignment_flux*: two ordered modules and a join, per-cluster values, the same fault
 # tests) skip on the other fleets; here
 # they run on both CLIs, one after the other (they change the three clusters of this fleet),
@@ -204,12 +208,12 @@ flux_acc() {
   # lane 1 with Terraform; without Terraform, everything runs with OpenTofu.
   local lane=()
   [ -z "${GRADUAL_TERRAFORM:-}" ] || lane=(GRADUAL_ACC_LANE=0/2)
-  run_one internal/resources/rollout 10m '^TestAccRollout_flux' "${tofu_env[@]}" GRADUAL_TESTBED_DIR="$work/fleet-flux" \
+  run_one internal/resources/rollout 20m '^TestAccRollout_flux' "${tofu_env[@]}" GRADUAL_TESTBED_DIR="$work/fleet-flux" \
     TF_ACC_TERRAFORM_PATH="$GRADUAL_TOFU" "${lane[@]}" || rc=1
   run_one internal/resources/moduleassignment 10m '^TestAccModuleAssignment_flux' "${tofu_env[@]}" \
     GRADUAL_TESTBED_DIR="$work/fleet-flux" TF_ACC_TERRAFORM_PATH="$GRADUAL_TOFU" "${lane[@]}" || rc=1
   if [ -n "${GRADUAL_TERRAFORM:-}" ]; then
-    run_one internal/resources/rollout 10m '^TestAccRollout_flux' GRADUAL_TESTBED_DIR="$work/fleet-flux" \
+    run_one internal/resources/rollout 20m '^TestAccRollout_flux' GRADUAL_TESTBED_DIR="$work/fleet-flux" \
       TF_ACC_TERRAFORM_PATH="$GRADUAL_TERRAFORM" GRADUAL_ACC_LANE=1/2 || rc=1
     run_one internal/resources/moduleassignment 10m '^TestAccModuleAssignment_flux' GRADUAL_TESTBED_DIR="$work/fleet-flux" \
       TF_ACC_TERRAFORM_PATH="$GRADUAL_TERRAFORM" GRADUAL_ACC_LANE=1/2 || rc=1

@@ -129,6 +129,7 @@ func freezeManagement(t *testing.T, f *testbed.Fleet) (thaw func()) {
 // revision recorded invalid on prod-eu-1 and refused from then on, every cluster back on v1
 // once the configuration goes back to it.
 func TestAccRollout_fluxContract_managementPausedWhenRevisionFails(t *testing.T) {
+	acctest.OnOneLane(t, 1) // what the provider does when the management cluster stops answering, not how a CLI drives it
 	e := fluxEngine
 	f := e.fleet(t)
 	tf := newCLIRun(t)

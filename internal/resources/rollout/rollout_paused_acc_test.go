@@ -37,6 +37,7 @@ func TestAccRollout_pausedHolderMakesNoWrite(t *testing.T) {
 // pins it again, and the resumed holder must neither re-pin any Kustomization (a restore
 // would take that cluster back) nor write a record in the management cluster.
 func TestAccRollout_fluxContract_pausedHolderMakesNoWrite(t *testing.T) {
+	acctest.OnOneLane(t, 0) // the Lease's fencing, not how a CLI drives the provider
 	testPausedHolderMakesNoWrite(t, fluxEngine)
 }
 

@@ -40,6 +40,14 @@ func TestAccRollout_fluxContract_webhookUnavailable(t *testing.T) {
 	testWebhookUnavailable(t, fluxEngine)
 }
 
+// TestAccRollout_webhookUnavailable: the same delivering directly, where the provider's own
+// server-side apply meets the webhook's failure (InternalError: infrastructure, not the
+// revision's).
+func TestAccRollout_webhookUnavailable(t *testing.T) {
+	acctest.OnOneLane(t, 0) // what an unreachable webhook is, not how a CLI drives the provider
+	testWebhookUnavailable(t, directEngine)
+}
+
 func testWebhookUnavailable(t *testing.T, e engineUnderTest) {
 	f := e.fleet(t)
 	tf := newCLIRun(t)
