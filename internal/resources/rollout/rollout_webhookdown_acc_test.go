@@ -71,11 +71,14 @@ func testWebhookUnavailable(t *testing.T, e engineUnderTest) {
 	tf.writeConfig(config(v1))
 	tf.mustRun(ctx, 0, "apply", "-auto-approve")
 
+	// The webhook goes in after the plan (delivering directly, the plan's drift check would meet
+	// it and leave the canary unread): the saved plan's apply is what meets it.
+	tf.writeConfig(config(v2))
+	tf.mustRun(ctx, 0, "plan", "-out=v2.tfplan")
 	hook := startFlakyWebhook(t, webhookDownFor)
 	hook.register(t, workloadClient(t, f, canary), name)
-	tf.writeConfig(config(v2))
 	start := time.Now()
-	res := tf.run(ctx, "apply", "-auto-approve")
+	res := tf.run(ctx, "apply", "v2.tfplan")
 	t.Logf("the apply with the webhook down %s exited %d after %s (webhook: %d calls refused while down, %d answered):\n%s",
 		webhookDownFor, res.code, time.Since(start).Round(time.Second), hook.refused.Load(), hook.answered.Load(), res.output)
 	// The fault happened during the canary's change: calls failed, then the webhook answered.
