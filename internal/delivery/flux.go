@@ -483,6 +483,14 @@ func (e fluxEngine) remove(s *Service, ctx context.Context, spec Spec, name stri
 		orphan = true
 	}
 	d := fluxdelivery.New(s.mgmt.Client, e.settings, spec.Key)
+	if gone == "" && holdsNothing(state) {
+		// No record of the rollout here, in this record namespace: what its Kustomization (if
+		// any) applies was never recorded by this state, as when delivering directly, where such
+		// a cluster has nothing to delete. Its records were deleted, or it is another state's
+		// (the Kustomization is named after the rollout alone, whatever the record namespace);
+		// deleting it would have Flux prune what runs there.
+		return fluxUnrecordedNote(ctx, d, spec, name)
+	}
 	if err := d.Remove(ctx, spec.ClusterNamespace, name, fluxPoll, orphan); err != nil {
 		return "", err
 	}
@@ -493,6 +501,18 @@ func (e fluxEngine) remove(s *Service, ctx context.Context, spec Spec, name stri
 		return "", nil
 	}
 	return fluxKeptNote(name, state), nil
+}
+
+// fluxUnrecordedNote says that the Kustomization of spec's rollout on cluster, if there is one, is
+// left in place by a removal that finds no record of it.
+func fluxUnrecordedNote(ctx context.Context, d *fluxdelivery.Delivery, spec Spec, cluster string) (string, error) {
+	st, err := d.Read(ctx, spec.ClusterNamespace, cluster)
+	if err != nil || !st.Exists {
+		return "", err
+	}
+	return fmt.Sprintf("%s: its Kustomization %s/%s is left in place, with what Flux applies through it: there is no record of %s "+
+		"for the cluster in record namespace %s (records missing, or another state's rollout), so removing it could prune what "+
+		"runs there", cluster, spec.ClusterNamespace, fluxdelivery.ObjectName(spec.Key, cluster), spec.Key.Describe(), spec.RecordNamespace), nil
 }
 
 // fluxKeptNote says which objects of the revisions a cluster's records hold Flux left in place
