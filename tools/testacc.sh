@@ -195,7 +195,8 @@ capi_acc() {
 # TestAccRollout_fluxContract_*: a saved plan then a relabel, a second state, a kill mid-apply,
 # one owner per object, a revision admission refuses, a webhook down 20 s, the Lease held by
 # another apply or a paused holder, the management cluster paused as a revision fails, a
-# cluster's records deleted; about 9 minutes on one CLI, hence the 20-minute bound;
+# cluster's records deleted, a second state with another record namespace; about 10 minutes on
+# one CLI (11 when one CLI runs both lanes), past the 10-minute bound they had, hence 20;
 # TestAccModuleAssignment_flux*: two ordered modules and a join, per-cluster values, the same fault
 # tests) skip on the other fleets; here
 # they run on both CLIs, one after the other (they change the three clusters of this fleet),
