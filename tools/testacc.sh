@@ -196,7 +196,7 @@ capi_acc() {
 # one owner per object, a revision admission refuses, a webhook down 20 s, the Lease held by
 # another apply or a paused holder, the management cluster paused as a revision fails, a
 # cluster's records deleted, a second state with another record namespace; about 10 minutes on
-# one CLI (11 when one CLI runs both lanes), past the 10-minute bound they had, hence 20;
+# each CLI's lane (12 when one CLI runs both lanes), past the 10-minute bound they had, hence 20;
 # TestAccModuleAssignment_flux*: two ordered modules and a join, per-cluster values, the same fault
 # tests) skip on the other fleets; here
 # they run on both CLIs, one after the other (they change the three clusters of this fleet),
