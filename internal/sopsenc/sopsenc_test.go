@@ -21,9 +21,9 @@ import (
 func secretObj() map[string]any {
 	return map[string]any{
 		"apiVersion": "v1", "kind": "Secret",
-		"metadata": map[string]any{"name": "db", "namespace": "app", "labels": map[string]any{"tier": "data"}},
-		"type":     "Opaque",
-		"data":     map[string]any{"password": base64.StdEncoding.EncodeToString([]byte("hunter2-plaintext")), "empty": ""},
+		"metadata":   map[string]any{"name": "db", "namespace": "app", "labels": map[string]any{"tier": "data"}},
+		"type":       "Opaque",
+		"data":       map[string]any{"password": base64.StdEncoding.EncodeToString([]byte("hunter2-plaintext")), "empty": ""},
 		"stringData": map[string]any{"token": "tok-plaintext-9"},
 		"immutable":  true,
 	}
