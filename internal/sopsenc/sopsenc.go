@@ -114,7 +114,10 @@ func encryptObject(obj map[string]any, recipient string, pub, secret []byte) (ma
 	if err != nil {
 		return nil, err
 	}
-	encrypted := enc.(map[string]any)
+	encrypted, ok := enc.(map[string]any)
+	if !ok {
+		return nil, errors.New("the object is not a mapping")
+	}
 	mac, err := e.encryptValue(fmt.Sprintf("%X", e.mac.Sum(nil)), LastModified)
 	if err != nil {
 		return nil, err
