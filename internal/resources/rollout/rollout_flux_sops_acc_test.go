@@ -63,7 +63,7 @@ func TestAccRollout_fluxSecretEncrypted(t *testing.T) {
 		t.Fatal(err)
 	}
 	config := func(decryption string) string {
-		return rolloutConfig(f, name, allThree, fluxBundle(name, "one", false), fmt.Sprintf(`canary = ["staging-eu-1"]
+		return "terraform {\n  required_providers {\n    gradual = { source = \"gradual-dev/gradual\" }\n  }\n}\n" + rolloutConfig(f, name, allThree, fluxBundle(name, "one", false), fmt.Sprintf(`canary = ["staging-eu-1"]
   sensitive_manifests = file("${path.module}/secret.yaml")
   delivery = { flux = { repository = %q, insecure = true%s } }`, repository, decryption))
 	}
