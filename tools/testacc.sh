@@ -192,13 +192,14 @@ capi_acc() {
 # against the management cluster, and an OCI registry. The Flux tests (TestAccRollout_flux*:
 # delivery, the run with credentials that grant nothing on the Clusters' Secrets, a registry with
 # credentials and a CA of its own that the test serves, one requiring client certificates,
-# per-cluster values, health checks and the check Job through Flux, the fault tests, moving a
-# rollout from direct delivery to Flux and back (TestAccRollout_fluxEngineMove*), and the contract
-# tests written once for both engines, TestAccRollout_fluxContract_*: a saved plan then a relabel,
-# a second state, a kill mid-apply, one owner per object, a revision admission refuses, a webhook
-# down 20 s, the Lease held by another apply or a paused holder, the management cluster paused as
-# a revision fails, a cluster's records deleted, a second state with another record namespace;
-# about 10 minutes on each CLI's lane, hence the 20-minute bound;
+# per-cluster values, health checks and the check Job through Flux, a Secret of
+# sensitive_manifests SOPS-encrypted for an age key kustomize-controller decrypts with, the fault
+# tests, moving a rollout from direct delivery to Flux and back (TestAccRollout_fluxEngineMove*),
+# and the contract tests written once for both engines, TestAccRollout_fluxContract_*: a saved
+# plan then a relabel, a second state, a kill mid-apply, one owner per object, a revision
+# admission refuses, a webhook down 20 s, the Lease held by another apply or a paused holder, the
+# management cluster paused as a revision fails, a cluster's records deleted, a second state with
+# another record namespace; about 10 minutes on each CLI's lane, hence the 20-minute bound;
 # TestAccModuleAssignment_flux*: two ordered modules and a join, per-cluster values, the same fault
 # tests) skip on the other fleets; here
 # they run on each CLI on a Flux bed of that CLI's own (the tests change the three clusters of

@@ -35,10 +35,13 @@ type Spec struct {
 	ClusterNamespace string
 	RecordNamespace  string
 	Objects          *manifest.Set
-	Revision         string
-	Policy           engine.Policy
-	ForceConflicts   bool
-	HTTPChecks       []HTTPCheck
+	// Sensitive names (manifest.Key) the objects of Objects from sensitive_manifests: through
+	// Flux they are published and recorded encrypted (fluxdelivery.Settings.Seal).
+	Sensitive      []string
+	Revision       string
+	Policy         engine.Policy
+	ForceConflicts bool
+	HTTPChecks     []HTTPCheck
 	// Health judges the new revision's objects of the kinds it has CEL expressions for, instead
 	// of kstatus (verify.health_checks); restored backups are judged by kstatus alone.
 	Health *health.Checker

@@ -125,7 +125,7 @@ func (e fluxEngine) run(w *world) engineRun {
 	desired.HealthChecks = w.spec.Health.Rules()
 	restored := w.spec.Kustomize
 	restored.HealthChecks = nil
-	return &fluxRun{w: w,
+	return &fluxRun{w: w, settings: e.settings,
 		d:        fluxdelivery.New(w.svc.mgmt.Client, e.settings, w.spec.Key).WithKustomize(desired),
 		restored: fluxdelivery.New(w.svc.mgmt.Client, e.settings, w.spec.Key).WithKustomize(restored)}
 }
@@ -249,6 +249,8 @@ func (s *Service) fluxStore(recordNamespace string) *records.WorkloadStore {
 // fluxRun is the Flux engine's part of one run.
 type fluxRun struct {
 	w *world
+	// settings seal the sensitive objects (Spec.fluxSealed).
+	settings fluxdelivery.Settings
 	// d pins the desired revision (with the health checks); restored pins the others.
 	d, restored *fluxdelivery.Delivery
 	// statuses follows the rollout's Kustomizations for the run's verifications (nil: each
@@ -335,7 +337,7 @@ func (r *fluxRun) makeArtifact(ctx context.Context, target, revision string) (ta
 	}
 	if revision == w.spec.Revision {
 		// The desired revision's check Job; a restored one is not checked, as delivering directly.
-		if objs, err = w.spec.fluxObjects(objs, target); err != nil {
+		if objs, err = w.spec.fluxObjects(r.settings, objs, target); err != nil {
 			return "", nil, err
 		}
 	}
@@ -347,6 +349,21 @@ func (r *fluxRun) makeArtifact(ctx context.Context, target, revision string) (ta
 	}
 	sum := sha256.Sum256(manifests)
 	return revision + "-" + hex.EncodeToString(sum[:])[:12], manifests, nil
+}
+
+// sealedDesired is the canonical form of the desired revision's objects for target as the
+// artifact holds them, its sensitive objects encrypted: what the management cluster's record
+// keeps, so that a restore republishes the ciphertext and no plaintext is stored there.
+func (r *fluxRun) sealedDesired(target string) ([]byte, error) {
+	set, _, err := r.w.desired(target)
+	if err != nil {
+		return nil, err
+	}
+	sealed, err := r.w.spec.fluxSealed(r.settings, set.Objects)
+	if err != nil {
+		return nil, err
+	}
+	return (&manifest.Set{Objects: sealed}).Canonical()
 }
 
 // apply is one attempt of Apply through Flux: fluxPin.
@@ -448,7 +465,7 @@ func (r *fluxRun) record(ctx context.Context, ev engine.Event) error {
 	w := r.w
 	store, key := w.svc.fluxStore(w.spec.RecordNamespace), FluxRecordKey(w.spec.Key, ev.Target)
 	if ev.Kind == engine.EventProvisioning {
-		_, desired, err := w.desired(ev.Target)
+		desired, err := r.sealedDesired(ev.Target)
 		if err != nil {
 			return err
 		}
@@ -571,6 +588,9 @@ type FluxSettings = fluxdelivery.Settings
 // FluxKustomize is Spec.Kustomize (fluxdelivery.Kustomize), so that callers shape the
 // Kustomizations without importing the Flux engine.
 type FluxKustomize = fluxdelivery.Kustomize
+
+// FluxDecryption is how Flux decrypts the sensitive objects (fluxdelivery.Decryption).
+type FluxDecryption = fluxdelivery.Decryption
 
 // FluxCredentials are the credentials the Flux engine pushes with (fluxdelivery.Credentials).
 type FluxCredentials = fluxdelivery.Credentials
@@ -699,8 +719,26 @@ func (f *fluxRead) summary(recordKey records.Key) (*records.State, error) {
 }
 
 // fluxObjects are what the artifact of spec's revision holds for target through Flux: objs, its
-// objects there, and its check Job (CheckJob.ForFlux), if any.
-func (spec *Spec) fluxObjects(objs []*unstructured.Unstructured, target string) ([]*unstructured.Unstructured, error) {
+// objects there, the sensitive ones encrypted (fluxSealed), and its check Job
+// (CheckJob.ForFlux), if any.
+// fluxSealed is objs with the objects of Sensitive encrypted for settings' age recipient
+// (fluxdelivery.Settings.Seal): what the artifact and the management cluster's records hold.
+func (spec *Spec) fluxSealed(settings FluxSettings, objs []*unstructured.Unstructured) ([]*unstructured.Unstructured, error) {
+	if len(spec.Sensitive) == 0 {
+		return objs, nil
+	}
+	sensitive := make(map[string]bool, len(spec.Sensitive))
+	for _, k := range spec.Sensitive {
+		sensitive[k] = true
+	}
+	return settings.Seal(objs, sensitive)
+}
+
+func (spec *Spec) fluxObjects(settings FluxSettings, objs []*unstructured.Unstructured, target string) ([]*unstructured.Unstructured, error) {
+	objs, err := spec.fluxSealed(settings, objs)
+	if err != nil {
+		return nil, err
+	}
 	job, err := spec.CheckJob.ForFlux(target, spec.Revision, spec.Values != nil)
 	if err != nil || job == nil {
 		return objs, err
@@ -725,7 +763,7 @@ func (e fluxEngine) pinned(spec Spec) (*FluxArtifact, error) {
 	if spec.Values != nil {
 		return out, nil
 	}
-	objs, err := spec.fluxObjects(spec.Objects.Objects, "")
+	objs, err := spec.fluxObjects(e.settings, spec.Objects.Objects, "")
 	if err != nil {
 		return out, err
 	}
@@ -745,7 +783,7 @@ func (e fluxEngine) checkPinned(s *Service, ctx context.Context, spec Spec) erro
 	if spec.Values != nil {
 		return nil
 	}
-	objs, err := spec.fluxObjects(spec.Objects.Objects, "")
+	objs, err := spec.fluxObjects(e.settings, spec.Objects.Objects, "")
 	if err != nil {
 		return err
 	}

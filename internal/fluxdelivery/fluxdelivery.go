@@ -42,6 +42,7 @@ import (
 	"github.com/gradual-dev/terraform-provider-gradual/internal/clock"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/manifest"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/records"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/sopsenc"
 )
 
 // The Flux APIs the engine writes (Flux v2.x: source-controller and kustomize-controller v1).
@@ -89,9 +90,23 @@ type Settings struct {
 	// requires client certificates (mutual TLS), with Credentials.ClientKey. A certificate is
 	// public, so it is kept with the rest; its key is not.
 	ClientCertificate string `json:"clientCertificate,omitempty"`
+	// Decryption, when set, publishes the objects of sensitive_manifests SOPS-encrypted to an
+	// age recipient, and has each Kustomization decrypt them (spec.decryption). Public: a
+	// recipient and a Secret's name.
+	Decryption *Decryption `json:"decryption,omitempty"`
 	// Credentials are what this process pushes with. They are never kept (records, state): the
 	// configuration gives them again on each run.
 	Credentials Credentials `json:"-"`
+}
+
+// Decryption is how Flux decrypts what the artifact holds encrypted (internal/sopsenc).
+type Decryption struct {
+	// AgeRecipient is the age X25519 recipient ("age1…") the objects are encrypted to.
+	AgeRecipient string `json:"ageRecipient"`
+	// SecretName names, in each Cluster's namespace, the Secret holding the recipient's private
+	// key (data key "<any name>.agekey"): the Kustomization's spec.decryption.secretRef. The user
+	// keeps it there; the provider never reads or writes it.
+	SecretName string `json:"secretName"`
 }
 
 // Credentials authenticate this process to the registry: a token, or a username and password;
@@ -119,6 +134,11 @@ func (s Settings) RevisionSettings() []byte {
 	out := fmt.Sprintf("flux-source:repository=%s,insecure=%t,format=%s", s.Repository, s.Insecure, artifactFormat)
 	if s.SecretRef != "" || s.CertSecretRef != "" {
 		out += "\nflux-pull:secretRef=" + s.SecretRef + ",certSecretRef=" + s.CertSecretRef
+	}
+	// The recipient changes the artifact's ciphertext (so its digest), the Secret the
+	// Kustomizations decrypt with: both carried to the clusters in waves.
+	if s.Decryption != nil {
+		out += "\nflux-decryption:ageRecipient=" + s.Decryption.AgeRecipient + ",secretName=" + s.Decryption.SecretName
 	}
 	return []byte(out)
 }
@@ -224,6 +244,11 @@ func (s Settings) validateClientAt(now time.Time) (attribute string, err error) 
 
 // Validate reports settings that cannot be used, in words for the person configuring them.
 func (s Settings) Validate() error {
+	if s.Decryption != nil {
+		if _, err := sopsenc.ParseRecipient(s.Decryption.AgeRecipient); err != nil {
+			return fmt.Errorf("decryption.age_recipient %q: %w", s.Decryption.AgeRecipient, err)
+		}
+	}
 	if !strings.HasPrefix(s.Repository, oci.OCIRepositoryPrefix) {
 		return fmt.Errorf("repository %q must start with %s: revisions are published as OCI artifacts", s.Repository, oci.OCIRepositoryPrefix)
 	}
@@ -504,6 +529,9 @@ func (d *Delivery) Pin(ctx context.Context, namespace, cluster, digest string, t
 		"kubeConfig": map[string]any{"secretRef": map[string]any{"name": cluster + "-kubeconfig", "key": "value"}},
 	}
 	if spec, ok := ks.Object["spec"].(map[string]any); ok {
+		if dec := d.settings.Decryption; dec != nil {
+			spec["decryption"] = map[string]any{"provider": "sops", "secretRef": map[string]any{"name": dec.SecretName}}
+		}
 		d.shapeKustomization(spec, cluster) // dependsOn, ApplyOnce, healthCheckExprs (kustomize.go)
 	}
 	for _, o := range []*unstructured.Unstructured{src, ks} {

@@ -37,7 +37,7 @@ func (m *Model) refuseWithFlux(diags *diag.Diagnostics) {
 		shared.NotThroughFlux(diags, path.Root("adopt"), shared.FluxGapRefuseAdoption, "`adopt = false`", "the assignment")
 	}
 	if len(m.sensitive) > 0 {
-		shared.NotThroughFlux(diags, pathModules, shared.FluxGapSensitive, "`modules[].sensitive_manifests`", "the assignment")
+		shared.NotThroughFlux(diags, pathModules, shared.FluxGapSensitiveModules, "`modules[].sensitive_manifests`", "the assignment")
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/hashicorp/terraform-plugin-framework/attr"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
 	"github.com/gradual-dev/terraform-provider-gradual/internal/delivery"
@@ -12,11 +13,14 @@ import (
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/shared"
 )
 
-// TestRefuseWithFlux: through Flux, sensitive_manifests (they would be published in the artifact)
-// and adopt = false (it needs the workload clusters read) are refused at plan, naming the
+// TestRefuseWithFlux: through Flux, sensitive_manifests without decryption (they would be
+// published readable in the artifact) or with values, and adopt = false (it needs the workload clusters read) are refused at plan, naming the
 // attribute; direct delivery takes both, and deletion_policy = "orphan" goes through Flux.
 func TestRefuseWithFlux(t *testing.T) {
 	flux := shared.DeliveryValue(&delivery.FluxSettings{Repository: "oci://r.example/fleet/web"})
+	decrypting := shared.DeliveryValue(&delivery.FluxSettings{Repository: "oci://r.example/fleet/web",
+		Decryption: &delivery.FluxDecryption{AgeRecipient: "age1zvkyg2lqzraa2lnjvqej32nkuu0ues2s82hzrye869xeexvn73equnujwj", SecretName: "sops-age"}})
+	values := types.ObjectValueMust(map[string]attr.Type{}, map[string]attr.Value{})
 	direct := shared.DeliveryValue(nil)
 	secret := types.StringValue("apiVersion: v1\nkind: Secret\nmetadata: {name: s, namespace: n}\n")
 	for _, tc := range []struct {
@@ -25,7 +29,10 @@ func TestRefuseWithFlux(t *testing.T) {
 		want []string
 	}{
 		{"Flux, plain", Model{Delivery: flux, Sensitive: types.StringNull(), Adopt: types.BoolNull()}, nil},
-		{"Flux, sensitive manifests", Model{Delivery: flux, Sensitive: secret, Adopt: types.BoolNull()}, []string{"Sensitive Manifests Not Delivered Through Flux Yet"}},
+		{"Flux, sensitive manifests", Model{Delivery: flux, Sensitive: secret, Adopt: types.BoolNull()}, []string{"Sensitive Manifests Through Flux Need Decryption"}},
+		{"Flux, sensitive manifests, decryption", Model{Delivery: decrypting, Sensitive: secret, Adopt: types.BoolNull(), Values: types.ObjectNull(map[string]attr.Type{})}, nil},
+		{"Flux, sensitive manifests, decryption, values", Model{Delivery: decrypting, Sensitive: secret, Adopt: types.BoolNull(), Values: values},
+			[]string{"Sensitive Manifests With Values Not Delivered Through Flux Yet"}},
 		{"Flux, adopt = false", Model{Delivery: flux, Sensitive: types.StringNull(), Adopt: types.BoolValue(false)}, []string{"Adoption Cannot Be Refused Through Flux"}},
 		{"Flux, adopt = true, orphan", Model{Delivery: flux, Sensitive: types.StringNull(), Adopt: types.BoolValue(true), DeletionPolicy: types.StringValue("orphan")}, nil},
 		{"direct, both", Model{Delivery: direct, Sensitive: secret, Adopt: types.BoolValue(false)}, nil},

@@ -275,6 +275,9 @@ func (m *Model) specContent(ctx context.Context, spec *delivery.Spec) (diags dia
 		return diags, false
 	}
 	spec.Redact = ignoreattr.SensitiveValues(hidden, sensitive)
+	for _, obj := range hidden {
+		spec.Sensitive = append(spec.Sensitive, manifest.Key(obj))
+	}
 	spec.Values, d = m.values(ctx)
 	diags.Append(d...)
 	if d.HasError() {

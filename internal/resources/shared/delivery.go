@@ -26,11 +26,13 @@ var PathDelivery = path.Root("delivery")
 var pathFlux = PathDelivery.AtName("flux")
 
 var (
-	fluxAttrTypes = map[string]attr.Type{
+	decryptionAttrTypes = map[string]attr.Type{"age_recipient": types.StringType, "secret_name": types.StringType}
+	fluxAttrTypes       = map[string]attr.Type{
 		"repository": types.StringType, "insecure": types.BoolType, "ca_bundle": types.StringType,
 		"secret_ref": types.StringType, "cert_secret_ref": types.StringType,
 		"username": types.StringType, "password": types.StringType, "token": types.StringType,
 		"client_certificate": types.StringType, "client_key": types.StringType,
+		"decryption": types.ObjectType{AttrTypes: decryptionAttrTypes},
 	}
 	deliveryAttrTypes = map[string]attr.Type{"flux": types.ObjectType{AttrTypes: fluxAttrTypes}}
 )
@@ -59,8 +61,18 @@ func DeliveryValue(settings *delivery.FluxSettings) types.Object {
 		"cert_secret_ref": stringOrNull(settings.CertSecretRef), "username": stringOrNull(settings.Credentials.Username),
 		"password": types.StringNull(), "token": types.StringNull(),
 		"client_certificate": stringOrNull(settings.ClientCertificate), "client_key": types.StringNull(),
+		"decryption": decryptionValue(settings.Decryption),
 	})
 	return types.ObjectValueMust(deliveryAttrTypes, map[string]attr.Value{"flux": flux})
+}
+
+// decryptionValue is `delivery.flux.decryption` for d (null when not set).
+func decryptionValue(d *delivery.FluxDecryption) types.Object {
+	if d == nil {
+		return types.ObjectNull(decryptionAttrTypes)
+	}
+	return types.ObjectValueMust(decryptionAttrTypes, map[string]attr.Value{
+		"age_recipient": types.StringValue(d.AgeRecipient), "secret_name": types.StringValue(d.SecretName)})
 }
 
 // DeliveryAttribute is `delivery`: which engine carries revisions to the clusters, shared by the
@@ -155,6 +167,7 @@ func DeliveryAttribute(movable bool) schema.SingleNestedAttribute {
 							"given again on every run (Terraform 1.11, OpenTofu 1.11 or later).",
 						Validators: []validator.String{stringvalidator.AlsoRequires(path.MatchRelative().AtParent().AtName("username"))},
 					},
+					"decryption": decryptionAttribute(),
 					"token": schema.StringAttribute{
 						Optional: true, Sensitive: true, WriteOnly: true,
 						MarkdownDescription: "Registry token this provider pushes with, sent as a bearer token (the Docker configuration's `registrytoken`). " +
@@ -166,6 +179,50 @@ func DeliveryAttribute(movable bool) schema.SingleNestedAttribute {
 			},
 		},
 	}
+}
+
+// decryptionAttribute is `delivery.flux.decryption`: how the objects of `sensitive_manifests`
+// reach the clusters through Flux (encrypted, decrypted by kustomize-controller).
+func decryptionAttribute() schema.SingleNestedAttribute {
+	return schema.SingleNestedAttribute{
+		Optional: true,
+		MarkdownDescription: "Publish the objects of `sensitive_manifests` encrypted, the way Flux decrypts: SOPS with an age recipient. " +
+			"Their `data`, `stringData` and `binaryData` are encrypted to `age_recipient` (only v1 Secrets and ConfigMaps may be " +
+			"delivered so), their identity stays readable, and each Kustomization decrypts them (`spec.decryption`, provider `sops`) " +
+			"with the age private key in the Secret `secret_name`, which you keep in each Cluster's namespace of the management " +
+			"cluster (a key ending in `.agekey`). The plaintext never reaches the registry, the plan, the state, the logs or the " +
+			"records. Both settings are part of the revision: changing them re-pins every cluster in waves.",
+		Attributes: map[string]schema.Attribute{
+			"age_recipient": schema.StringAttribute{
+				Required:            true,
+				MarkdownDescription: "age X25519 recipient (`age1…`, the public key of the identity in `secret_name`) the objects are encrypted to.",
+				Validators:          []validator.String{stringvalidator.RegexMatches(regexp.MustCompile(`^age1[02-9ac-hj-np-z]+$`), "must be an age X25519 recipient (age1…)")},
+			},
+			"secret_name": schema.StringAttribute{
+				Required: true,
+				MarkdownDescription: "Name of the Secret in each Cluster's namespace that holds the age private key (`AGE-SECRET-KEY-1…`) " +
+					"under a key ending in `.agekey` (the Kustomization's `spec.decryption.secretRef`). The provider never reads or writes it.",
+				Validators: []validator.String{secretName},
+			},
+		},
+	}
+}
+
+// FluxDecrypts reports whether `delivery` (value) sets `flux.decryption` (or may: unknown), so
+// that sensitive objects can be published encrypted.
+func FluxDecrypts(value types.Object) bool {
+	if value.IsNull() || value.IsUnknown() {
+		return false
+	}
+	flux, ok := value.Attributes()["flux"].(types.Object)
+	if !ok || flux.IsNull() {
+		return false
+	}
+	if flux.IsUnknown() {
+		return true
+	}
+	dec, ok := flux.Attributes()["decryption"].(types.Object)
+	return ok && !dec.IsNull()
 }
 
 // engineChanged says whether a change of `delivery` replaces the resource: only a change of
@@ -229,6 +286,26 @@ func FluxCredentials(ctx context.Context, config tfsdk.Config) (w FluxWriteOnly,
 	return w, diags
 }
 
+// decryptionSettings is `delivery.flux.decryption` (value), nil when not set; known is false
+// while any of it is unknown.
+func decryptionSettings(ctx context.Context, value types.Object, diags diag.Diagnostics) (_ *delivery.FluxDecryption, known bool, _ diag.Diagnostics) {
+	if value.IsNull() {
+		return nil, true, diags
+	}
+	if value.IsUnknown() {
+		return nil, false, diags
+	}
+	var dm struct {
+		AgeRecipient types.String `tfsdk:"age_recipient"`
+		SecretName   types.String `tfsdk:"secret_name"`
+	}
+	diags.Append(value.As(ctx, &dm, basetypes.ObjectAsOptions{})...)
+	if diags.HasError() || dm.AgeRecipient.IsUnknown() || dm.SecretName.IsUnknown() {
+		return nil, false, diags
+	}
+	return &delivery.FluxDecryption{AgeRecipient: dm.AgeRecipient.ValueString(), SecretName: dm.SecretName.ValueString()}, true, diags
+}
+
 // FluxSettings is `delivery.flux` (value) as the Flux engine takes it, with the write-only
 // password, token and client key from the configuration (FluxCredentials); nil for direct
 // delivery (or while unknown).
@@ -254,6 +331,7 @@ func FluxSettings(ctx context.Context, value types.Object, w FluxWriteOnly) (*de
 		Token             types.String `tfsdk:"token"`
 		ClientCertificate types.String `tfsdk:"client_certificate"`
 		ClientKey         types.String `tfsdk:"client_key"`
+		Decryption        types.Object `tfsdk:"decryption"`
 	}
 	diags.Append(dm.Flux.As(ctx, &fm, basetypes.ObjectAsOptions{})...)
 	if diags.HasError() || fm.Repository.IsUnknown() || fm.CABundle.IsUnknown() || fm.Username.IsUnknown() ||
@@ -266,6 +344,10 @@ func FluxSettings(ctx context.Context, value types.Object, w FluxWriteOnly) (*de
 		ClientCertificate: fm.ClientCertificate.ValueString(),
 		Credentials: delivery.FluxCredentials{Username: fm.Username.ValueString(), Password: w.Password.ValueString(),
 			Token: w.Token.ValueString(), ClientKey: w.ClientKey.ValueString()},
+	}
+	var known bool
+	if s.Decryption, known, diags = decryptionSettings(ctx, fm.Decryption, diags); !known || diags.HasError() {
+		return nil, diags
 	}
 	// The key comes from the configuration at plan and apply only: refresh, import and destroy
 	// have the certificate (from the state) without it, and push nothing. The schema refuses a
@@ -289,8 +371,13 @@ const (
 	// FluxGapRefuseAdoption: adopt = false needs each workload cluster read for objects that
 	// exist already, and through Flux the runner reads none.
 	FluxGapRefuseAdoption FluxGap = iota
-	// FluxGapSensitive: an artifact is readable by whoever can pull from the registry.
+	// FluxGapSensitive: an artifact is readable by whoever can pull from the registry, unless
+	// delivery.flux.decryption encrypts the sensitive objects.
 	FluxGapSensitive
+	// FluxGapSensitiveModules: a module assignment's sensitive_manifests are not encrypted yet
+	// (its modules render per cluster with values, whose comparison with the records would
+	// read the encrypted objects as changed).
+	FluxGapSensitiveModules
 	// FluxGapHTTPChecks: the provider calls them as it verifies a cluster; through Flux the
 	// Kustomization verifies it, and the runner may not reach the workload's services.
 	FluxGapHTTPChecks
@@ -312,11 +399,17 @@ func NotThroughFlux(diags *diag.Diagnostics, at path.Path, gap FluxGap, attribut
 				"verifies it (the runner may not reach the workload's services): they would never run. Use `verify.health_checks` "+
 				"(evaluated by kustomize-controller), a `verify.check_job` that calls the URL from inside the cluster (delivered in "+
 				"the artifact, waited for by Flux), or deliver directly (leave `delivery` out).")
-	case FluxGapSensitive:
+	case FluxGapSensitiveModules:
 		diags.AddAttributeError(at, "Sensitive Manifests Not Delivered Through Flux Yet",
 			attribute+" are kept out of the plan, the state and the records, and `delivery.flux` publishes every object as an "+
-				"OCI artifact that anyone who can pull from the registry can read: the two cannot be used together yet. "+
-				"Deliver directly (leave `delivery` out), or deliver the Secrets another way.")
+				"OCI artifact that anyone who can pull from the registry can read; a rollout encrypts them with "+
+				"`delivery.flux.decryption`, "+subject+" cannot yet. Deliver directly (leave `delivery` out), or deliver the Secrets with a rollout.")
+	case FluxGapSensitive:
+		diags.AddAttributeError(at, "Sensitive Manifests Through Flux Need Decryption",
+			attribute+" are kept out of the plan, the state and the records, and `delivery.flux` publishes every object as an "+
+				"OCI artifact that anyone who can pull from the registry can read. Set `delivery.flux.decryption = { age_recipient = "+
+				"\"age1…\", secret_name = \"…\" }` to publish them SOPS-encrypted to that age recipient, decrypted by each "+
+				"Kustomization with the age key you keep in that Secret in each Cluster's namespace; or deliver directly (leave `delivery` out).")
 	}
 }
 
