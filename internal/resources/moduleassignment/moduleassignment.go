@@ -15,9 +15,18 @@ import (
 var pathModules = path.Root("modules")
 
 // New returns the resource.
-func New() resource.Resource { return &assignmentResource{} }
+func New() resource.Resource {
+	r := &assignmentResource{}
+	r.Ops, r.Failed = r, shared.FailedCreate{Title: "Module Assignment Not Saved In State",
+		Detail: "The assignment failed before it completed, so it is not saved in the Terraform state. Every change it made is recorded in the clusters and bindings; the next apply continues from them."}
+	return r
+}
 
-type assignmentResource struct{ shared.Configured }
+// assignmentResource runs through the engine's shared lifecycle (shared.Lifecycle); its
+// shared.EngineOps are in moduleassignment_crud.go.
+type assignmentResource struct {
+	shared.Lifecycle[Model, *Model]
+}
 
 var (
 	_ resource.ResourceWithConfigure      = (*assignmentResource)(nil)

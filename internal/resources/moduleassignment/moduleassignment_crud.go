@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/hashicorp/terraform-plugin-framework/diag"
-	"github.com/hashicorp/terraform-plugin-framework/resource"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 	"github.com/hashicorp/terraform-plugin-log/tflog"
 
@@ -19,31 +18,10 @@ import (
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/shared"
 )
 
-// Create applies the assignment. As for rollouts (see shared.Create), a failed Create saves no
-// state: the records and bindings keep what was applied, and the next Create continues from them.
-func (r *assignmentResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
-	create := func(ctx context.Context, timeout time.Duration, plan *Model, diags *diag.Diagnostics) bool {
-		return r.apply(ctx, timeout, plan, diags, true)
-	}
-	shared.Create(ctx, req, resp, create, shared.FailedCreate{Title: "Module Assignment Not Saved In State",
-		Detail: "The assignment failed before it completed, so it is not saved in the Terraform state. Every change it made is recorded in the clusters and bindings; the next apply continues from them."})
-}
-
-// Update applies the assignment; its state is saved even on failure (see shared.Update).
-func (r *assignmentResource) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
-	update := func(ctx context.Context, timeout time.Duration, plan *Model, diags *diag.Diagnostics) bool {
-		return r.apply(ctx, timeout, plan, diags, false)
-	}
-	shared.Update(ctx, req, resp, update)
-}
-
-// apply runs the assignment and fills plan's computed attributes from the outcome. create says it
-// is the resource's Create, which refuses an assignment a Terraform state holds already.
-func (r *assignmentResource) apply(ctx context.Context, timeout time.Duration, plan *Model, diags *diag.Diagnostics, create bool) bool {
-	if r.Data == nil {
-		diags.AddError("Provider Not Configured", diagnostics.UnconfiguredProvider)
-		return false
-	}
+// ApplyPlan runs the assignment and fills plan's computed attributes from the outcome (see
+// shared.EngineOps). As for rollouts, a failed Create saves no state: the records and bindings
+// keep what was applied, and the next Create continues from them.
+func (r *assignmentResource) ApplyPlan(ctx context.Context, plan *Model, diags *diag.Diagnostics, create bool) bool {
 	spec, query, svc, ok := r.prepareApply(ctx, plan, diags)
 	if !ok {
 		return false
@@ -54,8 +32,6 @@ func (r *assignmentResource) apply(ctx context.Context, timeout time.Duration, p
 	plan.private.PlannedWaves, plan.private.PlannedLeaving = nil, nil // carried out once
 	config, d := plan.configRecord(ctx)
 	diags.Append(d...)
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
 	res, err := runChecked(ctx, svc, assignment.RunRequest{
 		Spec: spec, Query: query, Planned: flatten(waves), PlannedKnown: waves != nil, Waves: waves, Config: config,
 		Leaving: leaving, Create: create, ImportHint: importHint(spec.Key),
@@ -183,106 +159,96 @@ func flatten(waves map[string][][]string) map[string][]string {
 	return out
 }
 
-func (r *assignmentResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
-	var state Model
-	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
-	if resp.Diagnostics.HasError() || r.Data == nil {
-		return
-	}
+// Refresh reads the assignment's records, bindings and the fleet into state (see
+// shared.EngineOps); an imported assignment takes its configuration from the management
+// cluster's record. It reports whether state is read (false: an early error
+// left it unread).
+func (r *assignmentResource) Refresh(ctx context.Context, state *Model, diags *diag.Diagnostics) bool {
 	if state.RecordNamespace.IsNull() {
 		state.RecordNamespace = types.StringValue(defaultRecordNamespace)
 	}
 	state.defaultChangeAttributes()
-	if state.Modules.IsNull() {
-		key := state.key()
-		found, err := assignment.LoadConfig(ctx, r.Data.Delivery, key, state.RecordNamespace.ValueString())
-		if err != nil {
-			resp.Diagnostics.Append(diagnostics.FromError(err, "Cannot Import Module Assignment"))
-			return
-		}
-		if found == nil {
-			resp.Diagnostics.AddError("Module Assignment Not Found",
-				fmt.Sprintf("No records of %s exist in the management cluster (namespace %q). Import only assignments that were applied.", key.Describe(), state.RecordNamespace.ValueString()))
-			return
-		}
-		resp.Diagnostics.Append(state.fromConfigRecord(ctx, found)...)
-		if resp.Diagnostics.HasError() {
-			return
-		}
+	if state.Modules.IsNull() && !r.importConfig(ctx, state, diags) {
+		return false
 	}
-	spec, diags := state.spec(ctx)
-	resp.Diagnostics.Append(diags...)
+	spec, d := state.spec(ctx)
+	diags.Append(d...)
 	state.keepSensitiveRevisions(ctx, &spec)
-	query, diags := state.query(ctx, r.Data.Window())
-	resp.Diagnostics.Append(diags...)
-	svc, diags := r.service(ctx, &state)
-	resp.Diagnostics.Append(diags...)
-	if resp.Diagnostics.HasError() {
-		return
+	query, d := state.query(ctx, r.Data.Window())
+	diags.Append(d...)
+	svc, d := r.service(ctx, state)
+	diags.Append(d...)
+	if diags.HasError() {
+		return false
 	}
 	// The plan that follows takes these reads instead of making them again (Refreshing).
 	obs, err := assignment.Observe(ctx, svc.Refreshing(), query, spec, true)
 	if err != nil {
-		resp.Diagnostics.Append(diagnostics.FromError(err, "Cannot Read The Fleet"))
-		return
+		diags.Append(diagnostics.FromError(err, "Cannot Read The Fleet"))
+		return false
 	}
 	state.setRevisions(spec)
 	if state.Objects.IsNull() {
 		// Imported, or written by a version without `objects`: filled here so that the next
 		// plan, which works them out the same way (but with the sensitive halves), shows no change.
-		resp.Diagnostics.Append(state.setObjects(ctx, spec)...)
+		diags.Append(state.setObjects(ctx, spec)...)
 	}
-	resp.Diagnostics.Append(state.setObserved(ctx, obs, spec)...)
-	resp.Diagnostics.Append(state.readBridge(ctx, svc, spec)...)
+	diags.Append(state.setObserved(ctx, obs, spec)...)
+	diags.Append(state.readBridge(ctx, svc, spec)...)
 	if state.Leaving.IsNull() || state.Leaving.IsUnknown() {
 		state.setLeaving(nil) // imported, or written by a version without `leaving`
 	}
 	if state.Waves.IsNull() || state.Waves.IsUnknown() {
 		state.setWaves(nil, nil) // imported: no apply yet
 	}
-	resp.Diagnostics.Append(state.SavePrivate(ctx, resp.Private)...)
-	resp.Diagnostics.Append(resp.State.Set(ctx, &state)...)
+	return true
 }
 
-func (r *assignmentResource) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
-	var state Model
-	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
-	if resp.Diagnostics.HasError() {
-		return
+// importConfig fills an imported assignment from the management cluster's record. It reports
+// whether it did.
+func (r *assignmentResource) importConfig(ctx context.Context, state *Model, diags *diag.Diagnostics) bool {
+	key := state.key()
+	found, err := assignment.LoadConfig(ctx, r.Data.Delivery, key, state.RecordNamespace.ValueString())
+	if err != nil {
+		diags.Append(diagnostics.FromError(err, "Cannot Import Module Assignment"))
+		return false
 	}
-	if r.Data == nil {
-		resp.Diagnostics.AddError("Provider Not Configured", diagnostics.UnconfiguredProvider)
-		return
+	if found == nil {
+		diags.AddError("Module Assignment Not Found",
+			fmt.Sprintf("No records of %s exist in the management cluster (namespace %q). Import only assignments that were applied.", key.Describe(), state.RecordNamespace.ValueString()))
+		return false
 	}
-	timeout, diags := state.Timeouts.Delete(ctx, shared.DefaultDeleteTimeout)
-	resp.Diagnostics.Append(diags...)
+	diags.Append(state.fromConfigRecord(ctx, found)...)
+	return !diags.HasError()
+}
+
+// Destroy removes the assignment's bridge, objects and records (see shared.EngineOps).
+func (r *assignmentResource) Destroy(ctx context.Context, state *Model, private shared.PrivateGetter, diags *diag.Diagnostics) {
 	spec, d := state.spec(ctx)
-	resp.Diagnostics.Append(d...)
+	diags.Append(d...)
 	query, d := state.query(ctx, r.Data.Window())
-	resp.Diagnostics.Append(d...)
-	svc, d := r.service(ctx, &state)
-	resp.Diagnostics.Append(d...)
-	if resp.Diagnostics.HasError() {
+	diags.Append(d...)
+	svc, d := r.service(ctx, state)
+	diags.Append(d...)
+	if diags.HasError() {
 		return
 	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
 	// The bridge goes first: a cluster joining during the destroy must not get modules the
 	// destroy is removing. An assignment that never had one asks nothing of Cluster API's API.
-	resp.Diagnostics.Append(state.LoadPrivate(ctx, req.Private)...)
+	diags.Append(state.LoadPrivate(ctx, private)...)
 	if spec.FollowJoins != nil || state.private.Bridged != nil {
 		if err := assignment.RemoveBridge(ctx, svc, spec); err != nil {
-			resp.Diagnostics.Append(diagnostics.FromError(err, "Module Assignment Delete Failed"))
+			diags.Append(diagnostics.FromError(err, "Module Assignment Delete Failed"))
 			return
 		}
 	}
 	warnings, err := assignment.Destroy(ctx, svc, spec, query, func(msg string, fields map[string]any) { tflog.Info(ctx, msg, fields) },
-		func(note string) { resp.Diagnostics.AddWarning("Objects Left In Place", note) })
+		func(note string) { diags.AddWarning("Objects Left In Place", note) })
 	for _, w := range warnings {
-		resp.Diagnostics.AddWarning("Cluster Not Cleaned Up", w)
+		diags.AddWarning("Cluster Not Cleaned Up", w)
 	}
 	if err != nil {
-		resp.Diagnostics.Append(diagnostics.FromError(err, "Module Assignment Delete Failed"))
+		diags.Append(diagnostics.FromError(err, "Module Assignment Delete Failed"))
 	}
 }
 

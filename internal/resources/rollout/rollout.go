@@ -19,9 +19,18 @@ var (
 )
 
 // New returns the resource.
-func New() resource.Resource { return &rolloutResource{} }
+func New() resource.Resource {
+	r := &rolloutResource{}
+	r.Ops, r.Failed = r, shared.FailedCreate{Title: "Rollout Not Saved In State",
+		Detail: "The rollout failed before it completed, so it is not saved in the Terraform state. Every change it made is recorded in the clusters; the next apply continues from those records instead of starting over."}
+	return r
+}
 
-type rolloutResource struct{ shared.Configured }
+// rolloutResource runs through the engine's shared lifecycle (shared.Lifecycle); its
+// shared.EngineOps are in rollout_crud.go.
+type rolloutResource struct {
+	shared.Lifecycle[Model, *Model]
+}
 
 var (
 	_ resource.ResourceWithConfigure    = (*rolloutResource)(nil)

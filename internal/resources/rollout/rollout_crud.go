@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/hashicorp/terraform-plugin-framework/diag"
-	"github.com/hashicorp/terraform-plugin-framework/resource"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 	"github.com/hashicorp/terraform-plugin-log/tflog"
 
@@ -21,32 +20,10 @@ import (
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/shared"
 )
 
-// Create applies the rollout. As shared.Create says, a failed Create saves no state: the records
-// in the clusters keep what was applied, and the next Create picks up from them.
-func (r *rolloutResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
-	create := func(ctx context.Context, timeout time.Duration, plan *Model, diags *diag.Diagnostics) bool {
-		return r.apply(ctx, timeout, plan, diags, true)
-	}
-	shared.Create(ctx, req, resp, create, shared.FailedCreate{Title: "Rollout Not Saved In State",
-		Detail: "The rollout failed before it completed, so it is not saved in the Terraform state. Every change it made is recorded in the clusters; the next apply continues from those records instead of starting over."})
-}
-
-// Update applies the rollout; its state is saved even on failure (see shared.Update).
-func (r *rolloutResource) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
-	update := func(ctx context.Context, timeout time.Duration, plan *Model, diags *diag.Diagnostics) bool {
-		return r.apply(ctx, timeout, plan, diags, false)
-	}
-	shared.Update(ctx, req, resp, update)
-}
-
-// apply runs the rollout and fills plan's computed attributes from the outcome. It reports
-// whether the rollout succeeded. create says it is the resource's Create, which refuses a rollout
-// that a Terraform state holds already.
-func (r *rolloutResource) apply(ctx context.Context, timeout time.Duration, plan *Model, diags *diag.Diagnostics, create bool) bool {
-	if r.Data == nil {
-		diags.AddError("Provider Not Configured", diagnostics.UnconfiguredProvider)
-		return false
-	}
+// ApplyPlan runs the rollout and fills plan's computed attributes from the outcome (see
+// shared.EngineOps). As shared.Create says, a failed Create saves no state: the records in the
+// clusters keep what was applied, and the next Create picks up from them.
+func (r *rolloutResource) ApplyPlan(ctx context.Context, plan *Model, diags *diag.Diagnostics, create bool) bool {
 	spec, query, svc, ok := r.prepareApply(ctx, plan, diags)
 	if !ok {
 		return false
@@ -58,8 +35,6 @@ func (r *rolloutResource) apply(ctx context.Context, timeout time.Duration, plan
 	// plan's private state (none when the plan could not plan them, e.g. on create).
 	planned, leaving := plan.private.PlannedWaves, plan.private.PlannedLeaving
 	plan.private.PlannedWaves, plan.private.PlannedLeaving = nil, nil // carried out once
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
 	config, d := plan.configRecord(ctx)
 	diags.Append(d...)
 	if diags.HasError() {
@@ -227,62 +202,34 @@ func (m *Model) settleOutcome(ctx context.Context, after *delivery.Observation, 
 	return diags
 }
 
-func (r *rolloutResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
-	var state Model
-	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	if r.Data == nil {
-		return // nothing to refresh from yet
-	}
+// Refresh reads the rollout's records and the fleet into state (see shared.EngineOps); an
+// imported rollout takes its configuration from the management cluster's record. It reports whether state is read (false: an early error
+// left it unread).
+func (r *rolloutResource) Refresh(ctx context.Context, state *Model, diags *diag.Diagnostics) bool {
 	if state.RecordNamespace.IsNull() {
 		state.RecordNamespace = types.StringValue(defaultRecordNamespace)
 	}
 	key := records.Key{Kind: "rollout", Namespace: state.Namespace.ValueString(), Name: state.Name.ValueString()}
-	if state.Revision.IsNull() {
-		// Imported (only id, namespace and name are set): the configuration comes from the
-		// management cluster's record. (Not manifests: it is null when sensitive_manifests
-		// holds the whole bundle.)
-		found, err := r.Data.Delivery.LoadConfig(ctx, key, state.RecordNamespace.ValueString())
-		if err != nil {
-			resp.Diagnostics.Append(diagnostics.FromError(err, "Cannot Import Rollout"))
-			return
-		}
-		if found == nil {
-			resp.Diagnostics.AddError("Rollout Not Found",
-				fmt.Sprintf("No records of rollout %s exist in the management cluster (namespace %q). Import only rollouts that were applied.", key, state.RecordNamespace.ValueString()))
-			return
-		}
-		resp.Diagnostics.Append(state.fromConfigRecord(ctx, found)...)
-		if resp.Diagnostics.HasError() {
-			return
-		}
-		if state.Revision.IsNull() {
-			// Records written before they kept the revision: it is the manifests' own.
-			if rev, err := manifest.Revision(state.Manifests.ValueString()); err == nil {
-				state.Revision = types.StringValue(rev)
-			}
-		}
+	if state.Revision.IsNull() && !r.importConfig(ctx, state, key, diags) {
+		return false
 	}
-	query, diags := state.query(ctx, r.Data.Window())
-	resp.Diagnostics.Append(diags...)
-	if resp.Diagnostics.HasError() {
-		return
+	query, d := state.query(ctx, r.Data.Window())
+	diags.Append(d...)
+	if diags.HasError() {
+		return false
 	}
-	svc, diags := r.service(ctx, &state)
-	resp.Diagnostics.Append(diags...)
-	if resp.Diagnostics.HasError() {
-		return
+	svc, d := r.service(ctx, state)
+	diags.Append(d...)
+	if diags.HasError() {
+		return false
 	}
 	// The plan that follows takes these reads instead of making them again (Refreshing).
 	obs, err := state.observe(ctx, svc.Refreshing(), query, key)
 	if err != nil {
-		resp.Diagnostics.Append(diagnostics.FromError(err, "Cannot Read The Fleet"))
-		return
+		diags.Append(diagnostics.FromError(err, "Cannot Read The Fleet"))
+		return false
 	}
-	resp.Diagnostics.Append(state.setObserved(ctx, obs)...)
-	resp.Diagnostics.Append(state.SavePrivate(ctx, resp.Private)...)
+	diags.Append(state.setObserved(ctx, obs)...)
 	if state.Objects.IsNull() {
 		// Imported, or written by a version without `objects`: filled here so that the next
 		// plan, which works them out the same way, shows no change.
@@ -294,41 +241,56 @@ func (r *rolloutResource) Read(ctx context.Context, req resource.ReadRequest, re
 	if state.Leaving.IsNull() {
 		state.setLeaving(nil) // imported, or written by a version without `leaving`
 	}
-	resp.Diagnostics.Append(resp.State.Set(ctx, &state)...)
+	return true
 }
 
-func (r *rolloutResource) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
-	var state Model
-	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
-	if resp.Diagnostics.HasError() {
-		return
+// importConfig fills an imported rollout (only id, namespace and name are set) from the
+// management cluster's record. (Not manifests: it is null when sensitive_manifests holds the
+// whole bundle.) It reports whether it did.
+func (r *rolloutResource) importConfig(ctx context.Context, state *Model, key records.Key, diags *diag.Diagnostics) bool {
+	found, err := r.Data.Delivery.LoadConfig(ctx, key, state.RecordNamespace.ValueString())
+	if err != nil {
+		diags.Append(diagnostics.FromError(err, "Cannot Import Rollout"))
+		return false
 	}
-	if r.Data == nil {
-		resp.Diagnostics.AddError("Provider Not Configured", diagnostics.UnconfiguredProvider)
-		return
+	if found == nil {
+		diags.AddError("Rollout Not Found",
+			fmt.Sprintf("No records of rollout %s exist in the management cluster (namespace %q). Import only rollouts that were applied.", key, state.RecordNamespace.ValueString()))
+		return false
 	}
-	timeout, diags := state.Timeouts.Delete(ctx, shared.DefaultDeleteTimeout)
-	resp.Diagnostics.Append(diags...)
+	diags.Append(state.fromConfigRecord(ctx, found)...)
+	if diags.HasError() {
+		return false
+	}
+	if state.Revision.IsNull() {
+		// Records written before they kept the revision: it is the manifests' own.
+		if rev, err := manifest.Revision(state.Manifests.ValueString()); err == nil {
+			state.Revision = types.StringValue(rev)
+		}
+	}
+	return true
+}
+
+// Destroy removes the rollout's objects and records from the fleet (see shared.EngineOps).
+func (r *rolloutResource) Destroy(ctx context.Context, state *Model, _ shared.PrivateGetter, diags *diag.Diagnostics) {
 	spec, d := state.spec(ctx)
-	resp.Diagnostics.Append(d...)
+	diags.Append(d...)
 	query, d := state.query(ctx, r.Data.Window())
-	resp.Diagnostics.Append(d...)
-	svc, d := r.service(ctx, &state)
-	resp.Diagnostics.Append(d...)
-	if resp.Diagnostics.HasError() {
+	diags.Append(d...)
+	svc, d := r.service(ctx, state)
+	diags.Append(d...)
+	if diags.HasError() {
 		return
 	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
 	warnings, err := svc.Destroy(ctx, delivery.DestroyRequest{
 		Spec: spec, Query: query, Orphan: state.DeletionPolicy.ValueString() == "orphan",
 		Logf:    func(msg string, fields map[string]any) { tflog.Info(ctx, msg, fields) },
-		Adopted: func(note string) { resp.Diagnostics.AddWarning("Objects Left In Place", note) },
+		Adopted: func(note string) { diags.AddWarning("Objects Left In Place", note) },
 	})
 	for _, w := range warnings {
-		resp.Diagnostics.AddWarning("Cluster Not Cleaned Up", w)
+		diags.AddWarning("Cluster Not Cleaned Up", w)
 	}
 	if err != nil {
-		resp.Diagnostics.Append(diagnostics.FromError(err, "Rollout Delete Failed"))
+		diags.Append(diagnostics.FromError(err, "Rollout Delete Failed"))
 	}
 }
