@@ -6,10 +6,15 @@ package moduleassignment
 import (
 	"context"
 
+	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
 
+	"github.com/gradual-dev/terraform-provider-gradual/internal/assignment"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/delivery"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/fleet"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/shared"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/window"
 )
 
 var pathModules = path.Root("modules")
@@ -25,7 +30,7 @@ func New() resource.Resource {
 // assignmentResource runs through the engine's shared lifecycle (shared.Lifecycle); its
 // shared.EngineOps are in moduleassignment_crud.go.
 type assignmentResource struct {
-	shared.Lifecycle[Model, *Model]
+	shared.Lifecycle[Model, *Model, assignment.Spec]
 }
 
 var (
@@ -52,4 +57,19 @@ func (r *assignmentResource) UpgradeState(ctx context.Context) map[int64]resourc
 	var resp resource.SchemaResponse
 	r.Schema(ctx, resource.SchemaRequest{}, &resp)
 	return shared.Upgraders("gradual_module_assignment", resp.Schema, true)
+}
+
+// EngineSpec, EngineQuery and FluxSettings map the model to the engine (shared.EngineModel).
+func (m *Model) EngineSpec(ctx context.Context) (assignment.Spec, diag.Diagnostics) {
+	return m.spec(ctx)
+}
+
+// EngineQuery: see EngineSpec.
+func (m *Model) EngineQuery(ctx context.Context, fallback *window.Window) (fleet.Query, diag.Diagnostics) {
+	return m.query(ctx, fallback)
+}
+
+// FluxSettings: see EngineSpec.
+func (m *Model) FluxSettings(ctx context.Context) (*delivery.FluxSettings, diag.Diagnostics) {
+	return m.fluxSettings(ctx)
 }

@@ -8,7 +8,6 @@ import (
 
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/types"
-	"github.com/hashicorp/terraform-plugin-log/tflog"
 
 	"github.com/gradual-dev/terraform-provider-gradual/internal/assignment"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/delivery"
@@ -21,11 +20,8 @@ import (
 // ApplyPlan runs the assignment and fills plan's computed attributes from the outcome (see
 // shared.EngineOps). As for rollouts, a failed Create saves no state: the records and bindings
 // keep what was applied, and the next Create continues from them.
-func (r *assignmentResource) ApplyPlan(ctx context.Context, plan *Model, diags *diag.Diagnostics, create bool) bool {
-	spec, query, svc, ok := r.prepareApply(ctx, plan, diags)
-	if !ok {
-		return false
-	}
+func (r *assignmentResource) ApplyPlan(ctx context.Context, plan *Model, e shared.Engine[assignment.Spec], diags *diag.Diagnostics, create bool) bool {
+	spec, query, svc := e.Spec, e.Query, e.Svc
 	// The waves the plan showed are the waves apply carries out: their clusters come with the
 	// plan's private state (none when the plan could not plan them, e.g. on create).
 	waves, leaving := plan.private.PlannedWaves, plan.private.PlannedLeaving
@@ -34,8 +30,7 @@ func (r *assignmentResource) ApplyPlan(ctx context.Context, plan *Model, diags *
 	diags.Append(d...)
 	res, err := runChecked(ctx, svc, assignment.RunRequest{
 		Spec: spec, Query: query, Planned: flatten(waves), PlannedKnown: waves != nil, Waves: waves, Config: config,
-		Leaving: leaving, Create: create, ImportHint: importHint(spec.Key),
-		Logf: func(msg string, fields map[string]any) { tflog.Info(ctx, msg, fields) },
+		Leaving: leaving, Create: create, ImportHint: importHint(spec.Key), Logf: shared.Logf(ctx),
 	})
 	if res != nil {
 		for _, w := range res.Warnings {
@@ -47,52 +42,28 @@ func (r *assignmentResource) ApplyPlan(ctx context.Context, plan *Model, diags *
 	}
 	diags.Append(plan.settleOutcome(ctx, svc, query, spec, res)...)
 	applyBridge(ctx, diags, svc, plan, spec, query, res)
-	if err != nil {
-		diags.Append(diagnostics.FromError(err, "Module Assignment Failed"))
-		return false
-	}
-	return true
+	return shared.Outcome(diags, err, "Module Assignment Failed")
 }
 
-// prepareApply reads what apply needs from the plan (the assignment's spec, the fleet's query
-// and the delivery service) and fills the attributes that follow from the configuration alone:
-// the id, the revisions and, when the plan left them unknown, the objects. ok is false when the
-// configuration cannot be read.
-func (r *assignmentResource) prepareApply(ctx context.Context, plan *Model, diags *diag.Diagnostics) (_ assignment.Spec, _ fleet.Query, _ *delivery.Service, ok bool) {
-	spec, d := plan.spec(ctx)
-	diags.Append(d...)
-	query, d := plan.query(ctx, r.Data.Window())
-	diags.Append(d...)
-	svc, d := r.service(ctx, plan)
-	diags.Append(d...)
-	if diags.HasError() {
-		return spec, query, nil, false
+// SetConfigured fills the attributes that follow from the configuration alone: the id, the
+// revisions and, when the plan left them unknown, the objects (shared.EngineModel).
+func (m *Model) SetConfigured(ctx context.Context, spec assignment.Spec) (diags diag.Diagnostics) {
+	m.ID = types.StringValue(spec.Key.Namespace + "/" + spec.Key.Name)
+	m.setRevisions(spec)
+	if m.Objects.IsUnknown() {
+		diags.Append(m.setObjects(ctx, spec)...)
 	}
-	plan.ID = types.StringValue(spec.Key.Namespace + "/" + spec.Key.Name)
-	plan.setRevisions(spec)
-	if plan.Objects.IsUnknown() {
-		diags.Append(plan.setObjects(ctx, spec)...)
+	if m.SensitiveObjects.IsUnknown() {
+		diags.Append(m.setSensitiveObjects(ctx)...)
 	}
-	if plan.SensitiveObjects.IsUnknown() {
-		diags.Append(plan.setSensitiveObjects(ctx)...)
-	}
-	return spec, query, svc, true
+	return diags
 }
 
-// runChecked runs the assignment, after checking that its delivery engine can deliver it as
-// planned. Through Flux, a saved plan may be applied after the registry went down (or the Flux
-// CRDs went away): it is refused before the Lease is taken and any Kustomization pinned, as a
-// rollout's is.
+// runChecked runs the assignment (see shared.RunChecked), as a rollout's. The plan showed each
+// module's digest, computed from its manifests.
 func runChecked(ctx context.Context, svc *delivery.Service, req assignment.RunRequest) (*assignment.RunResult, error) {
-	if err := svc.Ready(ctx); err != nil {
-		return nil, err
-	}
-	// The plan showed each module's digest, computed from its manifests: a tag that holds other
-	// content now (planted after the plan) is refused before anything is pinned.
-	if err := assignment.CheckPinned(ctx, svc, req.Spec, plannedModules(req.Waves)); err != nil {
-		return nil, err
-	}
-	return assignment.Run(ctx, svc, req)
+	return shared.RunChecked(ctx, svc, func() error { return assignment.CheckPinned(ctx, svc, req.Spec, plannedModules(req.Waves)) },
+		func() (*assignment.RunResult, error) { return assignment.Run(ctx, svc, req) })
 }
 
 // settleReadTimeout bounds settleOutcome's read of the fleet, which outlives the apply's
@@ -161,8 +132,8 @@ func flatten(waves map[string][][]string) map[string][]string {
 
 // Refresh reads the assignment's records, bindings and the fleet into state (see
 // shared.EngineOps); an imported assignment takes its configuration from the management
-// cluster's record. It reports whether state is read (false: an early error
-// left it unread).
+// cluster's record. It reports whether state was read (false: an early error left it
+// unread).
 func (r *assignmentResource) Refresh(ctx context.Context, state *Model, diags *diag.Diagnostics) bool {
 	if state.RecordNamespace.IsNull() {
 		state.RecordNamespace = types.StringValue(defaultRecordNamespace)
@@ -177,14 +148,10 @@ func (r *assignmentResource) Refresh(ctx context.Context, state *Model, diags *d
 	query, d := state.query(ctx, r.Data.Window())
 	diags.Append(d...)
 	svc, d := r.service(ctx, state)
-	diags.Append(d...)
-	if diags.HasError() {
-		return false
-	}
-	// The plan that follows takes these reads instead of making them again (Refreshing).
-	obs, err := assignment.Observe(ctx, svc.Refreshing(), query, spec, true)
-	if err != nil {
-		diags.Append(diagnostics.FromError(err, "Cannot Read The Fleet"))
+	obs, ok := shared.Refreshing(diags, svc, d, func(svc *delivery.Service) (*assignment.Observation, error) {
+		return assignment.Observe(ctx, svc, query, spec, true)
+	})
+	if !ok {
 		return false
 	}
 	state.setRevisions(spec)
@@ -223,33 +190,19 @@ func (r *assignmentResource) importConfig(ctx context.Context, state *Model, dia
 }
 
 // Destroy removes the assignment's bridge, objects and records (see shared.EngineOps).
-func (r *assignmentResource) Destroy(ctx context.Context, state *Model, private shared.PrivateGetter, diags *diag.Diagnostics) {
-	spec, d := state.spec(ctx)
-	diags.Append(d...)
-	query, d := state.query(ctx, r.Data.Window())
-	diags.Append(d...)
-	svc, d := r.service(ctx, state)
-	diags.Append(d...)
-	if diags.HasError() {
-		return
-	}
+func (r *assignmentResource) Destroy(ctx context.Context, state *Model, e shared.Engine[assignment.Spec], private shared.PrivateGetter, diags *diag.Diagnostics) {
 	// The bridge goes first: a cluster joining during the destroy must not get modules the
 	// destroy is removing. An assignment that never had one asks nothing of Cluster API's API.
 	diags.Append(state.LoadPrivate(ctx, private)...)
-	if spec.FollowJoins != nil || state.private.Bridged != nil {
-		if err := assignment.RemoveBridge(ctx, svc, spec); err != nil {
+	if e.Spec.FollowJoins != nil || state.private.Bridged != nil {
+		if err := assignment.RemoveBridge(ctx, e.Svc, e.Spec); err != nil {
 			diags.Append(diagnostics.FromError(err, "Module Assignment Delete Failed"))
 			return
 		}
 	}
-	warnings, err := assignment.Destroy(ctx, svc, spec, query, func(msg string, fields map[string]any) { tflog.Info(ctx, msg, fields) },
+	warnings, err := assignment.Destroy(ctx, e.Svc, e.Spec, e.Query, shared.Logf(ctx),
 		func(note string) { diags.AddWarning("Objects Left In Place", note) })
-	for _, w := range warnings {
-		diags.AddWarning("Cluster Not Cleaned Up", w)
-	}
-	if err != nil {
-		diags.Append(diagnostics.FromError(err, "Module Assignment Delete Failed"))
-	}
+	shared.DestroyOutcome(diags, warnings, err, "Module Assignment Delete Failed")
 }
 
 // plannedModules are the modules the plan's waves deliver; nil when the plan could not plan them

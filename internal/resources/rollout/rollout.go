@@ -5,10 +5,14 @@ package rollout
 import (
 	"context"
 
+	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
 
+	"github.com/gradual-dev/terraform-provider-gradual/internal/delivery"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/fleet"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/shared"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/window"
 )
 
 var (
@@ -29,7 +33,7 @@ func New() resource.Resource {
 // rolloutResource runs through the engine's shared lifecycle (shared.Lifecycle); its
 // shared.EngineOps are in rollout_crud.go.
 type rolloutResource struct {
-	shared.Lifecycle[Model, *Model]
+	shared.Lifecycle[Model, *Model, delivery.Spec]
 }
 
 var (
@@ -55,4 +59,17 @@ func (r *rolloutResource) UpgradeState(ctx context.Context) map[int64]resource.S
 	var resp resource.SchemaResponse
 	r.Schema(ctx, resource.SchemaRequest{}, &resp)
 	return shared.Upgraders("gradual_rollout", resp.Schema, false)
+}
+
+// EngineSpec, EngineQuery and FluxSettings map the model to the engine (shared.EngineModel).
+func (m *Model) EngineSpec(ctx context.Context) (delivery.Spec, diag.Diagnostics) { return m.spec(ctx) }
+
+// EngineQuery: see EngineSpec.
+func (m *Model) EngineQuery(ctx context.Context, fallback *window.Window) (fleet.Query, diag.Diagnostics) {
+	return m.query(ctx, fallback)
+}
+
+// FluxSettings: see EngineSpec.
+func (m *Model) FluxSettings(ctx context.Context) (*delivery.FluxSettings, diag.Diagnostics) {
+	return m.fluxSettings(ctx)
 }

@@ -2,19 +2,15 @@ package rollout
 
 import (
 	"context"
-	"fmt"
 	"strings"
 	"time"
 
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/types"
-	"github.com/hashicorp/terraform-plugin-log/tflog"
 
 	"github.com/gradual-dev/terraform-provider-gradual/internal/delivery"
-	"github.com/gradual-dev/terraform-provider-gradual/internal/diagnostics"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/engine"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/fleet"
-	"github.com/gradual-dev/terraform-provider-gradual/internal/manifest"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/records"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/manifesttype"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/shared"
@@ -23,14 +19,11 @@ import (
 // ApplyPlan runs the rollout and fills plan's computed attributes from the outcome (see
 // shared.EngineOps). As shared.Create says, a failed Create saves no state: the records in the
 // clusters keep what was applied, and the next Create picks up from them.
-func (r *rolloutResource) ApplyPlan(ctx context.Context, plan *Model, diags *diag.Diagnostics, create bool) bool {
-	spec, query, svc, ok := r.prepareApply(ctx, plan, diags)
-	if !ok {
-		return false
-	}
+func (r *rolloutResource) ApplyPlan(ctx context.Context, plan *Model, e shared.Engine[delivery.Spec], diags *diag.Diagnostics, create bool) bool {
 	if plan.isPaused() {
 		return r.applyPaused(ctx, plan, diags)
 	}
+	spec, query, svc := e.Spec, e.Query, e.Svc
 	// The waves the plan showed are the waves apply carries out: their clusters come with the
 	// plan's private state (none when the plan could not plan them, e.g. on create).
 	planned, leaving := plan.private.PlannedWaves, plan.private.PlannedLeaving
@@ -43,8 +36,7 @@ func (r *rolloutResource) ApplyPlan(ctx context.Context, plan *Model, diags *dia
 	run, err := runChecked(ctx, svc, delivery.RunRequest{
 		Spec: spec, Query: query, Planned: planned, PlannedKnown: planned != nil, Config: config,
 		Leave: true, Orphan: plan.DeletionPolicy.ValueString() == "orphan", Leaving: leaving,
-		Create: create, ImportHint: importHint(spec.Key),
-		Logf: func(msg string, fields map[string]any) { tflog.Info(ctx, msg, fields) },
+		Create: create, ImportHint: importHint(spec.Key), Logf: shared.Logf(ctx),
 	})
 	if run != nil {
 		warnRun(diags, run, spec.AdoptUnrecorded, plan.DeletionPolicy.ValueString())
@@ -52,52 +44,28 @@ func (r *rolloutResource) ApplyPlan(ctx context.Context, plan *Model, diags *dia
 	// Only what the plan left unknown is filled in: a value the plan showed is a promise, and
 	// Terraform rejects an apply that breaks one.
 	diags.Append(plan.settleOutcome(ctx, observeAfter(ctx, svc, query, spec, run), run)...)
-	if err != nil {
-		diags.Append(diagnostics.FromError(err, "Rollout Failed"))
-		return false
-	}
-	return true
+	return shared.Outcome(diags, err, "Rollout Failed")
 }
 
-// prepareApply reads what apply needs from the plan (the rollout's spec, the fleet's query and
-// the delivery service) and fills the attributes that follow from the configuration alone: the
-// id, the revision and, when the plan left them unknown, the objects. ok is false when the
-// configuration cannot be read.
-func (r *rolloutResource) prepareApply(ctx context.Context, plan *Model, diags *diag.Diagnostics) (_ delivery.Spec, _ fleet.Query, _ *delivery.Service, ok bool) {
-	spec, d := plan.spec(ctx)
-	diags.Append(d...)
-	query, d := plan.query(ctx, r.Data.Window())
-	diags.Append(d...)
-	svc, d := r.service(ctx, plan)
-	diags.Append(d...)
-	if diags.HasError() {
-		return spec, query, nil, false
+// SetConfigured fills the attributes that follow from the configuration alone: the id, the
+// revision and, when the plan left them unknown, the objects (shared.EngineModel).
+func (m *Model) SetConfigured(ctx context.Context, spec delivery.Spec) (diags diag.Diagnostics) {
+	m.ID = types.StringValue(spec.Key.Namespace + "/" + spec.Key.Name)
+	m.Revision = types.StringValue(spec.Revision)
+	if m.SensitiveObjects.IsUnknown() {
+		diags.Append(m.setSensitiveObjects(ctx)...)
 	}
-	plan.ID = types.StringValue(spec.Key.Namespace + "/" + spec.Key.Name)
-	plan.Revision = types.StringValue(spec.Revision)
-	if plan.SensitiveObjects.IsUnknown() {
-		diags.Append(plan.setSensitiveObjects(ctx)...)
+	if m.Objects.IsUnknown() {
+		diags.Append(m.setObjects(ctx, spec.Objects)...)
 	}
-	if plan.Objects.IsUnknown() {
-		diags.Append(plan.setObjects(ctx, spec.Objects)...)
-	}
-	return spec, query, svc, true
+	return diags
 }
 
-// runChecked runs the rollout, after checking that its delivery engine can deliver it as
-// planned. Through Flux, a saved plan may be applied after the registry went down (or the Flux
-// CRDs went away): it is refused before the Lease is taken and any Kustomization re-pinned,
-// rather than let every cluster of the first wave fail to publish and end unsettled.
+// runChecked runs the rollout (see shared.RunChecked). The plan showed the digest computed
+// from its manifests.
 func runChecked(ctx context.Context, svc *delivery.Service, req delivery.RunRequest) (*delivery.RunResult, error) {
-	if err := svc.Ready(ctx); err != nil {
-		return nil, err
-	}
-	// The plan showed the digest computed from its manifests: a tag that holds other content now
-	// (planted after the plan) is refused before anything is pinned.
-	if err := svc.CheckPinned(ctx, req.Spec); err != nil {
-		return nil, err
-	}
-	return svc.Run(ctx, req)
+	return shared.RunChecked(ctx, svc, func() error { return svc.CheckPinned(ctx, req.Spec) },
+		func() (*delivery.RunResult, error) { return svc.Run(ctx, req) })
 }
 
 // warnRun says at the end of the apply what the run did beyond its waves and what it left for
@@ -203,8 +171,8 @@ func (m *Model) settleOutcome(ctx context.Context, after *delivery.Observation, 
 }
 
 // Refresh reads the rollout's records and the fleet into state (see shared.EngineOps); an
-// imported rollout takes its configuration from the management cluster's record. It reports whether state is read (false: an early error
-// left it unread).
+// imported rollout takes its configuration from the management cluster's record. It reports
+// whether state was read (false: an early error left it unread).
 func (r *rolloutResource) Refresh(ctx context.Context, state *Model, diags *diag.Diagnostics) bool {
 	if state.RecordNamespace.IsNull() {
 		state.RecordNamespace = types.StringValue(defaultRecordNamespace)
@@ -219,14 +187,10 @@ func (r *rolloutResource) Refresh(ctx context.Context, state *Model, diags *diag
 		return false
 	}
 	svc, d := r.service(ctx, state)
-	diags.Append(d...)
-	if diags.HasError() {
-		return false
-	}
-	// The plan that follows takes these reads instead of making them again (Refreshing).
-	obs, err := state.observe(ctx, svc.Refreshing(), query, key)
-	if err != nil {
-		diags.Append(diagnostics.FromError(err, "Cannot Read The Fleet"))
+	obs, ok := shared.Refreshing(diags, svc, d, func(svc *delivery.Service) (*delivery.Observation, error) {
+		return state.observe(ctx, svc, query, key)
+	})
+	if !ok {
 		return false
 	}
 	diags.Append(state.setObserved(ctx, obs)...)
@@ -244,53 +208,11 @@ func (r *rolloutResource) Refresh(ctx context.Context, state *Model, diags *diag
 	return true
 }
 
-// importConfig fills an imported rollout (only id, namespace and name are set) from the
-// management cluster's record. (Not manifests: it is null when sensitive_manifests holds the
-// whole bundle.) It reports whether it did.
-func (r *rolloutResource) importConfig(ctx context.Context, state *Model, key records.Key, diags *diag.Diagnostics) bool {
-	found, err := r.Data.Delivery.LoadConfig(ctx, key, state.RecordNamespace.ValueString())
-	if err != nil {
-		diags.Append(diagnostics.FromError(err, "Cannot Import Rollout"))
-		return false
-	}
-	if found == nil {
-		diags.AddError("Rollout Not Found",
-			fmt.Sprintf("No records of rollout %s exist in the management cluster (namespace %q). Import only rollouts that were applied.", key, state.RecordNamespace.ValueString()))
-		return false
-	}
-	diags.Append(state.fromConfigRecord(ctx, found)...)
-	if diags.HasError() {
-		return false
-	}
-	if state.Revision.IsNull() {
-		// Records written before they kept the revision: it is the manifests' own.
-		if rev, err := manifest.Revision(state.Manifests.ValueString()); err == nil {
-			state.Revision = types.StringValue(rev)
-		}
-	}
-	return true
-}
-
 // Destroy removes the rollout's objects and records from the fleet (see shared.EngineOps).
-func (r *rolloutResource) Destroy(ctx context.Context, state *Model, _ shared.PrivateGetter, diags *diag.Diagnostics) {
-	spec, d := state.spec(ctx)
-	diags.Append(d...)
-	query, d := state.query(ctx, r.Data.Window())
-	diags.Append(d...)
-	svc, d := r.service(ctx, state)
-	diags.Append(d...)
-	if diags.HasError() {
-		return
-	}
-	warnings, err := svc.Destroy(ctx, delivery.DestroyRequest{
-		Spec: spec, Query: query, Orphan: state.DeletionPolicy.ValueString() == "orphan",
-		Logf:    func(msg string, fields map[string]any) { tflog.Info(ctx, msg, fields) },
+func (r *rolloutResource) Destroy(ctx context.Context, state *Model, e shared.Engine[delivery.Spec], _ shared.PrivateGetter, diags *diag.Diagnostics) {
+	warnings, err := e.Svc.Destroy(ctx, delivery.DestroyRequest{
+		Spec: e.Spec, Query: e.Query, Orphan: state.DeletionPolicy.ValueString() == "orphan", Logf: shared.Logf(ctx),
 		Adopted: func(note string) { diags.AddWarning("Objects Left In Place", note) },
 	})
-	for _, w := range warnings {
-		diags.AddWarning("Cluster Not Cleaned Up", w)
-	}
-	if err != nil {
-		diags.Append(diagnostics.FromError(err, "Rollout Delete Failed"))
-	}
+	shared.DestroyOutcome(diags, warnings, err, "Rollout Delete Failed")
 }

@@ -6,15 +6,37 @@ import (
 
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
+	"github.com/hashicorp/terraform-plugin-log/tflog"
 
+	"github.com/gradual-dev/terraform-provider-gradual/internal/delivery"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/diagnostics"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/fleet"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/window"
 )
 
-// EngineModel is the model of a resource that runs through the engine: it has `timeouts` and
-// keeps its per-cluster records in private state. P is a pointer to M.
-type EngineModel[M any] interface {
+// EngineModel is the model of a resource that runs through the engine: it has `timeouts`,
+// keeps its per-cluster records in private state, and maps itself to what the engine takes (S,
+// its spec). P is a pointer to M.
+type EngineModel[M, S any] interface {
 	Model[M]
 	PrivateModel
+	// EngineSpec converts the configuration into the engine's spec.
+	EngineSpec(ctx context.Context) (S, diag.Diagnostics)
+	// EngineQuery converts the cluster-picking attributes; fallback is the provider's window.
+	EngineQuery(ctx context.Context, fallback *window.Window) (fleet.Query, diag.Diagnostics)
+	// FluxSettings is `delivery.flux` as the Flux engine takes it; nil for direct delivery.
+	FluxSettings(ctx context.Context) (*delivery.FluxSettings, diag.Diagnostics)
+	// SetConfigured fills, before an apply, the attributes that follow from the configuration
+	// alone (spec): the id, the revisions and, when the plan left them unknown, the objects.
+	SetConfigured(ctx context.Context, spec S) diag.Diagnostics
+}
+
+// Engine is what an apply or a destroy works with, read from the model: the engine's spec, the
+// fleet's query and the delivery service (direct, or through Flux with `delivery.flux`).
+type Engine[S any] struct {
+	Spec  S
+	Query fleet.Query
+	Svc   *delivery.Service
 }
 
 // EngineOps is what a resource that runs through the engine (`gradual_rollout`,
@@ -22,57 +44,73 @@ type EngineModel[M any] interface {
 // each mapping its own model to and from the engine. Lifecycle does the rest the same way for
 // every such resource: reading the plan or the state, the unconfigured provider, the timeouts,
 // private state and the write-result rule (Create, Update).
-type EngineOps[P any] interface {
+type EngineOps[P, S any] interface {
 	// ApplyPlan applies plan (ctx carries the create or update timeout) and fills its computed
 	// attributes from the outcome, even on failure. create says it is Create, which refuses
 	// what a Terraform state holds already. It reports whether the apply succeeded.
-	ApplyPlan(ctx context.Context, plan P, diags *diag.Diagnostics, create bool) bool
+	ApplyPlan(ctx context.Context, plan P, e Engine[S], diags *diag.Diagnostics, create bool) bool
 	// Refresh reads into state what the records and the fleet hold (and, for an imported
 	// resource, its configuration). It reports whether it read them: false leaves the state
 	// as it was, while an error found after the read still saves what was read.
 	Refresh(ctx context.Context, state P, diags *diag.Diagnostics) bool
 	// Destroy removes from the fleet what state applied (ctx carries the delete timeout);
 	// private is the state's private part.
-	Destroy(ctx context.Context, state P, private PrivateGetter, diags *diag.Diagnostics)
+	Destroy(ctx context.Context, state P, e Engine[S], private PrivateGetter, diags *diag.Diagnostics)
 }
 
 // Lifecycle is the Create/Update/Read/Delete of a resource that runs through the engine.
 // Embedded in the resource (with Ops set to the resource) it gives the resource its
 // Configure and its CRUD, so that a rule such as "a failed Create saves no state" or "Read
 // without a configured provider keeps the state" holds for every such resource alike.
-type Lifecycle[M any, P EngineModel[M]] struct {
+type Lifecycle[M any, P EngineModel[M, S], S any] struct {
 	Configured
-	Ops EngineOps[P]
+	Ops EngineOps[P, S]
 	// Failed is the resource's rule for what a failed Create saves.
 	Failed FailedCreate
 }
 
 // Create implements resource.Resource (see the package function Create for the rule).
-func (l *Lifecycle[M, P]) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
+func (l *Lifecycle[M, P, S]) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
 	Create(ctx, req, resp, l.applyFunc(true), l.Failed)
 }
 
 // Update implements resource.Resource: the state is saved even on failure (see Update).
-func (l *Lifecycle[M, P]) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
+func (l *Lifecycle[M, P, S]) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
 	Update(ctx, req, resp, l.applyFunc(false))
 }
 
 // applyFunc is Ops.ApplyPlan within the apply's timeout, refused without provider data.
-func (l *Lifecycle[M, P]) applyFunc(create bool) ApplyFunc[P] {
+func (l *Lifecycle[M, P, S]) applyFunc(create bool) ApplyFunc[P] {
 	return func(ctx context.Context, timeout time.Duration, plan P, diags *diag.Diagnostics) bool {
 		if l.Data == nil {
 			diags.AddError("Provider Not Configured", diagnostics.UnconfiguredProvider)
 			return false
 		}
+		e := l.engine(ctx, plan, diags)
+		if diags.HasError() {
+			return false
+		}
+		diags.Append(plan.SetConfigured(ctx, e.Spec)...)
 		ctx, cancel := context.WithTimeout(ctx, timeout)
 		defer cancel()
-		return l.Ops.ApplyPlan(ctx, plan, diags, create)
+		return l.Ops.ApplyPlan(ctx, plan, e, diags, create)
 	}
+}
+
+// engine reads m's spec, query and delivery service.
+func (l *Lifecycle[M, P, S]) engine(ctx context.Context, m P, diags *diag.Diagnostics) Engine[S] {
+	spec, d := m.EngineSpec(ctx)
+	diags.Append(d...)
+	query, d := m.EngineQuery(ctx, l.Data.Window())
+	diags.Append(d...)
+	flux, d := m.FluxSettings(ctx)
+	diags.Append(d...)
+	return Engine[S]{Spec: spec, Query: query, Svc: l.Data.Delivery.WithFlux(flux)}
 }
 
 // Read implements resource.Resource. Without provider data (a plan whose provider settings
 // are not known yet) the state stays as it is; when the refresh cannot read, too.
-func (l *Lifecycle[M, P]) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
+func (l *Lifecycle[M, P, S]) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
 	var state M
 	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
 	if resp.Diagnostics.HasError() || l.Data == nil {
@@ -86,7 +124,7 @@ func (l *Lifecycle[M, P]) Read(ctx context.Context, req resource.ReadRequest, re
 }
 
 // Delete implements resource.Resource: Ops.Destroy within the delete timeout.
-func (l *Lifecycle[M, P]) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
+func (l *Lifecycle[M, P, S]) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
 	var state M
 	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
 	if resp.Diagnostics.HasError() {
@@ -98,10 +136,67 @@ func (l *Lifecycle[M, P]) Delete(ctx context.Context, req resource.DeleteRequest
 	}
 	timeout, diags := P(&state).TimeoutsValue().Delete(ctx, DefaultDeleteTimeout)
 	resp.Diagnostics.Append(diags...)
+	e := l.engine(ctx, &state, &resp.Diagnostics)
 	if resp.Diagnostics.HasError() {
 		return
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	l.Ops.Destroy(ctx, &state, req.Private, &resp.Diagnostics)
+	l.Ops.Destroy(ctx, &state, e, req.Private, &resp.Diagnostics)
+}
+
+// RunChecked runs an apply after checking that the delivery engine can deliver it as planned.
+// Through Flux, a saved plan may be applied after the registry went down (or the Flux CRDs went
+// away): it is refused before the Lease is taken and any Kustomization pinned, rather than let
+// every cluster of the first wave fail to publish and end unsettled. checkPinned refuses a tag
+// that holds other content now than the digest the plan showed (planted after the plan).
+func RunChecked[R any](ctx context.Context, svc *delivery.Service, checkPinned func() error, run func() (*R, error)) (*R, error) {
+	if err := svc.Ready(ctx); err != nil {
+		return nil, err
+	}
+	if err := checkPinned(); err != nil {
+		return nil, err
+	}
+	return run()
+}
+
+// Logf is a run's log function: the provider's log at info level.
+func Logf(ctx context.Context) func(msg string, fields map[string]any) {
+	return func(msg string, fields map[string]any) { tflog.Info(ctx, msg, fields) }
+}
+
+// DestroyOutcome reports a destroy: a warning per cluster not cleaned up, and err under title.
+func DestroyOutcome(diags *diag.Diagnostics, warnings []string, err error, title string) {
+	for _, w := range warnings {
+		diags.AddWarning("Cluster Not Cleaned Up", w)
+	}
+	if err != nil {
+		diags.Append(diagnostics.FromError(err, title))
+	}
+}
+
+// Refreshing reads the fleet for a refresh through svc's refreshing reads, which the plan that
+// follows takes instead of making them again. d is what reading svc found; with an error in
+// diags, or when the fleet cannot be read ("Cannot Read The Fleet"), ok is false.
+func Refreshing[O any](diags *diag.Diagnostics, svc *delivery.Service, d diag.Diagnostics, observe func(*delivery.Service) (O, error)) (_ O, ok bool) {
+	var none O
+	diags.Append(d...)
+	if diags.HasError() {
+		return none, false
+	}
+	obs, err := observe(svc.Refreshing())
+	if err != nil {
+		diags.Append(diagnostics.FromError(err, "Cannot Read The Fleet"))
+		return none, false
+	}
+	return obs, true
+}
+
+// Outcome reports an apply's error under title; it reports whether there was none.
+func Outcome(diags *diag.Diagnostics, err error, title string) bool {
+	if err != nil {
+		diags.Append(diagnostics.FromError(err, title))
+		return false
+	}
+	return true
 }
