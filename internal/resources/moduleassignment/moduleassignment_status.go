@@ -21,7 +21,7 @@ import (
 // needing attention), for outputs, `check` blocks and reviews of one cluster.
 func NewStatusDataSource() datasource.DataSource {
 	d := &statusDataSource{}
-	d.Ops, d.Title, d.Noun, d.DefaultRecordNamespace = d, "Module Assignment", "assignment", defaultRecordNamespace
+	d.StatusDataSource = shared.NewStatus[statusModel](d, "Module Assignment", "assignment", "_module_assignment_status", defaultRecordNamespace)
 	return d
 }
 
@@ -30,16 +30,12 @@ type statusDataSource struct {
 	shared.StatusDataSource[statusModel]
 }
 
-var _ datasource.DataSourceWithConfigure = (*statusDataSource)(nil)
-
 type statusModel struct {
-	Namespace       types.String         `tfsdk:"namespace"`
-	Name            types.String         `tfsdk:"name"`
-	RecordNamespace types.String         `tfsdk:"record_namespace"`
-	Revisions       map[string]string    `tfsdk:"revisions"`
-	Manifests       map[string]string    `tfsdk:"manifests"`
-	Summary         map[string]int64     `tfsdk:"summary"`
-	Clusters        []clusterStatusModel `tfsdk:"clusters"`
+	shared.StatusKeyModel
+	Revisions map[string]string    `tfsdk:"revisions"`
+	Manifests map[string]string    `tfsdk:"manifests"`
+	Summary   map[string]int64     `tfsdk:"summary"`
+	Clusters  []clusterStatusModel `tfsdk:"clusters"`
 }
 
 type clusterStatusModel struct {
@@ -58,14 +54,8 @@ type bindingModel struct {
 	Drift     []string `tfsdk:"drift"`
 }
 
-func (d *statusDataSource) Metadata(_ context.Context, req datasource.MetadataRequest, resp *datasource.MetadataResponse) {
-	resp.TypeName = req.ProviderTypeName + "_module_assignment_status"
-}
-
 func (d *statusDataSource) Schema(_ context.Context, _ datasource.SchemaRequest, resp *datasource.SchemaResponse) {
-	computed := func(description string) schema.StringAttribute {
-		return schema.StringAttribute{Computed: true, MarkdownDescription: description}
-	}
+	computed := shared.Computed
 	resp.Schema = schema.Schema{
 		MarkdownDescription: "Every cluster of a `gradual_module_assignment`, one by one, with its bindings (like Cluster API's " +
 			"ClusterResourceSetBindings): per module the revision, when it was applied, the result, and the objects and fields that " +
@@ -73,12 +63,7 @@ func (d *statusDataSource) Schema(_ context.Context, _ datasource.SchemaRequest,
 			"readable at any fleet size; this is the detail, for outputs, `check` blocks and a closer look. It reads the clusters the " +
 			"assignment's last apply picked (from the management cluster's record) as they are now; depend on the assignment " +
 			"(`depends_on`) to read it after the assignment's apply.",
-		Attributes: map[string]schema.Attribute{
-			"namespace": schema.StringAttribute{Required: true, MarkdownDescription: "`namespace` of the assignment (of its Cluster objects)."},
-			"name":      schema.StringAttribute{Required: true, MarkdownDescription: "`name` of the assignment."},
-			"record_namespace": schema.StringAttribute{
-				Optional: true, MarkdownDescription: "`record_namespace` of the assignment. Default `" + defaultRecordNamespace + "`.",
-			},
+		Attributes: d.StatusAttributes(map[string]schema.Attribute{
 			"manifests": schema.MapAttribute{
 				Computed: true, Sensitive: true, ElementType: types.StringType,
 				MarkdownDescription: "Per module, its `manifests` as the assignment's last apply recorded them (never `sensitive_manifests`, " +
@@ -120,9 +105,11 @@ func (d *statusDataSource) Schema(_ context.Context, _ datasource.SchemaRequest,
 					},
 				}},
 			},
-		},
+		}),
 	}
 }
+
+var _ datasource.DataSourceWithConfigure = (*statusDataSource)(nil)
 
 // StatusKey implements shared.StatusOps.
 func (d *statusDataSource) StatusKey(cfg *statusModel) (records.Key, string, types.String) {

@@ -26,7 +26,7 @@ import (
 // outputs, `check` blocks and reviews of one cluster.
 func NewStatusDataSource() datasource.DataSource {
 	d := &statusDataSource{}
-	d.Ops, d.Title, d.Noun, d.DefaultRecordNamespace = d, "Rollout", "rollout", defaultRecordNamespace
+	d.StatusDataSource = shared.NewStatus[statusModel](d, "Rollout", "rollout", "_rollout_status", defaultRecordNamespace)
 	return d
 }
 
@@ -35,13 +35,9 @@ type statusDataSource struct {
 	shared.StatusDataSource[statusModel]
 }
 
-var _ datasource.DataSourceWithConfigure = (*statusDataSource)(nil)
-
 // statusModel is the data source's data.
 type statusModel struct {
-	Namespace        types.String         `tfsdk:"namespace"`
-	Name             types.String         `tfsdk:"name"`
-	RecordNamespace  types.String         `tfsdk:"record_namespace"`
+	shared.StatusKeyModel
 	PreviewManifests types.String         `tfsdk:"preview_manifests"`
 	Revision         types.String         `tfsdk:"revision"`
 	Manifests        types.String         `tfsdk:"manifests"`
@@ -74,26 +70,15 @@ type clusterPreviewModel struct {
 	NotPreviewed string   `tfsdk:"not_previewed"`
 }
 
-func (d *statusDataSource) Metadata(_ context.Context, req datasource.MetadataRequest, resp *datasource.MetadataResponse) {
-	resp.TypeName = req.ProviderTypeName + "_rollout_status"
-}
-
 func (d *statusDataSource) Schema(_ context.Context, _ datasource.SchemaRequest, resp *datasource.SchemaResponse) {
-	computed := func(description string) schema.StringAttribute {
-		return schema.StringAttribute{Computed: true, MarkdownDescription: description}
-	}
+	computed := shared.Computed
 	resp.Schema = schema.Schema{
 		MarkdownDescription: "Every cluster of a `gradual_rollout`, one by one: the revision it runs, its backup, its state and what is " +
 			"wrong with it (drifted objects and fields, an interrupted apply). The rollout's plan shows only counts (`summary`) and the " +
 			"clusters needing attention, so that it stays readable at any fleet size; this is the detail, for outputs, `check` blocks " +
 			"and a closer look. It reads the clusters the rollout's last apply picked (from the management cluster's record) as they " +
 			"are now; depend on the rollout (`depends_on`) to read it after the rollout's apply.",
-		Attributes: map[string]schema.Attribute{
-			"namespace": schema.StringAttribute{Required: true, MarkdownDescription: "`namespace` of the rollout (of its Cluster objects)."},
-			"name":      schema.StringAttribute{Required: true, MarkdownDescription: "`name` of the rollout."},
-			"record_namespace": schema.StringAttribute{
-				Optional: true, MarkdownDescription: "`record_namespace` of the rollout. Default `" + defaultRecordNamespace + "`.",
-			},
+		Attributes: d.StatusAttributes(map[string]schema.Attribute{
 			"preview_manifests": schema.StringAttribute{
 				Optional: true,
 				MarkdownDescription: "A bundle to dry-run now on every cluster the rollout picks, usually the rollout's next `manifests` " +
@@ -151,9 +136,11 @@ func (d *statusDataSource) Schema(_ context.Context, _ datasource.SchemaRequest,
 					},
 				}},
 			},
-		},
+		}),
 	}
 }
+
+var _ datasource.DataSourceWithConfigure = (*statusDataSource)(nil)
 
 // StatusKey implements shared.StatusOps.
 func (d *statusDataSource) StatusKey(cfg *statusModel) (records.Key, string, types.String) {

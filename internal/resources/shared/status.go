@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/hashicorp/terraform-plugin-framework/datasource"
+	"github.com/hashicorp/terraform-plugin-framework/datasource/schema"
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
@@ -28,6 +29,14 @@ type StatusOps[C any] interface {
 	ObserveStatus(ctx context.Context, data *providerdata.Data, cfg *C, raw []byte, recordNamespace string, diags *diag.Diagnostics) bool
 }
 
+// StatusKeyModel is the part of a status data source's model that names the resource, embedded
+// in the model (the framework promotes its fields).
+type StatusKeyModel struct {
+	Namespace       types.String `tfsdk:"namespace"`
+	Name            types.String `tfsdk:"name"`
+	RecordNamespace types.String `tfsdk:"record_namespace"`
+}
+
 // StatusDataSource is the Configure and Read of a status data source: the provider check, the
 // record lookup with its not-found diagnostic, then Ops.ObserveStatus. Embedded in the data
 // source (with Ops set to it), it makes both status data sources read and refuse alike.
@@ -35,8 +44,40 @@ type StatusDataSource[C any] struct {
 	Data *providerdata.Data
 	Ops  StatusOps[C]
 	// Title names the resource in diagnostic summaries ("Module Assignment"), Noun in their
-	// text ("assignment"); DefaultRecordNamespace is read when `record_namespace` is unset.
-	Title, Noun, DefaultRecordNamespace string
+	// text ("assignment"); DefaultRecordNamespace is read when `record_namespace` is unset;
+	// TypeSuffix follows the provider's name in the data source's type ("_rollout_status").
+	Title, Noun, DefaultRecordNamespace, TypeSuffix string
+}
+
+// NewStatus is a StatusDataSource (see its fields) reading through ops.
+func NewStatus[C any](ops StatusOps[C], title, noun, typeSuffix, defaultRecordNamespace string) StatusDataSource[C] {
+	return StatusDataSource[C]{Ops: ops, Title: title, Noun: noun, TypeSuffix: typeSuffix, DefaultRecordNamespace: defaultRecordNamespace}
+}
+
+// Metadata implements datasource.DataSource.
+func (d *StatusDataSource[C]) Metadata(_ context.Context, req datasource.MetadataRequest, resp *datasource.MetadataResponse) {
+	resp.TypeName = req.ProviderTypeName + d.TypeSuffix
+}
+
+// StatusAttributes are a status data source's attributes: those that name the resource
+// (`namespace`, `name`, `record_namespace`) and more.
+func (d *StatusDataSource[C]) StatusAttributes(more map[string]schema.Attribute) map[string]schema.Attribute {
+	attrs := map[string]schema.Attribute{
+		"namespace": schema.StringAttribute{Required: true, MarkdownDescription: "`namespace` of the " + d.Noun + " (of its Cluster objects)."},
+		"name":      schema.StringAttribute{Required: true, MarkdownDescription: "`name` of the " + d.Noun + "."},
+		"record_namespace": schema.StringAttribute{
+			Optional: true, MarkdownDescription: "`record_namespace` of the " + d.Noun + ". Default `" + d.DefaultRecordNamespace + "`.",
+		},
+	}
+	for k, v := range more {
+		attrs[k] = v
+	}
+	return attrs
+}
+
+// Computed is a computed string attribute of a data source.
+func Computed(description string) schema.StringAttribute {
+	return schema.StringAttribute{Computed: true, MarkdownDescription: description}
 }
 
 // Configure implements datasource.DataSourceWithConfigure.
