@@ -191,7 +191,8 @@ capi_acc() {
 # against the management cluster, and an OCI registry. The Flux tests (TestAccRollout_flux*:
 # delivery, the run with credentials that grant nothing on the Clusters' Secrets, a registry with
 # credentials and a CA of its own that the test serves, one requiring client certificates,
-# per-cluster values, health checks and the check Job through Flux, the fault tests;
+# per-cluster values, health checks and the check Job through Flux, the fault tests, moving a
+# rollout from direct delivery to Flux and back (TestAccRollout_fluxEngineMove*);
 # TestAccModuleAssignment_flux*: two ordered modules and a join, per-cluster values, the same fault
 # tests) skip on the other fleets; here
 # they run on both CLIs, one after the other (they change the three clusters of this fleet),

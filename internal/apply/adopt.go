@@ -166,6 +166,30 @@ func (a *Applier) TakeOver(ctx context.Context, refs []ObjectRef) error {
 	})
 }
 
+// Forget drops manager's apply entries from the objects of refs: the fields only it set stay
+// on the objects, owned by no one, and those it set along with this Applier's field manager are
+// this Applier's alone. It is how a rollout moving from Flux to direct delivery takes over what
+// kustomize-controller applied once its Kustomization is gone: its next revision changes or
+// drops those fields without a conflict with a manager that no longer runs, and the labels Flux
+// added, set by no one now, are no drift of the rollout's. Other writers' entries are left
+// alone. Each write is guarded by the resourceVersion read. Objects gone are fine.
+func (a *Applier) Forget(ctx context.Context, refs []ObjectRef, manager string) error {
+	if manager == "" || a.ours(manager) {
+		return nil
+	}
+	return a.editManagedFields(ctx, refs, "forget", func(live *metav1.PartialObjectMetadata) ([]metav1.ManagedFieldsEntry, bool, error) {
+		entries := live.GetManagedFields()
+		kept := slices.DeleteFunc(slices.Clone(entries), func(e metav1.ManagedFieldsEntry) bool {
+			return e.Manager == manager && e.Operation == metav1.ManagedFieldsOperationApply
+		})
+		// An empty list would have the API server start the object's ownership over: keep one.
+		if len(kept) == len(entries) || len(kept) == 0 {
+			return nil, false, nil
+		}
+		return kept, true, nil
+	})
+}
+
 // Orphan leaves the objects of refs to whichever rollout applies them next: it hands the
 // fields this Applier's field manager owns to the legacy one (DefaultFieldManager), which
 // every rollout counts as its own, and changes nothing else. An object left behind (a

@@ -661,6 +661,35 @@ func TestCluster(t *testing.T) {
 		if d, m := data(t, "shared"), managers(t, "shared"); d["a"] != "2" || !slices.Equal(m, []string{rollB.FieldManager()}) {
 			t.Errorf("after the second rollout took it: data %v, managers %v", d, m)
 		}
+
+		// Applied by kustomize-controller too (the rollout delivered through Flux, same value, and
+		// Flux's label), then forgotten once Flux let go: the rollout owns the value alone, the
+		// label stays, owned by no one, and a new value meets no conflict.
+		flux := a.WithFieldManager("kustomize-controller").WithForceConflicts(true)
+		labelled := configMap(ns, "shared", map[string]any{"a": "2"})
+		labelled.SetLabels(map[string]string{"kustomize.toolkit.fluxcd.io/name": "web"})
+		if _, err := flux.Apply(ctx, []*unstructured.Unstructured{namespaceObj(ns), labelled}); err != nil {
+			t.Fatal(err)
+		}
+		if m := managers(t, "shared"); !slices.Contains(m, "kustomize-controller") {
+			t.Fatalf("after Flux applied: managers %v", m)
+		}
+		if err := rollB.Forget(ctx, []ObjectRef{RefOf(labelled)}, "kustomize-controller"); err != nil {
+			t.Fatal(err)
+		}
+		if m := managers(t, "shared"); !slices.Equal(m, []string{rollB.FieldManager()}) {
+			t.Errorf("after Forget: managers %v, want only %s", m, rollB.FieldManager())
+		}
+		if _, err := rollB.Apply(ctx, []*unstructured.Unstructured{namespaceObj(ns), configMap(ns, "shared", map[string]any{"a": "3"})}); err != nil {
+			t.Fatalf("apply of a new value after Forget: %v", err)
+		}
+		live := configMap(ns, "shared", nil)
+		if err := kube.Get(ctx, client.ObjectKeyFromObject(live), live); err != nil || live.GetLabels()["kustomize.toolkit.fluxcd.io/name"] != "web" {
+			t.Errorf("after the new value: labels %v (%v), want Flux's left as they were", live.GetLabels(), err)
+		}
+		if d := data(t, "shared"); d["a"] != "3" {
+			t.Errorf("after the new value: data %v", d)
+		}
 	})
 }
 

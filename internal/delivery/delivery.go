@@ -166,6 +166,10 @@ type Observation struct {
 	// deletion_policy and removes their records. Placed is every cluster earlier runs changed
 	// whose Cluster still exists.
 	Leaving, Placed []string
+	// Previous names, when the rollout moves from another engine (Service.MovingFrom), the
+	// clusters that engine still holds, with the revision its records hold there; Moving, those
+	// of them it is in charge of (the new engine verified nothing there yet). See move.go.
+	Previous, Moving map[string]string
 }
 
 // Interruption is a run that did not finish, as its progress record left it.

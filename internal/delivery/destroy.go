@@ -138,6 +138,17 @@ func (s *Service) removeFrom(ctx context.Context, spec Spec, clusters []string, 
 // orphan), those it adopted are given back as they are, then the records go. note says what
 // was given back.
 func (s *Service) destroyCluster(ctx context.Context, spec Spec, name string, orphan bool) (note string, err error) {
+	if s.previous != nil {
+		// A rollout moving between engines (move.go): the engine it moves from may still hold
+		// the cluster, and is removed from it by the same deletion policy.
+		if _, err := s.previous.remove(s, ctx, spec, name, orphan); err != nil {
+			// A Cluster deleted since holds nothing of the old engine's to remove (direct
+			// delivery cannot even reach it): only the new engine's Flux objects are left.
+			if gone, gerr := s.goneOf(ctx, spec.ClusterNamespace, name); gerr != nil || gone == "" {
+				return "", fmt.Errorf("%s, which the rollout moves from: %w", engineName(s.previous), err)
+			}
+		}
+	}
 	return s.engine.remove(s, ctx, spec, name, orphan)
 }
 

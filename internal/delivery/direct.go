@@ -103,3 +103,22 @@ func (r directRun) changing(target string) { r.w.svc.recheck(r.w.spec.ClusterNam
 func (r directRun) readGate(ctx context.Context, target string) (blame.GateReading, error) {
 	return r.w.svc.gate(ctx, r.w.spec.ClusterNamespace, target, true)
 }
+
+// fieldManager is the rollout's own (records.Key.FieldManager).
+func (directEngine) fieldManager(key records.Key) string { return key.FieldManager() }
+
+// inherit drops manager's entries from the objects the cluster's records hold (apply.Forget):
+// what another engine applied there is the rollout's from now on, its next revision changes or
+// drops those fields without a conflict, and what only the other engine set (Flux's labels and
+// prune opt-out) stays, owned by no one, no drift of the rollout's.
+func (directEngine) inherit(s *Service, ctx context.Context, spec Spec, name, manager string) error {
+	c, err := s.cluster(ctx, spec.ClusterNamespace, name, spec.Key, spec.ForceConflicts)
+	if err != nil {
+		return err
+	}
+	state, err := records.NewWorkloadStore(c.client, spec.RecordNamespace).Load(ctx, spec.Key)
+	if err != nil {
+		return fmt.Errorf("read records: %w", err)
+	}
+	return c.applier.Forget(ctx, previousInventory(state, ""), manager)
+}

@@ -811,3 +811,6 @@ func (e *env) goneReason(_ context.Context, namespace, name string, withoutSecre
 
 // TakeOver: the fake makes no object through a bridge, so there is nothing to take over.
 func (c *fakeCluster) TakeOver(context.Context, []apply.ObjectRef) error { return nil }
+
+// Forget: the fake keeps no field managers, so there is nothing to drop.
+func (c *fakeCluster) Forget(context.Context, []apply.ObjectRef, string) error { return nil }

@@ -323,7 +323,9 @@ func (f *fakeKustomizeController) finalize(ctx context.Context, fc *fluxCluster,
 		return
 	}
 	fc.deleteDue = time.Time{}
-	if fc.applied != "" {
+	// Flux prunes as it finalizes unless spec.prune is off (turned off to let go without
+	// pruning): then what it applied stays.
+	if prune, set, _ := unstructured.NestedBool(ks.Object, "spec", "prune"); fc.applied != "" && (!set || prune) {
 		fc.pruned = append(fc.pruned, fc.applied)
 		f.setApplied(fc, "")
 	}

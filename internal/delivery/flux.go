@@ -174,6 +174,13 @@ const (
 // fluxBackoff is the wait before the next read of a Kustomization after waiting d.
 func fluxBackoff(d time.Duration) time.Duration { return min(d*3/2, fluxPollMax) }
 
+// fieldManager is kustomize-controller's, which applies every Kustomization's objects.
+func (fluxEngine) fieldManager(records.Key) string { return fluxdelivery.ControllerFieldManager }
+
+// inherit does nothing: kustomize-controller takes the fields it applies over by itself (it
+// applies with forced ownership), and the direct engine gave its own away as it let go (orphan).
+func (fluxEngine) inherit(*Service, context.Context, Spec, string, string) error { return nil }
+
 // WithFlux returns the service delivering through Flux with settings; nil settings return s
 // (direct). The copy shares s's clients.
 func (s *Service) WithFlux(settings *fluxdelivery.Settings) *Service {

@@ -73,6 +73,12 @@ func (s *Service) observe(ctx context.Context, q fleet.Query, key records.Key, r
 	if err := s.engine.unread(errs); err != nil {
 		return nil, err
 	}
+	if s.previous != nil {
+		obs.Previous, obs.Moving = map[string]string{}, map[string]string{}
+		if err := s.readPrevious(ctx, q.Namespace, key, recordNamespace, eligible, results, errs, obs); err != nil {
+			return nil, err
+		}
+	}
 	obs.addTargets(found.Clusters, results, errs, progress)
 	if err := s.observeLeaving(ctx, q.Namespace, progress, obs); err != nil {
 		return nil, err

@@ -132,7 +132,9 @@ func (s *Service) Plan(ctx context.Context, req PlanRequest) (*PlanResult, error
 		res.Refused = &Refusal{Attribute: "manifests", Err: ClaimsError(claims, spec.Key.Describe())}
 		return res, nil
 	}
-	res.Adoptions = adoptions
+	// What a cluster moving from another engine holds is what that engine delivered of this
+	// same content: the rollout's own, adopted by nothing (move.go).
+	res.Adoptions = slices.DeleteFunc(adoptions, func(f Found) bool { _, moving := obs.Moving[f.Cluster]; return moving })
 	if len(res.Adoptions) > 0 && req.RefuseAdoption {
 		res.Refused = &Refusal{Attribute: "adopt", Err: AdoptRefused(res.Adoptions, spec.Key.Describe())}
 	}

@@ -61,6 +61,12 @@ type deliveryEngine interface {
 	// is deleted unless orphan, what it adopted given back; note says what was given back.
 	remove(s *Service, ctx context.Context, spec Spec, name string, orphan bool) (note string, err error)
 
+	// fieldManager is the server-side apply field manager the engine applies key's objects with
+	// in the workload clusters; inherit takes over, on cluster name, the fields another engine
+	// applied there under manager, once that engine let go of it (move.go).
+	fieldManager(key records.Key) string
+	inherit(s *Service, ctx context.Context, spec Spec, name, manager string) error
+
 	// run is the engine's part of one run's World.
 	run(w *world) engineRun
 }

@@ -65,6 +65,9 @@ type RunResult struct {
 	// Left lists the clusters the rollout was removed from (RunRequest.Leave); LeaveFailures
 	// says where that did not complete (they stay leaving, for the next apply).
 	Left, LeaveFailures []string
+	// Moved lists the clusters the engine the rollout moves from let go of (Service.MovingFrom);
+	// MoveFailures says where it did not yet (they are applied again by the next apply).
+	Moved, MoveFailures []string
 }
 
 // Run applies the rollout: it takes the rollout's Lease, reads the records, refuses a revision in
@@ -198,6 +201,7 @@ func (s *Service) runWorld(ctx context.Context, req RunRequest, holder string, o
 	w := &world{svc: s, spec: spec, progress: progress, logf: req.Logf,
 		hold: req.Query.Hold, clusters: clustersByName(obs.Discovery), untouched: untouchedOf(plan)}
 	w.engine = s.engine.run(w)
+	w.moving = obs.Moving
 	return w
 }
 
@@ -218,6 +222,11 @@ func (s *Service) finishRun(ctx context.Context, req RunRequest, obs *Observatio
 	// Outlives cancellation: a cancelled apply still records and reports where it left each cluster.
 	tail, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
 	defer cancel()
+	var moved, moveFailures []string
+	if ctx.Err() == nil {
+		// The engine moved from lets go of the clusters that verified on the new one (move.go).
+		moved, moveFailures = s.letGo(ctx, spec, obs, result)
+	}
 	if result.Err() == nil {
 		progress.mu.Lock()
 		progress.progress.Managed = true // a run that completed is saved in a Terraform state
@@ -235,7 +244,8 @@ func (s *Service) finishRun(ctx context.Context, req RunRequest, obs *Observatio
 	} else {
 		s.markUnrecorded(tail, spec.ClusterNamespace, spec.Key, after, false, spec.ObjectsFor)
 	}
-	run := &RunResult{Plan: plan, Result: result, After: after, Adopted: append(w.Notes(), leftNotes...), Kept: w.Kept(), Gates: w.GateNotes(), Left: left, LeaveFailures: leaveFailures}
+	run := &RunResult{Plan: plan, Result: result, After: after, Adopted: append(w.Notes(), leftNotes...), Kept: w.Kept(), Gates: w.GateNotes(), Left: left, LeaveFailures: leaveFailures,
+		Moved: moved, MoveFailures: moveFailures}
 	if len(plan.Waves) > 0 || len(plan.Resume) > 0 || len(left) > 0 {
 		reason, warning := records.EventReasonSucceeded, false
 		switch {

@@ -47,6 +47,9 @@ type Service struct {
 	// engine is how revisions reach the clusters (port.go): directEngine, unless WithFlux chose
 	// fluxEngine.
 	engine deliveryEngine
+	// previous is the engine the rollout moves from (move.go: MovingFrom), nil when it moves
+	// from none: it is in charge of each cluster until that cluster verifies on engine.
+	previous deliveryEngine
 
 	// shared hands a refresh's Flux reads to the plan after it (sharedreads.go); reads says
 	// whether this copy of the service keeps them (Refreshing), takes them (Planning) or
@@ -81,6 +84,7 @@ type objectApplier interface {
 	Release(ctx context.Context, refs []apply.ObjectRef) error
 	Orphan(ctx context.Context, refs []apply.ObjectRef) error
 	TakeOver(ctx context.Context, refs []apply.ObjectRef) error
+	Forget(ctx context.Context, refs []apply.ObjectRef, manager string) error
 	Revert(ctx context.Context, saved []*unstructured.Unstructured) error
 }
 

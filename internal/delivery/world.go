@@ -31,6 +31,9 @@ type world struct {
 	clusters map[string]fleet.Cluster
 	// engine is the service's delivery engine's part of this run (port.go).
 	engine engineRun
+	// moving are the clusters this run moves from the service's previous engine, with the
+	// revision that engine holds there (move.go).
+	moving map[string]string
 
 	mu        sync.Mutex
 	notes     map[string]string            // per cluster: adopted objects given back (see giveBack)
@@ -139,7 +142,8 @@ func (w *world) objectsOf(state *records.State, target, revision string) ([]*uns
 func (w *world) Apply(ctx context.Context, target, revision string) error {
 	rctx, cancel := w.svc.clock.WithTimeout(ctx, applyRetryWindow)
 	defer cancel()
-	return w.retry(rctx, target, func(ctx context.Context) error { return w.engine.apply(ctx, target, revision) })
+	err := w.retry(rctx, target, func(ctx context.Context) error { return w.engine.apply(ctx, target, revision) })
+	return w.moveError(target, err)
 }
 
 // apply is one attempt of Apply, delivering directly. Every step is idempotent, so an attempt
@@ -189,11 +193,14 @@ func (w *world) Verify(ctx context.Context, target, revision string) error {
 	if revision == "" {
 		return nil // nothing installed: Restore already deleted and waited
 	}
+	if prev, ok := w.movingTo(target); ok && revision == prev {
+		return nil // left to the previous engine, which was never touched (move.go)
+	}
 	err := w.engine.verify(ctx, target, revision)
 	if err != nil || revision != w.spec.Revision {
-		return err
+		return w.moveError(target, err)
 	}
-	return w.gateAfter(ctx, target)
+	return w.moveError(target, w.gateAfter(ctx, target))
 }
 
 // verify is Verify delivering directly: attempts made again while the infrastructure fails.
@@ -242,6 +249,10 @@ func (r directRun) verifyOnce(ctx context.Context, target, revision string) erro
 // Restore returns target to revision: its objects re-applied and what newer revisions added
 // deleted. Restoring to "" deletes everything the rollout applied.
 func (w *world) Restore(ctx context.Context, target, revision string) error {
+	if prev, ok := w.movingTo(target); ok && revision == prev {
+		// Back to the previous engine: the new one lets go without pruning (move.go).
+		return w.retry(ctx, target, func(ctx context.Context) error { return w.letGoNew(ctx, target) })
+	}
 	return w.retry(ctx, target, func(ctx context.Context) error { return w.engine.restore(ctx, target, revision) })
 }
 
@@ -357,6 +368,10 @@ func (w *world) Record(ctx context.Context, ev engine.Event) error {
 		w.engine.changing(ev.Target)
 	case engine.EventInvalid:
 		return w.engine.recordInvalid(ctx, ev)
+	case engine.EventRestored:
+		if prev, ok := w.movingTo(ev.Target); ok && ev.Revision == prev {
+			return nil // the new engine let go, its records with it; the previous engine's hold the revision
+		}
 	}
 	rctx, cancel := w.svc.clock.WithTimeout(ctx, recordRetryWindow)
 	defer cancel()
@@ -458,6 +473,12 @@ func (r directRun) provisioning(ctx context.Context, c *conn, store *records.Wor
 	adopted, claims, unrecorded, bridged, err := adoptions(ctx, c, ev.Target, state, set.Objects, w.spec.AdoptUnrecorded)
 	if err != nil {
 		return err
+	}
+	if _, moving := w.movingTo(ev.Target); moving {
+		// What is there is what the engine the rollout moves from delivered of this same
+		// content (move.go): the rollout's own, neither someone else's to adopt nor objects
+		// whose records are lost.
+		adopted, unrecorded = nil, nil
 	}
 	if len(claims) > 0 {
 		// Another rollout or module assignment applied them since the run's check (or this

@@ -58,6 +58,9 @@ const (
 	annotationClusterName = "gradual.dev/cluster-name"
 	// fieldOwner is the server-side apply field manager of the Flux objects.
 	fieldOwner = "gradual-flux"
+	// ControllerFieldManager is the field manager kustomize-controller applies a Kustomization's
+	// objects to the workload cluster with.
+	ControllerFieldManager = "kustomize-controller"
 	// artifactFile is the one file of each artifact: the revision's objects as YAML.
 	artifactFile = "manifests.yaml"
 	// created is every artifact's creation stamp: fixed, so that the same revision always has

@@ -11,7 +11,6 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/resource"
 
 	"github.com/gradual-dev/terraform-provider-gradual/internal/assignment"
-	"github.com/gradual-dev/terraform-provider-gradual/internal/delivery"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/fleet"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/shared"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/window"
@@ -59,7 +58,7 @@ func (r *assignmentResource) UpgradeState(ctx context.Context) map[int64]resourc
 	return shared.Upgraders("gradual_module_assignment", resp.Schema, true)
 }
 
-// EngineSpec, EngineQuery and FluxSettings map the model to the engine (shared.EngineModel).
+// EngineSpec and EngineQuery map the model to the engine (shared.EngineModel).
 func (m *Model) EngineSpec(ctx context.Context) (assignment.Spec, diag.Diagnostics) {
 	return m.spec(ctx)
 }
@@ -67,9 +66,4 @@ func (m *Model) EngineSpec(ctx context.Context) (assignment.Spec, diag.Diagnosti
 // EngineQuery: see EngineSpec.
 func (m *Model) EngineQuery(ctx context.Context, fallback *window.Window) (fleet.Query, diag.Diagnostics) {
 	return m.query(ctx, fallback)
-}
-
-// FluxSettings: see EngineSpec.
-func (m *Model) FluxSettings(ctx context.Context) (*delivery.FluxSettings, diag.Diagnostics) {
-	return m.fluxSettings(ctx)
 }

@@ -134,7 +134,7 @@ func flatten(waves map[string][][]string) map[string][]string {
 // shared.EngineOps); an imported assignment takes its configuration from the management
 // cluster's record. It reports whether state was read (false: an early error left it
 // unread).
-func (r *assignmentResource) Refresh(ctx context.Context, state *Model, diags *diag.Diagnostics) bool {
+func (r *assignmentResource) Refresh(ctx context.Context, state *Model, _ shared.PrivateGetter, diags *diag.Diagnostics) bool {
 	if state.RecordNamespace.IsNull() {
 		state.RecordNamespace = types.StringValue(defaultRecordNamespace)
 	}
@@ -187,6 +187,16 @@ func (r *assignmentResource) importConfig(ctx context.Context, state *Model, dia
 	}
 	diags.Append(state.fromConfigRecord(ctx, found)...)
 	return !diags.HasError()
+}
+
+// Prepare implements shared.EngineOps: the assignment reads its private state in Destroy.
+func (r *assignmentResource) Prepare(context.Context, *Model, shared.PrivateGetter) diag.Diagnostics {
+	return nil
+}
+
+// Service implements shared.EngineOps (see service).
+func (r *assignmentResource) Service(ctx context.Context, m *Model) (*delivery.Service, diag.Diagnostics) {
+	return r.service(ctx, m)
 }
 
 // Destroy removes the assignment's bridge, objects and records (see shared.EngineOps).

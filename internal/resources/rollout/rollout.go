@@ -61,15 +61,10 @@ func (r *rolloutResource) UpgradeState(ctx context.Context) map[int64]resource.S
 	return shared.Upgraders("gradual_rollout", resp.Schema, false)
 }
 
-// EngineSpec, EngineQuery and FluxSettings map the model to the engine (shared.EngineModel).
+// EngineSpec and EngineQuery map the model to the engine (shared.EngineModel).
 func (m *Model) EngineSpec(ctx context.Context) (delivery.Spec, diag.Diagnostics) { return m.spec(ctx) }
 
 // EngineQuery: see EngineSpec.
 func (m *Model) EngineQuery(ctx context.Context, fallback *window.Window) (fleet.Query, diag.Diagnostics) {
 	return m.query(ctx, fallback)
-}
-
-// FluxSettings: see EngineSpec.
-func (m *Model) FluxSettings(ctx context.Context) (*delivery.FluxSettings, diag.Diagnostics) {
-	return m.fluxSettings(ctx)
 }

@@ -2,6 +2,7 @@ package rollout
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"time"
 
@@ -43,7 +44,9 @@ func (r *rolloutResource) ApplyPlan(ctx context.Context, plan *Model, e shared.E
 	}
 	// Only what the plan left unknown is filled in: a value the plan showed is a promise, and
 	// Terraform rejects an apply that breaks one.
-	diags.Append(plan.settleOutcome(ctx, observeAfter(ctx, svc, query, spec, run), run)...)
+	after := observeAfter(ctx, svc, query, spec, run)
+	plan.settleMove(after)
+	diags.Append(plan.settleOutcome(ctx, after, run)...)
 	return shared.Outcome(diags, err, "Rollout Failed")
 }
 
@@ -103,6 +106,14 @@ func warnRun(diags *diag.Diagnostics, run *delivery.RunResult, adoptUnrecorded b
 		// What the run did, in one line, at the end of the apply (the same line is the run's
 		// last Event).
 		diags.AddWarning("Rollout Summary", run.Summary())
+	}
+	if len(run.Moved) > 0 {
+		diags.AddWarning("Clusters Moved Between Engines", fmt.Sprintf("%d cluster(s) verified on the new engine, and the engine the rollout "+
+			"moves from let go of them without pruning or deleting anything: %s", len(run.Moved), shared.ShortList(run.Moved, 20)))
+	}
+	if len(run.MoveFailures) > 0 {
+		diags.AddWarning("Engine Not Let Go Yet", "These clusters verified on the new engine, but the engine the rollout moves from "+
+			"still holds them; the next apply lets it go:\n  "+strings.Join(run.MoveFailures, "\n  "))
 	}
 	if len(run.LeaveFailures) > 0 {
 		diags.AddWarning("Clusters Not Cleaned Up", "These clusters left the rollout but still hold its objects or records; the next apply tries again:\n  "+
@@ -173,7 +184,7 @@ func (m *Model) settleOutcome(ctx context.Context, after *delivery.Observation, 
 // Refresh reads the rollout's records and the fleet into state (see shared.EngineOps); an
 // imported rollout takes its configuration from the management cluster's record. It reports
 // whether state was read (false: an early error left it unread).
-func (r *rolloutResource) Refresh(ctx context.Context, state *Model, diags *diag.Diagnostics) bool {
+func (r *rolloutResource) Refresh(ctx context.Context, state *Model, private shared.PrivateGetter, diags *diag.Diagnostics) bool {
 	if state.RecordNamespace.IsNull() {
 		state.RecordNamespace = types.StringValue(defaultRecordNamespace)
 	}
@@ -183,6 +194,7 @@ func (r *rolloutResource) Refresh(ctx context.Context, state *Model, diags *diag
 	}
 	query, d := state.query(ctx, r.Data.Window())
 	diags.Append(d...)
+	diags.Append(state.loadMoving(ctx, private)...)
 	if diags.HasError() {
 		return false
 	}
@@ -194,6 +206,7 @@ func (r *rolloutResource) Refresh(ctx context.Context, state *Model, diags *diag
 		return false
 	}
 	diags.Append(state.setObserved(ctx, obs)...)
+	state.settleMove(obs)
 	if state.Objects.IsNull() {
 		// Imported, or written by a version without `objects`: filled here so that the next
 		// plan, which works them out the same way, shows no change.
@@ -208,7 +221,19 @@ func (r *rolloutResource) Refresh(ctx context.Context, state *Model, diags *diag
 	return true
 }
 
-// Destroy removes the rollout's objects and records from the fleet (see shared.EngineOps).
+// Prepare reads, before a destroy reads the engine, which engine the rollout moves from: a
+// rollout moving between engines is removed from both (see shared.EngineOps).
+func (r *rolloutResource) Prepare(ctx context.Context, state *Model, private shared.PrivateGetter) diag.Diagnostics {
+	return state.loadMoving(ctx, private)
+}
+
+// Service implements shared.EngineOps (see service).
+func (r *rolloutResource) Service(ctx context.Context, m *Model) (*delivery.Service, diag.Diagnostics) {
+	return r.service(ctx, m)
+}
+
+// Destroy removes the rollout's objects and records from the fleet (see shared.EngineOps); a
+// rollout moving between engines is removed from both (Prepare read which it moves from).
 func (r *rolloutResource) Destroy(ctx context.Context, state *Model, e shared.Engine[delivery.Spec], _ shared.PrivateGetter, diags *diag.Diagnostics) {
 	warnings, err := e.Svc.Destroy(ctx, delivery.DestroyRequest{
 		Spec: e.Spec, Query: e.Query, Orphan: state.DeletionPolicy.ValueString() == "orphan", Logf: shared.Logf(ctx),

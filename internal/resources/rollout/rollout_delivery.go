@@ -2,6 +2,7 @@ package rollout
 
 import (
 	"context"
+	"fmt"
 	"strings"
 
 	"github.com/hashicorp/terraform-plugin-framework/diag"
@@ -17,10 +18,63 @@ func (m *Model) fluxSettings(ctx context.Context) (*delivery.FluxSettings, diag.
 	return shared.FluxSettings(ctx, m.Delivery, m.registry)
 }
 
-// service is the delivery service for m: direct, or through Flux with `delivery.flux`.
+// service is the delivery service for m: direct, or through Flux with `delivery.flux`; moving
+// from another engine while the private state says the rollout moves from it.
 func (r *rolloutResource) service(ctx context.Context, m *Model) (*delivery.Service, diag.Diagnostics) {
 	settings, diags := m.fluxSettings(ctx)
-	return r.Data.Delivery.WithFlux(settings), diags
+	svc := r.Data.Delivery.WithFlux(settings)
+	if from := m.private.MovingFrom; from != nil {
+		svc = svc.MovingFrom(from.Flux)
+	}
+	return svc, diags
+}
+
+// movingFrom is the engine plan's private state says the rollout moves from: the prior state's
+// when plan's `delivery` chooses another, or the one an earlier apply of a move left clusters
+// on (prior's private state) while plan's still chooses the engine moved to; nil otherwise.
+func movingFrom(ctx context.Context, plan, prior *Model) (*engineRef, diag.Diagnostics) {
+	if prior == nil || plan.Delivery.IsUnknown() {
+		return nil, nil
+	}
+	after, diags := shared.EngineOf(ctx, plan.Delivery)
+	before, d := shared.EngineOf(ctx, prior.Delivery)
+	diags.Append(d...)
+	switch {
+	case before != after && before == "flux":
+		// The settings as the state holds them: deleting its Kustomizations and reading its
+		// records push nothing, so no credential is needed.
+		settings, d := shared.FluxSettings(ctx, prior.Delivery, shared.NoFluxWriteOnly())
+		diags.Append(d...)
+		return &engineRef{Flux: settings}, diags
+	case before != after:
+		return &engineRef{}, diags
+	case prior.private.MovingFrom != nil && prior.private.MovingFrom.engine() != after:
+		return prior.private.MovingFrom, diags
+	}
+	return nil, diags
+}
+
+// settleMove ends the move from another engine once the fleet as apply left it (after) holds no
+// cluster the old engine still holds, nor one it could not read (a skipped cluster may still be
+// held by it: the move goes on until it is read).
+func (m *Model) settleMove(after *delivery.Observation) {
+	if m.private.MovingFrom != nil && after != nil && after.Previous != nil && len(after.Previous) == 0 && len(after.Skipped) == 0 {
+		m.private.MovingFrom = nil
+	}
+}
+
+// warnMove says at plan what a move between engines does.
+func warnMove(diags *diag.Diagnostics, svc *delivery.Service, clusters int) {
+	if !svc.Moving() {
+		return
+	}
+	from, to := svc.PreviousEngineName(), svc.EngineName()
+	diags.AddAttributeWarning(shared.PathDelivery, "Delivery Engine Moves",
+		fmt.Sprintf("The rollout moves from %s to %s, in waves (update_limit, canary and max_failures as for any revision): %d cluster(s) still on %s. "+
+			"On each, %s delivers the same content and verifies it; only once it verified there, at the end of the apply, does %s let go of "+
+			"the cluster, without pruning or deleting any object (its records and its field manager's marks go). Nothing is pruned on the way. "+
+			"A cluster that does not verify through %s stays on %s, is counted against max_failures and is not recorded as a failure "+
+			"of the revision; the next apply moves it again.", from, to, clusters, from, to, from, to, from))
 }
 
 // refuseWithFlux refuses at plan, naming the attribute, what the Flux engine cannot deliver yet

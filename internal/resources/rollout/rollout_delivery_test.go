@@ -59,3 +59,59 @@ func TestHealthChecksThroughFlux(t *testing.T) {
 		}
 	}
 }
+
+// TestMovingFrom: the private state remembers the engine a rollout moves from, from the prior
+// state's `delivery` or, once a move has begun, from the prior private state; it ends once the
+// fleet holds no cluster on the old engine and none unread.
+func TestMovingFrom(t *testing.T) {
+	ctx := context.Background()
+	settings := &delivery.FluxSettings{Repository: "oci://r.example/fleet/web", Insecure: true}
+	flux, direct := shared.DeliveryValue(settings), shared.DeliveryValue(nil)
+	model := func(d types.Object, from *engineRef) *Model {
+		m := &Model{Delivery: d}
+		m.private.MovingFrom = from
+		return m
+	}
+	for _, tc := range []struct {
+		name        string
+		plan, prior *Model
+		want        string // "", "direct" or "flux"
+	}{
+		{"create", model(flux, nil), nil, ""},
+		{"unchanged", model(flux, nil), model(flux, nil), ""},
+		{"direct to Flux", model(flux, nil), model(direct, nil), "direct"},
+		{"Flux to direct", model(direct, nil), model(flux, nil), "flux"},
+		{"a move to Flux under way", model(flux, nil), model(flux, &engineRef{}), "direct"},
+		{"a move to Flux undone by hand", model(direct, nil), model(direct, &engineRef{}), ""},
+	} {
+		got, diags := movingFrom(ctx, tc.plan, tc.prior)
+		if diags.HasError() {
+			t.Fatalf("%s: %v", tc.name, diags)
+		}
+		name := ""
+		if got != nil {
+			name = got.engine()
+		}
+		if name != tc.want {
+			t.Errorf("%s: moving from %q, want %q", tc.name, name, tc.want)
+		}
+		if name == "flux" && (got.Flux.Repository != settings.Repository || !got.Flux.Insecure) {
+			t.Errorf("%s: the Flux settings moved from %+v, want the prior state's", tc.name, got.Flux)
+		}
+	}
+	m := model(flux, &engineRef{})
+	for _, tc := range []struct {
+		obs  *delivery.Observation
+		ends bool
+	}{
+		{nil, false},
+		{&delivery.Observation{Previous: map[string]string{"c1": "r"}}, false},
+		{&delivery.Observation{Previous: map[string]string{}, Skipped: map[string]string{"c2": "unreachable"}}, false},
+		{&delivery.Observation{Previous: map[string]string{}}, true},
+	} {
+		m.settleMove(tc.obs)
+		if (m.private.MovingFrom == nil) != tc.ends {
+			t.Errorf("after %+v: moving from %v, want ended %v", tc.obs, m.private.MovingFrom, tc.ends)
+		}
+	}
+}

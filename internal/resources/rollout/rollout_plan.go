@@ -108,7 +108,10 @@ func planAndPrior(ctx context.Context, req resource.ModifyPlanRequest, resp *res
 	if prior != nil {
 		plan.private.Leaving = prior.private.Leaving
 	}
-	return plan, prior, true
+	var diags diag.Diagnostics
+	plan.private.MovingFrom, diags = movingFrom(ctx, &plan, prior)
+	resp.Diagnostics.Append(diags...)
+	return plan, prior, !resp.Diagnostics.HasError()
 }
 
 // contentKnown reports whether what makes the revision is known at plan time: the manifests,
@@ -147,6 +150,7 @@ func (r *rolloutResource) planFleet(ctx context.Context, resp *resource.ModifyPl
 		return
 	}
 	plan.setPlanned(res, prior, configChanged, &resp.Diagnostics)
+	warnMove(&resp.Diagnostics, svc, len(res.Observation.Moving))
 	if res.Plan.Changes() {
 		artifact, err := svc.Pinned(spec)
 		if err != nil {

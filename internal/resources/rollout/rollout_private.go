@@ -28,6 +28,26 @@ type privateState struct {
 	// PlannedLeaving are the clusters the plan showed in `leaving`; apply lets go of exactly
 	// those that still leave.
 	PlannedLeaving []string
+	// MovingFrom is the engine the rollout moves from, until every picked cluster verified on
+	// the new one and the old one let go of it (delivery.Service.MovingFrom); nil when it moves
+	// from none. Kept here, not only read from the prior `delivery`, since an apply that fails
+	// part-way saves the new `delivery` in the state while some clusters are still on the old
+	// engine.
+	MovingFrom *engineRef
+}
+
+// engineRef is an engine as the private state keeps it: Flux with its settings (never the
+// credentials: FluxSettings keeps them out of JSON), or direct delivery (Flux nil).
+type engineRef struct {
+	Flux *delivery.FluxSettings `json:"flux,omitempty"`
+}
+
+// engine names ref's engine as shared.EngineOf does.
+func (ref *engineRef) engine() string {
+	if ref.Flux != nil {
+		return "flux"
+	}
+	return "direct"
 }
 
 // clusterRecord is one cluster's records, as the last refresh or apply read them.
@@ -46,18 +66,33 @@ const (
 	privateWavesKey    = "planned_waves"
 	privateLeavingKey  = "leaving"
 	privatePlannedKey  = "planned_leaving"
+	privateMovingKey   = "moving_from"
 )
+
+// movingValue is MovingFrom as SavePrivateJSON takes it: nil removes the key.
+func (p privateState) movingValue() any {
+	if p.MovingFrom == nil {
+		return nil
+	}
+	return p.MovingFrom
+}
+
+// loadMoving reads only MovingFrom from the private state (a refresh keeps it, and nothing else
+// of what a plan left there).
+func (m *Model) loadMoving(ctx context.Context, from shared.PrivateGetter) diag.Diagnostics {
+	return shared.LoadPrivateJSON(ctx, from, "rollout", map[string]any{privateMovingKey: &m.private.MovingFrom})
+}
 
 // LoadPrivate reads the private state; a missing key leaves its field nil.
 func (m *Model) LoadPrivate(ctx context.Context, from shared.PrivateGetter) diag.Diagnostics {
 	return shared.LoadPrivateJSON(ctx, from, "rollout", map[string]any{privateClustersKey: &m.private.Clusters, privateWavesKey: &m.private.PlannedWaves,
-		privateLeavingKey: &m.private.Leaving, privatePlannedKey: &m.private.PlannedLeaving})
+		privateLeavingKey: &m.private.Leaving, privatePlannedKey: &m.private.PlannedLeaving, privateMovingKey: &m.private.MovingFrom})
 }
 
 // SavePrivate writes the private state; a nil field removes its key.
 func (m *Model) SavePrivate(ctx context.Context, to shared.PrivateSetter) diag.Diagnostics {
 	return shared.SavePrivateJSON(ctx, to, map[string]any{privateClustersKey: m.private.Clusters, privateWavesKey: m.private.PlannedWaves,
-		privateLeavingKey: m.private.Leaving, privatePlannedKey: m.private.PlannedLeaving})
+		privateLeavingKey: m.private.Leaving, privatePlannedKey: m.private.PlannedLeaving, privateMovingKey: m.private.movingValue()})
 }
 
 // Summary states beyond delivery's: a cluster verified on another revision than the rollout's,

@@ -186,7 +186,7 @@ func (r *rolloutResource) Schema(ctx context.Context, _ resource.SchemaRequest, 
 			"retry_invalid":      shared.RetryInvalidAttribute(changeText),
 			"paused":             pausedAttribute(),
 			"maintenance_window": shared.MaintenanceWindowAttribute("rollout"),
-			"delivery":           shared.DeliveryAttribute(),
+			"delivery":           shared.DeliveryAttribute(true),
 			"timeouts":           timeouts.Attributes(ctx, timeouts.Opts{Create: true, Update: true, Delete: true}),
 
 			"revision": schema.StringAttribute{

@@ -64,8 +64,22 @@ func DeliveryValue(settings *delivery.FluxSettings) types.Object {
 }
 
 // DeliveryAttribute is `delivery`: which engine carries revisions to the clusters, shared by the
-// rollout and the module assignment so that both take the same settings.
-func DeliveryAttribute() schema.SingleNestedAttribute {
+// rollout and the module assignment so that both take the same settings. movable says the
+// resource moves between the engines in place (delivery.Service.MovingFrom); otherwise a change
+// of engine replaces it.
+func DeliveryAttribute(movable bool) schema.SingleNestedAttribute {
+	engine := "Changing the engine (direct or Flux) replaces the resource."
+	modifiers := []planmodifier.Object{objectplanmodifier.RequiresReplaceIf(engineChanged, engine, engine)}
+	if movable {
+		engine = "Moving between the engines (leaving `delivery` out, or adding it back) is an update carried out in waves, never a " +
+			"replacement: on each cluster the new engine delivers the same content and verifies it, and only once it verified " +
+			"there, at the end of the apply, does the old engine let go of the cluster without pruning or deleting any object " +
+			"(direct delivery drops its records and field manager's marks; Flux stops pruning, then its Kustomization and " +
+			"OCIRepository go, and the direct engine takes over the fields kustomize-controller applied). A cluster that does " +
+			"not verify on the new engine stays on the old one, is counted against `max_failures`, and is not recorded as a " +
+			"failure of the revision; the next apply moves it again."
+		modifiers = nil
+	}
 	return schema.SingleNestedAttribute{
 		Optional: true,
 		MarkdownDescription: "Which engine carries each revision to the clusters. Left out, the provider applies it itself " +
@@ -79,11 +93,8 @@ func DeliveryAttribute() schema.SingleNestedAttribute {
 			"marked `gradual.dev/prune: disabled` (each carries Flux's own `kustomize.toolkit.fluxcd.io/prune: disabled` in the artifact). " +
 			"`repository`, `insecure`, `secret_ref` and `cert_secret_ref` are part of the revision: a change of any of them is rolled out " +
 			"in waves like any other, each cluster re-pinned to the same content at its new source, and nothing is pruned on the way; " +
-			"the credentials and CA this provider pushes with change nothing in the clusters. Changing the engine (direct or Flux) " +
-			"replaces the resource.",
-		PlanModifiers: []planmodifier.Object{objectplanmodifier.RequiresReplaceIf(engineChanged,
-			"Changing the engine (direct or Flux) replaces the resource.",
-			"Changing the engine (direct or Flux) replaces the resource.")},
+			"the credentials and CA this provider pushes with change nothing in the clusters. " + engine,
+		PlanModifiers: modifiers,
 		Attributes: map[string]schema.Attribute{
 			"flux": schema.SingleNestedAttribute{
 				Required:            true,
@@ -163,24 +174,32 @@ func DeliveryAttribute() schema.SingleNestedAttribute {
 // part of the revision (fluxdelivery.Settings.RevisionSettings), rolled out in waves; the
 // credentials and CA this provider pushes with change nothing in the clusters.
 func engineChanged(ctx context.Context, req planmodifier.ObjectRequest, resp *objectplanmodifier.RequiresReplaceIfFuncResponse) {
-	where := func(v types.Object) (string, diag.Diagnostics) {
-		if v.IsNull() {
-			return "direct", nil
-		}
-		var dm struct {
-			Flux types.Object `tfsdk:"flux"`
-		}
-		diags := v.As(ctx, &dm, basetypes.ObjectAsOptions{UnhandledUnknownAsEmpty: true})
-		if diags.HasError() || dm.Flux.IsNull() {
-			return "direct", diags
-		}
-		return "flux", diags
-	}
-	before, d1 := where(req.StateValue)
-	after, d2 := where(req.PlanValue)
+	before, after := enginesOf(ctx, req, resp)
+	resp.RequiresReplace = before != after
+}
+
+// enginesOf names the engine of the state's `delivery` and of the plan's: "direct" or "flux".
+func enginesOf(ctx context.Context, req planmodifier.ObjectRequest, resp *objectplanmodifier.RequiresReplaceIfFuncResponse) (before, after string) {
+	before, d1 := EngineOf(ctx, req.StateValue)
+	after, d2 := EngineOf(ctx, req.PlanValue)
 	resp.Diagnostics.Append(d1...)
 	resp.Diagnostics.Append(d2...)
-	resp.RequiresReplace = before != after
+	return before, after
+}
+
+// EngineOf names the engine `delivery` (v) chooses: "direct" (null) or "flux".
+func EngineOf(ctx context.Context, v types.Object) (string, diag.Diagnostics) {
+	if v.IsNull() {
+		return "direct", nil
+	}
+	var dm struct {
+		Flux types.Object `tfsdk:"flux"`
+	}
+	diags := v.As(ctx, &dm, basetypes.ObjectAsOptions{UnhandledUnknownAsEmpty: true})
+	if diags.HasError() || dm.Flux.IsNull() {
+		return "direct", diags
+	}
+	return "flux", diags
 }
 
 // secretName is what a Secret's name must be (a DNS subdomain).

@@ -128,3 +128,23 @@ func TestWarnFluxArtifacts(t *testing.T) {
 		}
 	}
 }
+
+// TestDeliveryAttributeMovable: a resource that moves between the engines in place (the rollout)
+// has no replacing plan modifier on `delivery`; one that does not (the module assignment) keeps
+// it.
+func TestDeliveryAttributeMovable(t *testing.T) {
+	if m := DeliveryAttribute(true).PlanModifiers; len(m) != 0 {
+		t.Errorf("movable: %d plan modifiers, want none", len(m))
+	}
+	if m := DeliveryAttribute(false).PlanModifiers; len(m) != 1 {
+		t.Errorf("not movable: %d plan modifiers, want the replacement on a change of engine", len(m))
+	}
+	for _, tc := range []struct {
+		settings *delivery.FluxSettings
+		want     string
+	}{{nil, "direct"}, {&delivery.FluxSettings{Repository: "oci://r.example/x"}, "flux"}} {
+		if got, diags := EngineOf(context.Background(), DeliveryValue(tc.settings)); got != tc.want || diags.HasError() {
+			t.Errorf("EngineOf(%v) = %q %v, want %q", tc.settings, got, diags, tc.want)
+		}
+	}
+}

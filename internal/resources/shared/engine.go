@@ -24,8 +24,6 @@ type EngineModel[M, S any] interface {
 	EngineSpec(ctx context.Context) (S, diag.Diagnostics)
 	// EngineQuery converts the cluster-picking attributes; fallback is the provider's window.
 	EngineQuery(ctx context.Context, fallback *window.Window) (fleet.Query, diag.Diagnostics)
-	// FluxSettings is `delivery.flux` as the Flux engine takes it; nil for direct delivery.
-	FluxSettings(ctx context.Context) (*delivery.FluxSettings, diag.Diagnostics)
 	// SetConfigured fills, before an apply, the attributes that follow from the configuration
 	// alone (spec): the id, the revisions and, when the plan left them unknown, the objects.
 	SetConfigured(ctx context.Context, spec S) diag.Diagnostics
@@ -45,6 +43,11 @@ type Engine[S any] struct {
 // every such resource: reading the plan or the state, the unconfigured provider, the timeouts,
 // private state and the write-result rule (Create, Update).
 type EngineOps[P, S any] interface {
+	// Service is the delivery service for m: direct, through Flux with `delivery.flux`, or
+	// moving between them.
+	Service(ctx context.Context, m P) (*delivery.Service, diag.Diagnostics)
+	// Prepare reads from a destroy's private state what Service needs, before it is called.
+	Prepare(ctx context.Context, state P, private PrivateGetter) diag.Diagnostics
 	// ApplyPlan applies plan (ctx carries the create or update timeout) and fills its computed
 	// attributes from the outcome, even on failure. create says it is Create, which refuses
 	// what a Terraform state holds already. It reports whether the apply succeeded.
@@ -52,7 +55,8 @@ type EngineOps[P, S any] interface {
 	// Refresh reads into state what the records and the fleet hold (and, for an imported
 	// resource, its configuration). It reports whether it read them: false leaves the state
 	// as it was, while an error found after the read still saves what was read.
-	Refresh(ctx context.Context, state P, diags *diag.Diagnostics) bool
+	// private is the prior private state (Read saves it again from state afterwards).
+	Refresh(ctx context.Context, state P, private PrivateGetter, diags *diag.Diagnostics) bool
 	// Destroy removes from the fleet what state applied (ctx carries the delete timeout);
 	// private is the state's private part.
 	Destroy(ctx context.Context, state P, e Engine[S], private PrivateGetter, diags *diag.Diagnostics)
@@ -103,9 +107,9 @@ func (l *Lifecycle[M, P, S]) engine(ctx context.Context, m P, diags *diag.Diagno
 	diags.Append(d...)
 	query, d := m.EngineQuery(ctx, l.Data.Window())
 	diags.Append(d...)
-	flux, d := m.FluxSettings(ctx)
+	svc, d := l.Ops.Service(ctx, m)
 	diags.Append(d...)
-	return Engine[S]{Spec: spec, Query: query, Svc: l.Data.Delivery.WithFlux(flux)}
+	return Engine[S]{Spec: spec, Query: query, Svc: svc}
 }
 
 // Read implements resource.Resource. Without provider data (a plan whose provider settings
@@ -116,7 +120,7 @@ func (l *Lifecycle[M, P, S]) Read(ctx context.Context, req resource.ReadRequest,
 	if resp.Diagnostics.HasError() || l.Data == nil {
 		return
 	}
-	if !l.Ops.Refresh(ctx, &state, &resp.Diagnostics) {
+	if !l.Ops.Refresh(ctx, &state, req.Private, &resp.Diagnostics) {
 		return
 	}
 	resp.Diagnostics.Append(P(&state).SavePrivate(ctx, resp.Private)...)
@@ -136,6 +140,7 @@ func (l *Lifecycle[M, P, S]) Delete(ctx context.Context, req resource.DeleteRequ
 	}
 	timeout, diags := P(&state).TimeoutsValue().Delete(ctx, DefaultDeleteTimeout)
 	resp.Diagnostics.Append(diags...)
+	resp.Diagnostics.Append(l.Ops.Prepare(ctx, &state, req.Private)...)
 	e := l.engine(ctx, &state, &resp.Diagnostics)
 	if resp.Diagnostics.HasError() {
 		return
