@@ -101,6 +101,23 @@ func (l *Lifecycle[M, P, S]) applyFunc(create bool) ApplyFunc[P] {
 	}
 }
 
+// PlanEngine reads, for a plan, the fleet's query and the delivery service of plan, and checks
+// that the delivery engine is ready; ok is false when it cannot plan.
+func (l *Lifecycle[M, P, S]) PlanEngine(ctx context.Context, plan P, diags *diag.Diagnostics) (_ fleet.Query, _ *delivery.Service, ok bool) {
+	query, d := plan.EngineQuery(ctx, l.Data.Window())
+	diags.Append(d...)
+	svc, d := l.Ops.Service(ctx, plan)
+	diags.Append(d...)
+	if diags.HasError() {
+		return query, svc, false
+	}
+	if err := svc.Ready(ctx); err != nil {
+		diags.Append(diagnostics.AttributeFromError(PathDelivery, err, "Delivery Not Ready"))
+		return query, svc, false
+	}
+	return query, svc, true
+}
+
 // engine reads m's spec, query and delivery service.
 func (l *Lifecycle[M, P, S]) engine(ctx context.Context, m P, diags *diag.Diagnostics) Engine[S] {
 	spec, d := m.EngineSpec(ctx)
