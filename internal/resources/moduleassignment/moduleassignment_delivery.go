@@ -20,8 +20,7 @@ func (m *Model) fluxSettings(ctx context.Context) (*delivery.FluxSettings, diag.
 // module goes through it: one artifact per module revision (per module rendering with values),
 // one Kustomization per (module, cluster).
 func (r *assignmentResource) service(ctx context.Context, m *Model) (*delivery.Service, diag.Diagnostics) {
-	settings, diags := m.fluxSettings(ctx)
-	return r.Data.Delivery.WithFlux(settings), diags
+	return shared.Service(ctx, r.Data.Delivery, m.Delivery, m.registry)
 }
 
 // refuseWithFlux refuses, naming the attribute, what the Flux engine cannot deliver yet: the

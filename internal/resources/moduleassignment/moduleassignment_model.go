@@ -2,7 +2,6 @@ package moduleassignment
 
 import (
 	"context"
-	"encoding/json"
 
 	"github.com/hashicorp/terraform-plugin-framework-timeouts/resource/timeouts"
 	"github.com/hashicorp/terraform-plugin-framework/attr"
@@ -583,18 +582,13 @@ func (m *Model) configRecord(ctx context.Context) ([]byte, diag.Diagnostics) {
 	diags.Append(d...)
 	c.FollowJoins, d = m.storeFollowJoins(ctx)
 	diags.Append(d...)
-	raw, err := json.Marshal(c)
-	if err != nil {
-		diags.AddError("Cannot Record Configuration", err.Error())
-	}
-	return raw, diags
+	return shared.EncodeRecord(c, diags)
 }
 
 func (m *Model) fromConfigRecord(ctx context.Context, raw []byte) diag.Diagnostics {
-	var diags diag.Diagnostics
 	var c storedConfig
-	if err := json.Unmarshal(raw, &c); err != nil {
-		diags.AddError("Unreadable Assignment Record", "The management cluster's record of this assignment cannot be decoded: "+err.Error())
+	diags := shared.DecodeRecord(raw, &c, "assignment")
+	if diags.HasError() {
 		return diags
 	}
 	m.Selector, m.Names = shared.FromLabelSelector(ctx, c.Selector), types.ListNull(types.StringType)

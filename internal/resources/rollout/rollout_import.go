@@ -2,7 +2,6 @@ package rollout
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 
 	"github.com/hashicorp/terraform-plugin-framework/attr"
@@ -138,19 +137,14 @@ func (m *Model) configRecord(ctx context.Context) ([]byte, diag.Diagnostics) {
 	c.Stages, d = m.storedStages(ctx)
 	diags.Append(d...)
 	c.PromoteUntil = m.PromoteUntil.ValueString()
-	out, err := json.Marshal(c)
-	if err != nil {
-		diags.AddError("Cannot Record Configuration", err.Error())
-	}
-	return out, diags
+	return shared.EncodeRecord(c, diags)
 }
 
 // fromConfigRecord fills the configuration attributes from what the records kept.
 func (m *Model) fromConfigRecord(ctx context.Context, raw []byte) diag.Diagnostics {
-	var diags diag.Diagnostics
 	var c storedConfig
-	if err := json.Unmarshal(raw, &c); err != nil {
-		diags.AddError("Unreadable Rollout Record", "The management cluster's record of this rollout cannot be decoded: "+err.Error())
+	diags := shared.DecodeRecord(raw, &c, "rollout")
+	if diags.HasError() {
 		return diags
 	}
 	m.Manifests = manifesttype.NullValue()
