@@ -147,7 +147,7 @@ func (r *assignmentResource) Refresh(ctx context.Context, state *Model, _ shared
 	state.keepSensitiveRevisions(ctx, &spec)
 	query, d := state.query(ctx, r.Data.Window())
 	diags.Append(d...)
-	svc, d := r.service(ctx, state)
+	svc, d := r.Service(ctx, state)
 	obs, ok := shared.Refreshing(diags, svc, d, func(svc *delivery.Service) (*assignment.Observation, error) {
 		return assignment.Observe(ctx, svc, query, spec, true)
 	})
@@ -194,9 +194,11 @@ func (r *assignmentResource) Prepare(context.Context, *Model, shared.PrivateGett
 	return nil
 }
 
-// Service implements shared.EngineOps (see service).
+// Service is the delivery service for m (shared.EngineOps): direct, or through Flux with `delivery.flux`. Every
+// module goes through it: one artifact per module revision (per module rendering with values),
+// one Kustomization per (module, cluster).
 func (r *assignmentResource) Service(ctx context.Context, m *Model) (*delivery.Service, diag.Diagnostics) {
-	return r.service(ctx, m)
+	return shared.Service(ctx, r.Data.Delivery, m.Delivery, m.registry)
 }
 
 // Destroy removes the assignment's bridge, objects and records (see shared.EngineOps).

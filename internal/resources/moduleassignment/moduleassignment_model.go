@@ -211,6 +211,12 @@ func (m *Model) TimeoutsValue() timeouts.Value { return m.Timeouts }
 
 var objectOpts = basetypes.ObjectAsOptions{UnhandledNullAsEmpty: true, UnhandledUnknownAsEmpty: true}
 
+// fluxSettings is `delivery.flux` as the Flux engine takes it; nil for direct delivery (or while
+// unknown).
+func (m *Model) fluxSettings(ctx context.Context) (*delivery.FluxSettings, diag.Diagnostics) {
+	return shared.FluxSettings(ctx, m.Delivery, m.registry)
+}
+
 func (m *Model) key() records.Key {
 	return records.Key{Kind: assignment.KeyKind, Namespace: m.Namespace.ValueString(), Name: m.Name.ValueString()}
 }
