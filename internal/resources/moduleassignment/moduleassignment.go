@@ -21,7 +21,8 @@ var pathModules = path.Root("modules")
 // New returns the resource.
 func New() resource.Resource {
 	r := &assignmentResource{}
-	r.Ops, r.Failed = r, shared.FailedCreate{Title: "Module Assignment Not Saved In State",
+	r.Ops, r.TypeSuffix, r.Noun, r.ImportExample = r, "_module_assignment", "assignment", "fleet/cni"
+	r.Failed = shared.FailedCreate{Title: "Module Assignment Not Saved In State",
 		Detail: "The assignment failed before it completed, so it is not saved in the Terraform state. Every change it made is recorded in the clusters and bindings; the next apply continues from them."}
 	return r
 }
@@ -39,15 +40,6 @@ var (
 	_ resource.ResourceWithValidateConfig = (*assignmentResource)(nil)
 	_ resource.ResourceWithUpgradeState   = (*assignmentResource)(nil)
 )
-
-func (r *assignmentResource) Metadata(_ context.Context, req resource.MetadataRequest, resp *resource.MetadataResponse) {
-	resp.TypeName = req.ProviderTypeName + "_module_assignment"
-}
-
-// ImportState takes `namespace/name`; Read then fills everything from the records.
-func (r *assignmentResource) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
-	shared.ImportNamespaceName(ctx, req, resp, "assignment", "fleet/cni")
-}
 
 // UpgradeState upgrades states from before schema version 1, whose `waves` held lists of counts
 // per module, to `waves` as text, and from before version 2, whose `objects` held YAML, to JSON

@@ -25,7 +25,8 @@ var (
 // New returns the resource.
 func New() resource.Resource {
 	r := &rolloutResource{}
-	r.Ops, r.Failed = r, shared.FailedCreate{Title: "Rollout Not Saved In State",
+	r.Ops, r.TypeSuffix, r.Noun, r.ImportExample = r, "_rollout", "rollout", "fleet/ingress"
+	r.Failed = shared.FailedCreate{Title: "Rollout Not Saved In State",
 		Detail: "The rollout failed before it completed, so it is not saved in the Terraform state. Every change it made is recorded in the clusters; the next apply continues from those records instead of starting over."}
 	return r
 }
@@ -42,15 +43,6 @@ var (
 	_ resource.ResourceWithImportState  = (*rolloutResource)(nil)
 	_ resource.ResourceWithUpgradeState = (*rolloutResource)(nil)
 )
-
-func (r *rolloutResource) Metadata(_ context.Context, req resource.MetadataRequest, resp *resource.MetadataResponse) {
-	resp.TypeName = req.ProviderTypeName + "_rollout"
-}
-
-// ImportState takes `namespace/name`; Read then fills everything from the records.
-func (r *rolloutResource) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
-	shared.ImportNamespaceName(ctx, req, resp, "rollout", "fleet/ingress")
-}
 
 // UpgradeState upgrades states from before schema version 1, whose `waves` was a list (of
 // counts, or in 0.1.0 of each wave's clusters), to `waves` as text, and from before version 2,

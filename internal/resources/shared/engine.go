@@ -71,6 +71,19 @@ type Lifecycle[M any, P EngineModel[M, S], S any] struct {
 	Ops EngineOps[P, S]
 	// Failed is the resource's rule for what a failed Create saves.
 	Failed FailedCreate
+	// TypeSuffix follows the provider's name in the resource's type ("_rollout"); Noun names
+	// it in import's diagnostic ("rollout"), and ImportExample is an ID to show there.
+	TypeSuffix, Noun, ImportExample string
+}
+
+// Metadata implements resource.Resource.
+func (l *Lifecycle[M, P, S]) Metadata(_ context.Context, req resource.MetadataRequest, resp *resource.MetadataResponse) {
+	resp.TypeName = req.ProviderTypeName + l.TypeSuffix
+}
+
+// ImportState takes `namespace/name`; Read then fills everything from the records.
+func (l *Lifecycle[M, P, S]) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
+	ImportNamespaceName(ctx, req, resp, l.Noun, l.ImportExample)
 }
 
 // Create implements resource.Resource (see the package function Create for the rule).
