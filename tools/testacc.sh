@@ -3,10 +3,11 @@
 # (a management cluster and three workload clusters) per CLI, and runs the acceptance tests on
 # OpenTofu and, when `terraform` is on PATH, on Terraform, the two side by side (each on its own
 # fleet), and beside them the Cluster API controllers' own test. Each lane then goes on with what
-# follows on its own: the OpenTofu lane with the modules' tests, delivery through Flux (on a Flux
-# test bed of its own, both CLIs) and the plan line budget on a scale bed (both CLIs side by
-# side); the Terraform lane with gradual_inplace_update on the real Cluster API controllers,
-# under Terraform and then OpenTofu (the Cluster API fleets take a lock, so one runs at a time).
+# follows on its own, for its CLI: delivery through Flux (on a Flux test bed of the lane's own)
+# and gradual_inplace_update and the bridge on the real Cluster API controllers (the Cluster API
+# fleets take a lock, so one runs at a time: the Terraform lane takes it first); the OpenTofu lane
+# also runs the modules' tests and, last, the plan line budget on a scale bed (both CLIs side by
+# side).
 # Every fleet is torn down on exit, whatever happened.
 #
 #   GRADUAL_TESTACC_SERIAL=1 tools/testacc.sh   # one CLI after the other, on one fleet
@@ -37,8 +38,8 @@ source "$env_file"
 work=$(mktemp -d "${TMPDIR:-/tmp}/gradual-testacc.XXXXXX")
 testbed="$work/gradual-testbed"
 go build -o "$testbed" ./cmd/gradual-testbed
-# The scale bed and the Flux bed, started by a lane; down is a no-op until then.
-fleets=("$work/scale" "$work/fleet-flux")
+# The scale bed and the Flux beds, started by a lane; down is a no-op until then.
+fleets=("$work/scale" "$work/fleet-flux-OpenTofu" "$work/fleet-flux-Terraform")
 lanes=()
 cleanup() {
   for pid in "${lanes[@]}"; do kill "$pid" 2>/dev/null || true; done
@@ -192,30 +193,30 @@ capi_acc() {
 # delivery, the run with credentials that grant nothing on the Clusters' Secrets, a registry with
 # credentials and a CA of its own that the test serves, one requiring client certificates,
 # per-cluster values, health checks and the check Job through Flux, the fault tests, moving a
-# rollout from direct delivery to Flux and back (TestAccRollout_fluxEngineMove*);
+# rollout from direct delivery to Flux and back (TestAccRollout_fluxEngineMove*), and the contract
+# tests written once for both engines, TestAccRollout_fluxContract_*: a saved plan then a relabel,
+# a second state, a kill mid-apply, one owner per object, a revision admission refuses, a webhook
+# down 20 s, the Lease held by another apply or a paused holder, the management cluster paused as
+# a revision fails, a cluster's records deleted, a second state with another record namespace;
+# about 10 minutes on each CLI's lane, hence the 20-minute bound;
 # TestAccModuleAssignment_flux*: two ordered modules and a join, per-cluster values, the same fault
 # tests) skip on the other fleets; here
-# they run on both CLIs, one after the other (they change the three clusters of this fleet),
-# except the tests marked for one lane, which run on one CLI each.
+# they run on each CLI on a Flux bed of that CLI's own (the tests change the three clusters of
+# their fleet, so two CLIs never share one), so that the two CLIs' runs go in two lanes side by
+# side; the tests marked for one lane run on one CLI each.
+#
+# flux_acc CLI-NAME CLI-PATH LANE [env assignments...]: LANE is GRADUAL_ACC_LANE=i/n, or
+# GRADUAL_ACC_LANE= for every test.
 flux_acc() {
-  stage "delivery through Flux: starting a test bed with Flux's controllers"
-  bed_up "$work/fleet-flux" --flux || return 1
-  local rc=0
-  # The tests marked acctest.OnOneLane (the Flux fault tests) run once: lane 0 with OpenTofu,
-  # lane 1 with Terraform; without Terraform, everything runs with OpenTofu.
-  local lane=()
-  [ -z "${GRADUAL_TERRAFORM:-}" ] || lane=(GRADUAL_ACC_LANE=0/2)
-  run_one internal/resources/rollout 10m '^TestAccRollout_flux' "${tofu_env[@]}" GRADUAL_TESTBED_DIR="$work/fleet-flux" \
-    TF_ACC_TERRAFORM_PATH="$GRADUAL_TOFU" "${lane[@]}" || rc=1
-  run_one internal/resources/moduleassignment 10m '^TestAccModuleAssignment_flux' "${tofu_env[@]}" \
-    GRADUAL_TESTBED_DIR="$work/fleet-flux" TF_ACC_TERRAFORM_PATH="$GRADUAL_TOFU" "${lane[@]}" || rc=1
-  if [ -n "${GRADUAL_TERRAFORM:-}" ]; then
-    run_one internal/resources/rollout 10m '^TestAccRollout_flux' GRADUAL_TESTBED_DIR="$work/fleet-flux" \
-      TF_ACC_TERRAFORM_PATH="$GRADUAL_TERRAFORM" GRADUAL_ACC_LANE=1/2 || rc=1
-    run_one internal/resources/moduleassignment 10m '^TestAccModuleAssignment_flux' GRADUAL_TESTBED_DIR="$work/fleet-flux" \
-      TF_ACC_TERRAFORM_PATH="$GRADUAL_TERRAFORM" GRADUAL_ACC_LANE=1/2 || rc=1
-  fi
-  "$testbed" down --dir "$work/fleet-flux" >&2 || true
+  local cli=$1 path=$2 lane=$3; shift 3
+  local dir="$work/fleet-flux-$cli" rc=0
+  stage "delivery through Flux, $cli: starting a test bed with Flux's controllers"
+  bed_up "$dir" --flux || return 1
+  run_one internal/resources/rollout 20m '^TestAccRollout_flux' "$@" GRADUAL_TESTBED_DIR="$dir" \
+    TF_ACC_TERRAFORM_PATH="$path" "$lane" || rc=1
+  run_one internal/resources/moduleassignment 10m '^TestAccModuleAssignment_flux' "$@" \
+    GRADUAL_TESTBED_DIR="$dir" TF_ACC_TERRAFORM_PATH="$path" "$lane" || rc=1
+  "$testbed" down --dir "$dir" >&2 || true
   return "$rc"
 }
 
@@ -230,7 +231,12 @@ if [ -n "${GRADUAL_TESTACC_SERIAL:-}" ] || [ -z "${GRADUAL_TERRAFORM:-}" ]; then
   capi_controllers
   capi_acc OpenTofu "$GRADUAL_TOFU" "${tofu_env[@]}"
   [ -z "${GRADUAL_TERRAFORM:-}" ] || capi_acc Terraform "$GRADUAL_TERRAFORM"
-  flux_acc
+  if [ -n "${GRADUAL_TERRAFORM:-}" ]; then
+    flux_acc OpenTofu "$GRADUAL_TOFU" GRADUAL_ACC_LANE=0/2 "${tofu_env[@]}"
+    flux_acc Terraform "$GRADUAL_TERRAFORM" GRADUAL_ACC_LANE=1/2
+  else
+    flux_acc OpenTofu "$GRADUAL_TOFU" GRADUAL_ACC_LANE= "${tofu_env[@]}"
+  fi
 else
   # Fleets start one after the other: side by side they race for free ports and CPU.
   up fleet-tofu
@@ -245,15 +251,17 @@ else
   # The tests marked acctest.OnOneLane (what the provider does to the fleet, not how a CLI drives
   # it) are spread over the two lanes; the CLI-specific ones run on both. A lane's fleet goes
   # down as soon as its acceptance tests are done, before the lane's next stage starts. After
-  # that the lanes are two queues of about equal length: the Cluster API stages of both CLIs
-  # form one chain (their fleets run one at a time), so they all go on the Terraform lane, and
-  # the Flux and scale beds (both CLIs each) on the OpenTofu lane.
+  # that each lane runs its CLI's Flux tests on a Flux bed of its own and its CLI's Cluster API
+  # stage; the Cluster API fleets run one at a time (the lock), so the Terraform lane takes its
+  # Cluster API stage first and the OpenTofu lane its Flux stage first, and the scale bed (both
+  # CLIs) ends the OpenTofu lane.
   tofu_lane() {
     local rc=0
     acc OpenTofu "$GRADUAL_TOFU" "$work/fleet-tofu" "${tofu_env[@]}" GRADUAL_ACC_LANE=0/2 &&
       GRADUAL_TESTBED_DIR="$work/fleet-tofu" tools/moduletest.sh || rc=1
     "$testbed" down --dir "$work/fleet-tofu" >&2 || true
-    flux_acc || rc=1
+    flux_acc OpenTofu "$GRADUAL_TOFU" GRADUAL_ACC_LANE=0/2 "${tofu_env[@]}" || rc=1
+    capi_acc OpenTofu "$GRADUAL_TOFU" "${tofu_env[@]}" GRADUAL_ACC_LANE=0/2 || rc=1
     scale_stage || rc=1
     return "$rc"
   }
@@ -262,7 +270,7 @@ else
     acc Terraform "$GRADUAL_TERRAFORM" "$work/fleet-terraform" GRADUAL_ACC_LANE=1/2 || rc=1
     "$testbed" down --dir "$work/fleet-terraform" >&2 || true
     capi_acc Terraform "$GRADUAL_TERRAFORM" GRADUAL_ACC_LANE=1/2 || rc=1
-    capi_acc OpenTofu "$GRADUAL_TOFU" "${tofu_env[@]}" GRADUAL_ACC_LANE=0/2 || rc=1
+    flux_acc Terraform "$GRADUAL_TERRAFORM" GRADUAL_ACC_LANE=1/2 || rc=1
     return "$rc"
   }
   lane OpenTofu tofu_lane

@@ -43,8 +43,9 @@ func (fluxEngine) goneReason(s *Service, ctx context.Context, namespace, name st
 	return s.goneReason(ctx, namespace, name, true) // judged by the Cluster alone
 }
 
-// markUnrecorded marks nothing: the records live in the management cluster, beside the ledger,
-// and are not lost with a workload cluster's.
+// markUnrecorded marks nothing here: the reader reads a cluster whose records in the management
+// cluster are gone while its Kustomization is still there as records-missing (fluxUnrecorded),
+// from what it read anyway.
 func (fluxEngine) markUnrecorded(*Service, context.Context, string, records.Key, *Observation, bool,
 	func(string) ([]*unstructured.Unstructured, error)) {
 }
@@ -151,6 +152,11 @@ func (e fluxEngine) reader(s *Service, ctx context.Context, namespace string, ke
 			return engine.TargetRecord{}, ClusterState{}, fmt.Errorf("read records: %w", err)
 		}
 		rec, st := clusterStateOf(state)
+		if holdsNothing(state) && flux.objects.Status(name).Exists {
+			st.State = StateRecordsMissing
+			st.Drift, err = e.fluxUnrecorded(s, ctx, namespace, key, name)
+			return rec, st, err
+		}
 		if drift && st.State == StateCurrent {
 			st.recorded = state.Current.Manifests // what the cluster got, for values-changed
 			if fluxDrift != "" {
@@ -159,6 +165,20 @@ func (e fluxEngine) reader(s *Service, ctx context.Context, namespace string, ke
 		}
 		return rec, st, nil
 	}, nil
+}
+
+// fluxUnrecorded is what the rollout's Kustomization on cluster applied (its inventory), read
+// when the cluster's records hold nothing of the rollout but the Kustomization is there: the
+// records were deleted from the management cluster (a cleanup of its record namespace) while Flux
+// keeps applying a revision. Read as pending, the cluster would take the next revision, and a
+// failure there would be restored to nothing: its Kustomization deleted, and Flux prunes what ran
+// before. So it is records-missing (unrecorded.go): held back until adopt = true.
+func (e fluxEngine) fluxUnrecorded(s *Service, ctx context.Context, namespace string, key records.Key, cluster string) ([]string, error) {
+	found, err := fluxdelivery.New(s.mgmt.Client, e.settings, key).Inventory(ctx, namespace, cluster)
+	if err != nil {
+		return nil, fmt.Errorf("read its Kustomization's inventory: %w", err)
+	}
+	return found, nil
 }
 
 // fluxPoll is how often the Flux engine reads a Kustomization while it waits, at first. A
@@ -476,6 +496,14 @@ func (e fluxEngine) remove(s *Service, ctx context.Context, spec Spec, name stri
 		orphan = true
 	}
 	d := fluxdelivery.New(s.mgmt.Client, e.settings, spec.Key)
+	if gone == "" && holdsNothing(state) {
+		// No record of the rollout here, in this record namespace: what its Kustomization (if
+		// any) applies was never recorded by this state, as when delivering directly, where such
+		// a cluster has nothing to delete. Its records were deleted, or it is another state's
+		// (the Kustomization is named after the rollout alone, whatever the record namespace);
+		// deleting it would have Flux prune what runs there.
+		return fluxUnrecordedNote(ctx, d, spec, name)
+	}
 	if err := d.Remove(ctx, spec.ClusterNamespace, name, fluxPoll, orphan); err != nil {
 		return "", err
 	}
@@ -486,6 +514,18 @@ func (e fluxEngine) remove(s *Service, ctx context.Context, spec Spec, name stri
 		return "", nil
 	}
 	return fluxKeptNote(name, state), nil
+}
+
+// fluxUnrecordedNote says that the Kustomization of spec's rollout on cluster, if there is one, is
+// left in place by a removal that finds no record of it.
+func fluxUnrecordedNote(ctx context.Context, d *fluxdelivery.Delivery, spec Spec, cluster string) (string, error) {
+	st, err := d.Read(ctx, spec.ClusterNamespace, cluster)
+	if err != nil || !st.Exists {
+		return "", err
+	}
+	return fmt.Sprintf("%s: its Kustomization %s/%s is left in place, with what Flux applies through it: there is no record of %s "+
+		"for the cluster in record namespace %s (records missing, or another state's rollout), so removing it could prune what "+
+		"runs there", cluster, spec.ClusterNamespace, fluxdelivery.ObjectName(spec.Key, cluster), spec.Key.Describe(), spec.RecordNamespace), nil
 }
 
 // fluxKeptNote says which objects of the revisions a cluster's records hold Flux left in place

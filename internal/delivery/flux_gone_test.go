@@ -60,6 +60,16 @@ func TestFluxDestroyRemovesDeletedClusters(t *testing.T) {
 	if err := w.Apply(ctx, "c1", "r1"); err != nil {
 		t.Fatal(err)
 	}
+	// Its records, as a run that pinned it leaves them (a Kustomization the rollout has no record
+	// of is left alone: TestFluxDestroyLeavesUnrecordedKustomizations).
+	canonical, err := w.spec.Objects.Canonical()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.svc.fluxStore(w.spec.RecordNamespace).MarkProvisioning(ctx, FluxRecordKey(w.spec.Key, "c1"),
+		records.Revision{Revision: "r1", Manifests: canonical}); err != nil {
+		t.Fatal(err)
+	}
 	if err := w.svc.managementStore(w.spec.RecordNamespace).SaveProgress(ctx, w.spec.Key, records.Progress{Phase: records.PhaseSucceeded, Placed: []string{"c1"}}); err != nil {
 		t.Fatal(err)
 	}

@@ -32,7 +32,9 @@ import (
 // are taken over as pre-existing, recorded adopted with their content as found, so a failing
 // revision puts them back as they were instead of deleting them, and prune and destroy give
 // them back rather than delete them. Flux mode keeps the records in the management cluster,
-// so a workload cluster's record namespace does not hold them: it is not checked.
+// so a workload cluster's record namespace does not hold them and is not checked; there the
+// evidence is the rollout's Kustomization for the cluster, still there when the cluster's
+// records in the management cluster are gone (fluxEngine.fluxUnrecorded).
 
 // holdsNothing reports whether state has no readable record of the rollout.
 func holdsNothing(state *records.State) bool {
@@ -59,8 +61,8 @@ func RecordsMissingReason(found []string) string {
 	if len(found) > 0 {
 		what = fmt.Sprintf("%s of this rollout, e.g. %s", countNoun(len(found), "object", "objects"), found[0])
 	}
-	return "records missing: holds " + what + " under its field manager, but no record of it (its record namespace was " +
-		"deleted, or the cluster restored without it), so what runs there is unknown; held back: nothing is applied, pruned " +
+	return "records missing: holds " + what + " under its field manager (through Flux: in its Kustomization's inventory), but " +
+		"no record of it (its records were deleted, or the cluster restored without them), so what runs there is unknown; held back: nothing is applied, pruned " +
 		"or deleted there until adopt = true is set in the configuration, which takes them over as pre-existing (a failed " +
 		"revision then puts them back as they are now)"
 }
@@ -101,7 +103,7 @@ func (s *Service) unrecorded(ctx context.Context, namespace string, key records.
 // the check to the clusters earlier runs changed (obs.Placed): a refresh reads no objects of a
 // cluster the rollout never reached (one waiting for a later stage), while plan and apply, which
 // decide what to change, check every cluster whose records hold nothing. Flux mode checks
-// nothing (its records are not in the workload clusters).
+// no workload cluster (its records are not there): its reader marks them (fluxUnrecorded).
 func (s *Service) markUnrecorded(ctx context.Context, namespace string, key records.Key, obs *Observation, placedOnly bool,
 	objectsFor func(string) ([]*unstructured.Unstructured, error)) {
 	s.engine.markUnrecorded(s, ctx, namespace, key, obs, placedOnly, objectsFor)

@@ -3,8 +3,10 @@ package fluxdelivery
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -79,4 +81,27 @@ func inventoryIdentity(id string) (manifest.Identity, bool) {
 		return manifest.Identity{}, false
 	}
 	return manifest.Identity{Namespace: parts[0], Name: parts[1], Group: parts[2], Kind: parts[3]}, true
+}
+
+// Inventory lists the objects the rollout's Kustomization on cluster applied (its
+// status.inventory), as messages name them ("ConfigMap demo/settings"), sorted; none when it has
+// no inventory or is gone.
+func (d *Delivery) Inventory(ctx context.Context, namespace, cluster string) ([]string, error) {
+	ks := d.object(KustomizationKind, namespace, cluster)
+	if err := d.mgmt.Get(ctx, client.ObjectKeyFromObject(ks), ks); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, nil
+		}
+		return nil, err
+	}
+	entries, _, _ := unstructured.NestedSlice(ks.Object, "status", "inventory", "entries")
+	var out []string
+	for _, e := range entries {
+		entry, _ := e.(map[string]any)
+		if id, ok := inventoryIdentity(fmt.Sprint(entry["id"])); ok {
+			out = append(out, id.String())
+		}
+	}
+	slices.Sort(out)
+	return out, nil
 }

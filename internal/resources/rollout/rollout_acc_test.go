@@ -525,11 +525,19 @@ func TestAccRollout_orphan(t *testing.T) {
 // say) is taken over after the Lease's duration.
 func TestAccRollout_lease(t *testing.T) {
 	acctest.OnOneLane(t, 0)
-	f := acctest.Fleet(t)
+	testLease(t, directEngine)
+}
+
+// TestAccRollout_fluxContract_lease: the same through Flux (the Lease is in the management
+// cluster on both engines).
+func TestAccRollout_fluxContract_lease(t *testing.T) { testLease(t, fluxEngine) }
+
+func testLease(t *testing.T, e engineUnderTest) {
+	f := e.fleet(t)
 	name := acctest.UniqueLabel("lease")
 	v1 := app(name, "v1", false, "")
 	key := records.Key{Kind: "rollout", Namespace: f.Namespace, Name: name}
-	config := rolloutConfig(f, name, `clusters = ["staging-eu-1"]`, v1, "")
+	config := rolloutConfig(f, name, `clusters = ["staging-eu-1"]`, v1, e.withDelivery(f, name, ""))
 	renewing, cancelRenewing := context.WithCancel(context.Background())
 	var renewer sync.WaitGroup
 	stopRenewing := func() { cancelRenewing(); renewer.Wait() }
@@ -561,6 +569,10 @@ func TestAccRollout_lease(t *testing.T) {
 				// (15 s here, to keep the test short) while the apply watches, and is taken over.
 				PreConfig: func() {
 					stopRenewing()
+					// The refused apply delivered nothing.
+					if err := expectConfigMap(f, "staging-eu-1", name, "settings", false); err != nil {
+						t.Fatalf("the apply refused for the Lease: %v", err)
+					}
 					time.Sleep(2 * time.Second) // the renewer's last write
 					plantLease(t, f, key, "killed-apply/pid-7", time.Now().Add(-time.Hour), 15)
 					planted = time.Now()
@@ -570,7 +582,14 @@ func TestAccRollout_lease(t *testing.T) {
 					if waited := time.Since(planted); waited < 15*time.Second {
 						return fmt.Errorf("took the killed holder's Lease over after %s, before its 15 s duration", waited.Round(time.Second))
 					}
-					return nil
+					st, err := e.records(t, f, "staging-eu-1", records.DefaultNamespace, key)
+					if err != nil {
+						return err
+					}
+					if st.Provisioning != nil || st.Current == nil || st.Current.Revision != e.revision(t, f, name, v1) {
+						return fmt.Errorf("records %+v after the takeover, want current on v1", st)
+					}
+					return expectDeployment(f, []string{"staging-eu-1"}, name, "v1", true)
 				},
 			},
 		},

@@ -302,3 +302,90 @@ resource "gradual_rollout" "copy" {
 		},
 	})
 }
+
+// A second state creating the rollout again with another record_namespace (a copied workspace
+// whose record namespace was changed) finds no records there, but the rollout's objects in the
+// cluster (delivering directly, under its field manager; through Flux, its Kustomization, which
+// has the same name whatever the record namespace): the cluster is records-missing and held
+// back, so the copy changes nothing there. Removing the copy (its destroy) leaves the original's
+// app, records and, through Flux, its Kustomization as they were.
+func TestAccRollout_secondStateOtherRecordNamespace(t *testing.T) {
+	acctest.OnOneLane(t, 0)
+	testSecondStateOtherRecordNamespace(t, directEngine)
+}
+
+// TestAccRollout_fluxContract_secondStateOtherRecordNamespace: the same through Flux.
+func TestAccRollout_fluxContract_secondStateOtherRecordNamespace(t *testing.T) {
+	testSecondStateOtherRecordNamespace(t, fluxEngine)
+}
+
+func testSecondStateOtherRecordNamespace(t *testing.T, e engineUnderTest) {
+	f := e.fleet(t)
+	const cluster = "staging-eu-1"
+	name := acctest.UniqueLabel("copyns")
+	key := records.Key{Kind: "rollout", Namespace: f.Namespace, Name: name}
+	v1, v2 := app(name, "v1", false, ""), app(name, "v2", false, "")
+	one := rolloutConfig(f, name, `clusters = ["`+cluster+`"]`, v1, e.withDelivery(f, name, ""))
+	two := one + fmt.Sprintf(`
+resource "gradual_rollout" "copy" {
+  name             = %q
+  namespace        = %q
+  clusters         = [%q]
+  record_namespace = "%s-records"
+  manifests        = <<-EOT
+%s  EOT
+  %s}
+`, name, f.Namespace, cluster, name, indent(v2), e.delivery(f, name))
+	var before map[string]string
+	// untouched checks that the original still runs v1 on cluster, as its records say, and
+	// that nothing of it was written since before.
+	untouched := func(*terraform.State) error {
+		if err := expectDeployment(f, []string{cluster}, name, "v1", true); err != nil {
+			return err
+		}
+		st, err := e.records(t, f, cluster, records.DefaultNamespace, key)
+		if err != nil {
+			return err
+		}
+		if st.Provisioning != nil || st.Current == nil || st.Current.Revision != e.revision(t, f, name, v1) {
+			return fmt.Errorf("records %+v, want current on v1 and nothing in flight", st)
+		}
+		after := rolloutVersions(t, e, f, []string{cluster}, key)
+		for obj, v := range before {
+			if after[obj] != v {
+				return fmt.Errorf("%s changed by the copy: resourceVersion %s → %q", obj, v, after[obj])
+			}
+		}
+		return nil
+	}
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: acctest.ProviderFactories,
+		Steps: []resource.TestStep{
+			{Config: one, Check: func(*terraform.State) error {
+				before = rolloutVersions(t, e, f, []string{cluster}, key)
+				return nil
+			}},
+			{
+				Config: two,
+				// The copy still has the cluster to do, held back at every plan: delivering directly
+				// the plan after shows that update again; through Flux it is empty. Either way
+				// nothing is changed (untouched).
+				ExpectNonEmptyPlan: e.name == directEngine.name,
+				Check: func(s *terraform.State) error {
+					// The copy says why it left the cluster alone: records missing.
+					copied := s.RootModule().Resources["gradual_rollout.copy"]
+					if copied == nil {
+						return fmt.Errorf("no gradual_rollout.copy in state")
+					}
+					attention, skipped := copied.Primary.Attributes["attention."+cluster], copied.Primary.Attributes["skipped."+cluster]
+					t.Logf("the copy: attention %q, skipped %q", attention, skipped)
+					if !strings.HasPrefix(attention, "records missing") && !strings.HasPrefix(skipped, "records missing") {
+						return fmt.Errorf("the copy's attention %q, skipped %q: want %s records-missing", attention, skipped, cluster)
+					}
+					return untouched(s)
+				},
+			},
+			{Config: one, Check: untouched},
+		},
+	})
+}

@@ -6,8 +6,13 @@ import (
 	"strings"
 	"testing"
 
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
 	"github.com/gradual-dev/terraform-provider-gradual/internal/acctest"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/delivery"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/fluxdelivery"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/records"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/testbed"
 )
@@ -29,6 +34,10 @@ type engineUnderTest struct {
 	revision func(t *testing.T, f *testbed.Fleet, name, manifests string) string
 	// records reads cluster's records of key in recordNamespace.
 	records func(t *testing.T, f *testbed.Fleet, cluster, recordNamespace string, key records.Key) (*records.State, error)
+	// owned maps what the engine keeps for rollout key on clusters (its records, and through Flux
+	// its Flux objects) to a version that any write of it changes: the resourceVersion, or the
+	// generation where a controller writes the status.
+	owned func(t *testing.T, f *testbed.Fleet, clusters []string, key records.Key) map[string]string
 }
 
 var (
@@ -39,6 +48,15 @@ var (
 		revision: func(t *testing.T, _ *testbed.Fleet, _, manifests string) string { return revisionOf(t, manifests) },
 		records: func(t *testing.T, f *testbed.Fleet, cluster, recordNamespace string, key records.Key) (*records.State, error) {
 			return records.NewWorkloadStore(workloadClient(t, f, cluster), recordNamespace).Load(context.Background(), key)
+		},
+		// The management cluster's records and each cluster's own.
+		owned: func(t *testing.T, f *testbed.Fleet, clusters []string, key records.Key) map[string]string {
+			out := map[string]string{}
+			recordVersions(t, out, "management", managementClient(t, f), key)
+			for _, c := range clusters {
+				recordVersions(t, out, c, workloadClient(t, f, c), key)
+			}
+			return out
 		},
 	}
 	fluxEngine = engineUnderTest{
@@ -56,6 +74,29 @@ var (
 				return nil, err
 			}
 			return records.NewWorkloadStore(mc, recordNamespace).Load(context.Background(), delivery.FluxRecordKey(key, cluster))
+		},
+		// Every record in the management cluster (the rollout's and each cluster's), and each
+		// cluster's Kustomization and OCIRepository by generation (kustomize-controller and
+		// source-controller write their status).
+		owned: func(t *testing.T, f *testbed.Fleet, clusters []string, key records.Key) map[string]string {
+			out := map[string]string{}
+			mc := managementClient(t, f)
+			keys := []records.Key{key}
+			for _, c := range clusters {
+				keys = append(keys, delivery.FluxRecordKey(key, c))
+			}
+			recordVersions(t, out, "management", mc, keys...)
+			for _, c := range clusters {
+				for _, gvk := range []schema.GroupVersionKind{fluxdelivery.KustomizationKind, fluxdelivery.OCIRepositoryKind} {
+					o := &unstructured.Unstructured{}
+					o.SetGroupVersionKind(gvk)
+					if err := mc.Get(context.Background(), client.ObjectKey{Namespace: f.Namespace, Name: fluxdelivery.ObjectName(key, c)}, o); err != nil {
+						t.Fatalf("%s: %s: %v", c, gvk.Kind, err)
+					}
+					out[fmt.Sprintf("management: %s %s/%s generation", gvk.Kind, o.GetNamespace(), o.GetName())] = fmt.Sprint(o.GetGeneration())
+				}
+			}
+			return out
 		},
 	}
 )
@@ -89,4 +130,13 @@ func (e engineUnderTest) withDeliveryHCL(f *testbed.Fleet, name, config string) 
 		panic("withDeliveryHCL: no gradual_rollout.test block")
 	}
 	return strings.Replace(config, block, block+"  "+d, 1)
+}
+
+func managementClient(t *testing.T, f *testbed.Fleet) client.Client {
+	t.Helper()
+	mc, err := f.ManagementClient()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return mc
 }

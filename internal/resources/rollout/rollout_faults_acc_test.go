@@ -461,12 +461,17 @@ func testKilledMidApply(t *testing.T, e engineUnderTest) {
 // exits first or nothing happens within timeout.
 func waitApplied(t *testing.T, f *testbed.Fleet, key records.Key, cluster, revision, version string, p *cliProcess, timeout time.Duration) {
 	t.Helper()
+	waitAppliedBy(t, directEngine, f, key, cluster, revision, version, p, timeout)
+}
+
+// waitAppliedBy is waitApplied for engine e (whose records say where the cluster is).
+func waitAppliedBy(t *testing.T, e engineUnderTest, f *testbed.Fleet, key records.Key, cluster, revision, version string, p *cliProcess, timeout time.Duration) {
+	t.Helper()
 	c := workloadClient(t, f, cluster)
-	store := records.NewWorkloadStore(c, records.DefaultNamespace)
 	deadline := time.Now().Add(timeout)
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		st, err := store.Summary(ctx, key)
+		st, err := e.records(t, f, cluster, records.DefaultNamespace, key)
 		var d appsv1.Deployment
 		if err == nil && st.Provisioning != nil && st.Provisioning.Revision == revision &&
 			c.Get(ctx, client.ObjectKey{Namespace: key.Name, Name: "web"}, &d) == nil &&

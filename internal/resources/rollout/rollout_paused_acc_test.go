@@ -29,12 +29,25 @@ import (
 // record and every object of the rollout, before and after the first resumes.
 func TestAccRollout_pausedHolderMakesNoWrite(t *testing.T) {
 	acctest.OnOneLane(t, 1) // the Lease's fencing, not how a CLI drives the provider
-	f := acctest.Fleet(t)
+	testPausedHolderMakesNoWrite(t, directEngine)
+}
+
+// TestAccRollout_fluxContract_pausedHolderMakesNoWrite: the same through Flux. The paused
+// holder's cluster in flight is one whose Kustomization it pinned; the second apply's run
+// pins it again, and the resumed holder must neither re-pin any Kustomization (a restore
+// would take that cluster back) nor write a record in the management cluster.
+func TestAccRollout_fluxContract_pausedHolderMakesNoWrite(t *testing.T) {
+	acctest.OnOneLane(t, 0) // the Lease's fencing, not how a CLI drives the provider
+	testPausedHolderMakesNoWrite(t, fluxEngine)
+}
+
+func testPausedHolderMakesNoWrite(t *testing.T, e engineUnderTest) {
+	f := e.fleet(t)
 	first := newCLIRun(t)
 	name := acctest.UniqueLabel("paused")
 	clusters := []string{"prod-eu-1", "prod-us-1", "staging-eu-1"}
 	v1, v2 := app(name, "v1", false, ""), slowReady(app(name, "v2", false, ""), interruptMinReady)
-	rev2 := revisionOf(t, v2)
+	rev2 := e.revision(t, f, name, v2)
 	key := records.Key{Kind: "rollout", Namespace: f.Namespace, Name: name}
 	second := newCLIRun(t)
 	t.Cleanup(func() {
@@ -46,7 +59,7 @@ func TestAccRollout_pausedHolderMakesNoWrite(t *testing.T) {
 	})
 	const lease = 15 * time.Second
 	config := func(manifests string) string {
-		return strings.Replace(interruptConfig(f, name, manifests), "provider \"gradual\" {\n",
+		return strings.Replace(e.withDeliveryHCL(f, name, interruptConfig(f, name, manifests)), "provider \"gradual\" {\n",
 			fmt.Sprintf("provider \"gradual\" {\n  lease_duration = %q\n", lease), 1)
 	}
 
@@ -84,7 +97,7 @@ func TestAccRollout_pausedHolderMakesNoWrite(t *testing.T) {
 	if err := expectDeployment(f, clusters, name, "v2", true); err != nil {
 		t.Fatalf("after the second apply: %v", err)
 	}
-	before := rolloutVersions(t, f, clusters, key)
+	before := rolloutVersions(t, e, f, clusters, key)
 
 	// The first resumes: it must find its Lease lost and write nothing.
 	if err := syscall.Kill(-p.cmd.Process.Pid, syscall.SIGCONT); err != nil {
@@ -98,7 +111,7 @@ func TestAccRollout_pausedHolderMakesNoWrite(t *testing.T) {
 	if !regexp.MustCompile(`Lease Lost|lease lost`).MatchString(res.output) {
 		t.Error("the resumed apply does not say it lost its Lease")
 	}
-	after := rolloutVersions(t, f, clusters, key)
+	after := rolloutVersions(t, e, f, clusters, key)
 	for obj, v := range before {
 		if after[obj] != v {
 			t.Errorf("%s changed after the paused holder resumed: resourceVersion %s → %q", obj, v, after[obj])
@@ -124,52 +137,25 @@ func TestAccRollout_pausedHolderMakesNoWrite(t *testing.T) {
 	}
 }
 
-// rolloutVersions maps every object of the rollout key — its record Secrets in the management
-// cluster and in each cluster, and the objects of its bundle (in namespace key.Name) — to its
+// rolloutVersions maps every object of the rollout key — what engine e keeps for it
+// (e.owned), and the objects of its bundle (in namespace key.Name) in each cluster — to its
 // resourceVersion (a Deployment to its generation).
-func rolloutVersions(t *testing.T, f *testbed.Fleet, clusters []string, key records.Key) map[string]string {
+func rolloutVersions(t *testing.T, e engineUnderTest, f *testbed.Fleet, clusters []string, key records.Key) map[string]string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	out := map[string]string{}
-	add := func(where string, objs []client.Object) {
-		for _, o := range objs {
-			out[fmt.Sprintf("%s: %T %s/%s", where, o, o.GetNamespace(), o.GetName())] = o.GetResourceVersion()
-		}
-	}
-	list := func(where string, c client.Client) {
-		var secrets corev1.SecretList
-		if err := c.List(ctx, &secrets, client.InNamespace(records.DefaultNamespace)); err != nil {
-			t.Fatalf("%s: list records: %v", where, err)
-		}
-		var objs []client.Object
-		for i := range secrets.Items {
-			if secrets.Items[i].Annotations[records.AnnotationRolloutKey] == key.String() {
-				objs = append(objs, &secrets.Items[i])
-			}
-		}
-		if len(objs) == 0 {
-			t.Fatalf("%s: no record of %s", where, key)
-		}
-		add(where, objs)
-	}
-	mc, err := f.ManagementClient()
-	if err != nil {
-		t.Fatal(err)
-	}
-	list("management", mc)
+	out := e.owned(t, f, clusters, key)
 	for _, cluster := range clusters {
 		c, err := f.WorkloadClient(cluster)
 		if err != nil {
 			t.Fatal(err)
 		}
-		list(cluster, c)
 		var cms corev1.ConfigMapList
 		if err := c.List(ctx, &cms, client.InNamespace(key.Name)); err != nil {
 			t.Fatalf("%s: %v", cluster, err)
 		}
 		for i := range cms.Items {
-			add(cluster, []client.Object{&cms.Items[i]})
+			out[objectAt(cluster, &cms.Items[i])] = cms.Items[i].ResourceVersion
 		}
 		// A Deployment's status changes with its pods: its generation counts writes of its spec.
 		var ds appsv1.DeploymentList
@@ -184,4 +170,34 @@ func rolloutVersions(t *testing.T, f *testbed.Fleet, clusters []string, key reco
 		t.Fatal("found nothing of the rollout to compare")
 	}
 	return out
+}
+
+func objectAt(where string, o client.Object) string {
+	return fmt.Sprintf("%s: %T %s/%s", where, o, o.GetNamespace(), o.GetName())
+}
+
+// recordVersions maps the record Secrets of the rollouts keys in the record namespace c
+// reaches (where names it) to their resourceVersions; it fails the test if there are none.
+func recordVersions(t *testing.T, out map[string]string, where string, c client.Client, keys ...records.Key) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var secrets corev1.SecretList
+	if err := c.List(ctx, &secrets, client.InNamespace(records.DefaultNamespace)); err != nil {
+		t.Fatalf("%s: list records: %v", where, err)
+	}
+	want := map[string]bool{}
+	for _, k := range keys {
+		want[k.String()] = true
+	}
+	n := 0
+	for i := range secrets.Items {
+		if want[secrets.Items[i].Annotations[records.AnnotationRolloutKey]] {
+			out[objectAt(where, &secrets.Items[i])] = secrets.Items[i].ResourceVersion
+			n++
+		}
+	}
+	if n == 0 {
+		t.Fatalf("%s: no record of %v", where, keys)
+	}
 }

@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/gradual-dev/terraform-provider-gradual/internal/acctest"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/delivery"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/records"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/testbed"
 )
@@ -127,4 +128,103 @@ func recordsIn(t *testing.T, f *testbed.Fleet, cluster, ns, name string) *record
 		t.Fatal(err)
 	}
 	return st
+}
+
+// TestAccRollout_fluxContract_recordsMissingAreUnknown: the same through Flux, where a cluster's
+// records are kept in the management cluster's record namespace (delivery.FluxRecordKey): those
+// of prod-eu-1 are deleted there (a cleanup of Secrets) while v1 runs on it, and its
+// Kustomization, still pinned to v1, says what runs there. prod-eu-1 is records-missing, held
+// back and left out of the waves, so Flux keeps running v1 there (a restore to nothing would
+// delete the Kustomization, and Flux would prune the app); prod-us-1 fails and is re-pinned to
+// v1. Then `adopt = true` records prod-eu-1 again.
+func TestAccRollout_fluxContract_recordsMissingAreUnknown(t *testing.T) {
+	e := fluxEngine
+	f := e.fleet(t)
+	name := acctest.UniqueLabel("lostrec")
+	recordNS := name + "-records"
+	key := records.Key{Kind: "rollout", Namespace: f.Namespace, Name: name}
+	v1, v2 := app(name, "v1", false, ""), app(name, "v2", true, "only-in-v2")
+	rev1 := e.revision(t, f, name, v1)
+	extra := e.withDelivery(f, name, fmt.Sprintf("update_limit = \"1\"\n  record_namespace = %q", recordNS))
+	both := []string{"prod-eu-1", "prod-us-1"}
+	targets := `clusters = ["prod-eu-1", "prod-us-1"]`
+	var pinned map[string]string
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: acctest.ProviderFactories,
+		Steps: []resource.TestStep{
+			{Config: rolloutConfig(f, name, targets, v1, extra)},
+			{
+				PreConfig: func() {
+					pinned = acctest.FluxPins(t, f, key, both)
+					deleteFluxRecords(t, f, recordNS, delivery.FluxRecordKey(key, "prod-eu-1"))
+				},
+				Config: rolloutConfig(f, name, targets, v2, extra),
+				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
+					attentionBefore{cluster: "prod-eu-1", want: []string{"records missing", "held back", "adopt = true"}},
+					plancheck.ExpectKnownValue("gradual_rollout.test", tfjsonpath.New("waves"), knownvalue.StringExact("1 wave of 1 cluster")),
+				}},
+				ExpectError: regexp.MustCompile(`(?s)Rollout Failed.*prod-us-1`),
+			},
+			{
+				// prod-eu-1 still runs v1, pinned as before (never re-pinned, never let go of);
+				// prod-us-1 failed and is back on v1.
+				PreConfig: func() {
+					if err := expectDeployment(f, both, name, "v1", true); err != nil {
+						t.Fatal(err)
+					}
+					for _, c := range both {
+						if err := expectConfigMap(f, c, name, "only-in-v2", false); err != nil {
+							t.Fatal(err)
+						}
+					}
+					// prod-us-1's restore re-pins v1 from its records (an artifact tagged of its own);
+					// prod-eu-1 was never re-pinned at all.
+					if now := acctest.FluxPins(t, f, key, both); now["prod-eu-1"] != pinned["prod-eu-1"] {
+						t.Fatalf("prod-eu-1 pinned to %s after the failed apply, want %s (v1, never re-pinned)", now["prod-eu-1"], pinned["prod-eu-1"])
+					}
+					st, err := e.records(t, f, "prod-eu-1", recordNS, key)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if st.Current != nil || st.Provisioning != nil || len(st.Invalid) != 0 {
+						t.Fatalf("prod-eu-1 records %+v: want none written while it was held back", st)
+					}
+				},
+				Config: rolloutConfig(f, name, targets, v1, extra+"\n  adopt = true"),
+				Check: func(*terraform.State) error {
+					st, err := e.records(t, f, "prod-eu-1", recordNS, key)
+					if err != nil {
+						return err
+					}
+					if st.Current == nil || st.Current.Revision != rev1 || st.Provisioning != nil {
+						return fmt.Errorf("prod-eu-1 records %+v: want current on v1", st)
+					}
+					return expectDeployment(f, both, name, "v1", true)
+				},
+			},
+		},
+	})
+}
+
+// deleteFluxRecords deletes the record Secrets of key in the management cluster's record
+// namespace ns, as a cleanup would.
+func deleteFluxRecords(t *testing.T, f *testbed.Fleet, ns string, key records.Key) {
+	t.Helper()
+	mc := managementClient(t, f)
+	var secrets corev1.SecretList
+	if err := mc.List(context.Background(), &secrets, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for i := range secrets.Items {
+		if secrets.Items[i].Annotations[records.AnnotationRolloutKey] == key.String() {
+			if err := mc.Delete(context.Background(), &secrets.Items[i]); err != nil {
+				t.Fatal(err)
+			}
+			n++
+		}
+	}
+	if n == 0 {
+		t.Fatalf("no record of %s in %s to delete", key, ns)
+	}
 }

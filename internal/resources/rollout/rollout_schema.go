@@ -169,7 +169,10 @@ func (r *rolloutResource) Schema(ctx context.Context, _ resource.SchemaRequest, 
 					"but holds objects of `manifests` under this rollout's own field manager is `records-missing` in `summary` and `attention` (with the objects found), " +
 					"and apply holds it back (skipped): nothing there is applied, pruned, deleted or restored to nothing, since what runs there is unknown. " +
 					"Writing `adopt = true` in the configuration (the default alone does not) is the opt-in: those objects are taken over as adopted, with their content as found, " +
-					"so a failing revision puts them back as they are instead of deleting them, and prune and destroy give them back.",
+					"so a failing revision puts them back as they are instead of deleting them, and prune and destroy give them back. " +
+					"Through Flux the records are in the management cluster: a cluster whose records there are gone while the rollout's Kustomization for it is " +
+					"still there is `records-missing` likewise (the objects found are the Kustomization's inventory); there `adopt = true` records the cluster again " +
+					"on the revision apply pins, without recording the objects adopted (Flux's inventory decides what Flux prunes).",
 			},
 			"retry_invalid":      shared.RetryInvalidAttribute(changeText),
 			"paused":             pausedAttribute(),
