@@ -6,18 +6,32 @@ package moduleassignment
 import (
 	"context"
 
+	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
 
+	"github.com/gradual-dev/terraform-provider-gradual/internal/assignment"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/fleet"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/shared"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/window"
 )
 
 var pathModules = path.Root("modules")
 
 // New returns the resource.
-func New() resource.Resource { return &assignmentResource{} }
+func New() resource.Resource {
+	r := &assignmentResource{}
+	r.Ops, r.TypeSuffix, r.Noun, r.ImportExample = r, "_module_assignment", "assignment", "fleet/cni"
+	r.Failed = shared.FailedCreate{Title: "Module Assignment Not Saved In State",
+		Detail: "The assignment failed before it completed, so it is not saved in the Terraform state. Every change it made is recorded in the clusters and bindings; the next apply continues from them."}
+	return r
+}
 
-type assignmentResource struct{ shared.Configured }
+// assignmentResource runs through the engine's shared lifecycle (shared.Lifecycle); its
+// shared.EngineOps are in moduleassignment_crud.go.
+type assignmentResource struct {
+	shared.Lifecycle[Model, *Model, assignment.Spec]
+}
 
 var (
 	_ resource.ResourceWithConfigure      = (*assignmentResource)(nil)
@@ -27,15 +41,6 @@ var (
 	_ resource.ResourceWithUpgradeState   = (*assignmentResource)(nil)
 )
 
-func (r *assignmentResource) Metadata(_ context.Context, req resource.MetadataRequest, resp *resource.MetadataResponse) {
-	resp.TypeName = req.ProviderTypeName + "_module_assignment"
-}
-
-// ImportState takes `namespace/name`; Read then fills everything from the records.
-func (r *assignmentResource) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
-	shared.ImportNamespaceName(ctx, req, resp, "assignment", "fleet/cni")
-}
-
 // UpgradeState upgrades states from before schema version 1, whose `waves` held lists of counts
 // per module, to `waves` as text, and from before version 2, whose `objects` held YAML, to JSON
 // (shared.Upgraders).
@@ -43,4 +48,14 @@ func (r *assignmentResource) UpgradeState(ctx context.Context) map[int64]resourc
 	var resp resource.SchemaResponse
 	r.Schema(ctx, resource.SchemaRequest{}, &resp)
 	return shared.Upgraders("gradual_module_assignment", resp.Schema, true)
+}
+
+// EngineSpec and EngineQuery map the model to the engine (shared.EngineModel).
+func (m *Model) EngineSpec(ctx context.Context) (assignment.Spec, diag.Diagnostics) {
+	return m.spec(ctx)
+}
+
+// EngineQuery: see EngineSpec.
+func (m *Model) EngineQuery(ctx context.Context, fallback *window.Window) (fleet.Query, diag.Diagnostics) {
+	return m.query(ctx, fallback)
 }

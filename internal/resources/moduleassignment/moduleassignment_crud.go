@@ -7,9 +7,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/terraform-plugin-framework/diag"
-	"github.com/hashicorp/terraform-plugin-framework/resource"
 	"github.com/hashicorp/terraform-plugin-framework/types"
-	"github.com/hashicorp/terraform-plugin-log/tflog"
 
 	"github.com/gradual-dev/terraform-provider-gradual/internal/assignment"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/delivery"
@@ -19,47 +17,20 @@ import (
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/shared"
 )
 
-// Create applies the assignment. As for rollouts (see shared.Create), a failed Create saves no
-// state: the records and bindings keep what was applied, and the next Create continues from them.
-func (r *assignmentResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
-	create := func(ctx context.Context, timeout time.Duration, plan *Model, diags *diag.Diagnostics) bool {
-		return r.apply(ctx, timeout, plan, diags, true)
-	}
-	shared.Create(ctx, req, resp, create, shared.FailedCreate{Title: "Module Assignment Not Saved In State",
-		Detail: "The assignment failed before it completed, so it is not saved in the Terraform state. Every change it made is recorded in the clusters and bindings; the next apply continues from them."})
-}
-
-// Update applies the assignment; its state is saved even on failure (see shared.Update).
-func (r *assignmentResource) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
-	update := func(ctx context.Context, timeout time.Duration, plan *Model, diags *diag.Diagnostics) bool {
-		return r.apply(ctx, timeout, plan, diags, false)
-	}
-	shared.Update(ctx, req, resp, update)
-}
-
-// apply runs the assignment and fills plan's computed attributes from the outcome. create says it
-// is the resource's Create, which refuses an assignment a Terraform state holds already.
-func (r *assignmentResource) apply(ctx context.Context, timeout time.Duration, plan *Model, diags *diag.Diagnostics, create bool) bool {
-	if r.Data == nil {
-		diags.AddError("Provider Not Configured", diagnostics.UnconfiguredProvider)
-		return false
-	}
-	spec, query, svc, ok := r.prepareApply(ctx, plan, diags)
-	if !ok {
-		return false
-	}
+// ApplyPlan runs the assignment and fills plan's computed attributes from the outcome (see
+// shared.EngineOps). As for rollouts, a failed Create saves no state: the records and bindings
+// keep what was applied, and the next Create continues from them.
+func (r *assignmentResource) ApplyPlan(ctx context.Context, plan *Model, e shared.Engine[assignment.Spec], diags *diag.Diagnostics, create bool) bool {
+	spec, query, svc := e.Spec, e.Query, e.Svc
 	// The waves the plan showed are the waves apply carries out: their clusters come with the
 	// plan's private state (none when the plan could not plan them, e.g. on create).
 	waves, leaving := plan.private.PlannedWaves, plan.private.PlannedLeaving
 	plan.private.PlannedWaves, plan.private.PlannedLeaving = nil, nil // carried out once
 	config, d := plan.configRecord(ctx)
 	diags.Append(d...)
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
 	res, err := runChecked(ctx, svc, assignment.RunRequest{
 		Spec: spec, Query: query, Planned: flatten(waves), PlannedKnown: waves != nil, Waves: waves, Config: config,
-		Leaving: leaving, Create: create, ImportHint: importHint(spec.Key),
-		Logf: func(msg string, fields map[string]any) { tflog.Info(ctx, msg, fields) },
+		Leaving: leaving, Create: create, ImportHint: importHint(spec.Key), Logf: shared.Logf(ctx),
 	})
 	if res != nil {
 		for _, w := range res.Warnings {
@@ -71,52 +42,28 @@ func (r *assignmentResource) apply(ctx context.Context, timeout time.Duration, p
 	}
 	diags.Append(plan.settleOutcome(ctx, svc, query, spec, res)...)
 	applyBridge(ctx, diags, svc, plan, spec, query, res)
-	if err != nil {
-		diags.Append(diagnostics.FromError(err, "Module Assignment Failed"))
-		return false
-	}
-	return true
+	return shared.Outcome(diags, err, "Module Assignment Failed")
 }
 
-// prepareApply reads what apply needs from the plan (the assignment's spec, the fleet's query
-// and the delivery service) and fills the attributes that follow from the configuration alone:
-// the id, the revisions and, when the plan left them unknown, the objects. ok is false when the
-// configuration cannot be read.
-func (r *assignmentResource) prepareApply(ctx context.Context, plan *Model, diags *diag.Diagnostics) (_ assignment.Spec, _ fleet.Query, _ *delivery.Service, ok bool) {
-	spec, d := plan.spec(ctx)
-	diags.Append(d...)
-	query, d := plan.query(ctx, r.Data.Window())
-	diags.Append(d...)
-	svc, d := r.service(ctx, plan)
-	diags.Append(d...)
-	if diags.HasError() {
-		return spec, query, nil, false
+// SetConfigured fills the attributes that follow from the configuration alone: the id, the
+// revisions and, when the plan left them unknown, the objects (shared.EngineModel).
+func (m *Model) SetConfigured(ctx context.Context, spec assignment.Spec) (diags diag.Diagnostics) {
+	m.ID = types.StringValue(spec.Key.Namespace + "/" + spec.Key.Name)
+	m.setRevisions(spec)
+	if m.Objects.IsUnknown() {
+		diags.Append(m.setObjects(ctx, spec)...)
 	}
-	plan.ID = types.StringValue(spec.Key.Namespace + "/" + spec.Key.Name)
-	plan.setRevisions(spec)
-	if plan.Objects.IsUnknown() {
-		diags.Append(plan.setObjects(ctx, spec)...)
+	if m.SensitiveObjects.IsUnknown() {
+		diags.Append(m.setSensitiveObjects(ctx)...)
 	}
-	if plan.SensitiveObjects.IsUnknown() {
-		diags.Append(plan.setSensitiveObjects(ctx)...)
-	}
-	return spec, query, svc, true
+	return diags
 }
 
-// runChecked runs the assignment, after checking that its delivery engine can deliver it as
-// planned. Through Flux, a saved plan may be applied after the registry went down (or the Flux
-// CRDs went away): it is refused before the Lease is taken and any Kustomization pinned, as a
-// rollout's is.
+// runChecked runs the assignment (see shared.RunChecked), as a rollout's. The plan showed each
+// module's digest, computed from its manifests.
 func runChecked(ctx context.Context, svc *delivery.Service, req assignment.RunRequest) (*assignment.RunResult, error) {
-	if err := svc.Ready(ctx); err != nil {
-		return nil, err
-	}
-	// The plan showed each module's digest, computed from its manifests: a tag that holds other
-	// content now (planted after the plan) is refused before anything is pinned.
-	if err := assignment.CheckPinned(ctx, svc, req.Spec, plannedModules(req.Waves)); err != nil {
-		return nil, err
-	}
-	return assignment.Run(ctx, svc, req)
+	return shared.RunChecked(ctx, svc, func() error { return assignment.CheckPinned(ctx, svc, req.Spec, plannedModules(req.Waves)) },
+		func() (*assignment.RunResult, error) { return assignment.Run(ctx, svc, req) })
 }
 
 // settleReadTimeout bounds settleOutcome's read of the fleet, which outlives the apply's
@@ -183,107 +130,91 @@ func flatten(waves map[string][][]string) map[string][]string {
 	return out
 }
 
-func (r *assignmentResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
-	var state Model
-	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
-	if resp.Diagnostics.HasError() || r.Data == nil {
-		return
-	}
+// Refresh reads the assignment's records, bindings and the fleet into state (see
+// shared.EngineOps); an imported assignment takes its configuration from the management
+// cluster's record. It reports whether state was read (false: an early error left it
+// unread).
+func (r *assignmentResource) Refresh(ctx context.Context, state *Model, _ shared.PrivateGetter, diags *diag.Diagnostics) bool {
 	if state.RecordNamespace.IsNull() {
 		state.RecordNamespace = types.StringValue(defaultRecordNamespace)
 	}
 	state.defaultChangeAttributes()
-	if state.Modules.IsNull() {
-		key := state.key()
-		found, err := assignment.LoadConfig(ctx, r.Data.Delivery, key, state.RecordNamespace.ValueString())
-		if err != nil {
-			resp.Diagnostics.Append(diagnostics.FromError(err, "Cannot Import Module Assignment"))
-			return
-		}
-		if found == nil {
-			resp.Diagnostics.AddError("Module Assignment Not Found",
-				fmt.Sprintf("No records of %s exist in the management cluster (namespace %q). Import only assignments that were applied.", key.Describe(), state.RecordNamespace.ValueString()))
-			return
-		}
-		resp.Diagnostics.Append(state.fromConfigRecord(ctx, found)...)
-		if resp.Diagnostics.HasError() {
-			return
-		}
+	if state.Modules.IsNull() && !r.importConfig(ctx, state, diags) {
+		return false
 	}
-	spec, diags := state.spec(ctx)
-	resp.Diagnostics.Append(diags...)
+	spec, d := state.spec(ctx)
+	diags.Append(d...)
 	state.keepSensitiveRevisions(ctx, &spec)
-	query, diags := state.query(ctx, r.Data.Window())
-	resp.Diagnostics.Append(diags...)
-	svc, diags := r.service(ctx, &state)
-	resp.Diagnostics.Append(diags...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	// The plan that follows takes these reads instead of making them again (Refreshing).
-	obs, err := assignment.Observe(ctx, svc.Refreshing(), query, spec, true)
-	if err != nil {
-		resp.Diagnostics.Append(diagnostics.FromError(err, "Cannot Read The Fleet"))
-		return
+	query, d := state.query(ctx, r.Data.Window())
+	diags.Append(d...)
+	svc, d := r.Service(ctx, state)
+	obs, ok := shared.Refreshing(diags, svc, d, func(svc *delivery.Service) (*assignment.Observation, error) {
+		return assignment.Observe(ctx, svc, query, spec, true)
+	})
+	if !ok {
+		return false
 	}
 	state.setRevisions(spec)
 	if state.Objects.IsNull() {
 		// Imported, or written by a version without `objects`: filled here so that the next
 		// plan, which works them out the same way (but with the sensitive halves), shows no change.
-		resp.Diagnostics.Append(state.setObjects(ctx, spec)...)
+		diags.Append(state.setObjects(ctx, spec)...)
 	}
-	resp.Diagnostics.Append(state.setObserved(ctx, obs, spec)...)
-	resp.Diagnostics.Append(state.readBridge(ctx, svc, spec)...)
+	diags.Append(state.setObserved(ctx, obs, spec)...)
+	diags.Append(state.readBridge(ctx, svc, spec)...)
 	if state.Leaving.IsNull() || state.Leaving.IsUnknown() {
 		state.setLeaving(nil) // imported, or written by a version without `leaving`
 	}
 	if state.Waves.IsNull() || state.Waves.IsUnknown() {
 		state.setWaves(nil, nil) // imported: no apply yet
 	}
-	resp.Diagnostics.Append(state.SavePrivate(ctx, resp.Private)...)
-	resp.Diagnostics.Append(resp.State.Set(ctx, &state)...)
+	return true
 }
 
-func (r *assignmentResource) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
-	var state Model
-	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
-	if resp.Diagnostics.HasError() {
-		return
+// importConfig fills an imported assignment from the management cluster's record. It reports
+// whether it did.
+func (r *assignmentResource) importConfig(ctx context.Context, state *Model, diags *diag.Diagnostics) bool {
+	key := state.key()
+	found, err := assignment.LoadConfig(ctx, r.Data.Delivery, key, state.RecordNamespace.ValueString())
+	if err != nil {
+		diags.Append(diagnostics.FromError(err, "Cannot Import Module Assignment"))
+		return false
 	}
-	if r.Data == nil {
-		resp.Diagnostics.AddError("Provider Not Configured", diagnostics.UnconfiguredProvider)
-		return
+	if found == nil {
+		diags.AddError("Module Assignment Not Found",
+			fmt.Sprintf("No records of %s exist in the management cluster (namespace %q). Import only assignments that were applied.", key.Describe(), state.RecordNamespace.ValueString()))
+		return false
 	}
-	timeout, diags := state.Timeouts.Delete(ctx, shared.DefaultDeleteTimeout)
-	resp.Diagnostics.Append(diags...)
-	spec, d := state.spec(ctx)
-	resp.Diagnostics.Append(d...)
-	query, d := state.query(ctx, r.Data.Window())
-	resp.Diagnostics.Append(d...)
-	svc, d := r.service(ctx, &state)
-	resp.Diagnostics.Append(d...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
+	diags.Append(state.fromConfigRecord(ctx, found)...)
+	return !diags.HasError()
+}
+
+// Prepare implements shared.EngineOps: the assignment reads its private state in Destroy.
+func (r *assignmentResource) Prepare(context.Context, *Model, shared.PrivateGetter) diag.Diagnostics {
+	return nil
+}
+
+// Service is the delivery service for m (shared.EngineOps): direct, or through Flux with `delivery.flux`. Every
+// module goes through it: one artifact per module revision (per module rendering with values),
+// one Kustomization per (module, cluster).
+func (r *assignmentResource) Service(ctx context.Context, m *Model) (*delivery.Service, diag.Diagnostics) {
+	return shared.Service(ctx, r.Data.Delivery, m.Delivery, m.registry)
+}
+
+// Destroy removes the assignment's bridge, objects and records (see shared.EngineOps).
+func (r *assignmentResource) Destroy(ctx context.Context, state *Model, e shared.Engine[assignment.Spec], private shared.PrivateGetter, diags *diag.Diagnostics) {
 	// The bridge goes first: a cluster joining during the destroy must not get modules the
 	// destroy is removing. An assignment that never had one asks nothing of Cluster API's API.
-	resp.Diagnostics.Append(state.LoadPrivate(ctx, req.Private)...)
-	if spec.FollowJoins != nil || state.private.Bridged != nil {
-		if err := assignment.RemoveBridge(ctx, svc, spec); err != nil {
-			resp.Diagnostics.Append(diagnostics.FromError(err, "Module Assignment Delete Failed"))
+	diags.Append(state.LoadPrivate(ctx, private)...)
+	if e.Spec.FollowJoins != nil || state.private.Bridged != nil {
+		if err := assignment.RemoveBridge(ctx, e.Svc, e.Spec); err != nil {
+			diags.Append(diagnostics.FromError(err, "Module Assignment Delete Failed"))
 			return
 		}
 	}
-	warnings, err := assignment.Destroy(ctx, svc, spec, query, func(msg string, fields map[string]any) { tflog.Info(ctx, msg, fields) },
-		func(note string) { resp.Diagnostics.AddWarning("Objects Left In Place", note) })
-	for _, w := range warnings {
-		resp.Diagnostics.AddWarning("Cluster Not Cleaned Up", w)
-	}
-	if err != nil {
-		resp.Diagnostics.Append(diagnostics.FromError(err, "Module Assignment Delete Failed"))
-	}
+	warnings, err := assignment.Destroy(ctx, e.Svc, e.Spec, e.Query, shared.Logf(ctx),
+		func(note string) { diags.AddWarning("Objects Left In Place", note) })
+	shared.DestroyOutcome(diags, warnings, err, "Module Assignment Delete Failed")
 }
 
 // plannedModules are the modules the plan's waves deliver; nil when the plan could not plan them

@@ -2,7 +2,6 @@ package moduleassignment
 
 import (
 	"context"
-	"strings"
 
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
@@ -33,17 +32,9 @@ func warnDeletion(ctx context.Context, req resource.ModifyPlanRequest, diags *di
 	if d := req.Plan.Get(ctx, &plan); d.HasError() {
 		return
 	}
-	var changed []string
-	for _, a := range []struct {
-		name        string
-		plan, prior types.String
-	}{{"name", plan.Name, prior.Name}, {"namespace", plan.Namespace, prior.Namespace}, {"record_namespace", plan.RecordNamespace, prior.RecordNamespace}} {
-		if !a.plan.IsUnknown() && !a.plan.Equal(a.prior) {
-			changed = append(changed, a.name)
-		}
-	}
-	if len(changed) > 0 {
-		shared.WarnDeletion(diags, prior.deletion(ctx, strings.Join(changed, ", ")))
+	if changed := shared.IdentityChange(shared.Identity{Name: plan.Name, Namespace: plan.Namespace, RecordNamespace: plan.RecordNamespace},
+		shared.Identity{Name: prior.Name, Namespace: prior.Namespace, RecordNamespace: prior.RecordNamespace}); changed != "" {
+		shared.WarnDeletion(diags, prior.deletion(ctx, changed))
 	}
 }
 

@@ -1,28 +1,11 @@
 package moduleassignment
 
 import (
-	"context"
-
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 
-	"github.com/gradual-dev/terraform-provider-gradual/internal/delivery"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/shared"
 )
-
-// fluxSettings is `delivery.flux` as the Flux engine takes it; nil for direct delivery (or while
-// unknown).
-func (m *Model) fluxSettings(ctx context.Context) (*delivery.FluxSettings, diag.Diagnostics) {
-	return shared.FluxSettings(ctx, m.Delivery, m.registry)
-}
-
-// service is the delivery service for m: direct, or through Flux with `delivery.flux`. Every
-// module goes through it: one artifact per module revision (per module rendering with values),
-// one Kustomization per (module, cluster).
-func (r *assignmentResource) service(ctx context.Context, m *Model) (*delivery.Service, diag.Diagnostics) {
-	settings, diags := m.fluxSettings(ctx)
-	return r.Data.Delivery.WithFlux(settings), diags
-}
 
 // refuseWithFlux refuses, naming the attribute, what the Flux engine cannot deliver yet: the
 // same as for a rollout (adopt = false), and what only an assignment has (sensitive_manifests).

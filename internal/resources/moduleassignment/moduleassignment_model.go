@@ -2,7 +2,6 @@ package moduleassignment
 
 import (
 	"context"
-	"encoding/json"
 
 	"github.com/hashicorp/terraform-plugin-framework-timeouts/resource/timeouts"
 	"github.com/hashicorp/terraform-plugin-framework/attr"
@@ -211,6 +210,12 @@ type VerifyModel struct {
 func (m *Model) TimeoutsValue() timeouts.Value { return m.Timeouts }
 
 var objectOpts = basetypes.ObjectAsOptions{UnhandledNullAsEmpty: true, UnhandledUnknownAsEmpty: true}
+
+// fluxSettings is `delivery.flux` as the Flux engine takes it; nil for direct delivery (or while
+// unknown).
+func (m *Model) fluxSettings(ctx context.Context) (*delivery.FluxSettings, diag.Diagnostics) {
+	return shared.FluxSettings(ctx, m.Delivery, m.registry)
+}
 
 func (m *Model) key() records.Key {
 	return records.Key{Kind: assignment.KeyKind, Namespace: m.Namespace.ValueString(), Name: m.Name.ValueString()}
@@ -583,18 +588,13 @@ func (m *Model) configRecord(ctx context.Context) ([]byte, diag.Diagnostics) {
 	diags.Append(d...)
 	c.FollowJoins, d = m.storeFollowJoins(ctx)
 	diags.Append(d...)
-	raw, err := json.Marshal(c)
-	if err != nil {
-		diags.AddError("Cannot Record Configuration", err.Error())
-	}
-	return raw, diags
+	return shared.EncodeRecord(c, diags)
 }
 
 func (m *Model) fromConfigRecord(ctx context.Context, raw []byte) diag.Diagnostics {
-	var diags diag.Diagnostics
 	var c storedConfig
-	if err := json.Unmarshal(raw, &c); err != nil {
-		diags.AddError("Unreadable Assignment Record", "The management cluster's record of this assignment cannot be decoded: "+err.Error())
+	diags := shared.DecodeRecord(raw, &c, "assignment")
+	if diags.HasError() {
 		return diags
 	}
 	m.Selector, m.Names = shared.FromLabelSelector(ctx, c.Selector), types.ListNull(types.StringType)

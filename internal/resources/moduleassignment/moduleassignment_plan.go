@@ -112,15 +112,8 @@ func (r *assignmentResource) ModifyPlan(ctx context.Context, req resource.Modify
 // warns of what apply will meet, and sets the plan. spec is plan's; configChanged says the
 // configuration changed since prior.
 func (r *assignmentResource) planFleet(ctx context.Context, resp *resource.ModifyPlanResponse, plan, prior *Model, spec assignment.Spec, configChanged bool) {
-	query, diags := plan.query(ctx, r.Data.Window())
-	resp.Diagnostics.Append(diags...)
-	svc, diags := r.service(ctx, plan)
-	resp.Diagnostics.Append(diags...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	if err := svc.Ready(ctx); err != nil {
-		resp.Diagnostics.Append(diagnostics.AttributeFromError(shared.PathDelivery, err, "Delivery Not Ready"))
+	query, svc, ok := r.PlanEngine(ctx, plan, &resp.Diagnostics)
+	if !ok {
 		return
 	}
 	preview := assignment.PreviewRequest{Spec: spec, Query: query, Drifted: assignment.Drifted(priorClusters(prior)),

@@ -2,7 +2,6 @@ package moduleassignment
 
 import (
 	"context"
-	"regexp"
 
 	"github.com/hashicorp/terraform-plugin-framework-timeouts/resource/timeouts"
 	"github.com/hashicorp/terraform-plugin-framework-validators/listvalidator"
@@ -47,7 +46,8 @@ const (
 	defaultDeletionPolicy  = "delete"
 )
 
-var dnsLabel = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
+// dnsLabel is a DNS label (shared.DNSLabel).
+var dnsLabel = shared.DNSLabel
 
 var verifyAttrTypes = shared.VerifyAttrTypes(shared.HealthChecks, shared.ClusterGates, shared.NodeGate, checkJob)
 
@@ -88,12 +88,7 @@ func (r *assignmentResource) Schema(ctx context.Context, _ resource.SchemaReques
 				Computed: true, MarkdownDescription: "`namespace/name`.",
 				PlanModifiers: []planmodifier.String{stringplanmodifier.UseStateForUnknown()},
 			},
-			"name": schema.StringAttribute{
-				Required:            true,
-				MarkdownDescription: "Name of the assignment, unique within `namespace`; it names the records and bindings. Changing it replaces the resource.",
-				Validators:          []validator.String{stringvalidator.LengthBetween(1, 63), stringvalidator.RegexMatches(dnsLabel, "must be a DNS label: lower-case letters, digits and '-'")},
-				PlanModifiers:       []planmodifier.String{stringplanmodifier.RequiresReplace()},
-			},
+			"name":      shared.ResourceName("Name of the assignment, unique within `namespace`; it names the records and bindings. Changing it replaces the resource."),
 			"namespace": shared.ResourceNamespace(),
 			"selector":  shared.ExclusiveResourceSelector("names"),
 			"names": shared.ResourceNames("Names of the `Cluster` objects to put the modules on, instead of `selector` (the attribute " +
@@ -167,16 +162,8 @@ func (r *assignmentResource) Schema(ctx context.Context, _ resource.SchemaReques
 				MarkdownDescription: "Most clusters a module changes at once: a whole number ≥ 1 or a percentage of the eligible clusters, rounded up. Default `\"" + defaultUpdateLimit + "\"`.",
 				Validators:          []validator.String{shared.UpdateLimit()},
 			},
-			"max_failures": schema.StringAttribute{
-				Optional: true, Computed: true, Default: stringdefault.StaticString(defaultMaxFailures),
-				MarkdownDescription: "Clusters a module may fail on before its next wave is not started: a whole number ≥ 0 or a percentage. Clusters that succeeded keep the module. Default `\"0\"`.",
-				Validators:          []validator.String{shared.MaxFailures()},
-			},
-			"max_unsettled": schema.StringAttribute{
-				Optional:            true,
-				MarkdownDescription: shared.MaxUnsettledDescription,
-				Validators:          []validator.String{shared.MaxUnsettledValidator()},
-			},
+			"max_failures":  shared.MaxFailuresAttribute(defaultMaxFailures, "Clusters a module may fail on before its next wave is not started: a whole number ≥ 0 or a percentage. Clusters that succeeded keep the module. Default `\"0\"`."),
+			"max_unsettled": shared.MaxUnsettledAttribute(),
 			"verify": shared.VerifyAttribute(shared.VerifyDescriptions{
 				Verify:   "How each cluster is verified after a module is applied: every object ready (kstatus) within `timeout`, then `bake_time`.",
 				Timeout:  "Longest wait for a module's objects on one cluster to become ready. Default `" + shared.DefaultVerifyTimeout + "`.",
@@ -263,10 +250,7 @@ func (r *assignmentResource) Schema(ctx context.Context, _ resource.SchemaReques
 					"as before); on create, or when `selector` changes, known after apply. After a plan with nothing to do it keeps the " +
 					"last apply's waves.",
 			},
-			"skipped": schema.MapAttribute{
-				Computed: true, ElementType: types.StringType,
-				MarkdownDescription: "Picked clusters this apply leaves alone, with the reason (not ready, paused, no kubeconfig…). A later apply picks them up.",
-			},
+			"skipped": shared.SkippedAttribute("Picked clusters this apply leaves alone, with the reason (not ready, paused, no kubeconfig…). A later apply picks them up."),
 		},
 	}
 }

@@ -2,7 +2,6 @@ package moduleassignment
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"github.com/hashicorp/terraform-plugin-framework/datasource"
@@ -14,25 +13,29 @@ import (
 	"github.com/gradual-dev/terraform-provider-gradual/internal/diagnostics"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/providerdata"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/records"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/shared"
 )
 
 // NewStatusDataSource returns the `gradual_module_assignment_status` data source: every
 // cluster's bindings, which the assignment's plan leaves out (it shows counts and the clusters
 // needing attention), for outputs, `check` blocks and reviews of one cluster.
-func NewStatusDataSource() datasource.DataSource { return &statusDataSource{} }
+func NewStatusDataSource() datasource.DataSource {
+	d := &statusDataSource{}
+	d.StatusDataSource = shared.NewStatus[statusModel](d, "Module Assignment", "assignment", "_module_assignment_status", defaultRecordNamespace)
+	return d
+}
 
-type statusDataSource struct{ data *providerdata.Data }
-
-var _ datasource.DataSourceWithConfigure = (*statusDataSource)(nil)
+// statusDataSource reads through shared.StatusDataSource; its shared.StatusOps are below.
+type statusDataSource struct {
+	shared.StatusDataSource[statusModel]
+}
 
 type statusModel struct {
-	Namespace       types.String         `tfsdk:"namespace"`
-	Name            types.String         `tfsdk:"name"`
-	RecordNamespace types.String         `tfsdk:"record_namespace"`
-	Revisions       map[string]string    `tfsdk:"revisions"`
-	Manifests       map[string]string    `tfsdk:"manifests"`
-	Summary         map[string]int64     `tfsdk:"summary"`
-	Clusters        []clusterStatusModel `tfsdk:"clusters"`
+	shared.StatusKeyModel
+	Revisions map[string]string    `tfsdk:"revisions"`
+	Manifests map[string]string    `tfsdk:"manifests"`
+	Summary   map[string]int64     `tfsdk:"summary"`
+	Clusters  []clusterStatusModel `tfsdk:"clusters"`
 }
 
 type clusterStatusModel struct {
@@ -51,18 +54,8 @@ type bindingModel struct {
 	Drift     []string `tfsdk:"drift"`
 }
 
-func (d *statusDataSource) Metadata(_ context.Context, req datasource.MetadataRequest, resp *datasource.MetadataResponse) {
-	resp.TypeName = req.ProviderTypeName + "_module_assignment_status"
-}
-
-func (d *statusDataSource) Configure(_ context.Context, req datasource.ConfigureRequest, resp *datasource.ConfigureResponse) {
-	d.data = providerdata.From(req.ProviderData, &resp.Diagnostics)
-}
-
 func (d *statusDataSource) Schema(_ context.Context, _ datasource.SchemaRequest, resp *datasource.SchemaResponse) {
-	computed := func(description string) schema.StringAttribute {
-		return schema.StringAttribute{Computed: true, MarkdownDescription: description}
-	}
+	computed := shared.Computed
 	resp.Schema = schema.Schema{
 		MarkdownDescription: "Every cluster of a `gradual_module_assignment`, one by one, with its bindings (like Cluster API's " +
 			"ClusterResourceSetBindings): per module the revision, when it was applied, the result, and the objects and fields that " +
@@ -70,12 +63,7 @@ func (d *statusDataSource) Schema(_ context.Context, _ datasource.SchemaRequest,
 			"readable at any fleet size; this is the detail, for outputs, `check` blocks and a closer look. It reads the clusters the " +
 			"assignment's last apply picked (from the management cluster's record) as they are now; depend on the assignment " +
 			"(`depends_on`) to read it after the assignment's apply.",
-		Attributes: map[string]schema.Attribute{
-			"namespace": schema.StringAttribute{Required: true, MarkdownDescription: "`namespace` of the assignment (of its Cluster objects)."},
-			"name":      schema.StringAttribute{Required: true, MarkdownDescription: "`name` of the assignment."},
-			"record_namespace": schema.StringAttribute{
-				Optional: true, MarkdownDescription: "`record_namespace` of the assignment. Default `" + defaultRecordNamespace + "`.",
-			},
+		Attributes: d.StatusAttributes(map[string]schema.Attribute{
 			"manifests": schema.MapAttribute{
 				Computed: true, Sensitive: true, ElementType: types.StringType,
 				MarkdownDescription: "Per module, its `manifests` as the assignment's last apply recorded them (never `sensitive_manifests`, " +
@@ -117,83 +105,78 @@ func (d *statusDataSource) Schema(_ context.Context, _ datasource.SchemaRequest,
 					},
 				}},
 			},
-		},
+		}),
 	}
 }
 
-func (d *statusDataSource) Read(ctx context.Context, req datasource.ReadRequest, resp *datasource.ReadResponse) {
-	var cfg statusModel
-	resp.Diagnostics.Append(req.Config.Get(ctx, &cfg)...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	if d.data == nil {
-		resp.Diagnostics.AddError("Provider Not Configured", diagnostics.UnconfiguredProvider)
-		return
-	}
-	recordNamespace := cfg.RecordNamespace.ValueString()
-	if recordNamespace == "" {
-		recordNamespace = defaultRecordNamespace
-	}
+var _ datasource.DataSourceWithConfigure = (*statusDataSource)(nil)
+
+// StatusKey implements shared.StatusOps.
+func (d *statusDataSource) StatusKey(cfg *statusModel) (records.Key, string, types.String) {
+	key := (&Model{Namespace: cfg.Namespace, Name: cfg.Name}).key()
+	return key, key.Describe(), cfg.RecordNamespace
+}
+
+// LoadRecord implements shared.StatusOps.
+func (d *statusDataSource) LoadRecord(ctx context.Context, data *providerdata.Data, key records.Key, recordNamespace string) ([]byte, error) {
+	return assignment.LoadConfig(ctx, data.Delivery, key, recordNamespace)
+}
+
+// ObserveStatus implements shared.StatusOps: every cluster's bindings as they are now.
+func (d *statusDataSource) ObserveStatus(ctx context.Context, data *providerdata.Data, cfg *statusModel, raw []byte, recordNamespace string, diags *diag.Diagnostics) bool {
 	m := Model{Namespace: cfg.Namespace, Name: cfg.Name, RecordNamespace: types.StringValue(recordNamespace)}
-	key := m.key()
-	raw, err := assignment.LoadConfig(ctx, d.data.Delivery, key, recordNamespace)
-	if err != nil {
-		resp.Diagnostics.Append(diagnostics.FromError(err, "Cannot Read The Assignment's Record"))
-		return
+	diags.Append(m.fromConfigRecord(ctx, raw)...)
+	if diags.HasError() {
+		return false
 	}
-	if raw == nil {
-		resp.Diagnostics.AddError("Module Assignment Not Found", fmt.Sprintf("No records of %s exist in the management cluster (namespace %q): "+
-			"it was never applied, or it was destroyed. Depend on the assignment (depends_on) to read it after its first apply.", key.Describe(), recordNamespace))
-		return
-	}
-	resp.Diagnostics.Append(m.fromConfigRecord(ctx, raw)...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	spec, diags := m.spec(ctx)
-	resp.Diagnostics.Append(diags...)
+	spec, ds := m.spec(ctx)
+	diags.Append(ds...)
 	m.keepSensitiveRevisions(ctx, &spec)
-	query, diags := m.query(ctx, d.data.Window())
-	resp.Diagnostics.Append(diags...)
-	if resp.Diagnostics.HasError() {
-		return
+	query, ds := m.query(ctx, data.Window())
+	diags.Append(ds...)
+	if diags.HasError() {
+		return false
 	}
 	// The records are where the assignment's engine keeps them (delivery.flux: the management
 	// cluster).
-	flux, diags := m.fluxSettings(ctx)
-	resp.Diagnostics.Append(diags...)
-	obs, err := assignment.Observe(ctx, d.data.Delivery.WithFlux(flux), query, spec, true)
+	flux, ds := m.fluxSettings(ctx)
+	diags.Append(ds...)
+	obs, err := assignment.Observe(ctx, data.Delivery.WithFlux(flux), query, spec, true)
 	if err != nil {
-		resp.Diagnostics.Append(diagnostics.FromError(err, "Cannot Read The Fleet"))
-		return
+		diags.Append(diagnostics.FromError(err, "Cannot Read The Fleet"))
+		return false
 	}
 	status := assignment.Status(obs, spec)
 	cfg.Summary, _ = assignment.Summarize(status)
 	cfg.Revisions = map[string]string{}
-	cfg.Manifests, diags = recordedManifests(ctx, &m)
-	resp.Diagnostics.Append(diags...)
+	cfg.Manifests, ds = recordedManifests(ctx, &m)
+	diags.Append(ds...)
 	for _, mod := range spec.Modules {
 		cfg.Revisions[mod.Name] = mod.Revision
 	}
 	cfg.Clusters = make([]clusterStatusModel, 0, len(status))
 	for _, cs := range status {
-		c := clusterStatusModel{Name: cs.Name, State: cs.State, Detail: cs.Detail, Bindings: []bindingModel{}}
-		for _, ms := range cs.Modules {
-			result := ms.Result
-			if ms.State == assignment.StateDrifted && result == records.BindingApplied {
-				result = records.BindingDrifted
-			}
-			drift := ms.Drift
-			if drift == nil {
-				drift = []string{}
-			}
-			c.Bindings = append(c.Bindings, bindingModel{Module: ms.Module, Revision: ms.Revision, AppliedAt: appliedAt(ms.AppliedAt),
-				Result: result, Reason: ms.Reason, Drift: drift})
-		}
-		cfg.Clusters = append(cfg.Clusters, c)
+		cfg.Clusters = append(cfg.Clusters, clusterStatusOf(cs))
 	}
-	resp.Diagnostics.Append(resp.State.Set(ctx, &cfg)...)
+	return true
+}
+
+// clusterStatusOf is one cluster's status with its bindings.
+func clusterStatusOf(cs assignment.ClusterStatus) clusterStatusModel {
+	c := clusterStatusModel{Name: cs.Name, State: cs.State, Detail: cs.Detail, Bindings: []bindingModel{}}
+	for _, ms := range cs.Modules {
+		result := ms.Result
+		if ms.State == assignment.StateDrifted && result == records.BindingApplied {
+			result = records.BindingDrifted
+		}
+		drift := ms.Drift
+		if drift == nil {
+			drift = []string{}
+		}
+		c.Bindings = append(c.Bindings, bindingModel{Module: ms.Module, Revision: ms.Revision, AppliedAt: appliedAt(ms.AppliedAt),
+			Result: result, Reason: ms.Reason, Drift: drift})
+	}
+	return c
 }
 
 func appliedAt(t time.Time) string {

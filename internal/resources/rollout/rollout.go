@@ -5,10 +5,14 @@ package rollout
 import (
 	"context"
 
+	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
 
+	"github.com/gradual-dev/terraform-provider-gradual/internal/delivery"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/fleet"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/shared"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/window"
 )
 
 var (
@@ -19,9 +23,19 @@ var (
 )
 
 // New returns the resource.
-func New() resource.Resource { return &rolloutResource{} }
+func New() resource.Resource {
+	r := &rolloutResource{}
+	r.Ops, r.TypeSuffix, r.Noun, r.ImportExample = r, "_rollout", "rollout", "fleet/ingress"
+	r.Failed = shared.FailedCreate{Title: "Rollout Not Saved In State",
+		Detail: "The rollout failed before it completed, so it is not saved in the Terraform state. Every change it made is recorded in the clusters; the next apply continues from those records instead of starting over."}
+	return r
+}
 
-type rolloutResource struct{ shared.Configured }
+// rolloutResource runs through the engine's shared lifecycle (shared.Lifecycle); its
+// shared.EngineOps are in rollout_crud.go.
+type rolloutResource struct {
+	shared.Lifecycle[Model, *Model, delivery.Spec]
+}
 
 var (
 	_ resource.ResourceWithConfigure    = (*rolloutResource)(nil)
@@ -30,15 +44,6 @@ var (
 	_ resource.ResourceWithUpgradeState = (*rolloutResource)(nil)
 )
 
-func (r *rolloutResource) Metadata(_ context.Context, req resource.MetadataRequest, resp *resource.MetadataResponse) {
-	resp.TypeName = req.ProviderTypeName + "_rollout"
-}
-
-// ImportState takes `namespace/name`; Read then fills everything from the records.
-func (r *rolloutResource) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
-	shared.ImportNamespaceName(ctx, req, resp, "rollout", "fleet/ingress")
-}
-
 // UpgradeState upgrades states from before schema version 1, whose `waves` was a list (of
 // counts, or in 0.1.0 of each wave's clusters), to `waves` as text, and from before version 2,
 // whose `objects` held YAML, to JSON (shared.Upgraders).
@@ -46,4 +51,12 @@ func (r *rolloutResource) UpgradeState(ctx context.Context) map[int64]resource.S
 	var resp resource.SchemaResponse
 	r.Schema(ctx, resource.SchemaRequest{}, &resp)
 	return shared.Upgraders("gradual_rollout", resp.Schema, false)
+}
+
+// EngineSpec and EngineQuery map the model to the engine (shared.EngineModel).
+func (m *Model) EngineSpec(ctx context.Context) (delivery.Spec, diag.Diagnostics) { return m.spec(ctx) }
+
+// EngineQuery: see EngineSpec.
+func (m *Model) EngineQuery(ctx context.Context, fallback *window.Window) (fleet.Query, diag.Diagnostics) {
+	return m.query(ctx, fallback)
 }

@@ -7,59 +7,28 @@ import (
 	"time"
 
 	"github.com/hashicorp/terraform-plugin-framework/diag"
-	"github.com/hashicorp/terraform-plugin-framework/resource"
 	"github.com/hashicorp/terraform-plugin-framework/types"
-	"github.com/hashicorp/terraform-plugin-log/tflog"
 
 	"github.com/gradual-dev/terraform-provider-gradual/internal/delivery"
-	"github.com/gradual-dev/terraform-provider-gradual/internal/diagnostics"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/engine"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/fleet"
-	"github.com/gradual-dev/terraform-provider-gradual/internal/manifest"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/records"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/manifesttype"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/shared"
 )
 
-// Create applies the rollout. As shared.Create says, a failed Create saves no state: the records
-// in the clusters keep what was applied, and the next Create picks up from them.
-func (r *rolloutResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
-	create := func(ctx context.Context, timeout time.Duration, plan *Model, diags *diag.Diagnostics) bool {
-		return r.apply(ctx, timeout, plan, diags, true)
-	}
-	shared.Create(ctx, req, resp, create, shared.FailedCreate{Title: "Rollout Not Saved In State",
-		Detail: "The rollout failed before it completed, so it is not saved in the Terraform state. Every change it made is recorded in the clusters; the next apply continues from those records instead of starting over."})
-}
-
-// Update applies the rollout; its state is saved even on failure (see shared.Update).
-func (r *rolloutResource) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
-	update := func(ctx context.Context, timeout time.Duration, plan *Model, diags *diag.Diagnostics) bool {
-		return r.apply(ctx, timeout, plan, diags, false)
-	}
-	shared.Update(ctx, req, resp, update)
-}
-
-// apply runs the rollout and fills plan's computed attributes from the outcome. It reports
-// whether the rollout succeeded. create says it is the resource's Create, which refuses a rollout
-// that a Terraform state holds already.
-func (r *rolloutResource) apply(ctx context.Context, timeout time.Duration, plan *Model, diags *diag.Diagnostics, create bool) bool {
-	if r.Data == nil {
-		diags.AddError("Provider Not Configured", diagnostics.UnconfiguredProvider)
-		return false
-	}
-	spec, query, svc, ok := r.prepareApply(ctx, plan, diags)
-	if !ok {
-		return false
-	}
+// ApplyPlan runs the rollout and fills plan's computed attributes from the outcome (see
+// shared.EngineOps). As shared.Create says, a failed Create saves no state: the records in the
+// clusters keep what was applied, and the next Create picks up from them.
+func (r *rolloutResource) ApplyPlan(ctx context.Context, plan *Model, e shared.Engine[delivery.Spec], diags *diag.Diagnostics, create bool) bool {
 	if plan.isPaused() {
 		return r.applyPaused(ctx, plan, diags)
 	}
+	spec, query, svc := e.Spec, e.Query, e.Svc
 	// The waves the plan showed are the waves apply carries out: their clusters come with the
 	// plan's private state (none when the plan could not plan them, e.g. on create).
 	planned, leaving := plan.private.PlannedWaves, plan.private.PlannedLeaving
 	plan.private.PlannedWaves, plan.private.PlannedLeaving = nil, nil // carried out once
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
 	config, d := plan.configRecord(ctx)
 	diags.Append(d...)
 	if diags.HasError() {
@@ -68,8 +37,7 @@ func (r *rolloutResource) apply(ctx context.Context, timeout time.Duration, plan
 	run, err := runChecked(ctx, svc, delivery.RunRequest{
 		Spec: spec, Query: query, Planned: planned, PlannedKnown: planned != nil, Config: config,
 		Leave: true, Orphan: plan.DeletionPolicy.ValueString() == "orphan", Leaving: leaving,
-		Create: create, ImportHint: importHint(spec.Key),
-		Logf: func(msg string, fields map[string]any) { tflog.Info(ctx, msg, fields) },
+		Create: create, ImportHint: importHint(spec.Key), Logf: shared.Logf(ctx),
 	})
 	if run != nil {
 		warnRun(diags, run, spec.AdoptUnrecorded, plan.DeletionPolicy.ValueString())
@@ -79,52 +47,28 @@ func (r *rolloutResource) apply(ctx context.Context, timeout time.Duration, plan
 	after := observeAfter(ctx, svc, query, spec, run)
 	plan.settleMove(after)
 	diags.Append(plan.settleOutcome(ctx, after, run)...)
-	if err != nil {
-		diags.Append(diagnostics.FromError(err, "Rollout Failed"))
-		return false
-	}
-	return true
+	return shared.Outcome(diags, err, "Rollout Failed")
 }
 
-// prepareApply reads what apply needs from the plan (the rollout's spec, the fleet's query and
-// the delivery service) and fills the attributes that follow from the configuration alone: the
-// id, the revision and, when the plan left them unknown, the objects. ok is false when the
-// configuration cannot be read.
-func (r *rolloutResource) prepareApply(ctx context.Context, plan *Model, diags *diag.Diagnostics) (_ delivery.Spec, _ fleet.Query, _ *delivery.Service, ok bool) {
-	spec, d := plan.spec(ctx)
-	diags.Append(d...)
-	query, d := plan.query(ctx, r.Data.Window())
-	diags.Append(d...)
-	svc, d := r.service(ctx, plan)
-	diags.Append(d...)
-	if diags.HasError() {
-		return spec, query, nil, false
+// SetConfigured fills the attributes that follow from the configuration alone: the id, the
+// revision and, when the plan left them unknown, the objects (shared.EngineModel).
+func (m *Model) SetConfigured(ctx context.Context, spec delivery.Spec) (diags diag.Diagnostics) {
+	m.ID = types.StringValue(spec.Key.Namespace + "/" + spec.Key.Name)
+	m.Revision = types.StringValue(spec.Revision)
+	if m.SensitiveObjects.IsUnknown() {
+		diags.Append(m.setSensitiveObjects(ctx)...)
 	}
-	plan.ID = types.StringValue(spec.Key.Namespace + "/" + spec.Key.Name)
-	plan.Revision = types.StringValue(spec.Revision)
-	if plan.SensitiveObjects.IsUnknown() {
-		diags.Append(plan.setSensitiveObjects(ctx)...)
+	if m.Objects.IsUnknown() {
+		diags.Append(m.setObjects(ctx, spec.Objects)...)
 	}
-	if plan.Objects.IsUnknown() {
-		diags.Append(plan.setObjects(ctx, spec.Objects)...)
-	}
-	return spec, query, svc, true
+	return diags
 }
 
-// runChecked runs the rollout, after checking that its delivery engine can deliver it as
-// planned. Through Flux, a saved plan may be applied after the registry went down (or the Flux
-// CRDs went away): it is refused before the Lease is taken and any Kustomization re-pinned,
-// rather than let every cluster of the first wave fail to publish and end unsettled.
+// runChecked runs the rollout (see shared.RunChecked). The plan showed the digest computed
+// from its manifests.
 func runChecked(ctx context.Context, svc *delivery.Service, req delivery.RunRequest) (*delivery.RunResult, error) {
-	if err := svc.Ready(ctx); err != nil {
-		return nil, err
-	}
-	// The plan showed the digest computed from its manifests: a tag that holds other content now
-	// (planted after the plan) is refused before anything is pinned.
-	if err := svc.CheckPinned(ctx, req.Spec); err != nil {
-		return nil, err
-	}
-	return svc.Run(ctx, req)
+	return shared.RunChecked(ctx, svc, func() error { return svc.CheckPinned(ctx, req.Spec) },
+		func() (*delivery.RunResult, error) { return svc.Run(ctx, req) })
 }
 
 // warnRun says at the end of the apply what the run did beyond its waves and what it left for
@@ -237,64 +181,32 @@ func (m *Model) settleOutcome(ctx context.Context, after *delivery.Observation, 
 	return diags
 }
 
-func (r *rolloutResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
-	var state Model
-	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	if r.Data == nil {
-		return // nothing to refresh from yet
-	}
+// Refresh reads the rollout's records and the fleet into state (see shared.EngineOps); an
+// imported rollout takes its configuration from the management cluster's record. It reports
+// whether state was read (false: an early error left it unread).
+func (r *rolloutResource) Refresh(ctx context.Context, state *Model, private shared.PrivateGetter, diags *diag.Diagnostics) bool {
 	if state.RecordNamespace.IsNull() {
 		state.RecordNamespace = types.StringValue(defaultRecordNamespace)
 	}
 	key := records.Key{Kind: "rollout", Namespace: state.Namespace.ValueString(), Name: state.Name.ValueString()}
-	if state.Revision.IsNull() {
-		// Imported (only id, namespace and name are set): the configuration comes from the
-		// management cluster's record. (Not manifests: it is null when sensitive_manifests
-		// holds the whole bundle.)
-		found, err := r.Data.Delivery.LoadConfig(ctx, key, state.RecordNamespace.ValueString())
-		if err != nil {
-			resp.Diagnostics.Append(diagnostics.FromError(err, "Cannot Import Rollout"))
-			return
-		}
-		if found == nil {
-			resp.Diagnostics.AddError("Rollout Not Found",
-				fmt.Sprintf("No records of rollout %s exist in the management cluster (namespace %q). Import only rollouts that were applied.", key, state.RecordNamespace.ValueString()))
-			return
-		}
-		resp.Diagnostics.Append(state.fromConfigRecord(ctx, found)...)
-		if resp.Diagnostics.HasError() {
-			return
-		}
-		if state.Revision.IsNull() {
-			// Records written before they kept the revision: it is the manifests' own.
-			if rev, err := manifest.Revision(state.Manifests.ValueString()); err == nil {
-				state.Revision = types.StringValue(rev)
-			}
-		}
+	if state.Revision.IsNull() && !r.importConfig(ctx, state, key, diags) {
+		return false
 	}
-	query, diags := state.query(ctx, r.Data.Window())
-	resp.Diagnostics.Append(diags...)
-	resp.Diagnostics.Append(state.loadMoving(ctx, req.Private)...)
-	if resp.Diagnostics.HasError() {
-		return
+	query, d := state.query(ctx, r.Data.Window())
+	diags.Append(d...)
+	diags.Append(state.loadMoving(ctx, private)...)
+	if diags.HasError() {
+		return false
 	}
-	svc, diags := r.service(ctx, &state)
-	resp.Diagnostics.Append(diags...)
-	if resp.Diagnostics.HasError() {
-		return
+	svc, d := r.service(ctx, state)
+	obs, ok := shared.Refreshing(diags, svc, d, func(svc *delivery.Service) (*delivery.Observation, error) {
+		return state.observe(ctx, svc, query, key)
+	})
+	if !ok {
+		return false
 	}
-	// The plan that follows takes these reads instead of making them again (Refreshing).
-	obs, err := state.observe(ctx, svc.Refreshing(), query, key)
-	if err != nil {
-		resp.Diagnostics.Append(diagnostics.FromError(err, "Cannot Read The Fleet"))
-		return
-	}
-	resp.Diagnostics.Append(state.setObserved(ctx, obs)...)
+	diags.Append(state.setObserved(ctx, obs)...)
 	state.settleMove(obs)
-	resp.Diagnostics.Append(state.SavePrivate(ctx, resp.Private)...)
 	if state.Objects.IsNull() {
 		// Imported, or written by a version without `objects`: filled here so that the next
 		// plan, which works them out the same way, shows no change.
@@ -306,43 +218,26 @@ func (r *rolloutResource) Read(ctx context.Context, req resource.ReadRequest, re
 	if state.Leaving.IsNull() {
 		state.setLeaving(nil) // imported, or written by a version without `leaving`
 	}
-	resp.Diagnostics.Append(resp.State.Set(ctx, &state)...)
+	return true
 }
 
-func (r *rolloutResource) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
-	var state Model
-	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	if r.Data == nil {
-		resp.Diagnostics.AddError("Provider Not Configured", diagnostics.UnconfiguredProvider)
-		return
-	}
-	timeout, diags := state.Timeouts.Delete(ctx, shared.DefaultDeleteTimeout)
-	resp.Diagnostics.Append(diags...)
-	// A rollout moving between engines is removed from both.
-	resp.Diagnostics.Append(state.loadMoving(ctx, req.Private)...)
-	spec, d := state.spec(ctx)
-	resp.Diagnostics.Append(d...)
-	query, d := state.query(ctx, r.Data.Window())
-	resp.Diagnostics.Append(d...)
-	svc, d := r.service(ctx, &state)
-	resp.Diagnostics.Append(d...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	warnings, err := svc.Destroy(ctx, delivery.DestroyRequest{
-		Spec: spec, Query: query, Orphan: state.DeletionPolicy.ValueString() == "orphan",
-		Logf:    func(msg string, fields map[string]any) { tflog.Info(ctx, msg, fields) },
-		Adopted: func(note string) { resp.Diagnostics.AddWarning("Objects Left In Place", note) },
+// Prepare reads, before a destroy reads the engine, which engine the rollout moves from: a
+// rollout moving between engines is removed from both (see shared.EngineOps).
+func (r *rolloutResource) Prepare(ctx context.Context, state *Model, private shared.PrivateGetter) diag.Diagnostics {
+	return state.loadMoving(ctx, private)
+}
+
+// Service implements shared.EngineOps (see service).
+func (r *rolloutResource) Service(ctx context.Context, m *Model) (*delivery.Service, diag.Diagnostics) {
+	return r.service(ctx, m)
+}
+
+// Destroy removes the rollout's objects and records from the fleet (see shared.EngineOps); a
+// rollout moving between engines is removed from both (Prepare read which it moves from).
+func (r *rolloutResource) Destroy(ctx context.Context, state *Model, e shared.Engine[delivery.Spec], _ shared.PrivateGetter, diags *diag.Diagnostics) {
+	warnings, err := e.Svc.Destroy(ctx, delivery.DestroyRequest{
+		Spec: e.Spec, Query: e.Query, Orphan: state.DeletionPolicy.ValueString() == "orphan", Logf: shared.Logf(ctx),
+		Adopted: func(note string) { diags.AddWarning("Objects Left In Place", note) },
 	})
-	for _, w := range warnings {
-		resp.Diagnostics.AddWarning("Cluster Not Cleaned Up", w)
-	}
-	if err != nil {
-		resp.Diagnostics.Append(diagnostics.FromError(err, "Rollout Delete Failed"))
-	}
+	shared.DestroyOutcome(diags, warnings, err, "Rollout Delete Failed")
 }

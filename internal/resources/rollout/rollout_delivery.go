@@ -21,8 +21,7 @@ func (m *Model) fluxSettings(ctx context.Context) (*delivery.FluxSettings, diag.
 // service is the delivery service for m: direct, or through Flux with `delivery.flux`; moving
 // from another engine while the private state says the rollout moves from it.
 func (r *rolloutResource) service(ctx context.Context, m *Model) (*delivery.Service, diag.Diagnostics) {
-	settings, diags := m.fluxSettings(ctx)
-	svc := r.Data.Delivery.WithFlux(settings)
+	svc, diags := shared.Service(ctx, r.Data.Delivery, m.Delivery, m.registry)
 	if from := m.private.MovingFrom; from != nil {
 		svc = svc.MovingFrom(from.Flux)
 	}

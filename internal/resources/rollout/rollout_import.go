@@ -2,7 +2,7 @@ package rollout
 
 import (
 	"context"
-	"encoding/json"
+	"fmt"
 
 	"github.com/hashicorp/terraform-plugin-framework/attr"
 	"github.com/hashicorp/terraform-plugin-framework/diag"
@@ -10,8 +10,11 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/types/basetypes"
 
 	"github.com/gradual-dev/terraform-provider-gradual/internal/delivery"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/diagnostics"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/fleet"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/health"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/manifest"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/records"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/ignoreattr"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/manifesttype"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/shared"
@@ -134,19 +137,14 @@ func (m *Model) configRecord(ctx context.Context) ([]byte, diag.Diagnostics) {
 	c.Stages, d = m.storedStages(ctx)
 	diags.Append(d...)
 	c.PromoteUntil = m.PromoteUntil.ValueString()
-	out, err := json.Marshal(c)
-	if err != nil {
-		diags.AddError("Cannot Record Configuration", err.Error())
-	}
-	return out, diags
+	return shared.EncodeRecord(c, diags)
 }
 
 // fromConfigRecord fills the configuration attributes from what the records kept.
 func (m *Model) fromConfigRecord(ctx context.Context, raw []byte) diag.Diagnostics {
-	var diags diag.Diagnostics
 	var c storedConfig
-	if err := json.Unmarshal(raw, &c); err != nil {
-		diags.AddError("Unreadable Rollout Record", "The management cluster's record of this rollout cannot be decoded: "+err.Error())
+	diags := shared.DecodeRecord(raw, &c, "rollout")
+	if diags.HasError() {
 		return diags
 	}
 	m.Manifests = manifesttype.NullValue()
@@ -218,4 +216,31 @@ func stringListOrNull(ctx context.Context, xs []string) types.List {
 	}
 	v, _ := types.ListValueFrom(ctx, types.StringType, xs)
 	return v
+}
+
+// importConfig fills an imported rollout (only id, namespace and name are set) from the
+// management cluster's record. (Not manifests: it is null when sensitive_manifests holds the
+// whole bundle.) It reports whether it did.
+func (r *rolloutResource) importConfig(ctx context.Context, state *Model, key records.Key, diags *diag.Diagnostics) bool {
+	found, err := r.Data.Delivery.LoadConfig(ctx, key, state.RecordNamespace.ValueString())
+	if err != nil {
+		diags.Append(diagnostics.FromError(err, "Cannot Import Rollout"))
+		return false
+	}
+	if found == nil {
+		diags.AddError("Rollout Not Found",
+			fmt.Sprintf("No records of rollout %s exist in the management cluster (namespace %q). Import only rollouts that were applied.", key, state.RecordNamespace.ValueString()))
+		return false
+	}
+	diags.Append(state.fromConfigRecord(ctx, found)...)
+	if diags.HasError() {
+		return false
+	}
+	if state.Revision.IsNull() {
+		// Records written before they kept the revision: it is the manifests' own.
+		if rev, err := manifest.Revision(state.Manifests.ValueString()); err == nil {
+			state.Revision = types.StringValue(rev)
+		}
+	}
+	return true
 }

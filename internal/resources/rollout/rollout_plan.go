@@ -125,15 +125,8 @@ func (m *Model) contentKnown(ctx context.Context) bool {
 // what apply will meet, and sets the plan. spec is plan's; configChanged says the configuration
 // changed since prior.
 func (r *rolloutResource) planFleet(ctx context.Context, resp *resource.ModifyPlanResponse, plan, prior *Model, spec delivery.Spec, configChanged bool) {
-	query, diags := plan.query(ctx, r.Data.Window())
-	resp.Diagnostics.Append(diags...)
-	svc, diags := r.service(ctx, plan)
-	resp.Diagnostics.Append(diags...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	if err := svc.Ready(ctx); err != nil {
-		resp.Diagnostics.Append(diagnostics.AttributeFromError(shared.PathDelivery, err, "Delivery Not Ready"))
+	query, svc, ok := r.PlanEngine(ctx, plan, &resp.Diagnostics)
+	if !ok {
 		return
 	}
 	claimsIgnored := r.replacedBy(spec.Key, plan, prior)
@@ -398,16 +391,8 @@ func setPlan(ctx context.Context, resp *resource.ModifyPlanResponse, plan Model)
 // identityChange names the attributes that make plan a replacement of prior ("" if none): they
 // name the records, so a change is a destroy and a create.
 func identityChange(plan, prior *Model) string {
-	var changed []string
-	for _, a := range []struct {
-		name        string
-		plan, prior types.String
-	}{{"name", plan.Name, prior.Name}, {"namespace", plan.Namespace, prior.Namespace}, {"record_namespace", plan.RecordNamespace, prior.RecordNamespace}} {
-		if !a.plan.IsUnknown() && !a.plan.Equal(a.prior) {
-			changed = append(changed, a.name)
-		}
-	}
-	return strings.Join(changed, ", ")
+	return shared.IdentityChange(shared.Identity{Name: plan.Name, Namespace: plan.Namespace, RecordNamespace: plan.RecordNamespace},
+		shared.Identity{Name: prior.Name, Namespace: prior.Namespace, RecordNamespace: prior.RecordNamespace})
 }
 
 // deletion is what destroying the rollout m (a state) removes: the objects of its bundle from

@@ -36,7 +36,8 @@ const (
 	defaultDeletionPolicy   = "delete"
 )
 
-var dnsLabel = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
+// dnsLabel is a DNS label (shared.DNSLabel).
+var dnsLabel = shared.DNSLabel
 
 var verifyAttrTypes = shared.VerifyAttrTypes(httpChecks, shared.HealthChecks, shared.ClusterGates, shared.NodeGate, checkJob)
 
@@ -68,12 +69,7 @@ func (r *rolloutResource) Schema(ctx context.Context, _ resource.SchemaRequest, 
 				MarkdownDescription: "`namespace/name`.",
 				PlanModifiers:       []planmodifier.String{stringplanmodifier.UseStateForUnknown()},
 			},
-			"name": schema.StringAttribute{
-				Required:            true,
-				MarkdownDescription: "Name of the rollout, unique within `namespace`; it names the records in the clusters. Changing it replaces the resource.",
-				Validators:          []validator.String{stringvalidator.LengthBetween(1, 63), stringvalidator.RegexMatches(dnsLabel, "must be a DNS label: lower-case letters, digits and '-'")},
-				PlanModifiers:       []planmodifier.String{stringplanmodifier.RequiresReplace()},
-			},
+			"name":      shared.ResourceName("Name of the rollout, unique within `namespace`; it names the records in the clusters. Changing it replaces the resource."),
 			"namespace": shared.ResourceNamespace(),
 			"selector":  shared.ResourceSelector("names", "clusters"),
 			"names": func() schema.ListAttribute {
@@ -130,17 +126,9 @@ func (r *rolloutResource) Schema(ctx context.Context, _ resource.SchemaRequest, 
 					"from 1% to 100% (`\"25%\"`), rounded up, at least 1. Default `\"" + defaultUpdateLimit + "\"`.",
 				Validators: []validator.String{shared.UpdateLimit()},
 			},
-			"max_failures": schema.StringAttribute{
-				Optional: true, Computed: true, Default: stringdefault.StaticString(defaultMaxFailures),
-				MarkdownDescription: "Clusters that may fail before no new wave starts: a whole number ≥ 0 or a percentage from 0% to 100%. Default `\"0\"`.",
-				Validators:          []validator.String{shared.MaxFailures()},
-			},
-			"max_unsettled": schema.StringAttribute{
-				Optional:            true,
-				MarkdownDescription: shared.MaxUnsettledDescription,
-				Validators:          []validator.String{shared.MaxUnsettledValidator()},
-			},
-			"on_failure": shared.OnFailureAttribute(changeText, engine.Rollback),
+			"max_failures":  shared.MaxFailuresAttribute(defaultMaxFailures, "Clusters that may fail before no new wave starts: a whole number ≥ 0 or a percentage from 0% to 100%. Default `\"0\"`."),
+			"max_unsettled": shared.MaxUnsettledAttribute(),
+			"on_failure":    shared.OnFailureAttribute(changeText, engine.Rollback),
 			"verify": shared.VerifyAttribute(shared.VerifyDescriptions{
 				Verify:   "How each cluster is verified after the revision is applied: every applied object must become ready (kstatus) within `timeout`, then the wave bakes for `bake_time` and is checked again.",
 				Timeout:  "Longest wait for the objects of one cluster to become ready, as a Go duration (`\"5m\"`). Default `" + shared.DefaultVerifyTimeout + "`.",
@@ -244,10 +232,7 @@ func (r *rolloutResource) Schema(ctx context.Context, _ resource.SchemaRequest, 
 					"the plan waits for the next one, and one that became not ready or vanished is left out (apply warns). After a plan " +
 					"with nothing to do it keeps the last apply's waves. The `Planned Waves` warning names the clusters of each wave.",
 			},
-			"skipped": schema.MapAttribute{
-				Computed: true, ElementType: types.StringType,
-				MarkdownDescription: "Picked clusters that this apply leaves alone, with the reason (not ready, paused, no kubeconfig…). A later apply picks them up once they are ready.",
-			},
+			"skipped": shared.SkippedAttribute("Picked clusters that this apply leaves alone, with the reason (not ready, paused, no kubeconfig…). A later apply picks them up once they are ready."),
 		},
 	}
 }

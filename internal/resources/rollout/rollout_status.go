@@ -2,7 +2,6 @@ package rollout
 
 import (
 	"context"
-	"fmt"
 	"maps"
 	"slices"
 	"sort"
@@ -19,22 +18,26 @@ import (
 	"github.com/gradual-dev/terraform-provider-gradual/internal/providerdata"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/records"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/manifesttype"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/shared"
 )
 
 // NewStatusDataSource returns the `gradual_rollout_status` data source: the per-cluster detail
 // that the rollout's plan leaves out (it shows counts and the clusters needing attention), for
 // outputs, `check` blocks and reviews of one cluster.
-func NewStatusDataSource() datasource.DataSource { return &statusDataSource{} }
+func NewStatusDataSource() datasource.DataSource {
+	d := &statusDataSource{}
+	d.StatusDataSource = shared.NewStatus[statusModel](d, "Rollout", "rollout", "_rollout_status", defaultRecordNamespace)
+	return d
+}
 
-type statusDataSource struct{ data *providerdata.Data }
-
-var _ datasource.DataSourceWithConfigure = (*statusDataSource)(nil)
+// statusDataSource reads through shared.StatusDataSource; its shared.StatusOps are below.
+type statusDataSource struct {
+	shared.StatusDataSource[statusModel]
+}
 
 // statusModel is the data source's data.
 type statusModel struct {
-	Namespace        types.String         `tfsdk:"namespace"`
-	Name             types.String         `tfsdk:"name"`
-	RecordNamespace  types.String         `tfsdk:"record_namespace"`
+	shared.StatusKeyModel
 	PreviewManifests types.String         `tfsdk:"preview_manifests"`
 	Revision         types.String         `tfsdk:"revision"`
 	Manifests        types.String         `tfsdk:"manifests"`
@@ -67,30 +70,15 @@ type clusterPreviewModel struct {
 	NotPreviewed string   `tfsdk:"not_previewed"`
 }
 
-func (d *statusDataSource) Metadata(_ context.Context, req datasource.MetadataRequest, resp *datasource.MetadataResponse) {
-	resp.TypeName = req.ProviderTypeName + "_rollout_status"
-}
-
-func (d *statusDataSource) Configure(_ context.Context, req datasource.ConfigureRequest, resp *datasource.ConfigureResponse) {
-	d.data = providerdata.From(req.ProviderData, &resp.Diagnostics)
-}
-
 func (d *statusDataSource) Schema(_ context.Context, _ datasource.SchemaRequest, resp *datasource.SchemaResponse) {
-	computed := func(description string) schema.StringAttribute {
-		return schema.StringAttribute{Computed: true, MarkdownDescription: description}
-	}
+	computed := shared.Computed
 	resp.Schema = schema.Schema{
 		MarkdownDescription: "Every cluster of a `gradual_rollout`, one by one: the revision it runs, its backup, its state and what is " +
 			"wrong with it (drifted objects and fields, an interrupted apply). The rollout's plan shows only counts (`summary`) and the " +
 			"clusters needing attention, so that it stays readable at any fleet size; this is the detail, for outputs, `check` blocks " +
 			"and a closer look. It reads the clusters the rollout's last apply picked (from the management cluster's record) as they " +
 			"are now; depend on the rollout (`depends_on`) to read it after the rollout's apply.",
-		Attributes: map[string]schema.Attribute{
-			"namespace": schema.StringAttribute{Required: true, MarkdownDescription: "`namespace` of the rollout (of its Cluster objects)."},
-			"name":      schema.StringAttribute{Required: true, MarkdownDescription: "`name` of the rollout."},
-			"record_namespace": schema.StringAttribute{
-				Optional: true, MarkdownDescription: "`record_namespace` of the rollout. Default `" + defaultRecordNamespace + "`.",
-			},
+		Attributes: d.StatusAttributes(map[string]schema.Attribute{
 			"preview_manifests": schema.StringAttribute{
 				Optional: true,
 				MarkdownDescription: "A bundle to dry-run now on every cluster the rollout picks, usually the rollout's next `manifests` " +
@@ -148,74 +136,67 @@ func (d *statusDataSource) Schema(_ context.Context, _ datasource.SchemaRequest,
 					},
 				}},
 			},
-		},
+		}),
 	}
 }
 
-func (d *statusDataSource) Read(ctx context.Context, req datasource.ReadRequest, resp *datasource.ReadResponse) {
-	var cfg statusModel
-	resp.Diagnostics.Append(req.Config.Get(ctx, &cfg)...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	if d.data == nil {
-		resp.Diagnostics.AddError("Provider Not Configured", diagnostics.UnconfiguredProvider)
-		return
-	}
-	recordNamespace := cfg.RecordNamespace.ValueString()
-	if recordNamespace == "" {
-		recordNamespace = defaultRecordNamespace
-	}
+var _ datasource.DataSourceWithConfigure = (*statusDataSource)(nil)
+
+// StatusKey implements shared.StatusOps.
+func (d *statusDataSource) StatusKey(cfg *statusModel) (records.Key, string, types.String) {
 	key := records.Key{Kind: "rollout", Namespace: cfg.Namespace.ValueString(), Name: cfg.Name.ValueString()}
-	raw, err := d.data.Delivery.LoadConfig(ctx, key, recordNamespace)
-	if err != nil {
-		resp.Diagnostics.Append(diagnostics.FromError(err, "Cannot Read The Rollout's Record"))
-		return
-	}
-	if raw == nil {
-		resp.Diagnostics.AddError("Rollout Not Found", fmt.Sprintf("No records of rollout %s exist in the management cluster (namespace %q): "+
-			"it was never applied, or it was destroyed. Depend on the rollout (depends_on) to read it after its first apply.", key, recordNamespace))
-		return
-	}
+	return key, "rollout " + key.String(), cfg.RecordNamespace
+}
+
+// LoadRecord implements shared.StatusOps.
+func (d *statusDataSource) LoadRecord(ctx context.Context, data *providerdata.Data, key records.Key, recordNamespace string) ([]byte, error) {
+	return data.Delivery.LoadConfig(ctx, key, recordNamespace)
+}
+
+// ObserveStatus implements shared.StatusOps: every picked cluster as it is now, and, with
+// preview_manifests, what a dry-run of them finds on each.
+func (d *statusDataSource) ObserveStatus(ctx context.Context, data *providerdata.Data, cfg *statusModel, raw []byte, recordNamespace string, diags *diag.Diagnostics) bool {
+	key, _, _ := d.StatusKey(cfg)
 	var rollout Model
 	rollout.Namespace = cfg.Namespace
-	resp.Diagnostics.Append(rollout.fromConfigRecord(ctx, raw)...)
-	query, diags := rollout.query(ctx, d.data.Window())
-	resp.Diagnostics.Append(diags...)
-	if resp.Diagnostics.HasError() {
-		return
+	diags.Append(rollout.fromConfigRecord(ctx, raw)...)
+	query, ds := rollout.query(ctx, data.Window())
+	diags.Append(ds...)
+	if diags.HasError() {
+		return false
 	}
 	// The record keeps the revision (it covers sensitive_manifests and ignore_fields too); older
 	// records only the manifests, whose own revision it then is.
 	revision := rollout.Revision.ValueString()
 	if revision == "" {
+		var err error
 		if revision, err = manifest.Revision(rollout.Manifests.ValueString()); err != nil {
-			resp.Diagnostics.AddError("Unreadable Rollout Record", "The manifests the record keeps cannot be read: "+err.Error())
-			return
+			diags.AddError("Unreadable Rollout Record", "The manifests the record keeps cannot be read: "+err.Error())
+			return false
 		}
 	}
 	rollout.RecordNamespace, rollout.Revision = types.StringValue(recordNamespace), types.StringValue(revision)
-	flux, diags := rollout.fluxSettings(ctx)
-	resp.Diagnostics.Append(diags...)
-	obs, err := rollout.observe(ctx, d.data.Delivery.WithFlux(flux), query, key)
+	flux, ds := rollout.fluxSettings(ctx)
+	diags.Append(ds...)
+	obs, err := rollout.observe(ctx, data.Delivery.WithFlux(flux), query, key)
 	if err != nil {
-		resp.Diagnostics.Append(diagnostics.FromError(err, "Cannot Read The Fleet"))
-		return
+		diags.Append(diagnostics.FromError(err, "Cannot Read The Fleet"))
+		return false
 	}
 	summary, attention := summarize(revision, obs, nil)
 	cfg.Revision, cfg.Summary, cfg.Clusters = types.StringValue(revision), summary, statusClusters(revision, obs, attention)
 	cfg.Manifests = types.StringValue(rollout.Manifests.ValueString())
 	if !cfg.PreviewManifests.IsNull() {
-		previews, diags := previewStatus(ctx, d.data.Delivery.WithFlux(flux), key, &rollout, cfg.PreviewManifests.ValueString(), obs)
-		resp.Diagnostics.Append(diags...)
-		if resp.Diagnostics.HasError() {
-			return
+		previews, ds := previewStatus(ctx, data.Delivery.WithFlux(flux), key, &rollout, cfg.PreviewManifests.ValueString(), obs)
+		diags.Append(ds...)
+		if diags.HasError() {
+			return false
 		}
 		for i := range cfg.Clusters {
 			cfg.Clusters[i].Preview = previews[cfg.Clusters[i].Name]
 		}
 	}
-	resp.Diagnostics.Append(resp.State.Set(ctx, &cfg)...)
+	return true
 }
 
 // previewStatus dry-runs bundle, with the rest of the rollout's settings as its record keeps

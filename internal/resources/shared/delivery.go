@@ -2,6 +2,7 @@ package shared
 
 import (
 	"context"
+	"encoding/json"
 	"regexp"
 	"strings"
 
@@ -439,4 +440,30 @@ func WarnFluxArtifacts(diags *diag.Diagnostics, lines []string) {
 			strings.Join(lines, "\n  ")+
 			"\n\nA tag that already holds other content (someone published another artifact under it) is refused at apply, naming the "+
 			"repository, the tag and both digests, and nothing is pinned to it.")
+}
+
+// EncodeRecord is a resource's configuration record c as JSON (its diagnostics after diags);
+// an error is "Cannot Record Configuration".
+func EncodeRecord(c any, diags diag.Diagnostics) ([]byte, diag.Diagnostics) {
+	raw, err := json.Marshal(c)
+	if err != nil {
+		diags.AddError("Cannot Record Configuration", err.Error())
+	}
+	return raw, diags
+}
+
+// DecodeRecord decodes the configuration record raw of a resource (noun: "rollout") into c.
+func DecodeRecord(raw []byte, c any, noun string) diag.Diagnostics {
+	var diags diag.Diagnostics
+	if err := json.Unmarshal(raw, c); err != nil {
+		diags.AddError("Unreadable "+strings.ToUpper(noun[:1])+noun[1:]+" Record", "The management cluster's record of this "+noun+" cannot be decoded: "+err.Error())
+	}
+	return diags
+}
+
+// Service is the delivery service for a resource's `delivery` (value; w its write-only
+// credentials): direct, or through Flux with `delivery.flux`.
+func Service(ctx context.Context, direct *delivery.Service, value types.Object, w FluxWriteOnly) (*delivery.Service, diag.Diagnostics) {
+	settings, diags := FluxSettings(ctx, value, w)
+	return direct.WithFlux(settings), diags
 }

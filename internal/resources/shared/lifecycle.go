@@ -87,3 +87,21 @@ func ImportHint(typeName string, key records.Key) string {
 	id := key.Namespace + "/" + key.Name
 	return fmt.Sprintf("  terraform import %[1]s.<name> %[2]s\n\nor, in the configuration:\n\n  import {\n    to = %[1]s.<name>\n    id = %[2]q\n  }", typeName, id)
 }
+
+// Identity is what names a resource's records: a change of any of it replaces the resource.
+type Identity struct{ Name, Namespace, RecordNamespace types.String }
+
+// IdentityChange names the attributes that make plan a replacement of prior ("" if none): they
+// name the records, so a change is a destroy and a create.
+func IdentityChange(plan, prior Identity) string {
+	var changed []string
+	for _, a := range []struct {
+		name        string
+		plan, prior types.String
+	}{{"name", plan.Name, prior.Name}, {"namespace", plan.Namespace, prior.Namespace}, {"record_namespace", plan.RecordNamespace, prior.RecordNamespace}} {
+		if !a.plan.IsUnknown() && !a.plan.Equal(a.prior) {
+			changed = append(changed, a.name)
+		}
+	}
+	return strings.Join(changed, ", ")
+}

@@ -1,10 +1,14 @@
 package shared
 
 import (
+	"regexp"
+
 	"github.com/hashicorp/terraform-plugin-framework-validators/objectvalidator"
+	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/planmodifier"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringdefault"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringplanmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/types"
@@ -75,4 +79,44 @@ func LabelSelector(description string) schema.SingleNestedAttribute {
 	s.Validators = nil
 	s.MarkdownDescription = description
 	return s
+}
+
+// DNSLabel is a Kubernetes DNS label (RFC 1123): what a name that names records must be.
+var DNSLabel = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
+
+// ResourceName is the `name` attribute of a resource that names its records: a DNS label whose
+// change replaces the resource. description says what it names.
+func ResourceName(description string) schema.StringAttribute {
+	return schema.StringAttribute{
+		Required:            true,
+		MarkdownDescription: description,
+		Validators:          []validator.String{stringvalidator.LengthBetween(1, 63), stringvalidator.RegexMatches(DNSLabel, "must be a DNS label: lower-case letters, digits and '-'")},
+		PlanModifiers:       []planmodifier.String{stringplanmodifier.RequiresReplace()},
+	}
+}
+
+// MaxFailuresAttribute is `max_failures`, defaulting to def; description says what it counts.
+func MaxFailuresAttribute(def, description string) schema.StringAttribute {
+	return schema.StringAttribute{
+		Optional: true, Computed: true, Default: stringdefault.StaticString(def),
+		MarkdownDescription: description,
+		Validators:          []validator.String{MaxFailures()},
+	}
+}
+
+// MaxUnsettledAttribute is `max_unsettled` (MaxUnsettledDescription).
+func MaxUnsettledAttribute() schema.StringAttribute {
+	return schema.StringAttribute{
+		Optional:            true,
+		MarkdownDescription: MaxUnsettledDescription,
+		Validators:          []validator.String{MaxUnsettledValidator()},
+	}
+}
+
+// SkippedAttribute is `skipped`: the picked clusters an apply leaves alone, with the reason.
+func SkippedAttribute(description string) schema.MapAttribute {
+	return schema.MapAttribute{
+		Computed: true, ElementType: types.StringType,
+		MarkdownDescription: description,
+	}
 }
