@@ -21,7 +21,7 @@ import (
 	"github.com/gradual-dev/terraform-provider-gradual/internal/diagnostics"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/fleet"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/providerdata"
-	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/shared"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/fleetresource"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/settings"
 )
 
@@ -176,7 +176,7 @@ func (p *gradualProvider) Schema(_ context.Context, _ provider.SchemaRequest, re
 					"module assignment's reads and writes of the workload clusters and their records, and an in-place update's reads and " +
 					"writes of the management cluster's Cluster API objects. Long waits such as verification are loops of short requests " +
 					"and are not limited by it.",
-				Validators: []validator.String{shared.Duration(time.Second, 10*time.Minute)},
+				Validators: []validator.String{fleetresource.Duration(time.Second, 10*time.Minute)},
 			},
 			"qps": schema.Float64Attribute{
 				Optional:            true,
@@ -195,7 +195,7 @@ func (p *gradualProvider) Schema(_ context.Context, _ provider.SchemaRequest, re
 					"It governs the Lease of every resource that changes the fleet: a `gradual_rollout`'s and a `gradual_module_assignment`'s " +
 					"(one per resource), and a `gradual_inplace_update`'s (one per owner of the machines it updates, single-owner and fleet form). " +
 					"A live apply renews its Lease every third of it, so keep it well above the management cluster's worst response time.",
-				Validators: []validator.String{shared.Duration(15*time.Second, time.Hour)},
+				Validators: []validator.String{fleetresource.Duration(15*time.Second, time.Hour)},
 			},
 			"max_parallel_clusters": schema.Int64Attribute{
 				Optional: true,
@@ -205,7 +205,7 @@ func (p *gradualProvider) Schema(_ context.Context, _ provider.SchemaRequest, re
 					"them with the update extensions at plan and when apply starts. Changes during apply are bounded by each resource's `update_limit`.", settings.DefaultParallelism),
 				Validators: []validator.Int64{int64validator.Between(1, 1000)},
 			},
-			"maintenance_window": shared.ProviderMaintenanceWindowAttribute(),
+			"maintenance_window": fleetresource.ProviderMaintenanceWindowAttribute(),
 		},
 		Blocks: map[string]schema.Block{
 			"exec": schema.SingleNestedBlock{
@@ -329,7 +329,7 @@ func settingsOf(ctx context.Context, cfg configModel) (settings.Settings, diag.D
 		set.LeaseDuration, _ = time.ParseDuration(s)
 	}
 	var d diag.Diagnostics
-	set.Window, d = shared.WindowFrom(ctx, cfg.MaintenanceWindow)
+	set.Window, d = fleetresource.WindowFrom(ctx, cfg.MaintenanceWindow)
 	diags.Append(d...)
 	return set, diags
 }

@@ -7,7 +7,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/datasource/schema"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
-	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/shared"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/fleetresource"
 )
 
 func (d *dataSource) Schema(_ context.Context, _ datasource.SchemaRequest, resp *datasource.SchemaResponse) {
@@ -16,9 +16,9 @@ func (d *dataSource) Schema(_ context.Context, _ datasource.SchemaRequest, resp 
 			"with each cluster's readiness and `skip_reason`: why a rollout would skip it (not ready, paused, no kubeconfig Secret, " +
 			"a kubeconfig without inline credentials: an exec plugin, local files or a proxy). Rollouts apply the same rules.",
 		Attributes: map[string]schema.Attribute{
-			"namespace": shared.DataSourceNamespace(),
-			"selector":  shared.DataSourceSelector(),
-			"names":     shared.DataSourceNames(),
+			"namespace": fleetresource.DataSourceNamespace(),
+			"selector":  fleetresource.DataSourceSelector(),
+			"names":     fleetresource.DataSourceNames(),
 			"eligible_names": schema.ListAttribute{
 				Computed: true, ElementType: types.StringType,
 				MarkdownDescription: "Names of the picked clusters a rollout would change (empty `skip_reason`), sorted.",

@@ -27,7 +27,7 @@ import (
 	"github.com/gradual-dev/terraform-provider-gradual/internal/apply"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/fieldpath"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/manifest"
-	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/shared"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/fleetresource"
 )
 
 // Name is the attribute's name.
@@ -111,7 +111,7 @@ func rulesAttribute(description, pathsWhat string) schema.ListNestedAttribute {
 				MarkdownDescription: pathsWhat + ", as the plan names drifted fields: `.spec.replicas`, `.webhooks[*].clientConfig.caBundle` " +
 					"(`[*]` is every element of a list, `[0]` one), `.metadata.annotations[\"example.com/key\"]` (keys with dots or slashes " +
 					"quoted). A path must end with a field; `apiVersion`, `kind` and metadata other than labels and annotations cannot be named.",
-				Validators: []validator.List{listvalidator.SizeAtLeast(1), listvalidator.ValueStringsAre(shared.FieldPath())},
+				Validators: []validator.List{listvalidator.SizeAtLeast(1), listvalidator.ValueStringsAre(fleetresource.FieldPath())},
 			},
 		}},
 	}

@@ -18,7 +18,7 @@ import (
 	"github.com/gradual-dev/terraform-provider-gradual/internal/diagnostics"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/inplace"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/providerdata"
-	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/shared"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/fleetresource"
 )
 
 // NewPlanDataSource returns the `gradual_inplace_update_plan` data source.
@@ -92,8 +92,8 @@ func (d *planDataSource) Schema(_ context.Context, _ datasource.SchemaRequest, r
 					stringvalidator.LengthBetween(1, 253),
 					stringvalidator.ExactlyOneOf(path.MatchRoot("cluster"), path.MatchRoot("names"), path.MatchRoot("selector")),
 				}},
-			"names":    withDescription(shared.DataSourceNames(), descNames),
-			"selector": selectorWithDescription(shared.DataSourceSelector(), descClusterSelector),
+			"names":    withDescription(fleetresource.DataSourceNames(), descNames),
+			"selector": selectorWithDescription(fleetresource.DataSourceSelector(), descClusterSelector),
 			"machine_deployment": schema.StringAttribute{Optional: true, MarkdownDescription: descMachineDeployment,
 				Validators: []validator.String{
 					stringvalidator.RegexMatches(dnsName, "must be a Kubernetes object name"),
@@ -104,7 +104,7 @@ func (d *planDataSource) Schema(_ context.Context, _ datasource.SchemaRequest, r
 					stringvalidator.RegexMatches(dnsName, "must be a Kubernetes object name"),
 					stringvalidator.ConflictsWith(path.MatchRoot("machine_deployment_selector"), path.MatchRoot("update_control_plane")),
 				}},
-			"machine_deployment_selector": selectorWithDescription(shared.DataSourceSelector(), descMachineDeploymentSelector),
+			"machine_deployment_selector": selectorWithDescription(fleetresource.DataSourceSelector(), descMachineDeploymentSelector),
 			"update_control_plane":        schema.BoolAttribute{Optional: true, MarkdownDescription: descUpdateControlPlane},
 			"clusters": schema.MapAttribute{Computed: true, ElementType: types.ListType{ElemType: types.StringType},
 				MarkdownDescription: "Per picked cluster that is not skipped, the names of its machines in `machines`."},
@@ -127,7 +127,7 @@ func (d *planDataSource) Schema(_ context.Context, _ datasource.SchemaRequest, r
 						Validators: []validator.String{stringvalidator.RegexMatches(regexp.MustCompile(`^[a-zA-Z][a-zA-Z0-9+.-]*://`), "must be a URL")}},
 					"ca_bundle": schema.StringAttribute{Optional: true, MarkdownDescription: "PEM CA bundle that signs the extension's serving certificate (not secret). Unset: the system roots."},
 					"timeout": schema.StringAttribute{Optional: true, MarkdownDescription: "Timeout of one call, retries included, as a duration up to `30s`. Default `10s`.",
-						Validators: []validator.String{shared.Duration(time.Second, 30*time.Second)}},
+						Validators: []validator.String{fleetresource.Duration(time.Second, 30*time.Second)}},
 				}},
 			},
 			"fallback": schema.StringAttribute{Optional: true, MarkdownDescription: descFallback,

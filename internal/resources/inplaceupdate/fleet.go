@@ -25,7 +25,7 @@ import (
 	"github.com/gradual-dev/terraform-provider-gradual/internal/inplace/ownerupdate"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/providerdata"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/records"
-	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/shared"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/fleetresource"
 )
 
 // The fleet form is planned and carried out by fleetupdate; this file maps the model to its
@@ -51,7 +51,7 @@ func (in *Input) fleetSpec(ctx context.Context, limits fleetLimits) (fleetupdate
 	if !in.Cluster.IsNull() {
 		names = types.ListValueMust(types.StringType, []attr.Value{in.Cluster})
 	}
-	spec.Query, d = shared.Query(ctx, in.Namespace, in.Selector, names)
+	spec.Query, d = fleetresource.Query(ctx, in.Namespace, in.Selector, names)
 	diags.Append(d...)
 	return spec, diags
 }
@@ -61,7 +61,7 @@ func (in *Input) owners(ctx context.Context) (owners.Pick, diag.Diagnostics) {
 	var diags diag.Diagnostics
 	o := owners.Pick{ControlPlane: in.UpdateControlPlane.ValueBool()}
 	if !in.MachineDeploymentSelector.IsNull() {
-		ls, d := shared.ToLabelSelector(ctx, in.MachineDeploymentSelector)
+		ls, d := fleetresource.ToLabelSelector(ctx, in.MachineDeploymentSelector)
 		diags.Append(d...)
 		sel, err := ls.Selector()
 		if err != nil {
@@ -206,10 +206,10 @@ func (r *updateResource) modifyFleetPlan(ctx context.Context, plan, prior *Model
 		return
 	}
 	if len(res.Skipped) > 0 {
-		resp.Diagnostics.AddWarning("Clusters Skipped", shared.SkippedDetail("These picked clusters are left alone by this apply; a later apply updates them once they can be:", res.Skipped))
+		resp.Diagnostics.AddWarning("Clusters Skipped", fleetresource.SkippedDetail("These picked clusters are left alone by this apply; a later apply updates them once they can be:", res.Skipped))
 	}
 	if len(res.Drifted) > 0 {
-		resp.Diagnostics.AddWarning("Topology Variables Changed Outside Terraform", shared.SkippedDetail(
+		resp.Diagnostics.AddWarning("Topology Variables Changed Outside Terraform", fleetresource.SkippedDetail(
 			"These clusters no longer hold the topology variables the last apply wrote (found by the refresh); this apply writes them again, in the waves below:", res.Drifted))
 	}
 	if len(res.Missing) > 0 {
@@ -233,7 +233,7 @@ func (r *updateResource) modifyFleetPlan(ctx context.Context, plan, prior *Model
 	plan.Status, plan.Summary, plan.Attention = types.MapUnknown(types.StringType), types.MapUnknown(types.Int64Type), types.MapUnknown(types.StringType)
 	plan.private.Preview = res.Preview
 	if res.FromState {
-		plan.Waves = types.StringValue(shared.WavesText(shared.WaveSizes(res.Plan.Waves), res.Plan.CanaryWaves))
+		plan.Waves = types.StringValue(fleetresource.WavesText(fleetresource.WaveSizes(res.Plan.Waves), res.Plan.CanaryWaves))
 		plan.private.PlannedWaves = nonNilWaves(res.Plan.Waves)
 		if res.Plan.Changes() {
 			resp.Diagnostics.AddWarning("Planned Waves", res.Plan.WavesText("each cluster's owners one after the other, each verified before the next"))
@@ -262,7 +262,7 @@ func previewDetail(res *fleetupdate.PlanResult) string {
 		"(`summary` and `attention` are known after apply; apply previews each wave again and stops one whose preview got worse).",
 		sum[fleetupdate.SumInPlace], sum[fleetupdate.SumRolling], sum[fleetupdate.SumUnchanged])
 	if len(att) > 0 {
-		b.WriteString("\n" + shared.SkippedDetail("Clusters to look at:", att))
+		b.WriteString("\n" + fleetresource.SkippedDetail("Clusters to look at:", att))
 	}
 	return b.String()
 }
@@ -308,7 +308,7 @@ func (r *updateResource) applyFleet(ctx context.Context, plan *Model, verify tim
 		diags.Append(d...)
 	}
 	if plan.Waves.IsUnknown() {
-		plan.Waves = types.StringValue(shared.WavesText(shared.WaveSizes(res.Plan.Waves), res.Plan.CanaryWaves))
+		plan.Waves = types.StringValue(fleetresource.WavesText(fleetresource.WaveSizes(res.Plan.Waves), res.Plan.CanaryWaves))
 	}
 	if plan.Revision.IsUnknown() {
 		plan.Revision = types.StringValue(res.Revision)

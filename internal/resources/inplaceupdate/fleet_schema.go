@@ -3,7 +3,7 @@ package inplaceupdate
 import (
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
 
-	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/shared"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/fleetresource"
 )
 
 // Descriptions of the fleet attributes: clusters picked like a rollout's, owners picked in each.
@@ -53,10 +53,10 @@ const (
 // clusterSelector is `selector`: the clusters, like the rollout's (exactly one of cluster,
 // names and selector is checked on `cluster`).
 func clusterSelector() schema.SingleNestedAttribute {
-	return shared.LabelSelector(descClusterSelector)
+	return fleetresource.LabelSelector(descClusterSelector)
 }
 
 // machineDeploymentSelector is `machine_deployment_selector`: a label selector of the same shape.
 func machineDeploymentSelector() schema.SingleNestedAttribute {
-	return shared.LabelSelector(descMachineDeploymentSelector)
+	return fleetresource.LabelSelector(descMachineDeploymentSelector)
 }

@@ -6,7 +6,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 
 	"github.com/gradual-dev/terraform-provider-gradual/internal/inplace/fleetupdate"
-	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/shared"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/fleetresource"
 )
 
 // fleetPrivate is what the fleet form keeps in Terraform's private state, out of plans: what
@@ -25,15 +25,15 @@ const (
 )
 
 // LoadPrivate reads the private state (see fleetPrivate).
-func (m *Model) LoadPrivate(ctx context.Context, from shared.PrivateGetter) diag.Diagnostics {
-	return shared.LoadPrivateJSON(ctx, from, "in-place update", map[string]any{
+func (m *Model) LoadPrivate(ctx context.Context, from fleetresource.PrivateGetter) diag.Diagnostics {
+	return fleetresource.LoadPrivateJSON(ctx, from, "in-place update", map[string]any{
 		privateClustersKey: &m.private.Clusters, privateWavesKey: &m.private.PlannedWaves, privatePreviewKey: &m.private.Preview,
 	})
 }
 
 // SavePrivate writes the private state; what is nil is removed.
-func (m *Model) SavePrivate(ctx context.Context, to shared.PrivateSetter) diag.Diagnostics {
-	return shared.SavePrivateJSON(ctx, to, map[string]any{
+func (m *Model) SavePrivate(ctx context.Context, to fleetresource.PrivateSetter) diag.Diagnostics {
+	return fleetresource.SavePrivateJSON(ctx, to, map[string]any{
 		privateClustersKey: m.private.Clusters, privateWavesKey: m.private.PlannedWaves, privatePreviewKey: m.private.Preview,
 	})
 }

@@ -25,7 +25,7 @@ import (
 	"github.com/gradual-dev/terraform-provider-gradual/internal/inplace/ownerupdate"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/providerdata"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/records"
-	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/shared"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/fleetresource"
 )
 
 // NewResource returns the `gradual_inplace_update` resource.
@@ -197,23 +197,23 @@ func digest(v types.String) types.String {
 	return types.StringValue(owners.Digest(b))
 }
 
-// Create updates the machines. A failed Create is saved (shared.FailedCreate.Saved): its status
+// Create updates the machines. A failed Create is saved (fleetresource.FailedCreate.Saved): its status
 // shows which machines were updated, and the replacement Terraform then plans changes nothing
 // but runs the update again.
 func (r *updateResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
-	shared.Create(ctx, req, resp, r.apply, shared.FailedCreate{Saved: true})
+	fleetresource.Create(ctx, req, resp, r.apply, fleetresource.FailedCreate{Saved: true})
 }
 
-// Update updates the machines; the state is saved even on failure (see shared.Update).
+// Update updates the machines; the state is saved even on failure (see fleetresource.Update).
 func (r *updateResource) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
-	shared.Update(ctx, req, resp, r.apply)
+	fleetresource.Update(ctx, req, resp, r.apply)
 }
 
-// TimeoutsValue is the `timeouts` attribute, for shared.Create and shared.Update.
+// TimeoutsValue is the `timeouts` attribute, for fleetresource.Create and fleetresource.Update.
 func (m *Model) TimeoutsValue() timeouts.Value { return m.Timeouts }
 
 // ReadWriteOnly reads the write-only `bootstrap_config_spec_patch` from the configuration; ClearWriteOnly
-// nulls it again before a state is saved (see shared.WriteOnly).
+// nulls it again before a state is saved (see fleetresource.WriteOnly).
 func (m *Model) ReadWriteOnly(ctx context.Context, config tfsdk.Config) diag.Diagnostics {
 	return m.readWriteOnly(ctx, config)
 }
@@ -499,6 +499,6 @@ func (m *Model) setSingleSummary(ctx context.Context, res *fleetupdate.OwnerPlan
 	diags.Append(d...)
 	m.Attention, d = types.MapValueFrom(ctx, types.StringType, att)
 	diags.Append(d...)
-	m.Waves = types.StringValue(shared.WavesText(res.Waves, 0))
+	m.Waves = types.StringValue(fleetresource.WavesText(res.Waves, 0))
 	return diags
 }

@@ -19,7 +19,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
-	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/shared"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/fleetresource"
 )
 
 const defaultVerifyTimeout = "10m"
@@ -98,7 +98,7 @@ func (r *updateResource) Schema(ctx context.Context, _ resource.SchemaRequest, r
 					stringvalidator.ExactlyOneOf(path.MatchRoot("cluster"), path.MatchRoot("names"), path.MatchRoot("selector")),
 				},
 				PlanModifiers: []planmodifier.String{stringplanmodifier.RequiresReplace()}},
-			"names":    shared.ResourceNames(descNames),
+			"names":    fleetresource.ResourceNames(descNames),
 			"selector": clusterSelector(),
 			"machine_deployment": schema.StringAttribute{Optional: true, MarkdownDescription: descMachineDeployment,
 				Validators: []validator.String{
@@ -115,7 +115,7 @@ func (r *updateResource) Schema(ctx context.Context, _ resource.SchemaRequest, r
 			"canary": schema.ListAttribute{Optional: true, ElementType: types.StringType, MarkdownDescription: descCanary,
 				Validators: []validator.List{listvalidator.UniqueValues(), listvalidator.ValueStringsAre(stringvalidator.LengthAtLeast(1))}},
 			"max_failures": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString("0"),
-				MarkdownDescription: descMaxFailures, Validators: []validator.String{shared.MaxFailures()}},
+				MarkdownDescription: descMaxFailures, Validators: []validator.String{fleetresource.MaxFailures()}},
 			"summary":   schema.MapAttribute{Computed: true, ElementType: types.Int64Type, MarkdownDescription: descSummary},
 			"attention": schema.MapAttribute{Computed: true, ElementType: types.StringType, MarkdownDescription: descAttention},
 			"waves":     schema.StringAttribute{Computed: true, MarkdownDescription: descWaves},
@@ -139,13 +139,13 @@ func (r *updateResource) Schema(ctx context.Context, _ resource.SchemaRequest, r
 					"url":       schema.StringAttribute{Required: true, MarkdownDescription: "Base URL of the extension, `https://host[:port][/path]`; hooks are called at CAPI's paths below it. Plain HTTP is refused."},
 					"ca_bundle": schema.StringAttribute{Optional: true, MarkdownDescription: "PEM CA bundle that signs the extension's serving certificate (not secret). Unset: the system roots."},
 					"timeout": schema.StringAttribute{Optional: true, MarkdownDescription: "Timeout of one call, retries included, up to `30s`. Default `10s`.",
-						Validators: []validator.String{shared.Duration(time.Second, 30*time.Second)}},
+						Validators: []validator.String{fleetresource.Duration(time.Second, 30*time.Second)}},
 				}},
 			},
 			"fallback": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString(defaultFallback),
 				MarkdownDescription: descFallback, Validators: []validator.String{stringvalidator.OneOf("none", "rolling")}},
 			"update_limit": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString("1"),
-				MarkdownDescription: descUpdateLimit, Validators: []validator.String{shared.UpdateLimit()}},
+				MarkdownDescription: descUpdateLimit, Validators: []validator.String{fleetresource.UpdateLimit()}},
 			"verify": schema.SingleNestedAttribute{
 				Optional: true, Computed: true,
 				Default:             objectdefault.StaticValue(types.ObjectValueMust(verifyAttrTypes, map[string]attr.Value{"timeout": types.StringValue(defaultVerifyTimeout)})),
@@ -153,7 +153,7 @@ func (r *updateResource) Schema(ctx context.Context, _ resource.SchemaRequest, r
 				Attributes: map[string]schema.Attribute{
 					"timeout": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString(defaultVerifyTimeout),
 						MarkdownDescription: "Longest wait for the whole owner, as a duration. Default `" + defaultVerifyTimeout + "`.",
-						Validators:          []validator.String{shared.Duration(time.Second, 0)}},
+						Validators:          []validator.String{fleetresource.Duration(time.Second, 0)}},
 				},
 			},
 			"timeouts": timeouts.Attributes(ctx, timeouts.Opts{Create: true, Update: true}),

@@ -12,7 +12,7 @@ import (
 
 	"github.com/gradual-dev/terraform-provider-gradual/internal/assignment"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/fleet"
-	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/shared"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/fleetresource"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/window"
 )
 
@@ -22,15 +22,15 @@ var pathModules = path.Root("modules")
 func New() resource.Resource {
 	r := &assignmentResource{}
 	r.Ops, r.TypeSuffix, r.Noun, r.ImportExample = r, "_module_assignment", "assignment", "fleet/cni"
-	r.Failed = shared.FailedCreate{Title: "Module Assignment Not Saved In State",
+	r.Failed = fleetresource.FailedCreate{Title: "Module Assignment Not Saved In State",
 		Detail: "The assignment failed before it completed, so it is not saved in the Terraform state. Every change it made is recorded in the clusters and bindings; the next apply continues from them."}
 	return r
 }
 
-// assignmentResource runs through the engine's shared lifecycle (shared.Lifecycle); its
-// shared.EngineOps are in moduleassignment_crud.go.
+// assignmentResource runs through the engine's shared lifecycle (fleetresource.Lifecycle); its
+// fleetresource.EngineOps are in moduleassignment_crud.go.
 type assignmentResource struct {
-	shared.Lifecycle[Model, *Model, assignment.Spec]
+	fleetresource.Lifecycle[Model, *Model, assignment.Spec]
 }
 
 var (
@@ -43,14 +43,14 @@ var (
 
 // UpgradeState upgrades states from before schema version 1, whose `waves` held lists of counts
 // per module, to `waves` as text, and from before version 2, whose `objects` held YAML, to JSON
-// (shared.Upgraders).
+// (fleetresource.Upgraders).
 func (r *assignmentResource) UpgradeState(ctx context.Context) map[int64]resource.StateUpgrader {
 	var resp resource.SchemaResponse
 	r.Schema(ctx, resource.SchemaRequest{}, &resp)
-	return shared.Upgraders("gradual_module_assignment", resp.Schema, true)
+	return fleetresource.Upgraders("gradual_module_assignment", resp.Schema, true)
 }
 
-// EngineSpec and EngineQuery map the model to the engine (shared.EngineModel).
+// EngineSpec and EngineQuery map the model to the engine (fleetresource.EngineModel).
 func (m *Model) EngineSpec(ctx context.Context) (assignment.Spec, diag.Diagnostics) {
 	return m.spec(ctx)
 }

@@ -10,7 +10,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
 	"github.com/gradual-dev/terraform-provider-gradual/internal/engine"
-	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/shared"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/fleetresource"
 )
 
 // The config record keeps names and the change attributes, so that an import (and the status
@@ -19,7 +19,7 @@ import (
 func TestConfigRecordKeepsNamesAndChangeAttributes(t *testing.T) {
 	ctx := context.Background()
 	m := moduleModel(t, rendered, "", "app", nil)
-	m.Selector = types.ObjectNull(shared.SelectorAttrTypes)
+	m.Selector = types.ObjectNull(fleetresource.SelectorAttrTypes)
 	m.Names = types.ListValueMust(types.StringType, []attr.Value{types.StringValue("c2"), types.StringValue("c1")})
 	m.Canary = types.ListValueMust(types.StringType, []attr.Value{types.StringValue("c2")})
 	m.CanaryOptional, m.ForceConflicts, m.RetryInvalid = types.BoolValue(true), types.BoolValue(true), types.BoolValue(true)

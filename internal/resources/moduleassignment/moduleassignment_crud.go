@@ -14,13 +14,13 @@ import (
 	"github.com/gradual-dev/terraform-provider-gradual/internal/diagnostics"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/fleet"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/records"
-	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/shared"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/fleetresource"
 )
 
 // ApplyPlan runs the assignment and fills plan's computed attributes from the outcome (see
-// shared.EngineOps). As for rollouts, a failed Create saves no state: the records and bindings
+// fleetresource.EngineOps). As for rollouts, a failed Create saves no state: the records and bindings
 // keep what was applied, and the next Create continues from them.
-func (r *assignmentResource) ApplyPlan(ctx context.Context, plan *Model, e shared.Engine[assignment.Spec], diags *diag.Diagnostics, create bool) bool {
+func (r *assignmentResource) ApplyPlan(ctx context.Context, plan *Model, e fleetresource.Engine[assignment.Spec], diags *diag.Diagnostics, create bool) bool {
 	spec, query, svc := e.Spec, e.Query, e.Svc
 	// The waves the plan showed are the waves apply carries out: their clusters come with the
 	// plan's private state (none when the plan could not plan them, e.g. on create).
@@ -30,7 +30,7 @@ func (r *assignmentResource) ApplyPlan(ctx context.Context, plan *Model, e share
 	diags.Append(d...)
 	res, err := runChecked(ctx, svc, assignment.RunRequest{
 		Spec: spec, Query: query, Planned: flatten(waves), PlannedKnown: waves != nil, Waves: waves, Config: config,
-		Leaving: leaving, Create: create, ImportHint: importHint(spec.Key), Logf: shared.Logf(ctx),
+		Leaving: leaving, Create: create, ImportHint: importHint(spec.Key), Logf: fleetresource.Logf(ctx),
 	})
 	if res != nil {
 		for _, w := range res.Warnings {
@@ -42,11 +42,11 @@ func (r *assignmentResource) ApplyPlan(ctx context.Context, plan *Model, e share
 	}
 	diags.Append(plan.settleOutcome(ctx, svc, query, spec, res)...)
 	applyBridge(ctx, diags, svc, plan, spec, query, res)
-	return shared.Outcome(diags, err, "Module Assignment Failed")
+	return fleetresource.Outcome(diags, err, "Module Assignment Failed")
 }
 
 // SetConfigured fills the attributes that follow from the configuration alone: the id, the
-// revisions and, when the plan left them unknown, the objects (shared.EngineModel).
+// revisions and, when the plan left them unknown, the objects (fleetresource.EngineModel).
 func (m *Model) SetConfigured(ctx context.Context, spec assignment.Spec) (diags diag.Diagnostics) {
 	m.ID = types.StringValue(spec.Key.Namespace + "/" + spec.Key.Name)
 	m.setRevisions(spec)
@@ -59,10 +59,10 @@ func (m *Model) SetConfigured(ctx context.Context, spec assignment.Spec) (diags 
 	return diags
 }
 
-// runChecked runs the assignment (see shared.RunChecked), as a rollout's. The plan showed each
+// runChecked runs the assignment (see fleetresource.RunChecked), as a rollout's. The plan showed each
 // module's digest, computed from its manifests.
 func runChecked(ctx context.Context, svc *delivery.Service, req assignment.RunRequest) (*assignment.RunResult, error) {
-	return shared.RunChecked(ctx, svc, func() error { return assignment.CheckPinned(ctx, svc, req.Spec, plannedModules(req.Waves)) },
+	return fleetresource.RunChecked(ctx, svc, func() error { return assignment.CheckPinned(ctx, svc, req.Spec, plannedModules(req.Waves)) },
 		func() (*assignment.RunResult, error) { return assignment.Run(ctx, svc, req) })
 }
 
@@ -107,13 +107,13 @@ func (m *Model) settleOutcome(ctx context.Context, svc *delivery.Service, query 
 		}
 		m.setWaves(assignment.Waves(assignment.Plan{Apply: applied}, spec), spec.Policy.Canary)
 	}
-	shared.FillUnknown(m, &observed)
+	fleetresource.FillUnknown(m, &observed)
 	return diags
 }
 
 // importHint is the import command (and block) for one that exists already.
 func importHint(key records.Key) string {
-	return shared.ImportHint("gradual_module_assignment", key)
+	return fleetresource.ImportHint("gradual_module_assignment", key)
 }
 
 // flatten returns, per module, the clusters of its waves.
@@ -131,10 +131,10 @@ func flatten(waves map[string][][]string) map[string][]string {
 }
 
 // Refresh reads the assignment's records, bindings and the fleet into state (see
-// shared.EngineOps); an imported assignment takes its configuration from the management
+// fleetresource.EngineOps); an imported assignment takes its configuration from the management
 // cluster's record. It reports whether state was read (false: an early error left it
 // unread).
-func (r *assignmentResource) Refresh(ctx context.Context, state *Model, _ shared.PrivateGetter, diags *diag.Diagnostics) bool {
+func (r *assignmentResource) Refresh(ctx context.Context, state *Model, _ fleetresource.PrivateGetter, diags *diag.Diagnostics) bool {
 	if state.RecordNamespace.IsNull() {
 		state.RecordNamespace = types.StringValue(defaultRecordNamespace)
 	}
@@ -148,7 +148,7 @@ func (r *assignmentResource) Refresh(ctx context.Context, state *Model, _ shared
 	query, d := state.query(ctx, r.Data.Window())
 	diags.Append(d...)
 	svc, d := r.Service(ctx, state)
-	obs, ok := shared.Refreshing(diags, svc, d, func(svc *delivery.Service) (*assignment.Observation, error) {
+	obs, ok := fleetresource.Refreshing(diags, svc, d, func(svc *delivery.Service) (*assignment.Observation, error) {
 		return assignment.Observe(ctx, svc, query, spec, true)
 	})
 	if !ok {
@@ -189,20 +189,20 @@ func (r *assignmentResource) importConfig(ctx context.Context, state *Model, dia
 	return !diags.HasError()
 }
 
-// Prepare implements shared.EngineOps: the assignment reads its private state in Destroy.
-func (r *assignmentResource) Prepare(context.Context, *Model, shared.PrivateGetter) diag.Diagnostics {
+// Prepare implements fleetresource.EngineOps: the assignment reads its private state in Destroy.
+func (r *assignmentResource) Prepare(context.Context, *Model, fleetresource.PrivateGetter) diag.Diagnostics {
 	return nil
 }
 
-// Service is the delivery service for m (shared.EngineOps): direct, or through Flux with `delivery.flux`. Every
+// Service is the delivery service for m (fleetresource.EngineOps): direct, or through Flux with `delivery.flux`. Every
 // module goes through it: one artifact per module revision (per module rendering with values),
 // one Kustomization per (module, cluster).
 func (r *assignmentResource) Service(ctx context.Context, m *Model) (*delivery.Service, diag.Diagnostics) {
-	return shared.Service(ctx, r.Data.Delivery, m.Delivery, m.registry)
+	return fleetresource.Service(ctx, r.Data.Delivery, m.Delivery, m.registry)
 }
 
-// Destroy removes the assignment's bridge, objects and records (see shared.EngineOps).
-func (r *assignmentResource) Destroy(ctx context.Context, state *Model, e shared.Engine[assignment.Spec], private shared.PrivateGetter, diags *diag.Diagnostics) {
+// Destroy removes the assignment's bridge, objects and records (see fleetresource.EngineOps).
+func (r *assignmentResource) Destroy(ctx context.Context, state *Model, e fleetresource.Engine[assignment.Spec], private fleetresource.PrivateGetter, diags *diag.Diagnostics) {
 	// The bridge goes first: a cluster joining during the destroy must not get modules the
 	// destroy is removing. An assignment that never had one asks nothing of Cluster API's API.
 	diags.Append(state.LoadPrivate(ctx, private)...)
@@ -212,9 +212,9 @@ func (r *assignmentResource) Destroy(ctx context.Context, state *Model, e shared
 			return
 		}
 	}
-	warnings, err := assignment.Destroy(ctx, e.Svc, e.Spec, e.Query, shared.Logf(ctx),
+	warnings, err := assignment.Destroy(ctx, e.Svc, e.Spec, e.Query, fleetresource.Logf(ctx),
 		func(note string) { diags.AddWarning("Objects Left In Place", note) })
-	shared.DestroyOutcome(diags, warnings, err, "Module Assignment Delete Failed")
+	fleetresource.DestroyOutcome(diags, warnings, err, "Module Assignment Delete Failed")
 }
 
 // plannedModules are the modules the plan's waves deliver; nil when the plan could not plan them

@@ -8,7 +8,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
 	"github.com/gradual-dev/terraform-provider-gradual/internal/manifest"
-	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/shared"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/fleetresource"
 )
 
 // warnDeletion warns, at plan time, what a destroy (no planned state) or a replacement (name,
@@ -25,23 +25,23 @@ func warnDeletion(ctx context.Context, req resource.ModifyPlanRequest, diags *di
 		return
 	}
 	if req.Plan.Raw.IsNull() {
-		shared.WarnDeletion(diags, prior.deletion(ctx, ""))
+		fleetresource.WarnDeletion(diags, prior.deletion(ctx, ""))
 		return
 	}
 	var plan Model
 	if d := req.Plan.Get(ctx, &plan); d.HasError() {
 		return
 	}
-	if changed := shared.IdentityChange(shared.Identity{Name: plan.Name, Namespace: plan.Namespace, RecordNamespace: plan.RecordNamespace},
-		shared.Identity{Name: prior.Name, Namespace: prior.Namespace, RecordNamespace: prior.RecordNamespace}); changed != "" {
-		shared.WarnDeletion(diags, prior.deletion(ctx, changed))
+	if changed := fleetresource.IdentityChange(fleetresource.Identity{Name: plan.Name, Namespace: plan.Namespace, RecordNamespace: plan.RecordNamespace},
+		fleetresource.Identity{Name: prior.Name, Namespace: prior.Namespace, RecordNamespace: prior.RecordNamespace}); changed != "" {
+		fleetresource.WarnDeletion(diags, prior.deletion(ctx, changed))
 	}
 }
 
 // deletion is what destroying the assignment m (a state) removes: on each cluster, the objects
 // of the modules bound there.
-func (m *Model) deletion(ctx context.Context, replacing string) shared.Deletion {
-	d := shared.Deletion{What: "module assignment " + m.Namespace.ValueString() + "/" + m.Name.ValueString(),
+func (m *Model) deletion(ctx context.Context, replacing string) fleetresource.Deletion {
+	d := fleetresource.Deletion{What: "module assignment " + m.Namespace.ValueString() + "/" + m.Name.ValueString(),
 		Orphan: m.DeletionPolicy.ValueString() == "orphan", Replacing: replacing}
 	objects := map[string]int{}
 	if mods, diags := m.modules(ctx); !diags.HasError() {

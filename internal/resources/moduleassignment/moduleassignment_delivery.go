@@ -4,7 +4,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 
-	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/shared"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/fleetresource"
 )
 
 // refuseWithFlux refuses, naming the attribute, what the Flux engine cannot deliver yet: the
@@ -17,10 +17,10 @@ func (m *Model) refuseWithFlux(diags *diag.Diagnostics) {
 		return
 	}
 	if !m.Adopt.IsNull() && !m.Adopt.IsUnknown() && !m.Adopt.ValueBool() {
-		shared.NotThroughFlux(diags, path.Root("adopt"), shared.FluxGapRefuseAdoption, "`adopt = false`", "the assignment")
+		fleetresource.NotThroughFlux(diags, path.Root("adopt"), fleetresource.FluxGapRefuseAdoption, "`adopt = false`", "the assignment")
 	}
 	if len(m.sensitive) > 0 {
-		shared.NotThroughFlux(diags, pathModules, shared.FluxGapSensitiveModules, "`modules[].sensitive_manifests`", "the assignment")
+		fleetresource.NotThroughFlux(diags, pathModules, fleetresource.FluxGapSensitiveModules, "`modules[].sensitive_manifests`", "the assignment")
 	}
 }
 

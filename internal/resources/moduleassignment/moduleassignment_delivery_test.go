@@ -9,7 +9,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
 	"github.com/gradual-dev/terraform-provider-gradual/internal/delivery"
-	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/shared"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/fleetresource"
 )
 
 func summaries(diags diag.Diagnostics) string {
@@ -26,7 +26,7 @@ func summaries(diags diag.Diagnostics) string {
 // same configuration delivered directly is accepted. `values` is accepted through Flux (each
 // module's rendering for a cluster is an artifact of its own).
 func TestSpecRefusesWhatFluxCannotDeliverYet(t *testing.T) {
-	flux := shared.DeliveryValue(&delivery.FluxSettings{Repository: "oci://registry.example/fleet/base"})
+	flux := fleetresource.DeliveryValue(&delivery.FluxSettings{Repository: "oci://registry.example/fleet/base"})
 	for _, tc := range []struct {
 		name   string
 		hidden string
@@ -57,7 +57,7 @@ func TestSpecRefusesWhatFluxCannotDeliverYet(t *testing.T) {
 		m := moduleModel(t, dbConfigMap, "", "", nil)
 		m.Delivery, m.sensitive = flux, nil
 		var diags diag.Diagnostics
-		m.Values, diags = shared.ValuesValue(context.Background(), &delivery.Values{FromLabels: map[string]string{"zone": "example.com/zone"}})
+		m.Values, diags = fleetresource.ValuesValue(context.Background(), &delivery.Values{FromLabels: map[string]string{"zone": "example.com/zone"}})
 		spec, more := m.spec(context.Background())
 		if diags.Append(more...); diags.HasError() || spec.Values == nil {
 			t.Fatalf("values through Flux: errors %q, values %+v; want them accepted", summaries(diags), spec.Values)
@@ -68,7 +68,7 @@ func TestSpecRefusesWhatFluxCannotDeliverYet(t *testing.T) {
 // TestModeChangeRefusedWithFlux: the mode lives in the clusters' Kustomizations, so a change of
 // it is refused with delivery.flux, and allowed without.
 func TestModeChangeRefusedWithFlux(t *testing.T) {
-	flux := shared.DeliveryValue(&delivery.FluxSettings{Repository: "oci://registry.example/fleet/base"})
+	flux := fleetresource.DeliveryValue(&delivery.FluxSettings{Repository: "oci://registry.example/fleet/base"})
 	for _, tc := range []struct {
 		name        string
 		delivery    types.Object
@@ -77,7 +77,7 @@ func TestModeChangeRefusedWithFlux(t *testing.T) {
 	}{
 		{"flux, changed", flux, "ApplyOnce", "Reconcile", true},
 		{"flux, unchanged", flux, "Reconcile", "Reconcile", false},
-		{"direct, changed", shared.DeliveryValue(nil), "ApplyOnce", "Reconcile", false},
+		{"direct, changed", fleetresource.DeliveryValue(nil), "ApplyOnce", "Reconcile", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			plan := &Model{Delivery: tc.delivery, Mode: types.StringValue(tc.mode)}

@@ -17,9 +17,9 @@ import (
 	"github.com/gradual-dev/terraform-provider-gradual/internal/health"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/manifest"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/records"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/fleetresource"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/ignoreattr"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/manifesttype"
-	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/shared"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/window"
 )
 
@@ -48,15 +48,15 @@ type Model struct {
 	SensitivePaths  types.List     `tfsdk:"sensitive_paths"`
 	RecordNamespace types.String   `tfsdk:"record_namespace"`
 	Timeouts        timeouts.Value `tfsdk:"timeouts"`
-	// Values is `values` (shared.ValuesAttribute).
+	// Values is `values` (fleetresource.ValuesAttribute).
 	Values types.Object `tfsdk:"values"`
-	// MaintenanceWindow is the assignment's own window (shared.MaintenanceWindowAttribute).
+	// MaintenanceWindow is the assignment's own window (fleetresource.MaintenanceWindowAttribute).
 	MaintenanceWindow types.Object `tfsdk:"maintenance_window"`
-	// Delivery is `delivery` (shared.DeliveryAttribute): direct when null, or through Flux.
+	// Delivery is `delivery` (fleetresource.DeliveryAttribute): direct when null, or through Flux.
 	Delivery types.Object `tfsdk:"delivery"`
 	// registry is the write-only `delivery.flux.password`, `token` and `client_key`, read from
 	// the configuration (ReadWriteOnly); the framework skips unexported fields.
-	registry  shared.FluxWriteOnly
+	registry  fleetresource.FluxWriteOnly
 	Revisions types.Map `tfsdk:"revisions"`
 	// SensitiveObjects: module → identities of its sensitive_manifests.
 	SensitiveObjects types.Map `tfsdk:"sensitive_objects"`
@@ -107,7 +107,7 @@ func (mm ModuleModel) bundle(hidden string) (*manifest.Set, error) {
 // ReadWriteOnly takes each module's `sensitive_manifests`, and the registry's
 // `delivery.flux.password`, `token` and `client_key`, from the configuration: Terraform keeps
 // write-only values out of the plan and the state, so plan and apply find them only there
-// (shared.WriteOnly).
+// (fleetresource.WriteOnly).
 func (m *Model) ReadWriteOnly(ctx context.Context, config tfsdk.Config) diag.Diagnostics {
 	var mods []ModuleModel
 	diags := config.GetAttribute(ctx, pathModules, &mods)
@@ -117,17 +117,17 @@ func (m *Model) ReadWriteOnly(ctx context.Context, config tfsdk.Config) diag.Dia
 			m.sensitive[mm.Name.ValueString()] = mm.Sensitive.ValueString()
 		}
 	}
-	m.adoptWritten = shared.WritesTrue(ctx, config, path.Root("adopt"))
+	m.adoptWritten = fleetresource.WritesTrue(ctx, config, path.Root("adopt"))
 	var d diag.Diagnostics
-	m.registry, d = shared.FluxCredentials(ctx, config)
+	m.registry, d = fleetresource.FluxCredentials(ctx, config)
 	return append(diags, d...)
 }
 
-// ClearWriteOnly is shared.WriteOnly's: the values live outside the attributes (in
+// ClearWriteOnly is fleetresource.WriteOnly's: the values live outside the attributes (in
 // m.sensitive), so the state never holds them; they are dropped all the same once applied.
 func (m *Model) ClearWriteOnly() {
 	m.sensitive = nil
-	m.registry = shared.NoFluxWriteOnly()
+	m.registry = fleetresource.NoFluxWriteOnly()
 }
 
 // sensitiveUnknown reports whether a module's sensitive_manifests is not known yet.
@@ -206,7 +206,7 @@ type VerifyModel struct {
 	CheckJob     types.Object `tfsdk:"check_job"`
 }
 
-// TimeoutsValue is the `timeouts` attribute, for shared.Create and shared.Update.
+// TimeoutsValue is the `timeouts` attribute, for fleetresource.Create and fleetresource.Update.
 func (m *Model) TimeoutsValue() timeouts.Value { return m.Timeouts }
 
 var objectOpts = basetypes.ObjectAsOptions{UnhandledNullAsEmpty: true, UnhandledUnknownAsEmpty: true}
@@ -214,7 +214,7 @@ var objectOpts = basetypes.ObjectAsOptions{UnhandledNullAsEmpty: true, Unhandled
 // fluxSettings is `delivery.flux` as the Flux engine takes it; nil for direct delivery (or while
 // unknown).
 func (m *Model) fluxSettings(ctx context.Context) (*delivery.FluxSettings, diag.Diagnostics) {
-	return shared.FluxSettings(ctx, m.Delivery, m.registry)
+	return fleetresource.FluxSettings(ctx, m.Delivery, m.registry)
 }
 
 func (m *Model) key() records.Key {
@@ -222,12 +222,12 @@ func (m *Model) key() records.Key {
 }
 
 func (m *Model) query(ctx context.Context, fallback *window.Window) (fleet.Query, diag.Diagnostics) {
-	q, diags := shared.Query(ctx, m.Namespace, m.Selector, m.Names)
-	verify := VerifyModel{Timeout: types.StringValue(shared.DefaultVerifyTimeout), BakeTime: types.StringValue(shared.DefaultBakeTime)}
-	diags.Append(shared.VerifyAs(ctx, m.Verify, &verify)...)
-	verifyTimeout, bake := shared.VerifyDurations(verify.Timeout, verify.BakeTime)
+	q, diags := fleetresource.Query(ctx, m.Namespace, m.Selector, m.Names)
+	verify := VerifyModel{Timeout: types.StringValue(fleetresource.DefaultVerifyTimeout), BakeTime: types.StringValue(fleetresource.DefaultBakeTime)}
+	diags.Append(fleetresource.VerifyAs(ctx, m.Verify, &verify)...)
+	verifyTimeout, bake := fleetresource.VerifyDurations(verify.Timeout, verify.BakeTime)
 	var d diag.Diagnostics
-	q.Hold, d = shared.HoldFrom(ctx, m.MaintenanceWindow, verifyTimeout, bake, fallback)
+	q.Hold, d = fleetresource.HoldFrom(ctx, m.MaintenanceWindow, verifyTimeout, bake, fallback)
 	if !m.MaintenanceWindow.IsNull() {
 		q.Hold.WindowName = "the module assignment's maintenance_window"
 	}
@@ -272,11 +272,11 @@ func (m *Model) spec(ctx context.Context) (assignment.Spec, diag.Diagnostics) {
 		return spec, diags
 	}
 	spec.Modules = ordered
-	diags.Append(shared.SetLimits(m.UpdateLimit, m.MaxFailures, m.MaxUnsettled, &spec.Policy)...)
+	diags.Append(fleetresource.SetLimits(m.UpdateLimit, m.MaxFailures, m.MaxUnsettled, &spec.Policy)...)
 	// A failed module is restored where it failed; by default (halt) clusters that took it keep it
 	// (its dependents are blocked only where it failed).
-	diags.Append(shared.SetOnFailure(m.OnFailure, defaultOnFailure, &spec.Policy)...)
-	diags.Append(shared.SetCanary(ctx, m.Canary, m.CanaryOptional, &spec.Policy)...)
+	diags.Append(fleetresource.SetOnFailure(m.OnFailure, defaultOnFailure, &spec.Policy)...)
+	diags.Append(fleetresource.SetCanary(ctx, m.Canary, m.CanaryOptional, &spec.Policy)...)
 	diags.Append(m.specVerify(ctx, &spec)...)
 	spec.Preview = delivery.PreviewSpec{Mode: m.Preview.ValueString()}
 	m.refuseWithFlux(&diags)
@@ -305,7 +305,7 @@ func (m *Model) specRules(ctx context.Context, spec *assignment.Spec) (_ moduleR
 	}
 	sensitive, d := ignoreattr.Rules(ctx, m.SensitivePaths)
 	diags.Append(d...)
-	spec.Values, d = shared.Values(ctx, m.Values)
+	spec.Values, d = fleetresource.Values(ctx, m.Values)
 	diags.Append(d...)
 	if d.HasError() {
 		return moduleRules{}, diags, false
@@ -367,16 +367,16 @@ func (m *Model) specModules(ctx context.Context, mods []ModuleModel, rules modul
 // change, from `verify`: the cluster and node gates, the health checks and the check Job.
 func (m *Model) specVerify(ctx context.Context, spec *assignment.Spec) diag.Diagnostics {
 	var diags diag.Diagnostics
-	verify := VerifyModel{Timeout: types.StringValue(shared.DefaultVerifyTimeout), BakeTime: types.StringValue(shared.DefaultBakeTime)}
-	diags.Append(shared.VerifyAs(ctx, m.Verify, &verify)...)
-	spec.Policy.VerifyTimeout, spec.Policy.BakeTime = shared.VerifyDurations(verify.Timeout, verify.BakeTime)
+	verify := VerifyModel{Timeout: types.StringValue(fleetresource.DefaultVerifyTimeout), BakeTime: types.StringValue(fleetresource.DefaultBakeTime)}
+	diags.Append(fleetresource.VerifyAs(ctx, m.Verify, &verify)...)
+	spec.Policy.VerifyTimeout, spec.Policy.BakeTime = fleetresource.VerifyDurations(verify.Timeout, verify.BakeTime)
 	spec.ClusterGates = verify.ClusterGates.IsNull() || verify.ClusterGates.IsUnknown() || verify.ClusterGates.ValueBool()
-	nodeGate, d := shared.StoreNodeGate(ctx, verify.NodeGate)
+	nodeGate, d := fleetresource.StoreNodeGate(ctx, verify.NodeGate)
 	diags.Append(d...)
 	spec.GatePolicy = nodeGate.Policy()
-	spec.Health, d = shared.HealthChecker(ctx, verify.HealthChecks)
+	spec.Health, d = fleetresource.HealthChecker(ctx, verify.HealthChecks)
 	diags.Append(d...)
-	spec.CheckJob, d = shared.CheckJobOf(ctx, verify.CheckJob, !m.Delivery.IsNull() && !m.Delivery.IsUnknown())
+	spec.CheckJob, d = fleetresource.CheckJobOf(ctx, verify.CheckJob, !m.Delivery.IsNull() && !m.Delivery.IsUnknown())
 	diags.Append(d...)
 	return diags
 }
@@ -427,7 +427,7 @@ func (m *Model) markObservedUnknown() {
 }
 
 // setLeaving shows the clusters apply lets go of (sorted; an empty list for none).
-func (m *Model) setLeaving(names []string) { m.Leaving = shared.SortedNames(names) }
+func (m *Model) setLeaving(names []string) { m.Leaving = fleetresource.SortedNames(names) }
 
 // markOutcomeUnknown leaves the attributes that depend on apply's outcome to apply.
 func (m *Model) markOutcomeUnknown() {
@@ -473,12 +473,12 @@ func (m *Model) setObserved(ctx context.Context, obs *assignment.Observation, sp
 	return diags
 }
 
-// setWaves shows each module's waves in one line of counts (shared.WavesText), its canary
+// setWaves shows each module's waves in one line of counts (fleetresource.WavesText), its canary
 // waves first; the clusters go to private state.
 func (m *Model) setWaves(waves map[string][][]string, canary []string) {
 	vals := map[string]attr.Value{}
 	for module, ws := range waves {
-		vals[module] = types.StringValue(shared.WavesText(shared.WaveSizes(ws), assignment.CanaryWaves(ws, canary)))
+		vals[module] = types.StringValue(fleetresource.WavesText(fleetresource.WaveSizes(ws), assignment.CanaryWaves(ws, canary)))
 	}
 	m.Waves = types.MapValueMust(wavesType, vals)
 }
@@ -491,20 +491,20 @@ type storedConfig struct {
 	Selector    fleet.LabelSelector `json:"selector"`
 	// Names picks the clusters instead of Selector when set (omitted when unset, so records
 	// from before it existed read as a selector).
-	Names          []string               `json:"names,omitempty"`
-	Modules        []storedModule         `json:"modules"`
-	Mode           string                 `json:"mode"`
-	UpdateLimit    string                 `json:"updateLimit"`
-	MaxFailures    string                 `json:"maxFailures"`
-	MaxUnsettled   string                 `json:"maxUnsettled,omitempty"`
-	VerifyTimeout  string                 `json:"verifyTimeout"`
-	BakeTime       string                 `json:"bakeTime"`
-	HealthChecks   []health.Rule          `json:"healthChecks,omitempty"`
-	NoClusterGates bool                   `json:"noClusterGates,omitempty"`
-	NodeGate       *shared.StoredNodeGate `json:"nodeGate,omitempty"`
+	Names          []string                      `json:"names,omitempty"`
+	Modules        []storedModule                `json:"modules"`
+	Mode           string                        `json:"mode"`
+	UpdateLimit    string                        `json:"updateLimit"`
+	MaxFailures    string                        `json:"maxFailures"`
+	MaxUnsettled   string                        `json:"maxUnsettled,omitempty"`
+	VerifyTimeout  string                        `json:"verifyTimeout"`
+	BakeTime       string                        `json:"bakeTime"`
+	HealthChecks   []health.Rule                 `json:"healthChecks,omitempty"`
+	NoClusterGates bool                          `json:"noClusterGates,omitempty"`
+	NodeGate       *fleetresource.StoredNodeGate `json:"nodeGate,omitempty"`
 	// CheckJob is verify.check_job, omitted when unset.
-	CheckJob       *shared.StoredCheckJob `json:"checkJob,omitempty"`
-	DeletionPolicy string                 `json:"deletionPolicy"`
+	CheckJob       *fleetresource.StoredCheckJob `json:"checkJob,omitempty"`
+	DeletionPolicy string                        `json:"deletionPolicy"`
 	// NoAdopt is adopt = false (stored negated: records written before adopt existed adopt).
 	NoAdopt        bool              `json:"noAdopt,omitempty"`
 	IgnoreFields   []ignoreattr.Rule `json:"ignoreFields,omitempty"`
@@ -541,7 +541,7 @@ func (m *Model) configRecord(ctx context.Context) ([]byte, diag.Diagnostics) {
 	c := storedConfig{Mode: m.Mode.ValueString(), UpdateLimit: m.UpdateLimit.ValueString(), MaxFailures: m.MaxFailures.ValueString(), MaxUnsettled: m.MaxUnsettled.ValueString(), DeletionPolicy: m.DeletionPolicy.ValueString(),
 		NoAdopt: !m.Adopt.IsNull() && !m.Adopt.ValueBool()}
 	var diags diag.Diagnostics
-	c.Selector, diags = shared.ToLabelSelector(ctx, m.Selector)
+	c.Selector, diags = fleetresource.ToLabelSelector(ctx, m.Selector)
 	if !m.Names.IsNull() && !m.Names.IsUnknown() {
 		diags.Append(m.Names.ElementsAs(ctx, &c.Names, false)...)
 	}
@@ -571,35 +571,35 @@ func (m *Model) configRecord(ctx context.Context) ([]byte, diag.Diagnostics) {
 	var verify VerifyModel
 	diags.Append(m.Verify.As(ctx, &verify, objectOpts)...)
 	c.VerifyTimeout, c.BakeTime = verify.Timeout.ValueString(), verify.BakeTime.ValueString()
-	c.HealthChecks, d = shared.HealthRules(ctx, verify.HealthChecks)
+	c.HealthChecks, d = fleetresource.HealthRules(ctx, verify.HealthChecks)
 	diags.Append(d...)
 	c.NoClusterGates = !verify.ClusterGates.IsNull() && !verify.ClusterGates.IsUnknown() && !verify.ClusterGates.ValueBool()
-	c.NodeGate, d = shared.StoreNodeGate(ctx, verify.NodeGate)
+	c.NodeGate, d = fleetresource.StoreNodeGate(ctx, verify.NodeGate)
 	diags.Append(d...)
-	c.CheckJob, d = shared.StoreCheckJob(ctx, verify.CheckJob)
+	c.CheckJob, d = fleetresource.StoreCheckJob(ctx, verify.CheckJob)
 	diags.Append(d...)
 	c.IgnoreFields, d = ignoreattr.Rules(ctx, m.IgnoreFields)
 	diags.Append(d...)
 	c.SensitivePaths, d = ignoreattr.Rules(ctx, m.SensitivePaths)
 	diags.Append(d...)
-	c.Values, d = shared.Values(ctx, m.Values)
+	c.Values, d = fleetresource.Values(ctx, m.Values)
 	diags.Append(d...)
 	c.Flux, d = m.fluxSettings(ctx)
 	diags.Append(d...)
 	c.FollowJoins, d = m.storeFollowJoins(ctx)
 	diags.Append(d...)
-	return shared.EncodeRecord(c, diags)
+	return fleetresource.EncodeRecord(c, diags)
 }
 
 func (m *Model) fromConfigRecord(ctx context.Context, raw []byte) diag.Diagnostics {
 	var c storedConfig
-	diags := shared.DecodeRecord(raw, &c, "assignment")
+	diags := fleetresource.DecodeRecord(raw, &c, "assignment")
 	if diags.HasError() {
 		return diags
 	}
-	m.Selector, m.Names = shared.FromLabelSelector(ctx, c.Selector), types.ListNull(types.StringType)
+	m.Selector, m.Names = fleetresource.FromLabelSelector(ctx, c.Selector), types.ListNull(types.StringType)
 	if len(c.Names) > 0 {
-		m.Selector = types.ObjectNull(shared.SelectorAttrTypes)
+		m.Selector = types.ObjectNull(fleetresource.SelectorAttrTypes)
 		m.Names, _ = types.ListValueFrom(ctx, types.StringType, c.Names)
 	}
 	m.Canary = types.ListNull(types.StringType)
@@ -646,13 +646,13 @@ func (m *Model) fromConfigRecord(ctx context.Context, raw []byte) diag.Diagnosti
 	diags.Append(d...)
 	m.SensitivePaths, d = ignoreattr.Value(ctx, c.SensitivePaths)
 	diags.Append(d...)
-	m.Values, d = shared.ValuesValue(ctx, c.Values)
+	m.Values, d = fleetresource.ValuesValue(ctx, c.Values)
 	diags.Append(d...)
-	m.Delivery = shared.DeliveryValue(c.Flux)
+	m.Delivery = fleetresource.DeliveryValue(c.Flux)
 	m.FollowJoins = c.FollowJoins.value()
 	m.Verify = types.ObjectValueMust(verifyAttrTypes, map[string]attr.Value{
 		"timeout": types.StringValue(c.VerifyTimeout), "bake_time": types.StringValue(c.BakeTime),
-		"health_checks": shared.HealthValue(c.HealthChecks), "cluster_gates": types.BoolValue(!c.NoClusterGates),
+		"health_checks": fleetresource.HealthValue(c.HealthChecks), "cluster_gates": types.BoolValue(!c.NoClusterGates),
 		"node_gate": c.NodeGate.Value(), "check_job": c.CheckJob.Value(),
 	})
 	return diags

@@ -17,9 +17,9 @@ import (
 	"github.com/gradual-dev/terraform-provider-gradual/internal/delivery"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/diagnostics"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/fleet"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/fleetresource"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/ignoreattr"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/manifesttype"
-	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/shared"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/usererr"
 )
 
@@ -59,7 +59,7 @@ func (r *assignmentResource) ModifyPlan(ctx context.Context, req resource.Modify
 	if restored, ok := manifesttype.RestorePrior(req.Plan.Raw, req.Config.Raw, req.State.Raw); ok {
 		req.Plan.Raw, resp.Plan.Raw = restored, restored
 	}
-	plan, prior, ok := shared.PlanAndPrior[Model](ctx, req, resp)
+	plan, prior, ok := fleetresource.PlanAndPrior[Model](ctx, req, resp)
 	if !ok {
 		return
 	}
@@ -117,7 +117,7 @@ func (r *assignmentResource) planFleet(ctx context.Context, resp *resource.Modif
 		return
 	}
 	preview := assignment.PreviewRequest{Spec: spec, Query: query, Drifted: assignment.Drifted(priorClusters(prior)),
-		RefuseAdoption: shared.RefusesAdoption(plan.Adopt)}
+		RefuseAdoption: fleetresource.RefusesAdoption(plan.Adopt)}
 	if samePick(plan, prior) {
 		preview.Prior, preview.PriorSkipped = prior.private.Clusters, priorSkipped(ctx, prior)
 	}
@@ -138,7 +138,7 @@ func (r *assignmentResource) planFleet(ctx context.Context, resp *resource.Modif
 	for _, w := range res.Waves {
 		waves += len(w)
 	}
-	shared.WarnWavesOutlast(ctx, &resp.Diagnostics, plan.Timeouts, prior == nil, waves, spec.Policy)
+	fleetresource.WarnWavesOutlast(ctx, &resp.Diagnostics, plan.Timeouts, prior == nil, waves, spec.Policy)
 	planBridge(ctx, &resp.Diagnostics, svc, plan, prior, spec, query, res.Observation)
 	resp.Diagnostics.Append(resp.Plan.Set(ctx, plan)...)
 }
@@ -154,10 +154,10 @@ func warnFluxArtifacts(diags *diag.Diagnostics, svc *delivery.Service, spec assi
 	}
 	lines := make([]string, len(names))
 	for i, name := range names {
-		lines[i] = shared.FluxArtifactLine(name, artifacts[i])
+		lines[i] = fleetresource.FluxArtifactLine(name, artifacts[i])
 	}
 	if len(lines) > 0 {
-		shared.WarnFluxArtifacts(diags, lines)
+		fleetresource.WarnFluxArtifacts(diags, lines)
 	}
 	return true
 }
@@ -181,7 +181,7 @@ func warnPlan(diags *diag.Diagnostics, res *assignment.Preview, spec assignment.
 		diags.AddWarning("Clusters Keep An Older Module Version", w)
 	}
 	if len(obs.Skipped) > 0 {
-		diags.AddWarning("Clusters Skipped", shared.SkippedDetail(skippedIntro, obs.Skipped))
+		diags.AddWarning("Clusters Skipped", fleetresource.SkippedDetail(skippedIntro, obs.Skipped))
 	}
 	if len(res.Leaving) > 0 {
 		what := "loses its modules (deletion_policy = \"delete\")"
@@ -189,13 +189,13 @@ func warnPlan(diags *diag.Diagnostics, res *assignment.Preview, spec assignment.
 			what = "keeps its objects, but its records and bindings are removed (deletion_policy = \"orphan\")"
 		}
 		diags.AddAttributeWarning(path.Root("leaving"), "Clusters No Longer Match",
-			fmt.Sprintf("These clusters are no longer picked (by the selector, or `names`); each %s: %s", what, shared.ShortList(res.Leaving, 20)))
+			fmt.Sprintf("These clusters are no longer picked (by the selector, or `names`); each %s: %s", what, fleetresource.ShortList(res.Leaving, 20)))
 	}
 	if len(res.LeavingLater) > 0 {
 		diags.AddAttributeWarning(path.Root("leaving"), "Clusters Leaving After This Apply",
 			fmt.Sprintf("These clusters hold bindings but are no longer picked as the fleet reads now: %s. This apply leaves them "+
 				"alone (they were picked as the refresh read the fleet, or this plan changes the clusters picked); the next plan lists them in `leaving`.",
-				shared.ShortList(res.LeavingLater, 20)))
+				fleetresource.ShortList(res.LeavingLater, 20)))
 	}
 	if len(obs.Eligible) == 0 && len(obs.Skipped) == 0 {
 		diags.AddWarning("No Clusters Picked",
@@ -294,7 +294,7 @@ func (m *Model) known(ctx context.Context) bool {
 		!m.Canary.IsUnknown() && !m.CanaryOptional.IsUnknown() && !m.OnFailure.IsUnknown() && !m.ForceConflicts.IsUnknown() && !m.RetryInvalid.IsUnknown() &&
 		!m.Mode.IsUnknown() && !m.Preview.IsUnknown() && !m.UpdateLimit.IsUnknown() && !m.MaxFailures.IsUnknown() && !m.Verify.IsUnknown() &&
 		!m.RecordNamespace.IsUnknown() && !m.DeletionPolicy.IsUnknown() && m.modulesKnown() && ignoreattr.Known(m.IgnoreFields) &&
-		ignoreattr.Known(m.SensitivePaths) && shared.ValuesKnown(ctx, m.Values) && !m.Delivery.IsUnknown()
+		ignoreattr.Known(m.SensitivePaths) && fleetresource.ValuesKnown(ctx, m.Values) && !m.Delivery.IsUnknown()
 }
 
 func (m *Model) modulesKnown() bool {
@@ -335,7 +335,7 @@ func wavesSummary(waves map[string][][]string) string {
 				fmt.Fprintf(&b, "  … and %d more wave(s)\n", len(waves[m])-shown)
 				break
 			}
-			fmt.Fprintf(&b, "  wave %d: %s\n", i+1, shared.ShortList(wave, shown))
+			fmt.Fprintf(&b, "  wave %d: %s\n", i+1, fleetresource.ShortList(wave, shown))
 		}
 	}
 	return strings.TrimSuffix(b.String(), "\n")

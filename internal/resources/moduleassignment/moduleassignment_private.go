@@ -6,7 +6,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 
 	"github.com/gradual-dev/terraform-provider-gradual/internal/assignment"
-	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/shared"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/fleetresource"
 )
 
 // privateState is what the assignment keeps in Terraform's private state: stored with the
@@ -38,13 +38,13 @@ const (
 )
 
 // LoadPrivate reads the private state; a missing key leaves its field nil.
-func (m *Model) LoadPrivate(ctx context.Context, from shared.PrivateGetter) diag.Diagnostics {
-	return shared.LoadPrivateJSON(ctx, from, "assignment", map[string]any{privateClustersKey: &m.private.Clusters, privateWavesKey: &m.private.PlannedWaves,
+func (m *Model) LoadPrivate(ctx context.Context, from fleetresource.PrivateGetter) diag.Diagnostics {
+	return fleetresource.LoadPrivateJSON(ctx, from, "assignment", map[string]any{privateClustersKey: &m.private.Clusters, privateWavesKey: &m.private.PlannedWaves,
 		privatePlannedKey: &m.private.PlannedLeaving, privateBridgedKey: &m.private.Bridged})
 }
 
 // SavePrivate writes the private state; a nil field removes its key.
-func (m *Model) SavePrivate(ctx context.Context, to shared.PrivateSetter) diag.Diagnostics {
-	return shared.SavePrivateJSON(ctx, to, map[string]any{privateClustersKey: m.private.Clusters, privateWavesKey: m.private.PlannedWaves,
+func (m *Model) SavePrivate(ctx context.Context, to fleetresource.PrivateSetter) diag.Diagnostics {
+	return fleetresource.SavePrivateJSON(ctx, to, map[string]any{privateClustersKey: m.private.Clusters, privateWavesKey: m.private.PlannedWaves,
 		privatePlannedKey: m.private.PlannedLeaving, privateBridgedKey: m.private.Bridged})
 }

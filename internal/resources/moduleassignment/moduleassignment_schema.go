@@ -17,9 +17,9 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
 	"github.com/gradual-dev/terraform-provider-gradual/internal/engine"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/fleetresource"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/ignoreattr"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/manifesttype"
-	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/shared"
 )
 
 // defaultOnFailure keeps, per module, the clusters that took it when others fail: what
@@ -27,7 +27,7 @@ import (
 const defaultOnFailure = engine.Halt
 
 // changeText is what an assignment says in the change attributes it shares with rollouts.
-var changeText = shared.ChangeText{
+var changeText = fleetresource.ChangeText{
 	Canary:   "Clusters each module changes first",
 	Subject:  "a module",
 	Revision: "a module's revision",
@@ -46,13 +46,13 @@ const (
 	defaultDeletionPolicy  = "delete"
 )
 
-// dnsLabel is a DNS label (shared.DNSLabel).
-var dnsLabel = shared.DNSLabel
+// dnsLabel is a DNS label (fleetresource.DNSLabel).
+var dnsLabel = fleetresource.DNSLabel
 
-var verifyAttrTypes = shared.VerifyAttrTypes(shared.HealthChecks, shared.ClusterGates, shared.NodeGate, checkJob)
+var verifyAttrTypes = fleetresource.VerifyAttrTypes(fleetresource.HealthChecks, fleetresource.ClusterGates, fleetresource.NodeGate, checkJob)
 
 // checkJob is `verify.check_job` (delivery.CheckJob), once per cluster after its modules.
-var checkJob = shared.CheckJob("A Kubernetes Job run in each cluster once every module this apply delivers there is verified " +
+var checkJob = fleetresource.CheckJob("A Kubernetes Job run in each cluster once every module this apply delivers there is verified " +
 	"(after the last of them in `depends_on` order, whose failure there it is; a cluster no module changes runs none)")
 
 var moduleAttrTypes = map[string]attr.Type{
@@ -69,29 +69,29 @@ var sensitiveObjectsType = types.ListType{ElemType: types.StringType}
 // objectsType: per module, its objects (manifesttype.Objects).
 var objectsType = types.MapType{ElemType: manifesttype.ObjectsType}
 
-// wavesType: per module, its waves in one line (shared.WavesText).
+// wavesType: per module, its waves in one line (fleetresource.WavesText).
 var wavesType = types.StringType
 
 func (r *assignmentResource) Schema(ctx context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
 	resp.Schema = schema.Schema{
 		// Version 1: each module's `waves` is one line of text (it was a list of counts; see UpgradeState).
-		Version: shared.StateVersion,
+		Version: fleetresource.StateVersion,
 		MarkdownDescription: "Puts bundles of manifests (`modules`) on every Cluster API cluster a selector picks, including clusters " +
 			"that match later, like Cluster API's ClusterResourceSet — with deletion, drift repair and verified updates. Each module " +
 			"goes out through the same engine as `gradual_rollout` (waves of `update_limit` clusters, verification, restore to the " +
 			"last good revision, invalid-revision ledger). What each cluster got is recorded in per-cluster bindings in the " +
 			"management cluster. A plan stays the size of the change, not of the fleet: `summary` counts clusters by state, " +
 			"`attention` names the clusters needing it, `waves` are counts; every cluster's bindings are in the " +
-			"`gradual_module_assignment_status` data source. " + shared.HoldsDescription,
+			"`gradual_module_assignment_status` data source. " + fleetresource.HoldsDescription,
 		Attributes: map[string]schema.Attribute{
 			"id": schema.StringAttribute{
 				Computed: true, MarkdownDescription: "`namespace/name`.",
 				PlanModifiers: []planmodifier.String{stringplanmodifier.UseStateForUnknown()},
 			},
-			"name":      shared.ResourceName("Name of the assignment, unique within `namespace`; it names the records and bindings. Changing it replaces the resource."),
-			"namespace": shared.ResourceNamespace(),
-			"selector":  shared.ExclusiveResourceSelector("names"),
-			"names": shared.ResourceNames("Names of the `Cluster` objects to put the modules on, instead of `selector` (the attribute " +
+			"name":      fleetresource.ResourceName("Name of the assignment, unique within `namespace`; it names the records and bindings. Changing it replaces the resource."),
+			"namespace": fleetresource.ResourceNamespace(),
+			"selector":  fleetresource.ExclusiveResourceSelector("names"),
+			"names": fleetresource.ResourceNames("Names of the `Cluster` objects to put the modules on, instead of `selector` (the attribute " +
 				"`gradual_rollout` and the `gradual_clusters` data source have). A listed cluster that does not exist is skipped with a " +
 				"warning, and gets the modules once it exists; one removed from the list leaves, as a cluster that stops matching " +
 				"the selector does."),
@@ -117,7 +117,7 @@ func (r *assignmentResource) Schema(ctx context.Context, _ resource.SchemaReques
 							"Plans show it object by object, under `objects`, changed objects only; the text itself is marked sensitive so " +
 							"that the CLI does not print all of it for a one-line edit. It is not a secret: it is stored in state and in plan " +
 							"files, so objects of kind `Secret` are refused here: put them in `sensitive_manifests`.",
-						Validators: []validator.String{stringvalidator.LengthAtLeast(1), shared.Manifests(), shared.NoSecrets(secretsAdvice)},
+						Validators: []validator.String{stringvalidator.LengthAtLeast(1), fleetresource.Manifests(), fleetresource.NoSecrets(secretsAdvice)},
 					},
 					"sensitive_manifests": schema.StringAttribute{
 						Optional: true, Sensitive: true, WriteOnly: true,
@@ -128,7 +128,7 @@ func (r *assignmentResource) Schema(ctx context.Context, _ resource.SchemaReques
 							"itself is never shown; `sensitive_objects` names the objects. The records in the workload clusters keep the " +
 							"objects (as Secrets), so refresh, drift repair, restore and removal work without it; the management cluster's " +
 							"record keeps only the public half. An imported assignment restores `manifests` only: set this again in the configuration.",
-						Validators: []validator.String{shared.SensitiveManifests()},
+						Validators: []validator.String{fleetresource.SensitiveManifests()},
 					},
 					"depends_on": schema.ListAttribute{
 						Optional: true, ElementType: types.StringType,
@@ -148,7 +148,7 @@ func (r *assignmentResource) Schema(ctx context.Context, _ resource.SchemaReques
 					},
 				}},
 			},
-			"values":   shared.ValuesAttribute(valuesText),
+			"values":   fleetresource.ValuesAttribute(valuesText),
 			"delivery": deliveryAttribute(),
 			"mode": schema.StringAttribute{
 				Optional: true, Computed: true, Default: stringdefault.StaticString(defaultMode),
@@ -160,21 +160,21 @@ func (r *assignmentResource) Schema(ctx context.Context, _ resource.SchemaReques
 			"update_limit": schema.StringAttribute{
 				Optional: true, Computed: true, Default: stringdefault.StaticString(defaultUpdateLimit),
 				MarkdownDescription: "Most clusters a module changes at once: a whole number ≥ 1 or a percentage of the eligible clusters, rounded up. Default `\"" + defaultUpdateLimit + "\"`.",
-				Validators:          []validator.String{shared.UpdateLimit()},
+				Validators:          []validator.String{fleetresource.UpdateLimit()},
 			},
-			"max_failures":  shared.MaxFailuresAttribute(defaultMaxFailures, "Clusters a module may fail on before its next wave is not started: a whole number ≥ 0 or a percentage. Clusters that succeeded keep the module. Default `\"0\"`."),
-			"max_unsettled": shared.MaxUnsettledAttribute(),
-			"verify": shared.VerifyAttribute(shared.VerifyDescriptions{
+			"max_failures":  fleetresource.MaxFailuresAttribute(defaultMaxFailures, "Clusters a module may fail on before its next wave is not started: a whole number ≥ 0 or a percentage. Clusters that succeeded keep the module. Default `\"0\"`."),
+			"max_unsettled": fleetresource.MaxUnsettledAttribute(),
+			"verify": fleetresource.VerifyAttribute(fleetresource.VerifyDescriptions{
 				Verify:   "How each cluster is verified after a module is applied: every object ready (kstatus) within `timeout`, then `bake_time`.",
-				Timeout:  "Longest wait for a module's objects on one cluster to become ready. Default `" + shared.DefaultVerifyTimeout + "`.",
+				Timeout:  "Longest wait for a module's objects on one cluster to become ready. Default `" + fleetresource.DefaultVerifyTimeout + "`.",
 				BakeTime: "Wait after a wave is verified before it is checked again. Default `0s`.",
-			}, shared.HealthChecks, shared.ClusterGates, shared.NodeGate, checkJob),
-			"preview":         shared.PreviewAttribute(),
-			"canary":          shared.CanaryAttribute(changeText),
-			"canary_optional": shared.CanaryOptionalAttribute(changeText),
-			"on_failure":      shared.OnFailureAttribute(changeText, defaultOnFailure),
-			"force_conflicts": shared.ForceConflictsAttribute(),
-			"retry_invalid":   shared.RetryInvalidAttribute(changeText),
+			}, fleetresource.HealthChecks, fleetresource.ClusterGates, fleetresource.NodeGate, checkJob),
+			"preview":         fleetresource.PreviewAttribute(),
+			"canary":          fleetresource.CanaryAttribute(changeText),
+			"canary_optional": fleetresource.CanaryOptionalAttribute(changeText),
+			"on_failure":      fleetresource.OnFailureAttribute(changeText, defaultOnFailure),
+			"force_conflicts": fleetresource.ForceConflictsAttribute(),
+			"retry_invalid":   fleetresource.RetryInvalidAttribute(changeText),
 			"deletion_policy": schema.StringAttribute{
 				Optional: true, Computed: true, Default: stringdefault.StaticString(defaultDeletionPolicy),
 				MarkdownDescription: "For clusters that stop matching, modules removed from `modules`, and destroy: `delete` removes the applied objects; `orphan` leaves them and removes only the records. Default `delete`.",
@@ -191,7 +191,7 @@ func (r *assignmentResource) Schema(ctx context.Context, _ resource.SchemaReques
 					"Writing `adopt = true` in the configuration (the default alone does not) is the opt-in: those objects are taken over as adopted, with their content as found, " +
 					"so a failing revision puts them back as they are instead of deleting them, and removal gives them back.",
 			},
-			"maintenance_window": shared.MaintenanceWindowAttribute("assignment"),
+			"maintenance_window": fleetresource.MaintenanceWindowAttribute("assignment"),
 			"record_namespace": schema.StringAttribute{
 				Optional: true, Computed: true, Default: stringdefault.StaticString(defaultRecordNamespace),
 				MarkdownDescription: "Namespace, in every workload cluster and in the management cluster, of the records, bindings and Leases. Default `" + defaultRecordNamespace + "`. Changing it replaces the resource.",
@@ -250,13 +250,13 @@ func (r *assignmentResource) Schema(ctx context.Context, _ resource.SchemaReques
 					"as before); on create, or when `selector` changes, known after apply. After a plan with nothing to do it keeps the " +
 					"last apply's waves.",
 			},
-			"skipped": shared.SkippedAttribute("Picked clusters this apply leaves alone, with the reason (not ready, paused, no kubeconfig…). A later apply picks them up."),
+			"skipped": fleetresource.SkippedAttribute("Picked clusters this apply leaves alone, with the reason (not ready, paused, no kubeconfig…). A later apply picks them up."),
 		},
 	}
 }
 
-// valuesText is what an assignment says in `values` (shared.ValuesAttribute).
-var valuesText = shared.ValuesText{
+// valuesText is what an assignment says in `values` (fleetresource.ValuesAttribute).
+var valuesText = fleetresource.ValuesText{
 	Template: "every module's `manifests` and `sensitive_manifests` are a template",
 	Extra: "A missing variable names the module too. Each module's revision names its template and these rules. With " +
 		"`mode = \"ApplyOnce\"` a cluster keeps what was rendered for it when it got a module, as it keeps the module's version: " +
@@ -268,7 +268,7 @@ const secretsAdvice = "modules[].sensitive_manifests"
 
 // deliveryAttribute is the shared `delivery` attribute, with what it means for modules.
 func deliveryAttribute() schema.SingleNestedAttribute {
-	a := shared.DeliveryAttribute(false)
+	a := fleetresource.DeliveryAttribute(false)
 	a.MarkdownDescription += " For a module assignment, each module revision is its own artifact and each (module, cluster) its own " +
 		"`Kustomization`. A module's `depends_on` becomes the Kustomization's `dependsOn` on the same cluster: kustomize-controller " +
 		"applies a module only while the Kustomizations of the modules it depends on there are `Ready`, between applies too " +

@@ -13,7 +13,7 @@ import (
 	"github.com/gradual-dev/terraform-provider-gradual/internal/diagnostics"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/providerdata"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/records"
-	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/shared"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/fleetresource"
 )
 
 // NewStatusDataSource returns the `gradual_module_assignment_status` data source: every
@@ -21,17 +21,17 @@ import (
 // needing attention), for outputs, `check` blocks and reviews of one cluster.
 func NewStatusDataSource() datasource.DataSource {
 	d := &statusDataSource{}
-	d.StatusDataSource = shared.NewStatus[statusModel](d, "Module Assignment", "assignment", "_module_assignment_status", defaultRecordNamespace)
+	d.StatusDataSource = fleetresource.NewStatus[statusModel](d, "Module Assignment", "assignment", "_module_assignment_status", defaultRecordNamespace)
 	return d
 }
 
-// statusDataSource reads through shared.StatusDataSource; its shared.StatusOps are below.
+// statusDataSource reads through fleetresource.StatusDataSource; its fleetresource.StatusOps are below.
 type statusDataSource struct {
-	shared.StatusDataSource[statusModel]
+	fleetresource.StatusDataSource[statusModel]
 }
 
 type statusModel struct {
-	shared.StatusKeyModel
+	fleetresource.StatusKeyModel
 	Revisions map[string]string    `tfsdk:"revisions"`
 	Manifests map[string]string    `tfsdk:"manifests"`
 	Summary   map[string]int64     `tfsdk:"summary"`
@@ -55,7 +55,7 @@ type bindingModel struct {
 }
 
 func (d *statusDataSource) Schema(_ context.Context, _ datasource.SchemaRequest, resp *datasource.SchemaResponse) {
-	computed := shared.Computed
+	computed := fleetresource.Computed
 	resp.Schema = schema.Schema{
 		MarkdownDescription: "Every cluster of a `gradual_module_assignment`, one by one, with its bindings (like Cluster API's " +
 			"ClusterResourceSetBindings): per module the revision, when it was applied, the result, and the objects and fields that " +
@@ -111,18 +111,18 @@ func (d *statusDataSource) Schema(_ context.Context, _ datasource.SchemaRequest,
 
 var _ datasource.DataSourceWithConfigure = (*statusDataSource)(nil)
 
-// StatusKey implements shared.StatusOps.
+// StatusKey implements fleetresource.StatusOps.
 func (d *statusDataSource) StatusKey(cfg *statusModel) (records.Key, string, types.String) {
 	key := (&Model{Namespace: cfg.Namespace, Name: cfg.Name}).key()
 	return key, key.Describe(), cfg.RecordNamespace
 }
 
-// LoadRecord implements shared.StatusOps.
+// LoadRecord implements fleetresource.StatusOps.
 func (d *statusDataSource) LoadRecord(ctx context.Context, data *providerdata.Data, key records.Key, recordNamespace string) ([]byte, error) {
 	return assignment.LoadConfig(ctx, data.Delivery, key, recordNamespace)
 }
 
-// ObserveStatus implements shared.StatusOps: every cluster's bindings as they are now.
+// ObserveStatus implements fleetresource.StatusOps: every cluster's bindings as they are now.
 func (d *statusDataSource) ObserveStatus(ctx context.Context, data *providerdata.Data, cfg *statusModel, raw []byte, recordNamespace string, diags *diag.Diagnostics) bool {
 	m := Model{Namespace: cfg.Namespace, Name: cfg.Name, RecordNamespace: types.StringValue(recordNamespace)}
 	diags.Append(m.fromConfigRecord(ctx, raw)...)

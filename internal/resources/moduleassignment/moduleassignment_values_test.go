@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/gradual-dev/terraform-provider-gradual/internal/delivery"
-	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/shared"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/fleetresource"
 )
 
 // `values` makes the modules templates: the rules name every module's revision, a name that
@@ -23,7 +23,7 @@ func TestSpecValues(t *testing.T) {
 
 	values := &delivery.Values{FromLabels: map[string]string{"zone": "example.com/zone"}, Clusters: map[string]map[string]string{"c1": {"tier": "gold"}}}
 	m := moduleModel(t, template, "", "", nil)
-	m.Values, diags = shared.ValuesValue(ctx, values)
+	m.Values, diags = fleetresource.ValuesValue(ctx, values)
 	if diags.HasError() {
 		t.Fatal(errorText(diags))
 	}
@@ -46,7 +46,7 @@ func TestSpecValues(t *testing.T) {
 		t.Errorf("after the record: values %v, want %v", back.Values, m.Values)
 	}
 
-	m.Values, _ = shared.ValuesValue(ctx, &delivery.Values{Clusters: map[string]map[string]string{"c1": {"cluster_name": "x", "not-a-name": "y"}}})
+	m.Values, _ = fleetresource.ValuesValue(ctx, &delivery.Values{Clusters: map[string]map[string]string{"c1": {"cluster_name": "x", "not-a-name": "y"}}})
 	_, diags = m.spec(ctx)
 	text := errorText(diags)
 	if !strings.Contains(text, "Invalid Values") || !strings.Contains(text, `"cluster_name" is set from the Cluster itself`) || !strings.Contains(text, `"not-a-name" is not a variable name`) {

@@ -10,7 +10,7 @@ import (
 
 	"github.com/gradual-dev/terraform-provider-gradual/internal/delivery"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/health"
-	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/shared"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/fleetresource"
 )
 
 const smokeJob = `apiVersion: batch/v1
@@ -28,11 +28,11 @@ spec:
 func TestSpecCheckJobAndPreview(t *testing.T) {
 	ctx := context.Background()
 	m := moduleModel(t, dbConfigMap, "", "", nil)
-	job := (&shared.StoredCheckJob{Manifest: smokeJob, Timeout: "90s"}).Value()
+	job := (&fleetresource.StoredCheckJob{Manifest: smokeJob, Timeout: "90s"}).Value()
 	m.Verify = types.ObjectValueMust(verifyAttrTypes, map[string]attr.Value{
 		"timeout": types.StringValue("60s"), "bake_time": types.StringValue("0s"),
-		"health_checks": shared.HealthValue(nil), "cluster_gates": types.BoolValue(true),
-		"node_gate": types.ObjectNull(shared.NodeGateAttrTypes), "check_job": job,
+		"health_checks": fleetresource.HealthValue(nil), "cluster_gates": types.BoolValue(true),
+		"node_gate": types.ObjectNull(fleetresource.NodeGateAttrTypes), "check_job": job,
 	})
 	m.Preview = types.StringValue(delivery.PreviewAll)
 	spec, diags := m.spec(ctx)
@@ -53,7 +53,7 @@ func TestSpecCheckJobAndPreview(t *testing.T) {
 	if got := imported.Verify.Attributes()["check_job"]; !got.Equal(job) {
 		t.Fatalf("imported check Job %v, want %v", got, job)
 	}
-	m.Delivery = shared.DeliveryValue(&delivery.FluxSettings{Repository: "oci://registry.example/fleet/base"})
+	m.Delivery = fleetresource.DeliveryValue(&delivery.FluxSettings{Repository: "oci://registry.example/fleet/base"})
 	if _, diags := m.spec(ctx); !strings.Contains(summaries(diags), "Check Job Not Delivered Through Flux Yet") {
 		t.Fatalf("through Flux: errors %q, want the check Job refused", summaries(diags))
 	}
@@ -67,10 +67,10 @@ func TestSpecHealthChecksThroughFlux(t *testing.T) {
 	m := moduleModel(t, dbConfigMap, "", "", nil)
 	m.Verify = types.ObjectValueMust(verifyAttrTypes, map[string]attr.Value{
 		"timeout": types.StringValue("60s"), "bake_time": types.StringValue("0s"),
-		"health_checks": shared.HealthValue(rules), "cluster_gates": types.BoolValue(true),
-		"node_gate": types.ObjectNull(shared.NodeGateAttrTypes), "check_job": types.ObjectNull(shared.CheckJobAttrTypes),
+		"health_checks": fleetresource.HealthValue(rules), "cluster_gates": types.BoolValue(true),
+		"node_gate": types.ObjectNull(fleetresource.NodeGateAttrTypes), "check_job": types.ObjectNull(fleetresource.CheckJobAttrTypes),
 	})
-	m.Delivery = shared.DeliveryValue(&delivery.FluxSettings{Repository: "oci://registry.example/fleet/base"})
+	m.Delivery = fleetresource.DeliveryValue(&delivery.FluxSettings{Repository: "oci://registry.example/fleet/base"})
 	m.sensitive = nil
 	spec, diags := m.spec(ctx)
 	if diags.HasError() {

@@ -11,7 +11,7 @@ import (
 
 	"github.com/gradual-dev/terraform-provider-gradual/internal/delivery"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/fleet"
-	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/shared"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/fleetresource"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/window"
 )
 
@@ -26,15 +26,15 @@ var (
 func New() resource.Resource {
 	r := &rolloutResource{}
 	r.Ops, r.TypeSuffix, r.Noun, r.ImportExample = r, "_rollout", "rollout", "fleet/ingress"
-	r.Failed = shared.FailedCreate{Title: "Rollout Not Saved In State",
+	r.Failed = fleetresource.FailedCreate{Title: "Rollout Not Saved In State",
 		Detail: "The rollout failed before it completed, so it is not saved in the Terraform state. Every change it made is recorded in the clusters; the next apply continues from those records instead of starting over."}
 	return r
 }
 
-// rolloutResource runs through the engine's shared lifecycle (shared.Lifecycle); its
-// shared.EngineOps are in rollout_crud.go.
+// rolloutResource runs through the engine's shared lifecycle (fleetresource.Lifecycle); its
+// fleetresource.EngineOps are in rollout_crud.go.
 type rolloutResource struct {
-	shared.Lifecycle[Model, *Model, delivery.Spec]
+	fleetresource.Lifecycle[Model, *Model, delivery.Spec]
 }
 
 var (
@@ -46,14 +46,14 @@ var (
 
 // UpgradeState upgrades states from before schema version 1, whose `waves` was a list (of
 // counts, or in 0.1.0 of each wave's clusters), to `waves` as text, and from before version 2,
-// whose `objects` held YAML, to JSON (shared.Upgraders).
+// whose `objects` held YAML, to JSON (fleetresource.Upgraders).
 func (r *rolloutResource) UpgradeState(ctx context.Context) map[int64]resource.StateUpgrader {
 	var resp resource.SchemaResponse
 	r.Schema(ctx, resource.SchemaRequest{}, &resp)
-	return shared.Upgraders("gradual_rollout", resp.Schema, false)
+	return fleetresource.Upgraders("gradual_rollout", resp.Schema, false)
 }
 
-// EngineSpec and EngineQuery map the model to the engine (shared.EngineModel).
+// EngineSpec and EngineQuery map the model to the engine (fleetresource.EngineModel).
 func (m *Model) EngineSpec(ctx context.Context) (delivery.Spec, diag.Diagnostics) { return m.spec(ctx) }
 
 // EngineQuery: see EngineSpec.

@@ -13,14 +13,14 @@ import (
 	"github.com/gradual-dev/terraform-provider-gradual/internal/engine"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/fleet"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/records"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/fleetresource"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/manifesttype"
-	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/shared"
 )
 
 // ApplyPlan runs the rollout and fills plan's computed attributes from the outcome (see
-// shared.EngineOps). As shared.Create says, a failed Create saves no state: the records in the
+// fleetresource.EngineOps). As fleetresource.Create says, a failed Create saves no state: the records in the
 // clusters keep what was applied, and the next Create picks up from them.
-func (r *rolloutResource) ApplyPlan(ctx context.Context, plan *Model, e shared.Engine[delivery.Spec], diags *diag.Diagnostics, create bool) bool {
+func (r *rolloutResource) ApplyPlan(ctx context.Context, plan *Model, e fleetresource.Engine[delivery.Spec], diags *diag.Diagnostics, create bool) bool {
 	if plan.isPaused() {
 		return r.applyPaused(ctx, plan, diags)
 	}
@@ -37,7 +37,7 @@ func (r *rolloutResource) ApplyPlan(ctx context.Context, plan *Model, e shared.E
 	run, err := runChecked(ctx, svc, delivery.RunRequest{
 		Spec: spec, Query: query, Planned: planned, PlannedKnown: planned != nil, Config: config,
 		Leave: true, Orphan: plan.DeletionPolicy.ValueString() == "orphan", Leaving: leaving,
-		Create: create, ImportHint: importHint(spec.Key), Logf: shared.Logf(ctx),
+		Create: create, ImportHint: importHint(spec.Key), Logf: fleetresource.Logf(ctx),
 	})
 	if run != nil {
 		warnRun(diags, run, spec.AdoptUnrecorded, plan.DeletionPolicy.ValueString())
@@ -47,11 +47,11 @@ func (r *rolloutResource) ApplyPlan(ctx context.Context, plan *Model, e shared.E
 	after := observeAfter(ctx, svc, query, spec, run)
 	plan.settleMove(after)
 	diags.Append(plan.settleOutcome(ctx, after, run)...)
-	return shared.Outcome(diags, err, "Rollout Failed")
+	return fleetresource.Outcome(diags, err, "Rollout Failed")
 }
 
 // SetConfigured fills the attributes that follow from the configuration alone: the id, the
-// revision and, when the plan left them unknown, the objects (shared.EngineModel).
+// revision and, when the plan left them unknown, the objects (fleetresource.EngineModel).
 func (m *Model) SetConfigured(ctx context.Context, spec delivery.Spec) (diags diag.Diagnostics) {
 	m.ID = types.StringValue(spec.Key.Namespace + "/" + spec.Key.Name)
 	m.Revision = types.StringValue(spec.Revision)
@@ -64,10 +64,10 @@ func (m *Model) SetConfigured(ctx context.Context, spec delivery.Spec) (diags di
 	return diags
 }
 
-// runChecked runs the rollout (see shared.RunChecked). The plan showed the digest computed
+// runChecked runs the rollout (see fleetresource.RunChecked). The plan showed the digest computed
 // from its manifests.
 func runChecked(ctx context.Context, svc *delivery.Service, req delivery.RunRequest) (*delivery.RunResult, error) {
-	return shared.RunChecked(ctx, svc, func() error { return svc.CheckPinned(ctx, req.Spec) },
+	return fleetresource.RunChecked(ctx, svc, func() error { return svc.CheckPinned(ctx, req.Spec) },
 		func() (*delivery.RunResult, error) { return svc.Run(ctx, req) })
 }
 
@@ -109,7 +109,7 @@ func warnRun(diags *diag.Diagnostics, run *delivery.RunResult, adoptUnrecorded b
 	}
 	if len(run.Moved) > 0 {
 		diags.AddWarning("Clusters Moved Between Engines", fmt.Sprintf("%d cluster(s) verified on the new engine, and the engine the rollout "+
-			"moves from let go of them without pruning or deleting anything: %s", len(run.Moved), shared.ShortList(run.Moved, 20)))
+			"moves from let go of them without pruning or deleting anything: %s", len(run.Moved), fleetresource.ShortList(run.Moved, 20)))
 	}
 	if len(run.MoveFailures) > 0 {
 		diags.AddWarning("Engine Not Let Go Yet", "These clusters verified on the new engine, but the engine the rollout moves from "+
@@ -174,17 +174,17 @@ func (m *Model) settleOutcome(ctx context.Context, after *delivery.Observation, 
 		}
 		m.setLeaving(left)
 	}
-	shared.FillUnknown(m, &observed)
+	fleetresource.FillUnknown(m, &observed)
 	if read {
 		m.private.Leaving = observed.private.Leaving
 	}
 	return diags
 }
 
-// Refresh reads the rollout's records and the fleet into state (see shared.EngineOps); an
+// Refresh reads the rollout's records and the fleet into state (see fleetresource.EngineOps); an
 // imported rollout takes its configuration from the management cluster's record. It reports
 // whether state was read (false: an early error left it unread).
-func (r *rolloutResource) Refresh(ctx context.Context, state *Model, private shared.PrivateGetter, diags *diag.Diagnostics) bool {
+func (r *rolloutResource) Refresh(ctx context.Context, state *Model, private fleetresource.PrivateGetter, diags *diag.Diagnostics) bool {
 	if state.RecordNamespace.IsNull() {
 		state.RecordNamespace = types.StringValue(defaultRecordNamespace)
 	}
@@ -199,7 +199,7 @@ func (r *rolloutResource) Refresh(ctx context.Context, state *Model, private sha
 		return false
 	}
 	svc, d := r.service(ctx, state)
-	obs, ok := shared.Refreshing(diags, svc, d, func(svc *delivery.Service) (*delivery.Observation, error) {
+	obs, ok := fleetresource.Refreshing(diags, svc, d, func(svc *delivery.Service) (*delivery.Observation, error) {
 		return state.observe(ctx, svc, query, key)
 	})
 	if !ok {
@@ -222,22 +222,22 @@ func (r *rolloutResource) Refresh(ctx context.Context, state *Model, private sha
 }
 
 // Prepare reads, before a destroy reads the engine, which engine the rollout moves from: a
-// rollout moving between engines is removed from both (see shared.EngineOps).
-func (r *rolloutResource) Prepare(ctx context.Context, state *Model, private shared.PrivateGetter) diag.Diagnostics {
+// rollout moving between engines is removed from both (see fleetresource.EngineOps).
+func (r *rolloutResource) Prepare(ctx context.Context, state *Model, private fleetresource.PrivateGetter) diag.Diagnostics {
 	return state.loadMoving(ctx, private)
 }
 
-// Service implements shared.EngineOps (see service).
+// Service implements fleetresource.EngineOps (see service).
 func (r *rolloutResource) Service(ctx context.Context, m *Model) (*delivery.Service, diag.Diagnostics) {
 	return r.service(ctx, m)
 }
 
-// Destroy removes the rollout's objects and records from the fleet (see shared.EngineOps); a
+// Destroy removes the rollout's objects and records from the fleet (see fleetresource.EngineOps); a
 // rollout moving between engines is removed from both (Prepare read which it moves from).
-func (r *rolloutResource) Destroy(ctx context.Context, state *Model, e shared.Engine[delivery.Spec], _ shared.PrivateGetter, diags *diag.Diagnostics) {
+func (r *rolloutResource) Destroy(ctx context.Context, state *Model, e fleetresource.Engine[delivery.Spec], _ fleetresource.PrivateGetter, diags *diag.Diagnostics) {
 	warnings, err := e.Svc.Destroy(ctx, delivery.DestroyRequest{
-		Spec: e.Spec, Query: e.Query, Orphan: state.DeletionPolicy.ValueString() == "orphan", Logf: shared.Logf(ctx),
+		Spec: e.Spec, Query: e.Query, Orphan: state.DeletionPolicy.ValueString() == "orphan", Logf: fleetresource.Logf(ctx),
 		Adopted: func(note string) { diags.AddWarning("Objects Left In Place", note) },
 	})
-	shared.DestroyOutcome(diags, warnings, err, "Rollout Delete Failed")
+	fleetresource.DestroyOutcome(diags, warnings, err, "Rollout Delete Failed")
 }

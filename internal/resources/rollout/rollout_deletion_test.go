@@ -8,8 +8,8 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
+	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/fleetresource"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/manifesttype"
-	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/shared"
 )
 
 func TestDeletionCountsObjectsOnClustersThatRunARevision(t *testing.T) {
@@ -28,13 +28,13 @@ func TestDeletionCountsObjectsOnClustersThatRunARevision(t *testing.T) {
 		t.Fatalf("deletion = %+v, want 3 objects (2 + 1 sensitive) on each of 2 clusters = 6", d)
 	}
 	var diags diag.Diagnostics
-	shared.WarnDeletion(&diags, d)
+	fleetresource.WarnDeletion(&diags, d)
 	if len(diags) != 1 || !strings.Contains(diags[0].Detail(), "will delete 6 object(s) from 2 cluster(s)") || !strings.Contains(diags[0].Detail(), `deletion_policy = "delete"`) {
 		t.Fatalf("warning: %v", diags)
 	}
 	m.DeletionPolicy = types.StringValue("orphan")
 	diags = nil
-	shared.WarnDeletion(&diags, m.deletion("name"))
+	fleetresource.WarnDeletion(&diags, m.deletion("name"))
 	if !strings.Contains(diags[0].Summary(), "Replacement") || !strings.Contains(diags[0].Detail(), "Changing name replaces rollout fleet/web") ||
 		!strings.Contains(diags[0].Detail(), "leave its 6 object(s) in 2 cluster(s)") {
 		t.Fatalf("warning: %s: %s", diags[0].Summary(), diags[0].Detail())

@@ -9,19 +9,19 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/path"
 
 	"github.com/gradual-dev/terraform-provider-gradual/internal/delivery"
-	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/shared"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/fleetresource"
 )
 
 // fluxSettings is `delivery.flux` as the Flux engine takes it; nil for direct delivery (or while
 // unknown).
 func (m *Model) fluxSettings(ctx context.Context) (*delivery.FluxSettings, diag.Diagnostics) {
-	return shared.FluxSettings(ctx, m.Delivery, m.registry)
+	return fleetresource.FluxSettings(ctx, m.Delivery, m.registry)
 }
 
 // service is the delivery service for m: direct, or through Flux with `delivery.flux`; moving
 // from another engine while the private state says the rollout moves from it.
 func (r *rolloutResource) service(ctx context.Context, m *Model) (*delivery.Service, diag.Diagnostics) {
-	svc, diags := shared.Service(ctx, r.Data.Delivery, m.Delivery, m.registry)
+	svc, diags := fleetresource.Service(ctx, r.Data.Delivery, m.Delivery, m.registry)
 	if from := m.private.MovingFrom; from != nil {
 		svc = svc.MovingFrom(from.Flux)
 	}
@@ -35,14 +35,14 @@ func movingFrom(ctx context.Context, plan, prior *Model) (*engineRef, diag.Diagn
 	if prior == nil || plan.Delivery.IsUnknown() {
 		return nil, nil
 	}
-	after, diags := shared.EngineOf(ctx, plan.Delivery)
-	before, d := shared.EngineOf(ctx, prior.Delivery)
+	after, diags := fleetresource.EngineOf(ctx, plan.Delivery)
+	before, d := fleetresource.EngineOf(ctx, prior.Delivery)
 	diags.Append(d...)
 	switch {
 	case before != after && before == "flux":
 		// The settings as the state holds them: deleting its Kustomizations and reading its
 		// records push nothing, so no credential is needed.
-		settings, d := shared.FluxSettings(ctx, prior.Delivery, shared.NoFluxWriteOnly())
+		settings, d := fleetresource.FluxSettings(ctx, prior.Delivery, fleetresource.NoFluxWriteOnly())
 		diags.Append(d...)
 		return &engineRef{Flux: settings}, diags
 	case before != after:
@@ -68,7 +68,7 @@ func warnMove(diags *diag.Diagnostics, svc *delivery.Service, clusters int) {
 		return
 	}
 	from, to := svc.PreviousEngineName(), svc.EngineName()
-	diags.AddAttributeWarning(shared.PathDelivery, "Delivery Engine Moves",
+	diags.AddAttributeWarning(fleetresource.PathDelivery, "Delivery Engine Moves",
 		fmt.Sprintf("The rollout moves from %s to %s, in waves (update_limit, canary and max_failures as for any revision): %d cluster(s) still on %s. "+
 			"On each, %s delivers the same content and verifies it; only once it verified there, at the end of the apply, does %s let go of "+
 			"the cluster, without pruning or deleting any object (its records and its field manager's marks go). Nothing is pruned on the way. "+
@@ -88,8 +88,8 @@ func (m *Model) refuseWithFlux() (diags diag.Diagnostics) {
 	}
 	if !m.Sensitive.IsNull() && !m.Sensitive.IsUnknown() && strings.TrimSpace(m.Sensitive.ValueString()) != "" {
 		switch {
-		case !shared.FluxDecrypts(m.Delivery):
-			shared.NotThroughFlux(&diags, pathSensitive, shared.FluxGapSensitive, "`sensitive_manifests`", "the rollout")
+		case !fleetresource.FluxDecrypts(m.Delivery):
+			fleetresource.NotThroughFlux(&diags, pathSensitive, fleetresource.FluxGapSensitive, "`sensitive_manifests`", "the rollout")
 		case !m.Values.IsNull():
 			diags.AddAttributeError(pathSensitive, "Sensitive Manifests With Values Not Delivered Through Flux Yet",
 				"`sensitive_manifests` are published encrypted through Flux, and with `values` each cluster's rendering is compared "+
@@ -98,7 +98,7 @@ func (m *Model) refuseWithFlux() (diags diag.Diagnostics) {
 		}
 	}
 	if !m.Adopt.IsNull() && !m.Adopt.IsUnknown() && !m.Adopt.ValueBool() {
-		shared.NotThroughFlux(&diags, path.Root("adopt"), shared.FluxGapRefuseAdoption, "`adopt = false`", "the rollout")
+		fleetresource.NotThroughFlux(&diags, path.Root("adopt"), fleetresource.FluxGapRefuseAdoption, "`adopt = false`", "the rollout")
 	}
 	return diags
 }

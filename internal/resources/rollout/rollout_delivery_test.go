@@ -10,18 +10,18 @@ import (
 
 	"github.com/gradual-dev/terraform-provider-gradual/internal/delivery"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/health"
-	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/shared"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/fleetresource"
 )
 
 // TestRefuseWithFlux: through Flux, sensitive_manifests without decryption (they would be
 // published readable in the artifact) or with values, and adopt = false (it needs the workload clusters read) are refused at plan, naming the
 // attribute; direct delivery takes both, and deletion_policy = "orphan" goes through Flux.
 func TestRefuseWithFlux(t *testing.T) {
-	flux := shared.DeliveryValue(&delivery.FluxSettings{Repository: "oci://r.example/fleet/web"})
-	decrypting := shared.DeliveryValue(&delivery.FluxSettings{Repository: "oci://r.example/fleet/web",
+	flux := fleetresource.DeliveryValue(&delivery.FluxSettings{Repository: "oci://r.example/fleet/web"})
+	decrypting := fleetresource.DeliveryValue(&delivery.FluxSettings{Repository: "oci://r.example/fleet/web",
 		Decryption: &delivery.FluxDecryption{AgeRecipient: "age1zvkyg2lqzraa2lnjvqej32nkuu0ues2s82hzrye869xeexvn73equnujwj", SecretName: "sops-age"}})
 	values := types.ObjectValueMust(map[string]attr.Type{}, map[string]attr.Value{})
-	direct := shared.DeliveryValue(nil)
+	direct := fleetresource.DeliveryValue(nil)
 	secret := types.StringValue("apiVersion: v1\nkind: Secret\nmetadata: {name: s, namespace: n}\n")
 	for _, tc := range []struct {
 		name string
@@ -53,10 +53,10 @@ func TestRefuseWithFlux(t *testing.T) {
 func TestHealthChecksThroughFlux(t *testing.T) {
 	ctx := context.Background()
 	rules := []health.Rule{{APIVersion: "v1", Kind: "ConfigMap", Current: "true", Failed: "data.value == 'bad'"}}
-	for _, d := range []types.Object{shared.DeliveryValue(&delivery.FluxSettings{Repository: "oci://r.example/fleet/web"}), shared.DeliveryValue(nil)} {
+	for _, d := range []types.Object{fleetresource.DeliveryValue(&delivery.FluxSettings{Repository: "oci://r.example/fleet/web"}), fleetresource.DeliveryValue(nil)} {
 		m := Model{Delivery: d}
-		verify := VerifyModel{HTTPChecks: types.ListNull(types.ObjectType{AttrTypes: httpCheckAttrTypes}), HealthChecks: shared.HealthValue(rules),
-			ClusterGates: types.BoolNull(), NodeGate: types.ObjectNull(shared.NodeGateAttrTypes), CheckJob: types.ObjectNull(shared.CheckJobAttrTypes)}
+		verify := VerifyModel{HTTPChecks: types.ListNull(types.ObjectType{AttrTypes: httpCheckAttrTypes}), HealthChecks: fleetresource.HealthValue(rules),
+			ClusterGates: types.BoolNull(), NodeGate: types.ObjectNull(fleetresource.NodeGateAttrTypes), CheckJob: types.ObjectNull(fleetresource.CheckJobAttrTypes)}
 		var spec delivery.Spec
 		if diags := m.specVerify(ctx, verify, &spec); diags.HasError() {
 			t.Fatalf("delivery %v: %v", d, diags)
@@ -73,7 +73,7 @@ func TestHealthChecksThroughFlux(t *testing.T) {
 func TestMovingFrom(t *testing.T) {
 	ctx := context.Background()
 	settings := &delivery.FluxSettings{Repository: "oci://r.example/fleet/web", Insecure: true}
-	flux, direct := shared.DeliveryValue(settings), shared.DeliveryValue(nil)
+	flux, direct := fleetresource.DeliveryValue(settings), fleetresource.DeliveryValue(nil)
 	model := func(d types.Object, from *engineRef) *Model {
 		m := &Model{Delivery: d}
 		m.private.MovingFrom = from

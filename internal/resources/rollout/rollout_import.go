@@ -15,9 +15,9 @@ import (
 	"github.com/gradual-dev/terraform-provider-gradual/internal/health"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/manifest"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/records"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/fleetresource"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/ignoreattr"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/manifesttype"
-	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/shared"
 )
 
 var basetypesOpts = basetypes.ObjectAsOptions{UnhandledNullAsEmpty: true, UnhandledUnknownAsEmpty: true}
@@ -31,32 +31,32 @@ type storedConfig struct {
 	Manifests string `json:"manifests"`
 	// Flux is `delivery.flux` (nil: direct), so that import and the status data source read
 	// the records where the engine keeps them.
-	Flux             *delivery.FluxSettings `json:"flux,omitempty"`
-	Revision         string                 `json:"revision,omitempty"`
-	SensitiveObjects []string               `json:"sensitiveObjects,omitempty"`
-	CanaryOptional   bool                   `json:"canaryOptional,omitempty"`
-	MatchLabels      map[string]string      `json:"matchLabels,omitempty"`
-	Expressions      []storedReq            `json:"matchExpressions,omitempty"`
-	HasSelector      bool                   `json:"hasSelector,omitempty"`
-	Clusters         []string               `json:"clusters,omitempty"` // the deprecated `clusters`
-	Names            []string               `json:"names,omitempty"`
-	Canary           []string               `json:"canary,omitempty"`
-	UpdateLimit      string                 `json:"updateLimit"`
-	MaxFailures      string                 `json:"maxFailures"`
-	MaxUnsettled     string                 `json:"maxUnsettled,omitempty"`
-	OnFailure        string                 `json:"onFailure"`
-	VerifyTimeout    string                 `json:"verifyTimeout"`
-	BakeTime         string                 `json:"bakeTime"`
-	HTTPChecks       []storedCheck          `json:"httpChecks,omitempty"`
-	HealthChecks     []health.Rule          `json:"healthChecks,omitempty"`
-	NoClusterGates   bool                   `json:"noClusterGates,omitempty"`
-	NodeGate         *shared.StoredNodeGate `json:"nodeGate,omitempty"`
-	CheckJob         *shared.StoredCheckJob `json:"checkJob,omitempty"`
-	DeletionPolicy   string                 `json:"deletionPolicy"`
-	ForceConflicts   bool                   `json:"forceConflicts,omitempty"`
-	IgnoreFields     []ignoreattr.Rule      `json:"ignoreFields,omitempty"`
-	SensitivePaths   []ignoreattr.Rule      `json:"sensitivePaths,omitempty"`
-	DefaultNamespace string                 `json:"defaultNamespace,omitempty"`
+	Flux             *delivery.FluxSettings        `json:"flux,omitempty"`
+	Revision         string                        `json:"revision,omitempty"`
+	SensitiveObjects []string                      `json:"sensitiveObjects,omitempty"`
+	CanaryOptional   bool                          `json:"canaryOptional,omitempty"`
+	MatchLabels      map[string]string             `json:"matchLabels,omitempty"`
+	Expressions      []storedReq                   `json:"matchExpressions,omitempty"`
+	HasSelector      bool                          `json:"hasSelector,omitempty"`
+	Clusters         []string                      `json:"clusters,omitempty"` // the deprecated `clusters`
+	Names            []string                      `json:"names,omitempty"`
+	Canary           []string                      `json:"canary,omitempty"`
+	UpdateLimit      string                        `json:"updateLimit"`
+	MaxFailures      string                        `json:"maxFailures"`
+	MaxUnsettled     string                        `json:"maxUnsettled,omitempty"`
+	OnFailure        string                        `json:"onFailure"`
+	VerifyTimeout    string                        `json:"verifyTimeout"`
+	BakeTime         string                        `json:"bakeTime"`
+	HTTPChecks       []storedCheck                 `json:"httpChecks,omitempty"`
+	HealthChecks     []health.Rule                 `json:"healthChecks,omitempty"`
+	NoClusterGates   bool                          `json:"noClusterGates,omitempty"`
+	NodeGate         *fleetresource.StoredNodeGate `json:"nodeGate,omitempty"`
+	CheckJob         *fleetresource.StoredCheckJob `json:"checkJob,omitempty"`
+	DeletionPolicy   string                        `json:"deletionPolicy"`
+	ForceConflicts   bool                          `json:"forceConflicts,omitempty"`
+	IgnoreFields     []ignoreattr.Rule             `json:"ignoreFields,omitempty"`
+	SensitivePaths   []ignoreattr.Rule             `json:"sensitivePaths,omitempty"`
+	DefaultNamespace string                        `json:"defaultNamespace,omitempty"`
 	// NoAdopt is adopt = false (stored negated: records written before adopt existed adopt).
 	NoAdopt bool `json:"noAdopt,omitempty"`
 	// Values is `values` (delivery.Values' own JSON form).
@@ -123,13 +123,13 @@ func (m *Model) configRecord(ctx context.Context) ([]byte, diag.Diagnostics) {
 	for _, ch := range checks {
 		c.HTTPChecks = append(c.HTTPChecks, storedCheck{URL: ch.URL.ValueString(), ExpectedStatus: ch.ExpectedStatus.ValueInt64(), Timeout: ch.Timeout.ValueString()})
 	}
-	healthRules, d := shared.HealthRules(ctx, verify.HealthChecks)
+	healthRules, d := fleetresource.HealthRules(ctx, verify.HealthChecks)
 	diags.Append(d...)
 	c.HealthChecks = healthRules
 	c.NoClusterGates = !verify.ClusterGates.IsNull() && !verify.ClusterGates.IsUnknown() && !verify.ClusterGates.ValueBool()
-	c.NodeGate, d = shared.StoreNodeGate(ctx, verify.NodeGate)
+	c.NodeGate, d = fleetresource.StoreNodeGate(ctx, verify.NodeGate)
 	diags.Append(d...)
-	c.CheckJob, d = shared.StoreCheckJob(ctx, verify.CheckJob)
+	c.CheckJob, d = fleetresource.StoreCheckJob(ctx, verify.CheckJob)
 	diags.Append(d...)
 	values, d := m.values(ctx)
 	diags.Append(d...)
@@ -137,13 +137,13 @@ func (m *Model) configRecord(ctx context.Context) ([]byte, diag.Diagnostics) {
 	c.Stages, d = m.storedStages(ctx)
 	diags.Append(d...)
 	c.PromoteUntil = m.PromoteUntil.ValueString()
-	return shared.EncodeRecord(c, diags)
+	return fleetresource.EncodeRecord(c, diags)
 }
 
 // fromConfigRecord fills the configuration attributes from what the records kept.
 func (m *Model) fromConfigRecord(ctx context.Context, raw []byte) diag.Diagnostics {
 	var c storedConfig
-	diags := shared.DecodeRecord(raw, &c, "rollout")
+	diags := fleetresource.DecodeRecord(raw, &c, "rollout")
 	if diags.HasError() {
 		return diags
 	}
@@ -152,7 +152,7 @@ func (m *Model) fromConfigRecord(ctx context.Context, raw []byte) diag.Diagnosti
 		m.Manifests = manifesttype.NewValue(c.Manifests)
 	}
 	m.Sensitive = types.StringNull()
-	m.Delivery = shared.DeliveryValue(c.Flux)
+	m.Delivery = fleetresource.DeliveryValue(c.Flux)
 	m.SensitiveObjects, _ = types.ListValueFrom(ctx, types.StringType, append([]string{}, c.SensitiveObjects...))
 	m.CanaryOptional = types.BoolValue(c.CanaryOptional)
 	if c.Revision != "" {
@@ -174,15 +174,15 @@ func (m *Model) fromConfigRecord(ctx context.Context, raw []byte) diag.Diagnosti
 	}
 	diags.Append(d...)
 	m.Adopt = types.BoolValue(!c.NoAdopt)
-	m.Values, d = shared.ValuesValue(ctx, c.Values)
+	m.Values, d = fleetresource.ValuesValue(ctx, c.Values)
 	diags.Append(d...)
-	m.Selector = types.ObjectNull(shared.SelectorAttrTypes)
+	m.Selector = types.ObjectNull(fleetresource.SelectorAttrTypes)
 	if c.HasSelector {
 		ls := fleet.LabelSelector{MatchLabels: c.MatchLabels}
 		for _, e := range c.Expressions {
 			ls.MatchExpressions = append(ls.MatchExpressions, fleet.Requirement{Key: e.Key, Operator: e.Operator, Values: e.Values})
 		}
-		m.Selector = shared.FromLabelSelector(ctx, ls)
+		m.Selector = fleetresource.FromLabelSelector(ctx, ls)
 	}
 	m.Clusters = stringListOrNull(ctx, c.Clusters)
 	m.Names = stringListOrNull(ctx, c.Names)
@@ -204,7 +204,7 @@ func (m *Model) fromConfigRecord(ctx context.Context, raw []byte) diag.Diagnosti
 	}
 	m.Verify = types.ObjectValueMust(verifyAttrTypes, map[string]attr.Value{
 		"timeout": types.StringValue(c.VerifyTimeout), "bake_time": types.StringValue(c.BakeTime), "http_checks": checks,
-		"health_checks": shared.HealthValue(c.HealthChecks), "cluster_gates": types.BoolValue(!c.NoClusterGates),
+		"health_checks": fleetresource.HealthValue(c.HealthChecks), "cluster_gates": types.BoolValue(!c.NoClusterGates),
 		"node_gate": c.NodeGate.Value(), "check_job": c.CheckJob.Value(),
 	})
 	return diags

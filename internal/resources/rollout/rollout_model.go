@@ -18,9 +18,9 @@ import (
 	"github.com/gradual-dev/terraform-provider-gradual/internal/fleet"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/manifest"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/records"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/fleetresource"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/ignoreattr"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/manifesttype"
-	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/shared"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/window"
 )
 
@@ -69,7 +69,7 @@ type Model struct {
 	Delivery          types.Object       `tfsdk:"delivery"`
 	// registry is the write-only `delivery.flux.password`, `token` and `client_key`, read from
 	// the configuration (ReadWriteOnly); the framework skips unexported fields.
-	registry shared.FluxWriteOnly
+	registry fleetresource.FluxWriteOnly
 	// adoptWritten says the configuration writes `adopt = true` (not adopt's default): the
 	// opt-in that takes over a records-missing cluster's objects (delivery.Spec.AdoptUnrecorded).
 	adoptWritten bool
@@ -98,21 +98,21 @@ type HTTPCheckModel struct {
 
 // ReadWriteOnly takes `sensitive_manifests` and the registry's `delivery.flux.password`,
 // `token` and `client_key` from the configuration: Terraform keeps write-only values out of the plan, so Create
-// and Update find them only there (shared.WriteOnly).
+// and Update find them only there (fleetresource.WriteOnly).
 func (m *Model) ReadWriteOnly(ctx context.Context, config tfsdk.Config) diag.Diagnostics {
 	diags := config.GetAttribute(ctx, pathSensitive, &m.Sensitive)
 	// Not write-only, but only the configuration tells `adopt = true` written from adopt's
 	// default, and the written one is the opt-in for records-missing clusters.
-	m.adoptWritten = shared.WritesTrue(ctx, config, path.Root("adopt"))
+	m.adoptWritten = fleetresource.WritesTrue(ctx, config, path.Root("adopt"))
 	var d diag.Diagnostics
-	m.registry, d = shared.FluxCredentials(ctx, config)
+	m.registry, d = fleetresource.FluxCredentials(ctx, config)
 	return append(diags, d...)
 }
 
-// ClearWriteOnly drops the write-only values before the state is saved (shared.WriteOnly).
+// ClearWriteOnly drops the write-only values before the state is saved (fleetresource.WriteOnly).
 func (m *Model) ClearWriteOnly() {
 	m.Sensitive = types.StringNull()
-	m.registry = shared.NoFluxWriteOnly()
+	m.registry = fleetresource.NoFluxWriteOnly()
 }
 
 // setSensitiveObjects names the objects of `sensitive_manifests` (identities, never content).
@@ -167,7 +167,7 @@ func (m *Model) bundle() (*manifest.Set, error) {
 	return set, err
 }
 
-// TimeoutsValue is the `timeouts` attribute, for shared.Create and shared.Update.
+// TimeoutsValue is the `timeouts` attribute, for fleetresource.Create and fleetresource.Update.
 func (m *Model) TimeoutsValue() timeouts.Value { return m.Timeouts }
 
 // ignore converts `ignore_fields` for drift checks outside plan and apply (Read, the status
@@ -190,12 +190,12 @@ func (m *Model) query(ctx context.Context, fallback *window.Window) (fleet.Query
 	if names.IsNull() {
 		names = m.Clusters
 	}
-	q, diags := shared.Query(ctx, m.Namespace, m.Selector, names)
-	verify := VerifyModel{Timeout: types.StringValue(shared.DefaultVerifyTimeout), BakeTime: types.StringValue(shared.DefaultBakeTime)}
-	diags.Append(shared.VerifyAs(ctx, m.Verify, &verify)...)
-	verifyTimeout, bake := shared.VerifyDurations(verify.Timeout, verify.BakeTime)
+	q, diags := fleetresource.Query(ctx, m.Namespace, m.Selector, names)
+	verify := VerifyModel{Timeout: types.StringValue(fleetresource.DefaultVerifyTimeout), BakeTime: types.StringValue(fleetresource.DefaultBakeTime)}
+	diags.Append(fleetresource.VerifyAs(ctx, m.Verify, &verify)...)
+	verifyTimeout, bake := fleetresource.VerifyDurations(verify.Timeout, verify.BakeTime)
 	var d diag.Diagnostics
-	q.Hold, d = shared.HoldFrom(ctx, m.MaintenanceWindow, verifyTimeout, bake, fallback)
+	q.Hold, d = fleetresource.HoldFrom(ctx, m.MaintenanceWindow, verifyTimeout, bake, fallback)
 	diags.Append(d...)
 	return q, diags
 }
@@ -216,12 +216,12 @@ func (m *Model) spec(ctx context.Context) (delivery.Spec, diag.Diagnostics) {
 	if !ok {
 		return spec, diags
 	}
-	diags.Append(shared.SetLimits(m.UpdateLimit, m.MaxFailures, m.MaxUnsettled, &spec.Policy)...)
-	diags.Append(shared.SetOnFailure(m.OnFailure, engine.Rollback, &spec.Policy)...)
-	diags.Append(shared.SetCanary(ctx, m.Canary, m.CanaryOptional, &spec.Policy)...)
-	verify := VerifyModel{Timeout: types.StringValue(shared.DefaultVerifyTimeout), BakeTime: types.StringValue(shared.DefaultBakeTime)}
-	diags.Append(shared.VerifyAs(ctx, m.Verify, &verify)...)
-	spec.Policy.VerifyTimeout, spec.Policy.BakeTime = shared.VerifyDurations(verify.Timeout, verify.BakeTime)
+	diags.Append(fleetresource.SetLimits(m.UpdateLimit, m.MaxFailures, m.MaxUnsettled, &spec.Policy)...)
+	diags.Append(fleetresource.SetOnFailure(m.OnFailure, engine.Rollback, &spec.Policy)...)
+	diags.Append(fleetresource.SetCanary(ctx, m.Canary, m.CanaryOptional, &spec.Policy)...)
+	verify := VerifyModel{Timeout: types.StringValue(fleetresource.DefaultVerifyTimeout), BakeTime: types.StringValue(fleetresource.DefaultBakeTime)}
+	diags.Append(fleetresource.VerifyAs(ctx, m.Verify, &verify)...)
+	spec.Policy.VerifyTimeout, spec.Policy.BakeTime = fleetresource.VerifyDurations(verify.Timeout, verify.BakeTime)
 	// After the limits and the bake time: a stage that sets none of its own takes the rollout's.
 	diags.Append(m.stages(ctx, &spec)...)
 	diags.Append(m.specVerify(ctx, verify, &spec)...)
@@ -229,7 +229,7 @@ func (m *Model) spec(ctx context.Context) (delivery.Spec, diag.Diagnostics) {
 		// Through Flux the check Job is part of the artifact, so of the revision.
 		var err error
 		if spec.Revision, err = spec.CheckJob.FluxRevision(spec.Revision); err != nil {
-			diags.AddAttributeError(shared.PathCheckJob, "Invalid Check Job", err.Error())
+			diags.AddAttributeError(fleetresource.PathCheckJob, "Invalid Check Job", err.Error())
 		}
 	}
 	return spec, diags
@@ -299,13 +299,13 @@ func (m *Model) specContent(ctx context.Context, spec *delivery.Spec) (diags dia
 func (m *Model) specVerify(ctx context.Context, verify VerifyModel, spec *delivery.Spec) diag.Diagnostics {
 	var diags diag.Diagnostics
 	spec.ClusterGates = verify.ClusterGates.IsNull() || verify.ClusterGates.IsUnknown() || verify.ClusterGates.ValueBool()
-	nodeGate, d := shared.StoreNodeGate(ctx, verify.NodeGate)
+	nodeGate, d := fleetresource.StoreNodeGate(ctx, verify.NodeGate)
 	diags.Append(d...)
 	spec.GatePolicy = nodeGate.Policy()
-	spec.Health, d = shared.HealthChecker(ctx, verify.HealthChecks)
+	spec.Health, d = fleetresource.HealthChecker(ctx, verify.HealthChecks)
 	diags.Append(d...) // through Flux, the Kustomizations' healthCheckExprs (internal/delivery/flux.go)
 	// Through Flux too: the Job goes into the artifact (delivery.CheckJob.ForFlux).
-	spec.CheckJob, d = shared.CheckJobOf(ctx, verify.CheckJob, false)
+	spec.CheckJob, d = fleetresource.CheckJobOf(ctx, verify.CheckJob, false)
 	diags.Append(d...)
 	if !verify.HTTPChecks.IsNull() && !verify.HTTPChecks.IsUnknown() {
 		var checks []HTTPCheckModel
@@ -313,11 +313,11 @@ func (m *Model) specVerify(ctx context.Context, verify VerifyModel, spec *delive
 		for _, c := range checks {
 			spec.HTTPChecks = append(spec.HTTPChecks, delivery.HTTPCheck{
 				URL: c.URL.ValueString(), ExpectedStatus: int(c.ExpectedStatus.ValueInt64()),
-				Timeout: shared.ParseDuration(c.Timeout, defaultHTTPCheckTimeout),
+				Timeout: fleetresource.ParseDuration(c.Timeout, defaultHTTPCheckTimeout),
 			})
 		}
 		if len(checks) > 0 && !m.Delivery.IsNull() && !m.Delivery.IsUnknown() {
-			shared.NotThroughFlux(&diags, path.Root("verify").AtName("http_checks"), shared.FluxGapHTTPChecks, "`verify.http_checks`", "the rollout")
+			fleetresource.NotThroughFlux(&diags, path.Root("verify").AtName("http_checks"), fleetresource.FluxGapHTTPChecks, "`verify.http_checks`", "the rollout")
 		}
 	}
 	return diags
@@ -350,7 +350,7 @@ func (m *Model) setObserved(ctx context.Context, obs *delivery.Observation) diag
 }
 
 // setLeaving shows the clusters apply lets go of (sorted; an empty list for none).
-func (m *Model) setLeaving(names []string) { m.Leaving = shared.SortedNames(names) }
+func (m *Model) setLeaving(names []string) { m.Leaving = fleetresource.SortedNames(names) }
 
 func (m *Model) setLedger(ctx context.Context, ledger []delivery.InvalidRevision) diag.Diagnostics {
 	type entry struct {
@@ -373,10 +373,10 @@ func (m *Model) setLedger(ctx context.Context, ledger []delivery.InvalidRevision
 	return diags
 }
 
-// setWaves shows waves as one line of counts (shared.WavesText); the clusters of each are
+// setWaves shows waves as one line of counts (fleetresource.WavesText); the clusters of each are
 // kept in private state.
 func (m *Model) setWaves(p engine.Plan) {
-	text := shared.WavesText(shared.WaveSizes(p.Waves), p.CanaryWaves)
+	text := fleetresource.WavesText(fleetresource.WaveSizes(p.Waves), p.CanaryWaves)
 	if stages := p.StagesText(); stages != "" {
 		// Who waits for a later promotion, or is in no stage: one line whatever the fleet's size.
 		text += "; " + stages

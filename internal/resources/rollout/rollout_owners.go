@@ -9,7 +9,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/path"
 
 	"github.com/gradual-dev/terraform-provider-gradual/internal/delivery"
-	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/shared"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/fleetresource"
 )
 
 // warnLeaving shows the clusters that left the rollout (relabelled, or removed from `names`)
@@ -18,7 +18,7 @@ func warnLeaving(diags *diag.Diagnostics, plan *Model, leaving []string, obs *de
 	if len(leaving) > 0 {
 		diags.AddAttributeWarning(path.Root("leaving"), "Clusters Leaving The Rollout",
 			fmt.Sprintf("%d cluster(s) that earlier applies changed are no longer picked (or, with delivery.flux, their Cluster was deleted): %s.\n\n%s",
-				len(leaving), shared.ShortList(leaving, 10), leavingEffect(plan.DeletionPolicy.ValueString())))
+				len(leaving), fleetresource.ShortList(leaving, 10), leavingEffect(plan.DeletionPolicy.ValueString())))
 	}
 	var later []string
 	for _, name := range obs.Leaving {
@@ -30,7 +30,7 @@ func warnLeaving(diags *diag.Diagnostics, plan *Model, leaving []string, obs *de
 		diags.AddAttributeWarning(path.Root("leaving"), "Clusters Leaving After This Apply",
 			fmt.Sprintf("%d cluster(s) that earlier applies changed are no longer picked as the fleet reads now: %s. This apply leaves them "+
 				"alone (they were not picked as the refresh read the fleet, or this plan changes which clusters are picked); the next plan "+
-				"lists them in `leaving`.", len(later), shared.ShortList(later, 10)))
+				"lists them in `leaving`.", len(later), fleetresource.ShortList(later, 10)))
 	}
 }
 

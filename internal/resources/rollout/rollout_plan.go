@@ -18,9 +18,9 @@ import (
 	"github.com/gradual-dev/terraform-provider-gradual/internal/fleet"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/manifest"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/records"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/fleetresource"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/ignoreattr"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/manifesttype"
-	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/shared"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/usererr"
 )
 
@@ -89,17 +89,17 @@ func planAndPrior(ctx context.Context, req resource.ModifyPlanRequest, resp *res
 		var state Model
 		if diags := req.State.Get(ctx, &state); !diags.HasError() {
 			state.LoadPrivate(ctx, req.Private)
-			shared.WarnDeletion(&resp.Diagnostics, state.deletion(""))
+			fleetresource.WarnDeletion(&resp.Diagnostics, state.deletion(""))
 		}
 	}
-	plan, prior, ok := shared.PlanAndPrior[Model](ctx, req, resp)
+	plan, prior, ok := fleetresource.PlanAndPrior[Model](ctx, req, resp)
 	if !ok {
 		return plan, prior, false
 	}
 	if prior != nil {
 		resp.Diagnostics.Append(prior.LoadPrivate(ctx, req.Private)...)
 		if changed := identityChange(&plan, prior); changed != "" {
-			shared.WarnDeletion(&resp.Diagnostics, prior.deletion(changed))
+			fleetresource.WarnDeletion(&resp.Diagnostics, prior.deletion(changed))
 		}
 	}
 	// The waves and leaving clusters of an earlier plan never carry over: only this plan's are
@@ -118,7 +118,7 @@ func planAndPrior(ctx context.Context, req resource.ModifyPlanRequest, resp *res
 // the default namespace, the field rules and the values.
 func (m *Model) contentKnown(ctx context.Context) bool {
 	return !m.Manifests.IsUnknown() && !m.Sensitive.IsUnknown() && !m.DefaultNamespace.IsUnknown() && ignoreattr.Known(m.IgnoreFields) &&
-		ignoreattr.Known(m.SensitivePaths) && shared.ValuesKnown(ctx, m.Values)
+		ignoreattr.Known(m.SensitivePaths) && fleetresource.ValuesKnown(ctx, m.Values)
 }
 
 // planFleet plans the waves against the fleet as it reads now, shows them in plan, warns of
@@ -134,7 +134,7 @@ func (r *rolloutResource) planFleet(ctx context.Context, resp *resource.ModifyPl
 	// clusters (see delivery.Prior); without it, a warning shows them as the fleet reads now.
 	priorState := priorForPlan(ctx, plan, prior)
 	res, err := svc.Plan(ctx, delivery.PlanRequest{Spec: spec, Query: query, Prior: priorState, Drifted: priorDrift(prior),
-		IgnoreClaims: claimsIgnored, RefuseAdoption: shared.RefusesAdoption(plan.Adopt)})
+		IgnoreClaims: claimsIgnored, RefuseAdoption: fleetresource.RefusesAdoption(plan.Adopt)})
 	if err != nil {
 		resp.Diagnostics.Append(diagnostics.FromError(err, "Cannot Read The Fleet"))
 		return
@@ -151,10 +151,10 @@ func (r *rolloutResource) planFleet(ctx context.Context, resp *resource.ModifyPl
 			return
 		}
 		if artifact != nil {
-			shared.WarnFluxArtifacts(&resp.Diagnostics, []string{shared.FluxArtifactLine("", *artifact)})
+			fleetresource.WarnFluxArtifacts(&resp.Diagnostics, []string{fleetresource.FluxArtifactLine("", *artifact)})
 		}
 	}
-	shared.WarnWavesOutlast(ctx, &resp.Diagnostics, plan.Timeouts, prior == nil, len(res.Plan.Waves), spec.Policy)
+	fleetresource.WarnWavesOutlast(ctx, &resp.Diagnostics, plan.Timeouts, prior == nil, len(res.Plan.Waves), spec.Policy)
 	resp.Diagnostics.Append(setPlan(ctx, resp, *plan)...)
 }
 
@@ -167,7 +167,7 @@ func warnPlan(ctx context.Context, diags *diag.Diagnostics, plan *Model, res *de
 	if skipped := obs.SkippedRecords(); len(skipped) > 0 {
 		diags.AddWarning("Records Not Read",
 			"These Secrets carry this rollout's record labels but were not read: too large, unreadable, naming another rollout, or written by someone other than the provider. "+
-				"The rollout never decodes, changes or deletes them; look at who wrote them: "+shared.ShortList(skipped, 20))
+				"The rollout never decodes, changes or deletes them; look at who wrote them: "+fleetresource.ShortList(skipped, 20))
 	}
 	if res.Exists && create {
 		// A create of a rollout some state holds: refused by apply, unless this plan replaces it
@@ -193,7 +193,7 @@ func warnPlan(ctx context.Context, diags *diag.Diagnostics, plan *Model, res *de
 			fmt.Sprintf("The canary clusters %s are not among the clusters this rollout picks; canary_optional is set, so they are ignored.", strings.Join(planned.UnknownCanaries, ", ")))
 	}
 	if len(obs.Skipped) > 0 {
-		diags.AddWarning("Clusters Skipped", shared.SkippedDetail(skippedIntro, obs.Skipped))
+		diags.AddWarning("Clusters Skipped", fleetresource.SkippedDetail(skippedIntro, obs.Skipped))
 	}
 	if len(obs.Clusters) == 0 && len(obs.Skipped) == 0 {
 		diags.AddWarning("No Clusters Picked",
@@ -301,7 +301,7 @@ func nonNilNames(names []string) []string {
 }
 
 // importHint is the import command (and block) for one that exists already.
-func importHint(key records.Key) string { return shared.ImportHint("gradual_rollout", key) }
+func importHint(key records.Key) string { return fleetresource.ImportHint("gradual_rollout", key) }
 
 func nonNilWaves(waves [][]string) [][]string {
 	if waves == nil {
@@ -391,15 +391,15 @@ func setPlan(ctx context.Context, resp *resource.ModifyPlanResponse, plan Model)
 // identityChange names the attributes that make plan a replacement of prior ("" if none): they
 // name the records, so a change is a destroy and a create.
 func identityChange(plan, prior *Model) string {
-	return shared.IdentityChange(shared.Identity{Name: plan.Name, Namespace: plan.Namespace, RecordNamespace: plan.RecordNamespace},
-		shared.Identity{Name: prior.Name, Namespace: prior.Namespace, RecordNamespace: prior.RecordNamespace})
+	return fleetresource.IdentityChange(fleetresource.Identity{Name: plan.Name, Namespace: plan.Namespace, RecordNamespace: plan.RecordNamespace},
+		fleetresource.Identity{Name: prior.Name, Namespace: prior.Namespace, RecordNamespace: prior.RecordNamespace})
 }
 
 // deletion is what destroying the rollout m (a state) removes: the objects of its bundle from
 // every cluster that runs a revision of it. Sensitive objects are counted by sensitive_objects,
 // as the state never holds their content.
-func (m *Model) deletion(replacing string) shared.Deletion {
-	d := shared.Deletion{What: "rollout " + m.Namespace.ValueString() + "/" + m.Name.ValueString(),
+func (m *Model) deletion(replacing string) fleetresource.Deletion {
+	d := fleetresource.Deletion{What: "rollout " + m.Namespace.ValueString() + "/" + m.Name.ValueString(),
 		Orphan: m.DeletionPolicy.ValueString() == "orphan", Replacing: replacing}
 	if set, err := manifest.Parse(m.Manifests.ValueString()); err == nil {
 		d.Objects = len(set.Objects)

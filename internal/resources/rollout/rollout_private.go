@@ -9,7 +9,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 
 	"github.com/gradual-dev/terraform-provider-gradual/internal/delivery"
-	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/shared"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/fleetresource"
 )
 
 // privateState is what the rollout keeps in Terraform's private state: stored with the resource,
@@ -42,7 +42,7 @@ type engineRef struct {
 	Flux *delivery.FluxSettings `json:"flux,omitempty"`
 }
 
-// engine names ref's engine as shared.EngineOf does.
+// engine names ref's engine as fleetresource.EngineOf does.
 func (ref *engineRef) engine() string {
 	if ref.Flux != nil {
 		return "flux"
@@ -79,19 +79,19 @@ func (p privateState) movingValue() any {
 
 // loadMoving reads only MovingFrom from the private state (a refresh keeps it, and nothing else
 // of what a plan left there).
-func (m *Model) loadMoving(ctx context.Context, from shared.PrivateGetter) diag.Diagnostics {
-	return shared.LoadPrivateJSON(ctx, from, "rollout", map[string]any{privateMovingKey: &m.private.MovingFrom})
+func (m *Model) loadMoving(ctx context.Context, from fleetresource.PrivateGetter) diag.Diagnostics {
+	return fleetresource.LoadPrivateJSON(ctx, from, "rollout", map[string]any{privateMovingKey: &m.private.MovingFrom})
 }
 
 // LoadPrivate reads the private state; a missing key leaves its field nil.
-func (m *Model) LoadPrivate(ctx context.Context, from shared.PrivateGetter) diag.Diagnostics {
-	return shared.LoadPrivateJSON(ctx, from, "rollout", map[string]any{privateClustersKey: &m.private.Clusters, privateWavesKey: &m.private.PlannedWaves,
+func (m *Model) LoadPrivate(ctx context.Context, from fleetresource.PrivateGetter) diag.Diagnostics {
+	return fleetresource.LoadPrivateJSON(ctx, from, "rollout", map[string]any{privateClustersKey: &m.private.Clusters, privateWavesKey: &m.private.PlannedWaves,
 		privateLeavingKey: &m.private.Leaving, privatePlannedKey: &m.private.PlannedLeaving, privateMovingKey: &m.private.MovingFrom})
 }
 
 // SavePrivate writes the private state; a nil field removes its key.
-func (m *Model) SavePrivate(ctx context.Context, to shared.PrivateSetter) diag.Diagnostics {
-	return shared.SavePrivateJSON(ctx, to, map[string]any{privateClustersKey: m.private.Clusters, privateWavesKey: m.private.PlannedWaves,
+func (m *Model) SavePrivate(ctx context.Context, to fleetresource.PrivateSetter) diag.Diagnostics {
+	return fleetresource.SavePrivateJSON(ctx, to, map[string]any{privateClustersKey: m.private.Clusters, privateWavesKey: m.private.PlannedWaves,
 		privateLeavingKey: m.private.Leaving, privatePlannedKey: m.private.PlannedLeaving, privateMovingKey: m.private.movingValue()})
 }
 

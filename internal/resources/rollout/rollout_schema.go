@@ -22,9 +22,9 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
 	"github.com/gradual-dev/terraform-provider-gradual/internal/engine"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/fleetresource"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/ignoreattr"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/manifesttype"
-	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/shared"
 )
 
 // Defaults, shown in the schema and used when the attribute is left out.
@@ -36,10 +36,10 @@ const (
 	defaultDeletionPolicy   = "delete"
 )
 
-// dnsLabel is a DNS label (shared.DNSLabel).
-var dnsLabel = shared.DNSLabel
+// dnsLabel is a DNS label (fleetresource.DNSLabel).
+var dnsLabel = fleetresource.DNSLabel
 
-var verifyAttrTypes = shared.VerifyAttrTypes(httpChecks, shared.HealthChecks, shared.ClusterGates, shared.NodeGate, checkJob)
+var verifyAttrTypes = fleetresource.VerifyAttrTypes(httpChecks, fleetresource.HealthChecks, fleetresource.ClusterGates, fleetresource.NodeGate, checkJob)
 
 var httpCheckAttrTypes = map[string]attr.Type{
 	"url":             types.StringType,
@@ -57,29 +57,29 @@ var invalidRevisionAttrTypes = map[string]attr.Type{
 func (r *rolloutResource) Schema(ctx context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
 	resp.Schema = schema.Schema{
 		// Version 1: `waves` is one line of text (it was a list of counts; see UpgradeState).
-		Version: shared.StateVersion,
+		Version: fleetresource.StateVersion,
 		MarkdownDescription: "Rolls a revision of Kubernetes manifests out to the Cluster API clusters a selector (or a list of names) " +
 			"picks, in waves of at most `update_limit` clusters, verifying after each wave that every applied object is ready. " +
 			"A cluster that fails verification is restored to its backup (last good) revision and the failed revision is recorded " +
 			"invalid, so later plans refuse it. `terraform plan` shows the revision, the waves, skipped clusters and every cluster " +
-			"that is not on the desired revision (drift, joins, interrupted runs), compactly at any fleet size. " + shared.HoldsDescription,
+			"that is not on the desired revision (drift, joins, interrupted runs), compactly at any fleet size. " + fleetresource.HoldsDescription,
 		Attributes: map[string]schema.Attribute{
 			"id": schema.StringAttribute{
 				Computed:            true,
 				MarkdownDescription: "`namespace/name`.",
 				PlanModifiers:       []planmodifier.String{stringplanmodifier.UseStateForUnknown()},
 			},
-			"name":      shared.ResourceName("Name of the rollout, unique within `namespace`; it names the records in the clusters. Changing it replaces the resource."),
-			"namespace": shared.ResourceNamespace(),
-			"selector":  shared.ResourceSelector("names", "clusters"),
+			"name":      fleetresource.ResourceName("Name of the rollout, unique within `namespace`; it names the records in the clusters. Changing it replaces the resource."),
+			"namespace": fleetresource.ResourceNamespace(),
+			"selector":  fleetresource.ResourceSelector("names", "clusters"),
 			"names": func() schema.ListAttribute {
-				a := shared.ResourceNames("Names of the `Cluster` objects to roll out to, instead of `selector` (the attribute " +
+				a := fleetresource.ResourceNames("Names of the `Cluster` objects to roll out to, instead of `selector` (the attribute " +
 					"the `gradual_clusters` data source has). A listed cluster that does not exist is skipped with a warning.")
 				a.Validators = append(a.Validators, listvalidator.ConflictsWith(path.MatchRoot("clusters")))
 				return a
 			}(),
 			"clusters": func() schema.ListAttribute {
-				a := shared.ResourceNames("Deprecated: the former name of `names`, still accepted.")
+				a := fleetresource.ResourceNames("Deprecated: the former name of `names`, still accepted.")
 				a.DeprecationMessage = "Use `names` instead: the same list of Cluster names, under the name the gradual_clusters data source uses. `clusters` keeps working until the next major version."
 				return a
 			}(),
@@ -93,7 +93,7 @@ func (r *rolloutResource) Schema(ctx context.Context, _ resource.SchemaRequest, 
 					"a one-line edit. It is not a secret: it is stored in state and in plan files, so objects of kind `Secret` are " +
 					"refused here: put them in `sensitive_manifests`. At least one of the two is required.",
 				Validators: []validator.String{
-					stringvalidator.LengthAtLeast(1), shared.Manifests(), shared.NoSecrets("sensitive_manifests"),
+					stringvalidator.LengthAtLeast(1), fleetresource.Manifests(), fleetresource.NoSecrets("sensitive_manifests"),
 					stringvalidator.AtLeastOneOf(path.MatchRoot("sensitive_manifests")),
 				},
 			},
@@ -106,7 +106,7 @@ func (r *rolloutResource) Schema(ctx context.Context, _ resource.SchemaRequest, 
 					"changes) though the value itself is never shown; `sensitive_objects` names the objects. The records in the " +
 					"workload clusters keep the objects (as Secrets), so refresh, drift repair, restore and destroy work without it. " +
 					"An imported rollout restores `manifests` only: set this again in the configuration.",
-				Validators: []validator.String{shared.SensitiveManifests()},
+				Validators: []validator.String{fleetresource.SensitiveManifests()},
 			},
 			"objects": schema.MapAttribute{
 				Computed: true, ElementType: manifesttype.ObjectsType,
@@ -116,24 +116,24 @@ func (r *rolloutResource) Schema(ctx context.Context, _ resource.SchemaRequest, 
 				Computed: true, ElementType: types.StringType,
 				MarkdownDescription: "The objects of `sensitive_manifests`, by identity only (`group/Kind namespace/name`), never their content. Known at plan time.",
 			},
-			"canary":          shared.CanaryAttribute(changeText),
-			"canary_optional": shared.CanaryOptionalAttribute(changeText),
+			"canary":          fleetresource.CanaryAttribute(changeText),
+			"canary_optional": fleetresource.CanaryOptionalAttribute(changeText),
 			"stages":          stagesAttribute(),
 			"promote_until":   promoteUntilAttribute(),
 			"update_limit": schema.StringAttribute{
 				Optional: true, Computed: true, Default: stringdefault.StaticString(defaultUpdateLimit),
 				MarkdownDescription: "Most clusters changed at once: a whole number ≥ 1 (`\"2\"`) or a percentage of the eligible clusters " +
 					"from 1% to 100% (`\"25%\"`), rounded up, at least 1. Default `\"" + defaultUpdateLimit + "\"`.",
-				Validators: []validator.String{shared.UpdateLimit()},
+				Validators: []validator.String{fleetresource.UpdateLimit()},
 			},
-			"max_failures":  shared.MaxFailuresAttribute(defaultMaxFailures, "Clusters that may fail before no new wave starts: a whole number ≥ 0 or a percentage from 0% to 100%. Default `\"0\"`."),
-			"max_unsettled": shared.MaxUnsettledAttribute(),
-			"on_failure":    shared.OnFailureAttribute(changeText, engine.Rollback),
-			"verify": shared.VerifyAttribute(shared.VerifyDescriptions{
+			"max_failures":  fleetresource.MaxFailuresAttribute(defaultMaxFailures, "Clusters that may fail before no new wave starts: a whole number ≥ 0 or a percentage from 0% to 100%. Default `\"0\"`."),
+			"max_unsettled": fleetresource.MaxUnsettledAttribute(),
+			"on_failure":    fleetresource.OnFailureAttribute(changeText, engine.Rollback),
+			"verify": fleetresource.VerifyAttribute(fleetresource.VerifyDescriptions{
 				Verify:   "How each cluster is verified after the revision is applied: every applied object must become ready (kstatus) within `timeout`, then the wave bakes for `bake_time` and is checked again.",
-				Timeout:  "Longest wait for the objects of one cluster to become ready, as a Go duration (`\"5m\"`). Default `" + shared.DefaultVerifyTimeout + "`.",
+				Timeout:  "Longest wait for the objects of one cluster to become ready, as a Go duration (`\"5m\"`). Default `" + fleetresource.DefaultVerifyTimeout + "`.",
 				BakeTime: "Wait after a wave is verified, before it is checked again and the next wave starts (`\"30s\"`). Default `0s`.",
-			}, httpChecks, shared.HealthChecks, shared.ClusterGates, shared.NodeGate, checkJob),
+			}, httpChecks, fleetresource.HealthChecks, fleetresource.ClusterGates, fleetresource.NodeGate, checkJob),
 			"record_namespace": schema.StringAttribute{
 				Optional: true, Computed: true, Default: stringdefault.StaticString(defaultRecordNamespace),
 				MarkdownDescription: "Namespace, in every workload cluster and in the management cluster, of the rollout's records and Lease. Default `" + defaultRecordNamespace + "`. Changing it replaces the resource.",
@@ -145,8 +145,8 @@ func (r *rolloutResource) Schema(ctx context.Context, _ resource.SchemaRequest, 
 				MarkdownDescription: "On destroy, and for clusters that leave the rollout (relabelled out of `selector`, or removed from `names`; the plan lists them in `leaving`): `delete` removes the objects the rollout made (in waves; objects it adopted are given back, never deleted); `orphan` leaves them, handed back to the shared field manager `gradual` for whichever rollout applies them next. The records go either way. Default `delete`.",
 				Validators:          []validator.String{stringvalidator.OneOf("delete", "orphan")},
 			},
-			"force_conflicts":        shared.ForceConflictsAttribute(),
-			"preview":                shared.PreviewAttribute(),
+			"force_conflicts":        fleetresource.ForceConflictsAttribute(),
+			"preview":                fleetresource.PreviewAttribute(),
 			ignoreattr.Name:          ignoreattr.Attribute("`manifests` and `sensitive_manifests`"),
 			ignoreattr.SensitiveName: ignoreattr.SensitiveAttribute("`manifests`", "`sensitive_manifests`"),
 			"default_namespace": schema.StringAttribute{
@@ -159,7 +159,7 @@ func (r *rolloutResource) Schema(ctx context.Context, _ resource.SchemaRequest, 
 					"without a namespace fails the apply's check, before anything is applied.",
 				Validators: []validator.String{stringvalidator.LengthBetween(1, 63), stringvalidator.RegexMatches(dnsLabel, "must be a DNS label")},
 			},
-			"values": shared.ValuesAttribute(valuesText),
+			"values": fleetresource.ValuesAttribute(valuesText),
 			"adopt": schema.BoolAttribute{
 				Optional: true, Computed: true, Default: booldefault.StaticBool(true),
 				MarkdownDescription: "Take over objects of `manifests` that already exist in a cluster, made by someone else (kubectl, Helm, …). " +
@@ -174,10 +174,10 @@ func (r *rolloutResource) Schema(ctx context.Context, _ resource.SchemaRequest, 
 					"still there is `records-missing` likewise (the objects found are the Kustomization's inventory); there `adopt = true` records the cluster again " +
 					"on the revision apply pins, without recording the objects adopted (Flux's inventory decides what Flux prunes).",
 			},
-			"retry_invalid":      shared.RetryInvalidAttribute(changeText),
+			"retry_invalid":      fleetresource.RetryInvalidAttribute(changeText),
 			"paused":             pausedAttribute(),
-			"maintenance_window": shared.MaintenanceWindowAttribute("rollout"),
-			"delivery":           shared.DeliveryAttribute(true),
+			"maintenance_window": fleetresource.MaintenanceWindowAttribute("rollout"),
+			"delivery":           fleetresource.DeliveryAttribute(true),
 			"timeouts":           timeouts.Attributes(ctx, timeouts.Opts{Create: true, Update: true, Delete: true}),
 
 			"revision": schema.StringAttribute{
@@ -232,13 +232,13 @@ func (r *rolloutResource) Schema(ctx context.Context, _ resource.SchemaRequest, 
 					"the plan waits for the next one, and one that became not ready or vanished is left out (apply warns). After a plan " +
 					"with nothing to do it keeps the last apply's waves. The `Planned Waves` warning names the clusters of each wave.",
 			},
-			"skipped": shared.SkippedAttribute("Picked clusters that this apply leaves alone, with the reason (not ready, paused, no kubeconfig…). A later apply picks them up once they are ready."),
+			"skipped": fleetresource.SkippedAttribute("Picked clusters that this apply leaves alone, with the reason (not ready, paused, no kubeconfig…). A later apply picks them up once they are ready."),
 		},
 	}
 }
 
 // changeText is what the rollout says in the change attributes it shares with module assignments.
-var changeText = shared.ChangeText{
+var changeText = fleetresource.ChangeText{
 	Canary:   "Clusters changed first",
 	Subject:  "a rollout",
 	Revision: "the revision",
@@ -247,7 +247,7 @@ var changeText = shared.ChangeText{
 }
 
 // httpChecks is `verify.http_checks`, which only rollouts have.
-var httpChecks = shared.VerifyExtra{
+var httpChecks = fleetresource.VerifyExtra{
 	Name:    "http_checks",
 	Type:    types.ListType{ElemType: types.ObjectType{AttrTypes: httpCheckAttrTypes}},
 	Default: types.ListNull(types.ObjectType{AttrTypes: httpCheckAttrTypes}),
@@ -267,11 +267,11 @@ var httpChecks = shared.VerifyExtra{
 			"timeout": schema.StringAttribute{
 				Optional: true, Computed: true, Default: stringdefault.StaticString(defaultHTTPCheckTimeout),
 				MarkdownDescription: "Timeout of one request. Default `10s`.",
-				Validators:          []validator.String{shared.Duration(time.Second, 0)},
+				Validators:          []validator.String{fleetresource.Duration(time.Second, 0)},
 			},
 		}},
 	},
 }
 
 // checkJob is `verify.check_job` (delivery.CheckJob).
-var checkJob = shared.CheckJob("A Kubernetes Job run in each cluster at each verification, once the objects are ready and the HTTP checks pass")
+var checkJob = fleetresource.CheckJob("A Kubernetes Job run in each cluster at each verification, once the objects are ready and the HTTP checks pass")

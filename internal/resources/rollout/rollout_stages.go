@@ -17,7 +17,7 @@ import (
 
 	"github.com/gradual-dev/terraform-provider-gradual/internal/delivery"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/engine"
-	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/shared"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/fleetresource"
 )
 
 var (
@@ -68,17 +68,17 @@ func stagesAttribute() schema.ListNestedAttribute {
 			"update_limit": schema.StringAttribute{
 				Optional:            true,
 				MarkdownDescription: "Most clusters of this stage changed at once, as the rollout's `update_limit` (a percentage is of the stage's eligible clusters). Default: the rollout's.",
-				Validators:          []validator.String{shared.UpdateLimit()},
+				Validators:          []validator.String{fleetresource.UpdateLimit()},
 			},
 			"max_failures": schema.StringAttribute{
 				Optional:            true,
 				MarkdownDescription: "Clusters of this stage that may fail before the apply stops, as the rollout's `max_failures`. Default: the rollout's.",
-				Validators:          []validator.String{shared.MaxFailures()},
+				Validators:          []validator.String{fleetresource.MaxFailures()},
 			},
 			"bake_time": schema.StringAttribute{
 				Optional:            true,
 				MarkdownDescription: "Bake time of this stage's waves. Default: the rollout's `verify.bake_time`.",
-				Validators:          []validator.String{shared.Duration(0, 0)},
+				Validators:          []validator.String{fleetresource.Duration(0, 0)},
 			},
 		}},
 	}
@@ -211,7 +211,7 @@ func (m *Model) waiting(ctx context.Context, obs *delivery.Observation) map[stri
 	if diags := m.stages(ctx, &spec); diags.HasError() {
 		return nil
 	}
-	if diags := shared.SetCanary(ctx, m.Canary, m.CanaryOptional, &spec.Policy); diags.HasError() {
+	if diags := fleetresource.SetCanary(ctx, m.Canary, m.CanaryOptional, &spec.Policy); diags.HasError() {
 		return nil
 	}
 	return spec.Waiting(obs.Discovery)

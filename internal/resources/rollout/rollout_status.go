@@ -17,8 +17,8 @@ import (
 	"github.com/gradual-dev/terraform-provider-gradual/internal/manifest"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/providerdata"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/records"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/fleetresource"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/manifesttype"
-	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/shared"
 )
 
 // NewStatusDataSource returns the `gradual_rollout_status` data source: the per-cluster detail
@@ -26,18 +26,18 @@ import (
 // outputs, `check` blocks and reviews of one cluster.
 func NewStatusDataSource() datasource.DataSource {
 	d := &statusDataSource{}
-	d.StatusDataSource = shared.NewStatus[statusModel](d, "Rollout", "rollout", "_rollout_status", defaultRecordNamespace)
+	d.StatusDataSource = fleetresource.NewStatus[statusModel](d, "Rollout", "rollout", "_rollout_status", defaultRecordNamespace)
 	return d
 }
 
-// statusDataSource reads through shared.StatusDataSource; its shared.StatusOps are below.
+// statusDataSource reads through fleetresource.StatusDataSource; its fleetresource.StatusOps are below.
 type statusDataSource struct {
-	shared.StatusDataSource[statusModel]
+	fleetresource.StatusDataSource[statusModel]
 }
 
 // statusModel is the data source's data.
 type statusModel struct {
-	shared.StatusKeyModel
+	fleetresource.StatusKeyModel
 	PreviewManifests types.String         `tfsdk:"preview_manifests"`
 	Revision         types.String         `tfsdk:"revision"`
 	Manifests        types.String         `tfsdk:"manifests"`
@@ -71,7 +71,7 @@ type clusterPreviewModel struct {
 }
 
 func (d *statusDataSource) Schema(_ context.Context, _ datasource.SchemaRequest, resp *datasource.SchemaResponse) {
-	computed := shared.Computed
+	computed := fleetresource.Computed
 	resp.Schema = schema.Schema{
 		MarkdownDescription: "Every cluster of a `gradual_rollout`, one by one: the revision it runs, its backup, its state and what is " +
 			"wrong with it (drifted objects and fields, an interrupted apply). The rollout's plan shows only counts (`summary`) and the " +
@@ -142,18 +142,18 @@ func (d *statusDataSource) Schema(_ context.Context, _ datasource.SchemaRequest,
 
 var _ datasource.DataSourceWithConfigure = (*statusDataSource)(nil)
 
-// StatusKey implements shared.StatusOps.
+// StatusKey implements fleetresource.StatusOps.
 func (d *statusDataSource) StatusKey(cfg *statusModel) (records.Key, string, types.String) {
 	key := records.Key{Kind: "rollout", Namespace: cfg.Namespace.ValueString(), Name: cfg.Name.ValueString()}
 	return key, "rollout " + key.String(), cfg.RecordNamespace
 }
 
-// LoadRecord implements shared.StatusOps.
+// LoadRecord implements fleetresource.StatusOps.
 func (d *statusDataSource) LoadRecord(ctx context.Context, data *providerdata.Data, key records.Key, recordNamespace string) ([]byte, error) {
 	return data.Delivery.LoadConfig(ctx, key, recordNamespace)
 }
 
-// ObserveStatus implements shared.StatusOps: every picked cluster as it is now, and, with
+// ObserveStatus implements fleetresource.StatusOps: every picked cluster as it is now, and, with
 // preview_manifests, what a dry-run of them finds on each.
 func (d *statusDataSource) ObserveStatus(ctx context.Context, data *providerdata.Data, cfg *statusModel, raw []byte, recordNamespace string, diags *diag.Diagnostics) bool {
 	key, _, _ := d.StatusKey(cfg)

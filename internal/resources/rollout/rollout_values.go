@@ -8,15 +8,15 @@ import (
 	"github.com/gradual-dev/terraform-provider-gradual/internal/delivery"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/fleet"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/records"
-	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/shared"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/fleetresource"
 )
 
-// valuesText is what a rollout says in `values` (shared.ValuesAttribute).
-var valuesText = shared.ValuesText{Template: "`manifests` and `sensitive_manifests` are a template"}
+// valuesText is what a rollout says in `values` (fleetresource.ValuesAttribute).
+var valuesText = fleetresource.ValuesText{Template: "`manifests` and `sensitive_manifests` are a template"}
 
 // values converts `values` (nil when not set). The caller has checked it is fully known.
 func (m *Model) values(ctx context.Context) (*delivery.Values, diag.Diagnostics) {
-	return shared.Values(ctx, m.Values)
+	return fleetresource.Values(ctx, m.Values)
 }
 
 // observe is the refresh's read of the fleet (drift included). With `values`, each cluster's

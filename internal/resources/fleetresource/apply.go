@@ -1,0 +1,130 @@
+package fleetresource
+
+import (
+	"context"
+	"time"
+
+	"github.com/hashicorp/terraform-plugin-framework-timeouts/resource/timeouts"
+	"github.com/hashicorp/terraform-plugin-framework/diag"
+	"github.com/hashicorp/terraform-plugin-framework/resource"
+	"github.com/hashicorp/terraform-plugin-framework/tfsdk"
+)
+
+// Default timeouts, when the `timeouts` attribute leaves them out.
+const (
+	DefaultApplyTimeout  = 60 * time.Minute // Create and Update
+	DefaultDeleteTimeout = 30 * time.Minute
+)
+
+// Model is a resource model with a `timeouts` attribute; P is a pointer to it.
+type Model[M any] interface {
+	*M
+	TimeoutsValue() timeouts.Value
+}
+
+// WriteOnly is a model with write-only attributes. Terraform keeps their values out of the plan
+// and the state, so Create and Update read them from the configuration (ReadWriteOnly) before
+// applying; the framework drops them again from the state saved.
+type WriteOnly interface {
+	ReadWriteOnly(ctx context.Context, config tfsdk.Config) diag.Diagnostics
+	// ClearWriteOnly nulls them again before the state is saved: the framework does so itself
+	// only for an apply without errors, and a failed Update saves its state (with the error),
+	// which would then hold them.
+	ClearWriteOnly()
+}
+
+// PrivateModel is a model that keeps part of itself in Terraform's private state: stored with the
+// resource and handed back to the provider, never shown in a plan. Create and Update load it
+// from the planned private state before applying and save it after.
+type PrivateModel interface {
+	LoadPrivate(ctx context.Context, from PrivateGetter) diag.Diagnostics
+	SavePrivate(ctx context.Context, to PrivateSetter) diag.Diagnostics
+}
+
+// PrivateGetter and PrivateSetter are the framework's private state (its type is internal to it).
+type PrivateGetter interface {
+	GetKey(ctx context.Context, key string) ([]byte, diag.Diagnostics)
+}
+
+// PrivateSetter: see PrivateGetter.
+type PrivateSetter interface {
+	SetKey(ctx context.Context, key string, value []byte) diag.Diagnostics
+}
+
+// ApplyFunc applies the planned configuration within timeout and fills plan's computed
+// attributes from the outcome, even on failure. It reports whether the apply succeeded.
+type ApplyFunc[P any] func(ctx context.Context, timeout time.Duration, plan P, diags *diag.Diagnostics) bool
+
+// FailedCreate is a resource's rule for what a failed Create saves, stated where the resource
+// calls Create.
+type FailedCreate struct {
+	// Saved: the state is saved with the error, and Terraform taints the resource, so the next
+	// apply replaces it. Right where a replacement is harmless (an in-place update re-runs).
+	// Otherwise nothing is saved: for a rollout a taint would make the next apply a fleet-wide
+	// delete and create, so the records in the clusters keep what was applied and the next
+	// Create picks up from them; the warning Title/Detail says so.
+	Saved         bool
+	Title, Detail string
+}
+
+// Create reads the plan, takes the create timeout and applies; failed says what a failed
+// Create saves. No private state reaches it: terraform-plugin-framework gives Create none (the
+// planned private state stops at its server), and the plan Terraform makes again at apply gets
+// none for a create either. So a create carries out no planned waves: what a plan of a create
+// shows is known after apply (TestCreateGetsNoPrivateState).
+func Create[M any, P Model[M]](ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse, apply ApplyFunc[P], failed FailedCreate) {
+	var plan M
+	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	if wo, ok := any(P(&plan)).(WriteOnly); ok {
+		resp.Diagnostics.Append(wo.ReadWriteOnly(ctx, req.Config)...)
+	}
+	timeout, diags := P(&plan).TimeoutsValue().Create(ctx, DefaultApplyTimeout)
+	resp.Diagnostics.Append(diags...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	if !apply(ctx, timeout, &plan, &resp.Diagnostics) && !failed.Saved {
+		resp.Diagnostics.AddWarning(failed.Title, failed.Detail)
+		return
+	}
+	if pm, ok := any(P(&plan)).(PrivateModel); ok && resp.Private != nil {
+		resp.Diagnostics.Append(pm.SavePrivate(ctx, resp.Private)...)
+	}
+	if wo, ok := any(P(&plan)).(WriteOnly); ok {
+		wo.ClearWriteOnly()
+	}
+	resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
+}
+
+// Update reads the plan, takes the update timeout and applies. The state is saved even when the
+// apply fails: it then shows where each cluster ended up.
+func Update[M any, P Model[M]](ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse, apply ApplyFunc[P]) {
+	var plan M
+	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	if wo, ok := any(P(&plan)).(WriteOnly); ok {
+		resp.Diagnostics.Append(wo.ReadWriteOnly(ctx, req.Config)...)
+	}
+	timeout, diags := P(&plan).TimeoutsValue().Update(ctx, DefaultApplyTimeout)
+	resp.Diagnostics.Append(diags...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	pm, private := any(P(&plan)).(PrivateModel)
+	if private && req.Private != nil {
+		resp.Diagnostics.Append(pm.LoadPrivate(ctx, req.Private)...)
+	}
+	apply(ctx, timeout, &plan, &resp.Diagnostics)
+	if private && resp.Private != nil {
+		resp.Diagnostics.Append(pm.SavePrivate(ctx, resp.Private)...)
+	}
+	if wo, ok := any(P(&plan)).(WriteOnly); ok {
+		wo.ClearWriteOnly()
+	}
+	resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
+}

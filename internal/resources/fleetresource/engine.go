@@ -1,0 +1,237 @@
+package fleetresource
+
+import (
+	"context"
+	"time"
+
+	"github.com/hashicorp/terraform-plugin-framework/diag"
+	"github.com/hashicorp/terraform-plugin-framework/resource"
+	"github.com/hashicorp/terraform-plugin-log/tflog"
+
+	"github.com/gradual-dev/terraform-provider-gradual/internal/delivery"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/diagnostics"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/fleet"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/window"
+)
+
+// EngineModel is the model of a resource that runs through the engine: it has `timeouts`,
+// keeps its per-cluster records in private state, and maps itself to what the engine takes (S,
+// its spec). P is a pointer to M.
+type EngineModel[M, S any] interface {
+	Model[M]
+	PrivateModel
+	// EngineSpec converts the configuration into the engine's spec.
+	EngineSpec(ctx context.Context) (S, diag.Diagnostics)
+	// EngineQuery converts the cluster-picking attributes; fallback is the provider's window.
+	EngineQuery(ctx context.Context, fallback *window.Window) (fleet.Query, diag.Diagnostics)
+	// SetConfigured fills, before an apply, the attributes that follow from the configuration
+	// alone (spec): the id, the revisions and, when the plan left them unknown, the objects.
+	SetConfigured(ctx context.Context, spec S) diag.Diagnostics
+}
+
+// Engine is what an apply or a destroy works with, read from the model: the engine's spec, the
+// fleet's query and the delivery service (direct, or through Flux with `delivery.flux`).
+type Engine[S any] struct {
+	Spec  S
+	Query fleet.Query
+	Svc   *delivery.Service
+}
+
+// EngineOps is what a resource that runs through the engine (`gradual_rollout`,
+// `gradual_module_assignment`) supplies to Lifecycle: its apply, refresh and destroy calls,
+// each mapping its own model to and from the engine. Lifecycle does the rest the same way for
+// every such resource: reading the plan or the state, the unconfigured provider, the timeouts,
+// private state and the write-result rule (Create, Update).
+type EngineOps[P, S any] interface {
+	// Service is the delivery service for m: direct, through Flux with `delivery.flux`, or
+	// moving between them.
+	Service(ctx context.Context, m P) (*delivery.Service, diag.Diagnostics)
+	// Prepare reads from a destroy's private state what Service needs, before it is called.
+	Prepare(ctx context.Context, state P, private PrivateGetter) diag.Diagnostics
+	// ApplyPlan applies plan (ctx carries the create or update timeout) and fills its computed
+	// attributes from the outcome, even on failure. create says it is Create, which refuses
+	// what a Terraform state holds already. It reports whether the apply succeeded.
+	ApplyPlan(ctx context.Context, plan P, e Engine[S], diags *diag.Diagnostics, create bool) bool
+	// Refresh reads into state what the records and the fleet hold (and, for an imported
+	// resource, its configuration). It reports whether it read them: false leaves the state
+	// as it was, while an error found after the read still saves what was read.
+	// private is the prior private state (Read saves it again from state afterwards).
+	Refresh(ctx context.Context, state P, private PrivateGetter, diags *diag.Diagnostics) bool
+	// Destroy removes from the fleet what state applied (ctx carries the delete timeout);
+	// private is the state's private part.
+	Destroy(ctx context.Context, state P, e Engine[S], private PrivateGetter, diags *diag.Diagnostics)
+}
+
+// Lifecycle is the Create/Update/Read/Delete of a resource that runs through the engine.
+// Embedded in the resource (with Ops set to the resource) it gives the resource its
+// Configure and its CRUD, so that a rule such as "a failed Create saves no state" or "Read
+// without a configured provider keeps the state" holds for every such resource alike.
+type Lifecycle[M any, P EngineModel[M, S], S any] struct {
+	Configured
+	Ops EngineOps[P, S]
+	// Failed is the resource's rule for what a failed Create saves.
+	Failed FailedCreate
+	// TypeSuffix follows the provider's name in the resource's type ("_rollout"); Noun names
+	// it in import's diagnostic ("rollout"), and ImportExample is an ID to show there.
+	TypeSuffix, Noun, ImportExample string
+}
+
+// Metadata implements resource.Resource.
+func (l *Lifecycle[M, P, S]) Metadata(_ context.Context, req resource.MetadataRequest, resp *resource.MetadataResponse) {
+	resp.TypeName = req.ProviderTypeName + l.TypeSuffix
+}
+
+// ImportState takes `namespace/name`; Read then fills everything from the records.
+func (l *Lifecycle[M, P, S]) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
+	ImportNamespaceName(ctx, req, resp, l.Noun, l.ImportExample)
+}
+
+// Create implements resource.Resource (see the package function Create for the rule).
+func (l *Lifecycle[M, P, S]) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
+	Create(ctx, req, resp, l.applyFunc(true), l.Failed)
+}
+
+// Update implements resource.Resource: the state is saved even on failure (see Update).
+func (l *Lifecycle[M, P, S]) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
+	Update(ctx, req, resp, l.applyFunc(false))
+}
+
+// applyFunc is Ops.ApplyPlan within the apply's timeout, refused without provider data.
+func (l *Lifecycle[M, P, S]) applyFunc(create bool) ApplyFunc[P] {
+	return func(ctx context.Context, timeout time.Duration, plan P, diags *diag.Diagnostics) bool {
+		if l.Data == nil {
+			diags.AddError("Provider Not Configured", diagnostics.UnconfiguredProvider)
+			return false
+		}
+		e := l.engine(ctx, plan, diags)
+		if diags.HasError() {
+			return false
+		}
+		diags.Append(plan.SetConfigured(ctx, e.Spec)...)
+		ctx, cancel := context.WithTimeout(ctx, timeout)
+		defer cancel()
+		return l.Ops.ApplyPlan(ctx, plan, e, diags, create)
+	}
+}
+
+// PlanEngine reads, for a plan, the fleet's query and the delivery service of plan, and checks
+// that the delivery engine is ready; ok is false when it cannot plan.
+func (l *Lifecycle[M, P, S]) PlanEngine(ctx context.Context, plan P, diags *diag.Diagnostics) (_ fleet.Query, _ *delivery.Service, ok bool) {
+	query, d := plan.EngineQuery(ctx, l.Data.Window())
+	diags.Append(d...)
+	svc, d := l.Ops.Service(ctx, plan)
+	diags.Append(d...)
+	if diags.HasError() {
+		return query, svc, false
+	}
+	if err := svc.Ready(ctx); err != nil {
+		diags.Append(diagnostics.AttributeFromError(PathDelivery, err, "Delivery Not Ready"))
+		return query, svc, false
+	}
+	return query, svc, true
+}
+
+// engine reads m's spec, query and delivery service.
+func (l *Lifecycle[M, P, S]) engine(ctx context.Context, m P, diags *diag.Diagnostics) Engine[S] {
+	spec, d := m.EngineSpec(ctx)
+	diags.Append(d...)
+	query, d := m.EngineQuery(ctx, l.Data.Window())
+	diags.Append(d...)
+	svc, d := l.Ops.Service(ctx, m)
+	diags.Append(d...)
+	return Engine[S]{Spec: spec, Query: query, Svc: svc}
+}
+
+// Read implements resource.Resource. Without provider data (a plan whose provider settings
+// are not known yet) the state stays as it is; when the refresh cannot read, too.
+func (l *Lifecycle[M, P, S]) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
+	var state M
+	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
+	if resp.Diagnostics.HasError() || l.Data == nil {
+		return
+	}
+	if !l.Ops.Refresh(ctx, &state, req.Private, &resp.Diagnostics) {
+		return
+	}
+	resp.Diagnostics.Append(P(&state).SavePrivate(ctx, resp.Private)...)
+	resp.Diagnostics.Append(resp.State.Set(ctx, &state)...)
+}
+
+// Delete implements resource.Resource: Ops.Destroy within the delete timeout.
+func (l *Lifecycle[M, P, S]) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
+	var state M
+	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	if l.Data == nil {
+		resp.Diagnostics.AddError("Provider Not Configured", diagnostics.UnconfiguredProvider)
+		return
+	}
+	timeout, diags := P(&state).TimeoutsValue().Delete(ctx, DefaultDeleteTimeout)
+	resp.Diagnostics.Append(diags...)
+	resp.Diagnostics.Append(l.Ops.Prepare(ctx, &state, req.Private)...)
+	e := l.engine(ctx, &state, &resp.Diagnostics)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	l.Ops.Destroy(ctx, &state, e, req.Private, &resp.Diagnostics)
+}
+
+// RunChecked runs an apply after checking that the delivery engine can deliver it as planned.
+// Through Flux, a saved plan may be applied after the registry went down (or the Flux CRDs went
+// away): it is refused before the Lease is taken and any Kustomization pinned, rather than let
+// every cluster of the first wave fail to publish and end unsettled. checkPinned refuses a tag
+// that holds other content now than the digest the plan showed (planted after the plan).
+func RunChecked[R any](ctx context.Context, svc *delivery.Service, checkPinned func() error, run func() (*R, error)) (*R, error) {
+	if err := svc.Ready(ctx); err != nil {
+		return nil, err
+	}
+	if err := checkPinned(); err != nil {
+		return nil, err
+	}
+	return run()
+}
+
+// Logf is a run's log function: the provider's log at info level.
+func Logf(ctx context.Context) func(msg string, fields map[string]any) {
+	return func(msg string, fields map[string]any) { tflog.Info(ctx, msg, fields) }
+}
+
+// DestroyOutcome reports a destroy: a warning per cluster not cleaned up, and err under title.
+func DestroyOutcome(diags *diag.Diagnostics, warnings []string, err error, title string) {
+	for _, w := range warnings {
+		diags.AddWarning("Cluster Not Cleaned Up", w)
+	}
+	if err != nil {
+		diags.Append(diagnostics.FromError(err, title))
+	}
+}
+
+// Refreshing reads the fleet for a refresh through svc's refreshing reads, which the plan that
+// follows takes instead of making them again. d is what reading svc found; with an error in
+// diags, or when the fleet cannot be read ("Cannot Read The Fleet"), ok is false.
+func Refreshing[O any](diags *diag.Diagnostics, svc *delivery.Service, d diag.Diagnostics, observe func(*delivery.Service) (O, error)) (_ O, ok bool) {
+	var none O
+	diags.Append(d...)
+	if diags.HasError() {
+		return none, false
+	}
+	obs, err := observe(svc.Refreshing())
+	if err != nil {
+		diags.Append(diagnostics.FromError(err, "Cannot Read The Fleet"))
+		return none, false
+	}
+	return obs, true
+}
+
+// Outcome reports an apply's error under title; it reports whether there was none.
+func Outcome(diags *diag.Diagnostics, err error, title string) bool {
+	if err != nil {
+		diags.Append(diagnostics.FromError(err, title))
+		return false
+	}
+	return true
+}
