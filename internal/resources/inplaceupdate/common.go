@@ -20,8 +20,10 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
+	"github.com/gradual-dev/terraform-provider-gradual/internal/diagnostics"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/extension"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/inplace"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/inplace/fleetupdate"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/inplace/owners"
 )
 
@@ -92,6 +94,30 @@ func (in *Input) known() bool {
 // cluster (`cluster` with `machine_deployment` or `control_plane`) is the single-owner form.
 func (in *Input) fleet() bool {
 	return in.Cluster.IsNull() || (in.MachineDeployment.IsNull() && in.ControlPlane.IsNull())
+}
+
+// planOwner plans the single-owner form from the inputs, as the resource's plan and the data
+// source both do: the plan's notes as warnings, a blocked machine as an error at `fallback`
+// (blocked ends the sentence that says so). nil when diags holds an error.
+func (in *Input) planOwner(ctx context.Context, svc *fleetupdate.Service, blocked string, diags *diag.Diagnostics) *fleetupdate.OwnerPlan {
+	request, d := in.request(ctx)
+	diags.Append(d...)
+	if diags.HasError() {
+		return nil
+	}
+	res, err := svc.PlanOwner(ctx, request)
+	if err != nil {
+		diags.Append(diagnostics.FromError(err, "In-Place Update Plan Failed"))
+		return nil
+	}
+	for _, n := range res.Notes {
+		diags.AddWarning("In-Place Update Plan", n)
+	}
+	if err := res.Plan.Err(); err != nil {
+		diags.AddAttributeError(path.Root("fallback"), inplace.BlockedSummary, inplace.BlockedLead+":\n"+indent(err.Error())+blocked)
+		return nil
+	}
+	return res
 }
 
 // request converts the inputs of the single-owner form. Attribute errors point at what is wrong.

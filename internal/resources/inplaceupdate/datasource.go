@@ -11,6 +11,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/attr"
 	"github.com/hashicorp/terraform-plugin-framework/datasource"
 	"github.com/hashicorp/terraform-plugin-framework/datasource/schema"
+	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/types"
@@ -173,24 +174,11 @@ func (d *planDataSource) Read(ctx context.Context, req datasource.ReadRequest, r
 		d.readFleet(ctx, &model, resp)
 		return
 	}
-	request, diags := model.request(ctx)
-	resp.Diagnostics.Append(diags...)
-	if resp.Diagnostics.HasError() {
+	res := model.planOwner(ctx, d.data.FleetUpdate, "", &resp.Diagnostics)
+	if res == nil {
 		return
 	}
-	res, err := d.data.FleetUpdate.PlanOwner(ctx, request)
-	if err != nil {
-		resp.Diagnostics.Append(diagnostics.FromError(err, "In-Place Update Plan Failed"))
-		return
-	}
-	for _, n := range res.Notes {
-		resp.Diagnostics.AddWarning("In-Place Update Plan", n)
-	}
-	if err := res.Plan.Err(); err != nil {
-		resp.Diagnostics.AddAttributeError(path.Root("fallback"), inplace.BlockedSummary,
-			inplace.BlockedLead+":\n"+indent(err.Error()))
-		return
-	}
+	var diags diag.Diagnostics
 	model.Revision = types.StringValue(res.Revision)
 	model.Machines, diags = machinesValue(res.Plan)
 	resp.Diagnostics.Append(diags...)

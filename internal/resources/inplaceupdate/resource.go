@@ -134,26 +134,13 @@ func (r *updateResource) ModifyPlan(ctx context.Context, req resource.ModifyPlan
 		r.modifyFleetPlan(ctx, &plan, prior, resp)
 		return
 	}
-	request, diags := plan.request(ctx)
-	resp.Diagnostics.Append(diags...)
-	if resp.Diagnostics.HasError() {
+	res := plan.planOwner(ctx, r.data.FleetUpdate, "\nTerraform plans again when it applies: if this comes from applying a plan that showed these machines in place, "+
+		"that plan is stale (an extension was removed or answers differently now, or Cluster API's InPlaceUpdates feature gate was turned off). Nothing was written; plan again.",
+		&resp.Diagnostics)
+	if res == nil {
 		return
 	}
-	res, err := r.data.FleetUpdate.PlanOwner(ctx, request)
-	if err != nil {
-		resp.Diagnostics.Append(diagnostics.FromError(err, "In-Place Update Plan Failed"))
-		return
-	}
-	for _, n := range res.Notes {
-		resp.Diagnostics.AddWarning("In-Place Update Plan", n)
-	}
-	if err := res.Plan.Err(); err != nil {
-		resp.Diagnostics.AddAttributeError(path.Root("fallback"), inplace.BlockedSummary,
-			inplace.BlockedLead+":\n"+indent(err.Error())+
-				"\nTerraform plans again when it applies: if this comes from applying a plan that showed these machines in place, "+
-				"that plan is stale (an extension was removed or answers differently now, or Cluster API's InPlaceUpdates feature gate was turned off). Nothing was written; plan again.")
-		return
-	}
+	var diags diag.Diagnostics
 	for _, m := range res.Plan.Machines {
 		tflog.Info(ctx, fmt.Sprintf("in-place plan: machine %s (node %s): %s %v by %v", m.Machine, m.Node, m.Strategy, m.Changed, m.Extensions))
 	}
