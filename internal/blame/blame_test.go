@@ -113,7 +113,9 @@ func TestFluxConditionVerdict(t *testing.T) {
 		rule  string
 	}{
 		{"health check failed", FluxCondition{true, "False", "HealthCheckFailed", "timeout waiting for: [Deployment/demo/web status: 'Failed']"}, false, Revision, "health check failed in Flux"},
-		{"build failed", FluxCondition{true, "False", "BuildFailed", "kustomize build failed: accumulating resources"}, false, Revision, "revision does not build"},
+		{"build failed, Flux retries", FluxCondition{true, "False", "BuildFailed",
+			"kustomize build failed: must build at directory: not a valid directory: evalsymlink failure on '/tmp/kustomization-3437271389' : lstat /tmp/kustomization-3437271389: no such file or directory"}, false, Unknown, "still at work"},
+		{"build failed, wait over", FluxCondition{true, "False", "BuildFailed", "kustomize build failed: accumulating resources"}, true, Revision, "revision does not build"},
 		{"dry run invalid", FluxCondition{true, "False", "ReconciliationFailed", dryRun("Invalid", `ConfigMap "app" is invalid: data: Invalid value`)}, false, Revision, "refused as invalid"},
 		{"dry run denied by a webhook", FluxCondition{true, "False", "ReconciliationFailed", dryRun("Forbidden", `admission webhook "deny.example.com" denied the request: no`)}, false, Revision, "denied by admission"},
 		{"dry run: webhook unreachable, Flux retries", FluxCondition{true, "False", "ReconciliationFailed",

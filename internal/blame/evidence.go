@@ -75,6 +75,13 @@ func FluxConditionVerdict(c FluxCondition, final bool) Verdict {
 		case "HealthCheckFailed":
 			return Verdict{Class: Revision, Rule: "health check failed in Flux", Evidence: evidence}
 		case "BuildFailed":
+			// The provider parsed and checked these manifests at plan, so a build that fails
+			// once is as likely kustomize-controller's own trouble (its temporary directory
+			// gone mid-build was seen in CI) as the content's. Flux retries every retryInterval:
+			// only a build that still fails when the wait is over is the revision's.
+			if !final {
+				return Verdict{Class: Unknown, Rule: "still at work", Evidence: evidence}
+			}
 			return Verdict{Class: Revision, Rule: "revision does not build", Evidence: evidence}
 		case "ReconciliationFailed":
 			if m := dryRunReason.FindStringSubmatch(c.Message); m != nil {
