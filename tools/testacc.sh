@@ -2,12 +2,12 @@
 # Acceptance tests against real local fleets: builds the toolchain if needed, starts one test bed
 # (a management cluster and three workload clusters) per CLI, and runs the acceptance tests on
 # OpenTofu and, when `terraform` is on PATH, on Terraform, the two side by side (each on its own
-# fleet), and beside them the Cluster API controllers' own test. Each lane then goes on with what
-# follows on its own, for its CLI: delivery through Flux (on a Flux test bed of the lane's own)
-# and gradual_inplace_update and the bridge on the real Cluster API controllers (the Cluster API
-# fleets take a lock, so one runs at a time: the Terraform lane takes it first); the OpenTofu lane
-# also runs the modules' tests and, last, the plan line budget on a scale bed (both CLIs side by
-# side).
+# fleet). Each lane then goes on with what follows on its own, for its CLI: delivery through Flux
+# (on a Flux test bed of the lane's own) and gradual_inplace_update and the bridge on the real
+# Cluster API controllers (the Cluster API fleets take a lock, so one runs at a time: the
+# Terraform lane takes it first); the OpenTofu lane also runs the modules' tests. A third lane,
+# beside them, runs the Cluster API controllers' own test, the plan line budget on a scale bed
+# (both CLIs side by side) and the fleetless checks named in GRADUAL_TESTACC_CHECKS.
 # Every fleet is torn down on exit, whatever happened.
 #
 #   GRADUAL_TESTACC_SERIAL=1 tools/testacc.sh   # one CLI after the other, on one fleet
@@ -221,7 +221,19 @@ flux_acc() {
   return "$rc"
 }
 
+# checks: the make targets named in GRADUAL_TESTACC_CHECKS (`make test` names the fleetless
+# checks: validate-examples, modules-mock, docs-check), one after the other. They need no fleet
+# and mostly wait on CLIs starting, so `make test` runs them here, beside the lanes, rather than
+# before and after them; each works in a scratch directory of its own.
+checks() {
+  [ -n "${GRADUAL_TESTACC_CHECKS:-}" ] || return 0
+  stage "checks beside the lanes: $GRADUAL_TESTACC_CHECKS"
+  # shellcheck disable=SC2086 # a list of make targets
+  make --no-print-directory $GRADUAL_TESTACC_CHECKS
+}
+
 if [ -n "${GRADUAL_TESTACC_SERIAL:-}" ] || [ -z "${GRADUAL_TERRAFORM:-}" ]; then
+  checks
   [ -n "${GRADUAL_TERRAFORM:-}" ] || stage "terraform not on PATH: Terraform run skipped"
   up fleet
   acc OpenTofu "$GRADUAL_TOFU" "$work/fleet" "${tofu_env[@]}"
@@ -263,7 +275,6 @@ else
     "$testbed" down --dir "$work/fleet-tofu" >&2 || true
     flux_acc OpenTofu "$GRADUAL_TOFU" GRADUAL_ACC_LANE=0/2 "${tofu_env[@]}" || rc=1
     capi_acc OpenTofu "$GRADUAL_TOFU" "${tofu_env[@]}" GRADUAL_ACC_LANE=0/2 || rc=1
-    scale_stage || rc=1
     return "$rc"
   }
   terraform_lane() {
@@ -274,16 +285,26 @@ else
     flux_acc Terraform "$GRADUAL_TERRAFORM" GRADUAL_ACC_LANE=1/2 || rc=1
     return "$rc"
   }
+  # What needs neither CLI lane: the Cluster API controllers' own test, the plan line budget on
+  # the scale bed (both CLIs, side by side) and the fleetless checks, one after the other in a
+  # third lane beside the lanes' acceptance tests, not after them. The two CLI lanes are the
+  # run's critical path (each about 45 minutes: acceptance, Flux, Cluster API); this lane is
+  # done within their first quarter. The Cluster API fleets run one at a time (the lock), and
+  # the lanes' later Cluster API stages come long after the controllers' test.
+  beside() {
+    local rc=0
+    capi_controllers || rc=1
+    scale_stage || rc=1
+    checks || rc=1
+    return "$rc"
+  }
   lane OpenTofu tofu_lane
   lane Terraform terraform_lane
-  # The Cluster API controllers' own test runs beside the lanes' acceptance tests, not after
-  # them: the Cluster API fleets run one at a time (the lock), and the lanes' later Cluster API
-  # stages are the end of the run.
-  lane ClusterAPI capi_controllers
+  lane Beside beside
   wait "${lanes[@]}" || true
   lanes=()
   failed=0
-  for name in OpenTofu Terraform ClusterAPI; do
+  for name in OpenTofu Terraform Beside; do
     rc=$(cat "$work/$name.rc" 2>/dev/null || echo 1)
     stage "$name lane exit code $rc"
     [ "$rc" = 0 ] || failed=1
@@ -291,7 +312,7 @@ else
   # What failed, last: a CI log is often read from its tail only.
   if [ "$failed" != 0 ]; then
     stage "what failed"
-    for name in OpenTofu Terraform ClusterAPI; do
+    for name in OpenTofu Terraform Beside; do
       awk -f tools/failures.awk "$work/$name.log" 2>/dev/null | tail -n 80 >&2 || true
     done
   fi
