@@ -530,7 +530,10 @@ func TestAccRollout_lease(t *testing.T) {
 
 // TestAccRollout_fluxContract_lease: the same through Flux (the Lease is in the management
 // cluster on both engines).
-func TestAccRollout_fluxContract_lease(t *testing.T) { testLease(t, fluxEngine) }
+func TestAccRollout_fluxContract_lease(t *testing.T) {
+	acctest.OnOneLane(t, 1) // the Lease between two applies; the direct test runs on both CLIs
+	testLease(t, fluxEngine)
+}
 
 func testLease(t *testing.T, e engineUnderTest) {
 	f := e.fleet(t)

@@ -27,6 +27,7 @@ import (
 // (its deadline passes before its pod can be scheduled) fails on the canary as the Kustomization's
 // failed health check, is restored (the failed Job pruned with it) and recorded invalid.
 func TestAccRollout_fluxCheckJob(t *testing.T) {
+	acctest.OnOneLane(t, 1) // what kustomize-controller judges
 	f := acctest.FluxFleet(t)
 	name := acctest.UniqueLabel("fluxjob")
 	ctx := context.Background()

@@ -385,6 +385,7 @@ func waitRefusesFlux(t *testing.T, wc client.Client, ns string) {
 // once the killed holder's Lease expired, continues the move; its apply completes it (nothing in
 // the ledger, no direct records left), and a plan after it shows no change.
 func TestAccRollout_fluxEngineMoveKilled(t *testing.T) {
+	acctest.OnOneLane(t, 1) // what a killed move leaves on each cluster; the move itself runs on both CLIs
 	f := acctest.FluxFleet(t)
 	tf := newCLIRun(t)
 	name := acctest.UniqueLabel("fluxmovek")

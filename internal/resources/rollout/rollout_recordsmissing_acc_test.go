@@ -33,6 +33,7 @@ import (
 // objects over and records the cluster again. Not pinned to one lane: the plan is what a CLI
 // shows, on both.
 func TestAccRollout_recordsMissingAreUnknown(t *testing.T) {
+	acctest.OnOneLane(t, 1) // what the engine makes of lost records, not how a CLI drives it
 	f := acctest.Fleet(t)
 	name := acctest.UniqueLabel("lostrec")
 	// Its own record namespace, so that deleting it touches no other test's records.
@@ -138,6 +139,7 @@ func recordsIn(t *testing.T, f *testbed.Fleet, cluster, ns, name string) *record
 // delete the Kustomization, and Flux would prune the app); prod-us-1 fails and is re-pinned to
 // v1. Then `adopt = true` records prod-eu-1 again.
 func TestAccRollout_fluxContract_recordsMissingAreUnknown(t *testing.T) {
+	acctest.OnOneLane(t, 0) // what the engine makes of lost records, not how a CLI drives it
 	e := fluxEngine
 	f := e.fleet(t)
 	name := acctest.UniqueLabel("lostrec")
