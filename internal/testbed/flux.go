@@ -243,9 +243,17 @@ func (f *Fleet) startFluxProcess(name, binary string, args, env []string, readyU
 		return p, err
 	}
 	defer logFile.Close() // the child holds its own descriptor
+	// A temporary directory of the process's own, as a pod has: kustomize-controller removes
+	// every kustomization-* directory it finds in its TMPDIR when it starts ("stale", left by
+	// an earlier process of its pod), which with a shared /tmp included the builds in progress
+	// of another bed's controller (CI's TestAccRollout_fluxPlantedTag failed on one).
+	tmp := filepath.Join(dir, "tmp", name)
+	if err := os.MkdirAll(tmp, 0o755); err != nil {
+		return p, err
+	}
 	cmd := exec.Command(binary, args...)
 	cmd.Dir = dir
-	cmd.Env = append(withoutEnv(os.Environ(), ociRegistryEnv, "KUBECONFIG", "RUNTIME_NAMESPACE"), env...)
+	cmd.Env = append(withoutEnv(os.Environ(), ociRegistryEnv, "KUBECONFIG", "RUNTIME_NAMESPACE", "TMPDIR"), append(env, "TMPDIR="+tmp)...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {

@@ -52,6 +52,23 @@ func TestFluxControllers(t *testing.T) {
 	t0 := time.Now()
 	f := Start(t, Options{Flux: true, Workloads: []WorkloadSpec{{Name: workload, Ready: true, Nodes: 1}}})
 	t.Logf("timing: fleet (management + 1 workload) with Flux up in %s", time.Since(t0).Round(100*time.Millisecond))
+	// Each controller builds in a temporary directory of its own, under the fleet's: another
+	// bed's kustomize-controller, starting, removes the kustomization-* directories of its TMPDIR.
+	for _, p := range f.Flux.Processes {
+		environ, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", p.PID))
+		if err != nil {
+			t.Fatalf("%s: %v", p.Name, err)
+		}
+		var tmp string
+		for kv := range strings.SplitSeq(string(environ), "\x00") {
+			if v, ok := strings.CutPrefix(kv, "TMPDIR="); ok {
+				tmp = v
+			}
+		}
+		if !strings.HasPrefix(tmp, f.Flux.Dir+string(filepath.Separator)) {
+			t.Errorf("%s runs with TMPDIR %q, want a directory under %s", p.Name, tmp, f.Flux.Dir)
+		}
+	}
 	ctx := t.Context()
 	mc, err := f.ManagementClient()
 	if err != nil {
