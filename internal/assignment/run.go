@@ -104,7 +104,7 @@ type run struct {
 	mstore *records.ManagementStore
 	bstore *records.BindingStore
 	// settle is what the run writes on: it outlives the run's context by delivery.SettleTimeout
-	// (settleAfter), so that a cancelled run still records where each cluster is, for a bounded
+	// (clock.Outlive), so that a cancelled run still records where each cluster is, for a bounded
 	// time (with the run's write fence: nothing is written once the Lease may be another
 	// apply's).
 	settle       context.Context
@@ -120,18 +120,10 @@ type run struct {
 	failures   []string
 }
 
-// settleAfter returns a context that outlives ctx's cancellation by d (with ctx's values, the
-// Lease's write fence among them), and its cancel func.
-func settleAfter(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
-	out, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	stop := context.AfterFunc(ctx, func() { time.AfterFunc(d, cancel) })
-	return out, func() { stop(); cancel() }
-}
-
 // newRun starts a run's scope on ctx; its writes outlive ctx by settle.
 func newRun(ctx context.Context, svc deliverer, req RunRequest, now func() time.Time, settle time.Duration) *run {
 	mc := svc.ManagementClient()
-	settleCtx, stop := settleAfter(ctx, settle)
+	settleCtx, stop := clock.Outlive(ctx, clock.System{}, settle)
 	return &run{
 		svc: svc, req: req, spec: req.Spec, now: now, settleFor: settle,
 		mstore: records.NewManagementStore(mc, req.Spec.RecordNamespace), bstore: records.NewBindingStore(mc, req.Spec.RecordNamespace),
@@ -358,7 +350,7 @@ func (r *run) partial() *RunResult {
 // outlives the run's cancellation by the settle bound (counted from now when the run was
 // cancelled already): the state of a cancelled apply should say what the clusters hold.
 func (r *run) readAfter(ctx context.Context) *Observation {
-	rctx, cancel := settleAfter(ctx, r.settleFor)
+	rctx, cancel := clock.Outlive(ctx, clock.System{}, r.settleFor)
 	defer cancel()
 	obs, err := observe(rctx, r.svc, r.req.Query, r.spec, false)
 	if err != nil {
