@@ -122,6 +122,9 @@ type fakeFleet struct {
 	cancel   context.CancelCauseFunc
 	fenced   bool
 	failMgmt bool // every write to the management cluster fails (it stopped answering)
+	// reads counts the reads of the fleet: each Observe, ObserveRendered and Discover lists
+	// the picked Clusters and reads their records, and so does each delivery Run (readsOfRun).
+	reads int
 }
 
 var _ deliverer = (*fakeFleet)(nil)
@@ -273,6 +276,7 @@ func (f *fakeFleet) Observe(_ context.Context, _ fleet.Query, key records.Key, _
 	module := f.moduleOf(key)
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.reads++
 	obs := &delivery.Observation{Discovery: &fleet.Discovery{}, Clusters: map[string]delivery.ClusterState{}, Skipped: map[string]string{}}
 	for _, name := range sortedNames(f.clusters) {
 		c := f.clusters[name]
@@ -303,6 +307,7 @@ func (f *fakeFleet) Observe(_ context.Context, _ fleet.Query, key records.Key, _
 func (f *fakeFleet) Discover(_ context.Context, q fleet.Query) (*fleet.Discovery, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.reads++
 	d := &fleet.Discovery{}
 	if len(q.Names) == 0 {
 		for _, name := range sortedNames(f.clusters) {
@@ -384,6 +389,7 @@ func (f *fakeFleet) Run(ctx context.Context, req delivery.RunRequest) (*delivery
 		targets = append(targets, t)
 	}
 	f.logf("run %s on %v", module, req.Only)
+	f.reads += readsOfRun(req)
 	f.mu.Unlock()
 
 	plan := engine.PlanRollout(targets, req.Spec.Revision, req.Spec.Policy)

@@ -53,12 +53,12 @@ type RunResult struct {
 	// Summaries says in one line per module delivered what its run did (delivery's
 	// RunResult.Summary), for the end of the apply.
 	Summaries []string
+	// After is the fleet as the run left it, for the state: read once at its end, after every
+	// module and the letting go (no module's run reads it back: delivery.RunRequest.NoReadBack),
+	// as a refresh reads it but without drift, which a refresh finds; as the run read it at its
+	// start when it stopped before changing anything. nil when it could not be read.
+	After *Observation
 }
-
-// settleTimeout bounds what a cancelled run still writes (bindings, the progress record): those
-// writes go on after Ctrl-C so that the records say where each cluster is, but a management
-// cluster that stopped answering must not hold the apply beyond it.
-const settleTimeout = 30 * time.Second
 
 // Run applies the assignment: modules in depends_on order, each through delivery.Run on the
 // clusters that need it and whose dependencies are applied; then modules no longer configured
@@ -77,7 +77,7 @@ func Run(ctx context.Context, svc *delivery.Service, req RunRequest) (_ *RunResu
 	}
 	defer release()
 	defer func() { err = delivery.LeaseLost(runCtx, err, "Assignment "+spec.Key.Describe()) }()
-	r := newRun(runCtx, svc, req, clock.System{}.Now, settleTimeout)
+	r := newRun(runCtx, svc, req, clock.System{}.Now, delivery.SettleTimeout)
 	defer r.stopSettling()
 	return r.execute(runCtx)
 }
@@ -89,7 +89,9 @@ func (r *run) execute(ctx context.Context) (*RunResult, error) {
 	}
 	r.deliver(ctx)
 	r.letGo(ctx)
-	return r.finish(ctx)
+	res, err := r.finish(ctx)
+	res.After = r.readAfter(ctx)
+	return res, err
 }
 
 // run is one Run of an assignment: what it read, decided and did so far.
@@ -101,11 +103,13 @@ type run struct {
 
 	mstore *records.ManagementStore
 	bstore *records.BindingStore
-	// settle is what the run writes on: it outlives the run's context by settleTimeout, so that
-	// a cancelled run still records where each cluster is, for a bounded time (with the run's
-	// write fence: nothing is written once the Lease may be another apply's).
+	// settle is what the run writes on: it outlives the run's context by delivery.SettleTimeout
+	// (clock.Outlive), so that a cancelled run still records where each cluster is, for a bounded
+	// time (with the run's write fence: nothing is written once the Lease may be another
+	// apply's).
 	settle       context.Context
 	stopSettling context.CancelFunc
+	settleFor    time.Duration
 
 	managed    bool
 	obs        *Observation
@@ -119,12 +123,11 @@ type run struct {
 // newRun starts a run's scope on ctx; its writes outlive ctx by settle.
 func newRun(ctx context.Context, svc deliverer, req RunRequest, now func() time.Time, settle time.Duration) *run {
 	mc := svc.ManagementClient()
-	settleCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
-	stopAfter := context.AfterFunc(ctx, func() { time.AfterFunc(settle, stop) })
+	settleCtx, stop := clock.Outlive(ctx, clock.System{}, settle)
 	return &run{
-		svc: svc, req: req, spec: req.Spec, now: now,
+		svc: svc, req: req, spec: req.Spec, now: now, settleFor: settle,
 		mstore: records.NewManagementStore(mc, req.Spec.RecordNamespace), bstore: records.NewBindingStore(mc, req.Spec.RecordNamespace),
-		settle: settleCtx, stopSettling: func() { stopAfter(); stop() },
+		settle: settleCtx, stopSettling: stop,
 		bound: map[string]map[string]records.ModuleBinding{},
 		res:   &RunResult{Applied: map[string][]string{}},
 	}
@@ -244,7 +247,8 @@ func (r *run) deliver(ctx context.Context) {
 		}
 		r.res.Applied[m.Name] = targets
 		r.req.Logf(fmt.Sprintf("module %s revision %s: %d cluster(s)", m.Name, m.Revision, len(targets)), map[string]any{"assignment": r.spec.Key.String(), "clusters": targets})
-		dr := delivery.RunRequest{Spec: r.spec.moduleSpec(m), Query: r.req.Query, Only: targets, OnlyKnown: true, Logf: r.req.Logf}
+		// The fleet is read back once, after the last module (readAfter), not after each.
+		dr := delivery.RunRequest{Spec: r.spec.moduleSpec(m), Query: r.req.Query, Only: targets, OnlyKnown: true, Logf: r.req.Logf, NoReadBack: true}
 		dr.Spec.CheckJob = CheckJobAfter(r.spec, m.Name, r.candidates, targets)
 		if waves, ok := r.req.Waves[m.Name]; ok && r.req.PlannedKnown {
 			dr.Planned, dr.PlannedKnown = onlyIn(waves, targets), true
@@ -338,7 +342,21 @@ func (r *run) partial() *RunResult {
 	if r.obs == nil {
 		return nil
 	}
-	return &RunResult{Bindings: r.obs.Bindings, Skipped: r.obs.Skipped}
+	// Nothing was changed: the fleet is as prepare read it.
+	return &RunResult{Bindings: r.obs.Bindings, Skipped: r.obs.Skipped, After: r.obs}
+}
+
+// readAfter reads the fleet as the run left it, once, for the state (RunResult.After). It
+// outlives the run's cancellation by the settle bound (counted from now when the run was
+// cancelled already): the state of a cancelled apply should say what the clusters hold.
+func (r *run) readAfter(ctx context.Context) *Observation {
+	rctx, cancel := clock.Outlive(ctx, clock.System{}, r.settleFor)
+	defer cancel()
+	obs, err := observe(rctx, r.svc, r.req.Query, r.spec, false)
+	if err != nil {
+		return nil
+	}
+	return obs
 }
 
 // finish reads the bindings as the run left them and records how it ended.

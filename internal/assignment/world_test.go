@@ -139,7 +139,7 @@ func (f *fakeFleet) applyUnchecked(req RunRequest) assignRun {
 	ctx, cancel := context.WithCancelCause(records.WithFence(context.Background(), fence))
 	defer cancel(nil)
 	f.cancel = cancel
-	a.r = newRun(ctx, f, req, func() time.Time { return runAt }, settleTimeout)
+	a.r = newRun(ctx, f, req, func() time.Time { return runAt }, delivery.SettleTimeout)
 	a.res, a.err = a.r.execute(ctx)
 	a.r.stopSettling()
 	a.err = delivery.LeaseLost(ctx, a.err, "Assignment "+f.spec.Key.Describe())

@@ -33,7 +33,7 @@ const progressTimeout = 10 * time.Second
 // progressOutlivesCancel bounds how long delayed progress writes go on after the run's context
 // is done, unless finish stops them first (as it always does). A cancelled run settles within
 // minutes (restores within the engine's rollback timeout of 10 minutes, records within
-// settleTimeout): an hour is generous; finish writes the record itself in any case.
+// SettleTimeout): an hour is generous; finish writes the record itself in any case.
 const progressOutlivesCancel = time.Hour
 
 // progressWriter keeps the management cluster's progress record in step with the run,

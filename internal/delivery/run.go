@@ -14,9 +14,12 @@ import (
 	"github.com/gradual-dev/terraform-provider-gradual/internal/usererr"
 )
 
-// settleTimeout bounds the work after a run ends (final records, the state read back), which
-// runs on a fresh context so that a cancelled apply still reports where it left each cluster.
-const settleTimeout = 30 * time.Second
+// SettleTimeout bounds the work after a run ends (final records, the fleet read back for the
+// state), which outlives the run's cancellation so that a cancelled apply still records and
+// reports where it left each cluster, but must not hold the CLI on an unreachable cluster. One
+// bound for every resource that runs through the engine: a rollout's run, an assignment's run
+// and its modules' runs, and the read a resource makes when its run never got to read the fleet.
+const SettleTimeout = 30 * time.Second
 
 // RunRequest is one apply of a rollout.
 type RunRequest struct {
@@ -45,13 +48,19 @@ type RunRequest struct {
 	Create     bool
 	ImportHint string
 	Logf       func(msg string, fields map[string]any)
+	// NoReadBack leaves the read of the fleet after the run to the caller, which reads it once
+	// after all of its runs (an assignment, after its last module and its letting go): After is
+	// then the fleet as the run read it under its Lease before it changed anything.
+	NoReadBack bool
 }
 
 // RunResult is what a run did.
 type RunResult struct {
 	Plan   engine.Plan
 	Result engine.Result
-	// After is the clusters' state once the run ended.
+	// After is the clusters' state once the run ended: read after it settled; as the run read
+	// it at its start when it stopped before changing anything, when that read fails, or with
+	// RunRequest.NoReadBack.
 	After *Observation
 	// Adopted says, per cluster, which adopted objects restore or prune gave back instead of
 	// deleting.
@@ -220,7 +229,7 @@ func (s *Service) finishRun(ctx context.Context, req RunRequest, obs *Observatio
 		progress.mu.Unlock()
 	}
 	// Outlives cancellation: a cancelled apply still records and reports where it left each cluster.
-	tail, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
+	tail, cancel := context.WithTimeout(context.WithoutCancel(ctx), SettleTimeout)
 	defer cancel()
 	var moved, moveFailures []string
 	if ctx.Err() == nil {
@@ -238,12 +247,7 @@ func (s *Service) finishRun(ctx context.Context, req RunRequest, obs *Observatio
 			return nil, fmt.Errorf("clear the ledger entry of %s: %w", spec.Revision, err)
 		}
 	}
-	after, oerr := s.Observe(tail, req.Query, spec.Key, spec.RecordNamespace, false, spec.Ignore...)
-	if oerr != nil {
-		after = obs
-	} else {
-		s.markUnrecorded(tail, spec.ClusterNamespace, spec.Key, after, false, spec.ObjectsFor)
-	}
+	after := s.readBack(tail, req, obs)
 	run := &RunResult{Plan: plan, Result: result, After: after, Adopted: append(w.Notes(), leftNotes...), Kept: w.Kept(), Gates: w.GateNotes(), Left: left, LeaveFailures: leaveFailures,
 		Moved: moved, MoveFailures: moveFailures}
 	if len(plan.Waves) > 0 || len(plan.Resume) > 0 || len(left) > 0 {
@@ -262,6 +266,21 @@ func (s *Service) finishRun(ctx context.Context, req RunRequest, obs *Observatio
 		return run, usererr.Wrap(err, "Rollout Failed", fmt.Sprintf("%s did not complete revision %s.", capitalize(spec.Key.Describe()), spec.Revision))
 	}
 	return run, nil
+}
+
+// readBack reads the fleet as the run left it, for RunResult.After: obs (what the run read at
+// its start) when the read fails or the caller reads it itself (RunRequest.NoReadBack).
+func (s *Service) readBack(ctx context.Context, req RunRequest, obs *Observation) *Observation {
+	if req.NoReadBack {
+		return obs
+	}
+	spec := req.Spec
+	after, err := s.Observe(ctx, req.Query, spec.Key, spec.RecordNamespace, false, spec.Ignore...)
+	if err != nil {
+		return obs
+	}
+	s.markUnrecorded(ctx, spec.ClusterNamespace, spec.Key, after, false, spec.ObjectsFor)
+	return after
 }
 
 // Summary says in one line what the run did: the revision, how many clusters in how many waves,

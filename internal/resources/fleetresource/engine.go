@@ -227,6 +227,19 @@ func Refreshing[O any](diags *diag.Diagnostics, svc *delivery.Service, d diag.Di
 	return obs, true
 }
 
+// ReadAfter reads the fleet for the state of an apply whose run never got to read it (refused
+// before it took its Lease: the delivery engine not ready, a pinned tag changed, the Lease held
+// by another apply): once, as a refresh would. Otherwise the run's own read at its end is what
+// the state takes (delivery.RunResult.After, assignment.RunResult.After), and nothing reads the
+// fleet again. It outlives the apply's cancellation or timeout by delivery.SettleTimeout: the
+// state should say what the clusters hold. ok is false when the fleet cannot be read.
+func ReadAfter[O any](ctx context.Context, read func(context.Context) (O, error)) (_ O, ok bool) {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), delivery.SettleTimeout)
+	defer cancel()
+	obs, err := read(rctx)
+	return obs, err == nil
+}
+
 // Outcome reports an apply's error under title; it reports whether there was none.
 func Outcome(diags *diag.Diagnostics, err error, title string) bool {
 	if err != nil {

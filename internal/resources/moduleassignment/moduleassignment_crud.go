@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/types"
@@ -66,20 +65,14 @@ func runChecked(ctx context.Context, svc *delivery.Service, req assignment.RunRe
 		func() (*assignment.RunResult, error) { return assignment.Run(ctx, svc, req) })
 }
 
-// settleReadTimeout bounds settleOutcome's read of the fleet, which outlives the apply's
-// cancellation or timeout: every module's clusters, read as a refresh reads them.
-const settleReadTimeout = 2 * time.Minute
-
 // settleOutcome fills the attributes the plan left unknown from what apply left (res, nil when
-// the run did not start), read back as a refresh would (without drift, which a refresh finds).
-// Only what the plan left unknown is filled in: a value the plan showed is a promise.
+// the run did not start): the fleet as the run read it at its end (afterRun), without drift,
+// which a refresh finds. Only what the plan left unknown is filled in: a value the plan showed
+// is a promise.
 func (m *Model) settleOutcome(ctx context.Context, svc *delivery.Service, query fleet.Query, spec assignment.Spec, res *assignment.RunResult) diag.Diagnostics {
 	var diags diag.Diagnostics
-	// Read even when the apply's own time is up: the state should say what the clusters hold.
-	octx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleReadTimeout)
-	defer cancel()
 	observed := *m
-	if after, err := assignment.Observe(octx, svc, query, spec, false); err == nil {
+	if after := afterRun(ctx, svc, query, spec, res); after != nil {
 		diags.Append(observed.setObserved(ctx, after, spec)...)
 	} else {
 		// The fleet cannot be read now: the state says so much as is known; the next refresh
@@ -109,6 +102,23 @@ func (m *Model) settleOutcome(ctx context.Context, svc *delivery.Service, query 
 	}
 	fleetresource.FillUnknown(m, &observed)
 	return diags
+}
+
+// afterRun is the fleet as the run left it: as the run read it at its end (RunResult.After,
+// nil when it could not), or, when the run did not start (the Lease is held, the delivery
+// engine is not ready), as the clusters say now (fleetresource.ReadAfter). nil when it cannot
+// be read.
+func afterRun(ctx context.Context, svc *delivery.Service, query fleet.Query, spec assignment.Spec, res *assignment.RunResult) *assignment.Observation {
+	if res != nil {
+		return res.After
+	}
+	obs, ok := fleetresource.ReadAfter(ctx, func(ctx context.Context) (*assignment.Observation, error) {
+		return assignment.Observe(ctx, svc, query, spec, false)
+	})
+	if !ok {
+		return nil
+	}
+	return obs
 }
 
 // importHint is the import command (and block) for one that exists already.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/types"
@@ -121,22 +120,18 @@ func warnRun(diags *diag.Diagnostics, run *delivery.RunResult, adoptUnrecorded b
 	}
 }
 
-// observeAfterTimeout bounds observeAfter's read of the fleet, which outlives the apply's
-// cancellation or timeout.
-const observeAfterTimeout = 30 * time.Second
-
-// observeAfter returns the fleet as the run left it: as the run read it last, or, when the run
-// stopped before it read the fleet (the Lease is held, the management cluster is unreachable),
-// as the clusters say now, the way a refresh would. nil when the fleet cannot be read at all.
+// observeAfter returns the fleet as the run left it: as the run read it last (RunResult.After),
+// or, when the run stopped before it read the fleet (the Lease is held, the management cluster
+// is unreachable), as the clusters say now (fleetresource.ReadAfter). nil when the fleet cannot
+// be read at all.
 func observeAfter(ctx context.Context, svc *delivery.Service, query fleet.Query, spec delivery.Spec, run *delivery.RunResult) *delivery.Observation {
 	if run != nil && run.After != nil {
 		return run.After
 	}
-	// Read even when the apply's own time is up: the state should say what the clusters hold.
-	octx, cancel := context.WithTimeout(context.WithoutCancel(ctx), observeAfterTimeout)
-	defer cancel()
-	obs, err := svc.Observe(octx, query, spec.Key, spec.RecordNamespace, false)
-	if err != nil {
+	obs, ok := fleetresource.ReadAfter(ctx, func(ctx context.Context) (*delivery.Observation, error) {
+		return svc.Observe(ctx, query, spec.Key, spec.RecordNamespace, false)
+	})
+	if !ok {
 		return nil
 	}
 	return obs
