@@ -36,7 +36,7 @@ func TestCanaryGaps(t *testing.T) {
 		Policy: engine.Policy{UpdateLimit: engine.UpdateLimitOf(2)}}
 	obs := &Observation{Eligible: []string{"a", "b", "c"}, Skipped: map[string]string{"s": "control plane not initialized"}}
 	// cni goes to a and c; dns to c only (a and b have it).
-	plan := Plan{Apply: map[string][]string{"cni": {"a", "c"}, "dns": {"c"}}}
+	plan := BindingPlan{Apply: map[string][]string{"cni": {"a", "c"}, "dns": {"c"}}}
 	for _, tc := range []struct {
 		name     string
 		canary   []string
@@ -69,7 +69,7 @@ func TestCanaryGaps(t *testing.T) {
 
 func TestCanaryWavesAndWavesOrder(t *testing.T) {
 	spec := Spec{Modules: []Module{{Name: "cni", Revision: "r2"}}, Policy: engine.Policy{UpdateLimit: engine.UpdateLimitOf(2), Canary: []string{"d", "c"}}}
-	waves := Waves(Plan{Apply: map[string][]string{"cni": {"a", "b", "c", "d", "e"}}}, spec)["cni"]
+	waves := Waves(BindingPlan{Apply: map[string][]string{"cni": {"a", "b", "c", "d", "e"}}}, spec)["cni"]
 	if want := [][]string{{"d", "c"}, {"a", "b"}, {"e"}}; !slices.EqualFunc(waves, want, slices.Equal) {
 		t.Fatalf("waves %v, want the canaries first in their own wave, in the order given: %v", waves, want)
 	}

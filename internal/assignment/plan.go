@@ -136,8 +136,8 @@ type PlannedBinding struct {
 	Changes bool
 }
 
-// Plan is what an apply of the assignment will do.
-type Plan struct {
+// BindingPlan is what an apply of the assignment will do.
+type BindingPlan struct {
 	// Bindings by cluster, as they will be after a successful apply.
 	Bindings map[string][]PlannedBinding
 	// Apply lists, per module, the clusters that get its revision, sorted.
@@ -156,14 +156,14 @@ type Plan struct {
 }
 
 // Changes reports whether apply has anything to do.
-func (p Plan) Changes() bool {
+func (p BindingPlan) Changes() bool {
 	return len(p.Apply) > 0 || len(p.Removed) > 0 || len(p.Leaving) > 0 || len(p.Gone) > 0
 }
 
 // PlanAssignment decides, per eligible cluster and module, whether the module is applied.
 // drifted marks cluster → module pairs the last refresh found drifted (Reconcile repairs them).
-func PlanAssignment(obs *Observation, spec Spec, drifted map[string]map[string]bool) Plan {
-	p := Plan{Bindings: map[string][]PlannedBinding{}, Apply: map[string][]string{}, KeptOld: map[string][]string{},
+func PlanAssignment(obs *Observation, spec Spec, drifted map[string]map[string]bool) BindingPlan {
+	p := BindingPlan{Bindings: map[string][]PlannedBinding{}, Apply: map[string][]string{}, KeptOld: map[string][]string{},
 		Held: map[string]map[string]string{}, Removed: map[string][]string{}, Leaving: obs.Leaving, Gone: obs.Gone}
 	for _, cluster := range obs.Eligible {
 		var planned []PlannedBinding
@@ -252,7 +252,7 @@ func sortPlanned(bs []PlannedBinding) []PlannedBinding {
 }
 
 // KeptOldWarning describes, for ApplyOnce, the clusters that keep an older module version.
-func KeptOldWarning(p Plan, spec Spec) string {
+func KeptOldWarning(p BindingPlan, spec Spec) string {
 	if len(p.KeptOld) == 0 {
 		return ""
 	}

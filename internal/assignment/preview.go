@@ -44,7 +44,7 @@ type Preview struct {
 	// FromState says the plan was made from PreviewRequest.Prior: its waves and Leaving are
 	// what apply carries out. Otherwise apply reads the fleet again.
 	FromState bool
-	Plan      Plan
+	Plan      BindingPlan
 	// Waves are, per module, the waves apply carries out.
 	Waves map[string][][]string
 	// Leaving are the clusters apply lets go of (from Prior only); LeavingLater, the ones the

@@ -109,7 +109,7 @@ type run struct {
 
 	managed    bool
 	obs        *Observation
-	plan       Plan
+	plan       BindingPlan
 	candidates map[string][]string                         // per module: the clusters it may go to
 	bound      map[string]map[string]records.ModuleBinding // cluster → module → binding now
 	res        *RunResult
@@ -168,7 +168,7 @@ func (r *run) prepare(ctx context.Context) error {
 	r.candidates = Candidates(spec, r.obs, r.plan, r.req.Planned, r.req.PlannedKnown)
 	// The plan refused this already; here the fleet changed since (a canary went not ready).
 	// Nothing has been changed yet, and a module's first wave must not go to the fleet instead.
-	if err := CanaryRefusal(CanaryGaps(r.obs, Plan{Apply: r.candidates}, spec), "Canary Not Available",
+	if err := CanaryRefusal(CanaryGaps(r.obs, BindingPlan{Apply: r.candidates}, spec), "Canary Not Available",
 		"The fleet changed since the plan; nothing was applied. Plan again once the canary is ready, or set canary_optional = true."); err != nil {
 		return err
 	}
@@ -180,7 +180,7 @@ func (r *run) prepare(ctx context.Context) error {
 // applied again even if it looks current), or, without a plan, the clusters that need it. In
 // Reconcile mode without a plan that is every eligible cluster: delivery repairs drift on
 // clusters already current.
-func Candidates(spec Spec, obs *Observation, plan Plan, planned map[string][]string, plannedKnown bool) map[string][]string {
+func Candidates(spec Spec, obs *Observation, plan BindingPlan, planned map[string][]string, plannedKnown bool) map[string][]string {
 	eligible := map[string]bool{}
 	for _, c := range obs.Eligible {
 		eligible[c] = true
@@ -380,7 +380,7 @@ func blockedBy(bound map[string]records.ModuleBinding, m Module) (string, string
 
 // letGo removes modules that are no longer configured, and everything from clusters that stopped
 // matching (by deletion policy), and drops the bindings of deleted clusters.
-func letGo(ctx context.Context, svc deliverer, spec Spec, obs *Observation, plan Plan, bstore *records.BindingStore, failures *[]string) []string {
+func letGo(ctx context.Context, svc deliverer, spec Spec, obs *Observation, plan BindingPlan, bstore *records.BindingStore, failures *[]string) []string {
 	var warnings []string
 	for _, name := range sortedNames(plan.Removed) {
 		// A cluster that cannot be changed now keeps the module and its binding, so that a later

@@ -56,7 +56,7 @@ func TestBindingFor(t *testing.T) {
 func TestCandidates(t *testing.T) {
 	spec := Spec{Modules: []Module{{Name: "a"}, {Name: "b"}}}
 	obs := &Observation{Eligible: []string{"c1", "c2", "c3"}}
-	plan := Plan{Apply: map[string][]string{"a": {"c1"}, "b": {"c2", "c3"}}}
+	plan := BindingPlan{Apply: map[string][]string{"a": {"c1"}, "b": {"c2", "c3"}}}
 
 	if got, want := Candidates(spec, obs, plan, nil, false), map[string][]string{"a": {"c1"}, "b": {"c2", "c3"}}; !reflect.DeepEqual(got, want) {
 		t.Errorf("without a plan: %v, want the clusters that need each module %v", got, want)

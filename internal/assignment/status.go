@@ -232,7 +232,7 @@ func Drifted(status []ClusterStatus) map[string]map[string]bool {
 
 // Waves cuts, per module, the clusters the plan gives it into waves, as apply will carry them
 // out (delivery follows them): update_limit counts the clusters the module goes to.
-func Waves(p Plan, spec Spec) map[string][][]string {
+func Waves(p BindingPlan, spec Spec) map[string][][]string {
 	out := map[string][][]string{}
 	for _, m := range spec.Modules {
 		clusters := p.Apply[m.Name]
@@ -259,7 +259,7 @@ type ModuleCanaryGaps struct {
 // picked is a gap; one that has the module already (current, or kept by ApplyOnce) counts as
 // done. Nil when canary_optional is set or no canary is listed. obs is the observation p was
 // planned from.
-func CanaryGaps(obs *Observation, p Plan, spec Spec) []ModuleCanaryGaps {
+func CanaryGaps(obs *Observation, p BindingPlan, spec Spec) []ModuleCanaryGaps {
 	if spec.Policy.CanaryOptional || len(spec.Policy.Canary) == 0 {
 		return nil
 	}
