@@ -83,11 +83,11 @@ func TestCanaryWavesAndWavesOrder(t *testing.T) {
 
 func TestPreviewCanaryAndRetry(t *testing.T) {
 	t.Run("a canary that cannot go first refuses the plan on canary, naming the module", func(t *testing.T) {
-		obs, spec := previewFleet(t)
+		obs, spec := planFleet(t)
 		obs.Eligible = []string{"a", "b"}
 		obs.Skipped = map[string]string{"c": "not ready"}
 		spec.Policy.Canary = []string{"c"}
-		p := preview(obs, PreviewRequest{Spec: spec})
+		p := decide(obs, PlanRequest{Spec: spec})
 		if p.Refused == nil || p.Refused.Attribute != "canary" {
 			t.Fatalf("refused %+v, want refused on canary", p.Refused)
 		}
@@ -96,20 +96,20 @@ func TestPreviewCanaryAndRetry(t *testing.T) {
 			t.Errorf("refusal %v", p.Refused.Err)
 		}
 		spec.Policy.CanaryOptional = true
-		if p := preview(obs, PreviewRequest{Spec: spec}); p.Refused != nil {
+		if p := decide(obs, PlanRequest{Spec: spec}); p.Refused != nil {
 			t.Errorf("canary_optional still refused: %v", p.Refused.Err)
 		}
 	})
 	t.Run("retry_invalid plans a revision the ledger holds", func(t *testing.T) {
-		obs, spec := previewFleet(t)
+		obs, spec := planFleet(t)
 		obs.Modules["cni"].Ledger = []delivery.InvalidRevision{{Revision: "r2", Reason: "verify", Clusters: []string{"x"}}}
-		p := preview(obs, PreviewRequest{Spec: spec})
+		p := decide(obs, PlanRequest{Spec: spec})
 		e, ok := usererr.As(p.Invalid[0].Err)
 		if !p.Refusing() || !ok || !strings.Contains(e.Detail, "retry_invalid = true") {
 			t.Fatalf("without retry_invalid: refusing %v, %v; want refused, pointing at retry_invalid", p.Refusing(), p.Invalid)
 		}
 		spec.Retry = true
-		p = preview(obs, PreviewRequest{Spec: spec})
+		p = decide(obs, PlanRequest{Spec: spec})
 		if p.Refusing() || len(p.Invalid) != 0 || len(p.Waves["cni"]) == 0 {
 			t.Errorf("with retry_invalid: refusing %v verdicts %v waves %v; want cni planned", p.Refusing(), p.Invalid, p.Waves["cni"])
 		}

@@ -12,8 +12,8 @@ import (
 	"github.com/gradual-dev/terraform-provider-gradual/internal/fleet"
 )
 
-// PreviewRequest is one plan of an assignment.
-type PreviewRequest struct {
+// PlanRequest is one plan of an assignment.
+type PlanRequest struct {
 	Spec  Spec
 	Query fleet.Query
 	// Prior, when not nil, is the per-cluster status the refresh before this plan recorded (the
@@ -37,9 +37,9 @@ type ModuleVerdict struct {
 	Kept  bool
 }
 
-// Preview is what a plan of an assignment found and decided, as values: the resource only
+// PlanResult is what a plan of an assignment found and decided, as values: the resource only
 // formats them.
-type Preview struct {
+type PlanResult struct {
 	Observation *Observation
 	// FromState says the plan was made from PreviewRequest.Prior: its waves and Leaving are
 	// what apply carries out. Otherwise apply reads the fleet again.
@@ -64,14 +64,14 @@ type Preview struct {
 }
 
 // Refusing reports whether apply would refuse the plan.
-func (p *Preview) Refusing() bool {
+func (p *PlanResult) Refusing() bool {
 	return p.Refused != nil || slices.ContainsFunc(p.Invalid, func(v ModuleVerdict) bool { return !v.Kept })
 }
 
-// PreviewApply reads the fleet and decides what an apply of req.Spec would do: per module, the
+// Plan reads the fleet and decides what an apply of req.Spec would do: per module, the
 // clusters that get its revision and in which waves, the clusters let go of, and whether it is
 // refused. Errors are failures to read; refusals are in the result.
-func PreviewApply(ctx context.Context, svc *delivery.Service, req PreviewRequest) (*Preview, error) {
+func Plan(ctx context.Context, svc *delivery.Service, req PlanRequest) (*PlanResult, error) {
 	spec := req.Spec
 	obs, err := Observe(ctx, svc, req.Query, spec, false)
 	if err != nil {
@@ -90,7 +90,7 @@ func PreviewApply(ctx context.Context, svc *delivery.Service, req PreviewRequest
 	// Each cluster's variables come from its Cluster as it reads now; one that misses a
 	// variable refuses the plan, before anything is asked of the clusters.
 	if err := spec.Render(obs.Clusters); err != nil {
-		return &Preview{Observation: obs, Refused: delivery.Refuse("values", err)}, nil
+		return &PlanResult{Observation: obs, Refused: delivery.Refuse("values", err)}, nil
 	}
 	if req.Prior == nil {
 		// Planned from the fleet as it reads now: each module's records-missing clusters are
@@ -98,7 +98,7 @@ func PreviewApply(ctx context.Context, svc *delivery.Service, req PreviewRequest
 		// From the state, the refresh found them already (ObservationFrom keeps the state).
 		markUnrecorded(ctx, svc, spec, obs)
 	}
-	p := preview(obs, req)
+	p := decide(obs, req)
 	if p.Refusing() {
 		return p, nil
 	}
@@ -127,11 +127,11 @@ func PreviewApply(ctx context.Context, svc *delivery.Service, req PreviewRequest
 	return p, nil
 }
 
-// preview is the part of PreviewApply that reads nothing: from what the fleet says (obs) and
+// decide is the part of PreviewApply that reads nothing: from what the fleet says (obs) and
 // the request, the plan, the clusters let go of and the ledger's verdicts.
-func preview(obs *Observation, req PreviewRequest) *Preview {
+func decide(obs *Observation, req PlanRequest) *PlanResult {
 	spec := req.Spec
-	p := &Preview{Observation: obs, FromState: req.Prior != nil}
+	p := &PlanResult{Observation: obs, FromState: req.Prior != nil}
 	planned := obs // what the plan is made from
 	if p.FromState {
 		planned = ObservationFrom(req.Prior, req.PriorSkipped, spec)

@@ -51,7 +51,7 @@ func checkPlanHoldsUnrecorded(t *testing.T, adopt, fromState bool) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	req := PreviewRequest{Spec: f.spec}
+	req := PlanRequest{Spec: f.spec}
 	if fromState {
 		refreshed, err := observe(context.Background(), f, q, f.spec, true)
 		if err != nil {
@@ -59,7 +59,7 @@ func checkPlanHoldsUnrecorded(t *testing.T, adopt, fromState bool) {
 		}
 		req.Prior, req.PriorSkipped = Status(refreshed, f.spec), refreshed.Skipped
 	}
-	p := preview(obs, req)
+	p := decide(obs, req)
 	if p.Refusing() {
 		t.Fatalf("plan refused: %v", p.Refused)
 	}

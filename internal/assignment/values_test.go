@@ -170,7 +170,7 @@ func TestRunValues(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		p := preview(now, PreviewRequest{Spec: f.spec, Query: q, Prior: status, PriorSkipped: map[string]string{}, Drifted: Drifted(status)})
+		p := decide(now, PlanRequest{Spec: f.spec, Query: q, Prior: status, PriorSkipped: map[string]string{}, Drifted: Drifted(status)})
 		if p.Refusing() || len(p.Plan.Apply) != 1 || !slices.Equal(p.Plan.Apply["base"], []string{"c1"}) {
 			t.Fatalf("planned %v (refused %v), want base on c1 alone", p.Plan.Apply, p.Refused)
 		}
