@@ -124,12 +124,12 @@ func (p *Prior) targets(revision string) []engine.Target {
 	return out
 }
 
-// Preview is each machine's planned strategy (inplace.Strategy), keyed "cluster/machine".
-type Preview map[string]string
+// Strategies is each machine's planned strategy (inplace.Strategy), keyed "cluster/machine".
+type Strategies map[string]string
 
-// previewOf is the preview of the clusters of fp.
-func previewOf(fp *owners.FleetPlan) Preview {
-	out := Preview{}
+// strategiesOf is the preview of the clusters of fp.
+func strategiesOf(fp *owners.FleetPlan) Strategies {
+	out := Strategies{}
 	for _, c := range fp.Clusters {
 		for _, m := range c.Machines() {
 			out[c.Cluster+"/"+m.Machine] = string(m.Strategy)
@@ -142,7 +142,7 @@ func previewOf(fp *owners.FleetPlan) Preview {
 // the wave worse than planned: a machine planned in place (or unchanged) now replaced or
 // blocked, a new machine that would be replaced. A machine that now needs less is no
 // difference.
-func (p Preview) Differences(now Preview, clusters []string) []string {
+func (p Strategies) Differences(now Strategies, clusters []string) []string {
 	in := map[string]bool{}
 	for _, c := range clusters {
 		in[c] = true
@@ -174,8 +174,8 @@ type PlanResult struct {
 	FromState bool
 	Plan      engine.Plan
 	// Live is the preview as the fleet and the extensions answer now (for warnings).
-	Live    *owners.FleetPlan
-	Preview Preview
+	Live       *owners.FleetPlan
+	Strategies Strategies
 	// Skipped are the picked clusters that cannot be updated, with why (from the state when
 	// FromState).
 	Skipped map[string]string
@@ -215,7 +215,7 @@ func (s *Service) Plan(ctx context.Context, spec Spec, prior *Prior) (*PlanResul
 	if err != nil {
 		return nil, err
 	}
-	out.Live, out.Preview = live, previewOf(live)
+	out.Live, out.Strategies = live, strategiesOf(live)
 	out.Notes = append(out.Notes, live.Notes...)
 	out.Blocked = live.Err()
 	targets := liveTargets
