@@ -211,7 +211,7 @@ func (s *Service) Plan(ctx context.Context, spec Spec, prior *Prior) (*PlanResul
 		return nil, usererr.Wrap(ErrMissing, "Cluster Not Found", fmt.Sprintf("No Cluster %s in namespace %q of the management cluster.", strings.Join(found.Missing, ", "), spec.Query.Namespace))
 	}
 	out := &PlanResult{Revision: spec.Revision(), Missing: found.Missing, Skipped: map[string]string{}}
-	live, liveTargets, err := s.preview(ctx, spec, found)
+	live, liveTargets, err := s.planFleet(ctx, spec, found)
 	if err != nil {
 		return nil, err
 	}
@@ -245,9 +245,9 @@ func (s *Service) Plan(ctx context.Context, spec Spec, prior *Prior) (*PlanResul
 	return out, nil
 }
 
-// preview asks the owners and extensions of the eligible clusters of found, and returns the
+// planFleet asks the owners and extensions of the eligible clusters of found, and returns the
 // engine's targets as the fleet reads now.
-func (s *Service) preview(ctx context.Context, spec Spec, found *fleet.Discovery) (*owners.FleetPlan, []engine.Target, error) {
+func (s *Service) planFleet(ctx context.Context, spec Spec, found *fleet.Discovery) (*owners.FleetPlan, []engine.Target, error) {
 	skipped := map[string]string{}
 	var eligible, picked []string
 	for _, c := range found.Clusters {

@@ -71,7 +71,7 @@ func (s *Service) Apply(ctx context.Context, req ApplyRequest) (*ApplyResult, er
 	if err != nil {
 		return nil, err
 	}
-	live, targets, err := s.preview(ctx, spec, found)
+	live, targets, err := s.planFleet(ctx, spec, found)
 	if err != nil {
 		return nil, err
 	}
