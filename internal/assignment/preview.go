@@ -41,7 +41,7 @@ type ModuleVerdict struct {
 // formats them.
 type PlanResult struct {
 	Observation *Observation
-	// FromState says the plan was made from PreviewRequest.Prior: its waves and Leaving are
+	// FromState says the plan was made from PlanRequest.Prior: its waves and Leaving are
 	// what apply carries out. Otherwise apply reads the fleet again.
 	FromState bool
 	Plan      BindingPlan
@@ -127,7 +127,7 @@ func Plan(ctx context.Context, svc *delivery.Service, req PlanRequest) (*PlanRes
 	return p, nil
 }
 
-// decide is the part of PreviewApply that reads nothing: from what the fleet says (obs) and
+// decide is the part of Plan that reads nothing: from what the fleet says (obs) and
 // the request, the plan, the clusters let go of and the ledger's verdicts.
 func decide(obs *Observation, req PlanRequest) *PlanResult {
 	spec := req.Spec

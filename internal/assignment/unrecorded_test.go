@@ -45,7 +45,7 @@ func unrecordedFleet(t *testing.T, adopt bool) *fakeFleet {
 func checkPlanHoldsUnrecorded(t *testing.T, adopt, fromState bool) {
 	f := unrecordedFleet(t, adopt)
 	q := fleet.Query{Namespace: f.spec.ClusterNamespace}
-	// The plan, as PreviewApply makes it (the fake's Observe finds records-missing as
+	// The plan, as Plan makes it (the fake's Observe finds records-missing as
 	// delivery.Service.MarkUnrecorded does), from the fleet or from the refresh's status.
 	obs, err := observe(context.Background(), f, q, f.spec, false)
 	if err != nil {

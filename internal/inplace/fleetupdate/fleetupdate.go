@@ -127,7 +127,7 @@ func (p *Prior) targets(revision string) []engine.Target {
 // Strategies is each machine's planned strategy (inplace.Strategy), keyed "cluster/machine".
 type Strategies map[string]string
 
-// strategiesOf is the preview of the clusters of fp.
+// strategiesOf is the planned strategy of each machine of the clusters of fp.
 func strategiesOf(fp *owners.FleetPlan) Strategies {
 	out := Strategies{}
 	for _, c := range fp.Clusters {

@@ -23,7 +23,8 @@ type ApplyRequest struct {
 	// Planned are the waves the plan showed (nil when it could not say them: a create, or a
 	// change of the clusters picked); apply carries out these and no others.
 	Planned [][]string
-	// Strategies is the preview the plan was made with (nil: the one taken when apply starts).
+	// Strategies are the machines' strategies the plan was made with (nil: those found when apply
+	// starts).
 	// Each wave is checked against it before it is written.
 	Strategies Strategies
 	// Exec is passed to every owner's write (verify timeout, Lease holder, logging).

@@ -108,7 +108,7 @@ func (r *assignmentResource) ModifyPlan(ctx context.Context, req resource.Modify
 	r.planFleet(ctx, resp, &plan, prior, spec, configChanged)
 }
 
-// planFleet previews the assignment against the fleet as it reads now, shows its waves in plan,
+// planFleet plans the assignment against the fleet as it reads now, shows its waves in plan,
 // warns of what apply will meet, and sets the plan. spec is plan's; configChanged says the
 // configuration changed since prior.
 func (r *assignmentResource) planFleet(ctx context.Context, resp *resource.ModifyPlanResponse, plan, prior *Model, spec assignment.Spec, configChanged bool) {
