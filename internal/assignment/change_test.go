@@ -172,7 +172,7 @@ func TestWorldCanaries(t *testing.T) {
 func TestWorldOnFailure(t *testing.T) {
 	for _, tc := range []struct {
 		onFailure engine.OnFailure
-		c1        string // crds binding on c1, which succeeded before c2 failed
+		c1        records.BindingResult // crds binding on c1, which succeeded before c2 failed
 	}{{engine.Rollback, records.BindingFailed}, {engine.Halt, records.BindingApplied}} {
 		synctest.Test(t, func(t *testing.T) {
 			f := newFakeFleet(t, worldSpec(t, Reconcile, worldPolicy(1, 0, tc.onFailure)))

@@ -26,7 +26,7 @@ func TestBindingForEveryStatus(t *testing.T) {
 		status engine.Status
 		prev   records.ModuleBinding
 		bound  bool
-		want   string // result written, "" = left as it was
+		want   records.BindingResult // result written, "" = left as it was
 	}{
 		{engine.StatusSucceeded, records.ModuleBinding{}, false, records.BindingApplied},
 		{engine.StatusAlreadyCurrent, failedBefore, true, records.BindingApplied}, // failed on it before, runs it now
@@ -226,14 +226,15 @@ func TestPlanAssignmentReconcileKeeps(t *testing.T) {
 // judge: a cluster's state is its worst module's, with one clause per module not fine.
 func TestJudge(t *testing.T) {
 	spec := Spec{Mode: Reconcile, Modules: []Module{{Name: "a", Revision: "ra2"}, {Name: "b", Revision: "rb2"}}}
-	applied := func(mod, rev, state string, drift ...string) ModuleStatus {
+	applied := func(mod, rev string, state delivery.State, drift ...string) ModuleStatus {
 		return ModuleStatus{Module: mod, Revision: rev, Result: records.BindingApplied, State: state, Drift: drift}
 	}
 	for _, tc := range []struct {
-		name              string
-		spec              Spec
-		mods              []ModuleStatus
-		state, wantDetail string
+		name       string
+		spec       Spec
+		mods       []ModuleStatus
+		state      State
+		wantDetail string
 	}{
 		{"all current", spec, []ModuleStatus{applied("a", "ra2", "current"), applied("b", "rb2", "current")}, StateCurrent, ""},
 		{"nothing bound", spec, []ModuleStatus{{Module: "a"}, {Module: "b"}}, StateJoining, "joining: no module applied yet"},
@@ -268,7 +269,7 @@ func TestStatusOrphanLeavingAndSummarize(t *testing.T) {
 	status := Status(obs, spec)
 	var names []string
 	for _, cs := range status {
-		names = append(names, cs.Name+"="+cs.State)
+		names = append(names, cs.Name+"="+string(cs.State))
 	}
 	if strings.Join(names, " ") != "a-down=skipped b-ok=current c-left=leaving" {
 		t.Errorf("status %v, want sorted by name", names)
@@ -280,7 +281,7 @@ func TestStatusOrphanLeavingAndSummarize(t *testing.T) {
 		t.Errorf("drift %v, want sorted", got)
 	}
 	summary, attention := Summarize(status)
-	if !reflect.DeepEqual(summary, map[string]int64{StateSkipped: 1, StateCurrent: 1, StateLeaving: 1}) {
+	if !reflect.DeepEqual(summary, map[string]int64{string(StateSkipped): 1, string(StateCurrent): 1, string(StateLeaving): 1}) {
 		t.Errorf("summary %v", summary)
 	}
 	if _, ok := attention["a-down"]; ok || len(attention) != 1 || attention["c-left"] == "" {

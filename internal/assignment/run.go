@@ -372,7 +372,7 @@ func blockedBy(bound map[string]records.ModuleBinding, m Module) (string, string
 		case !ok:
 			return d, "not applied"
 		case b.Result != records.BindingApplied:
-			return d, b.Result
+			return d, string(b.Result)
 		}
 	}
 	return "", ""

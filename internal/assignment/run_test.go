@@ -133,7 +133,7 @@ func TestRunCheckJob(t *testing.T) {
 		if a.err == nil || !strings.Contains(a.err.Error(), "module app") {
 			t.Fatalf("run: %v, want it failed naming module app", a.err)
 		}
-		for cluster, want := range map[string]string{"c1": records.BindingApplied, "c2": records.BindingFailed, "c3": records.BindingApplied} {
+		for cluster, want := range map[string]records.BindingResult{"c1": records.BindingApplied, "c2": records.BindingFailed, "c3": records.BindingApplied} {
 			m := map[string]string{"c1": "mon", "c2": "app", "c3": "crds"}[cluster]
 			if b, _ := (&Observation{Bindings: a.after}).Binding(cluster, m); b.Result != want || (want == records.BindingFailed && !strings.Contains(b.Reason, "check Job ns-c2/smoke failed")) {
 				t.Errorf("%s: module %s bound %+v, want %s", cluster, m, b, want)
