@@ -125,14 +125,14 @@ func (p *Prior) targets(revision string) []engine.Target {
 }
 
 // Strategies is each machine's planned strategy (inplace.Strategy), keyed "cluster/machine".
-type Strategies map[string]string
+type Strategies map[string]inplace.Strategy
 
 // strategiesOf is the planned strategy of each machine of the clusters of fp.
 func strategiesOf(fp *owners.FleetPlan) Strategies {
 	out := Strategies{}
 	for _, c := range fp.Clusters {
 		for _, m := range c.Machines() {
-			out[c.Cluster+"/"+m.Machine] = string(m.Strategy)
+			out[c.Cluster+"/"+m.Machine] = m.Strategy
 		}
 	}
 	return out
@@ -154,11 +154,11 @@ func (p Strategies) Differences(now Strategies, clusters []string) []string {
 			continue
 		}
 		was, known := p[key]
-		worse := s == string(inplace.StrategyRolling) || s == string(inplace.StrategyBlocked)
+		worse := s == inplace.StrategyRolling || s == inplace.StrategyBlocked
 		switch {
 		case !known && worse:
 			out = append(out, fmt.Sprintf("machine %s: not in the plan, now %s", key, s))
-		case known && worse && was != s && was != string(inplace.StrategyBlocked):
+		case known && worse && was != s && was != inplace.StrategyBlocked:
 			out = append(out, fmt.Sprintf("machine %s: planned %s, now %s", key, was, s))
 		}
 	}
