@@ -11,6 +11,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/gradual-dev/terraform-provider-gradual/internal/clock"
 )
 
 // DenyConfigMap puts a ValidatingAdmissionPolicy, and its binding, in the cluster c reaches that
@@ -84,7 +86,7 @@ func denyPolicy(name string) (policy, binding *unstructured.Unstructured) {
 // denied false, allowed) by the cluster.
 func awaitDenied(t *testing.T, c client.Client, name string, denied bool) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := clock.System{}.Now().Add(30 * time.Second)
 	for {
 		cm := &unstructured.Unstructured{Object: map[string]any{
 			"apiVersion": "v1", "kind": "ConfigMap", "metadata": map[string]any{"name": name, "namespace": "default"},
@@ -94,7 +96,7 @@ func awaitDenied(t *testing.T, c client.Client, name string, denied bool) {
 		if refused == denied && (denied || err == nil) {
 			return
 		}
-		if time.Now().After(deadline) {
+		if (clock.System{}).Now().After(deadline) {
 			t.Fatalf("the policy is not %s after 30s: last dry-run: %v", map[bool]string{true: "in force", false: "gone"}[denied], err)
 		}
 		time.Sleep(200 * time.Millisecond)

@@ -11,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/gradual-dev/terraform-provider-gradual/internal/clock"
 )
 
 // ProviderBinaryEnv names a provider binary already built from this checkout (tools/testacc.sh
@@ -61,7 +63,7 @@ func buildProvider(t *testing.T) (string, error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	start := time.Now()
+	start := clock.System{}.Now()
 	path := filepath.Join(dir, "terraform-provider-gradual")
 	cmd := exec.CommandContext(ctx, "go", "build", "-o", path, ".")
 	cmd.Dir = root
