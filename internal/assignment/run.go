@@ -119,12 +119,12 @@ type run struct {
 // newRun starts a run's scope on ctx; its writes outlive ctx by settle.
 func newRun(ctx context.Context, svc deliverer, req RunRequest, now func() time.Time, settle time.Duration) *run {
 	mc := svc.ManagementClient()
-	settleCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
-	stopAfter := context.AfterFunc(ctx, func() { time.AfterFunc(settle, stop) })
+	// Outlives cancellation, by settle at most: a cancelled run still records where each cluster is.
+	settleCtx, stop := clock.Outlive(ctx, clock.System{}, settle)
 	return &run{
 		svc: svc, req: req, spec: req.Spec, now: now,
 		mstore: records.NewManagementStore(mc, req.Spec.RecordNamespace), bstore: records.NewBindingStore(mc, req.Spec.RecordNamespace),
-		settle: settleCtx, stopSettling: func() { stopAfter(); stop() },
+		settle: settleCtx, stopSettling: stop,
 		bound: map[string]map[string]records.ModuleBinding{},
 		res:   &RunResult{Applied: map[string][]string{}},
 	}
