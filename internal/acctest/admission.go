@@ -22,7 +22,7 @@ import (
 func DenyConfigMap(t *testing.T, c client.Client, name string) (remove func()) {
 	t.Helper()
 	policy, binding := denyPolicy(name)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	for _, obj := range []*unstructured.Unstructured{policy, binding} {
 		if err := c.Create(ctx, obj); err != nil {
@@ -36,8 +36,11 @@ func DenyConfigMap(t *testing.T, c client.Client, name string) (remove func()) {
 			return
 		}
 		removed = true
+		// Not t's context: remove runs at cleanup too, when it is done already.
+		ctx, cancel := context.WithTimeout(context.Background(), helperTimeout)
+		defer cancel()
 		for _, obj := range []*unstructured.Unstructured{binding, policy} {
-			if err := c.Delete(context.Background(), obj); err != nil && !apierrors.IsNotFound(err) {
+			if err := c.Delete(ctx, obj); err != nil && !apierrors.IsNotFound(err) {
 				t.Errorf("delete %s: %v", obj.GetName(), err)
 			}
 		}
@@ -87,11 +90,14 @@ func denyPolicy(name string) (policy, binding *unstructured.Unstructured) {
 func awaitDenied(t *testing.T, c client.Client, name string, denied bool) {
 	t.Helper()
 	deadline := clock.System{}.Now().Add(30 * time.Second)
+	// Not t's context: remove waits here at cleanup too, when it is done already.
+	ctx, cancel := context.WithTimeout(context.Background(), helperTimeout+10*time.Second)
+	defer cancel()
 	for {
 		cm := &unstructured.Unstructured{Object: map[string]any{
 			"apiVersion": "v1", "kind": "ConfigMap", "metadata": map[string]any{"name": name, "namespace": "default"},
 		}}
-		err := c.Create(context.Background(), cm, client.DryRunAll)
+		err := c.Create(ctx, cm, client.DryRunAll)
 		refused := err != nil && (apierrors.IsInvalid(err) || apierrors.IsForbidden(err))
 		if refused == denied && (denied || err == nil) {
 			return

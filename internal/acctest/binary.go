@@ -61,6 +61,7 @@ func buildProvider(t *testing.T) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	// Not t's context: the binary is the process's, built for whichever test comes first.
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	start := clock.System{}.Now()
