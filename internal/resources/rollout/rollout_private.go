@@ -95,13 +95,13 @@ func (m *Model) SavePrivate(ctx context.Context, to fleetresource.PrivateSetter)
 		privateLeavingKey: m.private.Leaving, privatePlannedKey: m.private.PlannedLeaving, privateMovingKey: m.private.movingValue()})
 }
 
-// Summary states beyond delivery's: a cluster verified on another revision than the rollout's,
-// and a skipped one.
+// summaryOutdated is the summary's state of a cluster verified on another revision than the
+// rollout's, beyond delivery's states (stateOf returns it).
+const summaryOutdated delivery.State = "outdated"
+
+// Summary keys beyond the states: a skipped cluster, and one its stages leave for later.
 const (
-	// summaryOutdated is the summary's own state of a cluster delivery finds current on
-	// another revision than the rollout's (stateOf).
-	summaryOutdated delivery.State = "outdated"
-	summarySkipped                 = "skipped"
+	summarySkipped = "skipped"
 	// summaryWaiting counts the clusters not on the revision that its stages leave for a later
 	// promotion (or in no stage): counted, not listed in `attention`, however many they are.
 	summaryWaiting = "waiting"
