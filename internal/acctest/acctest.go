@@ -26,6 +26,10 @@ import (
 // TestbedDirEnv names a running test bed (see cmd/gradual-testbed) for tests to share.
 const TestbedDirEnv = "GRADUAL_TESTBED_DIR"
 
+// helperTimeout bounds one read or write a helper makes of the test bed (a check function gets
+// no context, and a cleanup runs after the test's own is done).
+const helperTimeout = 30 * time.Second
+
 // ProviderFactories serve the provider in-process to the CLI under test.
 var ProviderFactories = map[string]func() (tfprotov6.ProviderServer, error){
 	"gradual": providerserver.NewProtocol6WithError(provider.New("test")()),
@@ -44,6 +48,8 @@ func Main(m *testing.M) {
 	if shared.started && shared.fleet != nil {
 		// The fleet logged through the first test's t, which has completed by now.
 		shared.fleet.SetLogf(func(format string, args ...any) { fmt.Fprintf(os.Stderr, "acctest: "+format+"\n", args...) })
+		// Every test's context is done by now: one of its own, bounded so that a stuck bed
+		// cannot hang the binary.
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		if err := shared.fleet.Down(ctx); err != nil {
 			fmt.Fprintf(os.Stderr, "acctest: stopping the test bed: %v\n", err)
@@ -80,6 +86,7 @@ func Fleet(t *testing.T) *testbed.Fleet {
 			shared.err = err
 			return
 		}
+		// Not t's context: the bed is the package's, started by whichever test comes first.
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 		defer cancel()
 		shared.fleet, shared.err = testbed.Up(ctx, tc, testbed.Options{Workloads: DefaultWorkloads(), Logf: t.Logf})

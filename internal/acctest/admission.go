@@ -11,6 +11,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/gradual-dev/terraform-provider-gradual/internal/clock"
 )
 
 // DenyConfigMap puts a ValidatingAdmissionPolicy, and its binding, in the cluster c reaches that
@@ -20,7 +22,7 @@ import (
 func DenyConfigMap(t *testing.T, c client.Client, name string) (remove func()) {
 	t.Helper()
 	policy, binding := denyPolicy(name)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	for _, obj := range []*unstructured.Unstructured{policy, binding} {
 		if err := c.Create(ctx, obj); err != nil {
@@ -34,8 +36,11 @@ func DenyConfigMap(t *testing.T, c client.Client, name string) (remove func()) {
 			return
 		}
 		removed = true
+		// Not t's context: remove runs at cleanup too, when it is done already.
+		ctx, cancel := context.WithTimeout(context.Background(), helperTimeout)
+		defer cancel()
 		for _, obj := range []*unstructured.Unstructured{binding, policy} {
-			if err := c.Delete(context.Background(), obj); err != nil && !apierrors.IsNotFound(err) {
+			if err := c.Delete(ctx, obj); err != nil && !apierrors.IsNotFound(err) {
 				t.Errorf("delete %s: %v", obj.GetName(), err)
 			}
 		}
@@ -84,17 +89,20 @@ func denyPolicy(name string) (policy, binding *unstructured.Unstructured) {
 // denied false, allowed) by the cluster.
 func awaitDenied(t *testing.T, c client.Client, name string, denied bool) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := clock.System{}.Now().Add(30 * time.Second)
+	// Not t's context: remove waits here at cleanup too, when it is done already.
+	ctx, cancel := context.WithTimeout(context.Background(), helperTimeout+10*time.Second)
+	defer cancel()
 	for {
 		cm := &unstructured.Unstructured{Object: map[string]any{
 			"apiVersion": "v1", "kind": "ConfigMap", "metadata": map[string]any{"name": name, "namespace": "default"},
 		}}
-		err := c.Create(context.Background(), cm, client.DryRunAll)
+		err := c.Create(ctx, cm, client.DryRunAll)
 		refused := err != nil && (apierrors.IsInvalid(err) || apierrors.IsForbidden(err))
 		if refused == denied && (denied || err == nil) {
 			return
 		}
-		if time.Now().After(deadline) {
+		if (clock.System{}).Now().After(deadline) {
 			t.Fatalf("the policy is not %s after 30s: last dry-run: %v", map[bool]string{true: "in force", false: "gone"}[denied], err)
 		}
 		time.Sleep(200 * time.Millisecond)

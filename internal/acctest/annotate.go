@@ -32,7 +32,9 @@ func AnnotateCluster(t *testing.T, f *testbed.Fleet, cluster, key string, value 
 	obj.SetKind("Cluster")
 	obj.SetNamespace(f.Namespace)
 	obj.SetName(cluster)
-	if err := c.Patch(context.Background(), obj, client.RawPatch(types.MergePatchType, patch)); err != nil {
+	ctx, cancel := context.WithTimeout(t.Context(), helperTimeout)
+	defer cancel()
+	if err := c.Patch(ctx, obj, client.RawPatch(types.MergePatchType, patch)); err != nil {
 		t.Fatalf("annotate Cluster %s/%s %s: %v", f.Namespace, cluster, key, err)
 	}
 }

@@ -11,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/gradual-dev/terraform-provider-gradual/internal/clock"
 )
 
 // ProviderBinaryEnv names a provider binary already built from this checkout (tools/testacc.sh
@@ -59,9 +61,10 @@ func buildProvider(t *testing.T) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	// Not t's context: the binary is the process's, built for whichever test comes first.
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	start := time.Now()
+	start := clock.System{}.Now()
 	path := filepath.Join(dir, "terraform-provider-gradual")
 	cmd := exec.CommandContext(ctx, "go", "build", "-o", path, ".")
 	cmd.Dir = root

@@ -40,7 +40,9 @@ func ExpectChunkedRecord(f *testbed.Fleet, key records.Key, atLeast int) error {
 	if err != nil {
 		return err
 	}
-	ctx := context.Background()
+	// A check function gets no context.
+	ctx, cancel := context.WithTimeout(context.Background(), helperTimeout)
+	defer cancel()
 	head := &corev1.Secret{}
 	if err := mc.Get(ctx, client.ObjectKey{Namespace: records.DefaultNamespace, Name: key.ObjectName()}, head); err != nil {
 		return fmt.Errorf("management record of %s: %w", key.Describe(), err)

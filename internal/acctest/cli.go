@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gradual-dev/terraform-provider-gradual/internal/clock"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/testbed"
 )
 
@@ -70,7 +71,7 @@ func RunCLI(ctx context.Context, t *testing.T, cli, work, rc string, args ...str
 // TryCLI is RunCLI for a run that may fail (a fault test's apply, `plan -detailed-exitcode`): it
 // returns the exit code (-1 when the CLI did not run or was killed) instead of failing the test.
 func TryCLI(ctx context.Context, cli, work, rc string, args ...string) (out string, took time.Duration, code int) {
-	start := time.Now()
+	start := clock.System{}.Now()
 	// Flags first: a saved plan is the last argument.
 	cmd := exec.CommandContext(ctx, cli, append([]string{"-chdir=" + work, args[0], "-input=false", "-no-color"}, args[1:]...)...)
 	cmd.Env = append(os.Environ(), "TF_CLI_CONFIG_FILE="+rc, "TF_IN_AUTOMATION=1", "CHECKPOINT_DISABLE=1", "TF_LOG=")

@@ -72,11 +72,14 @@ func FluxPinned(f *testbed.Fleet, key records.Key, clusters []string) (map[strin
 	if err != nil {
 		return nil, err
 	}
+	// A check function gets no context.
+	ctx, cancel := context.WithTimeout(context.Background(), helperTimeout)
+	defer cancel()
 	pins := map[string]string{}
 	for _, c := range clusters {
 		k := fluxdelivery.OCIRepositoryKind
 		src := testbed.FluxObject(k.GroupVersion().String(), k.Kind, f.Namespace, fluxdelivery.ObjectName(key, c))
-		if err := mc.Get(context.Background(), client.ObjectKeyFromObject(src), src); err != nil {
+		if err := mc.Get(ctx, client.ObjectKeyFromObject(src), src); err != nil {
 			return nil, fmt.Errorf("%s: its OCIRepository of %s: %w", c, key, err)
 		}
 		pins[c], _, _ = unstructured.NestedString(src.Object, "spec", "ref", "digest")

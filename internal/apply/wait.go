@@ -312,7 +312,7 @@ func (a *Applier) notReady(ctx context.Context, objs []*unstructured.Unstructure
 		if apierrors.IsNotFound(err) {
 			live = nil
 		}
-		found[i] = a.judge(obj, live, err, jobsWithTTL)
+		found[i] = a.judge(ctx, obj, live, err, jobsWithTTL)
 	}
 	// The lists and the reads of the objects no list covers go out together; a list that fails
 	// reads its objects one by one in its turn.
@@ -328,7 +328,7 @@ func (a *Applier) notReady(ctx context.Context, objs []*unstructured.Unstructure
 			live, ok := a.list(ctx, objs[group[0]])
 			for _, i := range group {
 				if ok {
-					found[i] = a.judge(objs[i], live[objs[i].GetName()], nil, jobsWithTTL)
+					found[i] = a.judge(ctx, objs[i], live[objs[i].GetName()], nil, jobsWithTTL)
 				} else {
 					fallback.Go(func() error { read(i); return nil })
 				}
@@ -404,7 +404,7 @@ func (a *Applier) list(ctx context.Context, like *unstructured.Unstructured) (ma
 
 // judge is obj's status from its read: live (nil when not found) or err. It is nil when obj is
 // Current, or is a Job with a TTL that is gone (it did its work and was cleaned up).
-func (a *Applier) judge(obj, live *unstructured.Unstructured, err error, jobsWithTTL object.ObjMetadataSet) *ObjectStatus {
+func (a *Applier) judge(ctx context.Context, obj, live *unstructured.Unstructured, err error, jobsWithTTL object.ObjMetadataSet) *ObjectStatus {
 	ref := RefOf(obj)
 	switch {
 	case err != nil && !apierrors.IsNotFound(err):
@@ -415,7 +415,7 @@ func (a *Applier) judge(obj, live *unstructured.Unstructured, err error, jobsWit
 		}
 		return &ObjectStatus{Object: ref, Status: string(status.NotFoundStatus), Message: "object not found"}
 	}
-	if s := a.statusOf(live); s.Status != string(status.CurrentStatus) {
+	if s := a.statusOf(ctx, live); s.Status != string(status.CurrentStatus) {
 		return &s
 	}
 	return nil
@@ -430,8 +430,8 @@ func rankStatus(s string) int {
 
 // statusOf judges live by its health expressions when there are some for its kind, by kstatus
 // otherwise.
-func (a *Applier) statusOf(live *unstructured.Unstructured) ObjectStatus {
-	if v, ok := a.health.Judge(live.Object); ok {
+func (a *Applier) statusOf(ctx context.Context, live *unstructured.Unstructured) ObjectStatus {
+	if v, ok := a.health.Judge(ctx, live.Object); ok {
 		return ObjectStatus{Object: RefOf(live), Status: v.Status, Message: v.Message}
 	}
 	return statusOf(live)

@@ -36,7 +36,7 @@ func TestCanaryGaps(t *testing.T) {
 		Policy: engine.Policy{UpdateLimit: engine.UpdateLimitOf(2)}}
 	obs := &Observation{Eligible: []string{"a", "b", "c"}, Skipped: map[string]string{"s": "control plane not initialized"}}
 	// cni goes to a and c; dns to c only (a and b have it).
-	plan := Plan{Apply: map[string][]string{"cni": {"a", "c"}, "dns": {"c"}}}
+	plan := BindingPlan{Apply: map[string][]string{"cni": {"a", "c"}, "dns": {"c"}}}
 	for _, tc := range []struct {
 		name     string
 		canary   []string
@@ -69,7 +69,7 @@ func TestCanaryGaps(t *testing.T) {
 
 func TestCanaryWavesAndWavesOrder(t *testing.T) {
 	spec := Spec{Modules: []Module{{Name: "cni", Revision: "r2"}}, Policy: engine.Policy{UpdateLimit: engine.UpdateLimitOf(2), Canary: []string{"d", "c"}}}
-	waves := Waves(Plan{Apply: map[string][]string{"cni": {"a", "b", "c", "d", "e"}}}, spec)["cni"]
+	waves := Waves(BindingPlan{Apply: map[string][]string{"cni": {"a", "b", "c", "d", "e"}}}, spec)["cni"]
 	if want := [][]string{{"d", "c"}, {"a", "b"}, {"e"}}; !slices.EqualFunc(waves, want, slices.Equal) {
 		t.Fatalf("waves %v, want the canaries first in their own wave, in the order given: %v", waves, want)
 	}
@@ -83,11 +83,11 @@ func TestCanaryWavesAndWavesOrder(t *testing.T) {
 
 func TestPreviewCanaryAndRetry(t *testing.T) {
 	t.Run("a canary that cannot go first refuses the plan on canary, naming the module", func(t *testing.T) {
-		obs, spec := previewFleet(t)
+		obs, spec := planFleet(t)
 		obs.Eligible = []string{"a", "b"}
 		obs.Skipped = map[string]string{"c": "not ready"}
 		spec.Policy.Canary = []string{"c"}
-		p := preview(obs, PreviewRequest{Spec: spec})
+		p := decide(obs, PlanRequest{Spec: spec})
 		if p.Refused == nil || p.Refused.Attribute != "canary" {
 			t.Fatalf("refused %+v, want refused on canary", p.Refused)
 		}
@@ -96,20 +96,20 @@ func TestPreviewCanaryAndRetry(t *testing.T) {
 			t.Errorf("refusal %v", p.Refused.Err)
 		}
 		spec.Policy.CanaryOptional = true
-		if p := preview(obs, PreviewRequest{Spec: spec}); p.Refused != nil {
+		if p := decide(obs, PlanRequest{Spec: spec}); p.Refused != nil {
 			t.Errorf("canary_optional still refused: %v", p.Refused.Err)
 		}
 	})
 	t.Run("retry_invalid plans a revision the ledger holds", func(t *testing.T) {
-		obs, spec := previewFleet(t)
+		obs, spec := planFleet(t)
 		obs.Modules["cni"].Ledger = []delivery.InvalidRevision{{Revision: "r2", Reason: "verify", Clusters: []string{"x"}}}
-		p := preview(obs, PreviewRequest{Spec: spec})
+		p := decide(obs, PlanRequest{Spec: spec})
 		e, ok := usererr.As(p.Invalid[0].Err)
 		if !p.Refusing() || !ok || !strings.Contains(e.Detail, "retry_invalid = true") {
 			t.Fatalf("without retry_invalid: refusing %v, %v; want refused, pointing at retry_invalid", p.Refusing(), p.Invalid)
 		}
 		spec.Retry = true
-		p = preview(obs, PreviewRequest{Spec: spec})
+		p = decide(obs, PlanRequest{Spec: spec})
 		if p.Refusing() || len(p.Invalid) != 0 || len(p.Waves["cni"]) == 0 {
 			t.Errorf("with retry_invalid: refusing %v verdicts %v waves %v; want cni planned", p.Refusing(), p.Invalid, p.Waves["cni"])
 		}
@@ -172,7 +172,7 @@ func TestWorldCanaries(t *testing.T) {
 func TestWorldOnFailure(t *testing.T) {
 	for _, tc := range []struct {
 		onFailure engine.OnFailure
-		c1        string // crds binding on c1, which succeeded before c2 failed
+		c1        records.BindingResult // crds binding on c1, which succeeded before c2 failed
 	}{{engine.Rollback, records.BindingFailed}, {engine.Halt, records.BindingApplied}} {
 		synctest.Test(t, func(t *testing.T) {
 			f := newFakeFleet(t, worldSpec(t, Reconcile, worldPolicy(1, 0, tc.onFailure)))

@@ -11,122 +11,197 @@ import (
 	"github.com/gradual-dev/terraform-provider-gradual/internal/records"
 )
 
-// Observation is what the clusters and the records say about one assignment.
-type Observation struct {
-	// Eligible are the picked clusters that can be changed now, sorted.
-	Eligible []string
-	// Skipped holds the picked clusters that cannot be changed now, with the reason.
-	Skipped map[string]string
-	// Clusters are the picked Clusters as the fleet read them: their name, labels, annotations
-	// and topology variables give each its values (Spec.Render).
-	Clusters []fleet.Cluster
-	// Bindings are the recorded bindings, by cluster (picked or not).
-	Bindings map[string][]records.ModuleBinding
-	// Modules is each configured module's delivery observation.
-	Modules map[string]*delivery.Observation
-	// Leaving are clusters with bindings that exist but are no longer picked; Gone, clusters
-	// with bindings whose Cluster object is deleted.
-	Leaving, Gone []string
+// PlanRequest is one plan of an assignment.
+type PlanRequest struct {
+	Spec  Spec
+	Query fleet.Query
+	// Prior, when not nil, is the per-cluster status the refresh before this plan recorded (the
+	// resource's prior state), given when the configuration picks the same clusters: the plan
+	// is made from it, so that Terraform's plan at apply comes out the same (see
+	// delivery.Prior). PriorSkipped are the clusters it could not change, with the reason.
+	Prior        []ClusterStatus
+	PriorSkipped map[string]string
+	// Drifted marks cluster → module pairs the last refresh found drifted (see Drifted).
+	Drifted map[string]map[string]bool
+	// RefuseAdoption refuses objects someone else made (adopt = false) instead of adopting them.
+	RefuseAdoption bool
 }
 
-// Observe reads the assignment's bindings and each module's records on the picked clusters;
-// with drift, whether the objects of each module's current revision still match and, with
-// values, whether it renders for each cluster what the cluster's record holds (a label it takes
-// a value from changed: delivery.StateValuesChanged). Both only in Reconcile mode: with
-// ApplyOnce a cluster keeps what it got.
-func Observe(ctx context.Context, svc *delivery.Service, q fleet.Query, spec Spec, drift bool) (*Observation, error) {
-	return observe(ctx, svc, q, spec, drift)
+// ModuleVerdict is the ledger's verdict on one module's revision: Err is its refusal
+// (delivery.InvalidRefusal); Kept says clusters run it already, so it stays where it runs and
+// goes nowhere else, instead of failing every later plan.
+type ModuleVerdict struct {
+	Index int
+	Err   error
+	Kept  bool
 }
 
-func observe(ctx context.Context, svc deliverer, q fleet.Query, spec Spec, drift bool) (*Observation, error) {
-	bindings, err := records.NewBindingStore(svc.ManagementClient(), spec.RecordNamespace).List(ctx, spec.Key)
+// PlanResult is what a plan of an assignment found and decided, as values: the resource only
+// formats them.
+type PlanResult struct {
+	Observation *Observation
+	// FromState says the plan was made from PlanRequest.Prior: its waves and Leaving are
+	// what apply carries out. Otherwise apply reads the fleet again.
+	FromState bool
+	Plan      BindingPlan
+	// Waves are, per module, the waves apply carries out.
+	Waves map[string][][]string
+	// Leaving are the clusters apply lets go of (from Prior only); LeavingLater, the ones the
+	// fleet says are leaving now that this apply leaves alone (the next plan lists them).
+	Leaving, LeavingLater []string
+	// Invalid holds the ledger's verdicts on modules with clusters to change.
+	Invalid []ModuleVerdict
+	// Refused is set when apply would refuse: a canary that cannot go first, objects another
+	// owner manages, manifests a cluster cannot take, or objects that exist already with
+	// adopt = false.
+	Refused *delivery.Refusal
+	// Adoptions are the objects someone else made that apply takes over.
+	Adoptions []delivery.Found
+	// Previews are what the dry-run of each module found (Spec.Preview), in module order,
+	// each labelled with its module; empty when it dry-ran nothing.
+	Previews []*delivery.Preview
+}
+
+// Refusing reports whether apply would refuse the plan.
+func (p *PlanResult) Refusing() bool {
+	return p.Refused != nil || slices.ContainsFunc(p.Invalid, func(v ModuleVerdict) bool { return !v.Kept })
+}
+
+// Plan reads the fleet and decides what an apply of req.Spec would do: per module, the
+// clusters that get its revision and in which waves, the clusters let go of, and whether it is
+// refused. Errors are failures to read; refusals are in the result.
+func Plan(ctx context.Context, svc *delivery.Service, req PlanRequest) (*PlanResult, error) {
+	spec := req.Spec
+	obs, err := Observe(ctx, svc, req.Query, spec, false)
 	if err != nil {
 		return nil, err
 	}
-	obs := &Observation{Bindings: bindings, Modules: map[string]*delivery.Observation{}, Skipped: map[string]string{}}
-	var picked map[string]bool
-	drift = drift && spec.Mode == Reconcile
+	// A window annotation that cannot be read is bad input: the plan fails naming the cluster
+	// (every module read the same Clusters, so the first one says it).
 	for _, m := range spec.Modules {
-		var o *delivery.Observation
-		if drift {
-			// The template is the module's public half outside plan and apply (the sensitive half
-			// is write-only): delivery compares only the objects it renders (with values), and
-			// checks a cluster whose records of the module are gone for its objects
-			// (delivery.StateRecordsMissing).
-			o, err = svc.ObserveRendered(ctx, q, spec.ModuleKey(m.Name), spec.RecordNamespace,
-				delivery.Rendering{Revision: m.Revision, Template: m.Objects, Values: spec.Values}, spec.Ignore...)
-		} else {
-			o, err = svc.Observe(ctx, q, spec.ModuleKey(m.Name), spec.RecordNamespace, drift, spec.Ignore...)
-		}
-		if err != nil {
-			return nil, err
-		}
-		obs.Modules[m.Name] = o
-		if picked == nil {
-			picked = map[string]bool{}
-			for _, c := range o.Discovery.Clusters {
-				picked[c.Name] = true
+		if o := obs.Modules[m.Name]; o != nil && o.Discovery != nil {
+			if err := o.Discovery.WindowProblems(); err != nil {
+				return nil, err
 			}
-			obs.Clusters = o.Discovery.Clusters
+			break
 		}
+	}
+	// Each cluster's variables come from its Cluster as it reads now; one that misses a
+	// variable refuses the plan, before anything is asked of the clusters.
+	if err := spec.Render(obs.Clusters); err != nil {
+		return &PlanResult{Observation: obs, Refused: delivery.Refuse("values", err)}, nil
+	}
+	if req.Prior == nil {
+		// Planned from the fleet as it reads now: each module's records-missing clusters are
+		// found as its run will find them, so that the plan holds them back too (PlanAssignment).
+		// From the state, the refresh found them already (ObservationFrom keeps the state).
+		markUnrecorded(ctx, svc, spec, obs)
+	}
+	p := decide(obs, req)
+	if p.Refusing() {
+		return p, nil
+	}
+	// The clusters to check are the planned ones the fleet still offers: one that became
+	// unreachable since the refresh is left out by apply, with a warning, not refused here.
+	checked := onlyEligible(p.Plan.Apply, obs.Eligible)
+	// The manifests first, as the rollout's plan does: a bundle a cluster cannot take is named
+	// as such, before the objects it names are looked up on the clusters for their owners.
+	// The dry-run preview goes with that check: one pass, one connection per cluster.
+	p.Previews, err = CheckManifests(ctx, svc, spec, checked, p.Waves)
+	if p.Refused = delivery.Refuse("modules", err); p.Refused != nil {
+		return p, nil
+	}
+	if p.Refused = delivery.Refuse("modules", delivery.PreviewsRefusal(p.Previews...)); p.Refused != nil {
+		return p, nil
+	}
+	if p.Refused = delivery.Refuse("modules", CheckClaims(ctx, svc, spec, checked)); p.Refused != nil {
+		return p, nil
+	}
+	if p.Adoptions, err = Adoptions(ctx, svc, spec, checked); err != nil {
+		return nil, err
+	}
+	if len(p.Adoptions) > 0 && req.RefuseAdoption {
+		p.Refused = &delivery.Refusal{Attribute: "adopt", Err: delivery.AdoptRefused(p.Adoptions, spec.Key.Describe())}
+	}
+	return p, nil
+}
+
+// decide is the part of Plan that reads nothing: from what the fleet says (obs) and
+// the request, the plan, the clusters let go of and the ledger's verdicts.
+func decide(obs *Observation, req PlanRequest) *PlanResult {
+	spec := req.Spec
+	p := &PlanResult{Observation: obs, FromState: req.Prior != nil}
+	planned := obs // what the plan is made from
+	if p.FromState {
+		planned = ObservationFrom(req.Prior, req.PriorSkipped, spec)
+		p.Plan = PlanAssignment(planned, spec, req.Drifted)
+		// The clusters let go of are the ones the refresh found leaving (ObservationFrom), so
+		// that the final plan at apply comes out the same; bindings of deleted Clusters are
+		// dropped by apply as it finds them (nothing is left there to change), not planned.
+		p.Plan.Gone = nil
+		p.Leaving = p.Plan.Leaving
+	} else {
+		p.Plan = PlanAssignment(obs, spec, req.Drifted)
+	}
+	p.LeavingLater = slices.DeleteFunc(slices.Clone(obs.Leaving), func(n string) bool { return slices.Contains(p.Leaving, n) })
+	for i, m := range spec.Modules {
+		if len(p.Plan.Apply[m.Name]) == 0 {
+			continue
+		}
+		// retry_invalid applies it anyway, as a rollout's does; the ledger entry goes once it succeeds.
+		if entry, ok := obs.Modules[m.Name].Invalid(m.Revision); ok && !spec.Retry {
+			v := ModuleVerdict{Index: i, Err: delivery.InvalidRefusal(fmt.Sprintf("module %s (version %s) of %s", m.Name, m.Version, spec.Key.Describe()),
+				m.Revision, spec.RecordNamespace, entry, true)}
+			if delivery.RunsRevision(obs.Modules[m.Name].Targets, m.Revision) {
+				v.Kept = true
+				delete(p.Plan.Apply, m.Name)
+			}
+			p.Invalid = append(p.Invalid, v)
+		}
+	}
+	p.Waves = Waves(p.Plan, spec)
+	if err := CanaryRefusal(CanaryGaps(planned, p.Plan, spec), "Canary Not In The First Wave",
+		"Without them a module's first wave would go straight to the rest of the fleet. Wait until they are ready, remove them "+
+			"from canary, or set canary_optional = true to let the modules go ahead without them."); err != nil {
+		p.Refused = &delivery.Refusal{Attribute: "canary", Err: err}
+	}
+	return p
+}
+
+// markUnrecorded marks, per module, the eligible clusters whose records of it are gone while its
+// objects are there (delivery.Service.MarkUnrecorded). A cluster that could not be read for it
+// is skipped, as observe skips one any module could not read: apply's run would skip it too.
+func markUnrecorded(ctx context.Context, svc *delivery.Service, spec Spec, obs *Observation) {
+	for _, m := range spec.Modules {
+		o := obs.Modules[m.Name]
+		if o == nil {
+			continue
+		}
+		svc.MarkUnrecorded(ctx, spec.moduleSpec(m), o)
 		for name, reason := range o.Skipped {
-			obs.Skipped[name] = reason
-		}
-	}
-	if picked == nil { // no modules: discover anyway for join/leave
-		found, err := svc.Discover(ctx, q)
-		if err != nil {
-			return nil, err
-		}
-		picked = map[string]bool{}
-		obs.Clusters = found.Clusters
-		for _, c := range found.Clusters {
-			picked[c.Name] = true
-			if !c.Eligible() {
-				obs.Skipped[c.Name] = c.SkipReason
+			if _, skipped := obs.Skipped[name]; !skipped {
+				obs.Skipped[name] = reason
 			}
 		}
 	}
-	for _, name := range sortedNames(picked) {
-		if _, skipped := obs.Skipped[name]; !skipped {
-			obs.Eligible = append(obs.Eligible, name)
-		}
-	}
-	var unpicked []string
-	for _, name := range sortedNames(bindings) {
-		if !picked[name] {
-			unpicked = append(unpicked, name)
-		}
-	}
-	if len(unpicked) > 0 {
-		found, err := svc.Discover(ctx, fleet.Query{Namespace: q.Namespace, Names: unpicked})
-		if err != nil {
-			return nil, err
-		}
-		obs.Gone = found.Missing
-		for _, c := range found.Clusters {
-			obs.Leaving = append(obs.Leaving, c.Name)
-		}
-	}
-	return obs, nil
+	obs.Eligible = slices.DeleteFunc(obs.Eligible, func(name string) bool { _, skipped := obs.Skipped[name]; return skipped })
 }
 
-// Binding returns the recorded binding of module on cluster.
-func (o *Observation) Binding(cluster, module string) (records.ModuleBinding, bool) {
-	for _, b := range o.Bindings[cluster] {
-		if b.Module == module {
-			return b, true
+// onlyEligible returns apply without the clusters not in eligible.
+func onlyEligible(apply map[string][]string, eligible []string) map[string][]string {
+	ok := make(map[string]bool, len(eligible))
+	for _, c := range eligible {
+		ok[c] = true
+	}
+	out := map[string][]string{}
+	for m, clusters := range apply {
+		for _, c := range clusters {
+			if ok[c] {
+				out[m] = append(out[m], c)
+			}
 		}
 	}
-	return records.ModuleBinding{}, false
-}
-
-// moduleState is what module's observation says of cluster (the zero state when it has none).
-func (o *Observation) moduleState(module, cluster string) delivery.ClusterState {
-	if mo := o.Modules[module]; mo != nil {
-		return mo.Clusters[cluster]
-	}
-	return delivery.ClusterState{}
+	return out
 }
 
 // PlannedBinding is a binding as the plan expects it after apply. Changes marks the ones the
@@ -136,8 +211,8 @@ type PlannedBinding struct {
 	Changes bool
 }
 
-// Plan is what an apply of the assignment will do.
-type Plan struct {
+// BindingPlan is what an apply of the assignment will do.
+type BindingPlan struct {
 	// Bindings by cluster, as they will be after a successful apply.
 	Bindings map[string][]PlannedBinding
 	// Apply lists, per module, the clusters that get its revision, sorted.
@@ -156,14 +231,14 @@ type Plan struct {
 }
 
 // Changes reports whether apply has anything to do.
-func (p Plan) Changes() bool {
+func (p BindingPlan) Changes() bool {
 	return len(p.Apply) > 0 || len(p.Removed) > 0 || len(p.Leaving) > 0 || len(p.Gone) > 0
 }
 
 // PlanAssignment decides, per eligible cluster and module, whether the module is applied.
 // drifted marks cluster → module pairs the last refresh found drifted (Reconcile repairs them).
-func PlanAssignment(obs *Observation, spec Spec, drifted map[string]map[string]bool) Plan {
-	p := Plan{Bindings: map[string][]PlannedBinding{}, Apply: map[string][]string{}, KeptOld: map[string][]string{},
+func PlanAssignment(obs *Observation, spec Spec, drifted map[string]map[string]bool) BindingPlan {
+	p := BindingPlan{Bindings: map[string][]PlannedBinding{}, Apply: map[string][]string{}, KeptOld: map[string][]string{},
 		Held: map[string]map[string]string{}, Removed: map[string][]string{}, Leaving: obs.Leaving, Gone: obs.Gone}
 	for _, cluster := range obs.Eligible {
 		var planned []PlannedBinding
@@ -252,7 +327,7 @@ func sortPlanned(bs []PlannedBinding) []PlannedBinding {
 }
 
 // KeptOldWarning describes, for ApplyOnce, the clusters that keep an older module version.
-func KeptOldWarning(p Plan, spec Spec) string {
+func KeptOldWarning(p BindingPlan, spec Spec) string {
 	if len(p.KeptOld) == 0 {
 		return ""
 	}

@@ -11,8 +11,8 @@ import (
 	"github.com/gradual-dev/terraform-provider-gradual/internal/usererr"
 )
 
-// previewFleet: clusters a, b (bound to cni r1) and c (new) picked, old left the selector.
-func previewFleet(t *testing.T) (*Observation, Spec) {
+// planFleet: clusters a, b (bound to cni r1) and c (new) picked, old left the selector.
+func planFleet(t *testing.T) (*Observation, Spec) {
 	t.Helper()
 	limit, err := engine.ParseLimit("2")
 	if err != nil {
@@ -39,11 +39,11 @@ func previewFleet(t *testing.T) (*Observation, Spec) {
 	return obs, spec
 }
 
-// TestPreview: what a plan of an assignment decides from what the fleet says, reading nothing.
-func TestPreview(t *testing.T) {
+// TestDecide: what a plan of an assignment decides from what the fleet says, reading nothing.
+func TestDecide(t *testing.T) {
 	t.Run("fresh read: every cluster that needs a module, in waves; leaving waits for a plan from state", func(t *testing.T) {
-		obs, spec := previewFleet(t)
-		p := preview(obs, PreviewRequest{Spec: spec})
+		obs, spec := planFleet(t)
+		p := decide(obs, PlanRequest{Spec: spec})
 		if p.FromState || p.Refusing() {
 			t.Fatalf("from state %v refusing %v", p.FromState, p.Refusing())
 		}
@@ -58,14 +58,14 @@ func TestPreview(t *testing.T) {
 		}
 	})
 	t.Run("from the prior state: its clusters and its leaving, not the fleet's now", func(t *testing.T) {
-		obs, spec := previewFleet(t)
+		obs, spec := planFleet(t)
 		prior := []ClusterStatus{
 			{Name: "a", State: "ready", Modules: []ModuleStatus{
 				{Module: "cni", Revision: "r2", State: delivery.StateCurrent, Result: records.BindingApplied},
 				{Module: "dns", Revision: "d1", State: delivery.StateCurrent, Result: records.BindingApplied}}},
 			{Name: "gone-since", State: StateLeaving},
 		}
-		p := preview(obs, PreviewRequest{Spec: spec, Prior: prior, PriorSkipped: map[string]string{"c": "not ready"}})
+		p := decide(obs, PlanRequest{Spec: spec, Prior: prior, PriorSkipped: map[string]string{"c": "not ready"}})
 		if !p.FromState || len(p.Waves) != 0 {
 			t.Errorf("from state %v waves %v: a runs everything as the refresh read it", p.FromState, p.Waves)
 		}
@@ -74,9 +74,9 @@ func TestPreview(t *testing.T) {
 		}
 	})
 	t.Run("a module revision in the ledger, run nowhere: refused, naming the module", func(t *testing.T) {
-		obs, spec := previewFleet(t)
+		obs, spec := planFleet(t)
 		obs.Modules["cni"].Ledger = []delivery.InvalidRevision{{Revision: "r2", Reason: "verify: calico not ready", Clusters: []string{"x"}}}
-		p := preview(obs, PreviewRequest{Spec: spec})
+		p := decide(obs, PlanRequest{Spec: spec})
 		if !p.Refusing() || len(p.Invalid) != 1 || p.Invalid[0].Index != 0 || p.Invalid[0].Kept {
 			t.Fatalf("verdicts %+v", p.Invalid)
 		}
@@ -86,10 +86,10 @@ func TestPreview(t *testing.T) {
 		}
 	})
 	t.Run("in the ledger but running on a cluster: kept there, taken nowhere else", func(t *testing.T) {
-		obs, spec := previewFleet(t)
+		obs, spec := planFleet(t)
 		obs.Modules["cni"].Ledger = []delivery.InvalidRevision{{Revision: "r2", Reason: "verify", Clusters: []string{"b"}}}
 		obs.Modules["cni"].Targets[0].Record.Current = "r2"
-		p := preview(obs, PreviewRequest{Spec: spec})
+		p := decide(obs, PlanRequest{Spec: spec})
 		if p.Refusing() || len(p.Invalid) != 1 || !p.Invalid[0].Kept {
 			t.Fatalf("verdicts %+v refusing %v", p.Invalid, p.Refusing())
 		}

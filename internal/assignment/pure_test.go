@@ -26,7 +26,7 @@ func TestBindingForEveryStatus(t *testing.T) {
 		status engine.Status
 		prev   records.ModuleBinding
 		bound  bool
-		want   string // result written, "" = left as it was
+		want   records.BindingResult // result written, "" = left as it was
 	}{
 		{engine.StatusSucceeded, records.ModuleBinding{}, false, records.BindingApplied},
 		{engine.StatusAlreadyCurrent, failedBefore, true, records.BindingApplied}, // failed on it before, runs it now
@@ -74,7 +74,7 @@ func TestCandidatesEdges(t *testing.T) {
 		{"without a plan, Reconcile takes every eligible cluster even if none needs it", Spec{Mode: Reconcile, Modules: two.Modules},
 			[]string{"c1"}, map[string][]string{}, nil, false, map[string][]string{"a": {"c1"}, "b": {"c1"}}},
 	} {
-		got := Candidates(tc.spec, &Observation{Eligible: tc.eligible}, Plan{Apply: tc.apply}, tc.planned, tc.plannedKnown)
+		got := Candidates(tc.spec, &Observation{Eligible: tc.eligible}, BindingPlan{Apply: tc.apply}, tc.planned, tc.plannedKnown)
 		if !reflect.DeepEqual(got, tc.want) {
 			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
 		}
@@ -168,24 +168,24 @@ func TestOnlyInEdges(t *testing.T) {
 func TestPlanChangesAndKeptOldWarning(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		p    Plan
+		p    BindingPlan
 		want bool
 	}{
-		{"nothing", Plan{Apply: map[string][]string{}, Removed: map[string][]string{}}, false},
-		{"apply", Plan{Apply: map[string][]string{"a": {"c1"}}}, true},
-		{"removed", Plan{Removed: map[string][]string{"old": {"c1"}}}, true},
-		{"leaving", Plan{Leaving: []string{"c9"}}, true},
-		{"gone", Plan{Gone: []string{"c9"}}, true},
+		{"nothing", BindingPlan{Apply: map[string][]string{}, Removed: map[string][]string{}}, false},
+		{"apply", BindingPlan{Apply: map[string][]string{"a": {"c1"}}}, true},
+		{"removed", BindingPlan{Removed: map[string][]string{"old": {"c1"}}}, true},
+		{"leaving", BindingPlan{Leaving: []string{"c9"}}, true},
+		{"gone", BindingPlan{Gone: []string{"c9"}}, true},
 	} {
 		if got := tc.p.Changes(); got != tc.want {
 			t.Errorf("%s: Changes = %v", tc.name, got)
 		}
 	}
 	spec := Spec{Modules: []Module{{Name: "b", Version: "2.0", Revision: "rb"}, {Name: "a", Version: "1.1", Revision: "ra"}}}
-	if got := KeptOldWarning(Plan{KeptOld: map[string][]string{}}, spec); got != "" {
+	if got := KeptOldWarning(BindingPlan{KeptOld: map[string][]string{}}, spec); got != "" {
 		t.Errorf("warning without kept clusters: %q", got)
 	}
-	got := KeptOldWarning(Plan{KeptOld: map[string][]string{"b": {"c1", "c2"}, "a": {"c3"}}}, spec)
+	got := KeptOldWarning(BindingPlan{KeptOld: map[string][]string{"b": {"c1", "c2"}, "a": {"c3"}}}, spec)
 	ia, ib := strings.Index(got, "module a (version 1.1, revision ra): 1 cluster(s)"), strings.Index(got, "module b (version 2.0, revision rb): 2 cluster(s)")
 	if ia < 0 || ib < ia || !strings.HasSuffix(got, `Use mode = "Reconcile" to update them in verified waves.`) {
 		t.Errorf("warning:\n%s", got)
@@ -226,14 +226,15 @@ func TestPlanAssignmentReconcileKeeps(t *testing.T) {
 // judge: a cluster's state is its worst module's, with one clause per module not fine.
 func TestJudge(t *testing.T) {
 	spec := Spec{Mode: Reconcile, Modules: []Module{{Name: "a", Revision: "ra2"}, {Name: "b", Revision: "rb2"}}}
-	applied := func(mod, rev, state string, drift ...string) ModuleStatus {
+	applied := func(mod, rev string, state delivery.State, drift ...string) ModuleStatus {
 		return ModuleStatus{Module: mod, Revision: rev, Result: records.BindingApplied, State: state, Drift: drift}
 	}
 	for _, tc := range []struct {
-		name              string
-		spec              Spec
-		mods              []ModuleStatus
-		state, wantDetail string
+		name       string
+		spec       Spec
+		mods       []ModuleStatus
+		state      State
+		wantDetail string
 	}{
 		{"all current", spec, []ModuleStatus{applied("a", "ra2", "current"), applied("b", "rb2", "current")}, StateCurrent, ""},
 		{"nothing bound", spec, []ModuleStatus{{Module: "a"}, {Module: "b"}}, StateJoining, "joining: no module applied yet"},
@@ -268,7 +269,7 @@ func TestStatusOrphanLeavingAndSummarize(t *testing.T) {
 	status := Status(obs, spec)
 	var names []string
 	for _, cs := range status {
-		names = append(names, cs.Name+"="+cs.State)
+		names = append(names, cs.Name+"="+string(cs.State))
 	}
 	if strings.Join(names, " ") != "a-down=skipped b-ok=current c-left=leaving" {
 		t.Errorf("status %v, want sorted by name", names)
@@ -280,7 +281,7 @@ func TestStatusOrphanLeavingAndSummarize(t *testing.T) {
 		t.Errorf("drift %v, want sorted", got)
 	}
 	summary, attention := Summarize(status)
-	if !reflect.DeepEqual(summary, map[string]int64{StateSkipped: 1, StateCurrent: 1, StateLeaving: 1}) {
+	if !reflect.DeepEqual(summary, map[string]int64{string(StateSkipped): 1, string(StateCurrent): 1, string(StateLeaving): 1}) {
 		t.Errorf("summary %v", summary)
 	}
 	if _, ok := attention["a-down"]; ok || len(attention) != 1 || attention["c-left"] == "" {
@@ -323,7 +324,7 @@ func TestObservationFromAndDrifted(t *testing.T) {
 func TestWavesPerModule(t *testing.T) {
 	spec := Spec{Modules: []Module{{Name: "a", Revision: "ra"}, {Name: "b", Revision: "rb"}, {Name: "none", Revision: "rn"}}}
 	spec.Policy.UpdateLimit = engine.UpdateLimitOf(2)
-	p := Plan{Apply: map[string][]string{"a": {"c1", "c2", "c3"}, "b": {"c4"}, "none": {}}}
+	p := BindingPlan{Apply: map[string][]string{"a": {"c1", "c2", "c3"}, "b": {"c4"}, "none": {}}}
 	got := Waves(p, spec)
 	want := map[string][][]string{"a": {{"c1", "c2"}, {"c3"}}, "b": {{"c4"}}}
 	if !reflect.DeepEqual(got, want) {

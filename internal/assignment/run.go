@@ -113,7 +113,7 @@ type run struct {
 
 	managed    bool
 	obs        *Observation
-	plan       Plan
+	plan       BindingPlan
 	candidates map[string][]string                         // per module: the clusters it may go to
 	bound      map[string]map[string]records.ModuleBinding // cluster → module → binding now
 	res        *RunResult
@@ -123,6 +123,7 @@ type run struct {
 // newRun starts a run's scope on ctx; its writes outlive ctx by settle.
 func newRun(ctx context.Context, svc deliverer, req RunRequest, now func() time.Time, settle time.Duration) *run {
 	mc := svc.ManagementClient()
+	// Outlives cancellation, by settle at most: a cancelled run still records where each cluster is.
 	settleCtx, stop := clock.Outlive(ctx, clock.System{}, settle)
 	return &run{
 		svc: svc, req: req, spec: req.Spec, now: now, settleFor: settle,
@@ -171,7 +172,7 @@ func (r *run) prepare(ctx context.Context) error {
 	r.candidates = Candidates(spec, r.obs, r.plan, r.req.Planned, r.req.PlannedKnown)
 	// The plan refused this already; here the fleet changed since (a canary went not ready).
 	// Nothing has been changed yet, and a module's first wave must not go to the fleet instead.
-	if err := CanaryRefusal(CanaryGaps(r.obs, Plan{Apply: r.candidates}, spec), "Canary Not Available",
+	if err := CanaryRefusal(CanaryGaps(r.obs, BindingPlan{Apply: r.candidates}, spec), "Canary Not Available",
 		"The fleet changed since the plan; nothing was applied. Plan again once the canary is ready, or set canary_optional = true."); err != nil {
 		return err
 	}
@@ -183,7 +184,7 @@ func (r *run) prepare(ctx context.Context) error {
 // applied again even if it looks current), or, without a plan, the clusters that need it. In
 // Reconcile mode without a plan that is every eligible cluster: delivery repairs drift on
 // clusters already current.
-func Candidates(spec Spec, obs *Observation, plan Plan, planned map[string][]string, plannedKnown bool) map[string][]string {
+func Candidates(spec Spec, obs *Observation, plan BindingPlan, planned map[string][]string, plannedKnown bool) map[string][]string {
 	eligible := map[string]bool{}
 	for _, c := range obs.Eligible {
 		eligible[c] = true
@@ -390,7 +391,7 @@ func blockedBy(bound map[string]records.ModuleBinding, m Module) (string, string
 		case !ok:
 			return d, "not applied"
 		case b.Result != records.BindingApplied:
-			return d, b.Result
+			return d, string(b.Result)
 		}
 	}
 	return "", ""
@@ -398,7 +399,7 @@ func blockedBy(bound map[string]records.ModuleBinding, m Module) (string, string
 
 // letGo removes modules that are no longer configured, and everything from clusters that stopped
 // matching (by deletion policy), and drops the bindings of deleted clusters.
-func letGo(ctx context.Context, svc deliverer, spec Spec, obs *Observation, plan Plan, bstore *records.BindingStore, failures *[]string) []string {
+func letGo(ctx context.Context, svc deliverer, spec Spec, obs *Observation, plan BindingPlan, bstore *records.BindingStore, failures *[]string) []string {
 	var warnings []string
 	for _, name := range sortedNames(plan.Removed) {
 		// A cluster that cannot be changed now keeps the module and its binding, so that a later

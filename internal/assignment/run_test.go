@@ -56,7 +56,7 @@ func TestBindingFor(t *testing.T) {
 func TestCandidates(t *testing.T) {
 	spec := Spec{Modules: []Module{{Name: "a"}, {Name: "b"}}}
 	obs := &Observation{Eligible: []string{"c1", "c2", "c3"}}
-	plan := Plan{Apply: map[string][]string{"a": {"c1"}, "b": {"c2", "c3"}}}
+	plan := BindingPlan{Apply: map[string][]string{"a": {"c1"}, "b": {"c2", "c3"}}}
 
 	if got, want := Candidates(spec, obs, plan, nil, false), map[string][]string{"a": {"c1"}, "b": {"c2", "c3"}}; !reflect.DeepEqual(got, want) {
 		t.Errorf("without a plan: %v, want the clusters that need each module %v", got, want)
@@ -133,7 +133,7 @@ func TestRunCheckJob(t *testing.T) {
 		if a.err == nil || !strings.Contains(a.err.Error(), "module app") {
 			t.Fatalf("run: %v, want it failed naming module app", a.err)
 		}
-		for cluster, want := range map[string]string{"c1": records.BindingApplied, "c2": records.BindingFailed, "c3": records.BindingApplied} {
+		for cluster, want := range map[string]records.BindingResult{"c1": records.BindingApplied, "c2": records.BindingFailed, "c3": records.BindingApplied} {
 			m := map[string]string{"c1": "mon", "c2": "app", "c3": "crds"}[cluster]
 			if b, _ := (&Observation{Bindings: a.after}).Binding(cluster, m); b.Result != want || (want == records.BindingFailed && !strings.Contains(b.Reason, "check Job ns-c2/smoke failed")) {
 				t.Errorf("%s: module %s bound %+v, want %s", cluster, m, b, want)

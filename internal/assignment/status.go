@@ -13,30 +13,33 @@ import (
 	"github.com/gradual-dev/terraform-provider-gradual/internal/usererr"
 )
 
-// Cluster states, as an assignment's summary counts them: the worst state of the cluster's
-// modules (see ClusterStatus.State).
+// State is a cluster's state, as an assignment's summary counts them: the worst state of the
+// cluster's modules (see ClusterStatus.State).
+type State string
+
+// Cluster states.
 const (
-	StateCurrent  = delivery.StateCurrent // every module applied on its revision, objects as applied
-	StateKept     = "kept"                // ApplyOnce: runs an older version of a module, on purpose
-	StateOutdated = "outdated"            // a module runs another revision, or none yet (the cluster has others)
-	StateJoining  = "joining"             // picked, but no module applied yet
+	StateCurrent        = State(delivery.StateCurrent) // every module applied on its revision, objects as applied
+	StateKept     State = "kept"                       // ApplyOnce: runs an older version of a module, on purpose
+	StateOutdated State = "outdated"                   // a module runs another revision, or none yet (the cluster has others)
+	StateJoining  State = "joining"                    // picked, but no module applied yet
 	// StateValuesChanged: a module renders differently for the cluster now than what it got (a
 	// label, annotation or topology variable it takes a value from changed); the plan updates it.
-	StateValuesChanged = delivery.StateValuesChanged
-	StateProvisioning  = delivery.StateProvisioning // an apply stopped while changing a module there
-	StateDrifted       = delivery.StateDrifted      // a module's objects are missing or edited
-	StateBlocked       = records.BindingBlocked     // a module it depends on is not applied there
-	StateFailed        = records.BindingFailed      // a module failed there and was restored
-	StateSkipped       = "skipped"                  // picked, but cannot be changed now
-	StateLeaving       = "leaving"                  // bound, but no longer picked
+	StateValuesChanged       = State(delivery.StateValuesChanged)
+	StateProvisioning        = State(delivery.StateProvisioning) // an apply stopped while changing a module there
+	StateDrifted             = State(delivery.StateDrifted)      // a module's objects are missing or edited
+	StateBlocked             = State(records.BindingBlocked)     // a module it depends on is not applied there
+	StateFailed              = State(records.BindingFailed)      // a module failed there and was restored
+	StateSkipped       State = "skipped"                         // picked, but cannot be changed now
+	StateLeaving       State = "leaving"                         // bound, but no longer picked
 	// StateRecordsMissing: a module's records are gone from the cluster while its objects are
 	// there (delivery.StateRecordsMissing): what runs is unknown, and the module is held back.
-	StateRecordsMissing = delivery.StateRecordsMissing
+	StateRecordsMissing = State(delivery.StateRecordsMissing)
 )
 
 // severity orders states from fine to worst; a cluster shows its worst module's. Records
 // missing is the worst: nothing can be said of the module there until the user chooses.
-var severity = []string{StateCurrent, StateKept, StateOutdated, StateJoining, StateValuesChanged, StateProvisioning, StateDrifted, StateBlocked, StateFailed,
+var severity = []State{StateCurrent, StateKept, StateOutdated, StateJoining, StateValuesChanged, StateProvisioning, StateDrifted, StateBlocked, StateFailed,
 	StateRecordsMissing}
 
 // ModuleStatus is one module on one cluster: its binding and what its records say now.
@@ -45,11 +48,11 @@ type ModuleStatus struct {
 	Revision  string    `json:"revision,omitempty"`
 	AppliedAt time.Time `json:"appliedAt,omitzero"`
 	// Result is the binding's result ("" when the module is not bound there).
-	Result string `json:"result,omitempty"`
-	Reason string `json:"reason,omitempty"`
+	Result records.BindingResult `json:"result,omitempty"`
+	Reason string                `json:"reason,omitempty"`
 	// State is the module's delivery state on the cluster (current, drifted, values-changed,
 	// provisioning, pending).
-	State string `json:"state,omitempty"`
+	State delivery.State `json:"state,omitempty"`
 	// Drift lists the drifted objects with the fields that differ, never their values; for
 	// values-changed, the objects that render differently now.
 	Drift []string `json:"drift,omitempty"`
@@ -58,7 +61,7 @@ type ModuleStatus struct {
 // ClusterStatus is one picked (or leaving) cluster of an assignment.
 type ClusterStatus struct {
 	Name    string         `json:"name"`
-	State   string         `json:"state"`
+	State   State          `json:"state"`
 	Detail  string         `json:"detail,omitempty"`
 	Modules []ModuleStatus `json:"modules,omitempty"`
 }
@@ -100,7 +103,7 @@ func Status(obs *Observation, spec Spec) []ClusterStatus {
 
 // judge returns a cluster's state (its worst module's) and what is wrong, one clause per module
 // that is not fine ("" when all are).
-func judge(mods []ModuleStatus, spec Spec) (string, string) {
+func judge(mods []ModuleStatus, spec Spec) (State, string) {
 	state, bound := StateCurrent, false
 	var notes []string
 	for _, ms := range mods {
@@ -121,10 +124,10 @@ func judge(mods []ModuleStatus, spec Spec) (string, string) {
 	if len(notes) == 0 {
 		return state, ""
 	}
-	return state, state + ": " + strings.Join(notes, "; ")
+	return state, string(state) + ": " + strings.Join(notes, "; ")
 }
 
-func judgeModule(ms ModuleStatus, spec Spec) (string, string) {
+func judgeModule(ms ModuleStatus, spec Spec) (State, string) {
 	m, _ := spec.Module(ms.Module)
 	switch {
 	case ms.State == delivery.StateRecordsMissing:
@@ -167,7 +170,7 @@ func shortList(items []string) string {
 func Summarize(status []ClusterStatus) (map[string]int64, map[string]string) {
 	summary, attention := map[string]int64{}, map[string]string{}
 	for _, cs := range status {
-		summary[cs.State]++
+		summary[string(cs.State)]++
 		if cs.Detail != "" && cs.State != StateSkipped {
 			attention[cs.Name] = cs.Detail
 		}
@@ -232,7 +235,7 @@ func Drifted(status []ClusterStatus) map[string]map[string]bool {
 
 // Waves cuts, per module, the clusters the plan gives it into waves, as apply will carry them
 // out (delivery follows them): update_limit counts the clusters the module goes to.
-func Waves(p Plan, spec Spec) map[string][][]string {
+func Waves(p BindingPlan, spec Spec) map[string][][]string {
 	out := map[string][][]string{}
 	for _, m := range spec.Modules {
 		clusters := p.Apply[m.Name]
@@ -259,7 +262,7 @@ type ModuleCanaryGaps struct {
 // picked is a gap; one that has the module already (current, or kept by ApplyOnce) counts as
 // done. Nil when canary_optional is set or no canary is listed. obs is the observation p was
 // planned from.
-func CanaryGaps(obs *Observation, p Plan, spec Spec) []ModuleCanaryGaps {
+func CanaryGaps(obs *Observation, p BindingPlan, spec Spec) []ModuleCanaryGaps {
 	if spec.Policy.CanaryOptional || len(spec.Policy.Canary) == 0 {
 		return nil
 	}

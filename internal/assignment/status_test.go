@@ -41,7 +41,7 @@ func statusWorld(n int) (*Observation, Spec) {
 func TestStatusSummaryAttention(t *testing.T) {
 	obs, spec := statusWorld(300)
 	summary, attention := Summarize(Status(obs, spec))
-	want := map[string]int64{StateCurrent: 297, StateDrifted: 1, StateFailed: 1, StateJoining: 1, StateSkipped: 1, StateLeaving: 1}
+	want := map[string]int64{string(StateCurrent): 297, string(StateDrifted): 1, string(StateFailed): 1, string(StateJoining): 1, string(StateSkipped): 1, string(StateLeaving): 1}
 	if !reflect.DeepEqual(summary, want) {
 		t.Errorf("summary = %v, want %v", summary, want)
 	}

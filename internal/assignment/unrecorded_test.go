@@ -45,13 +45,13 @@ func unrecordedFleet(t *testing.T, adopt bool) *fakeFleet {
 func checkPlanHoldsUnrecorded(t *testing.T, adopt, fromState bool) {
 	f := unrecordedFleet(t, adopt)
 	q := fleet.Query{Namespace: f.spec.ClusterNamespace}
-	// The plan, as PreviewApply makes it (the fake's Observe finds records-missing as
+	// The plan, as Plan makes it (the fake's Observe finds records-missing as
 	// delivery.Service.MarkUnrecorded does), from the fleet or from the refresh's status.
 	obs, err := observe(context.Background(), f, q, f.spec, false)
 	if err != nil {
 		t.Fatal(err)
 	}
-	req := PreviewRequest{Spec: f.spec}
+	req := PlanRequest{Spec: f.spec}
 	if fromState {
 		refreshed, err := observe(context.Background(), f, q, f.spec, true)
 		if err != nil {
@@ -59,7 +59,7 @@ func checkPlanHoldsUnrecorded(t *testing.T, adopt, fromState bool) {
 		}
 		req.Prior, req.PriorSkipped = Status(refreshed, f.spec), refreshed.Skipped
 	}
-	p := preview(obs, req)
+	p := decide(obs, req)
 	if p.Refusing() {
 		t.Fatalf("plan refused: %v", p.Refused)
 	}

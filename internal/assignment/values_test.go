@@ -161,7 +161,7 @@ func TestRunValues(t *testing.T) {
 		}
 		status := Status(obs, f.spec)
 		summary, attention := Summarize(status)
-		if summary[StateValuesChanged] != 1 || summary[StateCurrent] != 1 || len(attention) != 1 ||
+		if summary[string(StateValuesChanged)] != 1 || summary[string(StateCurrent)] != 1 || len(attention) != 1 ||
 			!strings.Contains(attention["c1"], "values-changed: module base renders differently for this cluster now") {
 			t.Fatalf("summary %v, attention %v: want c1 alone values-changed, module base", summary, attention)
 		}
@@ -170,7 +170,7 @@ func TestRunValues(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		p := preview(now, PreviewRequest{Spec: f.spec, Query: q, Prior: status, PriorSkipped: map[string]string{}, Drifted: Drifted(status)})
+		p := decide(now, PlanRequest{Spec: f.spec, Query: q, Prior: status, PriorSkipped: map[string]string{}, Drifted: Drifted(status)})
 		if p.Refusing() || len(p.Plan.Apply) != 1 || !slices.Equal(p.Plan.Apply["base"], []string{"c1"}) {
 			t.Fatalf("planned %v (refused %v), want base on c1 alone", p.Plan.Apply, p.Refused)
 		}
@@ -189,7 +189,7 @@ func TestRunValues(t *testing.T) {
 		if obs, err = observe(ctx, f, q, f.spec, true); err != nil {
 			t.Fatal(err)
 		}
-		if summary, attention := Summarize(Status(obs, f.spec)); summary[StateCurrent] != 2 || len(attention) != 0 {
+		if summary, attention := Summarize(Status(obs, f.spec)); summary[string(StateCurrent)] != 2 || len(attention) != 0 {
 			t.Fatalf("after the update: summary %v, attention %v", summary, attention)
 		}
 

@@ -452,7 +452,7 @@ func (a assignRun) bound(cluster, module string) records.ModuleBinding {
 }
 
 // wantBinding checks one binding after the run: result, and a reason that contains reason.
-func wantBinding(t *testing.T, a assignRun, cluster, module, result, reason string) {
+func wantBinding(t *testing.T, a assignRun, cluster, module string, result records.BindingResult, reason string) {
 	t.Helper()
 	b := a.bound(cluster, module)
 	if b.Result != result || !strings.Contains(b.Reason, reason) {

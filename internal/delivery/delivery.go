@@ -84,25 +84,29 @@ type Spec struct {
 	Kustomize FluxKustomize
 }
 
-// Cluster states, as the rollout's `summary`, `attention` and `gradual_rollout_status` show them.
+// State is what one picked cluster runs, in a word: the rollout's `summary`, `attention` and
+// `gradual_rollout_status` show it.
+type State string
+
+// Cluster states.
 const (
-	StateCurrent      = "current"      // verified on Revision, objects as applied
-	StateDrifted      = "drifted"      // on Revision per the records, but objects are missing or edited
-	StateProvisioning = "provisioning" // a run stopped while changing it
-	StatePending      = "pending"      // nothing applied yet
+	StateCurrent      State = "current"      // verified on Revision, objects as applied
+	StateDrifted      State = "drifted"      // on Revision per the records, but objects are missing or edited
+	StateProvisioning State = "provisioning" // a run stopped while changing it
+	StatePending      State = "pending"      // nothing applied yet
 	// StateValuesChanged: on Revision, but the manifests render differently for the cluster now
 	// (a label, annotation or topology variable it takes a value from changed).
-	StateValuesChanged = "values-changed"
+	StateValuesChanged State = "values-changed"
 	// StateRecordsMissing: the cluster holds no record of the rollout, but objects of it are
 	// there under its field manager (the records were deleted): what runs is unknown, and the
 	// cluster is held back until the user chooses (unrecorded.go).
-	StateRecordsMissing = "records-missing"
+	StateRecordsMissing State = "records-missing"
 )
 
 // ClusterState is what one picked cluster runs.
 type ClusterState struct {
 	Revision string
-	State    string
+	State    State
 	Backup   string
 	// Drift lists the objects that are missing or edited (for StateDrifted); for
 	// StateValuesChanged, the objects that render differently now; for StateRecordsMissing,
@@ -177,9 +181,9 @@ type Observation struct {
 
 // Interruption is a run that did not finish, as its progress record left it.
 type Interruption struct {
-	// Phase is "running" (the process was killed, or is running now) or "interrupted"
-	// (cancelled, e.g. Ctrl-C or a timeout).
-	Phase     string
+	// Phase is records.PhaseRunning (the process was killed, or is running now) or
+	// records.PhaseInterrupted (cancelled, e.g. Ctrl-C or a timeout).
+	Phase     records.Phase
 	Revision  string
 	Wave      int
 	Waves     int

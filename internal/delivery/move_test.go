@@ -35,7 +35,7 @@ func TestMoved(t *testing.T) {
 		name                string
 		cur, prev           observed
 		wantRec             engine.TargetRecord
-		wantState           string
+		wantState           State
 		moving, holds, skip bool
 	}{
 		{name: "previous engine holds nothing", cur: none, prev: none, wantRec: engine.TargetRecord{}, wantState: StatePending},

@@ -325,7 +325,7 @@ func interruption(p *records.Progress) *Interruption {
 	if p == nil || (p.Phase != records.PhaseRunning && p.Phase != records.PhaseInterrupted) {
 		return nil
 	}
-	in := &Interruption{Phase: string(p.Phase), Revision: p.Revision, Wave: p.Wave, Waves: p.Waves, Holder: p.Holder, UpdatedAt: p.UpdatedAt}
+	in := &Interruption{Phase: p.Phase, Revision: p.Revision, Wave: p.Wave, Waves: p.Waves, Holder: p.Holder, UpdatedAt: p.UpdatedAt}
 	for _, name := range sortedKeys(p.Clusters) {
 		switch p.Clusters[name].State {
 		case string(engine.EventProvisioning), string(engine.EventRollingBack), string(engine.StatusUnsettled):

@@ -42,7 +42,7 @@ func TestSameVerdictsAsFlux(t *testing.T) {
 			if err != nil {
 				t.Fatalf("Compile: %v (Flux accepted it)", err)
 			}
-			v, judged := c.Judge(obj)
+			v, judged := c.Judge(t.Context(), obj)
 			if !judged {
 				t.Fatal("not judged")
 			}
@@ -86,7 +86,7 @@ func TestMatchesByGroupKind(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	v, ok := c.Judge(map[string]any{"apiVersion": "example.dev/v1beta1", "kind": "Widget", "status": map[string]any{"ok": true}})
+	v, ok := c.Judge(t.Context(), map[string]any{"apiVersion": "example.dev/v1beta1", "kind": "Widget", "status": map[string]any{"ok": true}})
 	if !ok || v.Status != Current || !c.Judges("example.dev/v2", "Widget") || c.Judges("other.dev/v1", "Widget") {
 		t.Errorf("Judge = %+v, %v; want another version of the group's kind judged by the rule", v, ok)
 	}

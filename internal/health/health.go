@@ -242,8 +242,9 @@ func (c *Checker) Rules() []Rule {
 }
 
 // Judge applies the rule for obj's apiVersion and kind; ok is false when there is none (kstatus
-// judges the object then). Flux's StatusEvaluator gives the verdict; Judge adds why.
-func (c *Checker) Judge(obj map[string]any) (v Verdict, ok bool) {
+// judges the object then). Flux's StatusEvaluator gives the verdict; Judge adds why. ctx bounds
+// the evaluation (CEL checks it every 100 steps), as it bounds the read of obj.
+func (c *Checker) Judge(ctx context.Context, obj map[string]any) (v Verdict, ok bool) {
 	if c.Empty() {
 		return Verdict{}, false
 	}
@@ -253,7 +254,7 @@ func (c *Checker) Judge(obj map[string]any) (v Verdict, ok bool) {
 	if k == nil {
 		return Verdict{}, false
 	}
-	res, err := k.eval.Evaluate(context.Background(), &unstructured.Unstructured{Object: obj})
+	res, err := k.eval.Evaluate(ctx, &unstructured.Unstructured{Object: obj})
 	if err != nil {
 		// kstatus' Unknown to kustomize-controller, which waits on.
 		return Verdict{Status: InProgress, Message: fmt.Sprintf("health expressions cannot be evaluated yet: %v", err)}, true
@@ -264,12 +265,12 @@ func (c *Checker) Judge(obj map[string]any) (v Verdict, ok bool) {
 	case status.CurrentStatus:
 		return Verdict{Status: Current, Message: fmt.Sprintf("health expression current `%s` is true", k.rule.Current)}, true
 	}
-	return Verdict{Status: InProgress, Message: k.whyInProgress(obj)}, true
+	return Verdict{Status: InProgress, Message: k.whyInProgress(ctx, obj)}, true
 }
 
 // whyInProgress says why Flux's evaluator found obj in progress: its generation not observed,
 // the in_progress expression true, or current not true yet.
-func (k *compiled) whyInProgress(obj map[string]any) string {
+func (k *compiled) whyInProgress(ctx context.Context, obj map[string]any) string {
 	gen, ok1, _ := unstructured.NestedInt64(obj, "metadata", "generation")
 	seen, ok2, _ := unstructured.NestedInt64(obj, "status", "observedGeneration")
 	if ok1 && ok2 && gen != seen {
@@ -280,7 +281,7 @@ func (k *compiled) whyInProgress(obj map[string]any) string {
 		return fmt.Sprintf("status.observedGeneration %d %s metadata.generation %d", seen, how, gen)
 	}
 	if k.inProgress != nil {
-		if yes, err := k.inProgress.EvaluateBoolean(context.Background(), obj); err == nil && yes {
+		if yes, err := k.inProgress.EvaluateBoolean(ctx, obj); err == nil && yes {
 			return fmt.Sprintf("health expression in_progress `%s` is true", k.rule.InProgress)
 		}
 	}

@@ -47,17 +47,17 @@ func TestJudge(t *testing.T) {
 		{"no status yet", map[string]any{"apiVersion": "apps/v1", "kind": "Deployment", "metadata": map[string]any{}}, InProgress, "cannot be evaluated"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			v, ok := c.Judge(tc.obj)
+			v, ok := c.Judge(t.Context(), tc.obj)
 			if !ok || v.Status != tc.want || !strings.Contains(v.Message, tc.msg) {
 				t.Errorf("Judge = %+v, %v; want %s with %q", v, ok, tc.want, tc.msg)
 			}
 		})
 	}
-	if _, ok := c.Judge(map[string]any{"apiVersion": "v1", "kind": "ConfigMap"}); ok {
+	if _, ok := c.Judge(t.Context(), map[string]any{"apiVersion": "v1", "kind": "ConfigMap"}); ok {
 		t.Error("a kind without a rule was judged; kstatus should judge it")
 	}
 	var none *Checker
-	if _, ok := none.Judge(deployment(1, 1, nil, "True")); ok || !none.Empty() {
+	if _, ok := none.Judge(t.Context(), deployment(1, 1, nil, "True")); ok || !none.Empty() {
 		t.Error("a nil Checker judged")
 	}
 }
@@ -112,7 +112,7 @@ func TestNonBoolAtRuntime(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	v, _ := c.Judge(map[string]any{"apiVersion": "v1", "kind": "Pod", "status": map[string]any{"phase": "Running"}})
+	v, _ := c.Judge(t.Context(), map[string]any{"apiVersion": "v1", "kind": "Pod", "status": map[string]any{"phase": "Running"}})
 	if v.Status != InProgress || !strings.Contains(v.Message, "as boolean") {
 		t.Errorf("Judge = %+v, want in progress, not a bool", v)
 	}

@@ -28,22 +28,25 @@ const (
 	AnnotationCluster = "gradual.dev/cluster"
 )
 
+// BindingResult is what an assignment's apply did with one module on one cluster.
+type BindingResult string
+
 // Binding results.
 const (
-	BindingApplied = "applied" // the module's revision was applied and verified
-	BindingFailed  = "failed"  // it failed verification and the cluster was restored
-	BindingBlocked = "blocked" // a module it depends on is not applied on the cluster
-	BindingDrifted = "drifted" // applied, but the live objects no longer match (refresh only)
+	BindingApplied BindingResult = "applied" // the module's revision was applied and verified
+	BindingFailed  BindingResult = "failed"  // it failed verification and the cluster was restored
+	BindingBlocked BindingResult = "blocked" // a module it depends on is not applied on the cluster
+	BindingDrifted BindingResult = "drifted" // applied, but the live objects no longer match (refresh only)
 )
 
 // ModuleBinding is what one assignment did with one module on one cluster, like a CAPI
 // ClusterResourceSetBinding entry.
 type ModuleBinding struct {
-	Module    string    `json:"module"`
-	Revision  string    `json:"revision"`
-	AppliedAt time.Time `json:"appliedAt,omitzero"`
-	Result    string    `json:"result"`
-	Reason    string    `json:"reason,omitempty"`
+	Module    string        `json:"module"`
+	Revision  string        `json:"revision"`
+	AppliedAt time.Time     `json:"appliedAt,omitzero"`
+	Result    BindingResult `json:"result"`
+	Reason    string        `json:"reason,omitempty"`
 }
 
 // bindingData is the content of one binding ConfigMap. Field names are part of the record format.

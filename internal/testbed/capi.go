@@ -26,6 +26,8 @@ import (
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/gradual-dev/terraform-provider-gradual/internal/clock"
 )
 
 const (
@@ -403,7 +405,7 @@ func (f *Fleet) applyClusterStatus(ctx context.Context, c client.Client, spec Wo
 	st := &clusterv1.Cluster{
 		TypeMeta:   metav1.TypeMeta{APIVersion: clusterv1.GroupVersion.String(), Kind: "Cluster"},
 		ObjectMeta: metav1.ObjectMeta{Name: spec.Name, Namespace: f.Namespace},
-		Status:     clusterStatus(spec, cur.Generation, metav1.NewTime(time.Now().Truncate(time.Second))),
+		Status:     clusterStatus(spec, cur.Generation, metav1.NewTime(clock.System{}.Now().Truncate(time.Second))),
 	}
 	u, err := toUnstructured(st)
 	if err != nil {

@@ -10,6 +10,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/gradual-dev/terraform-provider-gradual/internal/clock"
 )
 
 // A kwok workload whose Cluster Cluster API reconciles (WorkloadSpec.ClusterAPI): its Cluster
@@ -59,7 +61,7 @@ func (f *Fleet) clusterAPIManaged(ctx context.Context, c client.Client, w *Workl
 	if err := apply(ctx, c, kcp); err != nil {
 		return fmt.Errorf("cluster %s: apply the stand-in KubeadmControlPlane: %w", name, err)
 	}
-	now := time.Now().UTC().Format(time.RFC3339)
+	now := clock.System{}.Now().UTC().Format(time.RFC3339)
 	st := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": controlPlaneGroup + "/v1beta2", "kind": controlPlaneKind,
 		"metadata": map[string]any{"name": name + "-control-plane", "namespace": f.Namespace},

@@ -18,6 +18,7 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/gradual-dev/terraform-provider-gradual/internal/clock"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/testbed/servingcert"
 )
 
@@ -205,7 +206,7 @@ func (f *Fleet) startClusterAPI(ctx context.Context, namespace string, inPlaceOf
 	namespace = opts.ClusterAPINamespace
 	ctx, cancel := context.WithTimeout(ctx, capiStartTimeout)
 	defer cancel()
-	t0 := time.Now()
+	t0 := clock.System{}.Now()
 	dir := filepath.Join(f.Dir, clusterAPIDir)
 	certDir := filepath.Join(dir, "certs")
 	if err := os.MkdirAll(filepath.Join(dir, "logs"), 0o755); err != nil {

@@ -23,6 +23,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/gradual-dev/terraform-provider-gradual/internal/clock"
 )
 
 const (
@@ -208,7 +210,7 @@ func Up(ctx context.Context, tc Toolchain, opts Options) (_ *Fleet, err error) {
 		},
 		Workloads: map[string]*Workload{},
 		Toolchain: tc,
-		Created:   time.Now().UTC().Truncate(time.Second),
+		Created:   clock.System{}.Now().UTC().Truncate(time.Second),
 		Ephemeral: opts.ephemeral,
 		parallel:  max(opts.Parallel, 1),
 		logf:      opts.Logf,
@@ -240,7 +242,7 @@ func Up(ctx context.Context, tc Toolchain, opts Options) (_ *Fleet, err error) {
 		}
 	}()
 
-	start := time.Now()
+	start := clock.System{}.Now()
 	f.logf("fleet %s: starting management + %d workload control planes (%d at a time) in %s", f.Name, len(opts.Workloads), f.parallel, f.Dir)
 	tasks := []func(context.Context) error{f.startManagement}
 	for _, s := range opts.Workloads {
@@ -329,7 +331,7 @@ func (f *Fleet) startControlPlane(ctx context.Context, c *Cluster, kwokName, kub
 // startControlPlaneOnce is one start of startControlPlane. exited says whether it failed because a
 // component exited (worth another start) rather than for another reason.
 func (f *Fleet) startControlPlaneOnce(ctx context.Context, c *Cluster, kwokName, kubeconfigPath, kubeContext string, prepare func(context.Context, *rest.Config, func() error) error) (exited bool, err error) {
-	t0 := time.Now()
+	t0 := clock.System{}.Now()
 	if err := f.kwok.create(ctx, kwokName); err != nil {
 		return false, fmt.Errorf("cluster %s: %w", c.Name, err)
 	}
@@ -370,7 +372,7 @@ func (f *Fleet) startManagement(ctx context.Context) error {
 	if err := f.startControlPlane(ctx, &f.Management, f.Name, filepath.Join(f.Dir, "management.kubeconfig"), ManagementContext, nil); err != nil {
 		return err
 	}
-	t0 := time.Now()
+	t0 := clock.System{}.Now()
 	c, err := f.ManagementClient()
 	if err != nil {
 		return err
@@ -627,13 +629,13 @@ func (f *Fleet) stopControlPlane(ctx context.Context, kwokName string) error {
 			f.logf("kwokctl delete %s: %v", kwokName, err)
 		}
 	}
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := clock.System{}.Now().Add(10 * time.Second)
 	for {
 		alive := slices.DeleteFunc(slices.Clone(pids), func(pid int) bool { return !ownedAlive(pid, dir) })
 		if len(alive) == 0 {
 			return nil
 		}
-		if time.Now().After(deadline) {
+		if (clock.System{}).Now().After(deadline) {
 			killOwned(alive, dir)
 			time.Sleep(200 * time.Millisecond)
 			if alive = slices.DeleteFunc(alive, func(pid int) bool { return !ownedAlive(pid, dir) }); len(alive) > 0 {

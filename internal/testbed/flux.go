@@ -17,6 +17,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/gradual-dev/terraform-provider-gradual/internal/clock"
 )
 
 const (
@@ -147,7 +149,7 @@ func (f *Fleet) startFlux(ctx context.Context, namespace string, concurrent int)
 	namespace = opts.FluxNamespace
 	ctx, cancel := context.WithTimeout(ctx, fluxStartTimeout)
 	defer cancel()
-	t0 := time.Now()
+	t0 := clock.System{}.Now()
 	dir := filepath.Join(f.Dir, fluxDir)
 	storage := filepath.Join(dir, "storage")
 	for _, d := range []string{storage, filepath.Join(dir, "logs")} {
@@ -326,13 +328,13 @@ func stopOwned(pids []int, dir string) error {
 	for _, pid := range pids {
 		_ = syscall.Kill(pid, syscall.SIGTERM)
 	}
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := clock.System{}.Now().Add(10 * time.Second)
 	for {
 		pids = slices.DeleteFunc(pids, func(pid int) bool { return !ownedAlive(pid, dir) })
 		if len(pids) == 0 {
 			return nil
 		}
-		if time.Now().After(deadline) {
+		if (clock.System{}).Now().After(deadline) {
 			killOwned(pids, dir)
 			time.Sleep(200 * time.Millisecond)
 			if pids = slices.DeleteFunc(pids, func(pid int) bool { return !ownedAlive(pid, dir) }); len(pids) > 0 {

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/gradual-dev/terraform-provider-gradual/internal/clock"
 )
 
 // The ports the test bed hands its components (API servers, etcd, controllers) come from
@@ -43,7 +45,7 @@ func freePorts(n int) ([]int, error) {
 	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
 		return nil, fmt.Errorf("find free ports: lock %s: %w", lock.Name(), err)
 	}
-	now := time.Now()
+	now := clock.System{}.Now()
 	recent := readPortLedger(portLedger(), now)
 	ports := make([]int, 0, n)
 	for tries := 0; len(ports) < n; tries++ {

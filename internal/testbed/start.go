@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/gradual-dev/terraform-provider-gradual/internal/clock"
 )
 
 // KeepEnv names the variable that, set to 1, keeps the fleet of a failed test running for a
@@ -35,7 +37,7 @@ func Start(t testing.TB, opts Options) *Fleet {
 		opts.Logf = t.Logf
 	}
 	prefix := dirSafe.ReplaceAllString(t.Name(), "_")
-	t0 := time.Now()
+	t0 := clock.System{}.Now()
 	f, err := UpEphemeral(t.Context(), tc, prefix[:min(len(prefix), 40)], opts)
 	if err != nil {
 		t.Fatalf("test bed: %v", err)

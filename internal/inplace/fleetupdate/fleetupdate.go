@@ -124,15 +124,15 @@ func (p *Prior) targets(revision string) []engine.Target {
 	return out
 }
 
-// Preview is each machine's planned strategy (inplace.Strategy), keyed "cluster/machine".
-type Preview map[string]string
+// Strategies is each machine's planned strategy (inplace.Strategy), keyed "cluster/machine".
+type Strategies map[string]inplace.Strategy
 
-// previewOf is the preview of the clusters of fp.
-func previewOf(fp *owners.FleetPlan) Preview {
-	out := Preview{}
+// strategiesOf is the planned strategy of each machine of the clusters of fp.
+func strategiesOf(fp *owners.FleetPlan) Strategies {
+	out := Strategies{}
 	for _, c := range fp.Clusters {
 		for _, m := range c.Machines() {
-			out[c.Cluster+"/"+m.Machine] = string(m.Strategy)
+			out[c.Cluster+"/"+m.Machine] = m.Strategy
 		}
 	}
 	return out
@@ -142,7 +142,7 @@ func previewOf(fp *owners.FleetPlan) Preview {
 // the wave worse than planned: a machine planned in place (or unchanged) now replaced or
 // blocked, a new machine that would be replaced. A machine that now needs less is no
 // difference.
-func (p Preview) Differences(now Preview, clusters []string) []string {
+func (p Strategies) Differences(now Strategies, clusters []string) []string {
 	in := map[string]bool{}
 	for _, c := range clusters {
 		in[c] = true
@@ -154,11 +154,11 @@ func (p Preview) Differences(now Preview, clusters []string) []string {
 			continue
 		}
 		was, known := p[key]
-		worse := s == string(inplace.StrategyRolling) || s == string(inplace.StrategyBlocked)
+		worse := s == inplace.StrategyRolling || s == inplace.StrategyBlocked
 		switch {
 		case !known && worse:
 			out = append(out, fmt.Sprintf("machine %s: not in the plan, now %s", key, s))
-		case known && worse && was != s && was != string(inplace.StrategyBlocked):
+		case known && worse && was != s && was != inplace.StrategyBlocked:
 			out = append(out, fmt.Sprintf("machine %s: planned %s, now %s", key, was, s))
 		}
 	}
@@ -174,8 +174,8 @@ type PlanResult struct {
 	FromState bool
 	Plan      engine.Plan
 	// Live is the preview as the fleet and the extensions answer now (for warnings).
-	Live    *owners.FleetPlan
-	Preview Preview
+	Live       *owners.FleetPlan
+	Strategies Strategies
 	// Skipped are the picked clusters that cannot be updated, with why (from the state when
 	// FromState).
 	Skipped map[string]string
@@ -211,11 +211,11 @@ func (s *Service) Plan(ctx context.Context, spec Spec, prior *Prior) (*PlanResul
 		return nil, usererr.Wrap(ErrMissing, "Cluster Not Found", fmt.Sprintf("No Cluster %s in namespace %q of the management cluster.", strings.Join(found.Missing, ", "), spec.Query.Namespace))
 	}
 	out := &PlanResult{Revision: spec.Revision(), Missing: found.Missing, Skipped: map[string]string{}}
-	live, liveTargets, err := s.preview(ctx, spec, found)
+	live, liveTargets, err := s.planFleet(ctx, spec, found)
 	if err != nil {
 		return nil, err
 	}
-	out.Live, out.Preview = live, previewOf(live)
+	out.Live, out.Strategies = live, strategiesOf(live)
 	out.Notes = append(out.Notes, live.Notes...)
 	out.Blocked = live.Err()
 	targets := liveTargets
@@ -245,9 +245,9 @@ func (s *Service) Plan(ctx context.Context, spec Spec, prior *Prior) (*PlanResul
 	return out, nil
 }
 
-// preview asks the owners and extensions of the eligible clusters of found, and returns the
+// planFleet asks the owners and extensions of the eligible clusters of found, and returns the
 // engine's targets as the fleet reads now.
-func (s *Service) preview(ctx context.Context, spec Spec, found *fleet.Discovery) (*owners.FleetPlan, []engine.Target, error) {
+func (s *Service) planFleet(ctx context.Context, spec Spec, found *fleet.Discovery) (*owners.FleetPlan, []engine.Target, error) {
 	skipped := map[string]string{}
 	var eligible, picked []string
 	for _, c := range found.Clusters {

@@ -23,9 +23,10 @@ type ApplyRequest struct {
 	// Planned are the waves the plan showed (nil when it could not say them: a create, or a
 	// change of the clusters picked); apply carries out these and no others.
 	Planned [][]string
-	// Preview is the preview the plan was made with (nil: the one taken when apply starts).
+	// Strategies are the machines' strategies the plan was made with (nil: those found when apply
+	// starts).
 	// Each wave is checked against it before it is written.
-	Preview Preview
+	Strategies Strategies
 	// Exec is passed to every owner's write (verify timeout, Lease holder, logging).
 	Exec ownerupdate.ExecuteRequest
 	// Clock times the engine's bake (nil: the system clock).
@@ -71,7 +72,7 @@ func (s *Service) Apply(ctx context.Context, req ApplyRequest) (*ApplyResult, er
 	if err != nil {
 		return nil, err
 	}
-	live, targets, err := s.preview(ctx, spec, found)
+	live, targets, err := s.planFleet(ctx, spec, found)
 	if err != nil {
 		return nil, err
 	}
@@ -88,13 +89,13 @@ func (s *Service) Apply(ctx context.Context, req ApplyRequest) (*ApplyResult, er
 	if err := canaryRefusal(plan, spec.Policy); err != nil {
 		return nil, err
 	}
-	baseline := req.Preview
+	baseline := req.Strategies
 	if baseline == nil {
-		baseline = previewOf(live)
+		baseline = strategiesOf(live)
 	}
 	changing := waveClusters(plan)
 	blocked := blockedIn(live, changing)
-	if diffs := baseline.Differences(previewOf(live), changing); len(diffs) > 0 || blocked != nil {
+	if diffs := baseline.Differences(strategiesOf(live), changing); len(diffs) > 0 || blocked != nil {
 		return nil, usererr.New("In-Place Preview Changed Since The Plan", "Nothing was written: "+previewChange(diffs, blocked))
 	}
 	w := &world{svc: s, spec: spec, exec: req.Exec, baseline: baseline, ctx: ctx, current: map[string]*owners.ClusterPlan{}, status: map[string]string{}}
@@ -162,7 +163,7 @@ type world struct {
 	svc      *Service
 	spec     Spec
 	exec     ownerupdate.ExecuteRequest
-	baseline Preview
+	baseline Strategies
 	// ctx is the apply's context, for the previews taken in Held (the engine's Holder has none).
 	ctx    context.Context
 	waves  [][]string
@@ -227,7 +228,7 @@ func (w *world) checkWave(k int) {
 		if err := fp.Err(); err != nil {
 			blocked = append(blocked, err)
 		}
-		problems = append(problems, w.baseline.Differences(previewOf(fp), []string{name})...)
+		problems = append(problems, w.baseline.Differences(strategiesOf(fp), []string{name})...)
 		if cp := fp.Cluster(name); cp != nil {
 			if cp.SkipReason != "" {
 				held[name] = cp.SkipReason

@@ -23,7 +23,7 @@ func planThenApply(t *testing.T, f *fakeFleet, spec Spec, change func()) (*PlanR
 	if change != nil {
 		change()
 	}
-	res, err := f.service().Apply(ctx, ApplyRequest{Spec: spec, Planned: planned.Plan.Waves, Preview: planned.Preview})
+	res, err := f.service().Apply(ctx, ApplyRequest{Spec: spec, Planned: planned.Plan.Waves, Strategies: planned.Strategies})
 	return planned, res, err
 }
 

@@ -231,7 +231,7 @@ func (r *updateResource) modifyFleetPlan(ctx context.Context, plan, prior *Model
 	}
 	plan.Plan = types.ListNull(types.ObjectType{AttrTypes: machineAttrTypes})
 	plan.Status, plan.Summary, plan.Attention = types.MapUnknown(types.StringType), types.MapUnknown(types.Int64Type), types.MapUnknown(types.StringType)
-	plan.private.Preview = res.Preview
+	plan.private.Strategies = res.Strategies
 	if res.FromState {
 		plan.Waves = types.StringValue(fleetresource.WavesText(fleetresource.WaveSizes(res.Plan.Waves), res.Plan.CanaryWaves))
 		plan.private.PlannedWaves = nonNilWaves(res.Plan.Waves)
@@ -286,7 +286,7 @@ func (r *updateResource) applyFleet(ctx context.Context, plan *Model, verify tim
 		plan.fillUnknown()
 		return
 	}
-	res, err := fleetService(r.data).Apply(ctx, fleetupdate.ApplyRequest{Spec: spec, Planned: planned.PlannedWaves, Preview: planned.Preview,
+	res, err := fleetService(r.data).Apply(ctx, fleetupdate.ApplyRequest{Spec: spec, Planned: planned.PlannedWaves, Strategies: planned.Strategies,
 		Exec: ownerupdate.ExecuteRequest{
 			VerifyTimeout: verify,
 			Logf:          func(msg string, fields map[string]any) { tflog.Info(ctx, msg, fields) },

@@ -15,25 +15,25 @@ import (
 type fleetPrivate struct {
 	Clusters     map[string]fleetupdate.ClusterFacts
 	PlannedWaves [][]string
-	Preview      fleetupdate.Preview
+	Strategies   fleetupdate.Strategies
 }
 
 const (
-	privateClustersKey = "fleet_clusters"
-	privateWavesKey    = "planned_waves"
-	privatePreviewKey  = "planned_preview"
+	privateClustersKey   = "fleet_clusters"
+	privateWavesKey      = "planned_waves"
+	privateStrategiesKey = "planned_preview"
 )
 
 // LoadPrivate reads the private state (see fleetPrivate).
 func (m *Model) LoadPrivate(ctx context.Context, from fleetresource.PrivateGetter) diag.Diagnostics {
 	return fleetresource.LoadPrivateJSON(ctx, from, "in-place update", map[string]any{
-		privateClustersKey: &m.private.Clusters, privateWavesKey: &m.private.PlannedWaves, privatePreviewKey: &m.private.Preview,
+		privateClustersKey: &m.private.Clusters, privateWavesKey: &m.private.PlannedWaves, privateStrategiesKey: &m.private.Strategies,
 	})
 }
 
 // SavePrivate writes the private state; what is nil is removed.
 func (m *Model) SavePrivate(ctx context.Context, to fleetresource.PrivateSetter) diag.Diagnostics {
 	return fleetresource.SavePrivateJSON(ctx, to, map[string]any{
-		privateClustersKey: m.private.Clusters, privateWavesKey: m.private.PlannedWaves, privatePreviewKey: m.private.Preview,
+		privateClustersKey: m.private.Clusters, privateWavesKey: m.private.PlannedWaves, privateStrategiesKey: m.private.Strategies,
 	})
 }

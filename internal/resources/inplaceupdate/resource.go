@@ -358,7 +358,7 @@ func (r *updateResource) Read(ctx context.Context, req resource.ReadRequest, res
 		state.Plan, diags = machinesValue(obs.Plan())
 		resp.Diagnostics.Append(diags...)
 	} else if !state.Plan.IsNull() && !state.Plan.IsUnknown() {
-		state.Plan = keepMachines(state.Plan, func(name string) bool {
+		state.Plan = keepMachines(ctx, state.Plan, func(name string) bool {
 			return slices.ContainsFunc(obs.Machines, func(m owners.Observed) bool { return m.Machine == name })
 		})
 	}
@@ -366,7 +366,7 @@ func (r *updateResource) Read(ctx context.Context, req resource.ReadRequest, res
 }
 
 // keepMachines is the plan list without the machines keep refuses.
-func keepMachines(plan types.List, keep func(name string) bool) types.List {
+func keepMachines(ctx context.Context, plan types.List, keep func(name string) bool) types.List {
 	var elems []attr.Value
 	for _, e := range plan.Elements() {
 		o, ok := e.(types.Object)
@@ -382,7 +382,7 @@ func keepMachines(plan types.List, keep func(name string) bool) types.List {
 	if len(elems) == len(plan.Elements()) {
 		return plan
 	}
-	return types.ListValueMust(plan.ElementType(context.Background()), elems)
+	return types.ListValueMust(plan.ElementType(ctx), elems)
 }
 
 // fillImported restores what the machines tell of an imported resource: the version they all

@@ -474,7 +474,7 @@ func TestAccModuleAssignment_failedModuleBlocksDependents(t *testing.T) {
 					}
 					got := map[string]string{}
 					for _, m := range b["staging-eu-1"] {
-						got[m.Module] = m.Result
+						got[m.Module] = string(m.Result)
 					}
 					if got["base"] != "applied" || got["broken"] != "failed" || got["after"] != "blocked" {
 						t.Fatalf("bindings: %+v", b)

@@ -98,7 +98,7 @@ func (m *Model) settleOutcome(ctx context.Context, svc *delivery.Service, query 
 		if res != nil {
 			applied = res.Applied
 		}
-		m.setWaves(assignment.Waves(assignment.Plan{Apply: applied}, spec), spec.Policy.Canary)
+		m.setWaves(assignment.Waves(assignment.BindingPlan{Apply: applied}, spec), spec.Policy.Canary)
 	}
 	fleetresource.FillUnknown(m, &observed)
 	return diags

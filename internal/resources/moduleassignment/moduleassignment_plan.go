@@ -108,7 +108,7 @@ func (r *assignmentResource) ModifyPlan(ctx context.Context, req resource.Modify
 	r.planFleet(ctx, resp, &plan, prior, spec, configChanged)
 }
 
-// planFleet previews the assignment against the fleet as it reads now, shows its waves in plan,
+// planFleet plans the assignment against the fleet as it reads now, shows its waves in plan,
 // warns of what apply will meet, and sets the plan. spec is plan's; configChanged says the
 // configuration changed since prior.
 func (r *assignmentResource) planFleet(ctx context.Context, resp *resource.ModifyPlanResponse, plan, prior *Model, spec assignment.Spec, configChanged bool) {
@@ -116,12 +116,12 @@ func (r *assignmentResource) planFleet(ctx context.Context, resp *resource.Modif
 	if !ok {
 		return
 	}
-	preview := assignment.PreviewRequest{Spec: spec, Query: query, Drifted: assignment.Drifted(priorClusters(prior)),
+	req := assignment.PlanRequest{Spec: spec, Query: query, Drifted: assignment.Drifted(priorClusters(prior)),
 		RefuseAdoption: fleetresource.RefusesAdoption(plan.Adopt)}
 	if samePick(plan, prior) {
-		preview.Prior, preview.PriorSkipped = prior.private.Clusters, priorSkipped(ctx, prior)
+		req.Prior, req.PriorSkipped = prior.private.Clusters, priorSkipped(ctx, prior)
 	}
-	res, err := assignment.PreviewApply(ctx, svc.Planning(), preview)
+	res, err := assignment.Plan(ctx, svc.Planning(), req)
 	if err != nil {
 		resp.Diagnostics.Append(diagnostics.FromError(err, "Cannot Read The Fleet"))
 		return
@@ -146,7 +146,7 @@ func (r *assignmentResource) planFleet(ctx context.Context, resp *resource.Modif
 // warnFluxArtifacts shows the artifact each module res applies would be published as, so that
 // the plan names what Flux will pull (nothing when the engine pins nothing). It reports false
 // when an artifact cannot be built.
-func warnFluxArtifacts(diags *diag.Diagnostics, svc *delivery.Service, spec assignment.Spec, res *assignment.Preview) bool {
+func warnFluxArtifacts(diags *diag.Diagnostics, svc *delivery.Service, spec assignment.Spec, res *assignment.PlanResult) bool {
 	names, artifacts, err := assignment.Pinned(svc, spec, slices.Collect(maps.Keys(res.Plan.Apply)))
 	if err != nil {
 		diags.Append(diagnostics.FromError(err, "Cannot Build The Flux Artifact"))
@@ -164,7 +164,7 @@ func warnFluxArtifacts(diags *diag.Diagnostics, svc *delivery.Service, spec assi
 
 // warnPlan shows what a plan found (res) as diagnostics: refusals as errors on the attribute
 // they name, the rest as warnings. It reports whether the plan may go on.
-func warnPlan(diags *diag.Diagnostics, res *assignment.Preview, spec assignment.Spec, query fleet.Query) bool {
+func warnPlan(diags *diag.Diagnostics, res *assignment.PlanResult, spec assignment.Spec, query fleet.Query) bool {
 	obs, planned := res.Observation, res.Plan
 	for _, v := range res.Invalid {
 		e, _ := usererr.As(v.Err)
@@ -220,7 +220,7 @@ func warnPlan(diags *diag.Diagnostics, res *assignment.Preview, spec assignment.
 
 // setPlanned sets the attributes apply carries out (`waves`, `leaving`) from res, and leaves
 // to apply those that depend on how each cluster fares.
-func (m *Model) setPlanned(res *assignment.Preview, prior *Model, configChanged bool, canary []string, diags *diag.Diagnostics) {
+func (m *Model) setPlanned(res *assignment.PlanResult, prior *Model, configChanged bool, canary []string, diags *diag.Diagnostics) {
 	planned, waves, leaving := res.Plan, res.Waves, res.Leaving
 	switch {
 	case !res.FromState:
@@ -275,7 +275,7 @@ func priorClusters(prior *Model) []assignment.ClusterStatus {
 // plannedFrom is the per-cluster status res was planned from: the refresh's (prior), or, without
 // a state to plan from, the fleet's as the plan read it. Its records-missing clusters are the
 // ones the plan held back.
-func plannedFrom(res *assignment.Preview, prior *Model, spec assignment.Spec) []assignment.ClusterStatus {
+func plannedFrom(res *assignment.PlanResult, prior *Model, spec assignment.Spec) []assignment.ClusterStatus {
 	if !res.FromState {
 		return assignment.Status(res.Observation, spec)
 	}

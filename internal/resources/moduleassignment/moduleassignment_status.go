@@ -10,6 +10,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
 	"github.com/gradual-dev/terraform-provider-gradual/internal/assignment"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/delivery"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/diagnostics"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/providerdata"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/records"
@@ -163,10 +164,10 @@ func (d *statusDataSource) ObserveStatus(ctx context.Context, data *providerdata
 
 // clusterStatusOf is one cluster's status with its bindings.
 func clusterStatusOf(cs assignment.ClusterStatus) clusterStatusModel {
-	c := clusterStatusModel{Name: cs.Name, State: cs.State, Detail: cs.Detail, Bindings: []bindingModel{}}
+	c := clusterStatusModel{Name: cs.Name, State: string(cs.State), Detail: cs.Detail, Bindings: []bindingModel{}}
 	for _, ms := range cs.Modules {
 		result := ms.Result
-		if ms.State == assignment.StateDrifted && result == records.BindingApplied {
+		if ms.State == delivery.StateDrifted && result == records.BindingApplied {
 			result = records.BindingDrifted
 		}
 		drift := ms.Drift
@@ -174,7 +175,7 @@ func clusterStatusOf(cs assignment.ClusterStatus) clusterStatusModel {
 			drift = []string{}
 		}
 		c.Bindings = append(c.Bindings, bindingModel{Module: ms.Module, Revision: ms.Revision, AppliedAt: appliedAt(ms.AppliedAt),
-			Result: result, Reason: ms.Reason, Drift: drift})
+			Result: string(result), Reason: ms.Reason, Drift: drift})
 	}
 	return c
 }

@@ -26,7 +26,7 @@ func withVerify(config, verify string) string {
 }
 
 // bindingsOf reads the assignment's bindings in the management cluster, by cluster and module.
-func bindingsOf(t *testing.T, f *testbed.Fleet, name string) map[string]map[string]string {
+func bindingsOf(t *testing.T, f *testbed.Fleet, name string) map[string]map[string]records.BindingResult {
 	t.Helper()
 	mc, err := f.ManagementClient()
 	if err != nil {
@@ -36,9 +36,9 @@ func bindingsOf(t *testing.T, f *testbed.Fleet, name string) map[string]map[stri
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := map[string]map[string]string{}
+	out := map[string]map[string]records.BindingResult{}
 	for cluster, bs := range b {
-		out[cluster] = map[string]string{}
+		out[cluster] = map[string]records.BindingResult{}
 		for _, m := range bs {
 			out[cluster][m.Module] = m.Result
 		}

@@ -52,9 +52,9 @@ func (ref *engineRef) engine() string {
 
 // clusterRecord is one cluster's records, as the last refresh or apply read them.
 type clusterRecord struct {
-	Revision string `json:"revision,omitempty"`
-	State    string `json:"state"`
-	Backup   string `json:"backup,omitempty"`
+	Revision string         `json:"revision,omitempty"`
+	State    delivery.State `json:"state"`
+	Backup   string         `json:"backup,omitempty"`
 	// Found is, for a records-missing cluster, the objects of the rollout the refresh found
 	// there (delivery.ClusterState.Drift), for the plan's reason to hold it back.
 	Found []string `json:"found,omitempty"`
@@ -95,11 +95,13 @@ func (m *Model) SavePrivate(ctx context.Context, to fleetresource.PrivateSetter)
 		privateLeavingKey: m.private.Leaving, privatePlannedKey: m.private.PlannedLeaving, privateMovingKey: m.private.movingValue()})
 }
 
-// Summary states beyond delivery's: a cluster verified on another revision than the rollout's,
-// and a skipped one.
+// summaryOutdated is the summary's state of a cluster verified on another revision than the
+// rollout's, beyond delivery's states (stateOf returns it).
+const summaryOutdated delivery.State = "outdated"
+
+// Summary keys beyond the states: a skipped cluster, and one its stages leave for later.
 const (
-	summaryOutdated = "outdated"
-	summarySkipped  = "skipped"
+	summarySkipped = "skipped"
 	// summaryWaiting counts the clusters not on the revision that its stages leave for a later
 	// promotion (or in no stage): counted, not listed in `attention`, however many they are.
 	summaryWaiting = "waiting"
@@ -116,7 +118,7 @@ func summarize(revision string, obs *delivery.Observation, waiting map[string]bo
 			summary[summaryWaiting]++
 			continue
 		}
-		summary[state]++
+		summary[string(state)]++
 		if note := attentionNote(revision, state, st); note != "" {
 			attention[name] = note
 		}
@@ -134,7 +136,7 @@ func summarize(revision string, obs *delivery.Observation, waiting map[string]bo
 
 // stateOf is a cluster's state as `summary` counts it: delivery's, or outdated for a cluster
 // verified on another revision than the rollout's.
-func stateOf(revision string, st delivery.ClusterState) string {
+func stateOf(revision string, st delivery.ClusterState) delivery.State {
 	if st.State == delivery.StateCurrent && st.Revision != revision {
 		return summaryOutdated
 	}
@@ -142,7 +144,7 @@ func stateOf(revision string, st delivery.ClusterState) string {
 }
 
 // attentionNote is one line on a cluster that is not current: its state first, then the detail.
-func attentionNote(revision, state string, st delivery.ClusterState) string {
+func attentionNote(revision string, state delivery.State, st delivery.ClusterState) string {
 	runs := "nothing"
 	if st.Revision != "" {
 		runs = "revision " + st.Revision

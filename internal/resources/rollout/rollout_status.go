@@ -253,7 +253,7 @@ func statusClusters(revision string, obs *delivery.Observation, attention map[st
 		state := stateOf(revision, st)
 		drift := append([]string{}, st.Drift...)
 		sort.Strings(drift)
-		out = append(out, clusterStatusModel{Name: name, State: state, Revision: st.Revision, Backup: st.Backup, Detail: attention[name], Drift: drift})
+		out = append(out, clusterStatusModel{Name: name, State: string(state), Revision: st.Revision, Backup: st.Backup, Detail: attention[name], Drift: drift})
 	}
 	for name, reason := range obs.Skipped {
 		out = append(out, clusterStatusModel{Name: name, State: summarySkipped, SkipReason: reason, Drift: []string{}})

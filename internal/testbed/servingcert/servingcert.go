@@ -19,6 +19,8 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/gradual-dev/terraform-provider-gradual/internal/clock"
 )
 
 // validity is how long the certificates are valid: longer than any test bed lives.
@@ -56,7 +58,7 @@ func New(name string, hosts ...string) (*Pair, error) {
 // names it in errors), shaped further by edit: the certificate's DER, its key and the CA's PEM.
 // The CA key is dropped once the certificate is signed.
 func signed(name, what string, usage x509.ExtKeyUsage, edit func(*x509.Certificate)) ([]byte, *ecdsa.PrivateKey, []byte, error) {
-	now := time.Now()
+	now := clock.System{}.Now()
 	ca, caKey, caPEM, err := newCA(name)
 	if err != nil {
 		return nil, nil, nil, err
@@ -85,7 +87,7 @@ func signed(name, what string, usage x509.ExtKeyUsage, edit func(*x509.Certifica
 
 // newCA makes a self-signed CA named name: its certificate (parsed and PEM) and key.
 func newCA(name string) (*x509.Certificate, *ecdsa.PrivateKey, []byte, error) {
-	now := time.Now()
+	now := clock.System{}.Now()
 	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, nil, nil, err
