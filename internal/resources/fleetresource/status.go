@@ -16,17 +16,15 @@ import (
 
 // StatusOps is what the status data source of a resource that runs through the engine
 // (`gradual_rollout_status`, `gradual_module_assignment_status`) supplies to StatusDataSource:
-// which record its configuration names, how to load it, and how to observe and summarize the
-// fleet that record picks. C is the data source's model.
+// its schema, and how to observe and summarize the fleet the resource's record picks. C is the
+// data source's model, which embeds StatusKeyModel.
 type StatusOps[C any] interface {
-	// StatusKey is the key of the resource cfg names, how diagnostics describe it ("rollout
-	// fleet/x"), and the configured `record_namespace`.
-	StatusKey(cfg *C) (key records.Key, described string, recordNamespace types.String)
-	// LoadRecord loads the resource's configuration record; nil when there is none.
-	LoadRecord(ctx context.Context, data *providerdata.Data, key records.Key, recordNamespace string) ([]byte, error)
-	// ObserveStatus reads the fleet the record raw picks as it is now and fills cfg from it. It
-	// reports whether cfg is to be saved (an error found after the read still saves it).
-	ObserveStatus(ctx context.Context, data *providerdata.Data, cfg *C, raw []byte, recordNamespace string, diags *diag.Diagnostics) bool
+	// StatusSchema is the data source's schema without the attributes that name the resource
+	// (`namespace`, `name`, `record_namespace`), which StatusDataSource adds.
+	StatusSchema() schema.Schema
+	// ObserveStatus reads the fleet the record raw of key picks as it is now and fills cfg from
+	// it. It reports whether cfg is to be saved (an error found after the read still saves it).
+	ObserveStatus(ctx context.Context, data *providerdata.Data, cfg *C, key records.Key, raw []byte, recordNamespace string, diags *diag.Diagnostics) bool
 }
 
 // StatusKeyModel is the part of a status data source's model that names the resource, embedded
@@ -37,21 +35,29 @@ type StatusKeyModel struct {
 	RecordNamespace types.String `tfsdk:"record_namespace"`
 }
 
-// StatusDataSource is the Configure and Read of a status data source: the provider check, the
-// record lookup with its not-found diagnostic, then Ops.ObserveStatus. Embedded in the data
-// source (with Ops set to it), it makes both status data sources read and refuse alike.
-type StatusDataSource[C any] struct {
+// StatusKey gives StatusDataSource the StatusKeyModel a data source's model embeds.
+type StatusKey interface{ statusKey() StatusKeyModel }
+
+func (k StatusKeyModel) statusKey() StatusKeyModel { return k }
+
+// StatusDataSource is a status data source: its Schema with the attributes that name the
+// resource, Configure, and a Read of the provider check, the record lookup with its not-found
+// diagnostic, then Ops.ObserveStatus. Both status data sources are one, so that they read and
+// refuse alike; each supplies only its Ops.
+type StatusDataSource[C StatusKey] struct {
 	Data *providerdata.Data
 	Ops  StatusOps[C]
-	// Title names the resource in diagnostic summaries ("Module Assignment"), Noun in their
+	// Kind is the kind of the resource's records (records.KindRollout). Title names the resource in diagnostic summaries ("Module Assignment"), Noun in their
 	// text ("assignment"); DefaultRecordNamespace is read when `record_namespace` is unset;
 	// TypeSuffix follows the provider's name in the data source's type ("_rollout_status").
-	Title, Noun, DefaultRecordNamespace, TypeSuffix string
+	Kind, Title, Noun, DefaultRecordNamespace, TypeSuffix string
 }
 
+var _ datasource.DataSourceWithConfigure = (*StatusDataSource[StatusKeyModel])(nil)
+
 // NewStatus is a StatusDataSource (see its fields) reading through ops.
-func NewStatus[C any](ops StatusOps[C], title, noun, typeSuffix, defaultRecordNamespace string) StatusDataSource[C] {
-	return StatusDataSource[C]{Ops: ops, Title: title, Noun: noun, TypeSuffix: typeSuffix, DefaultRecordNamespace: defaultRecordNamespace}
+func NewStatus[C StatusKey](ops StatusOps[C], kind, title, noun, typeSuffix, defaultRecordNamespace string) *StatusDataSource[C] {
+	return &StatusDataSource[C]{Ops: ops, Kind: kind, Title: title, Noun: noun, TypeSuffix: typeSuffix, DefaultRecordNamespace: defaultRecordNamespace}
 }
 
 // Metadata implements datasource.DataSource.
@@ -59,9 +65,16 @@ func (d *StatusDataSource[C]) Metadata(_ context.Context, req datasource.Metadat
 	resp.TypeName = req.ProviderTypeName + d.TypeSuffix
 }
 
-// StatusAttributes are a status data source's attributes: those that name the resource
+// Schema implements datasource.DataSource: Ops.StatusSchema with the attributes that name the
+// resource.
+func (d *StatusDataSource[C]) Schema(_ context.Context, _ datasource.SchemaRequest, resp *datasource.SchemaResponse) {
+	resp.Schema = d.Ops.StatusSchema()
+	resp.Schema.Attributes = d.keyAttributes(resp.Schema.Attributes)
+}
+
+// keyAttributes are a status data source's attributes: those that name the resource
 // (`namespace`, `name`, `record_namespace`) and more.
-func (d *StatusDataSource[C]) StatusAttributes(more map[string]schema.Attribute) map[string]schema.Attribute {
+func (d *StatusDataSource[C]) keyAttributes(more map[string]schema.Attribute) map[string]schema.Attribute {
 	attrs := map[string]schema.Attribute{
 		"namespace": schema.StringAttribute{Required: true, MarkdownDescription: "`namespace` of the " + d.Noun + " (of its Cluster objects)."},
 		"name":      schema.StringAttribute{Required: true, MarkdownDescription: "`name` of the " + d.Noun + "."},
@@ -96,22 +109,23 @@ func (d *StatusDataSource[C]) Read(ctx context.Context, req datasource.ReadReque
 		resp.Diagnostics.AddError("Provider Not Configured", diagnostics.UnconfiguredProvider)
 		return
 	}
-	key, described, configured := d.Ops.StatusKey(&cfg)
-	recordNamespace := configured.ValueString()
+	named := cfg.statusKey()
+	key := records.Key{Kind: d.Kind, Namespace: named.Namespace.ValueString(), Name: named.Name.ValueString()}
+	recordNamespace := named.RecordNamespace.ValueString()
 	if recordNamespace == "" {
 		recordNamespace = d.DefaultRecordNamespace
 	}
-	raw, err := d.Ops.LoadRecord(ctx, d.Data, key, recordNamespace)
+	raw, err := d.Data.Delivery.LoadConfig(ctx, key, recordNamespace)
 	if err != nil {
 		resp.Diagnostics.Append(diagnostics.FromError(err, fmt.Sprintf("Cannot Read The %s's Record", d.upperNoun())))
 		return
 	}
 	if raw == nil {
 		resp.Diagnostics.AddError(d.Title+" Not Found", fmt.Sprintf("No records of %s exist in the management cluster (namespace %q): "+
-			"it was never applied, or it was destroyed. Depend on the %s (depends_on) to read it after its first apply.", described, recordNamespace, d.Noun))
+			"it was never applied, or it was destroyed. Depend on the %s (depends_on) to read it after its first apply.", key.Describe(), recordNamespace, d.Noun))
 		return
 	}
-	if !d.Ops.ObserveStatus(ctx, d.Data, &cfg, raw, recordNamespace, &resp.Diagnostics) {
+	if !d.Ops.ObserveStatus(ctx, d.Data, &cfg, key, raw, recordNamespace, &resp.Diagnostics) {
 		return
 	}
 	resp.Diagnostics.Append(resp.State.Set(ctx, &cfg)...)

@@ -175,7 +175,7 @@ func (r *assignmentResource) Refresh(ctx context.Context, state *Model, _ fleetr
 // whether it did.
 func (r *assignmentResource) importConfig(ctx context.Context, state *Model, diags *diag.Diagnostics) bool {
 	key := state.key()
-	found, err := assignment.LoadConfig(ctx, r.Data.Delivery, key, state.RecordNamespace.ValueString())
+	found, err := r.Data.Delivery.LoadConfig(ctx, key, state.RecordNamespace.ValueString())
 	if err != nil {
 		diags.Append(diagnostics.FromError(err, "Cannot Import Module Assignment"))
 		return false

@@ -25,15 +25,11 @@ import (
 // that the rollout's plan leaves out (it shows counts and the clusters needing attention), for
 // outputs, `check` blocks and reviews of one cluster.
 func NewStatusDataSource() datasource.DataSource {
-	d := &statusDataSource{}
-	d.StatusDataSource = fleetresource.NewStatus[statusModel](d, "Rollout", "rollout", "_rollout_status", defaultRecordNamespace)
-	return d
+	return fleetresource.NewStatus[statusModel](statusOps{}, records.KindRollout, "Rollout", "rollout", "_rollout_status", defaultRecordNamespace)
 }
 
-// statusDataSource reads through fleetresource.StatusDataSource; its fleetresource.StatusOps are below.
-type statusDataSource struct {
-	fleetresource.StatusDataSource[statusModel]
-}
+// statusOps is what the data source reads and shows of the rollout (fleetresource.StatusOps).
+type statusOps struct{}
 
 // statusModel is the data source's data.
 type statusModel struct {
@@ -70,15 +66,16 @@ type clusterPreviewModel struct {
 	NotPreviewed string   `tfsdk:"not_previewed"`
 }
 
-func (d *statusDataSource) Schema(_ context.Context, _ datasource.SchemaRequest, resp *datasource.SchemaResponse) {
+// StatusSchema implements fleetresource.StatusOps.
+func (statusOps) StatusSchema() schema.Schema {
 	computed := fleetresource.Computed
-	resp.Schema = schema.Schema{
+	return schema.Schema{
 		MarkdownDescription: "Every cluster of a `gradual_rollout`, one by one: the revision it runs, its backup, its state and what is " +
 			"wrong with it (drifted objects and fields, an interrupted apply). The rollout's plan shows only counts (`summary`) and the " +
 			"clusters needing attention, so that it stays readable at any fleet size; this is the detail, for outputs, `check` blocks " +
 			"and a closer look. It reads the clusters the rollout's last apply picked (from the management cluster's record) as they " +
 			"are now; depend on the rollout (`depends_on`) to read it after the rollout's apply.",
-		Attributes: d.StatusAttributes(map[string]schema.Attribute{
+		Attributes: map[string]schema.Attribute{
 			"preview_manifests": schema.StringAttribute{
 				Optional: true,
 				MarkdownDescription: "A bundle to dry-run now on every cluster the rollout picks, usually the rollout's next `manifests` " +
@@ -136,27 +133,13 @@ func (d *statusDataSource) Schema(_ context.Context, _ datasource.SchemaRequest,
 					},
 				}},
 			},
-		}),
+		},
 	}
-}
-
-var _ datasource.DataSourceWithConfigure = (*statusDataSource)(nil)
-
-// StatusKey implements fleetresource.StatusOps.
-func (d *statusDataSource) StatusKey(cfg *statusModel) (records.Key, string, types.String) {
-	key := records.Key{Kind: "rollout", Namespace: cfg.Namespace.ValueString(), Name: cfg.Name.ValueString()}
-	return key, "rollout " + key.String(), cfg.RecordNamespace
-}
-
-// LoadRecord implements fleetresource.StatusOps.
-func (d *statusDataSource) LoadRecord(ctx context.Context, data *providerdata.Data, key records.Key, recordNamespace string) ([]byte, error) {
-	return data.Delivery.LoadConfig(ctx, key, recordNamespace)
 }
 
 // ObserveStatus implements fleetresource.StatusOps: every picked cluster as it is now, and, with
 // preview_manifests, what a dry-run of them finds on each.
-func (d *statusDataSource) ObserveStatus(ctx context.Context, data *providerdata.Data, cfg *statusModel, raw []byte, recordNamespace string, diags *diag.Diagnostics) bool {
-	key, _, _ := d.StatusKey(cfg)
+func (statusOps) ObserveStatus(ctx context.Context, data *providerdata.Data, cfg *statusModel, key records.Key, raw []byte, recordNamespace string, diags *diag.Diagnostics) bool {
 	var rollout Model
 	rollout.Namespace = cfg.Namespace
 	diags.Append(rollout.fromConfigRecord(ctx, raw)...)
