@@ -47,22 +47,20 @@ func (k StatusKeyModel) statusKey() StatusKeyModel { return k }
 type StatusDataSource[C StatusKey] struct {
 	Data *providerdata.Data
 	Ops  StatusOps[C]
-	// Kind is the kind of the resource's records (records.KindRollout). Title names the resource in diagnostic summaries ("Module Assignment"), Noun in their
-	// text ("assignment"); DefaultRecordNamespace is read when `record_namespace` is unset;
-	// TypeSuffix follows the provider's name in the data source's type ("_rollout_status").
-	Kind, Title, Noun, DefaultRecordNamespace, TypeSuffix string
+	// Kind names the resource whose status it reads.
+	Kind Kind
 }
 
 var _ datasource.DataSourceWithConfigure = (*StatusDataSource[StatusKeyModel])(nil)
 
 // NewStatus is a StatusDataSource (see its fields) reading through ops.
-func NewStatus[C StatusKey](ops StatusOps[C], kind, title, noun, typeSuffix, defaultRecordNamespace string) *StatusDataSource[C] {
-	return &StatusDataSource[C]{Ops: ops, Kind: kind, Title: title, Noun: noun, TypeSuffix: typeSuffix, DefaultRecordNamespace: defaultRecordNamespace}
+func NewStatus[C StatusKey](ops StatusOps[C], kind Kind) *StatusDataSource[C] {
+	return &StatusDataSource[C]{Ops: ops, Kind: kind}
 }
 
 // Metadata implements datasource.DataSource.
 func (d *StatusDataSource[C]) Metadata(_ context.Context, req datasource.MetadataRequest, resp *datasource.MetadataResponse) {
-	resp.TypeName = req.ProviderTypeName + d.TypeSuffix
+	resp.TypeName = req.ProviderTypeName + d.Kind.Type + "_status"
 }
 
 // Schema implements datasource.DataSource: Ops.StatusSchema with the attributes that name the
@@ -76,10 +74,10 @@ func (d *StatusDataSource[C]) Schema(_ context.Context, _ datasource.SchemaReque
 // (`namespace`, `name`, `record_namespace`) and more.
 func (d *StatusDataSource[C]) keyAttributes(more map[string]schema.Attribute) map[string]schema.Attribute {
 	attrs := map[string]schema.Attribute{
-		"namespace": schema.StringAttribute{Required: true, MarkdownDescription: "`namespace` of the " + d.Noun + " (of its Cluster objects)."},
-		"name":      schema.StringAttribute{Required: true, MarkdownDescription: "`name` of the " + d.Noun + "."},
+		"namespace": schema.StringAttribute{Required: true, MarkdownDescription: "`namespace` of the " + d.Kind.Noun + " (of its Cluster objects)."},
+		"name":      schema.StringAttribute{Required: true, MarkdownDescription: "`name` of the " + d.Kind.Noun + "."},
 		"record_namespace": schema.StringAttribute{
-			Optional: true, MarkdownDescription: "`record_namespace` of the " + d.Noun + ". Default `" + d.DefaultRecordNamespace + "`.",
+			Optional: true, MarkdownDescription: "`record_namespace` of the " + d.Kind.Noun + ". Default `" + d.Kind.DefaultRecordNamespace + "`.",
 		},
 	}
 	for k, v := range more {
@@ -110,10 +108,10 @@ func (d *StatusDataSource[C]) Read(ctx context.Context, req datasource.ReadReque
 		return
 	}
 	named := cfg.statusKey()
-	key := records.Key{Kind: d.Kind, Namespace: named.Namespace.ValueString(), Name: named.Name.ValueString()}
+	key := records.Key{Kind: d.Kind.Records, Namespace: named.Namespace.ValueString(), Name: named.Name.ValueString()}
 	recordNamespace := named.RecordNamespace.ValueString()
 	if recordNamespace == "" {
-		recordNamespace = d.DefaultRecordNamespace
+		recordNamespace = d.Kind.DefaultRecordNamespace
 	}
 	raw, err := d.Data.Delivery.LoadConfig(ctx, key, recordNamespace)
 	if err != nil {
@@ -121,8 +119,8 @@ func (d *StatusDataSource[C]) Read(ctx context.Context, req datasource.ReadReque
 		return
 	}
 	if raw == nil {
-		resp.Diagnostics.AddError(d.Title+" Not Found", fmt.Sprintf("No records of %s exist in the management cluster (namespace %q): "+
-			"it was never applied, or it was destroyed. Depend on the %s (depends_on) to read it after its first apply.", key.Describe(), recordNamespace, d.Noun))
+		resp.Diagnostics.AddError(d.Kind.Title+" Not Found", fmt.Sprintf("No records of %s exist in the management cluster (namespace %q): "+
+			"it was never applied, or it was destroyed. Depend on the %s (depends_on) to read it after its first apply.", key.Describe(), recordNamespace, d.Kind.Noun))
 		return
 	}
 	if !d.Ops.ObserveStatus(ctx, d.Data, &cfg, key, raw, recordNamespace, &resp.Diagnostics) {
@@ -133,8 +131,8 @@ func (d *StatusDataSource[C]) Read(ctx context.Context, req datasource.ReadReque
 
 // upperNoun is Noun with a capital first letter, for a summary.
 func (d *StatusDataSource[C]) upperNoun() string {
-	if d.Noun == "" {
+	if d.Kind.Noun == "" {
 		return ""
 	}
-	return string(d.Noun[0]-'a'+'A') + d.Noun[1:]
+	return string(d.Kind.Noun[0]-'a'+'A') + d.Kind.Noun[1:]
 }

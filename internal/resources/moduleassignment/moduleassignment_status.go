@@ -20,7 +20,7 @@ import (
 // cluster's bindings, which the assignment's plan leaves out (it shows counts and the clusters
 // needing attention), for outputs, `check` blocks and reviews of one cluster.
 func NewStatusDataSource() datasource.DataSource {
-	return fleetresource.NewStatus[statusModel](statusOps{}, records.KindAssignment, "Module Assignment", "assignment", "_module_assignment_status", defaultRecordNamespace)
+	return fleetresource.NewStatus[statusModel](statusOps{}, kind)
 }
 
 // statusOps is what the data source reads and shows of the assignment (fleetresource.StatusOps).

@@ -25,7 +25,7 @@ import (
 // that the rollout's plan leaves out (it shows counts and the clusters needing attention), for
 // outputs, `check` blocks and reviews of one cluster.
 func NewStatusDataSource() datasource.DataSource {
-	return fleetresource.NewStatus[statusModel](statusOps{}, records.KindRollout, "Rollout", "rollout", "_rollout_status", defaultRecordNamespace)
+	return fleetresource.NewStatus[statusModel](statusOps{}, kind)
 }
 
 // statusOps is what the data source reads and shows of the rollout (fleetresource.StatusOps).
