@@ -83,8 +83,6 @@ type Lifecycle[M any, P EngineModel[M, S], S any] struct {
 	Configured
 	Ops  EngineOps[P, S]
 	Kind Kind
-	// Failed is the resource's rule for what a failed Create saves.
-	Failed FailedCreate
 	// ObjectsByModule says `objects` holds a map per module (module assignments), for the state
 	// upgrades.
 	ObjectsByModule bool
@@ -105,6 +103,9 @@ type Kind struct {
 	ImportExample string
 	// DefaultRecordNamespace is where its records are when `record_namespace` is unset.
 	DefaultRecordNamespace string
+	// Kept says where what a failed apply changed is kept, for the warning of a failed Create,
+	// which saves no state (FailedCreate).
+	Kept string
 }
 
 // Metadata implements resource.Resource.
@@ -141,9 +142,11 @@ func (l *Lifecycle[M, P, S]) ImportedRecord(ctx context.Context, key records.Key
 	return found
 }
 
-// Create implements resource.Resource (see the package function Create for the rule).
+// Create implements resource.Resource: a failed Create saves no state, and warns so (see the
+// package function Create for the rule).
 func (l *Lifecycle[M, P, S]) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
-	Create(ctx, req, resp, l.applyFunc(true), l.Failed)
+	Create(ctx, req, resp, l.applyFunc(true), FailedCreate{Title: l.Kind.Title + " Not Saved In State",
+		Detail: "The " + l.Kind.Noun + " failed before it completed, so it is not saved in the Terraform state. " + l.Kind.Kept})
 }
 
 // Update implements resource.Resource: the state is saved even on failure (see Update).

@@ -6,6 +6,7 @@ package moduleassignment
 import (
 	"context"
 
+	"github.com/hashicorp/terraform-plugin-framework/datasource"
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
@@ -21,15 +22,21 @@ var pathModules = path.Root("modules")
 
 // kind names the assignment in the resource, its status data source and their diagnostics.
 var kind = fleetresource.Kind{Records: records.KindAssignment, Type: "_module_assignment", Title: "Module Assignment",
-	Noun: "assignment", ImportExample: "fleet/cni", DefaultRecordNamespace: defaultRecordNamespace}
+	Noun: "assignment", ImportExample: "fleet/cni", DefaultRecordNamespace: defaultRecordNamespace,
+	Kept: "Every change it made is recorded in the clusters and bindings; the next apply continues from them."}
 
 // New returns the resource; its `objects` hold a map per module.
 func New() resource.Resource {
 	r := &assignmentResource{}
 	r.Ops, r.Kind, r.ObjectsByModule = r, kind, true
-	r.Failed = fleetresource.FailedCreate{Title: "Module Assignment Not Saved In State",
-		Detail: "The assignment failed before it completed, so it is not saved in the Terraform state. Every change it made is recorded in the clusters and bindings; the next apply continues from them."}
 	return r
+}
+
+// NewStatusDataSource returns the `gradual_module_assignment_status` data source: every
+// cluster's bindings, which the assignment's plan leaves out (it shows counts and the clusters
+// needing attention), for outputs, `check` blocks and reviews of one cluster.
+func NewStatusDataSource() datasource.DataSource {
+	return fleetresource.NewStatus[statusModel](kind)
 }
 
 // assignmentResource runs through the engine's shared lifecycle (fleetresource.Lifecycle); its

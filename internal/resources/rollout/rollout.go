@@ -5,6 +5,7 @@ package rollout
 import (
 	"context"
 
+	"github.com/hashicorp/terraform-plugin-framework/datasource"
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
@@ -25,15 +26,21 @@ var (
 
 // kind names the rollout in the resource, its status data source and their diagnostics.
 var kind = fleetresource.Kind{Records: records.KindRollout, Type: "_rollout", Title: "Rollout", Noun: "rollout",
-	ImportExample: "fleet/ingress", DefaultRecordNamespace: defaultRecordNamespace}
+	ImportExample: "fleet/ingress", DefaultRecordNamespace: defaultRecordNamespace,
+	Kept: "Every change it made is recorded in the clusters; the next apply continues from those records instead of starting over."}
 
 // New returns the resource.
 func New() resource.Resource {
 	r := &rolloutResource{}
 	r.Ops, r.Kind = r, kind
-	r.Failed = fleetresource.FailedCreate{Title: "Rollout Not Saved In State",
-		Detail: "The rollout failed before it completed, so it is not saved in the Terraform state. Every change it made is recorded in the clusters; the next apply continues from those records instead of starting over."}
 	return r
+}
+
+// NewStatusDataSource returns the `gradual_rollout_status` data source: the per-cluster detail
+// that the rollout's plan leaves out (it shows counts and the clusters needing attention), for
+// outputs, `check` blocks and reviews of one cluster.
+func NewStatusDataSource() datasource.DataSource {
+	return fleetresource.NewStatus[statusModel](kind)
 }
 
 // rolloutResource runs through the engine's shared lifecycle (fleetresource.Lifecycle); its
