@@ -9,6 +9,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 
 	"github.com/gradual-dev/terraform-provider-gradual/internal/delivery"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/diagnostics"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/fleet"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/inplace/fleetupdate"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/inplace/owners"
@@ -80,4 +81,16 @@ func From(providerData any, diags *diag.Diagnostics) *Data {
 		return nil
 	}
 	return data
+}
+
+// Configured reports whether d holds the provider's data, and adds the error that says the
+// provider is not configured yet when it does not (nil until Configure has it: in validation, and
+// in plans whose provider settings are not known yet). Every resource and data source that
+// reaches the management cluster refuses alike with it.
+func (d *Data) Configured(diags *diag.Diagnostics) bool {
+	if d == nil {
+		diags.AddError("Provider Not Configured", diagnostics.UnconfiguredProvider)
+		return false
+	}
+	return true
 }

@@ -82,8 +82,7 @@ func (k *kubeconfig) Open(ctx context.Context, req ephemeral.OpenRequest, resp *
 	if resp.Diagnostics.HasError() {
 		return
 	}
-	if k.data == nil {
-		resp.Diagnostics.AddError("Provider Not Configured", diagnostics.UnconfiguredProvider)
+	if !k.data.Configured(&resp.Diagnostics) {
 		return
 	}
 	creds, err := k.data.Management.WorkloadCredentials(ctx, model.Namespace.ValueString(), model.Name.ValueString())

@@ -37,8 +37,7 @@ func (d *dataSource) Read(ctx context.Context, req datasource.ReadRequest, resp 
 	if resp.Diagnostics.HasError() {
 		return
 	}
-	if d.data == nil {
-		resp.Diagnostics.AddError("Provider Not Configured", diagnostics.UnconfiguredProvider)
+	if !d.data.Configured(&resp.Diagnostics) {
 		return
 	}
 	labelSelector, diags := fleetresource.ToLabelSelector(ctx, model.Selector)

@@ -157,8 +157,7 @@ func (l *Lifecycle[M, P, S]) Update(ctx context.Context, req resource.UpdateRequ
 // applyFunc is Ops.ApplyPlan within the apply's timeout, refused without provider data.
 func (l *Lifecycle[M, P, S]) applyFunc(create bool) ApplyFunc[P] {
 	return func(ctx context.Context, timeout time.Duration, plan P, diags *diag.Diagnostics) bool {
-		if l.Data == nil {
-			diags.AddError("Provider Not Configured", diagnostics.UnconfiguredProvider)
+		if !l.Data.Configured(diags) {
 			return false
 		}
 		e := l.engine(ctx, plan, diags)
@@ -222,8 +221,7 @@ func (l *Lifecycle[M, P, S]) Delete(ctx context.Context, req resource.DeleteRequ
 	if resp.Diagnostics.HasError() {
 		return
 	}
-	if l.Data == nil {
-		resp.Diagnostics.AddError("Provider Not Configured", diagnostics.UnconfiguredProvider)
+	if !l.Data.Configured(&resp.Diagnostics) {
 		return
 	}
 	timeout, diags := P(&state).TimeoutsValue().Delete(ctx, DefaultDeleteTimeout)

@@ -123,8 +123,7 @@ func (d *StatusDataSource[C, P]) Read(ctx context.Context, req datasource.ReadRe
 	if resp.Diagnostics.HasError() {
 		return
 	}
-	if d.Data == nil {
-		resp.Diagnostics.AddError("Provider Not Configured", diagnostics.UnconfiguredProvider)
+	if !d.Data.Configured(&resp.Diagnostics) {
 		return
 	}
 	named := P(&cfg).statusKey()
