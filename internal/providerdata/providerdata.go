@@ -4,6 +4,7 @@
 package providerdata
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/hashicorp/terraform-plugin-framework/diag"
@@ -93,4 +94,17 @@ func (d *Data) Configured(diags *diag.Diagnostics) bool {
 		return false
 	}
 	return true
+}
+
+// Getter is what a request reads a model from: its configuration, plan or state.
+type Getter interface {
+	Get(ctx context.Context, target any) diag.Diagnostics
+}
+
+// Read reads from into target for an operation that reaches the management cluster. It reports
+// false, with the error in diags, when from cannot be read or the provider is not configured
+// (Configured).
+func (d *Data) Read(ctx context.Context, from Getter, target any, diags *diag.Diagnostics) bool {
+	diags.Append(from.Get(ctx, target)...)
+	return !diags.HasError() && d.Configured(diags)
 }

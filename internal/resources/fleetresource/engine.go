@@ -217,11 +217,7 @@ func (l *Lifecycle[M, P, S]) Read(ctx context.Context, req resource.ReadRequest,
 // Delete implements resource.Resource: Ops.Destroy within the delete timeout.
 func (l *Lifecycle[M, P, S]) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
 	var state M
-	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	if !l.Data.Configured(&resp.Diagnostics) {
+	if !l.Data.Read(ctx, req.State, &state, &resp.Diagnostics) {
 		return
 	}
 	timeout, diags := P(&state).TimeoutsValue().Delete(ctx, DefaultDeleteTimeout)

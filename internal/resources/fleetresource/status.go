@@ -119,11 +119,7 @@ func (d *StatusDataSource[C, P]) Configure(_ context.Context, req datasource.Con
 // Read implements datasource.DataSource.
 func (d *StatusDataSource[C, P]) Read(ctx context.Context, req datasource.ReadRequest, resp *datasource.ReadResponse) {
 	var cfg C
-	resp.Diagnostics.Append(req.Config.Get(ctx, &cfg)...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	if !d.Data.Configured(&resp.Diagnostics) {
+	if !d.Data.Read(ctx, req.Config, &cfg, &resp.Diagnostics) {
 		return
 	}
 	named := P(&cfg).statusKey()

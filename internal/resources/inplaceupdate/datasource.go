@@ -161,11 +161,7 @@ func (d *planDataSource) Schema(_ context.Context, _ datasource.SchemaRequest, r
 
 func (d *planDataSource) Read(ctx context.Context, req datasource.ReadRequest, resp *datasource.ReadResponse) {
 	var model PlanModel
-	resp.Diagnostics.Append(req.Config.Get(ctx, &model)...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	if !d.data.Configured(&resp.Diagnostics) {
+	if !d.data.Read(ctx, req.Config, &model, &resp.Diagnostics) {
 		return
 	}
 	if model.fleet() {
