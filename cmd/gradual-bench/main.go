@@ -308,6 +308,13 @@ func (p *providerSide) config(name string) string {
 	for _, w := range p.targets {
 		clusters = append(clusters, strconv.Quote(w.Name))
 	}
+	pick := "names        = [" + strings.Join(clusters, ", ") + "]"
+	return p.benchConfig(name, pick, fmt.Sprintf(`update_limit = "%d"`, len(p.targets)))
+}
+
+// benchConfig is the configuration of the benchmark's rollout, bench, named name: pick is the
+// line that picks its clusters (names or selector), settings the lines after its manifests.
+func (p *providerSide) benchConfig(name, pick, settings string) string {
 	return fmt.Sprintf(`terraform {
   required_providers {
     gradual = { source = "gradual-dev/gradual" }
@@ -321,9 +328,9 @@ provider "gradual" {
 resource "gradual_rollout" "bench" {
   name         = %q
   namespace    = %q
-  names        = [%s]
+  %s
   manifests    = file("${path.module}/manifests.yaml")
-  update_limit = "%d"
+  %s
 }
 
 output "summary" {
@@ -333,7 +340,7 @@ output "summary" {
 output "skipped" {
   value = gradual_rollout.bench.skipped
 }
-`, p.fleet.Management.KubeconfigPath, name, p.fleet.Namespace, strings.Join(clusters, ", "), len(p.targets))
+`, p.fleet.Management.KubeconfigPath, name, p.fleet.Namespace, pick, settings)
 }
 
 // run applies the revision into namespace bench-p<i> (rollout of the same name), checks that

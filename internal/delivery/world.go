@@ -119,6 +119,19 @@ func (w *world) conn(ctx context.Context, target string) (*conn, *records.Worklo
 	return c.ignoring(w.spec.Ignore), records.NewWorkloadStore(c.client, w.spec.RecordNamespace), nil
 }
 
+// connRecords is conn with the records target holds of the rollout.
+func (w *world) connRecords(ctx context.Context, target string) (*conn, *records.State, error) {
+	c, store, err := w.conn(ctx, target)
+	if err != nil {
+		return nil, nil, err
+	}
+	state, err := store.Load(ctx, w.spec.Key)
+	if err != nil {
+		return nil, nil, fmt.Errorf("read records: %w", err)
+	}
+	return c, state, nil
+}
+
 // objectsOf returns the objects of revision on target: the desired ones (rendered for target
 // when the rollout has values), or a revision the cluster's records hold (a backup being
 // restored).
@@ -150,13 +163,9 @@ func (w *world) Apply(ctx context.Context, target, revision string) error {
 // cut short by an infrastructure failure is simply made again.
 func (r directRun) apply(ctx context.Context, target, revision string) error {
 	w := r.w
-	c, store, err := w.conn(ctx, target)
+	c, state, err := w.connRecords(ctx, target)
 	if err != nil {
 		return err
-	}
-	state, err := store.Load(ctx, w.spec.Key)
-	if err != nil {
-		return fmt.Errorf("read records: %w", err)
 	}
 	objs, err := w.objectsOf(state, target, revision)
 	if err != nil {
@@ -259,13 +268,9 @@ func (w *world) Restore(ctx context.Context, target, revision string) error {
 // restore is one attempt of Restore, delivering directly.
 func (r directRun) restore(ctx context.Context, target, revision string) error {
 	w := r.w
-	c, store, err := w.conn(ctx, target)
+	c, state, err := w.connRecords(ctx, target)
 	if err != nil {
 		return err
-	}
-	state, err := store.Load(ctx, w.spec.Key)
-	if err != nil {
-		return fmt.Errorf("read records: %w", err)
 	}
 	if revision == "" {
 		// Back to nothing: what the rollout made goes; what it adopted stays, put back as it
