@@ -98,6 +98,7 @@ type curvePoint struct {
 type step struct {
 	elapsed time.Duration
 	peakRSS int64
+	procs   int     // provider processes started
 	cpu     float64 // provider CPU seconds
 	// cliCPU is the CLI's own CPU seconds: its rusage, which counts the providers it waited
 	// for, less theirs. It says how much of a plan's time is the CLI's work on a large state.
@@ -397,7 +398,7 @@ func (p *providerSide) measure(ctx context.Context, dir, logName string, timeout
 	sampler := newRSSSampler(cmd.Process.Pid)
 	err := cmd.Wait()
 	s := step{elapsed: time.Since(start), output: out.String()}
-	s.peakRSS, _ = sampler.stop()
+	s.peakRSS, s.procs = sampler.stop()
 	s.cpu = sampler.cpuSeconds()
 	if ps := cmd.ProcessState; ps != nil {
 		s.cliCPU = max((ps.UserTime()+ps.SystemTime()).Seconds()-s.cpu, 0)

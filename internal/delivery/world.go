@@ -179,9 +179,7 @@ func (r directRun) apply(ctx context.Context, target, revision string) error {
 	}
 	// Objects the new revision drops: deleted when the rollout made them, given back (as they
 	// are now) when it adopted them.
-	made, adopted := splitAdopted(previousInventory(state, revision), state.AdoptedOf())
-	pruned, err := c.applier.Prune(ctx, made, objs)
-	w.pruned(target, pruned)
+	adopted, err := w.prune(ctx, c, target, state, revision, objs)
 	if err != nil {
 		return err
 	}
@@ -297,9 +295,7 @@ func (r directRun) restore(ctx context.Context, target, revision string) error {
 	// not there) would refuse the re-apply, while deleting a webhook configuration is never
 	// subject to admission webhooks. Objects only the undone revision had are no part of the
 	// backup, so deleting them first costs the backup nothing.
-	made, adopted := splitAdopted(previousInventory(state, revision), state.AdoptedOf())
-	pruned, err := c.applier.Prune(ctx, made, objs)
-	w.pruned(target, pruned)
+	adopted, err := w.prune(ctx, c, target, state, revision, objs)
 	if err != nil {
 		return err
 	}
@@ -312,6 +308,16 @@ func (r directRun) restore(ctx context.Context, target, revision string) error {
 	note, err := giveBack(ctx, c.applier, target, dropped(adopted, objs), adoptedSince(state, revision))
 	w.note(target, note)
 	return err
+}
+
+// prune deletes from target the objects the rollout made that the records of state say may be
+// there besides revision (previousInventory) and objs does not hold; it returns the objects the
+// rollout adopted among them, which the caller gives back.
+func (w *world) prune(ctx context.Context, c *conn, target string, state *records.State, revision string, objs []*unstructured.Unstructured) ([]records.Adopted, error) {
+	made, adopted := splitAdopted(previousInventory(state, revision), state.AdoptedOf())
+	pruned, err := c.applier.Prune(ctx, made, objs)
+	w.pruned(target, pruned)
+	return adopted, err
 }
 
 // previousInventory is every object the rollout's records on a cluster say may be there, other
