@@ -98,6 +98,7 @@ type curvePoint struct {
 type step struct {
 	elapsed time.Duration
 	peakRSS int64
+	procs   int     // provider processes started
 	cpu     float64 // provider CPU seconds
 	// cliCPU is the CLI's own CPU seconds: its rusage, which counts the providers it waited
 	// for, less theirs. It says how much of a plan's time is the CLI's work on a large state.
@@ -270,33 +271,9 @@ func (p *providerSide) curveConfig(name, engine, label string, n int) string {
 		// The bed's registry is plain HTTP on loopback.
 		delivery = fmt.Sprintf("\n  delivery     = { flux = { repository = %q, insecure = true } }", p.fleet.Flux.RegistryURL("bench/"+name))
 	}
-	return fmt.Sprintf(`terraform {
-  required_providers {
-    gradual = { source = "gradual-dev/gradual" }
-  }
-}
-
-provider "gradual" {
-  kubeconfig_path = %q
-}
-
-resource "gradual_rollout" "bench" {
-  name         = %q
-  namespace    = %q
-  selector     = { match_labels = { %q = "yes" } }
-  manifests    = file("${path.module}/manifests.yaml")
-  update_limit = "%d"
-  verify       = { timeout = "10m" }%s
-}
-
-output "summary" {
-  value = gradual_rollout.bench.summary
-}
-
-output "skipped" {
-  value = gradual_rollout.bench.skipped
-}
-`, p.fleet.Management.KubeconfigPath, name, p.fleet.Namespace, label, min(n, waveLimit), delivery)
+	pick := fmt.Sprintf(`selector     = { match_labels = { %q = "yes" } }`, label)
+	return p.benchConfig(name, pick, fmt.Sprintf(`update_limit = "%d"
+  verify       = { timeout = "10m" }%s`, min(n, waveLimit), delivery))
 }
 
 func (p *providerSide) curvePoint(ctx context.Context, n int, engine, label string, solo *testbed.Workload) (curvePoint, error) {
@@ -421,7 +398,7 @@ func (p *providerSide) measure(ctx context.Context, dir, logName string, timeout
 	sampler := newRSSSampler(cmd.Process.Pid)
 	err := cmd.Wait()
 	s := step{elapsed: time.Since(start), output: out.String()}
-	s.peakRSS, _ = sampler.stop()
+	s.peakRSS, s.procs = sampler.stop()
 	s.cpu = sampler.cpuSeconds()
 	if ps := cmd.ProcessState; ps != nil {
 		s.cliCPU = max((ps.UserTime()+ps.SystemTime()).Seconds()-s.cpu, 0)

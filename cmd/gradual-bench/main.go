@@ -21,7 +21,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -308,6 +307,13 @@ func (p *providerSide) config(name string) string {
 	for _, w := range p.targets {
 		clusters = append(clusters, strconv.Quote(w.Name))
 	}
+	pick := "names        = [" + strings.Join(clusters, ", ") + "]"
+	return p.benchConfig(name, pick, fmt.Sprintf(`update_limit = "%d"`, len(p.targets)))
+}
+
+// benchConfig is the configuration of the benchmark's rollout, bench, named name: pick is the
+// line that picks its clusters (names or selector), settings the lines after its manifests.
+func (p *providerSide) benchConfig(name, pick, settings string) string {
 	return fmt.Sprintf(`terraform {
   required_providers {
     gradual = { source = "gradual-dev/gradual" }
@@ -321,9 +327,9 @@ provider "gradual" {
 resource "gradual_rollout" "bench" {
   name         = %q
   namespace    = %q
-  names        = [%s]
+  %s
   manifests    = file("${path.module}/manifests.yaml")
-  update_limit = "%d"
+  %s
 }
 
 output "summary" {
@@ -333,7 +339,7 @@ output "summary" {
 output "skipped" {
   value = gradual_rollout.bench.skipped
 }
-`, p.fleet.Management.KubeconfigPath, name, p.fleet.Namespace, strings.Join(clusters, ", "), len(p.targets))
+`, p.fleet.Management.KubeconfigPath, name, p.fleet.Namespace, pick, settings)
 }
 
 // run applies the revision into namespace bench-p<i> (rollout of the same name), checks that
@@ -371,31 +377,11 @@ func (p *providerSide) run(ctx context.Context, i int) (providerRun, error) {
 	return r, nil
 }
 
-// tofu runs one OpenTofu command in dir and returns its wall-clock time and the peak RSS of the
-// provider processes it started.
+// tofu runs one OpenTofu command in dir (measure) and returns its wall-clock time, the peak RSS of
+// the provider processes it started and their count.
 func (p *providerSide) tofu(ctx context.Context, dir, logName string, timeout time.Duration, args ...string) (time.Duration, int64, int, error) {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, p.cfg.tofu, tofuArgs(dir, args)...)
-	cmd.Env = append(os.Environ(), "TF_CLI_CONFIG_FILE="+p.rcFile, "CHECKPOINT_DISABLE=1", "TF_IN_AUTOMATION=1", "TF_INPUT=0")
-	if p.cfg.logs != "" {
-		cmd.Env = append(cmd.Env, "TF_LOG_PROVIDER=INFO", "TF_LOG_PATH="+filepath.Join(p.cfg.logs, logName+".log"))
-	}
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	cmd.WaitDelay = 10 * time.Second
-	start := time.Now()
-	if err := cmd.Start(); err != nil {
-		return 0, 0, 0, err
-	}
-	sampler := newRSSSampler(cmd.Process.Pid)
-	err := cmd.Wait()
-	elapsed := time.Since(start)
-	peak, procs := sampler.stop()
-	if err != nil {
-		return elapsed, peak, procs, fmt.Errorf("tofu %s in %s: %w\n%s", args[0], dir, err, tail(out.String(), 40))
-	}
-	return elapsed, peak, procs, nil
+	s, err := p.measure(ctx, dir, logName, timeout, args...)
+	return s.elapsed, s.peakRSS, s.procs, err
 }
 
 // checkApplied reads the outputs: n clusters current, none skipped.

@@ -573,15 +573,6 @@ func Destroy(ctx context.Context, svc *delivery.Service, spec Spec, q fleet.Quer
 	return warnings, records.NewManagementStore(mc, spec.RecordNamespace).Delete(ctx, spec.Key)
 }
 
-// LoadConfig returns the configuration the last run recorded, nil when there is none.
-func LoadConfig(ctx context.Context, svc *delivery.Service, key records.Key, recordNamespace string) ([]byte, error) {
-	p, err := records.NewManagementStore(svc.ManagementClient(), recordNamespace).LoadProgress(ctx, key)
-	if err != nil || p == nil {
-		return nil, err
-	}
-	return p.Config, nil
-}
-
 // onlyIn returns waves without the clusters not in keep, and without emptied waves.
 func onlyIn(waves [][]string, keep []string) [][]string {
 	out := [][]string{}

@@ -44,11 +44,7 @@ func (directEngine) preview(s *Service, ctx context.Context, spec Spec, clusters
 	defer cancel()
 	var mu sync.Mutex
 	errs := s.forEach(ctx, clusters, func(ctx context.Context, name string) error {
-		objs, err := spec.ObjectsFor(name)
-		if err != nil {
-			return err
-		}
-		c, err := s.cluster(ctx, spec.ClusterNamespace, name, spec.Key, spec.ForceConflicts)
+		c, objs, err := s.clusterObjects(ctx, spec, name)
 		if err != nil {
 			return err
 		}

@@ -103,11 +103,7 @@ func (directEngine) ownership(s *Service, ctx context.Context, spec Spec, cluste
 // when claims are wanted (any of them may be another key's), else only those that the
 // rollout's records neither hold nor adopted (freshOf), the only ones apply could adopt.
 func (s *Service) clusterOwnership(ctx context.Context, spec Spec, name string, ignore func(records.Key) bool, withClaims, withAdoptions bool) ([]Claim, []Found, error) {
-	objs, err := spec.ObjectsFor(name)
-	if err != nil {
-		return nil, nil, err
-	}
-	c, err := s.cluster(ctx, spec.ClusterNamespace, name, spec.Key, spec.ForceConflicts)
+	c, objs, err := s.clusterObjects(ctx, spec, name)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -235,11 +231,7 @@ func (directEngine) checkOwners(s *Service, ctx context.Context, spec Spec, clus
 		out []Claim
 	)
 	s.forEach(ctx, clusters, func(ctx context.Context, name string) error {
-		objs, err := spec.ObjectsFor(name)
-		if err != nil {
-			return err
-		}
-		c, err := s.cluster(ctx, spec.ClusterNamespace, name, spec.Key, spec.ForceConflicts)
+		c, objs, err := s.clusterObjects(ctx, spec, name)
 		if err != nil {
 			return err
 		}

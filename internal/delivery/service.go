@@ -162,6 +162,16 @@ func (s *Service) goneOf(ctx context.Context, namespace, name string) (string, e
 	return s.engine.goneReason(s, ctx, namespace, name)
 }
 
+// clusterObjects is the connection to the cluster name with the objects spec has for it.
+func (s *Service) clusterObjects(ctx context.Context, spec Spec, name string) (*conn, []*unstructured.Unstructured, error) {
+	objs, err := spec.ObjectsFor(name)
+	if err != nil {
+		return nil, nil, err
+	}
+	c, err := s.cluster(ctx, spec.ClusterNamespace, name, spec.Key, spec.ForceConflicts)
+	return c, objs, err
+}
+
 // cluster returns the clients of one workload cluster as key uses them: with key's field
 // manager, and force_conflicts as force. Only the direct engine connects to workload clusters.
 func (s *Service) cluster(ctx context.Context, namespace, name string, key records.Key, force bool) (*conn, error) {

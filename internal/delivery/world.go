@@ -119,6 +119,19 @@ func (w *world) conn(ctx context.Context, target string) (*conn, *records.Worklo
 	return c.ignoring(w.spec.Ignore), records.NewWorkloadStore(c.client, w.spec.RecordNamespace), nil
 }
 
+// connRecords is conn with the records target holds of the rollout.
+func (w *world) connRecords(ctx context.Context, target string) (*conn, *records.State, error) {
+	c, store, err := w.conn(ctx, target)
+	if err != nil {
+		return nil, nil, err
+	}
+	state, err := store.Load(ctx, w.spec.Key)
+	if err != nil {
+		return nil, nil, fmt.Errorf("read records: %w", err)
+	}
+	return c, state, nil
+}
+
 // objectsOf returns the objects of revision on target: the desired ones (rendered for target
 // when the rollout has values), or a revision the cluster's records hold (a backup being
 // restored).
@@ -150,13 +163,9 @@ func (w *world) Apply(ctx context.Context, target, revision string) error {
 // cut short by an infrastructure failure is simply made again.
 func (r directRun) apply(ctx context.Context, target, revision string) error {
 	w := r.w
-	c, store, err := w.conn(ctx, target)
+	c, state, err := w.connRecords(ctx, target)
 	if err != nil {
 		return err
-	}
-	state, err := store.Load(ctx, w.spec.Key)
-	if err != nil {
-		return fmt.Errorf("read records: %w", err)
 	}
 	objs, err := w.objectsOf(state, target, revision)
 	if err != nil {
@@ -170,9 +179,7 @@ func (r directRun) apply(ctx context.Context, target, revision string) error {
 	}
 	// Objects the new revision drops: deleted when the rollout made them, given back (as they
 	// are now) when it adopted them.
-	made, adopted := splitAdopted(previousInventory(state, revision), state.AdoptedOf())
-	pruned, err := c.applier.Prune(ctx, made, objs)
-	w.pruned(target, pruned)
+	adopted, err := w.prune(ctx, c, target, state, revision, objs)
 	if err != nil {
 		return err
 	}
@@ -259,13 +266,9 @@ func (w *world) Restore(ctx context.Context, target, revision string) error {
 // restore is one attempt of Restore, delivering directly.
 func (r directRun) restore(ctx context.Context, target, revision string) error {
 	w := r.w
-	c, store, err := w.conn(ctx, target)
+	c, state, err := w.connRecords(ctx, target)
 	if err != nil {
 		return err
-	}
-	state, err := store.Load(ctx, w.spec.Key)
-	if err != nil {
-		return fmt.Errorf("read records: %w", err)
 	}
 	if revision == "" {
 		// Back to nothing: what the rollout made goes; what it adopted stays, put back as it
@@ -292,9 +295,7 @@ func (r directRun) restore(ctx context.Context, target, revision string) error {
 	// not there) would refuse the re-apply, while deleting a webhook configuration is never
 	// subject to admission webhooks. Objects only the undone revision had are no part of the
 	// backup, so deleting them first costs the backup nothing.
-	made, adopted := splitAdopted(previousInventory(state, revision), state.AdoptedOf())
-	pruned, err := c.applier.Prune(ctx, made, objs)
-	w.pruned(target, pruned)
+	adopted, err := w.prune(ctx, c, target, state, revision, objs)
 	if err != nil {
 		return err
 	}
@@ -307,6 +308,16 @@ func (r directRun) restore(ctx context.Context, target, revision string) error {
 	note, err := giveBack(ctx, c.applier, target, dropped(adopted, objs), adoptedSince(state, revision))
 	w.note(target, note)
 	return err
+}
+
+// prune deletes from target the objects the rollout made that the records of state say may be
+// there besides revision (previousInventory) and objs does not hold; it returns the objects the
+// rollout adopted among them, which the caller gives back.
+func (w *world) prune(ctx context.Context, c *conn, target string, state *records.State, revision string, objs []*unstructured.Unstructured) ([]records.Adopted, error) {
+	made, adopted := splitAdopted(previousInventory(state, revision), state.AdoptedOf())
+	pruned, err := c.applier.Prune(ctx, made, objs)
+	w.pruned(target, pruned)
+	return adopted, err
 }
 
 // previousInventory is every object the rollout's records on a cluster say may be there, other

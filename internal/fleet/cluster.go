@@ -3,6 +3,7 @@ package fleet
 import (
 	"fmt"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clusterv1beta1 "sigs.k8s.io/cluster-api/api/core/v1beta1"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 )
@@ -80,16 +81,7 @@ func statusSkipReason(c Cluster) string {
 }
 
 func fromV1Beta2(obj *clusterv1.Cluster) Cluster {
-	c := Cluster{
-		Name:        obj.Name,
-		Namespace:   obj.Namespace,
-		Labels:      obj.Labels,
-		Annotations: obj.Annotations,
-		Phase:       obj.Status.Phase,
-		Paused:      (obj.Spec.Paused != nil && *obj.Spec.Paused) || hasPausedAnnotation(obj.Annotations),
-		Deleting:    !obj.DeletionTimestamp.IsZero(),
-		holdFields:  readHolds(obj.Annotations),
-	}
+	c := clusterOf(obj, obj.Status.Phase, obj.Spec.Paused != nil && *obj.Spec.Paused)
 	init := obj.Status.Initialization
 	c.InfrastructureReady = init.InfrastructureProvisioned != nil && *init.InfrastructureProvisioned
 	c.ControlPlaneReady = init.ControlPlaneInitialized != nil && *init.ControlPlaneInitialized
@@ -104,18 +96,8 @@ func fromV1Beta2(obj *clusterv1.Cluster) Cluster {
 }
 
 func fromV1Beta1(obj *clusterv1beta1.Cluster) Cluster {
-	c := Cluster{
-		Name:                obj.Name,
-		Namespace:           obj.Namespace,
-		Labels:              obj.Labels,
-		Annotations:         obj.Annotations,
-		Phase:               obj.Status.Phase,
-		Paused:              obj.Spec.Paused || hasPausedAnnotation(obj.Annotations),
-		Deleting:            !obj.DeletionTimestamp.IsZero(),
-		InfrastructureReady: obj.Status.InfrastructureReady,
-		ControlPlaneReady:   obj.Status.ControlPlaneReady,
-		holdFields:          readHolds(obj.Annotations),
-	}
+	c := clusterOf(obj, obj.Status.Phase, obj.Spec.Paused)
+	c.InfrastructureReady, c.ControlPlaneReady = obj.Status.InfrastructureReady, obj.Status.ControlPlaneReady
 	if obj.Spec.Topology != nil {
 		c.KubernetesVersion = obj.Spec.Topology.Version
 		for _, v := range obj.Spec.Topology.Variables {
@@ -123,6 +105,21 @@ func fromV1Beta1(obj *clusterv1beta1.Cluster) Cluster {
 		}
 	}
 	return c
+}
+
+// clusterOf is what a Cluster of any Cluster API version says alike: its metadata, phase and
+// whether it is paused (spec, or the paused annotation) or being deleted.
+func clusterOf(obj metav1.Object, phase string, paused bool) Cluster {
+	return Cluster{
+		Name:        obj.GetName(),
+		Namespace:   obj.GetNamespace(),
+		Labels:      obj.GetLabels(),
+		Annotations: obj.GetAnnotations(),
+		Phase:       phase,
+		Paused:      paused || hasPausedAnnotation(obj.GetAnnotations()),
+		Deleting:    !obj.GetDeletionTimestamp().IsZero(),
+		holdFields:  readHolds(obj.GetAnnotations()),
+	}
 }
 
 func withVariable(vars map[string]string, name string, raw []byte) map[string]string {

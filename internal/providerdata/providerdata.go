@@ -4,11 +4,13 @@
 package providerdata
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 
 	"github.com/gradual-dev/terraform-provider-gradual/internal/delivery"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/diagnostics"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/fleet"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/inplace/fleetupdate"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/inplace/owners"
@@ -80,4 +82,29 @@ func From(providerData any, diags *diag.Diagnostics) *Data {
 		return nil
 	}
 	return data
+}
+
+// Configured reports whether d holds the provider's data, and adds the error that says the
+// provider is not configured yet when it does not (nil until Configure has it: in validation, and
+// in plans whose provider settings are not known yet). Every resource and data source that
+// reaches the management cluster refuses alike with it.
+func (d *Data) Configured(diags *diag.Diagnostics) bool {
+	if d == nil {
+		diags.AddError("Provider Not Configured", diagnostics.UnconfiguredProvider)
+		return false
+	}
+	return true
+}
+
+// Getter is what a request reads a model from: its configuration, plan or state.
+type Getter interface {
+	Get(ctx context.Context, target any) diag.Diagnostics
+}
+
+// Read reads from into target for an operation that reaches the management cluster. It reports
+// false, with the error in diags, when from cannot be read or the provider is not configured
+// (Configured).
+func (d *Data) Read(ctx context.Context, from Getter, target any, diags *diag.Diagnostics) bool {
+	diags.Append(from.Get(ctx, target)...)
+	return !diags.HasError() && d.Configured(diags)
 }

@@ -965,41 +965,47 @@ func (s *WorkloadStore) setState(ctx context.Context, r *record, state RevisionS
 	return nil
 }
 
-// patchMeta merge-patches labels and annotations of a Secret, guarded by the resourceVersion
-// it was read at (a change in between is a conflict, and the transition starts over).
 // patchAnnotations sets annotations of a record Secret whatever its resourceVersion: for values
 // whose last writer may win.
 func (s *WorkloadStore) patchAnnotations(ctx context.Context, o metav1.Object, annotations map[string]any) error {
-	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": annotations}})
+	sec, err := s.mergePatch(ctx, o, map[string]any{"annotations": annotations})
 	if err != nil {
 		return err
-	}
-	sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: s.namespace, Name: o.GetName()}}
-	if err := s.c.Patch(ctx, sec, client.RawPatch(types.MergePatchType, patch)); err != nil {
-		return fmt.Errorf("update Secret %s/%s: %w", s.namespace, o.GetName(), err)
 	}
 	o.SetResourceVersion(sec.ResourceVersion)
 	o.SetAnnotations(sec.Annotations)
 	return nil
 }
 
+// patchMeta merge-patches labels and annotations of a Secret, guarded by the resourceVersion
+// it was read at (a change in between is a conflict, and the transition starts over).
 func (s *WorkloadStore) patchMeta(ctx context.Context, o metav1.Object, labels, annotations map[string]any) error {
-	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
+	sec, err := s.mergePatch(ctx, o, map[string]any{
 		"resourceVersion": o.GetResourceVersion(),
 		"labels":          labels,
 		"annotations":     annotations,
-	}})
+	})
 	if err != nil {
 		return err
-	}
-	sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: s.namespace, Name: o.GetName()}}
-	if err := s.c.Patch(ctx, sec, client.RawPatch(types.MergePatchType, patch)); err != nil {
-		return fmt.Errorf("update Secret %s/%s: %w", s.namespace, o.GetName(), err)
 	}
 	o.SetResourceVersion(sec.ResourceVersion)
 	o.SetLabels(sec.Labels)
 	o.SetAnnotations(sec.Annotations)
 	return nil
+}
+
+// mergePatch merge-patches the metadata of the record Secret o; it returns the Secret as the
+// patch left it.
+func (s *WorkloadStore) mergePatch(ctx context.Context, o metav1.Object, metadata map[string]any) (*corev1.Secret, error) {
+	patch, err := json.Marshal(map[string]any{"metadata": metadata})
+	if err != nil {
+		return nil, err
+	}
+	sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: s.namespace, Name: o.GetName()}}
+	if err := s.c.Patch(ctx, sec, client.RawPatch(types.MergePatchType, patch)); err != nil {
+		return nil, fmt.Errorf("update Secret %s/%s: %w", s.namespace, o.GetName(), err)
+	}
+	return sec, nil
 }
 
 // deleteRecord deletes the head first (the record is gone at once), then its chunks.

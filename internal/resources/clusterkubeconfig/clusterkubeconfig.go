@@ -78,12 +78,7 @@ func (k *kubeconfig) Schema(_ context.Context, _ ephemeral.SchemaRequest, resp *
 
 func (k *kubeconfig) Open(ctx context.Context, req ephemeral.OpenRequest, resp *ephemeral.OpenResponse) {
 	var model Model
-	resp.Diagnostics.Append(req.Config.Get(ctx, &model)...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	if k.data == nil {
-		resp.Diagnostics.AddError("Provider Not Configured", diagnostics.UnconfiguredProvider)
+	if !k.data.Read(ctx, req.Config, &model, &resp.Diagnostics) {
 		return
 	}
 	creds, err := k.data.Management.WorkloadCredentials(ctx, model.Namespace.ValueString(), model.Name.ValueString())

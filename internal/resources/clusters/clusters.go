@@ -33,12 +33,7 @@ func (d *dataSource) Configure(_ context.Context, req datasource.ConfigureReques
 
 func (d *dataSource) Read(ctx context.Context, req datasource.ReadRequest, resp *datasource.ReadResponse) {
 	var model Model
-	resp.Diagnostics.Append(req.Config.Get(ctx, &model)...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	if d.data == nil {
-		resp.Diagnostics.AddError("Provider Not Configured", diagnostics.UnconfiguredProvider)
+	if !d.data.Read(ctx, req.Config, &model, &resp.Diagnostics) {
 		return
 	}
 	labelSelector, diags := fleetresource.ToLabelSelector(ctx, model.Selector)

@@ -73,58 +73,60 @@ type FailedCreate struct {
 // none for a create either. So a create carries out no planned waves: what a plan of a create
 // shows is known after apply (TestCreateGetsNoPrivateState).
 func Create[M any, P Model[M]](ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse, apply ApplyFunc[P], failed FailedCreate) {
-	var plan M
-	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
-	if resp.Diagnostics.HasError() {
+	plan, timeout, ok := planned[M, P](ctx, req.Plan, req.Config, timeouts.Value.Create, &resp.Diagnostics)
+	if !ok {
 		return
 	}
-	if wo, ok := any(P(&plan)).(WriteOnly); ok {
-		resp.Diagnostics.Append(wo.ReadWriteOnly(ctx, req.Config)...)
-	}
-	timeout, diags := P(&plan).TimeoutsValue().Create(ctx, DefaultApplyTimeout)
-	resp.Diagnostics.Append(diags...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	if !apply(ctx, timeout, &plan, &resp.Diagnostics) && !failed.Saved {
+	if !apply(ctx, timeout, plan, &resp.Diagnostics) && !failed.Saved {
 		resp.Diagnostics.AddWarning(failed.Title, failed.Detail)
 		return
 	}
-	if pm, ok := any(P(&plan)).(PrivateModel); ok && resp.Private != nil {
+	if pm, ok := any(plan).(PrivateModel); ok && resp.Private != nil {
 		resp.Diagnostics.Append(pm.SavePrivate(ctx, resp.Private)...)
 	}
-	if wo, ok := any(P(&plan)).(WriteOnly); ok {
-		wo.ClearWriteOnly()
-	}
-	resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
+	saveState(ctx, plan, &resp.State, &resp.Diagnostics)
 }
 
 // Update reads the plan, takes the update timeout and applies. The state is saved even when the
 // apply fails: it then shows where each cluster ended up.
 func Update[M any, P Model[M]](ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse, apply ApplyFunc[P]) {
-	var plan M
-	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
-	if resp.Diagnostics.HasError() {
+	plan, timeout, ok := planned[M, P](ctx, req.Plan, req.Config, timeouts.Value.Update, &resp.Diagnostics)
+	if !ok {
 		return
 	}
-	if wo, ok := any(P(&plan)).(WriteOnly); ok {
-		resp.Diagnostics.Append(wo.ReadWriteOnly(ctx, req.Config)...)
-	}
-	timeout, diags := P(&plan).TimeoutsValue().Update(ctx, DefaultApplyTimeout)
-	resp.Diagnostics.Append(diags...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	pm, private := any(P(&plan)).(PrivateModel)
+	pm, private := any(plan).(PrivateModel)
 	if private && req.Private != nil {
 		resp.Diagnostics.Append(pm.LoadPrivate(ctx, req.Private)...)
 	}
-	apply(ctx, timeout, &plan, &resp.Diagnostics)
+	apply(ctx, timeout, plan, &resp.Diagnostics)
 	if private && resp.Private != nil {
 		resp.Diagnostics.Append(pm.SavePrivate(ctx, resp.Private)...)
 	}
-	if wo, ok := any(P(&plan)).(WriteOnly); ok {
+	saveState(ctx, plan, &resp.State, &resp.Diagnostics)
+}
+
+// planned reads the plan of an apply, with its write-only values from config, and the apply's
+// timeout (timeoutOf: the Create's or the Update's); ok is false with an error in diags.
+func planned[M any, P Model[M]](ctx context.Context, plan tfsdk.Plan, config tfsdk.Config,
+	timeoutOf func(timeouts.Value, context.Context, time.Duration) (time.Duration, diag.Diagnostics), diags *diag.Diagnostics,
+) (_ P, _ time.Duration, ok bool) {
+	var m M
+	diags.Append(plan.Get(ctx, &m)...)
+	if diags.HasError() {
+		return nil, 0, false
+	}
+	if wo, ok := any(P(&m)).(WriteOnly); ok {
+		diags.Append(wo.ReadWriteOnly(ctx, config)...)
+	}
+	timeout, d := timeoutOf(P(&m).TimeoutsValue(), ctx, DefaultApplyTimeout)
+	diags.Append(d...)
+	return &m, timeout, !diags.HasError()
+}
+
+// saveState saves what an apply left in m as the state, without its write-only values.
+func saveState[P any](ctx context.Context, m P, state *tfsdk.State, diags *diag.Diagnostics) {
+	if wo, ok := any(m).(WriteOnly); ok {
 		wo.ClearWriteOnly()
 	}
-	resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
+	diags.Append(state.Set(ctx, m)...)
 }

@@ -6,7 +6,6 @@ package fleetresource
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"github.com/hashicorp/terraform-plugin-framework/attr"
@@ -61,7 +60,7 @@ func CheckJob(when string) VerifyExtra {
 						"manifests have or the cluster already holds). With `values` it is a template like the manifests: each cluster's Job " +
 						"has that cluster's variables substituted, and a variable a cluster lacks (without a default) fails the plan, naming " +
 						"the cluster and the variable.",
-					Validators: []validator.String{checkJobValidator{}},
+					Validators: []validator.String{checkJobValidator},
 				},
 				"timeout": schema.StringAttribute{
 					Optional: true, Computed: true, Default: stringdefault.StaticString(DefaultCheckJobTimeout),
@@ -127,19 +126,12 @@ func (j *StoredCheckJob) Value() types.Object {
 }
 
 // checkJobValidator checks `verify.check_job.manifest` at plan time (delivery.ParseCheckJob).
-type checkJobValidator struct{}
-
-func (checkJobValidator) Description(context.Context) string {
-	return "must be one batch/v1 Job with metadata.name and metadata.namespace"
-}
-
-func (v checkJobValidator) MarkdownDescription(ctx context.Context) string { return v.Description(ctx) }
-
-func (checkJobValidator) ValidateString(_ context.Context, req validator.StringRequest, resp *validator.StringResponse) {
-	if req.ConfigValue.IsNull() || req.ConfigValue.IsUnknown() {
-		return
-	}
-	if _, err := delivery.ParseCheckJob(req.ConfigValue.ValueString()); err != nil {
-		resp.Diagnostics.AddAttributeError(req.Path, "Invalid Check Job", fmt.Sprintf("%s: %v", req.Path, err))
-	}
+var checkJobValidator = stringFunc{
+	description: "must be one batch/v1 Job with metadata.name and metadata.namespace",
+	summary:     "Invalid Check Job",
+	named:       true,
+	check: func(s string) error {
+		_, err := delivery.ParseCheckJob(s)
+		return err
+	},
 }

@@ -2,6 +2,7 @@ package fleetresource
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/hashicorp/terraform-plugin-framework/diag"
@@ -11,6 +12,7 @@ import (
 	"github.com/gradual-dev/terraform-provider-gradual/internal/delivery"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/diagnostics"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/fleet"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/records"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/window"
 )
 
@@ -43,6 +45,8 @@ type Engine[S any] struct {
 // every such resource: reading the plan or the state, the unconfigured provider, the timeouts,
 // private state and the write-result rule (Create, Update).
 type EngineOps[P, S any] interface {
+	// Schema is the resource's schema (resource.Resource); Lifecycle's UpgradeState reads it.
+	Schema(ctx context.Context, req resource.SchemaRequest, resp *resource.SchemaResponse)
 	// Service is the delivery service for m: direct, through Flux with `delivery.flux`, or
 	// moving between them.
 	Service(ctx context.Context, m P) (*delivery.Service, diag.Diagnostics)
@@ -62,33 +66,87 @@ type EngineOps[P, S any] interface {
 	Destroy(ctx context.Context, state P, e Engine[S], private PrivateGetter, diags *diag.Diagnostics)
 }
 
+// EngineResource is what every resource that runs through the engine implements: Lifecycle's
+// Configure, import and state upgrades, and its own ModifyPlan.
+type EngineResource interface {
+	resource.ResourceWithConfigure
+	resource.ResourceWithModifyPlan
+	resource.ResourceWithImportState
+	resource.ResourceWithUpgradeState
+}
+
 // Lifecycle is the Create/Update/Read/Delete of a resource that runs through the engine.
 // Embedded in the resource (with Ops set to the resource) it gives the resource its
 // Configure and its CRUD, so that a rule such as "a failed Create saves no state" or "Read
 // without a configured provider keeps the state" holds for every such resource alike.
 type Lifecycle[M any, P EngineModel[M, S], S any] struct {
 	Configured
-	Ops EngineOps[P, S]
-	// Failed is the resource's rule for what a failed Create saves.
-	Failed FailedCreate
-	// TypeSuffix follows the provider's name in the resource's type ("_rollout"); Noun names
-	// it in import's diagnostic ("rollout"), and ImportExample is an ID to show there.
-	TypeSuffix, Noun, ImportExample string
+	Ops  EngineOps[P, S]
+	Kind Kind
+	// ObjectsByModule says `objects` holds a map per module (module assignments), for the state
+	// upgrades.
+	ObjectsByModule bool
+}
+
+// Kind names a resource that runs through the engine, for the resource, its status data source
+// (StatusDataSource) and their diagnostics.
+type Kind struct {
+	// Records is the kind of its records' keys (records.KindRollout).
+	Records string
+	// Type follows the provider's name in the resource's type ("_rollout"); the status data
+	// source's is Type + "_status".
+	Type string
+	// Title names it in diagnostic summaries ("Module Assignment"), Noun in their text
+	// ("assignment").
+	Title, Noun string
+	// ImportExample is an import ID to show ("fleet/ingress").
+	ImportExample string
+	// DefaultRecordNamespace is where its records are when `record_namespace` is unset.
+	DefaultRecordNamespace string
+	// Kept says where what a failed apply changed is kept, for the warning of a failed Create,
+	// which saves no state (FailedCreate).
+	Kept string
 }
 
 // Metadata implements resource.Resource.
 func (l *Lifecycle[M, P, S]) Metadata(_ context.Context, req resource.MetadataRequest, resp *resource.MetadataResponse) {
-	resp.TypeName = req.ProviderTypeName + l.TypeSuffix
+	resp.TypeName = req.ProviderTypeName + l.Kind.Type
 }
 
 // ImportState takes `namespace/name`; Read then fills everything from the records.
 func (l *Lifecycle[M, P, S]) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
-	ImportNamespaceName(ctx, req, resp, l.Noun, l.ImportExample)
+	ImportNamespaceName(ctx, req, resp, l.Kind.Noun, l.Kind.ImportExample)
 }
 
-// Create implements resource.Resource (see the package function Create for the rule).
+// UpgradeState implements resource.ResourceWithUpgradeState: states from before schema version 1,
+// whose `waves` was a list, get `waves` as text, and from before version 2, whose `objects` held
+// YAML, JSON (Upgraders).
+func (l *Lifecycle[M, P, S]) UpgradeState(ctx context.Context) map[int64]resource.StateUpgrader {
+	var resp resource.SchemaResponse
+	l.Ops.Schema(ctx, resource.SchemaRequest{}, &resp)
+	return Upgraders("gradual"+l.Kind.Type, resp.Schema, l.ObjectsByModule)
+}
+
+// ImportedRecord is the configuration record of key in recordNamespace, for an import; nil, with
+// an error in diags, when it cannot be read or there is none.
+func (l *Lifecycle[M, P, S]) ImportedRecord(ctx context.Context, key records.Key, recordNamespace string, diags *diag.Diagnostics) []byte {
+	found, err := l.Data.Delivery.LoadConfig(ctx, key, recordNamespace)
+	if err != nil {
+		diags.Append(diagnostics.FromError(err, "Cannot Import "+l.Kind.Title))
+		return nil
+	}
+	if found == nil {
+		diags.AddError(l.Kind.Title+" Not Found", fmt.Sprintf("No records of %s exist in the management cluster (namespace %q). "+
+			"Import only %ss that were applied.", key.Describe(), recordNamespace, l.Kind.Noun))
+	}
+	return found
+}
+
+// Create implements resource.Resource: a failed Create saves no state, and warns so (see the
+// package function Create for the rule).
 func (l *Lifecycle[M, P, S]) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
-	Create(ctx, req, resp, l.applyFunc(true), l.Failed)
+	Create(ctx, req, resp, l.applyFunc(true), FailedCreate{Title: l.Kind.Title + " Not Saved In State",
+		Detail: "The " + l.Kind.Noun + " failed before it completed, so it is not saved in the Terraform state. " + l.Kind.Kept})
 }
 
 // Update implements resource.Resource: the state is saved even on failure (see Update).
@@ -99,8 +157,7 @@ func (l *Lifecycle[M, P, S]) Update(ctx context.Context, req resource.UpdateRequ
 // applyFunc is Ops.ApplyPlan within the apply's timeout, refused without provider data.
 func (l *Lifecycle[M, P, S]) applyFunc(create bool) ApplyFunc[P] {
 	return func(ctx context.Context, timeout time.Duration, plan P, diags *diag.Diagnostics) bool {
-		if l.Data == nil {
-			diags.AddError("Provider Not Configured", diagnostics.UnconfiguredProvider)
+		if !l.Data.Configured(diags) {
 			return false
 		}
 		e := l.engine(ctx, plan, diags)
@@ -160,12 +217,7 @@ func (l *Lifecycle[M, P, S]) Read(ctx context.Context, req resource.ReadRequest,
 // Delete implements resource.Resource: Ops.Destroy within the delete timeout.
 func (l *Lifecycle[M, P, S]) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
 	var state M
-	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	if l.Data == nil {
-		resp.Diagnostics.AddError("Provider Not Configured", diagnostics.UnconfiguredProvider)
+	if !l.Data.Read(ctx, req.State, &state, &resp.Diagnostics) {
 		return
 	}
 	timeout, diags := P(&state).TimeoutsValue().Delete(ctx, DefaultDeleteTimeout)

@@ -14,19 +14,22 @@ import (
 	"github.com/gradual-dev/terraform-provider-gradual/internal/records"
 )
 
-// StatusOps is what the status data source of a resource that runs through the engine
-// (`gradual_rollout_status`, `gradual_module_assignment_status`) supplies to StatusDataSource:
-// which record its configuration names, how to load it, and how to observe and summarize the
-// fleet that record picks. C is the data source's model.
+// StatusOps is what the model of the status data source of a resource that runs through the
+// engine (`gradual_rollout_status`, `gradual_module_assignment_status`) supplies to
+// StatusDataSource: its schema, and how it reads itself from the fleet the resource's record
+// picks. C is the model, which embeds StatusModel; StatusOps is its pointer.
 type StatusOps[C any] interface {
-	// StatusKey is the key of the resource cfg names, how diagnostics describe it ("rollout
-	// fleet/x"), and the configured `record_namespace`.
-	StatusKey(cfg *C) (key records.Key, described string, recordNamespace types.String)
-	// LoadRecord loads the resource's configuration record; nil when there is none.
-	LoadRecord(ctx context.Context, data *providerdata.Data, key records.Key, recordNamespace string) ([]byte, error)
-	// ObserveStatus reads the fleet the record raw picks as it is now and fills cfg from it. It
-	// reports whether cfg is to be saved (an error found after the read still saves it).
-	ObserveStatus(ctx context.Context, data *providerdata.Data, cfg *C, raw []byte, recordNamespace string, diags *diag.Diagnostics) bool
+	*C
+	StatusKey
+	// StatusSchema is the data source's schema without the attributes that name the resource
+	// (`namespace`, `name`, `record_namespace`) and without `summary`, which StatusDataSource
+	// adds; its description says what the data source shows, StatusDataSource adds why and when
+	// it reads.
+	StatusSchema() schema.Schema
+	// ObserveStatus reads the fleet the record raw of key picks as it is now and fills the model
+	// from it. It reports whether the model is to be saved (an error found after the read still
+	// saves it).
+	ObserveStatus(ctx context.Context, data *providerdata.Data, key records.Key, raw []byte, recordNamespace string, diags *diag.Diagnostics) bool
 }
 
 // StatusKeyModel is the part of a status data source's model that names the resource, embedded
@@ -37,36 +40,64 @@ type StatusKeyModel struct {
 	RecordNamespace types.String `tfsdk:"record_namespace"`
 }
 
-// StatusDataSource is the Configure and Read of a status data source: the provider check, the
-// record lookup with its not-found diagnostic, then Ops.ObserveStatus. Embedded in the data
-// source (with Ops set to it), it makes both status data sources read and refuse alike.
-type StatusDataSource[C any] struct {
-	Data *providerdata.Data
-	Ops  StatusOps[C]
-	// Title names the resource in diagnostic summaries ("Module Assignment"), Noun in their
-	// text ("assignment"); DefaultRecordNamespace is read when `record_namespace` is unset;
-	// TypeSuffix follows the provider's name in the data source's type ("_rollout_status").
-	Title, Noun, DefaultRecordNamespace, TypeSuffix string
+// StatusModel is what every status data source's model holds, embedded in it: the resource's
+// key, the count of clusters per state (`summary`) and every cluster (`clusters`), each a CL.
+type StatusModel[CL any] struct {
+	StatusKeyModel
+	Summary  map[string]int64 `tfsdk:"summary"`
+	Clusters []CL             `tfsdk:"clusters"`
 }
 
-// NewStatus is a StatusDataSource (see its fields) reading through ops.
-func NewStatus[C any](ops StatusOps[C], title, noun, typeSuffix, defaultRecordNamespace string) StatusDataSource[C] {
-	return StatusDataSource[C]{Ops: ops, Title: title, Noun: noun, TypeSuffix: typeSuffix, DefaultRecordNamespace: defaultRecordNamespace}
+// StatusKey gives StatusDataSource the StatusKeyModel a data source's model embeds.
+type StatusKey interface{ statusKey() StatusKeyModel }
+
+func (k StatusKeyModel) statusKey() StatusKeyModel { return k }
+
+// StatusDataSource is a status data source: its Schema with the attributes that name the
+// resource, Configure, and a Read of the provider check, the record lookup with its not-found
+// diagnostic, then the model's ObserveStatus. Both status data sources are one, so that they
+// read and refuse alike; each supplies only its model (C, and P its pointer).
+type StatusDataSource[C any, P StatusOps[C]] struct {
+	Data *providerdata.Data
+	// Kind names the resource whose status it reads.
+	Kind Kind
+}
+
+// NewStatus is the status data source of the resource kind names, with model C.
+func NewStatus[C any, P StatusOps[C]](kind Kind) datasource.DataSourceWithConfigure {
+	return &StatusDataSource[C, P]{Kind: kind}
 }
 
 // Metadata implements datasource.DataSource.
-func (d *StatusDataSource[C]) Metadata(_ context.Context, req datasource.MetadataRequest, resp *datasource.MetadataResponse) {
-	resp.TypeName = req.ProviderTypeName + d.TypeSuffix
+func (d *StatusDataSource[C, P]) Metadata(_ context.Context, req datasource.MetadataRequest, resp *datasource.MetadataResponse) {
+	resp.TypeName = req.ProviderTypeName + d.Kind.Type + "_status"
 }
 
-// StatusAttributes are a status data source's attributes: those that name the resource
-// (`namespace`, `name`, `record_namespace`) and more.
-func (d *StatusDataSource[C]) StatusAttributes(more map[string]schema.Attribute) map[string]schema.Attribute {
+// Schema implements datasource.DataSource: Ops.StatusSchema with the attributes that name the
+// resource and its `summary`.
+func (d *StatusDataSource[C, P]) Schema(_ context.Context, _ datasource.SchemaRequest, resp *datasource.SchemaResponse) {
+	var m C
+	resp.Schema = P(&m).StatusSchema()
+	noun := d.Kind.Noun
+	resp.Schema.MarkdownDescription += " The " + noun + "'s plan shows only counts (`summary`) and the clusters needing attention, " +
+		"so that it stays readable at any fleet size; this is the detail, for outputs, `check` blocks and a closer look. It reads " +
+		"the clusters the " + noun + "'s last apply picked (from the management cluster's record) as they are now; depend on the " +
+		noun + " (`depends_on`) to read it after the " + noun + "'s apply."
+	resp.Schema.Attributes = d.keyAttributes(resp.Schema.Attributes)
+}
+
+// keyAttributes are a status data source's attributes: those that name the resource
+// (`namespace`, `name`, `record_namespace`), its `summary` (StatusModel), and more.
+func (d *StatusDataSource[C, P]) keyAttributes(more map[string]schema.Attribute) map[string]schema.Attribute {
 	attrs := map[string]schema.Attribute{
-		"namespace": schema.StringAttribute{Required: true, MarkdownDescription: "`namespace` of the " + d.Noun + " (of its Cluster objects)."},
-		"name":      schema.StringAttribute{Required: true, MarkdownDescription: "`name` of the " + d.Noun + "."},
+		"summary": schema.MapAttribute{
+			Computed: true, ElementType: types.Int64Type,
+			MarkdownDescription: "How many clusters are in each state, as the " + d.Kind.Noun + "'s `summary`.",
+		},
+		"namespace": schema.StringAttribute{Required: true, MarkdownDescription: "`namespace` of the " + d.Kind.Noun + " (of its Cluster objects)."},
+		"name":      schema.StringAttribute{Required: true, MarkdownDescription: "`name` of the " + d.Kind.Noun + "."},
 		"record_namespace": schema.StringAttribute{
-			Optional: true, MarkdownDescription: "`record_namespace` of the " + d.Noun + ". Default `" + d.DefaultRecordNamespace + "`.",
+			Optional: true, MarkdownDescription: "`record_namespace` of the " + d.Kind.Noun + ". Default `" + d.Kind.DefaultRecordNamespace + "`.",
 		},
 	}
 	for k, v := range more {
@@ -81,46 +112,42 @@ func Computed(description string) schema.StringAttribute {
 }
 
 // Configure implements datasource.DataSourceWithConfigure.
-func (d *StatusDataSource[C]) Configure(_ context.Context, req datasource.ConfigureRequest, resp *datasource.ConfigureResponse) {
+func (d *StatusDataSource[C, P]) Configure(_ context.Context, req datasource.ConfigureRequest, resp *datasource.ConfigureResponse) {
 	d.Data = providerdata.From(req.ProviderData, &resp.Diagnostics)
 }
 
 // Read implements datasource.DataSource.
-func (d *StatusDataSource[C]) Read(ctx context.Context, req datasource.ReadRequest, resp *datasource.ReadResponse) {
+func (d *StatusDataSource[C, P]) Read(ctx context.Context, req datasource.ReadRequest, resp *datasource.ReadResponse) {
 	var cfg C
-	resp.Diagnostics.Append(req.Config.Get(ctx, &cfg)...)
-	if resp.Diagnostics.HasError() {
+	if !d.Data.Read(ctx, req.Config, &cfg, &resp.Diagnostics) {
 		return
 	}
-	if d.Data == nil {
-		resp.Diagnostics.AddError("Provider Not Configured", diagnostics.UnconfiguredProvider)
-		return
-	}
-	key, described, configured := d.Ops.StatusKey(&cfg)
-	recordNamespace := configured.ValueString()
+	named := P(&cfg).statusKey()
+	key := records.Key{Kind: d.Kind.Records, Namespace: named.Namespace.ValueString(), Name: named.Name.ValueString()}
+	recordNamespace := named.RecordNamespace.ValueString()
 	if recordNamespace == "" {
-		recordNamespace = d.DefaultRecordNamespace
+		recordNamespace = d.Kind.DefaultRecordNamespace
 	}
-	raw, err := d.Ops.LoadRecord(ctx, d.Data, key, recordNamespace)
+	raw, err := d.Data.Delivery.LoadConfig(ctx, key, recordNamespace)
 	if err != nil {
 		resp.Diagnostics.Append(diagnostics.FromError(err, fmt.Sprintf("Cannot Read The %s's Record", d.upperNoun())))
 		return
 	}
 	if raw == nil {
-		resp.Diagnostics.AddError(d.Title+" Not Found", fmt.Sprintf("No records of %s exist in the management cluster (namespace %q): "+
-			"it was never applied, or it was destroyed. Depend on the %s (depends_on) to read it after its first apply.", described, recordNamespace, d.Noun))
+		resp.Diagnostics.AddError(d.Kind.Title+" Not Found", fmt.Sprintf("No records of %s exist in the management cluster (namespace %q): "+
+			"it was never applied, or it was destroyed. Depend on the %s (depends_on) to read it after its first apply.", key.Describe(), recordNamespace, d.Kind.Noun))
 		return
 	}
-	if !d.Ops.ObserveStatus(ctx, d.Data, &cfg, raw, recordNamespace, &resp.Diagnostics) {
+	if !P(&cfg).ObserveStatus(ctx, d.Data, key, raw, recordNamespace, &resp.Diagnostics) {
 		return
 	}
 	resp.Diagnostics.Append(resp.State.Set(ctx, &cfg)...)
 }
 
 // upperNoun is Noun with a capital first letter, for a summary.
-func (d *StatusDataSource[C]) upperNoun() string {
-	if d.Noun == "" {
+func (d *StatusDataSource[C, P]) upperNoun() string {
+	if d.Kind.Noun == "" {
 		return ""
 	}
-	return string(d.Noun[0]-'a'+'A') + d.Noun[1:]
+	return string(d.Kind.Noun[0]-'a'+'A') + d.Kind.Noun[1:]
 }

@@ -62,14 +62,9 @@ func Upgraders(typeName string, current schema.Schema, nested bool) map[int64]re
 // Attributes the current schema does not have (attrs) are dropped, as a plain refresh would drop
 // them.
 func UpgradeObjectsJSON(in []byte, attrs map[string]bool, nested bool) ([]byte, error) {
-	var st map[string]json.RawMessage
-	if err := json.Unmarshal(in, &st); err != nil {
+	st, err := currentAttributes(in, attrs)
+	if err != nil {
 		return nil, err
-	}
-	for k := range st {
-		if !attrs[k] {
-			delete(st, k)
-		}
 	}
 	raw, ok := st["objects"]
 	if !ok || string(raw) == "null" {
@@ -88,7 +83,6 @@ func UpgradeObjectsJSON(in []byte, attrs map[string]bool, nested bool) ([]byte, 
 		}
 		return nil
 	}
-	var err error
 	if nested {
 		var modules map[string]map[string]*string
 		if err = json.Unmarshal(raw, &modules); err != nil {
@@ -114,4 +108,19 @@ func UpgradeObjectsJSON(in []byte, attrs map[string]bool, nested bool) ([]byte, 
 		return nil, err
 	}
 	return json.Marshal(st)
+}
+
+// currentAttributes reads a stored state in, without the attributes the current schema does not
+// have (attrs), as a plain refresh would drop them.
+func currentAttributes(in []byte, attrs map[string]bool) (map[string]json.RawMessage, error) {
+	var st map[string]json.RawMessage
+	if err := json.Unmarshal(in, &st); err != nil {
+		return nil, err
+	}
+	for k := range st {
+		if !attrs[k] {
+			delete(st, k)
+		}
+	}
+	return st, nil
 }

@@ -48,6 +48,12 @@ func (v stringFunc) ValidateString(_ context.Context, req validator.StringReques
 	}
 }
 
+// StringCheck is a validator of a string attribute: check reports what is wrong with a known
+// value, as the detail of an error summary on the attribute; description says what it checks.
+func StringCheck(description, summary string, check func(string) error) validator.String {
+	return stringFunc{description: description, summary: summary, check: check}
+}
+
 // Manifests checks that a string is multi-document YAML of Kubernetes objects; the error names
 // the document (1-based).
 func Manifests() validator.String {

@@ -69,14 +69,9 @@ func plural(n int, what string) string {
 // anew). Attributes the current schema does not have (attrs) are dropped, as a plain refresh
 // would drop them.
 func UpgradeWavesJSON(in []byte, attrs map[string]bool) ([]byte, error) {
-	var st map[string]json.RawMessage
-	if err := json.Unmarshal(in, &st); err != nil {
+	st, err := currentAttributes(in, attrs)
+	if err != nil {
 		return nil, err
-	}
-	for k := range st {
-		if !attrs[k] {
-			delete(st, k)
-		}
 	}
 	if raw, ok := st["waves"]; ok {
 		text, err := wavesFromJSON(raw)

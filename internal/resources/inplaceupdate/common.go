@@ -9,6 +9,7 @@ package inplaceupdate
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -25,6 +26,7 @@ import (
 	"github.com/gradual-dev/terraform-provider-gradual/internal/inplace"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/inplace/fleetupdate"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/inplace/owners"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/fleetresource"
 )
 
 const defaultFallback = "none"
@@ -250,7 +252,7 @@ func stringList(s []string) types.List {
 func topologyVariablesValidators() []validator.Map {
 	return []validator.Map{
 		mapvalidator.KeysAre(stringvalidator.LengthBetween(1, 256)),
-		mapvalidator.ValueStringsAre(jsonValue{}),
+		mapvalidator.ValueStringsAre(jsonValue),
 	}
 }
 
@@ -276,39 +278,23 @@ const descTopologyVariablesRefresh = " A refresh compares each variable with the
 	"the cluster, the variable, the Cluster's value and the configured one."
 
 // jsonValue checks that a string is JSON (any value: a topology variable's).
-type jsonValue struct{}
-
-func (jsonValue) Description(context.Context) string {
-	return "must be JSON (jsonencode the value)"
-}
-func (v jsonValue) MarkdownDescription(ctx context.Context) string { return v.Description(ctx) }
-func (jsonValue) ValidateString(_ context.Context, req validator.StringRequest, resp *validator.StringResponse) {
-	if req.ConfigValue.IsNull() || req.ConfigValue.IsUnknown() {
-		return
+var jsonValue = fleetresource.StringCheck("must be JSON (jsonencode the value)", "Invalid Topology Variable", func(s string) error {
+	if !json.Valid([]byte(s)) {
+		detail := fmt.Sprintf("The value must be JSON: jsonencode it, e.g. jsonencode(\"eu-west\") or jsonencode({ replicas = 3 }); got %q.", s)
+		return errors.New(detail)
 	}
-	if !json.Valid([]byte(req.ConfigValue.ValueString())) {
-		resp.Diagnostics.AddAttributeError(req.Path, "Invalid Topology Variable",
-			fmt.Sprintf("The value must be JSON: jsonencode it, e.g. jsonencode(\"eu-west\") or jsonencode({ replicas = 3 }); got %q.", req.ConfigValue.ValueString()))
-	}
-}
+	return nil
+})
 
 // jsonObject checks that a string is a JSON object (a merge patch of a spec).
-type jsonObject struct{}
-
-func (jsonObject) Description(context.Context) string {
-	return "must be a JSON object (a JSON merge patch of the spec)"
-}
-func (v jsonObject) MarkdownDescription(ctx context.Context) string { return v.Description(ctx) }
-func (jsonObject) ValidateString(_ context.Context, req validator.StringRequest, resp *validator.StringResponse) {
-	if req.ConfigValue.IsNull() || req.ConfigValue.IsUnknown() {
-		return
-	}
+var jsonObject = fleetresource.StringCheck("must be a JSON object (a JSON merge patch of the spec)", "Invalid Spec Patch", func(s string) error {
 	var m map[string]any
-	if err := json.Unmarshal([]byte(req.ConfigValue.ValueString()), &m); err != nil || m == nil {
+	if err := json.Unmarshal([]byte(s), &m); err != nil || m == nil {
 		detail := "The value must be a JSON object, a JSON merge patch (RFC 7386) of the spec, e.g. jsonencode({ ntp = { servers = [\"pool.ntp.org\"] } })."
 		if err != nil {
 			detail += " " + err.Error()
 		}
-		resp.Diagnostics.AddAttributeError(req.Path, "Invalid Spec Patch", detail)
+		return errors.New(detail)
 	}
-}
+	return nil
+})

@@ -16,7 +16,6 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
-	"github.com/gradual-dev/terraform-provider-gradual/internal/diagnostics"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/inplace"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/providerdata"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/fleetresource"
@@ -113,11 +112,11 @@ func (d *planDataSource) Schema(_ context.Context, _ datasource.SchemaRequest, r
 				MarkdownDescription: "Picked clusters that cannot be updated now, with the reason."},
 			"version": schema.StringAttribute{Optional: true, MarkdownDescription: descVersion,
 				Validators: []validator.String{stringvalidator.RegexMatches(regexp.MustCompile(`^v\d+\.\d+\.\d+`), "must be a Kubernetes version such as v1.36.3")}},
-			"machine_spec_patch": schema.StringAttribute{Optional: true, MarkdownDescription: descMachinePatch, Validators: []validator.String{jsonObject{}}},
+			"machine_spec_patch": schema.StringAttribute{Optional: true, MarkdownDescription: descMachinePatch, Validators: []validator.String{jsonObject}},
 			"topology_variables": schema.MapAttribute{Optional: true, ElementType: types.StringType, MarkdownDescription: descTopologyVariables,
 				Validators: topologyVariablesValidators()},
-			"infrastructure_machine_spec_patch": schema.StringAttribute{Optional: true, MarkdownDescription: descInfraPatch, Validators: []validator.String{jsonObject{}}},
-			"bootstrap_config_spec_patch":       schema.StringAttribute{Optional: true, Sensitive: true, MarkdownDescription: descBootstrapPatch, Validators: []validator.String{jsonObject{}}},
+			"infrastructure_machine_spec_patch": schema.StringAttribute{Optional: true, MarkdownDescription: descInfraPatch, Validators: []validator.String{jsonObject}},
+			"bootstrap_config_spec_patch":       schema.StringAttribute{Optional: true, Sensitive: true, MarkdownDescription: descBootstrapPatch, Validators: []validator.String{jsonObject}},
 			"extensions": schema.ListNestedAttribute{
 				Optional: true, MarkdownDescription: descExtensions,
 				Validators: []validator.List{listvalidator.UniqueValues()},
@@ -162,12 +161,7 @@ func (d *planDataSource) Schema(_ context.Context, _ datasource.SchemaRequest, r
 
 func (d *planDataSource) Read(ctx context.Context, req datasource.ReadRequest, resp *datasource.ReadResponse) {
 	var model PlanModel
-	resp.Diagnostics.Append(req.Config.Get(ctx, &model)...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	if d.data == nil {
-		resp.Diagnostics.AddError("Provider Not Configured", diagnostics.UnconfiguredProvider)
+	if !d.data.Read(ctx, req.Config, &model, &resp.Diagnostics) {
 		return
 	}
 	if model.fleet() {

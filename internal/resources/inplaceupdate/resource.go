@@ -211,8 +211,7 @@ func (m *Model) ClearWriteOnly() { m.BootstrapConfigSpecPatch = types.StringNull
 // apply plans again against the live machines and executes the plan, filling plan's computed
 // attributes with what was done. It reports whether the update succeeded.
 func (r *updateResource) apply(ctx context.Context, timeout time.Duration, plan *Model, diags *diag.Diagnostics) bool {
-	if r.data == nil {
-		diags.AddError("Provider Not Configured", diagnostics.UnconfiguredProvider)
+	if !r.data.Configured(diags) {
 		return false
 	}
 	plan.ID = plan.id()

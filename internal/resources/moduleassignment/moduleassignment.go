@@ -6,25 +6,37 @@ package moduleassignment
 import (
 	"context"
 
+	"github.com/hashicorp/terraform-plugin-framework/datasource"
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
 
 	"github.com/gradual-dev/terraform-provider-gradual/internal/assignment"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/fleet"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/records"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/fleetresource"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/window"
 )
 
 var pathModules = path.Root("modules")
 
-// New returns the resource.
+// kind names the assignment in the resource, its status data source and their diagnostics.
+var kind = fleetresource.Kind{Records: records.KindAssignment, Type: "_module_assignment", Title: "Module Assignment",
+	Noun: "assignment", ImportExample: "fleet/cni", DefaultRecordNamespace: defaultRecordNamespace,
+	Kept: "Every change it made is recorded in the clusters and bindings; the next apply continues from them."}
+
+// New returns the resource; its `objects` hold a map per module.
 func New() resource.Resource {
 	r := &assignmentResource{}
-	r.Ops, r.TypeSuffix, r.Noun, r.ImportExample = r, "_module_assignment", "assignment", "fleet/cni"
-	r.Failed = fleetresource.FailedCreate{Title: "Module Assignment Not Saved In State",
-		Detail: "The assignment failed before it completed, so it is not saved in the Terraform state. Every change it made is recorded in the clusters and bindings; the next apply continues from them."}
+	r.Ops, r.Kind, r.ObjectsByModule = r, kind, true
 	return r
+}
+
+// NewStatusDataSource returns the `gradual_module_assignment_status` data source: every
+// cluster's bindings, which the assignment's plan leaves out (it shows counts and the clusters
+// needing attention), for outputs, `check` blocks and reviews of one cluster.
+func NewStatusDataSource() datasource.DataSource {
+	return fleetresource.NewStatus[statusModel](kind)
 }
 
 // assignmentResource runs through the engine's shared lifecycle (fleetresource.Lifecycle); its
@@ -34,21 +46,9 @@ type assignmentResource struct {
 }
 
 var (
-	_ resource.ResourceWithConfigure      = (*assignmentResource)(nil)
-	_ resource.ResourceWithModifyPlan     = (*assignmentResource)(nil)
-	_ resource.ResourceWithImportState    = (*assignmentResource)(nil)
+	_ fleetresource.EngineResource        = (*assignmentResource)(nil)
 	_ resource.ResourceWithValidateConfig = (*assignmentResource)(nil)
-	_ resource.ResourceWithUpgradeState   = (*assignmentResource)(nil)
 )
-
-// UpgradeState upgrades states from before schema version 1, whose `waves` held lists of counts
-// per module, to `waves` as text, and from before version 2, whose `objects` held YAML, to JSON
-// (fleetresource.Upgraders).
-func (r *assignmentResource) UpgradeState(ctx context.Context) map[int64]resource.StateUpgrader {
-	var resp resource.SchemaResponse
-	r.Schema(ctx, resource.SchemaRequest{}, &resp)
-	return fleetresource.Upgraders("gradual_module_assignment", resp.Schema, true)
-}
 
 // EngineSpec and EngineQuery map the model to the engine (fleetresource.EngineModel).
 func (m *Model) EngineSpec(ctx context.Context) (assignment.Spec, diag.Diagnostics) {

@@ -2,7 +2,6 @@ package moduleassignment
 
 import (
 	"context"
-	"fmt"
 	"strings"
 
 	"github.com/hashicorp/terraform-plugin-framework/diag"
@@ -185,14 +184,8 @@ func (r *assignmentResource) Refresh(ctx context.Context, state *Model, _ fleetr
 // whether it did.
 func (r *assignmentResource) importConfig(ctx context.Context, state *Model, diags *diag.Diagnostics) bool {
 	key := state.key()
-	found, err := assignment.LoadConfig(ctx, r.Data.Delivery, key, state.RecordNamespace.ValueString())
-	if err != nil {
-		diags.Append(diagnostics.FromError(err, "Cannot Import Module Assignment"))
-		return false
-	}
+	found := r.ImportedRecord(ctx, key, state.RecordNamespace.ValueString(), diags)
 	if found == nil {
-		diags.AddError("Module Assignment Not Found",
-			fmt.Sprintf("No records of %s exist in the management cluster (namespace %q). Import only assignments that were applied.", key.Describe(), state.RecordNamespace.ValueString()))
 		return false
 	}
 	diags.Append(state.fromConfigRecord(ctx, found)...)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"time"
 
-	"github.com/hashicorp/terraform-plugin-framework/datasource"
 	"github.com/hashicorp/terraform-plugin-framework/datasource/schema"
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/types"
@@ -17,26 +16,10 @@ import (
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/fleetresource"
 )
 
-// NewStatusDataSource returns the `gradual_module_assignment_status` data source: every
-// cluster's bindings, which the assignment's plan leaves out (it shows counts and the clusters
-// needing attention), for outputs, `check` blocks and reviews of one cluster.
-func NewStatusDataSource() datasource.DataSource {
-	d := &statusDataSource{}
-	d.StatusDataSource = fleetresource.NewStatus[statusModel](d, "Module Assignment", "assignment", "_module_assignment_status", defaultRecordNamespace)
-	return d
-}
-
-// statusDataSource reads through fleetresource.StatusDataSource; its fleetresource.StatusOps are below.
-type statusDataSource struct {
-	fleetresource.StatusDataSource[statusModel]
-}
-
 type statusModel struct {
-	fleetresource.StatusKeyModel
-	Revisions map[string]string    `tfsdk:"revisions"`
-	Manifests map[string]string    `tfsdk:"manifests"`
-	Summary   map[string]int64     `tfsdk:"summary"`
-	Clusters  []clusterStatusModel `tfsdk:"clusters"`
+	fleetresource.StatusModel[clusterStatusModel]
+	Revisions map[string]string `tfsdk:"revisions"`
+	Manifests map[string]string `tfsdk:"manifests"`
 }
 
 type clusterStatusModel struct {
@@ -55,16 +38,14 @@ type bindingModel struct {
 	Drift     []string `tfsdk:"drift"`
 }
 
-func (d *statusDataSource) Schema(_ context.Context, _ datasource.SchemaRequest, resp *datasource.SchemaResponse) {
+// StatusSchema implements fleetresource.StatusOps.
+func (statusModel) StatusSchema() schema.Schema {
 	computed := fleetresource.Computed
-	resp.Schema = schema.Schema{
+	return schema.Schema{
 		MarkdownDescription: "Every cluster of a `gradual_module_assignment`, one by one, with its bindings (like Cluster API's " +
 			"ClusterResourceSetBindings): per module the revision, when it was applied, the result, and the objects and fields that " +
-			"drifted. The assignment's plan shows only counts (`summary`) and the clusters needing attention, so that it stays " +
-			"readable at any fleet size; this is the detail, for outputs, `check` blocks and a closer look. It reads the clusters the " +
-			"assignment's last apply picked (from the management cluster's record) as they are now; depend on the assignment " +
-			"(`depends_on`) to read it after the assignment's apply.",
-		Attributes: d.StatusAttributes(map[string]schema.Attribute{
+			"drifted.",
+		Attributes: map[string]schema.Attribute{
 			"manifests": schema.MapAttribute{
 				Computed: true, Sensitive: true, ElementType: types.StringType,
 				MarkdownDescription: "Per module, its `manifests` as the assignment's last apply recorded them (never `sensitive_manifests`, " +
@@ -76,10 +57,6 @@ func (d *statusDataSource) Schema(_ context.Context, _ datasource.SchemaRequest,
 			"revisions": schema.MapAttribute{
 				Computed: true, ElementType: types.StringType,
 				MarkdownDescription: "Per module, the revision the assignment's last apply delivered.",
-			},
-			"summary": schema.MapAttribute{
-				Computed: true, ElementType: types.Int64Type,
-				MarkdownDescription: "How many clusters are in each state, as the assignment's `summary`.",
 			},
 			"clusters": schema.ListNestedAttribute{
 				Computed:            true,
@@ -106,25 +83,12 @@ func (d *statusDataSource) Schema(_ context.Context, _ datasource.SchemaRequest,
 					},
 				}},
 			},
-		}),
+		},
 	}
 }
 
-var _ datasource.DataSourceWithConfigure = (*statusDataSource)(nil)
-
-// StatusKey implements fleetresource.StatusOps.
-func (d *statusDataSource) StatusKey(cfg *statusModel) (records.Key, string, types.String) {
-	key := (&Model{Namespace: cfg.Namespace, Name: cfg.Name}).key()
-	return key, key.Describe(), cfg.RecordNamespace
-}
-
-// LoadRecord implements fleetresource.StatusOps.
-func (d *statusDataSource) LoadRecord(ctx context.Context, data *providerdata.Data, key records.Key, recordNamespace string) ([]byte, error) {
-	return assignment.LoadConfig(ctx, data.Delivery, key, recordNamespace)
-}
-
 // ObserveStatus implements fleetresource.StatusOps: every cluster's bindings as they are now.
-func (d *statusDataSource) ObserveStatus(ctx context.Context, data *providerdata.Data, cfg *statusModel, raw []byte, recordNamespace string, diags *diag.Diagnostics) bool {
+func (cfg *statusModel) ObserveStatus(ctx context.Context, data *providerdata.Data, _ records.Key, raw []byte, recordNamespace string, diags *diag.Diagnostics) bool {
 	m := Model{Namespace: cfg.Namespace, Name: cfg.Name, RecordNamespace: types.StringValue(recordNamespace)}
 	diags.Append(m.fromConfigRecord(ctx, raw)...)
 	if diags.HasError() {

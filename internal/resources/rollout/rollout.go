@@ -5,12 +5,14 @@ package rollout
 import (
 	"context"
 
+	"github.com/hashicorp/terraform-plugin-framework/datasource"
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
 
 	"github.com/gradual-dev/terraform-provider-gradual/internal/delivery"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/fleet"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/records"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/fleetresource"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/window"
 )
@@ -22,13 +24,23 @@ var (
 	pathSensPaths    = path.Root("sensitive_paths")
 )
 
+// kind names the rollout in the resource, its status data source and their diagnostics.
+var kind = fleetresource.Kind{Records: records.KindRollout, Type: "_rollout", Title: "Rollout", Noun: "rollout",
+	ImportExample: "fleet/ingress", DefaultRecordNamespace: defaultRecordNamespace,
+	Kept: "Every change it made is recorded in the clusters; the next apply continues from those records instead of starting over."}
+
 // New returns the resource.
 func New() resource.Resource {
 	r := &rolloutResource{}
-	r.Ops, r.TypeSuffix, r.Noun, r.ImportExample = r, "_rollout", "rollout", "fleet/ingress"
-	r.Failed = fleetresource.FailedCreate{Title: "Rollout Not Saved In State",
-		Detail: "The rollout failed before it completed, so it is not saved in the Terraform state. Every change it made is recorded in the clusters; the next apply continues from those records instead of starting over."}
+	r.Ops, r.Kind = r, kind
 	return r
+}
+
+// NewStatusDataSource returns the `gradual_rollout_status` data source: the per-cluster detail
+// that the rollout's plan leaves out (it shows counts and the clusters needing attention), for
+// outputs, `check` blocks and reviews of one cluster.
+func NewStatusDataSource() datasource.DataSource {
+	return fleetresource.NewStatus[statusModel](kind)
 }
 
 // rolloutResource runs through the engine's shared lifecycle (fleetresource.Lifecycle); its
@@ -37,21 +49,7 @@ type rolloutResource struct {
 	fleetresource.Lifecycle[Model, *Model, delivery.Spec]
 }
 
-var (
-	_ resource.ResourceWithConfigure    = (*rolloutResource)(nil)
-	_ resource.ResourceWithModifyPlan   = (*rolloutResource)(nil)
-	_ resource.ResourceWithImportState  = (*rolloutResource)(nil)
-	_ resource.ResourceWithUpgradeState = (*rolloutResource)(nil)
-)
-
-// UpgradeState upgrades states from before schema version 1, whose `waves` was a list (of
-// counts, or in 0.1.0 of each wave's clusters), to `waves` as text, and from before version 2,
-// whose `objects` held YAML, to JSON (fleetresource.Upgraders).
-func (r *rolloutResource) UpgradeState(ctx context.Context) map[int64]resource.StateUpgrader {
-	var resp resource.SchemaResponse
-	r.Schema(ctx, resource.SchemaRequest{}, &resp)
-	return fleetresource.Upgraders("gradual_rollout", resp.Schema, false)
-}
+var _ fleetresource.EngineResource = (*rolloutResource)(nil)
 
 // EngineSpec and EngineQuery map the model to the engine (fleetresource.EngineModel).
 func (m *Model) EngineSpec(ctx context.Context) (delivery.Spec, diag.Diagnostics) { return m.spec(ctx) }

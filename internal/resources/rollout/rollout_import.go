@@ -2,7 +2,6 @@ package rollout
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/hashicorp/terraform-plugin-framework/attr"
 	"github.com/hashicorp/terraform-plugin-framework/diag"
@@ -10,7 +9,6 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/types/basetypes"
 
 	"github.com/gradual-dev/terraform-provider-gradual/internal/delivery"
-	"github.com/gradual-dev/terraform-provider-gradual/internal/diagnostics"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/fleet"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/health"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/manifest"
@@ -222,14 +220,8 @@ func stringListOrNull(ctx context.Context, xs []string) types.List {
 // management cluster's record. (Not manifests: it is null when sensitive_manifests holds the
 // whole bundle.) It reports whether it did.
 func (r *rolloutResource) importConfig(ctx context.Context, state *Model, key records.Key, diags *diag.Diagnostics) bool {
-	found, err := r.Data.Delivery.LoadConfig(ctx, key, state.RecordNamespace.ValueString())
-	if err != nil {
-		diags.Append(diagnostics.FromError(err, "Cannot Import Rollout"))
-		return false
-	}
+	found := r.ImportedRecord(ctx, key, state.RecordNamespace.ValueString(), diags)
 	if found == nil {
-		diags.AddError("Rollout Not Found",
-			fmt.Sprintf("No records of rollout %s exist in the management cluster (namespace %q). Import only rollouts that were applied.", key, state.RecordNamespace.ValueString()))
 		return false
 	}
 	diags.Append(state.fromConfigRecord(ctx, found)...)

@@ -6,7 +6,6 @@ import (
 	"slices"
 	"sort"
 
-	"github.com/hashicorp/terraform-plugin-framework/datasource"
 	"github.com/hashicorp/terraform-plugin-framework/datasource/schema"
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
@@ -21,28 +20,12 @@ import (
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/manifesttype"
 )
 
-// NewStatusDataSource returns the `gradual_rollout_status` data source: the per-cluster detail
-// that the rollout's plan leaves out (it shows counts and the clusters needing attention), for
-// outputs, `check` blocks and reviews of one cluster.
-func NewStatusDataSource() datasource.DataSource {
-	d := &statusDataSource{}
-	d.StatusDataSource = fleetresource.NewStatus[statusModel](d, "Rollout", "rollout", "_rollout_status", defaultRecordNamespace)
-	return d
-}
-
-// statusDataSource reads through fleetresource.StatusDataSource; its fleetresource.StatusOps are below.
-type statusDataSource struct {
-	fleetresource.StatusDataSource[statusModel]
-}
-
 // statusModel is the data source's data.
 type statusModel struct {
-	fleetresource.StatusKeyModel
-	PreviewManifests types.String         `tfsdk:"preview_manifests"`
-	Revision         types.String         `tfsdk:"revision"`
-	Manifests        types.String         `tfsdk:"manifests"`
-	Summary          map[string]int64     `tfsdk:"summary"`
-	Clusters         []clusterStatusModel `tfsdk:"clusters"`
+	fleetresource.StatusModel[clusterStatusModel]
+	PreviewManifests types.String `tfsdk:"preview_manifests"`
+	Revision         types.String `tfsdk:"revision"`
+	Manifests        types.String `tfsdk:"manifests"`
 }
 
 type clusterStatusModel struct {
@@ -70,15 +53,13 @@ type clusterPreviewModel struct {
 	NotPreviewed string   `tfsdk:"not_previewed"`
 }
 
-func (d *statusDataSource) Schema(_ context.Context, _ datasource.SchemaRequest, resp *datasource.SchemaResponse) {
+// StatusSchema implements fleetresource.StatusOps.
+func (statusModel) StatusSchema() schema.Schema {
 	computed := fleetresource.Computed
-	resp.Schema = schema.Schema{
+	return schema.Schema{
 		MarkdownDescription: "Every cluster of a `gradual_rollout`, one by one: the revision it runs, its backup, its state and what is " +
-			"wrong with it (drifted objects and fields, an interrupted apply). The rollout's plan shows only counts (`summary`) and the " +
-			"clusters needing attention, so that it stays readable at any fleet size; this is the detail, for outputs, `check` blocks " +
-			"and a closer look. It reads the clusters the rollout's last apply picked (from the management cluster's record) as they " +
-			"are now; depend on the rollout (`depends_on`) to read it after the rollout's apply.",
-		Attributes: d.StatusAttributes(map[string]schema.Attribute{
+			"wrong with it (drifted objects and fields, an interrupted apply).",
+		Attributes: map[string]schema.Attribute{
 			"preview_manifests": schema.StringAttribute{
 				Optional: true,
 				MarkdownDescription: "A bundle to dry-run now on every cluster the rollout picks, usually the rollout's next `manifests` " +
@@ -99,10 +80,6 @@ func (d *statusDataSource) Schema(_ context.Context, _ datasource.SchemaRequest,
 					"for an imported rollout: Terraform writes `manifests = null` into `-generate-config-out` configuration (it never " +
 					"writes a sensitive value), and `manifests = data.gradual_rollout_status.<name>.manifests` (or the text saved to a " +
 					"file) makes that configuration plan no change.",
-			},
-			"summary": schema.MapAttribute{
-				Computed: true, ElementType: types.Int64Type,
-				MarkdownDescription: "How many clusters are in each state, as the rollout's `summary`.",
 			},
 			"clusters": schema.ListNestedAttribute{
 				Computed:            true,
@@ -136,27 +113,13 @@ func (d *statusDataSource) Schema(_ context.Context, _ datasource.SchemaRequest,
 					},
 				}},
 			},
-		}),
+		},
 	}
-}
-
-var _ datasource.DataSourceWithConfigure = (*statusDataSource)(nil)
-
-// StatusKey implements fleetresource.StatusOps.
-func (d *statusDataSource) StatusKey(cfg *statusModel) (records.Key, string, types.String) {
-	key := records.Key{Kind: "rollout", Namespace: cfg.Namespace.ValueString(), Name: cfg.Name.ValueString()}
-	return key, "rollout " + key.String(), cfg.RecordNamespace
-}
-
-// LoadRecord implements fleetresource.StatusOps.
-func (d *statusDataSource) LoadRecord(ctx context.Context, data *providerdata.Data, key records.Key, recordNamespace string) ([]byte, error) {
-	return data.Delivery.LoadConfig(ctx, key, recordNamespace)
 }
 
 // ObserveStatus implements fleetresource.StatusOps: every picked cluster as it is now, and, with
 // preview_manifests, what a dry-run of them finds on each.
-func (d *statusDataSource) ObserveStatus(ctx context.Context, data *providerdata.Data, cfg *statusModel, raw []byte, recordNamespace string, diags *diag.Diagnostics) bool {
-	key, _, _ := d.StatusKey(cfg)
+func (cfg *statusModel) ObserveStatus(ctx context.Context, data *providerdata.Data, key records.Key, raw []byte, recordNamespace string, diags *diag.Diagnostics) bool {
 	var rollout Model
 	rollout.Namespace = cfg.Namespace
 	diags.Append(rollout.fromConfigRecord(ctx, raw)...)

@@ -16,7 +16,7 @@ import (
 func upgraded(t *testing.T, version int64, set map[string]any) map[string]tftypes.Value {
 	t.Helper()
 	ctx := context.Background()
-	r := &rolloutResource{}
+	r := New().(*rolloutResource)
 	var sr resource.SchemaResponse
 	r.Schema(ctx, resource.SchemaRequest{}, &sr)
 	stored := map[string]any{}

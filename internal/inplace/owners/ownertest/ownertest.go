@@ -60,15 +60,7 @@ func World(t *testing.T, mdSpec map[string]any, mdAnnotations map[string]string)
 // WorldWithCluster is World with the Cluster paused or not, and ready or not.
 func WorldWithCluster(t *testing.T, mdSpec map[string]any, mdAnnotations map[string]string, clusterPaused, clusterReady bool) (client.Client, *[]string) {
 	t.Helper()
-	gvks := []schema.GroupVersionKind{MachineDeploymentGVK, MachineGVK, ClusterGVK, KubeadmControlPlaneGVK, KubeadmConfigTemplateGVK, DevMachineTemplateGVK, KubeadmConfigGVK, DevMachineGVK, DeploymentGVK}
-	var gvs []schema.GroupVersion
-	for _, gvk := range gvks {
-		gvs = append(gvs, gvk.GroupVersion())
-	}
-	mapper := meta.NewDefaultRESTMapper(gvs)
-	for _, gvk := range gvks {
-		mapper.Add(gvk, meta.RESTScopeNamespace)
-	}
+	mapper := namespacedMapper(MachineDeploymentGVK, MachineGVK, ClusterGVK, KubeadmControlPlaneGVK, KubeadmConfigTemplateGVK, DevMachineTemplateGVK, KubeadmConfigGVK, DevMachineGVK, DeploymentGVK)
 	spec := map[string]any{
 		"clusterName": "c", "replicas": int64(0),
 		"template": map[string]any{"spec": map[string]any{
@@ -125,15 +117,7 @@ func WorldWithCluster(t *testing.T, mdSpec map[string]any, mdAnnotations map[str
 // no extension calls), rolled out. failPatch, when set, fails every patch of a Cluster with it.
 func TopologyWorld(t *testing.T, failPatch error) (client.Client, *[]string) {
 	t.Helper()
-	gvks := []schema.GroupVersionKind{MachineDeploymentGVK, MachineGVK, ClusterGVK, ClusterClassGVK, KubeadmControlPlaneGVK, DeploymentGVK}
-	var gvs []schema.GroupVersion
-	for _, gvk := range gvks {
-		gvs = append(gvs, gvk.GroupVersion())
-	}
-	mapper := meta.NewDefaultRESTMapper(gvs)
-	for _, gvk := range gvks {
-		mapper.Add(gvk, meta.RESTScopeNamespace)
-	}
+	mapper := namespacedMapper(MachineDeploymentGVK, MachineGVK, ClusterGVK, ClusterClassGVK, KubeadmControlPlaneGVK, DeploymentGVK)
 	owned := map[string]string{ClusterNameLabel: "c", TopologyOwnedLabel: ""}
 	cluster := Obj(ClusterGVK, "c", map[string]any{
 		"spec": map[string]any{
@@ -222,4 +206,18 @@ func FleetClusterWorld(t *testing.T, mdAnnotations map[string]string) (client.Cl
 	})
 	*writes = (*writes)[:0]
 	return c, writes
+}
+
+// namespacedMapper maps the namespaced kinds gvks, as the API server of a management cluster
+// would.
+func namespacedMapper(gvks ...schema.GroupVersionKind) meta.RESTMapper {
+	var gvs []schema.GroupVersion
+	for _, gvk := range gvks {
+		gvs = append(gvs, gvk.GroupVersion())
+	}
+	mapper := meta.NewDefaultRESTMapper(gvs)
+	for _, gvk := range gvks {
+		mapper.Add(gvk, meta.RESTScopeNamespace)
+	}
+	return mapper
 }
