@@ -462,8 +462,18 @@ func (r *fluxRun) bringsAdmission(target string) bool {
 // contact after the change, is restored, and the next plan refuses to take the revision further.
 func (r *fluxRun) confirm(ctx context.Context, target, digest string) error {
 	token := fmt.Sprintf("%s-%d", r.w.svc.clock.Now().UTC().Format(time.RFC3339Nano), r.requests.Add(1))
-	if err := r.d.RequestReconcile(ctx, r.w.spec.ClusterNamespace, target, token); err != nil {
-		return err
+	// A request the management cluster fails is asked again, as the waits read again: a passing
+	// 503 there is no reason to call the cluster lost.
+	for {
+		err := r.d.RequestReconcile(ctx, r.w.spec.ClusterNamespace, target, token)
+		if err == nil {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(fluxPoll):
+		}
 	}
 	return r.waitOn(ctx, target, digest, token)
 }
