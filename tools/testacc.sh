@@ -197,7 +197,7 @@ capi_acc() {
 # tests, moving a rollout from direct delivery to Flux and back (TestAccRollout_fluxEngineMove*),
 # and the contract tests written once for both engines, TestAccRollout_fluxContract_*: a saved
 # plan then a relabel, a second state, a kill mid-apply, one owner per object, a revision
-# admission refuses, a webhook down 20 s, the Lease held by another apply or a paused holder, the
+# admission refuses, a revision that installs a fail-closed webhook, a webhook down 20 s, the Lease held by another apply or a paused holder, the
 # management cluster paused as a revision fails, a cluster's records deleted, a second state with
 # another record namespace; about 10 minutes on each CLI's lane, hence the 20-minute bound;
 # TestAccModuleAssignment_flux*: two ordered modules and a join, per-cluster values, the same fault

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -259,7 +260,9 @@ type fluxRun struct {
 	// desired is the desired revision's artifact without values, the same for every cluster:
 	// made once per run (its YAML was a fifth of the provider's CPU in a wave of 64 when made
 	// for each cluster's pin and again for its verification).
-	desired struct {
+	// requests counts the reconciles this run asked for (confirm), to make each token unique.
+	requests atomic.Int64
+	desired  struct {
 		once      sync.Once
 		manifests []byte
 		err       error
@@ -395,7 +398,8 @@ func (r *fluxRun) fluxPin(ctx context.Context, target, revision string) error {
 }
 
 // verify waits, within ctx, for the cluster's Kustomization to have target's artifact of
-// revision applied and ready, and classifies what it says otherwise.
+// revision applied and ready, and classifies what it says otherwise. The desired revision, when
+// it brings admission configuration, must also pass one more reconcile (confirm).
 func (r *fluxRun) verify(ctx context.Context, target, revision string) error {
 	tag, manifests, err := r.fluxArtifact(ctx, target, revision)
 	if err != nil {
@@ -406,10 +410,22 @@ func (r *fluxRun) verify(ctx context.Context, target, revision string) error {
 	if err != nil {
 		return err
 	}
+	if err := r.waitOn(ctx, target, digest, ""); err != nil {
+		return err
+	}
+	if revision != r.w.spec.Revision || !r.bringsAdmission(target) {
+		return nil
+	}
+	return r.confirm(ctx, target, digest)
+}
+
+// waitOn waits, within ctx, for target's Kustomization to have digest applied and ready (after
+// handling the reconcile request token, when not ""), and classifies what it says otherwise.
+func (r *fluxRun) waitOn(ctx context.Context, target, digest, token string) error {
 	var last fluxdelivery.Status
 	for poll := fluxPoll; ; poll = fluxBackoff(poll) {
 		st, changed, err := r.fluxStatus(ctx, target)
-		if err == nil {
+		if err == nil && (token == "" || st.Handled == token) {
 			last = st
 			if err := fluxdelivery.Classify(st, digest, false); err != nil {
 				return fluxMark(err)
@@ -430,6 +446,38 @@ func (r *fluxRun) verify(ctx context.Context, target, revision string) error {
 	}
 }
 
+// bringsAdmission says whether the desired revision holds admission configuration on target
+// (fluxdelivery/admission.go).
+func (r *fluxRun) bringsAdmission(target string) bool {
+	set, _, err := r.w.desired(target)
+	return err == nil && fluxdelivery.HoldsAdmission(set.Objects)
+}
+
+// confirm asks kustomize-controller for one more reconcile of target's Kustomization, ready on
+// digest, and waits within ctx for its verdict: the first reconcile dry-ran the revision's
+// objects before its admission configuration existed, this one passes them through it. A
+// fail-closed webhook the revision brought, whose service is not there, fails it: the API
+// server's status reason (InternalError: the webhook could not be called) is the
+// infrastructure's, as delivering directly, where the records' write meets it: the cluster lost
+// contact after the change, is restored, and the next plan refuses to take the revision further.
+func (r *fluxRun) confirm(ctx context.Context, target, digest string) error {
+	token := fmt.Sprintf("%s-%d", r.w.svc.clock.Now().UTC().Format(time.RFC3339Nano), r.requests.Add(1))
+	// A request the management cluster fails is asked again, as the waits read again: a passing
+	// 503 there is no reason to call the cluster lost.
+	for {
+		err := r.d.RequestReconcile(ctx, r.w.spec.ClusterNamespace, target, token)
+		if err == nil {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(fluxPoll):
+		}
+	}
+	return r.waitOn(ctx, target, digest, token)
+}
+
 // fluxStatus is target's Kustomization's status: from the run's watch when it is established
 // (with a channel closed at the next change), else read. A nil channel never fires: the caller
 // then reads again when its poll interval is up. A Kustomization the watch has not seen is
@@ -448,15 +496,49 @@ func (r *fluxRun) fluxStatus(ctx context.Context, target string) (fluxdelivery.S
 func fluxMark(err error) error { return blame.Mark(err) }
 
 // restore is one attempt to return target to revision by pinning it again and waiting for it;
-// "" deletes the Kustomization, and Flux prunes what it applied.
+// "" deletes the Kustomization, and Flux prunes what it applied. From a desired revision that
+// brings admission configuration, the backup is pinned disarmed first (disarm).
 func (r *fluxRun) restore(ctx context.Context, target, revision string) error {
 	if revision == "" {
 		return r.d.Remove(ctx, r.w.spec.ClusterNamespace, target, fluxPoll, false)
+	}
+	if revision != r.w.spec.Revision && r.bringsAdmission(target) {
+		if err := r.disarm(ctx, target, revision); err != nil {
+			return fmt.Errorf("remove the admission configuration of %s first: %w", r.w.spec.Revision, err)
+		}
 	}
 	if err := r.fluxPin(ctx, target, revision); err != nil {
 		return err
 	}
 	return r.verify(ctx, target, revision)
+}
+
+// disarm pins target's Kustomization to revision (the backup) disarmed (fluxdelivery.Disarmed)
+// and waits within ctx for Flux to have applied it: Flux prunes the admission configuration the
+// undone revision added, and leaves the rest as it runs, so that the backup's own dry-runs no
+// longer meet it (fluxdelivery/admission.go).
+func (r *fluxRun) disarm(ctx context.Context, target, revision string) error {
+	state, err := r.w.svc.fluxStore(r.w.spec.RecordNamespace).Load(ctx, FluxRecordKey(r.w.spec.Key, target))
+	if err != nil {
+		return fmt.Errorf("read records: %w", err)
+	}
+	objs, err := r.w.objectsOf(state, target, revision)
+	if err != nil {
+		return err
+	}
+	manifests, err := fluxdelivery.Manifests(fluxdelivery.Disarmed(objs))
+	if err != nil {
+		return err
+	}
+	sum := sha256.Sum256(manifests)
+	digest, err := r.d.Publish(ctx, revision+"-"+hex.EncodeToString(sum[:])[:12], manifests)
+	if err != nil {
+		return err
+	}
+	if err := r.restored.Pin(ctx, r.w.spec.ClusterNamespace, target, digest, r.w.spec.Policy.VerifyTimeout); err != nil {
+		return err
+	}
+	return r.waitOn(ctx, target, digest, "")
 }
 
 // record is one attempt of Record for a target event through Flux: the cluster's records live

@@ -550,7 +550,10 @@ type Status struct {
 	Ready, Reason, Message string
 	// Applied and Attempted are lastAppliedRevision and lastAttemptedRevision.
 	Applied, Attempted string
-	Suspended          bool
+	// Handled is status.lastHandledReconcileAt: the last reconcile request's token the controller
+	// handled (RequestReconcile).
+	Handled   string
+	Suspended bool
 }
 
 // On reports whether the status shows digest applied and ready.

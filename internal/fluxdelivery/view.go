@@ -20,9 +20,10 @@ type kustomizationView struct {
 		Suspend bool `json:"suspend,omitempty"`
 	} `json:"spec"`
 	Status struct {
-		LastAppliedRevision   string             `json:"lastAppliedRevision,omitempty"`
-		LastAttemptedRevision string             `json:"lastAttemptedRevision,omitempty"`
-		Conditions            []metav1.Condition `json:"conditions,omitempty"`
+		LastAppliedRevision    string             `json:"lastAppliedRevision,omitempty"`
+		LastAttemptedRevision  string             `json:"lastAttemptedRevision,omitempty"`
+		LastHandledReconcileAt string             `json:"lastHandledReconcileAt,omitempty"`
+		Conditions             []metav1.Condition `json:"conditions,omitempty"`
 	} `json:"status"`
 }
 
@@ -58,7 +59,7 @@ func (k *kustomizationView) deepCopy() kustomizationView {
 // status is what the Kustomization says, as statusOf.
 func (k *kustomizationView) status() Status {
 	st := Status{Exists: true, Ready: "Unknown", Applied: k.Status.LastAppliedRevision,
-		Attempted: k.Status.LastAttemptedRevision, Suspended: k.Spec.Suspend}
+		Attempted: k.Status.LastAttemptedRevision, Handled: k.Status.LastHandledReconcileAt, Suspended: k.Spec.Suspend}
 	for _, c := range k.Status.Conditions {
 		if c.Type != "Ready" {
 			continue

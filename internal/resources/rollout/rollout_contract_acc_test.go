@@ -195,13 +195,29 @@ func webhookGone(f *testbed.Fleet, name string, clusters []string) error {
 // and the next plan refuses to take the revision further without retry_invalid.
 func TestAccRollout_failClosedWebhookHaltsAtTheFirstCluster(t *testing.T) {
 	acctest.OnOneLane(t, 1)
-	f := acctest.Fleet(t)
+	testFailClosedWebhook(t, directEngine)
+}
+
+// TestAccRollout_fluxContract_failClosedWebhookHaltsAtTheFirstCluster: the same through Flux,
+// where the records are in the management cluster and the webhook cannot block them: the
+// revision's own ConfigMap meets it instead, in the reconcile the Flux engine asks for after the
+// first (fluxdelivery/admission.go): a webhook that cannot be called is the infrastructure's by
+// the API server's status reason, so the canary lost contact, as delivering directly. The
+// restore pins the backup disarmed first, so that Flux prunes the webhook configuration before
+// the backup's dry-runs meet it.
+func TestAccRollout_fluxContract_failClosedWebhookHaltsAtTheFirstCluster(t *testing.T) {
+	testFailClosedWebhook(t, fluxEngine)
+}
+
+func testFailClosedWebhook(t *testing.T, e engineUnderTest) {
+	f := e.fleet(t)
 	name := acctest.UniqueLabel("webhook")
 	recordNS := name + "-records"
 	clusters := []string{"prod-eu-1", "prod-us-1", "staging-eu-1"}
+	key := records.Key{Kind: "rollout", Namespace: f.Namespace, Name: name}
 	v1 := app(name, "v1", false, "")
 	v2 := v1 + failClosedWebhook(name, name, recordNS)
-	extra := fmt.Sprintf("update_limit = \"1\"\n  canary = [\"prod-eu-1\"]\n  record_namespace = %q", recordNS)
+	extra := e.withDelivery(f, name, fmt.Sprintf("update_limit = \"1\"\n  canary = [\"prod-eu-1\"]\n  record_namespace = %q", recordNS))
 	resource.Test(t, resource.TestCase{
 		ProtoV6ProviderFactories: acctest.ProviderFactories,
 		CheckDestroy: func(*terraform.State) error {
@@ -218,21 +234,23 @@ func TestAccRollout_failClosedWebhookHaltsAtTheFirstCluster(t *testing.T) {
 					if err := webhookGone(f, name, clusters); err != nil {
 						t.Fatalf("the broken revision was not restored: %v", err)
 					}
+					// Restored, not to nothing: the app runs everywhere.
+					if err := expectDeployment(f, clusters, name, "v1", false); err != nil {
+						t.Fatalf("%s: %v", e.name, err)
+					}
 					// Only the canary was touched: the others never had the revision.
 					for _, c := range clusters[1:] {
-						state, err := records.NewWorkloadStore(workloadClient(t, f, c), recordNS).Load(context.Background(),
-							records.Key{Kind: "rollout", Namespace: f.Namespace, Name: name})
+						state, err := e.records(t, f, c, recordNS, key)
 						if err != nil {
 							t.Fatal(err)
 						}
-						if state.Provisioning != nil || state.Current == nil || state.Current.Revision != revisionOf(t, v1) {
+						if state.Provisioning != nil || state.Current == nil || state.Current.Revision != e.revision(t, f, name, v1) {
 							t.Fatalf("%s: records %+v, want current on v1 and nothing in flight", c, state)
 						}
 					}
 					if mc, err := f.ManagementClient(); err != nil {
 						t.Fatal(err)
-					} else if ledger, err := records.NewManagementStore(mc, recordNS).Ledger(context.Background(),
-						records.Key{Kind: "rollout", Namespace: f.Namespace, Name: name}); err != nil || len(ledger) != 0 {
+					} else if ledger, err := records.NewManagementStore(mc, recordNS).Ledger(context.Background(), key); err != nil || len(ledger) != 0 {
 						t.Fatalf("ledger %+v (%v): lost contact is not the revision's failure", ledger, err)
 					}
 				},
