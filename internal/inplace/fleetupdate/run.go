@@ -41,11 +41,6 @@ type ApplyRequest struct {
 // made at apply) and Execution, nothing else.
 type ApplyResult struct {
 	Revision string
-	// Owner is the single-owner form's plan made at apply, nil for the fleet form.
-	Owner *OwnerPlan
-	// Execution is what the single-owner form's write did (nil when nothing was executed: a stale
-	// plan).
-	Execution *ownerupdate.Execution
 	Plan     engine.Plan
 	Result   engine.Result
 	// Live is the preview taken when apply started (for the summary).
@@ -56,6 +51,11 @@ type ApplyResult struct {
 	Differences []string
 	// Stopped says why a wave was not started because its preview changed ("" if none was).
 	Stopped string
+	// Owner is the single-owner form's plan made at apply, nil for the fleet form.
+	Owner *OwnerPlan
+	// Execution is what the single-owner form's write did (nil when nothing was executed: a stale
+	// plan).
+	Execution *ownerupdate.Execution
 }
 
 // Err is the apply's failure: the engine's, or a wave stopped for a changed preview.
