@@ -1,6 +1,8 @@
 // Package fleetupdate plans and carries out an in-place update of machines over a fleet of
 // Cluster API clusters (gradual_inplace_update's names/selector form), through the engine like
-// the rollout (delivery) and the module assignment (assignment): a target is a cluster.
+// the rollout (delivery) and the module assignment (assignment): a target is a cluster. The
+// single-owner form (one owner of one cluster, Spec.Owner) goes through the same Plan and Apply,
+// without waves; its Apply refuses a plan gone stale since Terraform showed it (StaleError).
 //
 // The plan is the contract. Plan cuts the waves from what the refresh before it recorded of each
 // cluster (Prior) when the configuration picks the same clusters, so the values Terraform shows

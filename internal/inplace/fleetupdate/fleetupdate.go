@@ -33,14 +33,14 @@ type Discoverer interface {
 	Discover(ctx context.Context, q fleet.Query) (*fleet.Discovery, error)
 }
 
-// Service plans and runs in-place updates against one management cluster: the fleet form (Plan,
-// Apply, Refresh) and the single-owner form (PlanOwner, ApplyOwner).
+// Service plans and runs in-place updates against one management cluster, both forms through
+// one pair, Plan and Apply (Spec.Owner says which), and refreshes the fleet form (Refresh).
 type Service struct {
 	Fleet    Discoverer
 	Planner  Planner
 	Updater  Updater
 	Observer Observer
-	// OwnerPlanner and OwnerUpdater serve the single-owner form (PlanOwner, ApplyOwner).
+	// OwnerPlanner and OwnerUpdater serve the single-owner form (Spec.Owner).
 	OwnerPlanner OwnerPlanner
 	OwnerUpdater OwnerUpdater
 	// Settings are the provider's: Parallelism bounds the clusters a refresh reads at once.
@@ -48,9 +48,13 @@ type Service struct {
 	Settings settings.Settings
 }
 
-// Spec is one fleet in-place update: the clusters and owners it picks, the change and how it is
-// paced. Policy must be valid (engine.Policy.Validate) and Irreversible.
+// Spec is one in-place update: the change and, either one owner of one cluster (Owner, the
+// single-owner form: no waves, Query, Owners and Policy unused), or the clusters and owners a
+// fleet query picks and how they are paced (Policy must then be valid, engine.Policy.Validate,
+// and Irreversible).
 type Spec struct {
+	// Owner is the one owner of the single-owner form; nil for the fleet form.
+	Owner     *owners.Selection
 	Query     fleet.Query
 	Owners    owners.Pick
 	Change    inplace.Change
@@ -66,6 +70,11 @@ func (s Spec) Revision() string { return owners.Revision(s.Change) }
 // skipped when the change has topology variables; a cluster named (`cluster`, `names`) is
 // refused instead: naming it says it was meant (owners.FleetRequest.SkipUnmanaged).
 func (s Spec) skipUnmanaged() bool { return len(s.Query.Names) == 0 }
+
+// ownerRequest is the owners' request to plan the one owner of the single-owner form.
+func (s Spec) ownerRequest() owners.Request {
+	return owners.Request{Selection: *s.Owner, Change: s.Change, Fallback: s.Fallback, Endpoints: s.Endpoints}
+}
 
 // request is the owners' request to plan clusters.
 func (s Spec) request(clusters []string) owners.FleetRequest {
@@ -166,9 +175,12 @@ func (p Strategies) Differences(now Strategies, clusters []string) []string {
 	return out
 }
 
-// PlanResult is what Plan found and decided.
+// PlanResult is what Plan found and decided. For the single-owner form it holds Revision, Owner
+// (the owner's plan) and Blocked, nothing else: the form has no waves, no fleet and no prior.
 type PlanResult struct {
 	Revision string
+	// Owner is the single-owner form's plan, nil for the fleet form.
+	Owner *OwnerPlan
 	// FromState: the waves were cut from Prior; apply carries them out. Otherwise they are the
 	// fleet as it reads now, and apply reads it again.
 	FromState bool
@@ -198,11 +210,16 @@ var ErrMissing = errors.New("cluster not found")
 // ErrCanary is the refusal of a plan whose canary clusters are not all in its canary waves.
 var ErrCanary = errors.New("canary not in the first wave")
 
-// Plan plans spec. The waves come from prior when it is given (see Prior); the live preview is
-// always taken (blocked machines are PlanResult.Blocked). A plan whose canaries are missing
-// from the canary waves (ErrCanary), or that names clusters that do not exist without a state to
-// plan from (ErrMissing), is refused (usererr).
+// Plan plans spec. It writes nothing. The single-owner form (spec.Owner) plans the owner's
+// machines (prior is unused; see planOwner). For the fleet form the waves come from prior when it
+// is given (see Prior); the live preview is always taken (blocked machines are
+// PlanResult.Blocked). A plan whose canaries are missing from the canary waves (ErrCanary), or
+// that names clusters that do not exist without a state to plan from (ErrMissing), is refused
+// (usererr).
 func (s *Service) Plan(ctx context.Context, spec Spec, prior *Prior) (*PlanResult, error) {
+	if spec.Owner != nil {
+		return s.planOwner(ctx, spec)
+	}
 	found, err := s.Fleet.Discover(ctx, spec.Query)
 	if err != nil {
 		return nil, err

@@ -11,9 +11,10 @@ import (
 	"github.com/gradual-dev/terraform-provider-gradual/internal/inplace/ownerupdate"
 )
 
-// The single-owner form (`cluster` with `machine_deployment` or `control_plane`): one owner of
-// one cluster, planned and applied through the same Service as the fleet form, so that the
-// check that the plan is still what Terraform showed lives here and not in the resource.
+// The single-owner form (`cluster` with `machine_deployment` or `control_plane`, Spec.Owner):
+// one owner of one cluster, planned and applied through the same Plan and Apply as the fleet
+// form, so that the check that the plan is still what Terraform showed lives here and not in the
+// resource. It has no waves and no records: the owner is planned and written as it is.
 
 // OwnerPlanner previews the machines of one owner (owners.Planner). Tests give a fake.
 type OwnerPlanner interface {
@@ -25,13 +26,14 @@ type OwnerUpdater interface {
 	Execute(ctx context.Context, res *owners.PlanResult, req ownerupdate.ExecuteRequest) (*ownerupdate.Execution, error)
 }
 
-// PlanOwner plans one owner's update, with the summary a plan shows. It writes nothing.
-func (s *Service) PlanOwner(ctx context.Context, req owners.Request) (*OwnerPlan, error) {
-	res, err := s.OwnerPlanner.Plan(ctx, req)
+// planOwner is Plan of the single-owner form: the owner's plan, with the summary a plan shows.
+// Blocked machines are PlanResult.Blocked, not an error, as in the fleet form.
+func (s *Service) planOwner(ctx context.Context, spec Spec) (*PlanResult, error) {
+	res, err := s.OwnerPlanner.Plan(ctx, spec.ownerRequest())
 	if err != nil {
 		return nil, err
 	}
-	return ownerPlanOf(res), nil
+	return &PlanResult{Revision: res.Revision, Owner: ownerPlanOf(res), Blocked: res.Plan.Err()}, nil
 }
 
 // OwnerPlan is one owner's plan and what a plan shows of it.
@@ -52,14 +54,6 @@ type Shown struct {
 	Extensions []string
 }
 
-// ApplyOwnerRequest is one owner's apply: the request as planned, what the plan showed of its
-// machines (nil when the plan could not show them: inputs unknown at plan), and how to execute.
-type ApplyOwnerRequest struct {
-	Request owners.Request
-	Shown   map[string]Shown
-	Execute ownerupdate.ExecuteRequest
-}
-
 // StaleError: the plan made at apply differs from what Terraform showed, so nothing was written.
 type StaleError struct {
 	// Machines says, one line each, how each machine's plan changed.
@@ -71,20 +65,21 @@ func (e *StaleError) Error() string {
 		"it never turns into replacements silently. Plan again and review the new plan:\n  " + strings.Join(e.Machines, "\n  ")
 }
 
-// ApplyOwner plans the owner again and carries the plan out, unless it went stale against
-// req.Shown (a *StaleError, and nothing written). The plan it made is returned with whatever
-// Execute did, also on failure.
-func (s *Service) ApplyOwner(ctx context.Context, req ApplyOwnerRequest) (*OwnerPlan, *ownerupdate.Execution, error) {
-	res, err := s.OwnerPlanner.Plan(ctx, req.Request)
+// applyOwner is Apply of the single-owner form: it plans the owner again and carries the plan
+// out, unless it went stale against req.Shown (a *StaleError, and nothing written). The result
+// holds the plan it made and whatever Execute did, also on failure; it is nil only when the
+// plan could not be made.
+func (s *Service) applyOwner(ctx context.Context, req ApplyRequest) (*ApplyResult, error) {
+	res, err := s.OwnerPlanner.Plan(ctx, req.Spec.ownerRequest())
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	plan := ownerPlanOf(res)
+	out := &ApplyResult{Revision: res.Revision, Owner: ownerPlanOf(res)}
 	if stale := staleMachines(req.Shown, res.Plan); len(stale) > 0 {
-		return plan, nil, &StaleError{Machines: stale}
+		return out, &StaleError{Machines: stale}
 	}
-	exec, err := s.OwnerUpdater.Execute(ctx, res, req.Execute)
-	return plan, exec, err
+	out.Execution, err = s.OwnerUpdater.Execute(ctx, res, req.Exec)
+	return out, err
 }
 
 // staleMachines compares what a plan showed with the plan made now: a machine shown in place

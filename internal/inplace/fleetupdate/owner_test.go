@@ -58,26 +58,46 @@ func (f *ownerFake) Execute(context.Context, *owners.PlanResult, ownerupdate.Exe
 	return &ownerupdate.Execution{Status: map[string]string{"a": "updated"}}, nil
 }
 
-// ApplyOwner writes nothing when the plan went stale, and carries out one that did not.
-func TestApplyOwnerRefusesAStalePlan(t *testing.T) {
+// Apply of the single-owner form writes nothing when the plan went stale, and carries out one
+// that did not.
+func TestApplyRefusesAStaleOwnerPlan(t *testing.T) {
 	f := &ownerFake{plan: inplace.Plan{Machines: []inplace.MachinePlan{{Machine: "a", Strategy: inplace.StrategyRolling, Notes: []string{"extension gone"}}}}}
 	s := &Service{OwnerPlanner: f, OwnerUpdater: f}
 	shown := map[string]Shown{"a": {Strategy: inplace.StrategyInPlace, Extensions: []string{"ext"}}}
-	res, exec, err := s.ApplyOwner(t.Context(), ApplyOwnerRequest{Shown: shown})
+	one := Spec{Owner: &owners.Selection{Namespace: "fleet", Cluster: "c", MachineDeployment: "md"}}
+	out, err := s.Apply(t.Context(), ApplyRequest{Spec: one, Shown: shown})
 	var stale *StaleError
-	if !errors.As(err, &stale) || res == nil || exec != nil || f.executed != 0 {
-		t.Fatalf("stale plan: err %v, res %v, exec %v, %d executions; want a StaleError and nothing executed", err, res, exec, f.executed)
+	if !errors.As(err, &stale) || out == nil || out.Owner == nil || out.Execution != nil || f.executed != 0 {
+		t.Fatalf("stale plan: err %v, result %+v, %d executions; want a StaleError and nothing executed", err, out, f.executed)
 	}
 	if !strings.Contains(err.Error(), "machine a: planned in place by ext, now rolling (extension gone)") {
 		t.Errorf("the error does not say what changed: %v", err)
 	}
 
 	f.plan.Machines[0].Strategy, f.plan.Machines[0].Extensions = inplace.StrategyInPlace, []string{"ext"}
-	res, exec, err = s.ApplyOwner(t.Context(), ApplyOwnerRequest{Shown: shown})
-	if err != nil || exec == nil || f.executed != 1 || res.Revision != "r1" {
-		t.Fatalf("fresh plan: err %v, exec %v, %d executions", err, exec, f.executed)
+	out, err = s.Apply(t.Context(), ApplyRequest{Spec: one, Shown: shown})
+	if err != nil || out.Execution == nil || f.executed != 1 || out.Revision != "r1" {
+		t.Fatalf("fresh plan: err %v, result %+v, %d executions", err, out, f.executed)
 	}
+	res := out.Owner
 	if res.Summary[SumInPlace] != 1 || res.Summary[SumChanging] != 1 || len(res.Waves) != 1 {
 		t.Errorf("summary %v, waves %v: want one machine in place, one cluster changing in one wave", res.Summary, res.Waves)
+	}
+}
+
+// Plan of the single-owner form is the owner's plan, with its blocked machines as Blocked (not
+// an error), and no waves beyond the one of its cluster.
+func TestPlanOneOwner(t *testing.T) {
+	f := &ownerFake{plan: inplace.Plan{Machines: []inplace.MachinePlan{{Machine: "a", Strategy: inplace.StrategyBlocked, Notes: []string{"no extension"}}}}}
+	s := &Service{OwnerPlanner: f, OwnerUpdater: f}
+	res, err := s.Plan(t.Context(), Spec{Owner: &owners.Selection{Namespace: "fleet", Cluster: "c", ControlPlane: "cp"}}, nil)
+	if err != nil || res.Owner == nil || res.Revision != "r1" || res.Owner.Request.Selection.ControlPlane != "cp" {
+		t.Fatalf("plan: err %v, result %+v", err, res)
+	}
+	if res.Blocked == nil || res.Blocked.Error() != f.plan.Err().Error() {
+		t.Errorf("blocked %v, want the owner plan's %v", res.Blocked, f.plan.Err())
+	}
+	if len(res.Plan.Waves) != 0 || f.executed != 0 {
+		t.Errorf("plan made waves %v or executed %d times", res.Plan.Waves, f.executed)
 	}
 }

@@ -17,9 +17,12 @@ import (
 	"github.com/gradual-dev/terraform-provider-gradual/internal/usererr"
 )
 
-// ApplyRequest is one apply of a fleet update.
+// ApplyRequest is one apply of an in-place update, of either form (Spec.Owner).
 type ApplyRequest struct {
 	Spec Spec
+	// Shown is what the plan showed of the single-owner form's machines (nil when the plan
+	// could not show them: inputs unknown at plan); Apply refuses a plan gone stale against it.
+	Shown map[string]Shown
 	// Planned are the waves the plan showed (nil when it could not say them: a create, or a
 	// change of the clusters picked); apply carries out these and no others.
 	Planned [][]string
@@ -27,13 +30,15 @@ type ApplyRequest struct {
 	// starts).
 	// Each wave is checked against it before it is written.
 	Strategies Strategies
-	// Exec is passed to every owner's write (verify timeout, Lease holder, logging).
+	// Exec is passed to every owner's write (verify timeout, Lease holder, logging), in both
+	// forms.
 	Exec ownerupdate.ExecuteRequest
 	// Clock times the engine's bake (nil: the system clock).
 	Clock engine.Clock
 }
 
-// ApplyResult is what an apply did.
+// ApplyResult is what an apply did. For the single-owner form it holds Revision, Owner (the plan
+// made at apply) and Execution, nothing else.
 type ApplyResult struct {
 	Revision string
 	Plan     engine.Plan
@@ -46,6 +51,11 @@ type ApplyResult struct {
 	Differences []string
 	// Stopped says why a wave was not started because its preview changed ("" if none was).
 	Stopped string
+	// Owner is the single-owner form's plan made at apply, nil for the fleet form.
+	Owner *OwnerPlan
+	// Execution is what the single-owner form's write did (nil when nothing was executed: a stale
+	// plan).
+	Execution *ownerupdate.Execution
 }
 
 // Err is the apply's failure: the engine's, or a wave stopped for a changed preview.
@@ -65,8 +75,12 @@ func (r *ApplyResult) Err() error {
 // new wave once more than max_failures clusters failed, nothing rolled back. Before each wave
 // the preview of its clusters is taken again and compared with the plan's; a difference stops
 // the run before that wave writes anything. A refusal (blocked machines, canaries not first)
-// is returned as an error with nothing written.
+// is returned as an error with nothing written. The single-owner form (Spec.Owner) is planned
+// again and carried out unless stale (see applyOwner).
 func (s *Service) Apply(ctx context.Context, req ApplyRequest) (*ApplyResult, error) {
+	if req.Spec.Owner != nil {
+		return s.applyOwner(ctx, req)
+	}
 	spec := req.Spec
 	found, err := s.Fleet.Discover(ctx, spec.Query)
 	if err != nil {

@@ -160,11 +160,12 @@ func (f *FleetPlan) Err() error {
 }
 
 // PlanFleet plans req cluster by cluster, at most the provider's max_parallel_clusters
-// (Settings.Parallelism) at a time. The extensions are found and asked
-// for their Discovery answer once for the whole fleet. An error reading one cluster's owners or
-// machines fails the plan, naming the cluster; a cluster where the change cannot go (no owner
-// matches, an owner paused, a MachineDeployment with the OnDelete strategy) is skipped with the
-// reason, as the rollout skips clusters that are not ready.
+// (Settings.Parallelism) at a time. The extensions are found and asked for their Discovery
+// answer once for the whole fleet. An error reading one cluster's owners or machines fails the
+// plan, naming the cluster; a cluster where the change cannot go (no owner matches, an owner
+// paused, a MachineDeployment with the OnDelete strategy) is skipped with the reason, as the
+// rollout skips clusters that are not ready. Like Plan (one owner), it is not an entry point
+// but a step of fleetupdate.Service's Plan and Apply, its only caller, so it keeps its name.
 func (p *Planner) PlanFleet(ctx context.Context, req FleetRequest) (*FleetPlan, error) {
 	if err := req.Change.Validate(); err != nil {
 		return nil, usererr.Wrap(err, "Invalid Spec Patch", "Each spec patch must be a JSON object: a JSON merge patch (RFC 7386) of the object's spec.")

@@ -101,7 +101,8 @@ func Revision(c inplace.Change) string {
 }
 
 // Plan reads the selected machines, asks the extensions and plans every machine. Blocked
-// machines are in the result, not an error: callers decide (PlanResult.Plan.Err()).
+// machines are in the result, not an error: callers decide (PlanResult.Plan.Err()). The
+// single-owner form of fleetupdate.Service's Plan and Apply plans through it.
 func (p *Planner) Plan(ctx context.Context, req Request) (*PlanResult, error) {
 	if err := req.Change.Validate(); err != nil {
 		return nil, usererr.Wrap(err, "Invalid Spec Patch", "Each spec patch must be a JSON object: a JSON merge patch (RFC 7386) of the object's spec.")

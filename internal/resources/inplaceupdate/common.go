@@ -102,24 +102,30 @@ func (in *Input) fleet() bool {
 // source both do: the plan's notes as warnings, a blocked machine as an error at `fallback`
 // (blocked ends the sentence that says so). nil when diags holds an error.
 func (in *Input) planOwner(ctx context.Context, svc *fleetupdate.Service, blocked string, diags *diag.Diagnostics) *fleetupdate.OwnerPlan {
-	request, d := in.request(ctx)
+	spec, d := in.ownerSpec(ctx)
 	diags.Append(d...)
 	if diags.HasError() {
 		return nil
 	}
-	res, err := svc.PlanOwner(ctx, request)
+	res, err := svc.Plan(ctx, spec, nil)
 	if err != nil {
 		diags.Append(diagnostics.FromError(err, "In-Place Update Plan Failed"))
 		return nil
 	}
-	for _, n := range res.Notes {
+	for _, n := range res.Owner.Notes {
 		diags.AddWarning("In-Place Update Plan", n)
 	}
-	if err := res.Plan.Err(); err != nil {
-		diags.AddAttributeError(path.Root("fallback"), inplace.BlockedSummary, inplace.BlockedLead+":\n"+indent(err.Error())+blocked)
+	if res.Blocked != nil {
+		diags.AddAttributeError(path.Root("fallback"), inplace.BlockedSummary, inplace.BlockedLead+":\n"+indent(res.Blocked.Error())+blocked)
 		return nil
 	}
-	return res
+	return res.Owner
+}
+
+// ownerSpec is the single-owner form's spec for fleetupdate.Service (Plan, Apply).
+func (in *Input) ownerSpec(ctx context.Context) (fleetupdate.Spec, diag.Diagnostics) {
+	req, diags := in.request(ctx)
+	return fleetupdate.Spec{Owner: &req.Selection, Change: req.Change, Fallback: req.Fallback, Endpoints: req.Endpoints}, diags
 }
 
 // request converts the inputs of the single-owner form. Attribute errors point at what is wrong.

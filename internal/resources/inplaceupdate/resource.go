@@ -226,15 +226,15 @@ func (r *updateResource) apply(ctx context.Context, timeout time.Duration, plan 
 		r.applyFleet(ctx, plan, verify, diags)
 		return !diags.HasError()
 	}
-	request, d := plan.request(ctx)
+	spec, d := plan.ownerSpec(ctx)
 	diags.Append(d...)
 	if diags.HasError() {
 		return false
 	}
-	res, exec, err := r.data.FleetUpdate.ApplyOwner(ctx, fleetupdate.ApplyOwnerRequest{
-		Request: request,
-		Shown:   shownMachines(plan.Plan),
-		Execute: ownerupdate.ExecuteRequest{
+	out, err := r.data.FleetUpdate.Apply(ctx, fleetupdate.ApplyRequest{
+		Spec:  spec,
+		Shown: shownMachines(plan.Plan),
+		Exec: ownerupdate.ExecuteRequest{
 			VerifyTimeout: verify,
 			Logf:          func(msg string, fields map[string]any) { tflog.Info(ctx, msg, fields) },
 			Holder:        records.HolderIdentity(),
@@ -242,7 +242,7 @@ func (r *updateResource) apply(ctx context.Context, timeout time.Duration, plan 
 	})
 	var stale *fleetupdate.StaleError
 	switch {
-	case res == nil:
+	case out == nil:
 		diags.Append(diagnostics.FromError(err, "In-Place Update Plan Failed"))
 		plan.fillUnknown()
 		return false
@@ -251,6 +251,7 @@ func (r *updateResource) apply(ctx context.Context, timeout time.Duration, plan 
 		plan.fillUnknown()
 		return false
 	}
+	res := out.Owner
 	plan.Revision = types.StringValue(res.Revision)
 	if plan.Plan.IsUnknown() {
 		plan.Plan, d = machinesValue(res.Plan)
@@ -260,8 +261,8 @@ func (r *updateResource) apply(ctx context.Context, timeout time.Duration, plan 
 		diags.Append(plan.setSingleSummary(ctx, res)...)
 	}
 	status := map[string]string{}
-	if exec != nil {
-		status = exec.Status
+	if out.Execution != nil {
+		status = out.Execution.Status
 	}
 	if plan.Status.IsUnknown() {
 		plan.Status, d = types.MapValueFrom(ctx, types.StringType, status)
@@ -446,7 +447,7 @@ func (r *updateResource) ImportState(ctx context.Context, req resource.ImportSta
 func (r *updateResource) Delete(context.Context, resource.DeleteRequest, *resource.DeleteResponse) {}
 
 // shownMachines is what the plan Terraform showed says of each machine (the `plan` list), for
-// ApplyOwner's check that the plan made at apply is still that; nil when the list was unknown
+// the single-owner Apply's check that the plan made at apply is still that; nil when the list was unknown
 // at plan (inputs unknown then), which compares with nothing.
 func shownMachines(planned types.List) map[string]fleetupdate.Shown {
 	if planned.IsNull() || planned.IsUnknown() {

@@ -10,7 +10,7 @@ import (
 	"github.com/gradual-dev/terraform-provider-gradual/internal/inplace/fleetupdate"
 )
 
-// What the plan Terraform showed says of each machine reaches ApplyOwner's staleness check as it
+// What the plan Terraform showed says of each machine reaches the single-owner Apply's staleness check as it
 // was shown; an unknown list (inputs unknown at plan) compares with nothing.
 func TestShownMachines(t *testing.T) {
 	version := []inplace.Field{{Object: inplace.KindMachine, Path: "/spec/version"}}
