@@ -130,3 +130,84 @@ func saveState[P any](ctx context.Context, m P, state *tfsdk.State, diags *diag.
 	}
 	diags.Append(state.Set(ctx, m)...)
 }
+
+// Ops is what a resource supplies to Resource, the lifecycle every resource that runs through
+// an engine shares (`gradual_rollout` and `gradual_module_assignment` through delivery, by way of
+// Lifecycle; `gradual_inplace_update` through the in-place update services): its apply, refresh
+// and destroy, each mapping its own model to and from what it runs through.
+type Ops[P any] interface {
+	// Apply applies plan within timeout and fills its computed attributes from the outcome, even
+	// on failure (an ApplyFunc); create says it is Create. It reports whether the apply succeeded.
+	Apply(ctx context.Context, timeout time.Duration, plan P, diags *diag.Diagnostics, create bool) bool
+	// Refresh reads into state what the clusters hold. It reports whether it read them: false
+	// leaves the state as it was, while an error found after the read still saves what was read.
+	// private is the prior private state; Read saves it again from state afterwards.
+	Refresh(ctx context.Context, state P, private PrivateGetter, diags *diag.Diagnostics) bool
+	// Destroy removes from the fleet what state applied, within timeout; private is the state's
+	// private part. A resource whose changes are not undone does nothing here.
+	Destroy(ctx context.Context, timeout time.Duration, state P, private PrivateGetter, diags *diag.Diagnostics)
+}
+
+// Resource is the Configure/Metadata/Create/Update/Read/Delete of a resource that runs through
+// an engine, with Ops the resource's own part. Embedded in the resource it gives the resource
+// these methods, so that the write-result rule (Create, Update), "Read without a configured
+// provider keeps the state" and the private state's round trip hold for every such resource alike.
+type Resource[M any, P Model[M]] struct {
+	Configured
+	// Type follows the provider's name in the resource's type ("_inplace_update").
+	Type string
+	// Failed is what a failed Create saves (see Create).
+	Failed FailedCreate
+	Ops    Ops[P]
+}
+
+// Metadata implements resource.Resource.
+func (r *Resource[M, P]) Metadata(_ context.Context, req resource.MetadataRequest, resp *resource.MetadataResponse) {
+	resp.TypeName = req.ProviderTypeName + r.Type
+}
+
+// Create implements resource.Resource (see the package function Create for the rule).
+func (r *Resource[M, P]) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
+	Create(ctx, req, resp, r.applyFunc(true), r.Failed)
+}
+
+// Update implements resource.Resource: the state is saved even on failure (see Update).
+func (r *Resource[M, P]) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
+	Update(ctx, req, resp, r.applyFunc(false))
+}
+
+func (r *Resource[M, P]) applyFunc(create bool) ApplyFunc[P] {
+	return func(ctx context.Context, timeout time.Duration, plan P, diags *diag.Diagnostics) bool {
+		return r.Ops.Apply(ctx, timeout, plan, diags, create)
+	}
+}
+
+// Read implements resource.Resource. Without provider data (a plan whose provider settings
+// are not known yet) the state stays as it is; when the refresh cannot read, too. A model
+// with private state (PrivateModel) saves it again from what the refresh left in it.
+func (r *Resource[M, P]) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
+	var state M
+	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
+	if resp.Diagnostics.HasError() || r.Data == nil {
+		return
+	}
+	if !r.Ops.Refresh(ctx, &state, req.Private, &resp.Diagnostics) {
+		return
+	}
+	if pm, ok := any(P(&state)).(PrivateModel); ok {
+		resp.Diagnostics.Append(pm.SavePrivate(ctx, resp.Private)...)
+	}
+	resp.Diagnostics.Append(resp.State.Set(ctx, &state)...)
+}
+
+// Delete implements resource.Resource: Ops.Destroy with the delete timeout.
+func (r *Resource[M, P]) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
+	var state M
+	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	timeout, diags := P(&state).TimeoutsValue().Delete(ctx, DefaultDeleteTimeout)
+	resp.Diagnostics.Append(diags...)
+	r.Ops.Destroy(ctx, timeout, &state, req.Private, &resp.Diagnostics)
+}

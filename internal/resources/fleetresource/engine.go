@@ -41,9 +41,11 @@ type Engine[S any] struct {
 
 // EngineOps is what a resource that runs through the engine (`gradual_rollout`,
 // `gradual_module_assignment`) supplies to Lifecycle: its apply, refresh and destroy calls,
-// each mapping its own model to and from the engine. Lifecycle does the rest the same way for
-// every such resource: reading the plan or the state, the unconfigured provider, the timeouts,
-// private state and the write-result rule (Create, Update).
+// each mapping its own model to and from the engine. Lifecycle gives them the engine (spec, query,
+// delivery service) and runs them as the Ops of Resource, which does the rest the same way for
+// every resource that runs through an engine (`gradual_inplace_update` too): reading the plan or
+// the state, the unconfigured provider, the timeouts, private state and the write-result rule
+// (Create, Update).
 type EngineOps[P, S any] interface {
 	// Schema is the resource's schema (resource.Resource); Lifecycle's UpgradeState reads it.
 	Schema(ctx context.Context, req resource.SchemaRequest, resp *resource.SchemaResponse)
@@ -75,10 +77,13 @@ type EngineResource interface {
 	resource.ResourceWithUpgradeState
 }
 
-// Lifecycle is the Create/Update/Read/Delete of a resource that runs through the engine.
+// Lifecycle is the Create/Update/Read/Delete of a resource that runs through delivery.
 // Embedded in the resource (with Ops set to the resource) it gives the resource its
-// Configure and its CRUD, so that a rule such as "a failed Create saves no state" or "Read
-// without a configured provider keeps the state" holds for every such resource alike.
+// Configure and its CRUD: Resource's, the path every resource that runs through an engine
+// takes, with EngineOps given the engine as its Ops (engineOps). So a rule such as "a failed
+// Create saves no state" or "Read without a configured provider keeps the state" holds for
+// every such resource alike. What is delivery's own (PlanEngine, ImportedRecord, the state
+// upgrades, `namespace/name` import) stays here.
 type Lifecycle[M any, P EngineModel[M, S], S any] struct {
 	Configured
 	Ops  EngineOps[P, S]
@@ -108,9 +113,9 @@ type Kind struct {
 	Kept string
 }
 
-// Metadata implements resource.Resource.
-func (l *Lifecycle[M, P, S]) Metadata(_ context.Context, req resource.MetadataRequest, resp *resource.MetadataResponse) {
-	resp.TypeName = req.ProviderTypeName + l.Kind.Type
+// Metadata implements resource.Resource (Resource.Metadata).
+func (l *Lifecycle[M, P, S]) Metadata(ctx context.Context, req resource.MetadataRequest, resp *resource.MetadataResponse) {
+	l.generic().Metadata(ctx, req, resp)
 }
 
 // ImportState takes `namespace/name`; Read then fills everything from the records.
@@ -142,33 +147,74 @@ func (l *Lifecycle[M, P, S]) ImportedRecord(ctx context.Context, key records.Key
 	return found
 }
 
+// generic is the lifecycle every resource that runs through an engine shares (Resource), with
+// this resource's engine calls (engineOps) as its Ops.
+func (l *Lifecycle[M, P, S]) generic() *Resource[M, P] {
+	return &Resource[M, P]{Configured: l.Configured, Type: l.Kind.Type, Ops: engineOps[M, P, S]{l},
+		Failed: FailedCreate{Title: l.Kind.Title + " Not Saved In State",
+			Detail: "The " + l.Kind.Noun + " failed before it completed, so it is not saved in the Terraform state. " + l.Kind.Kept}}
+}
+
 // Create implements resource.Resource: a failed Create saves no state, and warns so (see the
 // package function Create for the rule).
 func (l *Lifecycle[M, P, S]) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
-	Create(ctx, req, resp, l.applyFunc(true), FailedCreate{Title: l.Kind.Title + " Not Saved In State",
-		Detail: "The " + l.Kind.Noun + " failed before it completed, so it is not saved in the Terraform state. " + l.Kind.Kept})
+	l.generic().Create(ctx, req, resp)
 }
 
 // Update implements resource.Resource: the state is saved even on failure (see Update).
 func (l *Lifecycle[M, P, S]) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
-	Update(ctx, req, resp, l.applyFunc(false))
+	l.generic().Update(ctx, req, resp)
 }
 
-// applyFunc is Ops.ApplyPlan within the apply's timeout, refused without provider data.
-func (l *Lifecycle[M, P, S]) applyFunc(create bool) ApplyFunc[P] {
-	return func(ctx context.Context, timeout time.Duration, plan P, diags *diag.Diagnostics) bool {
-		if !l.Data.Configured(diags) {
-			return false
-		}
-		e := l.engine(ctx, plan, diags)
-		if diags.HasError() {
-			return false
-		}
-		diags.Append(plan.SetConfigured(ctx, e.Spec)...)
-		ctx, cancel := context.WithTimeout(ctx, timeout)
-		defer cancel()
-		return l.Ops.ApplyPlan(ctx, plan, e, diags, create)
+// Read implements resource.Resource (Resource.Read: without provider data, or when the refresh
+// cannot read, the state stays as it is).
+func (l *Lifecycle[M, P, S]) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
+	l.generic().Read(ctx, req, resp)
+}
+
+// Delete implements resource.Resource: EngineOps.Destroy within the delete timeout.
+func (l *Lifecycle[M, P, S]) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
+	l.generic().Delete(ctx, req, resp)
+}
+
+// engineOps are the Ops of a resource that runs through delivery: its EngineOps, given the
+// engine (spec, query and delivery service) read from the model.
+type engineOps[M any, P EngineModel[M, S], S any] struct{ l *Lifecycle[M, P, S] }
+
+// Apply is EngineOps.ApplyPlan within the apply's timeout, refused without provider data.
+func (o engineOps[M, P, S]) Apply(ctx context.Context, timeout time.Duration, plan P, diags *diag.Diagnostics, create bool) bool {
+	if !o.l.Data.Configured(diags) {
+		return false
 	}
+	e := o.l.engine(ctx, plan, diags)
+	if diags.HasError() {
+		return false
+	}
+	diags.Append(plan.SetConfigured(ctx, e.Spec)...)
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	return o.l.Ops.ApplyPlan(ctx, plan, e, diags, create)
+}
+
+// Refresh is EngineOps.Refresh.
+func (o engineOps[M, P, S]) Refresh(ctx context.Context, state P, private PrivateGetter, diags *diag.Diagnostics) bool {
+	return o.l.Ops.Refresh(ctx, state, private, diags)
+}
+
+// Destroy is EngineOps.Destroy within timeout, after EngineOps.Prepare; refused without
+// provider data.
+func (o engineOps[M, P, S]) Destroy(ctx context.Context, timeout time.Duration, state P, private PrivateGetter, diags *diag.Diagnostics) {
+	if !o.l.Data.Configured(diags) {
+		return
+	}
+	diags.Append(o.l.Ops.Prepare(ctx, state, private)...)
+	e := o.l.engine(ctx, state, diags)
+	if diags.HasError() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	o.l.Ops.Destroy(ctx, state, e, private, diags)
 }
 
 // PlanEngine reads, for a plan, the fleet's query and the delivery service of plan, and checks
@@ -197,39 +243,6 @@ func (l *Lifecycle[M, P, S]) engine(ctx context.Context, m P, diags *diag.Diagno
 	svc, d := l.Ops.Service(ctx, m)
 	diags.Append(d...)
 	return Engine[S]{Spec: spec, Query: query, Svc: svc}
-}
-
-// Read implements resource.Resource. Without provider data (a plan whose provider settings
-// are not known yet) the state stays as it is; when the refresh cannot read, too.
-func (l *Lifecycle[M, P, S]) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
-	var state M
-	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
-	if resp.Diagnostics.HasError() || l.Data == nil {
-		return
-	}
-	if !l.Ops.Refresh(ctx, &state, req.Private, &resp.Diagnostics) {
-		return
-	}
-	resp.Diagnostics.Append(P(&state).SavePrivate(ctx, resp.Private)...)
-	resp.Diagnostics.Append(resp.State.Set(ctx, &state)...)
-}
-
-// Delete implements resource.Resource: Ops.Destroy within the delete timeout.
-func (l *Lifecycle[M, P, S]) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
-	var state M
-	if !l.Data.Read(ctx, req.State, &state, &resp.Diagnostics) {
-		return
-	}
-	timeout, diags := P(&state).TimeoutsValue().Delete(ctx, DefaultDeleteTimeout)
-	resp.Diagnostics.Append(diags...)
-	resp.Diagnostics.Append(l.Ops.Prepare(ctx, &state, req.Private)...)
-	e := l.engine(ctx, &state, &resp.Diagnostics)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	l.Ops.Destroy(ctx, &state, e, req.Private, &resp.Diagnostics)
 }
 
 // RunChecked runs an apply after checking that the delivery engine can deliver it as planned.

@@ -193,7 +193,7 @@ func (r *updateResource) modifyFleetPlan(ctx context.Context, plan, prior *Model
 	if resp.Diagnostics.HasError() {
 		return
 	}
-	res, err := fleetService(r.data).Plan(ctx, spec, priorForPlan(plan, prior))
+	res, err := fleetService(r.Data).Plan(ctx, spec, priorForPlan(plan, prior))
 	if err != nil {
 		resp.Diagnostics.Append(fleetError(err, "In-Place Update Plan Failed", &plan.Input))
 		return
@@ -286,7 +286,7 @@ func (r *updateResource) applyFleet(ctx context.Context, plan *Model, verify tim
 		plan.fillUnknown()
 		return
 	}
-	res, err := fleetService(r.data).Apply(ctx, fleetupdate.ApplyRequest{Spec: spec, Planned: planned.PlannedWaves, Strategies: planned.Strategies,
+	res, err := fleetService(r.Data).Apply(ctx, fleetupdate.ApplyRequest{Spec: spec, Planned: planned.PlannedWaves, Strategies: planned.Strategies,
 		Exec: ownerupdate.ExecuteRequest{
 			VerifyTimeout: verify,
 			Logf:          func(msg string, fields map[string]any) { tflog.Info(ctx, msg, fields) },
@@ -332,29 +332,28 @@ func (r *updateResource) applyFleet(ctx context.Context, plan *Model, verify tim
 	}
 }
 
-// readFleet refreshes the machines' status of a fleet update, and keeps in private state what
-// the next plan cuts its waves from.
-func (r *updateResource) readFleet(ctx context.Context, state *Model, resp *resource.ReadResponse) {
+// readFleet is Refresh of the fleet form: the machines' status, and in state.private (which Read
+// saves in private state) what the next plan cuts its waves from.
+func (r *updateResource) readFleet(ctx context.Context, state *Model, diags *diag.Diagnostics) bool {
 	prior := map[string]string{}
 	if !state.Status.IsNull() && !state.Status.IsUnknown() {
-		resp.Diagnostics.Append(state.Status.ElementsAs(ctx, &prior, false)...)
+		diags.Append(state.Status.ElementsAs(ctx, &prior, false)...)
 	}
 	spec, d := state.fleetSpec(ctx, state.limits(0))
 	if d.HasError() {
-		resp.Diagnostics.AddError("Cannot Read Machines", fmt.Sprintf("The state's selection cannot be read: %v", d))
-		return
+		diags.AddError("Cannot Read Machines", fmt.Sprintf("The state's selection cannot be read: %v", d))
+		return false
 	}
-	got, err := fleetService(r.data).Refresh(ctx, spec, prior)
+	got, err := fleetService(r.Data).Refresh(ctx, spec, prior)
 	if err != nil {
-		resp.Diagnostics.Append(diagnostics.FromError(err, "Cannot Read Machines"))
-		return
+		diags.Append(diagnostics.FromError(err, "Cannot Read Machines"))
+		return false
 	}
 	for _, n := range got.Notes {
-		resp.Diagnostics.AddWarning("In-Place Update Not Fully Refreshed", n)
+		diags.AddWarning("In-Place Update Not Fully Refreshed", n)
 	}
 	state.Status, d = types.MapValueFrom(ctx, types.StringType, got.Status)
-	resp.Diagnostics.Append(d...)
+	diags.Append(d...)
 	state.private = fleetPrivate{Clusters: got.Clusters}
-	resp.Diagnostics.Append(state.SavePrivate(ctx, resp.Private)...)
-	resp.Diagnostics.Append(resp.State.Set(ctx, state)...)
+	return true
 }

@@ -23,15 +23,25 @@ import (
 	"github.com/gradual-dev/terraform-provider-gradual/internal/inplace/fleetupdate"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/inplace/owners"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/inplace/ownerupdate"
-	"github.com/gradual-dev/terraform-provider-gradual/internal/providerdata"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/records"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/fleetresource"
 )
 
-// NewResource returns the `gradual_inplace_update` resource.
-func NewResource() resource.Resource { return &updateResource{} }
+// NewResource returns the `gradual_inplace_update` resource. A failed Create is saved
+// (fleetresource.FailedCreate.Saved): its status shows which machines were updated, and the
+// replacement Terraform then plans changes nothing but runs the update again.
+func NewResource() resource.Resource {
+	r := &updateResource{}
+	r.Resource = fleetresource.Resource[Model, *Model]{Type: "_inplace_update", Failed: fleetresource.FailedCreate{Saved: true}, Ops: r}
+	return r
+}
 
-type updateResource struct{ data *providerdata.Data }
+// updateResource runs through the lifecycle every resource that runs through an engine shares
+// (fleetresource.Resource: Configure, Metadata, Create, Update, Read, Delete); its
+// fleetresource.Ops are Apply, Refresh and Destroy. Its ModifyPlan and ImportState are its own.
+type updateResource struct {
+	fleetresource.Resource[Model, *Model]
+}
 
 var (
 	_ resource.ResourceWithConfigure   = (*updateResource)(nil)
@@ -58,14 +68,6 @@ type Model struct {
 	Status          types.Map    `tfsdk:"status"`
 	// private is kept in the resource's private state (fleet form; see private.go).
 	private fleetPrivate
-}
-
-func (r *updateResource) Metadata(_ context.Context, req resource.MetadataRequest, resp *resource.MetadataResponse) {
-	resp.TypeName = req.ProviderTypeName + "_inplace_update"
-}
-
-func (r *updateResource) Configure(_ context.Context, req resource.ConfigureRequest, resp *resource.ConfigureResponse) {
-	r.data = providerdata.From(req.ProviderData, &resp.Diagnostics)
 }
 
 // controlPlaneIDPrefix marks the control plane in an ID (a name never holds a colon).
@@ -123,7 +125,7 @@ func (r *updateResource) ModifyPlan(ctx context.Context, req resource.ModifyPlan
 			return
 		}
 	}
-	if r.data == nil || !plan.known() || plan.UpdateLimit.IsUnknown() || plan.MaxFailures.IsUnknown() || plan.Canary.IsUnknown() {
+	if r.Data == nil || !plan.known() || plan.UpdateLimit.IsUnknown() || plan.MaxFailures.IsUnknown() || plan.Canary.IsUnknown() {
 		plan.Revision, plan.Plan, plan.Status = types.StringUnknown(), types.ListUnknown(types.ObjectType{AttrTypes: machineAttrTypes}), types.MapUnknown(types.StringType)
 		plan.Summary, plan.Attention, plan.Waves = types.MapUnknown(types.Int64Type), types.MapUnknown(types.StringType), types.StringUnknown()
 		resp.Diagnostics.Append(plan.setPlan(ctx, &resp.Plan)...)
@@ -134,7 +136,7 @@ func (r *updateResource) ModifyPlan(ctx context.Context, req resource.ModifyPlan
 		r.modifyFleetPlan(ctx, &plan, prior, resp)
 		return
 	}
-	res := plan.planOwner(ctx, r.data.FleetUpdate, "\nTerraform plans again when it applies: if this comes from applying a plan that showed these machines in place, "+
+	res := plan.planOwner(ctx, r.Data.FleetUpdate, "\nTerraform plans again when it applies: if this comes from applying a plan that showed these machines in place, "+
 		"that plan is stale (an extension was removed or answers differently now, or Cluster API's InPlaceUpdates feature gate was turned off). Nothing was written; plan again.",
 		&resp.Diagnostics)
 	if res == nil {
@@ -184,18 +186,6 @@ func digest(v types.String) types.String {
 	return types.StringValue(owners.Digest(b))
 }
 
-// Create updates the machines. A failed Create is saved (fleetresource.FailedCreate.Saved): its status
-// shows which machines were updated, and the replacement Terraform then plans changes nothing
-// but runs the update again.
-func (r *updateResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
-	fleetresource.Create(ctx, req, resp, r.apply, fleetresource.FailedCreate{Saved: true})
-}
-
-// Update updates the machines; the state is saved even on failure (see fleetresource.Update).
-func (r *updateResource) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
-	fleetresource.Update(ctx, req, resp, r.apply)
-}
-
 // TimeoutsValue is the `timeouts` attribute, for fleetresource.Create and fleetresource.Update.
 func (m *Model) TimeoutsValue() timeouts.Value { return m.Timeouts }
 
@@ -208,10 +198,11 @@ func (m *Model) ReadWriteOnly(ctx context.Context, config tfsdk.Config) diag.Dia
 // ClearWriteOnly: see ReadWriteOnly.
 func (m *Model) ClearWriteOnly() { m.BootstrapConfigSpecPatch = types.StringNull() }
 
-// apply plans again against the live machines and executes the plan, filling plan's computed
-// attributes with what was done. It reports whether the update succeeded.
-func (r *updateResource) apply(ctx context.Context, timeout time.Duration, plan *Model, diags *diag.Diagnostics) bool {
-	if !r.data.Configured(diags) {
+// Apply (fleetresource.Ops) plans again against the live machines and executes the plan, filling
+// plan's computed attributes with what was done; Create and Update alike. It reports whether the
+// update succeeded.
+func (r *updateResource) Apply(ctx context.Context, timeout time.Duration, plan *Model, diags *diag.Diagnostics, _ bool) bool {
+	if !r.Data.Configured(diags) {
 		return false
 	}
 	plan.ID = plan.id()
@@ -231,7 +222,7 @@ func (r *updateResource) apply(ctx context.Context, timeout time.Duration, plan 
 	if diags.HasError() {
 		return false
 	}
-	out, err := r.data.FleetUpdate.Apply(ctx, fleetupdate.ApplyRequest{
+	out, err := r.Data.FleetUpdate.Apply(ctx, fleetupdate.ApplyRequest{
 		Spec:  spec,
 		Shown: shownMachines(plan.Plan),
 		Exec: ownerupdate.ExecuteRequest{
@@ -295,53 +286,49 @@ func (m *Model) fillUnknown() {
 	}
 }
 
-// Read refreshes status and plan from the live machines: their annotations, specs and Nodes
+// Refresh (fleetresource.Ops) refreshes status and plan from the live machines: their annotations, specs and Nodes
 // (no extension is called). A Machine that no longer exists drops out of both; one changed
 // outside Terraform shows as `drifted`, and the next plan (ModifyPlan) updates it again. An
 // imported resource (no revision yet) gets its version, revision and plan from the machines.
-func (r *updateResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
-	var state Model
-	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	if r.data == nil {
-		resp.Diagnostics.Append(resp.State.Set(ctx, &state)...)
-		return // nothing to refresh from yet
-	}
+// It reports whether it read them (fleetresource.Ops); Read then saves state and private state.
+func (r *updateResource) Refresh(ctx context.Context, state *Model, _ fleetresource.PrivateGetter, diags *diag.Diagnostics) bool {
 	if state.fleet() {
-		r.readFleet(ctx, &state, resp)
-		return
+		return r.readFleet(ctx, state, diags)
 	}
+	return r.readOwner(ctx, state, diags)
+}
+
+// readOwner is Refresh of the single-owner form.
+func (r *updateResource) readOwner(ctx context.Context, state *Model, out *diag.Diagnostics) bool {
 	imported := state.Revision.IsNull()
 	request, diags := state.request(ctx)
-	resp.Diagnostics.Append(diags...)
-	if resp.Diagnostics.HasError() {
-		return
+	out.Append(diags...)
+	if out.HasError() {
+		return false
 	}
-	obs, err := r.data.InPlaceReader.Observe(ctx, request.Selection, request.Change)
+	obs, err := r.Data.InPlaceReader.Observe(ctx, request.Selection, request.Change)
 	if err != nil {
-		resp.Diagnostics.Append(diagnostics.FromError(err, "Cannot Read Machines"))
-		return
+		out.Append(diagnostics.FromError(err, "Cannot Read Machines"))
+		return false
 	}
 	for _, n := range obs.Notes {
-		resp.Diagnostics.AddWarning("In-Place Update Not Fully Refreshed", n)
+		out.AddWarning("In-Place Update Not Fully Refreshed", n)
 	}
 	if imported {
 		if obs.OwnerGone {
-			resp.Diagnostics.AddError("Owner Not Found",
+			out.AddError("Owner Not Found",
 				fmt.Sprintf("No MachineDeployment or KubeadmControlPlane named by %q exists in namespace %q of the management cluster.", state.ID.ValueString(), request.Selection.Namespace))
-			return
+			return false
 		}
 		state.fillImported(obs)
-		if request, diags = state.request(ctx); diags.HasError() {
-			resp.Diagnostics.Append(diags...)
-			return
+		if _, diags = state.request(ctx); diags.HasError() {
+			out.Append(diags...)
+			return false
 		}
 	}
 	prior := map[string]string{}
 	if !state.Status.IsNull() && !state.Status.IsUnknown() {
-		resp.Diagnostics.Append(state.Status.ElementsAs(ctx, &prior, false)...)
+		out.Append(state.Status.ElementsAs(ctx, &prior, false)...)
 	}
 	status := map[string]string{}
 	for _, m := range obs.Machines {
@@ -353,16 +340,16 @@ func (r *updateResource) Read(ctx context.Context, req resource.ReadRequest, res
 		}
 	}
 	state.Status, diags = types.MapValueFrom(ctx, types.StringType, status)
-	resp.Diagnostics.Append(diags...)
+	out.Append(diags...)
 	if imported {
 		state.Plan, diags = machinesValue(obs.Plan())
-		resp.Diagnostics.Append(diags...)
+		out.Append(diags...)
 	} else if !state.Plan.IsNull() && !state.Plan.IsUnknown() {
 		state.Plan = keepMachines(ctx, state.Plan, func(name string) bool {
 			return slices.ContainsFunc(obs.Machines, func(m owners.Observed) bool { return m.Machine == name })
 		})
 	}
-	resp.Diagnostics.Append(resp.State.Set(ctx, &state)...)
+	return true
 }
 
 // keepMachines is the plan list without the machines keep refuses.
@@ -443,8 +430,10 @@ func (r *updateResource) ImportState(ctx context.Context, req resource.ImportSta
 	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("id"), req.ID)...)
 }
 
-// Delete forgets the resource: in-place updates are not undone.
-func (r *updateResource) Delete(context.Context, resource.DeleteRequest, *resource.DeleteResponse) {}
+// Destroy (fleetresource.Ops) does nothing: Delete forgets the resource, and in-place updates
+// are not undone (the machines keep their version; nothing of the update is left to remove).
+func (r *updateResource) Destroy(context.Context, time.Duration, *Model, fleetresource.PrivateGetter, *diag.Diagnostics) {
+}
 
 // shownMachines is what the plan Terraform showed says of each machine (the `plan` list), for
 // the single-owner Apply's check that the plan made at apply is still that; nil when the list was unknown
