@@ -36,6 +36,7 @@ type storedConfig struct {
 	PromoteUntil string        `json:"promoteUntil,omitempty"`
 }
 
+// storedReq is a fleet.Requirement as the records keep it (its JSON names are the format).
 type storedReq struct {
 	Key      string   `json:"key"`
 	Operator string   `json:"operator"`
@@ -68,18 +69,11 @@ func (m *Model) configRecord(ctx context.Context) ([]byte, diag.Diagnostics) {
 	diags.Append(d...)
 	c.DefaultNamespace = m.DefaultNamespace.ValueString()
 	if !m.Selector.IsNull() {
-		var sel struct {
-			MatchLabels      map[string]string `tfsdk:"match_labels"`
-			MatchExpressions []struct {
-				Key      string   `tfsdk:"key"`
-				Operator string   `tfsdk:"operator"`
-				Values   []string `tfsdk:"values"`
-			} `tfsdk:"match_expressions"`
-		}
-		diags.Append(m.Selector.As(ctx, &sel, basetypesOpts)...)
+		sel, d := fleetresource.ToLabelSelector(ctx, m.Selector)
+		diags.Append(d...)
 		c.HasSelector, c.MatchLabels = true, sel.MatchLabels
 		for _, e := range sel.MatchExpressions {
-			c.Expressions = append(c.Expressions, storedReq{Key: e.Key, Operator: e.Operator, Values: e.Values})
+			c.Expressions = append(c.Expressions, storedReq(e))
 		}
 	}
 	diags.Append(m.Clusters.ElementsAs(ctx, &c.Clusters, true)...)
@@ -140,7 +134,7 @@ func (m *Model) fromConfigRecord(ctx context.Context, raw []byte) diag.Diagnosti
 	if c.HasSelector {
 		ls := fleet.LabelSelector{MatchLabels: c.MatchLabels}
 		for _, e := range c.Expressions {
-			ls.MatchExpressions = append(ls.MatchExpressions, fleet.Requirement{Key: e.Key, Operator: e.Operator, Values: e.Values})
+			ls.MatchExpressions = append(ls.MatchExpressions, fleet.Requirement(e))
 		}
 		m.Selector = fleetresource.FromLabelSelector(ctx, ls)
 	}
