@@ -86,9 +86,9 @@ func StoreVerify(ctx context.Context, verify types.Object) (StoredVerify, diag.D
 	return s, diags
 }
 
-// Attributes are the common `verify` attributes as the record says, with a resource's own
+// VerifyAttributes are the common `verify` attributes as the record says, with a resource's own
 // additions in extra.
-func (s StoredVerify) Attributes(extra map[string]attr.Value) map[string]attr.Value {
+func (s StoredVerify) VerifyAttributes(extra map[string]attr.Value) map[string]attr.Value {
 	out := map[string]attr.Value{
 		"timeout": types.StringValue(s.VerifyTimeout), "bake_time": types.StringValue(s.BakeTime),
 		HealthChecks.Name: HealthValue(s.HealthChecks), ClusterGates.Name: types.BoolValue(!s.NoClusterGates),

@@ -394,8 +394,8 @@ func Store(ctx context.Context, ignore, sensitive types.List) (Stored, diag.Diag
 	return s, diags
 }
 
-// Value turns what the records kept back into `ignore_fields` and `sensitive_paths`.
-func (s Stored) Value(ctx context.Context) (ignore, sensitive types.List, diags diag.Diagnostics) {
+// RuleValues turns what the records kept back into `ignore_fields` and `sensitive_paths`.
+func (s Stored) RuleValues(ctx context.Context) (ignore, sensitive types.List, diags diag.Diagnostics) {
 	ignore, diags = Value(ctx, s.IgnoreFields)
 	sensitive, d := Value(ctx, s.SensitivePaths)
 	diags.Append(d...)

@@ -604,12 +604,12 @@ func (m *Model) fromConfigRecord(ctx context.Context, raw []byte) diag.Diagnosti
 	m.DeletionPolicy = types.StringValue(c.DeletionPolicy)
 	m.Adopt = types.BoolValue(!c.NoAdopt)
 	var d diag.Diagnostics
-	m.IgnoreFields, m.SensitivePaths, d = c.Stored.Value(ctx)
+	m.IgnoreFields, m.SensitivePaths, d = c.RuleValues(ctx)
 	diags.Append(d...)
 	m.Values, d = fleetresource.ValuesValue(ctx, c.Values)
 	diags.Append(d...)
 	m.Delivery = fleetresource.DeliveryValue(c.Flux)
 	m.FollowJoins = c.FollowJoins.value()
-	m.Verify = types.ObjectValueMust(verifyAttrTypes, c.StoredVerify.Attributes(nil))
+	m.Verify = types.ObjectValueMust(verifyAttrTypes, c.VerifyAttributes(nil))
 	return diags
 }

@@ -121,7 +121,7 @@ func (m *Model) fromConfigRecord(ctx context.Context, raw []byte) diag.Diagnosti
 	m.DeletionPolicy, m.ForceConflicts = types.StringValue(c.DeletionPolicy), types.BoolValue(c.ForceConflicts)
 	m.RetryInvalid = types.BoolValue(false)
 	var d diag.Diagnostics
-	m.IgnoreFields, m.SensitivePaths, d = c.Stored.Value(ctx)
+	m.IgnoreFields, m.SensitivePaths, d = c.RuleValues(ctx)
 	diags.Append(d...)
 	m.DefaultNamespace = types.StringNull()
 	if c.DefaultNamespace != "" {
@@ -156,7 +156,7 @@ func (m *Model) fromConfigRecord(ctx context.Context, raw []byte) diag.Diagnosti
 		}
 		checks = types.ListValueMust(types.ObjectType{AttrTypes: httpCheckAttrTypes}, vals)
 	}
-	m.Verify = types.ObjectValueMust(verifyAttrTypes, c.StoredVerify.Attributes(map[string]attr.Value{"http_checks": checks}))
+	m.Verify = types.ObjectValueMust(verifyAttrTypes, c.VerifyAttributes(map[string]attr.Value{"http_checks": checks}))
 	return diags
 }
 
