@@ -78,6 +78,12 @@ func (p *gradualProvider) Schema(_ context.Context, _ provider.SchemaRequest, re
 	}
 	notWith := func(names ...string) validator.String { return stringvalidator.ConflictsWith(roots(names...)...) }
 	needs := func(name string) validator.String { return stringvalidator.AlsoRequires(path.MatchRoot(name)) }
+	// nonEmpty is an optional string attribute that, when set, may not be empty: most of the
+	// connection settings.
+	nonEmpty := func(description string, also ...validator.String) schema.StringAttribute {
+		return schema.StringAttribute{Optional: true, MarkdownDescription: description,
+			Validators: append([]validator.String{stringvalidator.LengthAtLeast(1)}, also...)}
+	}
 	resp.Schema = schema.Schema{
 		MarkdownDescription: "Rolls changes out across a fleet of Cluster API–managed Kubernetes clusters gradually and verified. " +
 			"The provider connects to the **management cluster**, where the CAPI `Cluster` objects and their `<name>-kubeconfig` " +
@@ -89,53 +95,27 @@ func (p *gradualProvider) Schema(_ context.Context, _ provider.SchemaRequest, re
 			"`KUBERNETES_SERVICE_PORT` are set (Atlantis, Terraform Cloud agents); otherwise configuration fails with the list of ways to " +
 			"configure. `~/.kube/config` and `KUBECONFIG` are never read implicitly.",
 		Attributes: map[string]schema.Attribute{
-			"config_path": schema.StringAttribute{
-				Optional:            true,
-				MarkdownDescription: "Path to the management cluster's kubeconfig; `~` is expanded." + env("config_path"),
-				Validators:          []validator.String{stringvalidator.LengthAtLeast(1), notWith("kubeconfig_path", "config_paths", "kubeconfig_raw")},
-			},
-			"kubeconfig_path": schema.StringAttribute{
-				Optional:            true,
-				MarkdownDescription: "The same as `config_path` (the name of earlier versions).",
-				Validators:          []validator.String{stringvalidator.LengthAtLeast(1), notWith("config_path", "config_paths", "kubeconfig_raw")},
-			},
+			"config_path": nonEmpty("Path to the management cluster's kubeconfig; `~` is expanded."+env("config_path"),
+				notWith("kubeconfig_path", "config_paths", "kubeconfig_raw")),
+			"kubeconfig_path": nonEmpty("The same as `config_path` (the name of earlier versions).", notWith("config_path", "config_paths", "kubeconfig_raw")),
 			"config_paths": schema.ListAttribute{
 				Optional: true, ElementType: types.StringType,
 				MarkdownDescription: "Kubeconfig files merged like kubectl merges `KUBECONFIG` (the first file that sets a value wins); every file must exist." +
 					" Environment variable: `KUBE_CONFIG_PATHS` (a path list, `:`-separated on Unix).",
 				Validators: []validator.List{listvalidator.SizeAtLeast(1), listvalidator.ConflictsWith(roots("config_path", "kubeconfig_path", "kubeconfig_raw")...)},
 			},
-			"config_context": schema.StringAttribute{
-				Optional:            true,
-				MarkdownDescription: "Kubeconfig context to use; defaults to the kubeconfig's current context." + env("config_context"),
-				Validators:          []validator.String{stringvalidator.LengthAtLeast(1), notWith("context")},
-			},
-			"context": schema.StringAttribute{
-				Optional:            true,
-				MarkdownDescription: "The same as `config_context` (the name of earlier versions).",
-				Validators:          []validator.String{stringvalidator.LengthAtLeast(1), notWith("config_context")},
-			},
-			"config_context_auth_info": schema.StringAttribute{
-				Optional:            true,
-				MarkdownDescription: "Kubeconfig user to use instead of the context's." + env("config_context_auth_info"),
-				Validators:          []validator.String{stringvalidator.LengthAtLeast(1)},
-			},
-			"config_context_cluster": schema.StringAttribute{
-				Optional:            true,
-				MarkdownDescription: "Kubeconfig cluster to use instead of the context's." + env("config_context_cluster"),
-				Validators:          []validator.String{stringvalidator.LengthAtLeast(1)},
-			},
+			"config_context": nonEmpty("Kubeconfig context to use; defaults to the kubeconfig's current context."+env("config_context"),
+				notWith("context")),
+			"context":                  nonEmpty("The same as `config_context` (the name of earlier versions).", notWith("config_context")),
+			"config_context_auth_info": nonEmpty("Kubeconfig user to use instead of the context's." + env("config_context_auth_info")),
+			"config_context_cluster":   nonEmpty("Kubeconfig cluster to use instead of the context's." + env("config_context_cluster")),
 			"kubeconfig_raw": schema.StringAttribute{
 				Optional: true, Sensitive: true,
 				MarkdownDescription: "The management cluster's kubeconfig as YAML text. Never stored in state.",
 				Validators:          []validator.String{stringvalidator.LengthAtLeast(1), notWith("config_path", "kubeconfig_path", "config_paths")},
 			},
-			"host": schema.StringAttribute{
-				Optional: true,
-				MarkdownDescription: "API server URL of the management cluster (`https://HOST:PORT`). Without a kubeconfig, needs `token`, " +
-					"`client_certificate` and `client_key`, or an `exec` block; with one, overrides its server." + env("host"),
-				Validators: []validator.String{stringvalidator.LengthAtLeast(1)},
-			},
+			"host": nonEmpty("API server URL of the management cluster (`https://HOST:PORT`). Without a kubeconfig, needs `token`, " +
+				"`client_certificate` and `client_key`, or an `exec` block; with one, overrides its server." + env("host")),
 			"token": schema.StringAttribute{
 				Optional: true, Sensitive: true,
 				MarkdownDescription: "Bearer token." + env("token"),
@@ -159,16 +139,8 @@ func (p *gradualProvider) Schema(_ context.Context, _ provider.SchemaRequest, re
 				Optional:            true,
 				MarkdownDescription: "Skip verifying the API server's certificate. For test beds only." + env("insecure"),
 			},
-			"tls_server_name": schema.StringAttribute{
-				Optional:            true,
-				MarkdownDescription: "Server name to verify the API server's certificate against, when it differs from `host`'s." + env("tls_server_name"),
-				Validators:          []validator.String{stringvalidator.LengthAtLeast(1)},
-			},
-			"proxy_url": schema.StringAttribute{
-				Optional:            true,
-				MarkdownDescription: "Proxy for requests to the management cluster (`http://`, `https://` or `socks5://`)." + env("proxy_url"),
-				Validators:          []validator.String{stringvalidator.LengthAtLeast(1)},
-			},
+			"tls_server_name": nonEmpty("Server name to verify the API server's certificate against, when it differs from `host`'s." + env("tls_server_name")),
+			"proxy_url":       nonEmpty("Proxy for requests to the management cluster (`http://`, `https://` or `socks5://`)." + env("proxy_url")),
 			"request_timeout": schema.StringAttribute{
 				Optional: true,
 				MarkdownDescription: "Time limit of one request to the management or a workload cluster, and of the first run of the `exec` " +

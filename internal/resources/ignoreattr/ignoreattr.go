@@ -376,3 +376,28 @@ func Known(v types.List) bool {
 	}
 	return true
 }
+
+// Stored is both attributes as the records keep them (for import); a resource embeds it in its
+// record, so its JSON field names are part of the record format.
+type Stored struct {
+	IgnoreFields   []Rule `json:"ignoreFields,omitempty"`
+	SensitivePaths []Rule `json:"sensitivePaths,omitempty"`
+}
+
+// Store reads `ignore_fields` and `sensitive_paths` for the records.
+func Store(ctx context.Context, ignore, sensitive types.List) (Stored, diag.Diagnostics) {
+	var s Stored
+	var diags, d diag.Diagnostics
+	s.IgnoreFields, diags = Rules(ctx, ignore)
+	s.SensitivePaths, d = Rules(ctx, sensitive)
+	diags.Append(d...)
+	return s, diags
+}
+
+// RuleValues turns what the records kept back into `ignore_fields` and `sensitive_paths`.
+func (s Stored) RuleValues(ctx context.Context) (ignore, sensitive types.List, diags diag.Diagnostics) {
+	ignore, diags = Value(ctx, s.IgnoreFields)
+	sensitive, d := Value(ctx, s.SensitivePaths)
+	diags.Append(d...)
+	return ignore, sensitive, diags
+}

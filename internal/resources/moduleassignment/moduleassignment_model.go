@@ -14,7 +14,6 @@ import (
 	"github.com/gradual-dev/terraform-provider-gradual/internal/assignment"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/delivery"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/fleet"
-	"github.com/gradual-dev/terraform-provider-gradual/internal/health"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/manifest"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/records"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/fleetresource"
@@ -489,57 +488,30 @@ type storedConfig struct {
 	// FollowJoins is follow_joins (nil when off), so that import restores it.
 	FollowJoins *storedFollowJoins  `json:"followJoins,omitempty"`
 	Selector    fleet.LabelSelector `json:"selector"`
-	// Names picks the clusters instead of Selector when set (omitted when unset, so records
-	// from before it existed read as a selector).
-	Names          []string                      `json:"names,omitempty"`
-	Modules        []storedModule                `json:"modules"`
-	Mode           string                        `json:"mode"`
-	UpdateLimit    string                        `json:"updateLimit"`
-	MaxFailures    string                        `json:"maxFailures"`
-	MaxUnsettled   string                        `json:"maxUnsettled,omitempty"`
-	VerifyTimeout  string                        `json:"verifyTimeout"`
-	BakeTime       string                        `json:"bakeTime"`
-	HealthChecks   []health.Rule                 `json:"healthChecks,omitempty"`
-	NoClusterGates bool                          `json:"noClusterGates,omitempty"`
-	NodeGate       *fleetresource.StoredNodeGate `json:"nodeGate,omitempty"`
-	// CheckJob is verify.check_job, omitted when unset.
-	CheckJob       *fleetresource.StoredCheckJob `json:"checkJob,omitempty"`
-	DeletionPolicy string                        `json:"deletionPolicy"`
-	// NoAdopt is adopt = false (stored negated: records written before adopt existed adopt).
-	NoAdopt        bool              `json:"noAdopt,omitempty"`
-	IgnoreFields   []ignoreattr.Rule `json:"ignoreFields,omitempty"`
-	SensitivePaths []ignoreattr.Rule `json:"sensitivePaths,omitempty"`
-	// The change attributes, omitted at their defaults (records written before they existed
-	// read as the defaults).
-	Canary         []string `json:"canary,omitempty"`
-	CanaryOptional bool     `json:"canaryOptional,omitempty"`
-	OnFailure      string   `json:"onFailure,omitempty"`
-	ForceConflicts bool     `json:"forceConflicts,omitempty"`
-	RetryInvalid   bool     `json:"retryInvalid,omitempty"`
-	// Values is `values` (delivery.Values' own JSON form), omitted when unset.
-	Values *delivery.Values `json:"values,omitempty"`
-	// Flux is `delivery.flux` (nil: direct, and records written before it existed), so that
-	// import and the status data source read the records where that engine keeps them.
-	Flux *delivery.FluxSettings `json:"flux,omitempty"`
+	// Names (in StoredSettings) picks the clusters instead of Selector when set (omitted when
+	// unset, so records from before it existed read as a selector).
+	fleetresource.StoredSettings
+	Modules []storedModule `json:"modules"`
+	Mode    string         `json:"mode"`
+	ignoreattr.Stored
+	// OnFailure is omitted at its default (records written before it existed read as it).
+	OnFailure    string `json:"onFailure,omitempty"`
+	RetryInvalid bool   `json:"retryInvalid,omitempty"`
 }
 
 type storedModule struct {
 	Name    string `json:"name"`
 	Version string `json:"version"`
-	// Manifests is the public half only: sensitive_manifests is never written here (this record
-	// is read back into Terraform state by import). Revision and SensitiveObjects say what the
-	// sensitive half was, by hash and identity.
-	Manifests        string   `json:"manifests"`
-	Revision         string   `json:"revision,omitempty"`
-	SensitiveObjects []string `json:"sensitiveObjects,omitempty"`
-	DependsOn        []string `json:"dependsOn,omitempty"`
+	fleetresource.StoredManifests
+	DependsOn []string `json:"dependsOn,omitempty"`
 	// DefaultNamespace is omitted when unset, so records from before it existed read as unset.
 	DefaultNamespace string `json:"defaultNamespace,omitempty"`
 }
 
 func (m *Model) configRecord(ctx context.Context) ([]byte, diag.Diagnostics) {
-	c := storedConfig{Mode: m.Mode.ValueString(), UpdateLimit: m.UpdateLimit.ValueString(), MaxFailures: m.MaxFailures.ValueString(), MaxUnsettled: m.MaxUnsettled.ValueString(), DeletionPolicy: m.DeletionPolicy.ValueString(),
-		NoAdopt: !m.Adopt.IsNull() && !m.Adopt.ValueBool()}
+	c := storedConfig{Mode: m.Mode.ValueString(), StoredSettings: fleetresource.StoredSettings{
+		UpdateLimit: m.UpdateLimit.ValueString(), MaxFailures: m.MaxFailures.ValueString(), MaxUnsettled: m.MaxUnsettled.ValueString(),
+		DeletionPolicy: m.DeletionPolicy.ValueString(), NoAdopt: !m.Adopt.IsNull() && !m.Adopt.ValueBool()}}
 	var diags diag.Diagnostics
 	c.Selector, diags = fleetresource.ToLabelSelector(ctx, m.Selector)
 	if !m.Names.IsNull() && !m.Names.IsUnknown() {
@@ -555,8 +527,8 @@ func (m *Model) configRecord(ctx context.Context) ([]byte, diag.Diagnostics) {
 	mods, d := m.modules(ctx)
 	diags.Append(d...)
 	for _, mm := range mods {
-		sm := storedModule{Name: mm.Name.ValueString(), Version: mm.Version.ValueString(), Manifests: mm.Manifests.ValueString(),
-			DefaultNamespace: mm.DefaultNamespace.ValueString()}
+		sm := storedModule{Name: mm.Name.ValueString(), Version: mm.Version.ValueString(),
+			StoredManifests: fleetresource.StoredManifests{Manifests: mm.Manifests.ValueString()}, DefaultNamespace: mm.DefaultNamespace.ValueString()}
 		if objs, ok := m.SensitiveObjects.Elements()[sm.Name]; ok {
 			if list, ok := objs.(types.List); ok {
 				diags.Append(list.ElementsAs(ctx, &sm.SensitiveObjects, false)...)
@@ -568,19 +540,9 @@ func (m *Model) configRecord(ctx context.Context) ([]byte, diag.Diagnostics) {
 		diags.Append(mm.DependsOn.ElementsAs(ctx, &sm.DependsOn, true)...)
 		c.Modules = append(c.Modules, sm)
 	}
-	var verify VerifyModel
-	diags.Append(m.Verify.As(ctx, &verify, objectOpts)...)
-	c.VerifyTimeout, c.BakeTime = verify.Timeout.ValueString(), verify.BakeTime.ValueString()
-	c.HealthChecks, d = fleetresource.HealthRules(ctx, verify.HealthChecks)
+	c.StoredVerify, d = fleetresource.StoreVerify(ctx, m.Verify)
 	diags.Append(d...)
-	c.NoClusterGates = !verify.ClusterGates.IsNull() && !verify.ClusterGates.IsUnknown() && !verify.ClusterGates.ValueBool()
-	c.NodeGate, d = fleetresource.StoreNodeGate(ctx, verify.NodeGate)
-	diags.Append(d...)
-	c.CheckJob, d = fleetresource.StoreCheckJob(ctx, verify.CheckJob)
-	diags.Append(d...)
-	c.IgnoreFields, d = ignoreattr.Rules(ctx, m.IgnoreFields)
-	diags.Append(d...)
-	c.SensitivePaths, d = ignoreattr.Rules(ctx, m.SensitivePaths)
+	c.Stored, d = ignoreattr.Store(ctx, m.IgnoreFields, m.SensitivePaths)
 	diags.Append(d...)
 	c.Values, d = fleetresource.Values(ctx, m.Values)
 	diags.Append(d...)
@@ -642,18 +604,12 @@ func (m *Model) fromConfigRecord(ctx context.Context, raw []byte) diag.Diagnosti
 	m.DeletionPolicy = types.StringValue(c.DeletionPolicy)
 	m.Adopt = types.BoolValue(!c.NoAdopt)
 	var d diag.Diagnostics
-	m.IgnoreFields, d = ignoreattr.Value(ctx, c.IgnoreFields)
-	diags.Append(d...)
-	m.SensitivePaths, d = ignoreattr.Value(ctx, c.SensitivePaths)
+	m.IgnoreFields, m.SensitivePaths, d = c.RuleValues(ctx)
 	diags.Append(d...)
 	m.Values, d = fleetresource.ValuesValue(ctx, c.Values)
 	diags.Append(d...)
 	m.Delivery = fleetresource.DeliveryValue(c.Flux)
 	m.FollowJoins = c.FollowJoins.value()
-	m.Verify = types.ObjectValueMust(verifyAttrTypes, map[string]attr.Value{
-		"timeout": types.StringValue(c.VerifyTimeout), "bake_time": types.StringValue(c.BakeTime),
-		"health_checks": fleetresource.HealthValue(c.HealthChecks), "cluster_gates": types.BoolValue(!c.NoClusterGates),
-		"node_gate": c.NodeGate.Value(), "check_job": c.CheckJob.Value(),
-	})
+	m.Verify = types.ObjectValueMust(verifyAttrTypes, c.VerifyAttributes(nil))
 	return diags
 }

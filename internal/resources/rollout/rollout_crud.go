@@ -90,14 +90,9 @@ func warnRun(diags *diag.Diagnostics, run *delivery.RunResult, adoptUnrecorded b
 		// the apply as the plan said it, since `attention` is read only by who looks.
 		warnRecordsMissing(diags, run.After, adoptUnrecorded)
 	}
-	if len(run.Gates) > 0 {
-		diags.AddWarning("Cluster Gates: Changes Not Blamed On The Revision", "The cluster gates saw these changes during the waves and, "+
-			"as the revision did not make them, did not count them against it:\n  "+strings.Join(run.Gates, "\n  "))
-	}
-	if len(run.Kept) > 0 {
-		diags.AddWarning("Dropped Objects Kept", "The revision no longer holds these objects, but prune left them in place:\n  "+
-			strings.Join(run.Kept, "\n  "))
-	}
+	warnList(diags, "Cluster Gates: Changes Not Blamed On The Revision", "The cluster gates saw these changes during the waves and, "+
+		"as the revision did not make them, did not count them against it", run.Gates)
+	warnList(diags, "Dropped Objects Kept", "The revision no longer holds these objects, but prune left them in place", run.Kept)
 	if len(run.Left) > 0 {
 		diags.AddWarning("Clusters Left The Rollout", leftDetail(run.Left, deletionPolicy))
 	}
@@ -110,13 +105,16 @@ func warnRun(diags *diag.Diagnostics, run *delivery.RunResult, adoptUnrecorded b
 		diags.AddWarning("Clusters Moved Between Engines", fmt.Sprintf("%d cluster(s) verified on the new engine, and the engine the rollout "+
 			"moves from let go of them without pruning or deleting anything: %s", len(run.Moved), fleetresource.ShortList(run.Moved, 20)))
 	}
-	if len(run.MoveFailures) > 0 {
-		diags.AddWarning("Engine Not Let Go Yet", "These clusters verified on the new engine, but the engine the rollout moves from "+
-			"still holds them; the next apply lets it go:\n  "+strings.Join(run.MoveFailures, "\n  "))
-	}
-	if len(run.LeaveFailures) > 0 {
-		diags.AddWarning("Clusters Not Cleaned Up", "These clusters left the rollout but still hold its objects or records; the next apply tries again:\n  "+
-			strings.Join(run.LeaveFailures, "\n  "))
+	warnList(diags, "Engine Not Let Go Yet", "These clusters verified on the new engine, but the engine the rollout moves from "+
+		"still holds them; the next apply lets it go", run.MoveFailures)
+	warnList(diags, "Clusters Not Cleaned Up", "These clusters left the rollout but still hold its objects or records; the next apply tries again",
+		run.LeaveFailures)
+}
+
+// warnList adds a warning that lists items after intro, one a line; none without items.
+func warnList(diags *diag.Diagnostics, summary, intro string, items []string) {
+	if len(items) > 0 {
+		diags.AddWarning(summary, intro+":\n  "+strings.Join(items, "\n  "))
 	}
 }
 
