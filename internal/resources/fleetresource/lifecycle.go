@@ -1,8 +1,10 @@
-// lifecycle.go: the parts of a resource's Terraform lifecycle that the resources
-// applying through internal/delivery (`gradual_rollout`, `gradual_module_assignment`) share:
-// provider data, `namespace/name` import, the Create/Update skeleton with its state rules, the ModifyPlan preamble, and plan-time
-// wording. It is shared so that a rule such as "a failed Create saves no state" cannot hold for
-// one resource and drift for the other. What each resource applies stays in its own package.
+// lifecycle.go: small pieces of the Terraform lifecycle that the resources over a fleet share:
+// provider data, `namespace/name` import, limits and plan-time wording. The Create, Update,
+// Read and Delete path itself is Resource (apply.go), which all three resources that run
+// through an engine use (`gradual_rollout` and `gradual_module_assignment` through Lifecycle,
+// engine.go; `gradual_inplace_update` directly), so that a rule such as "a failed Create saves
+// no state" cannot hold for one resource and drift for another. What each resource applies
+// stays in its own package.
 
 package fleetresource
 
