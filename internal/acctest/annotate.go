@@ -32,7 +32,8 @@ func AnnotateCluster(t *testing.T, f *testbed.Fleet, cluster, key string, value 
 	obj.SetKind("Cluster")
 	obj.SetNamespace(f.Namespace)
 	obj.SetName(cluster)
-	ctx, cancel := context.WithTimeout(t.Context(), helperTimeout)
+	// Not t's context: tests remove their annotations in t.Cleanup, after t's context is done.
+	ctx, cancel := context.WithTimeout(context.Background(), helperTimeout)
 	defer cancel()
 	if err := c.Patch(ctx, obj, client.RawPatch(types.MergePatchType, patch)); err != nil {
 		t.Fatalf("annotate Cluster %s/%s %s: %v", f.Namespace, cluster, key, err)
