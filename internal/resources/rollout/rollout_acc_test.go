@@ -531,7 +531,7 @@ func TestAccRollout_lease(t *testing.T) {
 // TestAccRollout_fluxContract_lease: the same through Flux (the Lease is in the management
 // cluster on both engines).
 func TestAccRollout_fluxContract_lease(t *testing.T) {
-	acctest.OnOneLane(t, 1) // the Lease between two applies; the direct test runs on both CLIs
+	acctest.OnOneLane(t, 1) // the Lease between two applies; the direct test runs on the other lane
 	testLease(t, fluxEngine)
 }
 

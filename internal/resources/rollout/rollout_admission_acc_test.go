@@ -28,7 +28,7 @@ func TestAccRollout_admissionRefusedRevision(t *testing.T) {
 
 // TestAccRollout_fluxContract_admissionRefusedRevision: the same through Flux.
 func TestAccRollout_fluxContract_admissionRefusedRevision(t *testing.T) {
-	acctest.OnOneLane(t, 0) // the verdict through Flux; the direct test runs on both CLIs
+	acctest.OnOneLane(t, 0) // the verdict through Flux, not how a CLI drives the provider
 	testAdmissionRefusedRevision(t, fluxEngine)
 }
 

@@ -206,7 +206,7 @@ func TestAccRollout_failClosedWebhookHaltsAtTheFirstCluster(t *testing.T) {
 // restore pins the backup disarmed first, so that Flux prunes the webhook configuration before
 // the backup's dry-runs meet it.
 func TestAccRollout_fluxContract_failClosedWebhookHaltsAtTheFirstCluster(t *testing.T) {
-	acctest.OnOneLane(t, 1) // what the engine does to the fleet (about 2 minutes); the direct test runs on both CLIs
+	acctest.OnOneLane(t, 1) // what the engine does to the fleet (about 2 minutes), as the direct test
 	testFailClosedWebhook(t, fluxEngine)
 }
 
