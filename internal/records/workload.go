@@ -659,8 +659,13 @@ func (s *WorkloadStore) put(ctx context.Context, sec *corev1.Secret) error {
 	if by := writtenBy(existing); by != "" {
 		return fmt.Errorf("replace Secret %s/%s: %w", s.namespace, sec.Name, foreignWriteError(s.namespace, sec.Name, by))
 	}
+	// The replace is unconditional (no resourceVersion): the transition that calls put decided
+	// on a fresh read to write this record, and the only other writers of it are this rollout's
+	// own clusters whose kubeconfigs reach this API server (the Lease keeps other processes
+	// out). A wave writes them all at once; a conditional replace makes n writers retry about
+	// n times each, and on the scale bed under load they ran out of retries.
 	sec = sec.DeepCopy()
-	sec.ResourceVersion = existing.ResourceVersion
+	sec.ResourceVersion = ""
 	if err := s.c.Update(ctx, sec); err != nil {
 		return fmt.Errorf("replace Secret %s/%s: %w", s.namespace, sec.Name, err)
 	}

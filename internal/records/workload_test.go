@@ -7,6 +7,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -672,6 +673,42 @@ func TestMarkProvisioningAgainCannotConflict(t *testing.T) {
 	st := expectState(t, s, ingress, "current=- backup=- prov=aaa invalid=[] superseded=[]")
 	if !st.Provisioning.AppliedAt.After(first) {
 		t.Errorf("applied-at %s, want after %s", st.Provisioning.AppliedAt, first)
+	}
+}
+
+// Clusters whose kubeconfigs reach one API server share its records; when each renders the
+// revision with values of its own, each rewrites the record, all in one wave. A writer that
+// replaced the record between this one's read and its write must not make it start over: on
+// the scale bed a hundred of them ran out of retries. Here someone else rewrites the record
+// before every one of this writer's replaces.
+func TestRecordReplaceRacingAnotherClusterSucceeds(t *testing.T) {
+	ctx := t.Context()
+	var updates int
+	c := newFakeClient(&interceptor.Funcs{
+		Update: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.UpdateOption) error {
+			updates++
+			other := &corev1.Secret{}
+			if err := c.Get(ctx, client.ObjectKeyFromObject(obj), other); err != nil {
+				return err
+			}
+			other.Annotations["another-cluster"] = strconv.Itoa(updates)
+			if err := c.Update(ctx, other); err != nil {
+				return err
+			}
+			return c.Update(ctx, obj, opts...)
+		},
+	})
+	s := newTestStore(t, c)
+	must(t, s.MarkProvisioning(ctx, ingress, testRevision("aaa")))
+	mine := testRevision("aaa")
+	mine.Manifests = json.RawMessage(`[{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"cm-aaa","namespace":"default"},"data":{"value":"mine"}}]`)
+	must(t, s.MarkProvisioning(ctx, ingress, mine))
+	if updates != 1 {
+		t.Errorf("%d replaces, want 1: a replace raced by another writer was retried", updates)
+	}
+	st := expectState(t, s, ingress, "current=- backup=- prov=aaa invalid=[] superseded=[]")
+	if !strings.Contains(string(st.Provisioning.Manifests), `"mine"`) {
+		t.Errorf("the record holds %s, want this writer's manifests", st.Provisioning.Manifests)
 	}
 }
 
