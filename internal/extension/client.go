@@ -371,11 +371,8 @@ func (c *Client) CanUpdateMachine(ctx context.Context, handler string, req *hook
 	if err := c.call(ctx, HookCanUpdateMachine, handler, req, resp, &resp.CommonResponse); err != nil {
 		return nil, err
 	}
-	for _, p := range []hooksv1.Patch{resp.MachinePatch, resp.InfrastructureMachinePatch, resp.BootstrapConfigPatch} {
-		if p.IsDefined() && p.PatchType != hooksv1.JSONPatchType && p.PatchType != hooksv1.JSONMergePatchType {
-			return nil, c.errorf(HookCanUpdateMachine, handler, KindMalformed, 0, "patch type %q is neither %s nor %s",
-				truncate(string(p.PatchType)), hooksv1.JSONPatchType, hooksv1.JSONMergePatchType)
-		}
+	if err := c.checkPatchTypes(HookCanUpdateMachine, handler, resp.MachinePatch, resp.InfrastructureMachinePatch, resp.BootstrapConfigPatch); err != nil {
+		return nil, err
 	}
 	return resp, nil
 }
@@ -390,13 +387,22 @@ func (c *Client) CanUpdateMachineSet(ctx context.Context, handler string, req *h
 	if err := c.call(ctx, HookCanUpdateMachineSet, handler, req, resp, &resp.CommonResponse); err != nil {
 		return nil, err
 	}
-	for _, p := range []hooksv1.Patch{resp.MachineSetPatch, resp.InfrastructureMachineTemplatePatch, resp.BootstrapConfigTemplatePatch} {
+	if err := c.checkPatchTypes(HookCanUpdateMachineSet, handler, resp.MachineSetPatch, resp.InfrastructureMachineTemplatePatch, resp.BootstrapConfigTemplatePatch); err != nil {
+		return nil, err
+	}
+	return resp, nil
+}
+
+// checkPatchTypes refuses an answer with a patch of a type CAPI cannot apply: only JSON patches
+// and JSON merge patches are (an undefined patch is no patch).
+func (c *Client) checkPatchTypes(hook, handler string, patches ...hooksv1.Patch) error {
+	for _, p := range patches {
 		if p.IsDefined() && p.PatchType != hooksv1.JSONPatchType && p.PatchType != hooksv1.JSONMergePatchType {
-			return nil, c.errorf(HookCanUpdateMachineSet, handler, KindMalformed, 0, "patch type %q is neither %s nor %s",
+			return c.errorf(hook, handler, KindMalformed, 0, "patch type %q is neither %s nor %s",
 				truncate(string(p.PatchType)), hooksv1.JSONPatchType, hooksv1.JSONMergePatchType)
 		}
 	}
-	return resp, nil
+	return nil
 }
 
 // UpdateMachine asks handler to update the machine towards req.Desired. The answer says the

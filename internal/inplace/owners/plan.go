@@ -11,6 +11,7 @@ import (
 	jsonpatch "github.com/evanphx/json-patch/v5"
 	"golang.org/x/sync/errgroup"
 	"k8s.io/client-go/rest"
+	hooksv1 "sigs.k8s.io/cluster-api/api/runtime/hooks/v1alpha1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/gradual-dev/terraform-provider-gradual/internal/extension"
@@ -278,32 +279,25 @@ func (p *Planner) askSet(ctx context.Context, res *PlanResult) ([]string, error)
 	for _, m := range res.Machines {
 		changes = changes || m.Plan.Strategy == inplace.StrategyInPlace
 	}
-	asked := false
-	var answers []inplace.Answer
-	if changes {
-		creq, err := inplace.CanUpdateMachineSetRequest(o.SetCurrent, o.SetDesired)
-		if err != nil {
-			return nil, usererr.Wrap(err, "Cannot Build CanUpdateMachineSet Request", o.Name()+" does not convert to CAPI's wire types.")
-		}
-		for _, ext := range res.Extensions {
-			for _, h := range ext.CanUpdateSet {
-				name := ext.Name
-				if len(ext.CanUpdateSet) > 1 {
-					name += "/" + h.Name
-				}
-				r := *creq
-				resp, err := ext.Client.CanUpdateMachineSet(ctx, h.Name, &r)
-				if err != nil && h.FailurePolicy != "Ignore" {
-					return nil, usererr.Wrap(err, "Update Extension Failed",
-						fmt.Sprintf("Asking extension %s whether it can update the machines of %s in place failed, so no plan can be made. %s", ext.Name, o.Name(), hintFor(err)))
-				}
-				asked = true
-				answers = append(answers, inplace.AnswerFromSet(name, resp, err))
-			}
-		}
-	}
-	if !asked {
+	if !changes {
 		return nil, nil
+	}
+	creq, err := inplace.CanUpdateMachineSetRequest(o.SetCurrent, o.SetDesired)
+	if err != nil {
+		return nil, usererr.Wrap(err, "Cannot Build CanUpdateMachineSet Request", o.Name()+" does not convert to CAPI's wire types.")
+	}
+	answers, err := askHandlers(ctx, res.Extensions, func(e *Extension) []extension.Handler { return e.CanUpdateSet },
+		func(ctx context.Context, ext *Extension, handler string) (*hooksv1.CanUpdateMachineSetResponse, error) {
+			r := *creq
+			return ext.Client.CanUpdateMachineSet(ctx, handler, &r)
+		},
+		inplace.AnswerFromSet,
+		func(ext string, err error) error {
+			return usererr.Wrap(err, "Update Extension Failed",
+				fmt.Sprintf("Asking extension %s whether it can update the machines of %s in place failed, so no plan can be made. %s", ext, o.Name(), hintFor(err)))
+		})
+	if err != nil || len(answers) == 0 {
+		return nil, err
 	}
 	set := inplace.PlanMachine(o.SetCurrent, o.SetDesired, answers, inplace.FallbackNone)
 	if set.Strategy != inplace.StrategyBlocked {
@@ -393,26 +387,50 @@ func (p *Planner) planMachine(ctx context.Context, res *PlanResult, m *Machine) 
 	if err != nil {
 		return usererr.Wrap(err, "Cannot Build CanUpdateMachine Request", "Machine "+m.Current.Machine.GetName()+" does not convert to CAPI's wire types.")
 	}
-	var answers []inplace.Answer
-	for _, ext := range res.Extensions {
-		for _, h := range ext.CanUpdate {
-			name := ext.Name
-			if len(ext.CanUpdate) > 1 {
-				name += "/" + h.Name
-			}
-			// Each call gets its own copy: the client sets Settings on the request.
+	answers, err := askHandlers(ctx, res.Extensions, func(e *Extension) []extension.Handler { return e.CanUpdate },
+		func(ctx context.Context, ext *Extension, handler string) (*hooksv1.CanUpdateMachineResponse, error) {
 			r := *creq
-			resp, err := ext.Client.CanUpdateMachine(ctx, h.Name, &r)
-			if err != nil && h.FailurePolicy != "Ignore" {
-				return usererr.Wrap(err, "Update Extension Failed",
-					fmt.Sprintf("Asking extension %s whether it can update Machine %s in place failed, so no plan can be made. %s",
-						ext.Name, m.Current.Machine.GetName(), hintFor(err)))
-			}
-			answers = append(answers, inplace.AnswerFrom(name, resp, err))
-		}
+			return ext.Client.CanUpdateMachine(ctx, handler, &r)
+		},
+		inplace.AnswerFrom,
+		func(ext string, err error) error {
+			return usererr.Wrap(err, "Update Extension Failed",
+				fmt.Sprintf("Asking extension %s whether it can update Machine %s in place failed, so no plan can be made. %s",
+					ext, m.Current.Machine.GetName(), hintFor(err)))
+		})
+	if err != nil {
+		return err
 	}
 	m.Plan = inplace.PlanMachine(m.Current, m.Desired, answers, res.Request.Fallback)
 	return nil
+}
+
+// askHandlers asks every handler that handlers lists of each extension, in order, with call, and
+// takes each answer with answer. An answer is named after its extension, and after the handler
+// too when the extension serves more than one. A handler that fails stops the asking with
+// failed's error, unless its failure policy is Ignore: its failure is then an answer too.
+// Each call gets a copy of the request of its own (call makes it): the client sets Settings on
+// the request.
+func askHandlers[Resp any](ctx context.Context, exts []*Extension, handlers func(*Extension) []extension.Handler,
+	call func(ctx context.Context, ext *Extension, handler string) (Resp, error),
+	answer func(name string, resp Resp, err error) inplace.Answer, failed func(ext string, err error) error,
+) ([]inplace.Answer, error) {
+	var answers []inplace.Answer
+	for _, ext := range exts {
+		hs := handlers(ext)
+		for _, h := range hs {
+			name := ext.Name
+			if len(hs) > 1 {
+				name += "/" + h.Name
+			}
+			resp, err := call(ctx, ext, h.Name)
+			if err != nil && h.FailurePolicy != "Ignore" {
+				return nil, failed(ext.Name, err)
+			}
+			answers = append(answers, answer(name, resp, err))
+		}
+	}
+	return answers, nil
 }
 
 func hintFor(err error) string {

@@ -233,12 +233,7 @@ func (up *Updater) waitUpToDate(ctx context.Context, res *owners.PlanResult, req
 			}
 			var st map[string]string
 			if last != nil {
-				st = last.Status(res)
-				for name, s := range st {
-					if s != owners.StatusReplaced && s != owners.StatusUnchanged {
-						st[name] = owners.StatusFailed
-					}
-				}
+				st = failUnfinished(last.Status(res))
 			}
 			return st, usererr.Wrap(notVerified(strings.Join(lines, "\n")), "In-Place Update Not Verified",
 				fmt.Sprintf("Cluster %s/%s, %s: the change was written, but Cluster API did not bring every machine up to date within %s "+
@@ -258,3 +253,15 @@ type notVerified string
 
 func (e notVerified) Error() string        { return string(e) }
 func (e notVerified) Is(target error) bool { return target == ErrNotVerified }
+
+// failUnfinished marks failed every machine of status but those replaced or unchanged: the wait
+// ran out before Cluster API brought the owner up to date, so no machine of it counts as
+// updated. It returns status.
+func failUnfinished(status map[string]string) map[string]string {
+	for name, s := range status {
+		if s != owners.StatusReplaced && s != owners.StatusUnchanged {
+			status[name] = owners.StatusFailed
+		}
+	}
+	return status
+}

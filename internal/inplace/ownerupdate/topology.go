@@ -114,12 +114,7 @@ func (up *Updater) waitTopology(ctx context.Context, t *owners.Topology, results
 			lines = append(slices.Clone(lines), err.Error())
 		}
 		if sleepErr := req.Clock.Sleep(ctx, 2*time.Second); sleepErr != nil {
-			for name, s := range status {
-				if s != owners.StatusReplaced && s != owners.StatusUnchanged {
-					status[name] = owners.StatusFailed
-				}
-			}
-			return status, usererr.Wrap(notVerified(strings.Join(lines, "\n")), "In-Place Update Not Verified",
+			return failUnfinished(status), usererr.Wrap(notVerified(strings.Join(lines, "\n")), "In-Place Update Not Verified",
 				fmt.Sprintf("%s: spec.topology.version is %s, but the topology controller and Cluster API did not bring the control plane and every MachineDeployment "+
 					"up to date within %s (%v). They go on with it; look at what is named below (TopologyReconciled says what the topology controller waits for), then apply again to verify.",
 					t.Name(), t.To, req.VerifyTimeout, context.Cause(ctx)))
