@@ -31,6 +31,8 @@ import (
 //	revision fails at verify   Deployment never ready          HealthCheckFailed
 //	revision refused at apply  admission webhook denies        dry-run failed (Invalid)
 //	infrastructure at apply    runner forbidden (RBAC)         dry-run failed (ServiceUnavailable)
+//	webhook down at apply      fail-closed webhook unreachable dry-run failed (InternalError,
+//	                           (InternalError)                 failed calling webhook)
 //	infrastructure at verify   API unreachable while waiting   controller stops before a word
 //	revision, restore broken   Deployment never ready, 503s    HealthCheckFailed, then stops
 //	                           on every restore write
@@ -66,10 +68,14 @@ type simFault struct {
 	flux     fluxFault
 }
 
+// simFaultNames are the faults drawFault draws, each of which the simulation must meet.
+var simFaultNames = []string{"none", "revision at verify", "revision at apply", "infrastructure at apply",
+	"webhook down at apply", "infrastructure at verify", "revision, restore broken"}
+
 // drawFault draws one cluster's fault.
 func drawFault(rng *rand.Rand) simFault {
 	var f simFault
-	switch rng.IntN(9) {
+	switch rng.IntN(10) {
 	case 0:
 		f = simFault{name: "revision at verify", revision: true, direct: faults{neverReady: true}, flux: fluxFault{fail: fluxHealthCheck}}
 	case 1:
@@ -81,6 +87,8 @@ func drawFault(rng *rand.Rand) simFault {
 	case 4:
 		f = simFault{name: "revision, restore broken", revision: true, direct: faults{neverReady: true, restoreBroken: true},
 			flux: fluxFault{fail: fluxHealthCheck, stopAfterVerdict: true}}
+	case 5:
+		f = simFault{name: "webhook down at apply", direct: faults{applyErr: errWebhookDown}, flux: fluxFault{fail: fluxDryRunWebhookDown}}
 	default:
 		f.name = "none"
 	}
@@ -444,6 +452,8 @@ type simTally struct {
 	succeeded, invalid, restored, unsettled   int
 	notStarted, apiFaults, revisionFaultsSeen int
 	pruned                                    int // Flux: Kustomizations deleted and pruned
+	// reached counts, by fault, the clusters a wave reached: each fault must be met.
+	reached map[string]int
 }
 
 // run plans the rollout from the records (as Observe does), runs it on the engine's World and
@@ -601,6 +611,9 @@ func (f *simFleet) check(plan engine.Plan, res engine.Result, initial, initialRe
 		if fault.revision && o.Status != engine.StatusNotStarted {
 			tally.revisionFaultsSeen++
 		}
+		if o.Status != engine.StatusNotStarted {
+			tally.reached[fault.name]++
+		}
 		tally.mu.Unlock()
 	}
 	// The ledger holds the desired revision only for clusters whose fault was the revision's.
@@ -629,7 +642,7 @@ func TestEngineSimulation(t *testing.T) {
 		seeds = 10
 	}
 	registries := inMemoryRegistries(t)
-	tallies := map[string]*simTally{"direct": {}, "flux": {}}
+	tallies := map[string]*simTally{"direct": {reached: map[string]int{}}, "flux": {reached: map[string]int{}}}
 	t.Run("seeds", func(t *testing.T) {
 		for seed := range uint64(seeds) {
 			s := drawSeed(seed)
@@ -657,6 +670,12 @@ func TestEngineSimulation(t *testing.T) {
 			name, tl.succeeded, tl.restored, tl.unsettled, tl.notStarted, tl.invalid, tl.revisionFaultsSeen, tl.apiFaults, tl.pruned)
 		if !testing.Short() && (tl.succeeded == 0 || tl.restored == 0 || tl.unsettled == 0 || tl.invalid == 0 || tl.apiFaults == 0 || (name == "flux" && tl.pruned == 0)) {
 			t.Errorf("%s: the simulation missed an outcome it should reach", name)
+		}
+		t.Logf("%s: clusters reached, by fault: %v", name, tl.reached)
+		for _, fault := range simFaultNames {
+			if !testing.Short() && tl.reached[fault] == 0 {
+				t.Errorf("%s: no wave reached a cluster with the fault %q", name, fault)
+			}
 		}
 	}
 }

@@ -47,8 +47,10 @@ import (
 type fluxFault struct {
 	// fail is how the desired revision fails there: "" (it does not), fluxHealthCheck (applied,
 	// then its health check fails: the revision's), fluxDryRunInvalid (the workload API server
-	// refuses its content at dry-run: the revision's) or fluxDryRun503 (the workload API server
-	// is unavailable at dry-run: the infrastructure's).
+	// refuses its content at dry-run: the revision's), fluxDryRun503 (the workload API server
+	// is unavailable at dry-run: the infrastructure's) or fluxDryRunWebhookDown (a fail-closed
+	// admission webhook is not serving, so the API server refuses the dry-run: the
+	// infrastructure's).
 	fail string
 	// stop: the controller stops reconciling this cluster as the desired revision is pinned
 	// (before it gives any word on it); stopAfterVerdict: it gives its verdict on the desired
@@ -67,7 +69,9 @@ const (
 	fluxHealthCheck   = "HealthCheckFailed"
 	fluxDryRunInvalid = "dry-run Invalid"
 	fluxDryRun503     = "dry-run ServiceUnavailable"
-	fluxFinalizer     = "finalizers.fluxcd.io"
+	// fluxDryRunWebhookDown is worded as kustomize-controller words what errWebhookDown says.
+	fluxDryRunWebhookDown = "dry-run InternalError (webhook down)"
+	fluxFinalizer         = "finalizers.fluxcd.io"
 )
 
 // fluxCluster is one workload cluster as the fake kustomize-controller sees it.
@@ -387,6 +391,9 @@ func (f *fakeKustomizeController) reconcileOne(ctx context.Context, fc *fluxClus
 	case fluxDryRun503:
 		f.setStatus(ks, gen, "False", "ReconciliationFailed",
 			"Deployment/demo/web dry-run failed (ServiceUnavailable): the server is currently unable to handle the request", digest, prevApplied)
+	case fluxDryRunWebhookDown:
+		f.setStatus(ks, gen, "False", "ReconciliationFailed",
+			"Deployment/demo/web dry-run failed (InternalError): Internal error occurred: "+errWebhookDown.ErrStatus.Message, digest, prevApplied)
 	default:
 		f.setApplied(fc, digest)
 		f.setStatus(ks, gen, "True", "ReconciliationSucceeded", "Applied revision: "+f.revisionName(digest), digest, digest)

@@ -614,6 +614,10 @@ func (e *env) checkFaultOutcome(r runResult, o engine.Outcome, f faults, rollbac
 var (
 	errAdmission = apierrors.NewForbidden(schema.GroupResource{Group: "apps", Resource: "deployments"}, "web",
 		errors.New(`admission webhook "images.policy.example.com" denied the request: image registry.example.com/web:2 is not signed`))
+	// errWebhookDown: a fail-closed admission webhook whose pods are not serving; the API server
+	// refuses every write it guards, whatever its content.
+	errWebhookDown = apierrors.NewInternalError(errors.New(`failed calling webhook "images.policy.example.com": failed to call webhook: ` +
+		`Post "https://policy.policy-system.svc:443/validate?timeout=10s": dial tcp 10.96.12.7:443: connect: connection refused`))
 	errRBAC = apierrors.NewForbidden(schema.GroupResource{Group: "apps", Resource: "deployments"}, "web",
 		errors.New(`User "system:serviceaccount:gradual:deployer" cannot patch resource "deployments" in API group "apps" in the namespace "demo"`))
 	errConflict = &apply.ConflictError{Object: apply.ObjectRef{Group: "apps", Version: "v1", Kind: "Deployment", Namespace: "demo", Name: "web"},
