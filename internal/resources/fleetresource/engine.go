@@ -7,6 +7,7 @@ import (
 
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
+	"github.com/hashicorp/terraform-plugin-framework/types"
 	"github.com/hashicorp/terraform-plugin-log/tflog"
 
 	"github.com/gradual-dev/terraform-provider-gradual/internal/delivery"
@@ -16,12 +17,17 @@ import (
 	"github.com/gradual-dev/terraform-provider-gradual/internal/window"
 )
 
-// EngineModel is the model of a resource that runs through the engine: it has `timeouts`,
-// keeps its per-cluster records in private state, and maps itself to what the engine takes (S,
-// its spec). P is a pointer to M.
+// EngineModel is the model of a resource that runs through the engine: it has `timeouts` and
+// write-only values, keeps its per-cluster records in private state, is named by its Identity,
+// and maps itself to what the engine takes (S, its spec). P is a pointer to M.
 type EngineModel[M, S any] interface {
 	Model[M]
 	PrivateModel
+	WriteOnly
+	// Identity is what names its records; a change of it replaces the resource.
+	Identity() Identity
+	// SetID sets `id` ("namespace/name").
+	SetID(id types.String)
 	// EngineSpec converts the configuration into the engine's spec.
 	EngineSpec(ctx context.Context) (S, diag.Diagnostics)
 	// EngineQuery converts the cluster-picking attributes; fallback is the provider's window.

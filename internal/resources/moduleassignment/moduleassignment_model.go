@@ -417,8 +417,9 @@ func (m *Model) setSkipped(skipped map[string]string) {
 	m.Skipped = types.MapValueMust(types.StringType, vals)
 }
 
+// markObservedUnknown leaves what the fleet decides to apply: the revisions, which follow from
+// the configuration alone, stay as they are.
 func (m *Model) markObservedUnknown() {
-	m.Revisions = types.MapUnknown(types.StringType)
 	m.markOutcomeUnknown()
 	m.Waves = types.MapUnknown(wavesType)
 	// Apply lets go of no cluster this plan could not list; the next plan lists them.

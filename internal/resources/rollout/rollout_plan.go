@@ -10,6 +10,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
+	"github.com/hashicorp/terraform-plugin-framework/tfsdk"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 	"github.com/hashicorp/terraform-plugin-log/tflog"
 
@@ -28,90 +29,88 @@ import (
 // clusters go to apply in private state), the skipped clusters, and a summary by state with the
 // clusters needing attention. Clusters not on the desired revision
 // (drift, joins, restored clusters, interrupted runs) make the plan an update even when the
-// configuration is unchanged. A revision in the invalid ledger is refused here.
+// configuration is unchanged. A revision in the invalid ledger is refused here. The steps are
+// fleetresource's (Lifecycle.ModifyPlan); the rollout's own are its fleetresource.PlanSteps below.
 func (r *rolloutResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse) {
-	// A formatting-only edit of manifests leaves nothing changed (see manifesttype).
-	if restored, ok := manifesttype.RestorePrior(req.Plan.Raw, req.Config.Raw, req.State.Raw); ok {
-		req.Plan.Raw, resp.Plan.Raw = restored, restored
-	}
-	plan, prior, ok := planAndPrior(ctx, req, resp)
-	if !ok {
-		return
-	}
-	defer func() { resp.Diagnostics.Append(plan.SavePrivate(ctx, resp.Private)...) }()
-	// Write-only: in the configuration only. Plan.Set below (setPlan) leaves it null again.
-	resp.Diagnostics.Append(plan.ReadWriteOnly(ctx, req.Config)...)
-	resp.Diagnostics.Append(plan.setSensitiveObjects(ctx)...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	// Terraform proposes the prior state unchanged when the configuration did not change.
-	configChanged := prior == nil || !req.Plan.Raw.Equal(req.State.Raw)
-	if !plan.Namespace.IsUnknown() && !plan.Name.IsUnknown() {
-		plan.ID = types.StringValue(plan.Namespace.ValueString() + "/" + plan.Name.ValueString())
-	}
-	if !plan.contentKnown(ctx) {
-		plan.Revision = types.StringUnknown()
-		plan.Objects = types.MapUnknown(manifesttype.ObjectsType)
-		r.markObservedUnknown(&plan)
-		resp.Diagnostics.Append(setPlan(ctx, resp, plan)...)
-		return
-	}
-	spec, diags := plan.spec(ctx)
-	resp.Diagnostics.Append(diags...)
-	// At plan only: a state that has them already must still be destroyable.
-	resp.Diagnostics.Append(plan.refuseWithFlux()...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	plan.Revision = types.StringValue(spec.Revision)
-	resp.Diagnostics.Append(plan.setObjects(ctx, spec.Objects)...)
-	if plan.isPaused() {
-		plan.planPaused(prior, &resp.Diagnostics)
-		resp.Diagnostics.Append(setPlan(ctx, resp, plan)...)
-		return
-	}
-	if r.Data == nil || !plan.knownTargets() {
-		// The provider connects later, or the clusters depend on other resources: show what is
-		// known and let apply work out the rest.
-		r.markObservedUnknown(&plan)
-		resp.Diagnostics.Append(setPlan(ctx, resp, plan)...)
-		return
-	}
-	r.planFleet(ctx, resp, &plan, prior, spec, configChanged)
+	r.Lifecycle.ModifyPlan(ctx, req, resp, r)
 }
 
-// planAndPrior reads the plan and the prior state (nil on create), warns of a deletion (destroy,
-// or a replacement when the identity changes), and starts the plan's private state from the
-// prior's. ok is false when there is nothing to plan, or the diagnostics hold an error.
-func planAndPrior(ctx context.Context, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse) (_ Model, _ *Model, ok bool) {
-	if req.Plan.Raw.IsNull() && !req.State.Raw.IsNull() {
-		var state Model
-		if diags := req.State.Get(ctx, &state); !diags.HasError() {
-			state.LoadPrivate(ctx, req.Private)
-			fleetresource.WarnDeletion(&resp.Diagnostics, state.deletion(""))
-		}
-	}
-	plan, prior, ok := fleetresource.PlanAndPrior[Model](ctx, req, resp)
-	if !ok {
-		return plan, prior, false
-	}
-	if prior != nil {
-		resp.Diagnostics.Append(prior.LoadPrivate(ctx, req.Private)...)
-		if changed := identityChange(&plan, prior); changed != "" {
-			fleetresource.WarnDeletion(&resp.Diagnostics, prior.deletion(changed))
-		}
-	}
-	// The waves and leaving clusters of an earlier plan never carry over: only this plan's are
-	// carried out.
+// Deletion is what destroying the rollout state removes (fleetresource.PlanSteps). A private
+// state that cannot be read still warns, counting the clusters it could read.
+func (r *rolloutResource) Deletion(_ context.Context, state *Model, replacing string, _ bool) (fleetresource.Deletion, bool) {
+	return state.deletion(replacing), true
+}
+
+// FromPrior starts the plan's private state from the prior's (fleetresource.PlanSteps). The
+// waves and leaving clusters of an earlier plan never carry over: only this plan's are carried
+// out.
+func (r *rolloutResource) FromPrior(ctx context.Context, plan, prior *Model) diag.Diagnostics {
 	plan.private = privateState{Clusters: priorClusters(prior)}
 	if prior != nil {
 		plan.private.Leaving = prior.private.Leaving
 	}
 	var diags diag.Diagnostics
-	plan.private.MovingFrom, diags = movingFrom(ctx, &plan, prior)
-	resp.Diagnostics.Append(diags...)
-	return plan, prior, !resp.Diagnostics.HasError()
+	plan.private.MovingFrom, diags = movingFrom(ctx, plan, prior)
+	return diags
+}
+
+// ReadsWriteOnlyFirst: an invalid `sensitive_manifests` is refused even while other content is
+// unknown (fleetresource.PlanSteps).
+func (r *rolloutResource) ReadsWriteOnlyFirst() bool { return true }
+
+// SetSensitiveObjects: see fleetresource.PlanSteps.
+func (r *rolloutResource) SetSensitiveObjects(ctx context.Context, plan *Model) diag.Diagnostics {
+	return plan.setSensitiveObjects(ctx)
+}
+
+// ContentKnown: see fleetresource.PlanSteps.
+func (r *rolloutResource) ContentKnown(ctx context.Context, plan *Model, _ tfsdk.Config) bool {
+	return plan.contentKnown(ctx)
+}
+
+// MarkContentUnknown leaves the revision and the objects to apply (fleetresource.PlanSteps).
+func (r *rolloutResource) MarkContentUnknown(plan *Model) {
+	plan.Revision = types.StringUnknown()
+	plan.Objects = types.MapUnknown(manifesttype.ObjectsType)
+}
+
+// MarkObservedUnknown: see fleetresource.PlanSteps.
+func (r *rolloutResource) MarkObservedUnknown(plan *Model) {
+	plan.markOutcomeUnknown()
+	plan.Waves = types.StringUnknown()
+	// Apply lets go of no cluster this plan could not list; the next plan lists them.
+	plan.setLeaving(nil)
+}
+
+// PlanSpec is plan's spec, refusing at plan what the Flux engine cannot deliver yet: only at plan,
+// as a state that has it already must still be destroyable (fleetresource.PlanSteps).
+func (r *rolloutResource) PlanSpec(ctx context.Context, plan *Model) (delivery.Spec, diag.Diagnostics) {
+	spec, diags := plan.spec(ctx)
+	diags.Append(plan.refuseWithFlux()...)
+	return spec, diags
+}
+
+// SetContent: see fleetresource.PlanSteps.
+func (r *rolloutResource) SetContent(ctx context.Context, plan *Model, spec delivery.Spec) diag.Diagnostics {
+	plan.Revision = types.StringValue(spec.Revision)
+	return plan.setObjects(ctx, spec.Objects)
+}
+
+// Hold plans a paused rollout (planPaused; fleetresource.PlanSteps).
+func (r *rolloutResource) Hold(plan, prior *Model, diags *diag.Diagnostics) bool {
+	if !plan.isPaused() {
+		return false
+	}
+	plan.planPaused(prior, diags)
+	return true
+}
+
+// TargetsKnown: see fleetresource.PlanSteps.
+func (r *rolloutResource) TargetsKnown(plan *Model) bool { return plan.knownTargets() }
+
+// SetPlan: see setPlan (fleetresource.PlanSteps).
+func (r *rolloutResource) SetPlan(ctx context.Context, plan *Model, to *tfsdk.Plan) diag.Diagnostics {
+	return setPlan(ctx, to, *plan)
 }
 
 // contentKnown reports whether what makes the revision is known at plan time: the manifests,
@@ -121,41 +120,38 @@ func (m *Model) contentKnown(ctx context.Context) bool {
 		ignoreattr.Known(m.SensitivePaths) && fleetresource.ValuesKnown(ctx, m.Values)
 }
 
-// planFleet plans the waves against the fleet as it reads now, shows them in plan, warns of
-// what apply will meet, and sets the plan. spec is plan's; configChanged says the configuration
-// changed since prior.
-func (r *rolloutResource) planFleet(ctx context.Context, resp *resource.ModifyPlanResponse, plan, prior *Model, spec delivery.Spec, configChanged bool) {
-	query, svc, ok := r.PlanEngine(ctx, plan, &resp.Diagnostics)
-	if !ok {
-		return
-	}
+// PlanWaves plans the waves against the fleet as it reads now (e), shows them in plan and warns
+// of what apply will meet (fleetresource.PlanSteps).
+func (r *rolloutResource) PlanWaves(ctx context.Context, plan, prior *Model, e fleetresource.Engine[delivery.Spec], configChanged bool,
+	diags *diag.Diagnostics,
+) (fleetresource.PlannedWaves, bool) {
+	spec, svc := e.Spec, e.Svc
 	claimsIgnored := r.replacedBy(spec.Key, plan, prior)
 	// The waves are planned from the prior state when the configuration picks the same
 	// clusters (see delivery.Prior); without it, a warning shows them as the fleet reads now.
 	priorState := priorForPlan(ctx, plan, prior)
-	res, err := svc.Plan(ctx, delivery.PlanRequest{Spec: spec, Query: query, Prior: priorState, Drifted: priorDrift(prior),
+	res, err := svc.Plan(ctx, delivery.PlanRequest{Spec: spec, Query: e.Query, Prior: priorState, Drifted: priorDrift(prior),
 		IgnoreClaims: claimsIgnored, RefuseAdoption: fleetresource.RefusesAdoption(plan.Adopt)})
 	if err != nil {
-		resp.Diagnostics.Append(diagnostics.FromError(err, "Cannot Read The Fleet"))
-		return
+		diags.Append(diagnostics.FromError(err, "Cannot Read The Fleet"))
+		return fleetresource.PlannedWaves{}, false
 	}
-	if !warnPlan(ctx, &resp.Diagnostics, plan, res, spec, query, prior == nil && claimsIgnored == nil) {
-		return
+	if !warnPlan(ctx, diags, plan, res, spec, e.Query, prior == nil && claimsIgnored == nil) {
+		return fleetresource.PlannedWaves{}, false
 	}
-	plan.setPlanned(res, prior, configChanged, &resp.Diagnostics)
-	warnMove(&resp.Diagnostics, svc, len(res.Observation.Moving))
+	plan.setPlanned(res, prior, configChanged, diags)
+	warnMove(diags, svc, len(res.Observation.Moving))
 	if res.Plan.Changes() {
 		artifact, err := svc.Pinned(spec)
 		if err != nil {
-			resp.Diagnostics.Append(diagnostics.FromError(err, "Cannot Build The Flux Artifact"))
-			return
+			diags.Append(diagnostics.FromError(err, "Cannot Build The Flux Artifact"))
+			return fleetresource.PlannedWaves{}, false
 		}
 		if artifact != nil {
-			fleetresource.WarnFluxArtifacts(&resp.Diagnostics, []string{fleetresource.FluxArtifactLine("", *artifact)})
+			fleetresource.WarnFluxArtifacts(diags, []string{fleetresource.FluxArtifactLine("", *artifact)})
 		}
 	}
-	fleetresource.WarnWavesOutlast(ctx, &resp.Diagnostics, plan.Timeouts, prior == nil, len(res.Plan.Waves), spec.Policy)
-	resp.Diagnostics.Append(setPlan(ctx, resp, *plan)...)
+	return fleetresource.PlannedWaves{Waves: len(res.Plan.Waves), Policy: spec.Policy}, true
 }
 
 // warnPlan shows what a plan found (res) as diagnostics: a refusal as an error on the attribute
@@ -338,13 +334,6 @@ func (m *Model) knownTargets() bool {
 		!m.Stages.IsUnknown() && !m.PromoteUntil.IsUnknown()
 }
 
-func (r *rolloutResource) markObservedUnknown(m *Model) {
-	m.markOutcomeUnknown()
-	m.Waves = types.StringUnknown()
-	// Apply lets go of no cluster this plan could not list; the next plan lists them.
-	m.setLeaving(nil)
-}
-
 // markOutcomeUnknown leaves the attributes that depend on apply's outcome to apply.
 func (m *Model) markOutcomeUnknown() {
 	m.BackupRevision = types.StringUnknown()
@@ -383,16 +372,15 @@ func warnMissing(diags *diag.Diagnostics, obs *delivery.Observation) {
 
 // setPlan sets the planned state; the write-only `sensitive_manifests` stays null in it, as
 // Terraform requires (it checks that no write-only value reaches a plan).
-func setPlan(ctx context.Context, resp *resource.ModifyPlanResponse, plan Model) diag.Diagnostics {
+func setPlan(ctx context.Context, to *tfsdk.Plan, plan Model) diag.Diagnostics {
 	plan.Sensitive = types.StringNull()
-	return resp.Plan.Set(ctx, &plan)
+	return to.Set(ctx, &plan)
 }
 
 // identityChange names the attributes that make plan a replacement of prior ("" if none): they
 // name the records, so a change is a destroy and a create.
 func identityChange(plan, prior *Model) string {
-	return fleetresource.IdentityChange(fleetresource.Identity{Name: plan.Name, Namespace: plan.Namespace, RecordNamespace: plan.RecordNamespace},
-		fleetresource.Identity{Name: prior.Name, Namespace: prior.Namespace, RecordNamespace: prior.RecordNamespace})
+	return fleetresource.IdentityChange(plan.Identity(), prior.Identity())
 }
 
 // deletion is what destroying the rollout m (a state) removes: the objects of its bundle from
