@@ -10,7 +10,6 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
-	"github.com/hashicorp/terraform-plugin-framework/types"
 
 	"github.com/gradual-dev/terraform-provider-gradual/internal/assignment"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/fleet"
@@ -60,11 +59,3 @@ func (m *Model) EngineSpec(ctx context.Context) (assignment.Spec, diag.Diagnosti
 func (m *Model) EngineQuery(ctx context.Context, fallback *window.Window) (fleet.Query, diag.Diagnostics) {
 	return m.query(ctx, fallback)
 }
-
-// Identity is what names the assignment's records (fleetresource.EngineModel).
-func (m *Model) Identity() fleetresource.Identity {
-	return fleetresource.Identity{Name: m.Name, Namespace: m.Namespace, RecordNamespace: m.RecordNamespace}
-}
-
-// SetID: see fleetresource.EngineModel.
-func (m *Model) SetID(id types.String) { m.ID = id }

@@ -9,7 +9,6 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
-	"github.com/hashicorp/terraform-plugin-framework/types"
 
 	"github.com/gradual-dev/terraform-provider-gradual/internal/delivery"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/fleet"
@@ -54,14 +53,6 @@ var _ fleetresource.EngineResource = (*rolloutResource)(nil)
 
 // EngineSpec and EngineQuery map the model to the engine (fleetresource.EngineModel).
 func (m *Model) EngineSpec(ctx context.Context) (delivery.Spec, diag.Diagnostics) { return m.spec(ctx) }
-
-// Identity is what names the rollout's records (fleetresource.EngineModel).
-func (m *Model) Identity() fleetresource.Identity {
-	return fleetresource.Identity{Name: m.Name, Namespace: m.Namespace, RecordNamespace: m.RecordNamespace}
-}
-
-// SetID: see fleetresource.EngineModel.
-func (m *Model) SetID(id types.String) { m.ID = id }
 
 // EngineQuery: see EngineSpec.
 func (m *Model) EngineQuery(ctx context.Context, fallback *window.Window) (fleet.Query, diag.Diagnostics) {
