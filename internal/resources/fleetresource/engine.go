@@ -7,6 +7,7 @@ import (
 
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
+	"github.com/hashicorp/terraform-plugin-framework/types"
 	"github.com/hashicorp/terraform-plugin-log/tflog"
 
 	"github.com/gradual-dev/terraform-provider-gradual/internal/delivery"
@@ -16,12 +17,17 @@ import (
 	"github.com/gradual-dev/terraform-provider-gradual/internal/window"
 )
 
-// EngineModel is the model of a resource that runs through the engine: it has `timeouts`,
-// keeps its per-cluster records in private state, and maps itself to what the engine takes (S,
-// its spec). P is a pointer to M.
+// EngineModel is the model of a resource that runs through the engine: it has `timeouts` and
+// write-only values, keeps its per-cluster records in private state, is named by its Identity,
+// and maps itself to what the engine takes (S, its spec). P is a pointer to M.
 type EngineModel[M, S any] interface {
 	Model[M]
 	PrivateModel
+	WriteOnly
+	// Identity is what names its records; a change of it replaces the resource.
+	Identity() Identity
+	// SetID sets `id` ("namespace/name").
+	SetID(id types.String)
 	// EngineSpec converts the configuration into the engine's spec.
 	EngineSpec(ctx context.Context) (S, diag.Diagnostics)
 	// EngineQuery converts the cluster-picking attributes; fallback is the provider's window.
@@ -69,7 +75,8 @@ type EngineOps[P, S any] interface {
 }
 
 // EngineResource is what every resource that runs through the engine implements: Lifecycle's
-// Configure, import and state upgrades, and its own ModifyPlan.
+// Configure, import and state upgrades, and a ModifyPlan that calls Lifecycle.ModifyPlan with
+// its PlanSteps.
 type EngineResource interface {
 	resource.ResourceWithConfigure
 	resource.ResourceWithModifyPlan
@@ -82,8 +89,9 @@ type EngineResource interface {
 // Configure and its CRUD: Resource's, the path every resource that runs through an engine
 // takes, with EngineOps given the engine as its Ops (engineOps). So a rule such as "a failed
 // Create saves no state" or "Read without a configured provider keeps the state" holds for
-// every such resource alike. What is delivery's own (PlanEngine, ImportedRecord, the state
-// upgrades, `namespace/name` import) stays here.
+// every such resource alike. Its ModifyPlan (modifyplan.go) is the plan path they share, with
+// PlanSteps the resource's own part. What is delivery's own (PlanEngine, ImportedRecord, the
+// state upgrades, `namespace/name` import) stays here.
 type Lifecycle[M any, P EngineModel[M, S], S any] struct {
 	Configured
 	Ops  EngineOps[P, S]

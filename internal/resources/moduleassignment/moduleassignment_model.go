@@ -208,6 +208,14 @@ type VerifyModel struct {
 // TimeoutsValue is the `timeouts` attribute, for fleetresource.Create and fleetresource.Update.
 func (m *Model) TimeoutsValue() timeouts.Value { return m.Timeouts }
 
+// Identity is what names the assignment's records (fleetresource.EngineModel).
+func (m *Model) Identity() fleetresource.Identity {
+	return fleetresource.Identity{Name: m.Name, Namespace: m.Namespace, RecordNamespace: m.RecordNamespace}
+}
+
+// SetID sets `id` (fleetresource.EngineModel).
+func (m *Model) SetID(id types.String) { m.ID = id }
+
 var objectOpts = basetypes.ObjectAsOptions{UnhandledNullAsEmpty: true, UnhandledUnknownAsEmpty: true}
 
 // fluxSettings is `delivery.flux` as the Flux engine takes it; nil for direct delivery (or while
@@ -417,8 +425,9 @@ func (m *Model) setSkipped(skipped map[string]string) {
 	m.Skipped = types.MapValueMust(types.StringType, vals)
 }
 
+// markObservedUnknown leaves what the fleet decides to apply: the revisions, which follow from
+// the configuration alone, stay as they are.
 func (m *Model) markObservedUnknown() {
-	m.Revisions = types.MapUnknown(types.StringType)
 	m.markOutcomeUnknown()
 	m.Waves = types.MapUnknown(wavesType)
 	// Apply lets go of no cluster this plan could not list; the next plan lists them.

@@ -11,6 +11,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
+	"github.com/hashicorp/terraform-plugin-framework/tfsdk"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
 	"github.com/gradual-dev/terraform-provider-gradual/internal/assignment"
@@ -19,7 +20,6 @@ import (
 	"github.com/gradual-dev/terraform-provider-gradual/internal/fleet"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/fleetresource"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/ignoreattr"
-	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/manifesttype"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/usererr"
 )
 
@@ -52,70 +52,86 @@ func (r *assignmentResource) ValidateConfig(ctx context.Context, req resource.Va
 
 // ModifyPlan shows at plan time what apply will do: per cluster, the bindings it will have.
 // Joins, leaves, module changes and drift make the plan an update; invalid revisions, objects
-// another owner manages and manifests a cluster cannot take are refused here.
+// another owner manages and manifests a cluster cannot take are refused here. The steps are
+// fleetresource's (Lifecycle.ModifyPlan); the assignment's own are its fleetresource.PlanSteps
+// below.
 func (r *assignmentResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse) {
-	warnDeletion(ctx, req, &resp.Diagnostics)
-	// A formatting-only edit of manifests leaves nothing changed (see manifesttype).
-	if restored, ok := manifesttype.RestorePrior(req.Plan.Raw, req.Config.Raw, req.State.Raw); ok {
-		req.Plan.Raw, resp.Plan.Raw = restored, restored
-	}
-	plan, prior, ok := fleetresource.PlanAndPrior[Model](ctx, req, resp)
-	if !ok {
-		return
-	}
-	if prior != nil {
-		resp.Diagnostics.Append(prior.LoadPrivate(ctx, req.Private)...)
-	}
-	refuseModeChange(&plan, prior, &resp.Diagnostics)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	// The waves of an earlier plan never carry over: only this plan's are carried out.
+	r.Lifecycle.ModifyPlan(ctx, req, resp, r)
+}
+
+// Deletion is what destroying the assignment state removes (fleetresource.PlanSteps): without
+// its private state, which says which modules each cluster is bound to, there is no count to
+// warn of.
+func (r *assignmentResource) Deletion(ctx context.Context, state *Model, replacing string, privateRead bool) (fleetresource.Deletion, bool) {
+	return state.deletion(ctx, replacing), privateRead
+}
+
+// FromPrior refuses a mode change through Flux and carries prior's per-cluster status and bridge
+// over (fleetresource.PlanSteps). The waves of an earlier plan never carry over: only this
+// plan's are carried out.
+func (r *assignmentResource) FromPrior(_ context.Context, plan, prior *Model) diag.Diagnostics {
+	var diags diag.Diagnostics
+	refuseModeChange(plan, prior, &diags)
 	if prior != nil {
 		plan.private.Clusters, plan.private.Bridged = prior.private.Clusters, prior.private.Bridged
 	}
-	defer func() { resp.Diagnostics.Append(plan.SavePrivate(ctx, resp.Private)...) }()
-	// Terraform proposes the prior state unchanged when the configuration did not change.
-	configChanged := prior == nil || !req.Plan.Raw.Equal(req.State.Raw)
-	if !plan.Namespace.IsUnknown() && !plan.Name.IsUnknown() {
-		plan.ID = types.StringValue(plan.Namespace.ValueString() + "/" + plan.Name.ValueString())
-	}
-	if !plan.known(ctx) || sensitiveUnknown(ctx, req.Config) {
-		plan.markObservedUnknown()
-		plan.SensitiveObjects = types.MapUnknown(sensitiveObjectsType)
-		plan.Objects = types.MapUnknown(objectsType)
-		resp.Diagnostics.Append(resp.Plan.Set(ctx, &plan)...)
-		return
-	}
-	// Write-only: in the configuration only; the framework leaves it null in the plan.
-	resp.Diagnostics.Append(plan.ReadWriteOnly(ctx, req.Config)...)
-	resp.Diagnostics.Append(plan.setSensitiveObjects(ctx)...)
-	spec, diags := plan.spec(ctx)
-	resp.Diagnostics.Append(diags...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	plan.setRevisions(spec)
-	resp.Diagnostics.Append(plan.setObjects(ctx, spec)...)
-	if r.Data == nil {
-		// The provider connects later: the revisions are known already, the rest is apply's.
-		revisions := plan.Revisions
-		plan.markObservedUnknown()
-		plan.Revisions = revisions
-		resp.Diagnostics.Append(resp.Plan.Set(ctx, &plan)...)
-		return
-	}
-	r.planFleet(ctx, resp, &plan, prior, spec, configChanged)
+	return diags
 }
 
-// planFleet plans the assignment against the fleet as it reads now, shows its waves in plan,
-// warns of what apply will meet, and sets the plan. spec is plan's; configChanged says the
-// configuration changed since prior.
-func (r *assignmentResource) planFleet(ctx context.Context, resp *resource.ModifyPlanResponse, plan, prior *Model, spec assignment.Spec, configChanged bool) {
-	query, svc, ok := r.PlanEngine(ctx, plan, &resp.Diagnostics)
-	if !ok {
-		return
-	}
+// ReadsWriteOnlyFirst: the modules' sensitive_manifests are read once the modules are known
+// (fleetresource.PlanSteps).
+func (r *assignmentResource) ReadsWriteOnlyFirst() bool { return false }
+
+// SetSensitiveObjects: see fleetresource.PlanSteps.
+func (r *assignmentResource) SetSensitiveObjects(ctx context.Context, plan *Model) diag.Diagnostics {
+	return plan.setSensitiveObjects(ctx)
+}
+
+// ContentKnown reports whether everything the plan needs is known, the write-only
+// sensitive_manifests of the configuration included (fleetresource.PlanSteps).
+func (r *assignmentResource) ContentKnown(ctx context.Context, plan *Model, config tfsdk.Config) bool {
+	return plan.known(ctx) && !sensitiveUnknown(ctx, config)
+}
+
+// MarkContentUnknown leaves the revisions and the objects to apply (fleetresource.PlanSteps).
+func (r *assignmentResource) MarkContentUnknown(plan *Model) {
+	plan.Revisions = types.MapUnknown(types.StringType)
+	plan.SensitiveObjects = types.MapUnknown(sensitiveObjectsType)
+	plan.Objects = types.MapUnknown(objectsType)
+}
+
+// MarkObservedUnknown: see fleetresource.PlanSteps.
+func (r *assignmentResource) MarkObservedUnknown(plan *Model) { plan.markObservedUnknown() }
+
+// PlanSpec: see fleetresource.PlanSteps.
+func (r *assignmentResource) PlanSpec(ctx context.Context, plan *Model) (assignment.Spec, diag.Diagnostics) {
+	return plan.spec(ctx)
+}
+
+// SetContent: see fleetresource.PlanSteps.
+func (r *assignmentResource) SetContent(ctx context.Context, plan *Model, spec assignment.Spec) diag.Diagnostics {
+	plan.setRevisions(spec)
+	return plan.setObjects(ctx, spec)
+}
+
+// Hold: an assignment is never held as a whole (fleetresource.PlanSteps).
+func (r *assignmentResource) Hold(_, _ *Model, _ *diag.Diagnostics) bool { return false }
+
+// TargetsKnown: ContentKnown covers the attributes that pick clusters (fleetresource.PlanSteps).
+func (r *assignmentResource) TargetsKnown(*Model) bool { return true }
+
+// SetPlan: see fleetresource.PlanSteps.
+func (r *assignmentResource) SetPlan(ctx context.Context, plan *Model, to *tfsdk.Plan) diag.Diagnostics {
+	return to.Set(ctx, plan)
+}
+
+// PlanWaves plans the assignment against the fleet as it reads now (e), shows its waves in plan
+// and warns of what apply will meet (fleetresource.PlanSteps). What the bridge hands out is
+// shown last, after the timeout warning.
+func (r *assignmentResource) PlanWaves(ctx context.Context, plan, prior *Model, e fleetresource.Engine[assignment.Spec], configChanged bool,
+	diags *diag.Diagnostics,
+) (fleetresource.PlannedWaves, bool) {
+	spec, query, svc := e.Spec, e.Query, e.Svc
 	req := assignment.PlanRequest{Spec: spec, Query: query, Drifted: assignment.Drifted(priorClusters(prior)),
 		RefuseAdoption: fleetresource.RefusesAdoption(plan.Adopt)}
 	if samePick(plan, prior) {
@@ -123,24 +139,23 @@ func (r *assignmentResource) planFleet(ctx context.Context, resp *resource.Modif
 	}
 	res, err := assignment.Plan(ctx, svc.Planning(), req)
 	if err != nil {
-		resp.Diagnostics.Append(diagnostics.FromError(err, "Cannot Read The Fleet"))
-		return
+		diags.Append(diagnostics.FromError(err, "Cannot Read The Fleet"))
+		return fleetresource.PlannedWaves{}, false
 	}
-	if !warnPlan(&resp.Diagnostics, res, spec, query) {
-		return
+	if !warnPlan(diags, res, spec, query) {
+		return fleetresource.PlannedWaves{}, false
 	}
-	warnRecordsMissing(&resp.Diagnostics, plannedFrom(res, prior, spec), spec.AdoptUnrecorded)
-	plan.setPlanned(res, prior, configChanged, spec.Policy.Canary, &resp.Diagnostics)
-	if len(res.Plan.Apply) > 0 && !warnFluxArtifacts(&resp.Diagnostics, svc, spec, res) {
-		return
+	warnRecordsMissing(diags, plannedFrom(res, prior, spec), spec.AdoptUnrecorded)
+	plan.setPlanned(res, prior, configChanged, spec.Policy.Canary, diags)
+	if len(res.Plan.Apply) > 0 && !warnFluxArtifacts(diags, svc, spec, res) {
+		return fleetresource.PlannedWaves{}, false
 	}
-	waves := 0 // the modules' waves run one module after the other
+	planned := fleetresource.PlannedWaves{Policy: spec.Policy}
 	for _, w := range res.Waves {
-		waves += len(w)
+		planned.Waves += len(w) // the modules' waves run one module after the other
 	}
-	fleetresource.WarnWavesOutlast(ctx, &resp.Diagnostics, plan.Timeouts, prior == nil, waves, spec.Policy)
-	planBridge(ctx, &resp.Diagnostics, svc, plan, prior, spec, query, res.Observation)
-	resp.Diagnostics.Append(resp.Plan.Set(ctx, plan)...)
+	planBridge(ctx, &planned.Later, svc, plan, prior, spec, query, res.Observation)
+	return planned, true
 }
 
 // warnFluxArtifacts shows the artifact each module res applies would be published as, so that

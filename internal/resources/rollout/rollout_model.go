@@ -170,6 +170,14 @@ func (m *Model) bundle() (*manifest.Set, error) {
 // TimeoutsValue is the `timeouts` attribute, for fleetresource.Create and fleetresource.Update.
 func (m *Model) TimeoutsValue() timeouts.Value { return m.Timeouts }
 
+// Identity is what names the rollout's records (fleetresource.EngineModel).
+func (m *Model) Identity() fleetresource.Identity {
+	return fleetresource.Identity{Name: m.Name, Namespace: m.Namespace, RecordNamespace: m.RecordNamespace}
+}
+
+// SetID sets `id` (fleetresource.EngineModel).
+func (m *Model) SetID(id types.String) { m.ID = id }
+
 // ignore converts `ignore_fields` for drift checks outside plan and apply (Read, the status
 // data source); the paths were validated when they were planned, and one that no longer parses
 // is left out rather than failing a refresh.

@@ -19,8 +19,6 @@ import (
 	"github.com/gradual-dev/terraform-provider-gradual/internal/manifest"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/records"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/fleetresource"
-	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/ignoreattr"
-	"github.com/gradual-dev/terraform-provider-gradual/internal/resources/manifesttype"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/usererr"
 )
 
@@ -28,134 +26,10 @@ import (
 // clusters go to apply in private state), the skipped clusters, and a summary by state with the
 // clusters needing attention. Clusters not on the desired revision
 // (drift, joins, restored clusters, interrupted runs) make the plan an update even when the
-// configuration is unchanged. A revision in the invalid ledger is refused here.
+// configuration is unchanged. A revision in the invalid ledger is refused here. The steps are
+// fleetresource's (Lifecycle.ModifyPlan); the rollout's own are its fleetresource.PlanSteps below.
 func (r *rolloutResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse) {
-	// A formatting-only edit of manifests leaves nothing changed (see manifesttype).
-	if restored, ok := manifesttype.RestorePrior(req.Plan.Raw, req.Config.Raw, req.State.Raw); ok {
-		req.Plan.Raw, resp.Plan.Raw = restored, restored
-	}
-	plan, prior, ok := planAndPrior(ctx, req, resp)
-	if !ok {
-		return
-	}
-	defer func() { resp.Diagnostics.Append(plan.SavePrivate(ctx, resp.Private)...) }()
-	// Write-only: in the configuration only. Plan.Set below (setPlan) leaves it null again.
-	resp.Diagnostics.Append(plan.ReadWriteOnly(ctx, req.Config)...)
-	resp.Diagnostics.Append(plan.setSensitiveObjects(ctx)...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	// Terraform proposes the prior state unchanged when the configuration did not change.
-	configChanged := prior == nil || !req.Plan.Raw.Equal(req.State.Raw)
-	if !plan.Namespace.IsUnknown() && !plan.Name.IsUnknown() {
-		plan.ID = types.StringValue(plan.Namespace.ValueString() + "/" + plan.Name.ValueString())
-	}
-	if !plan.contentKnown(ctx) {
-		plan.Revision = types.StringUnknown()
-		plan.Objects = types.MapUnknown(manifesttype.ObjectsType)
-		r.markObservedUnknown(&plan)
-		resp.Diagnostics.Append(setPlan(ctx, resp, plan)...)
-		return
-	}
-	spec, diags := plan.spec(ctx)
-	resp.Diagnostics.Append(diags...)
-	// At plan only: a state that has them already must still be destroyable.
-	resp.Diagnostics.Append(plan.refuseWithFlux()...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	plan.Revision = types.StringValue(spec.Revision)
-	resp.Diagnostics.Append(plan.setObjects(ctx, spec.Objects)...)
-	if plan.isPaused() {
-		plan.planPaused(prior, &resp.Diagnostics)
-		resp.Diagnostics.Append(setPlan(ctx, resp, plan)...)
-		return
-	}
-	if r.Data == nil || !plan.knownTargets() {
-		// The provider connects later, or the clusters depend on other resources: show what is
-		// known and let apply work out the rest.
-		r.markObservedUnknown(&plan)
-		resp.Diagnostics.Append(setPlan(ctx, resp, plan)...)
-		return
-	}
-	r.planFleet(ctx, resp, &plan, prior, spec, configChanged)
-}
-
-// planAndPrior reads the plan and the prior state (nil on create), warns of a deletion (destroy,
-// or a replacement when the identity changes), and starts the plan's private state from the
-// prior's. ok is false when there is nothing to plan, or the diagnostics hold an error.
-func planAndPrior(ctx context.Context, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse) (_ Model, _ *Model, ok bool) {
-	if req.Plan.Raw.IsNull() && !req.State.Raw.IsNull() {
-		var state Model
-		if diags := req.State.Get(ctx, &state); !diags.HasError() {
-			state.LoadPrivate(ctx, req.Private)
-			fleetresource.WarnDeletion(&resp.Diagnostics, state.deletion(""))
-		}
-	}
-	plan, prior, ok := fleetresource.PlanAndPrior[Model](ctx, req, resp)
-	if !ok {
-		return plan, prior, false
-	}
-	if prior != nil {
-		resp.Diagnostics.Append(prior.LoadPrivate(ctx, req.Private)...)
-		if changed := identityChange(&plan, prior); changed != "" {
-			fleetresource.WarnDeletion(&resp.Diagnostics, prior.deletion(changed))
-		}
-	}
-	// The waves and leaving clusters of an earlier plan never carry over: only this plan's are
-	// carried out.
-	plan.private = privateState{Clusters: priorClusters(prior)}
-	if prior != nil {
-		plan.private.Leaving = prior.private.Leaving
-	}
-	var diags diag.Diagnostics
-	plan.private.MovingFrom, diags = movingFrom(ctx, &plan, prior)
-	resp.Diagnostics.Append(diags...)
-	return plan, prior, !resp.Diagnostics.HasError()
-}
-
-// contentKnown reports whether what makes the revision is known at plan time: the manifests,
-// the default namespace, the field rules and the values.
-func (m *Model) contentKnown(ctx context.Context) bool {
-	return !m.Manifests.IsUnknown() && !m.Sensitive.IsUnknown() && !m.DefaultNamespace.IsUnknown() && ignoreattr.Known(m.IgnoreFields) &&
-		ignoreattr.Known(m.SensitivePaths) && fleetresource.ValuesKnown(ctx, m.Values)
-}
-
-// planFleet plans the waves against the fleet as it reads now, shows them in plan, warns of
-// what apply will meet, and sets the plan. spec is plan's; configChanged says the configuration
-// changed since prior.
-func (r *rolloutResource) planFleet(ctx context.Context, resp *resource.ModifyPlanResponse, plan, prior *Model, spec delivery.Spec, configChanged bool) {
-	query, svc, ok := r.PlanEngine(ctx, plan, &resp.Diagnostics)
-	if !ok {
-		return
-	}
-	claimsIgnored := r.replacedBy(spec.Key, plan, prior)
-	// The waves are planned from the prior state when the configuration picks the same
-	// clusters (see delivery.Prior); without it, a warning shows them as the fleet reads now.
-	priorState := priorForPlan(ctx, plan, prior)
-	res, err := svc.Plan(ctx, delivery.PlanRequest{Spec: spec, Query: query, Prior: priorState, Drifted: priorDrift(prior),
-		IgnoreClaims: claimsIgnored, RefuseAdoption: fleetresource.RefusesAdoption(plan.Adopt)})
-	if err != nil {
-		resp.Diagnostics.Append(diagnostics.FromError(err, "Cannot Read The Fleet"))
-		return
-	}
-	if !warnPlan(ctx, &resp.Diagnostics, plan, res, spec, query, prior == nil && claimsIgnored == nil) {
-		return
-	}
-	plan.setPlanned(res, prior, configChanged, &resp.Diagnostics)
-	warnMove(&resp.Diagnostics, svc, len(res.Observation.Moving))
-	if res.Plan.Changes() {
-		artifact, err := svc.Pinned(spec)
-		if err != nil {
-			resp.Diagnostics.Append(diagnostics.FromError(err, "Cannot Build The Flux Artifact"))
-			return
-		}
-		if artifact != nil {
-			fleetresource.WarnFluxArtifacts(&resp.Diagnostics, []string{fleetresource.FluxArtifactLine("", *artifact)})
-		}
-	}
-	fleetresource.WarnWavesOutlast(ctx, &resp.Diagnostics, plan.Timeouts, prior == nil, len(res.Plan.Waves), spec.Policy)
-	resp.Diagnostics.Append(setPlan(ctx, resp, *plan)...)
+	r.Lifecycle.ModifyPlan(ctx, req, resp, r)
 }
 
 // warnPlan shows what a plan found (res) as diagnostics: a refusal as an error on the attribute
@@ -338,13 +212,6 @@ func (m *Model) knownTargets() bool {
 		!m.Stages.IsUnknown() && !m.PromoteUntil.IsUnknown()
 }
 
-func (r *rolloutResource) markObservedUnknown(m *Model) {
-	m.markOutcomeUnknown()
-	m.Waves = types.StringUnknown()
-	// Apply lets go of no cluster this plan could not list; the next plan lists them.
-	m.setLeaving(nil)
-}
-
 // markOutcomeUnknown leaves the attributes that depend on apply's outcome to apply.
 func (m *Model) markOutcomeUnknown() {
 	m.BackupRevision = types.StringUnknown()
@@ -381,18 +248,10 @@ func warnMissing(diags *diag.Diagnostics, obs *delivery.Observation) {
 	}
 }
 
-// setPlan sets the planned state; the write-only `sensitive_manifests` stays null in it, as
-// Terraform requires (it checks that no write-only value reaches a plan).
-func setPlan(ctx context.Context, resp *resource.ModifyPlanResponse, plan Model) diag.Diagnostics {
-	plan.Sensitive = types.StringNull()
-	return resp.Plan.Set(ctx, &plan)
-}
-
 // identityChange names the attributes that make plan a replacement of prior ("" if none): they
 // name the records, so a change is a destroy and a create.
 func identityChange(plan, prior *Model) string {
-	return fleetresource.IdentityChange(fleetresource.Identity{Name: plan.Name, Namespace: plan.Namespace, RecordNamespace: plan.RecordNamespace},
-		fleetresource.Identity{Name: prior.Name, Namespace: prior.Namespace, RecordNamespace: prior.RecordNamespace})
+	return fleetresource.IdentityChange(plan.Identity(), prior.Identity())
 }
 
 // deletion is what destroying the rollout m (a state) removes: the objects of its bundle from
