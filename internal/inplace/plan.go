@@ -373,17 +373,24 @@ func wireObjects(o Objects) (clusterv1.Machine, runtime.RawExtension, runtime.Ra
 
 // specOnly keeps apiVersion, kind, identifying metadata and spec.
 func specOnly(u *unstructured.Unstructured) *unstructured.Unstructured {
-	out := &unstructured.Unstructured{Object: map[string]any{}}
-	out.SetAPIVersion(u.GetAPIVersion())
-	out.SetKind(u.GetKind())
+	out := kindAndLabels(u)
 	out.SetName(u.GetName())
-	out.SetNamespace(u.GetNamespace())
 	out.SetUID(u.GetUID())
-	out.SetLabels(u.GetLabels())
-	out.SetAnnotations(u.GetAnnotations())
 	if spec, ok := u.Object["spec"]; ok {
 		out.Object["spec"] = runtime.DeepCopyJSONValue(spec)
 	}
+	return out
+}
+
+// kindAndLabels is a new object of u's apiVersion and kind, in u's namespace, with u's labels
+// and annotations: what a copy of u keeps of its metadata whatever else it keeps.
+func kindAndLabels(u *unstructured.Unstructured) *unstructured.Unstructured {
+	out := &unstructured.Unstructured{Object: map[string]any{}}
+	out.SetAPIVersion(u.GetAPIVersion())
+	out.SetKind(u.GetKind())
+	out.SetNamespace(u.GetNamespace())
+	out.SetLabels(u.GetLabels())
+	out.SetAnnotations(u.GetAnnotations())
 	return out
 }
 

@@ -61,12 +61,7 @@ func RotateTemplate(tmpl *unstructured.Unstructured, patch []byte) (rotated *uns
 	if len(diff("", "", cur, merged)) == 0 {
 		return nil, false, nil
 	}
-	out := &unstructured.Unstructured{Object: map[string]any{}}
-	out.SetAPIVersion(tmpl.GetAPIVersion())
-	out.SetKind(tmpl.GetKind())
-	out.SetNamespace(tmpl.GetNamespace())
-	out.SetLabels(tmpl.GetLabels())
-	out.SetAnnotations(tmpl.GetAnnotations())
+	out := kindAndLabels(tmpl)
 	out.SetOwnerReferences(tmpl.GetOwnerReferences())
 	newSpec, _ := runtime.DeepCopyJSONValue(tmpl.Object["spec"]).(map[string]any)
 	if newSpec == nil {
