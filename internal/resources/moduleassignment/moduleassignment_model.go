@@ -609,7 +609,7 @@ func (m *Model) fromConfigRecord(ctx context.Context, raw []byte) diag.Diagnosti
 	m.Values, d = fleetresource.ValuesValue(ctx, c.Values)
 	diags.Append(d...)
 	m.Delivery = fleetresource.DeliveryValue(c.Flux)
-	m.FollowJoins = c.FollowJoins.value()
+	m.FollowJoins = c.FollowJoins.Value()
 	m.Verify = types.ObjectValueMust(verifyAttrTypes, c.VerifyAttributes(nil))
 	return diags
 }
