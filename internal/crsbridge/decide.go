@@ -29,6 +29,9 @@ type Input struct {
 	Held string
 	// Invalid are the module's revisions recorded invalid (its ledger).
 	Invalid []string
+	// Unverified says, when Verified is false, why, in place of "is not verified on any cluster
+	// yet" (a rollout asks more: every cluster it picks on the revision).
+	Unverified string
 }
 
 // Choice is what the bridge hands out for one module after the apply.
@@ -55,6 +58,10 @@ func Decide(inputs []Input) []Choice {
 	carried := map[string]bool{}
 	for _, in := range inputs {
 		c := Choice{Module: in.Module}
+		unverified := in.Unverified
+		if unverified == "" {
+			unverified = "is not verified on any cluster yet"
+		}
 		switch {
 		case in.Verified && !slices.Contains(in.Invalid, in.Configured):
 			c.Revision, c.Moved = in.Configured, in.Configured != in.Held
@@ -63,14 +70,14 @@ func Decide(inputs []Input) []Choice {
 			if in.Held != in.Configured && slices.Contains(in.Invalid, in.Configured) {
 				c.Why = fmt.Sprintf("%s is recorded invalid; joiners get %s, the last verified", in.Configured, in.Held)
 			} else if in.Held != in.Configured {
-				c.Why = fmt.Sprintf("%s is not verified on any cluster yet; joiners get %s, the last verified", in.Configured, in.Held)
+				c.Why = fmt.Sprintf("%s %s; joiners get %s, the last verified", in.Configured, unverified, in.Held)
 			}
 		case in.Held != "":
 			c.Why = fmt.Sprintf("%s, which the bridge held, is recorded invalid and %s is not verified yet", in.Held, in.Configured)
 		case slices.Contains(in.Invalid, in.Configured):
 			c.Why = fmt.Sprintf("%s is recorded invalid", in.Configured)
 		default:
-			c.Why = fmt.Sprintf("%s is not verified on any cluster yet", in.Configured)
+			c.Why = fmt.Sprintf("%s %s", in.Configured, unverified)
 		}
 		for _, d := range in.DependsOn {
 			if c.Revision != "" && !carried[d] {

@@ -112,7 +112,7 @@ func CheckSize(module string, payload string) error {
 
 func checkSize(what, split string, payload string) error {
 	if n := len(payload); n > MaxConfigMapSize {
-		return fmt.Errorf("%s is %d bytes as the bridge's ConfigMap, over Kubernetes' limit of %d bytes (1 MiB) on a ConfigMap that ClusterResourceSet reads: split %s, or leave follow_joins off", what, n, MaxConfigMapSize, split)
+		return fmt.Errorf("%s: %d bytes as the bridge's ConfigMap, over Kubernetes' limit of %d bytes (1 MiB) on a ConfigMap that ClusterResourceSet reads: split %s, or leave follow_joins off", what, n, MaxConfigMapSize, split)
 	}
 	return nil
 }
