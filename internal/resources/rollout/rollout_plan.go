@@ -106,7 +106,7 @@ func planAndPrior(ctx context.Context, req resource.ModifyPlanRequest, resp *res
 	// carried out.
 	plan.private = privateState{Clusters: priorClusters(prior)}
 	if prior != nil {
-		plan.private.Leaving = prior.private.Leaving
+		plan.private.Leaving, plan.private.Bridged = prior.private.Leaving, prior.private.Bridged
 	}
 	var diags diag.Diagnostics
 	plan.private.MovingFrom, diags = movingFrom(ctx, &plan, prior)
@@ -155,6 +155,7 @@ func (r *rolloutResource) planFleet(ctx context.Context, resp *resource.ModifyPl
 		}
 	}
 	fleetresource.WarnWavesOutlast(ctx, &resp.Diagnostics, plan.Timeouts, prior == nil, len(res.Plan.Waves), spec.Policy)
+	planBridge(ctx, &resp.Diagnostics, svc, plan, prior, spec, query, res.Observation)
 	resp.Diagnostics.Append(setPlan(ctx, resp, *plan)...)
 }
 
