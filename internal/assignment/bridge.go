@@ -30,15 +30,7 @@ func CheckBridge(spec Spec, q fleet.Query) error {
 	if spec.FollowJoins == nil {
 		return nil
 	}
-	var problems []string
-	if len(q.Names) > 0 {
-		problems = append(problems, "it picks clusters by `names`: Cluster API's ClusterResourceSet picks Clusters by label only; use `selector`")
-	} else if _, err := crsbridge.SelectorFor(q.Selector); err != nil {
-		problems = append(problems, err.Error())
-	}
-	if spec.Values != nil {
-		problems = append(problems, "it has per-cluster `values`, which ClusterResourceSet cannot render for a joiner")
-	}
+	problems := crsbridge.TargetRefusals(q, spec.Values != nil)
 	for _, m := range spec.Modules {
 		if why := crsbridge.Refusal(fmt.Sprintf("module %q", m.Name), "the module", spec.ModuleKey(m.Name).FieldManager(), m.Objects.Objects, len(m.Redact) > 0); why != "" {
 			problems = append(problems, why)

@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/gradual-dev/terraform-provider-gradual/internal/apply"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/fleet"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/records"
 )
 
@@ -115,6 +116,21 @@ func checkSize(what, split string, payload string) error {
 		return fmt.Errorf("%s: %d bytes as the bridge's ConfigMap, over Kubernetes' limit of %d bytes (1 MiB) on a ConfigMap that ClusterResourceSet reads: split %s, or leave follow_joins off", what, n, MaxConfigMapSize, split)
 	}
 	return nil
+}
+
+// TargetRefusals say why a resource picking clusters by q, with per-cluster values or not,
+// cannot be bridged: Cluster API picks Clusters by label, and renders nothing per cluster.
+func TargetRefusals(q fleet.Query, values bool) []string {
+	var out []string
+	if len(q.Names) > 0 {
+		out = append(out, "it picks clusters by `names`: Cluster API's ClusterResourceSet picks Clusters by label only; use `selector`")
+	} else if _, err := SelectorFor(q.Selector); err != nil {
+		out = append(out, err.Error())
+	}
+	if values {
+		out = append(out, "it has per-cluster `values`, which ClusterResourceSet cannot render for a joiner")
+	}
+	return out
 }
 
 // Refusal says why objs (what names them: `module "cni"`, "the manifests"; split, what to

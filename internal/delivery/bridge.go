@@ -21,15 +21,7 @@ const BridgeModule = "revision"
 // or sensitive values (a bridge ConfigMap would hold them in the clear), a selector Cluster
 // API cannot use, and manifests too large for a ConfigMap. Nothing is read.
 func CheckBridge(spec Spec, q fleet.Query) error {
-	var problems []string
-	if len(q.Names) > 0 {
-		problems = append(problems, "it picks clusters by `names`: Cluster API's ClusterResourceSet picks Clusters by label only; use `selector`")
-	} else if _, err := crsbridge.SelectorFor(q.Selector); err != nil {
-		problems = append(problems, err.Error())
-	}
-	if spec.Values != nil {
-		problems = append(problems, "it has per-cluster `values`, which ClusterResourceSet cannot render for a joiner")
-	}
+	problems := crsbridge.TargetRefusals(q, spec.Values != nil)
 	if why := crsbridge.Refusal("the manifests", "them into rollouts", spec.Key.FieldManager(), spec.Objects.Objects,
 		len(spec.Sensitive) > 0 || len(spec.Redact) > 0); why != "" {
 		problems = append(problems, why)
