@@ -143,12 +143,17 @@ func (m *Model) readBridge(ctx context.Context, svc *delivery.Service, key recor
 	return diags
 }
 
-// removeBridge removes the bridge at destroy, when the rollout has or had one.
-func (m *Model) removeBridge(ctx context.Context, diags *diag.Diagnostics, svc *delivery.Service, spec delivery.Spec) {
+// removeBridge removes the bridge at destroy, when the rollout has or had one, before the
+// rollout's objects go: a cluster joining during the destroy must not get what it removes. It
+// reports whether the destroy may go on.
+func (m *Model) removeBridge(ctx context.Context, diags *diag.Diagnostics, svc *delivery.Service, spec delivery.Spec, private fleetresource.PrivateGetter) bool {
+	diags.Append(fleetresource.LoadPrivateJSON(ctx, private, "rollout", map[string]any{privateBridgedKey: &m.private.Bridged})...)
 	if m.FollowJoins.IsNull() && m.Bridge.IsNull() && m.private.Bridged == nil {
-		return
+		return true // never bridged: nothing asked of Cluster API's API
 	}
 	if err := svc.RemoveBridge(ctx, spec); err != nil {
-		diags.Append(diagnostics.FromError(err, "Bridge Not Removed"))
+		diags.Append(diagnostics.FromError(err, "Rollout Delete Failed"))
+		return false
 	}
+	return true
 }

@@ -229,11 +229,13 @@ func (r *rolloutResource) Service(ctx context.Context, m *Model) (*delivery.Serv
 
 // Destroy removes the rollout's objects and records from the fleet (see fleetresource.EngineOps); a
 // rollout moving between engines is removed from both (Prepare read which it moves from).
-func (r *rolloutResource) Destroy(ctx context.Context, state *Model, e fleetresource.Engine[delivery.Spec], _ fleetresource.PrivateGetter, diags *diag.Diagnostics) {
+func (r *rolloutResource) Destroy(ctx context.Context, state *Model, e fleetresource.Engine[delivery.Spec], private fleetresource.PrivateGetter, diags *diag.Diagnostics) {
+	if !state.removeBridge(ctx, diags, e.Svc, e.Spec, private) {
+		return
+	}
 	warnings, err := e.Svc.Destroy(ctx, delivery.DestroyRequest{
 		Spec: e.Spec, Query: e.Query, Orphan: state.DeletionPolicy.ValueString() == "orphan", Logf: fleetresource.Logf(ctx),
 		Adopted: func(note string) { diags.AddWarning("Objects Left In Place", note) },
 	})
-	state.removeBridge(ctx, diags, e.Svc, e.Spec)
 	fleetresource.DestroyOutcome(diags, warnings, err, "Rollout Delete Failed")
 }
