@@ -3,6 +3,7 @@ package acctest
 import (
 	"context"
 	"os"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -78,5 +79,22 @@ func AwaitBridged(t *testing.T, f *testbed.Fleet, cluster, ns string, names []st
 			t.Fatalf("%s got %d of the %d modules from the bridge within %s", cluster, len(uids), len(names), within)
 		}
 		time.Sleep(500 * time.Millisecond)
+	}
+}
+
+// AwaitPlan plans until the output holds want (Cluster API binds and applies on its own time),
+// and returns that output.
+func AwaitPlan(ctx context.Context, t *testing.T, cli, work, rc, want string) string {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		out, _ := RunCLI(ctx, t, cli, work, rc, "plan")
+		if strings.Contains(out, want) {
+			return out
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no plan within a minute says %q; the last:\n%s", want, Tail(out, 60))
+		}
+		time.Sleep(2 * time.Second)
 	}
 }

@@ -295,7 +295,7 @@ func TestAccCAPIBridge_planListsJoiner(t *testing.T) {
 	if err := f.AddWorkload(ctx, testbed.WorkloadSpec{Name: "late-1", Labels: map[string]string{name: "yes"}, Ready: false, ClusterAPI: true}); err != nil {
 		t.Fatal(err)
 	}
-	awaitPlan(ctx, t, cli, work, rc, "late-1: nothing yet: Cluster API waits for its control plane")
+	acctest.AwaitPlan(ctx, t, cli, work, rc, "late-1: nothing yet: Cluster API waits for its control plane")
 
 	ready := time.Now()
 	if err := f.SetReady(ctx, "late-1", true); err != nil {
@@ -303,7 +303,7 @@ func TestAccCAPIBridge_planListsJoiner(t *testing.T) {
 	}
 	acctest.AwaitBridged(t, f, "late-1", name, []string{"base", "app"}, time.Minute)
 	t.Logf("late-1: both modules there %s after its control plane was marked ready", time.Since(ready).Round(100*time.Millisecond))
-	out := awaitPlan(ctx, t, cli, work, rc, "late-1: base ")
+	out := acctest.AwaitPlan(ctx, t, cli, work, rc, "late-1: base ")
 	for _, want := range []string{"Bridge For Joiners", "hands joiners: app ", "Joined since the last apply, given by the bridge"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("the plan does not say %q:\n%s", want, acctest.Tail(out, 60))
@@ -331,7 +331,7 @@ func TestAccCAPIBridge_planListsJoiner(t *testing.T) {
 		t.Fatal(err)
 	}
 	left := time.Now()
-	out = awaitPlan(ctx, t, cli, work, rc, "Left before an apply took them over")
+	out = acctest.AwaitPlan(ctx, t, cli, work, rc, "Left before an apply took them over")
 	t.Logf("the plan lists late-2 as left %s after its label went", time.Since(left).Round(100*time.Millisecond))
 	if !strings.Contains(out, "late-2: base ") {
 		t.Errorf("the plan does not name late-2 as left with what it got:\n%s", acctest.Tail(out, 40))
@@ -355,22 +355,5 @@ func TestAccCAPIBridge_planListsJoiner(t *testing.T) {
 	}
 	if held.Exists || len(held.Revisions) > 0 {
 		t.Errorf("follow_joins removed, the bridge is still there: %+v", held)
-	}
-}
-
-// awaitPlan plans until the output holds want (Cluster API binds and applies on its own time),
-// and returns that output.
-func awaitPlan(ctx context.Context, t *testing.T, cli, work, rc, want string) string {
-	t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for {
-		out, _ := acctest.RunCLI(ctx, t, cli, work, rc, "plan")
-		if strings.Contains(out, want) {
-			return out
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no plan within a minute says %q; the last:\n%s", want, acctest.Tail(out, 60))
-		}
-		time.Sleep(2 * time.Second)
 	}
 }

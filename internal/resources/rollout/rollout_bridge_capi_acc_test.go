@@ -3,6 +3,7 @@ package rollout_test
 import (
 	"context"
 	"fmt"
+	"os"
 	"regexp"
 	"slices"
 	"strings"
@@ -240,4 +241,75 @@ func expectSettingIs(f *testbed.Fleet, cluster, ns, want string) error {
 		return fmt.Errorf("%s: setting %q, want %q", cluster, got, want)
 	}
 	return nil
+}
+
+// TestAccCAPIBridge_rolloutPlanListsJoiner drives the CLI as a user would and reads the plan's
+// text: a cluster that joins before its control plane is reachable is listed as waiting; once it
+// is, Cluster API applies the bridge, and the next plan lists the revision it got and its health;
+// after the apply that takes it over, the plan lists no joiner; removing follow_joins removes
+// the bridge.
+func TestAccCAPIBridge_rolloutPlanListsJoiner(t *testing.T) {
+	name := acctest.UniqueLabel("rbridgeplan")
+	f := acctest.CAPIBridgeFleet(t, name)
+	cli := os.Getenv("TF_ACC_TERRAFORM_PATH")
+	work := t.TempDir()
+	rc := acctest.DevOverrides(t, work)
+	targets := fmt.Sprintf("selector = { match_labels = { %q = \"yes\" } }", name)
+	follow := fmt.Sprintf(`follow_joins = { labels = { %q = %q } }`, clusterv1.WatchLabel, testbed.ClusterAPIWatchFilter)
+	v1 := bridgeSettings(name, "v1")
+	cliConfig := func(extra string) string {
+		return strings.Replace(rolloutConfig(f, name, targets, v1, extra), acctest.ProviderConfig(f), acctest.DevOverridesConfig(f), 1)
+	}
+	if err := os.WriteFile(work+"/main.tf", []byte(cliConfig(follow)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	acctest.RunCLI(ctx, t, cli, work, rc, "apply", "-auto-approve")
+	t.Cleanup(func() { acctest.RunCLI(context.Background(), t, cli, work, rc, "destroy", "-auto-approve") })
+
+	if err := f.AddWorkload(ctx, testbed.WorkloadSpec{Name: "late-1", Labels: map[string]string{name: "yes"}, Ready: false, ClusterAPI: true}); err != nil {
+		t.Fatal(err)
+	}
+	acctest.AwaitPlan(ctx, t, cli, work, rc, "late-1: nothing yet: Cluster API waits for its control plane")
+	ready := time.Now()
+	if err := f.SetReady(ctx, "late-1", true); err != nil {
+		t.Fatal(err)
+	}
+	acctest.AwaitBridged(t, f, "late-1", name, []string{"settings"}, time.Minute)
+	t.Logf("late-1: revision there %s after its control plane was marked ready (no Terraform run)", time.Since(ready).Round(100*time.Millisecond))
+	out := acctest.AwaitPlan(ctx, t, cli, work, rc, "late-1: revision ")
+	for _, want := range []string{"Bridge For Joiners", "hands joiners: revision " + revisionOf(t, v1), "Joined since the last apply"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the plan does not say %q:\n%s", want, acctest.Tail(out, 60))
+		}
+	}
+	if !regexp.MustCompile(`late-1: revision ` + revisionOf(t, v1) + `; healthy`).MatchString(out) {
+		t.Errorf("the plan does not say late-1 got the revision and is healthy:\n%s", acctest.Tail(out, 60))
+	}
+	t.Logf("the plan after the join:\n%s", acctest.Tail(out, 30))
+	_, took := acctest.RunCLI(ctx, t, cli, work, rc, "apply", "-auto-approve")
+	t.Logf("the apply that took late-1 over took %s", took.Round(100*time.Millisecond))
+	out, _ = acctest.RunCLI(ctx, t, cli, work, rc, "plan")
+	if strings.Contains(out, "late-1:") {
+		t.Errorf("the plan after the takeover still lists late-1 as a joiner:\n%s", acctest.Tail(out, 40))
+	}
+
+	// follow_joins turned off: the apply removes the bridge.
+	if err := os.WriteFile(work+"/main.tf", []byte(cliConfig("")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	acctest.RunCLI(ctx, t, cli, work, rc, "apply", "-auto-approve")
+	mc, err := f.ManagementClient()
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := records.Key{Kind: records.KindRollout, Namespace: f.Namespace, Name: name}
+	held, err := crsbridge.NewStore(mc).Read(ctx, key, f.Namespace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if held.Exists || len(held.Revisions) > 0 {
+		t.Errorf("follow_joins removed, the bridge is still there: %+v", held)
+	}
 }
