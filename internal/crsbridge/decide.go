@@ -1,14 +1,14 @@
-// Package crsbridge gives a cluster that joins a module assignment between applies the fleet's
-// last verified revision of each module, through Cluster API's own ClusterResourceSet
-// controller: the provider keeps, per assignment, one ClusterResourceSet (strategy ApplyOnce,
-// the assignment's selector) and one ConfigMap per module, in depends_on order, holding the
-// revision the bridge hands out. Nothing of ours runs between applies; the next apply finds the
+// Package crsbridge gives a cluster that joins a module assignment (or a rollout) between applies
+// the fleet's last verified revision of each module (of the rollout's bundle), through Cluster
+// API's own ClusterResourceSet controller: the provider keeps, per assignment, one
+// ClusterResourceSet (strategy ApplyOnce, the assignment's selector) and one ConfigMap per module,
+// in depends_on order, holding the revision the bridge hands out. Nothing of ours runs between applies; the next apply finds the
 // joiner, lists it, and takes it over as an ordinary member (the objects the bridge created
 // carry the module's bridge annotation, so they are the module's own, not adopted).
 //
 // What the bridge hands out is decided here (Decide, a pure function of what the run verified,
-// what the bridge held and the invalid ledger); the objects it is made of are built by Build, and
-// written, read and removed in the management cluster by Store.
+// what the bridge held and the invalid ledger); the objects it is made of are built by Bridge,
+// written, read and removed in the management cluster by Store, and shown to a plan by View.
 package crsbridge
 
 import (
