@@ -184,7 +184,9 @@ capi_acc() {
   # follow_joins' bridge: Cluster API's ClusterResourceSet controller gives joiners the modules
   # between applies (a fleet of its own, about a minute).
   stage "gradual_module_assignment's bridge for joiners on the real Cluster API controllers, $cli"
-  run_one internal/resources/moduleassignment 10m '^TestAccCAPIBridge_' "$@" TF_ACC_TERRAFORM_PATH="$path" GRADUAL_TEST_CLUSTER_API=1
+  run_one internal/resources/moduleassignment 10m '^TestAccCAPIBridge_' "$@" TF_ACC_TERRAFORM_PATH="$path" GRADUAL_TEST_CLUSTER_API=1 || return 1
+  stage "gradual_rollout's bridge for joiners on the real Cluster API controllers, $cli"
+  run_one internal/resources/rollout 10m '^TestAccCAPIBridge_' "$@" TF_ACC_TERRAFORM_PATH="$path" GRADUAL_TEST_CLUSTER_API=1
 }
 
 # Delivery through Flux (delivery.flux of gradual_rollout and gradual_module_assignment) on a test

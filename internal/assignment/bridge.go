@@ -2,16 +2,11 @@ package assignment
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"slices"
 	"strings"
-	"time"
 
-	"golang.org/x/sync/errgroup"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-	"github.com/gradual-dev/terraform-provider-gradual/internal/apply"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/crsbridge"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/delivery"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/fleet"
@@ -35,27 +30,10 @@ func CheckBridge(spec Spec, q fleet.Query) error {
 	if spec.FollowJoins == nil {
 		return nil
 	}
-	var problems []string
-	if len(q.Names) > 0 {
-		problems = append(problems, "it picks clusters by `names`: Cluster API's ClusterResourceSet picks Clusters by label only; use `selector`")
-	} else if _, err := crsbridge.SelectorFor(q.Selector); err != nil {
-		problems = append(problems, err.Error())
-	}
-	if spec.Values != nil {
-		problems = append(problems, "it has per-cluster `values`, which ClusterResourceSet cannot render for a joiner")
-	}
+	problems := crsbridge.TargetRefusals(q, spec.Values != nil)
 	for _, m := range spec.Modules {
-		if slices.ContainsFunc(m.Objects.Objects, func(o *unstructured.Unstructured) bool { return o.GetAPIVersion() == "v1" && o.GetKind() == "Secret" }) || len(m.Redact) > 0 {
-			problems = append(problems, fmt.Sprintf("module %q holds Secrets or sensitive values, which the bridge would keep in a ConfigMap in the clear", m.Name))
-			continue
-		}
-		payload, err := crsbridge.Payload(spec.ModuleKey(m.Name).FieldManager(), m.Objects.Objects)
-		if err != nil {
-			problems = append(problems, err.Error())
-			continue
-		}
-		if err := crsbridge.CheckSize(m.Name, payload); err != nil {
-			problems = append(problems, err.Error())
+		if why := crsbridge.Refusal(fmt.Sprintf("module %q", m.Name), "the module", spec.ModuleKey(m.Name).FieldManager(), m.Objects.Objects, len(m.Redact) > 0); why != "" {
+			problems = append(problems, why)
 		}
 	}
 	if len(problems) > 0 {
@@ -101,43 +79,33 @@ func UpdateBridge(ctx context.Context, svc *delivery.Service, spec Spec, q fleet
 	if spec.FollowJoins == nil {
 		return nil, store.Delete(ctx, spec.Key, spec.ClusterNamespace)
 	}
-	held, err := store.Read(ctx, spec.Key, spec.ClusterNamespace)
+	mstore := records.NewManagementStore(svc.ManagementClient(), spec.RecordNamespace)
+	inputs := func(held *crsbridge.Held) ([]crsbridge.Input, error) {
+		out := make([]crsbridge.Input, 0, len(spec.Modules))
+		for _, m := range spec.Modules {
+			ledger, err := mstore.Ledger(ctx, spec.ModuleKey(m.Name))
+			if err != nil {
+				return nil, fmt.Errorf("read the invalid ledger of module %q: %w", m.Name, err)
+			}
+			in := crsbridge.Input{Module: m.Name, DependsOn: m.DependsOn, Configured: m.Revision, Held: held.Revisions[m.Name],
+				Verified: Verified(bindings, m.Name, m.Revision)}
+			for _, e := range ledger {
+				in.Invalid = append(in.Invalid, e.Revision)
+			}
+			out = append(out, in)
+		}
+		return out, nil
+	}
+	objects := func(module string) []*unstructured.Unstructured {
+		m, _ := spec.Module(module)
+		return m.Objects.Objects
+	}
+	b := crsbridge.Bridge{Key: spec.Key, Namespace: spec.ClusterNamespace, Selector: q.Selector, Labels: spec.FollowJoins.Labels}
+	choices, err := store.Move(ctx, b, inputs, objects, func(module string) string { return spec.ModuleKey(module).FieldManager() })
 	if err != nil {
 		return nil, err
 	}
-	mstore := records.NewManagementStore(svc.ManagementClient(), spec.RecordNamespace)
-	inputs := make([]crsbridge.Input, 0, len(spec.Modules))
-	for _, m := range spec.Modules {
-		ledger, err := mstore.Ledger(ctx, spec.ModuleKey(m.Name))
-		if err != nil {
-			return nil, fmt.Errorf("read the invalid ledger of module %q: %w", m.Name, err)
-		}
-		in := crsbridge.Input{Module: m.Name, DependsOn: m.DependsOn, Configured: m.Revision, Held: held.Revisions[m.Name],
-			Verified: Verified(bindings, m.Name, m.Revision)}
-		for _, e := range ledger {
-			in.Invalid = append(in.Invalid, e.Revision)
-		}
-		inputs = append(inputs, in)
-	}
-	out := &BridgeOutcome{Name: spec.ClusterNamespace + "/" + crsbridge.Name(spec.Key), Choices: crsbridge.Decide(inputs)}
-	return out, store.Write(ctx, bridgeOf(spec, q, out.Choices))
-}
-
-// bridgeOf is the bridge the choices make.
-func bridgeOf(spec Spec, q fleet.Query, choices []crsbridge.Choice) crsbridge.Bridge {
-	b := crsbridge.Bridge{Key: spec.Key, Namespace: spec.ClusterNamespace, Selector: q.Selector, Labels: spec.FollowJoins.Labels}
-	for _, c := range choices {
-		if c.Revision == "" {
-			continue
-		}
-		carried := crsbridge.Carried{Module: c.Module, Revision: c.Revision, FieldManager: spec.ModuleKey(c.Module).FieldManager()}
-		if c.Moved {
-			m, _ := spec.Module(c.Module)
-			carried.Objects = m.Objects.Objects
-		}
-		b.Modules = append(b.Modules, carried)
-	}
-	return b
+	return &BridgeOutcome{Name: spec.ClusterNamespace + "/" + crsbridge.Name(spec.Key), Choices: choices}, nil
 }
 
 // Verified reports whether a cluster holds module's revision applied and verified, and none
@@ -165,18 +133,8 @@ func RemoveBridge(ctx context.Context, svc *delivery.Service, spec Spec) error {
 	return crsbridge.NewStore(svc.ManagementClient()).Delete(ctx, spec.Key, spec.ClusterNamespace)
 }
 
-// BridgeView is the bridge as a plan shows it: what it hands out, and the clusters that got
-// modules from it and that the assignment has not taken over yet (no binding of the module).
-type BridgeView struct {
-	Name      string
-	Exists    bool
-	Revisions map[string]string
-	Joiners   []crsbridge.Joiner
-	// Left are the joiners the selector no longer picks, before an apply took them over: what
-	// the bridge gave them stays there (a ClusterResourceSet never deletes), and no apply of
-	// this assignment touches it.
-	Left []crsbridge.Joiner
-}
+// BridgeView is the bridge as a plan shows it (crsbridge.View).
+type BridgeView = crsbridge.View
 
 // ReadBridge reads the assignment's bridge and the joiners it served: clusters Cluster API's
 // ClusterResourceSetBinding says got a module from it and whose assignment bindings do not
@@ -184,96 +142,15 @@ type BridgeView struct {
 //
 // picked, when not nil, are the clusters the assignment picks now: a joiner outside it left.
 func ReadBridge(ctx context.Context, svc *delivery.Service, spec Spec, bindings map[string][]records.ModuleBinding, picked map[string]bool) (*BridgeView, error) {
-	store := crsbridge.NewStore(svc.ManagementClient())
-	held, err := store.Read(ctx, spec.Key, spec.ClusterNamespace)
-	if err != nil {
-		return nil, err
+	members := func(cluster string) []string {
+		var out []string
+		for _, b := range bindings[cluster] {
+			out = append(out, b.Module)
+		}
+		return out
 	}
-	given, err := store.Given(ctx, spec.Key, spec.ClusterNamespace, held)
-	if err != nil {
-		return nil, err
+	ready := func(ctx context.Context, cluster string, objs []*unstructured.Unstructured) error {
+		return svc.ReadyNow(ctx, spec.ClusterNamespace, cluster, spec.Key, objs)
 	}
-	v := &BridgeView{Name: spec.ClusterNamespace + "/" + crsbridge.Name(spec.Key), Exists: held.Exists, Revisions: held.Revisions}
-	for _, j := range given {
-		var fresh []crsbridge.Given
-		for _, g := range j.Modules {
-			if !slices.ContainsFunc(bindings[j.Cluster], func(b records.ModuleBinding) bool { return b.Module == g.Module }) {
-				fresh = append(fresh, g)
-			}
-		}
-		// A cluster Cluster API bound but could not reach yet has no module: waiting, listed
-		// unless the assignment has it already.
-		waiting := len(j.Modules) == 0 && len(bindings[j.Cluster]) == 0
-		switch {
-		case len(fresh) == 0 && !waiting:
-		case picked != nil && !picked[j.Cluster]:
-			v.Left = append(v.Left, crsbridge.Joiner{Cluster: j.Cluster, Modules: fresh})
-		default:
-			v.Joiners = append(v.Joiners, crsbridge.Joiner{Cluster: j.Cluster, Modules: fresh})
-		}
-	}
-	joinersHealth(ctx, svc, spec, held, v.Joiners)
-	return v, nil
-}
-
-// joinerReadTimeout bounds the read of one joiner's health at plan: a joiner whose API server
-// does not answer in that time is said to be unreadable, and the plan goes on.
-const joinerReadTimeout = 15 * time.Second
-
-// joinerReads is how many joiners' health is read at once.
-const joinerReads = 8
-
-// joinersHealth sets each joiner's Health: how the objects of the modules Cluster API applied
-// to it read now, as a verify judges them. A joiner given nothing yet is left unread.
-func joinersHealth(ctx context.Context, svc *delivery.Service, spec Spec, held *crsbridge.Held, joiners []crsbridge.Joiner) {
-	var g errgroup.Group
-	g.SetLimit(joinerReads)
-	for i := range joiners {
-		j := &joiners[i]
-		var objs []*unstructured.Unstructured
-		for _, given := range j.Modules {
-			if !given.Applied {
-				continue
-			}
-			mod, err := held.Objects(given.Module)
-			if err != nil {
-				j.Health = "health not read: " + err.Error()
-				break
-			}
-			objs = append(objs, mod...)
-		}
-		if len(objs) == 0 || j.Health != "" {
-			continue
-		}
-		g.Go(func() error {
-			readCtx, cancel := context.WithTimeout(ctx, joinerReadTimeout)
-			defer cancel()
-			j.Health = healthText(svc.ReadyNow(readCtx, spec.ClusterNamespace, j.Cluster, spec.Key, objs))
-			return nil
-		})
-	}
-	_ = g.Wait() // each read keeps its own outcome in its joiner
-}
-
-// healthText says in a few words what ReadyNow found.
-func healthText(err error) string {
-	var nre *apply.NotReadyError
-	switch {
-	case err == nil:
-		return "healthy"
-	case errors.As(err, &nre) && nre.Unreadable():
-		return "health not read: the cluster did not answer"
-	case errors.As(err, &nre):
-		// At most a few, named: the plan stays short at any bundle size.
-		items := make([]string, 0, min(len(nre.Objects), 3))
-		for _, o := range nre.Objects[:min(len(nre.Objects), 3)] {
-			items = append(items, o.String())
-		}
-		if more := len(nre.Objects) - len(items); more > 0 {
-			items = append(items, fmt.Sprintf("%d more", more))
-		}
-		return "not ready: " + strings.Join(items, "; ")
-	default:
-		return "health not read: " + err.Error()
-	}
+	return crsbridge.NewStore(svc.ManagementClient()).ViewOf(ctx, spec.Key, spec.ClusterNamespace, members, picked, ready)
 }

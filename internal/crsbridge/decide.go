@@ -1,14 +1,14 @@
-// Package crsbridge gives a cluster that joins a module assignment between applies the fleet's
-// last verified revision of each module, through Cluster API's own ClusterResourceSet
-// controller: the provider keeps, per assignment, one ClusterResourceSet (strategy ApplyOnce,
-// the assignment's selector) and one ConfigMap per module, in depends_on order, holding the
-// revision the bridge hands out. Nothing of ours runs between applies; the next apply finds the
+// Package crsbridge gives a cluster that joins a module assignment (or a rollout) between applies
+// the fleet's last verified revision of each module (of the rollout's bundle), through Cluster
+// API's own ClusterResourceSet controller: the provider keeps, per assignment, one
+// ClusterResourceSet (strategy ApplyOnce, the assignment's selector) and one ConfigMap per module,
+// in depends_on order, holding the revision the bridge hands out. Nothing of ours runs between applies; the next apply finds the
 // joiner, lists it, and takes it over as an ordinary member (the objects the bridge created
 // carry the module's bridge annotation, so they are the module's own, not adopted).
 //
 // What the bridge hands out is decided here (Decide, a pure function of what the run verified,
-// what the bridge held and the invalid ledger); the objects it is made of are built by Build, and
-// written, read and removed in the management cluster by Store.
+// what the bridge held and the invalid ledger); the objects it is made of are built by Bridge,
+// written, read and removed in the management cluster by Store, and shown to a plan by View.
 package crsbridge
 
 import (
@@ -29,6 +29,9 @@ type Input struct {
 	Held string
 	// Invalid are the module's revisions recorded invalid (its ledger).
 	Invalid []string
+	// Unverified says, when Verified is false, why, in place of "is not verified on any cluster
+	// yet" (a rollout asks more: every cluster it picks on the revision).
+	Unverified string
 }
 
 // Choice is what the bridge hands out for one module after the apply.
@@ -55,6 +58,10 @@ func Decide(inputs []Input) []Choice {
 	carried := map[string]bool{}
 	for _, in := range inputs {
 		c := Choice{Module: in.Module}
+		unverified := in.Unverified
+		if unverified == "" {
+			unverified = "is not verified on any cluster yet"
+		}
 		switch {
 		case in.Verified && !slices.Contains(in.Invalid, in.Configured):
 			c.Revision, c.Moved = in.Configured, in.Configured != in.Held
@@ -63,14 +70,14 @@ func Decide(inputs []Input) []Choice {
 			if in.Held != in.Configured && slices.Contains(in.Invalid, in.Configured) {
 				c.Why = fmt.Sprintf("%s is recorded invalid; joiners get %s, the last verified", in.Configured, in.Held)
 			} else if in.Held != in.Configured {
-				c.Why = fmt.Sprintf("%s is not verified on any cluster yet; joiners get %s, the last verified", in.Configured, in.Held)
+				c.Why = fmt.Sprintf("%s %s; joiners get %s, the last verified", in.Configured, unverified, in.Held)
 			}
 		case in.Held != "":
 			c.Why = fmt.Sprintf("%s, which the bridge held, is recorded invalid and %s is not verified yet", in.Held, in.Configured)
 		case slices.Contains(in.Invalid, in.Configured):
 			c.Why = fmt.Sprintf("%s is recorded invalid", in.Configured)
 		default:
-			c.Why = fmt.Sprintf("%s is not verified on any cluster yet", in.Configured)
+			c.Why = fmt.Sprintf("%s %s", in.Configured, unverified)
 		}
 		for _, d := range in.DependsOn {
 			if c.Revision != "" && !carried[d] {

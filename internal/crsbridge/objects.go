@@ -3,6 +3,7 @@ package crsbridge
 import (
 	"bytes"
 	"fmt"
+	"slices"
 	"sort"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -11,6 +12,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/gradual-dev/terraform-provider-gradual/internal/apply"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/fleet"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/records"
 )
 
@@ -106,10 +108,47 @@ func Payload(fieldManager string, objs []*unstructured.Unstructured) (string, er
 
 // CheckSize refuses a module whose bridge ConfigMap would exceed MaxConfigMapSize.
 func CheckSize(module string, payload string) error {
+	return checkSize(fmt.Sprintf("module %q", module), "the module", payload)
+}
+
+func checkSize(what, split string, payload string) error {
 	if n := len(payload); n > MaxConfigMapSize {
-		return fmt.Errorf("module %q is %d bytes as the bridge's ConfigMap, over Kubernetes' limit of %d bytes (1 MiB) on a ConfigMap that ClusterResourceSet reads: split the module, or leave follow_joins off", module, n, MaxConfigMapSize)
+		return fmt.Errorf("%s: %d bytes as the bridge's ConfigMap, over Kubernetes' limit of %d bytes (1 MiB) on a ConfigMap that ClusterResourceSet reads: split %s, or leave follow_joins off", what, n, MaxConfigMapSize, split)
 	}
 	return nil
+}
+
+// TargetRefusals say why a resource picking clusters by q, with per-cluster values or not,
+// cannot be bridged: Cluster API picks Clusters by label, and renders nothing per cluster.
+func TargetRefusals(q fleet.Query, values bool) []string {
+	var out []string
+	if len(q.Names) > 0 {
+		out = append(out, "it picks clusters by `names`: Cluster API's ClusterResourceSet picks Clusters by label only; use `selector`")
+	} else if _, err := SelectorFor(q.Selector); err != nil {
+		out = append(out, err.Error())
+	}
+	if values {
+		out = append(out, "it has per-cluster `values`, which ClusterResourceSet cannot render for a joiner")
+	}
+	return out
+}
+
+// Refusal says why objs (what names them: `module "cni"`, "the manifests"; split, what to
+// split) cannot be carried: Secrets or sensitive values, which a bridge ConfigMap would hold in
+// the clear, or a payload over MaxConfigMapSize. "" when they can; fieldManager is their
+// AnnotationBridge.
+func Refusal(what, split, fieldManager string, objs []*unstructured.Unstructured, sensitive bool) string {
+	if sensitive || slices.ContainsFunc(objs, func(o *unstructured.Unstructured) bool { return o.GetAPIVersion() == "v1" && o.GetKind() == "Secret" }) {
+		return what + " holds Secrets or sensitive values, which the bridge would keep in a ConfigMap in the clear"
+	}
+	payload, err := Payload(fieldManager, objs)
+	if err == nil {
+		err = checkSize(what, split, payload)
+	}
+	if err != nil {
+		return err.Error()
+	}
+	return ""
 }
 
 func (b Bridge) labels() map[string]any {

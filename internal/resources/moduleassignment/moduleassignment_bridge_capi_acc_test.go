@@ -7,7 +7,6 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -31,46 +30,6 @@ import (
 	"github.com/gradual-dev/terraform-provider-gradual/internal/testbed"
 )
 
-// bridgeFleet starts a fleet of its own with the real Cluster API controllers and one kwok
-// cluster that Cluster API reconciles (testbed.WorkloadSpec.ClusterAPI), labelled label; it
-// holds the Cluster API fleets' lock (CAPD binds fixed ports) until the test ends. Skipped
-// unless GRADUAL_TEST_CLUSTER_API=1 and the controllers are built.
-func bridgeFleet(t *testing.T, label string) *testbed.Fleet {
-	t.Helper()
-	acctest.PreCheck(t)
-	if os.Getenv("GRADUAL_TEST_CLUSTER_API") != "1" {
-		t.Skip("set GRADUAL_TEST_CLUSTER_API=1 to run against the real Cluster API controllers")
-	}
-	tc, err := testbed.ToolchainFromEnv()
-	if err != nil || !tc.HasClusterAPI() {
-		t.Skipf("Cluster API controllers not built (tools/toolchain.sh cluster-api): %v", err)
-	}
-	lock, err := os.OpenFile("/tmp/gradual-capi.lock", os.O_CREATE|os.O_RDWR, 0o666)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
-	defer cancel()
-	f, err := testbed.Up(ctx, tc, testbed.Options{ClusterAPI: true, Logf: t.Logf, Workloads: []testbed.WorkloadSpec{
-		{Name: "member-1", Labels: map[string]string{label: "yes"}, Ready: true, ClusterAPI: true},
-	}})
-	t.Cleanup(func() {
-		if f != nil {
-			dctx, dcancel := context.WithTimeout(context.Background(), 2*time.Minute)
-			defer dcancel()
-			_ = f.Down(dctx)
-		}
-		_ = lock.Close()
-	})
-	if err != nil {
-		t.Fatalf("Cluster API fleet: %v", err)
-	}
-	return f
-}
-
 // TestAccCAPIBridge_joinerBetweenApplies: an assignment of two ordered modules with
 // follow_joins on; a cluster that joins after the apply gets both modules from Cluster API's
 // ClusterResourceSet controller with no Terraform run, within a minute of its control plane
@@ -82,7 +41,7 @@ func bridgeFleet(t *testing.T, label string) *testbed.Fleet {
 // destroy removes the bridge.
 func TestAccCAPIBridge_joinerBetweenApplies(t *testing.T) {
 	name := acctest.UniqueLabel("bridge")
-	f := bridgeFleet(t, name)
+	f := acctest.CAPIBridgeFleet(t, name)
 	mc, err := f.ManagementClient()
 	if err != nil {
 		t.Fatal(err)
@@ -164,7 +123,7 @@ spec:
 						t.Fatalf("join: %v", err)
 					}
 					up := time.Now()
-					uids = awaitBridged(t, f, "joiner-1", name, []string{"base", "app"}, time.Minute)
+					uids = acctest.AwaitBridged(t, f, "joiner-1", name, []string{"base", "app"}, time.Minute)
 					bridged := time.Since(up)
 					expectGiven(t, f, key, "joiner-1")
 					t.Logf("joiner-1: control plane up %s after the join started; both modules there %s after its control plane was up (no Terraform run)",
@@ -192,7 +151,7 @@ spec:
 					if err := f.AddWorkload(ctx, testbed.WorkloadSpec{Name: "joiner-2", Labels: map[string]string{name: "yes"}, Ready: true, ClusterAPI: true}); err != nil {
 						t.Fatalf("join: %v", err)
 					}
-					awaitBridged(t, f, "joiner-2", name, []string{"base", "app"}, time.Minute)
+					acctest.AwaitBridged(t, f, "joiner-2", name, []string{"base", "app"}, time.Minute)
 					if err := expectSetting(f, "joiner-2", name, "app", "v1"); err != nil {
 						t.Fatalf("the bridge handed out a revision recorded invalid: %v", err)
 					}
@@ -268,33 +227,6 @@ func expectGiven(t *testing.T, f *testbed.Fleet, key records.Key, cluster string
 	}
 }
 
-// awaitBridged waits until cluster holds the ConfigMaps of each module (named after the module,
-// in namespace ns), and returns their UIDs.
-func awaitBridged(t *testing.T, f *testbed.Fleet, cluster, ns string, names []string, within time.Duration) map[string]types.UID {
-	t.Helper()
-	c, err := f.WorkloadClient(cluster)
-	if err != nil {
-		t.Fatal(err)
-	}
-	deadline := time.Now().Add(within)
-	for {
-		uids := map[string]types.UID{}
-		for _, n := range names {
-			cm := &corev1.ConfigMap{}
-			if err := c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: n}, cm); err == nil {
-				uids[n] = cm.UID
-			}
-		}
-		if len(uids) == len(names) {
-			return uids
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s got %d of the %d modules from the bridge within %s", cluster, len(uids), len(names), within)
-		}
-		time.Sleep(500 * time.Millisecond)
-	}
-}
-
 // expectTakenOver checks that the apply took cluster over: the same objects (UIDs), each
 // managed by its module's field manager, and a binding of each module.
 func expectTakenOver(f *testbed.Fleet, cluster, ns string, uids map[string]types.UID, key records.Key) error {
@@ -343,7 +275,7 @@ func expectTakenOver(f *testbed.Fleet, cluster, ns string, uids map[string]types
 // took it over is listed as having left; removing follow_joins removes the bridge.
 func TestAccCAPIBridge_planListsJoiner(t *testing.T) {
 	name := acctest.UniqueLabel("bridgeplan")
-	f := bridgeFleet(t, name)
+	f := acctest.CAPIBridgeFleet(t, name)
 	cli := os.Getenv("TF_ACC_TERRAFORM_PATH")
 	work := t.TempDir()
 	rc := acctest.DevOverrides(t, work)
@@ -363,16 +295,16 @@ func TestAccCAPIBridge_planListsJoiner(t *testing.T) {
 	if err := f.AddWorkload(ctx, testbed.WorkloadSpec{Name: "late-1", Labels: map[string]string{name: "yes"}, Ready: false, ClusterAPI: true}); err != nil {
 		t.Fatal(err)
 	}
-	awaitPlan(ctx, t, cli, work, rc, "late-1: nothing yet: Cluster API waits for its control plane")
+	acctest.AwaitPlan(ctx, t, cli, work, rc, "late-1: nothing yet: Cluster API waits for its control plane")
 
 	ready := time.Now()
 	if err := f.SetReady(ctx, "late-1", true); err != nil {
 		t.Fatal(err)
 	}
-	awaitBridged(t, f, "late-1", name, []string{"base", "app"}, time.Minute)
+	acctest.AwaitBridged(t, f, "late-1", name, []string{"base", "app"}, time.Minute)
 	t.Logf("late-1: both modules there %s after its control plane was marked ready", time.Since(ready).Round(100*time.Millisecond))
-	out := awaitPlan(ctx, t, cli, work, rc, "late-1: base ")
-	for _, want := range []string{"Bridge For Joiners", "hands joiners: app ", "Joined since the last apply, given modules by the bridge"} {
+	out := acctest.AwaitPlan(ctx, t, cli, work, rc, "late-1: base ")
+	for _, want := range []string{"Bridge For Joiners", "hands joiners: app ", "Joined since the last apply, given by the bridge"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("the plan does not say %q:\n%s", want, acctest.Tail(out, 60))
 		}
@@ -394,12 +326,12 @@ func TestAccCAPIBridge_planListsJoiner(t *testing.T) {
 	if err := f.AddWorkload(ctx, testbed.WorkloadSpec{Name: "late-2", Labels: map[string]string{name: "yes"}, Ready: true, ClusterAPI: true}); err != nil {
 		t.Fatal(err)
 	}
-	awaitBridged(t, f, "late-2", name, []string{"base", "app"}, time.Minute)
+	acctest.AwaitBridged(t, f, "late-2", name, []string{"base", "app"}, time.Minute)
 	if err := f.SetLabels(ctx, "late-2", map[string]string{}); err != nil {
 		t.Fatal(err)
 	}
 	left := time.Now()
-	out = awaitPlan(ctx, t, cli, work, rc, "Left before an apply took them over")
+	out = acctest.AwaitPlan(ctx, t, cli, work, rc, "Left before an apply took them over")
 	t.Logf("the plan lists late-2 as left %s after its label went", time.Since(left).Round(100*time.Millisecond))
 	if !strings.Contains(out, "late-2: base ") {
 		t.Errorf("the plan does not name late-2 as left with what it got:\n%s", acctest.Tail(out, 40))
@@ -423,22 +355,5 @@ func TestAccCAPIBridge_planListsJoiner(t *testing.T) {
 	}
 	if held.Exists || len(held.Revisions) > 0 {
 		t.Errorf("follow_joins removed, the bridge is still there: %+v", held)
-	}
-}
-
-// awaitPlan plans until the output holds want (Cluster API binds and applies on its own time),
-// and returns that output.
-func awaitPlan(ctx context.Context, t *testing.T, cli, work, rc, want string) string {
-	t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for {
-		out, _ := acctest.RunCLI(ctx, t, cli, work, rc, "plan")
-		if strings.Contains(out, want) {
-			return out
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no plan within a minute says %q; the last:\n%s", want, acctest.Tail(out, 60))
-		}
-		time.Sleep(2 * time.Second)
 	}
 }

@@ -9,7 +9,6 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/tfsdk"
 	"github.com/hashicorp/terraform-plugin-framework/types"
-	"github.com/hashicorp/terraform-plugin-framework/types/basetypes"
 
 	"github.com/gradual-dev/terraform-provider-gradual/internal/assignment"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/delivery"
@@ -215,8 +214,6 @@ func (m *Model) Identity() fleetresource.Identity {
 
 // SetID sets `id` (fleetresource.EngineModel).
 func (m *Model) SetID(id types.String) { m.ID = id }
-
-var objectOpts = basetypes.ObjectAsOptions{UnhandledNullAsEmpty: true, UnhandledUnknownAsEmpty: true}
 
 // fluxSettings is `delivery.flux` as the Flux engine takes it; nil for direct delivery (or while
 // unknown).
@@ -618,7 +615,7 @@ func (m *Model) fromConfigRecord(ctx context.Context, raw []byte) diag.Diagnosti
 	m.Values, d = fleetresource.ValuesValue(ctx, c.Values)
 	diags.Append(d...)
 	m.Delivery = fleetresource.DeliveryValue(c.Flux)
-	m.FollowJoins = c.FollowJoins.value()
+	m.FollowJoins = c.FollowJoins.Value()
 	m.Verify = types.ObjectValueMust(verifyAttrTypes, c.VerifyAttributes(nil))
 	return diags
 }

@@ -46,6 +46,7 @@ func (r *rolloutResource) ApplyPlan(ctx context.Context, plan *Model, e fleetres
 	after := observeAfter(ctx, svc, query, spec, run)
 	plan.settleMove(after)
 	diags.Append(plan.settleOutcome(ctx, after, run)...)
+	plan.applyBridge(ctx, diags, svc, spec, query, after)
 	return fleetresource.Outcome(diags, err, "Rollout Failed")
 }
 
@@ -200,6 +201,7 @@ func (r *rolloutResource) Refresh(ctx context.Context, state *Model, private fle
 	}
 	diags.Append(state.setObserved(ctx, obs)...)
 	state.settleMove(obs)
+	diags.Append(state.readBridge(ctx, svc, key)...)
 	if state.Objects.IsNull() {
 		// Imported, or written by a version without `objects`: filled here so that the next
 		// plan, which works them out the same way, shows no change.
@@ -227,7 +229,10 @@ func (r *rolloutResource) Service(ctx context.Context, m *Model) (*delivery.Serv
 
 // Destroy removes the rollout's objects and records from the fleet (see fleetresource.EngineOps); a
 // rollout moving between engines is removed from both (Prepare read which it moves from).
-func (r *rolloutResource) Destroy(ctx context.Context, state *Model, e fleetresource.Engine[delivery.Spec], _ fleetresource.PrivateGetter, diags *diag.Diagnostics) {
+func (r *rolloutResource) Destroy(ctx context.Context, state *Model, e fleetresource.Engine[delivery.Spec], private fleetresource.PrivateGetter, diags *diag.Diagnostics) {
+	if !state.removeBridge(ctx, diags, e.Svc, e.Spec, private) {
+		return
+	}
 	warnings, err := e.Svc.Destroy(ctx, delivery.DestroyRequest{
 		Spec: e.Spec, Query: e.Query, Orphan: state.DeletionPolicy.ValueString() == "orphan", Logf: fleetresource.Logf(ctx),
 		Adopted: func(note string) { diags.AddWarning("Objects Left In Place", note) },

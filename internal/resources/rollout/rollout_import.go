@@ -34,6 +34,8 @@ type storedConfig struct {
 	// Stages and PromoteUntil are `stages` and `promote_until`.
 	Stages       []storedStage `json:"stages,omitempty"`
 	PromoteUntil string        `json:"promoteUntil,omitempty"`
+	// FollowJoins is follow_joins (nil when off), so that import restores it.
+	FollowJoins *fleetresource.FollowJoins `json:"followJoins,omitempty"`
 }
 
 // storedReq is a fleet.Requirement as the records keep it (its JSON names are the format).
@@ -93,6 +95,8 @@ func (m *Model) configRecord(ctx context.Context) ([]byte, diag.Diagnostics) {
 	c.Stages, d = m.storedStages(ctx)
 	diags.Append(d...)
 	c.PromoteUntil = m.PromoteUntil.ValueString()
+	c.FollowJoins, d = m.followJoins(ctx)
+	diags.Append(d...)
 	return fleetresource.EncodeRecord(c, diags)
 }
 
@@ -128,6 +132,7 @@ func (m *Model) fromConfigRecord(ctx context.Context, raw []byte) diag.Diagnosti
 		m.DefaultNamespace = types.StringValue(c.DefaultNamespace)
 	}
 	m.Adopt = types.BoolValue(!c.NoAdopt)
+	m.FollowJoins = c.FollowJoins.Value()
 	m.Values, d = fleetresource.ValuesValue(ctx, c.Values)
 	diags.Append(d...)
 	m.Selector = types.ObjectNull(fleetresource.SelectorAttrTypes)

@@ -67,6 +67,9 @@ type Model struct {
 	Leaving           types.List         `tfsdk:"leaving"`
 	Skipped           types.Map          `tfsdk:"skipped"`
 	Delivery          types.Object       `tfsdk:"delivery"`
+	// FollowJoins and Bridge are the bridge for joiners (rollout_bridge.go).
+	FollowJoins types.Object `tfsdk:"follow_joins"`
+	Bridge      types.Map    `tfsdk:"bridge"`
 	// registry is the write-only `delivery.flux.password`, `token` and `client_key`, read from
 	// the configuration (ReadWriteOnly); the framework skips unexported fields.
 	registry fleetresource.FluxWriteOnly

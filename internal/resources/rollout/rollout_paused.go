@@ -55,6 +55,7 @@ func (m *Model) planPaused(prior *Model, diags *diag.Diagnostics) {
 func (r *rolloutResource) applyPaused(ctx context.Context, plan *Model, diags *diag.Diagnostics) bool {
 	plan.private.PlannedWaves, plan.private.PlannedLeaving = nil, nil
 	diags.Append(plan.settleOutcome(ctx, nil, nil)...)
+	plan.settleBridgeUnread()
 	diags.AddAttributeWarning(pathPaused, "Rollout Paused", "paused = true: no cluster was changed.")
 	return true
 }

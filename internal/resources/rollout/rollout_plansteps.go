@@ -29,7 +29,7 @@ func (r *rolloutResource) Deletion(_ context.Context, state *Model, replacing st
 func (r *rolloutResource) FromPrior(ctx context.Context, plan, prior *Model) diag.Diagnostics {
 	plan.private = privateState{Clusters: priorClusters(prior)}
 	if prior != nil {
-		plan.private.Leaving = prior.private.Leaving
+		plan.private.Leaving, plan.private.Bridged = prior.private.Leaving, prior.private.Bridged
 	}
 	var diags diag.Diagnostics
 	plan.private.MovingFrom, diags = movingFrom(ctx, plan, prior)
@@ -136,5 +136,7 @@ func (r *rolloutResource) PlanWaves(ctx context.Context, plan, prior *Model, e f
 			fleetresource.WarnFluxArtifacts(diags, []string{fleetresource.FluxArtifactLine("", *artifact)})
 		}
 	}
-	return fleetresource.PlannedWaves{Waves: len(res.Plan.Waves), Policy: spec.Policy}, true
+	planned := fleetresource.PlannedWaves{Waves: len(res.Plan.Waves), Policy: spec.Policy}
+	planBridge(ctx, &planned.Later, svc, plan, prior, spec, e.Query, res.Observation)
+	return planned, true
 }

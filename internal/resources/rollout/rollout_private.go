@@ -34,6 +34,9 @@ type privateState struct {
 	// part-way saves the new `delivery` in the state while some clusters are still on the old
 	// engine.
 	MovingFrom *engineRef
+	// Bridged is set once an apply wrote the bridge for joiners (follow_joins) and cleared once it
+	// removed it: an apply without follow_joins asks Cluster API's API only when set.
+	Bridged *bool
 }
 
 // engineRef is an engine as the private state keeps it: Flux with its settings (never the
@@ -67,6 +70,7 @@ const (
 	privateLeavingKey  = "leaving"
 	privatePlannedKey  = "planned_leaving"
 	privateMovingKey   = "moving_from"
+	privateBridgedKey  = "bridged"
 )
 
 // movingValue is MovingFrom as SavePrivateJSON takes it: nil removes the key.
@@ -86,13 +90,15 @@ func (m *Model) loadMoving(ctx context.Context, from fleetresource.PrivateGetter
 // LoadPrivate reads the private state; a missing key leaves its field nil.
 func (m *Model) LoadPrivate(ctx context.Context, from fleetresource.PrivateGetter) diag.Diagnostics {
 	return fleetresource.LoadPrivateJSON(ctx, from, "rollout", map[string]any{privateClustersKey: &m.private.Clusters, privateWavesKey: &m.private.PlannedWaves,
-		privateLeavingKey: &m.private.Leaving, privatePlannedKey: &m.private.PlannedLeaving, privateMovingKey: &m.private.MovingFrom})
+		privateLeavingKey: &m.private.Leaving, privatePlannedKey: &m.private.PlannedLeaving, privateMovingKey: &m.private.MovingFrom,
+		privateBridgedKey: &m.private.Bridged})
 }
 
 // SavePrivate writes the private state; a nil field removes its key.
 func (m *Model) SavePrivate(ctx context.Context, to fleetresource.PrivateSetter) diag.Diagnostics {
 	return fleetresource.SavePrivateJSON(ctx, to, map[string]any{privateClustersKey: m.private.Clusters, privateWavesKey: m.private.PlannedWaves,
-		privateLeavingKey: m.private.Leaving, privatePlannedKey: m.private.PlannedLeaving, privateMovingKey: m.private.movingValue()})
+		privateLeavingKey: m.private.Leaving, privatePlannedKey: m.private.PlannedLeaving, privateMovingKey: m.private.movingValue(),
+		privateBridgedKey: m.private.Bridged})
 }
 
 // summaryOutdated is the summary's state of a cluster verified on another revision than the

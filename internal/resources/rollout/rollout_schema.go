@@ -178,6 +178,8 @@ func (r *rolloutResource) Schema(ctx context.Context, _ resource.SchemaRequest, 
 			"paused":             pausedAttribute(),
 			"maintenance_window": fleetresource.MaintenanceWindowAttribute("rollout"),
 			"delivery":           fleetresource.DeliveryAttribute(true),
+			"follow_joins":       followJoinsAttribute,
+			"bridge":             bridgeAttribute,
 			"timeouts":           timeouts.Attributes(ctx, timeouts.Opts{Create: true, Update: true, Delete: true}),
 
 			"revision": schema.StringAttribute{
