@@ -89,9 +89,10 @@ type EngineResource interface {
 // Configure and its CRUD: Resource's, the path every resource that runs through an engine
 // takes, with EngineOps given the engine as its Ops (engineOps). So a rule such as "a failed
 // Create saves no state" or "Read without a configured provider keeps the state" holds for
-// every such resource alike. Its ModifyPlan (modifyplan.go) is the plan path they share, with
-// PlanSteps the resource's own part. What is delivery's own (PlanEngine, ImportedRecord, the
-// state upgrades, `namespace/name` import) stays here.
+// every such resource alike. Its ModifyPlan (deliveryplan.go) is their way onto the plan path
+// every resource that runs through an engine takes (ModifyPlan, modifyplan.go), with PlanSteps
+// the resource's own part. What is delivery's own (PlanEngine, ImportedRecord, the state
+// upgrades, `namespace/name` import) stays here.
 type Lifecycle[M any, P EngineModel[M, S], S any] struct {
 	Configured
 	Ops  EngineOps[P, S]

@@ -3,9 +3,9 @@
 // Read and Delete path itself is Resource (apply.go), which all three resources that run
 // through an engine use (`gradual_rollout` and `gradual_module_assignment` through Lifecycle,
 // engine.go; `gradual_inplace_update` directly), so that a rule such as "a failed Create saves
-// no state" cannot hold for one resource and drift for another; the ModifyPlan path of the two
-// that run through delivery is Lifecycle.ModifyPlan (modifyplan.go). What each resource applies
-// stays in its own package.
+// no state" cannot hold for one resource and drift for another. Their ModifyPlan path is
+// ModifyPlan (modifyplan.go), which the two that run through delivery take by way of
+// Lifecycle.ModifyPlan (deliveryplan.go). What each resource applies stays in its own package.
 
 package fleetresource
 

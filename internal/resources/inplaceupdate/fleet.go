@@ -12,7 +12,6 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/attr"
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
-	"github.com/hashicorp/terraform-plugin-framework/resource"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 	"github.com/hashicorp/terraform-plugin-log/tflog"
 	"k8s.io/apimachinery/pkg/labels"
@@ -173,47 +172,42 @@ func blockedDetail(err error) string {
 		"that plan is stale (an extension was removed or answers differently now, or Cluster API's InPlaceUpdates feature gate was turned off). Nothing was written; plan again."
 }
 
-// modifyFleetPlan plans a fleet update. What Terraform keeps from the plan is a pure function
+// planFleet plans a fleet update (PlanKnown of the fleet form). What Terraform keeps from the plan is a pure function
 // of the configuration and the refreshed state: the revision, and the waves when the state
 // picks the same clusters (their clusters go to apply in private state). What only live reads
 // can tell (the extensions' preview: machines in place or replaced, the summary and attention
 // built from it) is shown as warnings and known after apply, so that a fleet that changes
 // between `plan -out` and `apply` cannot make the plans differ. A plan that changes nothing
-// keeps the state's computed attributes, so it is empty.
-func (r *updateResource) modifyFleetPlan(ctx context.Context, plan, prior *Model, resp *resource.ModifyPlanResponse) {
-	plan.private = fleetPrivate{}
-	if prior != nil {
-		plan.private.Clusters = prior.private.Clusters
-	}
-	defer func() { resp.Diagnostics.Append(plan.SavePrivate(ctx, resp.Private)...) }()
+// keeps the state's computed attributes, so it is empty. false ends the plan unset.
+func (r *updateResource) planFleet(ctx context.Context, plan, prior *Model, diags *diag.Diagnostics) bool {
 	verify, d := plan.verifyTimeout(ctx)
-	resp.Diagnostics.Append(d...)
+	diags.Append(d...)
 	spec, d := plan.fleetSpec(ctx, plan.limits(verify))
-	resp.Diagnostics.Append(d...)
-	if resp.Diagnostics.HasError() {
-		return
+	diags.Append(d...)
+	if diags.HasError() {
+		return false
 	}
 	res, err := fleetService(r.Data).Plan(ctx, spec, priorForPlan(plan, prior))
 	if err != nil {
-		resp.Diagnostics.Append(fleetError(err, "In-Place Update Plan Failed", &plan.Input))
-		return
+		diags.Append(fleetError(err, "In-Place Update Plan Failed", &plan.Input))
+		return false
 	}
 	for _, n := range res.Notes {
-		resp.Diagnostics.AddWarning("In-Place Update Plan", n)
+		diags.AddWarning("In-Place Update Plan", n)
 	}
 	if res.Blocked != nil {
-		resp.Diagnostics.AddAttributeError(path.Root("fallback"), inplace.BlockedSummary, blockedDetail(res.Blocked))
-		return
+		diags.AddAttributeError(path.Root("fallback"), inplace.BlockedSummary, blockedDetail(res.Blocked))
+		return false
 	}
 	if len(res.Skipped) > 0 {
-		resp.Diagnostics.AddWarning("Clusters Skipped", fleetresource.SkippedDetail("These picked clusters are left alone by this apply; a later apply updates them once they can be:", res.Skipped))
+		diags.AddWarning("Clusters Skipped", fleetresource.SkippedDetail("These picked clusters are left alone by this apply; a later apply updates them once they can be:", res.Skipped))
 	}
 	if len(res.Drifted) > 0 {
-		resp.Diagnostics.AddWarning("Topology Variables Changed Outside Terraform", fleetresource.SkippedDetail(
+		diags.AddWarning("Topology Variables Changed Outside Terraform", fleetresource.SkippedDetail(
 			"These clusters no longer hold the topology variables the last apply wrote (found by the refresh); this apply writes them again, in the waves below:", res.Drifted))
 	}
 	if len(res.Missing) > 0 {
-		resp.Diagnostics.AddWarning("Clusters Gone", fmt.Sprintf("No Cluster %s any more in namespace %q: left out of this apply.", strings.Join(res.Missing, ", "), spec.Query.Namespace))
+		diags.AddWarning("Clusters Gone", fmt.Sprintf("No Cluster %s any more in namespace %q: left out of this apply.", strings.Join(res.Missing, ", "), spec.Query.Namespace))
 	}
 	for _, n := range res.Plan.Notes {
 		tflog.Info(ctx, "in-place plan: "+n)
@@ -226,8 +220,7 @@ func (r *updateResource) modifyFleetPlan(ctx context.Context, plan, prior *Model
 			// as it reads then.
 			plan.private.PlannedWaves = nonNilWaves(res.Plan.Waves)
 		}
-		resp.Diagnostics.Append(plan.setPlan(ctx, &resp.Plan)...)
-		return
+		return true
 	}
 	plan.Plan = types.ListNull(types.ObjectType{AttrTypes: machineAttrTypes})
 	plan.Status, plan.Summary, plan.Attention = types.MapUnknown(types.StringType), types.MapUnknown(types.Int64Type), types.MapUnknown(types.StringType)
@@ -236,20 +229,20 @@ func (r *updateResource) modifyFleetPlan(ctx context.Context, plan, prior *Model
 		plan.Waves = types.StringValue(fleetresource.WavesText(fleetresource.WaveSizes(res.Plan.Waves), res.Plan.CanaryWaves))
 		plan.private.PlannedWaves = nonNilWaves(res.Plan.Waves)
 		if res.Plan.Changes() {
-			resp.Diagnostics.AddWarning("Planned Waves", res.Plan.WavesText("each cluster's owners one after the other, each verified before the next"))
+			diags.AddWarning("Planned Waves", res.Plan.WavesText("each cluster's owners one after the other, each verified before the next"))
 		}
 	} else {
 		plan.Waves = types.StringUnknown()
 		if res.Plan.Changes() {
-			resp.Diagnostics.AddWarning("Planned Waves", res.Plan.WavesText("each cluster's owners one after the other, each verified before the next")+
+			diags.AddWarning("Planned Waves", res.Plan.WavesText("each cluster's owners one after the other, each verified before the next")+
 				"\n\nThese are the waves as the fleet reads now; apply reads it again (a create, or a change of the clusters picked, "+
 				"has no refreshed state to plan from), so `waves` is known after apply.")
 		}
 	}
 	if res.Plan.Changes() {
-		resp.Diagnostics.AddWarning("In-Place Preview", previewDetail(res))
+		diags.AddWarning("In-Place Preview", previewDetail(res))
 	}
-	resp.Diagnostics.Append(plan.setPlan(ctx, &resp.Plan)...)
+	return true
 }
 
 // previewDetail is the extensions' preview as a warning: the machine counts and the clusters to

@@ -38,7 +38,8 @@ func NewResource() resource.Resource {
 
 // updateResource runs through the lifecycle every resource that runs through an engine shares
 // (fleetresource.Resource: Configure, Metadata, Create, Update, Read, Delete); its
-// fleetresource.Ops are Apply, Refresh and Destroy. Its ModifyPlan and ImportState are its own.
+// fleetresource.Ops are Apply, Refresh and Destroy. Its ModifyPlan is fleetresource.ModifyPlan with its
+// fleetresource.Planner (plansteps.go); its ImportState is its own.
 type updateResource struct {
 	fleetresource.Resource[Model, *Model]
 }
@@ -104,45 +105,21 @@ func (m *Model) verifyTimeout(ctx context.Context) (time.Duration, diag.Diagnost
 
 // ModifyPlan shows, at plan time, the plan of every machine: the diff names the machines
 // that change and how. A configuration whose machines are all as desired keeps the state's
-// plan and status, so a re-plan after a successful apply is empty.
+// plan and status, so a re-plan after a successful apply is empty. The steps are
+// fleetresource's (fleetresource.ModifyPlan); the in-place update's own are its
+// fleetresource.Planner (plansteps.go).
 func (r *updateResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse) {
-	if req.Plan.Raw.IsNull() {
-		return
-	}
-	var plan Model
-	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
-	resp.Diagnostics.Append(plan.readWriteOnly(ctx, req.Config)...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	plan.BootstrapDigest = digest(plan.BootstrapConfigSpecPatch)
-	var prior *Model
-	if !req.State.Raw.IsNull() {
-		prior = &Model{}
-		resp.Diagnostics.Append(req.State.Get(ctx, prior)...)
-		resp.Diagnostics.Append(prior.LoadPrivate(ctx, req.Private)...)
-		if resp.Diagnostics.HasError() {
-			return
-		}
-	}
-	if r.Data == nil || !plan.known() || plan.UpdateLimit.IsUnknown() || plan.MaxFailures.IsUnknown() || plan.Canary.IsUnknown() {
-		plan.Revision, plan.Plan, plan.Status = types.StringUnknown(), types.ListUnknown(types.ObjectType{AttrTypes: machineAttrTypes}), types.MapUnknown(types.StringType)
-		plan.Summary, plan.Attention, plan.Waves = types.MapUnknown(types.Int64Type), types.MapUnknown(types.StringType), types.StringUnknown()
-		resp.Diagnostics.Append(plan.setPlan(ctx, &resp.Plan)...)
-		return
-	}
-	plan.ID = plan.id()
-	if plan.fleet() {
-		r.modifyFleetPlan(ctx, &plan, prior, resp)
-		return
-	}
+	fleetresource.ModifyPlan[Model](ctx, req, resp, r)
+}
+
+// planSingle plans the single-owner form against its machines as they read now.
+func (r *updateResource) planSingle(ctx context.Context, plan, prior *Model, diags *diag.Diagnostics) bool {
 	res := plan.planOwner(ctx, r.Data.FleetUpdate, "\nTerraform plans again when it applies: if this comes from applying a plan that showed these machines in place, "+
 		"that plan is stale (an extension was removed or answers differently now, or Cluster API's InPlaceUpdates feature gate was turned off). Nothing was written; plan again.",
-		&resp.Diagnostics)
+		diags)
 	if res == nil {
-		return
+		return false
 	}
-	var diags diag.Diagnostics
 	for _, m := range res.Plan.Machines {
 		tflog.Info(ctx, fmt.Sprintf("in-place plan: machine %s (node %s): %s %v by %v", m.Machine, m.Node, m.Strategy, m.Changed, m.Extensions))
 	}
@@ -151,13 +128,14 @@ func (r *updateResource) ModifyPlan(ctx context.Context, req resource.ModifyPlan
 	if nothingToDo && prior != nil && !prior.Plan.IsNull() && prior.Revision.ValueString() == res.Revision {
 		plan.Plan, plan.Status = prior.Plan, prior.Status
 		plan.Summary, plan.Attention, plan.Waves = prior.Summary, prior.Attention, prior.Waves
-	} else {
-		plan.Plan, diags = machinesValue(res.Plan)
-		resp.Diagnostics.Append(diags...)
-		plan.Status = types.MapUnknown(types.StringType)
-		resp.Diagnostics.Append(plan.setSingleSummary(ctx, res)...)
+		return true
 	}
-	resp.Diagnostics.Append(plan.setPlan(ctx, &resp.Plan)...)
+	var d diag.Diagnostics
+	plan.Plan, d = machinesValue(res.Plan)
+	diags.Append(d...)
+	plan.Status = types.MapUnknown(types.StringType)
+	diags.Append(plan.setSingleSummary(ctx, res)...)
+	return true
 }
 
 // readWriteOnly takes the write-only `bootstrap_config_spec_patch` from the configuration:

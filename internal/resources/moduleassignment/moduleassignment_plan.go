@@ -82,8 +82,8 @@ func (r *assignmentResource) FromPrior(_ context.Context, plan, prior *Model) di
 // (fleetresource.PlanSteps).
 func (r *assignmentResource) ReadsWriteOnlyFirst() bool { return false }
 
-// SetSensitiveObjects: see fleetresource.PlanSteps.
-func (r *assignmentResource) SetSensitiveObjects(ctx context.Context, plan *Model) diag.Diagnostics {
+// ShowWriteOnly names the objects of the write-only manifests, never their content (fleetresource.PlanSteps).
+func (r *assignmentResource) ShowWriteOnly(ctx context.Context, plan *Model) diag.Diagnostics {
 	return plan.setSensitiveObjects(ctx)
 }
 

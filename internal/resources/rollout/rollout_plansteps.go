@@ -40,8 +40,8 @@ func (r *rolloutResource) FromPrior(ctx context.Context, plan, prior *Model) dia
 // unknown (fleetresource.PlanSteps).
 func (r *rolloutResource) ReadsWriteOnlyFirst() bool { return true }
 
-// SetSensitiveObjects: see fleetresource.PlanSteps.
-func (r *rolloutResource) SetSensitiveObjects(ctx context.Context, plan *Model) diag.Diagnostics {
+// ShowWriteOnly names the objects of the write-only manifests, never their content (fleetresource.PlanSteps).
+func (r *rolloutResource) ShowWriteOnly(ctx context.Context, plan *Model) diag.Diagnostics {
 	return plan.setSensitiveObjects(ctx)
 }
 
