@@ -43,7 +43,7 @@ type PlannedWaves struct {
 	// take: the timeout warning compares them with the apply's timeout.
 	Waves  int
 	Policy engine.Policy
-	// Later are diagnostics shown after the timeout warning (the assignment's bridge).
+	// Later are diagnostics shown after the timeout warning (the bridge for joiners).
 	Later diag.Diagnostics
 }
 
