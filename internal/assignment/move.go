@@ -16,8 +16,9 @@ import (
 // A module's revision names the engine's pull settings (delivery.RevisionSettings), so in
 // Reconcile mode a move is a new revision of every module on every cluster; ApplyOnce re-applies
 // nothing it applied already, so there the clusters the old engine still holds are applied again
-// (heldByPrevious), as long as they keep the module's configured version: what they kept of an
-// older one the provider no longer has, and cannot pin on the new engine (MovesOld, refused).
+// (heldByPrevious), as long as they keep the module's configured version (bound to its revision
+// under the old engine, Module.MovedFromRevision): what they kept of an older one the provider no
+// longer has, and cannot pin on the new engine (MovesOld, refused).
 
 // heldByPrevious says whether the engine the assignment moves from still holds module on
 // cluster, as the module's observation read it (delivery.Observation.Previous).

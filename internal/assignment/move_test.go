@@ -41,6 +41,14 @@ func TestPlanAssignmentMovesApplyOnce(t *testing.T) {
 		t.Errorf("ApplyOnce, nothing held by the old engine: applies %v", p.Apply)
 	}
 
+	// The move itself changes the revision (the engine's pull settings are part of it): bound to
+	// the configured content under the old engine (MovedFromRevision), c2 is moved, not refused.
+	moving := Spec{Mode: ApplyOnce, Modules: []Module{{Name: "m", Version: "1.0", Revision: "r1-flux", MovedFromRevision: "r1"}}}
+	p = PlanAssignment(moveObservation("r1", "c1", "c2"), moving, nil)
+	if got := p.Apply["m"]; len(got) != 2 || len(p.MovesOld) != 0 {
+		t.Errorf("ApplyOnce moving the configured content: applies %v, moves old %v; want both clusters, no refusal", p.Apply, p.MovesOld)
+	}
+
 	// c1 kept r0 (an older version) and the old engine holds it: refused; c2 moved already.
 	spec.Modules[0].Revision = "r1"
 	obs := moveObservation("r0", "c1")

@@ -261,7 +261,7 @@ func PlanAssignment(obs *Observation, spec Spec, drifted map[string]map[string]b
 				if keep && obs.heldByPrevious(m.Name, cluster) {
 					// Moving between engines: the new engine takes it over (move.go).
 					keep = false
-					if b.Revision != m.Revision {
+					if b.Revision != m.Revision && b.Revision != m.MovedFromRevision {
 						p.MovesOld[m.Name] = append(p.MovesOld[m.Name], cluster)
 					}
 				}

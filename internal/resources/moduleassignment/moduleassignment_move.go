@@ -3,6 +3,7 @@ package moduleassignment
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/hashicorp/terraform-plugin-framework/diag"
@@ -71,6 +72,17 @@ func (m *Model) moving(svc *delivery.Service) *delivery.Service {
 		return svc.MovingFrom(from.Flux)
 	}
 	return svc
+}
+
+// movedFromSettings are the rules every module's content is taken under (settings, without any
+// engine's pull settings) with the pull settings of the engine the assignment moves from, for
+// each module's assignment.Module.MovedFromRevision; moving is false when it moves from none.
+func (m *Model) movedFromSettings(settings []byte) (_ []byte, moving bool) {
+	from := m.private.MovingFrom
+	if from == nil {
+		return nil, false
+	}
+	return append(slices.Clone(settings), delivery.RevisionSettings(from.Flux)...), true
 }
 
 // settleMove ends the move once the fleet as apply or a refresh left it (after) holds no

@@ -139,3 +139,24 @@ func TestWarnMove(t *testing.T) {
 		t.Errorf("moving: %v", diags)
 	}
 }
+
+// movedFromSettings: with no move, none; moving from direct delivery, the settings as they are;
+// moving from Flux, with its pull settings (and never the credentials, which are no part of a
+// revision), which the same content then names as it did under Flux.
+func TestMovedFromSettings(t *testing.T) {
+	var m Model
+	if _, moving := m.movedFromSettings([]byte("rules")); moving {
+		t.Errorf("not moving: moving")
+	}
+	m.private.MovingFrom = &engineRef{}
+	if got, moving := m.movedFromSettings([]byte("rules")); !moving || string(got) != "rules" {
+		t.Errorf("from direct delivery: %q %v", got, moving)
+	}
+	settings := &delivery.FluxSettings{Repository: "oci://r.example/x", Insecure: true}
+	m.private.MovingFrom = &engineRef{Flux: settings}
+	rules := []byte("rules")
+	got, moving := m.movedFromSettings(rules[:len(rules):len(rules)])
+	if want := "rules" + string(delivery.RevisionSettings(settings)); !moving || string(got) != want {
+		t.Errorf("from Flux: %q, want %q", got, want)
+	}
+}
