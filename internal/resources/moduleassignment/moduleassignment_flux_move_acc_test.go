@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"reflect"
+	"regexp"
 	"slices"
 	"testing"
 	"time"
@@ -349,4 +350,35 @@ func waitRefusesFlux(t *testing.T, wc client.Client, ns string) {
 		}
 	}
 	t.Fatal("the ValidatingAdmissionPolicy was not enforced within 30s")
+}
+
+// TestAccModuleAssignment_fluxEngineMoveApplyOnceKeptOld: with mode = "ApplyOnce", clusters that
+// kept an older version of a module (the configured one changed since) hold content the provider
+// no longer has, so a move between engines could not pin the same content: the plan is refused,
+// naming the module and the clusters, and nothing is moved (both still on direct delivery, the
+// older version in place).
+func TestAccModuleAssignment_fluxEngineMoveApplyOnceKeptOld(t *testing.T) {
+	acctest.OnOneLane(t, 0) // a plan-time refusal of what a move cannot do, not how a CLI drives it
+	m := newMoveFixture(t, "fluxmovemodk", `update_limit = "1"
+  mode = "ApplyOnce"`)
+	m.applyOnce = true
+	base2 := module{name: "base", version: "2.0.0", manifests: configMaps(m.name, "v2", "base")}
+	app := module{name: "app", version: "1.0.0", dependsOn: []string{"base"},
+		manifests: fmt.Sprintf("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: app\n  namespace: %s\ndata:\n  setting: \"v1\"\n", m.name)}
+	extra := `update_limit = "1"
+  mode = "ApplyOnce"`
+	direct2 := acctest.ProviderConfig(m.f) + assignmentConfig(m.f, "test", m.name, m.name, extra, base2, app)
+	flux2 := acctest.ProviderConfig(m.f) + assignmentConfig(m.f, "test", m.name, m.name, extra+fmt.Sprintf(`
+  delivery = { flux = { repository = %q, insecure = true } }`, m.f.Flux.RegistryURL("gradual/"+m.name)), base2, app)
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: acctest.ProviderFactories,
+		Steps: []resource.TestStep{
+			{Config: m.direct, Check: m.onEngines(m.clusters...)},
+			// ApplyOnce: the clusters keep base 1.0.0.
+			{Config: direct2, Check: m.onEngines(m.clusters...)},
+			{Config: flux2, ExpectError: regexp.MustCompile(`keep\s+an\s+older\s+version\s+of\s+a\s+module[\s\S]*module\s+base\s+\(version\s+2\.0\.0\):\s+prod-eu-1,\s+prod-us-1`)},
+			// Nothing moved: both modules still on direct delivery, base 1.0.0 in place.
+			{Config: direct2, Check: m.onEngines(m.clusters...)},
+		},
+	})
 }
