@@ -203,7 +203,8 @@ capi_acc() {
 # management cluster paused as a revision fails, a cluster's records deleted, a second state with
 # another record namespace; about 10 minutes on each CLI's lane, hence the 20-minute bound;
 # TestAccModuleAssignment_flux*: two ordered modules and a join, per-cluster values, the same fault
-# tests) skip on the other fleets; here
+# tests, and moving an assignment from direct delivery to Flux and back, module by module, on one
+# lane (TestAccModuleAssignment_fluxEngineMove*)) skip on the other fleets; here
 # they run on each CLI on a Flux bed of that CLI's own (the tests change the three clusters of
 # their fleet, so two CLIs never share one), so that the two CLIs' runs go in two lanes side by
 # side; the tests marked for one lane run on one CLI each.

@@ -52,6 +52,11 @@ type Module struct {
 	// Rendered holds, with Spec.Values, what Objects render for each eligible cluster, by name
 	// (Spec.Render).
 	Rendered map[string]*manifest.Set
+	// MovedFromRevision is, while the assignment moves between engines, the revision Objects
+	// have under the engine it moves from (its pull settings in place of the new one's: they are
+	// part of a revision): a cluster bound to it runs the configured content, which the move pins
+	// on the new engine (move.go). Empty when it moves from none.
+	MovedFromRevision string
 }
 
 // Spec is one assignment as configured.

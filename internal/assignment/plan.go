@@ -134,6 +134,7 @@ func decide(obs *Observation, req PlanRequest) *PlanResult {
 	planned := obs // what the plan is made from
 	if p.FromState {
 		planned = ObservationFrom(req.Prior, req.PriorSkipped, spec)
+		withPrevious(planned, obs)
 		p.Plan = PlanAssignment(planned, spec, req.Drifted)
 		// The clusters let go of are the ones the refresh found leaving (ObservationFrom), so
 		// that the final plan at apply comes out the same; bindings of deleted Clusters are
@@ -160,6 +161,10 @@ func decide(obs *Observation, req PlanRequest) *PlanResult {
 		}
 	}
 	p.Waves = Waves(p.Plan, spec)
+	if err := movesOldRefusal(p.Plan, spec); err != nil {
+		p.Refused = &delivery.Refusal{Attribute: "delivery", Err: err}
+		return p
+	}
 	if err := CanaryRefusal(CanaryGaps(planned, p.Plan, spec), "Canary Not In The First Wave",
 		"Without them a module's first wave would go straight to the rest of the fleet. Wait until they are ready, remove them "+
 			"from canary, or set canary_optional = true to let the modules go ahead without them."); err != nil {
@@ -219,6 +224,10 @@ type BindingPlan struct {
 	Apply map[string][]string
 	// KeptOld lists, per module (ApplyOnce), the bound clusters that keep an older revision.
 	KeptOld map[string][]string
+	// MovesOld lists, per module (ApplyOnce), the clusters moving between engines that keep an
+	// older revision than the configured one: a move cannot pin them to the same content
+	// (movesOldRefusal).
+	MovesOld map[string][]string
 	// Held lists, per module, the clusters it is held back on because its records are gone
 	// there while its objects are not (delivery.StateRecordsMissing), with the reason: the
 	// module's run skips them (delivery.HoldUnrecorded), so the plan leaves them out of Apply
@@ -239,7 +248,7 @@ func (p BindingPlan) Changes() bool {
 // drifted marks cluster → module pairs the last refresh found drifted (Reconcile repairs them).
 func PlanAssignment(obs *Observation, spec Spec, drifted map[string]map[string]bool) BindingPlan {
 	p := BindingPlan{Bindings: map[string][]PlannedBinding{}, Apply: map[string][]string{}, KeptOld: map[string][]string{},
-		Held: map[string]map[string]string{}, Removed: map[string][]string{}, Leaving: obs.Leaving, Gone: obs.Gone}
+		MovesOld: map[string][]string{}, Held: map[string]map[string]string{}, Removed: map[string][]string{}, Leaving: obs.Leaving, Gone: obs.Gone}
 	for _, cluster := range obs.Eligible {
 		var planned []PlannedBinding
 		for _, m := range spec.Modules {
@@ -249,6 +258,13 @@ func PlanAssignment(obs *Observation, spec Spec, drifted map[string]map[string]b
 			switch spec.Mode {
 			case ApplyOnce:
 				keep = bound && b.Result == records.BindingApplied
+				if keep && obs.heldByPrevious(m.Name, cluster) {
+					// Moving between engines: the new engine takes it over (move.go).
+					keep = false
+					if b.Revision != m.Revision && b.Revision != m.MovedFromRevision {
+						p.MovesOld[m.Name] = append(p.MovesOld[m.Name], cluster)
+					}
+				}
 				if keep && b.Revision != m.Revision {
 					p.KeptOld[m.Name] = append(p.KeptOld[m.Name], cluster)
 				}

@@ -53,6 +53,10 @@ type RunResult struct {
 	// Summaries says in one line per module delivered what its run did (delivery's
 	// RunResult.Summary), for the end of the apply.
 	Summaries []string
+	// Moved says, one line per module, the clusters the engine the assignment moves from let go
+	// of (move.go); MoveFailures, per module and cluster, where it did not yet (the next apply
+	// applies them again).
+	Moved, MoveFailures []string
 	// After is the fleet as the run left it, for the state: read once at its end, after every
 	// module and the letting go (no module's run reads it back: delivery.RunRequest.NoReadBack),
 	// as a refresh reads it but without drift, which a refresh finds; as the run read it at its
@@ -263,6 +267,8 @@ func (r *run) deliver(ctx context.Context) {
 				}
 			}
 			r.res.Summaries = append(r.res.Summaries, fmt.Sprintf("module %s: %s", m.Name, out.Summary()))
+			moved, failures := moveLines(m.Name, out)
+			r.res.Moved, r.res.MoveFailures = append(r.res.Moved, moved...), append(r.res.MoveFailures, failures...)
 			for _, w := range slices.Concat(out.Result.Warnings(), out.Adopted, out.Kept, out.Gates, heldUnrecorded(out)) {
 				r.res.Warnings = append(r.res.Warnings, fmt.Sprintf("module %s: %s", m.Name, w))
 			}

@@ -39,6 +39,10 @@ func (r *assignmentResource) ApplyPlan(ctx context.Context, plan *Model, e fleet
 		}
 	}
 	diags.Append(plan.settleOutcome(ctx, svc, query, spec, res)...)
+	if res != nil {
+		warnMoved(diags, res)
+		plan.settleMove(res.After)
+	}
 	applyBridge(ctx, diags, svc, plan, spec, query, res)
 	return fleetresource.Outcome(diags, err, "Module Assignment Failed")
 }
@@ -143,7 +147,7 @@ func flatten(waves map[string][][]string) map[string][]string {
 // fleetresource.EngineOps); an imported assignment takes its configuration from the management
 // cluster's record. It reports whether state was read (false: an early error left it
 // unread).
-func (r *assignmentResource) Refresh(ctx context.Context, state *Model, _ fleetresource.PrivateGetter, diags *diag.Diagnostics) bool {
+func (r *assignmentResource) Refresh(ctx context.Context, state *Model, private fleetresource.PrivateGetter, diags *diag.Diagnostics) bool {
 	if state.RecordNamespace.IsNull() {
 		state.RecordNamespace = types.StringValue(defaultRecordNamespace)
 	}
@@ -156,6 +160,7 @@ func (r *assignmentResource) Refresh(ctx context.Context, state *Model, _ fleetr
 	state.keepSensitiveRevisions(ctx, &spec)
 	query, d := state.query(ctx, r.Data.Window())
 	diags.Append(d...)
+	diags.Append(state.loadMoving(ctx, private)...)
 	svc, d := r.Service(ctx, state)
 	obs, ok := fleetresource.Refreshing(diags, svc, d, func(svc *delivery.Service) (*assignment.Observation, error) {
 		return assignment.Observe(ctx, svc, query, spec, true)
@@ -170,6 +175,7 @@ func (r *assignmentResource) Refresh(ctx context.Context, state *Model, _ fleetr
 		diags.Append(state.setObjects(ctx, spec)...)
 	}
 	diags.Append(state.setObserved(ctx, obs, spec)...)
+	state.settleMove(obs)
 	diags.Append(state.readBridge(ctx, svc, spec)...)
 	if state.Leaving.IsNull() || state.Leaving.IsUnknown() {
 		state.setLeaving(nil) // imported, or written by a version without `leaving`
@@ -192,16 +198,19 @@ func (r *assignmentResource) importConfig(ctx context.Context, state *Model, dia
 	return !diags.HasError()
 }
 
-// Prepare implements fleetresource.EngineOps: the assignment reads its private state in Destroy.
-func (r *assignmentResource) Prepare(context.Context, *Model, fleetresource.PrivateGetter) diag.Diagnostics {
-	return nil
+// Prepare implements fleetresource.EngineOps: it reads, before a destroy reads the engine,
+// which engine the assignment moves from (an assignment moving between engines is removed from
+// both); the rest of the private state is read in Destroy.
+func (r *assignmentResource) Prepare(ctx context.Context, state *Model, private fleetresource.PrivateGetter) diag.Diagnostics {
+	return state.loadMoving(ctx, private)
 }
 
 // Service is the delivery service for m (fleetresource.EngineOps): direct, or through Flux with `delivery.flux`. Every
 // module goes through it: one artifact per module revision (per module rendering with values),
 // one Kustomization per (module, cluster).
 func (r *assignmentResource) Service(ctx context.Context, m *Model) (*delivery.Service, diag.Diagnostics) {
-	return fleetresource.Service(ctx, r.Data.Delivery, m.Delivery, m.registry)
+	svc, diags := fleetresource.Service(ctx, r.Data.Delivery, m.Delivery, m.registry)
+	return m.moving(svc), diags
 }
 
 // Destroy removes the assignment's bridge, objects and records (see fleetresource.EngineOps).

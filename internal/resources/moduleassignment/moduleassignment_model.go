@@ -295,6 +295,10 @@ func (m *Model) spec(ctx context.Context) (assignment.Spec, diag.Diagnostics) {
 type moduleRules struct {
 	sensitive []ignoreattr.Rule
 	settings  []byte
+	// movedFrom, while the assignment moves between engines, are the settings with the old
+	// engine's pull settings in place of the new one's (movedFromSettings); moving says it does.
+	movedFrom []byte
+	moving    bool
 }
 
 // specRules sets the assignment's ignore rules and values, and returns the rules its modules
@@ -321,8 +325,9 @@ func (m *Model) specRules(ctx context.Context, spec *assignment.Spec) (_ moduleR
 	// revision too, as of a rollout's (fluxdelivery.Settings.RevisionSettings).
 	flux, d := m.fluxSettings(ctx)
 	diags.Append(d...)
+	movedFrom, moving := m.movedFromSettings(settings)
 	settings = append(settings, delivery.RevisionSettings(flux)...)
-	return moduleRules{sensitive: sensitive, settings: settings}, diags, true
+	return moduleRules{sensitive: sensitive, settings: settings, movedFrom: movedFrom, moving: moving}, diags, true
 }
 
 // specModules converts `modules` (mods) under rules, in the order given. A module that is
@@ -339,6 +344,9 @@ func (m *Model) specModules(ctx context.Context, mods []ModuleModel, rules modul
 		set, err := mm.bundle(m.sensitive[mod.Name])
 		if err == nil {
 			mod.Revision, err = set.RevisionWith(rules.settings)
+		}
+		if err == nil && rules.moving {
+			mod.MovedFromRevision, err = set.RevisionWith(rules.movedFrom)
 		}
 		if err != nil {
 			diags.AddAttributeError(pathModules.AtListIndex(i).AtName("manifests"), "Invalid Manifests", err.Error())

@@ -69,12 +69,13 @@ func (r *assignmentResource) Deletion(ctx context.Context, state *Model, replaci
 // FromPrior refuses a mode change through Flux and carries prior's per-cluster status and bridge
 // over (fleetresource.PlanSteps). The waves of an earlier plan never carry over: only this
 // plan's are carried out.
-func (r *assignmentResource) FromPrior(_ context.Context, plan, prior *Model) diag.Diagnostics {
+func (r *assignmentResource) FromPrior(ctx context.Context, plan, prior *Model) diag.Diagnostics {
 	var diags diag.Diagnostics
 	refuseModeChange(plan, prior, &diags)
 	if prior != nil {
 		plan.private.Clusters, plan.private.Bridged = prior.private.Clusters, prior.private.Bridged
 	}
+	diags.Append(plan.planMove(ctx, prior)...)
 	return diags
 }
 
@@ -147,6 +148,7 @@ func (r *assignmentResource) PlanWaves(ctx context.Context, plan, prior *Model, 
 	}
 	warnRecordsMissing(diags, plannedFrom(res, prior, spec), spec.AdoptUnrecorded)
 	plan.setPlanned(res, prior, configChanged, spec.Policy.Canary, diags)
+	warnMove(diags, svc, res.Observation)
 	if len(res.Plan.Apply) > 0 && !warnFluxArtifacts(diags, svc, spec, res) {
 		return fleetresource.PlannedWaves{}, false
 	}

@@ -27,6 +27,12 @@ type privateState struct {
 	// is removed: an assignment that never had one makes no request about it, so no permission
 	// on ClusterResourceSets is needed without follow_joins.
 	Bridged *bool
+	// MovingFrom is the engine the assignment moves from, until every picked cluster verified
+	// every module on the new one and the old one let go of it (moduleassignment_move.go); nil
+	// when it moves from none. Kept here, not only read from the prior `delivery`, since an
+	// apply that fails part-way saves the new `delivery` in the state while some modules are
+	// still on the old engine somewhere.
+	MovingFrom *engineRef
 }
 
 // Private state keys; values are JSON.
@@ -35,16 +41,17 @@ const (
 	privateWavesKey    = "planned_waves"
 	privatePlannedKey  = "planned_leaving"
 	privateBridgedKey  = "bridged"
+	privateMovingKey   = "moving_from"
 )
 
 // LoadPrivate reads the private state; a missing key leaves its field nil.
 func (m *Model) LoadPrivate(ctx context.Context, from fleetresource.PrivateGetter) diag.Diagnostics {
 	return fleetresource.LoadPrivateJSON(ctx, from, "assignment", map[string]any{privateClustersKey: &m.private.Clusters, privateWavesKey: &m.private.PlannedWaves,
-		privatePlannedKey: &m.private.PlannedLeaving, privateBridgedKey: &m.private.Bridged})
+		privatePlannedKey: &m.private.PlannedLeaving, privateBridgedKey: &m.private.Bridged, privateMovingKey: &m.private.MovingFrom})
 }
 
 // SavePrivate writes the private state; a nil field removes its key.
 func (m *Model) SavePrivate(ctx context.Context, to fleetresource.PrivateSetter) diag.Diagnostics {
 	return fleetresource.SavePrivateJSON(ctx, to, map[string]any{privateClustersKey: m.private.Clusters, privateWavesKey: m.private.PlannedWaves,
-		privatePlannedKey: m.private.PlannedLeaving, privateBridgedKey: m.private.Bridged})
+		privatePlannedKey: m.private.PlannedLeaving, privateBridgedKey: m.private.Bridged, privateMovingKey: m.private.movingValue()})
 }

@@ -268,7 +268,7 @@ const secretsAdvice = "modules[].sensitive_manifests"
 
 // deliveryAttribute is the shared `delivery` attribute, with what it means for modules.
 func deliveryAttribute() schema.SingleNestedAttribute {
-	a := fleetresource.DeliveryAttribute(false)
+	a := fleetresource.DeliveryAttribute(true)
 	a.MarkdownDescription += " For a module assignment, each module revision is its own artifact and each (module, cluster) its own " +
 		"`Kustomization`. A module's `depends_on` becomes the Kustomization's `dependsOn` on the same cluster: kustomize-controller " +
 		"applies a module only while the Kustomizations of the modules it depends on there are `Ready`, between applies too " +
@@ -277,6 +277,10 @@ func deliveryAttribute() schema.SingleNestedAttribute {
 		"the `kustomize.toolkit.fluxcd.io/ssa: IfNotPresent` annotation (`commonMetadata`), so Flux creates what is missing and " +
 		"never updates an object that exists (edits stay; an object deleted by hand is created again). With `values`, each " +
 		"module's rendering for a cluster is an artifact of its own (clusters rendered alike share one). Not yet with " +
-		"`verify.health_checks`, `deletion_policy = \"orphan\"` or `sensitive_manifests`, nor a change of `mode` (refused at plan time)."
+		"`verify.health_checks`, `deletion_policy = \"orphan\"` or `sensitive_manifests`, nor a change of `mode` (refused at plan time). " +
+		"A move between the engines goes module by module in `depends_on` order, each module in its own waves, so a module " +
+		"reaches the new engine on a cluster only once the modules it depends on did there; with `mode = \"ApplyOnce\"` every " +
+		"cluster the old engine holds is moved with the module's configured version, and the move is refused at plan time " +
+		"while a cluster keeps an older version of a module (the provider no longer has that content to pin)."
 	return a
 }
