@@ -11,8 +11,6 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
-	"github.com/hashicorp/terraform-plugin-framework/resource/schema/objectplanmodifier"
-	"github.com/hashicorp/terraform-plugin-framework/resource/schema/planmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/tfsdk"
 	"github.com/hashicorp/terraform-plugin-framework/types"
@@ -77,22 +75,16 @@ func decryptionValue(d *delivery.FluxDecryption) types.Object {
 }
 
 // DeliveryAttribute is `delivery`: which engine carries revisions to the clusters, shared by the
-// rollout and the module assignment so that both take the same settings. movable says the
-// resource moves between the engines in place (delivery.Service.MovingFrom); otherwise a change
-// of engine replaces it.
-func DeliveryAttribute(movable bool) schema.SingleNestedAttribute {
-	engine := "Changing the engine (direct or Flux) replaces the resource."
-	modifiers := []planmodifier.Object{objectplanmodifier.RequiresReplaceIf(engineChanged, engine, engine)}
-	if movable {
-		engine = "Moving between the engines (leaving `delivery` out, or adding it back) is an update carried out in waves, never a " +
-			"replacement: on each cluster the new engine delivers the same content and verifies it, and only once it verified " +
-			"there, at the end of the apply, does the old engine let go of the cluster without pruning or deleting any object " +
-			"(direct delivery drops its records and field manager's marks; Flux stops pruning, then its Kustomization and " +
-			"OCIRepository go, and the direct engine takes over the fields kustomize-controller applied). A cluster that does " +
-			"not verify on the new engine stays on the old one, is counted against `max_failures`, and is not recorded as a " +
-			"failure of the revision; the next apply moves it again."
-		modifiers = nil
-	}
+// rollout and the module assignment so that both take the same settings. Both move between the
+// engines in place (delivery.Service.MovingFrom, move.go): no change of `delivery` replaces them.
+func DeliveryAttribute() schema.SingleNestedAttribute {
+	engine := "Moving between the engines (leaving `delivery` out, or adding it back) is an update carried out in waves, never a " +
+		"replacement: on each cluster the new engine delivers the same content and verifies it, and only once it verified " +
+		"there, at the end of the apply, does the old engine let go of the cluster without pruning or deleting any object " +
+		"(direct delivery drops its records and field manager's marks; Flux stops pruning, then its Kustomization and " +
+		"OCIRepository go, and the direct engine takes over the fields kustomize-controller applied). A cluster that does " +
+		"not verify on the new engine stays on the old one, is counted against `max_failures`, and is not recorded as a " +
+		"failure of the revision; the next apply moves it again."
 	return schema.SingleNestedAttribute{
 		Optional: true,
 		MarkdownDescription: "Which engine carries each revision to the clusters. Left out, the provider applies it itself " +
@@ -107,7 +99,6 @@ func DeliveryAttribute(movable bool) schema.SingleNestedAttribute {
 			"`repository`, `insecure`, `secret_ref` and `cert_secret_ref` are part of the revision: a change of any of them is rolled out " +
 			"in waves like any other, each cluster re-pinned to the same content at its new source, and nothing is pruned on the way; " +
 			"the credentials and CA this provider pushes with change nothing in the clusters. " + engine,
-		PlanModifiers: modifiers,
 		Attributes: map[string]schema.Attribute{
 			"flux": schema.SingleNestedAttribute{
 				Required:            true,
@@ -224,25 +215,6 @@ func FluxDecrypts(value types.Object) bool {
 	}
 	dec, ok := flux.Attributes()["decryption"].(types.Object)
 	return ok && !dec.IsNull()
-}
-
-// engineChanged says whether a change of `delivery` replaces the resource: only a change of
-// engine, whose records live elsewhere (the workload clusters, or the management cluster). Where
-// the artifacts are (the repository, `insecure`) and the Secrets source-controller pulls with are
-// part of the revision (fluxdelivery.Settings.RevisionSettings), rolled out in waves; the
-// credentials and CA this provider pushes with change nothing in the clusters.
-func engineChanged(ctx context.Context, req planmodifier.ObjectRequest, resp *objectplanmodifier.RequiresReplaceIfFuncResponse) {
-	before, after := enginesOf(ctx, req, resp)
-	resp.RequiresReplace = before != after
-}
-
-// enginesOf names the engine of the state's `delivery` and of the plan's: "direct" or "flux".
-func enginesOf(ctx context.Context, req planmodifier.ObjectRequest, resp *objectplanmodifier.RequiresReplaceIfFuncResponse) (before, after string) {
-	before, d1 := EngineOf(ctx, req.StateValue)
-	after, d2 := EngineOf(ctx, req.PlanValue)
-	resp.Diagnostics.Append(d1...)
-	resp.Diagnostics.Append(d2...)
-	return before, after
 }
 
 // EngineOf names the engine `delivery` (v) chooses: "direct" (null) or "flux".

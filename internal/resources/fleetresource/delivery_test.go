@@ -6,49 +6,11 @@ import (
 	"testing"
 
 	"github.com/hashicorp/terraform-plugin-framework/diag"
-	"github.com/hashicorp/terraform-plugin-framework/resource/schema/objectplanmodifier"
-	"github.com/hashicorp/terraform-plugin-framework/resource/schema/planmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
 	"github.com/gradual-dev/terraform-provider-gradual/internal/delivery"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/testbed/servingcert"
 )
-
-// TestEngineChangedReplacesOnlyForTheEngine: a change of engine replaces the resource; the
-// repository, `insecure`, credentials, the CA and the pull Secrets do not (where the artifacts are
-// and the pull Secrets go through the revision instead: rolled out in waves).
-func TestEngineChangedReplacesOnlyForTheEngine(t *testing.T) {
-	base := delivery.FluxSettings{Repository: "oci://r.example/fleet/web", Credentials: delivery.FluxCredentials{Username: "a"}}
-	with := func(f func(*delivery.FluxSettings)) *delivery.FluxSettings {
-		s := base
-		f(&s)
-		return &s
-	}
-	for _, tc := range []struct {
-		name          string
-		before, after *delivery.FluxSettings
-		replace       bool
-	}{
-		{"unchanged", &base, &base, false},
-		{"direct to Flux", nil, &base, true},
-		{"Flux to direct", &base, nil, true},
-		{"repository", &base, with(func(s *delivery.FluxSettings) { s.Repository += "-2" }), false},
-		{"insecure", &base, with(func(s *delivery.FluxSettings) { s.Insecure = true }), false},
-		{"username", &base, with(func(s *delivery.FluxSettings) { s.Credentials.Username = "b" }), false},
-		{"CA bundle", &base, with(func(s *delivery.FluxSettings) { s.CABundle = "pem" }), false},
-		{"pull Secret", &base, with(func(s *delivery.FluxSettings) { s.SecretRef = "pull" }), false},
-	} {
-		req := planmodifier.ObjectRequest{StateValue: DeliveryValue(tc.before), PlanValue: DeliveryValue(tc.after)}
-		var resp objectplanmodifier.RequiresReplaceIfFuncResponse
-		engineChanged(context.Background(), req, &resp)
-		if resp.Diagnostics.HasError() {
-			t.Fatalf("%s: %v", tc.name, resp.Diagnostics)
-		}
-		if resp.RequiresReplace != tc.replace {
-			t.Errorf("%s: replace %t, want %t", tc.name, resp.RequiresReplace, tc.replace)
-		}
-	}
-}
 
 // TestDeliveryValueKeepsNoCredentials: what import restores holds the username, never the
 // password or token (write-only).
@@ -129,15 +91,12 @@ func TestWarnFluxArtifacts(t *testing.T) {
 	}
 }
 
-// TestDeliveryAttributeMovable: a resource that moves between the engines in place (the rollout)
-// has no replacing plan modifier on `delivery`; one that does not (the module assignment) keeps
-// it.
+// TestDeliveryAttributeMovable: the resources move between the engines in place, and take
+// changes of the repository, `insecure`, credentials, the CA and the pull Secrets as updates
+// rolled out in waves: no plan modifier on `delivery` replaces them.
 func TestDeliveryAttributeMovable(t *testing.T) {
-	if m := DeliveryAttribute(true).PlanModifiers; len(m) != 0 {
-		t.Errorf("movable: %d plan modifiers, want none", len(m))
-	}
-	if m := DeliveryAttribute(false).PlanModifiers; len(m) != 1 {
-		t.Errorf("not movable: %d plan modifiers, want the replacement on a change of engine", len(m))
+	if m := DeliveryAttribute().PlanModifiers; len(m) != 0 {
+		t.Errorf("%d plan modifiers, want none", len(m))
 	}
 	for _, tc := range []struct {
 		settings *delivery.FluxSettings

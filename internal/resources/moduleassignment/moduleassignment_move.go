@@ -14,24 +14,13 @@ import (
 )
 
 // Moving the assignment between engines (adding or removing `delivery.flux`) is an update, as
-// for a rollout (fleetresource.DeliveryAttribute(true)): the private state keeps the engine it
+// for a rollout (fleetresource.DeliveryAttribute()): the private state keeps the engine it
 // moves from (privateState.MovingFrom) until every picked cluster verified every module on the
 // new engine and the old one let go of it, and the delivery service moves each module from it
 // (delivery.Service.MovingFrom; assignment's move.go carries it out module by module).
 
-// engineRef is an engine as the private state keeps it: Flux with its settings (never the
-// credentials: FluxSettings keeps them out of JSON), or direct delivery (Flux nil).
-type engineRef struct {
-	Flux *delivery.FluxSettings `json:"flux,omitempty"`
-}
-
-// engine names ref's engine as fleetresource.EngineOf does.
-func (ref *engineRef) engine() string {
-	if ref.Flux != nil {
-		return "flux"
-	}
-	return "direct"
-}
+// engineRef is an engine as the private state keeps it (fleetresource.EngineRef).
+type engineRef = fleetresource.EngineRef
 
 // planMove sets, in plan's private state, the engine the assignment moves from (movingFrom).
 func (m *Model) planMove(ctx context.Context, prior *Model) diag.Diagnostics {
@@ -40,30 +29,13 @@ func (m *Model) planMove(ctx context.Context, prior *Model) diag.Diagnostics {
 	return diags
 }
 
-// movingFrom is the engine plan's private state says the assignment moves from: the prior
-// state's when plan's `delivery` chooses another, or the one an earlier apply of a move left
-// clusters on (prior's private state) while plan's still chooses the engine moved to; nil
-// otherwise (no move, a create, or a `delivery` not known yet).
+// movingFrom is the engine plan's private state says the assignment moves from
+// (fleetresource.MovingFrom); nil on create.
 func movingFrom(ctx context.Context, plan, prior *Model) (*engineRef, diag.Diagnostics) {
-	if prior == nil || plan.Delivery.IsUnknown() {
+	if prior == nil {
 		return nil, nil
 	}
-	after, diags := fleetresource.EngineOf(ctx, plan.Delivery)
-	before, d := fleetresource.EngineOf(ctx, prior.Delivery)
-	diags.Append(d...)
-	switch {
-	case before != after && before == "flux":
-		// The settings as the state holds them: letting go of the Kustomizations and reading the
-		// records push nothing, so no credential is needed.
-		settings, d := fleetresource.FluxSettings(ctx, prior.Delivery, fleetresource.NoFluxWriteOnly())
-		diags.Append(d...)
-		return &engineRef{Flux: settings}, diags
-	case before != after:
-		return &engineRef{}, diags
-	case prior.private.MovingFrom != nil && prior.private.MovingFrom.engine() != after:
-		return prior.private.MovingFrom, diags
-	}
-	return nil, diags
+	return fleetresource.MovingFrom(ctx, plan.Delivery, prior.Delivery, prior.private.MovingFrom)
 }
 
 // moving is svc moving from the engine m's private state names, svc itself when it names none.

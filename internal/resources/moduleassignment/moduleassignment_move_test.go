@@ -62,7 +62,7 @@ func TestMovingFrom(t *testing.T) {
 		}
 		got, name := tc.plan.private.MovingFrom, ""
 		if got != nil {
-			name = got.engine()
+			name = got.Engine()
 		}
 		if name != tc.want {
 			t.Errorf("%s: moving from %q, want %q", tc.name, name, tc.want)
@@ -86,7 +86,7 @@ func TestMoveAcrossPrivateState(t *testing.T) {
 	}
 	var refreshed Model
 	if d := refreshed.loadMoving(ctx, store); d.HasError() || refreshed.private.MovingFrom == nil ||
-		refreshed.private.MovingFrom.engine() != "flux" || refreshed.private.MovingFrom.Flux.Repository != "oci://r.example/fleet/base" {
+		refreshed.private.MovingFrom.Engine() != "flux" || refreshed.private.MovingFrom.Flux.Repository != "oci://r.example/fleet/base" {
 		t.Fatalf("after the round trip: %+v (%v)", refreshed.private.MovingFrom, d)
 	}
 	if strings.Contains(string(store[privateMovingKey]), "password") {

@@ -268,7 +268,7 @@ const secretsAdvice = "modules[].sensitive_manifests"
 
 // deliveryAttribute is the shared `delivery` attribute, with what it means for modules.
 func deliveryAttribute() schema.SingleNestedAttribute {
-	a := fleetresource.DeliveryAttribute(true)
+	a := fleetresource.DeliveryAttribute()
 	a.MarkdownDescription += " For a module assignment, each module revision is its own artifact and each (module, cluster) its own " +
 		"`Kustomization`. A module's `depends_on` becomes the Kustomization's `dependsOn` on the same cluster: kustomize-controller " +
 		"applies a module only while the Kustomizations of the modules it depends on there are `Ready`, between applies too " +

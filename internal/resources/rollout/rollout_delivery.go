@@ -28,29 +28,13 @@ func (r *rolloutResource) service(ctx context.Context, m *Model) (*delivery.Serv
 	return svc, diags
 }
 
-// movingFrom is the engine plan's private state says the rollout moves from: the prior state's
-// when plan's `delivery` chooses another, or the one an earlier apply of a move left clusters
-// on (prior's private state) while plan's still chooses the engine moved to; nil otherwise.
+// movingFrom is the engine plan's private state says the rollout moves from
+// (fleetresource.MovingFrom); nil on create.
 func movingFrom(ctx context.Context, plan, prior *Model) (*engineRef, diag.Diagnostics) {
-	if prior == nil || plan.Delivery.IsUnknown() {
+	if prior == nil {
 		return nil, nil
 	}
-	after, diags := fleetresource.EngineOf(ctx, plan.Delivery)
-	before, d := fleetresource.EngineOf(ctx, prior.Delivery)
-	diags.Append(d...)
-	switch {
-	case before != after && before == "flux":
-		// The settings as the state holds them: deleting its Kustomizations and reading its
-		// records push nothing, so no credential is needed.
-		settings, d := fleetresource.FluxSettings(ctx, prior.Delivery, fleetresource.NoFluxWriteOnly())
-		diags.Append(d...)
-		return &engineRef{Flux: settings}, diags
-	case before != after:
-		return &engineRef{}, diags
-	case prior.private.MovingFrom != nil && prior.private.MovingFrom.engine() != after:
-		return prior.private.MovingFrom, diags
-	}
-	return nil, diags
+	return fleetresource.MovingFrom(ctx, plan.Delivery, prior.Delivery, prior.private.MovingFrom)
 }
 
 // settleMove ends the move from another engine once the fleet as apply left it (after) holds no

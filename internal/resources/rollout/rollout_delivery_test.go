@@ -97,7 +97,7 @@ func TestMovingFrom(t *testing.T) {
 		}
 		name := ""
 		if got != nil {
-			name = got.engine()
+			name = got.Engine()
 		}
 		if name != tc.want {
 			t.Errorf("%s: moving from %q, want %q", tc.name, name, tc.want)

@@ -39,19 +39,8 @@ type privateState struct {
 	Bridged *bool
 }
 
-// engineRef is an engine as the private state keeps it: Flux with its settings (never the
-// credentials: FluxSettings keeps them out of JSON), or direct delivery (Flux nil).
-type engineRef struct {
-	Flux *delivery.FluxSettings `json:"flux,omitempty"`
-}
-
-// engine names ref's engine as fleetresource.EngineOf does.
-func (ref *engineRef) engine() string {
-	if ref.Flux != nil {
-		return "flux"
-	}
-	return "direct"
-}
+// engineRef is an engine as the private state keeps it (fleetresource.EngineRef).
+type engineRef = fleetresource.EngineRef
 
 // clusterRecord is one cluster's records, as the last refresh or apply read them.
 type clusterRecord struct {
