@@ -23,6 +23,7 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/gradual-dev/terraform-provider-gradual/internal/clock"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/testbed"
 )
 
@@ -217,7 +218,7 @@ func runCurve(ctx context.Context, c config, f *testbed.Fleet, sizes []int, logf
 	for _, n := range sizes {
 		targets := all[:n]
 		label := fmt.Sprintf("bench-n%d", n)
-		t0 := time.Now()
+		t0 := clock.System{}.Now()
 		if err := labelClusters(ctx, mc, f.Namespace, targets, label); err != nil {
 			return points, err
 		}
@@ -391,7 +392,7 @@ func (p *providerSide) measure(ctx context.Context, dir, logName string, timeout
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	cmd.WaitDelay = 10 * time.Second
-	start := time.Now()
+	start := clock.System{}.Now()
 	if err := cmd.Start(); err != nil {
 		return step{}, err
 	}
@@ -428,7 +429,7 @@ func (k *kubectlSide) runBounded(ctx context.Context, ns string, limit int) (tim
 	}
 	ctx, cancel := context.WithTimeout(ctx, curveApplyTimeout)
 	defer cancel()
-	start := time.Now()
+	start := clock.System{}.Now()
 	var g errgroup.Group
 	g.SetLimit(limit)
 	errs := make([]error, len(k.targets))
@@ -535,7 +536,7 @@ func curveCSV(points []curvePoint, cli string) string {
 func curveMarkdown(points []curvePoint, servers int, cli string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "Measured %s on %s (%d CPUs, %s), %d kwok API servers, driven by %s.\n\n",
-		time.Now().UTC().Format("2006-01-02 15:04 UTC"), cpuModel(), runtime.NumCPU(), memTotal(), servers, cli)
+		clock.System{}.Now().UTC().Format("2006-01-02 15:04 UTC"), cpuModel(), runtime.NumCPU(), memTotal(), servers, cli)
 	all := points
 	points = slices.DeleteFunc(slices.Clone(points), func(pt curvePoint) bool { return pt.engine == engineFlux })
 	b.WriteString("| Clusters | plan | plan lines | first apply | provider CPU (apply) | CPU per cluster | no-change plan | no-change plan lines | provider peak RSS (plan / apply / no-change) | kubectl apply + wait | apply / kubectl |\n")

@@ -40,6 +40,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/gradual-dev/terraform-provider-gradual/internal/clock"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/testbed"
 )
 
@@ -121,7 +122,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	logf := func(format string, a ...any) {
-		_, _ = fmt.Fprintf(stderr, "[bench %s] %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, a...))
+		_, _ = fmt.Fprintf(stderr, "[bench %s] %s\n", clock.System{}.Now().Format("15:04:05"), fmt.Sprintf(format, a...))
 	}
 
 	f, err := testbed.Load(c.fleetDir)
@@ -439,7 +440,7 @@ func (k *kubectlSide) run(ctx context.Context, i int) (time.Duration, error) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, waitTimeout+time.Minute)
 	defer cancel()
-	start := time.Now()
+	start := clock.System{}.Now()
 	var wg sync.WaitGroup
 	errs := make([]error, len(k.targets))
 	for j, w := range k.targets {

@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/gradual-dev/terraform-provider-gradual/internal/clock"
 )
 
 // The no-change plan is timed once the machine has settled: right after an apply through Flux
@@ -28,7 +30,7 @@ type settled struct {
 }
 
 func settle(ctx context.Context, read func() (busy, total uint64, err error)) (settled, error) {
-	start := time.Now()
+	start := clock.System{}.Now()
 	for {
 		b0, t0, err := read()
 		if err != nil {

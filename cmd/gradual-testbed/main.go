@@ -25,6 +25,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/gradual-dev/terraform-provider-gradual/internal/clock"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/testbed"
 )
 
@@ -118,7 +119,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		*dir = filepath.Join(cache, "testbed", "default")
 	}
 	logf := func(format string, a ...any) {
-		fmt.Fprintf(stderr, "[testbed %s] %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, a...))
+		fmt.Fprintf(stderr, "[testbed %s] %s\n", clock.System{}.Now().Format("15:04:05"), fmt.Sprintf(format, a...))
 	}
 	switch cmd {
 	case "up":
@@ -355,7 +356,7 @@ func clusterAPICommand(ctx context.Context, f *testbed.Fleet, cmd string, args [
 	if err := f.RegisterTestExtension(ctx, "test-extension"); err != nil {
 		return err
 	}
-	t0 := time.Now()
+	t0 := clock.System{}.Now()
 	if err := f.ProvisionInMemory(ctx, clusters...); err != nil {
 		return err
 	}

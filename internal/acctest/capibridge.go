@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/gradual-dev/terraform-provider-gradual/internal/clock"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/testbed"
 )
 
@@ -63,7 +64,7 @@ func AwaitBridged(t *testing.T, f *testbed.Fleet, cluster, ns string, names []st
 	if err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(within)
+	deadline := clock.System{}.Now().Add(within)
 	for {
 		uids := map[string]types.UID{}
 		for _, n := range names {
@@ -75,7 +76,7 @@ func AwaitBridged(t *testing.T, f *testbed.Fleet, cluster, ns string, names []st
 		if len(uids) == len(names) {
 			return uids
 		}
-		if time.Now().After(deadline) {
+		if (clock.System{}).Now().After(deadline) {
 			t.Fatalf("%s got %d of the %d modules from the bridge within %s", cluster, len(uids), len(names), within)
 		}
 		time.Sleep(500 * time.Millisecond)
@@ -86,13 +87,13 @@ func AwaitBridged(t *testing.T, f *testbed.Fleet, cluster, ns string, names []st
 // and returns that output.
 func AwaitPlan(ctx context.Context, t *testing.T, cli, work, rc, want string) string {
 	t.Helper()
-	deadline := time.Now().Add(time.Minute)
+	deadline := clock.System{}.Now().Add(time.Minute)
 	for {
 		out, _ := RunCLI(ctx, t, cli, work, rc, "plan")
 		if strings.Contains(out, want) {
 			return out
 		}
-		if time.Now().After(deadline) {
+		if (clock.System{}).Now().After(deadline) {
 			t.Fatalf("no plan within a minute says %q; the last:\n%s", want, Tail(out, 60))
 		}
 		time.Sleep(2 * time.Second)
