@@ -482,6 +482,27 @@ func readable(s string, n int) string {
 	return out
 }
 
+// SourceName names the OCIRepository of key's artifact digest in a namespace: one per artifact
+// (a revision, or one cluster's rendering of it with values), shared by the Kustomizations of
+// every cluster there that runs it, so that source-controller pulls each artifact once per
+// namespace rather than once per cluster.
+func SourceName(key records.Key, digest string) string {
+	sum := sha256.Sum256([]byte(key.String() + "\x00" + digest))
+	return "gradual-" + readable(key.Name, 30) + "-" + hex.EncodeToString(sum[:])[:12]
+}
+
+// source is the OCIRepository of key's artifact digest in namespace (SourceName). It names no
+// cluster: it serves them all.
+func (d *Delivery) source(namespace, digest string) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(OCIRepositoryKind)
+	u.SetNamespace(namespace)
+	u.SetName(SourceName(d.key, digest))
+	u.SetLabels(map[string]string{records.LabelManagedBy: records.ManagedBy, records.LabelRollout: d.key.Hash()})
+	u.SetAnnotations(map[string]string{records.AnnotationRolloutKey: d.key.String()})
+	return u
+}
+
 func (d *Delivery) object(gvk schema.GroupVersionKind, namespace, cluster string) *unstructured.Unstructured {
 	u := &unstructured.Unstructured{}
 	u.SetGroupVersionKind(gvk)
@@ -495,12 +516,15 @@ func (d *Delivery) object(gvk schema.GroupVersionKind, namespace, cluster string
 }
 
 // Pin makes Flux apply the artifact digest to cluster (a Cluster in namespace): the
-// OCIRepository pinned to it and the Kustomization that applies it through the Cluster's
-// kubeconfig Secret, created or updated by server-side apply. timeout is the Kustomization's
+// OCIRepository pinned to it (SourceName: shared by every cluster of the namespace on that
+// artifact) and the cluster's Kustomization that applies it through the Cluster's kubeconfig
+// Secret, both created or updated by server-side apply. timeout is the Kustomization's
 // wait timeout: KustomizationTimeout of verify.timeout.
 func (d *Delivery) Pin(ctx context.Context, namespace, cluster, digest string, timeout time.Duration) error {
 	name := ObjectName(d.key, cluster)
-	src := d.object(OCIRepositoryKind, namespace, cluster)
+	src := d.source(namespace, digest)
+	// A sweep (Sweep) in this process leaves the source alone until its Kustomization names it.
+	defer pinning(namespace, src.GetName())()
 	spec := map[string]any{
 		"url":      d.settings.Repository,
 		"ref":      map[string]any{"digest": digest},
@@ -517,7 +541,7 @@ func (d *Delivery) Pin(ctx context.Context, namespace, cluster, digest string, t
 	src.Object["spec"] = spec
 	ks := d.object(KustomizationKind, namespace, cluster)
 	ks.Object["spec"] = map[string]any{
-		"sourceRef":     map[string]any{"kind": OCIRepositoryKind.Kind, "name": name},
+		"sourceRef":     map[string]any{"kind": OCIRepositoryKind.Kind, "name": src.GetName()},
 		"path":          "./",
 		"interval":      "10m",
 		"retryInterval": "5s",
@@ -554,6 +578,8 @@ type Status struct {
 	// handled (RequestReconcile).
 	Handled   string
 	Suspended bool
+	// Source is the name of the OCIRepository the Kustomization applies (spec.sourceRef.name).
+	Source string
 }
 
 // On reports whether the status shows digest applied and ready.
@@ -607,13 +633,13 @@ func statusOf(ks *unstructured.Unstructured) Status {
 // rate limit).
 type Objects struct {
 	status map[string]Status // by cluster; absent: no Kustomization
-	pinned map[string]string // by cluster, the digest its OCIRepository is pinned to; absent: none
+	pinned map[string]string // by cluster, the digest its Kustomization's OCIRepository is pinned to; absent: none
 }
 
 // Status is cluster's Kustomization's status (Exists false when it has none), as Read says.
 func (o *Objects) Status(cluster string) Status { return o.status[cluster] }
 
-// Pinned is the digest cluster's OCIRepository is pinned to, as Pinned says.
+// Pinned is the digest cluster's Kustomization's OCIRepository is pinned to, as Pinned says.
 func (o *Objects) Pinned(cluster string) (string, bool) {
 	digest, ok := o.pinned[cluster]
 	return digest, ok
@@ -623,27 +649,26 @@ func (o *Objects) Pinned(cluster string) (string, bool) {
 // thousands is read in pages rather than one response the API server must build whole.
 const listPage = 500
 
-// ReadAll reads the rollout's Kustomizations and OCIRepositories in namespace. Objects that carry
-// the rollout's label but are not its objects for the cluster they name (their name is not
-// ObjectName of the rollout and that cluster: a copy, or someone else's) are left out, as Read,
-// which reads by name, would never see them.
+// ReadAll reads the rollout's Kustomizations and OCIRepositories in namespace. Kustomizations
+// that carry the rollout's label but are not its objects for the cluster they name (their name
+// is not ObjectName of the rollout and that cluster: a copy, or someone else's) are left out, as
+// Read, which reads by name, would never see them.
 func (d *Delivery) ReadAll(ctx context.Context, namespace string) (*Objects, error) {
 	objs := &Objects{status: map[string]Status{}, pinned: map[string]string{}}
+	sources := map[string]string{} // the OCIRepositories by name: their digest
 	// The two lists go out together: a no-change plan of a large fleet waits on the management
 	// API server, not on the provider's CPU, and each list is its own pages in sequence.
 	var g errgroup.Group
 	for _, gvk := range []schema.GroupVersionKind{KustomizationKind, OCIRepositoryKind} {
 		g.Go(func() error {
 			err := d.list(ctx, gvk, namespace, func(u *unstructured.Unstructured) {
-				cluster := u.GetAnnotations()[annotationClusterName]
-				if cluster == "" || u.GetName() != ObjectName(d.key, cluster) {
+				if gvk == OCIRepositoryKind {
+					sources[u.GetName()], _, _ = unstructured.NestedString(u.Object, "spec", "ref", "digest")
 					return
 				}
-				if gvk == KustomizationKind {
+				if cluster := u.GetAnnotations()[annotationClusterName]; cluster != "" && u.GetName() == ObjectName(d.key, cluster) {
 					objs.status[cluster] = statusOf(u)
-					return
 				}
-				objs.pinned[cluster], _, _ = unstructured.NestedString(u.Object, "spec", "ref", "digest")
 			})
 			if err != nil {
 				return fmt.Errorf("list the %ss of %s in namespace %s: %w", gvk.Kind, d.key.Describe(), namespace, err)
@@ -653,6 +678,11 @@ func (d *Delivery) ReadAll(ctx context.Context, namespace string) (*Objects, err
 	}
 	if err := g.Wait(); err != nil {
 		return nil, err
+	}
+	for cluster, st := range objs.status {
+		if digest, ok := sources[st.Source]; ok {
+			objs.pinned[cluster] = digest
+		}
 	}
 	return objs, nil
 }
@@ -681,18 +711,33 @@ func (d *Delivery) list(ctx context.Context, gvk schema.GroupVersionKind, namesp
 	}
 }
 
-// Pinned reads the digest cluster's OCIRepository is pinned to; "" and false when it does not
-// exist.
+// Pinned reads the digest cluster's Kustomization's OCIRepository is pinned to; "" and false
+// when either does not exist.
 func (d *Delivery) Pinned(ctx context.Context, namespace, cluster string) (string, bool, error) {
-	src := d.object(OCIRepositoryKind, namespace, cluster)
-	if err := d.mgmt.Get(ctx, client.ObjectKeyFromObject(src), src); err != nil {
-		if apierrors.IsNotFound(err) {
-			return "", false, nil
-		}
+	src, err := d.Source(ctx, namespace, cluster)
+	if err != nil || src == nil {
 		return "", false, err
 	}
 	digest, _, _ := unstructured.NestedString(src.Object, "spec", "ref", "digest")
 	return digest, true, nil
+}
+
+// Source reads the OCIRepository cluster's Kustomization applies; nil when either does not exist.
+func (d *Delivery) Source(ctx context.Context, namespace, cluster string) (*unstructured.Unstructured, error) {
+	ks := d.object(KustomizationKind, namespace, cluster)
+	if err := d.mgmt.Get(ctx, client.ObjectKeyFromObject(ks), ks); err != nil {
+		return nil, client.IgnoreNotFound(err)
+	}
+	name, _, _ := unstructured.NestedString(ks.Object, "spec", "sourceRef", "name")
+	if name == "" {
+		return nil, nil
+	}
+	src := &unstructured.Unstructured{}
+	src.SetGroupVersionKind(OCIRepositoryKind)
+	if err := d.mgmt.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, src); err != nil {
+		return nil, client.IgnoreNotFound(err)
+	}
+	return src, nil
 }
 
 // Drift is Flux's view of a cluster the records say runs a revision, when it disagrees: its
@@ -782,10 +827,8 @@ func fluxError(v blame.Verdict, what string) error {
 
 // Remove deletes cluster's Kustomization (Flux prunes what it applied there, but what keptByFlux
 // marks; with orphan nothing: its spec.prune is turned off first, which kustomize-controller reads
-// as it finalizes the deletion) and then its OCIRepository, and returns once both are gone or ctx
-// ends. It waits for the OCIRepository too: source-controller holds it with a finalizer until it
-// has dropped the artifact, and a destroy that returned before then would leave an object behind
-// that it reported removed.
+// as it finalizes the deletion), and then the rollout's OCIRepositories in namespace that no
+// Kustomization names any more (Sweep), and returns once they are gone or ctx ends.
 func (d *Delivery) Remove(ctx context.Context, namespace, cluster string, poll time.Duration, orphan bool) error {
 	if orphan {
 		if err := d.stopPruning(ctx, namespace, cluster); err != nil {
@@ -795,7 +838,69 @@ func (d *Delivery) Remove(ctx context.Context, namespace, cluster string, poll t
 	if err := d.deleteAndWait(ctx, d.object(KustomizationKind, namespace, cluster), "Flux prunes before it goes", poll); err != nil {
 		return err
 	}
-	return d.deleteAndWait(ctx, d.object(OCIRepositoryKind, namespace, cluster), "source-controller drops the artifact before it goes", poll)
+	return d.Sweep(ctx, namespace, poll)
+}
+
+// Sweep deletes the rollout's OCIRepositories in namespace that none of its Kustomizations
+// names (the artifacts no cluster runs any more, once every cluster moved on or left), except
+// those a Pin of this process is writing a Kustomization for, and returns once they are gone or
+// ctx ends. It waits for them: source-controller holds each with a finalizer until it has dropped
+// the artifact, and a destroy that returned before then would leave an object behind that it
+// reported removed. Removals that run side by side each sweep; the last one to see its
+// Kustomization gone sees every other one gone too.
+func (d *Delivery) Sweep(ctx context.Context, namespace string, poll time.Duration) error {
+	named := map[string]bool{}
+	if err := d.list(ctx, KustomizationKind, namespace, func(u *unstructured.Unstructured) {
+		name, _, _ := unstructured.NestedString(u.Object, "spec", "sourceRef", "name")
+		named[name] = true
+	}); err != nil {
+		return fmt.Errorf("list the Kustomizations of %s in namespace %s: %w", d.key.Describe(), namespace, err)
+	}
+	var unused []*unstructured.Unstructured
+	if err := d.list(ctx, OCIRepositoryKind, namespace, func(u *unstructured.Unstructured) {
+		if !named[u.GetName()] && !inPin(namespace, u.GetName()) {
+			unused = append(unused, u)
+		}
+	}); err != nil {
+		return fmt.Errorf("list the OCIRepositories of %s in namespace %s: %w", d.key.Describe(), namespace, err)
+	}
+	for _, src := range unused {
+		if err := d.deleteAndWait(ctx, src, "source-controller drops the artifact before it goes", poll); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// pins counts the Pins of this process under way, by OCIRepository ("namespace/name"): a Sweep
+// running beside them (another cluster's removal in the same run) must not delete the source a
+// Pin has just written but not yet named in its Kustomization. Only this process pins the
+// rollout: the Lease keeps every other out.
+var pins = struct {
+	sync.Mutex
+	n map[string]int
+}{n: map[string]int{}}
+
+// pinning counts a Pin of namespace/name under way until the returned func is called.
+func pinning(namespace, name string) (done func()) {
+	key := namespace + "/" + name
+	pins.Lock()
+	pins.n[key]++
+	pins.Unlock()
+	return func() {
+		pins.Lock()
+		if pins.n[key]--; pins.n[key] <= 0 {
+			delete(pins.n, key)
+		}
+		pins.Unlock()
+	}
+}
+
+// inPin says whether a Pin of this process is writing namespace/name's Kustomization.
+func inPin(namespace, name string) bool {
+	pins.Lock()
+	defer pins.Unlock()
+	return pins.n[namespace+"/"+name] > 0
 }
 
 // deleteAndWait deletes obj and polls until the API server no longer has it (its controller's

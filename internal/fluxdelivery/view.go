@@ -17,7 +17,10 @@ type kustomizationView struct {
 	metav1.TypeMeta `json:",inline"`
 	viewMeta        `json:"metadata,omitempty"`
 	Spec            struct {
-		Suspend bool `json:"suspend,omitempty"`
+		Suspend   bool `json:"suspend,omitempty"`
+		SourceRef struct {
+			Name string `json:"name,omitempty"`
+		} `json:"sourceRef"`
 	} `json:"spec"`
 	Status struct {
 		LastAppliedRevision    string             `json:"lastAppliedRevision,omitempty"`
@@ -59,7 +62,8 @@ func (k *kustomizationView) deepCopy() kustomizationView {
 // status is what the Kustomization says, as statusOf.
 func (k *kustomizationView) status() Status {
 	st := Status{Exists: true, Ready: "Unknown", Applied: k.Status.LastAppliedRevision,
-		Attempted: k.Status.LastAttemptedRevision, Handled: k.Status.LastHandledReconcileAt, Suspended: k.Spec.Suspend}
+		Attempted: k.Status.LastAttemptedRevision, Handled: k.Status.LastHandledReconcileAt, Suspended: k.Spec.Suspend,
+		Source: k.Spec.SourceRef.Name}
 	for _, c := range k.Status.Conditions {
 		if c.Type != "Ready" {
 			continue
