@@ -345,7 +345,8 @@ func (f *fakeKustomizeController) sourceOf(ctx context.Context, fc *fluxCluster,
 	src := &unstructured.Unstructured{}
 	src.SetGroupVersionKind(fluxdelivery.OCIRepositoryKind)
 	src.SetNamespace(f.ns)
-	src.SetName(ks.GetName())
+	name, _, _ := unstructured.NestedString(ks.Object, "spec", "sourceRef", "name")
+	src.SetName(name)
 	if err := f.base.Get(ctx, client.ObjectKeyFromObject(src), src); err != nil {
 		if !apierrors.IsNotFound(err) {
 			f.t.Errorf("%s: the Kustomization's OCIRepository: %v", fc.name, err)

@@ -272,17 +272,36 @@ type fluxRun struct {
 // start watches the rollout's Kustomizations for the run's verifications (no watch when the
 // service was given a client only, as unit tests do: each verification reads).
 func (r *fluxRun) start(ctx context.Context) func() {
-	if r.w.svc.mgmt.RESTConfig == nil {
-		return func() {}
+	stop := func() {}
+	if r.w.svc.mgmt.RESTConfig != nil {
+		if c, err := fluxdelivery.NewStatusClient(r.w.svc.mgmt.RESTConfig); err == nil {
+			var watchCtx context.Context
+			watchCtx, stop = context.WithCancel(ctx)
+			r.statuses = r.d.WatchStatuses(watchCtx, c, r.w.spec.ClusterNamespace)
+		}
 	}
-	c, err := fluxdelivery.NewStatusClient(r.w.svc.mgmt.RESTConfig)
-	if err != nil {
-		return func() {}
+	return func() {
+		stop()
+		r.sweep(ctx)
 	}
-	watchCtx, stop := context.WithCancel(ctx)
-	r.statuses = r.d.WatchStatuses(watchCtx, c, r.w.spec.ClusterNamespace)
-	return stop
 }
+
+// sweep deletes, at the end of a run, the OCIRepositories of the rollout's artifacts that no
+// Kustomization names any more (the revision every cluster moved off, a rendering a restore
+// replaced). Best effort, within sweepTimeout and without waiting for source-controller to let
+// them go: one left behind (the management cluster unreachable, the run cancelled) serves
+// nothing, and the next run's sweep, or a removal's, deletes it.
+func (r *fluxRun) sweep(ctx context.Context) {
+	if ctx.Err() != nil {
+		return
+	}
+	ctx, cancel := r.w.svc.clock.WithTimeout(ctx, sweepTimeout)
+	defer cancel()
+	_ = r.d.Sweep(ctx, r.w.spec.ClusterNamespace, 0)
+}
+
+// sweepTimeout bounds the sweep at the end of a run: two lists and a delete or two.
+const sweepTimeout = 30 * time.Second
 
 // batch focuses the watch on the batch's clusters: only they change until it is done.
 func (r *fluxRun) batch(targets []string) {

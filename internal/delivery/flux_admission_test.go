@@ -89,7 +89,7 @@ webhooks:
 	addArtifact("", restored.Objects)
 	addArtifact("", fluxdelivery.Disarmed(restored.Objects))
 	kc := &webhookController{t: t, mgmt: mgmt, ks: fluxObject(fluxdelivery.KustomizationKind, fluxdelivery.ObjectName(w.spec.Key, "c1")),
-		src: fluxObject(fluxdelivery.OCIRepositoryKind, fluxdelivery.ObjectName(w.spec.Key, "c1")), contents: contents}
+		src: fluxObject(fluxdelivery.OCIRepositoryKind, ""), contents: contents}
 	go kc.run(ctx)
 
 	if err := w.Apply(ctx, "c1", "r2"); err != nil {
@@ -151,7 +151,13 @@ func (c *webhookController) run(ctx context.Context) {
 	for ctx.Err() == nil {
 		time.Sleep(5 * time.Millisecond)
 		ks, src := c.ks.DeepCopy(), c.src.DeepCopy()
-		if c.mgmt.Get(ctx, client.ObjectKeyFromObject(ks), ks) != nil || c.mgmt.Get(ctx, client.ObjectKeyFromObject(src), src) != nil {
+		if c.mgmt.Get(ctx, client.ObjectKeyFromObject(ks), ks) != nil {
+			continue
+		}
+		// The OCIRepository the Kustomization names: one per artifact, shared by the clusters.
+		name, _, _ := unstructured.NestedString(ks.Object, "spec", "sourceRef", "name")
+		src.SetName(name)
+		if c.mgmt.Get(ctx, client.ObjectKeyFromObject(src), src) != nil {
 			continue
 		}
 		digest, _, _ := unstructured.NestedString(src.Object, "spec", "ref", "digest")

@@ -5,9 +5,7 @@ import (
 	"slices"
 	"testing"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/gradual-dev/terraform-provider-gradual/internal/engine"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/fleet"
@@ -60,6 +58,9 @@ func TestFluxDestroyRemovesDeletedClusters(t *testing.T) {
 	if err := w.Apply(ctx, "c1", "r1"); err != nil {
 		t.Fatal(err)
 	}
+	if got := rolloutFluxObjects(t, mgmt, w.spec.Key, fluxdelivery.OCIRepositoryKind); len(got) != 1 {
+		t.Fatalf("OCIRepositories of the rollout once pinned: %v, want one", got)
+	}
 	// Its records, as a run that pinned it leaves them (a Kustomization the rollout has no record
 	// of is left alone: TestFluxDestroyLeavesUnrecordedKustomizations).
 	canonical, err := w.spec.Objects.Canonical()
@@ -79,11 +80,9 @@ func TestFluxDestroyRemovesDeletedClusters(t *testing.T) {
 	if _, err := w.svc.Destroy(ctx, DestroyRequest{Spec: w.spec, Query: fleet.Query{Namespace: "fleet"}}); err != nil {
 		t.Fatal(err)
 	}
-	name := fluxdelivery.ObjectName(w.spec.Key, "c1")
 	for _, gvk := range []schema.GroupVersionKind{fluxdelivery.KustomizationKind, fluxdelivery.OCIRepositoryKind} {
-		o := fluxObject(gvk, name)
-		if err := mgmt.Get(ctx, client.ObjectKeyFromObject(o), o); !apierrors.IsNotFound(err) {
-			t.Errorf("%s of the deleted cluster after destroy: %v, want it gone", gvk.Kind, err)
+		if got := rolloutFluxObjects(t, mgmt, w.spec.Key, gvk); len(got) > 0 {
+			t.Errorf("%ss of the deleted cluster after destroy: %v, want them gone", gvk.Kind, got)
 		}
 	}
 }

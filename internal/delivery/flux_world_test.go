@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/registry"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -111,13 +110,15 @@ func TestFluxClusterLeaving(t *testing.T) {
 	if deps, _, _ := unstructured.NestedSlice(ks.Object, "spec", "dependsOn"); len(deps) != 1 {
 		t.Fatal("the pinned Kustomization has no dependsOn")
 	}
+	if got := rolloutFluxObjects(t, mgmt, w.spec.Key, fluxdelivery.OCIRepositoryKind); len(got) != 1 {
+		t.Fatalf("OCIRepositories of the rollout once pinned: %v, want one", got)
+	}
 	if _, err := w.svc.destroyCluster(ctx, w.spec, "c1", false); err != nil {
 		t.Fatal(err)
 	}
 	for _, gvk := range []schema.GroupVersionKind{fluxdelivery.KustomizationKind, fluxdelivery.OCIRepositoryKind} {
-		o := fluxObject(gvk, name)
-		if err := mgmt.Get(ctx, client.ObjectKeyFromObject(o), o); !apierrors.IsNotFound(err) {
-			t.Errorf("%s after the cluster left: %v, want it deleted", gvk.Kind, err)
+		if got := rolloutFluxObjects(t, mgmt, w.spec.Key, gvk); len(got) > 0 {
+			t.Errorf("%ss after the cluster left: %v, want them deleted", gvk.Kind, got)
 		}
 	}
 	state, err := store.Load(ctx, rkey)
@@ -130,6 +131,22 @@ func TestFluxClusterLeaving(t *testing.T) {
 }
 
 // fluxObject is the Flux object of kind gvk called name in the Clusters' namespace, to read.
+// rolloutFluxObjects names the objects of kind gvk in namespace fleet that carry key's rollout
+// label: the Kustomizations of its clusters, and the OCIRepositories they share.
+func rolloutFluxObjects(t *testing.T, mgmt client.Client, key records.Key, gvk schema.GroupVersionKind) []string {
+	t.Helper()
+	list := &unstructured.UnstructuredList{}
+	list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
+	if err := mgmt.List(context.Background(), list, client.InNamespace("fleet"), client.MatchingLabels{records.LabelRollout: key.Hash()}); err != nil {
+		t.Fatalf("list %ss: %v", gvk.Kind, err)
+	}
+	var names []string
+	for _, o := range list.Items {
+		names = append(names, o.GetName())
+	}
+	return names
+}
+
 func fluxObject(gvk schema.GroupVersionKind, name string) *unstructured.Unstructured {
 	u := &unstructured.Unstructured{}
 	u.SetGroupVersionKind(gvk)

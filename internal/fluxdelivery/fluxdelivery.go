@@ -847,7 +847,8 @@ func (d *Delivery) Remove(ctx context.Context, namespace, cluster string, poll t
 // ctx ends. It waits for them: source-controller holds each with a finalizer until it has dropped
 // the artifact, and a destroy that returned before then would leave an object behind that it
 // reported removed. Removals that run side by side each sweep; the last one to see its
-// Kustomization gone sees every other one gone too.
+// Kustomization gone sees every other one gone too. With poll 0 it deletes without waiting: the
+// end of a run, where nothing was reported removed.
 func (d *Delivery) Sweep(ctx context.Context, namespace string, poll time.Duration) error {
 	named := map[string]bool{}
 	if err := d.list(ctx, KustomizationKind, namespace, func(u *unstructured.Unstructured) {
@@ -865,6 +866,12 @@ func (d *Delivery) Sweep(ctx context.Context, namespace string, poll time.Durati
 		return fmt.Errorf("list the OCIRepositories of %s in namespace %s: %w", d.key.Describe(), namespace, err)
 	}
 	for _, src := range unused {
+		if poll == 0 {
+			if err := d.mgmt.Delete(ctx, src); client.IgnoreNotFound(err) != nil {
+				return fmt.Errorf("delete OCIRepository %s/%s: %w", namespace, src.GetName(), err)
+			}
+			continue
+		}
 		if err := d.deleteAndWait(ctx, src, "source-controller drops the artifact before it goes", poll); err != nil {
 			return err
 		}
