@@ -73,6 +73,9 @@ type Spec struct {
 	// template and these rules; each cluster's record holds what was rendered for it.
 	Values   *Values
 	Rendered map[string]*manifest.Set
+	// Variables are, by cluster name, the variables Render substituted there: through Flux the
+	// artifact is the template, and each cluster's Kustomization substitutes them itself.
+	Variables map[string]map[string]string
 	// Stages, when set, are resolved against the fleet into Policy.Stages each time it is read
 	// (plan and apply); Policy.PromoteUntil names the last one this apply carries the revision to.
 	Stages []StageSpec

@@ -157,7 +157,7 @@ func (f *fakeKustomizeController) addCluster(name, digest string, fault fluxFaul
 	}
 	ctx := context.Background()
 	d := fluxdelivery.New(f.base, fluxdelivery.Settings{Repository: "oci://registry.invalid/gradual/web"}, f.key)
-	if err := d.Pin(ctx, f.ns, name, digest, time.Minute); err != nil {
+	if _, err := d.Pin(ctx, f.ns, name, fluxdelivery.Pinning{Digest: digest, Timeout: time.Minute}); err != nil {
 		f.t.Fatal(err)
 	}
 	ks := f.kustomization(name)

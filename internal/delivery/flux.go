@@ -262,7 +262,10 @@ type fluxRun struct {
 	// for each cluster's pin and again for its verification).
 	// requests counts the reconciles this run asked for (confirm), to make each token unique.
 	requests atomic.Int64
-	desired  struct {
+	// generations are, by target, the Kustomization's generation this run's last pin wrote
+	// (int64): a status about an older one is not about that pin.
+	generations sync.Map
+	desired     struct {
 		once      sync.Once
 		manifests []byte
 		err       error
@@ -336,7 +339,7 @@ func (r *fluxRun) held(target string) string {
 // from a cluster's records (rendered as that cluster got it): tagged revision-<content hash>, so
 // that clusters rendered alike share one and no cluster is given another's rendering.
 func (r *fluxRun) fluxArtifact(ctx context.Context, target, revision string) (tag string, manifests []byte, err error) {
-	if revision == r.w.spec.Revision && r.w.spec.Values == nil {
+	if revision == r.w.spec.Revision {
 		d := &r.desired
 		d.once.Do(func() { _, d.manifests, d.err = r.makeArtifact(ctx, target, revision) })
 		return revision, d.manifests, d.err
@@ -347,27 +350,26 @@ func (r *fluxRun) fluxArtifact(ctx context.Context, target, revision string) (ta
 // makeArtifact is fluxArtifact, made.
 func (r *fluxRun) makeArtifact(ctx context.Context, target, revision string) (tag string, manifests []byte, err error) {
 	w := r.w
-	var state *records.State
-	if revision != w.spec.Revision {
-		if state, err = w.svc.fluxStore(w.spec.RecordNamespace).Load(ctx, FluxRecordKey(w.spec.Key, target)); err != nil {
-			return "", nil, fmt.Errorf("read records: %w", err)
+	if revision == w.spec.Revision {
+		// The bundle as given (with values, the template each Kustomization renders), and the
+		// desired revision's check Job; a restored one is not checked, as delivering directly.
+		objs, err := w.spec.fluxObjects(r.settings, w.spec.Objects.Objects, target)
+		if err != nil {
+			return "", nil, err
 		}
+		manifests, err = fluxdelivery.Manifests(objs)
+		return revision, manifests, err
+	}
+	state, err := w.svc.fluxStore(w.spec.RecordNamespace).Load(ctx, FluxRecordKey(w.spec.Key, target))
+	if err != nil {
+		return "", nil, fmt.Errorf("read records: %w", err)
 	}
 	objs, err := w.objectsOf(state, target, revision)
 	if err != nil {
 		return "", nil, err
 	}
-	if revision == w.spec.Revision {
-		// The desired revision's check Job; a restored one is not checked, as delivering directly.
-		if objs, err = w.spec.fluxObjects(r.settings, objs, target); err != nil {
-			return "", nil, err
-		}
-	}
 	if manifests, err = fluxdelivery.Manifests(objs); err != nil {
 		return "", nil, err
-	}
-	if revision == w.spec.Revision && w.spec.Values == nil {
-		return revision, manifests, nil
 	}
 	sum := sha256.Sum256(manifests)
 	return revision + "-" + hex.EncodeToString(sum[:])[:12], manifests, nil
@@ -409,11 +411,28 @@ func (r *fluxRun) fluxPin(ctx context.Context, target, revision string) error {
 	if err != nil {
 		return err // an infrastructure failure: the registry, never the revision
 	}
-	d := r.d
-	if revision != r.w.spec.Revision {
-		d = r.restored
+	d, p := r.d, fluxdelivery.Pinning{Digest: digest, Timeout: r.w.spec.Policy.VerifyTimeout}
+	switch {
+	case revision != r.w.spec.Revision:
+		d = r.restored // a rendering the records hold: applied as it is
+	case r.w.spec.Values != nil:
+		// The artifact is the template: the cluster's Kustomization substitutes its variables.
+		if p.Substitute = r.w.spec.Variables[target]; p.Substitute == nil {
+			return fmt.Errorf("the manifests were not rendered for cluster %s (it was not eligible when the fleet was read); the next plan renders it", target)
+		}
 	}
-	return d.Pin(ctx, r.w.spec.ClusterNamespace, target, digest, r.w.spec.Policy.VerifyTimeout)
+	return r.pin(ctx, d, target, p)
+}
+
+// pin pins target through d and keeps the Kustomization's generation it wrote, which the
+// verifications that follow wait for (waitOn).
+func (r *fluxRun) pin(ctx context.Context, d *fluxdelivery.Delivery, target string, p fluxdelivery.Pinning) error {
+	generation, err := d.Pin(ctx, r.w.spec.ClusterNamespace, target, p)
+	if err != nil {
+		return err
+	}
+	r.generations.Store(target, generation)
+	return nil
 }
 
 // verify waits, within ctx, for the cluster's Kustomization to have target's artifact of
@@ -444,6 +463,9 @@ func (r *fluxRun) waitOn(ctx context.Context, target, digest, token string) erro
 	var last fluxdelivery.Status
 	for poll := fluxPoll; ; poll = fluxBackoff(poll) {
 		st, changed, err := r.fluxStatus(ctx, target)
+		if pinned, ok := r.generations.Load(target); ok {
+			st = st.AsOf(pinned.(int64))
+		}
 		if err == nil && (token == "" || st.Handled == token) {
 			last = st
 			if err := fluxdelivery.Classify(st, digest, false); err != nil {
@@ -554,7 +576,7 @@ func (r *fluxRun) disarm(ctx context.Context, target, revision string) error {
 	if err != nil {
 		return err
 	}
-	if err := r.restored.Pin(ctx, r.w.spec.ClusterNamespace, target, digest, r.w.spec.Policy.VerifyTimeout); err != nil {
+	if err := r.pin(ctx, r.restored, target, fluxdelivery.Pinning{Digest: digest, Timeout: r.w.spec.Policy.VerifyTimeout}); err != nil {
 		return err
 	}
 	return r.waitOn(ctx, target, digest, "")
@@ -840,7 +862,8 @@ func (spec *Spec) fluxObjects(settings FluxSettings, objs []*unstructured.Unstru
 	if err != nil {
 		return nil, err
 	}
-	job, err := spec.CheckJob.ForFlux(target, spec.Revision, spec.Values != nil)
+	// The Job as given: with values a template, rendered with the rest by the Kustomization.
+	job, err := spec.CheckJob.ForFlux(target, spec.Revision, false)
 	if err != nil || job == nil {
 		return objs, err
 	}
@@ -852,18 +875,16 @@ func (spec *Spec) fluxObjects(settings FluxSettings, objs []*unstructured.Unstru
 type FluxArtifact struct {
 	// Ref is the artifact's reference, "oci://host/path:revision".
 	Ref string
-	// Digest is the digest every cluster is pinned to ("sha256:…"); "" with values, where each
-	// cluster's rendering is an artifact of its own (tagged revision-<content hash>), each pinned
-	// to the digest of its own planned content.
+	// Digest is the digest every cluster is pinned to ("sha256:…").
 	Digest string
+	// Template says the artifact is a template (values): each cluster's Kustomization
+	// substitutes the cluster's variables (postBuild.substitute).
+	Template bool
 }
 
 // pinned is the artifact of spec's revision through Flux.
 func (e fluxEngine) pinned(spec Spec) (*FluxArtifact, error) {
-	out := &FluxArtifact{Ref: fluxdelivery.ArtifactRef(e.settings, spec.Revision)}
-	if spec.Values != nil {
-		return out, nil
-	}
+	out := &FluxArtifact{Ref: fluxdelivery.ArtifactRef(e.settings, spec.Revision), Template: spec.Values != nil}
 	objs, err := spec.fluxObjects(e.settings, spec.Objects.Objects, "")
 	if err != nil {
 		return out, err
@@ -881,9 +902,6 @@ func (e fluxEngine) pinned(spec Spec) (*FluxArtifact, error) {
 // artifact under it after the plan), naming the repository, the tag and both digests. With
 // values each cluster's artifact is checked as it is published (fluxPin).
 func (e fluxEngine) checkPinned(s *Service, ctx context.Context, spec Spec) error {
-	if spec.Values != nil {
-		return nil
-	}
 	objs, err := spec.fluxObjects(e.settings, spec.Objects.Objects, "")
 	if err != nil {
 		return err

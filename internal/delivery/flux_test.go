@@ -3,6 +3,7 @@ package delivery
 import (
 	"context"
 	"errors"
+	"maps"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -76,10 +77,11 @@ func TestFluxAsksTheManagementClusterWithoutSecrets(t *testing.T) {
 	}
 }
 
-// TestFluxArtifactPerRendering: without values the desired revision is one artifact tagged by the
-// revision; with values each cluster's rendering is its own artifact, shared by the clusters
-// rendered alike, so that no cluster is pinned to another's rendering.
-func TestFluxArtifactPerRendering(t *testing.T) {
+// TestFluxArtifactIsTheTemplate: the desired revision is one artifact tagged by the revision,
+// with values too: the template, which each cluster's Kustomization renders with the cluster's
+// variables (postBuild.substitute). Every cluster of the namespace shares its OCIRepository; a
+// cluster the plan did not render is refused, never pinned to the template without variables.
+func TestFluxArtifactIsTheTemplate(t *testing.T) {
 	set := func(value string) *manifest.Set {
 		s, err := manifest.Parse("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: zone\n  namespace: default\ndata:\n  zone: " + value + "\n")
 		if err != nil {
@@ -87,32 +89,34 @@ func TestFluxArtifactPerRendering(t *testing.T) {
 		}
 		return s
 	}
+	w, mgmt := fluxWorldOf(t, inMemoryRegistry())
 	ctx := context.Background()
-	plain := &world{spec: Spec{Revision: "abc123", Objects: set("${zone}")}}
-	if tag, _, err := (&fluxRun{w: plain}).fluxArtifact(ctx, "a", "abc123"); err != nil || tag != "abc123" {
-		t.Fatalf("without values: tag %q, %v; want the revision", tag, err)
-	}
-	withValues := &world{spec: Spec{Revision: "abc123", Objects: set("${zone}"), Values: &Values{},
-		Rendered: map[string]*manifest.Set{"a": set("eu"), "b": set("us"), "c": set("eu")}}}
-	tags := map[string]string{}
-	for _, c := range []string{"a", "b", "c"} {
-		tag, manifests, err := (&fluxRun{w: withValues}).fluxArtifact(ctx, c, "abc123")
-		if err != nil {
+	w.spec.Objects, w.spec.Values = set("${zone}"), &Values{}
+	w.spec.Rendered = map[string]*manifest.Set{"a": set("eu"), "b": set("us")}
+	w.spec.Variables = map[string]map[string]string{"a": {"zone": "eu"}, "b": {"zone": "us"}}
+	w.engine = w.svc.engine.run(w)
+	r := w.engine.(*fluxRun)
+	for _, c := range []string{"a", "b"} {
+		tag, manifests, err := r.fluxArtifact(ctx, c, "r1")
+		if err != nil || tag != "r1" || !strings.Contains(string(manifests), "zone: ${zone}") {
+			t.Fatalf("%s: artifact %q %s (%v), want the template tagged by the revision", c, tag, manifests, err)
+		}
+		if err := r.fluxPin(ctx, c, "r1"); err != nil {
 			t.Fatal(err)
 		}
-		if !strings.HasPrefix(tag, "abc123-") {
-			t.Fatalf("%s: tag %q, want the revision and the rendering's hash", c, tag)
+		ks := fluxObject(fluxdelivery.KustomizationKind, fluxdelivery.ObjectName(w.spec.Key, c))
+		if err := mgmt.Get(ctx, client.ObjectKeyFromObject(ks), ks); err != nil {
+			t.Fatal(err)
 		}
-		if !strings.Contains(string(manifests), "zone: "+map[string]string{"a": "eu", "b": "us", "c": "eu"}[c]) {
-			t.Fatalf("%s: artifact %s is not its rendering", c, manifests)
+		if got, _, _ := unstructured.NestedStringMap(ks.Object, "spec", "postBuild", "substitute"); !maps.Equal(got, w.spec.Variables[c]) {
+			t.Errorf("%s: postBuild.substitute %v, want %v", c, got, w.spec.Variables[c])
 		}
-		tags[c] = tag
 	}
-	if tags["a"] == tags["b"] || tags["a"] != tags["c"] {
-		t.Fatalf("tags %v: want a and c alike (same rendering), b apart", tags)
+	if got := rolloutFluxObjects(t, mgmt, w.spec.Key, fluxdelivery.OCIRepositoryKind); len(got) != 1 {
+		t.Errorf("OCIRepositories of two clusters on one template: %v, want one", got)
 	}
-	if _, _, err := (&fluxRun{w: withValues}).fluxArtifact(ctx, "d", "abc123"); err == nil {
-		t.Fatal("a cluster that was not rendered got an artifact: want an error, never the template")
+	if err := r.fluxPin(ctx, "d", "r1"); err == nil || !strings.Contains(err.Error(), "not rendered for cluster d") {
+		t.Fatalf("a cluster that was not rendered: %v, want a refusal naming it", err)
 	}
 }
 

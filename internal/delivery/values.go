@@ -132,6 +132,12 @@ func (spec *Spec) Render(clusters []fleet.Cluster) error {
 	}
 	var problems map[string]string
 	spec.Rendered, problems = spec.Values.Render(spec.Objects, clusters, spec.Redact)
+	spec.Variables = make(map[string]map[string]string, len(spec.Rendered))
+	for _, c := range clusters {
+		if _, ok := spec.Rendered[c.Name]; ok {
+			spec.Variables[c.Name] = spec.Values.For(c)
+		}
+	}
 	lines := make([]string, 0, len(problems))
 	for cluster, why := range problems {
 		lines = append(lines, cluster+": "+why)

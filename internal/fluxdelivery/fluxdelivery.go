@@ -515,13 +515,27 @@ func (d *Delivery) object(gvk schema.GroupVersionKind, namespace, cluster string
 	return u
 }
 
-// Pin makes Flux apply the artifact digest to cluster (a Cluster in namespace): the
+// Pinning is what Pin writes for one cluster.
+type Pinning struct {
+	// Digest is the artifact's ("sha256:…").
+	Digest string
+	// Timeout is the Kustomization's wait timeout: KustomizationTimeout of verify.timeout.
+	Timeout time.Duration
+	// Substitute are the cluster's variables, when the artifact is a template (values): the
+	// Kustomization's spec.postBuild.substitute, so that kustomize-controller renders it for the
+	// cluster the way the provider renders it for the plan (the same rules, the same library),
+	// and one artifact serves every cluster. nil: the artifact is applied as it is.
+	Substitute map[string]string
+}
+
+// Pin makes Flux apply the artifact p.Digest to cluster (a Cluster in namespace): the
 // OCIRepository pinned to it (SourceName: shared by every cluster of the namespace on that
 // artifact) and the cluster's Kustomization that applies it through the Cluster's kubeconfig
-// Secret, both created or updated by server-side apply. timeout is the Kustomization's
-// wait timeout: KustomizationTimeout of verify.timeout.
-func (d *Delivery) Pin(ctx context.Context, namespace, cluster, digest string, timeout time.Duration) error {
-	name := ObjectName(d.key, cluster)
+// Secret, both created or updated by server-side apply. It returns the Kustomization's
+// generation once written: a status about an older one says nothing of this pin, even when the
+// digest is the same (only the cluster's variables changed).
+func (d *Delivery) Pin(ctx context.Context, namespace, cluster string, p Pinning) (generation int64, err error) {
+	digest := p.Digest
 	src := d.source(namespace, digest)
 	// A sweep (Sweep) in this process leaves the source alone until its Kustomization names it.
 	defer pinning(namespace, src.GetName())()
@@ -545,7 +559,7 @@ func (d *Delivery) Pin(ctx context.Context, namespace, cluster, digest string, t
 		"path":          "./",
 		"interval":      "10m",
 		"retryInterval": "5s",
-		"timeout":       KustomizationTimeout(timeout).String(),
+		"timeout":       KustomizationTimeout(p.Timeout).String(),
 		"prune":         true,
 		"wait":          true,
 		// CAPI writes the admin kubeconfig of <cluster> to <cluster>-kubeconfig, key "value";
@@ -556,14 +570,22 @@ func (d *Delivery) Pin(ctx context.Context, namespace, cluster, digest string, t
 		if dec := d.settings.Decryption; dec != nil {
 			spec["decryption"] = map[string]any{"provider": "sops", "secretRef": map[string]any{"name": dec.SecretName}}
 		}
+		if len(p.Substitute) > 0 {
+			substitute := make(map[string]any, len(p.Substitute))
+			for k, v := range p.Substitute {
+				substitute[k] = v
+			}
+			spec["postBuild"] = map[string]any{"substitute": substitute}
+		}
 		d.shapeKustomization(spec, cluster) // dependsOn, ApplyOnce, healthCheckExprs (kustomize.go)
 	}
 	for _, o := range []*unstructured.Unstructured{src, ks} {
 		if err := d.mgmt.Apply(ctx, client.ApplyConfigurationFromUnstructured(o), client.FieldOwner(fieldOwner), client.ForceOwnership); err != nil {
-			return fmt.Errorf("write %s %s/%s: %w", o.GetKind(), namespace, name, err)
+			return 0, fmt.Errorf("write %s %s/%s: %w", o.GetKind(), namespace, o.GetName(), err)
 		}
 	}
-	return nil
+	// The apply's answer is the object as written (controller-runtime decodes it into ks).
+	return ks.GetGeneration(), nil
 }
 
 // Status is what a cluster's Kustomization says.
@@ -580,11 +602,23 @@ type Status struct {
 	Suspended bool
 	// Source is the name of the OCIRepository the Kustomization applies (spec.sourceRef.name).
 	Source string
+	// Generation is the Kustomization's metadata.generation: Ready is about it (or Unknown).
+	Generation int64
 }
 
 // On reports whether the status shows digest applied and ready.
 func (s Status) On(digest string) bool {
 	return s.Ready == "True" && revisionIs(s.Applied, digest)
+}
+
+// AsOf is s as of the Kustomization's generation: a status about an older spec (a watch event
+// from before a pin) says nothing of what was pinned since, even on the same digest (only the
+// cluster's variables changed), so its Ready reads Unknown.
+func (s Status) AsOf(generation int64) Status {
+	if s.Exists && s.Generation < generation {
+		s.Ready, s.Reason, s.Message = "Unknown", "", ""
+	}
+	return s
 }
 
 // revisionIs reports whether a Flux revision ("tag@sha256:…" or "sha256:…") names digest.

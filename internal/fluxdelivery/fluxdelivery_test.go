@@ -400,3 +400,18 @@ func TestDrift(t *testing.T) {
 		}
 	}
 }
+
+// TestStatusAsOf: a status about an older generation than the one a pin wrote (a watch event
+// from before it) says nothing of the pin: Ready reads Unknown, even on the same digest.
+func TestStatusAsOf(t *testing.T) {
+	st := Status{Exists: true, Ready: "True", Reason: "ReconciliationSucceeded", Applied: "r1@sha256:aa", Generation: 3}
+	if got := st.AsOf(3); got != st {
+		t.Errorf("AsOf its own generation: %+v, want it unchanged", got)
+	}
+	if got := st.AsOf(4); got.Ready != "Unknown" || got.On("sha256:aa") {
+		t.Errorf("AsOf a later generation: %+v, want Ready Unknown and not on the digest", got)
+	}
+	if got := (Status{}).AsOf(4); got.Exists || got.Ready != "" {
+		t.Errorf("AsOf on a Kustomization that does not exist: %+v, want it unchanged", got)
+	}
+}

@@ -19,7 +19,7 @@ import (
 func pinned(t *testing.T, mgmt client.Client, d *Delivery) map[string]any {
 	t.Helper()
 	ctx := context.Background()
-	if err := d.Pin(ctx, "fleet", "c1", digest, time.Minute); err != nil {
+	if _, err := d.Pin(ctx, "fleet", "c1", Pinning{Digest: digest, Timeout: time.Minute}); err != nil {
 		t.Fatal(err)
 	}
 	ks := d.object(KustomizationKind, "fleet", "c1")

@@ -39,14 +39,14 @@ func TestClustersOnOneArtifactShareItsSource(t *testing.T) {
 	ctx := context.Background()
 	d := pinnedFleet()
 	for _, c := range []string{"c1", "c2", "c3"} {
-		if err := d.Pin(ctx, "fleet", c, digestA, time.Minute); err != nil {
+		if _, err := d.Pin(ctx, "fleet", c, Pinning{Digest: digestA, Timeout: time.Minute}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	if got, want := sourcesOf(t, d), []string{SourceName(watchKey, digestA)}; !slices.Equal(got, want) {
 		t.Fatalf("OCIRepositories after pinning three clusters to one artifact: %v, want %v", got, want)
 	}
-	if err := d.Pin(ctx, "fleet", "c3", digestB, time.Minute); err != nil {
+	if _, err := d.Pin(ctx, "fleet", "c3", Pinning{Digest: digestB, Timeout: time.Minute}); err != nil {
 		t.Fatal(err)
 	}
 	if err := d.Sweep(ctx, "fleet", time.Millisecond); err != nil {
@@ -78,7 +78,7 @@ func TestRemoveSweepsOnlyUnnamedSources(t *testing.T) {
 	ctx := context.Background()
 	d := pinnedFleet()
 	for _, c := range []string{"c1", "c2"} {
-		if err := d.Pin(ctx, "fleet", c, digestA, time.Minute); err != nil {
+		if _, err := d.Pin(ctx, "fleet", c, Pinning{Digest: digestA, Timeout: time.Minute}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -63,7 +63,7 @@ func (k *kustomizationView) deepCopy() kustomizationView {
 func (k *kustomizationView) status() Status {
 	st := Status{Exists: true, Ready: "Unknown", Applied: k.Status.LastAppliedRevision,
 		Attempted: k.Status.LastAttemptedRevision, Handled: k.Status.LastHandledReconcileAt, Suspended: k.Spec.Suspend,
-		Source: k.Spec.SourceRef.Name}
+		Source: k.Spec.SourceRef.Name, Generation: k.Generation}
 	for _, c := range k.Status.Conditions {
 		if c.Type != "Ready" {
 			continue

@@ -390,8 +390,8 @@ func NotThroughFlux(diags *diag.Diagnostics, at path.Path, gap FluxGap, attribut
 // rollout's one revision) and what apply publishes and pins for it.
 func FluxArtifactLine(label string, a delivery.FluxArtifact) string {
 	line := a.Ref + " @ " + a.Digest
-	if a.Digest == "" {
-		line = a.Ref + "-<content hash>: one artifact per rendering (values), each pinned to the digest of its own planned content"
+	if a.Template {
+		line += " (a template: each cluster's Kustomization substitutes that cluster's values)"
 	}
 	if label != "" {
 		line = label + ": " + line

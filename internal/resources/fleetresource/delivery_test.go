@@ -78,13 +78,13 @@ func TestWarnFluxArtifacts(t *testing.T) {
 	}
 	WarnFluxArtifacts(&diags, []string{
 		FluxArtifactLine("", delivery.FluxArtifact{Ref: "oci://r.example/web:abc", Digest: "sha256:1234"}),
-		FluxArtifactLine("app", delivery.FluxArtifact{Ref: "oci://r.example/app:def"}),
+		FluxArtifactLine("app", delivery.FluxArtifact{Ref: "oci://r.example/app:def", Digest: "sha256:5678", Template: true}),
 	})
 	if len(diags) != 1 || diags[0].Summary() != "Flux Artifact" {
 		t.Fatalf("diagnostics %v, want one Flux Artifact warning", diags)
 	}
 	detail := diags[0].Detail()
-	for _, want := range []string{"\n  oci://r.example/web:abc @ sha256:1234\n", "\n  app: oci://r.example/app:def-<content hash>: one artifact per rendering", "both digests"} {
+	for _, want := range []string{"\n  oci://r.example/web:abc @ sha256:1234\n", "\n  app: oci://r.example/app:def @ sha256:5678 (a template: each cluster's Kustomization substitutes that cluster's values)\n", "both digests"} {
 		if !strings.Contains(detail, want) {
 			t.Errorf("the warning %q does not say %q", detail, want)
 		}

@@ -206,8 +206,8 @@ func (r *assignmentResource) Prepare(ctx context.Context, state *Model, private 
 }
 
 // Service is the delivery service for m (fleetresource.EngineOps): direct, or through Flux with `delivery.flux`. Every
-// module goes through it: one artifact per module revision (per module rendering with values),
-// one Kustomization per (module, cluster).
+// module goes through it: one artifact per module revision (with values its template), one
+// OCIRepository per module revision per namespace, one Kustomization per (module, cluster).
 func (r *assignmentResource) Service(ctx context.Context, m *Model) (*delivery.Service, diag.Diagnostics) {
 	svc, diags := fleetresource.Service(ctx, r.Data.Delivery, m.Delivery, m.registry)
 	return m.moving(svc), diags

@@ -9,8 +9,9 @@ import (
 
 // refuseWithFlux refuses, naming the attribute, what the Flux engine cannot deliver yet: the
 // same as for a rollout (adopt = false), and what only an assignment has (sensitive_manifests).
-// `values` goes through: each module's rendering for a cluster is an artifact of its own, as a
-// rollout's (delivery's fluxArtifact); so do verify.health_checks, as each module's
+// `values` goes through: each module revision's artifact is its template, which each cluster's
+// Kustomization renders with the cluster's variables, as a rollout's (delivery's fluxArtifact);
+// so do verify.health_checks, as each module's
 // Kustomizations' healthCheckExprs (internal/delivery/flux.go).
 func (m *Model) refuseWithFlux(diags *diag.Diagnostics) {
 	if m.Delivery.IsNull() || m.Delivery.IsUnknown() {

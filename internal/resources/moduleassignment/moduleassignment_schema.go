@@ -276,7 +276,8 @@ func deliveryAttribute() schema.SingleNestedAttribute {
 		"repairs drift (the plan does not look for drift itself). `mode = \"ApplyOnce\"`: the Kustomization gives every object " +
 		"the `kustomize.toolkit.fluxcd.io/ssa: IfNotPresent` annotation (`commonMetadata`), so Flux creates what is missing and " +
 		"never updates an object that exists (edits stay; an object deleted by hand is created again). With `values`, each " +
-		"module's rendering for a cluster is an artifact of its own (clusters rendered alike share one). Not yet with " +
+		"module revision's artifact is its template, and each cluster's Kustomization substitutes that cluster's values " +
+		"(`postBuild.substitute`). Not yet with " +
 		"`verify.health_checks`, `deletion_policy = \"orphan\"` or `sensitive_manifests`, nor a change of `mode` (refused at plan time). " +
 		"A move between the engines goes module by module in `depends_on` order, each module in its own waves, so a module " +
 		"reaches the new engine on a cluster only once the modules it depends on did there; with `mode = \"ApplyOnce\"` every " +
