@@ -94,6 +94,10 @@ type curvePoint struct {
 	// settled: how long the machine took to settle before the no-change plan, and how busy it
 	// still was then (see settle).
 	settled settled
+	// fluxSources counts the rollout's OCIRepositories after the first apply (Flux engine
+	// only): what source-controller pulls, each on its interval. One per namespace and revision
+	// however many Clusters run it.
+	fluxSources int
 }
 
 type step struct {
@@ -306,6 +310,11 @@ func (p *providerSide) curvePoint(ctx context.Context, n int, engine, label stri
 	if err := p.checkApplied(ctx, dir, name, n); err != nil {
 		return pt, err
 	}
+	if engine == engineFlux {
+		if pt.fluxSources, err = p.countFluxSources(ctx, name); err != nil {
+			return pt, err
+		}
+	}
 	if pt.settled, err = settle(ctx, procStat); err != nil {
 		return pt, fmt.Errorf("settle before the no-change plan: %w", err)
 	}
@@ -465,7 +474,7 @@ var csvHeader = []string{
 	"plan_rss_mib", "apply_rss_mib", "nochange_rss_mib",
 	"drift_plan_s", "drift_plan_lines", "drift_apply_s", "change_plan_s", "change_plan_lines",
 	"engine", "flux_controllers_cpu_s", "flux_controllers_peak_rss_mib", "cli", "nochange_cli_cpu_s",
-	"nochange_settle_s", "nochange_machine_busy",
+	"nochange_settle_s", "nochange_machine_busy", "flux_sources",
 }
 
 func (pt curvePoint) row() []string {
@@ -527,7 +536,8 @@ func curveCSV(points []curvePoint, cli string) string {
 	b.WriteString(strings.Join(csvHeader, ",") + "\n")
 	for _, pt := range points {
 		b.WriteString(strings.Join(append(pt.row(), cli, fmt.Sprintf("%.1f", pt.noChange.cliCPU),
-			fmt.Sprintf("%.0f", pt.settled.waited.Seconds()), fmt.Sprintf("%.2f", pt.settled.busy)), ",") + "\n")
+			fmt.Sprintf("%.0f", pt.settled.waited.Seconds()), fmt.Sprintf("%.2f", pt.settled.busy),
+			optFlux(pt, strconv.Itoa(pt.fluxSources))), ",") + "\n")
 	}
 	return b.String()
 }

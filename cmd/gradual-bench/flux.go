@@ -1,11 +1,18 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"strings"
 	"sync"
 	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/gradual-dev/terraform-provider-gradual/internal/fluxdelivery"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/records"
 )
 
 // fluxCost is what Flux's controllers (source-controller and kustomize-controller, long-running
@@ -94,4 +101,19 @@ func vmRSS(pid int) int64 {
 		}
 	}
 	return 0
+}
+
+// countFluxSources counts the OCIRepositories of rollout name in the fleet's namespace.
+func (p *providerSide) countFluxSources(ctx context.Context, name string) (int, error) {
+	mc, err := p.fleet.ManagementClient()
+	if err != nil {
+		return 0, err
+	}
+	key := records.Key{Kind: records.KindRollout, Namespace: p.fleet.Namespace, Name: name}
+	list := &unstructured.UnstructuredList{}
+	list.SetGroupVersionKind(fluxdelivery.OCIRepositoryKind.GroupVersion().WithKind(fluxdelivery.OCIRepositoryKind.Kind + "List"))
+	if err := mc.List(ctx, list, client.InNamespace(p.fleet.Namespace), client.MatchingLabels{records.LabelRollout: key.Hash()}); err != nil {
+		return 0, fmt.Errorf("count the OCIRepositories of %s: %w", name, err)
+	}
+	return len(list.Items), nil
 }
