@@ -17,12 +17,13 @@ import (
 )
 
 // TestAccModuleAssignment_fluxValues: two modules with per-cluster values delivered through Flux.
-// Each module's rendering for a cluster is an artifact of its own, and clusters rendered alike
-// share one: base (which takes the cluster's name) pins three digests on three clusters, app
-// (which takes only a tier) two, prod-eu-1 and staging-eu-1 sharing theirs. What Flux applied in
-// each workload cluster is read back. A label change on one cluster is values-changed for that
-// cluster and module alone: the plan updates base there, only that OCIRepository is re-pinned.
-// A cluster missing a variable refuses the plan, naming cluster, module and variable.
+// Each module revision is one artifact, its template, pinned on every cluster; each cluster's
+// Kustomization substitutes that cluster's variables (postBuild.substitute), and what Flux applied
+// in each workload cluster is read back: rendered by kustomize-controller as the provider
+// renders it for the plan (an escaped `$${zone}` stays a literal). A label change on one cluster
+// is values-changed for that cluster and module alone: the plan updates base there, and only
+// that Kustomization changes (its variables; the digests stay). A cluster missing a variable
+// refuses the plan, naming cluster, module and variable.
 func TestAccModuleAssignment_fluxValues(t *testing.T) {
 	f := acctest.FluxFleet(t)
 	acctest.OnOneLane(t, 0) // what each cluster is given, not how a CLI drives the provider
@@ -47,19 +48,25 @@ func TestAccModuleAssignment_fluxValues(t *testing.T) {
 	key := func(module string) records.Key {
 		return records.Key{Kind: records.KindModule, Namespace: f.Namespace, Name: name + "." + module}
 	}
-	// pins reads where each module's OCIRepositories are pinned, by module then cluster.
-	pins := func() (map[string]map[string]string, error) {
-		out := map[string]map[string]string{}
+	// pins reads where each module's Kustomizations are pinned, and what they substitute, by
+	// module then cluster.
+	pins := func() (map[string]map[string]string, map[string]map[string]acctest.FluxKustomization, error) {
+		digests, kss := map[string]map[string]string{}, map[string]map[string]acctest.FluxKustomization{}
 		for _, m := range []string{"base", "app"} {
 			p, err := acctest.FluxPinned(f, key(m), clusters)
 			if err != nil {
-				return nil, err
+				return nil, nil, err
 			}
-			out[m] = p
+			k, err := acctest.FluxKustomizations(f, key(m), clusters)
+			if err != nil {
+				return nil, nil, err
+			}
+			digests[m], kss[m] = p, k
 		}
-		return out, nil
+		return digests, kss, nil
 	}
 	var first map[string]map[string]string
+	var firstKs map[string]map[string]acctest.FluxKustomization
 	resource.Test(t, resource.TestCase{
 		ProtoV6ProviderFactories: acctest.ProviderFactories,
 		CheckDestroy: func(*terraform.State) error {
@@ -80,22 +87,31 @@ func TestAccModuleAssignment_fluxValues(t *testing.T) {
 					}); err != nil {
 						return err
 					}
-					if first, err = pins(); err != nil {
+					if first, firstKs, err = pins(); err != nil {
 						return err
 					}
-					base, app := first["base"], first["app"]
-					if base["prod-eu-1"] == base["prod-us-1"] || base["prod-eu-1"] == base["staging-eu-1"] || base["prod-us-1"] == base["staging-eu-1"] {
-						return fmt.Errorf("module base pinned to %v: three renderings, want three artifacts", base)
+					for m, byCluster := range first {
+						if byCluster["prod-eu-1"] == "" || byCluster["prod-eu-1"] != byCluster["prod-us-1"] || byCluster["prod-eu-1"] != byCluster["staging-eu-1"] {
+							return fmt.Errorf("module %s pinned to %v: want one artifact (the template) on every cluster", m, byCluster)
+						}
 					}
-					if app["prod-eu-1"] != app["staging-eu-1"] || app["prod-eu-1"] == app["prod-us-1"] {
-						return fmt.Errorf("module app pinned to %v: want prod-eu-1 and staging-eu-1 (rendered alike) on one artifact, prod-us-1 on another", app)
+					for c, want := range map[string]map[string]string{
+						"prod-eu-1": {"cluster_name": "prod-eu-1", "zone": "eu-a"},
+						"prod-us-1": {"cluster_name": "prod-us-1", "zone": "us-a", "tier": "premium"},
+					} {
+						got := firstKs["base"][c].Substitute
+						for k, v := range want {
+							if got[k] != v {
+								return fmt.Errorf("%s: base's Kustomization substitutes %v, want %s=%s", c, got, k, v)
+							}
+						}
 					}
 					return nil
 				},
 			},
 			{
 				// prod-eu-1 moves zone: base renders differently there alone, and only that
-				// cluster's OCIRepository of base is re-pinned.
+				// cluster's Kustomization of base changes (its variables; every digest stays).
 				PreConfig: func() { setClusterLabel(t, f, "prod-eu-1", zoneKey, "eu-c") },
 				Config:    config,
 				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
@@ -113,16 +129,23 @@ func TestAccModuleAssignment_fluxValues(t *testing.T) {
 					}); err != nil {
 						return err
 					}
-					now, err := pins()
+					now, nowKs, err := pins()
 					if err != nil {
 						return err
 					}
 					for m, byCluster := range now {
 						for c, digest := range byCluster {
-							if moved := digest != first[m][c]; moved != (m == "base" && c == "prod-eu-1") {
-								return fmt.Errorf("pinned %v after %v: want base on prod-eu-1 alone re-pinned", now, first)
+							if digest != first[m][c] {
+								return fmt.Errorf("pinned %v after %v: want every digest kept (only values changed)", now, first)
+							}
+							if changed := nowKs[m][c].Generation != firstKs[m][c].Generation; changed != (m == "base" && c == "prod-eu-1") {
+								return fmt.Errorf("%s on %s: Kustomization generation %d, was %d: want base on prod-eu-1 alone changed",
+									m, c, nowKs[m][c].Generation, firstKs[m][c].Generation)
 							}
 						}
+					}
+					if z := nowKs["base"]["prod-eu-1"].Substitute["zone"]; z != "eu-c" {
+						return fmt.Errorf("base on prod-eu-1 substitutes zone=%q, want eu-c", z)
 					}
 					return nil
 				},
