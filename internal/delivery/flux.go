@@ -334,10 +334,11 @@ func (r *fluxRun) held(target string) string {
 }
 
 // fluxArtifact is the artifact of revision on target: its tag and its objects as YAML. The
-// desired revision without values is the same for every cluster: one artifact, tagged revision.
-// With values each cluster's rendering is an artifact of its own, and so is a revision restored
-// from a cluster's records (rendered as that cluster got it): tagged revision-<content hash>, so
-// that clusters rendered alike share one and no cluster is given another's rendering.
+// desired revision is the same for every cluster: one artifact, tagged revision, made once per
+// run (with values, the template each cluster's Kustomization renders: fluxPin). A revision
+// restored from a cluster's records (rendered as that cluster got it) is an artifact of its own,
+// tagged revision-<content hash>, so that clusters rendered alike share one and no cluster is
+// given another's rendering.
 func (r *fluxRun) fluxArtifact(ctx context.Context, target, revision string) (tag string, manifests []byte, err error) {
 	if revision == r.w.spec.Revision {
 		d := &r.desired
@@ -464,7 +465,9 @@ func (r *fluxRun) waitOn(ctx context.Context, target, digest, token string) erro
 	for poll := fluxPoll; ; poll = fluxBackoff(poll) {
 		st, changed, err := r.fluxStatus(ctx, target)
 		if pinned, ok := r.generations.Load(target); ok {
-			st = st.AsOf(pinned.(int64))
+			if generation, ok := pinned.(int64); ok {
+				st = st.AsOf(generation)
+			}
 		}
 		if err == nil && (token == "" || st.Handled == token) {
 			last = st

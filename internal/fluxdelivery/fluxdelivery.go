@@ -537,8 +537,9 @@ type Pinning struct {
 func (d *Delivery) Pin(ctx context.Context, namespace, cluster string, p Pinning) (generation int64, err error) {
 	digest := p.Digest
 	src := d.source(namespace, digest)
-	// A sweep (Sweep) in this process leaves the source alone until its Kustomization names it.
-	defer pinning(namespace, src.GetName())()
+	// A sweep (Sweep) of this process waits until the Kustomization names the source.
+	unlock := pinning(namespace)
+	defer unlock()
 	spec := map[string]any{
 		"url":      d.settings.Repository,
 		"ref":      map[string]any{"digest": digest},
@@ -579,10 +580,11 @@ func (d *Delivery) Pin(ctx context.Context, namespace, cluster string, p Pinning
 		}
 		d.shapeKustomization(spec, cluster) // dependsOn, ApplyOnce, healthCheckExprs (kustomize.go)
 	}
-	for _, o := range []*unstructured.Unstructured{src, ks} {
-		if err := d.mgmt.Apply(ctx, client.ApplyConfigurationFromUnstructured(o), client.FieldOwner(fieldOwner), client.ForceOwnership); err != nil {
-			return 0, fmt.Errorf("write %s %s/%s: %w", o.GetKind(), namespace, o.GetName(), err)
-		}
+	if err := d.writeSource(ctx, src); err != nil {
+		return 0, err
+	}
+	if err := d.mgmt.Apply(ctx, client.ApplyConfigurationFromUnstructured(ks), client.FieldOwner(fieldOwner), client.ForceOwnership); err != nil {
+		return 0, fmt.Errorf("write Kustomization %s/%s: %w", namespace, ks.GetName(), err)
 	}
 	// The apply's answer is the object as written (controller-runtime decodes it into ks).
 	return ks.GetGeneration(), nil
@@ -875,84 +877,109 @@ func (d *Delivery) Remove(ctx context.Context, namespace, cluster string, poll t
 	return d.Sweep(ctx, namespace, poll)
 }
 
+// writeSource creates or updates the OCIRepository src. One being deleted (a sweep let it go,
+// source-controller still holds it) would take the update and then be gone: its deletion is
+// waited out (within ctx) and it is created again.
+func (d *Delivery) writeSource(ctx context.Context, src *unstructured.Unstructured) error {
+	for {
+		want := src.DeepCopy()
+		if err := d.mgmt.Apply(ctx, client.ApplyConfigurationFromUnstructured(want), client.FieldOwner(fieldOwner), client.ForceOwnership); err != nil {
+			return fmt.Errorf("write OCIRepository %s/%s: %w", src.GetNamespace(), src.GetName(), err)
+		}
+		if want.GetDeletionTimestamp() == nil {
+			return nil
+		}
+		if err := d.waitGone(ctx, want, "source-controller drops the artifact before it goes", sourceGonePoll); err != nil {
+			return err
+		}
+	}
+}
+
+// sourceGonePoll is how often writeSource reads an OCIRepository being deleted.
+const sourceGonePoll = 500 * time.Millisecond
+
 // Sweep deletes the rollout's OCIRepositories in namespace that none of its Kustomizations
-// names (the artifacts no cluster runs any more, once every cluster moved on or left), except
-// those a Pin of this process is writing a Kustomization for, and returns once they are gone or
-// ctx ends. It waits for them: source-controller holds each with a finalizer until it has dropped
-// the artifact, and a destroy that returned before then would leave an object behind that it
-// reported removed. Removals that run side by side each sweep; the last one to see its
-// Kustomization gone sees every other one gone too. With poll 0 it deletes without waiting: the
-// end of a run, where nothing was reported removed.
+// names (the artifacts no cluster runs any more, once every cluster moved on or left), and
+// returns once they are gone or ctx ends. It waits for them: source-controller holds each with
+// a finalizer until it has dropped the artifact, and a destroy that returned before then would
+// leave an object behind that it reported removed. With poll 0 it deletes without waiting: the
+// end of a run, where nothing was reported removed. Removals that run side by side each sweep;
+// the last one to see its Kustomization gone sees every other one gone too.
 func (d *Delivery) Sweep(ctx context.Context, namespace string, poll time.Duration) error {
-	named := map[string]bool{}
-	if err := d.list(ctx, KustomizationKind, namespace, func(u *unstructured.Unstructured) {
-		name, _, _ := unstructured.NestedString(u.Object, "spec", "sourceRef", "name")
-		named[name] = true
-	}); err != nil {
-		return fmt.Errorf("list the Kustomizations of %s in namespace %s: %w", d.key.Describe(), namespace, err)
+	deleted, err := d.sweep(ctx, namespace)
+	if err != nil || poll == 0 {
+		return err
 	}
-	var unused []*unstructured.Unstructured
-	if err := d.list(ctx, OCIRepositoryKind, namespace, func(u *unstructured.Unstructured) {
-		if !named[u.GetName()] && !inPin(namespace, u.GetName()) {
-			unused = append(unused, u)
-		}
-	}); err != nil {
-		return fmt.Errorf("list the OCIRepositories of %s in namespace %s: %w", d.key.Describe(), namespace, err)
-	}
-	for _, src := range unused {
-		if poll == 0 {
-			if err := d.mgmt.Delete(ctx, src); client.IgnoreNotFound(err) != nil {
-				return fmt.Errorf("delete OCIRepository %s/%s: %w", namespace, src.GetName(), err)
-			}
-			continue
-		}
-		if err := d.deleteAndWait(ctx, src, "source-controller drops the artifact before it goes", poll); err != nil {
+	for _, src := range deleted {
+		if err := d.waitGone(ctx, src, "source-controller drops the artifact before it goes", poll); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// pins counts the Pins of this process under way, by OCIRepository ("namespace/name"): a Sweep
-// running beside them (another cluster's removal in the same run) must not delete the source a
-// Pin has just written but not yet named in its Kustomization. Only this process pins the
-// rollout: the Lease keeps every other out.
-var pins = struct {
-	sync.Mutex
-	n map[string]int
-}{n: map[string]int{}}
-
-// pinning counts a Pin of namespace/name under way until the returned func is called.
-func pinning(namespace, name string) (done func()) {
-	key := namespace + "/" + name
-	pins.Lock()
-	pins.n[key]++
-	pins.Unlock()
-	return func() {
-		pins.Lock()
-		if pins.n[key]--; pins.n[key] <= 0 {
-			delete(pins.n, key)
+// sweep deletes what Sweep deletes and returns it, with the Pins of this process in namespace
+// held off meanwhile: between its two lists, a Pin could write a source and the Kustomization
+// naming it, and the sweep would find the source and not the name.
+func (d *Delivery) sweep(ctx context.Context, namespace string) ([]*unstructured.Unstructured, error) {
+	lock := namespaceLock(namespace)
+	lock.Lock()
+	defer lock.Unlock()
+	named := map[string]bool{}
+	if err := d.list(ctx, KustomizationKind, namespace, func(u *unstructured.Unstructured) {
+		name, _, _ := unstructured.NestedString(u.Object, "spec", "sourceRef", "name")
+		named[name] = true
+	}); err != nil {
+		return nil, fmt.Errorf("list the Kustomizations of %s in namespace %s: %w", d.key.Describe(), namespace, err)
+	}
+	var unused []*unstructured.Unstructured
+	if err := d.list(ctx, OCIRepositoryKind, namespace, func(u *unstructured.Unstructured) {
+		if !named[u.GetName()] {
+			unused = append(unused, u.DeepCopy())
 		}
-		pins.Unlock()
+	}); err != nil {
+		return nil, fmt.Errorf("list the OCIRepositories of %s in namespace %s: %w", d.key.Describe(), namespace, err)
 	}
+	for _, src := range unused {
+		if err := d.mgmt.Delete(ctx, src); client.IgnoreNotFound(err) != nil {
+			return nil, fmt.Errorf("delete OCIRepository %s/%s: %w", namespace, src.GetName(), err)
+		}
+	}
+	return unused, nil
 }
 
-// inPin says whether a Pin of this process is writing namespace/name's Kustomization.
-func inPin(namespace, name string) bool {
-	pins.Lock()
-	defer pins.Unlock()
-	return pins.n[namespace+"/"+name] > 0
+// namespaceLocks hold off, per namespace, the Pins of this process while a sweep lists and
+// deletes (Pins share it, a sweep takes it alone). Only this process pins the rollout: the Lease
+// keeps every other out.
+var namespaceLocks sync.Map // namespace → *sync.RWMutex
+
+func namespaceLock(namespace string) *sync.RWMutex {
+	l, _ := namespaceLocks.LoadOrStore(namespace, &sync.RWMutex{})
+	return l.(*sync.RWMutex) //nolint:forcetypeassert // only *sync.RWMutex is stored
 }
 
-// deleteAndWait deletes obj and polls until the API server no longer has it (its controller's
-// finalizer removed) or ctx ends; why names what holds it meanwhile, for the error.
+// pinning holds off a sweep of namespace until the returned func is called.
+func pinning(namespace string) (unlock func()) {
+	l := namespaceLock(namespace)
+	l.RLock()
+	return l.RUnlock
+}
+
+// deleteAndWait deletes obj and waits until it is gone (waitGone).
 func (d *Delivery) deleteAndWait(ctx context.Context, obj *unstructured.Unstructured, why string, poll time.Duration) error {
-	kind, namespace, name := obj.GetKind(), obj.GetNamespace(), obj.GetName()
 	if err := d.mgmt.Delete(ctx, obj); client.IgnoreNotFound(err) != nil {
-		return fmt.Errorf("delete %s %s/%s: %w", kind, namespace, name, err)
+		return fmt.Errorf("delete %s %s/%s: %w", obj.GetKind(), obj.GetNamespace(), obj.GetName(), err)
 	}
+	return d.waitGone(ctx, obj, why, poll)
+}
+
+// waitGone polls until the API server no longer has obj (its controller's finalizer removed) or
+// ctx ends; why names what holds it meanwhile, for the error.
+func (d *Delivery) waitGone(ctx context.Context, obj *unstructured.Unstructured, why string, poll time.Duration) error {
+	kind, namespace, name := obj.GetKind(), obj.GetNamespace(), obj.GetName()
+	live := obj.DeepCopy()
 	for {
-		err := d.mgmt.Get(ctx, client.ObjectKeyFromObject(obj), obj)
+		err := d.mgmt.Get(ctx, client.ObjectKeyFromObject(obj), live)
 		if apierrors.IsNotFound(err) {
 			return nil
 		}
