@@ -93,7 +93,9 @@ func TestAccRollout_fluxPreexistingNamespace(t *testing.T) {
 // TestAccRollout_fluxRepositoryChange: moving `delivery.flux.repository` (same bundle) is an
 // update, never a replacement: each cluster is re-pinned, wave by wave, to the same content at the
 // new repository, and a watcher polling every cluster throughout the apply never finds the app
-// missing (a replacement deleted every Kustomization, and Flux pruned the app fleet-wide).
+// missing (a replacement deleted every Kustomization, and Flux pruned the app fleet-wide). The
+// clusters run one artifact (no values), so their Kustomizations name one OCIRepository, the
+// rollout's only one in the namespace: the move's new revision leaves the old one swept.
 func TestAccRollout_fluxRepositoryChange(t *testing.T) {
 	f := acctest.FluxFleet(t)
 	name := acctest.UniqueLabel("fluxrepo")
@@ -207,7 +209,8 @@ func TestAccRollout_fluxRepositoryChange(t *testing.T) {
 }
 
 // TestAccRollout_fluxClusterRecreated: a Cluster the rollout delivered to through Flux is deleted;
-// the next plan lists it leaving and its apply removes its Kustomization and OCIRepository. A
+// the next plan lists it leaving and its apply removes its Kustomization and the OCIRepository
+// no other Kustomization names (the rollout has no other cluster: none is left). A
 // Cluster re-created under the same name then gets nothing until a plan lists it and an apply
 // delivers (before, the Kustomization left behind delivered the old revision to it at once, with
 // no plan and no wave).
