@@ -15,8 +15,8 @@ import (
 )
 
 // The Flux fault tests' controls, shared by the rollout's and the module assignment's: the test
-// bed's processes (controllers, registry) stopped and resumed, and where each cluster's
-// OCIRepository is pinned.
+// bed's processes (controllers, registry) stopped and resumed, and where the OCIRepository each
+// cluster's Kustomization names is pinned.
 
 // FluxProcess is the pid of the Flux test bed's process called name (kustomize-controller,
 // source-controller, oci-registry).
@@ -55,8 +55,8 @@ func StopProcesses(t *testing.T, pids []int) (resume func()) {
 	return resume
 }
 
-// FluxPins is the digest each cluster's OCIRepository of key is pinned to; a cluster without one
-// fails the test.
+// FluxPins is the digest the OCIRepository of key each cluster's Kustomization names is pinned
+// to; a cluster without one fails the test.
 func FluxPins(t *testing.T, f *testbed.Fleet, key records.Key, clusters []string) map[string]string {
 	t.Helper()
 	pins, err := FluxPinned(f, key, clusters)
@@ -66,7 +66,9 @@ func FluxPins(t *testing.T, f *testbed.Fleet, key records.Key, clusters []string
 	return pins
 }
 
-// FluxPinned is FluxPins for a check function: an error instead of failing the test.
+// FluxPinned is FluxPins for a check function: an error instead of failing the test. It follows
+// each cluster's Kustomization to the OCIRepository it names (shared by the clusters of the
+// namespace that run the same artifact), as the engine reads it.
 func FluxPinned(f *testbed.Fleet, key records.Key, clusters []string) (map[string]string, error) {
 	mc, err := f.ManagementClient()
 	if err != nil {
@@ -77,12 +79,40 @@ func FluxPinned(f *testbed.Fleet, key records.Key, clusters []string) (map[strin
 	defer cancel()
 	pins := map[string]string{}
 	for _, c := range clusters {
-		k := fluxdelivery.OCIRepositoryKind
-		src := testbed.FluxObject(k.GroupVersion().String(), k.Kind, f.Namespace, fluxdelivery.ObjectName(key, c))
-		if err := mc.Get(ctx, client.ObjectKeyFromObject(src), src); err != nil {
-			return nil, fmt.Errorf("%s: its OCIRepository of %s: %w", c, key, err)
+		src, err := FluxSource(ctx, mc, f.Namespace, key, c)
+		if err != nil {
+			return nil, err
 		}
 		pins[c], _, _ = unstructured.NestedString(src.Object, "spec", "ref", "digest")
 	}
 	return pins, nil
+}
+
+// FluxSource is the OCIRepository cluster's Kustomization of key names in namespace; an error
+// when either is missing.
+func FluxSource(ctx context.Context, mc client.Client, namespace string, key records.Key, cluster string) (*unstructured.Unstructured, error) {
+	src, err := fluxdelivery.New(mc, fluxdelivery.Settings{}, key).Source(ctx, namespace, cluster)
+	if err != nil {
+		return nil, fmt.Errorf("%s: its OCIRepository of %s: %w", cluster, key, err)
+	}
+	if src == nil {
+		return nil, fmt.Errorf("%s: no Kustomization of %s, or no OCIRepository it names", cluster, key)
+	}
+	return src, nil
+}
+
+// FluxSources names the OCIRepositories of key in namespace (by the rollout's label, as the
+// engine lists them): shared by clusters, they name none.
+func FluxSources(ctx context.Context, mc client.Client, namespace string, key records.Key) ([]string, error) {
+	list := &unstructured.UnstructuredList{}
+	list.SetGroupVersionKind(fluxdelivery.OCIRepositoryKind.GroupVersion().WithKind("OCIRepositoryList"))
+	if err := mc.List(ctx, list, client.InNamespace(namespace),
+		client.MatchingLabels{records.LabelManagedBy: records.ManagedBy, records.LabelRollout: key.Hash()}); err != nil {
+		return nil, fmt.Errorf("list the OCIRepositories of %s: %w", key, err)
+	}
+	names := make([]string, 0, len(list.Items))
+	for _, o := range list.Items {
+		names = append(names, o.GetName())
+	}
+	return names, nil
 }

@@ -15,7 +15,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -102,9 +101,10 @@ func (m *moveFixture) key(module string) records.Key {
 // onEngines checks that the clusters named (direct) run both modules delivered directly and the
 // others through Flux: on each, the objects are the ones first seen (same UIDs) and hold their
 // content, the ConfigMaps are managed by the module's field manager or by kustomize-controller
-// alone, that engine holds the module's records and the other none, the Kustomization and
-// OCIRepository exist only through Flux (app's depending on base's), and the invalid ledger is
-// empty: a move never fails a module's content.
+// alone, that engine holds the module's records and the other none, the Kustomization and the
+// OCIRepository it names exist only through Flux (app's depending on base's; with every cluster
+// direct, no OCIRepository of the module is left), and the invalid ledger is empty: a move
+// never fails a module's content.
 func (m *moveFixture) onEngines(direct ...string) resource.TestCheckFunc {
 	return func(*terraform.State) error {
 		for _, c := range m.clusters {
@@ -124,6 +124,11 @@ func (m *moveFixture) onEngines(direct ...string) resource.TestCheckFunc {
 		for _, module := range []string{"base", "app"} {
 			if ledger, err := moduleLedger(m.f, m.name, module); err != nil || len(ledger) > 0 {
 				return fmt.Errorf("module %s's invalid ledger: %+v (%v), want empty: the content never failed", module, ledger, err)
+			}
+			if len(direct) == len(m.clusters) {
+				if err := noneLeft(context.Background(), m.mc, m.f.Namespace, m.key(module)); err != nil {
+					return err
+				}
 			}
 		}
 		return nil
@@ -208,19 +213,27 @@ func (m *moveFixture) fluxDependsOn(c string, onFlux bool) error {
 	return nil
 }
 
-// fluxObjects checks that module key's Kustomization and OCIRepository for cluster exist
-// (exist) or are gone.
+// fluxObjects checks that module key's Kustomization for cluster and the OCIRepository it names
+// exist (exist), or that the Kustomization is gone. The OCIRepositories are the namespace's,
+// shared by the clusters on one artifact: noneLeft checks that none is left once no cluster
+// runs the module through Flux.
 func fluxObjects(ctx context.Context, mc client.Client, namespace string, key records.Key, cluster string, exist bool) error {
-	for _, gvk := range []schema.GroupVersionKind{fluxdelivery.KustomizationKind, fluxdelivery.OCIRepositoryKind} {
-		o := &unstructured.Unstructured{}
-		o.SetGroupVersionKind(gvk)
-		err := mc.Get(ctx, client.ObjectKey{Namespace: namespace, Name: fluxdelivery.ObjectName(key, cluster)}, o)
-		switch {
-		case exist && err != nil:
-			return fmt.Errorf("%s: %s's %s: %w", cluster, key.Name, gvk.Kind, err)
-		case !exist && !apierrors.IsNotFound(err):
-			return fmt.Errorf("%s: %s's %s: %v, want it gone", cluster, key.Name, gvk.Kind, err)
-		}
+	if exist {
+		_, err := acctest.FluxSource(ctx, mc, namespace, key, cluster)
+		return err
+	}
+	ks := &unstructured.Unstructured{}
+	ks.SetGroupVersionKind(fluxdelivery.KustomizationKind)
+	if err := mc.Get(ctx, client.ObjectKey{Namespace: namespace, Name: fluxdelivery.ObjectName(key, cluster)}, ks); !apierrors.IsNotFound(err) {
+		return fmt.Errorf("%s: %s's Kustomization: %v, want it gone", cluster, key.Name, err)
+	}
+	return nil
+}
+
+// noneLeft checks that module key has no OCIRepository left in namespace.
+func noneLeft(ctx context.Context, mc client.Client, namespace string, key records.Key) error {
+	if sources, err := acctest.FluxSources(ctx, mc, namespace, key); err != nil || len(sources) > 0 {
+		return fmt.Errorf("%s's OCIRepositories with no cluster on Flux: %v (%v), want none", key.Name, sources, err)
 	}
 	return nil
 }

@@ -7,12 +7,10 @@ import (
 	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/gradual-dev/terraform-provider-gradual/internal/acctest"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/delivery"
-	"github.com/gradual-dev/terraform-provider-gradual/internal/fluxdelivery"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/records"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/testbed"
 )
@@ -76,8 +74,9 @@ var (
 			return records.NewWorkloadStore(mc, recordNamespace).Load(context.Background(), delivery.FluxRecordKey(key, cluster))
 		},
 		// Every record in the management cluster (the rollout's and each cluster's), and each
-		// cluster's Kustomization and OCIRepository by generation (kustomize-controller and
-		// source-controller write their status).
+		// cluster's Kustomization and the OCIRepository it names (shared by the clusters on one
+		// artifact) by name and generation (kustomize-controller and source-controller write
+		// their status).
 		owned: func(t *testing.T, f *testbed.Fleet, clusters []string, key records.Key) map[string]string {
 			out := map[string]string{}
 			mc := managementClient(t, f)
@@ -87,13 +86,16 @@ var (
 			}
 			recordVersions(t, out, "management", mc, keys...)
 			for _, c := range clusters {
-				for _, gvk := range []schema.GroupVersionKind{fluxdelivery.KustomizationKind, fluxdelivery.OCIRepositoryKind} {
-					o := &unstructured.Unstructured{}
-					o.SetGroupVersionKind(gvk)
-					if err := mc.Get(context.Background(), client.ObjectKey{Namespace: f.Namespace, Name: fluxdelivery.ObjectName(key, c)}, o); err != nil {
-						t.Fatalf("%s: %s: %v", c, gvk.Kind, err)
-					}
-					out[fmt.Sprintf("management: %s %s/%s generation", gvk.Kind, o.GetNamespace(), o.GetName())] = fmt.Sprint(o.GetGeneration())
+				ks := kustomization(f, key, c)
+				if err := mc.Get(context.Background(), client.ObjectKeyFromObject(ks), ks); err != nil {
+					t.Fatalf("%s: Kustomization: %v", c, err)
+				}
+				src, err := acctest.FluxSource(context.Background(), mc, f.Namespace, key, c)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, o := range []*unstructured.Unstructured{ks, src} {
+					out[fmt.Sprintf("management: %s %s/%s generation", o.GetKind(), o.GetNamespace(), o.GetName())] = fmt.Sprint(o.GetGeneration())
 				}
 			}
 			return out

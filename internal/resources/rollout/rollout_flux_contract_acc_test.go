@@ -16,7 +16,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/gradual-dev/terraform-provider-gradual/internal/acctest"
@@ -94,7 +93,9 @@ func TestAccRollout_fluxPreexistingNamespace(t *testing.T) {
 // TestAccRollout_fluxRepositoryChange: moving `delivery.flux.repository` (same bundle) is an
 // update, never a replacement: each cluster is re-pinned, wave by wave, to the same content at the
 // new repository, and a watcher polling every cluster throughout the apply never finds the app
-// missing (a replacement deleted every Kustomization, and Flux pruned the app fleet-wide).
+// missing (a replacement deleted every Kustomization, and Flux pruned the app fleet-wide). The
+// clusters run one artifact (no values), so their Kustomizations name one OCIRepository, the
+// rollout's only one in the namespace: the move's new revision leaves the old one swept.
 func TestAccRollout_fluxRepositoryChange(t *testing.T) {
 	f := acctest.FluxFleet(t)
 	name := acctest.UniqueLabel("fluxrepo")
@@ -143,17 +144,34 @@ func TestAccRollout_fluxRepositoryChange(t *testing.T) {
 			}
 		}()
 	}
+	// pinnedTo checks that every cluster's Kustomization names an OCIRepository at repository,
+	// and, as the clusters of the namespace run one artifact (no values), the same one: the
+	// rollout's only OCIRepository there. A move to a new revision (here the repository's)
+	// leaves none behind of the revision no cluster runs any more.
 	pinnedTo := func(repository string) func(*terraform.State) error {
 		return func(*terraform.State) error {
+			shared := ""
 			for _, c := range clusters {
-				src := &unstructured.Unstructured{}
-				src.SetGroupVersionKind(fluxdelivery.OCIRepositoryKind)
-				if err := mc.Get(ctx, client.ObjectKey{Namespace: f.Namespace, Name: fluxdelivery.ObjectName(key, c)}, src); err != nil {
-					return fmt.Errorf("%s: its OCIRepository: %w", c, err)
+				src, err := acctest.FluxSource(ctx, mc, f.Namespace, key, c)
+				if err != nil {
+					return err
 				}
 				if url, _, _ := unstructured.NestedString(src.Object, "spec", "url"); url != repository {
 					return fmt.Errorf("%s: OCIRepository url %q, want %q", c, url, repository)
 				}
+				if shared == "" {
+					shared = src.GetName()
+				}
+				if src.GetName() != shared {
+					return fmt.Errorf("%s: its Kustomization names OCIRepository %s, %s's names %s: want one shared", c, src.GetName(), clusters[0], shared)
+				}
+			}
+			names, err := acctest.FluxSources(ctx, mc, f.Namespace, key)
+			if err != nil {
+				return err
+			}
+			if len(names) != 1 || names[0] != shared {
+				return fmt.Errorf("the rollout's OCIRepositories in %s: %v, want only the shared %s", f.Namespace, names, shared)
 			}
 			return nil
 		}
@@ -191,7 +209,8 @@ func TestAccRollout_fluxRepositoryChange(t *testing.T) {
 }
 
 // TestAccRollout_fluxClusterRecreated: a Cluster the rollout delivered to through Flux is deleted;
-// the next plan lists it leaving and its apply removes its Kustomization and OCIRepository. A
+// the next plan lists it leaving and its apply removes its Kustomization and the OCIRepository
+// no other Kustomization names (the rollout has no other cluster: none is left). A
 // Cluster re-created under the same name then gets nothing until a plan lists it and an apply
 // delivers (before, the Kustomization left behind delivered the old revision to it at once, with
 // no plan and no wave).
@@ -227,20 +246,20 @@ func TestAccRollout_fluxClusterRecreated(t *testing.T) {
 	})
 	config := rolloutConfig(f, name, fmt.Sprintf(`selector = { match_labels = { run = %q } }`, name), fluxBundle(name, "one", false),
 		fmt.Sprintf(`delivery = { flux = { repository = %q, insecure = true } }`, f.Flux.RegistryURL("gradual/"+name)))
+	// fluxObjects counts the cluster's Kustomization and the rollout's OCIRepositories (shared by
+	// the clusters of the namespace, named by none: the cluster is the rollout's only one, so
+	// once its Kustomization is gone none may be left).
 	fluxObjects := func() (int, error) {
 		n := 0
-		for _, gvk := range []schema.GroupVersionKind{fluxdelivery.KustomizationKind, fluxdelivery.OCIRepositoryKind} {
-			o := &unstructured.Unstructured{}
-			o.SetGroupVersionKind(gvk)
-			err := mc.Get(ctx, client.ObjectKey{Namespace: f.Namespace, Name: fluxdelivery.ObjectName(key, cluster)}, o)
-			switch {
-			case err == nil:
-				n++
-			case !apierrors.IsNotFound(err):
-				return 0, err
-			}
+		err := mc.Get(ctx, client.ObjectKeyFromObject(kustomization(f, key, cluster)), kustomization(f, key, cluster))
+		switch {
+		case err == nil:
+			n++
+		case !apierrors.IsNotFound(err):
+			return 0, err
 		}
-		return n, nil
+		sources, err := acctest.FluxSources(ctx, mc, f.Namespace, key)
+		return n + len(sources), err
 	}
 	appOn := func() error {
 		return workloadClient(t, f, cluster).Get(ctx, client.ObjectKey{Namespace: name, Name: "settings"}, &corev1.ConfigMap{})

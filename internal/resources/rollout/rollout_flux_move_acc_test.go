@@ -17,7 +17,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/gradual-dev/terraform-provider-gradual/internal/acctest"
@@ -78,10 +77,8 @@ func TestAccRollout_fluxEngineMove(t *testing.T) {
 	}
 	onFlux := func(*terraform.State) error {
 		for _, c := range clusters {
-			ks := &unstructured.Unstructured{}
-			ks.SetGroupVersionKind(fluxdelivery.KustomizationKind)
-			if err := mc.Get(ctx, client.ObjectKey{Namespace: f.Namespace, Name: fluxdelivery.ObjectName(key, c)}, ks); err != nil {
-				return fmt.Errorf("%s: its Kustomization: %w", c, err)
+			if _, err := acctest.FluxSource(ctx, mc, f.Namespace, key, c); err != nil {
+				return err
 			}
 			m, err := managers(c)
 			if err != nil || !slices.Contains(m, "kustomize-controller") || slices.Contains(m, key.FieldManager()) {
@@ -101,13 +98,14 @@ func TestAccRollout_fluxEngineMove(t *testing.T) {
 			if err := onDirect(s); err != nil {
 				return err
 			}
+			// The OCIRepositories are the namespace's, shared by the clusters on one artifact:
+			// with no Kustomization left to name one, none may be left.
+			if sources, err := acctest.FluxSources(ctx, mc, f.Namespace, key); err != nil || len(sources) > 0 {
+				return fmt.Errorf("the rollout's OCIRepositories after the move back to direct delivery: %v (%v), want none", sources, err)
+			}
 			for _, c := range clusters {
-				for _, gvk := range []schema.GroupVersionKind{fluxdelivery.KustomizationKind, fluxdelivery.OCIRepositoryKind} {
-					o := &unstructured.Unstructured{}
-					o.SetGroupVersionKind(gvk)
-					if err := mc.Get(ctx, client.ObjectKey{Namespace: f.Namespace, Name: fluxdelivery.ObjectName(key, c)}, o); !apierrors.IsNotFound(err) {
-						return fmt.Errorf("%s: its %s after the move back to direct delivery: %v, want it gone", c, gvk.Kind, err)
-					}
+				if err := mc.Get(ctx, client.ObjectKeyFromObject(kustomization(f, key, c)), kustomization(f, key, c)); !apierrors.IsNotFound(err) {
+					return fmt.Errorf("%s: its Kustomization after the move back to direct delivery: %v, want it gone", c, err)
 				}
 				var cm corev1.ConfigMap
 				if err := workloadClient(t, f, c).Get(ctx, client.ObjectKey{Namespace: name, Name: "settings"}, &cm); err != nil || cm.Data["value"] != value {

@@ -15,7 +15,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/gradual-dev/terraform-provider-gradual/internal/acctest"
-	"github.com/gradual-dev/terraform-provider-gradual/internal/fluxdelivery"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/records"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/testbed"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/testbed/servingcert"
@@ -82,8 +81,8 @@ func TestAccRollout_fluxRegistryClientCert(t *testing.T) {
 			if err := workloadClient(t, f, c).Get(ctx, client.ObjectKey{Namespace: name, Name: "settings"}, &cm); err != nil {
 				return fmt.Errorf("%s: the ConfigMap Flux applied: %w", c, err)
 			}
-			repo := testbed.FluxObject(fluxdelivery.OCIRepositoryKind.GroupVersion().String(), fluxdelivery.OCIRepositoryKind.Kind, f.Namespace, fluxdelivery.ObjectName(key, c))
-			if err := mc.Get(ctx, client.ObjectKeyFromObject(repo), repo); err != nil {
+			repo, err := acctest.FluxSource(ctx, mc, f.Namespace, key, c)
+			if err != nil {
 				return err
 			}
 			if spec, _ := json.Marshal(repo.Object); strings.Contains(string(spec), "PRIVATE KEY") {

@@ -102,8 +102,8 @@ func TestAccRollout_fluxRegistryCredentials(t *testing.T) {
 				if cm.Data["value"] != value {
 					return fmt.Errorf("%s: ConfigMap value %q, want %q", c, cm.Data["value"], value)
 				}
-				repo := testbed.FluxObject(fluxdelivery.OCIRepositoryKind.GroupVersion().String(), fluxdelivery.OCIRepositoryKind.Kind, f.Namespace, fluxdelivery.ObjectName(key, c))
-				if err := mc.Get(ctx, client.ObjectKeyFromObject(repo), repo); err != nil {
+				repo, err := acctest.FluxSource(ctx, mc, f.Namespace, key, c)
+				if err != nil {
 					return err
 				}
 				spec, _ := json.Marshal(repo.Object["spec"])

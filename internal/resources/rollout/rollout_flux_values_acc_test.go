@@ -14,9 +14,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-testing/tfjsonpath"
 
 	"github.com/gradual-dev/terraform-provider-gradual/internal/acctest"
-	"github.com/gradual-dev/terraform-provider-gradual/internal/fluxdelivery"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/records"
-	"github.com/gradual-dev/terraform-provider-gradual/internal/testbed"
 )
 
 // TestAccRollout_fluxValues: one bundle with per-cluster values delivered through Flux. Each
@@ -69,6 +67,18 @@ func TestAccRollout_fluxValues(t *testing.T) {
 					if first["prod-eu-1"] == first["prod-us-1"] || first["prod-eu-1"] == first["staging-eu-1"] || first["prod-us-1"] == first["staging-eu-1"] {
 						return fmt.Errorf("pinned digests %v: three renderings, want three artifacts", first)
 					}
+					// One OCIRepository per artifact: three renderings share none.
+					sources := map[string]string{}
+					for _, c := range clusters {
+						src, err := acctest.FluxSource(ctx, mc, f.Namespace, rkey, c)
+						if err != nil {
+							return err
+						}
+						if other, ok := sources[src.GetName()]; ok {
+							return fmt.Errorf("%s and %s name one OCIRepository %s: want one each", other, c, src.GetName())
+						}
+						sources[src.GetName()] = c
+					}
 					return nil
 				}),
 			},
@@ -96,12 +106,16 @@ func TestAccRollout_fluxValues(t *testing.T) {
 				),
 			},
 			{
-				// Flux's view: prod-us-1's OCIRepository deleted by hand. The refresh finds the
+				// Flux's view: prod-us-1's OCIRepository (the one its Kustomization names: its
+				// rendering is its own, no other cluster's) deleted by hand. The refresh finds the
 				// cluster drifted, saying why, and the plan pins it again, alone. (A Kustomization
 				// deleted by hand is found the same way, but Flux prunes its objects first, and a
 				// Namespace takes a minute to go on this bed.)
 				PreConfig: func() {
-					repo := testbed.FluxObject(fluxdelivery.OCIRepositoryKind.GroupVersion().String(), fluxdelivery.OCIRepositoryKind.Kind, f.Namespace, fluxdelivery.ObjectName(rkey, "prod-us-1"))
+					repo, err := acctest.FluxSource(ctx, mc, f.Namespace, rkey, "prod-us-1")
+					if err != nil {
+						t.Fatal(err)
+					}
 					if err := mc.Delete(ctx, repo); err != nil {
 						t.Fatal(err)
 					}
