@@ -143,8 +143,9 @@ done
 
 say "Step 7: Flux delivers, the provider gates"
 echo "    Flux's source-controller and kustomize-controller run against the management cluster. Each revision is"
-echo "    published as an OCI artifact; per cluster, an OCIRepository pinned by digest and a Kustomization (through the"
-echo "    Cluster's kubeconfig Secret) apply it. The waves, canary, budget and invalid ledger stay in the provider."
+echo "    published as an OCI artifact and pinned by digest in one OCIRepository the namespace's clusters share; per"
+echo "    cluster, a Kustomization (through the Cluster's kubeconfig Secret) applies it. The waves, canary, budget and"
+echo "    invalid ledger stay in the provider."
 registry=$("$testbed" status --dir "$fleet_dir" | sed -nE 's/.*OCI registry ([0-9.:]+),.*/\1/p')
 flux_dir="$work/flux-delivery"
 cp -r "$root/examples/flux-delivery" "$flux_dir"

@@ -1,8 +1,9 @@
 // Package fluxdelivery delivers revisions through Flux instead of applying them from this
 // process: each revision is published as an OCI artifact (Flux's own client library and media
 // types; tag = revision, pinned by digest), and in the management cluster, beside each Cluster,
-// an OCIRepository and a Kustomization per (rollout, cluster) have Flux's kustomize-controller
-// apply it to the workload cluster through the Cluster's kubeconfig Secret. It reads and writes
+// a Kustomization per (rollout, cluster) has Flux's kustomize-controller apply it to the workload
+// cluster through the Cluster's kubeconfig Secret, from an OCIRepository per artifact that every
+// Kustomization of the namespace on that artifact shares. It reads and writes
 // the management cluster and the registry only: it never reads a kubeconfig Secret nor
 // connects to a workload cluster. Flux objects are handled unstructured, so the module does
 // not take Flux's API modules (they would move the pinned Kubernetes libraries).

@@ -81,8 +81,9 @@ func DeliveryAttribute() schema.SingleNestedAttribute {
 	engine := "Moving between the engines (leaving `delivery` out, or adding it back) is an update carried out in waves, never a " +
 		"replacement: on each cluster the new engine delivers the same content and verifies it, and only once it verified " +
 		"there, at the end of the apply, does the old engine let go of the cluster without pruning or deleting any object " +
-		"(direct delivery drops its records and field manager's marks; Flux stops pruning, then its Kustomization and " +
-		"OCIRepository go, and the direct engine takes over the fields kustomize-controller applied). A cluster that does " +
+		"(direct delivery drops its records and field manager's marks; Flux stops pruning, then its Kustomization goes, and " +
+		"the OCIRepository once no Kustomization names it, and the direct engine takes over the fields kustomize-controller " +
+		"applied). A cluster that does " +
 		"not verify on the new engine stays on the old one, is counted against `max_failures`, and is not recorded as a " +
 		"failure of the revision; the next apply moves it again."
 	return schema.SingleNestedAttribute{
@@ -90,9 +91,11 @@ func DeliveryAttribute() schema.SingleNestedAttribute {
 		MarkdownDescription: "Which engine carries each revision to the clusters. Left out, the provider applies it itself " +
 			"(server-side apply from where Terraform runs, with each cluster's kubeconfig Secret). With `flux`, the waves, canary, " +
 			"failure budget, bake, invalid ledger and Lease stay in the provider, and Flux delivers: each revision is published " +
-			"as an OCI artifact (tag = revision), and in the Cluster's namespace of the management cluster an `OCIRepository` " +
-			"pinned by digest and a `Kustomization` per cluster (through the Cluster's `<name>-kubeconfig` Secret, `prune` and " +
-			"`wait` on, `timeout` = `verify.timeout`) apply it. The provider then reads and writes only the management cluster " +
+			"as an OCI artifact (tag = revision), and in the Clusters' namespace of the management cluster an `OCIRepository` " +
+			"per revision, pinned by digest and shared by the clusters there that run it, and a `Kustomization` per cluster " +
+			"(through the Cluster's `<name>-kubeconfig` Secret, `prune` and `wait` on, `timeout` = `verify.timeout`) apply it; " +
+			"an `OCIRepository` no Kustomization names any more is deleted. With `values` the artifact is the template, and each " +
+			"cluster's Kustomization substitutes that cluster's variables (`postBuild.substitute`). The provider then reads and writes only the management cluster " +
 			"and the registry, and reads no Secret in the Clusters' namespace (a Cluster's eligibility comes from its status); " +
 			"the per-cluster records live in the management cluster. Flux never prunes a Namespace, a CustomResourceDefinition or an object " +
 			"marked `gradual.dev/prune: disabled` (each carries Flux's own `kustomize.toolkit.fluxcd.io/prune: disabled` in the artifact). " +
