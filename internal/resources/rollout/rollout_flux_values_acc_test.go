@@ -3,6 +3,7 @@ package rollout_test
 import (
 	"context"
 	"fmt"
+	"maps"
 	"regexp"
 	"strings"
 	"testing"
@@ -17,12 +18,15 @@ import (
 	"github.com/gradual-dev/terraform-provider-gradual/internal/records"
 )
 
-// TestAccRollout_fluxValues: one bundle with per-cluster values delivered through Flux. Each
-// cluster's rendering is an artifact of its own: three clusters get three renderings (the
-// OCIRepositories pin three digests); a label change on one cluster plans an update of that
-// cluster alone, and only its OCIRepository is re-pinned; a cluster missing a variable refuses
-// the plan. It also shows Flux's view in the plan: an OCIRepository deleted by hand is drift,
-// pinned again by the next apply.
+// TestAccRollout_fluxValues: one bundle with per-cluster values delivered through Flux. The
+// revision is one artifact, its template, and one OCIRepository that the three clusters'
+// Kustomizations share; each Kustomization substitutes its cluster's variables
+// (postBuild.substitute), and what kustomize-controller rendered is read back in each workload
+// cluster. A label change on one cluster plans an update of that cluster alone, and only its
+// Kustomization changes (the digest stays); the provider waits for kustomize-controller to
+// reconcile that change before it calls the cluster verified. A cluster missing a variable
+// refuses the plan. It also shows Flux's view in the plan: the shared OCIRepository deleted by
+// hand is drift on every cluster that names it, pinned again by the next apply.
 func TestAccRollout_fluxValues(t *testing.T) {
 	f := acctest.FluxFleet(t)
 	acctest.OnOneLane(t, 0) // what each cluster is given, not how a CLI drives the provider
@@ -52,6 +56,7 @@ func TestAccRollout_fluxValues(t *testing.T) {
 	// pinned reads the digest each cluster's OCIRepository is pinned to.
 	pinned := func() (map[string]string, error) { return acctest.FluxPinned(f, rkey, clusters) }
 	var first map[string]string
+	var firstKs map[string]acctest.FluxKustomization
 	resource.Test(t, resource.TestCase{
 		ProtoV6ProviderFactories: acctest.ProviderFactories,
 		Steps: []resource.TestStep{
@@ -64,26 +69,30 @@ func TestAccRollout_fluxValues(t *testing.T) {
 					if first, err = pinned(); err != nil {
 						return err
 					}
-					if first["prod-eu-1"] == first["prod-us-1"] || first["prod-eu-1"] == first["staging-eu-1"] || first["prod-us-1"] == first["staging-eu-1"] {
-						return fmt.Errorf("pinned digests %v: three renderings, want three artifacts", first)
+					if first["prod-eu-1"] == "" || first["prod-eu-1"] != first["prod-us-1"] || first["prod-eu-1"] != first["staging-eu-1"] {
+						return fmt.Errorf("pinned digests %v: want one artifact (the template) on every cluster", first)
 					}
-					// One OCIRepository per artifact: three renderings share none.
-					sources := map[string]string{}
-					for _, c := range clusters {
-						src, err := acctest.FluxSource(ctx, mc, f.Namespace, rkey, c)
-						if err != nil {
-							return err
+					if sources, err := acctest.FluxSources(ctx, mc, f.Namespace, rkey); err != nil || len(sources) != 1 {
+						return fmt.Errorf("the rollout's OCIRepositories: %v (%v), want one, shared", sources, err)
+					}
+					if firstKs, err = acctest.FluxKustomizations(f, rkey, clusters); err != nil {
+						return err
+					}
+					for c, want := range map[string]map[string]string{
+						"prod-eu-1": {"cluster_name": "prod-eu-1", "zone": "eu-a"},
+						"prod-us-1": {"cluster_name": "prod-us-1", "zone": "us-a", "tier": "premium"},
+					} {
+						for k, v := range want {
+							if got := firstKs[c].Substitute; got[k] != v {
+								return fmt.Errorf("%s: its Kustomization substitutes %v, want %s=%s", c, got, k, v)
+							}
 						}
-						if other, ok := sources[src.GetName()]; ok {
-							return fmt.Errorf("%s and %s name one OCIRepository %s: want one each", other, c, src.GetName())
-						}
-						sources[src.GetName()] = c
 					}
 					return nil
 				}),
 			},
 			{
-				// prod-eu-1 moves zone: the plan updates it alone, and only its OCIRepository moves.
+				// prod-eu-1 moves zone: the plan updates it alone, and only its Kustomization changes.
 				PreConfig: func() { setClusterLabel(t, f, "prod-eu-1", key, "eu-c") },
 				Config:    config,
 				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
@@ -98,19 +107,30 @@ func TestAccRollout_fluxValues(t *testing.T) {
 						if err != nil {
 							return err
 						}
-						if now["prod-eu-1"] == first["prod-eu-1"] || now["prod-us-1"] != first["prod-us-1"] || now["staging-eu-1"] != first["staging-eu-1"] {
-							return fmt.Errorf("pinned digests %v after %v: want prod-eu-1 alone re-pinned", now, first)
+						if !maps.Equal(now, first) {
+							return fmt.Errorf("pinned digests %v after %v: want every digest kept (only values changed)", now, first)
+						}
+						ks, err := acctest.FluxKustomizations(f, rkey, clusters)
+						if err != nil {
+							return err
+						}
+						for _, c := range clusters {
+							if changed := ks[c].Generation != firstKs[c].Generation; changed != (c == "prod-eu-1") {
+								return fmt.Errorf("%s: Kustomization generation %d, was %d: want prod-eu-1's alone changed", c, ks[c].Generation, firstKs[c].Generation)
+							}
+						}
+						if z := ks["prod-eu-1"].Substitute["zone"]; z != "eu-c" {
+							return fmt.Errorf("prod-eu-1 substitutes zone=%q, want eu-c", z)
 						}
 						return nil
 					},
 				),
 			},
 			{
-				// Flux's view: prod-us-1's OCIRepository (the one its Kustomization names: its
-				// rendering is its own, no other cluster's) deleted by hand. The refresh finds the
-				// cluster drifted, saying why, and the plan pins it again, alone. (A Kustomization
-				// deleted by hand is found the same way, but Flux prunes its objects first, and a
-				// Namespace takes a minute to go on this bed.)
+				// Flux's view: the OCIRepository the three clusters share deleted by hand. The
+				// refresh finds every cluster that names it drifted, saying why, and the plan pins
+				// them again. (A Kustomization deleted by hand is found the same way, but Flux
+				// prunes its objects first, and a Namespace takes a minute to go on this bed.)
 				PreConfig: func() {
 					repo, err := acctest.FluxSource(ctx, mc, f.Namespace, rkey, "prod-us-1")
 					if err != nil {
@@ -124,10 +144,18 @@ func TestAccRollout_fluxValues(t *testing.T) {
 				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
 					plancheck.ExpectResourceAction("gradual_rollout.test", plancheck.ResourceActionUpdate),
 					attentionBefore{cluster: "prod-us-1", want: []string{"drifted: ", "Flux: its OCIRepository is gone"}},
-					attentionOnly{clusters: []string{"prod-us-1"}},
-					plancheck.ExpectKnownValue("gradual_rollout.test", tfjsonpath.New("waves"), knownvalue.StringExact("1 wave of 1 cluster")),
+					attentionOnly{clusters: clusters},
+					plancheck.ExpectKnownValue("gradual_rollout.test", tfjsonpath.New("waves"), knownvalue.StringExact("1 wave of 3 clusters")),
 				}},
-				Check: expectValueSettings(f, name, map[string][2]string{"prod-us-1": {"us-a", "premium"}}),
+				Check: resource.ComposeTestCheckFunc(
+					expectValueSettings(f, name, map[string][2]string{"prod-eu-1": {"eu-c", "standard"}, "prod-us-1": {"us-a", "premium"}, "staging-eu-1": {"eu-b", "standard"}}),
+					func(*terraform.State) error {
+						if sources, err := acctest.FluxSources(ctx, mc, f.Namespace, rkey); err != nil || len(sources) != 1 {
+							return fmt.Errorf("the rollout's OCIRepositories after the repair: %v (%v), want one, shared", sources, err)
+						}
+						return nil
+					},
+				),
 			},
 			{
 				PreConfig:   func() { setClusterLabel(t, f, "staging-eu-1", key, "") },
