@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -95,4 +96,54 @@ func Tail(s string, n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return strings.Join(lines, "\n")
+}
+
+// CLIProcess is a CLI command started by StartCLI, running in a process group of its own so that
+// Kill stops the provider it started along with it: what a CI job cancelled, or a runner lost,
+// leaves behind.
+type CLIProcess struct {
+	cmd  *exec.Cmd
+	out  *bytes.Buffer
+	done chan struct{}
+}
+
+// StartCLI starts `cli SUBCOMMAND -input=false -no-color REST...` in work with the CLI
+// configuration rc, without waiting for it.
+func StartCLI(t *testing.T, cli, work, rc string, args ...string) *CLIProcess {
+	t.Helper()
+	cmd := exec.Command(cli, append([]string{"-chdir=" + work, args[0], "-input=false", "-no-color"}, args[1:]...)...)
+	cmd.Env = append(os.Environ(), "TF_CLI_CONFIG_FILE="+rc, "TF_IN_AUTOMATION=1", "CHECKPOINT_DISABLE=1", "TF_LOG=")
+	p := &CLIProcess{cmd: cmd, out: &bytes.Buffer{}, done: make(chan struct{})}
+	cmd.Stdout, cmd.Stderr = p.out, p.out
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start %s %s: %v", filepath.Base(cli), args[0], err)
+	}
+	go func() {
+		_ = cmd.Wait()
+		close(p.done)
+	}()
+	t.Cleanup(p.Kill)
+	return p
+}
+
+// Done is closed once the command has ended.
+func (p *CLIProcess) Done() <-chan struct{} { return p.done }
+
+// Kill sends SIGKILL to the command's process group (the CLI and its provider) and waits for the
+// CLI to end; a command that ended already is left alone.
+func (p *CLIProcess) Kill() {
+	select {
+	case <-p.done:
+		return
+	default:
+	}
+	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+	<-p.done
+}
+
+// Output is what the command printed; only once it has ended (Done).
+func (p *CLIProcess) Output() string {
+	<-p.done
+	return p.out.String()
 }
