@@ -70,6 +70,43 @@ func FluxPins(t *testing.T, f *testbed.Fleet, key records.Key, clusters []string
 // each cluster's Kustomization to the OCIRepository it names (shared by the clusters of the
 // namespace that run the same artifact), as the engine reads it.
 func FluxPinned(f *testbed.Fleet, key records.Key, clusters []string) (map[string]string, error) {
+	return eachCluster(f, clusters, func(ctx context.Context, mc client.Client, c string) (string, error) {
+		src, err := FluxSource(ctx, mc, f.Namespace, key, c)
+		if err != nil {
+			return "", err
+		}
+		digest, _, _ := unstructured.NestedString(src.Object, "spec", "ref", "digest")
+		return digest, nil
+	})
+}
+
+// FluxKustomization is what a cluster's Kustomization of key says of the cluster's values:
+// the variables kustomize-controller substitutes there (spec.postBuild.substitute) and its
+// generation.
+type FluxKustomization struct {
+	Substitute map[string]string
+	Generation int64
+}
+
+// FluxKustomizations reads the Kustomization of key on each of clusters, for a check function:
+// an error instead of failing the test.
+func FluxKustomizations(f *testbed.Fleet, key records.Key, clusters []string) (map[string]FluxKustomization, error) {
+	return eachCluster(f, clusters, func(ctx context.Context, mc client.Client, c string) (FluxKustomization, error) {
+		k := fluxdelivery.KustomizationKind
+		ks := testbed.FluxObject(k.GroupVersion().String(), k.Kind, f.Namespace, fluxdelivery.ObjectName(key, c))
+		if err := mc.Get(ctx, client.ObjectKeyFromObject(ks), ks); err != nil {
+			return FluxKustomization{}, fmt.Errorf("%s: its Kustomization of %s: %w", c, key, err)
+		}
+		sub, _, err := unstructured.NestedStringMap(ks.Object, "spec", "postBuild", "substitute")
+		if err != nil {
+			return FluxKustomization{}, fmt.Errorf("%s: its Kustomization's postBuild.substitute: %w", c, err)
+		}
+		return FluxKustomization{Substitute: sub, Generation: ks.GetGeneration()}, nil
+	})
+}
+
+// eachCluster reads, in f's management cluster, one thing of each of clusters, by cluster.
+func eachCluster[T any](f *testbed.Fleet, clusters []string, read func(ctx context.Context, mc client.Client, c string) (T, error)) (map[string]T, error) {
 	mc, err := f.ManagementClient()
 	if err != nil {
 		return nil, err
@@ -77,15 +114,13 @@ func FluxPinned(f *testbed.Fleet, key records.Key, clusters []string) (map[strin
 	// A check function gets no context.
 	ctx, cancel := context.WithTimeout(context.Background(), helperTimeout)
 	defer cancel()
-	pins := map[string]string{}
+	out := make(map[string]T, len(clusters))
 	for _, c := range clusters {
-		src, err := FluxSource(ctx, mc, f.Namespace, key, c)
-		if err != nil {
+		if out[c], err = read(ctx, mc, c); err != nil {
 			return nil, err
 		}
-		pins[c], _, _ = unstructured.NestedString(src.Object, "spec", "ref", "digest")
 	}
-	return pins, nil
+	return out, nil
 }
 
 // FluxSource is the OCIRepository cluster's Kustomization of key names in namespace; an error
