@@ -56,6 +56,9 @@ var (
 // serve (and a destroy finds them by label).
 const (
 	LabelCluster = "gradual.dev/cluster"
+	// LabelSource, on a Kustomization, is the name of the OCIRepository it applies (SourceName):
+	// a removal asks by it whether another Kustomization still names that source.
+	LabelSource = "gradual.dev/source"
 	// annotationClusterName is the cluster's name whole (LabelCluster is cut to a label's length).
 	annotationClusterName = "gradual.dev/cluster-name"
 	// fieldOwner is the server-side apply field manager of the Flux objects.
@@ -556,6 +559,9 @@ func (d *Delivery) Pin(ctx context.Context, namespace, cluster string, p Pinning
 	}
 	src.Object["spec"] = spec
 	ks := d.object(KustomizationKind, namespace, cluster)
+	labels := ks.GetLabels()
+	labels[LabelSource] = src.GetName() // at most 51 characters: a label value
+	ks.SetLabels(labels)
 	ks.Object["spec"] = map[string]any{
 		"sourceRef":     map[string]any{"kind": OCIRepositoryKind.Kind, "name": src.GetName()},
 		"path":          "./",
@@ -864,18 +870,61 @@ func fluxError(v blame.Verdict, what string) error {
 
 // Remove deletes cluster's Kustomization (Flux prunes what it applied there, but what keptByFlux
 // marks; with orphan nothing: its spec.prune is turned off first, which kustomize-controller reads
-// as it finalizes the deletion), and then the rollout's OCIRepositories in namespace that no
-// Kustomization names any more (Sweep), and returns once they are gone or ctx ends.
+// as it finalizes the deletion), and then the OCIRepository it named once no other Kustomization
+// names it, and returns once they are gone or ctx ends. It asks about that one source only (a
+// list by LabelSource that returns at most one object): a destroy of a thousand clusters must
+// not list the rollout's every object once per cluster. What else is left unnamed, the end of a
+// run sweeps (Sweep).
 func (d *Delivery) Remove(ctx context.Context, namespace, cluster string, poll time.Duration, orphan bool) error {
 	if orphan {
 		if err := d.stopPruning(ctx, namespace, cluster); err != nil {
 			return err
 		}
 	}
-	if err := d.deleteAndWait(ctx, d.object(KustomizationKind, namespace, cluster), "Flux prunes before it goes", poll); err != nil {
+	ks := d.object(KustomizationKind, namespace, cluster)
+	source := ""
+	if err := d.mgmt.Get(ctx, client.ObjectKeyFromObject(ks), ks); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("read Kustomization %s/%s: %w", namespace, ks.GetName(), err)
+	} else if err == nil {
+		source, _, _ = unstructured.NestedString(ks.Object, "spec", "sourceRef", "name")
+	}
+	if err := d.deleteAndWait(ctx, ks, "Flux prunes before it goes", poll); err != nil {
 		return err
 	}
-	return d.Sweep(ctx, namespace, poll)
+	if source == "" {
+		return nil
+	}
+	src, err := d.releaseSource(ctx, namespace, source)
+	if err != nil || src == nil {
+		return err
+	}
+	return d.waitGone(ctx, src, "source-controller drops the artifact before it goes", poll)
+}
+
+// releaseSource deletes the OCIRepository name in namespace unless a Kustomization still names
+// it, with this process's Pins in the namespace held off meanwhile (as sweep); it returns the
+// source it deleted, nil for none.
+func (d *Delivery) releaseSource(ctx context.Context, namespace, name string) (*unstructured.Unstructured, error) {
+	lock := namespaceLock(namespace)
+	lock.Lock()
+	defer lock.Unlock()
+	list := &unstructured.UnstructuredList{}
+	list.SetGroupVersionKind(KustomizationKind.GroupVersion().WithKind(KustomizationKind.Kind + "List"))
+	if err := d.mgmt.List(ctx, list, client.InNamespace(namespace), client.Limit(1),
+		client.MatchingLabels{records.LabelRollout: d.key.Hash(), LabelSource: name}); err != nil {
+		return nil, fmt.Errorf("list the Kustomizations naming OCIRepository %s/%s: %w", namespace, name, err)
+	}
+	if len(list.Items) > 0 {
+		return nil, nil
+	}
+	src := &unstructured.Unstructured{}
+	src.SetGroupVersionKind(OCIRepositoryKind)
+	src.SetNamespace(namespace)
+	src.SetName(name)
+	if err := d.mgmt.Delete(ctx, src); client.IgnoreNotFound(err) != nil {
+		return nil, fmt.Errorf("delete OCIRepository %s/%s: %w", namespace, name, err)
+	}
+	return src, nil
 }
 
 // writeSource creates or updates the OCIRepository src. One being deleted (a sweep let it go,

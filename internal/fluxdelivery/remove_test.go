@@ -13,10 +13,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 )
 
-// heldObjects are cluster c1's Kustomization and OCIRepository, each held by its controller's
+// heldObjects are cluster c1's Kustomization and the OCIRepository it names, each held by its controller's
 // finalizer as Flux's controllers hold them until they have pruned or dropped the artifact.
 func heldObjects(d *Delivery) (ks, src *unstructured.Unstructured) {
-	ks, src = d.object(KustomizationKind, "fleet", "c1"), d.object(OCIRepositoryKind, "fleet", "c1")
+	ks, src = d.object(KustomizationKind, "fleet", "c1"), d.source("fleet", "sha256:aa")
+	ks.Object["spec"] = map[string]any{"sourceRef": map[string]any{"kind": OCIRepositoryKind.Kind, "name": src.GetName()}} // as Pin writes it
 	ks.SetFinalizers([]string{"finalizers.fluxcd.io"})
 	src.SetFinalizers([]string{"finalizers.fluxcd.io"})
 	return ks, src
