@@ -3,11 +3,12 @@
 # (a management cluster and three workload clusters) per CLI, and runs the acceptance tests on
 # OpenTofu and, when `terraform` is on PATH, on Terraform, the two side by side (each on its own
 # fleet). Each lane then goes on with what follows on its own, for its CLI: delivery through Flux
-# (on a Flux test bed of the lane's own) and gradual_inplace_update and the bridge on the real
-# Cluster API controllers (the Cluster API fleets take a lock, so one runs at a time: the
-# Terraform lane takes it first); the OpenTofu lane also runs the modules' tests. A third lane,
-# beside them, runs the Cluster API controllers' own test, the plan line budget on a scale bed
-# (both CLIs side by side) and the fleetless checks named in GRADUAL_TESTACC_CHECKS.
+# (on a Flux test bed of the lane's own) and gradual_inplace_update on the real Cluster API
+# controllers (the Cluster API fleets take a lock, so one runs at a time: the Terraform lane
+# takes it first); the OpenTofu lane also runs the modules' tests. A third lane, beside them,
+# runs the Cluster API controllers' own test, the plan line budget on a scale bed (both CLIs side
+# by side), the fleetless checks named in GRADUAL_TESTACC_CHECKS, and the bridge for joiners on
+# the real Cluster API controllers (both CLIs, one after the other).
 # Every fleet is torn down on exit, whatever happened.
 #
 #   GRADUAL_TESTACC_SERIAL=1 tools/testacc.sh   # one CLI after the other, on one fleet
@@ -177,12 +178,19 @@ capi_controllers() {
 # in-place update (those two on one lane). One Cluster API fleet per CLI run, started by the tests. Verbose (-v):
 # each test's time and what it logs (the fleet's start, Machine UIDs before and after) are the
 # figures these runs are read for.
-capi_acc() {
+capi_inplace() {
   local cli=$1 path=$2; shift 2
   stage "gradual_inplace_update on the real Cluster API controllers, $cli"
-  run_one internal/resources/inplaceupdate 20m '^TestAccCAPIInPlace_' "$@" TF_ACC_TERRAFORM_PATH="$path" GRADUAL_TEST_CLUSTER_API=1 || return 1
-  # follow_joins' bridge: Cluster API's ClusterResourceSet controller gives joiners the modules
-  # between applies (a fleet of its own, about a minute).
+  run_one internal/resources/inplaceupdate 20m '^TestAccCAPIInPlace_' "$@" TF_ACC_TERRAFORM_PATH="$path" GRADUAL_TEST_CLUSTER_API=1
+}
+
+# follow_joins' bridge: Cluster API's ClusterResourceSet controller gives joiners the modules (the
+# rollout's revision) between applies, on a fleet each test starts (about a minute each), the
+# TestAccCAPIBridge_flux* ones with Flux's controllers beside Cluster API's (the assignment or
+# rollout delivers through Flux; the bridge is the same). They need no CLI lane's fleet, so
+# `make test` runs them in the third lane, for both CLIs.
+capi_bridges() {
+  local cli=$1 path=$2; shift 2
   stage "gradual_module_assignment's bridge for joiners on the real Cluster API controllers, $cli"
   run_one internal/resources/moduleassignment 10m '^TestAccCAPIBridge_' "$@" TF_ACC_TERRAFORM_PATH="$path" GRADUAL_TEST_CLUSTER_API=1 || return 1
   stage "gradual_rollout's bridge for joiners on the real Cluster API controllers, $cli"
@@ -245,8 +253,12 @@ if [ -n "${GRADUAL_TESTACC_SERIAL:-}" ] || [ -z "${GRADUAL_TERRAFORM:-}" ]; then
   "$testbed" down --dir "$work/fleet" >&2 || true
   scale_stage
   capi_controllers
-  capi_acc OpenTofu "$GRADUAL_TOFU" "${tofu_env[@]}"
-  [ -z "${GRADUAL_TERRAFORM:-}" ] || capi_acc Terraform "$GRADUAL_TERRAFORM"
+  capi_inplace OpenTofu "$GRADUAL_TOFU" "${tofu_env[@]}"
+  capi_bridges OpenTofu "$GRADUAL_TOFU" "${tofu_env[@]}"
+  if [ -n "${GRADUAL_TERRAFORM:-}" ]; then
+    capi_inplace Terraform "$GRADUAL_TERRAFORM"
+    capi_bridges Terraform "$GRADUAL_TERRAFORM"
+  fi
   if [ -n "${GRADUAL_TERRAFORM:-}" ]; then
     flux_acc OpenTofu "$GRADUAL_TOFU" GRADUAL_ACC_LANE=0/2 "${tofu_env[@]}"
     flux_acc Terraform "$GRADUAL_TERRAFORM" GRADUAL_ACC_LANE=1/2
@@ -277,28 +289,31 @@ else
       GRADUAL_TESTBED_DIR="$work/fleet-tofu" tools/moduletest.sh || rc=1
     "$testbed" down --dir "$work/fleet-tofu" >&2 || true
     flux_acc OpenTofu "$GRADUAL_TOFU" GRADUAL_ACC_LANE=0/2 "${tofu_env[@]}" || rc=1
-    capi_acc OpenTofu "$GRADUAL_TOFU" "${tofu_env[@]}" GRADUAL_ACC_LANE=0/2 || rc=1
+    capi_inplace OpenTofu "$GRADUAL_TOFU" "${tofu_env[@]}" GRADUAL_ACC_LANE=0/2 || rc=1
     return "$rc"
   }
   terraform_lane() {
     local rc=0
     acc Terraform "$GRADUAL_TERRAFORM" "$work/fleet-terraform" GRADUAL_ACC_LANE=1/2 || rc=1
     "$testbed" down --dir "$work/fleet-terraform" >&2 || true
-    capi_acc Terraform "$GRADUAL_TERRAFORM" GRADUAL_ACC_LANE=1/2 || rc=1
+    capi_inplace Terraform "$GRADUAL_TERRAFORM" GRADUAL_ACC_LANE=1/2 || rc=1
     flux_acc Terraform "$GRADUAL_TERRAFORM" GRADUAL_ACC_LANE=1/2 || rc=1
     return "$rc"
   }
-  # What needs neither CLI lane: the Cluster API controllers' own test, the plan line budget on
-  # the scale bed (both CLIs, side by side) and the fleetless checks, one after the other in a
-  # third lane beside the lanes' acceptance tests, not after them. The two CLI lanes are the
-  # run's critical path (each about 45 minutes: acceptance, Flux, Cluster API); this lane is
-  # done within their first quarter. The Cluster API fleets run one at a time (the lock), and
-  # the lanes' later Cluster API stages come long after the controllers' test.
+  # What needs neither CLI lane's fleet: the Cluster API controllers' own test, the plan line
+  # budget on the scale bed (both CLIs, side by side), the fleetless checks, and the bridge's
+  # tests on both CLIs (each test starts a Cluster API fleet of its own), one after the other in
+  # a third lane beside the lanes' acceptance tests, not after them. The two CLI lanes are the
+  # run's critical path (each about 40 minutes: acceptance, Flux, Cluster API in place); this
+  # lane is done within their first half. The Cluster API fleets run one at a time (the lock),
+  # and the lanes' in-place stages come after this lane's fleets, or wait for the lock.
   beside() {
     local rc=0
     capi_controllers || rc=1
     scale_stage || rc=1
     checks || rc=1
+    capi_bridges OpenTofu "$GRADUAL_TOFU" "${tofu_env[@]}" || rc=1
+    capi_bridges Terraform "$GRADUAL_TERRAFORM" || rc=1
     return "$rc"
   }
   lane OpenTofu tofu_lane

@@ -22,6 +22,19 @@ import (
 // unless GRADUAL_TEST_CLUSTER_API=1 and the controllers are built.
 func CAPIBridgeFleet(t *testing.T, label string) *testbed.Fleet {
 	t.Helper()
+	return capiBridgeFleet(t, label, false)
+}
+
+// CAPIFluxBridgeFleet is CAPIBridgeFleet with Flux's source-controller and kustomize-controller
+// and an OCI registry too (testbed.Options.Flux): the bridge of a resource that delivers through
+// Flux. Skipped as CAPIBridgeFleet is, and when Flux's controllers are not built.
+func CAPIFluxBridgeFleet(t *testing.T, label string) *testbed.Fleet {
+	t.Helper()
+	return capiBridgeFleet(t, label, true)
+}
+
+func capiBridgeFleet(t *testing.T, label string, flux bool) *testbed.Fleet {
+	t.Helper()
 	PreCheck(t)
 	if os.Getenv("GRADUAL_TEST_CLUSTER_API") != "1" {
 		t.Skip("set GRADUAL_TEST_CLUSTER_API=1 to run against the real Cluster API controllers")
@@ -29,6 +42,9 @@ func CAPIBridgeFleet(t *testing.T, label string) *testbed.Fleet {
 	tc, err := testbed.ToolchainFromEnv()
 	if err != nil || !tc.HasClusterAPI() {
 		t.Skipf("Cluster API controllers not built (tools/toolchain.sh cluster-api): %v", err)
+	}
+	if flux && !tc.HasFlux() {
+		t.Skip("Flux's controllers not built (tools/toolchain.sh flux)")
 	}
 	lock, err := os.OpenFile("/tmp/gradual-capi.lock", os.O_CREATE|os.O_RDWR, 0o666)
 	if err != nil {
@@ -39,7 +55,7 @@ func CAPIBridgeFleet(t *testing.T, label string) *testbed.Fleet {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
-	f, err := testbed.Up(ctx, tc, testbed.Options{ClusterAPI: true, Logf: t.Logf, Workloads: []testbed.WorkloadSpec{
+	f, err := testbed.Up(ctx, tc, testbed.Options{ClusterAPI: true, Flux: flux, Logf: t.Logf, Workloads: []testbed.WorkloadSpec{
 		{Name: "member-1", Labels: map[string]string{label: "yes"}, Ready: true, ClusterAPI: true},
 	}})
 	t.Cleanup(func() {

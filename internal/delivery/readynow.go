@@ -17,8 +17,10 @@ const readOnce = time.Nanosecond
 // namespace/name as a verify judges them (kstatus): nil when every one is, an
 // *apply.NotReadyError naming those that are not and why, or the error that kept the cluster
 // from answering. A plan reads with it what a bridge gave a cluster that joined between
-// applies, which no apply of key verified yet. Only the direct engine reaches workload
-// clusters.
+// applies, which no apply of key verified yet, whichever engine delivers to the members: the
+// bridge is Cluster API's, and its objects are read as they are there, through the joiner's
+// kubeconfig Secret (a runner that may not read it is told so, and the joiner's health is not
+// read).
 func (s *Service) ReadyNow(ctx context.Context, namespace, name string, key records.Key, objs []*unstructured.Unstructured) error {
 	c, err := s.cluster(ctx, namespace, name, key, false)
 	if err != nil {

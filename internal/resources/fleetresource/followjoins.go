@@ -43,10 +43,12 @@ type FollowJoins struct {
 	Labels map[string]string `json:"labels,omitempty"`
 }
 
-// FollowJoinsOf reads follow_joins (nil when off or unknown). A rollout or assignment that
-// delivers through Flux (delivery not null) cannot have it: the ClusterResourceSet applies through
-// the workload clusters' kubeconfig Secrets, not through Flux.
-func FollowJoinsOf(ctx context.Context, v, delivery types.Object) (*FollowJoins, diag.Diagnostics) {
+// FollowJoinsOf reads follow_joins (nil when off or unknown). Either engine can have it: the
+// bridge is Cluster API's ClusterResourceSet controller, which reaches a joiner through its
+// kubeconfig Secret whichever engine delivers to the members, and the apply that takes a joiner
+// over delivers to it as to any member (through Flux: its Kustomization applies the same objects
+// over what the bridge created).
+func FollowJoinsOf(ctx context.Context, v types.Object) (*FollowJoins, diag.Diagnostics) {
 	var diags diag.Diagnostics
 	if v.IsNull() || v.IsUnknown() {
 		return nil, diags
@@ -58,10 +60,6 @@ func FollowJoinsOf(ctx context.Context, v, delivery types.Object) (*FollowJoins,
 	out := &FollowJoins{}
 	if !fj.Labels.IsNull() && !fj.Labels.IsUnknown() {
 		diags.Append(fj.Labels.ElementsAs(ctx, &out.Labels, false)...)
-	}
-	if !delivery.IsNull() && !delivery.IsUnknown() {
-		diags.AddAttributeError(PathFollowJoins, "Follow Joins Not Through Flux",
-			"follow_joins keeps a Cluster API ClusterResourceSet, which applies through the workload clusters' kubeconfig Secrets; with `delivery.flux` leave it off.")
 	}
 	return out, diags
 }

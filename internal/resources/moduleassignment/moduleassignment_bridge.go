@@ -23,7 +23,9 @@ var followJoinsAttribute = fleetresource.FollowJoinsAttribute("A bridge for clus
 	"control plane answers, with no Terraform run; the next plan lists the joiner, and its apply takes it over (the " +
 	"objects the bridge created are the module's own, not adopted, and none is re-created). The bridge moves to a " +
 	"module's new revision in the apply that verifies it. Needs `selector` (not `names`), and refuses at plan modules " +
-	"with per-cluster `values`, Secrets or `sensitive_manifests`, a module over 1 MiB, and `delivery.flux`. Removing the " +
+	"with per-cluster `values`, Secrets or `sensitive_manifests`, or a module over 1 MiB. With `delivery.flux` the bridge is the same " +
+	"ClusterResourceSet (Flux has no generator of Kustomizations per Cluster), and the apply that takes a joiner over pins its " +
+	"Kustomization, which applies the same objects over the bridge's. Removing the " +
 	"attribute, or destroying the assignment, removes the bridge; what it gave joiners stays, as `deletion_policy` says " +
 	"once an apply took them over. See the guide [Migrating from ClusterResourceSet](../guides/migrating-from-clusterresourceset.md).")
 
@@ -35,12 +37,12 @@ var bridgeAttribute = fleetresource.BridgeAttribute("With `follow_joins`: per mo
 type storedFollowJoins = fleetresource.FollowJoins
 
 func (m *Model) storeFollowJoins(ctx context.Context) (*storedFollowJoins, diag.Diagnostics) {
-	return fleetresource.FollowJoinsOf(ctx, m.FollowJoins, m.Delivery)
+	return fleetresource.FollowJoinsOf(ctx, m.FollowJoins)
 }
 
 // followJoins is follow_joins as the assignment takes it; nil when off.
 func (m *Model) followJoins(ctx context.Context) (*assignment.FollowJoins, diag.Diagnostics) {
-	fj, diags := fleetresource.FollowJoinsOf(ctx, m.FollowJoins, m.Delivery)
+	fj, diags := fleetresource.FollowJoinsOf(ctx, m.FollowJoins)
 	if fj == nil {
 		return nil, diags
 	}

@@ -26,6 +26,7 @@ import (
 
 	"github.com/gradual-dev/terraform-provider-gradual/internal/acctest"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/crsbridge"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/fluxdelivery"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/records"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/testbed"
 )
@@ -41,7 +42,20 @@ import (
 // destroy removes the bridge.
 func TestAccCAPIBridge_joinerBetweenApplies(t *testing.T) {
 	name := acctest.UniqueLabel("bridge")
-	f := acctest.CAPIBridgeFleet(t, name)
+	testJoinerBetweenApplies(t, acctest.CAPIBridgeFleet(t, name), name, false)
+}
+
+// TestAccCAPIBridge_fluxJoinerBetweenApplies is TestAccCAPIBridge_joinerBetweenApplies for an
+// assignment that delivers through Flux, on a fleet with Flux's controllers beside Cluster
+// API's: the bridge is the same ClusterResourceSet, and the apply that takes the joiner over pins
+// its Kustomization, whose kustomize-controller applies over the bridge's objects (none
+// re-created) and prunes them on destroy.
+func TestAccCAPIBridge_fluxJoinerBetweenApplies(t *testing.T) {
+	name := acctest.UniqueLabel("fluxbridge")
+	testJoinerBetweenApplies(t, acctest.CAPIFluxBridgeFleet(t, name), name, true)
+}
+
+func testJoinerBetweenApplies(t *testing.T, f *testbed.Fleet, name string, flux bool) {
 	mc, err := f.ManagementClient()
 	if err != nil {
 		t.Fatal(err)
@@ -83,6 +97,15 @@ spec:
 	appV3.version = "3.0.0"
 	appV3.manifests = strings.Replace(app.manifests, "setting: v1", "setting: v3", 1)
 	follow := fmt.Sprintf(`follow_joins = { labels = { %q = %q } }`, clusterv1.WatchLabel, testbed.ClusterAPIWatchFilter)
+	// The Flux engine's field manager in the workload clusters; the direct engine's is each
+	// module's own.
+	manager := func(module string) string {
+		return records.Key{Kind: records.KindModule, Namespace: f.Namespace, Name: name + "." + module}.FieldManager()
+	}
+	if flux {
+		follow += fmt.Sprintf("\n  delivery = { flux = { repository = %q, insecure = true } }", f.Flux.RegistryURL("gradual/"+name))
+		manager = func(string) string { return fluxdelivery.ControllerFieldManager }
+	}
 	config := acctest.ProviderConfig(f) + assignmentConfig(f, "test", name, name, follow, base, app)
 	broken := acctest.ProviderConfig(f) + assignmentConfig(f, "test", name, name, follow, base, appBroken)
 	key := records.Key{Kind: records.KindAssignment, Namespace: f.Namespace, Name: name}
@@ -134,7 +157,7 @@ spec:
 					plancheck.ExpectResourceAction(res, plancheck.ResourceActionUpdate),
 				}},
 				Check: resource.ComposeAggregateTestCheckFunc(
-					func(*terraform.State) error { return expectTakenOver(f, "joiner-1", name, uids, key) },
+					func(*terraform.State) error { return expectTakenOver(f, "joiner-1", name, uids, key, manager) },
 				),
 			},
 			{
@@ -228,8 +251,9 @@ func expectGiven(t *testing.T, f *testbed.Fleet, key records.Key, cluster string
 }
 
 // expectTakenOver checks that the apply took cluster over: the same objects (UIDs), each
-// managed by its module's field manager, and a binding of each module.
-func expectTakenOver(f *testbed.Fleet, cluster, ns string, uids map[string]types.UID, key records.Key) error {
+// managed by the field manager the engine applies its module with (manager), and a binding of
+// each module.
+func expectTakenOver(f *testbed.Fleet, cluster, ns string, uids map[string]types.UID, key records.Key, manager func(module string) string) error {
 	c, err := f.WorkloadClient(cluster)
 	if err != nil {
 		return err
@@ -243,7 +267,7 @@ func expectTakenOver(f *testbed.Fleet, cluster, ns string, uids map[string]types
 		if cm.UID != uids[obj] {
 			return fmt.Errorf("%s/%s was re-created (uid %s, the bridge made %s)", ns, obj, cm.UID, uids[obj])
 		}
-		want := records.Key{Kind: records.KindModule, Namespace: key.Namespace, Name: key.Name + "." + module}.FieldManager()
+		want := manager(module)
 		if !slices.ContainsFunc(cm.ManagedFields, func(e metav1.ManagedFieldsEntry) bool { return e.Manager == want }) {
 			var managers []string
 			for _, e := range cm.ManagedFields {

@@ -21,7 +21,9 @@ var followJoinsAttribute = fleetresource.FollowJoinsAttribute("A bridge for clus
 	"controller gives a joiner those objects as soon as its control plane answers, with no Terraform run; the next plan lists the " +
 	"joiner, and its apply takes it over (the objects the bridge created are the rollout's own, not adopted, and none is " +
 	"re-created). The bridge moves to a new revision in the apply that verifies it on the fleet. Needs `selector` (not `names`), " +
-	"and refuses at plan `values`, Secrets or `sensitive_manifests`, manifests over 1 MiB, and `delivery.flux`. Removing the " +
+	"and refuses at plan `values`, Secrets or `sensitive_manifests`, or manifests over 1 MiB. With `delivery.flux` the bridge is the same " +
+	"ClusterResourceSet (Flux has no generator of Kustomizations per Cluster), and the apply that takes a joiner over pins its " +
+	"Kustomization, which applies the same objects over the bridge's. Removing the " +
 	"attribute, or destroying the rollout, removes the bridge; what it gave joiners stays, as `deletion_policy` says once an " +
 	"apply took them over. See the guide [Migrating from ClusterResourceSet](../guides/migrating-from-clusterresourceset.md).")
 
@@ -31,7 +33,7 @@ var bridgeAttribute = fleetresource.BridgeAttribute("With `follow_joins`: `revis
 
 // followJoins is follow_joins as configured; nil when off.
 func (m *Model) followJoins(ctx context.Context) (*fleetresource.FollowJoins, diag.Diagnostics) {
-	return fleetresource.FollowJoinsOf(ctx, m.FollowJoins, m.Delivery)
+	return fleetresource.FollowJoinsOf(ctx, m.FollowJoins)
 }
 
 // planBridge checks at plan that the bridge can carry the rollout, sets `bridge` (the prior

@@ -24,6 +24,7 @@ import (
 	"github.com/gradual-dev/terraform-provider-gradual/internal/acctest"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/crsbridge"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/delivery"
+	"github.com/gradual-dev/terraform-provider-gradual/internal/fluxdelivery"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/records"
 	"github.com/gradual-dev/terraform-provider-gradual/internal/testbed"
 )
@@ -43,13 +44,32 @@ func bridgeSettings(ns, setting string) string {
 // removes the bridge.
 func TestAccCAPIBridge_rolloutJoiner(t *testing.T) {
 	name := acctest.UniqueLabel("rbridge")
-	f := acctest.CAPIBridgeFleet(t, name)
+	testRolloutJoiner(t, acctest.CAPIBridgeFleet(t, name), name, false)
+}
+
+// TestAccCAPIBridge_fluxRolloutJoiner is TestAccCAPIBridge_rolloutJoiner for a rollout that
+// delivers through Flux, on a fleet with Flux's controllers beside Cluster API's: the same
+// ClusterResourceSet bridges, and the apply that takes the joiner over pins its Kustomization
+// (kustomize-controller's field manager, the records in the management cluster), none of the
+// bridge's objects re-created.
+func TestAccCAPIBridge_fluxRolloutJoiner(t *testing.T) {
+	name := acctest.UniqueLabel("frbridge")
+	testRolloutJoiner(t, acctest.CAPIFluxBridgeFleet(t, name), name, true)
+}
+
+func testRolloutJoiner(t *testing.T, f *testbed.Fleet, name string, flux bool) {
 	mc, err := f.ManagementClient()
 	if err != nil {
 		t.Fatal(err)
 	}
 	targets := fmt.Sprintf("selector = { match_labels = { %q = \"yes\" } }", name)
 	follow := fmt.Sprintf(`follow_joins = { labels = { %q = %q } }`, clusterv1.WatchLabel, testbed.ClusterAPIWatchFilter)
+	revisionOf := revisionOf
+	if flux {
+		repository := f.Flux.RegistryURL("gradual/" + name)
+		follow += fmt.Sprintf("\n  delivery = { flux = { repository = %q, insecure = true } }", repository)
+		revisionOf = func(t *testing.T, manifests string) string { return fluxRevisionOf(t, manifests, repository) }
+	}
 	v1 := bridgeSettings(name, "v1")
 	config := rolloutConfig(f, name, targets, v1, follow)
 	// v2's Deployment never becomes ready (its Pods fit no Node): recorded invalid.
@@ -100,7 +120,7 @@ func TestAccCAPIBridge_rolloutJoiner(t *testing.T) {
 				}},
 				Check: resource.ComposeAggregateTestCheckFunc(
 					resource.TestCheckResourceAttr("gradual_rollout.test", "summary.current", "2"),
-					func(*terraform.State) error { return expectRolloutTakenOver(f, "joiner-1", name, uids, key) },
+					func(*terraform.State) error { return expectRolloutTakenOver(f, "joiner-1", name, uids, key, flux) },
 				),
 			},
 			{
@@ -199,11 +219,20 @@ func expectRolloutGiven(t *testing.T, mc client.Client, key records.Key, cluster
 }
 
 // expectRolloutTakenOver checks that the apply took cluster over: the same objects (UIDs),
-// managed by the rollout's field manager, and the rollout's records there.
-func expectRolloutTakenOver(f *testbed.Fleet, cluster, ns string, uids map[string]types.UID, key records.Key) error {
+// managed by the engine's field manager (the rollout's; through Flux, kustomize-controller's),
+// and the rollout's records of the cluster (in it; through Flux, in the management cluster).
+func expectRolloutTakenOver(f *testbed.Fleet, cluster, ns string, uids map[string]types.UID, key records.Key, flux bool) error {
 	c, err := f.WorkloadClient(cluster)
 	if err != nil {
 		return err
+	}
+	manager, recordsIn, recordKey := key.FieldManager(), c, key
+	if flux {
+		mc, err := f.ManagementClient()
+		if err != nil {
+			return err
+		}
+		manager, recordsIn, recordKey = fluxdelivery.ControllerFieldManager, mc, delivery.FluxRecordKey(key, cluster)
 	}
 	for obj, uid := range uids {
 		cm := &corev1.ConfigMap{}
@@ -213,11 +242,11 @@ func expectRolloutTakenOver(f *testbed.Fleet, cluster, ns string, uids map[strin
 		if cm.UID != uid {
 			return fmt.Errorf("%s/%s was re-created (uid %s, the bridge made %s)", ns, obj, cm.UID, uid)
 		}
-		if !slices.ContainsFunc(cm.ManagedFields, func(e metav1.ManagedFieldsEntry) bool { return e.Manager == key.FieldManager() }) {
-			return fmt.Errorf("%s/%s is not managed by %s after the apply", ns, obj, key.FieldManager())
+		if !slices.ContainsFunc(cm.ManagedFields, func(e metav1.ManagedFieldsEntry) bool { return e.Manager == manager }) {
+			return fmt.Errorf("%s/%s is not managed by %s after the apply", ns, obj, manager)
 		}
 	}
-	state, err := records.NewWorkloadStore(c, records.DefaultNamespace).Load(context.Background(), key)
+	state, err := records.NewWorkloadStore(recordsIn, records.DefaultNamespace).Load(context.Background(), recordKey)
 	if err != nil {
 		return err
 	}
