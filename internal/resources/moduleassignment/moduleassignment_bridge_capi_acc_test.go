@@ -97,14 +97,9 @@ spec:
 	appV3.version = "3.0.0"
 	appV3.manifests = strings.Replace(app.manifests, "setting: v1", "setting: v3", 1)
 	follow := fmt.Sprintf(`follow_joins = { labels = { %q = %q } }`, clusterv1.WatchLabel, testbed.ClusterAPIWatchFilter)
-	// The Flux engine's field manager in the workload clusters; the direct engine's is each
-	// module's own.
-	manager := func(module string) string {
-		return records.Key{Kind: records.KindModule, Namespace: f.Namespace, Name: name + "." + module}.FieldManager()
-	}
+	manager := takeoverManager(f, name, flux)
 	if flux {
 		follow += fmt.Sprintf("\n  delivery = { flux = { repository = %q, insecure = true } }", f.Flux.RegistryURL("gradual/"+name))
-		manager = func(string) string { return fluxdelivery.ControllerFieldManager }
 	}
 	config := acctest.ProviderConfig(f) + assignmentConfig(f, "test", name, name, follow, base, app)
 	broken := acctest.ProviderConfig(f) + assignmentConfig(f, "test", name, name, follow, base, appBroken)
@@ -250,6 +245,17 @@ func expectGiven(t *testing.T, f *testbed.Fleet, key records.Key, cluster string
 	}
 }
 
+// takeoverManager is the field manager that holds a module's objects once an apply took a
+// joiner over: through Flux kustomize-controller's, delivering directly the module's own.
+func takeoverManager(f *testbed.Fleet, name string, flux bool) func(module string) string {
+	if flux {
+		return func(string) string { return fluxdelivery.ControllerFieldManager }
+	}
+	return func(module string) string {
+		return records.Key{Kind: records.KindModule, Namespace: f.Namespace, Name: name + "." + module}.FieldManager()
+	}
+}
+
 // expectTakenOver checks that the apply took cluster over: the same objects (UIDs), each
 // managed by the field manager the engine applies its module with (manager), and a binding of
 // each module.
@@ -299,14 +305,30 @@ func expectTakenOver(f *testbed.Fleet, cluster, ns string, uids map[string]types
 // took it over is listed as having left; removing follow_joins removes the bridge.
 func TestAccCAPIBridge_planListsJoiner(t *testing.T) {
 	name := acctest.UniqueLabel("bridgeplan")
-	f := acctest.CAPIBridgeFleet(t, name)
+	testPlanListsJoiner(t, acctest.CAPIBridgeFleet(t, name), name, false)
+}
+
+// TestAccCAPIBridge_fluxPlanListsJoiner is TestAccCAPIBridge_planListsJoiner for an assignment
+// that delivers through Flux: the plan reads a joiner's health the same way (through its
+// kubeconfig Secret, what Cluster API applied), and after the apply that takes it over (its
+// Kustomizations pinned) lists it no more.
+func TestAccCAPIBridge_fluxPlanListsJoiner(t *testing.T) {
+	name := acctest.UniqueLabel("fluxbridgeplan")
+	testPlanListsJoiner(t, acctest.CAPIFluxBridgeFleet(t, name), name, true)
+}
+
+func testPlanListsJoiner(t *testing.T, f *testbed.Fleet, name string, flux bool) {
 	cli := os.Getenv("TF_ACC_TERRAFORM_PATH")
 	work := t.TempDir()
 	rc := acctest.DevOverrides(t, work)
 	base := module{name: "base", version: "1.0.0", manifests: configMaps(name, "v1", "base")}
 	app := module{name: "app", version: "1.0.0", dependsOn: []string{"base"},
 		manifests: fmt.Sprintf("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: app\n  namespace: %s\ndata:\n  setting: v1\n", name)}
-	follow := fmt.Sprintf(`follow_joins = { labels = { %q = %q } }`, clusterv1.WatchLabel, testbed.ClusterAPIWatchFilter)
+	engine := ""
+	if flux {
+		engine = fmt.Sprintf("delivery = { flux = { repository = %q, insecure = true } }\n  ", f.Flux.RegistryURL("gradual/"+name))
+	}
+	follow := engine + fmt.Sprintf(`follow_joins = { labels = { %q = %q } }`, clusterv1.WatchLabel, testbed.ClusterAPIWatchFilter)
 	config := acctest.DevOverridesConfig(f) + assignmentConfig(f, "test", name, name, follow, base, app)
 	if err := os.WriteFile(work+"/main.tf", []byte(config), 0o644); err != nil {
 		t.Fatal(err)
@@ -325,7 +347,7 @@ func TestAccCAPIBridge_planListsJoiner(t *testing.T) {
 	if err := f.SetReady(ctx, "late-1", true); err != nil {
 		t.Fatal(err)
 	}
-	acctest.AwaitBridged(t, f, "late-1", name, []string{"base", "app"}, time.Minute)
+	uids := acctest.AwaitBridged(t, f, "late-1", name, []string{"base", "app"}, time.Minute)
 	t.Logf("late-1: both modules there %s after its control plane was marked ready", time.Since(ready).Round(100*time.Millisecond))
 	out := acctest.AwaitPlan(ctx, t, cli, work, rc, "late-1: base ")
 	for _, want := range []string{"Bridge For Joiners", "hands joiners: app ", "Joined since the last apply, given by the bridge"} {
@@ -341,6 +363,10 @@ func TestAccCAPIBridge_planListsJoiner(t *testing.T) {
 	t.Logf("the plan after the join:\n%s", acctest.Tail(out, 40))
 	_, took := acctest.RunCLI(ctx, t, cli, work, rc, "apply", "-auto-approve")
 	t.Logf("the apply that took late-1 over took %s", took.Round(100*time.Millisecond))
+	key := records.Key{Kind: records.KindAssignment, Namespace: f.Namespace, Name: name}
+	if err := expectTakenOver(f, "late-1", name, uids, key, takeoverManager(f, name, flux)); err != nil {
+		t.Error(err)
+	}
 	out, _ = acctest.RunCLI(ctx, t, cli, work, rc, "plan")
 	if strings.Contains(out, "late-1:") {
 		t.Errorf("the plan after the takeover still lists late-1 as a joiner:\n%s", acctest.Tail(out, 40))
@@ -362,7 +388,7 @@ func TestAccCAPIBridge_planListsJoiner(t *testing.T) {
 	}
 
 	// follow_joins turned off: the apply removes the bridge.
-	off := acctest.DevOverridesConfig(f) + assignmentConfig(f, "test", name, name, "", base, app)
+	off := acctest.DevOverridesConfig(f) + assignmentConfig(f, "test", name, name, engine, base, app)
 	if err := os.WriteFile(work+"/main.tf", []byte(off), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -372,7 +398,6 @@ func TestAccCAPIBridge_planListsJoiner(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	key := records.Key{Kind: records.KindAssignment, Namespace: f.Namespace, Name: name}
 	held, err := crsbridge.NewStore(mc).Read(ctx, key, f.Namespace)
 	if err != nil {
 		t.Fatal(err)
