@@ -3,6 +3,7 @@ package acctest
 import (
 	"context"
 	"os"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -113,5 +114,34 @@ func AwaitPlan(ctx context.Context, t *testing.T, cli, work, rc, want string) st
 			t.Fatalf("no plan within a minute says %q; the last:\n%s", want, Tail(out, 60))
 		}
 		time.Sleep(2 * time.Second)
+	}
+}
+
+// ExpectCreatedInOrder checks that cluster's ConfigMaps names (in namespace ns, as the bridge
+// created them and nothing changed them since) were created in that order: each one's
+// resourceVersion above the one before. A resourceVersion is opaque to clients in general; on the
+// test bed's API servers, each with an etcd of its own, it is the etcd revision of the object's
+// last write, which here is its creation.
+func ExpectCreatedInOrder(t *testing.T, f *testbed.Fleet, cluster, ns string, names ...string) {
+	t.Helper()
+	c, err := f.WorkloadClient(cluster)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var last uint64
+	for i, n := range names {
+		cm := &corev1.ConfigMap{}
+		if err := c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: n}, cm); err != nil {
+			t.Fatal(err)
+		}
+		rv, err := strconv.ParseUint(cm.ResourceVersion, 10, 64)
+		if err != nil {
+			t.Fatalf("%s/%s: resourceVersion %q: %v", ns, n, cm.ResourceVersion, err)
+		}
+		if i > 0 && rv <= last {
+			t.Errorf("%s: %s/%s (resourceVersion %d) was created before %s (resourceVersion %d): the modules came out of order",
+				cluster, ns, n, rv, names[i-1], last)
+		}
+		last = rv
 	}
 }

@@ -143,6 +143,8 @@ spec:
 					up := time.Now()
 					uids = acctest.AwaitBridged(t, f, "joiner-1", name, []string{"base", "app"}, time.Minute)
 					bridged := time.Since(up)
+					// depends_on order: app's objects after base's.
+					acctest.ExpectCreatedInOrder(t, f, "joiner-1", name, "base", "app")
 					expectGiven(t, f, key, "joiner-1")
 					t.Logf("joiner-1: control plane up %s after the join started; both modules there %s after its control plane was up (no Terraform run)",
 						up.Sub(t0).Round(100*time.Millisecond), bridged.Round(100*time.Millisecond))
