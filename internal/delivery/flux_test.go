@@ -291,3 +291,35 @@ func TestFluxPlanTakesTheRefreshReads(t *testing.T) {
 		t.Fatalf("a plan of other clusters than its refresh's made %d Kustomization lists, want 1", got)
 	}
 }
+
+// TestReadyNowThroughFluxReadsNoWorkload: the plan's read of a joiner's health (ReadyNow, the
+// bridge's view) dials the workload cluster when delivering directly, and through Flux dials
+// nothing (no kubeconfig Secret read, no connection) and says why.
+func TestReadyNowThroughFluxReadsNoWorkload(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		flux *fluxdelivery.Settings
+	}{
+		{"direct", nil},
+		{"flux", &fluxdelivery.Settings{Repository: "oci://registry.example/fleet/web"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var dialed []string
+			direct := &Service{engine: directEngine{}, mgmt: &fleet.Management{}, clock: engine.SystemClock{}, retryWait: time.Millisecond,
+				dial: func(_ context.Context, _, name string, _ bool) (*conn, error) {
+					dialed = append(dialed, name)
+					return nil, errors.New("unreachable")
+				}}
+			err := direct.WithFlux(tc.flux).ReadyNow(context.Background(), "fleet", "joiner-1", records.Key{Kind: records.KindRollout, Namespace: "fleet", Name: "web"}, nil)
+			if tc.flux == nil {
+				if len(dialed) != 1 || err == nil {
+					t.Errorf("direct: dialed %v, err %v; want joiner-1 dialed and its error", dialed, err)
+				}
+				return
+			}
+			if len(dialed) != 0 || !errors.Is(err, ErrReadsNoWorkload) {
+				t.Errorf("through Flux: dialed %v, err %v; want nothing dialed and ErrReadsNoWorkload", dialed, err)
+			}
+		})
+	}
+}

@@ -57,6 +57,9 @@ type deliveryEngine interface {
 	checkPinned(s *Service, ctx context.Context, spec Spec) error
 	pinned(spec Spec) (*FluxArtifact, error)
 
+	// readyNow reads once whether objs are ready on a workload cluster (ReadyNow).
+	readyNow(s *Service, ctx context.Context, namespace, name string, key records.Key, objs []*unstructured.Unstructured) error
+
 	// remove removes the rollout from one cluster (destroy, a cluster that left): what it made
 	// is deleted unless orphan, what it adopted given back; note says what was given back.
 	remove(s *Service, ctx context.Context, spec Spec, name string, orphan bool) (note string, err error)

@@ -2,6 +2,7 @@ package delivery
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -17,14 +18,26 @@ const readOnce = time.Nanosecond
 // namespace/name as a verify judges them (kstatus): nil when every one is, an
 // *apply.NotReadyError naming those that are not and why, or the error that kept the cluster
 // from answering. A plan reads with it what a bridge gave a cluster that joined between
-// applies, which no apply of key verified yet, whichever engine delivers to the members: the
-// bridge is Cluster API's, and its objects are read as they are there, through the joiner's
-// kubeconfig Secret (a runner that may not read it is told so, and the joiner's health is not
-// read).
+// applies, which no apply of key verified yet. Delivering through Flux it reads nothing and says
+// so (ErrReadsNoWorkload): the runner reaches no workload cluster and reads no kubeconfig Secret,
+// and the apply that takes the joiner over verifies it through its Kustomizations.
 func (s *Service) ReadyNow(ctx context.Context, namespace, name string, key records.Key, objs []*unstructured.Unstructured) error {
+	return s.engine.readyNow(s, ctx, namespace, name, key, objs)
+}
+
+// ErrReadsNoWorkload is ReadyNow's answer delivering through Flux.
+var ErrReadsNoWorkload = errors.New("delivery through Flux reads no workload cluster; the apply that takes it over verifies it through its Kustomizations")
+
+// readyNow reads the objects through the cluster's kubeconfig, once.
+func (directEngine) readyNow(s *Service, ctx context.Context, namespace, name string, key records.Key, objs []*unstructured.Unstructured) error {
 	c, err := s.cluster(ctx, namespace, name, key, false)
 	if err != nil {
 		return err
 	}
 	return c.applier.Wait(ctx, objs, readOnce)
+}
+
+// readyNow reads nothing through Flux (ErrReadsNoWorkload).
+func (fluxEngine) readyNow(*Service, context.Context, string, string, records.Key, []*unstructured.Unstructured) error {
+	return ErrReadsNoWorkload
 }
